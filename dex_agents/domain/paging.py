@@ -1,0 +1,153 @@
+"""Reading stored messages back: ``list_agent_messages`` pages, snapshots, and model loads.
+
+Stored messages are the kept chunks, oldest first, then the window. Retention
+may have deleted the oldest chunks: paging then ends at
+``AgentMessageIndex.first_sequence``, and every page says where the deleted
+messages end in ``deleted_before_sequence``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+
+from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex, MessageChunkInfo
+from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.requests import AgentMessagesPage, ListAgentMessagesRequest
+from dex_agents.domain.windowing import message_sequence_key
+
+MIN_PAGE_LIMIT = 1
+"""The smallest ``ListAgentMessagesRequest.limit`` after clamping."""
+
+MAX_PAGE_LIMIT = 200
+"""The largest ``ListAgentMessagesRequest.limit`` after clamping."""
+
+SNAPSHOT_MESSAGE_LIMIT = 200
+"""``get_agent_snapshot`` returns the last 200 stored messages."""
+
+
+def clamp_page_limit(limit: int) -> int:
+    """``limit`` clamped to 1..200."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    return max(MIN_PAGE_LIMIT, min(MAX_PAGE_LIMIT, limit))
+
+
+def deleted_before_sequence(index: AgentMessageIndex | None) -> int | None:
+    """Where deleted messages end: ``first_sequence`` once retention deleted any, else ``None``."""
+    if index is None or index.first_sequence <= 1:
+        return None
+    return index.first_sequence
+
+
+def stored_messages(
+    index: AgentMessageIndex | None,
+    chunks: Iterable[AgentMessageChunk],
+    window: Iterable[AgentMessage],
+    *,
+    after_sequence: int | None = None,
+) -> tuple[AgentMessage, ...]:
+    """The stored messages in sequence order, from the kept chunks and the window.
+
+    ``chunks`` must include every chunk ``index`` lists (others are ignored);
+    ``window`` holds the ``AgentMessages`` values. Without an index every message
+    is in the window. With ``after_sequence`` (``RunModel`` passes
+    ``ContextSummary.last_sequence`` under compaction) only later messages are
+    returned, and only the chunks ``chunks_to_load_for_model`` names are needed.
+    Raises ``ValueError`` for a missing chunk or a gap.
+    """
+    floor = 0 if after_sequence is None else after_sequence
+    listed = index.chunks if index is not None else ()
+    by_first = {chunk.first_sequence: chunk for chunk in chunks}
+    ordered: list[AgentMessage] = []
+    for info in listed:
+        if info.last_sequence <= floor:
+            continue
+        chunk = by_first.get(info.first_sequence)
+        if chunk is None:
+            raise ValueError(
+                f"chunk {message_sequence_key(info.first_sequence)} listed in"
+                " AgentMessageIndex was not loaded"
+            )
+        ordered.extend(message for message in chunk.messages if message.sequence > floor)
+    window_first = index.window_first_sequence if index is not None else 1
+    ordered.extend(
+        sorted(
+            (
+                message
+                for message in window
+                if message.sequence >= window_first and message.sequence > floor
+            ),
+            key=lambda message: message.sequence,
+        )
+    )
+    first = index.first_sequence if index is not None and listed else window_first
+    expected = max(first, floor + 1)
+    for message in ordered:
+        if message.sequence != expected:
+            raise ValueError(
+                f"stored messages are not consecutive: expected sequence {expected},"
+                f" found {message.sequence}"
+            )
+        expected += 1
+    return tuple(ordered)
+
+
+def page_agent_messages(
+    request: ListAgentMessagesRequest,
+    messages: Sequence[AgentMessage],
+    index: AgentMessageIndex | None,
+) -> AgentMessagesPage:
+    """One ``list_agent_messages`` page of ``messages`` (every stored message, in order).
+
+    With ``before_sequence``, the newest messages before it; with
+    ``after_sequence``, the oldest after it; with neither, the newest. Oldest
+    first, ``limit`` clamped to 1..200; ``has_more`` says whether more messages
+    lie beyond the page in the direction paged. Raises ``ValueError`` when both
+    sequences are set.
+    """
+    if request.before_sequence is not None and request.after_sequence is not None:
+        raise ValueError("set before_sequence or after_sequence, not both")
+    limit = clamp_page_limit(request.limit)
+    sequences = [message.sequence for message in messages]
+    if request.after_sequence is not None:
+        start = bisect_right(sequences, request.after_sequence)
+        end = min(start + limit, len(messages))
+        has_more = end < len(messages)
+    else:
+        end = (
+            len(messages)
+            if request.before_sequence is None
+            else bisect_left(sequences, request.before_sequence)
+        )
+        start = max(end - limit, 0)
+        has_more = start > 0
+    return AgentMessagesPage(
+        messages=tuple(messages[start:end]),
+        has_more=has_more,
+        deleted_before_sequence=deleted_before_sequence(index),
+    )
+
+
+def snapshot_messages(messages: Sequence[AgentMessage]) -> tuple[AgentMessage, ...]:
+    """The last 200 stored messages, oldest first, as ``AgentSnapshot.messages``."""
+    return tuple(messages[-SNAPSHOT_MESSAGE_LIMIT:])
+
+
+def chunks_to_load_for_model(
+    index: AgentMessageIndex | None,
+    *,
+    compaction_enabled: bool,
+    summary_last_sequence: int | None,
+) -> tuple[MessageChunkInfo, ...]:
+    """The chunks ``RunModel`` loads.
+
+    Without compaction the model input is every message, so every kept chunk.
+    With compaction, only chunks holding a message after
+    ``ContextSummary.last_sequence`` (every chunk before the first summary).
+    """
+    if index is None:
+        return ()
+    if not compaction_enabled or summary_last_sequence is None:
+        return index.chunks
+    return tuple(chunk for chunk in index.chunks if chunk.last_sequence > summary_last_sequence)
