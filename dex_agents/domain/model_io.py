@@ -1,0 +1,167 @@
+"""What goes into and comes out of one model call of the built-in loop (``ModelClient``).
+
+A ``ModelRequest`` carries the whole input every time: the instructions, the input
+items, the offered tools, and the image bytes its items reference. User text and
+tool results are provider-neutral; a model output item is provider-exact, its
+``item`` the provider's JSON text, replayed unchanged to the same provider and API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeAlias
+
+import attrs
+
+from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.messages import image_tuple
+from dex_agents.domain.runner_outcomes import ModelCallMetadata
+from dex_agents.domain.usage import AgentUsage
+
+
+def _model_tool_call_tuple(value: Iterable[ModelToolCall]) -> tuple[ModelToolCall, ...]:
+    return tuple(value)
+
+
+def _output_item_tuple(value: Iterable[ModelOutputItem]) -> tuple[ModelOutputItem, ...]:
+    return tuple(value)
+
+
+class ModelToolChoice(StrEnum):
+    """Whether the model may, must, or must not call one of the offered tools."""
+
+    AUTO = "auto"
+    REQUIRED = "required"
+    NONE = "none"
+
+
+@attrs.frozen(kw_only=True)
+class ModelToolDefinition:
+    """A tool offered to the model: its name, description and JSON Schema of arguments."""
+
+    name: str
+    description: str
+    parameters_schema: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ModelToolCall:
+    """A tool call inside a model output item; ``arguments`` is the model's JSON text."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: str
+
+
+@attrs.frozen(kw_only=True)
+class UserTextItem:
+    """User text in the model input, provider-neutral, with the images it shows."""
+
+    text: str
+    images: tuple[AgentImageReference, ...] = attrs.field(default=(), converter=image_tuple)
+
+
+@attrs.frozen(kw_only=True)
+class ModelOutputItem:
+    """One output item of a model response, provider-exact.
+
+    ``item`` is the provider's JSON text: opaque fields such as encrypted reasoning
+    and thinking signatures are kept byte for byte and replayed unchanged to the same
+    ``provider`` and ``api``. An item from another provider or API replays as its
+    ``text`` and ``tool_calls``, and its reasoning is dropped. ``reasoning`` is the
+    readable reasoning summary, when the provider gave one.
+    """
+
+    item: str
+    provider: str
+    api: str
+    text: str | None = None
+    tool_calls: tuple[ModelToolCall, ...] = attrs.field(
+        default=(), converter=_model_tool_call_tuple
+    )
+    reasoning: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultItem:
+    """A tool call's result in the model input, provider-neutral, with its images."""
+
+    tool_call_id: str
+    tool_name: str
+    output: str
+    images: tuple[AgentImageReference, ...] = attrs.field(default=(), converter=image_tuple)
+
+
+ModelInputItem: TypeAlias = UserTextItem | ModelOutputItem | ToolResultItem
+"""One item of the model input, in conversation order."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRequest:
+    """The whole input of one model call.
+
+    ``image_bytes`` maps the SHA-256 of every image that ``items`` reference to its
+    bytes, read right before the call; a client raises when one is missing.
+    ``estimate_input_tokens`` gets requests without image bytes. ``settings`` are
+    the agent's model settings, passed to the provider as they are. Lists given for
+    ``items`` and ``tools`` are kept as tuples.
+    """
+
+    instructions: str
+    items: tuple[ModelInputItem, ...]
+    tools: tuple[ModelToolDefinition, ...] = ()
+    tool_choice: ModelToolChoice = ModelToolChoice.AUTO
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    image_bytes: Mapping[str, bytes] = field(default_factory=dict)
+    max_output_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        # Frozen: the only way to normalize a field is object.__setattr__ in __post_init__.
+        object.__setattr__(self, "items", tuple(self.items))
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "tool_choice", ModelToolChoice(self.tool_choice))
+        if self.max_output_tokens is not None and self.max_output_tokens < 1:
+            raise ValueError(
+                f"max_output_tokens must be None or at least 1, not {self.max_output_tokens}"
+            )
+
+    @property
+    def user_texts(self) -> tuple[str, ...]:
+        """The text of every ``UserTextItem``, in order."""
+        return tuple(item.text for item in self.items if isinstance(item, UserTextItem))
+
+    @property
+    def tool_results(self) -> tuple[ToolResultItem, ...]:
+        """Every ``ToolResultItem``, in order."""
+        return tuple(item for item in self.items if isinstance(item, ToolResultItem))
+
+    @property
+    def image_references(self) -> tuple[AgentImageReference, ...]:
+        """The images of every item that carries them, in order, repeats included."""
+        return tuple(
+            image
+            for item in self.items
+            if isinstance(item, UserTextItem | ToolResultItem)
+            for image in item.images
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ModelResponse:
+    """What one model call returned: its output items, in order, and its usage."""
+
+    output: tuple[ModelOutputItem, ...] = attrs.field(converter=_output_item_tuple)
+    usage: AgentUsage
+    model_call_metadata: ModelCallMetadata | None = None
+
+    @property
+    def text(self) -> str:
+        """The text of every output item, joined."""
+        return "".join(item.text or "" for item in self.output)
+
+    @property
+    def tool_calls(self) -> tuple[ModelToolCall, ...]:
+        """Every tool call of the response, in model order."""
+        return tuple(call for item in self.output for call in item.tool_calls)

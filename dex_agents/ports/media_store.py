@@ -1,0 +1,41 @@
+"""Media stores: where image bytes live, keyed by their SHA-256 ("Images")."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from dex_agents.domain.images import AgentImageReference
+
+
+@runtime_checkable
+class MediaStore(Protocol):
+    """Stores image bytes and reads them back by reference.
+
+    Contract:
+
+    - ``put_image`` is idempotent: one object per image, keyed by the SHA-256 of
+      its bytes, so a retried tool Step, a client that sends again, or two Workers
+      at once write one object, and storing bytes that already exist succeeds.
+      It refuses bytes that are not a supported image with
+      ``ImageValidationError`` and a failed write with ``MediaStoreError``.
+    - The reference's ``uri`` ends in ``/sha256/<sha256>``, lies under
+      ``store_uri``, and is at most ``MAX_IMAGE_URI_LENGTH`` bytes as UTF-8.
+    - ``get_image`` returns exactly the bytes the reference was made from: it
+      reads only references under its own ``store_uri``, reads at most one byte
+      past ``size_bytes``, and checks the SHA-256, the size and the image type. A
+      missing object or any mismatch raises ``MediaStoreError``.
+    - Both methods are safe to call concurrently.
+    """
+
+    @property
+    def store_uri(self) -> str:
+        """The store's location, such as ``s3://bucket/prefix``; references start with it."""
+        ...
+
+    async def put_image(self, data: bytes) -> AgentImageReference:
+        """Store the image and return its reference."""
+        ...
+
+    async def get_image(self, reference: AgentImageReference) -> bytes:
+        """Read and verify the bytes of a reference this store made."""
+        ...
