@@ -28,7 +28,7 @@ from dex_agents.domain.runner_outcomes import (
 )
 from dex_agents.domain.state import InteractionMode
 from dex_agents.domain.tool_calls import AgentToolCall
-from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy, resolve_tool_policy
 from dex_agents.domain.tool_step_options import ToolCallStepOptions
 from dex_agents.ports.event_writer import AgentEventWriter
 
@@ -99,12 +99,9 @@ class AgentTurnContext:
         Pass ``framework_effect`` when the framework exposes metadata, such as MCP
         ``readOnlyHint`` (``READ``) or ``idempotentHint`` (``IDEMPOTENT_WRITE``).
         """
-        explicit = self.tool_policies.get(name)
-        if explicit is not None:
-            return explicit
-        if framework_effect is not None:
-            return ToolPolicy(framework_effect)
-        return ToolPolicy(self.default_tool_effect)
+        return resolve_tool_policy(
+            name, self.tool_policies, framework_effect, self.default_tool_effect
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

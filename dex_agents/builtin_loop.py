@@ -1,0 +1,38 @@
+"""The built-in agent loop's public names (``dex_agents.builtin_loop``).
+
+For now this holds the model-client contract the loop is written against:
+``ModelClient``, the ``ModelRequest`` it receives, the ``ModelResponse`` it
+returns and the ``ModelOutputWriter`` it streams live text to, plus the turn
+continuation values. ``AgentDefinition``, ``function_tool``, the runner and the
+scripted model client arrive with the built-in loop itself.
+"""
+
+from dex_agents.domain.model_io import (
+    ModelInputItem,
+    ModelOutputItem,
+    ModelRequest,
+    ModelResponse,
+    ModelToolCall,
+    ModelToolChoice,
+    ModelToolDefinition,
+    ToolResultItem,
+    UserTextItem,
+)
+from dex_agents.domain.turns import ContinueTurn, TurnContinuation
+from dex_agents.ports.model_client import ModelClient, ModelOutputWriter
+
+__all__ = [
+    "ContinueTurn",
+    "ModelClient",
+    "ModelInputItem",
+    "ModelOutputItem",
+    "ModelOutputWriter",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelToolCall",
+    "ModelToolChoice",
+    "ModelToolDefinition",
+    "ToolResultItem",
+    "TurnContinuation",
+    "UserTextItem",
+]

@@ -1,0 +1,171 @@
+"""The spec's public names are importable where the spec puts them, each with a docstring."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from types import ModuleType
+
+import pytest
+
+import dex_agents
+import dex_agents.builtin_loop
+import dex_agents.domain
+import dex_agents.ports
+
+# The names the foundation issue lists, by the module the spec puts them in.
+SPEC_NAMES: dict[str, tuple[str, ...]] = {
+    "dex_agents": (
+        "AgentState",
+        "AgentMessage",
+        "FrameworkMessage",
+        "AgentToolCall",
+        "AgentInterrupt",
+        "AgentInterruptResolution",
+        "AgentPlan",
+        "AgentUsage",
+        "ContextSummary",
+        "AgentMessageIndex",
+        "AgentMessageChunk",
+        "AgentUserMessage",
+        "AgentSnapshot",
+        "AgentMessagesPage",
+        "AgentEvent",
+        "AgentEventType",
+        "ExecutePlanRequest",
+        "SteerUserMessageRequest",
+        "DeleteQueuedMessageRequest",
+        "CancelTurnRequest",
+        "ResolveInterruptRequest",
+        "AnswerQuestionRequest",
+        "ListAgentMessagesRequest",
+        "ToolEffect",
+        "ToolPolicy",
+        "is_approval_required",
+        "TOOL_CALL_NOT_RUN_ERROR_PREFIX",
+        "TOOL_CALL_SKIPPED_AFTER_WRITE_DETAIL",
+        "MAX_CONSECUTIVE_TURN_CONTINUATIONS",
+        "TURN_CONTINUATION_LIMIT_ERROR",
+        "describe_tool_call_outcome",
+        "build_turn_failure_note",
+        "OUTCOME_UNKNOWN_TOOL_RESULT",
+        "MISSING_TOOL_TASK_POLLER",
+        "message_sequence_key",
+        "CompactionPolicy",
+        "estimate_text_tokens",
+        "estimate_stored_input_tokens",
+        "select_turn_boundary_cutoff",
+        "build_context_summary_prompt",
+        "build_context_summary_omission_note",
+        "CONTEXT_SUMMARY_NOTE_HEADER",
+        "CONTEXT_SUMMARY_TRANSCRIPT_HEADER",
+        "CONTEXT_SUMMARY_INSTRUCTIONS",
+        "build_plan_note",
+        "BuiltInTool",
+        "BUILT_IN_TOOL_DEFINITIONS",
+        "validate_session_settings",
+        "session_settings_size",
+        "MAX_SESSION_SETTINGS_BYTES",
+        "SESSION_SETTINGS_SIZE_TOLERANCE_BYTES",
+        "INVALID_START_SESSION_SETTINGS_REASON",
+        "AgentImageReference",
+        "verify_image_bytes",
+        "validate_image_reference",
+        "validate_image_references",
+        "build_image_reference",
+        "require_short_image_uris",
+        "require_store_image_reference",
+        "MAX_IMAGE_BYTES",
+        "MAX_IMAGES_PER_MESSAGE",
+        "MAX_IMAGE_URI_LENGTH",
+        "ImageValidationError",
+        "MediaStoreError",
+        "IDEMPOTENCY_KEY_META_KEY",
+        "TOOL_EFFECT_META_KEY",
+        "TOOL_APPROVAL_META_KEY",
+        "TOOL_OUTCOME_META_KEY",
+        "ToolSource",
+        "MediaStore",
+        "AgentFrameworkRunner",
+        "UnfinishedTurnMessageBuilder",
+        "ImageUserMessageBuilder",
+        "ToolCallStepOptionsProvider",
+        "ToolTaskPoller",
+        "ToolTaskCanceller",
+        "ContextCompactionRunner",
+        "PlanModeRunner",
+        "AgentTurnContext",
+        "TurnCompleted",
+        "ToolCallsRequested",
+        "TurnContinued",
+        "DeferredToolCall",
+        "DeferredToolExecution",
+        "ToolExecutionResult",
+        "ToolInputRequested",
+        "ToolTaskStarted",
+        "ToolTaskPending",
+        "ToolExecutionError",
+        "ToolOutcomeUnknownError",
+        "ModelSpendLimit",
+        "ModelCallMetadata",
+        "ContextSummaryResult",
+        "AGENT_STATE",
+        "AGENT_MESSAGES",
+    ),
+    "dex_agents.builtin_loop": (
+        "ModelClient",
+        "ModelRequest",
+        "ModelResponse",
+        "ModelOutputWriter",
+        "ContinueTurn",
+        "TurnContinuation",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("module_name", "name"),
+    [(module, name) for module, names in SPEC_NAMES.items() for name in names],
+)
+def test_spec_name_is_importable(module_name: str, name: str) -> None:
+    module = importlib.import_module(module_name)
+    assert hasattr(module, name)
+    assert name in module.__all__
+
+
+@pytest.mark.parametrize("module", [dex_agents, dex_agents.builtin_loop], ids=lambda m: m.__name__)
+def test_all_names_exist(module: ModuleType) -> None:
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert missing == []
+    assert sorted(module.__all__, key=str.lower) == sorted(set(module.__all__), key=str.lower)
+
+
+def _layer_modules() -> list[ModuleType]:
+    modules: list[ModuleType] = [dex_agents, dex_agents.builtin_loop]
+    for package in (dex_agents.domain, dex_agents.ports):
+        modules.append(package)
+        for info in pkgutil.iter_modules(package.__path__):
+            modules.append(importlib.import_module(f"{package.__name__}.{info.name}"))
+    return modules
+
+
+def _public_definitions(module: ModuleType) -> list[tuple[str, object]]:
+    found: list[tuple[str, object]] = []
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        if (inspect.isclass(value) or inspect.isfunction(value)) and (
+            getattr(value, "__module__", None) == module.__name__
+        ):
+            found.append((name, value))
+    return found
+
+
+@pytest.mark.parametrize("module", _layer_modules(), ids=lambda module: module.__name__)
+def test_every_public_class_and_function_has_a_docstring(module: ModuleType) -> None:
+    assert (module.__doc__ or "").strip(), f"{module.__name__} has no module docstring"
+    undocumented = [
+        name for name, value in _public_definitions(module) if not (value.__doc__ or "").strip()
+    ]
+    assert undocumented == []
