@@ -1,4 +1,22 @@
-"""Errors that a port implementation raises to tell the session something specific."""
+"""Errors of the ports layer: what an engine or a port implementation raises on purpose.
+
+::
+
+    DexAgentsError
+    ├── ModelSpendLimitExceededError   a spend limit refuses the next model call
+    └── EngineError                    an engine refused a request
+        ├── FlowDefinitionError        a Flow declaration that cannot run (a developer's mistake)
+        ├── FlowNotFoundError          no session with that ID
+        ├── FlowAlreadyStartedError    a session with that ID exists
+        ├── FlowNotActiveError         the session was stopped or completed
+        ├── RpcLockConflictError       a Step holds a lock the RPC needs; retry
+        ├── ChannelMessageNotFoundError  a message an RPC named was consumed meanwhile
+        ├── InvalidResumeTokenError    a Stream resume token this session never issued
+        └── StreamReadTimeoutError     a long poll of the Stream saw no new event
+
+Engines translate their own errors (SQLite's, Dex's) into these at the boundary,
+so the session client handles one set whatever engine it runs on.
+"""
 
 from __future__ import annotations
 
@@ -11,3 +29,45 @@ class ModelSpendLimitExceededError(DexAgentsError):
     The message says which limit was reached; the session shows it as the turn's
     ``last_turn_error``, so keep secrets and account details out of it.
     """
+
+
+class EngineError(DexAgentsError):
+    """An engine refused a request. ``retryable`` says whether the same request may succeed later."""
+
+    retryable: bool = False
+
+
+class FlowDefinitionError(EngineError, ValueError):
+    """A Flow declaration that cannot run: a developer's mistake, found when the Flow is registered."""
+
+
+class FlowNotFoundError(EngineError, LookupError):
+    """No session (Flow) with that ID exists."""
+
+
+class FlowAlreadyStartedError(EngineError):
+    """A session (Flow) with that ID was already started."""
+
+
+class FlowNotActiveError(EngineError):
+    """The session was stopped or completed, so it takes no Step or writing RPC."""
+
+
+class RpcLockConflictError(EngineError):
+    """A Step method holds a lock that the RPC needs; the same RPC may succeed when it is retried."""
+
+    retryable = True
+
+
+class ChannelMessageNotFoundError(EngineError, LookupError):
+    """A Channel message that a transactional RPC named was consumed or deleted meanwhile."""
+
+
+class InvalidResumeTokenError(EngineError, ValueError):
+    """A Stream resume token that this session's Stream never issued, or one that is malformed."""
+
+
+class StreamReadTimeoutError(EngineError, TimeoutError):
+    """A long poll of a session's Stream ended with no new event."""
+
+    retryable = True

@@ -1,0 +1,311 @@
+"""The embedded engine's storage port: rows and the transaction they are read and written in.
+
+The embedded engine keeps a Flow run's whole durable state in a ``FlowStore``:
+Flow runs, Attribute values, Channel messages, Step executions, locks and Stream
+events. The engine's rules (claiming, waiting, retrying, committing) are written
+once over these primitives; a store only stores. Two stores implement it: an
+SQLite file (durable, shared by processes) and an in-memory one (one process,
+the same semantics except durability).
+
+Every call of ``FlowStore.run`` is one atomic transaction: either all its writes
+happen or none does, and no other transaction sees a half of it. Transactions
+are serialized. ``run`` blocks; the engine calls it from a worker thread.
+
+Values travel as JSON text in the wire form of ``dex_agents.domain.wire``; the
+store never decodes them. Times are timezone-aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol, TypeVar
+
+R = TypeVar("R")
+
+
+class FlowStatus(StrEnum):
+    """A Flow run's status."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+@dataclass
+class FlowRow:
+    """One Flow run. ``output`` and ``failure_reason`` are set when it closes."""
+
+    flow_id: str
+    flow_type: str
+    run_id: str
+    status: FlowStatus
+    input: str
+    created_at: datetime
+    closed_at: datetime | None = None
+    output: str | None = None
+    failure_reason: str | None = None
+
+
+class ExecutionStatus(StrEnum):
+    """Where a Step execution stands.
+
+    ``pending_wait``: its wait phase has not run yet. ``waiting``: its conditions
+    are stored and nothing holds it. ``ready``: its execute phase may be claimed
+    (from ``not_before``). ``running``: a worker holds it under a lease.
+    ``completed``, ``failed`` and ``cancelled`` are final.
+    """
+
+    PENDING_WAIT = "pending_wait"
+    WAITING = "waiting"
+    READY = "ready"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        """Whether nothing will run for this execution again."""
+        return self in (
+            ExecutionStatus.COMPLETED,
+            ExecutionStatus.FAILED,
+            ExecutionStatus.CANCELLED,
+        )
+
+
+ACTIVE_EXECUTION_STATUSES = (
+    ExecutionStatus.PENDING_WAIT,
+    ExecutionStatus.WAITING,
+    ExecutionStatus.READY,
+    ExecutionStatus.RUNNING,
+)
+"""The statuses of a Step execution that is not final."""
+
+
+@dataclass
+class ExecutionRow:
+    """One Step execution and its current attempt.
+
+    ``id`` is assigned by the store. ``step_execution_id`` is ``<StepType>-<n>``.
+    ``options`` is the movement's options as JSON text, or ``None`` for the Step's
+    own. ``wait`` holds the stored conditions and ``timer_at`` the earliest
+    instant a Timer condition fires. ``wait_result`` is what ended the wait.
+    ``attempt`` is the current (or next) attempt; ``attempt_started`` whether it
+    reached the Step's code. ``lease_owner`` and ``lease_expires_at`` belong to the
+    worker running it. ``checkpoint`` is the last heartbeat's checkpoint.
+    ``recovery`` is the ``RecoveryError`` JSON a failure route execution receives.
+    ``final_event`` names how it ended, for the Step history.
+    """
+
+    flow_id: str
+    step_type: str
+    step_execution_id: str
+    input: str
+    status: ExecutionStatus
+    created_at: datetime
+    id: int = 0
+    options: str | None = None
+    from_step_execution_id: str = ""
+    wait: str | None = None
+    wait_started_at: datetime | None = None
+    timer_at: datetime | None = None
+    wait_result: str | None = None
+    attempt: int = 1
+    attempt_started: bool = False
+    first_attempt_at: datetime | None = None
+    not_before: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    checkpoint: str | None = None
+    cancel_requested: bool = False
+    recovery: str | None = None
+    finished_at: datetime | None = None
+    final_event: str | None = None
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    """A Channel message. ``seq`` orders messages; ``key`` is ``""`` for a plain Channel."""
+
+    seq: int
+    flow_id: str
+    channel: str
+    key: str
+    message_id: str
+    value: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """A Stream event. ``id`` increases across the whole store."""
+
+    id: int
+    flow_type: str
+    flow_id: str
+    value: str
+    source: str
+    created_at: datetime
+
+
+class StoreTransaction(Protocol):
+    """The primitives one store transaction offers. Reads see this transaction's writes."""
+
+    # Flow runs
+    def get_flow(self, flow_id: str) -> FlowRow | None:
+        """A Flow run, or ``None``."""
+        ...
+
+    def insert_flow(self, row: FlowRow) -> None:
+        """Add a Flow run; its ID must be new."""
+        ...
+
+    def update_flow(self, row: FlowRow) -> None:
+        """Replace a Flow run's row."""
+        ...
+
+    def list_flows(self) -> Sequence[FlowRow]:
+        """Every Flow run, oldest first."""
+        ...
+
+    # Attribute values; ``key`` is "" for a singleton Attribute
+    def get_value(self, flow_id: str, name: str, key: str) -> str | None:
+        """One value, or ``None`` when unset."""
+        ...
+
+    def get_values(self, flow_id: str, name: str) -> dict[str, str]:
+        """Every instance of an AttributeMap by key."""
+        ...
+
+    def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
+        """Set one value."""
+        ...
+
+    def delete_value(self, flow_id: str, name: str, key: str) -> None:
+        """Unset one value; unsetting an unset value does nothing."""
+        ...
+
+    # Channel messages; ``key`` is "" for a plain Channel
+    def append_message(
+        self,
+        flow_id: str,
+        channel: str,
+        key: str,
+        message_id: str,
+        value: str,
+        created_at: datetime,
+    ) -> int:
+        """Append a message; return its ``seq``."""
+        ...
+
+    def pending_messages(self, flow_id: str, channel: str, key: str) -> Sequence[MessageRow]:
+        """The unconsumed messages of a Channel (or ChannelMap instance), oldest first."""
+        ...
+
+    def pending_channel_keys(self, flow_id: str, channel: str) -> Sequence[str]:
+        """The instance keys of a ChannelMap with unconsumed messages."""
+        ...
+
+    def consume_messages(self, seqs: Sequence[int]) -> None:
+        """Mark messages consumed; they are never pending again."""
+        ...
+
+    def delete_message(self, flow_id: str, message_id: str) -> bool:
+        """Delete an unconsumed message; ``False`` when none has that ID."""
+        ...
+
+    # Step executions
+    def insert_execution(self, row: ExecutionRow) -> int:
+        """Add a Step execution; return its store ID (also set on ``row.id``)."""
+        ...
+
+    def get_execution(self, execution_id: int) -> ExecutionRow | None:
+        """A Step execution by store ID."""
+        ...
+
+    def update_execution(self, row: ExecutionRow) -> None:
+        """Replace a Step execution's row."""
+        ...
+
+    def flow_executions(
+        self, flow_id: str, statuses: Sequence[ExecutionStatus] | None = None
+    ) -> Sequence[ExecutionRow]:
+        """A Flow run's Step executions, oldest first, optionally only with these statuses."""
+        ...
+
+    def claimable_executions(self, now: datetime, limit: int) -> Sequence[ExecutionRow]:
+        """``pending_wait`` and ``ready`` executions of running Flows due at ``now``, oldest first."""
+        ...
+
+    def due_timer_executions(self, now: datetime) -> Sequence[ExecutionRow]:
+        """``waiting`` executions whose ``timer_at`` is at or before ``now``."""
+        ...
+
+    def expired_lease_executions(self, now: datetime) -> Sequence[ExecutionRow]:
+        """``running`` executions whose lease expired before ``now``."""
+        ...
+
+    def leased_executions(self, owner: str) -> Sequence[ExecutionRow]:
+        """``running`` executions that ``owner`` holds."""
+        ...
+
+    def next_timer_at(self) -> datetime | None:
+        """The earliest ``timer_at`` of a ``waiting`` execution, or of a ``not_before`` of a ``ready`` one."""
+        ...
+
+    def next_step_number(self, flow_id: str, step_type: str) -> int:
+        """The next ``n`` of ``<StepType>-<n>`` in this Flow run, from 1."""
+        ...
+
+    # Locks
+    def lock_holder(self, flow_id: str, lock_name: str) -> int | None:
+        """The execution that holds a lock, or ``None``."""
+        ...
+
+    def acquire_lock(self, flow_id: str, lock_name: str, execution_id: int) -> None:
+        """Take a lock for an execution; the caller checked it was free."""
+        ...
+
+    def release_locks(self, execution_id: int) -> None:
+        """Release every lock an execution holds."""
+        ...
+
+    # Stream events
+    def append_event(
+        self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
+    ) -> int:
+        """Append a Stream event; return its ID."""
+        ...
+
+    def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
+        """A Flow run's retained events with IDs after ``after_id``, oldest first."""
+        ...
+
+    def get_event(self, event_id: int) -> EventRow | None:
+        """One retained event, or ``None`` when it was trimmed or never existed."""
+        ...
+
+    def trim_events(self, flow_type: str, capacity_bytes: int) -> int:
+        """Delete a Flow type's oldest events until their values fit ``capacity_bytes``; return how many."""
+        ...
+
+
+class FlowStore(Protocol):
+    """A store of Flow runs: atomic, serialized transactions over ``StoreTransaction``."""
+
+    def run(self, work: Callable[[StoreTransaction], R]) -> R:
+        """Run ``work`` in one transaction and commit it; roll back if ``work`` raises."""
+        ...
+
+    def change_counter(self) -> int:
+        """A number that changes whenever any process commits a change (a cheap poll)."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's resources."""
+        ...
