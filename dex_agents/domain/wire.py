@@ -103,6 +103,15 @@ def _structure_event(data: Any, _cls: type[AgentEvent]) -> AgentEvent:
 # A StrEnum is a str, and str comes before Enum in its MRO, so without this hook
 # it would leave the converter as the enum member; the wire carries plain strings.
 converter.register_unstructure_hook(StrEnum, lambda member: member.value)
+
+
+def _structure_none(data: Any, _cls: Any) -> None:
+    if data is not None:
+        raise WireFormatError(f"expected null, not {type(data).__name__}")
+
+
+# Steps and RPCs without an input take ``None``; the wire carries it as null.
+converter.register_structure_hook(type(None), _structure_none)
 converter.register_unstructure_hook(AgentImageReference, _unstructure_image)
 converter.register_structure_hook(AgentImageReference, _structure_image)
 converter.register_unstructure_hook(AgentEvent, _unstructure_event)

@@ -621,6 +621,14 @@ class FlowClient(Protocol):
         """Completed Step executions, oldest first."""
         ...
 
+    async def read_attribute(self, flow_id: str, attribute: AttributeDef[T]) -> T | None:
+        """An Attribute's committed value, or ``None`` when it is unset."""
+        ...
+
+    async def list_flows(self, flow_type: str | None = None) -> Sequence[FlowInfo]:
+        """Every Flow run this engine knows (of one type), oldest first."""
+        ...
+
 
 Heartbeat = Callable[[], Awaitable[None]]
 """An async callable that records liveness."""

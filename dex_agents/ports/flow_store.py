@@ -255,7 +255,9 @@ class StoreTransaction(Protocol):
         ...
 
     def next_timer_at(self) -> datetime | None:
-        """The earliest ``timer_at`` of a ``waiting`` execution, or of a ``not_before`` of a ``ready`` one."""
+        """The earliest instant the engine must wake without a commit: a ``waiting`` execution's
+        ``timer_at``, or the ``not_before`` of a ``pending_wait`` or ``ready`` execution of a
+        running Flow."""
         ...
 
     def next_step_number(self, flow_id: str, step_type: str) -> int:
@@ -300,6 +302,14 @@ class FlowStore(Protocol):
 
     def run(self, work: Callable[[StoreTransaction], R]) -> R:
         """Run ``work`` in one transaction and commit it; roll back if ``work`` raises."""
+        ...
+
+    def read(self, work: Callable[[StoreTransaction], R]) -> R:
+        """Run read-only ``work`` on a consistent snapshot; it must not write.
+
+        A read never holds up a writer for long: the SQLite store reads a WAL
+        snapshot without the write lock.
+        """
         ...
 
     def change_counter(self) -> int:

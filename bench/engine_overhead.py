@@ -1,0 +1,448 @@
+"""What the embedded engine costs: per-Step overhead against an fsync'd commit, and idle Flows.
+
+Run it from the repository root:
+
+    uv run --frozen python bench/engine_overhead.py [--steps N] [--idle-flows N]
+
+It measures, on temporary files in one directory (so on one disk):
+
+1. the floor: the mean time of one fsync'd SQLite commit (WAL, ``synchronous=FULL``)
+   that inserts one row of about the size a Step's commit writes;
+2. the per-Step overhead of the embedded engine: a Flow whose one Step does
+   nothing and goes to itself ``--steps`` times, with a worker in this process,
+   end to end, divided by the Steps it ran; and how many store transactions
+   (``FlowStore.run`` calls, and those that wrote) one Step costs;
+3. ``--idle-flows`` Flows each waiting on a Channel: how much this process's RSS
+   grows, and how much CPU time it uses while it idles with a worker running.
+
+It asserts nothing; it prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import resource
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.ports.engine import (
+    ChannelCondition,
+    Rpc,
+    Step,
+    StepContext,
+    StepDecision,
+    Wait,
+    WaitContext,
+    complete,
+    go_to,
+)
+from dex_agents.ports.flow_store import (
+    ExecutionStatus,
+    FlowStatus,
+    FlowStore,
+    StoreTransaction,
+)
+from dex_agents.ports.persistence import ChannelDef, StreamDef
+
+R = TypeVar("R")
+
+INBOX: ChannelDef[str] = ChannelDef("Inbox", str)
+
+# The StoreTransaction primitives that write; a transaction that calls none commits no data.
+WRITE_PRIMITIVES = frozenset(
+    {
+        "insert_flow",
+        "update_flow",
+        "put_value",
+        "delete_value",
+        "append_message",
+        "consume_messages",
+        "delete_message",
+        "insert_execution",
+        "update_execution",
+        "next_step_number",
+        "acquire_lock",
+        "release_locks",
+        "append_event",
+        "trim_events",
+    }
+)
+
+
+# ---------------------------------------------------------------------------
+# Flows
+
+
+class Spin(Step[int]):
+    """Does nothing and goes to itself ``input`` more times, then completes the Flow."""
+
+    input_type = int
+
+    async def execute(self, context: StepContext, input: int) -> StepDecision:
+        return go_to(Spin, input - 1) if input > 0 else complete(None)
+
+
+class Idle(Step[None]):
+    """Waits for one Inbox message, which never comes."""
+
+    async def wait_for(self, context: WaitContext, input: None) -> Wait:
+        return Wait.until(ChannelCondition(INBOX))
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        return complete(None)
+
+
+class BenchFlow:
+    """A one-Step Flow type for the benchmark."""
+
+    def __init__(self, flow_type: str, start: Step[Any]) -> None:
+        self._flow_type = flow_type
+        self._start = start
+
+    @property
+    def flow_type(self) -> str:
+        return self._flow_type
+
+    @property
+    def start_step(self) -> Step[Any]:
+        return self._start
+
+    @property
+    def steps(self) -> Sequence[Step[Any]]:
+        return (self._start,)
+
+    @property
+    def schema(self) -> Sequence[Any]:
+        return (INBOX,)
+
+    @property
+    def stream(self) -> StreamDef[Any] | None:
+        return None
+
+    @property
+    def rpcs(self) -> Mapping[str, Rpc[Any, Any]]:
+        return {}
+
+
+SPIN_FLOW = BenchFlow("BenchSpin", Spin())
+IDLE_FLOW = BenchFlow("BenchIdle", Idle())
+
+
+# ---------------------------------------------------------------------------
+# Instrumentation
+
+
+class _WriteSpy:
+    """Forwards to a store transaction and notes whether a write primitive was called."""
+
+    def __init__(self, tx: StoreTransaction) -> None:
+        self._tx = tx
+        self.wrote = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name in WRITE_PRIMITIVES:
+            self.wrote = True
+        return getattr(self._tx, name)
+
+
+class CountingStore:
+    """A ``FlowStore`` that counts the transactions it runs, by the work that ran them."""
+
+    def __init__(self, inner: FlowStore) -> None:
+        self.inner = inner
+        self.transactions: Counter[str] = Counter()
+        self.writes = 0
+        self.counter_reads = 0
+
+    def run(self, work: Callable[[StoreTransaction], R]) -> R:
+        return self._count(work, self.inner.run)
+
+    def read(self, work: Callable[[StoreTransaction], R]) -> R:
+        return self._count(work, self.inner.read)
+
+    def _count(
+        self,
+        work: Callable[[StoreTransaction], R],
+        runner: Callable[[Callable[[StoreTransaction], R]], R],
+    ) -> R:
+        spy: _WriteSpy | None = None
+
+        def spied(tx: StoreTransaction) -> R:
+            nonlocal spy
+            spy = _WriteSpy(tx)
+            return work(cast(StoreTransaction, spy))
+
+        result = runner(spied)
+        name = _work_name(work)
+        if not name.startswith(_UNCOUNTED):
+            self.transactions[name] += 1
+            if spy is not None and spy.wrote:
+                self.writes += 1
+        return result
+
+    def change_counter(self) -> int:
+        self.counter_reads += 1
+        return self.inner.change_counter()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def reset(self) -> None:
+        self.transactions.clear()
+        self.writes = 0
+        self.counter_reads = 0
+
+
+_UNCOUNTED = "_flow_status"  # the benchmark's own polling is not the engine's cost
+
+
+def _work_name(work: Callable[..., Any]) -> str:
+    func = getattr(work, "func", work)  # functools.partial
+    name = str(getattr(func, "__qualname__", repr(func)))
+    return name.replace(".<locals>.", ".")
+
+
+def rss_bytes() -> int:
+    """This process's resident set size, from /proc/self/status."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def cpu_seconds() -> float:
+    """User plus system CPU time of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# ---------------------------------------------------------------------------
+# Measurements
+
+
+def measure_floor(directory: Path, commits: int, row_bytes: int) -> float:
+    """The mean seconds of one fsync'd WAL commit inserting one ``row_bytes`` row."""
+    connection = sqlite3.connect(directory / "floor.sqlite3", isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+        connection.execute(
+            "CREATE TABLE rows (id INTEGER PRIMARY KEY, flow_id TEXT NOT NULL, value TEXT NOT NULL)"
+        )
+        payload = "x" * row_bytes
+        for _ in range(min(20, commits)):  # warm up the file and the page cache
+            connection.execute("INSERT INTO rows (flow_id, value) VALUES ('warm', ?)", (payload,))
+        started = time.perf_counter()
+        for n in range(commits):
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute(
+                "INSERT INTO rows (flow_id, value) VALUES (?, ?)", (f"flow-{n}", payload)
+            )
+            connection.execute("COMMIT")
+        return (time.perf_counter() - started) / commits
+    finally:
+        connection.close()
+
+
+@dataclass
+class LoopResult:
+    """The Step loop's outcome."""
+
+    seconds_per_step: float
+    transactions_per_step: float
+    writes_per_step: float
+    counter_reads_per_step: float
+    breakdown: dict[str, float]
+
+
+async def _flow_status(engine: LocalEngine, flow_id: str) -> FlowStatus | None:
+    def status(tx: StoreTransaction) -> FlowStatus | None:
+        row = tx.get_flow(flow_id)
+        return None if row is None else row.status
+
+    return await engine.run(status)
+
+
+async def _spin(engine: LocalEngine, client: LocalFlowClient, flow_id: str, steps: int) -> float:
+    started = time.perf_counter()
+    await client.start_flow(SPIN_FLOW, flow_id, steps)
+    while True:
+        # The counter is read first, so a commit after the status read still wakes the wait.
+        counter = await engine.change_counter()
+        if await _flow_status(engine, flow_id) is FlowStatus.COMPLETED:
+            break
+        await engine.wait_for_change(counter, engine.poll_interval)
+    return time.perf_counter() - started
+
+
+async def measure_loop(store: FlowStore, steps: int) -> LoopResult:
+    """Run the Spin Flow ``steps`` times round with a worker in this process."""
+    counting = CountingStore(store)
+    engine = LocalEngine(counting, [SPIN_FLOW, IDLE_FLOW])
+    client = LocalFlowClient(engine)
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+    try:
+        await _spin(engine, client, "warm-up", min(20, steps))
+        counting.reset()
+        seconds = await _spin(engine, client, "loop", steps)
+        executed = steps + 1
+        transactions = sum(counting.transactions.values())
+        return LoopResult(
+            seconds_per_step=seconds / executed,
+            transactions_per_step=transactions / executed,
+            writes_per_step=counting.writes / executed,
+            counter_reads_per_step=counting.counter_reads / executed,
+            breakdown={
+                name: count / executed for name, count in counting.transactions.most_common()
+            },
+        )
+    finally:
+        await worker.stop()
+        await task
+        engine.close()
+        counting.close()
+
+
+@dataclass
+class IdleResult:
+    """The idle Flows' outcome."""
+
+    flows: int
+    seconds_to_wait: float
+    rss_growth_bytes: int
+    idle_seconds: float
+    idle_cpu_seconds: float
+    baseline_cpu_seconds: float
+
+
+async def measure_idle(store: FlowStore, flows: int, idle_seconds: float) -> IdleResult:
+    """Start ``flows`` Flows that wait on a Channel, then idle with a worker running."""
+    engine = LocalEngine(store, [SPIN_FLOW, IDLE_FLOW])
+    client = LocalFlowClient(engine)
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+
+    def waiting(tx: StoreTransaction) -> int:
+        return sum(
+            1
+            for row in tx.list_flows()
+            for execution in tx.flow_executions(row.flow_id, [ExecutionStatus.WAITING])
+        )
+
+    try:
+        # The baseline: the same worker idling with no Flow at all.
+        baseline = cpu_seconds()
+        await asyncio.sleep(idle_seconds)
+        baseline = cpu_seconds() - baseline
+        gc.collect()
+        rss_before = rss_bytes()
+        started = time.perf_counter()
+        for n in range(flows):
+            await client.start_flow(IDLE_FLOW, f"idle-{n}", None)
+        while await engine.run(waiting) < flows:
+            await engine.wait_for_change(await engine.change_counter(), timedelta(seconds=1))
+        seconds_to_wait = time.perf_counter() - started
+        gc.collect()
+        rss_after = rss_bytes()
+        cpu = cpu_seconds()
+        await asyncio.sleep(idle_seconds)
+        cpu = cpu_seconds() - cpu
+        return IdleResult(
+            flows, seconds_to_wait, rss_after - rss_before, idle_seconds, cpu, baseline
+        )
+    finally:
+        await worker.stop()
+        await task
+        engine.close()
+        store.close()
+
+
+# ---------------------------------------------------------------------------
+# Report
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3f} ms"
+
+
+async def main(argv: Sequence[str]) -> int:
+    """Run the benchmark and print its results."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300, help="Step loop length (300)")
+    parser.add_argument("--idle-flows", type=int, default=500, help="waiting Flows (500)")
+    parser.add_argument("--idle-seconds", type=float, default=3.0, help="idle window (3 s)")
+    parser.add_argument("--floor-commits", type=int, default=300, help="floor commits (300)")
+    parser.add_argument("--row-bytes", type=int, default=1024, help="floor row size (1024)")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.idle_flows < 0 or args.floor_commits < 1:
+        parser.error("--steps and --floor-commits must be at least 1, --idle-flows at least 0")
+
+    with tempfile.TemporaryDirectory(prefix="dex-agents-bench-") as name:
+        directory = Path(name)
+        floor = measure_floor(directory, args.floor_commits, args.row_bytes)
+        sqlite_loop = await measure_loop(SqliteFlowStore(directory / "loop.sqlite3"), args.steps)
+        memory_loop = await measure_loop(MemoryFlowStore(), args.steps)
+        idle = await measure_idle(
+            SqliteFlowStore(directory / "idle.sqlite3"), args.idle_flows, args.idle_seconds
+        )
+
+    rows = [
+        ("files in", f"{directory.parent} (one disk)"),
+        (f"floor: one fsync'd commit of a {args.row_bytes} B row", _ms(floor)),
+        (f"engine, SQLite: per Step ({args.steps + 1} Steps)", _ms(sqlite_loop.seconds_per_step)),
+        ("engine, SQLite: per Step / floor", f"{sqlite_loop.seconds_per_step / floor:.2f}x"),
+        ("store transactions per Step", f"{sqlite_loop.transactions_per_step:.2f}"),
+        ("  of which write (fsync'd commits)", f"{sqlite_loop.writes_per_step:.2f}"),
+        ("change-counter reads per Step", f"{sqlite_loop.counter_reads_per_step:.2f}"),
+        (
+            "engine, SQLite: per Step / (floor x writes)",
+            f"{sqlite_loop.seconds_per_step / (floor * max(sqlite_loop.writes_per_step, 1e-9)):.2f}x",
+        ),
+        ("engine, in memory: per Step", _ms(memory_loop.seconds_per_step)),
+        ("idle Flows waiting on a Channel", str(idle.flows)),
+        ("  time to start them all and reach their waits", f"{idle.seconds_to_wait:.2f} s"),
+        ("  RSS growth", f"{idle.rss_growth_bytes / 1024:.0f} KiB"),
+        (
+            "  RSS growth per Flow",
+            f"{idle.rss_growth_bytes / max(idle.flows, 1) / 1024:.2f} KiB",
+        ),
+        (
+            f"  CPU over {idle.idle_seconds:g} s idle, {idle.flows} waiting",
+            f"{idle.idle_cpu_seconds * 1000:.0f} ms ({idle.idle_cpu_seconds / idle.idle_seconds:.2%})",
+        ),
+        (
+            f"  CPU over {idle.idle_seconds:g} s idle, no Flow",
+            f"{idle.baseline_cpu_seconds * 1000:.0f} ms "
+            f"({idle.baseline_cpu_seconds / idle.idle_seconds:.2%})",
+        ),
+    ]
+    width = max(len(label) for label, _ in rows)
+    print(f"{'measure'.ljust(width)}  value")
+    print(f"{'-' * width}  {'-' * 20}")
+    for label, value in rows:
+        print(f"{label.ljust(width)}  {value}")
+    print()
+    print("store transactions per Step, by the work that ran them:")
+    for name, count in sqlite_loop.breakdown.items():
+        print(f"  {count:5.2f}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1:])))

@@ -1,0 +1,204 @@
+"""Claims and leases: which worker runs which attempt, and what a lost lease means.
+
+A worker claims a runnable execution under a lease and renews it while the
+attempt runs. When a lease lapses, an attempt that never reached the Step's
+code is handed out again as the same attempt; one that did has failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.transitions import (
+    fail_execution,
+    finish,
+    holds_lease,
+    satisfy_wait,
+)
+from dex_agents.ports.engine import (
+    STEP_CANCELLED_EVENT,
+    AttemptProgress,
+)
+from dex_agents.ports.flow_store import (
+    ExecutionRow,
+    ExecutionStatus,
+    StoreTransaction,
+)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An execution a worker claimed, and which phase it runs."""
+
+    row: ExecutionRow
+    phase: str  # "wait" or "execute"
+    flow_type: str
+
+
+def claim(
+    tx: StoreTransaction,
+    flows: dict[str, RegisteredFlow],
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> list[Claim]:
+    """Recover lost leases, fire due Timers, then claim up to ``limit`` runnable executions."""
+    for row in tx.expired_lease_executions(now):
+        flow = flows.get(_flow_type(tx, row.flow_id))
+        if flow is not None:
+            _recover_lost_lease(tx, flow, row, now)
+    for row in tx.due_timer_executions(now):
+        satisfy_wait(tx, row, now)
+    claims: list[Claim] = []
+    if limit <= 0:
+        return claims
+    for row in tx.claimable_executions(now, limit * 4 + 8):
+        if len(claims) >= limit:
+            break
+        flow = flows.get(_flow_type(tx, row.flow_id))
+        if flow is None:
+            continue  # a Flow type this process does not serve
+        step = flow.step(row.step_type)
+        if row.status is ExecutionStatus.PENDING_WAIT:
+            phase = "wait"
+        else:
+            phase = "execute"
+            options = flow.options(step, row.options)
+            names = [lock.lock_name for lock in options.locks]
+            if any(tx.lock_holder(row.flow_id, name) not in (None, row.id) for name in names):
+                continue  # another Step method holds a lock this one needs
+            for name in names:
+                tx.acquire_lock(row.flow_id, name, row.id)
+            if row.first_attempt_at is None:
+                row.first_attempt_at = now
+        row.status = ExecutionStatus.RUNNING
+        row.lease_owner = owner
+        row.lease_expires_at = now + lease
+        row.not_before = None
+        tx.update_execution(row)
+        claims.append(Claim(row, phase, flow.flow_type))
+    return claims
+
+
+def _flow_type(tx: StoreTransaction, flow_id: str) -> str:
+    flow = tx.get_flow(flow_id)
+    return "" if flow is None else flow.flow_type
+
+
+def renew_leases(
+    tx: StoreTransaction, owner: str, ids: Sequence[int], now: datetime, lease: timedelta
+) -> set[int]:
+    """Extend the leases ``owner`` holds on ``ids``; return those whose cancellation was requested."""
+    wanted = set(ids)
+    cancelled: set[int] = set()
+    for row in tx.leased_executions(owner):
+        if row.id not in wanted:
+            continue
+        row.lease_expires_at = now + lease
+        tx.update_execution(row)
+        if row.cancel_requested:
+            cancelled.add(row.id)
+    return cancelled
+
+
+def record_heartbeat(
+    tx: StoreTransaction, claimed: ExecutionRow, checkpoint: str | None, keep: bool, now: datetime
+) -> bool:
+    """Mark the attempt started, note the heartbeat and its checkpoint; ``False`` if the lease is lost."""
+    row = holds_lease(tx, claimed)
+    if row is None:
+        return False
+    row.attempt_started = True
+    row.heartbeat_at = now
+    if not keep:
+        row.checkpoint = checkpoint
+    tx.update_execution(row)
+    return True
+
+
+def append_events(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    claimed: ExecutionRow,
+    events: Sequence[str],
+    now: datetime,
+) -> bool:
+    """Write live Stream events of a running attempt; ``False`` (nothing written) if its lease is lost."""
+    row = holds_lease(tx, claimed)
+    stream = flow.flow.stream
+    if row is None or stream is None:
+        return False
+    row.attempt_started = True
+    tx.update_execution(row)
+    for value in events:
+        tx.append_event(flow.flow_type, row.flow_id, value, f"#{row.step_execution_id}", now)
+    tx.trim_events(flow.flow_type, stream.capacity_bytes)
+    return True
+
+
+def _recover_lost_lease(
+    tx: StoreTransaction, flow: RegisteredFlow, row: ExecutionRow, now: datetime
+) -> None:
+    # A lease lapses when its worker died or hung. An attempt that never reached
+    # the Step's code is handed out again as the same attempt, as Dex does for a
+    # task whose stream closed before any output; one that did has failed.
+    if row.cancel_requested:
+        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+        return
+    if row.wait is None and row.wait_result is None and flow.step(row.step_type).has_wait():
+        row.status = ExecutionStatus.PENDING_WAIT
+    elif not row.attempt_started:
+        options = flow.options(flow.step(row.step_type), row.options)
+        budget = options.retry.total_duration
+        if budget is not None and row.first_attempt_at and now > row.first_attempt_at + budget:
+            fail_execution(
+                tx,
+                flow,
+                row,
+                "WorkerLost",
+                "no attempt reached a worker in time",
+                AttemptProgress.NOT_STARTED,
+                now,
+            )
+            return
+        row.status = ExecutionStatus.READY
+        tx.release_locks(row.id)
+    else:
+        fail_execution(
+            tx,
+            flow,
+            row,
+            "WorkerLost",
+            "the worker running the attempt stopped responding",
+            AttemptProgress.NOT_COMPLETED,
+            now,
+        )
+        return
+    row.lease_owner = None
+    row.lease_expires_at = None
+    tx.update_execution(row)
+
+
+def retry_wait_phase(
+    tx: StoreTransaction, claimed: ExecutionRow, now: datetime, delay: timedelta
+) -> None:
+    """Hand a wait phase that raised out again after ``delay``; it reads state only, so it is safe."""
+    row = holds_lease(tx, claimed)
+    if row is None:
+        return
+    row.status = ExecutionStatus.PENDING_WAIT
+    row.lease_owner = None
+    row.lease_expires_at = None
+    row.not_before = now + delay
+    tx.update_execution(row)
+
+
+def cancelled_while_running(tx: StoreTransaction, claimed: ExecutionRow, now: datetime) -> None:
+    """Finish an attempt that stopped because its cancellation was requested."""
+    row = holds_lease(tx, claimed)
+    if row is not None:
+        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)

@@ -1,0 +1,272 @@
+"""The embedded engine's client: start and stop Flows, run RPCs, read Streams and history."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from dex_agents.adapters.local import transitions
+from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.staged_state import StagedState, TransactionSource
+from dex_agents.domain.wire import from_json, to_json
+from dex_agents.ports.engine import (
+    FlowDefinition,
+    FlowInfo,
+    Rpc,
+    RpcResult,
+    StepHistoryEntry,
+    StreamMessage,
+)
+from dex_agents.ports.errors import (
+    FlowDefinitionError,
+    FlowNotActiveError,
+    FlowNotFoundError,
+    RpcLockConflictError,
+    StreamReadTimeoutError,
+)
+from dex_agents.ports.flow_store import (
+    ACTIVE_EXECUTION_STATUSES,
+    FlowRow,
+    FlowStatus,
+    StoreTransaction,
+)
+from dex_agents.ports.persistence import AttributeDef, StateTransaction
+
+T = TypeVar("T")
+
+DEFAULT_STREAM_POLL_TIMEOUT = timedelta(seconds=30)
+"""How long ``read_stream`` long-polls by default."""
+
+
+class LocalRpcContext:
+    """An RPC's context: the session, the clock, and its transaction's state."""
+
+    def __init__(self, flow_id: str, now: datetime, active: bool, state: StagedState) -> None:
+        self._flow_id = flow_id
+        self._now = now
+        self._active = active
+        self._state = state
+
+    @property
+    def flow_id(self) -> str:
+        """The session ID."""
+        return self._flow_id
+
+    @property
+    def now(self) -> datetime:
+        """The engine's clock."""
+        return self._now
+
+    @property
+    def flow_active(self) -> bool:
+        """Whether the Flow still runs."""
+        return self._active
+
+    @property
+    def state(self) -> StateTransaction:
+        """The session's state in this transaction."""
+        return self._state
+
+
+def run_rpc(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    flow_id: str,
+    rpc: Rpc[Any, Any],
+    input_value: Any,
+    now: datetime,
+) -> str:
+    """Run an RPC handler in this transaction and apply its result; return its output as JSON text."""
+    row = tx.get_flow(flow_id)
+    if row is None or row.flow_type != flow.flow_type:
+        raise FlowNotFoundError(f"no {flow.flow_type} session with ID {flow_id!r}")
+    active = row.status is FlowStatus.RUNNING
+    if (rpc.locks or rpc.is_transactional) and not active:
+        raise FlowNotActiveError(f"session {flow_id!r} is {row.status.value}")
+    for lock in rpc.locks:
+        if tx.lock_holder(flow_id, lock.lock_name) is not None:
+            raise RpcLockConflictError(
+                f"{rpc.name}: a running Step of session {flow_id!r} holds {lock.lock_name}"
+            )
+    state = StagedState(flow_id, TransactionSource(tx, flow_id), rpc.loads)
+    result = rpc.handler(LocalRpcContext(flow_id, now, active, state), input_value)
+    if not isinstance(result, RpcResult):
+        raise TypeError(f"RPC {rpc.name} returned {type(result).__name__}, not RpcResult")
+    if state.events:
+        raise FlowDefinitionError(f"RPC {rpc.name} wrote a Stream event; only Steps can")
+    changes = state.has_effects or result.next_steps or result.canceling_steps
+    if changes and not active:
+        raise FlowNotActiveError(f"session {flow_id!r} is {row.status.value}")
+    transitions.apply_staged(tx, flow, flow_id, state, f"rpc:{rpc.name}", now)
+    transitions.cancel_steps(tx, flow_id, [step.step_type for step in result.canceling_steps], now)
+    for movement in result.next_steps:
+        transitions.create_execution(tx, flow, flow_id, movement, "", now)
+    transitions.match_waiting(tx, flow_id, now)
+    return to_json(result.output)
+
+
+class LocalFlowClient:
+    """A ``FlowClient`` of the embedded engine. Share its ``LocalEngine`` with a worker to run in one process."""
+
+    def __init__(self, engine: LocalEngine) -> None:
+        self._engine = engine
+
+    @property
+    def engine(self) -> LocalEngine:
+        """The engine this client talks to."""
+        return self._engine
+
+    async def start_flow(
+        self,
+        flow: FlowDefinition,
+        flow_id: str,
+        input: Any,
+        *,
+        initial_attributes: Mapping[AttributeDef[Any], Any] | None = None,
+    ) -> str:
+        """Start a Flow run; return its run ID. Raises ``FlowAlreadyStartedError``."""
+        registered = self._engine.registered(flow)
+        if not flow_id or "/" in flow_id:
+            raise ValueError(f"a session ID must be non-empty and contain no '/': {flow_id!r}")
+        input_json = to_json(input)
+        initial = [
+            (attribute.name, to_json(value))
+            for attribute, value in (initial_attributes or {}).items()
+        ]
+        engine = self._engine
+        return await engine.run(
+            lambda tx: transitions.start_flow(
+                tx, registered, flow_id, input_json, initial, engine.now()
+            )
+        )
+
+    async def invoke_rpc(self, flow: FlowDefinition, flow_id: str, rpc: str, input: Any) -> Any:
+        """Run an RPC in one transaction and return its output, decoded as its wire type."""
+        registered = self._engine.registered(flow)
+        definition = registered.rpc(rpc)
+        # Through the wire form, so the handler sees exactly what Dex would hand it.
+        input_value = from_json(to_json(input), definition.input_type)
+        engine = self._engine
+        output = await engine.run(
+            lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now())
+        )
+        return from_json(output, definition.output_type)
+
+    async def stop_flow(self, flow_id: str, reason: str | None = None) -> None:
+        """Stop a Flow run; its Steps are cancelled and its state stays readable."""
+        engine = self._engine
+
+        def stop(tx: StoreTransaction) -> None:
+            if tx.get_flow(flow_id) is None:
+                raise FlowNotFoundError(f"no session with ID {flow_id!r}")
+            transitions.stop_flow(tx, flow_id, reason, engine.now())
+
+        await engine.run(stop)
+
+    async def describe_flow(self, flow_id: str) -> FlowInfo:
+        """A Flow run's status and the Step types it is active in."""
+
+        def describe(tx: StoreTransaction) -> FlowInfo:
+            row = tx.get_flow(flow_id)
+            if row is None:
+                raise FlowNotFoundError(f"no session with ID {flow_id!r}")
+            return _flow_info(tx, row)
+
+        return await self._engine.read(describe)
+
+    async def list_flows(self, flow_type: str | None = None) -> Sequence[FlowInfo]:
+        """Every Flow run in the store (of one type), oldest first."""
+
+        def list_all(tx: StoreTransaction) -> list[FlowInfo]:
+            return [
+                _flow_info(tx, row)
+                for row in tx.list_flows()
+                if flow_type is None or row.flow_type == flow_type
+            ]
+
+        return await self._engine.read(list_all)
+
+    async def read_stream(
+        self,
+        flow: FlowDefinition,
+        flow_id: str,
+        resume_token: str = "",
+        poll_timeout: timedelta | None = None,
+    ) -> StreamMessage[Any]:
+        """The next event after ``resume_token``; long-polls up to ``poll_timeout``."""
+        registered = self._engine.registered(flow)
+        stream = registered.flow.stream
+        if stream is None:
+            raise FlowDefinitionError(f"Flow type {flow.flow_type} has no Stream")
+        after = decode_resume_token(flow_id, resume_token)
+        engine = self._engine
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (poll_timeout or DEFAULT_STREAM_POLL_TIMEOUT).total_seconds()
+        counter = await engine.change_counter()
+        while True:
+
+            def read(tx: StoreTransaction) -> Any:
+                if tx.get_flow(flow_id) is None:
+                    raise FlowNotFoundError(f"no session with ID {flow_id!r}")
+                return tx.events_after(flow_id, after, 1)
+
+            events = await engine.read(read)
+            if events:
+                event = events[0]
+                return StreamMessage(
+                    value=from_json(event.value, stream.value_type),
+                    resume_token=encode_resume_token(flow_id, event.id),
+                    created_at=event.created_at,
+                    source=event.source,
+                )
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise StreamReadTimeoutError(f"no new event of session {flow_id!r} arrived")
+            counter = await engine.wait_for_change(counter, timedelta(seconds=remaining))
+
+    async def read_attribute(self, flow_id: str, attribute: AttributeDef[T]) -> T | None:
+        """An Attribute's committed value, or ``None`` when it is unset."""
+
+        def read(tx: StoreTransaction) -> str | None:
+            if tx.get_flow(flow_id) is None:
+                raise FlowNotFoundError(f"no session with ID {flow_id!r}")
+            return tx.get_value(flow_id, attribute.name, "")
+
+        text = await self._engine.read(read)
+        return None if text is None else from_json(text, attribute.value_type)
+
+    async def read_step_history(self, flow_id: str) -> Sequence[StepHistoryEntry]:
+        """Completed Step executions, oldest first."""
+
+        def history(tx: StoreTransaction) -> list[StepHistoryEntry]:
+            if tx.get_flow(flow_id) is None:
+                raise FlowNotFoundError(f"no session with ID {flow_id!r}")
+            rows = [row for row in tx.flow_executions(flow_id) if row.final_event is not None]
+            rows.sort(key=lambda row: (row.finished_at or row.created_at, row.id))
+            return [
+                StepHistoryEntry(
+                    event_type=row.final_event or "",
+                    step_type=row.step_type,
+                    step_execution_id=row.step_execution_id,
+                    final_attempt=row.attempt,
+                )
+                for row in rows
+            ]
+
+        return await self._engine.read(history)
+
+
+def _flow_info(tx: StoreTransaction, row: FlowRow) -> FlowInfo:
+    active = tx.flow_executions(row.flow_id, list(ACTIVE_EXECUTION_STATUSES))
+    return FlowInfo(
+        flow_id=row.flow_id,
+        flow_type=row.flow_type,
+        status=row.status.value,
+        started_at=row.created_at,
+        closed_at=row.closed_at,
+        active_step_types=tuple(sorted({execution.step_type for execution in active})),
+    )

@@ -1,0 +1,212 @@
+"""How the embedded engine writes its own bookkeeping as JSON: options, waits, results, tokens.
+
+Movement options and wait conditions name Steps, Attributes and Channels by
+their names, so any process that registered the same Flow type can read them
+back after a crash.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from dex_agents.ports.engine import (
+    AttemptProgress,
+    AttributeLock,
+    MapLoad,
+    RecoveryError,
+    RetryPolicy,
+    Step,
+    StepDurability,
+    StepOptions,
+    TimerCondition,
+    Wait,
+    WaitResult,
+)
+from dex_agents.ports.errors import InvalidResumeTokenError
+from dex_agents.ports.persistence import AttributeDef, AttributeMapDef, ChannelDef, ChannelMapDef
+
+SchemaItem = AttributeDef[Any] | AttributeMapDef[Any] | ChannelDef[Any] | ChannelMapDef[Any]
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    return None if value is None else value.total_seconds()
+
+
+def _delta(value: float | None) -> timedelta | None:
+    return None if value is None else timedelta(seconds=value)
+
+
+def encode_options(options: StepOptions) -> str:
+    """Movement options as JSON text, naming Steps and Attributes by name."""
+    retry = options.retry
+    return _dumps(
+        {
+            "execute_timeout": options.execute_timeout.total_seconds(),
+            "heartbeat_timeout": options.heartbeat_timeout.total_seconds(),
+            "retry": {
+                "maximum_attempts": retry.maximum_attempts,
+                "initial_interval": retry.initial_interval.total_seconds(),
+                "backoff_coefficient": retry.backoff_coefficient,
+                "maximum_interval": retry.maximum_interval.total_seconds(),
+                "total_duration": _seconds(retry.total_duration),
+            },
+            "failure_step": None
+            if options.failure_step is None
+            else options.failure_step.step_type,
+            "locks": [[lock.attribute.name, lock.key] for lock in options.locks],
+            "loads": [[load.attribute_map.name, load.key] for load in options.loads],
+            "wait_loads": [[load.attribute_map.name, load.key] for load in options.wait_loads],
+            "durability": options.durability.value,
+        }
+    )
+
+
+def decode_options(
+    text: str,
+    steps: dict[str, Step[Any]],
+    schema: dict[str, SchemaItem],
+) -> StepOptions:
+    """Read movement options back, resolving names against the registered Flow type."""
+    data = json.loads(text)
+
+    def load(pair: list[Any]) -> MapLoad:
+        item = schema[pair[0]]
+        if not isinstance(item, AttributeMapDef):
+            raise ValueError(f"{pair[0]} is not an AttributeMap")
+        return MapLoad(item, pair[1])
+
+    def lock(pair: list[Any]) -> AttributeLock:
+        item = schema[pair[0]]
+        if not isinstance(item, AttributeDef | AttributeMapDef):
+            raise ValueError(f"{pair[0]} is not an Attribute or AttributeMap")
+        return AttributeLock(item, pair[1])
+
+    retry = data["retry"]
+    failure = data["failure_step"]
+    return StepOptions(
+        execute_timeout=timedelta(seconds=data["execute_timeout"]),
+        heartbeat_timeout=timedelta(seconds=data["heartbeat_timeout"]),
+        retry=RetryPolicy(
+            maximum_attempts=retry["maximum_attempts"],
+            initial_interval=timedelta(seconds=retry["initial_interval"]),
+            backoff_coefficient=retry["backoff_coefficient"],
+            maximum_interval=timedelta(seconds=retry["maximum_interval"]),
+            total_duration=_delta(retry["total_duration"]),
+        ),
+        failure_step=None if failure is None else type(steps[failure]),
+        locks=tuple(lock(pair) for pair in data["locks"]),
+        loads=tuple(load(pair) for pair in data["loads"]),
+        wait_loads=tuple(load(pair) for pair in data["wait_loads"]),
+        durability=StepDurability(data["durability"]),
+    )
+
+
+def encode_wait(wait: Wait, started_at: datetime) -> tuple[str, datetime | None]:
+    """A wait's conditions as JSON text, with Timers as absolute instants; and the earliest one."""
+    conditions: list[dict[str, Any]] = []
+    earliest: datetime | None = None
+    for condition in wait.conditions:
+        if isinstance(condition, TimerCondition):
+            fire_at = started_at + condition.duration
+            earliest = fire_at if earliest is None else min(earliest, fire_at)
+            conditions.append({"timer": fire_at.isoformat()})
+        else:
+            conditions.append(
+                {"channel": condition.channel.name, "key": condition.key, "count": condition.count}
+            )
+    return _dumps(conditions), earliest
+
+
+def decode_wait(text: str) -> list[dict[str, Any]]:
+    """The stored conditions, in their original order."""
+    conditions: list[dict[str, Any]] = json.loads(text)
+    return conditions
+
+
+def condition_fire_at(condition: dict[str, Any]) -> datetime | None:
+    """When a stored Timer condition fires, or ``None`` for a Channel condition."""
+    value = condition.get("timer")
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def encode_wait_result(
+    index: int | None,
+    timer_fired: bool,
+    channel: str | None = None,
+    messages: list[str] | None = None,
+) -> str:
+    """What ended a wait: the condition's index, whether a Timer fired, the consumed messages."""
+    return _dumps(
+        {"index": index, "timer_fired": timer_fired, "channel": channel, "messages": messages or []}
+    )
+
+
+def decode_wait_result(text: str | None, decode_message: Callable[[str, str], Any]) -> WaitResult:
+    """Read a wait result back; ``decode_message(channel, text)`` decodes each message."""
+    if text is None:
+        return WaitResult()
+    data = json.loads(text)
+    channel = data.get("channel")
+    messages = tuple(decode_message(channel, message) for message in data["messages"])
+    return WaitResult(
+        condition_index=data["index"], timer_fired=data["timer_fired"], messages=messages
+    )
+
+
+def encode_recovery(error: RecoveryError) -> str:
+    """A recovery error as JSON text, for the failure route execution."""
+    return _dumps(
+        {
+            "detail": error.detail,
+            "error_type": error.error_type,
+            "attempt_progress": error.attempt_progress.value,
+        }
+    )
+
+
+def decode_recovery(text: str | None) -> RecoveryError | None:
+    """Read a recovery error back."""
+    if text is None:
+        return None
+    data = json.loads(text)
+    return RecoveryError(
+        detail=data["detail"],
+        error_type=data["error_type"],
+        attempt_progress=AttemptProgress(data["attempt_progress"]),
+    )
+
+
+def encode_resume_token(flow_id: str, event_id: int) -> str:
+    """An opaque Stream resume token that names its session, so another session's is refused."""
+    raw = _dumps([flow_id, event_id]).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_resume_token(flow_id: str, token: str) -> int:
+    """The event ID a token resumes after; ``InvalidResumeTokenError`` for any other token."""
+    if token == "":
+        return 0
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    except (ValueError, UnicodeError, binascii.Error) as error:
+        raise InvalidResumeTokenError(f"malformed stream resume token {token!r}") from error
+    if (
+        not isinstance(data, list)
+        or len(data) != 2
+        or not isinstance(data[1], int)
+        or isinstance(data[1], bool)
+    ):
+        raise InvalidResumeTokenError(f"malformed stream resume token {token!r}")
+    if data[0] != flow_id:
+        raise InvalidResumeTokenError(f"the resume token belongs to another session, not {flow_id}")
+    return int(data[1])

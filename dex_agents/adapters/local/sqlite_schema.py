@@ -1,0 +1,126 @@
+"""The SQLite store's schema and how rows are written to and read from it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from dex_agents.adapters.local.store_rows import (
+    EXECUTION_TIME_FIELDS,
+    FLOW_TIME_FIELDS,
+)
+from dex_agents.ports.flow_store import (
+    EventRow,
+    ExecutionRow,
+    ExecutionStatus,
+    FlowRow,
+    FlowStatus,
+    MessageRow,
+)
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS flows (
+        flow_id TEXT PRIMARY KEY, flow_type TEXT NOT NULL, run_id TEXT NOT NULL,
+        status TEXT NOT NULL, input TEXT NOT NULL, created_at TEXT NOT NULL,
+        closed_at TEXT, output TEXT, failure_reason TEXT)""",
+    "CREATE INDEX IF NOT EXISTS flows_by_created_at ON flows (created_at)",
+    """CREATE TABLE IF NOT EXISTS attribute_values (
+        flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+        PRIMARY KEY (flow_id, name, key)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS channel_messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, flow_id TEXT NOT NULL, channel TEXT NOT NULL,
+        key TEXT NOT NULL, message_id TEXT NOT NULL UNIQUE, value TEXT NOT NULL,
+        created_at TEXT NOT NULL, consumed INTEGER NOT NULL DEFAULT 0)""",
+    """CREATE INDEX IF NOT EXISTS channel_messages_pending
+        ON channel_messages (flow_id, channel, key, consumed, seq)""",
+    """CREATE TABLE IF NOT EXISTS step_executions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, flow_id TEXT NOT NULL, step_type TEXT NOT NULL,
+        step_execution_id TEXT NOT NULL, input TEXT NOT NULL, status TEXT NOT NULL,
+        created_at TEXT NOT NULL, options TEXT, from_step_execution_id TEXT NOT NULL,
+        wait TEXT, wait_started_at TEXT, timer_at TEXT, wait_result TEXT,
+        attempt INTEGER NOT NULL, attempt_started INTEGER NOT NULL, first_attempt_at TEXT,
+        not_before TEXT, lease_owner TEXT, lease_expires_at TEXT, heartbeat_at TEXT,
+        checkpoint TEXT, cancel_requested INTEGER NOT NULL, recovery TEXT,
+        finished_at TEXT, final_event TEXT)""",
+    "CREATE INDEX IF NOT EXISTS executions_claimable ON step_executions (status, not_before)",
+    "CREATE INDEX IF NOT EXISTS executions_timers ON step_executions (status, timer_at)",
+    "CREATE INDEX IF NOT EXISTS executions_leases ON step_executions (status, lease_expires_at)",
+    "CREATE INDEX IF NOT EXISTS executions_by_owner ON step_executions (lease_owner)",
+    "CREATE INDEX IF NOT EXISTS executions_by_flow ON step_executions (flow_id)",
+    """CREATE TABLE IF NOT EXISTS step_counters (
+        flow_id TEXT NOT NULL, step_type TEXT NOT NULL, n INTEGER NOT NULL,
+        PRIMARY KEY (flow_id, step_type)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS locks (
+        flow_id TEXT NOT NULL, lock_name TEXT NOT NULL, execution_id INTEGER NOT NULL,
+        PRIMARY KEY (flow_id, lock_name)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS locks_by_execution ON locks (execution_id)",
+    """CREATE TABLE IF NOT EXISTS stream_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, flow_type TEXT NOT NULL, flow_id TEXT NOT NULL,
+        value TEXT NOT NULL, size INTEGER NOT NULL, source TEXT NOT NULL,
+        created_at TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS stream_events_by_flow ON stream_events (flow_id, id)",
+    "CREATE INDEX IF NOT EXISTS stream_events_by_type ON stream_events (flow_type, id)",
+    # The running total of each Flow type's event bytes, so trimming never sums the Stream.
+    """CREATE TABLE IF NOT EXISTS stream_sizes (
+        flow_type TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID""",
+)
+
+FLOW_COLUMNS = tuple(f.name for f in fields(FlowRow))
+EXECUTION_COLUMNS = tuple(f.name for f in fields(ExecutionRow))
+EXECUTION_DATA = tuple(name for name in EXECUTION_COLUMNS if name != "id")
+EXECUTION_SELECT = ", ".join(f"e.{name}" for name in EXECUTION_COLUMNS)
+MESSAGE_SELECT = "seq, flow_id, channel, key, message_id, value, created_at"
+EVENT_SELECT = "id, flow_type, flow_id, value, source, created_at"
+CLAIMABLE = "('pending_wait', 'ready')"
+
+
+def encode_time(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def decode_time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def encode_value(value: object) -> object:
+    if isinstance(value, datetime):
+        return encode_time(value)
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def row_params(row: FlowRow | ExecutionRow, columns: Sequence[str]) -> dict[str, object]:
+    return {name: encode_value(getattr(row, name)) for name in columns}
+
+
+def decode_flow(values: Sequence[Any]) -> FlowRow:
+    data = dict(zip(FLOW_COLUMNS, values, strict=True))
+    data.update({name: decode_time(data[name]) for name in FLOW_TIME_FIELDS})
+    return FlowRow(**{**data, "status": FlowStatus(data["status"])})
+
+
+def decode_execution(values: Sequence[Any]) -> ExecutionRow:
+    data = dict(zip(EXECUTION_COLUMNS, values, strict=True))
+    data.update({name: decode_time(data[name]) for name in EXECUTION_TIME_FIELDS})
+    data["status"] = ExecutionStatus(data["status"])
+    data["attempt_started"] = bool(data["attempt_started"])
+    data["cancel_requested"] = bool(data["cancel_requested"])
+    return ExecutionRow(**data)
+
+
+def decode_message(values: Sequence[Any]) -> MessageRow:
+    seq, flow_id, channel, key, message_id, value, created_at = values
+    return MessageRow(
+        seq, flow_id, channel, key, message_id, value, datetime.fromisoformat(created_at)
+    )
+
+
+def decode_event(values: Sequence[Any]) -> EventRow:
+    event_id, flow_type, flow_id, value, source, created_at = values
+    return EventRow(event_id, flow_type, flow_id, value, source, datetime.fromisoformat(created_at))

@@ -1,0 +1,215 @@
+"""The SQLite ``FlowStore``: the embedded engine's durable state in one file that several processes share.
+
+The file is the server. It runs in WAL mode, so readers see a snapshot and never
+block the writer, with ``synchronous=FULL``, so a commit is on disk when it
+returns and a process killed at any moment leaves a consistent database. Every
+transaction begins with ``BEGIN IMMEDIATE``: it takes the write lock up front,
+which serializes transactions across processes and rules out lock-upgrade
+deadlocks. Times are stored as fixed-width ISO 8601 UTC text with microseconds,
+so text order is time order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+from dex_agents.adapters.local.sqlite_schema import (
+    SCHEMA,
+)
+from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
+from dex_agents.ports.errors import EngineError
+from dex_agents.ports.flow_store import (
+    StoreTransaction,
+)
+
+R = TypeVar("R")
+
+SCHEMA_VERSION = 1
+"""The schema version this module writes to ``PRAGMA user_version``; a newer file is refused."""
+
+DEFAULT_BUSY_TIMEOUT = timedelta(seconds=10)
+"""How long a transaction waits for another connection's write lock before ``StoreBusyError``."""
+
+
+class StoreError(EngineError):
+    """The embedded engine's SQLite store failed; the message names the file."""
+
+
+class StoreBusyError(StoreError):
+    """Another connection held the store's write lock for longer than the busy timeout; retry later."""
+
+    retryable = True
+
+
+class StoreCorruptError(StoreError):
+    """The file is not a dex-agents flow store database, or its database is corrupt."""
+
+
+class StoreVersionError(StoreError):
+    """The file's schema is newer than this dex-agents understands."""
+
+
+class SqliteFlowStore:
+    """A ``FlowStore`` in an SQLite file: durable, and shared by every process that opens the file.
+
+    The schema is created when the file is new. ``busy_timeout`` bounds how long a
+    transaction waits for another connection's write lock (``StoreBusyError``).
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout: timedelta = DEFAULT_BUSY_TIMEOUT) -> None:
+        if str(path) in ("", ":memory:") or str(path).startswith("file:"):
+            raise ValueError(
+                f"SqliteFlowStore needs a file path, not {str(path)!r}; use MemoryFlowStore in memory"
+            )
+        if busy_timeout < timedelta(0):
+            raise ValueError(f"busy_timeout cannot be negative: {busy_timeout}")
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self._lock = threading.RLock()
+        self._poll_lock = threading.Lock()
+        self._in_run = False
+        self._connection: sqlite3.Connection | None = None
+        # A second connection only reads PRAGMA data_version, which changes on every commit
+        # by any other connection, this store's own included, and waits behind no transaction.
+        self._poll: sqlite3.Connection | None = None
+        try:
+            self._connection = self._connect()
+            mode = self._connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(
+                    f"the flow store {self.path} needs write-ahead logging, but SQLite kept "
+                    f"journal_mode {mode!r}; keep the file on a local file system"
+                )
+            self._connection.execute("PRAGMA synchronous=FULL")
+            if self._schema_version(self._connection) != SCHEMA_VERSION:
+                self._transact(self._connection, self._create_schema)
+            self._poll = self._connect()
+        except sqlite3.Error as error:
+            self.close()
+            raise self._translate(error) from error
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout.total_seconds(),
+            isolation_level=None,
+            check_same_thread=False,
+        )
+
+    def _schema_version(self, connection: sqlite3.Connection) -> int:
+        version = int(connection.execute("PRAGMA user_version").fetchall()[0][0])
+        if version > SCHEMA_VERSION:
+            raise StoreVersionError(
+                f"the flow store {self.path} has schema version {version}, newer than "
+                f"{SCHEMA_VERSION}, the newest this dex-agents reads; upgrade dex-agents"
+            )
+        return version
+
+    def _create_schema(self, connection: sqlite3.Connection) -> None:
+        # Checked again under the write lock: another process may have created it meanwhile.
+        if self._schema_version(connection) == SCHEMA_VERSION:
+            return
+        if connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise StoreCorruptError(
+                f"{self.path} is an SQLite database but not a dex-agents flow store "
+                "(it has tables and no schema version)"
+            )
+        for statement in SCHEMA:
+            connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @staticmethod
+    def _transact(
+        connection: sqlite3.Connection,
+        work: Callable[[sqlite3.Connection], R],
+        begin: str = "BEGIN IMMEDIATE",
+    ) -> R:
+        connection.execute(begin)
+        try:
+            result = work(connection)
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+            raise
+        return result
+
+    def _translate(self, error: sqlite3.Error) -> StoreError:
+        code = getattr(error, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return StoreBusyError(
+                f"the flow store {self.path} stayed locked by another connection for longer than "
+                f"the busy timeout ({self.busy_timeout.total_seconds():g} s); retry later"
+            )
+        if primary == sqlite3.SQLITE_CANTOPEN:
+            return StoreError(f"cannot open the flow store {self.path}: {error}")
+        if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return StoreCorruptError(
+                f"{self.path} is not a usable dex-agents flow store database: {error}"
+            )
+        return StoreError(f"the flow store {self.path} failed: {error}")
+
+    def run(self, work: Callable[[StoreTransaction], R]) -> R:
+        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction and commit it; roll back if it raises."""
+        return self._run_work(work, read_only=False)
+
+    def read(self, work: Callable[[StoreTransaction], R]) -> R:
+        """Run read-only ``work`` on a WAL snapshot: it takes no write lock, so writers never wait for it."""
+        return self._run_work(work, read_only=True)
+
+    def _run_work(self, work: Callable[[StoreTransaction], R], *, read_only: bool) -> R:
+        with self._lock:
+            if self._connection is None:
+                raise RuntimeError(f"the flow store {self.path} is closed")
+            if self._in_run:
+                raise RuntimeError("FlowStore.run cannot run inside another transaction's work")
+            connection = self._connection
+            tx = SqliteTransaction(connection)
+            self._in_run = True
+            try:
+                if read_only:
+                    # query_only turns a stray write into an error instead of a silent lock upgrade.
+                    connection.execute("PRAGMA query_only = ON")
+                    return self._transact(connection, lambda _: work(tx), "BEGIN DEFERRED")
+                return self._transact(connection, lambda _: work(tx))
+            except sqlite3.Error as error:
+                raise self._translate(error) from error
+            finally:
+                if read_only:
+                    with contextlib.suppress(sqlite3.Error):
+                        connection.execute("PRAGMA query_only = OFF")
+                tx.end()
+                self._in_run = False
+
+    def change_counter(self) -> int:
+        """SQLite's ``PRAGMA data_version`` on a polling connection: it changes on every commit."""
+        with self._poll_lock:
+            if self._poll is None:
+                raise RuntimeError(f"the flow store {self.path} is closed")
+            try:
+                # fetchall finishes the statement, so no read snapshot stays open to hold back
+                # WAL checkpoints.
+                return int(self._poll.execute("PRAGMA data_version").fetchall()[0][0])
+            except sqlite3.Error as error:
+                raise self._translate(error) from error
+
+    def close(self) -> None:
+        """Close the store's connections; the file and its data stay."""
+        with self._lock, self._poll_lock:
+            if self._in_run:
+                raise RuntimeError("a flow store cannot be closed inside a transaction's work")
+            for connection in (self._poll, self._connection):
+                if connection is not None:
+                    connection.close()
+            self._poll = self._connection = None

@@ -1,0 +1,272 @@
+"""One SQLite store transaction: the ``StoreTransaction`` primitives as SQL."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+
+from dex_agents.adapters.local.sqlite_schema import (
+    CLAIMABLE,
+    EVENT_SELECT,
+    EXECUTION_COLUMNS,
+    EXECUTION_DATA,
+    EXECUTION_SELECT,
+    FLOW_COLUMNS,
+    MESSAGE_SELECT,
+    decode_event,
+    decode_execution,
+    decode_flow,
+    decode_message,
+    decode_time,
+    encode_time,
+    row_params,
+)
+from dex_agents.adapters.local.store_rows import (
+    check_limit,
+    normalized_execution,
+    normalized_flow,
+    utc_time,
+)
+from dex_agents.ports.flow_store import (
+    EventRow,
+    ExecutionRow,
+    ExecutionStatus,
+    FlowRow,
+    MessageRow,
+    StoreTransaction,
+)
+
+
+class SqliteTransaction(StoreTransaction):
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection: sqlite3.Connection | None = connection
+
+    def end(self) -> None:
+        self._connection = None
+
+    def _execute(
+        self, sql: str, params: Sequence[object] | dict[str, object] = ()
+    ) -> sqlite3.Cursor:
+        if self._connection is None:
+            raise RuntimeError(
+                "this store transaction has ended; use it only inside the work FlowStore.run runs"
+            )
+        return self._connection.execute(sql, params)
+
+    def _executions(self, where: str, params: Sequence[object] = ()) -> list[ExecutionRow]:
+        sql = f"SELECT {EXECUTION_SELECT} FROM step_executions e {where}"
+        return [decode_execution(values) for values in self._execute(sql, params)]
+
+    # Flow runs
+    def get_flow(self, flow_id: str) -> FlowRow | None:
+        sql = f"SELECT {', '.join(FLOW_COLUMNS)} FROM flows WHERE flow_id = ?"
+        values = self._execute(sql, (flow_id,)).fetchone()
+        return None if values is None else decode_flow(values)
+
+    def insert_flow(self, row: FlowRow) -> None:
+        params = row_params(normalized_flow(row), FLOW_COLUMNS)
+        names = ", ".join(FLOW_COLUMNS)
+        placeholders = ", ".join(f":{name}" for name in FLOW_COLUMNS)
+        try:
+            self._execute(f"INSERT INTO flows ({names}) VALUES ({placeholders})", params)
+        except sqlite3.IntegrityError:
+            raise ValueError(f"a Flow run with ID {row.flow_id!r} is already stored") from None
+
+    def update_flow(self, row: FlowRow) -> None:
+        params = row_params(normalized_flow(row), FLOW_COLUMNS)
+        assignments = ", ".join(f"{name} = :{name}" for name in FLOW_COLUMNS)
+        sql = f"UPDATE flows SET {assignments} WHERE flow_id = :flow_id"
+        if self._execute(sql, params).rowcount == 0:
+            raise LookupError(f"no Flow run with ID {row.flow_id!r} is stored")
+
+    def list_flows(self) -> Sequence[FlowRow]:
+        sql = f"SELECT {', '.join(FLOW_COLUMNS)} FROM flows ORDER BY created_at, rowid"
+        return [decode_flow(values) for values in self._execute(sql)]
+
+    # Attribute values
+    def get_value(self, flow_id: str, name: str, key: str) -> str | None:
+        sql = "SELECT value FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
+        values = self._execute(sql, (flow_id, name, key)).fetchone()
+        return None if values is None else str(values[0])
+
+    def get_values(self, flow_id: str, name: str) -> dict[str, str]:
+        sql = "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
+        return dict(self._execute(sql, (flow_id, name)).fetchall())
+
+    def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
+        sql = "INSERT OR REPLACE INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)"
+        self._execute(sql, (flow_id, name, key, value))
+
+    def delete_value(self, flow_id: str, name: str, key: str) -> None:
+        sql = "DELETE FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
+        self._execute(sql, (flow_id, name, key))
+
+    # Channel messages
+    def append_message(
+        self,
+        flow_id: str,
+        channel: str,
+        key: str,
+        message_id: str,
+        value: str,
+        created_at: datetime,
+    ) -> int:
+        when = encode_time(utc_time(created_at, "created_at"))
+        sql = """INSERT INTO channel_messages (flow_id, channel, key, message_id, value, created_at)
+            VALUES (?, ?, ?, ?, ?, ?)"""
+        try:
+            cursor = self._execute(sql, (flow_id, channel, key, message_id, value, when))
+        except sqlite3.IntegrityError:
+            raise ValueError(
+                f"a Channel message with ID {message_id!r} is already stored"
+            ) from None
+        return int(cursor.lastrowid or 0)
+
+    def pending_messages(self, flow_id: str, channel: str, key: str) -> Sequence[MessageRow]:
+        sql = f"""SELECT {MESSAGE_SELECT} FROM channel_messages
+            WHERE flow_id = ? AND channel = ? AND key = ? AND consumed = 0 ORDER BY seq"""
+        return [decode_message(values) for values in self._execute(sql, (flow_id, channel, key))]
+
+    def pending_channel_keys(self, flow_id: str, channel: str) -> Sequence[str]:
+        sql = """SELECT key FROM channel_messages WHERE flow_id = ? AND channel = ? AND consumed = 0
+            GROUP BY key ORDER BY MIN(seq)"""
+        return [str(values[0]) for values in self._execute(sql, (flow_id, channel))]
+
+    def consume_messages(self, seqs: Sequence[int]) -> None:
+        for seq in seqs:
+            self._execute("UPDATE channel_messages SET consumed = 1 WHERE seq = ?", (seq,))
+
+    def delete_message(self, flow_id: str, message_id: str) -> bool:
+        sql = "DELETE FROM channel_messages WHERE flow_id = ? AND message_id = ? AND consumed = 0"
+        return self._execute(sql, (flow_id, message_id)).rowcount > 0
+
+    # Step executions
+    def insert_execution(self, row: ExecutionRow) -> int:
+        params = row_params(normalized_execution(row), EXECUTION_DATA)
+        names = ", ".join(EXECUTION_DATA)
+        placeholders = ", ".join(f":{name}" for name in EXECUTION_DATA)
+        sql = f"INSERT INTO step_executions ({names}) VALUES ({placeholders})"
+        row.id = int(self._execute(sql, params).lastrowid or 0)
+        return row.id
+
+    def get_execution(self, execution_id: int) -> ExecutionRow | None:
+        rows = self._executions("WHERE e.id = ?", (execution_id,))
+        return rows[0] if rows else None
+
+    def update_execution(self, row: ExecutionRow) -> None:
+        params = row_params(normalized_execution(row), EXECUTION_COLUMNS)
+        assignments = ", ".join(f"{name} = :{name}" for name in EXECUTION_DATA)
+        sql = f"UPDATE step_executions SET {assignments} WHERE id = :id"
+        if self._execute(sql, params).rowcount == 0:
+            raise LookupError(f"no Step execution with store ID {row.id} is stored")
+
+    def flow_executions(
+        self, flow_id: str, statuses: Sequence[ExecutionStatus] | None = None
+    ) -> Sequence[ExecutionRow]:
+        if statuses is None:
+            return self._executions("WHERE e.flow_id = ? ORDER BY e.id", (flow_id,))
+        marks = ", ".join("?" for _ in statuses)
+        where = f"WHERE e.flow_id = ? AND e.status IN ({marks}) ORDER BY e.id"
+        return self._executions(where, (flow_id, *(status.value for status in statuses)))
+
+    def claimable_executions(self, now: datetime, limit: int) -> Sequence[ExecutionRow]:
+        check_limit(limit)
+        where = f"""JOIN flows f ON f.flow_id = e.flow_id
+            WHERE e.status IN {CLAIMABLE} AND f.status = 'running'
+            AND (e.not_before IS NULL OR e.not_before <= ?) ORDER BY e.id LIMIT ?"""
+        return self._executions(where, (encode_time(utc_time(now, "now")), limit))
+
+    def due_timer_executions(self, now: datetime) -> Sequence[ExecutionRow]:
+        where = "WHERE e.status = 'waiting' AND e.timer_at <= ? ORDER BY e.id"
+        return self._executions(where, (encode_time(utc_time(now, "now")),))
+
+    def expired_lease_executions(self, now: datetime) -> Sequence[ExecutionRow]:
+        where = "WHERE e.status = 'running' AND e.lease_expires_at < ? ORDER BY e.id"
+        return self._executions(where, (encode_time(utc_time(now, "now")),))
+
+    def leased_executions(self, owner: str) -> Sequence[ExecutionRow]:
+        where = "WHERE e.lease_owner = ? AND e.status = 'running' ORDER BY e.id"
+        return self._executions(where, (owner,))
+
+    def next_timer_at(self) -> datetime | None:
+        sql = f"""SELECT MIN(t) FROM (
+            SELECT MIN(timer_at) AS t FROM step_executions WHERE status = 'waiting'
+            UNION ALL
+            SELECT MIN(e.not_before) FROM step_executions e JOIN flows f ON f.flow_id = e.flow_id
+            WHERE e.status IN {CLAIMABLE} AND f.status = 'running')"""
+        return decode_time(self._execute(sql).fetchone()[0])
+
+    def next_step_number(self, flow_id: str, step_type: str) -> int:
+        sql = """INSERT INTO step_counters (flow_id, step_type, n) VALUES (?, ?, 1)
+            ON CONFLICT (flow_id, step_type) DO UPDATE SET n = n + 1 RETURNING n"""
+        return int(self._execute(sql, (flow_id, step_type)).fetchall()[0][0])
+
+    # Locks
+    def lock_holder(self, flow_id: str, lock_name: str) -> int | None:
+        sql = "SELECT execution_id FROM locks WHERE flow_id = ? AND lock_name = ?"
+        values = self._execute(sql, (flow_id, lock_name)).fetchone()
+        return None if values is None else int(values[0])
+
+    def acquire_lock(self, flow_id: str, lock_name: str, execution_id: int) -> None:
+        holder = self.lock_holder(flow_id, lock_name)
+        if holder is None:
+            sql = "INSERT INTO locks (flow_id, lock_name, execution_id) VALUES (?, ?, ?)"
+            self._execute(sql, (flow_id, lock_name, execution_id))
+        elif holder != execution_id:
+            raise ValueError(
+                f"lock {lock_name!r} of Flow run {flow_id!r} is held by Step execution {holder}"
+            )
+
+    def release_locks(self, execution_id: int) -> None:
+        self._execute("DELETE FROM locks WHERE execution_id = ?", (execution_id,))
+
+    # Stream events
+    def append_event(
+        self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
+    ) -> int:
+        when = encode_time(utc_time(created_at, "created_at"))
+        size = len(value.encode("utf-8"))
+        sql = """INSERT INTO stream_events (flow_type, flow_id, value, size, source, created_at)
+            VALUES (?, ?, ?, ?, ?, ?)"""
+        event_id = int(
+            self._execute(sql, (flow_type, flow_id, value, size, source, when)).lastrowid or 0
+        )
+        sql = """INSERT INTO stream_sizes (flow_type, bytes) VALUES (?, ?)
+            ON CONFLICT (flow_type) DO UPDATE SET bytes = bytes + excluded.bytes"""
+        self._execute(sql, (flow_type, size))
+        return event_id
+
+    def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
+        check_limit(limit)
+        sql = f"""SELECT {EVENT_SELECT} FROM stream_events
+            WHERE flow_id = ? AND id > ? ORDER BY id LIMIT ?"""
+        return [decode_event(values) for values in self._execute(sql, (flow_id, after_id, limit))]
+
+    def get_event(self, event_id: int) -> EventRow | None:
+        sql = f"SELECT {EVENT_SELECT} FROM stream_events WHERE id = ?"
+        values = self._execute(sql, (event_id,)).fetchone()
+        return None if values is None else decode_event(values)
+
+    def trim_events(self, flow_type: str, capacity_bytes: int) -> int:
+        if capacity_bytes < 0:
+            raise ValueError(f"capacity_bytes must be 0 or more, not {capacity_bytes}")
+        sql = "SELECT bytes FROM stream_sizes WHERE flow_type = ?"
+        total_row = self._execute(sql, (flow_type,)).fetchone()
+        excess = (0 if total_row is None else int(total_row[0])) - capacity_bytes
+        if excess <= 0:
+            return 0
+        freed = deleted = last_id = 0
+        sql = "SELECT id, size FROM stream_events WHERE flow_type = ? ORDER BY id"
+        cursor = self._execute(sql, (flow_type,))
+        for event_id, size in cursor:
+            freed, deleted, last_id = freed + int(size), deleted + 1, int(event_id)
+            if freed >= excess:
+                break
+        cursor.close()
+        self._execute(
+            "DELETE FROM stream_events WHERE flow_type = ? AND id <= ?", (flow_type, last_id)
+        )
+        sql = "UPDATE stream_sizes SET bytes = bytes - ? WHERE flow_type = ?"
+        self._execute(sql, (freed, flow_type))
+        return deleted

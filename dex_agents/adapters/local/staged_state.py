@@ -1,0 +1,271 @@
+"""A transaction's view of a session's state: reads from a source, writes staged until commit.
+
+A Step's execute phase reads a snapshot taken when its attempt started; an RPC
+reads the store inside its own transaction. Either way writes, publishes and
+events are staged here and applied in one store transaction with the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from dex_agents.domain.wire import from_json, to_json
+from dex_agents.ports.engine import MapLoad
+from dex_agents.ports.flow_store import MessageRow, StoreTransaction
+from dex_agents.ports.persistence import (
+    AttributeDef,
+    AttributeMapDef,
+    ChannelDef,
+    ChannelMapDef,
+    ChannelMessage,
+    StreamDef,
+)
+
+T = TypeVar("T")
+
+_SINGLETON = ""
+
+
+class StateSource(Protocol):
+    """Where a staged state reads committed values from."""
+
+    def value(self, name: str, key: str) -> str | None:
+        """One value's JSON text, or ``None``."""
+        ...
+
+    def values(self, name: str) -> dict[str, str]:
+        """Every instance of an AttributeMap."""
+        ...
+
+    def channel_size(self, name: str) -> int:
+        """How many messages wait in a Channel."""
+        ...
+
+    def pending(self, name: str) -> Sequence[MessageRow]:
+        """The messages waiting in a Channel; ``LookupError`` where the phase cannot list them."""
+        ...
+
+
+@dataclass
+class Snapshot:
+    """Committed values read in one store transaction when an attempt started."""
+
+    values: dict[tuple[str, str], str] = field(default_factory=dict)
+    maps: dict[str, dict[str, str]] = field(default_factory=dict)
+    channel_sizes: dict[str, int] = field(default_factory=dict)
+
+    def value(self, name: str, key: str) -> str | None:
+        """One value's JSON text, or ``None``."""
+        if key == _SINGLETON:
+            return self.values.get((name, key))
+        return self.maps.get(name, {}).get(key)
+
+    def values_of(self, name: str) -> dict[str, str]:
+        """Every loaded instance of an AttributeMap."""
+        return dict(self.maps.get(name, {}))
+
+
+class SnapshotSource:
+    """A ``StateSource`` over a snapshot: Steps see sizes of Channels but not their messages."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+
+    def value(self, name: str, key: str) -> str | None:
+        """One value's JSON text from the snapshot."""
+        return self._snapshot.value(name, key)
+
+    def values(self, name: str) -> dict[str, str]:
+        """Every loaded instance of an AttributeMap."""
+        return self._snapshot.values_of(name)
+
+    def channel_size(self, name: str) -> int:
+        """The Channel's size when the attempt started."""
+        return self._snapshot.channel_sizes.get(name, 0)
+
+    def pending(self, name: str) -> Sequence[MessageRow]:
+        """Steps cannot list Channel messages, as in Dex; their waits consume them."""
+        raise LookupError(f"a Step cannot list the messages of Channel {name}; only RPCs can")
+
+
+class TransactionSource:
+    """A ``StateSource`` that reads the store inside the current transaction (RPCs)."""
+
+    def __init__(self, tx: StoreTransaction, flow_id: str) -> None:
+        self._tx = tx
+        self._flow_id = flow_id
+
+    def value(self, name: str, key: str) -> str | None:
+        """One value's JSON text as committed so far."""
+        return self._tx.get_value(self._flow_id, name, key)
+
+    def values(self, name: str) -> dict[str, str]:
+        """Every instance of an AttributeMap."""
+        return self._tx.get_values(self._flow_id, name)
+
+    def channel_size(self, name: str) -> int:
+        """How many messages wait in the Channel now."""
+        return len(self._tx.pending_messages(self._flow_id, name, _SINGLETON))
+
+    def pending(self, name: str) -> Sequence[MessageRow]:
+        """The messages waiting in the Channel now."""
+        return self._tx.pending_messages(self._flow_id, name, _SINGLETON)
+
+
+def read_snapshot(
+    tx: StoreTransaction,
+    flow_id: str,
+    schema: Sequence[Any],
+    loads: Sequence[MapLoad],
+) -> Snapshot:
+    """Read every singleton Attribute, the loaded maps and every Channel's size, in one transaction."""
+    snapshot = Snapshot()
+    for item in schema:
+        if isinstance(item, AttributeDef):
+            text = tx.get_value(flow_id, item.name, _SINGLETON)
+            if text is not None:
+                snapshot.values[(item.name, _SINGLETON)] = text
+        elif isinstance(item, ChannelDef):
+            snapshot.channel_sizes[item.name] = len(
+                tx.pending_messages(flow_id, item.name, _SINGLETON)
+            )
+    for load in loads:
+        name = load.attribute_map.name
+        loaded = snapshot.maps.setdefault(name, {})
+        if load.key is None:
+            loaded.update(tx.get_values(flow_id, name))
+        else:
+            text = tx.get_value(flow_id, name, load.key)
+            if text is not None:
+                loaded[load.key] = text
+    return snapshot
+
+
+@dataclass(frozen=True)
+class Publish:
+    """A staged Channel message."""
+
+    channel: str
+    key: str
+    value: str
+
+
+class StagedState:
+    """A ``StateTransaction``: reads through staged writes to a source; writes wait for commit."""
+
+    def __init__(self, flow_id: str, source: StateSource, loads: Sequence[MapLoad]) -> None:
+        self._flow_id = flow_id
+        self._source = source
+        self._whole_maps = {load.attribute_map.name for load in loads if load.key is None}
+        self._instances = {(load.attribute_map.name, load.key) for load in loads if load.key}
+        self.writes: dict[tuple[str, str], str | None] = {}
+        self.publishes: list[Publish] = []
+        self.deleted_messages: list[str] = []
+        self.events: list[tuple[StreamDef[Any], str]] = []
+
+    @property
+    def flow_id(self) -> str:
+        """The session ID."""
+        return self._flow_id
+
+    @property
+    def has_effects(self) -> bool:
+        """Whether anything was staged that a commit would write."""
+        return bool(self.writes or self.publishes or self.deleted_messages or self.events)
+
+    def _check_loaded(self, attribute_map: AttributeMapDef[Any], key: str | None) -> None:
+        name = attribute_map.name
+        if name in self._whole_maps or (key is not None and (name, key) in self._instances):
+            return
+        what = f"instance {key!r} of AttributeMap {name}" if key else f"AttributeMap {name}"
+        raise LookupError(f"{what} was not loaded; declare it in the Step's or RPC's loads")
+
+    def _read(self, name: str, key: str) -> str | None:
+        if (name, key) in self.writes:
+            return self.writes[(name, key)]
+        return self._source.value(name, key)
+
+    def get(self, attribute: AttributeDef[T]) -> T | None:
+        """The Attribute's value, or ``None`` when it is unset."""
+        text = self._read(attribute.name, _SINGLETON)
+        return None if text is None else from_json(text, attribute.value_type)
+
+    def get_instance(self, attribute_map: AttributeMapDef[T], key: str) -> T | None:
+        """One loaded AttributeMap instance's value, or ``None`` when it is unset."""
+        self._check_loaded(attribute_map, key)
+        text = self._read(attribute_map.name, key)
+        return None if text is None else from_json(text, attribute_map.value_type)
+
+    def instance_keys(self, attribute_map: AttributeMapDef[Any]) -> tuple[str, ...]:
+        """The keys of every loaded instance, with this transaction's writes applied, in key order."""
+        name = attribute_map.name
+        if name in self._whole_maps:
+            keys = set(self._source.values(name))
+        else:
+            keys = {key for map_name, key in self._instances if map_name == name}
+            keys = {key for key in keys if self._source.value(name, key) is not None}
+        for (written_name, key), value in self.writes.items():
+            if written_name == name:
+                if value is None:
+                    keys.discard(key)
+                else:
+                    keys.add(key)
+        return tuple(sorted(keys))
+
+    def channel_size(self, channel: ChannelDef[Any]) -> int:
+        """How many messages wait in a Channel (as read when the transaction began)."""
+        return self._source.channel_size(channel.name)
+
+    def pending_messages(self, channel: ChannelDef[T]) -> Sequence[ChannelMessage[T]]:
+        """The messages waiting in a Channel, oldest first, less those this transaction deleted."""
+        return [
+            ChannelMessage(row.message_id, from_json(row.value, channel.value_type))
+            for row in self._source.pending(channel.name)
+            if row.message_id not in self.deleted_messages
+        ]
+
+    def set(self, attribute: AttributeDef[T], value: T) -> None:
+        """Stage a new value for an Attribute."""
+        self.writes[(attribute.name, _SINGLETON)] = to_json(value)
+
+    def delete(self, attribute: AttributeDef[Any]) -> None:
+        """Stage the deletion of an Attribute."""
+        self.writes[(attribute.name, _SINGLETON)] = None
+
+    def set_instance(self, attribute_map: AttributeMapDef[T], key: str, value: T) -> None:
+        """Stage a new value for one AttributeMap instance."""
+        _check_key(attribute_map.name, key)
+        self.writes[(attribute_map.name, key)] = to_json(value)
+
+    def delete_instance(self, attribute_map: AttributeMapDef[Any], key: str) -> None:
+        """Stage the deletion of one AttributeMap instance."""
+        _check_key(attribute_map.name, key)
+        self.writes[(attribute_map.name, key)] = None
+
+    def publish(self, channel: ChannelDef[T], value: T) -> None:
+        """Stage a message for a Channel."""
+        self.publishes.append(Publish(channel.name, _SINGLETON, to_json(value)))
+
+    def publish_to(self, channel_map: ChannelMapDef[T], key: str, value: T) -> None:
+        """Stage a message for one ChannelMap instance."""
+        _check_key(channel_map.name, key)
+        self.publishes.append(Publish(channel_map.name, key, to_json(value)))
+
+    def delete_message(self, channel: ChannelDef[Any], message_id: str) -> bool:
+        """Stage the deletion of a waiting message; ``False`` when it no longer waits."""
+        waiting = {row.message_id for row in self._source.pending(channel.name)}
+        if message_id not in waiting or message_id in self.deleted_messages:
+            return False
+        self.deleted_messages.append(message_id)
+        return True
+
+    def write_event(self, stream: StreamDef[T], value: T) -> None:
+        """Stage an event for the session's Stream."""
+        self.events.append((stream, to_json(value)))
+
+
+def _check_key(name: str, key: str) -> None:
+    if not key or "/" in key:
+        raise ValueError(f"{name}: instance key {key!r} must be non-empty and contain no '/'")

@@ -1,0 +1,174 @@
+"""What a Step attempt sees on the embedded engine: its state, wait result, heartbeats and live events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from dex_agents.adapters.local.codec import decode_recovery, decode_wait_result
+from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.staged_state import StagedState
+from dex_agents.domain.wire import from_json, to_json
+from dex_agents.ports.engine import RecoveryError, WaitResult
+from dex_agents.ports.flow_store import ExecutionRow
+from dex_agents.ports.persistence import StateReader, StreamDef
+
+T = TypeVar("T")
+
+DEFAULT_EVENT_FLUSH_INTERVAL = timedelta(milliseconds=50)
+"""How long live Stream events of a running attempt may wait to be written, batched."""
+
+
+class LocalWaitContext:
+    """A wait phase's view: the execution's IDs and committed state."""
+
+    def __init__(self, row: ExecutionRow, state: StateReader) -> None:
+        self._row = row
+        self._state = state
+
+    @property
+    def flow_id(self) -> str:
+        """The session ID."""
+        return self._row.flow_id
+
+    @property
+    def step_execution_id(self) -> str:
+        """``<StepType>-<n>``."""
+        return self._row.step_execution_id
+
+    @property
+    def state(self) -> StateReader:
+        """Committed state with the Step's ``wait_loads``."""
+        return self._state
+
+
+class LocalStepContext:
+    """An execute attempt's context. Live events and heartbeats go through ``flush``/``beat``."""
+
+    def __init__(
+        self,
+        flow: RegisteredFlow,
+        row: ExecutionRow,
+        state: StagedState,
+        now: datetime,
+        *,
+        beat: Callable[[str | None], Awaitable[bool]],
+        flush: Callable[[list[str]], Awaitable[bool]],
+        flush_interval: timedelta = DEFAULT_EVENT_FLUSH_INTERVAL,
+    ) -> None:
+        self._flow = flow
+        self._row = row
+        self._state = state
+        self._now = now
+        self._beat = beat
+        self._flush = flush
+        self._flush_interval = flush_interval
+        self._buffer: list[str] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
+        self.started = False
+        self.last_heartbeat_at = now
+        self.cancellation_requested = False
+
+    @property
+    def flow_id(self) -> str:
+        """The session ID."""
+        return self._row.flow_id
+
+    @property
+    def step_type(self) -> str:
+        """The Step's type."""
+        return self._row.step_type
+
+    @property
+    def step_execution_id(self) -> str:
+        """``<StepType>-<n>``, shared by every attempt of this execution."""
+        return self._row.step_execution_id
+
+    @property
+    def attempt(self) -> int:
+        """The one-based attempt number."""
+        return self._row.attempt
+
+    @property
+    def first_attempt_at(self) -> datetime:
+        """When the first attempt started."""
+        return self._row.first_attempt_at or self._now
+
+    @property
+    def now(self) -> datetime:
+        """The engine's clock when this attempt started."""
+        return self._now
+
+    @property
+    def state(self) -> StagedState:
+        """The attempt's snapshot; writes commit with the result."""
+        return self._state
+
+    @property
+    def wait_result(self) -> WaitResult:
+        """Which condition ended the wait, and the messages it consumed, decoded."""
+
+        def decode(channel: str, text: str) -> Any:
+            return from_json(text, self._flow.channel(channel).value_type)
+
+        return decode_wait_result(self._row.wait_result, decode)
+
+    @property
+    def recovery_error(self) -> RecoveryError | None:
+        """Set in a failure route Step."""
+        return decode_recovery(self._row.recovery)
+
+    @property
+    def last_heartbeat_value(self) -> str | None:
+        """The checkpoint an earlier attempt saved."""
+        return self._row.checkpoint
+
+    def is_cancellation_requested(self) -> bool:
+        """Whether an RPC or a decision cancelled this execution."""
+        return self.cancellation_requested
+
+    async def heartbeat(self, checkpoint: str | None = None) -> None:
+        """Write pending live events, then record liveness and the checkpoint durably."""
+        if self._closed:
+            return
+        await self._flush_now()
+        if await self._beat(checkpoint):
+            self.started = True
+            self.last_heartbeat_at = datetime.now(self._now.tzinfo)
+
+    def write_event(self, stream: StreamDef[T], value: T) -> None:
+        """Queue a live Stream event; it is written within the flush interval, even if the attempt fails."""
+        if self._closed:
+            return  # writes after the attempt returned are dropped
+        self._buffer.append(to_json(value))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self._flush_interval.total_seconds())
+        await self._flush_now()
+
+    async def _flush_now(self) -> None:
+        if not self._buffer:
+            return
+        events, self._buffer = self._buffer, []
+        if await self._flush(events):
+            self.started = True
+
+    def close(self) -> list[str]:
+        """End the attempt: no more live writes; return the events still buffered for the commit."""
+        self._closed = True
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+        events, self._buffer = self._buffer, []
+        return events
+
+    async def wait_closed(self) -> None:
+        """Let a cancelled flusher finish unwinding."""
+        if self._flusher is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher

@@ -1,0 +1,71 @@
+"""Row checks both ``FlowStore`` implementations share: UTC times, copies and limits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from dex_agents.ports.flow_store import (
+    ExecutionRow,
+    ExecutionStatus,
+    FlowRow,
+    FlowStatus,
+)
+
+RowT = TypeVar("RowT", FlowRow, ExecutionRow)
+
+FLOW_TIME_FIELDS = ("created_at", "closed_at")
+"""The ``FlowRow`` fields that hold a time."""
+
+EXECUTION_TIME_FIELDS = (
+    "created_at",
+    "wait_started_at",
+    "timer_at",
+    "first_attempt_at",
+    "not_before",
+    "lease_expires_at",
+    "heartbeat_at",
+    "finished_at",
+)
+"""The ``ExecutionRow`` fields that hold a time."""
+
+
+def utc_time(value: datetime, what: str) -> datetime:
+    """``value`` in UTC; a naive datetime is refused, because the store could not place it in time."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{what} must be a datetime, not {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise ValueError(f"{what} must be a timezone-aware datetime, not the naive {value!r}")
+    return value.astimezone(UTC)
+
+
+def _with_utc_times(row: RowT, names: Sequence[str]) -> RowT:
+    for name in names:
+        value = getattr(row, name)
+        if value is not None:
+            setattr(row, name, utc_time(value, f"{type(row).__name__}.{name}"))
+    return row
+
+
+def normalized_flow(row: FlowRow) -> FlowRow:
+    """A copy of a Flow run's row as a store returns it: UTC times, the status as a ``FlowStatus``."""
+    return _with_utc_times(replace(row, status=FlowStatus(row.status)), FLOW_TIME_FIELDS)
+
+
+def normalized_execution(row: ExecutionRow) -> ExecutionRow:
+    """A copy of a Step execution's row as a store returns it: UTC times, a status, real booleans."""
+    copy = replace(
+        row,
+        status=ExecutionStatus(row.status),
+        attempt_started=bool(row.attempt_started),
+        cancel_requested=bool(row.cancel_requested),
+    )
+    return _with_utc_times(copy, EXECUTION_TIME_FIELDS)
+
+
+def check_limit(limit: int) -> None:
+    """Refuse a negative row limit, which SQLite would read as "no limit"."""
+    if limit < 0:
+        raise ValueError(f"limit must be 0 or more, not {limit}")

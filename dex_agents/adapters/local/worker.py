@@ -1,0 +1,323 @@
+"""The embedded engine's worker: claims runnable Step executions and runs them.
+
+A worker claims an execution under a lease, runs its wait phase or an execute
+attempt outside any store transaction, and commits the result in one. It renews
+the leases of its running attempts, so a worker killed with SIGKILL simply stops
+renewing them, and another worker (or this one, restarted) takes the attempt over
+once the lease lapses. An idle worker holds no lease, no thread and no coroutine
+per waiting Step: waits are rows in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import traceback
+import uuid
+from datetime import timedelta
+
+from dex_agents.adapters.local import claims, transitions
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.staged_state import (
+    SnapshotSource,
+    StagedState,
+    read_snapshot,
+)
+from dex_agents.adapters.local.step_context import (
+    DEFAULT_EVENT_FLUSH_INTERVAL,
+    LocalStepContext,
+    LocalWaitContext,
+)
+from dex_agents.ports.engine import StepDecision, StepOptions, Wait
+from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
+
+logger = logging.getLogger("dex_agents.engine")
+
+WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
+"""How long a wait phase that raised waits before it runs again."""
+
+
+class StepTimeoutError(TimeoutError):
+    """An execute attempt ran longer than its ``execute_timeout``."""
+
+
+class HeartbeatTimeoutError(TimeoutError):
+    """A started attempt sent no heartbeat within its ``heartbeat_timeout``."""
+
+
+class _Running:
+    """A running attempt the worker watches."""
+
+    def __init__(
+        self, row: ExecutionRow, flow: RegisteredFlow, options: StepOptions | None
+    ) -> None:
+        self.row = row
+        self.flow = flow
+        self.options = options
+        self.context: LocalStepContext | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.stop_reason: BaseException | None = None
+
+
+class LocalWorker:
+    """Runs the Steps of the Flow types its engine serves, up to ``max_concurrent_tasks`` at once."""
+
+    def __init__(
+        self,
+        engine: LocalEngine,
+        *,
+        max_concurrent_tasks: int = 16,
+        worker_id: str | None = None,
+        event_flush_interval: timedelta = DEFAULT_EVENT_FLUSH_INTERVAL,
+    ) -> None:
+        if max_concurrent_tasks < 1:
+            raise ValueError("max_concurrent_tasks must be at least 1")
+        self._engine = engine
+        self._max = max_concurrent_tasks
+        self.worker_id = worker_id or f"worker-{uuid.uuid4()}"
+        self._flush_interval = event_flush_interval
+        self._running: dict[int, _Running] = {}
+        self._stopping = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+
+    async def run(self) -> None:
+        """Claim and run Steps until ``stop`` is called."""
+        renewer = asyncio.create_task(self._renew_leases())
+        try:
+            await self._claim_loop()
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+            await self._abandon_running()
+
+    async def stop(self) -> None:
+        """Stop claiming; running attempts are cancelled and left to their leases."""
+        self._stopping.set()
+
+    async def _claim_loop(self) -> None:
+        engine = self._engine
+        counter: int | None = None
+        next_check = engine.now()
+        while not self._stopping.is_set():
+            now = engine.now()
+            current = await engine.change_counter()
+            if current != counter or now >= next_check or self._slot_freed.is_set():
+                self._slot_freed.clear()
+                counter_before = counter
+                # The counter read before the claim: a commit that lands after the claim
+                # (another process's, or a client's) then still wakes the next wait.
+                counter = current
+                free = self._max - len(self._running)
+                claimed = await engine.run(
+                    functools.partial(
+                        claims.claim,
+                        flows=engine.flows,
+                        owner=self.worker_id,
+                        now=now,
+                        lease=engine.lease_duration,
+                        limit=free,
+                    )
+                )
+                for claim in claimed:
+                    self._start(claim)
+                if self._running and current != counter_before:
+                    # A cancel_turn in any process should stop a running model call now,
+                    # not at the next lease renewal.
+                    self._cancel(await engine.read(self._cancel_requested))
+                next_timer = await engine.read(lambda tx: tx.next_timer_at())
+                # Lost leases of other workers are found on this cadence even when
+                # nothing else changes; timers fire when they are due.
+                next_check = engine.now() + engine.lease_duration / 2
+                if next_timer is not None:
+                    next_check = min(next_check, next_timer)
+            timeout = max(next_check - engine.now(), timedelta(0))
+            waiter = asyncio.create_task(engine.wait_for_change(counter or 0, timeout))
+            stopper = asyncio.create_task(self._stopping.wait())
+            freed = asyncio.create_task(self._slot_freed.wait())
+            _, pending = await asyncio.wait(
+                {waiter, stopper, freed}, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def _start(self, claim: claims.Claim) -> None:
+        flow = self._engine.flow(claim.flow_type)
+        running = _Running(claim.row, flow, None)
+        self._running[claim.row.id] = running
+        if claim.phase == "wait":
+            coroutine = self._run_wait(flow, running)
+        else:
+            step = flow.step(claim.row.step_type)
+            running.options = flow.options(step, claim.row.options)
+            coroutine = self._run_execute(flow, running)
+        running.task = asyncio.create_task(coroutine)
+        running.task.add_done_callback(functools.partial(self._finished, claim.row.id))
+
+    def _finished(self, key: int, _task: asyncio.Task[None]) -> None:
+        self._running.pop(key, None)
+        self._slot_freed.set()
+
+    async def _run_wait(self, flow: RegisteredFlow, running: _Running) -> None:
+        engine, row = self._engine, running.row
+        step = flow.step(row.step_type)
+        try:
+            options = flow.options(step, row.options)
+            snapshot = await engine.read(
+                lambda tx: read_snapshot(tx, row.flow_id, flow.flow.schema, options.wait_loads)
+            )
+            state = StagedState(row.flow_id, SnapshotSource(snapshot), options.wait_loads)
+            wait = await step.wait_for(
+                LocalWaitContext(row, state), flow.decode_input(step, row.input)
+            )
+            if not isinstance(wait, Wait):
+                raise TypeError(
+                    f"{row.step_type}.wait_for returned {type(wait).__name__}, not Wait"
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("wait phase of %s failed; it runs again", row.step_execution_id)
+            await engine.run(
+                lambda tx: claims.retry_wait_phase(tx, row, engine.now(), WAIT_PHASE_RETRY_DELAY)
+            )
+            return
+        await engine.run(lambda tx: transitions.submit_wait(tx, row, wait, engine.now()))
+
+    async def _run_execute(self, flow: RegisteredFlow, running: _Running) -> None:
+        engine, row = self._engine, running.row
+        step = flow.step(row.step_type)
+        options = running.options or step.options()
+        snapshot = await engine.read(
+            lambda tx: read_snapshot(tx, row.flow_id, flow.flow.schema, options.loads)
+        )
+        state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
+
+        async def beat(checkpoint: str | None) -> bool:
+            return await engine.run(
+                lambda tx: claims.record_heartbeat(
+                    tx, row, checkpoint, checkpoint is None, engine.now()
+                )
+            )
+
+        async def flush(events: list[str]) -> bool:
+            return await engine.run(
+                lambda tx: claims.append_events(tx, flow, row, events, engine.now())
+            )
+
+        context = LocalStepContext(
+            flow,
+            row,
+            state,
+            engine.now(),
+            beat=beat,
+            flush=flush,
+            flush_interval=self._flush_interval,
+        )
+        running.context = context
+        try:
+            async with asyncio.timeout(options.execute_timeout.total_seconds()):
+                decision = await step.execute(context, flow.decode_input(step, row.input))
+            if not isinstance(decision, StepDecision):
+                raise TypeError(
+                    f"{row.step_type}.execute returned {type(decision).__name__}, not StepDecision"
+                )
+        except asyncio.CancelledError:
+            await self._after_cancel(running)
+            raise
+        except Exception as error:  # a failed attempt: the retry policy decides
+            context.close()
+            await context.wait_closed()
+            failure: BaseException = error
+            if isinstance(error, TimeoutError) and running.stop_reason is None:
+                failure = StepTimeoutError(f"the attempt ran longer than {options.execute_timeout}")
+            error_type, detail = type(failure).__name__, str(failure)
+            logger.info(
+                "attempt %d of %s failed: %s",
+                row.attempt,
+                row.step_execution_id,
+                "".join(traceback.format_exception_only(failure)).strip(),
+            )
+            await engine.run(
+                lambda tx: transitions.fail_attempt(tx, flow, row, error_type, detail, engine.now())
+            )
+            return
+        pending = context.close()
+        await context.wait_closed()
+        stream = flow.flow.stream
+        if stream is not None and pending:
+            state.events[:0] = [(stream, event) for event in pending]
+        committed = await engine.run(
+            lambda tx: transitions.commit_execute(tx, flow, row, state, decision, engine.now())
+        )
+        if not committed:
+            logger.warning("%s lost its lease; its result was dropped", row.step_execution_id)
+
+    async def _after_cancel(self, running: _Running) -> None:
+        context, row = running.context, running.row
+        if context is not None:
+            context.close()
+        reason = running.stop_reason
+        if isinstance(reason, HeartbeatTimeoutError):
+            flow = running.flow
+            await self._engine.run(
+                lambda tx: transitions.fail_attempt(
+                    tx, flow, row, type(reason).__name__, str(reason), self._engine.now()
+                )
+            )
+        elif context is not None and context.cancellation_requested:
+            await self._engine.run(
+                lambda tx: claims.cancelled_while_running(tx, row, self._engine.now())
+            )
+        # Otherwise the worker is stopping: the lease lapses and the attempt is taken over.
+
+    async def _renew_leases(self) -> None:
+        engine = self._engine
+        interval = engine.lease_duration.total_seconds() / 3
+        while True:
+            await asyncio.sleep(interval)
+            if not self._running:
+                continue
+            ids = list(self._running)
+            cancelled = await engine.run(
+                functools.partial(
+                    claims.renew_leases,
+                    owner=self.worker_id,
+                    ids=ids,
+                    now=engine.now(),
+                    lease=engine.lease_duration,
+                )
+            )
+            self._cancel(cancelled)
+            now = engine.now()
+            for running in list(self._running.values()):
+                context = running.context
+                if context is not None and context.started and running.options is not None:
+                    silent = now - context.last_heartbeat_at
+                    if silent > running.options.heartbeat_timeout and running.task is not None:
+                        running.stop_reason = HeartbeatTimeoutError(
+                            f"no heartbeat for {running.options.heartbeat_timeout}"
+                        )
+                        running.task.cancel()
+
+    def _cancel_requested(self, tx: StoreTransaction) -> set[int]:
+        return {row.id for row in tx.leased_executions(self.worker_id) if row.cancel_requested}
+
+    def _cancel(self, ids: set[int]) -> None:
+        for key in ids:
+            running = self._running.get(key)
+            if running is None or running.task is None or running.task.done():
+                continue
+            if running.context is not None:
+                running.context.cancellation_requested = True
+            running.task.cancel()
+
+    async def _abandon_running(self) -> None:
+        tasks = [running.task for running in self._running.values() if running.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
