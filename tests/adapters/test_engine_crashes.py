@@ -396,7 +396,7 @@ class _CommitsAfterTheFirstClaim:
 
     def run(self, work: Callable[[StoreTransaction], R]) -> R:
         result = self._inner.run(work)
-        if self._commit is not None and getattr(work, "func", None) is claims.claim:
+        if self._commit is not None and getattr(work, "func", None) is claims.claim_round:
             commit, self._commit = self._commit, None
             commit()
         return result

@@ -38,6 +38,30 @@ class Claim:
     flow_type: str
 
 
+@dataclass(frozen=True)
+class ClaimRound:
+    """One round of a worker's claim loop, in one transaction: what it claimed, which of its
+    running attempts were cancelled, and when it must look again without a commit."""
+
+    claims: list[Claim]
+    cancel_requested: set[int]
+    next_timer_at: datetime | None
+
+
+def claim_round(
+    tx: StoreTransaction,
+    flows: dict[str, RegisteredFlow],
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> ClaimRound:
+    """``claim``, plus the cancellations of ``owner``'s running attempts and the next Timer."""
+    claims = claim(tx, flows, owner, now, lease, limit)
+    cancelled = {row.id for row in tx.leased_executions(owner) if row.cancel_requested}
+    return ClaimRound(claims, cancelled, tx.next_timer_at())
+
+
 def claim(
     tx: StoreTransaction,
     flows: dict[str, RegisteredFlow],

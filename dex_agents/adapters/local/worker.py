@@ -32,7 +32,7 @@ from dex_agents.adapters.local.step_context import (
     LocalWaitContext,
 )
 from dex_agents.ports.engine import StepDecision, StepOptions, Wait
-from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
+from dex_agents.ports.flow_store import ExecutionRow
 
 logger = logging.getLogger("dex_agents.engine")
 
@@ -107,14 +107,13 @@ class LocalWorker:
             current = await engine.change_counter()
             if current != counter or now >= next_check or self._slot_freed.is_set():
                 self._slot_freed.clear()
-                counter_before = counter
                 # The counter read before the claim: a commit that lands after the claim
                 # (another process's, or a client's) then still wakes the next wait.
                 counter = current
                 free = self._max - len(self._running)
-                claimed = await engine.run(
+                round_ = await engine.run(
                     functools.partial(
-                        claims.claim,
+                        claims.claim_round,
                         flows=engine.flows,
                         owner=self.worker_id,
                         now=now,
@@ -122,13 +121,12 @@ class LocalWorker:
                         limit=free,
                     )
                 )
-                for claim in claimed:
+                for claim in round_.claims:
                     self._start(claim)
-                if self._running and current != counter_before:
-                    # A cancel_turn in any process should stop a running model call now,
-                    # not at the next lease renewal.
-                    self._cancel(await engine.read(self._cancel_requested))
-                next_timer = await engine.read(lambda tx: tx.next_timer_at())
+                # A cancel_turn in any process stops a running model call at the next
+                # commit anyone makes, not at the next lease renewal.
+                self._cancel(round_.cancel_requested)
+                next_timer = round_.next_timer_at
                 # Lost leases of other workers are found on this cadence even when
                 # nothing else changes; timers fire when they are due.
                 next_check = engine.now() + engine.lease_duration / 2
@@ -303,9 +301,6 @@ class LocalWorker:
                             f"no heartbeat for {running.options.heartbeat_timeout}"
                         )
                         running.task.cancel()
-
-    def _cancel_requested(self, tx: StoreTransaction) -> set[int]:
-        return {row.id for row in tx.leased_executions(self.worker_id) if row.cancel_requested}
 
     def _cancel(self, ids: set[int]) -> None:
         for key in ids:
