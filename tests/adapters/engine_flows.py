@@ -364,6 +364,10 @@ def _cancel_long(context: RpcContext, _: None) -> RpcResult[bool]:
     return RpcResult(True, next_steps=(StepMovement(Cancelled),), canceling_steps=(Long,))
 
 
+def _cancel_gated(context: RpcContext, _: None) -> RpcResult[bool]:
+    return RpcResult(True, next_steps=(StepMovement(Cancelled),), canceling_steps=(Gated,))
+
+
 def _pending(context: RpcContext, _: None) -> RpcResult[tuple[str, ...]]:
     return RpcResult(tuple(message.value for message in context.state.pending_messages(INBOX)))
 
@@ -409,6 +413,7 @@ class EngineTestFlow:
                 ),
                 Rpc("guarded_write", str, bool, _guarded_write, locks=(AttributeLock(GUARDED),)),
                 Rpc("cancel_long", type(None), bool, _cancel_long),
+                Rpc("cancel_gated", type(None), bool, _cancel_gated),
                 Rpc("pending", type(None), tuple[str, ...], _pending),
                 Rpc("delete_first", type(None), bool, _delete_first, is_transactional=True),
             )

@@ -445,3 +445,22 @@ async def test_a_commit_landing_just_after_a_claim_still_wakes_the_worker(crash:
         await task
         engine.close()
         store.close()
+
+
+async def test_an_rpc_in_this_process_cancels_a_step_running_in_a_worker_process(
+    crash: Crash,
+) -> None:
+    worker = await crash.start_worker()
+    await crash.client.start_flow(crash.flow, "s1", "gate")
+    await crash.eventually("attempt 1 at the gate", lambda: crash.read("gate.reached") == "1")
+    assert await crash.client.invoke_rpc(crash.flow, "s1", "cancel_gated", None) is True
+    await crash.logged("s1", "after-cancel")
+
+    async def cancelled() -> bool:
+        return ("Gated-1", 1, "STEP_CANCELLED") in await crash.history("s1")
+
+    await crash.eventually("the cancelled Gated-1 in the history", cancelled)
+    # The gate was never released: the Step ended by cancellation, not by finishing.
+    assert "gated:1" not in await crash.log("s1")
+    assert crash.invocations("Gated-") == [Invocation(worker.pid, "Gated-1", 1)]
+    assert worker.poll() is None
