@@ -332,6 +332,11 @@ class WaitContext(Protocol):
         ...
 
     @property
+    def now(self) -> datetime:
+        """The engine's clock (UTC) when the wait phase runs; Timers count from it."""
+        ...
+
+    @property
     def state(self) -> StateReader:
         """Committed state, with the Step's ``wait_loads``."""
         ...

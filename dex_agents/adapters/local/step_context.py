@@ -25,9 +25,10 @@ DEFAULT_EVENT_FLUSH_INTERVAL = timedelta(milliseconds=50)
 class LocalWaitContext:
     """A wait phase's view: the execution's IDs and committed state."""
 
-    def __init__(self, row: ExecutionRow, state: StateReader) -> None:
+    def __init__(self, row: ExecutionRow, state: StateReader, now: datetime) -> None:
         self._row = row
         self._state = state
+        self._now = now
 
     @property
     def flow_id(self) -> str:
@@ -38,6 +39,11 @@ class LocalWaitContext:
     def step_execution_id(self) -> str:
         """``<StepType>-<n>``."""
         return self._row.step_execution_id
+
+    @property
+    def now(self) -> datetime:
+        """The engine's clock when the wait phase runs."""
+        return self._now
 
     @property
     def state(self) -> StateReader:

@@ -170,7 +170,7 @@ class LocalWorker:
             )
             state = StagedState(row.flow_id, SnapshotSource(snapshot), options.wait_loads)
             wait = await step.wait_for(
-                LocalWaitContext(row, state), flow.decode_input(step, row.input)
+                LocalWaitContext(row, state, engine.now()), flow.decode_input(step, row.input)
             )
             if not isinstance(wait, Wait):
                 raise TypeError(

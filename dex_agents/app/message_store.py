@@ -1,0 +1,118 @@
+"""Reading and storing a session's messages: the window, the chunks and the index.
+
+The domain decides (``plan_store_messages``, ``plan_retention``,
+``stored_messages``); these functions read what the decision needs from a
+transaction and stage what it says. A Step that stores messages loads the whole
+``AgentMessages`` window; one that reads every message also loads
+``AgentMessageChunks``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import attrs
+
+from dex_agents.domain.chunking import plan_store_messages
+from dex_agents.domain.messages import AgentMessage, FrameworkMessage
+from dex_agents.domain.paging import stored_messages
+from dex_agents.domain.retention import plan_retention
+from dex_agents.domain.state import AgentState
+from dex_agents.domain.windowing import MessageStorageOptions, message_sequence_key
+from dex_agents.ports.engine import MapLoad
+from dex_agents.ports.persistence import StateReader, StateTransaction
+from dex_agents.ports.session_schema import (
+    AGENT_MESSAGE_CHUNKS,
+    AGENT_MESSAGE_INDEX,
+    AGENT_MESSAGES,
+    CONTEXT_SUMMARY,
+)
+
+WINDOW_LOAD = MapLoad(AGENT_MESSAGES)
+"""The load of every Step that stores messages: the whole window."""
+
+CHUNKS_LOAD = MapLoad(AGENT_MESSAGE_CHUNKS)
+"""The load of a Step or RPC that reads every kept message."""
+
+
+def window_messages(state: StateReader) -> list[AgentMessage]:
+    """The messages in the window, in sequence order."""
+    messages = (
+        state.get_instance(AGENT_MESSAGES, key) for key in state.instance_keys(AGENT_MESSAGES)
+    )
+    return sorted(
+        (message for message in messages if message is not None), key=lambda m: m.sequence
+    )
+
+
+def all_messages(
+    state: StateReader, *, after_sequence: int | None = None
+) -> tuple[AgentMessage, ...]:
+    """Every kept message in sequence order (or those after ``after_sequence``)."""
+    index = state.get(AGENT_MESSAGE_INDEX)
+    chunks = []
+    if index is not None:
+        for info in index.chunks:
+            if after_sequence is not None and info.last_sequence <= after_sequence:
+                continue
+            chunk = state.get_instance(
+                AGENT_MESSAGE_CHUNKS, message_sequence_key(info.first_sequence)
+            )
+            if chunk is not None:
+                chunks.append(chunk)
+    return stored_messages(index, chunks, window_messages(state), after_sequence=after_sequence)
+
+
+def store_messages(
+    state: StateTransaction,
+    agent_state: AgentState,
+    messages: Sequence[FrameworkMessage],
+    *,
+    turn_id: str,
+    options: MessageStorageOptions,
+    now: datetime,
+) -> tuple[AgentState, tuple[AgentMessage, ...]]:
+    """Number and stage ``messages`` after the newest stored one; return the new state and messages.
+
+    Moves the window's oldest messages into chunks as the domain plans, and runs
+    retention when the session has a summary, all in the caller's commit.
+    """
+    if not messages:
+        return agent_state, ()
+    first = agent_state.last_sequence + 1
+    new = tuple(
+        AgentMessage.from_framework_message(
+            message, sequence=first + i, turn_id=turn_id, created_at=now
+        )
+        for i, message in enumerate(messages)
+    )
+    plan = plan_store_messages(
+        index=state.get(AGENT_MESSAGE_INDEX),
+        window=window_messages(state),
+        new_messages=new,
+        options=options,
+    )
+    last_sequence = new[-1].sequence
+    summary = state.get(CONTEXT_SUMMARY)
+    retention = plan_retention(
+        plan.index,
+        summary_last_sequence=None if summary is None else summary.last_sequence,
+        last_sequence=last_sequence,
+        retained_message_limit=options.retained_message_limit,
+    )
+    deleted = set(retention.deleted_chunk_keys)
+    for message in plan.window_messages:
+        state.set_instance(AGENT_MESSAGES, message_sequence_key(message.sequence), message)
+    for key in plan.deleted_window_keys:
+        state.delete_instance(AGENT_MESSAGES, key)
+    for key, chunk in zip(plan.chunk_keys, plan.chunks, strict=True):
+        if key not in deleted:  # retention may drop a chunk written in this very commit
+            state.set_instance(AGENT_MESSAGE_CHUNKS, key, chunk)
+    for key in deleted:
+        state.delete_instance(AGENT_MESSAGE_CHUNKS, key)
+    if retention.index_changed or plan.index_changed:
+        index = retention.index
+        if index is not None:
+            state.set(AGENT_MESSAGE_INDEX, index)
+    return attrs.evolve(agent_state, last_sequence=last_sequence), new

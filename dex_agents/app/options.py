@@ -1,0 +1,105 @@
+"""``AgentSessionOptions``: how one agent Flow type runs its sessions.
+
+A frozen dataclass, because the spec changes it with ``dataclasses.replace``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from dex_agents.domain.builtin_tools import DEFAULT_MAX_DURABLE_WAIT, BuiltInTool
+from dex_agents.domain.compaction import CompactionPolicy
+from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, ToolPolicy
+from dex_agents.domain.windowing import (
+    DEFAULT_MESSAGE_CHUNK_MAX_BYTES,
+    DEFAULT_MESSAGE_CHUNK_SIZE,
+    DEFAULT_MESSAGE_WINDOW_SIZE,
+    DEFAULT_RETAINED_MESSAGE_LIMIT,
+    MessageStorageOptions,
+)
+from dex_agents.ports.session_schema import DEFAULT_EVENT_STREAM_CAPACITY_BYTES
+from dex_agents.ports.spend_limit import ModelSpendLimit
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunModelLimit:
+    """``RunModel``'s (and ``CompactContext``'s) attempt timeout, heartbeat timeout and retries.
+
+    The defaults are the spec's: 15 minutes per attempt, a 2 minute heartbeat
+    timeout, and 3 attempts within 30 minutes.
+    """
+
+    timeout: timedelta = timedelta(minutes=15)
+    heartbeat_timeout: timedelta = timedelta(minutes=2)
+    maximum_attempts: int = 3
+    total_duration: timedelta = timedelta(minutes=30)
+
+    def __post_init__(self) -> None:
+        if self.maximum_attempts < 1:
+            raise ValueError(
+                f"run_model_limit.maximum_attempts must be at least 1, not {self.maximum_attempts}"
+            )
+        for name in ("timeout", "heartbeat_timeout", "total_duration"):
+            if getattr(self, name) <= timedelta(0):
+                raise ValueError(f"run_model_limit.{name} must be positive")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentSessionOptions:
+    """The options of an ``AgentSessionFlow``.
+
+    ``tool_policies`` override effects and approvals per tool name;
+    ``default_tool_effect`` (``unclassified``) applies to a tool nothing else
+    classifies. ``built_in_tools`` are the built-ins the session offers;
+    ``plan_mode_enabled`` needs ``write_todos`` and a ``PlanModeRunner``.
+    ``interrupt_deadline`` bounds how long approvals and questions wait.
+    ``compaction`` keeps model input under the context window. The message
+    storage fields and ``retained_message_limit`` (``None`` keeps everything) are
+    those of "Message storage and retention". ``event_stream_capacity_bytes`` is
+    the ``AgentEvents`` Stream capacity (10 MiB). ``spend_limit`` is asked before
+    each model call.
+    """
+
+    tool_policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    default_tool_effect: ToolEffect = DEFAULT_TOOL_EFFECT
+    built_in_tools: frozenset[BuiltInTool] = frozenset()
+    interrupt_deadline: timedelta | None = None
+    max_durable_wait: timedelta = DEFAULT_MAX_DURABLE_WAIT
+    plan_mode_enabled: bool = False
+    compaction: CompactionPolicy | None = None
+    message_window_size: int = DEFAULT_MESSAGE_WINDOW_SIZE
+    message_chunk_size: int = DEFAULT_MESSAGE_CHUNK_SIZE
+    message_chunk_max_bytes: int = DEFAULT_MESSAGE_CHUNK_MAX_BYTES
+    retained_message_limit: int | None = DEFAULT_RETAINED_MESSAGE_LIMIT
+    event_stream_capacity_bytes: int = DEFAULT_EVENT_STREAM_CAPACITY_BYTES
+    run_model_limit: RunModelLimit = field(default_factory=RunModelLimit)
+    spend_limit: ModelSpendLimit | None = None
+
+    def __post_init__(self) -> None:
+        self.message_storage()  # validates the storage fields, naming the bad one
+        for name, policy in self.tool_policies.items():
+            if not isinstance(policy, ToolPolicy):
+                raise TypeError(
+                    f"tool_policies[{name!r}] must be a ToolPolicy, not {type(policy).__name__}"
+                )
+        if self.interrupt_deadline is not None and self.interrupt_deadline <= timedelta(0):
+            raise ValueError("interrupt_deadline must be positive")
+        if self.max_durable_wait < timedelta(seconds=1):
+            raise ValueError("max_durable_wait must be at least 1 second")
+        if self.event_stream_capacity_bytes <= 0:
+            raise ValueError("event_stream_capacity_bytes must be positive")
+        if self.plan_mode_enabled and BuiltInTool.WRITE_TODOS not in self.built_in_tools:
+            raise ValueError(
+                "plan_mode_enabled needs the write_todos built-in tool in built_in_tools"
+            )
+
+    def message_storage(self) -> MessageStorageOptions:
+        """The message storage fields as the domain's ``MessageStorageOptions``."""
+        return MessageStorageOptions(
+            message_window_size=self.message_window_size,
+            message_chunk_size=self.message_chunk_size,
+            message_chunk_max_bytes=self.message_chunk_max_bytes,
+            retained_message_limit=self.retained_message_limit,
+        )

@@ -1,0 +1,230 @@
+"""The session's RPCs: each reads and writes state in one transaction.
+
+RPCs cannot write Stream events; the Step that consumes what an RPC published
+writes them (``interrupt_resolved`` is written by the waiting Step, for example).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
+from dex_agents.app.session import SessionRuntime, turn_records
+from dex_agents.domain.builtin_tools import is_allowed_answer
+from dex_agents.domain.images import validate_image_references
+from dex_agents.domain.interrupts import AgentInterruptResolution, InterruptKind
+from dex_agents.domain.messages import AgentUserMessage, QueuedUserMessage
+from dex_agents.domain.paging import deleted_before_sequence, page_agent_messages, snapshot_messages
+from dex_agents.domain.requests import (
+    AgentMessagesPage,
+    AgentSnapshot,
+    AnswerQuestionRequest,
+    ListAgentMessagesRequest,
+    ResolveInterruptRequest,
+    UpdateSessionSettingsRequest,
+)
+from dex_agents.domain.session_settings import accepts_session_settings_update
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.ports.engine import AttributeLock, MapLoad, Rpc, RpcContext, RpcResult
+from dex_agents.ports.runner import ImageUserMessageBuilder
+from dex_agents.ports.session_schema import (
+    AGENT_MESSAGE_INDEX,
+    AGENT_PLAN,
+    AGENT_STATE,
+    AGENT_TOOL_CALLS,
+    AGENT_USAGE,
+    CONTEXT_SUMMARY,
+    INTERRUPT_RESOLUTIONS,
+    PENDING_INTERRUPTS,
+    QUEUED_USER_MESSAGES,
+    SESSION_SETTINGS,
+    STEERED_USER_MESSAGES,
+)
+
+
+def _queued(context: RpcContext, channel: Any) -> tuple[QueuedUserMessage, ...]:
+    return tuple(
+        QueuedUserMessage(
+            message_id=message.message_id,
+            text=message.value.text,
+            plan_mode=message.value.plan_mode,
+            images=message.value.images,
+        )
+        for message in context.state.pending_messages(channel)
+    )
+
+
+def send_user_message(runtime: SessionRuntime) -> Rpc[AgentUserMessage, bool]:
+    """``send_user_message``: queue a message for the next turn."""
+
+    def handle(context: RpcContext, message: AgentUserMessage) -> RpcResult[bool]:
+        if not context.flow_active or not message.text.strip():
+            return RpcResult(False)
+        if message.plan_mode and not runtime.options.plan_mode_enabled:
+            return RpcResult(False)
+        if message.images:
+            if not isinstance(runtime.runner, ImageUserMessageBuilder):
+                return RpcResult(False)
+            validate_image_references(message.images)
+        context.state.publish(QUEUED_USER_MESSAGES, message)
+        return RpcResult(True)
+
+    return Rpc("send_user_message", AgentUserMessage, bool, handle, is_transactional=True)
+
+
+def resolve_interrupt(runtime: SessionRuntime) -> Rpc[ResolveInterruptRequest, bool]:
+    """``resolve_interrupt``: approve or reject an approval, or decline a question."""
+
+    def handle(context: RpcContext, request: ResolveInterruptRequest) -> RpcResult[bool]:
+        state = context.state
+        pending = state.get(PENDING_INTERRUPTS) or ()
+        interrupt = next(
+            (item for item in pending if item.interrupt_id == request.interrupt_id), None
+        )
+        if interrupt is None or (
+            interrupt.deadline is not None and context.now >= interrupt.deadline
+        ):
+            return RpcResult(False)
+        if interrupt.kind is InterruptKind.QUESTION and request.approved:
+            return RpcResult(False)
+        state.set(PENDING_INTERRUPTS, tuple(item for item in pending if item is not interrupt))
+        resolution = AgentInterruptResolution(
+            interrupt_id=interrupt.interrupt_id,
+            approved=request.approved,
+            # resolve_interrupt drops rejection_message on approval.
+            rejection_message=None if request.approved else request.rejection_message,
+        )
+        state.publish_to(INTERRUPT_RESOLUTIONS, interrupt.interrupt_id, resolution)
+        return RpcResult(True)
+
+    return Rpc(
+        "resolve_interrupt",
+        ResolveInterruptRequest,
+        bool,
+        handle,
+        locks=(AttributeLock(PENDING_INTERRUPTS),),
+    )
+
+
+def answer_question(runtime: SessionRuntime) -> Rpc[AnswerQuestionRequest, bool]:
+    """``answer_question``: answer a pending question."""
+
+    def handle(context: RpcContext, request: AnswerQuestionRequest) -> RpcResult[bool]:
+        state = context.state
+        pending = state.get(PENDING_INTERRUPTS) or ()
+        interrupt = next(
+            (item for item in pending if item.interrupt_id == request.interrupt_id), None
+        )
+        if interrupt is None or interrupt.kind is not InterruptKind.QUESTION:
+            return RpcResult(False)
+        if interrupt.deadline is not None and context.now >= interrupt.deadline:
+            return RpcResult(False)
+        if not is_allowed_answer(
+            request.answer, choices=interrupt.choices, allows_free_text=interrupt.allows_free_text
+        ):
+            return RpcResult(False)
+        state.set(PENDING_INTERRUPTS, tuple(item for item in pending if item is not interrupt))
+        resolution = AgentInterruptResolution(
+            interrupt_id=interrupt.interrupt_id, approved=True, answer=request.answer
+        )
+        state.publish_to(INTERRUPT_RESOLUTIONS, interrupt.interrupt_id, resolution)
+        return RpcResult(True)
+
+    return Rpc(
+        "answer_question",
+        AnswerQuestionRequest,
+        bool,
+        handle,
+        locks=(AttributeLock(PENDING_INTERRUPTS),),
+    )
+
+
+def update_session_settings(runtime: SessionRuntime) -> Rpc[UpdateSessionSettingsRequest, bool]:
+    """``update_session_settings``: replace the settings the next turn copies; ``{}`` clears them."""
+
+    def handle(context: RpcContext, request: UpdateSessionSettingsRequest) -> RpcResult[bool]:
+        settings = request.session_settings
+        if context.state.get(AGENT_STATE) is None or not accepts_session_settings_update(settings):
+            return RpcResult(False)
+        assert settings is not None
+        context.state.set(SESSION_SETTINGS, dict(settings))
+        return RpcResult(True)
+
+    return Rpc(
+        "update_session_settings",
+        UpdateSessionSettingsRequest,
+        bool,
+        handle,
+        is_transactional=True,
+    )
+
+
+def get_agent_snapshot(runtime: SessionRuntime) -> Rpc[None, AgentSnapshot]:
+    """``get_agent_snapshot``: state, the last 200 messages, interrupts, the turn's calls, and more."""
+
+    def handle(context: RpcContext, _: None) -> RpcResult[AgentSnapshot]:
+        state = context.state
+        agent_state = state.get(AGENT_STATE)
+        if agent_state is None:
+            return RpcResult(AgentSnapshot(state=None))
+        records = sorted(turn_records(state).values(), key=lambda record: record.deferral_order)
+        queued = _queued(context, QUEUED_USER_MESSAGES)
+        settings: Mapping[str, Any] = state.get(SESSION_SETTINGS) or {}
+        return RpcResult(
+            AgentSnapshot(
+                state=agent_state,
+                messages=snapshot_messages(all_messages(state)),
+                pending_interrupts=state.get(PENDING_INTERRUPTS) or (),
+                tool_calls=tuple(records),
+                usage=state.get(AGENT_USAGE) or AgentUsage(),
+                queued_message_count=len(queued),
+                queued_messages=queued,
+                steered_messages=_queued(context, STEERED_USER_MESSAGES),
+                plan=state.get(AGENT_PLAN),
+                session_settings=dict(settings),
+                context_summary=state.get(CONTEXT_SUMMARY),
+                deleted_before_sequence=deleted_before_sequence(state.get(AGENT_MESSAGE_INDEX)),
+            )
+        )
+
+    return Rpc(
+        "get_agent_snapshot",
+        type(None),
+        AgentSnapshot,
+        handle,
+        loads=(WINDOW_LOAD, CHUNKS_LOAD, MapLoad(AGENT_TOOL_CALLS)),
+    )
+
+
+def list_agent_messages(
+    runtime: SessionRuntime,
+) -> Rpc[ListAgentMessagesRequest, AgentMessagesPage]:
+    """``list_agent_messages``: a page of stored messages, oldest first."""
+
+    def handle(
+        context: RpcContext, request: ListAgentMessagesRequest
+    ) -> RpcResult[AgentMessagesPage]:
+        state = context.state
+        page = page_agent_messages(request, all_messages(state), state.get(AGENT_MESSAGE_INDEX))
+        return RpcResult(page)
+
+    return Rpc(
+        "list_agent_messages",
+        ListAgentMessagesRequest,
+        AgentMessagesPage,
+        handle,
+        loads=(WINDOW_LOAD, CHUNKS_LOAD),
+    )
+
+
+def core_rpcs(runtime: SessionRuntime) -> list[Rpc[Any, Any]]:
+    """Every RPC of this module."""
+    return [
+        send_user_message(runtime),
+        resolve_interrupt(runtime),
+        answer_question(runtime),
+        update_session_settings(runtime),
+        get_agent_snapshot(runtime),
+        list_agent_messages(runtime),
+    ]

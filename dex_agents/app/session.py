@@ -1,0 +1,236 @@
+"""What every session Step shares: the runner, the options, and the turn's lifecycle.
+
+The domain decides each rule; these helpers read what a rule needs from the
+Step's transaction and stage what it returns, so each Step stays a short
+sequence of load, decide, commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from dex_agents.app.message_store import store_messages
+from dex_agents.app.options import AgentSessionOptions
+from dex_agents.app.session_events import commit_event
+from dex_agents.domain.events import (
+    AgentEvent,
+    AgentEventType,
+    TurnCompletedPayload,
+    TurnFailedPayload,
+    TurnStartedPayload,
+    UsageRecordedPayload,
+)
+from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.messages import FrameworkMessage
+from dex_agents.domain.runner_outcomes import check_user_message
+from dex_agents.domain.session_settings import copy_settings_for_turn
+from dex_agents.domain.state import AgentState, AgentStatus, InteractionMode, TurnReplySequence
+from dex_agents.domain.tool_calls import AgentToolCall
+from dex_agents.domain.turns import turn_id as make_turn_id
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.ports.engine import StepContext
+from dex_agents.ports.persistence import StateReader, StateTransaction, StreamDef
+from dex_agents.ports.runner import AgentFrameworkRunner, ImageUserMessageBuilder
+from dex_agents.ports.session_schema import (
+    AGENT_STATE,
+    AGENT_TOOL_CALLS,
+    AGENT_USAGE,
+    FRAMEWORK_RUN_STATE,
+    PENDING_INTERRUPTS,
+    SESSION_SETTINGS,
+    TURN_REPLY_SEQUENCE,
+    TURN_SESSION_SETTINGS,
+)
+
+BACKGROUND_HEARTBEAT_INTERVAL = timedelta(seconds=20)
+"""How often the session heartbeats while a runner call runs."""
+
+
+@dataclass(frozen=True)
+class SessionRuntime:
+    """What the Steps of one ``AgentSessionFlow`` share."""
+
+    runner: AgentFrameworkRunner[Any]
+    options: AgentSessionOptions
+    stream: StreamDef[AgentEvent]
+    flow_type: str
+
+
+class SessionStateError(RuntimeError):
+    """The session's stored state is not what a Step needs (a bug, or state from another version)."""
+
+
+def require_state(state: StateReader) -> AgentState:
+    """The ``AgentState``; a Step of a started session always has one."""
+    agent_state = state.get(AGENT_STATE)
+    if agent_state is None:
+        raise SessionStateError("the session has no AgentState; StartAgentSession never committed")
+    return agent_state
+
+
+def turn_records(state: StateReader) -> dict[str, AgentToolCall]:
+    """Every ``AgentToolCalls`` record the Step loaded, by tool call ID."""
+    records = {}
+    for key in state.instance_keys(AGENT_TOOL_CALLS):
+        record = state.get_instance(AGENT_TOOL_CALLS, key)
+        if record is not None:
+            records[key] = record
+    return records
+
+
+def build_user_message(
+    runtime: SessionRuntime, text: str, images: Sequence[AgentImageReference]
+) -> FrameworkMessage:
+    """The runner's user message for ``text`` (with images through ``ImageUserMessageBuilder``)."""
+    runner = runtime.runner
+    if images:
+        if not isinstance(runner, ImageUserMessageBuilder):
+            raise SessionStateError(
+                "the runner cannot show images, so the message cannot be stored"
+            )
+        message = check_user_message(runner.build_user_message_with_images(text, images))
+        # The session sets the stored user message's images itself.
+        return attrs.evolve(message, images=tuple(images))
+    return check_user_message(runner.build_user_message(text))
+
+
+def start_turn(
+    context: StepContext,
+    runtime: SessionRuntime,
+    agent_state: AgentState,
+    messages: Sequence[FrameworkMessage],
+    mode: InteractionMode,
+) -> AgentState:
+    """Store a new turn's user messages and make it the active turn; stage ``turn_started``."""
+    state = context.state
+    number = agent_state.turn_count + 1
+    turn = make_turn_id(number)
+    agent_state, stored = store_messages(
+        state,
+        agent_state,
+        messages,
+        turn_id=turn,
+        options=runtime.options.message_storage(),
+        now=context.now,
+    )
+    state.set(
+        TURN_REPLY_SEQUENCE, TurnReplySequence(turn_id=turn, sequence=agent_state.last_sequence + 1)
+    )
+    state.set(TURN_SESSION_SETTINGS, copy_settings_for_turn(state.get(SESSION_SETTINGS), turn))
+    state.delete(FRAMEWORK_RUN_STATE)
+    agent_state = attrs.evolve(
+        agent_state,
+        status=AgentStatus.RUNNING_MODEL,
+        interaction_mode=mode,
+        active_turn_id=turn,
+        turn_count=number,
+        turn_started_at=context.now,
+        accepts_turn_control=True,
+    )
+    state.set(AGENT_STATE, agent_state)
+    first = stored[0].sequence if stored else agent_state.last_sequence
+    commit_event(
+        context,
+        runtime.stream,
+        turn,
+        AgentEventType.TURN_STARTED,
+        TurnStartedPayload(sequence=first),
+    )
+    return agent_state
+
+
+def clear_turn(state: StateTransaction, records: Sequence[str]) -> None:
+    """Delete the turn's tool call records, its run state and its interrupts."""
+    for key in records:
+        state.delete_instance(AGENT_TOOL_CALLS, key)
+    state.delete(FRAMEWORK_RUN_STATE)
+    state.set(PENDING_INTERRUPTS, ())
+
+
+def end_turn(
+    context: StepContext,
+    runtime: SessionRuntime,
+    agent_state: AgentState,
+    *,
+    error: str | None,
+) -> AgentState:
+    """End the active turn: wait for the next message; stage ``turn_completed`` or ``turn_failed``.
+
+    A completed turn clears ``last_turn_error``; a failed one sets it.
+    """
+    state = context.state
+    turn = agent_state.active_turn_id
+    clear_turn(state, list(turn_records(state)))
+    agent_state = attrs.evolve(
+        agent_state,
+        status=AgentStatus.WAITING_FOR_USER_MESSAGE,
+        active_turn_id=None,
+        last_turn_error=error,
+    )
+    state.set(AGENT_STATE, agent_state)
+    if error is None:
+        commit_event(
+            context,
+            runtime.stream,
+            turn,
+            AgentEventType.TURN_COMPLETED,
+            TurnCompletedPayload(message_count=agent_state.last_sequence),
+        )
+    else:
+        commit_event(
+            context,
+            runtime.stream,
+            turn,
+            AgentEventType.TURN_FAILED,
+            TurnFailedPayload(error=error),
+        )
+    return agent_state
+
+
+def record_usage(
+    context: StepContext, runtime: SessionRuntime, turn: str | None, usage: AgentUsage
+) -> None:
+    """Add one call's usage to the session total; stage ``usage_recorded``."""
+    state = context.state
+    total = (state.get(AGENT_USAGE) or AgentUsage()) + usage
+    state.set(AGENT_USAGE, total)
+    commit_event(
+        context,
+        runtime.stream,
+        turn,
+        AgentEventType.USAGE_RECORDED,
+        UsageRecordedPayload(recorded=usage, session=total),
+    )
+
+
+@contextlib.asynccontextmanager
+async def background_heartbeat(
+    context: StepContext, interval: timedelta = BACKGROUND_HEARTBEAT_INTERVAL
+) -> AsyncIterator[None]:
+    """Heartbeat every ``interval`` while the body runs (a long model or tool call)."""
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(interval.total_seconds())
+            with contextlib.suppress(Exception):  # a missed heartbeat is the timeout's to judge
+                await context.heartbeat()
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def deadline_from(now: datetime, options: AgentSessionOptions) -> datetime | None:
+    """An interrupt's deadline under ``interrupt_deadline`` (Worker clock)."""
+    return None if options.interrupt_deadline is None else now + options.interrupt_deadline

@@ -1,0 +1,164 @@
+"""``AgentSessionClient``: start sessions and call their RPCs through any engine's client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from dex_agents.app.session_flow import AgentSessionFlow
+from dex_agents.domain.images import AgentImageReference, validate_image_references
+from dex_agents.domain.messages import AgentUserMessage
+from dex_agents.domain.requests import (
+    AgentMessagesPage,
+    AgentSnapshot,
+    AnswerQuestionRequest,
+    ListAgentMessagesRequest,
+    ResolveInterruptRequest,
+    UpdateSessionSettingsRequest,
+)
+from dex_agents.domain.session_settings import validate_session_settings
+from dex_agents.domain.state import AgentSessionStartInput
+from dex_agents.ports.engine import FlowClient
+from dex_agents.ports.errors import RpcLockConflictError
+
+T = TypeVar("T")
+
+LOCK_CONFLICT_RETRY_TIMEOUT = timedelta(seconds=5)
+"""How long ``AgentSessionClient`` retries an RPC that hit ``RpcLockConflictError``."""
+
+_RETRY_DELAY_SECONDS = 0.05
+
+
+class AgentSessionClient:
+    """Sessions of one ``AgentSessionFlow`` through an engine's client.
+
+    Every RPC that locks retries ``RpcLockConflictError`` for 5 seconds, so a
+    caller only sees it when a Step held the lock that long.
+    """
+
+    def __init__(self, client: FlowClient, flow: AgentSessionFlow) -> None:
+        self._client = client
+        self._flow = flow
+
+    @property
+    def flow(self) -> AgentSessionFlow:
+        """The session Flow type this client serves."""
+        return self._flow
+
+    async def start_session(
+        self,
+        session_id: str,
+        initial_message: str = "",
+        *,
+        session_settings: Mapping[str, Any] | None = None,
+        start_environment: Mapping[str, str] | None = None,
+        plan_mode: bool = False,
+        images: Sequence[AgentImageReference] = (),
+    ) -> str:
+        """Start a session; a non-blank ``initial_message`` starts its first turn. Returns the run ID.
+
+        Settings are checked before anything is sent (``validate_session_settings``).
+        """
+        if session_settings is not None:
+            validate_session_settings(session_settings)
+        if images:
+            validate_image_references(images)
+        start = AgentSessionStartInput(
+            initial_message=initial_message,
+            session_settings=None if session_settings is None else dict(session_settings),
+            start_environment=dict(start_environment or {}),
+            plan_mode=plan_mode,
+            images=tuple(images),
+        )
+        return await self._client.start_flow(self._flow, session_id, start)
+
+    async def _invoke(self, session_id: str, rpc: str, value: Any) -> Any:
+        return await self._client.invoke_rpc(self._flow, session_id, rpc, value)
+
+    async def _with_lock_retries(self, call: Callable[[], Awaitable[T]]) -> T:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LOCK_CONFLICT_RETRY_TIMEOUT.total_seconds()
+        while True:
+            try:
+                return await call()
+            except RpcLockConflictError:
+                if loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(_RETRY_DELAY_SECONDS)
+
+    async def send_user_message(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        plan_mode: bool = False,
+        images: Sequence[AgentImageReference] = (),
+    ) -> bool:
+        """Queue a message for the next turn; ``False`` for blank text or what the session refuses."""
+        if images:
+            validate_image_references(images)
+        message = AgentUserMessage(text=text, plan_mode=plan_mode, images=tuple(images))
+        result: bool = await self._invoke(session_id, "send_user_message", message)
+        return result
+
+    async def resolve_interrupt(
+        self,
+        session_id: str,
+        interrupt_id: str,
+        approved: bool,
+        rejection_message: str | None = None,
+    ) -> bool:
+        """Approve or reject a pending approval, or decline a question (``approved=False``)."""
+        request = ResolveInterruptRequest(
+            interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message
+        )
+
+        async def call() -> bool:
+            result: bool = await self._invoke(session_id, "resolve_interrupt", request)
+            return result
+
+        return await self._with_lock_retries(call)
+
+    async def answer_question(self, session_id: str, interrupt_id: str, answer: str) -> bool:
+        """Answer a pending question."""
+        request = AnswerQuestionRequest(interrupt_id=interrupt_id, answer=answer)
+
+        async def call() -> bool:
+            result: bool = await self._invoke(session_id, "answer_question", request)
+            return result
+
+        return await self._with_lock_retries(call)
+
+    async def update_session_settings(
+        self, session_id: str, session_settings: Mapping[str, Any] | None
+    ) -> bool:
+        """Replace the settings the next turn copies; ``{}`` clears them, ``None`` returns ``False``."""
+        if session_settings is not None:
+            validate_session_settings(session_settings)
+        request = UpdateSessionSettingsRequest(
+            session_settings=None if session_settings is None else dict(session_settings)
+        )
+        result: bool = await self._invoke(session_id, "update_session_settings", request)
+        return result
+
+    async def get_agent_snapshot(self, session_id: str) -> AgentSnapshot:
+        """The session's state, last 200 messages, interrupts, tool calls, usage, plan and queue."""
+        snapshot: AgentSnapshot = await self._invoke(session_id, "get_agent_snapshot", None)
+        return snapshot
+
+    async def list_agent_messages(
+        self,
+        session_id: str,
+        *,
+        before_sequence: int | None = None,
+        after_sequence: int | None = None,
+        limit: int = 100,
+    ) -> AgentMessagesPage:
+        """A page of stored messages, oldest first; ``limit`` is clamped to 1..200."""
+        request = ListAgentMessagesRequest(
+            before_sequence=before_sequence, after_sequence=after_sequence, limit=limit
+        )
+        page: AgentMessagesPage = await self._invoke(session_id, "list_agent_messages", request)
+        return page

@@ -1,0 +1,123 @@
+"""The session's ``AgentEventWriter``: events bound to a turn, a Step execution and an attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from dex_agents.domain.events import (
+    EVENT_PAYLOAD_TYPES,
+    AgentEvent,
+    AgentEventType,
+    EventPayload,
+    TextDeltaPayload,
+    ToolCallFinishedPayload,
+    ToolCallStartedPayload,
+)
+from dex_agents.domain.tool_calls import ToolCallStatus
+from dex_agents.domain.wire import from_wire
+from dex_agents.ports.engine import StepContext
+from dex_agents.ports.persistence import StreamDef
+
+logger = logging.getLogger("dex_agents.events")
+
+
+def build_event(
+    context: StepContext,
+    turn_id: str | None,
+    event_type: str,
+    payload: Mapping[str, Any] | EventPayload,
+) -> AgentEvent:
+    """An event of ``context``'s Step execution and attempt; a known type's JSON payload is typed."""
+    payload_type = EVENT_PAYLOAD_TYPES.get(event_type)
+    if payload_type is not None and isinstance(payload, Mapping):
+        payload = from_wire(dict(payload), payload_type)
+    return AgentEvent(
+        type=event_type,
+        payload=payload,
+        turn_id=turn_id,
+        step_execution_id=context.step_execution_id,
+        attempt=context.attempt,
+    )
+
+
+def commit_event(
+    context: StepContext,
+    stream: StreamDef[AgentEvent],
+    turn_id: str | None,
+    event_type: str,
+    payload: Mapping[str, Any] | EventPayload,
+) -> None:
+    """Stage an event that commits atomically with the Step's result."""
+    context.state.write_event(stream, build_event(context, turn_id, event_type, payload))
+
+
+class SessionEventWriter:
+    """Live events of one Step attempt: written at once, best effort, from any thread.
+
+    ``close`` ends it: later writes are dropped, so a task that outlives the
+    runner's call cannot add text to a finished Step.
+    """
+
+    def __init__(
+        self, context: StepContext, stream: StreamDef[AgentEvent], turn_id: str | None
+    ) -> None:
+        self._context = context
+        self._stream = stream
+        self._turn_id = turn_id
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        self._closed = False
+
+    def close(self) -> None:
+        """Drop every later write."""
+        self._closed = True
+
+    def write_event(self, event_type: str, payload: Mapping[str, Any] | EventPayload) -> None:
+        """Write an event of any type; a session type takes its payload class or its fields."""
+        if self._closed:
+            return
+        try:
+            event = build_event(self._context, self._turn_id, event_type, payload)
+        except (TypeError, ValueError):
+            logger.warning("dropped a malformed %s event", event_type, exc_info=True)
+            return
+        if threading.get_ident() == self._thread:
+            self._write(event)
+        else:
+            self._loop.call_soon_threadsafe(self._write, event)
+
+    def _write(self, event: AgentEvent) -> None:
+        if self._closed:
+            return
+        try:
+            self._context.write_event(self._stream, event)
+        except Exception:  # a lost event must never fail a model or tool call
+            logger.warning("could not write a %s event", event.type, exc_info=True)
+
+    def write_text_delta(self, text: str) -> None:
+        """Write a ``text_delta`` event."""
+        self.write_event(AgentEventType.TEXT_DELTA, TextDeltaPayload(text=text))
+
+    def write_reasoning_delta(self, text: str) -> None:
+        """Write a ``reasoning_delta`` event."""
+        self.write_event(AgentEventType.REASONING_DELTA, TextDeltaPayload(text=text))
+
+    def write_tool_call_started(self, tool_call_id: str, tool_name: str) -> None:
+        """Write a ``tool_call_started`` event."""
+        self.write_event(
+            AgentEventType.TOOL_CALL_STARTED,
+            ToolCallStartedPayload(tool_call_id=tool_call_id, tool_name=tool_name),
+        )
+
+    def write_tool_call_finished(
+        self, tool_call_id: str, tool_name: str, status: ToolCallStatus
+    ) -> None:
+        """Write a ``tool_call_finished`` event."""
+        self.write_event(
+            AgentEventType.TOOL_CALL_FINISHED,
+            ToolCallFinishedPayload(tool_call_id=tool_call_id, tool_name=tool_name, status=status),
+        )

@@ -1,0 +1,99 @@
+"""``AgentSessionFlow``: one durable agent session Flow type, written against the engine port only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dex_agents.app.options import AgentSessionOptions
+from dex_agents.app.rpcs import core_rpcs
+from dex_agents.app.session import SessionRuntime
+from dex_agents.app.steps import builtin_steps, run_model, start, tool_steps, tool_tasks, turn_end
+from dex_agents.domain.events import AgentEvent
+from dex_agents.ports.engine import Rpc, Step
+from dex_agents.ports.persistence import StreamDef
+from dex_agents.ports.runner import (
+    AgentFrameworkRunner,
+    ContextCompactionRunner,
+    runner_supports_plan_mode,
+)
+from dex_agents.ports.session_schema import SESSION_SCHEMA, agent_events_stream
+
+
+class AgentSessionFlow:
+    """One agent session per Flow run; the Flow ID is the session ID.
+
+    ``runner`` implements the runner contract; ``flow_type`` names the agent
+    (one Flow type per agent); ``options`` configure tools, approvals, storage,
+    compaction and limits. The session never completes by itself: it waits for
+    the next user message after every turn.
+    """
+
+    def __init__(
+        self,
+        runner: AgentFrameworkRunner[Any],
+        *,
+        flow_type: str,
+        options: AgentSessionOptions | None = None,
+    ) -> None:
+        options = options or AgentSessionOptions()
+        if not flow_type or "/" in flow_type:
+            raise ValueError(f"flow_type must be non-empty and contain no '/': {flow_type!r}")
+        if options.compaction is not None and not isinstance(runner, ContextCompactionRunner):
+            raise TypeError(
+                "a compaction policy needs a runner that implements ContextCompactionRunner"
+            )
+        if options.plan_mode_enabled and not runner_supports_plan_mode(runner):
+            raise TypeError("plan_mode_enabled needs a runner that is a PlanModeRunner")
+        self._flow_type = flow_type
+        self.runner = runner
+        self.options = options
+        self.agent_events = agent_events_stream(options.event_stream_capacity_bytes)
+        runtime = SessionRuntime(runner, options, self.agent_events, flow_type)
+        self.runtime = runtime
+        self._start = start.StartAgentSession(runtime)
+        self._steps: list[Step[Any]] = [
+            self._start,
+            start.AwaitUserMessage(runtime),
+            run_model.RunModel(runtime),
+            tool_steps.AwaitToolApproval(runtime),
+            tool_steps.CallTool(runtime),
+            tool_steps.CallSingleAttemptTool(runtime),
+            tool_steps.RecordToolFailure(runtime),
+            tool_steps.RecordToolOutcomeUnknown(runtime),
+            turn_end.ResumeTurn(runtime),
+            turn_end.RecordTurnFailure(runtime),
+            *builtin_steps.steps(runtime),
+            *tool_tasks.steps(runtime),
+        ]
+        self._rpcs = {rpc.name: rpc for rpc in core_rpcs(runtime)}
+
+    @property
+    def flow_type(self) -> str:
+        """The agent's Flow type."""
+        return self._flow_type
+
+    @property
+    def start_step(self) -> Step[Any]:
+        """``StartAgentSession``."""
+        return self._start
+
+    @property
+    def steps(self) -> Sequence[Step[Any]]:
+        """Every Step of the Flow-shape table this session uses."""
+        return self._steps
+
+    @property
+    def schema(self) -> Sequence[Any]:
+        """The persistence schema shared by every agent Flow type."""
+        return SESSION_SCHEMA
+
+    @property
+    def stream(self) -> StreamDef[AgentEvent]:
+        """The ``AgentEvents`` Stream (``flow.agent_events``)."""
+        return self.agent_events
+
+    @property
+    def rpcs(self) -> Mapping[str, Rpc[Any, Any]]:
+        """The session's RPCs by name."""
+        return self._rpcs

@@ -1,0 +1,163 @@
+"""``RunModel``: one model call per Step, from committed state only."""
+
+from __future__ import annotations
+
+import attrs
+
+from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages, store_messages
+from dex_agents.app.session import (
+    SessionRuntime,
+    background_heartbeat,
+    end_turn,
+    record_usage,
+    require_state,
+    turn_records,
+)
+from dex_agents.app.session_events import SessionEventWriter
+from dex_agents.app.steps import start, turn_end
+from dex_agents.app.tool_routing import route_tool_calls
+from dex_agents.domain.images import validate_image_references
+from dex_agents.domain.runner_outcomes import (
+    AgentTurnOutcome,
+    ToolCallsRequested,
+    TurnCompleted,
+    TurnContinued,
+    check_agent_turn_outcome,
+)
+from dex_agents.domain.session_settings import read_turn_settings
+from dex_agents.domain.state import AgentState, AgentStatus
+from dex_agents.ports.engine import (
+    MapLoad,
+    RetryPolicy,
+    Step,
+    StepContext,
+    StepDecision,
+    StepMovement,
+    StepOptions,
+    go_to,
+    go_to_many,
+)
+from dex_agents.ports.runner import AgentTurnContext, UnfinishedTurnMessageBuilder
+from dex_agents.ports.session_schema import (
+    AGENT_PLAN,
+    AGENT_STATE,
+    AGENT_TOOL_CALLS,
+    CONTEXT_SUMMARY,
+    FRAMEWORK_RUN_STATE,
+    TURN_SESSION_SETTINGS,
+)
+
+NEW_MESSAGES_WITHOUT_BUILDER_ERROR = (
+    "the runner stored messages with ToolCallsRequested.new_messages but does not implement "
+    "build_unfinished_turn_messages, so the turn ended after one model call"
+)
+"""``last_turn_error`` of a turn whose runner broke the incremental-storage rule."""
+
+
+def model_step_options(runtime: SessionRuntime) -> StepOptions:
+    """``RunModel``'s (and ``CompactContext``'s) timeouts, retries and failure route."""
+    limit = runtime.options.run_model_limit
+    return StepOptions(
+        execute_timeout=limit.timeout,
+        heartbeat_timeout=limit.heartbeat_timeout,
+        retry=RetryPolicy(
+            maximum_attempts=limit.maximum_attempts, total_duration=limit.total_duration
+        ),
+        failure_step=turn_end.RecordTurnFailure,
+        loads=(WINDOW_LOAD, CHUNKS_LOAD, MapLoad(AGENT_TOOL_CALLS)),
+    )
+
+
+def build_turn_context(
+    context: StepContext,
+    runtime: SessionRuntime,
+    agent_state: AgentState,
+    events: SessionEventWriter,
+) -> AgentTurnContext:
+    """The committed state ``run_model_step`` (and friends) work from."""
+    state = context.state
+    turn = agent_state.active_turn_id or ""
+    summary = state.get(CONTEXT_SUMMARY)
+    return AgentTurnContext(
+        flow_id=context.flow_id,
+        turn_id=turn,
+        attempt=context.attempt,
+        messages=all_messages(
+            state, after_sequence=None if summary is None else summary.last_sequence
+        ),
+        events=events,
+        heartbeat=context.heartbeat,
+        framework_run_state=state.get(FRAMEWORK_RUN_STATE),
+        tool_calls=turn_records(state),
+        tool_policies=runtime.options.tool_policies,
+        default_tool_effect=runtime.options.default_tool_effect,
+        enabled_built_in_tools=runtime.options.built_in_tools,
+        interaction_mode=agent_state.interaction_mode,
+        session_settings=read_turn_settings(state.get(TURN_SESSION_SETTINGS), turn),
+        context_summary=summary,
+        plan=state.get(AGENT_PLAN),
+    )
+
+
+class RunModel(Step[None]):
+    """Calls ``run_model_step`` once and commits what it returns."""
+
+    def __init__(self, runtime: SessionRuntime) -> None:
+        self.runtime = runtime
+
+    def options(self) -> StepOptions:
+        return model_step_options(self.runtime)
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        runtime = self.runtime
+        agent_state = require_state(context.state)
+        if agent_state.active_turn_id is None:
+            return go_to(start.AwaitUserMessage)
+        writer = SessionEventWriter(context, runtime.stream, agent_state.active_turn_id)
+        turn = build_turn_context(context, runtime, agent_state, writer)
+        try:
+            async with background_heartbeat(context):
+                raw = await runtime.runner.run_model_step(turn)
+        finally:
+            writer.close()
+        outcome = check_agent_turn_outcome(raw, recorded_tool_call_ids=turn.tool_calls.keys())
+        for message in outcome.new_messages:
+            validate_image_references(message.images)  # invalid ones fail the model call
+        record_usage(context, runtime, agent_state.active_turn_id, outcome.usage)
+        return self._commit(context, agent_state, outcome, len(turn.tool_calls))
+
+    def _commit(
+        self,
+        context: StepContext,
+        agent_state: AgentState,
+        outcome: AgentTurnOutcome,
+        recorded: int,
+    ) -> StepDecision:
+        runtime = self.runtime
+        state = context.state
+        turn = agent_state.active_turn_id or ""
+        agent_state, _ = store_messages(
+            state,
+            agent_state,
+            outcome.new_messages,
+            turn_id=turn,
+            options=runtime.options.message_storage(),
+            now=context.now,
+        )
+        if isinstance(outcome, TurnCompleted):
+            end_turn(context, runtime, agent_state, error=outcome.turn_error)
+            return go_to(start.AwaitUserMessage)
+        if isinstance(outcome, TurnContinued):
+            state.set(FRAMEWORK_RUN_STATE, outcome.framework_run_state)
+            state.set(AGENT_STATE, agent_state)
+            return go_to(RunModel)
+        assert isinstance(outcome, ToolCallsRequested)
+        if outcome.new_messages and not isinstance(runtime.runner, UnfinishedTurnMessageBuilder):
+            end_turn(context, runtime, agent_state, error=NEW_MESSAGES_WITHOUT_BUILDER_ERROR)
+            return go_to(start.AwaitUserMessage)
+        state.set(FRAMEWORK_RUN_STATE, outcome.framework_run_state)
+        agent_state = attrs.evolve(agent_state, status=AgentStatus.RUNNING_TOOLS)
+        state.set(AGENT_STATE, agent_state)
+        routed = route_tool_calls(context, runtime, agent_state, outcome.tool_calls, recorded)
+        resume = StepMovement(turn_end.ResumeTurn, len(outcome.tool_calls))
+        return go_to_many(*routed.movements, resume)

@@ -1,0 +1,293 @@
+"""The tool call Steps: approval, the two tool Steps, and their failure routes.
+
+Each takes the tool call ID as input and loads only its own ``AgentToolCalls``
+record, so parallel tool Steps never share state. A record that is already final
+ends its Step without running or publishing; every call publishes exactly one
+``ToolCallResults`` message, when its record becomes final.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import attrs
+
+from dex_agents.app import tool_routing
+from dex_agents.app.session import SessionRuntime, background_heartbeat
+from dex_agents.app.session_events import SessionEventWriter, commit_event
+from dex_agents.domain.builtin_tools import timer_seconds_until
+from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
+from dex_agents.domain.events import AgentEventType, InterruptResolvedPayload
+from dex_agents.domain.images import validate_image_references
+from dex_agents.domain.interrupts import AgentInterruptResolution, InterruptKind
+from dex_agents.domain.runner_outcomes import (
+    ToolExecutionResult,
+    ToolInputRequested,
+    ToolTaskStarted,
+    check_deferred_tool_outcome,
+)
+from dex_agents.domain.tool_calls import (
+    AgentToolCall,
+    CancellationReason,
+    ToolCallCancellation,
+    ToolCallStatus,
+)
+from dex_agents.domain.tool_outcomes import (
+    cancel_unstarted_tool_call,
+    record_missing_tool_task_poller,
+    record_tool_error,
+    record_tool_failure,
+    record_tool_outcome_unknown,
+)
+from dex_agents.domain.turns import idempotency_key
+from dex_agents.ports.engine import (
+    AttemptProgress,
+    AttributeLock,
+    ChannelCondition,
+    Condition,
+    MapLoad,
+    Step,
+    StepContext,
+    StepDecision,
+    StepOptions,
+    Wait,
+    WaitContext,
+    dead_end,
+    go_to_many,
+    timer,
+)
+from dex_agents.ports.runner import DeferredToolExecution, ToolTaskPoller
+from dex_agents.ports.session_schema import (
+    AGENT_TOOL_CALLS,
+    INTERRUPT_RESOLUTIONS,
+    PENDING_INTERRUPTS,
+    TOOL_CALL_CANCELLATIONS,
+)
+
+APPROVAL_DEADLINE_PASSED = "approval deadline passed"
+"""The ``rejection_message`` of an approval whose deadline passed before anyone answered."""
+
+
+def timer_until(now: datetime, deadline: datetime) -> timedelta:
+    """A deadline Timer: the whole seconds until ``deadline``, rounded up."""
+    return timedelta(seconds=timer_seconds_until(now, deadline))
+
+
+def _own_record(context: StepContext, tool_call_id: str) -> AgentToolCall | None:
+    return context.state.get_instance(AGENT_TOOL_CALLS, tool_call_id)
+
+
+class _ToolStep(Step[str]):
+    """Runs one approved call through the runner; its effect chose this Step."""
+
+    input_type = str
+
+    def __init__(self, runtime: SessionRuntime) -> None:
+        self.runtime = runtime
+
+    async def execute(self, context: StepContext, input: str) -> StepDecision:
+        record = _own_record(context, input)
+        if record is None or record.is_final:
+            return dead_end()
+        runtime = self.runtime
+        writer = SessionEventWriter(context, runtime.stream, record.turn_id)
+        writer.write_tool_call_started(record.tool_call_id, record.tool_name)
+        # A heartbeat before the tool runs marks the attempt started, so a lost
+        # worker from here on fails the attempt instead of handing it out again.
+        await context.heartbeat()
+        execution = DeferredToolExecution(
+            flow_id=context.flow_id,
+            tool_call=record,
+            idempotency_key=idempotency_key(context.flow_id, record.turn_id, record.tool_call_id),
+            attempt=context.attempt,
+            events=writer,
+            heartbeat=context.heartbeat,
+            save_heartbeat_checkpoint=context.heartbeat,
+            heartbeat_checkpoint=context.last_heartbeat_value,
+            input_answers=record.input_answers,
+            context=context,
+            supports_tool_tasks=isinstance(runtime.runner, ToolTaskPoller),
+        )
+        try:
+            async with background_heartbeat(context):
+                outcome = check_deferred_tool_outcome(
+                    await runtime.runner.execute_deferred_tool_call(execution)
+                )
+        except (ToolExecutionError, ToolOutcomeUnknownError) as error:
+            tool_routing.finish_record(context, runtime, record_tool_error(record, error))
+            return dead_end()
+        finally:
+            writer.close()
+        if isinstance(outcome, ToolExecutionResult):
+            images = validate_image_references(outcome.images)  # invalid ones fail the attempt
+            done = attrs.evolve(
+                record, status=ToolCallStatus.SUCCEEDED, output=outcome.output, images=images
+            )
+            tool_routing.finish_record(context, runtime, done)
+        elif isinstance(outcome, ToolTaskStarted) and not isinstance(
+            runtime.runner, ToolTaskPoller
+        ):
+            tool_routing.finish_record(context, runtime, record_missing_tool_task_poller(record))
+        else:
+            return await self._continue_later(context, record, outcome)
+        return dead_end()
+
+    async def _continue_later(
+        self,
+        context: StepContext,
+        record: AgentToolCall,
+        outcome: ToolInputRequested | ToolTaskStarted,
+    ) -> StepDecision:
+        # Questions and tasks hand the call to AwaitQuestionAnswer or PollToolTask.
+        from dex_agents.app.steps import tool_tasks
+
+        return tool_tasks.continue_after(context, self.runtime, record, outcome)
+
+
+class CallTool(_ToolStep):
+    """Runs one ``read`` or ``idempotent_write`` call; 3 attempts, failure route ``RecordToolFailure``."""
+
+
+class CallSingleAttemptTool(_ToolStep):
+    """Runs one ``non_idempotent_write`` or ``unclassified`` call; 1 attempt,
+    failure route ``RecordToolOutcomeUnknown``."""
+
+
+class _RecordFailure(Step[str]):
+    input_type = str
+
+    def __init__(self, runtime: SessionRuntime) -> None:
+        self.runtime = runtime
+
+    def options(self) -> StepOptions:
+        return StepOptions(loads=(MapLoad(AGENT_TOOL_CALLS),))
+
+    def record(self, record: AgentToolCall, detail: str, never_started: bool) -> AgentToolCall:
+        raise NotImplementedError
+
+    async def execute(self, context: StepContext, input: str) -> StepDecision:
+        record = _own_record(context, input)
+        if record is None or record.is_final:
+            return dead_end()
+        error = context.recovery_error
+        detail = "the tool Step failed" if error is None else f"{error.error_type}: {error.detail}"
+        never_started = error is not None and error.attempt_progress is AttemptProgress.NOT_STARTED
+        tool_routing.finish_record(
+            context, self.runtime, self.record(record, detail, never_started)
+        )
+        return dead_end()
+
+
+class RecordToolFailure(_RecordFailure):
+    """Records ``failed`` for a read and ``outcome_unknown`` for a write whose ``CallTool``
+    attempts were spent; ``failed`` with ``TOOL_CALL_NOT_RUN_ERROR_PREFIX`` when it never started."""
+
+    def record(self, record: AgentToolCall, detail: str, never_started: bool) -> AgentToolCall:
+        return record_tool_failure(record, detail, never_started)
+
+
+class RecordToolOutcomeUnknown(_RecordFailure):
+    """Records ``outcome_unknown`` for a single-attempt call whose attempt failed;
+    ``failed`` with ``TOOL_CALL_NOT_RUN_ERROR_PREFIX`` when it never started."""
+
+    def record(self, record: AgentToolCall, detail: str, never_started: bool) -> AgentToolCall:
+        return record_tool_outcome_unknown(record, detail, never_started)
+
+
+class AwaitToolApproval(Step[str]):
+    """Waits for the approval of a call, or its deadline; then runs or rejects it."""
+
+    input_type = str
+
+    def __init__(self, runtime: SessionRuntime) -> None:
+        self.runtime = runtime
+
+    def options(self) -> StepOptions:
+        return StepOptions(locks=(AttributeLock(PENDING_INTERRUPTS),))
+
+    async def wait_for(self, context: WaitContext, input: str) -> Wait:
+        conditions: list[Condition] = [
+            ChannelCondition(TOOL_CALL_CANCELLATIONS, 1, input),
+            ChannelCondition(INTERRUPT_RESOLUTIONS, 1, input),
+        ]
+        pending = context.state.get(PENDING_INTERRUPTS) or ()
+        interrupt = next((item for item in pending if item.interrupt_id == input), None)
+        if interrupt is not None and interrupt.deadline is not None:
+            conditions.append(timer(timer_until(context.now, interrupt.deadline)))
+        return Wait.any_of(*conditions)
+
+    async def execute(self, context: StepContext, input: str) -> StepDecision:
+        record = _own_record(context, input)
+        if record is None or record.is_final:
+            return dead_end()
+        result = context.wait_result
+        runtime = self.runtime
+        state = context.state
+        pending = state.get(PENDING_INTERRUPTS) or ()
+        if result.timer_fired:
+            interrupt = next((item for item in pending if item.interrupt_id == input), None)
+            if (
+                interrupt is not None
+                and interrupt.deadline is not None
+                and context.now < interrupt.deadline
+            ):
+                # A Timer that fires before the deadline waits again.
+                return go_to_many(tool_routing.approval_movement(record))
+            state.set(
+                PENDING_INTERRUPTS, tuple(item for item in pending if item.interrupt_id != input)
+            )
+            self._resolved(context, record, approved=False, rejection=APPROVAL_DEADLINE_PASSED)
+            rejected = attrs.evolve(
+                record, status=ToolCallStatus.REJECTED, rejection_message=APPROVAL_DEADLINE_PASSED
+            )
+            tool_routing.finish_record(context, runtime, rejected)
+            return dead_end()
+        (resolution,) = result.messages
+        if isinstance(resolution, ToolCallCancellation):
+            state.set(
+                PENDING_INTERRUPTS, tuple(item for item in pending if item.interrupt_id != input)
+            )
+            self._resolved(
+                context, record, approved=False, rejection=None, reason=resolution.reason
+            )
+            tool_routing.finish_record(
+                context, runtime, cancel_unstarted_tool_call(record, resolution.reason)
+            )
+            return dead_end()
+        assert isinstance(resolution, AgentInterruptResolution)
+        self._resolved(
+            context, record, approved=resolution.approved, rejection=resolution.rejection_message
+        )
+        if resolution.approved:
+            approved = attrs.evolve(record, status=ToolCallStatus.APPROVED)
+            state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, approved)
+            return go_to_many(tool_routing.tool_step_movement(runtime, approved))
+        rejected = attrs.evolve(
+            record, status=ToolCallStatus.REJECTED, rejection_message=resolution.rejection_message
+        )
+        tool_routing.finish_record(context, runtime, rejected)
+        return dead_end()
+
+    def _resolved(
+        self,
+        context: StepContext,
+        record: AgentToolCall,
+        *,
+        approved: bool,
+        rejection: str | None,
+        reason: CancellationReason | None = None,
+    ) -> None:
+        commit_event(
+            context,
+            self.runtime.stream,
+            record.turn_id,
+            AgentEventType.INTERRUPT_RESOLVED,
+            InterruptResolvedPayload(
+                interrupt_id=record.tool_call_id,
+                approved=approved,
+                rejection_message=None if approved else rejection,
+                kind=InterruptKind.APPROVAL,
+                answered=False,
+                cancellation_reason=reason,
+            ),
+        )

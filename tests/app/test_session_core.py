@@ -1,0 +1,319 @@
+"""The agent session Flow on the embedded engine: turns, tool calls, approvals and failures."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.app.options import AgentSessionOptions
+from dex_agents.app.session_client import AgentSessionClient
+from dex_agents.app.session_flow import AgentSessionFlow
+from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.messages import MessageRole
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentStatus
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
+from dex_agents.ports.errors import StreamReadTimeoutError
+from dex_agents.ports.flow_store import FlowStore
+from dex_agents.ports.runner import DeferredToolExecution
+from tests.app.scripted_runner import ScriptedRunner, tool_names
+
+T = TypeVar("T")
+
+
+@dataclass
+class Session:
+    runner: ScriptedRunner
+    flow: AgentSessionFlow
+    client: LocalFlowClient
+    sessions: AgentSessionClient
+
+    async def until(
+        self, description: str, probe: Callable[[AgentSnapshot], T | None], session_id: str = "s1"
+    ) -> T:
+        """Poll the snapshot until ``probe`` returns a value."""
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            snapshot = await self.sessions.get_agent_snapshot(session_id)
+            found = probe(snapshot)
+            if found is not None and found is not False:
+                return found
+            if asyncio.get_running_loop().time() > deadline:
+                pytest.fail(f"timed out waiting for {description}; last snapshot: {snapshot}")
+            await asyncio.sleep(0.01)
+
+    async def idle(self, session_id: str = "s1", turns: int = 1) -> AgentSnapshot:
+        """Wait until ``turns`` turns have ended and the session waits for a message."""
+
+        def waiting(snapshot: AgentSnapshot) -> AgentSnapshot | None:
+            state = snapshot.state
+            if (
+                state is not None
+                and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
+                and state.turn_count >= turns
+            ):
+                return snapshot
+            return None
+
+        return await self.until(f"{turns} turns to end", waiting, session_id)
+
+    async def events(self, session_id: str = "s1") -> list[AgentEvent]:
+        """Every event of the session's Stream so far."""
+        events: list[AgentEvent] = []
+        token = ""
+        while True:
+            try:
+                message = await self.client.read_stream(
+                    self.flow, session_id, token, poll_timeout=timedelta(milliseconds=30)
+                )
+            except StreamReadTimeoutError:
+                return events
+            events.append(message.value)
+            token = message.resume_token
+
+
+@contextlib.asynccontextmanager
+async def session_stack(
+    store: FlowStore, runner: ScriptedRunner, options: AgentSessionOptions | None = None
+) -> AsyncIterator[Session]:
+    flow = AgentSessionFlow(runner, flow_type="TestAgent", options=options)
+    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
+    client = LocalFlowClient(engine)
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+    try:
+        yield Session(runner, flow, client, AgentSessionClient(client, flow))
+    finally:
+        await worker.stop()
+        await task
+        engine.close()
+        store.close()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> FlowStore:
+    if request.param == "memory":
+        return MemoryFlowStore()
+    return SqliteFlowStore(tmp_path / "sessions.sqlite3")
+
+
+async def echo(call: DeferredToolExecution) -> str:
+    return f"looked up {call.tool_call.arguments}"
+
+
+async def test_a_turn_answers_and_the_session_waits_for_the_next_message(store: FlowStore) -> None:
+    async with session_stack(store, ScriptedRunner()) as session:
+        await session.sessions.start_session("s1", "hello")
+        snapshot = await session.idle()
+        assert [(m.sequence, m.role, m.text) for m in snapshot.messages] == [
+            (1, MessageRole.USER, "hello"),
+            (2, MessageRole.ASSISTANT, "echo: hello"),
+        ]
+        assert snapshot.state is not None
+        assert snapshot.state.last_turn_error is None
+        assert snapshot.state.active_turn_id is None
+        assert snapshot.usage.model_calls == 1
+        assert await session.sessions.send_user_message("s1", "again") is True
+        snapshot = await session.idle(turns=2)
+        assert snapshot.messages[-1].text == "echo: again"
+        assert snapshot.messages[-1].turn_id == "turn-2"
+        types = [event.type for event in await session.events()]
+        assert types == [
+            "turn_started",
+            "usage_recorded",
+            "turn_completed",
+            "turn_started",
+            "usage_recorded",
+            "turn_completed",
+        ]
+
+
+async def test_a_blank_initial_message_starts_no_turn(store: FlowStore) -> None:
+    async with session_stack(store, ScriptedRunner()) as session:
+        await session.sessions.start_session("s1", "  ")
+        snapshot = await session.until("the session to start", lambda s: s if s.state else None)
+        assert snapshot.state is not None
+        assert snapshot.state.turn_count == 0
+        assert await session.sessions.send_user_message("s1", " ") is False
+
+
+async def test_read_tool_calls_run_in_parallel_steps_and_the_model_sees_results(
+    store: FlowStore,
+) -> None:
+    runner = ScriptedRunner(tools={"lookup": echo})
+    options = AgentSessionOptions(tool_policies={"lookup": ToolPolicy(ToolEffect.READ)})
+    async with session_stack(store, runner, options) as session:
+        await session.sessions.start_session("s1", 'call lookup {"id": 1} and lookup {"id": 2}')
+        snapshot = await session.idle()
+        assert snapshot.messages[-1].text == (
+            'lookup=looked up {"id": 1}; lookup=looked up {"id": 2}'
+        )
+        assert tool_names(runner.tool_calls) == ["lookup", "lookup"]
+        keys = sorted(call.idempotency_key for call in runner.tool_calls)
+        assert keys == ["s1/turn-1/call-1", "s1/turn-1/call-2"]
+        assert snapshot.tool_calls == ()  # records are deleted when the turn ends
+        history = await session.client.read_step_history("s1")
+        assert [entry.step_type for entry in history].count("CallTool") == 2
+
+
+async def test_an_approval_runs_the_write_only_after_it_is_approved(store: FlowStore) -> None:
+    runner = ScriptedRunner(tools={"refund": echo})
+    options = AgentSessionOptions(
+        tool_policies={"refund": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)}
+    )
+    async with session_stack(store, runner, options) as session:
+        await session.sessions.start_session("s1", 'call refund {"order": 7}')
+        interrupt = await session.until(
+            "a pending approval", lambda s: next(iter(s.pending_interrupts), None)
+        )
+        assert interrupt.interrupt_id == "call-1"
+        assert runner.tool_calls == []
+        snapshot = await session.sessions.get_agent_snapshot("s1")
+        assert [record.status.value for record in snapshot.tool_calls] == ["awaiting_approval"]
+        assert await session.sessions.resolve_interrupt("s1", "call-1", approved=True)
+        assert not await session.sessions.resolve_interrupt("s1", "call-1", approved=True)
+        snapshot = await session.idle()
+        assert snapshot.messages[-1].text == 'refund=looked up {"order": 7}'
+        assert tool_names(runner.tool_calls) == ["refund"]
+        history = await session.client.read_step_history("s1")
+        assert "CallSingleAttemptTool" in [entry.step_type for entry in history]
+
+
+async def test_a_rejected_approval_never_runs_and_the_model_sees_why(store: FlowStore) -> None:
+    runner = ScriptedRunner(tools={"refund": echo})
+    async with session_stack(store, runner) as session:  # unclassified: approval by default
+        await session.sessions.start_session("s1", "call refund {}")
+        await session.until("a pending approval", lambda s: next(iter(s.pending_interrupts), None))
+        assert await session.sessions.resolve_interrupt(
+            "s1", "call-1", approved=False, rejection_message="not today"
+        )
+        snapshot = await session.idle()
+        assert snapshot.messages[-1].text == "refund=not today"
+        assert runner.tool_calls == []
+
+
+async def test_a_tool_error_is_recorded_failed_and_shown_to_the_model(store: FlowStore) -> None:
+    async def broken(call: DeferredToolExecution) -> str:
+        raise ToolExecutionError("no such order")
+
+    runner = ScriptedRunner(tools={"lookup": broken})
+    options = AgentSessionOptions(tool_policies={"lookup": ToolPolicy(ToolEffect.READ)})
+    async with session_stack(store, runner, options) as session:
+        await session.sessions.start_session("s1", "call lookup {}")
+        snapshot = await session.idle()
+        assert snapshot.messages[-1].text == "lookup=The tool call failed: no such order"
+        assert len(runner.tool_calls) == 1  # ToolExecutionError is not retried
+
+
+async def test_a_crashing_read_retries_three_times_then_records_failed(store: FlowStore) -> None:
+    async def crashing(call: DeferredToolExecution) -> str:
+        raise RuntimeError(f"attempt {call.attempt} crashed")
+
+    runner = ScriptedRunner(tools={"lookup": crashing})
+    options = AgentSessionOptions(tool_policies={"lookup": ToolPolicy(ToolEffect.READ)})
+    async with session_stack(store, runner, options) as session:
+        await session.sessions.start_session("s1", "call lookup {}")
+        snapshot = await session.idle()
+        assert [call.attempt for call in runner.tool_calls] == [1, 2, 3]
+        assert snapshot.messages[-1].text == (
+            "lookup=The tool call failed: RuntimeError: attempt 3 crashed"
+        )
+
+
+async def test_a_crashing_single_attempt_write_runs_once_and_records_outcome_unknown(
+    store: FlowStore,
+) -> None:
+    async def crashing(call: DeferredToolExecution) -> str:
+        raise RuntimeError("connection reset after the request was sent")
+
+    runner = ScriptedRunner(tools={"pay": crashing})
+    options = AgentSessionOptions(
+        tool_policies={"pay": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False)}
+    )
+    async with session_stack(store, runner, options) as session:
+        await session.sessions.start_session("s1", "call pay {}")
+        snapshot = await session.idle()
+        assert len(runner.tool_calls) == 1
+        assert snapshot.messages[-1].text == f"pay={OUTCOME_UNKNOWN_TOOL_RESULT}"
+
+
+async def test_a_model_that_keeps_failing_fails_the_turn_with_last_turn_error(
+    store: FlowStore,
+) -> None:
+    runner = ScriptedRunner(model_failures=3)
+    async with session_stack(store, runner) as session:
+        await session.sessions.start_session("s1", "hello")
+        snapshot = await session.idle()
+        assert snapshot.state is not None
+        assert snapshot.state.last_turn_error == "the scripted model is down"
+        assert len(runner.model_calls) == 3
+        assert [event.type for event in await session.events()][-1] == "turn_failed"
+        # The next turn that completes clears the error.
+        await session.sessions.send_user_message("s1", "again")
+        snapshot = await session.idle(turns=2)
+        assert snapshot.state is not None
+        assert snapshot.state.last_turn_error is None
+
+
+async def test_a_failed_turn_after_tool_calls_leaves_a_note(store: FlowStore) -> None:
+    async def lookup_then_break_the_model(call: DeferredToolExecution) -> str:
+        runner.model_failures = 3  # every model call after this tool fails
+        return await echo(call)
+
+    runner = ScriptedRunner(tools={"lookup": lookup_then_break_the_model})
+    options = AgentSessionOptions(tool_policies={"lookup": ToolPolicy(ToolEffect.READ)})
+    async with session_stack(store, runner, options) as session:
+        await session.sessions.start_session("s1", "call lookup {}")
+        snapshot = await session.idle()
+        note = snapshot.messages[-1].text or ""
+        assert note.startswith("[Dex] The previous turn failed after these tool calls ran:\n")
+        assert "- lookup {} -> succeeded: looked up {}" in note
+        assert note.endswith("Do not repeat these tool calls unless the user asks again.")
+
+
+async def test_messages_page_oldest_first(store: FlowStore) -> None:
+    async with session_stack(store, ScriptedRunner()) as session:
+        await session.sessions.start_session("s1", "one")
+        await session.idle()
+        await session.sessions.send_user_message("s1", "two")
+        await session.idle(turns=2)
+        page = await session.sessions.list_agent_messages("s1", limit=2)
+        assert [m.sequence for m in page.messages] == [3, 4]
+        assert page.has_more
+        older = await session.sessions.list_agent_messages("s1", before_sequence=3, limit=500)
+        assert [m.sequence for m in older.messages] == [1, 2]
+        assert not older.has_more
+
+
+async def test_settings_are_replaced_and_copied_per_turn(store: FlowStore) -> None:
+    seen: list[object] = []
+
+    class SettingsRunner(ScriptedRunner):
+        async def run_model_step(self, turn):  # type: ignore[no-untyped-def]
+            seen.append(dict(turn.session_settings))
+            return await super().run_model_step(turn)
+
+    async with session_stack(store, SettingsRunner()) as session:
+        await session.sessions.start_session("s1", "hi", session_settings={"model": "a"})
+        await session.idle()
+        assert await session.sessions.update_session_settings("s1", {"model": "b"})
+        assert not await session.sessions.update_session_settings("s1", None)
+        snapshot = await session.sessions.get_agent_snapshot("s1")
+        assert snapshot.session_settings == {"model": "b"}
+        await session.sessions.send_user_message("s1", "again")
+        await session.idle(turns=2)
+        assert seen == [{"model": "a"}, {"model": "b"}]
