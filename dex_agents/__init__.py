@@ -10,6 +10,9 @@ persistence names, the runner contract, built-in tools, and the pure rules the
 spec names (``describe_tool_call_outcome``, ``build_plan_note``, ...).
 """
 
+from dex_agents.app.options import AgentSessionOptions, RunModelLimit
+from dex_agents.app.session_client import AgentSessionClient
+from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.domain.builtin_tools import (
     BUILT_IN_TOOL_DEFINITIONS,
     DEFAULT_MAX_DURABLE_WAIT,
@@ -66,6 +69,7 @@ from dex_agents.domain.images import (
     MAX_IMAGES_PER_MESSAGE,
     AgentImageReference,
     build_image_reference,
+    collect_turn_images,
     require_short_image_uris,
     require_store_image_reference,
     validate_image_reference,
@@ -181,7 +185,7 @@ from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
 from dex_agents.ports.errors import ModelSpendLimitExceededError
 from dex_agents.ports.event_writer import AgentEventWriter
-from dex_agents.ports.media_store import MediaStore
+from dex_agents.ports.media_store import MediaStore, load_images
 from dex_agents.ports.runner import (
     AgentFrameworkRunner,
     AgentTurnContext,
@@ -284,6 +288,9 @@ __all__ = [
     "AgentMessageIndex",
     "AgentMessagesPage",
     "AgentPlan",
+    "AgentSessionClient",
+    "AgentSessionFlow",
+    "AgentSessionOptions",
     "AgentSessionStartInput",
     "AgentSnapshot",
     "AgentState",
@@ -342,6 +349,7 @@ __all__ = [
     "QuestionResolution",
     "QueuedUserMessage",
     "ResolveInterruptRequest",
+    "RunModelLimit",
     "SteerUserMessageRequest",
     "TextDeltaPayload",
     "TimerStartedPayload",
@@ -394,10 +402,12 @@ __all__ = [
     "build_image_reference",
     "build_plan_note",
     "build_turn_failure_note",
+    "collect_turn_images",
     "describe_tool_call_outcome",
     "estimate_stored_input_tokens",
     "estimate_text_tokens",
     "is_approval_required",
+    "load_images",
     "message_sequence_key",
     "plan_execution_key",
     "require_short_image_uris",

@@ -10,6 +10,7 @@ from types import ModuleType
 import pytest
 
 import dex_agents
+import dex_agents.app
 import dex_agents.builtin_loop
 import dex_agents.domain
 import dex_agents.ports
@@ -112,6 +113,9 @@ SPEC_NAMES: dict[str, tuple[str, ...]] = {
         "ContextSummaryResult",
         "AGENT_STATE",
         "AGENT_MESSAGES",
+        "AgentSessionFlow",
+        "AgentSessionOptions",
+        "AgentSessionClient",
     ),
     "dex_agents.builtin_loop": (
         "ModelClient",
@@ -143,7 +147,7 @@ def test_all_names_exist(module: ModuleType) -> None:
 
 def _layer_modules() -> list[ModuleType]:
     modules: list[ModuleType] = [dex_agents, dex_agents.builtin_loop]
-    for package in (dex_agents.domain, dex_agents.ports):
+    for package in (dex_agents.domain, dex_agents.ports, dex_agents.app):
         modules.append(package)
         for info in pkgutil.iter_modules(package.__path__):
             modules.append(importlib.import_module(f"{package.__name__}.{info.name}"))

@@ -119,8 +119,8 @@ BUILT_IN_TOOL_DEFINITIONS: Mapping[BuiltInTool, BuiltInToolDefinition] = Mapping
             _object(
                 duration_seconds=_field(
                     "integer",
-                    "How long to wait, in whole seconds: at least 1, and at most 365 days "
-                    "(31536000) unless the session allows less.",
+                    "How long to wait, in whole seconds: at least 1, and at most the "
+                    "session's maximum (365 days by default).",
                 ),
                 reason=_field("string", "What you are waiting for; the user sees it."),
             ),
@@ -178,11 +178,13 @@ def is_reserved_tool_name(tool_name: str, enabled_built_in_tools: Collection[str
 def check_no_reserved_tool_names(
     tool_names: Iterable[str], enabled_built_in_tools: Collection[str]
 ) -> None:
-    """Raise ``ValueError`` naming every tool that shares a name with an enabled built-in."""
-    clashes = {name for name in tool_names if is_reserved_tool_name(name, enabled_built_in_tools)}
-    if clashes:
-        names = ", ".join(sorted(clashes))
-        raise ValueError(f"tool names reserved by enabled built-in tools: {names}")
+    """Raise ``ValueError`` for the first of ``tool_names``, in order, that an enabled built-in reserves.
+
+    The message is ``tool <name> uses the name of an enabled built-in tool``.
+    """
+    for name in tool_names:
+        if is_reserved_tool_name(name, enabled_built_in_tools):
+            raise ValueError(f"tool {name} uses the name of an enabled built-in tool")
 
 
 @attrs.frozen(kw_only=True)

@@ -175,7 +175,10 @@ def _choose_cut(
     """The last sequence to summarize: the earliest allowed cut whose kept messages fit the budget.
 
     A cut ``j`` summarizes ``messages[:j]`` and keeps ``messages[j:]``. When no
-    cut fits, the latest allowed one keeps as little as the rule allows.
+    cut fits, the latest allowed one keeps as little as the rule allows. When
+    every unsummarized message already fits, there is no new cutoff: a second
+    estimate that is still high right after a compaction must not compact again,
+    so ``RunModel`` and ``CompactContext`` cannot loop.
     """
     if not cuts:
         return None
@@ -184,6 +187,8 @@ def _choose_cut(
         kept[position] = kept[position + 1] + estimate_text_tokens(
             messages[position].framework_item
         )
+    if kept[0] <= retained_token_budget:
+        return None
     fitting = [cut for cut in cuts if kept[cut] <= retained_token_budget]
     cut = min(fitting) if fitting else max(cuts)
     return messages[cut - 1].sequence
@@ -194,8 +199,9 @@ def select_turn_boundary_cutoff(turn: CompactionTurn, retained_token_budget: int
 
     The running turn is the last message's turn. Keeps the newest messages that
     fit ``retained_token_budget``; ``None`` while ``turn.framework_run_state`` is
-    set (a resumed call continues from that state), or when no turn boundary
-    after the current summary precedes the running turn.
+    set (a resumed call continues from that state), when every message after
+    the current summary already fits the budget, or when no turn boundary after
+    the current summary precedes the running turn.
     """
     if turn.framework_run_state is not None:
         return None
@@ -253,7 +259,8 @@ def select_model_response_cutoff(turn: CompactionTurn, retained_token_budget: in
 
     It may cut inside the running turn (the last message's turn), so a turn with
     many tool calls compacts mid-turn. Keeps the newest messages that fit
-    ``retained_token_budget``; ``None`` when no such cut lies after the summary.
+    ``retained_token_budget``; ``None`` when every message after the summary
+    already fits it, or when no such cut lies after the summary.
     """
     messages = _unsummarized(turn)
     if len(messages) < 2:

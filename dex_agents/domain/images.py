@@ -3,9 +3,10 @@
 The bytes of an image live in a media store, keyed by their SHA-256; session state
 holds only an ``AgentImageReference``. This module fixes the limits
 (``MAX_IMAGE_BYTES``, ``MAX_IMAGES_PER_MESSAGE``, ``MAX_IMAGE_URI_LENGTH``), the checks
-a reference must pass, and how a store builds, names, and reads references; it
-re-exports ``detect_image_mime_type`` from ``dex_agents.domain.image_detection``. A
-store does the I/O; it asks these functions what is valid.
+a reference must pass, how a store builds, names, and reads references, and which
+images a turn references (``collect_turn_images``); it re-exports
+``detect_image_mime_type`` from ``dex_agents.domain.image_detection``. A store does
+the I/O; it asks these functions what is valid.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, Protocol
 
 import attrs
 
@@ -27,7 +28,11 @@ __all__ = [
     "MAX_IMAGE_URI_LENGTH",
     "SUPPORTED_IMAGE_MIME_TYPES",
     "AgentImageReference",
+    "ImageCarrier",
+    "ImageToolCall",
+    "ImageTurn",
     "build_image_reference",
+    "collect_turn_images",
     "detect_image_mime_type",
     "encode_file_uri_path",
     "image_uri",
@@ -285,14 +290,17 @@ def local_directory_root(root: str) -> str:
 
     ``root`` must be an absolute path. Like ``os.path.abspath``, this collapses ``//``,
     ``.``, and ``..`` and drops a trailing ``/`` as text only: it resolves no symbolic
-    link and does not normalize Unicode. Raise ``ValueError`` for a relative root or one
-    that holds a NUL character.
+    link and does not normalize Unicode. Unlike it, any number of leading slashes
+    becomes one, so ``//srv`` is ``/srv`` in every core (POSIX leaves the meaning of
+    exactly two to the system; Linux and macOS treat them as one). Raise ``ValueError``
+    for a relative root or one that holds a NUL character.
     """
     if "\x00" in root:
         raise ValueError(f"root {_shown(root)} holds a NUL character")
     if not root.startswith("/"):
         raise ValueError(f"root must be an absolute path, not {_shown(root)}")
-    return posixpath.normpath(root)
+    # normpath keeps exactly two leading slashes; one leading slash leaves it nothing to keep.
+    return posixpath.normpath("/" + root.lstrip("/"))
 
 
 def local_directory_store_uri(root: str) -> str:
@@ -302,3 +310,51 @@ def local_directory_store_uri(root: str) -> str:
     core; see ``local_directory_root`` and ``encode_file_uri_path``.
     """
     return "file://" + encode_file_uri_path(local_directory_root(root))
+
+
+class ImageCarrier(Protocol):
+    """Anything that holds image references: ``AgentMessage`` does."""
+
+    @property
+    def images(self) -> Sequence[AgentImageReference]:
+        """The references it carries, in order."""
+        ...
+
+
+class ImageToolCall(ImageCarrier, Protocol):
+    """A tool call record with images, in the model's order: ``AgentToolCall`` is one."""
+
+    @property
+    def deferral_order(self) -> int:
+        """The call's place in the model's order."""
+        ...
+
+
+class ImageTurn(Protocol):
+    """What ``collect_turn_images`` reads of a turn; ``AgentTurnContext`` satisfies it."""
+
+    @property
+    def messages(self) -> Sequence[ImageCarrier]:
+        """The stored messages, in sequence order."""
+        ...
+
+    @property
+    def tool_calls(self) -> Mapping[str, ImageToolCall]:
+        """The turn's tool call records by tool call ID."""
+        ...
+
+
+def collect_turn_images(turn: ImageTurn) -> tuple[AgentImageReference, ...]:
+    """Every image reference of the turn's stored messages and tool call records, once each.
+
+    Messages come first, in sequence order, then the tool call records in the
+    model's order (``deferral_order``); each image appears once, at its first
+    reference, as images are deduplicated by ``sha256``. A runner that builds its
+    model input from stored state passes the result to ``load_images``.
+    """
+    records = sorted(turn.tool_calls.values(), key=lambda record: record.deferral_order)
+    collected: dict[str, AgentImageReference] = {}
+    for carrier in (*turn.messages, *records):
+        for reference in carrier.images:
+            collected.setdefault(reference.sha256, reference)
+    return tuple(collected.values())

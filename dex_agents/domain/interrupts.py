@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from enum import StrEnum
 
@@ -68,3 +69,33 @@ class QuestionAnswer:
 
     resolution: QuestionResolution = attrs.field(converter=QuestionResolution)
     answer: str | None = None
+
+
+def tool_input_interrupt_id(tool_call_id: str, n: int) -> str:
+    """The interrupt ID of a tool's own question: ``<tool_call_id>-input-<n>``.
+
+    ``n`` numbers the call's questions from 1 (its record's ``input_request_count``
+    once the question is stored). Raises ``ValueError`` for an empty
+    ``tool_call_id`` or an ``n`` below 1.
+    """
+    if not tool_call_id:
+        raise ValueError("tool_call_id must not be empty")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int of at least 1, not {n!r}")
+    return f"{tool_call_id}-input-{n}"
+
+
+def input_interrupt_id_taken(
+    interrupt_id: str, record_ids: Collection[str], pending_interrupt_ids: Collection[str]
+) -> bool:
+    """Whether another call of the turn already uses a tool question's interrupt ID.
+
+    ``record_ids`` are the tool call IDs of the turn's records, and
+    ``pending_interrupt_ids`` the IDs in ``PendingInterrupts`` (an approval's and an
+    ``ask_user`` question's ID is its tool call ID). ``AwaitQuestionAnswer`` asks this
+    under the ``PendingInterrupts`` lock before it raises the ``question``
+    interrupt; when it is ``True``, the asking call records ``failed`` instead.
+    Leave out an interrupt that this same question already raised, such as on a
+    retried Execute, as no other call uses it.
+    """
+    return interrupt_id in record_ids or interrupt_id in pending_interrupt_ids

@@ -163,8 +163,10 @@ def accepts_plan_execution(
     """Whether ``execute_plan(ExecutePlanRequest(revision))`` returns ``True``.
 
     Only while the session waits for a user message, the plan has that revision
-    and is ``draft`` or ``active``, no execution is pending (of it or of any
-    other revision), and nothing is queued, steered, or pending.
+    and is ``draft`` or ``active``, no execution of it is pending, and nothing
+    is queued, steered, or pending. A pending approval of another revision does
+    not refuse it: ``AwaitUserMessage`` waits only on the current revision's
+    approval, so a stale one never runs.
     """
     return (
         state is not None
@@ -172,7 +174,7 @@ def accepts_plan_execution(
         and plan is not None
         and plan.revision == revision
         and plan.status in _EXECUTABLE_STATUSES
-        and pending_execution is None
+        and (pending_execution is None or pending_execution.revision != revision)
         and queued_message_count == 0
         and steered_message_count == 0
         and pending_interrupt_count == 0

@@ -17,9 +17,13 @@ from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.domain.usage import AgentUsage
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class ExecutePlanRequest:
-    """``execute_plan``: approve plan ``revision`` for execution."""
+    """``execute_plan``: approve plan ``revision`` for execution.
+
+    The spec calls it positionally, ``execute_plan(ExecutePlanRequest(revision))``;
+    ``revision=`` works too.
+    """
 
     revision: int
 

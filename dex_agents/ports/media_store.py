@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from dex_agents.domain.images import AgentImageReference
@@ -39,3 +40,21 @@ class MediaStore(Protocol):
     async def get_image(self, reference: AgentImageReference) -> bytes:
         """Read and verify the bytes of a reference this store made."""
         ...
+
+
+async def load_images(
+    store: MediaStore, references: Iterable[AgentImageReference]
+) -> dict[str, bytes]:
+    """The bytes of each image, keyed by ``sha256``, read with ``store.get_image``.
+
+    A runner calls it when it builds model input, with the references of its
+    replayed items or of ``collect_turn_images(turn)``. Each ``sha256`` is read
+    once, with its first reference, one image at a time in order, so the first
+    read that fails raises its own error (``MediaStoreError`` or
+    ``ImageValidationError``) and no read outlives the call.
+    """
+    loaded: dict[str, bytes] = {}
+    for reference in references:
+        if reference.sha256 not in loaded:
+            loaded[reference.sha256] = await store.get_image(reference)
+    return loaded

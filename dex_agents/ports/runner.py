@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.context_summary import ContextSummary, ContextSummaryRequest
@@ -38,12 +38,28 @@ Heartbeat = Callable[[], Awaitable[None]]
 SaveHeartbeatCheckpoint = Callable[[str], Awaitable[None]]
 """Records a heartbeat that carries text, which every later heartbeat of the attempt repeats."""
 
-ToolOutcomeT_co = TypeVar(
-    "ToolOutcomeT_co",
-    bound=ToolExecutionResult | ToolInputRequested | ToolTaskStarted,
-    covariant=True,
-)
-"""What a runner's ``execute_deferred_tool_call`` returns."""
+if TYPE_CHECKING:
+    # A type parameter default (PEP 696) makes a bare ``AgentFrameworkRunner`` mean
+    # ``AgentFrameworkRunner[ToolExecutionResult]``, as the spec writes it. Python 3.11's
+    # TypeVar has no default, and only type checkers need it, so the runtime never
+    # imports typing_extensions.
+    from typing_extensions import TypeVar
+
+    ToolOutcomeT_co = TypeVar(
+        "ToolOutcomeT_co",
+        bound=ToolExecutionResult | ToolInputRequested | ToolTaskStarted,
+        covariant=True,
+        default=ToolExecutionResult,
+    )
+else:
+    from typing import TypeVar
+
+    ToolOutcomeT_co = TypeVar(
+        "ToolOutcomeT_co",
+        bound=ToolExecutionResult | ToolInputRequested | ToolTaskStarted,
+        covariant=True,
+    )
+"""What a runner's ``execute_deferred_tool_call`` returns; ``ToolExecutionResult`` by default."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,12 +189,11 @@ class ToolTaskCancellation:
 class AgentFrameworkRunner(Protocol[ToolOutcomeT_co]):
     """The three methods every runner implements.
 
-    Generic in what ``execute_deferred_tool_call`` returns. The spec's bare
-    ``AgentFrameworkRunner`` means ``AgentFrameworkRunner[ToolExecutionResult]``;
-    Python 3.11 has no type parameter defaults, so write the argument out. A runner
-    whose tools ask the user or start tasks implements
-    ``AgentFrameworkRunner[DeferredToolOutcome]``, which every narrower runner is
-    assignable to.
+    Generic in what ``execute_deferred_tool_call`` returns. A bare
+    ``AgentFrameworkRunner`` means ``AgentFrameworkRunner[ToolExecutionResult]`` to
+    type checkers, through a type parameter default. A runner whose tools ask the
+    user or start tasks implements ``AgentFrameworkRunner[DeferredToolOutcome]``,
+    which every narrower runner is assignable to.
     """
 
     def build_user_message(self, text: str) -> FrameworkMessage:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -163,12 +164,45 @@ def test_an_enabled_name_is_reserved_and_a_disabled_one_is_ordinary(
     assert is_reserved_tool_name(name, enabled) is (expected is not None)
 
 
-def test_reserved_tool_names_are_refused_by_name() -> None:
-    check_no_reserved_tool_names(["ask_user", "lookup"], frozenset({BuiltInTool.DURABLE_WAIT}))
-    with pytest.raises(
-        ValueError, match="reserved by enabled built-in tools: ask_user, write_todos"
-    ):
-        check_no_reserved_tool_names(["write_todos", "lookup", "ask_user"], ALL)
+@pytest.mark.parametrize(
+    ("names", "enabled", "message"),
+    [
+        (["ask_user", "lookup"], frozenset({BuiltInTool.DURABLE_WAIT}), None),
+        ([], ALL, None),
+        (
+            ["write_todos", "lookup", "ask_user"],
+            ALL,
+            "tool write_todos uses the name of an enabled built-in tool",
+        ),
+        (
+            ["lookup", "ask_user", "write_todos"],
+            ALL,
+            "tool ask_user uses the name of an enabled built-in tool",
+        ),
+        (
+            ["write_todos", "durable_wait"],
+            frozenset({"durable_wait"}),
+            "tool durable_wait uses the name of an enabled built-in tool",
+        ),
+    ],
+)
+def test_reserved_tool_names_are_refused_with_the_first_clash(
+    names: list[str], enabled: frozenset[str], message: str | None
+) -> None:
+    if message is None:
+        check_no_reserved_tool_names(names, enabled)
+        return
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        check_no_reserved_tool_names(iter(names), enabled)
+
+
+def test_the_durable_wait_limit_is_the_sessions_maximum() -> None:
+    schema = BUILT_IN_TOOL_DEFINITIONS[BuiltInTool.DURABLE_WAIT].parameters_schema
+    description = schema["properties"]["duration_seconds"]["description"]
+    assert description == (
+        "How long to wait, in whole seconds: at least 1, and at most the session's maximum"
+        " (365 days by default)."
+    )
 
 
 # --- ask_user ----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -227,11 +227,13 @@ THREE_TURNS = tuple(
 @pytest.mark.parametrize(
     ("turn", "budget", "cutoff"),
     [
-        (FakeTurn(THREE_TURNS), 60, 2),  # 40 kept tokens fit: summarize turn-1 only
+        (FakeTurn(THREE_TURNS), 59, 2),  # 40 kept tokens fit: summarize turn-1 only
         (FakeTurn(THREE_TURNS), 40, 2),
         (FakeTurn(THREE_TURNS), 39, 4),
         (FakeTurn(THREE_TURNS), 5, 4),  # never inside the running turn
-        (FakeTurn(THREE_TURNS), 1_000, 2),  # the newest kept, yet the oldest turn summarized
+        (FakeTurn(THREE_TURNS), 60, None),  # all 60 tokens already fit: no new cutoff
+        (FakeTurn(THREE_TURNS), 1_000, None),
+        (FakeTurn(THREE_TURNS[2:], _summary(2)), 40, None),  # what is left after cutting at 2
         (FakeTurn(THREE_TURNS, framework_run_state="state"), 5, None),
         (FakeTurn(THREE_TURNS[4:]), 5, None),  # only the running turn
         (FakeTurn(THREE_TURNS[2:], _summary(2)), 5, 4),
@@ -279,7 +281,9 @@ def test_an_ended_turns_call_without_result_does_not_block_cuts() -> None:
 @pytest.mark.parametrize(
     ("turn", "budget", "cutoff"),
     [
-        (FakeTurn(TOOL_TURN), 1_000, 1),
+        (FakeTurn(TOOL_TURN), 1_000, None),  # all 90 tokens already fit: no new cutoff
+        (FakeTurn(TOOL_TURN), 90, None),
+        (FakeTurn(TOOL_TURN), 89, 1),
         (FakeTurn(TOOL_TURN), 80, 1),
         (FakeTurn(TOOL_TURN), 79, 4),
         (FakeTurn(TOOL_TURN), 50, 4),
@@ -293,6 +297,68 @@ def test_an_ended_turns_call_without_result_does_not_block_cuts() -> None:
 )
 def test_select_model_response_cutoff(turn: FakeTurn, budget: int, cutoff: int | None) -> None:
     assert select_model_response_cutoff(turn, budget) == cutoff
+
+
+# A second estimate that is still high finds no new cutoff, so the pair cannot loop.
+
+SELECTORS = [select_turn_boundary_cutoff, select_model_response_cutoff]
+
+
+def _after_compaction(turn: FakeTurn, cutoff: int) -> FakeTurn:
+    """The turn ``RunModel`` sees once ``CompactContext`` stored a summary through ``cutoff``."""
+    kept = tuple(message for message in turn.messages if message.sequence > cutoff)
+    return FakeTurn(kept, _summary(cutoff), turn.framework_run_state)
+
+
+@pytest.mark.parametrize(
+    ("select", "messages", "budget"),
+    [
+        (select_turn_boundary_cutoff, THREE_TURNS, 59),  # cuts at 2, keeps 40 of 59
+        (select_turn_boundary_cutoff, THREE_TURNS, 39),  # cuts at 4, keeps 20
+        (select_turn_boundary_cutoff, THREE_TURNS, 0),  # cuts at 4, the running turn stays
+        (select_model_response_cutoff, THREE_TURNS, 59),
+        (select_model_response_cutoff, THREE_TURNS, 0),  # cuts at 5, keeps message 6
+        (select_model_response_cutoff, TOOL_TURN, 89),  # cuts at 1
+        (select_model_response_cutoff, TOOL_TURN, 50),  # cuts at 4
+        (select_model_response_cutoff, TOOL_TURN, 0),  # cuts at 8, before the open call
+    ],
+)
+def test_a_second_call_after_compacting_finds_no_new_cutoff(
+    select: Callable[[CompactionTurn, int], int | None],
+    messages: tuple[AgentMessage, ...],
+    budget: int,
+) -> None:
+    cutoff = select(FakeTurn(messages), budget)
+    assert cutoff is not None
+    assert select(_after_compaction(FakeTurn(messages), cutoff), budget) is None
+
+
+_ROLES = st.sampled_from([USER, ASSISTANT, TOOL])
+
+
+@st.composite
+def _transcripts(draw: st.DrawFn) -> tuple[AgentMessage, ...]:
+    messages: list[AgentMessage] = []
+    turn = 1
+    for sequence in range(1, draw(st.integers(0, 14)) + 1):
+        turn += draw(st.integers(0, 1))
+        role = draw(_ROLES)
+        call = draw(st.sampled_from([None, "c1", "c2"])) if role is not USER else None
+        messages.append(_m(sequence, turn, role, tokens=draw(st.integers(0, 30)), call=call))
+    return tuple(messages)
+
+
+@settings(max_examples=100, deadline=None)
+@given(messages=_transcripts(), budget=st.integers(0, 200), select=st.sampled_from(SELECTORS))
+def test_compacting_at_a_cutoff_never_asks_to_compact_again(
+    messages: tuple[AgentMessage, ...],
+    budget: int,
+    select: Callable[[CompactionTurn, int], int | None],
+) -> None:
+    cutoff = select(FakeTurn(messages), budget)
+    if cutoff is None:
+        return
+    assert select(_after_compaction(FakeTurn(messages), cutoff), budget) is None
 
 
 # Texts

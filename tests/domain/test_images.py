@@ -7,7 +7,8 @@ import hashlib
 import os.path
 import re
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import attrs
 import pytest
@@ -22,6 +23,7 @@ from dex_agents.domain.images import (
     SUPPORTED_IMAGE_MIME_TYPES,
     AgentImageReference,
     build_image_reference,
+    collect_turn_images,
     detect_image_mime_type,
     encode_file_uri_path,
     image_uri,
@@ -33,8 +35,12 @@ from dex_agents.domain.images import (
     validate_image_references,
     verify_image_bytes,
 )
+from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
+from dex_agents.domain.tool_effects import ToolEffect
 from tests.domain.images_support import (
     BROKEN_IMAGES,
+    MALFORMED_BUT_DETECTED,
     VALID_IMAGE_VARIANTS,
     png,
 )
@@ -71,25 +77,80 @@ def test_detects_well_formed_images(data: bytes, mime_type: str) -> None:
     assert detect_image_mime_type(memoryview(data)) == mime_type
 
 
+@pytest.mark.parametrize(
+    ("data", "mime_type"), MALFORMED_BUT_DETECTED.values(), ids=MALFORMED_BUT_DETECTED
+)
+def test_detection_is_the_cheap_check_not_a_full_decode(data: bytes, mime_type: str) -> None:
+    assert detect_image_mime_type(data) == mime_type
+
+
 @pytest.mark.parametrize("data", BROKEN_IMAGES.values(), ids=BROKEN_IMAGES)
-def test_refuses_broken_images(data: bytes) -> None:
+def test_refuses_bytes_that_fail_a_listed_check(data: bytes) -> None:
     assert detect_image_mime_type(data) is None
 
 
-@pytest.mark.parametrize(("data", "_mime"), VALID_IMAGE_VARIANTS.values(), ids=VALID_IMAGE_VARIANTS)
-def test_refuses_every_truncation(data: bytes, _mime: str) -> None:
-    assert [cut for cut in range(len(data)) if detect_image_mime_type(data[:cut])] == []
+def _ends_in_eoi_from(data: bytes, cuts: range) -> list[int]:
+    return [cut for cut in cuts if data[:cut].endswith(b"\xff\xd9")]
+
+
+@pytest.mark.parametrize(
+    ("data", "mime_type"), VALID_IMAGE_VARIANTS.values(), ids=VALID_IMAGE_VARIANTS
+)
+def test_truncations_pass_only_where_the_listed_checks_allow(data: bytes, mime_type: str) -> None:
+    detected = [cut for cut in range(len(data)) if detect_image_mime_type(data[:cut])]
+    expected = {
+        "image/png": list(range(16, len(data))),  # signature and IHDR chunk header: 16 bytes
+        "image/gif": list(range(13, len(data))),  # header and screen descriptor: 13 bytes
+        "image/webp": [],  # the RIFF size counts the whole data
+        "image/jpeg": _ends_in_eoi_from(data, range(6, len(data))),  # EOI at the end
+    }[mime_type]
+    assert detected == expected
+    assert all(detect_image_mime_type(data[:cut]) == mime_type for cut in detected)
 
 
 @settings(max_examples=100, deadline=None)
 @given(
     image=st.sampled_from(sorted(VALID_IMAGE_VARIANTS)), extra=st.binary(min_size=1, max_size=40)
 )
-def test_refuses_bytes_after_the_image(image: str, extra: bytes) -> None:
+def test_bytes_after_the_image_pass_only_where_the_listed_checks_allow(
+    image: str, extra: bytes
+) -> None:
     data, mime_type = VALID_IMAGE_VARIANTS[image]
-    if mime_type == "image/jpeg" and (data + extra).endswith(b"\xff\xd9"):
-        return  # "EOI at the end" cannot tell appended bytes that end in EOI
-    assert detect_image_mime_type(data + extra) is None
+    detected = detect_image_mime_type(data + extra)
+    if mime_type in ("image/png", "image/gif"):
+        assert detected == mime_type  # nothing after the header is read
+    elif mime_type == "image/jpeg":
+        # "EOI at the end": appended bytes pass exactly when they end in EOI again.
+        assert detected == (mime_type if (data + extra).endswith(b"\xff\xd9") else None)
+    else:
+        assert detected is None  # the RIFF size no longer matches
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    header=st.sampled_from(
+        [(b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR", "image/png"), (b"GIF89a", "image/gif")]
+    ),
+    rest=st.binary(max_size=40),
+)
+def test_nothing_after_a_png_or_gif_header_is_read(header: tuple[bytes, str], rest: bytes) -> None:
+    # PNG: signature and IHDR chunk header, 16 bytes. GIF: header and screen descriptor, 13.
+    prefix, mime_type = header
+    minimum = 16 if mime_type == "image/png" else 13
+    data = prefix + rest
+    assert detect_image_mime_type(data) == (mime_type if len(data) >= minimum else None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(fourcc=st.sampled_from([b"VP8 ", b"VP8L", b"VP8X"]), rest=st.binary(max_size=40))
+def test_any_riff_webp_with_the_right_size_and_first_chunk_is_detected(
+    fourcc: bytes, rest: bytes
+) -> None:
+    body = b"WEBP" + fourcc + rest
+    size = len(body).to_bytes(4, "little")
+    assert detect_image_mime_type(b"RIFF" + size + body) == "image/webp"
+    wrong = (len(body) + 1).to_bytes(4, "little")
+    assert detect_image_mime_type(b"RIFF" + wrong + body) is None
 
 
 def test_builds_references_for_every_kind_of_image() -> None:
@@ -108,10 +169,10 @@ def test_builds_references_for_every_kind_of_image() -> None:
     [
         (b"", "image bytes are empty"),
         (png(total_size=MAX_IMAGE_BYTES + 1), "image is 3750001 bytes, more than MAX_IMAGE_BYTES (3750000)"),
-        (png()[:-1], "bytes are not a supported, well-formed image (PNG, JPEG, GIF, or WebP)"),
+        (png()[:15], "bytes are not a supported, well-formed image (PNG, JPEG, GIF, or WebP)"),
         (b"BM" + b"\x00" * 60, "bytes are not a supported, well-formed image (PNG, JPEG, GIF, or WebP)"),
     ],
-    ids=["empty", "MAX_IMAGE_BYTES + 1", "truncated png", "bmp"],
+    ids=["empty", "MAX_IMAGE_BYTES + 1", "png cut inside the IHDR chunk header", "bmp"],
 )  # fmt: skip
 def test_build_image_reference_refuses_bad_bytes(data: bytes, message: str) -> None:
     with pytest.raises(ImageValidationError) as caught:
@@ -162,7 +223,7 @@ def _verify_case(mutate: Callable[[bytes], tuple[bytes, AgentImageReference]]) -
 
 def test_verify_image_bytes_names_what_was_wrong() -> None:
     good = build_image_reference(png(), STORE)
-    cut = png()[:-1]
+    cut = png()[:15]  # inside the IHDR chunk header
     cut_sha = hashlib.sha256(cut).hexdigest()
     other_sha = hashlib.sha256(b"other").hexdigest()
     assert _verify_case(lambda d: (d, attrs.evolve(good, sha256=other_sha))) == (
@@ -346,8 +407,10 @@ def test_encode_file_uri_path_is_quote_with_only_slash_safe(path: str) -> None:
         ("/data/media/", "file:///data/media"),
         ("/data//media/./x/..", "file:///data/media"),
         ("/..", "file:///"),
-        ("//srv", "file:////srv"),
+        ("//srv", "file:///srv"),  # every leading slash collapses to one, two included
         ("///srv", "file:///srv"),
+        ("//", "file:///"),
+        ("////srv//a/", "file:///srv/a"),
         ("/home/me/My Images", "file:///home/me/My%20Images"),
         ("/m\u00e9dia/~x/50%", "file:///m%C3%A9dia/~x/50%25"),
     ],
@@ -382,8 +445,74 @@ def test_local_directory_root_refuses_relative_roots(root: str, message: str) ->
 @given(st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=30))
 def test_local_directory_uri_is_the_absolute_path_as_text(tail: str) -> None:
     root = "/" + tail
-    expected = os.path.abspath(root)
+    # os.path.abspath keeps exactly two leading slashes; the store collapses them to one.
+    expected = "/" + os.path.abspath(root).lstrip("/")
     assert local_directory_root(root) == expected
     uri = local_directory_store_uri(root)
     assert uri.startswith("file://")
     assert urllib.parse.unquote_to_bytes(uri.removeprefix("file://")) == expected.encode()
+
+
+# collect_turn_images
+
+
+@dataclass(frozen=True)
+class FakeTurn:
+    """A turn as ``collect_turn_images`` reads it; a frozen dataclass like the port's context."""
+
+    messages: tuple[AgentMessage, ...] = ()
+    tool_calls: Mapping[str, AgentToolCall] = field(default_factory=dict)
+
+
+def _image(number: int) -> AgentImageReference:
+    sha256 = f"{number:064x}"
+    return reference(uri=f"{STORE}/sha256/{sha256}", sha256=sha256)
+
+
+def _message(sequence: int, *images: AgentImageReference) -> AgentMessage:
+    role = MessageRole.USER if sequence % 2 else MessageRole.TOOL
+    return AgentMessage(
+        sequence=sequence, turn_id="turn-1", role=role, framework_item="{}", images=images
+    )
+
+
+def _call(call_id: str, order: int, *images: AgentImageReference) -> AgentToolCall:
+    return AgentToolCall(
+        tool_call_id=call_id,
+        tool_name="screenshot",
+        arguments="{}",
+        turn_id="turn-1",
+        effect=ToolEffect.READ,
+        requires_approval=False,
+        status=ToolCallStatus.SUCCEEDED,
+        deferral_order=order,
+        images=images,
+    )
+
+
+@pytest.mark.parametrize(
+    ("turn", "numbers"),
+    [
+        (FakeTurn(), []),
+        (FakeTurn(messages=(_message(1), _message(2))), []),
+        (FakeTurn(messages=(_message(1, _image(1), _image(2)), _message(2, _image(3)))), [1, 2, 3]),
+        # Deduplicated by sha256 at its first reference, even within one message.
+        (FakeTurn(messages=(_message(1, _image(2), _image(1), _image(2)), _message(3, _image(1)))), [2, 1]),
+        # The same image from another store is the same image.
+        (FakeTurn(messages=(_message(1, _image(1), attrs.evolve(_image(1), uri=f"file:///m/sha256/{1:064x}")),)), [1]),
+        # Messages first, then the records in the model's order, not the mapping's.
+        (
+            FakeTurn(
+                messages=(_message(1, _image(5)), _message(2, _image(4))),
+                tool_calls={"c2": _call("c2", 1, _image(3), _image(4)), "c1": _call("c1", 0, _image(2))},
+            ),
+            [5, 4, 2, 3],
+        ),
+        (FakeTurn(tool_calls={"c1": _call("c1", 0, _image(7), _image(7))}), [7]),
+    ],
+    ids=["empty", "no images", "in order", "deduplicated", "another store", "records", "one record"],
+)  # fmt: skip
+def test_collect_turn_images(turn: FakeTurn, numbers: list[int]) -> None:
+    collected = collect_turn_images(turn)
+    assert isinstance(collected, tuple)
+    assert [int(image.sha256, 16) for image in collected] == numbers

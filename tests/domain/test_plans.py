@@ -213,7 +213,8 @@ WAITING = AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE)
         ({"state": AgentState(status=AgentStatus.RUNNING_TOOLS, active_turn_id="turn-2")}, False),
         ({"state": AgentState(status=AgentStatus.COMPACTING_CONTEXT)}, False),
         ({"pending_execution": PlanExecutionRequest(revision=3)}, False),
-        ({"pending_execution": PlanExecutionRequest(revision=2)}, False),
+        # "no execution of it is pending": another revision's pending approval is stale.
+        ({"pending_execution": PlanExecutionRequest(revision=2)}, True),
         ({"queued_message_count": 1}, False),
         ({"steered_message_count": 1}, False),
         ({"pending_interrupt_count": 1}, False),

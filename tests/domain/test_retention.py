@@ -90,13 +90,44 @@ def test_no_index_means_nothing_to_delete() -> None:
     assert (plan.deleted_chunks, plan.index, plan.index_changed) == ((), None, False)
 
 
-def test_retention_stops_at_the_first_chunk_it_keeps() -> None:
-    # The second chunk is not covered, so the third is kept too although it would qualify alone.
-    index = _index((1, 10), (11, 20))
+@pytest.mark.parametrize(
+    ("summary_last", "last_sequence", "limit", "deleted"),
+    [
+        (30, 45, 26, 1),  # 35 stored after (1,10), 25 after (11,20), 15 after (21,30)
+        (30, 45, 25, 2),
+        (30, 45, 36, 0),  # the first chunk stays, so nothing after it goes
+        (15, 100, 1, 1),  # (11,20) ends after the summary; (21,30) is newer still
+    ],
+)
+def test_retention_stops_at_the_first_chunk_it_keeps(
+    summary_last: int, last_sequence: int, limit: int, deleted: int
+) -> None:
+    index = _index((1, 10), (11, 20), (21, 30))
     plan = plan_retention(
-        index, summary_last_sequence=15, last_sequence=100, retained_message_limit=1
+        index,
+        summary_last_sequence=summary_last,
+        last_sequence=last_sequence,
+        retained_message_limit=limit,
     )
-    assert [chunk.first_sequence for chunk in plan.deleted_chunks] == [1]
+    assert plan.deleted_chunks == index.chunks[:deleted]
+    assert plan.index is not None
+    assert plan.index.chunks == index.chunks[deleted:]
+    assert plan.index.first_sequence == index.chunks[deleted].first_sequence
+
+
+def test_retention_never_deletes_past_a_kept_chunk_whatever_follows_it() -> None:
+    # Both conditions only get harder for newer chunks of a well-formed index, so a newer
+    # chunk can qualify only in an index whose chunks are out of order. Even there, the
+    # chunk after the first kept one stays: retention deletes a prefix, never a later chunk.
+    chunks = (_chunk(1, 10), _chunk(21, 30), _chunk(11, 20))
+    index = AgentMessageIndex(chunks=chunks, window_first_sequence=31, first_sequence=1)
+    plan = plan_retention(
+        index, summary_last_sequence=30, last_sequence=45, retained_message_limit=25
+    )
+    # (11,20) alone has 25 messages after it and is covered, yet (21,30) before it is kept.
+    assert plan.deleted_chunks == chunks[:1]
+    assert plan.index is not None
+    assert plan.index.chunks == chunks[1:]
 
 
 @pytest.mark.parametrize(

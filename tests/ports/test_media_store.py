@@ -1,0 +1,142 @@
+"""load_images: a runner reads each image of its input once from the media store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from dex_agents.domain.errors import MediaStoreError
+from dex_agents.domain.events import EventPayload
+from dex_agents.domain.images import (
+    AgentImageReference,
+    ImageTurn,
+    build_image_reference,
+    collect_turn_images,
+    require_store_image_reference,
+    verify_image_bytes,
+)
+from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
+from dex_agents.domain.tool_effects import ToolEffect
+from dex_agents.ports.media_store import MediaStore, load_images
+from dex_agents.ports.runner import AgentTurnContext
+from tests.domain.images_support import png
+
+STORE_URI = "memory://media"
+RED = png()
+BLUE = png(total_size=len(png()) + 20)  # another valid PNG: a private chunk pads it
+
+
+class CountingMediaStore:
+    """An in-memory store that verifies reads as the port requires and counts them."""
+
+    store_uri = STORE_URI
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.reads: list[str] = []
+
+    async def put_image(self, data: bytes) -> AgentImageReference:
+        reference = build_image_reference(data, self.store_uri)
+        self.objects.setdefault(reference.sha256, bytes(data))
+        return reference
+
+    async def get_image(self, reference: AgentImageReference) -> bytes:
+        require_store_image_reference(reference, self.store_uri)
+        self.reads.append(reference.sha256)
+        try:
+            data = self.objects[reference.sha256]
+        except KeyError:
+            raise MediaStoreError(f"image {reference.sha256} is not stored") from None
+        verify_image_bytes(data, reference)
+        return data
+
+
+class QuietEvents:
+    def write_text_delta(self, text: str) -> None:
+        pass
+
+    def write_reasoning_delta(self, text: str) -> None:
+        pass
+
+    def write_tool_call_started(self, tool_call_id: str, tool_name: str) -> None:
+        pass
+
+    def write_tool_call_finished(
+        self, tool_call_id: str, tool_name: str, status: ToolCallStatus
+    ) -> None:
+        pass
+
+    def write_event(self, event_type: str, payload: Mapping[str, Any] | EventPayload) -> None:
+        pass
+
+
+async def _heartbeat() -> None:
+    pass
+
+
+async def test_each_image_is_read_once_and_keyed_by_sha256() -> None:
+    store = CountingMediaStore()
+    port: MediaStore = store
+    red, blue = await port.put_image(RED), await port.put_image(BLUE)
+    assert red.sha256 != blue.sha256
+    loaded = await load_images(port, [red, blue, red, blue, red])
+    assert loaded == {red.sha256: RED, blue.sha256: BLUE}
+    assert list(loaded) == [red.sha256, blue.sha256]
+    assert store.reads == [red.sha256, blue.sha256]
+
+
+async def test_no_references_read_nothing() -> None:
+    store = CountingMediaStore()
+    assert await load_images(store, []) == {}
+    assert await load_images(store, iter(())) == {}
+    assert store.reads == []
+
+
+async def test_a_failing_read_raises_its_error_and_stops() -> None:
+    store = CountingMediaStore()
+    red = await store.put_image(RED)
+    missing = build_image_reference(BLUE, STORE_URI)  # never stored
+    with pytest.raises(MediaStoreError, match=f"^image {missing.sha256} is not stored$"):
+        await load_images(store, [missing, red])
+    assert store.reads == [missing.sha256]
+
+
+async def test_a_runner_loads_the_images_of_its_turn() -> None:
+    store = CountingMediaStore()
+    red, blue = await store.put_image(RED), await store.put_image(BLUE)
+    user = AgentMessage(
+        sequence=1,
+        turn_id="turn-1",
+        role=MessageRole.USER,
+        framework_item="{}",
+        text="What does this chart show?",
+        images=(red,),
+    )
+    screenshot = AgentToolCall(
+        tool_call_id="call-1",
+        tool_name="screenshot",
+        arguments="{}",
+        turn_id="turn-1",
+        effect=ToolEffect.READ,
+        requires_approval=False,
+        status=ToolCallStatus.SUCCEEDED,
+        deferral_order=0,
+        images=(blue, red),
+    )
+    turn = AgentTurnContext(
+        flow_id="session-42",
+        turn_id="turn-1",
+        attempt=1,
+        messages=(user,),
+        events=QuietEvents(),
+        heartbeat=_heartbeat,
+        tool_calls={"call-1": screenshot},
+    )
+    image_turn: ImageTurn = turn  # the port's context is what collect_turn_images reads
+    references = collect_turn_images(image_turn)
+    assert references == (red, blue)
+    assert await load_images(store, references) == {red.sha256: RED, blue.sha256: BLUE}
+    assert store.reads == [red.sha256, blue.sha256]
