@@ -1,0 +1,230 @@
+"""Session crash tests: a real Worker child is SIGKILLed at an exact point inside a call.
+
+Each test runs the crash agent (``tests.app.crash_agent``) in Worker children of
+an ``AgentTestStack``. Tools and the model stop at ``FileGate``s, so the test
+kills the Worker mid-call, starts a replacement, and reads from the
+``InvocationLog`` what really ran, in which process, and how often.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from dex_agents.app.session_client import AgentSessionClient
+from dex_agents.domain.events import AgentEvent, ToolCallDeferredPayload, ToolCallFinishedPayload
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentStatus
+from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
+from dex_agents.ports.engine import EXECUTE_FAILED_EVENT
+from dex_agents.ports.errors import StreamReadTimeoutError
+from dex_agents.testing import (
+    EXECUTE_COMPLETED_EVENT,
+    AgentTestStack,
+    Invocation,
+    InvocationLog,
+    wait_for_agent_snapshot,
+)
+from tests.app.crash_agent import (
+    STATE_DIR_ENV,
+    build_crash_flow,
+    invocation_log,
+    model_gate,
+    tool_gate,
+)
+
+T = TypeVar("T")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Crash:
+    """A test stack running the crash agent, with its state directory and invocation log."""
+
+    stack: AgentTestStack
+    sessions: AgentSessionClient
+    state_dir: Path
+    log: InvocationLog
+
+    async def diagnosed(self, waiting: Awaitable[T]) -> T:
+        """Await ``waiting``; on a timeout, fail with the Worker children's output."""
+        try:
+            return await waiting
+        except TimeoutError as error:
+            pytest.fail(f"{error}\n{self.stack.worker_logs()}")
+
+    async def idle(self) -> AgentSnapshot:
+        """Wait until the first turn has ended and the session waits for a message."""
+
+        def ended(snapshot: AgentSnapshot) -> AgentSnapshot | None:
+            state = snapshot.state
+            waiting = state is not None and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
+            return snapshot if waiting and state is not None and state.turn_count == 1 else None
+
+        return await self.diagnosed(
+            wait_for_agent_snapshot(self.sessions, "s1", ended, description="the turn to end")
+        )
+
+    async def events(self) -> list[AgentEvent]:
+        """Every event of the session's Stream."""
+        events: list[AgentEvent] = []
+        token = ""
+        while True:
+            try:
+                message = await self.stack.client.read_stream(
+                    self.sessions.flow, "s1", token, poll_timeout=timedelta(milliseconds=30)
+                )
+            except StreamReadTimeoutError:
+                return events
+            events.append(message.value)
+            token = message.resume_token
+
+    async def history(self, *step_types: str) -> list[tuple[str, int, str]]:
+        """``(step_type, final_attempt, event_type)`` of the finished Steps of ``step_types``."""
+        entries = await self.stack.read_step_history("s1")
+        return [
+            (entry.step_type, entry.final_attempt, entry.event_type)
+            for entry in entries
+            if entry.step_type in step_types
+        ]
+
+
+@pytest.fixture
+async def crash(tmp_path: Path) -> AsyncIterator[Crash]:
+    flow = build_crash_flow()
+    async with AgentTestStack(
+        tmp_path,
+        [flow],
+        "tests.app.crash_worker",
+        worker_cwd=REPO_ROOT,
+        worker_env={STATE_DIR_ENV: str(tmp_path)},
+    ) as stack:
+        yield Crash(stack, stack.sessions(flow), tmp_path, invocation_log(tmp_path))
+
+
+@pytest.mark.parametrize(("tool", "effect"), [("lookup", "read"), ("upsert", "idempotent_write")])
+async def test_a_retryable_tool_killed_mid_call_runs_again_on_a_new_worker_with_the_same_key(
+    crash: Crash, tool: str, effect: str
+) -> None:
+    first = await crash.stack.start_worker()
+    await crash.sessions.start_session("s1", f"call {tool} {{}}")
+    attempt_1 = tool_gate(crash.state_dir, tool, "call-1", 1)
+    assert await crash.diagnosed(attempt_1.wait_until_reached()) == first.pid
+    first.kill()
+    second = await crash.stack.start_worker()
+    # The started attempt failed with its Worker; attempt 2 runs on the new one.
+    attempt_2 = tool_gate(crash.state_dir, tool, "call-1", 2)
+    assert await crash.diagnosed(attempt_2.wait_until_reached()) == second.pid
+    attempt_2.release()
+    snapshot = await crash.idle()
+
+    assert snapshot.messages[-1].text == f"{tool}={tool} done"
+    assert crash.log.entries() == [
+        Invocation(first.pid, "model turn-1 first"),
+        Invocation(first.pid, f"{tool} s1/turn-1/call-1 attempt=1"),
+        Invocation(second.pid, f"{tool} s1/turn-1/call-1 attempt=2"),
+        Invocation(second.pid, "model turn-1 resume"),
+    ]
+    assert await crash.history("CallTool", "RecordToolFailure") == [
+        ("CallTool", 2, EXECUTE_COMPLETED_EVENT)
+    ]
+    deferred = [e.payload for e in await crash.events() if e.type == "tool_call_deferred"]
+    assert [p.effect for p in deferred if isinstance(p, ToolCallDeferredPayload)] == [effect]
+
+
+async def test_a_non_idempotent_write_killed_mid_call_is_outcome_unknown_and_never_runs_twice(
+    crash: Crash,
+) -> None:
+    first = await crash.stack.start_worker()
+    await crash.sessions.start_session("s1", "call pay {}")
+    gate = tool_gate(crash.state_dir, "pay", "call-1", 1)
+    assert await crash.diagnosed(gate.wait_until_reached()) == first.pid
+    first.kill()
+    gate.release()  # a second run of attempt 1 would pass straight through and be logged
+    second = await crash.stack.start_worker()
+    snapshot = await crash.idle()
+
+    assert snapshot.messages[-1].text == f"pay={OUTCOME_UNKNOWN_TOOL_RESULT}"
+    assert crash.log.entries() == [
+        Invocation(first.pid, "model turn-1 first"),
+        Invocation(first.pid, "pay s1/turn-1/call-1 attempt=1"),
+        Invocation(second.pid, "model turn-1 resume"),
+    ]
+    assert await crash.history("CallSingleAttemptTool", "RecordToolOutcomeUnknown") == [
+        ("CallSingleAttemptTool", 1, EXECUTE_FAILED_EVENT),
+        ("RecordToolOutcomeUnknown", 1, EXECUTE_COMPLETED_EVENT),
+    ]
+    finished = [e.payload for e in await crash.events() if e.type == "tool_call_finished"]
+    assert [p.status for p in finished if isinstance(p, ToolCallFinishedPayload)] == [
+        "outcome_unknown"
+    ]
+
+
+async def test_two_read_steps_run_in_parallel_and_both_run_again_after_a_kill(
+    crash: Crash,
+) -> None:
+    first = await crash.stack.start_worker()
+    await crash.sessions.start_session("s1", 'call lookup {"n": 1} and lookup {"n": 2}')
+    # Neither gate is released, so both Steps are running at once on the one Worker.
+    for call in ("call-1", "call-2"):
+        gate = tool_gate(crash.state_dir, "lookup", call, 1)
+        assert await crash.diagnosed(gate.wait_until_reached()) == first.pid
+    first.kill()
+    second = await crash.stack.start_worker()
+    for call in ("call-1", "call-2"):
+        gate = tool_gate(crash.state_dir, "lookup", call, 2)
+        assert await crash.diagnosed(gate.wait_until_reached()) == second.pid
+    for call in ("call-1", "call-2"):
+        tool_gate(crash.state_dir, "lookup", call, 2).release()
+    snapshot = await crash.idle()
+
+    assert snapshot.messages[-1].text == "lookup=lookup done; lookup=lookup done"
+    entries = crash.log.entries()
+    assert len(entries) == 6
+    assert entries[0] == Invocation(first.pid, "model turn-1 first")
+    assert sorted(entries[1:3], key=lambda e: e.name) == [
+        Invocation(first.pid, "lookup s1/turn-1/call-1 attempt=1"),
+        Invocation(first.pid, "lookup s1/turn-1/call-2 attempt=1"),
+    ]
+    assert sorted(entries[3:5], key=lambda e: e.name) == [
+        Invocation(second.pid, "lookup s1/turn-1/call-1 attempt=2"),
+        Invocation(second.pid, "lookup s1/turn-1/call-2 attempt=2"),
+    ]
+    assert entries[5] == Invocation(second.pid, "model turn-1 resume")
+    assert await crash.history("CallTool") == [("CallTool", 2, EXECUTE_COMPLETED_EVENT)] * 2
+
+
+async def test_a_kill_during_a_model_call_reruns_only_that_model_call(crash: Crash) -> None:
+    first = await crash.stack.start_worker()
+    tool_gate(crash.state_dir, "lookup", "call-1", 1).release()  # the tool runs straight through
+    await crash.sessions.start_session(
+        "s1", "call lookup {}", session_settings={"gate_model": True}
+    )
+    gate = model_gate(crash.state_dir, "turn-1")
+    assert await crash.diagnosed(gate.wait_until_reached()) == first.pid
+    first.kill()
+    gate.release()
+    second = await crash.stack.start_worker()
+    snapshot = await crash.idle()
+
+    assert snapshot.messages[-1].text == "lookup=lookup done"
+    assert crash.log.entries() == [
+        Invocation(first.pid, "model turn-1 first"),
+        Invocation(first.pid, "lookup s1/turn-1/call-1 attempt=1"),
+        Invocation(first.pid, "model turn-1 resume"),
+        Invocation(second.pid, "model turn-1 resume"),
+    ]
+    # The killed call never committed, so only two model calls count.
+    assert snapshot.usage.model_calls == 2
+    history = await crash.history("RunModel", "CallTool", "RecordTurnFailure")
+    assert [(step, event) for step, _, event in history] == [
+        ("RunModel", EXECUTE_COMPLETED_EVENT),
+        ("CallTool", EXECUTE_COMPLETED_EVENT),
+        ("RunModel", EXECUTE_COMPLETED_EVENT),
+    ]
