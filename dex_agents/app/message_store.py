@@ -72,11 +72,13 @@ def store_messages(
     turn_id: str,
     options: MessageStorageOptions,
     now: datetime,
+    compaction_enabled: bool,
 ) -> tuple[AgentState, tuple[AgentMessage, ...]]:
     """Number and stage ``messages`` after the newest stored one; return the new state and messages.
 
     Moves the window's oldest messages into chunks as the domain plans, and runs
-    retention when the session has a summary, all in the caller's commit.
+    retention when ``compaction_enabled`` and the session has a summary, all in
+    the caller's commit.
     """
     if not messages:
         return agent_state, ()
@@ -94,9 +96,10 @@ def store_messages(
         options=options,
     )
     last_sequence = new[-1].sequence
-    summary = state.get(CONTEXT_SUMMARY)
+    summary = state.get(CONTEXT_SUMMARY) if compaction_enabled else None
     retention = plan_retention(
         plan.index,
+        # Without compaction the model input is every message, so retention never runs.
         summary_last_sequence=None if summary is None else summary.last_sequence,
         last_sequence=last_sequence,
         retained_message_limit=options.retained_message_limit,

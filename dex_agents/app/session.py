@@ -119,6 +119,7 @@ def start_turn(
         turn_id=turn,
         options=runtime.options.message_storage(),
         now=context.now,
+        compaction_enabled=runtime.options.compaction is not None,
     )
     state.set(
         TURN_REPLY_SEQUENCE, TurnReplySequence(turn_id=turn, sequence=agent_state.last_sequence + 1)

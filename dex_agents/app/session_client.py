@@ -14,8 +14,12 @@ from dex_agents.domain.requests import (
     AgentMessagesPage,
     AgentSnapshot,
     AnswerQuestionRequest,
+    CancelTurnRequest,
+    DeleteQueuedMessageRequest,
+    ExecutePlanRequest,
     ListAgentMessagesRequest,
     ResolveInterruptRequest,
+    SteerUserMessageRequest,
     UpdateSessionSettingsRequest,
 )
 from dex_agents.domain.session_settings import validate_session_settings
@@ -102,6 +106,54 @@ class AgentSessionClient:
         message = AgentUserMessage(text=text, plan_mode=plan_mode, images=tuple(images))
         result: bool = await self._invoke(session_id, "send_user_message", message)
         return result
+
+    async def steer_user_message(
+        self,
+        session_id: str,
+        *,
+        message_id: str | None = None,
+        text: str | None = None,
+        plan_mode: bool = False,
+        images: Sequence[AgentImageReference] = (),
+    ) -> bool:
+        """Steer the running turn with a queued message (``message_id``) or new ``text``.
+
+        While no turn is active, ``text`` is queued. ``False`` for both or neither,
+        blank text, a message no longer queued, or a turn that does not accept steering.
+        """
+        if images:
+            validate_image_references(images)
+        request = SteerUserMessageRequest(
+            message_id=message_id, text=text, plan_mode=plan_mode, images=tuple(images)
+        )
+        result: bool = await self._invoke(session_id, "steer_user_message", request)
+        return result
+
+    async def delete_queued_message(self, session_id: str, message_id: str) -> bool:
+        """Delete a queued message; ``False`` when it is no longer queued."""
+        request = DeleteQueuedMessageRequest(message_id=message_id)
+        result: bool = await self._invoke(session_id, "delete_queued_message", request)
+        return result
+
+    async def cancel_turn(self, session_id: str, turn_id: str) -> bool:
+        """Stop turn ``turn_id`` now, with no new turn; ``False`` when it is not the active turn."""
+        request = CancelTurnRequest(turn_id=turn_id)
+
+        async def call() -> bool:
+            result: bool = await self._invoke(session_id, "cancel_turn", request)
+            return result
+
+        return await self._with_lock_retries(call)
+
+    async def execute_plan(self, session_id: str, revision: int) -> bool:
+        """Approve plan ``revision`` for execution; an ``executing`` turn then starts."""
+        request = ExecutePlanRequest(revision=revision)
+
+        async def call() -> bool:
+            result: bool = await self._invoke(session_id, "execute_plan", request)
+            return result
+
+        return await self._with_lock_retries(call)
 
     async def resolve_interrupt(
         self,

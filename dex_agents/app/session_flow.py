@@ -8,7 +8,17 @@ from typing import Any
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.app.rpcs import core_rpcs
 from dex_agents.app.session import SessionRuntime
-from dex_agents.app.steps import builtin_steps, run_model, start, tool_steps, tool_tasks, turn_end
+from dex_agents.app.steps import (
+    builtin_steps,
+    compaction_steps,
+    run_model,
+    start,
+    tool_steps,
+    tool_tasks,
+    turn_control,
+    turn_end,
+)
+from dex_agents.app.turn_control_rpcs import turn_control_rpcs
 from dex_agents.domain.events import AgentEvent
 from dex_agents.ports.engine import Rpc, Step
 from dex_agents.ports.persistence import StreamDef
@@ -56,6 +66,7 @@ class AgentSessionFlow:
             self._start,
             start.AwaitUserMessage(runtime),
             run_model.RunModel(runtime),
+            compaction_steps.CompactContext(runtime),
             tool_steps.AwaitToolApproval(runtime),
             tool_steps.CallTool(runtime),
             tool_steps.CallSingleAttemptTool(runtime),
@@ -63,10 +74,13 @@ class AgentSessionFlow:
             tool_steps.RecordToolOutcomeUnknown(runtime),
             turn_end.ResumeTurn(runtime),
             turn_end.RecordTurnFailure(runtime),
+            turn_control.ApplyTurnControl(runtime),
+            turn_control.FinishTurnCancellation(runtime),
+            turn_control.CancelToolTask(runtime),
             *builtin_steps.steps(runtime),
             *tool_tasks.steps(runtime),
         ]
-        self._rpcs = {rpc.name: rpc for rpc in core_rpcs(runtime)}
+        self._rpcs = {rpc.name: rpc for rpc in (*core_rpcs(runtime), *turn_control_rpcs(runtime))}
 
     @property
     def flow_type(self) -> str:

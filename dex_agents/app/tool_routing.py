@@ -52,7 +52,14 @@ from dex_agents.domain.tool_effects import (
     max_tool_attempts,
     tool_effect_rules,
 )
-from dex_agents.ports.engine import MapLoad, RetryPolicy, StepContext, StepMovement, StepOptions
+from dex_agents.ports.engine import (
+    AttributeLock,
+    MapLoad,
+    RetryPolicy,
+    StepContext,
+    StepMovement,
+    StepOptions,
+)
 from dex_agents.ports.runner import ToolCallStepOptionsProvider
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
@@ -118,7 +125,10 @@ def approval_movement(record: AgentToolCall) -> StepMovement:
     """The movement to ``AwaitToolApproval`` for a call, loading only its own record."""
     approval = tool_steps.AwaitToolApproval
     loads = (own_record_load(record.tool_call_id),)
-    return StepMovement(approval, record.tool_call_id, StepOptions(loads=loads, wait_loads=loads))
+    # The Step rewrites PendingInterrupts when a deadline passes; holding the lock
+    # keeps resolve_interrupt from committing a change between its read and write.
+    options = StepOptions(loads=loads, wait_loads=loads, locks=(AttributeLock(PENDING_INTERRUPTS),))
+    return StepMovement(approval, record.tool_call_id, options)
 
 
 def finish_record(context: StepContext, runtime: SessionRuntime, record: AgentToolCall) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from dex_agents.app import spend
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages, store_messages
 from dex_agents.app.session import (
     SessionRuntime,
@@ -14,7 +15,7 @@ from dex_agents.app.session import (
     turn_records,
 )
 from dex_agents.app.session_events import SessionEventWriter
-from dex_agents.app.steps import start, turn_end
+from dex_agents.app.steps import compaction_steps, start, turn_control, turn_end
 from dex_agents.app.tool_routing import route_tool_calls
 from dex_agents.domain.images import validate_image_references
 from dex_agents.domain.runner_outcomes import (
@@ -113,8 +114,20 @@ class RunModel(Step[None]):
         agent_state = require_state(context.state)
         if agent_state.active_turn_id is None:
             return go_to(start.AwaitUserMessage)
+        decision = turn_control.steered_or_cancelled(context, self.runtime, agent_state)
+        if decision is not None:
+            return decision
         writer = SessionEventWriter(context, runtime.stream, agent_state.active_turn_id)
         turn = build_turn_context(context, runtime, agent_state, writer)
+        # Compaction replaces this model call; the spend limit is asked only before a real one.
+        decision = compaction_steps.maybe_compact(context, runtime, agent_state, turn)
+        if decision is None:
+            decision = await spend.check_model_call(
+                context, runtime, turn.turn_id, turn.session_settings
+            )
+        if decision is not None:
+            writer.close()
+            return decision
         try:
             async with background_heartbeat(context):
                 raw = await runtime.runner.run_model_step(turn)
@@ -124,6 +137,9 @@ class RunModel(Step[None]):
         for message in outcome.new_messages:
             validate_image_references(message.images)  # invalid ones fail the model call
         record_usage(context, runtime, agent_state.active_turn_id, outcome.usage)
+        await spend.record_model_usage(
+            context, runtime, turn.turn_id, turn.session_settings, outcome.usage
+        )
         return self._commit(context, agent_state, outcome, len(turn.tool_calls))
 
     def _commit(
@@ -143,6 +159,7 @@ class RunModel(Step[None]):
             turn_id=turn,
             options=runtime.options.message_storage(),
             now=context.now,
+            compaction_enabled=runtime.options.compaction is not None,
         )
         if isinstance(outcome, TurnCompleted):
             end_turn(context, runtime, agent_state, error=outcome.turn_error)

@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dex_agents.app.message_store import WINDOW_LOAD
 from dex_agents.app.session import SessionRuntime, build_user_message, require_state, start_turn
-from dex_agents.app.steps import run_model
+from dex_agents.app.session_events import commit_event
+from dex_agents.app.steps import run_model, turn_control
+from dex_agents.domain.events import (
+    AgentEventType,
+    PlanExecutionStartedPayload,
+    PlanUpdatedPayload,
+)
 from dex_agents.domain.messages import AgentUserMessage
-from dex_agents.domain.plans import new_turn_interaction_mode
+from dex_agents.domain.plans import (
+    PlanExecutionRequest,
+    awaited_plan_execution_key,
+    executing_turn_user_message,
+    is_current_plan_approval,
+    mark_plan_approved,
+    new_turn_interaction_mode,
+)
 from dex_agents.domain.session_settings import start_session_settings_failure
-from dex_agents.domain.state import AgentSessionStartInput, AgentState, AgentStatus
+from dex_agents.domain.state import (
+    AgentSessionStartInput,
+    AgentState,
+    AgentStatus,
+    InteractionMode,
+    TurnControlRequest,
+)
+from dex_agents.domain.turns import turn_id as make_turn_id
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.engine import (
     AttributeLock,
-    ChannelCondition,
     Step,
     StepContext,
     StepDecision,
@@ -23,6 +40,8 @@ from dex_agents.ports.engine import (
     Wait,
     WaitContext,
     fail,
+    for_one,
+    for_one_in,
     go_to,
 )
 from dex_agents.ports.session_schema import (
@@ -30,9 +49,12 @@ from dex_agents.ports.session_schema import (
     AGENT_STATE,
     AGENT_USAGE,
     PENDING_INTERRUPTS,
+    PENDING_PLAN_EXECUTION,
+    PLAN_EXECUTIONS,
     QUEUED_USER_MESSAGES,
     SESSION_SETTINGS,
     TURN_CANCELLATION_REQUEST,
+    TURN_CONTROL_REQUESTS,
 )
 
 
@@ -71,7 +93,12 @@ class StartAgentSession(Step[AgentSessionStartInput]):
 
 
 class AwaitUserMessage(Step[None]):
-    """Waits for the next user message and starts a turn with it."""
+    """Waits for a steer wake, the next user message, or the approval of the current plan.
+
+    A steer wake moves to ``ApplyTurnControl``; a message starts a ``chat`` or
+    ``planning`` turn; an approval marks the plan ``active`` and starts an
+    ``executing`` turn. A stale approval waits again.
+    """
 
     def __init__(self, runtime: SessionRuntime) -> None:
         self.runtime = runtime
@@ -79,21 +106,68 @@ class AwaitUserMessage(Step[None]):
     def options(self) -> StepOptions:
         return StepOptions(
             loads=(WINDOW_LOAD,),
-            locks=(AttributeLock(TURN_CANCELLATION_REQUEST),),
+            # No turn starts while cancel_turn or execute_plan decides.
+            locks=(
+                AttributeLock(TURN_CANCELLATION_REQUEST),
+                AttributeLock(PENDING_PLAN_EXECUTION),
+            ),
             durability=StepDurability.SYNC,
         )
 
     async def wait_for(self, context: WaitContext, input: None) -> Wait:
-        return Wait.any_of(ChannelCondition(QUEUED_USER_MESSAGES))
+        conditions = [for_one(TURN_CONTROL_REQUESTS), for_one(QUEUED_USER_MESSAGES)]
+        key = awaited_plan_execution_key(context.state.get(AGENT_PLAN))
+        if key is not None:
+            conditions.append(for_one_in(PLAN_EXECUTIONS, key))
+        return Wait.any_of(*conditions)
 
     async def execute(self, context: StepContext, input: None) -> StepDecision:
-        result = context.wait_result
-        messages: list[Any] = list(result.messages)
+        (message,) = context.wait_result.messages
+        if isinstance(message, TurnControlRequest):
+            return go_to(turn_control.ApplyTurnControl)
+        if isinstance(message, PlanExecutionRequest):
+            return self._execute_plan(context, message)
+        assert isinstance(message, AgentUserMessage)
         state = context.state
         agent_state = require_state(state)
-        (message,) = messages
-        assert isinstance(message, AgentUserMessage)
         mode = new_turn_interaction_mode([message], state.get(AGENT_PLAN))
         framework_message = build_user_message(self.runtime, message.text, message.images)
         start_turn(context, self.runtime, agent_state, [framework_message], mode)
+        return go_to(run_model.RunModel)
+
+    def _execute_plan(self, context: StepContext, request: PlanExecutionRequest) -> StepDecision:
+        runtime, state = self.runtime, context.state
+        plan = state.get(AGENT_PLAN)
+        if plan is None or not is_current_plan_approval(plan, request):
+            pending = state.get(PENDING_PLAN_EXECUTION)
+            if pending is not None and pending.revision == request.revision:
+                state.delete(PENDING_PLAN_EXECUTION)
+            return go_to(AwaitUserMessage)
+        state.delete(PENDING_PLAN_EXECUTION)
+        agent_state = require_state(state)
+        turn = make_turn_id(agent_state.turn_count + 1)
+        approved = mark_plan_approved(plan)
+        state.set(AGENT_PLAN, approved)
+        if approved.status is not plan.status:
+            commit_event(
+                context,
+                runtime.stream,
+                turn,
+                AgentEventType.PLAN_UPDATED,
+                PlanUpdatedPayload(
+                    revision=approved.revision,
+                    status=approved.status,
+                    task_count=len(approved.todos),
+                ),
+            )
+        commit_event(
+            context,
+            runtime.stream,
+            turn,
+            AgentEventType.PLAN_EXECUTION_STARTED,
+            PlanExecutionStartedPayload(revision=approved.revision),
+        )
+        text = executing_turn_user_message(approved.revision)
+        framework_message = build_user_message(runtime, text, ())
+        start_turn(context, runtime, agent_state, [framework_message], InteractionMode.EXECUTING)
         return go_to(run_model.RunModel)

@@ -89,6 +89,11 @@ class _ToolStep(Step[str]):
         record = _own_record(context, input)
         if record is None or record.is_final:
             return dead_end()
+        from dex_agents.app.steps import turn_control
+
+        cancelled = turn_control.cancel_before_start(context, self.runtime, record)
+        if cancelled is not None:
+            return cancelled
         runtime = self.runtime
         writer = SessionEventWriter(context, runtime.stream, record.turn_id)
         writer.write_tool_call_started(record.tool_call_id, record.tool_name)

@@ -1,17 +1,67 @@
-"""Tool questions and tool tasks: ``AwaitQuestionAnswer`` for a tool's question, ``PollToolTask``."""
+"""Tool questions and tool tasks: where a call goes when its tool asks or starts remote work.
+
+A tool Step whose tool returned ``ToolInputRequested`` stores the question on its
+record and moves to ``AwaitQuestionAnswer``; one whose tool returned
+``ToolTaskStarted`` records ``waiting_for_task``, writes ``tool_task_started`` and
+moves to ``PollToolTask``. ``PollToolTask`` owns the record until it is final:
+it waits on a Timer for ``task_poll_interval_seconds`` (a zero Timer while
+``task_answer_pending``), calls ``poll_tool_task`` once, and records the result,
+polls again, or asks the task's question. It takes no lock.
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from dex_agents.app.session import SessionRuntime
-from dex_agents.domain.runner_outcomes import ToolInputRequested, ToolTaskStarted
-from dex_agents.domain.tool_calls import AgentToolCall
-from dex_agents.ports.engine import Step, StepContext, StepDecision
+import attrs
 
+from dex_agents.app import tool_routing
+from dex_agents.app.session import SessionRuntime, background_heartbeat
+from dex_agents.app.session_events import SessionEventWriter, commit_event
+from dex_agents.app.steps import questions, tool_steps
+from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
+from dex_agents.domain.events import AgentEventType, ToolTaskStartedPayload
+from dex_agents.domain.images import validate_image_references
+from dex_agents.domain.runner_outcomes import (
+    MIN_TASK_POLL_SECONDS,
+    ToolExecutionResult,
+    ToolInputRequested,
+    ToolTaskPending,
+    ToolTaskStarted,
+    check_tool_task_poll_outcome,
+)
+from dex_agents.domain.tool_calls import AgentToolCall, ToolCallCancellation, ToolCallStatus
+from dex_agents.domain.tool_effects import ToolFailureRoute, tool_failure_route
+from dex_agents.domain.tool_outcomes import record_missing_tool_task_poller, record_tool_error
+from dex_agents.domain.tool_questions import (
+    ask_tool_question,
+    hand_over_task_answer,
+    keep_polling,
+    pending_task_answer,
+    start_tool_task,
+)
+from dex_agents.domain.turns import idempotency_key
+from dex_agents.ports.engine import (
+    ChannelCondition,
+    MapLoad,
+    RetryPolicy,
+    Step,
+    StepContext,
+    StepDecision,
+    StepMovement,
+    StepOptions,
+    Wait,
+    WaitContext,
+    dead_end,
+    go_to_many,
+    timer,
+)
+from dex_agents.ports.runner import ToolTaskPoll, ToolTaskPoller
+from dex_agents.ports.session_schema import AGENT_TOOL_CALLS, TOOL_CALL_CANCELLATIONS
 
-class UnsupportedToolOutcomeError(NotImplementedError):
-    """A tool outcome this release of the session does not handle yet."""
+POLL_TOOL_TASK_ATTEMPTS = 3
+"""How many attempts one ``PollToolTask`` poll gets before its failure route runs."""
 
 
 def continue_after(
@@ -20,10 +70,141 @@ def continue_after(
     record: AgentToolCall,
     outcome: ToolInputRequested | ToolTaskStarted,
 ) -> StepDecision:
-    """Hand a call whose tool asked a question or started a task to the Step that waits for it."""
-    raise UnsupportedToolOutcomeError(f"{type(outcome).__name__} is not handled yet")
+    """Hand a call whose tool asked a question or started a task to the Step that waits for it.
+
+    Stages the record (``awaiting_answer`` with the question, or
+    ``waiting_for_task`` with ``task_id`` and ``task_poll_interval_seconds``) and,
+    for a task, ``tool_task_started``. A runner without ``poll_tool_task`` gets
+    ``MISSING_TOOL_TASK_POLLER`` for a started task.
+    """
+    if isinstance(outcome, ToolInputRequested):
+        asking = ask_tool_question(record, outcome)
+        context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, asking)
+        return go_to_many(questions.question_movement(asking))
+    if not isinstance(runtime.runner, ToolTaskPoller):
+        tool_routing.finish_record(context, runtime, record_missing_tool_task_poller(record))
+        return dead_end()
+    waiting = start_tool_task(record, outcome)
+    context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, waiting)
+    commit_event(
+        context,
+        runtime.stream,
+        record.turn_id,
+        AgentEventType.TOOL_TASK_STARTED,
+        ToolTaskStartedPayload(
+            tool_call_id=record.tool_call_id, tool_name=record.tool_name, task_id=outcome.task_id
+        ),
+    )
+    return go_to_many(poll_movement(runtime, waiting))
+
+
+def poll_movement(runtime: SessionRuntime, record: AgentToolCall) -> StepMovement:
+    """The movement to ``PollToolTask`` for a call, loading only its own record.
+
+    3 attempts; failure route ``RecordToolFailure`` for ``read`` and
+    ``idempotent_write`` calls and ``RecordToolOutcomeUnknown`` otherwise. A poll
+    attempt may run as long as the call's tool Step.
+    """
+    tool_step = tool_routing.tool_step_movement(runtime, record).options or StepOptions()
+    failure = (
+        tool_steps.RecordToolFailure
+        if tool_failure_route(record.effect) is ToolFailureRoute.RECORD_TOOL_FAILURE
+        else tool_steps.RecordToolOutcomeUnknown
+    )
+    own = (tool_routing.own_record_load(record.tool_call_id),)
+    options = StepOptions(
+        execute_timeout=tool_step.execute_timeout,
+        heartbeat_timeout=tool_routing.TOOL_STEP_HEARTBEAT_TIMEOUT,
+        retry=RetryPolicy(maximum_attempts=POLL_TOOL_TASK_ATTEMPTS),
+        failure_step=failure,
+        loads=own,
+        wait_loads=own,
+    )
+    return StepMovement(PollToolTask, record.tool_call_id, options)
+
+
+def _is_waiting_for_task(record: AgentToolCall | None) -> bool:
+    return record is not None and record.status is ToolCallStatus.WAITING_FOR_TASK
+
+
+class PollToolTask(Step[str]):
+    """Waits for a task's next poll, then calls ``poll_tool_task`` once and records what it says."""
+
+    input_type = str
+
+    def __init__(self, runtime: SessionRuntime) -> None:
+        self.runtime = runtime
+
+    def options(self) -> StepOptions:
+        whole = (MapLoad(AGENT_TOOL_CALLS),)
+        return StepOptions(
+            retry=RetryPolicy(maximum_attempts=POLL_TOOL_TASK_ATTEMPTS),
+            failure_step=tool_steps.RecordToolOutcomeUnknown,
+            loads=whole,
+            wait_loads=whole,
+        )
+
+    async def wait_for(self, context: WaitContext, input: str) -> Wait:
+        record = context.state.get_instance(AGENT_TOOL_CALLS, input)
+        if record is None or not _is_waiting_for_task(record):
+            return Wait.skip()
+        seconds = 0
+        if not record.task_answer_pending:
+            seconds = record.task_poll_interval_seconds or MIN_TASK_POLL_SECONDS
+        return Wait.any_of(
+            ChannelCondition(TOOL_CALL_CANCELLATIONS, 1, input), timer(timedelta(seconds=seconds))
+        )
+
+    async def execute(self, context: StepContext, input: str) -> StepDecision:
+        record = context.state.get_instance(AGENT_TOOL_CALLS, input)
+        if record is None or not _is_waiting_for_task(record):
+            return dead_end()  # final already, or not a task's call
+        runtime = self.runtime
+        if any(
+            isinstance(message, ToolCallCancellation) for message in context.wait_result.messages
+        ):
+            # A started task is never cancelled by a steer: it runs to its result.
+            return go_to_many(poll_movement(runtime, record))
+        runner = runtime.runner
+        if not isinstance(runner, ToolTaskPoller):
+            tool_routing.finish_record(context, runtime, record_missing_tool_task_poller(record))
+            return dead_end()
+        writer = SessionEventWriter(context, runtime.stream, record.turn_id)
+        poll = ToolTaskPoll(
+            flow_id=context.flow_id,
+            tool_call=record,
+            idempotency_key=idempotency_key(context.flow_id, record.turn_id, record.tool_call_id),
+            attempt=context.attempt,
+            events=writer,
+            heartbeat=context.heartbeat,
+            pending_answer=pending_task_answer(record),
+        )
+        try:
+            async with background_heartbeat(context):
+                outcome = check_tool_task_poll_outcome(await runner.poll_tool_task(poll))
+        except (ToolExecutionError, ToolOutcomeUnknownError) as error:
+            tool_routing.finish_record(context, runtime, record_tool_error(record, error))
+            return dead_end()
+        finally:
+            writer.close()
+        # The answer is handed over once: only this poll and its retries see it.
+        record = hand_over_task_answer(record)
+        if isinstance(outcome, ToolExecutionResult):
+            images = validate_image_references(outcome.images)  # invalid ones fail the attempt
+            done = attrs.evolve(
+                record, status=ToolCallStatus.SUCCEEDED, output=outcome.output, images=images
+            )
+            tool_routing.finish_record(context, runtime, done)
+            return dead_end()
+        if isinstance(outcome, ToolTaskPending):
+            pending = keep_polling(record, outcome)
+            context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, pending)
+            return go_to_many(poll_movement(runtime, pending))
+        asking = ask_tool_question(record, outcome)
+        context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, asking)
+        return go_to_many(questions.question_movement(asking))
 
 
 def steps(runtime: SessionRuntime) -> list[Step[Any]]:
-    """The Steps of tool questions and tool tasks."""
-    return []
+    """The Steps of tool tasks: ``PollToolTask`` (``AwaitQuestionAnswer`` is in ``builtin_steps``)."""
+    return [PollToolTask(runtime)]

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from dex_agents.app import tool_routing
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, store_messages
 from dex_agents.app.session import (
     SessionRuntime,
@@ -16,30 +17,53 @@ from dex_agents.app.session import (
     turn_records,
 )
 from dex_agents.app.session_events import SessionEventWriter
-from dex_agents.app.steps import run_model, start
+from dex_agents.app.steps import run_model, start, turn_control
+from dex_agents.domain.builtin_tools import (
+    BuiltInTool,
+    parse_ask_user_arguments,
+    parse_durable_wait_arguments,
+)
+from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.images import validate_image_references
+from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import FrameworkMessage
 from dex_agents.domain.state import AgentState, AgentStatus
-from dex_agents.domain.tool_outcomes import build_turn_failure_note
+from dex_agents.domain.tool_calls import (
+    AgentToolCall,
+    CancellationReason,
+    ToolCallCancellation,
+    ToolCallStatus,
+)
+from dex_agents.domain.tool_outcomes import build_turn_failure_note, cancel_unstarted_tool_call
 from dex_agents.ports.engine import (
+    AttributeLock,
     ChannelCondition,
     MapLoad,
     Step,
     StepContext,
     StepDecision,
+    StepDurability,
     StepOptions,
     Wait,
     WaitContext,
     go_to,
 )
 from dex_agents.ports.runner import UnfinishedTurnMessageBuilder
-from dex_agents.ports.session_schema import AGENT_STATE, AGENT_TOOL_CALLS, TOOL_CALL_RESULTS
+from dex_agents.ports.session_schema import (
+    AGENT_STATE,
+    AGENT_TOOL_CALLS,
+    PENDING_INTERRUPTS,
+    TOOL_CALL_CANCELLATIONS,
+    TOOL_CALL_RESULTS,
+    TURN_CONTROL_REQUESTS,
+)
 
 logger = logging.getLogger("dex_agents.session")
 
 
 class ResumeTurn(Step[int]):
-    """Waits for one ``ToolCallResults`` message per tool call, then calls the model again."""
+    """Waits for one ``ToolCallResults`` message per tool call, or a steer wake; then calls the
+    model again, or moves to ``ApplyTurnControl`` when the turn is steered or cancelled."""
 
     input_type = int
 
@@ -47,20 +71,142 @@ class ResumeTurn(Step[int]):
         self.runtime = runtime
 
     def options(self) -> StepOptions:
-        return StepOptions(loads=(MapLoad(AGENT_TOOL_CALLS),))
+        return StepOptions(
+            loads=(MapLoad(AGENT_TOOL_CALLS),),
+            locks=(AttributeLock(PENDING_INTERRUPTS),),
+            durability=StepDurability.SYNC,
+        )
 
     async def wait_for(self, context: WaitContext, input: int) -> Wait:
-        return Wait.any_of(ChannelCondition(TOOL_CALL_RESULTS, max(input, 1)))
+        # Every wake waiting now is consumed at once: one pass cancels all waits.
+        wakes = context.state.channel_size(TURN_CONTROL_REQUESTS)
+        return Wait.any_of(
+            ChannelCondition(TOOL_CALL_RESULTS, max(input, 1)),
+            ChannelCondition(TURN_CONTROL_REQUESTS, max(wakes, 1)),
+        )
 
     async def execute(self, context: StepContext, input: int) -> StepDecision:
         state = context.state
         agent_state = require_state(state)
+        if context.wait_result.condition_index == 1:
+            # A steer wake consumed no result, so the same count is still expected.
+            cancel_steered_waits(context, self.runtime, agent_state)
+            return go_to(ResumeTurn, input)
         unfinished = [record for record in turn_records(state).values() if not record.is_final]
         if unfinished:
             # A consumed result left a record of the turn unfinished: wait for the rest.
             return go_to(ResumeTurn, len(unfinished))
+        if turn_control.turn_control_reason(state, agent_state) is not None:
+            return go_to(turn_control.ApplyTurnControl)
         state.set(AGENT_STATE, attrs.evolve(agent_state, status=AgentStatus.RUNNING_MODEL))
         return go_to(run_model.RunModel)
+
+
+def cancel_steered_waits(
+    context: StepContext, runtime: SessionRuntime, agent_state: AgentState
+) -> None:
+    """``ResumeTurn``'s steer wake: cancel what the steered turn still waits for.
+
+    Removes the pending interrupts of the turn's approvals and of questions no
+    task asked, and wakes each such approval, question and durable wait through
+    ``ToolCallCancellations`` (reason ``steered``); the waiting Step records the
+    call; a question not raised yet and a built-in wait not started yet are woken
+    too, as their Step waits on the message once it starts waiting. Queued
+    writes, which no Step waits in, record ``rejected`` here. A wait whose
+    deadline or Timer is already due is left to its own Step, so no cancellation
+    message outlives the wait it was meant for.
+    """
+    state = context.state
+    reason = turn_control.turn_control_reason(state, agent_state)
+    if reason is not CancellationReason.STEERED:
+        return
+    now = context.now
+    records = turn_records(state)
+    woken: set[str] = set()
+    for record in records.values():
+        if record.is_final or record.task_id is not None:
+            continue
+        if record.write_queued:
+            cancelled = cancel_unstarted_tool_call(record, reason)
+            tool_routing.finish_record(context, runtime, cancelled)
+        elif _wait_not_started(runtime, record) or (
+            record.status is ToolCallStatus.WAITING_FOR_TIMER
+            and (record.wait_until is None or now < record.wait_until)
+        ):
+            woken.add(record.tool_call_id)
+    pending = state.get(PENDING_INTERRUPTS) or ()
+    kept: list[AgentInterrupt] = []
+    for interrupt in pending:
+        asking = records.get(interrupt.tool_call_id)
+        cancellable = (
+            asking is not None
+            and not asking.is_final
+            and not asking.write_queued
+            and asking.task_id is None  # steering never cancels a task's question
+            and interrupt.turn_id == agent_state.active_turn_id
+            and (interrupt.deadline is None or now < interrupt.deadline)
+        )
+        if cancellable:
+            woken.add(interrupt.tool_call_id)
+        else:
+            kept.append(interrupt)
+    if len(kept) != len(pending):
+        state.set(PENDING_INTERRUPTS, tuple(kept))
+    for tool_call_id in sorted(woken):
+        cancellation = ToolCallCancellation(tool_call_id=tool_call_id, reason=reason)
+        state.publish_to(TOOL_CALL_CANCELLATIONS, tool_call_id, cancellation)
+
+
+def _wait_not_started(runtime: SessionRuntime, record: AgentToolCall) -> bool:
+    # A question not raised yet, or a built-in wait not started yet: its Step
+    # waits on the cancellation as soon as it starts waiting, so the message is
+    # consumed. Invalid built-in arguments fail the call instead, so none is sent.
+    if record.status is ToolCallStatus.AWAITING_ANSWER:
+        return record.interrupt_id is None
+    if not record.built_in or record.status is not ToolCallStatus.APPROVED:
+        return False
+    try:
+        if record.tool_name == BuiltInTool.ASK_USER:
+            parse_ask_user_arguments(record.arguments)
+            return True
+        if record.tool_name == BuiltInTool.DURABLE_WAIT:
+            max_wait = runtime.options.max_durable_wait
+            parse_durable_wait_arguments(record.arguments, max_durable_wait=max_wait)
+            return True
+    except ToolExecutionError:
+        return False
+    return False
+
+
+def unfinished_turn_messages(
+    context: StepContext, runtime: SessionRuntime, agent_state: AgentState
+) -> list[FrameworkMessage] | None:
+    """The runner's ``build_unfinished_turn_messages`` for the active turn, checked.
+
+    ``None`` when the runner does not implement it, or when it raised or returned
+    anything but valid ``FrameworkMessage`` values (a warning is logged), so the
+    caller stores only its note.
+    """
+    runner = runtime.runner
+    if not isinstance(runner, UnfinishedTurnMessageBuilder):
+        return None
+    writer = SessionEventWriter(context, runtime.stream, agent_state.active_turn_id)
+    try:
+        turn = run_model.build_turn_context(context, runtime, agent_state, writer)
+        built = list(runner.build_unfinished_turn_messages(turn))
+        if not all(isinstance(message, FrameworkMessage) for message in built):
+            raise TypeError("build_unfinished_turn_messages must return FrameworkMessage values")
+        for message in built:
+            validate_image_references(message.images)
+        return built
+    except Exception:
+        logger.warning(
+            "build_unfinished_turn_messages failed; only the turn's note is stored",
+            exc_info=True,
+        )
+        return None
+    finally:
+        writer.close()
 
 
 class RecordTurnFailure(Step[Any]):
@@ -77,7 +223,10 @@ class RecordTurnFailure(Step[Any]):
         self.runtime = runtime
 
     def options(self) -> StepOptions:
-        return StepOptions(loads=(WINDOW_LOAD, CHUNKS_LOAD, MapLoad(AGENT_TOOL_CALLS)))
+        return StepOptions(
+            loads=(WINDOW_LOAD, CHUNKS_LOAD, MapLoad(AGENT_TOOL_CALLS)),
+            durability=StepDurability.SYNC,
+        )
 
     async def execute(self, context: StepContext, input: Any) -> StepDecision:
         runtime = self.runtime
@@ -87,7 +236,7 @@ class RecordTurnFailure(Step[Any]):
             return go_to(start.AwaitUserMessage)
         error = context.recovery_error
         text = "the model call failed" if error is None else (error.detail or error.error_type)
-        messages = await self._unfinished_turn_messages(context, agent_state)
+        messages = unfinished_turn_messages(context, runtime, agent_state) or []
         note = build_turn_failure_note(turn_records(state).values())
         if note is not None:
             messages.append(build_user_message(runtime, note, ()))
@@ -98,32 +247,7 @@ class RecordTurnFailure(Step[Any]):
             turn_id=agent_state.active_turn_id,
             options=runtime.options.message_storage(),
             now=context.now,
+            compaction_enabled=runtime.options.compaction is not None,
         )
         end_turn(context, runtime, agent_state, error=text)
         return go_to(start.AwaitUserMessage)
-
-    async def _unfinished_turn_messages(
-        self, context: StepContext, agent_state: AgentState
-    ) -> list[FrameworkMessage]:
-        runner = self.runtime.runner
-        if not isinstance(runner, UnfinishedTurnMessageBuilder):
-            return []
-        writer = SessionEventWriter(context, self.runtime.stream, agent_state.active_turn_id)
-        try:
-            turn = run_model.build_turn_context(context, self.runtime, agent_state, writer)
-            built = list(runner.build_unfinished_turn_messages(turn))
-            if not all(isinstance(message, FrameworkMessage) for message in built):
-                raise TypeError(
-                    "build_unfinished_turn_messages must return FrameworkMessage values"
-                )
-            for message in built:
-                validate_image_references(message.images)
-            return built
-        except Exception:
-            logger.warning(
-                "build_unfinished_turn_messages failed; only the turn-failure note is stored",
-                exc_info=True,
-            )
-            return []
-        finally:
-            writer.close()

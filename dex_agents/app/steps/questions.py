@@ -1,0 +1,303 @@
+"""``AwaitQuestionAnswer``: the question of an ``ask_user`` call, of a tool, or of a tool task.
+
+One Step serves all three. An ``ask_user`` call arrives from ``RunModel`` not
+raised yet; a tool's question arrives stored on its record by the tool Step or
+``PollToolTask`` (``awaiting_answer``, no ``interrupt_id`` yet). Either way the
+Step first waits on a zero Timer, then raises the ``question`` interrupt in
+Execute under the ``PendingInterrupts`` lock, so parallel calls can ask at once,
+and waits again for ``InterruptResolutions.for_one(<interrupt ID>)``,
+``ToolCallCancellations.for_one(<tool call ID>)`` and, while the question is
+pending with a deadline, a Timer at that deadline.
+
+An ``ask_user`` answer, decline or passed deadline is the call's result. A tool's
+answer returns the call to its tool Step with the answer in ``input_answers``; a
+decline or a passed deadline is its result, because the tool has taken no effect
+yet. A task's question never ends the call: its resolution goes back to
+``PollToolTask`` (see ``dex_agents.domain.tool_questions``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import attrs
+
+from dex_agents.app import tool_routing
+from dex_agents.app.session import SessionRuntime, deadline_from
+from dex_agents.app.session_events import commit_event
+from dex_agents.app.steps import tool_steps, tool_tasks
+from dex_agents.domain.builtin_tools import parse_ask_user_arguments
+from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.events import (
+    AgentEventType,
+    InterruptRaisedPayload,
+    InterruptResolvedPayload,
+)
+from dex_agents.domain.interrupts import (
+    AgentInterrupt,
+    AgentInterruptResolution,
+    InterruptKind,
+    QuestionAnswer,
+    QuestionResolution,
+)
+from dex_agents.domain.tool_calls import (
+    AgentToolCall,
+    CancellationReason,
+    ToolCallCancellation,
+    ToolCallStatus,
+)
+from dex_agents.domain.tool_effects import ToolFailureRoute, tool_failure_route
+from dex_agents.domain.tool_outcomes import cancel_unstarted_tool_call
+from dex_agents.domain.tool_questions import (
+    QUESTION_RESOLUTION_MESSAGES,
+    interrupt_id_in_use_error,
+    is_question_raised,
+    question_interrupt_id,
+    raise_question,
+    settle_question,
+)
+from dex_agents.ports.engine import (
+    AttributeLock,
+    ChannelCondition,
+    Condition,
+    MapLoad,
+    Step,
+    StepContext,
+    StepDecision,
+    StepMovement,
+    StepOptions,
+    Wait,
+    WaitContext,
+    dead_end,
+    go_to_many,
+    timer,
+)
+from dex_agents.ports.session_schema import (
+    AGENT_TOOL_CALLS,
+    INTERRUPT_RESOLUTIONS,
+    PENDING_INTERRUPTS,
+    TOOL_CALL_CANCELLATIONS,
+)
+
+
+def _failure_step(record: AgentToolCall) -> type[Step[str]]:
+    if tool_failure_route(record.effect) is ToolFailureRoute.RECORD_TOOL_FAILURE:
+        return tool_steps.RecordToolFailure
+    return tool_steps.RecordToolOutcomeUnknown
+
+
+def question_movement(record: AgentToolCall) -> StepMovement:
+    """The movement to ``AwaitQuestionAnswer`` for a call.
+
+    It loads only the call's own record, plus, for a tool's question, the record
+    its interrupt ID would name, so Execute can tell whether another call uses it.
+    A failure route by effect keeps a broken Step from failing the whole session.
+    """
+    own = tool_routing.own_record_load(record.tool_call_id)
+    loads: tuple[MapLoad, ...] = (own,)
+    interrupt_id = question_interrupt_id(record)
+    if interrupt_id != record.tool_call_id:
+        loads = (own, tool_routing.own_record_load(interrupt_id))
+    options = StepOptions(
+        locks=(AttributeLock(PENDING_INTERRUPTS),),
+        loads=loads,
+        wait_loads=(own,),
+        failure_step=_failure_step(record),
+    )
+    return StepMovement(AwaitQuestionAnswer, record.tool_call_id, options)
+
+
+def _without(pending: tuple[AgentInterrupt, ...], interrupt_id: str) -> tuple[AgentInterrupt, ...]:
+    return tuple(item for item in pending if item.interrupt_id != interrupt_id)
+
+
+class AwaitQuestionAnswer(Step[str]):
+    """Raises a call's ``question`` interrupt, then waits for its answer, decline or deadline."""
+
+    input_type = str
+
+    def __init__(self, runtime: SessionRuntime) -> None:
+        self.runtime = runtime
+
+    def options(self) -> StepOptions:
+        whole = (MapLoad(AGENT_TOOL_CALLS),)
+        return StepOptions(
+            locks=(AttributeLock(PENDING_INTERRUPTS),), loads=whole, wait_loads=whole
+        )
+
+    async def wait_for(self, context: WaitContext, input: str) -> Wait:
+        record = context.state.get_instance(AGENT_TOOL_CALLS, input)
+        if record is None or record.is_final:
+            return Wait.skip()
+        cancellation = ChannelCondition(TOOL_CALL_CANCELLATIONS, 1, input)
+        if not is_question_raised(record):
+            # Raising needs the PendingInterrupts lock, which only Execute holds.
+            return Wait.any_of(cancellation, timer(timedelta(0)))
+        interrupt_id = record.interrupt_id or input
+        conditions: list[Condition] = [
+            cancellation,
+            ChannelCondition(INTERRUPT_RESOLUTIONS, 1, interrupt_id),
+        ]
+        pending = context.state.get(PENDING_INTERRUPTS) or ()
+        interrupt = next((item for item in pending if item.interrupt_id == interrupt_id), None)
+        if interrupt is not None and interrupt.deadline is not None:
+            conditions.append(timer(tool_steps.timer_until(context.now, interrupt.deadline)))
+        return Wait.any_of(*conditions)
+
+    async def execute(self, context: StepContext, input: str) -> StepDecision:
+        record = context.state.get_instance(AGENT_TOOL_CALLS, input)
+        if record is None or record.is_final:
+            return dead_end()
+        if not is_question_raised(record):
+            return self._raise(context, record)
+        interrupt_id = record.interrupt_id or input
+        result = context.wait_result
+        state = context.state
+        pending = state.get(PENDING_INTERRUPTS) or ()
+        if result.timer_fired or not result.messages:
+            interrupt = next((item for item in pending if item.interrupt_id == interrupt_id), None)
+            if interrupt is None or interrupt.deadline is None or context.now < interrupt.deadline:
+                # Resolved meanwhile (its message waits), or a Timer that fired early.
+                return go_to_many(question_movement(record))
+            state.set(PENDING_INTERRUPTS, _without(pending, interrupt_id))
+            return self._settle(
+                context, record, QuestionAnswer(resolution=QuestionResolution.DEADLINE_PASSED)
+            )
+        (message,) = result.messages
+        if isinstance(message, ToolCallCancellation):
+            return self._cancel(context, record, message.reason)
+        assert isinstance(message, AgentInterruptResolution)
+        if message.cancellation_reason is not None and record.task_id is None:
+            return self._cancel(context, record, message.cancellation_reason)
+        state.set(PENDING_INTERRUPTS, _without(pending, interrupt_id))
+        if message.approved and message.answer is not None:
+            answer = QuestionAnswer(resolution=QuestionResolution.ANSWERED, answer=message.answer)
+        else:
+            answer = QuestionAnswer(resolution=QuestionResolution.DECLINED)
+        return self._settle(context, record, answer)
+
+    def _raise(self, context: StepContext, record: AgentToolCall) -> StepDecision:
+        state = context.state
+        interrupt_id = question_interrupt_id(record)
+        question, choices, allows_free_text = (
+            record.question,
+            record.choices,
+            record.allows_free_text,
+        )
+        if record.built_in:
+            try:
+                arguments = parse_ask_user_arguments(record.arguments)
+            except ToolExecutionError as error:
+                failed = attrs.evolve(record, status=ToolCallStatus.FAILED, error=str(error))
+                tool_routing.finish_record(context, self.runtime, failed)
+                return dead_end()
+            question = arguments.question
+            choices = arguments.choices
+            allows_free_text = arguments.allows_free_text
+        pending = state.get(PENDING_INTERRUPTS) or ()
+        used_by_record = interrupt_id != record.tool_call_id and (
+            state.get_instance(AGENT_TOOL_CALLS, interrupt_id) is not None
+        )
+        if used_by_record or any(item.interrupt_id == interrupt_id for item in pending):
+            failed = attrs.evolve(
+                record,
+                status=ToolCallStatus.FAILED,
+                error=interrupt_id_in_use_error(interrupt_id),
+            )
+            tool_routing.finish_record(context, self.runtime, failed)
+            return dead_end()
+        interrupt = AgentInterrupt(
+            interrupt_id=interrupt_id,
+            tool_call_id=record.tool_call_id,
+            tool_name=record.tool_name,
+            kind=InterruptKind.QUESTION,
+            turn_id=record.turn_id,
+            arguments=record.arguments,
+            deadline=deadline_from(context.now, self.runtime.options),
+            question=question,
+            choices=choices,
+            allows_free_text=allows_free_text,
+        )
+        state.set(PENDING_INTERRUPTS, (*pending, interrupt))
+        raised = raise_question(
+            record,
+            interrupt_id,
+            question=question,
+            choices=choices,
+            allows_free_text=allows_free_text,
+        )
+        state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, raised)
+        commit_event(
+            context,
+            self.runtime.stream,
+            record.turn_id,
+            AgentEventType.INTERRUPT_RAISED,
+            InterruptRaisedPayload(
+                interrupt_id=interrupt_id,
+                tool_call_id=record.tool_call_id,
+                tool_name=record.tool_name,
+                deadline=interrupt.deadline,
+                kind=InterruptKind.QUESTION,
+                question=question,
+                choices=choices,
+                allows_free_text=allows_free_text,
+            ),
+        )
+        return go_to_many(question_movement(raised))
+
+    def _cancel(
+        self, context: StepContext, record: AgentToolCall, reason: CancellationReason
+    ) -> StepDecision:
+        if record.task_id is not None:
+            # Steering never cancels a task's question; cancel_turn abandons the task instead.
+            return go_to_many(question_movement(record))
+        interrupt_id = record.interrupt_id or record.tool_call_id
+        pending = context.state.get(PENDING_INTERRUPTS) or ()
+        context.state.set(PENDING_INTERRUPTS, _without(pending, interrupt_id))
+        self._resolved(context, record, approved=False, rejection=None, reason=reason)
+        tool_routing.finish_record(
+            context, self.runtime, cancel_unstarted_tool_call(record, reason)
+        )
+        return dead_end()
+
+    def _settle(
+        self, context: StepContext, record: AgentToolCall, answer: QuestionAnswer
+    ) -> StepDecision:
+        runtime = self.runtime
+        answered = answer.resolution is QuestionResolution.ANSWERED
+        rejection = QUESTION_RESOLUTION_MESSAGES.get(answer.resolution)
+        self._resolved(context, record, approved=answered, rejection=rejection, answered=answered)
+        settled = settle_question(record, answer)
+        if settled.is_final:
+            tool_routing.finish_record(context, runtime, settled)
+            return dead_end()
+        context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, settled)
+        if settled.status is ToolCallStatus.WAITING_FOR_TASK:
+            # The task has started, so its question never ends the call.
+            return go_to_many(tool_tasks.poll_movement(runtime, settled))
+        return go_to_many(tool_routing.tool_step_movement(runtime, settled))
+
+    def _resolved(
+        self,
+        context: StepContext,
+        record: AgentToolCall,
+        *,
+        approved: bool,
+        rejection: str | None,
+        answered: bool = False,
+        reason: CancellationReason | None = None,
+    ) -> None:
+        commit_event(
+            context,
+            self.runtime.stream,
+            record.turn_id,
+            AgentEventType.INTERRUPT_RESOLVED,
+            InterruptResolvedPayload(
+                interrupt_id=record.interrupt_id or record.tool_call_id,
+                approved=approved,
+                rejection_message=None if approved else rejection,
+                kind=InterruptKind.QUESTION,
+                answered=answered,
+                cancellation_reason=reason,
+            ),
+        )
