@@ -71,6 +71,7 @@ class Probe:
     cancelled: list[str] = field(default_factory=list)
     checkpoints: list[str | None] = field(default_factory=list)
     recovery: list[Any] = field(default_factory=list)
+    events_before_failing: bool = False
     state_dir: Path | None = None
 
     def record(self, context: StepContext) -> int:
@@ -230,6 +231,8 @@ class Flaky(Step[str]):
         self.probe.checkpoints.append(context.last_heartbeat_value)
         await context.heartbeat(f"checkpoint-{context.attempt}")
         if context.attempt <= self.probe.fail_first.get(input, 0):
+            if self.probe.events_before_failing:
+                context.write_event(EVENTS, f"attempt {context.attempt} is about to fail")
             raise RuntimeError(f"attempt {context.attempt} fails on purpose")
         append_log(context, f"flaky-ok:{context.attempt}")
         return dead_end()

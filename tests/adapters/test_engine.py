@@ -380,3 +380,26 @@ def test_flow_definitions_are_checked_when_registered() -> None:
     flow = EngineTestFlow()
     with pytest.raises(FlowDefinitionError, match="registered twice"):
         LocalEngine(MemoryFlowStore(), [flow, EngineTestFlow()])
+
+
+async def test_live_events_of_a_failed_attempt_stay_on_the_stream(stack: Stack) -> None:
+    stack.probe.fail_first["flaky"] = 1
+    stack.probe.events_before_failing = True
+    await stack.client.start_flow(stack.flow, "s1", "flaky")
+
+    async def done() -> bool:
+        return "flaky-ok:2" in await stack.log("s1")
+
+    await eventually("the second attempt", done)
+    seen: list[str] = []
+    token = ""
+    while True:
+        try:
+            message = await stack.client.read_stream(
+                stack.flow, "s1", token, poll_timeout=timedelta(milliseconds=50)
+            )
+        except StreamReadTimeoutError:
+            break
+        seen.append(message.value)
+        token = message.resume_token
+    assert "attempt 1 is about to fail" in seen

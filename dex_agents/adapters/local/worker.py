@@ -228,8 +228,14 @@ class LocalWorker:
             await self._after_cancel(running)
             raise
         except Exception as error:  # a failed attempt: the retry policy decides
-            context.close()
+            unsent = context.close()
             await context.wait_closed()
+            if unsent:
+                # Live events stay even when the attempt fails, as in Dex: a UI keeps
+                # only the highest attempt's text, so it needs to see this one's.
+                await engine.run(
+                    lambda tx: claims.append_events(tx, flow, row, unsent, engine.now())
+                )
             failure: BaseException = error
             if isinstance(error, TimeoutError) and running.stop_reason is None:
                 failure = StepTimeoutError(f"the attempt ran longer than {options.execute_timeout}")
