@@ -5,7 +5,11 @@ the policies. A call that needs approval raises an interrupt and waits in
 ``AwaitToolApproval``; any other goes straight to its tool Step. Calls that
 settle in ``RunModel``'s own commit (``write_todos``, calls a planning turn
 rejects, built-ins with invalid arguments) are final at once and publish their
-result, so ``ResumeTurn`` always waits for one result per call.
+result. Ordered writes run one at a time in the model's order: only the first
+of a response starts, the others are recorded ``write_queued`` with no Step and
+no interrupt, and ``RunModel`` starts each in turn (``start_queued_write``) or
+records them skipped. ``ResumeTurn`` waits for one result per call that started
+or settled in the commit; a queued write that never starts publishes none.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dex_agents.domain.events import (
     ToolCallFinishedPayload,
 )
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
+from dex_agents.domain.ordered_writes import queue_ordered_writes
 from dex_agents.domain.plans import (
     PLANNING_TURN_REJECTION,
     WRITE_TODOS_CALLED_TWICE_ERROR,
@@ -133,10 +138,26 @@ def approval_movement(record: AgentToolCall) -> StepMovement:
 
 def finish_record(context: StepContext, runtime: SessionRuntime, record: AgentToolCall) -> None:
     """Stage a final record, its one ``ToolCallResults`` message and ``tool_call_finished``."""
-    context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, record)
+    _stage_final(context, runtime, record)
     context.state.publish(
         TOOL_CALL_RESULTS, ToolCallCompleted(tool_call_id=record.tool_call_id, status=record.status)
     )
+
+
+def finish_queued_write(
+    context: StepContext, runtime: SessionRuntime, record: AgentToolCall
+) -> None:
+    """Stage the final record of a queued write that never started, and ``tool_call_finished``.
+
+    No ``ToolCallResults`` message: ``ResumeTurn`` counts only the calls that
+    started or settled in ``RunModel``'s commit, so a message for a write that
+    never started would be left over for a later wait.
+    """
+    _stage_final(context, runtime, record)
+
+
+def _stage_final(context: StepContext, runtime: SessionRuntime, record: AgentToolCall) -> None:
+    context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, record)
     commit_event(
         context,
         runtime.stream,
@@ -150,10 +171,14 @@ def finish_record(context: StepContext, runtime: SessionRuntime, record: AgentTo
 
 @dataclass
 class RoutedCalls:
-    """What ``RunModel`` commits for one response's tool calls."""
+    """What ``RunModel`` commits for one response's tool calls.
+
+    ``expected_results`` is ``ResumeTurn``'s count: every call but the queued writes.
+    """
 
     movements: list[StepMovement] = field(default_factory=list)
     interrupts: list[AgentInterrupt] = field(default_factory=list)
+    expected_results: int = 0
 
 
 def route_tool_calls(
@@ -163,34 +188,26 @@ def route_tool_calls(
     calls: Sequence[DeferredToolCall],
     first_order: int,
 ) -> RoutedCalls:
-    """Record each call, settle those that settle now, and plan a Step for each of the others."""
+    """Record each call, settle those that settle now, queue every ordered write but the
+    first, and plan a Step for each of the others."""
     turn = agent_state.active_turn_id or ""
     options = runtime.options
     routed = RoutedCalls()
     twice = write_todos_called_more_than_once(
         [call.tool_name for call in calls], options.built_in_tools
     )
-    for order, call in enumerate(calls, start=first_order):
-        built_in = enabled_built_in_tool(call.tool_name, options.built_in_tools)
-        policy = call.policy
-        if built_in is not None:
-            # Built-ins are session features: no approval, the read effect.
-            policy = attrs.evolve(policy, effect=ToolEffect.READ, requires_approval=False)
-        approval = is_approval_required(policy)
-        record = AgentToolCall(
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            arguments=call.arguments,
-            turn_id=turn,
-            effect=policy.effect,
-            requires_approval=approval,
-            status=ToolCallStatus.AWAITING_APPROVAL if approval else ToolCallStatus.APPROVED,
-            deferral_order=order,
-            ordered=call.ordered,
-            built_in=built_in is not None,
-            tool_source_reference=call.tool_source_reference,
-            runner_tool_state=call.runner_tool_state,
-        )
+    built_ins = [enabled_built_in_tool(call.tool_name, options.built_in_tools) for call in calls]
+    fresh: list[AgentToolCall] = []
+    for order, (call, built_in) in enumerate(zip(calls, built_ins, strict=True), first_order):
+        record = _new_record(call, turn, order, built_in is not None)
+        if is_rejected_in_planning_turn(call.tool_name, agent_state.interaction_mode):
+            record = attrs.evolve(
+                record, status=ToolCallStatus.REJECTED, rejection_message=PLANNING_TURN_REJECTION
+            )
+        fresh.append(record)
+    # Calls a planning turn rejects are final in this commit, so the queue sees them final.
+    records = queue_ordered_writes(fresh)
+    for record, built_in in zip(records, built_ins, strict=True):
         commit_event(
             context,
             runtime.stream,
@@ -200,52 +217,99 @@ def route_tool_calls(
                 tool_call_id=record.tool_call_id,
                 tool_name=record.tool_name,
                 effect=record.effect,
-                requires_approval=approval,
+                requires_approval=record.requires_approval,
             ),
         )
-        if is_rejected_in_planning_turn(call.tool_name, agent_state.interaction_mode):
-            rejected = attrs.evolve(
-                record, status=ToolCallStatus.REJECTED, rejection_message=PLANNING_TURN_REJECTION
-            )
-            finish_record(context, runtime, rejected)
-            continue
-        if built_in is BuiltInTool.WRITE_TODOS:
+        if record.is_final:
+            # Rejected by the planning turn, or a write skipped after such a rejection.
+            finish_record(context, runtime, record)
+        elif built_in is BuiltInTool.WRITE_TODOS:
             _settle_write_todos(context, runtime, agent_state, record, twice)
-            continue
-        context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, record)
-        if built_in is not None:
+        elif record.write_queued:
+            context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, record)
+            continue  # it starts later, from RunModel, and only then publishes a result
+        elif built_in is not None:
+            context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, record)
             routed.movements.append(builtin_steps.movement_for(runtime, record, built_in))
-        elif approval:
-            interrupt = AgentInterrupt(
-                interrupt_id=record.tool_call_id,
-                tool_call_id=record.tool_call_id,
-                tool_name=record.tool_name,
-                kind=InterruptKind.APPROVAL,
-                turn_id=turn,
-                arguments=record.arguments,
-                deadline=deadline_from(context.now, options),
-            )
-            routed.interrupts.append(interrupt)
-            commit_event(
-                context,
-                runtime.stream,
-                turn,
-                AgentEventType.INTERRUPT_RAISED,
-                InterruptRaisedPayload(
-                    interrupt_id=interrupt.interrupt_id,
-                    tool_call_id=interrupt.tool_call_id,
-                    tool_name=interrupt.tool_name,
-                    deadline=interrupt.deadline,
-                    kind=InterruptKind.APPROVAL,
-                ),
-            )
-            routed.movements.append(approval_movement(record))
         else:
-            routed.movements.append(tool_step_movement(runtime, record))
+            movement, interrupt = _start_call(context, runtime, record)
+            routed.movements.append(movement)
+            if interrupt is not None:
+                routed.interrupts.append(interrupt)
+        routed.expected_results += 1
     if routed.interrupts:
         pending = context.state.get(PENDING_INTERRUPTS) or ()
         context.state.set(PENDING_INTERRUPTS, (*pending, *routed.interrupts))
     return routed
+
+
+def start_queued_write(
+    context: StepContext, runtime: SessionRuntime, record: AgentToolCall
+) -> StepMovement:
+    """Start a queued write whose turn came (``write_queued`` already cleared).
+
+    Stages its record, and raises its approval now when it needs one (interrupt,
+    ``interrupt_raised``, ``AwaitToolApproval``); else returns its tool Step.
+    """
+    movement, interrupt = _start_call(context, runtime, record)
+    if interrupt is not None:
+        pending = context.state.get(PENDING_INTERRUPTS) or ()
+        context.state.set(PENDING_INTERRUPTS, (*pending, interrupt))
+    return movement
+
+
+def _new_record(call: DeferredToolCall, turn: str, order: int, built_in: bool) -> AgentToolCall:
+    policy = call.policy
+    if built_in:
+        # Built-ins are session features: no approval, the read effect.
+        policy = attrs.evolve(policy, effect=ToolEffect.READ, requires_approval=False)
+    approval = is_approval_required(policy)
+    return AgentToolCall(
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        turn_id=turn,
+        effect=policy.effect,
+        requires_approval=approval,
+        status=ToolCallStatus.AWAITING_APPROVAL if approval else ToolCallStatus.APPROVED,
+        deferral_order=order,
+        ordered=call.ordered,
+        built_in=built_in,
+        tool_source_reference=call.tool_source_reference,
+        runner_tool_state=call.runner_tool_state,
+    )
+
+
+def _start_call(
+    context: StepContext, runtime: SessionRuntime, record: AgentToolCall
+) -> tuple[StepMovement, AgentInterrupt | None]:
+    # The caller adds the interrupt to PendingInterrupts, once for the whole commit.
+    context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, record)
+    if record.status is not ToolCallStatus.AWAITING_APPROVAL:
+        return tool_step_movement(runtime, record), None
+    interrupt = AgentInterrupt(
+        interrupt_id=record.tool_call_id,
+        tool_call_id=record.tool_call_id,
+        tool_name=record.tool_name,
+        kind=InterruptKind.APPROVAL,
+        turn_id=record.turn_id,
+        arguments=record.arguments,
+        deadline=deadline_from(context.now, runtime.options),
+    )
+    commit_event(
+        context,
+        runtime.stream,
+        record.turn_id,
+        AgentEventType.INTERRUPT_RAISED,
+        InterruptRaisedPayload(
+            interrupt_id=interrupt.interrupt_id,
+            tool_call_id=interrupt.tool_call_id,
+            tool_name=interrupt.tool_name,
+            deadline=interrupt.deadline,
+            kind=InterruptKind.APPROVAL,
+        ),
+    )
+    return approval_movement(record), interrupt
 
 
 def _settle_write_todos(

@@ -4,7 +4,9 @@
 shared with tools' own questions); ``durable_wait`` in ``AwaitTimer``.
 ``write_todos`` needs no Step: it settles in ``RunModel``'s own commit. Invalid
 arguments record ``failed`` with ``invalid <tool> arguments: <reason>`` in the
-Step's first Execute, which runs at once on a zero Timer.
+Step's first Execute, which runs at once on a zero Timer. A valid call whose
+turn is already steered or cancelled there has not started waiting: it records
+``rejected`` with that ``cancellation_reason`` (``turn_control.cancel_before_start``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import attrs
 from dex_agents.app import tool_routing
 from dex_agents.app.session import SessionRuntime
 from dex_agents.app.session_events import commit_event
-from dex_agents.app.steps import questions, tool_steps
+from dex_agents.app.steps import questions, tool_steps, turn_control
 from dex_agents.domain.builtin_tools import (
     BuiltInTool,
     durable_wait_output,
@@ -29,6 +31,7 @@ from dex_agents.domain.events import AgentEventType, TimerStartedPayload
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallCancellation, ToolCallStatus
 from dex_agents.domain.tool_outcomes import cancel_unstarted_tool_call
 from dex_agents.ports.engine import (
+    AttributeLock,
     ChannelCondition,
     MapLoad,
     Step,
@@ -42,7 +45,11 @@ from dex_agents.ports.engine import (
     go_to_many,
     timer,
 )
-from dex_agents.ports.session_schema import AGENT_TOOL_CALLS, TOOL_CALL_CANCELLATIONS
+from dex_agents.ports.session_schema import (
+    AGENT_TOOL_CALLS,
+    PENDING_INTERRUPTS,
+    TOOL_CALL_CANCELLATIONS,
+)
 
 
 class UnsupportedBuiltInToolError(ValueError):
@@ -64,10 +71,23 @@ def movement_for(runtime: SessionRuntime, record: AgentToolCall, tool: BuiltInTo
     )
 
 
+def _is_waiting_for_timer(record: AgentToolCall) -> bool:
+    return record.status is ToolCallStatus.WAITING_FOR_TIMER and record.wait_until is not None
+
+
 def timer_movement(record: AgentToolCall) -> StepMovement:
-    """The movement to ``AwaitTimer`` for a ``durable_wait`` call, loading only its own record."""
+    """The movement to ``AwaitTimer`` for a ``durable_wait`` call, loading only its own record.
+
+    Until the wait has started, Execute locks ``PendingInterrupts`` as
+    ``ResumeTurn`` does, so a steer wake either sees the started wait and wakes
+    it, or runs first and leaves the call to the Step's own check. The started
+    wait's Timer Execute locks nothing.
+    """
     own = (tool_routing.own_record_load(record.tool_call_id),)
-    options = StepOptions(loads=own, wait_loads=own, failure_step=tool_steps.RecordToolFailure)
+    locks = () if _is_waiting_for_timer(record) else (AttributeLock(PENDING_INTERRUPTS),)
+    options = StepOptions(
+        loads=own, wait_loads=own, locks=locks, failure_step=tool_steps.RecordToolFailure
+    )
     return StepMovement(AwaitTimer, record.tool_call_id, options)
 
 
@@ -100,7 +120,7 @@ class AwaitTimer(Step[str]):
         if record is None or record.is_final:
             return Wait.skip()
         cancellation = ChannelCondition(TOOL_CALL_CANCELLATIONS, 1, input)
-        if record.status is not ToolCallStatus.WAITING_FOR_TIMER or record.wait_until is None:
+        if not _is_waiting_for_timer(record) or record.wait_until is None:
             return Wait.any_of(cancellation, timer(timedelta(0)))
         return Wait.any_of(
             cancellation, timer(tool_steps.timer_until(context.now, record.wait_until))
@@ -116,7 +136,7 @@ class AwaitTimer(Step[str]):
             cancelled = cancel_unstarted_tool_call(record, result.messages[0].reason)
             tool_routing.finish_record(context, runtime, cancelled)
             return dead_end()
-        if record.status is not ToolCallStatus.WAITING_FOR_TIMER or record.wait_until is None:
+        if not _is_waiting_for_timer(record) or record.wait_until is None:
             return self._start(context, record)
         if context.now < record.wait_until:
             return go_to_many(timer_movement(record))  # a Timer that fired early waits again
@@ -138,6 +158,11 @@ class AwaitTimer(Step[str]):
             failed = attrs.evolve(record, status=ToolCallStatus.FAILED, error=str(error))
             tool_routing.finish_record(context, runtime, failed)
             return dead_end()
+        # Invalid arguments fail at once, even in a steered turn; a valid wait
+        # that has not started yet is cancelled here rather than started.
+        cancelled = turn_control.cancel_before_start(context, runtime, record)
+        if cancelled is not None:
+            return cancelled
         waiting = attrs.evolve(
             record,
             status=ToolCallStatus.WAITING_FOR_TIMER,

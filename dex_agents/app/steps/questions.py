@@ -14,6 +14,16 @@ answer returns the call to its tool Step with the answer in ``input_answers``; a
 decline or a passed deadline is its result, because the tool has taken no effect
 yet. A task's question never ends the call: its resolution goes back to
 ``PollToolTask`` (see ``dex_agents.domain.tool_questions``).
+
+A question that is not raised yet belongs to a call that has not started
+waiting: when its turn is already steered or cancelled, the first Execute
+records it ``rejected`` with that ``cancellation_reason`` instead of raising it
+(``turn_control.cancel_before_start``), after invalid ``ask_user`` arguments,
+which fail at once. Since this Step and ``ResumeTurn`` both lock
+``PendingInterrupts``, a steer wake either sees the raised question and wakes
+it, or runs first and leaves the call to this check: never both. A task's
+question in a cancelled turn goes to ``FinishTurnCancellation``, which abandons
+the task.
 """
 
 from __future__ import annotations
@@ -25,8 +35,8 @@ import attrs
 from dex_agents.app import tool_routing
 from dex_agents.app.session import SessionRuntime, deadline_from
 from dex_agents.app.session_events import commit_event
-from dex_agents.app.steps import tool_steps, tool_tasks
-from dex_agents.domain.builtin_tools import parse_ask_user_arguments
+from dex_agents.app.steps import tool_steps, tool_tasks, turn_control
+from dex_agents.domain.builtin_tools import AskUserArguments, parse_ask_user_arguments
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import (
     AgentEventType,
@@ -69,6 +79,7 @@ from dex_agents.ports.engine import (
     Wait,
     WaitContext,
     dead_end,
+    go_to,
     go_to_many,
     timer,
 )
@@ -148,8 +159,11 @@ class AwaitQuestionAnswer(Step[str]):
         record = context.state.get_instance(AGENT_TOOL_CALLS, input)
         if record is None or record.is_final:
             return dead_end()
+        if record.task_id is not None and tool_tasks.is_turn_cancelled(context.state, record):
+            # cancel_turn abandons a started task, question included.
+            return go_to(turn_control.FinishTurnCancellation, record.turn_id)
         if not is_question_raised(record):
-            return self._raise(context, record)
+            return self._start(context, record)
         interrupt_id = record.interrupt_id or input
         result = context.wait_result
         state = context.state
@@ -176,14 +190,11 @@ class AwaitQuestionAnswer(Step[str]):
             answer = QuestionAnswer(resolution=QuestionResolution.DECLINED)
         return self._settle(context, record, answer)
 
-    def _raise(self, context: StepContext, record: AgentToolCall) -> StepDecision:
-        state = context.state
-        interrupt_id = question_interrupt_id(record)
-        question, choices, allows_free_text = (
-            record.question,
-            record.choices,
-            record.allows_free_text,
-        )
+    def _start(self, context: StepContext, record: AgentToolCall) -> StepDecision:
+        # Invalid ask_user arguments fail at once, so they keep their own result
+        # even in a steered turn; a valid call that has not started waiting yet
+        # is cancelled here rather than raised.
+        arguments = None
         if record.built_in:
             try:
                 arguments = parse_ask_user_arguments(record.arguments)
@@ -191,6 +202,22 @@ class AwaitQuestionAnswer(Step[str]):
                 failed = attrs.evolve(record, status=ToolCallStatus.FAILED, error=str(error))
                 tool_routing.finish_record(context, self.runtime, failed)
                 return dead_end()
+        cancelled = turn_control.cancel_before_start(context, self.runtime, record)
+        if cancelled is not None:
+            return cancelled
+        return self._raise(context, record, arguments)
+
+    def _raise(
+        self, context: StepContext, record: AgentToolCall, arguments: AskUserArguments | None
+    ) -> StepDecision:
+        state = context.state
+        interrupt_id = question_interrupt_id(record)
+        question, choices, allows_free_text = (
+            record.question,
+            record.choices,
+            record.allows_free_text,
+        )
+        if arguments is not None:
             question = arguments.question
             choices = arguments.choices
             allows_free_text = arguments.allows_free_text

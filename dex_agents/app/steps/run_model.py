@@ -1,4 +1,9 @@
-"""``RunModel``: one model call per Step, from committed state only."""
+"""``RunModel``: one model call per Step, from committed state only.
+
+Before a model call it settles the turn's queued writes: it starts the next one
+(without a model call) once the write before it succeeded, or records them all
+skipped once a write of their response did not, and then calls the model.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +21,13 @@ from dex_agents.app.session import (
 )
 from dex_agents.app.session_events import SessionEventWriter
 from dex_agents.app.steps import compaction_steps, start, turn_control, turn_end
-from dex_agents.app.tool_routing import route_tool_calls
+from dex_agents.app.tool_routing import (
+    finish_queued_write,
+    route_tool_calls,
+    start_queued_write,
+)
 from dex_agents.domain.images import validate_image_references
+from dex_agents.domain.ordered_writes import OrderedWriteAction, decide_next_ordered_write
 from dex_agents.domain.runner_outcomes import (
     AgentTurnOutcome,
     ToolCallsRequested,
@@ -115,6 +125,8 @@ class RunModel(Step[None]):
         if agent_state.active_turn_id is None:
             return go_to(start.AwaitUserMessage)
         decision = turn_control.steered_or_cancelled(context, self.runtime, agent_state)
+        if decision is None:
+            decision = self._settle_queued_writes(context, agent_state)
         if decision is not None:
             return decision
         writer = SessionEventWriter(context, runtime.stream, agent_state.active_turn_id)
@@ -141,6 +153,28 @@ class RunModel(Step[None]):
             context, runtime, turn.turn_id, turn.session_settings, outcome.usage
         )
         return self._commit(context, agent_state, outcome, len(turn.tool_calls))
+
+    def _settle_queued_writes(
+        self, context: StepContext, agent_state: AgentState
+    ) -> StepDecision | None:
+        # Ordered writes of the last response: the next one starts instead of a
+        # model call; skipped ones are staged and the model call goes ahead.
+        decision = decide_next_ordered_write(turn_records(context.state).values())
+        if decision.action is OrderedWriteAction.NO_QUEUED_WRITE:
+            return None
+        if decision.action is OrderedWriteAction.SKIP_WRITES:
+            for skipped in decision.skipped:
+                finish_queued_write(context, self.runtime, skipped)
+            return None
+        running = attrs.evolve(agent_state, status=AgentStatus.RUNNING_TOOLS)
+        context.state.set(AGENT_STATE, running)
+        if decision.action is OrderedWriteAction.WAIT_FOR_WRITE:
+            # Not reached while ResumeTurn waits for every started call; the write
+            # that still runs publishes one result.
+            return go_to(turn_end.ResumeTurn, 1)
+        assert decision.started is not None
+        movement = start_queued_write(context, self.runtime, decision.started)
+        return go_to_many(movement, StepMovement(turn_end.ResumeTurn, 1))
 
     def _commit(
         self,
@@ -176,5 +210,5 @@ class RunModel(Step[None]):
         agent_state = attrs.evolve(agent_state, status=AgentStatus.RUNNING_TOOLS)
         state.set(AGENT_STATE, agent_state)
         routed = route_tool_calls(context, runtime, agent_state, outcome.tool_calls, recorded)
-        resume = StepMovement(turn_end.ResumeTurn, len(outcome.tool_calls))
+        resume = StepMovement(turn_end.ResumeTurn, routed.expected_results)
         return go_to_many(*routed.movements, resume)

@@ -7,6 +7,11 @@ moves to ``PollToolTask``. ``PollToolTask`` owns the record until it is final:
 it waits on a Timer for ``task_poll_interval_seconds`` (a zero Timer while
 ``task_answer_pending``), calls ``poll_tool_task`` once, and records the result,
 polls again, or asks the task's question. It takes no lock.
+
+Once ``cancel_turn`` is recorded for the call's turn, a ``PollToolTask`` that
+it did not cancel (one whose tool Step, which runs to its end, started the task
+after the cancellation) polls no more: it waits on a zero Timer and goes to
+``FinishTurnCancellation``, which hands the task to ``CancelToolTask``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import attrs
 from dex_agents.app import tool_routing
 from dex_agents.app.session import SessionRuntime, background_heartbeat
 from dex_agents.app.session_events import SessionEventWriter, commit_event
-from dex_agents.app.steps import questions, tool_steps
+from dex_agents.app.steps import questions, tool_steps, turn_control
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.events import AgentEventType, ToolTaskStartedPayload
 from dex_agents.domain.images import validate_image_references
@@ -31,7 +36,12 @@ from dex_agents.domain.runner_outcomes import (
     ToolTaskStarted,
     check_tool_task_poll_outcome,
 )
-from dex_agents.domain.tool_calls import AgentToolCall, ToolCallCancellation, ToolCallStatus
+from dex_agents.domain.tool_calls import (
+    AgentToolCall,
+    CancellationReason,
+    ToolCallCancellation,
+    ToolCallStatus,
+)
 from dex_agents.domain.tool_effects import ToolFailureRoute, tool_failure_route
 from dex_agents.domain.tool_outcomes import record_missing_tool_task_poller, record_tool_error
 from dex_agents.domain.tool_questions import (
@@ -54,11 +64,13 @@ from dex_agents.ports.engine import (
     Wait,
     WaitContext,
     dead_end,
+    go_to,
     go_to_many,
     timer,
 )
+from dex_agents.ports.persistence import StateReader
 from dex_agents.ports.runner import ToolTaskPoll, ToolTaskPoller
-from dex_agents.ports.session_schema import AGENT_TOOL_CALLS, TOOL_CALL_CANCELLATIONS
+from dex_agents.ports.session_schema import AGENT_STATE, AGENT_TOOL_CALLS, TOOL_CALL_CANCELLATIONS
 
 POLL_TOOL_TASK_ATTEMPTS = 3
 """How many attempts one ``PollToolTask`` poll gets before its failure route runs."""
@@ -127,6 +139,18 @@ def _is_waiting_for_task(record: AgentToolCall | None) -> bool:
     return record is not None and record.status is ToolCallStatus.WAITING_FOR_TASK
 
 
+def is_turn_cancelled(state: StateReader, record: AgentToolCall) -> bool:
+    """Whether ``cancel_turn`` is recorded for the active turn, and ``record`` is one of its calls.
+
+    A steer never counts: a started task runs to its result, questions included.
+    """
+    agent_state = state.get(AGENT_STATE)
+    if agent_state is None or agent_state.active_turn_id != record.turn_id:
+        return False
+    reason = turn_control.turn_control_reason(state, agent_state)
+    return reason is CancellationReason.TURN_CANCELLED
+
+
 class PollToolTask(Step[str]):
     """Waits for a task's next poll, then calls ``poll_tool_task`` once and records what it says."""
 
@@ -149,7 +173,7 @@ class PollToolTask(Step[str]):
         if record is None or not _is_waiting_for_task(record):
             return Wait.skip()
         seconds = 0
-        if not record.task_answer_pending:
+        if not record.task_answer_pending and not is_turn_cancelled(context.state, record):
             seconds = record.task_poll_interval_seconds or MIN_TASK_POLL_SECONDS
         return Wait.any_of(
             ChannelCondition(TOOL_CALL_CANCELLATIONS, 1, input), timer(timedelta(seconds=seconds))
@@ -159,6 +183,10 @@ class PollToolTask(Step[str]):
         record = context.state.get_instance(AGENT_TOOL_CALLS, input)
         if record is None or not _is_waiting_for_task(record):
             return dead_end()  # final already, or not a task's call
+        if is_turn_cancelled(context.state, record):
+            # Created after cancel_turn, so not cancelled by it: abandon the task
+            # instead of polling on. FinishTurnCancellation may run again safely.
+            return go_to(turn_control.FinishTurnCancellation, record.turn_id)
         runtime = self.runtime
         if any(
             isinstance(message, ToolCallCancellation) for message in context.wait_result.messages

@@ -286,9 +286,11 @@ class FinishTurnCancellation(Step[str]):
                 ended.add(record.tool_call_id)
             elif record.status is ToolCallStatus.WAITING_FOR_TIMER:
                 tool_routing.finish_record(context, runtime, self._timer_result(context, record))
+            elif record.write_queued:  # ResumeTurn waits for no result of it
+                cancelled = cancel_unstarted_tool_call(record, CancellationReason.TURN_CANCELLED)
+                tool_routing.finish_queued_write(context, runtime, cancelled)
             elif (
-                record.write_queued
-                or record.built_in  # ask_user and durable_wait wait in a cancelled Step
+                record.built_in  # ask_user and durable_wait wait in a cancelled Step
                 or record.status
                 in (ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.AWAITING_ANSWER)
             ):

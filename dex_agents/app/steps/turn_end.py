@@ -18,18 +18,11 @@ from dex_agents.app.session import (
 )
 from dex_agents.app.session_events import SessionEventWriter
 from dex_agents.app.steps import run_model, start, turn_control
-from dex_agents.domain.builtin_tools import (
-    BuiltInTool,
-    parse_ask_user_arguments,
-    parse_durable_wait_arguments,
-)
-from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.images import validate_image_references
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import FrameworkMessage
 from dex_agents.domain.state import AgentState, AgentStatus
 from dex_agents.domain.tool_calls import (
-    AgentToolCall,
     CancellationReason,
     ToolCallCancellation,
     ToolCallStatus,
@@ -92,7 +85,8 @@ class ResumeTurn(Step[int]):
             # A steer wake consumed no result, so the same count is still expected.
             cancel_steered_waits(context, self.runtime, agent_state)
             return go_to(ResumeTurn, input)
-        unfinished = [record for record in turn_records(state).values() if not record.is_final]
+        # A queued write waits for RunModel, not for a result: it starts no Step until then.
+        unfinished = [r for r in turn_records(state).values() if not (r.is_final or r.write_queued)]
         if unfinished:
             # A consumed result left a record of the turn unfinished: wait for the rest.
             return go_to(ResumeTurn, len(unfinished))
@@ -108,13 +102,15 @@ def cancel_steered_waits(
     """``ResumeTurn``'s steer wake: cancel what the steered turn still waits for.
 
     Removes the pending interrupts of the turn's approvals and of questions no
-    task asked, and wakes each such approval, question and durable wait through
-    ``ToolCallCancellations`` (reason ``steered``); the waiting Step records the
-    call; a question not raised yet and a built-in wait not started yet are woken
-    too, as their Step waits on the message once it starts waiting. Queued
-    writes, which no Step waits in, record ``rejected`` here. A wait whose
-    deadline or Timer is already due is left to its own Step, so no cancellation
-    message outlives the wait it was meant for.
+    task asked, and wakes each such approval, question and started durable wait
+    through ``ToolCallCancellations`` (reason ``steered``); the waiting Step
+    records the call. Queued writes, which no Step waits in, record ``rejected``
+    here. A wait whose deadline or Timer is already due is left to its own Step,
+    and so is a question not raised yet or a durable wait not started yet: their
+    Step checks the turn before it starts waiting (``cancel_before_start``) and
+    locks ``PendingInterrupts`` until then, as this Step does, so it never starts
+    a wait this pass missed. No cancellation message outlives the wait it was
+    meant for, and a later turn that reuses the tool call ID waits normally.
     """
     state = context.state
     reason = turn_control.turn_control_reason(state, agent_state)
@@ -128,10 +124,11 @@ def cancel_steered_waits(
             continue
         if record.write_queued:
             cancelled = cancel_unstarted_tool_call(record, reason)
-            tool_routing.finish_record(context, runtime, cancelled)
-        elif _wait_not_started(runtime, record) or (
+            tool_routing.finish_queued_write(context, runtime, cancelled)
+        elif (
             record.status is ToolCallStatus.WAITING_FOR_TIMER
-            and (record.wait_until is None or now < record.wait_until)
+            and record.wait_until is not None
+            and now < record.wait_until
         ):
             woken.add(record.tool_call_id)
     pending = state.get(PENDING_INTERRUPTS) or ()
@@ -155,27 +152,6 @@ def cancel_steered_waits(
     for tool_call_id in sorted(woken):
         cancellation = ToolCallCancellation(tool_call_id=tool_call_id, reason=reason)
         state.publish_to(TOOL_CALL_CANCELLATIONS, tool_call_id, cancellation)
-
-
-def _wait_not_started(runtime: SessionRuntime, record: AgentToolCall) -> bool:
-    # A question not raised yet, or a built-in wait not started yet: its Step
-    # waits on the cancellation as soon as it starts waiting, so the message is
-    # consumed. Invalid built-in arguments fail the call instead, so none is sent.
-    if record.status is ToolCallStatus.AWAITING_ANSWER:
-        return record.interrupt_id is None
-    if not record.built_in or record.status is not ToolCallStatus.APPROVED:
-        return False
-    try:
-        if record.tool_name == BuiltInTool.ASK_USER:
-            parse_ask_user_arguments(record.arguments)
-            return True
-        if record.tool_name == BuiltInTool.DURABLE_WAIT:
-            max_wait = runtime.options.max_durable_wait
-            parse_durable_wait_arguments(record.arguments, max_durable_wait=max_wait)
-            return True
-    except ToolExecutionError:
-        return False
-    return False
 
 
 def unfinished_turn_messages(
