@@ -13,7 +13,7 @@ from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
 from dex_agents.app.session import SessionRuntime, turn_records
 from dex_agents.domain.builtin_tools import is_allowed_answer
 from dex_agents.domain.images import validate_image_references
-from dex_agents.domain.interrupts import AgentInterruptResolution, InterruptKind
+from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution, InterruptKind
 from dex_agents.domain.messages import AgentUserMessage, QueuedUserMessage
 from dex_agents.domain.paging import deleted_before_sequence, page_agent_messages, snapshot_messages
 from dex_agents.domain.requests import (
@@ -40,6 +40,7 @@ from dex_agents.ports.session_schema import (
     QUEUED_USER_MESSAGES,
     SESSION_SETTINGS,
     STEERED_USER_MESSAGES,
+    TURN_CANCELLATION_REQUEST,
 )
 
 
@@ -73,29 +74,44 @@ def send_user_message(runtime: SessionRuntime) -> Rpc[AgentUserMessage, bool]:
     return Rpc("send_user_message", AgentUserMessage, bool, handle, is_transactional=True)
 
 
+def _pending_interrupt(context: RpcContext, interrupt_id: str) -> AgentInterrupt | None:
+    """A pending interrupt an answer may still reach: not past its deadline, and not of a
+    turn that ``cancel_turn`` already cancelled (nobody would consume the answer)."""
+    state = context.state
+    pending = state.get(PENDING_INTERRUPTS) or ()
+    interrupt = next((item for item in pending if item.interrupt_id == interrupt_id), None)
+    if interrupt is None or (interrupt.deadline is not None and context.now >= interrupt.deadline):
+        return None
+    cancellation = state.get(TURN_CANCELLATION_REQUEST)
+    if cancellation is not None and cancellation.turn_id == interrupt.turn_id:
+        return None
+    return interrupt
+
+
+def _remove_and_publish(
+    context: RpcContext, interrupt: AgentInterrupt, resolution: AgentInterruptResolution
+) -> None:
+    state = context.state
+    pending = state.get(PENDING_INTERRUPTS) or ()
+    kept = tuple(item for item in pending if item.interrupt_id != interrupt.interrupt_id)
+    state.set(PENDING_INTERRUPTS, kept)
+    state.publish_to(INTERRUPT_RESOLUTIONS, interrupt.interrupt_id, resolution)
+
+
 def resolve_interrupt(runtime: SessionRuntime) -> Rpc[ResolveInterruptRequest, bool]:
     """``resolve_interrupt``: approve or reject an approval, or decline a question."""
 
     def handle(context: RpcContext, request: ResolveInterruptRequest) -> RpcResult[bool]:
-        state = context.state
-        pending = state.get(PENDING_INTERRUPTS) or ()
-        interrupt = next(
-            (item for item in pending if item.interrupt_id == request.interrupt_id), None
-        )
-        if interrupt is None or (
-            interrupt.deadline is not None and context.now >= interrupt.deadline
-        ):
+        interrupt = _pending_interrupt(context, request.interrupt_id)
+        if interrupt is None or (interrupt.kind is InterruptKind.QUESTION and request.approved):
             return RpcResult(False)
-        if interrupt.kind is InterruptKind.QUESTION and request.approved:
-            return RpcResult(False)
-        state.set(PENDING_INTERRUPTS, tuple(item for item in pending if item is not interrupt))
         resolution = AgentInterruptResolution(
             interrupt_id=interrupt.interrupt_id,
             approved=request.approved,
             # resolve_interrupt drops rejection_message on approval.
             rejection_message=None if request.approved else request.rejection_message,
         )
-        state.publish_to(INTERRUPT_RESOLUTIONS, interrupt.interrupt_id, resolution)
+        _remove_and_publish(context, interrupt, resolution)
         return RpcResult(True)
 
     return Rpc(
@@ -111,24 +127,17 @@ def answer_question(runtime: SessionRuntime) -> Rpc[AnswerQuestionRequest, bool]
     """``answer_question``: answer a pending question."""
 
     def handle(context: RpcContext, request: AnswerQuestionRequest) -> RpcResult[bool]:
-        state = context.state
-        pending = state.get(PENDING_INTERRUPTS) or ()
-        interrupt = next(
-            (item for item in pending if item.interrupt_id == request.interrupt_id), None
-        )
+        interrupt = _pending_interrupt(context, request.interrupt_id)
         if interrupt is None or interrupt.kind is not InterruptKind.QUESTION:
-            return RpcResult(False)
-        if interrupt.deadline is not None and context.now >= interrupt.deadline:
             return RpcResult(False)
         if not is_allowed_answer(
             request.answer, choices=interrupt.choices, allows_free_text=interrupt.allows_free_text
         ):
             return RpcResult(False)
-        state.set(PENDING_INTERRUPTS, tuple(item for item in pending if item is not interrupt))
         resolution = AgentInterruptResolution(
             interrupt_id=interrupt.interrupt_id, approved=True, answer=request.answer
         )
-        state.publish_to(INTERRUPT_RESOLUTIONS, interrupt.interrupt_id, resolution)
+        _remove_and_publish(context, interrupt, resolution)
         return RpcResult(True)
 
     return Rpc(

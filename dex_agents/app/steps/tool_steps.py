@@ -2,8 +2,9 @@
 
 Each takes the tool call ID as input and loads only its own ``AgentToolCalls``
 record, so parallel tool Steps never share state. A record that is already final
-ends its Step without running or publishing; every call publishes exactly one
-``ToolCallResults`` message, when its record becomes final.
+ends its Step without running or publishing; every started call publishes exactly
+one ``ToolCallResults`` message, when its record becomes final (a queued write that
+never started publishes none: ``ResumeTurn`` never waited for it).
 """
 
 from __future__ import annotations
