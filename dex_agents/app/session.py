@@ -28,7 +28,7 @@ from dex_agents.domain.events import (
     UsageRecordedPayload,
 )
 from dex_agents.domain.images import AgentImageReference
-from dex_agents.domain.messages import FrameworkMessage
+from dex_agents.domain.messages import AgentMessage, FrameworkMessage
 from dex_agents.domain.runner_outcomes import check_user_message
 from dex_agents.domain.session_settings import copy_settings_for_turn
 from dex_agents.domain.state import AgentState, AgentStatus, InteractionMode, TurnReplySequence
@@ -101,6 +101,25 @@ def build_user_message(
     return check_user_message(runner.build_user_message(text))
 
 
+def store_turn_messages(
+    context: StepContext,
+    runtime: SessionRuntime,
+    agent_state: AgentState,
+    messages: Sequence[FrameworkMessage],
+    turn_id: str,
+) -> tuple[AgentState, tuple[AgentMessage, ...]]:
+    """Stage ``messages`` of ``turn_id`` with the session's storage options, in this Step's commit."""
+    return store_messages(
+        context.state,
+        agent_state,
+        messages,
+        turn_id=turn_id,
+        options=runtime.options.message_storage(),
+        now=context.now,
+        compaction_enabled=runtime.options.compaction is not None,
+    )
+
+
 def start_turn(
     context: StepContext,
     runtime: SessionRuntime,
@@ -112,15 +131,7 @@ def start_turn(
     state = context.state
     number = agent_state.turn_count + 1
     turn = make_turn_id(number)
-    agent_state, stored = store_messages(
-        state,
-        agent_state,
-        messages,
-        turn_id=turn,
-        options=runtime.options.message_storage(),
-        now=context.now,
-        compaction_enabled=runtime.options.compaction is not None,
-    )
+    agent_state, stored = store_turn_messages(context, runtime, agent_state, messages, turn)
     state.set(
         TURN_REPLY_SEQUENCE, TurnReplySequence(turn_id=turn, sequence=agent_state.last_sequence + 1)
     )

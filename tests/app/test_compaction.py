@@ -46,8 +46,8 @@ from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import AgentTurnContext
 from dex_agents.ports.session_schema import AGENT_MESSAGE_INDEX, agent_events_stream
+from tests.app.harness import Session, session_stack
 from tests.app.scripted_runner import ScriptedRunner
-from tests.app.test_session_core import Session, session_stack
 
 TOKENS_PER_MESSAGE = 10
 SUMMARY_USAGE = AgentUsage(model_calls=1, input_tokens=70, output_tokens=30)

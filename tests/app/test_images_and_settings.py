@@ -33,8 +33,8 @@ from dex_agents.ports.errors import FlowNotFoundError
 from dex_agents.ports.flow_store import FlowStatus, FlowStore
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from dex_agents.ports.session_schema import TURN_SESSION_SETTINGS
+from tests.app.harness import Session, session_stack
 from tests.app.scripted_runner import ScriptedRunner
-from tests.app.test_session_core import Session, session_stack
 
 
 def reference(digit: str, mime_type: str = "image/png") -> AgentImageReference:

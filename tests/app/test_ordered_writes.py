@@ -37,8 +37,8 @@ from dex_agents.ports.session_schema import (
     PENDING_INTERRUPTS,
     TOOL_CALL_RESULTS,
 )
+from tests.app.harness import Session, echo, session_stack
 from tests.app.scripted_runner import ScriptedRunner
-from tests.app.test_session_core import Session, echo, session_stack, store
 from tests.app.turn_control_fakes import (
     ACTIVE,
     CANCELLED,
@@ -49,8 +49,6 @@ from tests.app.turn_control_fakes import (
     staged,
     written_record,
 )
-
-__all__ = ["store"]  # the fixture, parametrized over the memory and SQLite stores
 
 SKIPPED_ERROR = (
     "the tool did not run, so it is safe to call again: "

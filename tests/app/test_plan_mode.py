@@ -9,10 +9,8 @@ from dex_agents.domain.plans import AgentTodo, PlanStatus, TodoStatus
 from dex_agents.domain.state import InteractionMode
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.session_schema import PENDING_PLAN_EXECUTION
+from tests.app.harness import echo, session_stack
 from tests.app.scripted_runner import ScriptedRunner
-from tests.app.test_session_core import echo, session_stack, store
-
-__all__ = ["store"]  # the fixture, parametrized over the memory and SQLite stores
 
 PLAN_MODE = AgentSessionOptions(
     plan_mode_enabled=True, built_in_tools=frozenset({BuiltInTool.WRITE_TODOS})

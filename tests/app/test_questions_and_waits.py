@@ -38,8 +38,8 @@ from dex_agents.domain.tool_calls import (
 from dex_agents.ports.engine import Rpc, RpcContext, RpcResult
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.session_schema import TOOL_CALL_CANCELLATIONS
+from tests.app.harness import Session
 from tests.app.scripted_runner import ScriptedRunner
-from tests.app.test_session_core import Session
 
 CANCEL_TOOL_CALL_RPC = "test_cancel_tool_call"
 

@@ -27,10 +27,8 @@ from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from dex_agents.ports.session_schema import TURN_CANCELLATION_REQUEST
+from tests.app.harness import echo, session_stack
 from tests.app.scripted_runner import ScriptedRunner
-from tests.app.test_session_core import echo, session_stack, store
-
-__all__ = ["store"]  # the fixture, parametrized over the memory and SQLite stores
 
 READ_LOOKUP = AgentSessionOptions(tool_policies={"lookup": ToolPolicy(ToolEffect.READ)})
 

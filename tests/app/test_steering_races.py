@@ -18,10 +18,8 @@ from dex_agents.ports.engine import EXECUTE_COMPLETED_EVENT
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import DeferredToolExecution, ToolTaskCancellation, ToolTaskPoll
 from dex_agents.ports.session_schema import TOOL_CALL_CANCELLATIONS
-from tests.app.test_session_core import Session, session_stack, store
+from tests.app.harness import Session, session_stack
 from tests.app.test_steering import SlowModelRunner, TranscriptRunner, texts
-
-__all__ = ["store"]  # the fixture, parametrized over the memory and SQLite stores
 
 BUILT_INS = AgentSessionOptions(
     built_in_tools=frozenset({BuiltInTool.ASK_USER, BuiltInTool.DURABLE_WAIT})

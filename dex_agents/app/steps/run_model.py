@@ -10,13 +10,14 @@ from __future__ import annotations
 import attrs
 
 from dex_agents.app import spend
-from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages, store_messages
+from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
 from dex_agents.app.session import (
     SessionRuntime,
     background_heartbeat,
     end_turn,
     record_usage,
     require_state,
+    store_turn_messages,
     turn_records,
 )
 from dex_agents.app.session_events import SessionEventWriter
@@ -186,14 +187,8 @@ class RunModel(Step[None]):
         runtime = self.runtime
         state = context.state
         turn = agent_state.active_turn_id or ""
-        agent_state, _ = store_messages(
-            state,
-            agent_state,
-            outcome.new_messages,
-            turn_id=turn,
-            options=runtime.options.message_storage(),
-            now=context.now,
-            compaction_enabled=runtime.options.compaction is not None,
+        agent_state, _ = store_turn_messages(
+            context, runtime, agent_state, outcome.new_messages, turn
         )
         if isinstance(outcome, TurnCompleted):
             end_turn(context, runtime, agent_state, error=outcome.turn_error)

@@ -18,7 +18,7 @@ from datetime import timedelta
 import attrs
 
 from dex_agents.app import tool_routing
-from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, store_messages
+from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD
 from dex_agents.app.session import (
     SessionRuntime,
     background_heartbeat,
@@ -26,6 +26,7 @@ from dex_agents.app.session import (
     clear_turn,
     require_state,
     start_turn,
+    store_turn_messages,
     turn_records,
 )
 from dex_agents.app.session_events import commit_event
@@ -170,15 +171,7 @@ def end_controlled_turn(
     if messages is None:
         note = build_turn_failure_note(records.values())
         messages = [] if note is None else [build_user_message(runtime, note, ())]
-    agent_state, _ = store_messages(
-        state,
-        agent_state,
-        messages,
-        turn_id=turn,
-        options=runtime.options.message_storage(),
-        now=context.now,
-        compaction_enabled=runtime.options.compaction is not None,
-    )
+    agent_state, _ = store_turn_messages(context, runtime, agent_state, messages, turn)
     clear_turn(state, list(records))
     agent_state = attrs.evolve(
         agent_state,

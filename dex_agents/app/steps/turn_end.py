@@ -8,12 +8,13 @@ from typing import Any
 import attrs
 
 from dex_agents.app import tool_routing
-from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, store_messages
+from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD
 from dex_agents.app.session import (
     SessionRuntime,
     build_user_message,
     end_turn,
     require_state,
+    store_turn_messages,
     turn_records,
 )
 from dex_agents.app.session_events import SessionEventWriter
@@ -216,14 +217,8 @@ class RecordTurnFailure(Step[Any]):
         note = build_turn_failure_note(turn_records(state).values())
         if note is not None:
             messages.append(build_user_message(runtime, note, ()))
-        agent_state, _ = store_messages(
-            state,
-            agent_state,
-            messages,
-            turn_id=agent_state.active_turn_id,
-            options=runtime.options.message_storage(),
-            now=context.now,
-            compaction_enabled=runtime.options.compaction is not None,
+        agent_state, _ = store_turn_messages(
+            context, runtime, agent_state, messages, agent_state.active_turn_id
         )
         end_turn(context, runtime, agent_state, error=text)
         return go_to(start.AwaitUserMessage)

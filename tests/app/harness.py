@@ -1,0 +1,106 @@
+"""The session test harness: an in-process engine, a worker and a session client over a store.
+
+Tests run the same session on the in-memory and the SQLite store (the ``store``
+fixture), with a scripted runner, and poll snapshots with a deadline rather than
+sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TypeVar
+
+import pytest
+
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.app.options import AgentSessionOptions
+from dex_agents.app.session_client import AgentSessionClient
+from dex_agents.app.session_flow import AgentSessionFlow
+from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentStatus
+from dex_agents.ports.errors import StreamReadTimeoutError
+from dex_agents.ports.flow_store import FlowStore
+from dex_agents.ports.runner import DeferredToolExecution
+from tests.app.scripted_runner import ScriptedRunner
+
+T = TypeVar("T")
+
+
+@dataclass
+class Session:
+    runner: ScriptedRunner
+    flow: AgentSessionFlow
+    client: LocalFlowClient
+    sessions: AgentSessionClient
+
+    async def until(
+        self, description: str, probe: Callable[[AgentSnapshot], T | None], session_id: str = "s1"
+    ) -> T:
+        """Poll the snapshot until ``probe`` returns a value."""
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            snapshot = await self.sessions.get_agent_snapshot(session_id)
+            found = probe(snapshot)
+            if found is not None and found is not False:
+                return found
+            if asyncio.get_running_loop().time() > deadline:
+                pytest.fail(f"timed out waiting for {description}; last snapshot: {snapshot}")
+            await asyncio.sleep(0.01)
+
+    async def idle(self, session_id: str = "s1", turns: int = 1) -> AgentSnapshot:
+        """Wait until ``turns`` turns have ended and the session waits for a message."""
+
+        def waiting(snapshot: AgentSnapshot) -> AgentSnapshot | None:
+            state = snapshot.state
+            if (
+                state is not None
+                and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
+                and state.turn_count >= turns
+            ):
+                return snapshot
+            return None
+
+        return await self.until(f"{turns} turns to end", waiting, session_id)
+
+    async def events(self, session_id: str = "s1") -> list[AgentEvent]:
+        """Every event of the session's Stream so far."""
+        events: list[AgentEvent] = []
+        token = ""
+        while True:
+            try:
+                message = await self.client.read_stream(
+                    self.flow, session_id, token, poll_timeout=timedelta(milliseconds=30)
+                )
+            except StreamReadTimeoutError:
+                return events
+            events.append(message.value)
+            token = message.resume_token
+
+
+@contextlib.asynccontextmanager
+async def session_stack(
+    store: FlowStore, runner: ScriptedRunner, options: AgentSessionOptions | None = None
+) -> AsyncIterator[Session]:
+    flow = AgentSessionFlow(runner, flow_type="TestAgent", options=options)
+    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
+    client = LocalFlowClient(engine)
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+    try:
+        yield Session(runner, flow, client, AgentSessionClient(client, flow))
+    finally:
+        await worker.stop()
+        await task
+        engine.close()
+        store.close()
+
+
+async def echo(call: DeferredToolExecution) -> str:
+    return f"looked up {call.tool_call.arguments}"
