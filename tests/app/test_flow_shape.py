@@ -1,0 +1,98 @@
+"""The session Flow has every Step and RPC of the spec's Flow-shape and RPC tables, by name."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from dex_agents.app.options import AgentSessionOptions
+from dex_agents.app.session_flow import AgentSessionFlow
+from dex_agents.domain.compaction import CompactionPolicy
+from dex_agents.ports.engine import StepDurability
+from tests.app.scripted_runner import ScriptedRunner
+
+SPEC_STEPS = {
+    "StartAgentSession",
+    "AwaitUserMessage",
+    "RunModel",
+    "CompactContext",
+    "AwaitToolApproval",
+    "AwaitQuestionAnswer",
+    "AwaitTimer",
+    "CallTool",
+    "CallSingleAttemptTool",
+    "PollToolTask",
+    "RecordToolFailure",
+    "RecordToolOutcomeUnknown",
+    "ResumeTurn",
+    "ApplyTurnControl",
+    "RecordTurnFailure",
+    "FinishTurnCancellation",
+    "CancelToolTask",
+}
+
+SPEC_RPCS = {
+    "send_user_message",
+    "execute_plan",
+    "steer_user_message",
+    "delete_queued_message",
+    "cancel_turn",
+    "resolve_interrupt",
+    "answer_question",
+    "get_agent_snapshot",
+    "list_agent_messages",
+    "update_session_settings",
+}
+
+
+@pytest.fixture
+def flow() -> AgentSessionFlow:
+    return AgentSessionFlow(ScriptedRunner(), flow_type="ShapeAgent")
+
+
+def test_every_step_of_the_flow_shape_table_is_registered(flow: AgentSessionFlow) -> None:
+    assert {step.step_type for step in flow.steps} == SPEC_STEPS
+    assert flow.start_step.step_type == "StartAgentSession"
+
+
+def test_every_rpc_of_the_rpc_table_is_registered(flow: AgentSessionFlow) -> None:
+    assert set(flow.rpcs) == SPEC_RPCS
+
+
+def test_every_step_sets_sync_durability(flow: AgentSessionFlow) -> None:
+    assert {step.step_type: step.options().durability for step in flow.steps} == dict.fromkeys(
+        SPEC_STEPS, StepDurability.SYNC
+    )
+
+
+def test_run_model_has_the_spec_timeouts_attempts_and_failure_route(flow: AgentSessionFlow) -> None:
+    (run_model,) = [step for step in flow.steps if step.step_type == "RunModel"]
+    options = run_model.options()
+    assert options.execute_timeout == timedelta(minutes=15)
+    assert options.heartbeat_timeout == timedelta(minutes=2)
+    assert options.retry.maximum_attempts == 3
+    assert options.retry.total_duration == timedelta(minutes=30)
+    assert options.failure_step is not None
+    assert options.failure_step.step_type == "RecordTurnFailure"
+
+
+def test_the_event_stream_is_flow_agent_events(flow: AgentSessionFlow) -> None:
+    assert flow.agent_events is flow.stream
+    assert flow.stream.name == "AgentEvents"
+    assert flow.stream.capacity_bytes == 10 * 1024 * 1024
+
+
+def test_a_compaction_policy_needs_a_compaction_runner() -> None:
+    with pytest.raises(TypeError, match="ContextCompactionRunner"):
+        AgentSessionFlow(
+            ScriptedRunner(),
+            flow_type="ShapeAgent",
+            options=AgentSessionOptions(compaction=CompactionPolicy(context_window_tokens=1000)),
+        )
+
+
+@pytest.mark.parametrize("flow_type", ["", "a/b"])
+def test_a_flow_type_is_a_name(flow_type: str) -> None:
+    with pytest.raises(ValueError, match="flow_type"):
+        AgentSessionFlow(ScriptedRunner(), flow_type=flow_type)
