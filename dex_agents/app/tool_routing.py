@@ -26,6 +26,8 @@ from dex_agents.app.steps import builtin_steps, tool_steps
 from dex_agents.domain.builtin_tools import (
     BuiltInTool,
     enabled_built_in_tool,
+    parse_ask_user_arguments,
+    parse_durable_wait_arguments,
     parse_write_todos_arguments,
 )
 from dex_agents.domain.errors import ToolExecutionError
@@ -228,6 +230,13 @@ def route_tool_calls(
         elif record.write_queued:
             context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, record)
             continue  # it starts later, from RunModel, and only then publishes a result
+        elif built_in is not None and (
+            invalid := _invalid_built_in_arguments(runtime, record, built_in)
+        ):
+            # A built-in call with invalid arguments fails at once, in this commit.
+            finish_record(
+                context, runtime, attrs.evolve(record, status=ToolCallStatus.FAILED, error=invalid)
+            )
         elif built_in is not None:
             context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, record)
             routed.movements.append(builtin_steps.movement_for(runtime, record, built_in))
@@ -310,6 +319,22 @@ def _start_call(
         ),
     )
     return approval_movement(record), interrupt
+
+
+def _invalid_built_in_arguments(
+    runtime: SessionRuntime, record: AgentToolCall, built_in: BuiltInTool
+) -> str | None:
+    """The ``invalid <tool> arguments: <reason>`` text of a built-in call, or ``None``."""
+    try:
+        if built_in is BuiltInTool.ASK_USER:
+            parse_ask_user_arguments(record.arguments)
+        elif built_in is BuiltInTool.DURABLE_WAIT:
+            parse_durable_wait_arguments(
+                record.arguments, max_durable_wait=runtime.options.max_durable_wait
+            )
+    except ToolExecutionError as error:
+        return str(error)
+    return None
 
 
 def _settle_write_todos(

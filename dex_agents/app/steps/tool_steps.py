@@ -34,6 +34,7 @@ from dex_agents.domain.tool_calls import (
     ToolCallStatus,
 )
 from dex_agents.domain.tool_outcomes import (
+    abandon_tool_task,
     cancel_unstarted_tool_call,
     record_missing_tool_task_poller,
     record_tool_error,
@@ -159,6 +160,12 @@ class CallSingleAttemptTool(_ToolStep):
     failure route ``RecordToolOutcomeUnknown``."""
 
 
+def _task_abandoned(context: StepContext, record: AgentToolCall) -> bool:
+    from dex_agents.app.steps import tool_tasks  # tool_tasks imports this module
+
+    return tool_tasks.is_turn_cancelled(context.state, record)
+
+
 class _RecordFailure(Step[str]):
     input_type = str
 
@@ -178,9 +185,11 @@ class _RecordFailure(Step[str]):
         error = context.recovery_error
         detail = "the tool Step failed" if error is None else f"{error.error_type}: {error.detail}"
         never_started = error is not None and error.attempt_progress is AttemptProgress.NOT_STARTED
-        tool_routing.finish_record(
-            context, self.runtime, self.record(record, detail, never_started)
-        )
+        final = self.record(record, detail, never_started)
+        if record.task_id is not None and _task_abandoned(context, record):
+            # CancelToolTask's failure route: the abandoned task still records why.
+            final = attrs.evolve(abandon_tool_task(record), error=detail)
+        tool_routing.finish_record(context, self.runtime, final)
         return dead_end()
 
 
@@ -232,12 +241,12 @@ class AwaitToolApproval(Step[str]):
         pending = state.get(PENDING_INTERRUPTS) or ()
         if result.timer_fired:
             interrupt = next((item for item in pending if item.interrupt_id == input), None)
-            if (
-                interrupt is not None
-                and interrupt.deadline is not None
-                and context.now < interrupt.deadline
+            if interrupt is None or (
+                interrupt.deadline is not None and context.now < interrupt.deadline
             ):
-                # A Timer that fires before the deadline waits again.
+                # A Timer that fires before the deadline waits again; so does one that
+                # fires just as resolve_interrupt removed the interrupt, whose answer is
+                # then waiting on InterruptResolutions.
                 return go_to_many(tool_routing.approval_movement(record))
             state.set(
                 PENDING_INTERRUPTS, tuple(item for item in pending if item.interrupt_id != input)

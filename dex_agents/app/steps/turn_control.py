@@ -161,12 +161,19 @@ def end_controlled_turn(
     Stores the runner's unfinished-turn messages when it builds them, else a note
     that lists the calls that ran (as after a failed turn), then clears the
     turn's records, run state and interrupts. The turn neither completed nor
-    failed, so ``last_turn_error`` is cleared.
+    failed, so ``last_turn_error`` stays as it was.
     """
     state = context.state
     turn = agent_state.active_turn_id or ""
-    cancelled = turn_control_reason(state, agent_state) is CancellationReason.TURN_CANCELLED
+    reason = turn_control_reason(state, agent_state) or CancellationReason.STEERED
+    cancelled = reason is CancellationReason.TURN_CANCELLED
     records = turn_records(state)
+    for key, record in list(records.items()):
+        if record.write_queued and not record.is_final:
+            # A queued write that never started ends like any unstarted call, with
+            # its tool_call_finished, before the turn's records are cleared.
+            records[key] = cancel_unstarted_tool_call(record, reason)
+            tool_routing.finish_queued_write(context, runtime, records[key])
     messages = turn_end.unfinished_turn_messages(context, runtime, agent_state)
     if messages is None:
         note = build_turn_failure_note(records.values())
@@ -177,7 +184,6 @@ def end_controlled_turn(
         agent_state,
         status=AgentStatus.WAITING_FOR_USER_MESSAGE,
         active_turn_id=None,
-        last_turn_error=None,
     )
     state.set(AGENT_STATE, agent_state)
     if cancelled:
