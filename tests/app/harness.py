@@ -86,9 +86,14 @@ class Session:
 
 @contextlib.asynccontextmanager
 async def session_stack(
-    store: FlowStore, runner: ScriptedRunner, options: AgentSessionOptions | None = None
+    store: FlowStore,
+    runner: ScriptedRunner,
+    options: AgentSessionOptions | None = None,
+    *,
+    flow_class: type[AgentSessionFlow] = AgentSessionFlow,
 ) -> AsyncIterator[Session]:
-    flow = AgentSessionFlow(runner, flow_type="TestAgent", options=options)
+    """An engine on ``store`` with a worker running a ``flow_class`` session Flow over ``runner``."""
+    flow = flow_class(runner, flow_type="TestAgent", options=options)
     engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
     client = LocalFlowClient(engine)
     worker = LocalWorker(engine)

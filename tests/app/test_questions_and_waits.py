@@ -3,127 +3,31 @@ deadlines, durable Timers, invalid arguments and cancellations."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.engine import LocalEngine
-from dex_agents.adapters.local.memory_store import MemoryFlowStore
-from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.app.session_client import AgentSessionClient
-from dex_agents.app.session_flow import AgentSessionFlow
-from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.events import (
-    AgentEvent,
     InterruptRaisedPayload,
     InterruptResolvedPayload,
     TimerStartedPayload,
 )
 from dex_agents.domain.interrupts import InterruptKind
-from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_calls import (
-    AgentToolCall,
     CancellationReason,
-    ToolCallCancellation,
     ToolCallStatus,
 )
-from dex_agents.ports.engine import Rpc, RpcContext, RpcResult
 from dex_agents.ports.flow_store import FlowStore
-from dex_agents.ports.session_schema import TOOL_CALL_CANCELLATIONS
-from tests.app.harness import Session
 from tests.app.scripted_runner import ScriptedRunner
-
-CANCEL_TOOL_CALL_RPC = "test_cancel_tool_call"
-
-BUILT_INS = frozenset({BuiltInTool.ASK_USER, BuiltInTool.DURABLE_WAIT})
-
-
-def _publish_cancellation(
-    context: RpcContext, cancellation: ToolCallCancellation
-) -> RpcResult[bool]:
-    context.state.publish_to(TOOL_CALL_CANCELLATIONS, cancellation.tool_call_id, cancellation)
-    return RpcResult(True)
-
-
-class CancellableSessionFlow(AgentSessionFlow):
-    """The session Flow plus one test RPC that wakes a call as a steer or ``cancel_turn`` does."""
-
-    @property
-    def rpcs(self) -> Mapping[str, Rpc[Any, Any]]:
-        cancel = Rpc(
-            CANCEL_TOOL_CALL_RPC,
-            ToolCallCancellation,
-            bool,
-            _publish_cancellation,
-            is_transactional=True,
-        )
-        return {**super().rpcs, CANCEL_TOOL_CALL_RPC: cancel}
-
-
-@contextlib.asynccontextmanager
-async def stack(
-    store: FlowStore, runner: ScriptedRunner, options: AgentSessionOptions | None = None
-) -> AsyncIterator[Session]:
-    """``session_stack`` of ``test_session_core`` with the cancellation RPC."""
-    flow = CancellableSessionFlow(runner, flow_type="TestAgent", options=options)
-    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    client = LocalFlowClient(engine)
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
-    try:
-        yield Session(runner, flow, client, AgentSessionClient(client, flow))
-    finally:
-        await worker.stop()
-        await task
-        engine.close()
-        store.close()
-
-
-async def cancel_tool_call(session: Session, tool_call_id: str, reason: CancellationReason) -> None:
-    """Publish a ``ToolCallCancellation`` for a call, as ``ResumeTurn`` does for a steer."""
-    cancellation = ToolCallCancellation(tool_call_id=tool_call_id, reason=reason)
-    assert await session.client.invoke_rpc(session.flow, "s1", CANCEL_TOOL_CALL_RPC, cancellation)
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> FlowStore:
-    if request.param == "memory":
-        return MemoryFlowStore()
-    return SqliteFlowStore(tmp_path / "sessions.sqlite3")
-
-
-def record_with(
-    status: ToolCallStatus, tool_call_id: str = "call-1"
-) -> Callable[[AgentSnapshot], AgentToolCall | None]:
-    """A snapshot probe: the call's record once it has ``status``."""
-
-    def probe(snapshot: AgentSnapshot) -> AgentToolCall | None:
-        return next(
-            (
-                record
-                for record in snapshot.tool_calls
-                if record.tool_call_id == tool_call_id and record.status is status
-            ),
-            None,
-        )
-
-    return probe
-
-
-def payloads(events: list[AgentEvent], event_type: str) -> list[Any]:
-    return [event.payload for event in events if event.type == event_type]
-
-
-async def step_types(session: Session) -> list[str]:
-    return [entry.step_type for entry in await session.client.read_step_history("s1")]
+from tests.app.waits_support import (
+    BUILT_INS,
+    cancel_tool_call,
+    payloads,
+    record_with,
+    stack,
+    step_types,
+)
 
 
 async def test_ask_user_raises_a_question_and_the_model_sees_the_answer(store: FlowStore) -> None:

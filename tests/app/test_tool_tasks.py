@@ -30,16 +30,13 @@ from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
 from tests.app.scripted_runner import ScriptedRunner
-from tests.app.test_questions_and_waits import (
+from tests.app.waits_support import (
     cancel_tool_call,
     payloads,
     record_with,
     stack,
     step_types,
-    store,
 )
-
-__all__ = ["store"]  # the fixture, parametrized over the memory and SQLite stores
 
 READ = ToolPolicy(ToolEffect.READ)
 
