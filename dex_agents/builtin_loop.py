@@ -2,11 +2,17 @@
 
 For now this holds the model-client contract the loop is written against:
 ``ModelClient``, the ``ModelRequest`` it receives, the ``ModelResponse`` it
-returns and the ``ModelOutputWriter`` it streams live text to, plus the turn
-continuation values. ``AgentDefinition``, ``function_tool``, the runner and the
-scripted model client arrive with the built-in loop itself.
+returns and the ``ModelOutputWriter`` it streams live text to, the scripted
+model client that answers without a model key, and the turn continuation
+values. ``AgentDefinition``, ``function_tool`` and the runner arrive with the
+built-in loop itself.
 """
 
+from dex_agents.app.builtin_loop.scripted_model import (
+    ScriptedModelClient,
+    ScriptedModelReply,
+    ScriptedToolCall,
+)
 from dex_agents.domain.model_io import (
     ModelInputItem,
     ModelOutputItem,
@@ -32,6 +38,9 @@ __all__ = [
     "ModelToolCall",
     "ModelToolChoice",
     "ModelToolDefinition",
+    "ScriptedModelClient",
+    "ScriptedModelReply",
+    "ScriptedToolCall",
     "ToolResultItem",
     "TurnContinuation",
     "UserTextItem",

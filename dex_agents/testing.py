@@ -17,7 +17,7 @@ Worker processes. ``AgentTestStack.read_step_history(session_id)`` lists
 completed Steps (``StepHistoryEntry``). ``wait_until(description, probe)`` and
 ``wait_for_agent_snapshot`` poll with a deadline instead of sleeping.
 
-``ScriptedModelClient`` is not here yet: it arrives with the built-in loop.
+``ScriptedModelClient`` is the same class as ``dex_agents.builtin_loop``'s.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from dex_agents.adapters.local.test_stack import (
     WorkerProcess,
     run_agent_worker,
 )
+from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient
 from dex_agents.app.session_client import AgentSessionClient
 from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.ports.engine import EXECUTE_COMPLETED_EVENT, StepHistoryEntry
@@ -67,6 +68,7 @@ __all__ = [
     "FileGate",
     "Invocation",
     "InvocationLog",
+    "ScriptedModelClient",
     "StepHistoryEntry",
     "WorkerProcess",
     "run_agent_worker",
