@@ -10,6 +10,8 @@ persistence names, the runner contract, built-in tools, and the pure rules the
 spec names (``describe_tool_call_outcome``, ``build_plan_note``, ...).
 """
 
+from dex_agents.adapters.media.local_directory import LocalDirectoryMediaStore
+from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.app.options import AgentSessionOptions, RunModelLimit
 from dex_agents.app.session_client import AgentSessionClient
 from dex_agents.app.session_flow import AgentSessionFlow
@@ -325,12 +327,14 @@ __all__ = [
     "FrameworkMessage",
     "ImageUserMessageBuilder",
     "ImageValidationError",
+    "InMemoryMediaStore",
     "InteractionMode",
     "InterruptKind",
     "InterruptRaisedPayload",
     "InterruptResolvedPayload",
     "InvalidToolCallIdError",
     "ListAgentMessagesRequest",
+    "LocalDirectoryMediaStore",
     "McpToolProgressPayload",
     "MediaStore",
     "MediaStoreError",

@@ -8,6 +8,8 @@ values. ``AgentDefinition``, ``function_tool`` and the runner arrive with the
 built-in loop itself.
 """
 
+from dex_agents.adapters.media.local_directory import LocalDirectoryMediaStore
+from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelClient,
     ScriptedModelReply,
@@ -29,6 +31,8 @@ from dex_agents.ports.model_client import ModelClient, ModelOutputWriter
 
 __all__ = [
     "ContinueTurn",
+    "InMemoryMediaStore",
+    "LocalDirectoryMediaStore",
     "ModelClient",
     "ModelInputItem",
     "ModelOutputItem",
