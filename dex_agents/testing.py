@@ -41,7 +41,7 @@ from dex_agents.adapters.local.test_stack import (
 from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient
 from dex_agents.app.session_client import AgentSessionClient
 from dex_agents.app.session_flow import AgentSessionFlow
-from dex_agents.ports.engine import EXECUTE_COMPLETED_EVENT, StepHistoryEntry
+from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, StepHistoryEntry
 
 
 class AgentTestStack(LocalAgentTestStack):

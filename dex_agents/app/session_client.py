@@ -24,8 +24,8 @@ from dex_agents.domain.requests import (
 )
 from dex_agents.domain.session_settings import validate_session_settings
 from dex_agents.domain.state import AgentSessionStartInput
-from dex_agents.ports.engine import FlowClient
 from dex_agents.ports.errors import RpcLockConflictError
+from dex_agents.ports.flow_client import FlowClient
 
 T = TypeVar("T")
 

@@ -18,8 +18,6 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import (
-    EXECUTE_COMPLETED_EVENT,
-    STEP_CANCELLED_EVENT,
     AttemptProgress,
 )
 from dex_agents.ports.errors import (
@@ -31,6 +29,7 @@ from dex_agents.ports.errors import (
     RpcLockConflictError,
     StreamReadTimeoutError,
 )
+from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, STEP_CANCELLED_EVENT
 from dex_agents.ports.flow_store import FlowStore
 from tests.adapters.engine_flows import EngineTestFlow, Probe
 

@@ -32,8 +32,8 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.domain.wire import to_json
-from dex_agents.ports.engine import EXECUTE_COMPLETED_EVENT
 from dex_agents.ports.errors import FlowNotFoundError
+from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT
 from dex_agents.ports.flow_store import (
     ExecutionRow,
     ExecutionStatus,

@@ -21,8 +21,8 @@ from dex_agents.domain.events import AgentEvent, ToolCallDeferredPayload, ToolCa
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
-from dex_agents.ports.engine import EXECUTE_FAILED_EVENT
 from dex_agents.ports.errors import StreamReadTimeoutError
+from dex_agents.ports.flow_client import EXECUTE_FAILED_EVENT
 from dex_agents.testing import (
     EXECUTE_COMPLETED_EVENT,
     AgentTestStack,

@@ -14,7 +14,7 @@ from dex_agents.domain.runner_outcomes import ToolTaskPending, ToolTaskPollOutco
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT, STEERED_TOOL_RESULT
-from dex_agents.ports.engine import EXECUTE_COMPLETED_EVENT
+from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import DeferredToolExecution, ToolTaskCancellation, ToolTaskPoll
 from dex_agents.ports.session_schema import TOOL_CALL_CANCELLATIONS

@@ -19,9 +19,9 @@ from dex_agents.adapters.local.transitions import (
     satisfy_wait,
 )
 from dex_agents.ports.engine import (
-    STEP_CANCELLED_EVENT,
     AttemptProgress,
 )
+from dex_agents.ports.flow_client import STEP_CANCELLED_EVENT
 from dex_agents.ports.flow_store import (
     ExecutionRow,
     ExecutionStatus,

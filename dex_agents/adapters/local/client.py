@@ -15,11 +15,8 @@ from dex_agents.adapters.local.staged_state import StagedState, TransactionSourc
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import (
     FlowDefinition,
-    FlowInfo,
     Rpc,
     RpcResult,
-    StepHistoryEntry,
-    StreamMessage,
 )
 from dex_agents.ports.errors import (
     FlowDefinitionError,
@@ -28,6 +25,7 @@ from dex_agents.ports.errors import (
     RpcLockConflictError,
     StreamReadTimeoutError,
 )
+from dex_agents.ports.flow_client import FlowInfo, StepHistoryEntry, StreamMessage
 from dex_agents.ports.flow_store import (
     ACTIVE_EXECUTION_STATUSES,
     FlowRow,

@@ -28,7 +28,8 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.test_probes import wait_until, write_atomically
 from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.ports.engine import FlowDefinition, StepHistoryEntry
+from dex_agents.ports.engine import FlowDefinition
+from dex_agents.ports.flow_client import StepHistoryEntry
 
 DATABASE_ENV = "DEX_AGENTS_TEST_DATABASE"
 """The variable that names the SQLite database a Worker child serves."""

@@ -25,9 +25,6 @@ from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import to_json
 from dex_agents.ports.engine import (
-    EXECUTE_COMPLETED_EVENT,
-    EXECUTE_FAILED_EVENT,
-    STEP_CANCELLED_EVENT,
     AttemptProgress,
     DecisionKind,
     RecoveryError,
@@ -36,6 +33,11 @@ from dex_agents.ports.engine import (
     Wait,
 )
 from dex_agents.ports.errors import FlowAlreadyStartedError
+from dex_agents.ports.flow_client import (
+    EXECUTE_COMPLETED_EVENT,
+    EXECUTE_FAILED_EVENT,
+    STEP_CANCELLED_EVENT,
+)
 from dex_agents.ports.flow_store import (
     ACTIVE_EXECUTION_STATUSES,
     ExecutionRow,
