@@ -3,13 +3,20 @@
 For now this holds the model-client contract the loop is written against:
 ``ModelClient``, the ``ModelRequest`` it receives, the ``ModelResponse`` it
 returns and the ``ModelOutputWriter`` it streams live text to, the scripted
-model client that answers without a model key, and the turn continuation
-values. ``AgentDefinition``, ``function_tool`` and the runner arrive with the
-built-in loop itself.
+model client that answers without a model key, function tools
+(``@function_tool``, ``ToolCallContext``, ``FunctionToolResult``), the media
+stores, and the turn continuation values. ``AgentDefinition`` and the runner
+arrive with the rest of the built-in loop.
 """
 
 from dex_agents.adapters.media.local_directory import LocalDirectoryMediaStore
 from dex_agents.adapters.media.memory_store import InMemoryMediaStore
+from dex_agents.app.builtin_loop.function_tools import (
+    FunctionTool,
+    FunctionToolResult,
+    ToolCallContext,
+    function_tool,
+)
 from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelClient,
     ScriptedModelReply,
@@ -31,6 +38,8 @@ from dex_agents.ports.model_client import ModelClient, ModelOutputWriter
 
 __all__ = [
     "ContinueTurn",
+    "FunctionTool",
+    "FunctionToolResult",
     "InMemoryMediaStore",
     "LocalDirectoryMediaStore",
     "ModelClient",
@@ -45,7 +54,9 @@ __all__ = [
     "ScriptedModelClient",
     "ScriptedModelReply",
     "ScriptedToolCall",
+    "ToolCallContext",
     "ToolResultItem",
     "TurnContinuation",
     "UserTextItem",
+    "function_tool",
 ]

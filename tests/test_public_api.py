@@ -11,6 +11,7 @@ import pytest
 
 import dex_agents
 import dex_agents.app
+import dex_agents.app.builtin_loop
 import dex_agents.builtin_loop
 import dex_agents.domain
 import dex_agents.ports
@@ -118,6 +119,14 @@ SPEC_NAMES: dict[str, tuple[str, ...]] = {
         "AgentSessionClient",
     ),
     "dex_agents.builtin_loop": (
+        "function_tool",
+        "FunctionToolResult",
+        "ToolCallContext",
+        "ScriptedModelClient",
+        "ScriptedModelReply",
+        "ScriptedToolCall",
+        "InMemoryMediaStore",
+        "LocalDirectoryMediaStore",
         "ModelClient",
         "ModelRequest",
         "ModelResponse",
@@ -147,7 +156,12 @@ def test_all_names_exist(module: ModuleType) -> None:
 
 def _layer_modules() -> list[ModuleType]:
     modules: list[ModuleType] = [dex_agents, dex_agents.builtin_loop]
-    for package in (dex_agents.domain, dex_agents.ports, dex_agents.app):
+    for package in (
+        dex_agents.domain,
+        dex_agents.ports,
+        dex_agents.app,
+        dex_agents.app.builtin_loop,
+    ):
         modules.append(package)
         for info in pkgutil.iter_modules(package.__path__):
             modules.append(importlib.import_module(f"{package.__name__}.{info.name}"))
