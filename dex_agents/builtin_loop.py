@@ -1,22 +1,32 @@
-"""The built-in agent loop's public names (``dex_agents.builtin_loop``).
+"""The built-in agent loop (``dex_agents.builtin_loop``): agents defined without a framework.
 
-For now this holds the model-client contract the loop is written against:
-``ModelClient``, the ``ModelRequest`` it receives, the ``ModelResponse`` it
-returns and the ``ModelOutputWriter`` it streams live text to, the scripted
-model client that answers without a model key, function tools
-(``@function_tool``, ``ToolCallContext``, ``FunctionToolResult``), the media
-stores, and the turn continuation values. ``AgentDefinition`` and the runner
-arrive with the rest of the built-in loop.
+``AgentDefinition`` names an agent's instructions, model, function tools and
+built-in tools; ``builtin_agent_session_flow`` turns it into an
+``AgentSessionFlow`` whose ``BuiltinLoopAgentRunner`` makes exactly one model
+call per ``RunModel``. ``@function_tool`` derives a tool's JSON Schema from type
+hints; ``ScriptedModelClient`` answers without a model key; the media stores keep
+image bytes. Tool sources, compaction on the loop and the LiteLLM client arrive
+with later issues.
 """
 
 from dex_agents.adapters.media.local_directory import LocalDirectoryMediaStore
 from dex_agents.adapters.media.memory_store import InMemoryMediaStore
+from dex_agents.app.builtin_loop.definition import (
+    AgentDefinition,
+    InstructionContext,
+    TurnContinuationContext,
+)
+from dex_agents.app.builtin_loop.flow import (
+    builtin_agent_session_flow,
+    builtin_agent_session_options,
+)
 from dex_agents.app.builtin_loop.function_tools import (
     FunctionTool,
     FunctionToolResult,
     ToolCallContext,
     function_tool,
 )
+from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
 from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelClient,
     ScriptedModelReply,
@@ -37,10 +47,13 @@ from dex_agents.domain.turns import ContinueTurn, TurnContinuation
 from dex_agents.ports.model_client import ModelClient, ModelOutputWriter
 
 __all__ = [
+    "AgentDefinition",
+    "BuiltinLoopAgentRunner",
     "ContinueTurn",
     "FunctionTool",
     "FunctionToolResult",
     "InMemoryMediaStore",
+    "InstructionContext",
     "LocalDirectoryMediaStore",
     "ModelClient",
     "ModelInputItem",
@@ -57,6 +70,9 @@ __all__ = [
     "ToolCallContext",
     "ToolResultItem",
     "TurnContinuation",
+    "TurnContinuationContext",
     "UserTextItem",
+    "builtin_agent_session_flow",
+    "builtin_agent_session_options",
     "function_tool",
 ]

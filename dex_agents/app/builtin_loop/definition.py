@@ -1,0 +1,157 @@
+"""``AgentDefinition``: an agent of the built-in loop, defined in Dex terms ("Built-in agent loop").
+
+An instructions function receives an ``InstructionContext`` in every ``RunModel``;
+``decide_turn_continuation`` receives a ``TurnContinuationContext`` at the end of
+each loop iteration ("Ending or continuing a turn").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeAlias
+
+from dex_agents.app.builtin_loop.function_tools import FunctionTool
+from dex_agents.domain.builtin_tools import BuiltInTool, check_no_reserved_tool_names
+from dex_agents.domain.model_io import ModelOutputItem, ToolResultItem
+from dex_agents.domain.state import InteractionMode
+from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, ToolPolicy
+from dex_agents.domain.turns import DEFAULT_MAX_MODEL_CALLS_PER_TURN, TurnContinuation
+from dex_agents.ports.model_client import ModelClient
+from dex_agents.ports.session_schema import DEFAULT_EVENT_STREAM_CAPACITY_BYTES
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstructionContext:
+    """What an instructions function receives in every ``RunModel``.
+
+    ``session_settings`` is the running turn's copy, empty when there are none.
+    """
+
+    flow_id: str
+    turn_id: str
+    session_settings: Mapping[str, Any] = field(default_factory=dict)
+    interaction_mode: InteractionMode = InteractionMode.CHAT
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnContinuationContext:
+    """What ``decide_turn_continuation`` receives at the end of a loop iteration.
+
+    ``model_output`` are the iteration's output items; ``tool_results`` the
+    results of its tool calls, empty when the model answered without tools.
+    """
+
+    flow_id: str
+    turn_id: str
+    session_settings: Mapping[str, Any]
+    model_output: tuple[ModelOutputItem, ...]
+    tool_results: tuple[ToolResultItem, ...]
+
+
+Instructions: TypeAlias = str | Callable[[InstructionContext], str]
+"""``AgentDefinition.instructions``: a string, or a function of ``InstructionContext``."""
+
+DecideTurnContinuation: TypeAlias = Callable[
+    [TurnContinuationContext], "TurnContinuation | Awaitable[TurnContinuation]"
+]
+"""``AgentDefinition.decide_turn_continuation``: sync or async."""
+
+ResolveModel: TypeAlias = Callable[[Mapping[str, Any]], ModelClient]
+"""``AgentDefinition.resolve_model``: the turn's session settings to its ``ModelClient``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentDefinition:
+    """An agent of the built-in loop; ``builtin_agent_session_flow`` runs it.
+
+    ``instructions`` is a string or a function of ``InstructionContext`` evaluated
+    in every ``RunModel``. ``tools`` are function tools; ``tool_policies``,
+    ``default_tool_effect``, ``built_in_tools``, ``interrupt_deadline``,
+    ``event_stream_capacity_bytes`` and ``plan_mode_enabled`` become the
+    session's ``AgentSessionOptions`` (``plan_mode_enabled`` adds
+    ``write_todos``). After ``max_model_calls_per_turn`` (100) model calls in
+    one turn the next call offers no tools. ``decide_turn_continuation`` decides
+    at the end of each loop iteration whether the turn ends or continues.
+    ``resolve_model`` maps the turn's session settings to the ``ModelClient`` of
+    each model call, else ``model`` makes every call. A function tool may not
+    share a name with an enabled built-in tool, and tool names are unique.
+    """
+
+    name: str
+    instructions: Instructions
+    model: ModelClient
+    model_settings: Mapping[str, Any] = field(default_factory=dict)
+    tools: Sequence[FunctionTool] = ()
+    tool_policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    default_tool_effect: ToolEffect = DEFAULT_TOOL_EFFECT
+    built_in_tools: frozenset[BuiltInTool] = frozenset()
+    max_model_calls_per_turn: int = DEFAULT_MAX_MODEL_CALLS_PER_TURN
+    interrupt_deadline: timedelta | None = None
+    event_stream_capacity_bytes: int = DEFAULT_EVENT_STREAM_CAPACITY_BYTES
+    plan_mode_enabled: bool = False
+    decide_turn_continuation: DecideTurnContinuation | None = None
+    max_output_tokens: int | None = None
+    resolve_model: ResolveModel | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"AgentDefinition.name must be a non-empty string, not {self.name!r}")
+        if not (isinstance(self.instructions, str) or callable(self.instructions)):
+            raise TypeError(
+                "AgentDefinition.instructions must be a string or a function of "
+                f"InstructionContext, not {type(self.instructions).__name__}"
+            )
+        # Frozen: normalizing a field needs object.__setattr__ in __post_init__.
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "built_in_tools", frozenset(self.built_in_tools))
+        seen: set[str] = set()
+        for tool in self.tools:
+            if not isinstance(tool, FunctionTool):
+                raise TypeError(
+                    "AgentDefinition.tools must be FunctionTool values (use @function_tool), "
+                    f"not {type(tool).__name__}"
+                )
+            if tool.name in seen:
+                raise ValueError(f"two tools of AgentDefinition are named {tool.name}")
+            seen.add(tool.name)
+        check_no_reserved_tool_names(
+            (tool.name for tool in self.tools), self.enabled_built_in_tools
+        )
+        limit = self.max_model_calls_per_turn
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"max_model_calls_per_turn must be an int from 1, not {limit!r}")
+        if self.max_output_tokens is not None and self.max_output_tokens < 1:
+            raise ValueError(
+                f"max_output_tokens must be None or at least 1, not {self.max_output_tokens}"
+            )
+
+    @property
+    def enabled_built_in_tools(self) -> frozenset[BuiltInTool]:
+        """``built_in_tools``, plus ``write_todos`` when ``plan_mode_enabled``."""
+        if self.plan_mode_enabled:
+            return self.built_in_tools | {BuiltInTool.WRITE_TODOS}
+        return self.built_in_tools
+
+    def function_tool(self, name: str) -> FunctionTool | None:
+        """The function tool named ``name``, or ``None``."""
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+    def model_for(self, session_settings: Mapping[str, Any]) -> ModelClient:
+        """The ``ModelClient`` of a model call with these session settings."""
+        if self.resolve_model is None:
+            return self.model
+        return self.resolve_model(session_settings)
+
+    def instructions_for(self, context: InstructionContext) -> str:
+        """The instructions of one model call."""
+        if isinstance(self.instructions, str):
+            return self.instructions
+        text = self.instructions(context)
+        if not isinstance(text, str):
+            raise TypeError(
+                f"the instructions function of agent {self.name} returned "
+                f"{type(text).__name__}, not a string"
+            )
+        return text

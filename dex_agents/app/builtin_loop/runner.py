@@ -1,0 +1,364 @@
+"""``BuiltinLoopAgentRunner``: the runner contract for an ``AgentDefinition`` ("Built-in agent loop").
+
+Each ``RunModel`` makes exactly one model call, with the input rebuilt from
+committed state only: the instructions, every stored item, the plan note before
+the turn's items, and the results of the previous model response from the final
+records. Items are stored as they appear (``ToolCallsRequested.new_messages``), so
+the run state holds only the turn's model call count and the count of
+consecutive continuations after continued answers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dex_agents.app.builtin_loop.definition import (
+    AgentDefinition,
+    InstructionContext,
+    TurnContinuationContext,
+)
+from dex_agents.app.builtin_loop.function_tools import ToolCallContext
+from dex_agents.app.builtin_loop.items import (
+    model_input_item,
+    model_output_message,
+    tool_result_message,
+    user_text_message,
+)
+from dex_agents.domain.builtin_tools import (
+    BuiltInTool,
+    check_no_reserved_tool_names,
+    enabled_built_in_tool,
+    enabled_built_in_tool_definitions,
+)
+from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.messages import FrameworkMessage
+from dex_agents.domain.model_io import (
+    ModelInputItem,
+    ModelOutputItem,
+    ModelRequest,
+    ModelResponse,
+    ModelToolCall,
+    ModelToolDefinition,
+    ToolResultItem,
+    UserTextItem,
+)
+from dex_agents.domain.plans import build_plan_note
+from dex_agents.domain.runner_outcomes import (
+    AgentTurnOutcome,
+    DeferredToolCall,
+    ToolCallsRequested,
+    ToolExecutionResult,
+    ToolInputRequested,
+    TurnCompleted,
+    TurnContinued,
+)
+from dex_agents.domain.state import InteractionMode
+from dex_agents.domain.tool_calls import ToolCallStatus
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT, describe_tool_call_outcome
+from dex_agents.domain.turns import (
+    TurnContinuationAction,
+    TurnContinuationDecision,
+    decide_continuation,
+    model_call_limit_result,
+    model_call_offers_tools,
+)
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.ports.media_store import MediaStore
+from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
+
+UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
+"""The policy of a call whose name no tool offers: it fails as ``unknown tool <name>``, unapproved."""
+
+
+@dataclass(frozen=True)
+class _RunState:
+    model_calls: int = 0
+    consecutive_continuations: int = 0
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {
+                "model_calls": self.model_calls,
+                "consecutive_continuations": self.consecutive_continuations,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def loads(cls, text: str | None) -> _RunState:
+        if text is None:
+            return cls()
+        try:
+            data = json.loads(text)
+            return cls(int(data["model_calls"]), int(data.get("consecutive_continuations", 0)))
+        except (ValueError, TypeError, KeyError) as error:
+            raise ValueError(
+                f"framework_run_state {text!r} is not the built-in loop's run state: {error!r}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class _Conversation:
+    items: list[ModelInputItem]
+    previous_results: list[ToolResultItem]
+    previous_output: list[ModelOutputItem]
+
+
+def _recorded_result(turn: AgentTurnContext, call: ModelToolCall) -> ToolResultItem:
+    record = turn.tool_calls.get(call.tool_call_id)
+    if record is None or not record.is_final:
+        # An orphaned call never reaches a provider: it reads as outcome unknown.
+        return ToolResultItem(
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            output=OUTCOME_UNKNOWN_TOOL_RESULT,
+        )
+    return ToolResultItem(
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        output=describe_tool_call_outcome(record),
+        images=record.images if record.status is ToolCallStatus.SUCCEEDED else (),
+    )
+
+
+def _conversation(turn: AgentTurnContext) -> _Conversation:
+    """The model input of the stored messages, every tool call paired with a result."""
+    note = build_plan_note(turn.plan, turn.interaction_mode)
+    items: list[ModelInputItem] = []
+    unanswered: list[ModelToolCall] = []
+    trailing_output: list[ModelOutputItem] = []
+    note_added = False
+    for message in turn.messages:
+        item = model_input_item(message.framework_item)
+        if isinstance(item, UserTextItem):
+            items.extend(_recorded_result(turn, call) for call in unanswered)
+            unanswered = []
+        if note is not None and not note_added and message.turn_id == turn.turn_id:
+            items.append(UserTextItem(text=note))
+            note_added = True
+        if isinstance(item, ModelOutputItem):
+            if not trailing_output or not isinstance(items[-1], ModelOutputItem):
+                trailing_output = []
+            trailing_output.append(item)
+            unanswered.extend(item.tool_calls)
+        elif isinstance(item, ToolResultItem):
+            unanswered = [call for call in unanswered if call.tool_call_id != item.tool_call_id]
+        items.append(item)
+    if note is not None and not note_added:
+        items.append(UserTextItem(text=note))
+    results = [_recorded_result(turn, call) for call in unanswered]
+    items.extend(results)
+    return _Conversation(items, results, trailing_output if results else [])
+
+
+class BuiltinLoopAgentRunner:
+    """The runner of an ``AgentDefinition``: one model call per ``RunModel``.
+
+    Function tools run in their own tool Steps through
+    ``execute_deferred_tool_call``; enabled built-in tools are offered and routed
+    by the session. ``media_store`` reads the bytes of the images the input
+    references and reaches function tools through ``ToolCallContext``.
+    """
+
+    def __init__(self, definition: AgentDefinition, *, media_store: MediaStore | None = None):
+        if not isinstance(definition, AgentDefinition):
+            raise TypeError(
+                f"BuiltinLoopAgentRunner needs an AgentDefinition, not {type(definition).__name__}"
+            )
+        self.definition = definition
+        self.media_store = media_store
+
+    @property
+    def supports_plan_mode(self) -> bool:
+        """``True``: a planning turn offers only ``write_todos``."""
+        return True
+
+    def build_user_message(self, text: str) -> FrameworkMessage:
+        """The turn's first message: a ``user_text`` item."""
+        return user_text_message(text)
+
+    def build_unfinished_turn_messages(self, turn: AgentTurnContext) -> Sequence[FrameworkMessage]:
+        """The results of the previous model response that are not stored yet."""
+        return [tool_result_message(result) for result in _conversation(turn).previous_results]
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        """Make one model call from committed state; see the module docstring."""
+        definition = self.definition
+        check_no_reserved_tool_names(
+            (tool.name for tool in definition.tools), turn.enabled_built_in_tools
+        )
+        run_state = _RunState.loads(turn.framework_run_state)
+        conversation = _conversation(turn)
+        items = conversation.items
+        stored_first: list[FrameworkMessage] = [
+            tool_result_message(result) for result in conversation.previous_results
+        ]
+        consecutive = run_state.consecutive_continuations
+        if conversation.previous_results:
+            decision = await self._decide(
+                turn, True, conversation.previous_output, conversation.previous_results, consecutive
+            )
+            if decision.action is TurnContinuationAction.END_TURN:
+                return TurnCompleted(new_messages=stored_first, usage=AgentUsage())
+            if decision.action is TurnContinuationAction.CONTINUE_WITH_MESSAGE:
+                assert decision.message is not None
+                items.append(UserTextItem(text=decision.message))
+                stored_first.append(user_text_message(decision.message))
+            consecutive = decision.consecutive_continuations
+        offers_tools = model_call_offers_tools(
+            run_state.model_calls, definition.max_model_calls_per_turn
+        )
+        response = await self._call_model(turn, items, offers_tools)
+        model_calls = run_state.model_calls + 1
+        new_messages = stored_first + [model_output_message(item) for item in response.output]
+        metadata = response.model_call_metadata
+        if response.tool_calls:
+            if not offers_tools:
+                limit_text = model_call_limit_result(definition.max_model_calls_per_turn)
+                new_messages += [
+                    tool_result_message(
+                        ToolResultItem(
+                            tool_call_id=call.tool_call_id,
+                            tool_name=call.tool_name,
+                            output=limit_text,
+                        )
+                    )
+                    for call in response.tool_calls
+                ]
+                return TurnCompleted(new_messages, response.usage, model_call_metadata=metadata)
+            return ToolCallsRequested(
+                _RunState(model_calls, 0).dumps(),
+                [self._deferred(turn, call) for call in response.tool_calls],
+                response.usage,
+                new_messages=new_messages,
+                model_call_metadata=metadata,
+            )
+        decision = await self._decide(turn, False, list(response.output), [], consecutive)
+        if decision.action is TurnContinuationAction.CONTINUE_WITH_MESSAGE:
+            assert decision.message is not None
+            new_messages.append(user_text_message(decision.message))
+            return TurnContinued(
+                _RunState(model_calls, decision.consecutive_continuations).dumps(),
+                new_messages,
+                response.usage,
+                model_call_metadata=metadata,
+            )
+        return TurnCompleted(
+            new_messages,
+            response.usage,
+            model_call_metadata=metadata,
+            turn_error=decision.turn_error,
+        )
+
+    async def execute_deferred_tool_call(
+        self, call: DeferredToolExecution
+    ) -> ToolExecutionResult | ToolInputRequested:
+        """Run the function tool the call names; an unknown name raises ``ToolExecutionError``."""
+        name = call.tool_call.tool_name
+        tool = self.definition.function_tool(name)
+        if tool is None:
+            raise ToolExecutionError(f"unknown tool {name}")
+        context = ToolCallContext.for_call(call, media_store=self.media_store)
+        return await tool.invoke(call.tool_call.arguments, context)
+
+    def _deferred(self, turn: AgentTurnContext, call: ModelToolCall) -> DeferredToolCall:
+        name = call.tool_name
+        tool = self.definition.function_tool(name)
+        if tool is not None:
+            policy = turn.resolve_tool_policy(name, tool.effect)
+        elif enabled_built_in_tool(name, turn.enabled_built_in_tools) is not None:
+            policy = turn.resolve_tool_policy(name)
+        else:
+            policy = UNKNOWN_TOOL_POLICY
+        return DeferredToolCall(call.tool_call_id, name, call.arguments, policy)
+
+    def _tools(self, turn: AgentTurnContext, offers_tools: bool) -> list[ModelToolDefinition]:
+        if not offers_tools:
+            return []
+        enabled = turn.enabled_built_in_tools
+        if turn.interaction_mode is InteractionMode.PLANNING:
+            enabled = enabled & {BuiltInTool.WRITE_TODOS}
+            function_tools: list[ModelToolDefinition] = []
+        else:
+            function_tools = [tool.definition() for tool in self.definition.tools]
+        built_ins = [
+            ModelToolDefinition(
+                name=built_in.name.value,
+                description=built_in.description,
+                parameters_schema=json.loads(json.dumps(built_in.parameters_schema)),
+            )
+            for built_in in enabled_built_in_tool_definitions(enabled)
+        ]
+        return function_tools + built_ins
+
+    async def _call_model(
+        self, turn: AgentTurnContext, items: list[ModelInputItem], offers_tools: bool
+    ) -> ModelResponse:
+        definition = self.definition
+        settings = turn.session_settings
+        instructions = definition.instructions_for(
+            InstructionContext(
+                flow_id=turn.flow_id,
+                turn_id=turn.turn_id,
+                session_settings=settings,
+                interaction_mode=turn.interaction_mode,
+            )
+        )
+        request = ModelRequest(
+            instructions=instructions,
+            items=tuple(items),
+            tools=tuple(self._tools(turn, offers_tools)),
+            settings=definition.model_settings,
+            max_output_tokens=definition.max_output_tokens,
+        )
+        if self.media_store is not None and request.image_references:
+            image_bytes: dict[str, bytes] = {}
+            for image in request.image_references:
+                if image.sha256 not in image_bytes:
+                    image_bytes[image.sha256] = await self.media_store.get_image(image)
+            request = ModelRequest(
+                instructions=request.instructions,
+                items=request.items,
+                tools=request.tools,
+                settings=request.settings,
+                image_bytes=image_bytes,
+                max_output_tokens=request.max_output_tokens,
+            )
+        response = await definition.model_for(settings).call_model(request, turn.events)
+        if not isinstance(response, ModelResponse):
+            raise TypeError(
+                f"the model client of agent {definition.name} returned "
+                f"{type(response).__name__}, not a ModelResponse"
+            )
+        return response
+
+    async def _decide(
+        self,
+        turn: AgentTurnContext,
+        called_tools: bool,
+        model_output: Sequence[ModelOutputItem],
+        tool_results: Sequence[ToolResultItem],
+        consecutive: int,
+    ) -> TurnContinuationDecision:
+        hook = self.definition.decide_turn_continuation
+        if hook is None:
+            return decide_continuation(called_tools, "default", consecutive)
+        decision: object = hook(
+            TurnContinuationContext(
+                flow_id=turn.flow_id,
+                turn_id=turn.turn_id,
+                session_settings=turn.session_settings,
+                model_output=tuple(model_output),
+                tool_results=tuple(tool_results),
+            )
+        )
+        if inspect.isawaitable(decision):
+            decision = await decision
+        return decide_continuation(called_tools, decision, consecutive)
+
+
+__all__ = ["UNKNOWN_TOOL_POLICY", "BuiltinLoopAgentRunner"]
