@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -32,67 +32,24 @@ from dex_agents.app.session import SessionRuntime
 from dex_agents.app.session_client import AgentSessionClient
 from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.app.steps import compaction_steps, run_model
-from dex_agents.domain.compaction import CompactionPolicy, select_turn_boundary_cutoff
-from dex_agents.domain.context_summary import ContextSummaryRequest
+from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.events import (
     AgentEvent,
     CompactionFinishedPayload,
     CompactionStartedPayload,
     UsageRecordedPayload,
 )
-from dex_agents.domain.runner_outcomes import ContextSummaryResult
 from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.flow_store import FlowStore
-from dex_agents.ports.runner import AgentTurnContext
 from dex_agents.ports.session_schema import AGENT_MESSAGE_INDEX, agent_events_stream
+from tests.app.compaction_support import SUMMARY_USAGE, CompactingRunner, run_turns
 from tests.app.harness import Session, session_stack
 from tests.app.scripted_runner import ScriptedRunner
 
-TOKENS_PER_MESSAGE = 10
-SUMMARY_USAGE = AgentUsage(model_calls=1, input_tokens=70, output_tokens=30)
 MODEL_USAGE = AgentUsage(model_calls=1, input_tokens=10, output_tokens=5)
 POLICY = CompactionPolicy(context_window_tokens=100)
 ONE_ATTEMPT = RunModelLimit(maximum_attempts=1)
-
-
-@dataclass
-class CompactingRunner(ScriptedRunner):
-    """``ScriptedRunner`` plus ``ContextCompactionRunner``.
-
-    ``always_high`` makes every estimate exceed any window; ``cutoff`` replaces
-    the shared rule's answer; ``summary_failures`` makes the next summaries raise.
-    """
-
-    always_high: bool = False
-    cutoff: object = None
-    summary_failures: int = 0
-    estimates: list[int] = field(default_factory=list)
-    summary_requests: list[ContextSummaryRequest] = field(default_factory=list)
-    release_summary: asyncio.Event | None = None
-
-    def estimate_input_tokens(self, turn: AgentTurnContext) -> int:
-        estimate = 10**9 if self.always_high else len(turn.messages) * TOKENS_PER_MESSAGE
-        self.estimates.append(estimate)
-        return estimate
-
-    def select_compaction_cutoff(
-        self, turn: AgentTurnContext, retained_token_budget: int
-    ) -> int | None:
-        if self.cutoff is not None:
-            return self.cutoff  # type: ignore[return-value]  # a runner that breaks the contract
-        return select_turn_boundary_cutoff(turn, retained_token_budget)
-
-    async def summarize_context(self, request: ContextSummaryRequest) -> ContextSummaryResult:
-        self.summary_requests.append(request)
-        if self.release_summary is not None:
-            await self.release_summary.wait()
-        if self.summary_failures > 0:
-            self.summary_failures -= 1
-            raise RuntimeError("the summary model is down")
-        return ContextSummaryResult(
-            text=f"summary through {request.through_sequence}", usage=SUMMARY_USAGE
-        )
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -100,16 +57,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> FlowStore:
     if request.param == "memory":
         return MemoryFlowStore()
     return SqliteFlowStore(tmp_path / "sessions.sqlite3")
-
-
-async def run_turns(session: Session, first: int, last: int) -> None:
-    """Send ``m<first>`` .. ``m<last>``, one turn each; turn ``n`` is ``m<n>``."""
-    for number in range(first, last + 1):
-        if number == 1:
-            await session.sessions.start_session("s1", "m1")
-        else:
-            assert await session.sessions.send_user_message("s1", f"m{number}")
-        await session.idle(turns=number)
 
 
 def turn_events(events: list[AgentEvent], turn_id: str) -> list[AgentEvent]:

@@ -19,9 +19,9 @@ from dex_agents.ports.errors import ModelSpendLimitExceededError
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import DeferredToolExecution
 from dex_agents.ports.spend_limit import ModelSpendCheck, ModelSpendLimit
+from tests.app.compaction_support import SUMMARY_USAGE, CompactingRunner, run_turns
 from tests.app.harness import session_stack
 from tests.app.scripted_runner import ScriptedRunner
-from tests.app.test_compaction import SUMMARY_USAGE, CompactingRunner, run_turns
 
 MODEL_USAGE = AgentUsage(model_calls=1, input_tokens=10, output_tokens=5)
 BUDGET_REACHED = "the monthly model budget of this account is spent"

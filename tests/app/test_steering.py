@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dex_agents.app.options import AgentSessionOptions
@@ -14,14 +12,13 @@ from dex_agents.domain.events import (
     TurnCancelledPayload,
     TurnSteeredPayload,
 )
-from dex_agents.domain.messages import FrameworkMessage, MessageRole
+from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, TurnContinued
-from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
+from dex_agents.domain.tool_calls import CancellationReason, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_outcomes import (
     STEERED_TOOL_RESULT,
     TURN_CANCELLED_TOOL_RESULT,
-    describe_tool_call_outcome,
 )
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.flow_store import FlowStore
@@ -29,6 +26,7 @@ from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from dex_agents.ports.session_schema import TURN_CANCELLATION_REQUEST
 from tests.app.harness import echo, session_stack
 from tests.app.scripted_runner import ScriptedRunner
+from tests.app.steering_support import SlowModelRunner, TranscriptRunner, texts
 
 READ_LOOKUP = AgentSessionOptions(tool_policies={"lookup": ToolPolicy(ToolEffect.READ)})
 
@@ -44,51 +42,8 @@ def note(*lines: str) -> str:
     )
 
 
-def texts(messages: Sequence[object]) -> list[tuple[str, str | None]]:
-    return [(m.role.value, m.text) for m in messages]  # type: ignore[attr-defined]
-
-
 def of_type(events: list[AgentEvent], event_type: str) -> list[object]:
     return [event.payload for event in events if event.type == event_type]
-
-
-@dataclass
-class TranscriptRunner(ScriptedRunner):
-    """Stores a steered turn's tool results itself, as a runner that stores items as they appear."""
-
-    unfinished: list[dict[str, AgentToolCall]] = field(default_factory=list)
-
-    def build_unfinished_turn_messages(self, turn: AgentTurnContext) -> Sequence[FrameworkMessage]:
-        self.unfinished.append(dict(turn.tool_calls))
-        return [
-            FrameworkMessage(
-                role=MessageRole.TOOL,
-                framework_item=json.dumps({"type": "tool", "id": record.tool_call_id}),
-                text=f"{record.tool_name}={describe_tool_call_outcome(record)}",
-            )
-            for record in sorted(turn.tool_calls.values(), key=lambda r: r.deferral_order)
-        ]
-
-
-@dataclass
-class SlowModelRunner(ScriptedRunner):
-    """A model that answers ``slow_text`` only once ``release`` is set; it notes a cancellation."""
-
-    slow_text: str = "slow"
-    entered: asyncio.Event = field(default_factory=asyncio.Event)
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
-        last = next((m.text for m in reversed(turn.messages) if m.role is MessageRole.USER), "")
-        if last == self.slow_text and not turn.is_resuming and not self.entered.is_set():
-            self.entered.set()
-            try:
-                await self.release.wait()
-            except asyncio.CancelledError:
-                self.cancelled.set()
-                raise
-        return await super().run_model_step(turn)
 
 
 @dataclass

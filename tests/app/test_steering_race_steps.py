@@ -27,7 +27,7 @@ from dex_agents.ports.session_schema import (
     TOOL_CALL_CANCELLATIONS,
     TOOL_CALL_RESULTS,
 )
-from tests.app.test_steering_races import CancellableTaskRunner
+from tests.app.steering_support import CancellableTaskRunner
 from tests.app.turn_control_fakes import (
     ACTIVE,
     CANCELLED,

@@ -4,22 +4,25 @@ started waiting yet, on the embedded engine (``test_steering_race_steps`` has th
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dex_agents.adapters.local.test_probes import wait_until
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.events import AgentEvent
-from dex_agents.domain.runner_outcomes import ToolTaskPending, ToolTaskPollOutcome, ToolTaskStarted
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT, STEERED_TOOL_RESULT
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT
 from dex_agents.ports.flow_store import FlowStore
-from dex_agents.ports.runner import DeferredToolExecution, ToolTaskCancellation, ToolTaskPoll
 from dex_agents.ports.session_schema import TOOL_CALL_CANCELLATIONS
 from tests.app.harness import Session, session_stack
-from tests.app.test_steering import SlowModelRunner, TranscriptRunner, texts
+from tests.app.steering_support import (
+    CancellableTaskRunner,
+    SlowModelRunner,
+    TranscriptRunner,
+    texts,
+)
 
 BUILT_INS = AgentSessionOptions(
     built_in_tools=frozenset({BuiltInTool.ASK_USER, BuiltInTool.DURABLE_WAIT})
@@ -112,32 +115,6 @@ async def test_a_steer_before_a_durable_wait_starts_rejects_the_call(store: Flow
         ]
         assert turns_of(await session.events(), "timer_started") == ["turn-2"]
         assert await pending_cancellations(session, "call-1") == 0
-
-
-@dataclass
-class CancellableTaskRunner(TranscriptRunner):
-    """Every tool starts task ``task-7`` once ``release`` is set; each poll says it still runs."""
-
-    interval: float = 3600
-    started: asyncio.Event = field(default_factory=asyncio.Event)
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-    polls: list[ToolTaskPoll] = field(default_factory=list)
-    cancelled_tasks: list[ToolTaskCancellation] = field(default_factory=list)
-
-    async def execute_deferred_tool_call(  # type: ignore[override]
-        self, call: DeferredToolExecution
-    ) -> ToolTaskStarted:
-        self.tool_calls.append(call)
-        self.started.set()
-        await self.release.wait()
-        return ToolTaskStarted(task_id="task-7", poll_interval_seconds=self.interval)
-
-    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
-        self.polls.append(poll)
-        return ToolTaskPending(poll_interval_seconds=3600)
-
-    async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
-        self.cancelled_tasks.append(cancellation)
 
 
 REPORT = AgentSessionOptions(tool_policies={"report": ToolPolicy(ToolEffect.READ)})
