@@ -5,8 +5,8 @@ built-in tools; ``builtin_agent_session_flow`` turns it into an
 ``AgentSessionFlow`` whose ``BuiltinLoopAgentRunner`` makes exactly one model
 call per ``RunModel``. ``@function_tool`` derives a tool's JSON Schema from type
 hints; ``ScriptedModelClient`` answers without a model key; the media stores keep
-image bytes. Tool sources, compaction on the loop and the LiteLLM client arrive
-with later issues.
+image bytes; ``AgentDefinition.tool_sources`` offers tools listed at run time.
+Compaction on the loop and the LiteLLM client arrive with later issues.
 """
 
 from dex_agents.adapters.media.local_directory import LocalDirectoryMediaStore
@@ -32,6 +32,12 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelReply,
     ScriptedToolCall,
 )
+from dex_agents.app.builtin_loop.tool_sources import (
+    DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
+    SOURCE_TOOL_NOT_OFFERED_RESULT,
+    SourceToolListing,
+)
+from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.model_io import (
     ModelInputItem,
     ModelOutputItem,
@@ -45,8 +51,11 @@ from dex_agents.domain.model_io import (
 )
 from dex_agents.domain.turns import ContinueTurn, TurnContinuation
 from dex_agents.ports.model_client import ModelClient, ModelOutputWriter
+from dex_agents.ports.tool_source import ToolSource
 
 __all__ = [
+    "DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT",
+    "SOURCE_TOOL_NOT_OFFERED_RESULT",
     "AgentDefinition",
     "BuiltinLoopAgentRunner",
     "ContinueTurn",
@@ -54,6 +63,7 @@ __all__ = [
     "FunctionToolResult",
     "InMemoryMediaStore",
     "InstructionContext",
+    "ListedTool",
     "LocalDirectoryMediaStore",
     "ModelClient",
     "ModelInputItem",
@@ -67,8 +77,10 @@ __all__ = [
     "ScriptedModelClient",
     "ScriptedModelReply",
     "ScriptedToolCall",
+    "SourceToolListing",
     "ToolCallContext",
     "ToolResultItem",
+    "ToolSource",
     "TurnContinuation",
     "TurnContinuationContext",
     "UserTextItem",

@@ -13,6 +13,10 @@ from datetime import timedelta
 from typing import Any, TypeAlias
 
 from dex_agents.app.builtin_loop.function_tools import FunctionTool
+from dex_agents.app.builtin_loop.tool_sources import (
+    DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
+    check_tool_sources,
+)
 from dex_agents.domain.builtin_tools import BuiltInTool, check_no_reserved_tool_names
 from dex_agents.domain.model_io import ModelOutputItem, ToolResultItem
 from dex_agents.domain.state import InteractionMode
@@ -20,6 +24,7 @@ from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, Tool
 from dex_agents.domain.turns import DEFAULT_MAX_MODEL_CALLS_PER_TURN, TurnContinuation
 from dex_agents.ports.model_client import ModelClient
 from dex_agents.ports.session_schema import DEFAULT_EVENT_STREAM_CAPACITY_BYTES
+from dex_agents.ports.tool_source import ToolSource
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +82,11 @@ class AgentDefinition:
     ``resolve_model`` maps the turn's session settings to the ``ModelClient`` of
     each model call, else ``model`` makes every call. A function tool may not
     share a name with an enabled built-in tool, and tool names are unique.
+    ``tool_sources`` list their tools in every ``RunModel`` of a chat or executing
+    turn, each for at most ``tool_source_listing_timeout`` (10 seconds; seconds
+    as a number are accepted too); their ``source_name`` values are unique, and
+    each source's ``declared_tool_names()`` are checked with the listing's clash
+    rules when the definition is built.
     """
 
     name: str
@@ -84,6 +94,7 @@ class AgentDefinition:
     model: ModelClient
     model_settings: Mapping[str, Any] = field(default_factory=dict)
     tools: Sequence[FunctionTool] = ()
+    tool_sources: Sequence[ToolSource] = ()
     tool_policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
     default_tool_effect: ToolEffect = DEFAULT_TOOL_EFFECT
     built_in_tools: frozenset[BuiltInTool] = frozenset()
@@ -94,6 +105,7 @@ class AgentDefinition:
     decide_turn_continuation: DecideTurnContinuation | None = None
     max_output_tokens: int | None = None
     resolve_model: ResolveModel | None = None
+    tool_source_listing_timeout: timedelta = DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -119,6 +131,19 @@ class AgentDefinition:
         check_no_reserved_tool_names(
             (tool.name for tool in self.tools), self.enabled_built_in_tools
         )
+        object.__setattr__(self, "tool_sources", tuple(self.tool_sources))
+        check_tool_sources(
+            self.tool_sources, seen, {tool.value for tool in self.enabled_built_in_tools}
+        )
+        timeout: object = self.tool_source_listing_timeout
+        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+            timeout = timedelta(seconds=timeout)
+        if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
+            raise ValueError(
+                "tool_source_listing_timeout must be a positive timedelta or number of seconds, "
+                f"not {self.tool_source_listing_timeout!r}"
+            )
+        object.__setattr__(self, "tool_source_listing_timeout", timeout)
         limit = self.max_model_calls_per_turn
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"max_model_calls_per_turn must be an int from 1, not {limit!r}")
@@ -137,6 +162,10 @@ class AgentDefinition:
     def function_tool(self, name: str) -> FunctionTool | None:
         """The function tool named ``name``, or ``None``."""
         return next((tool for tool in self.tools if tool.name == name), None)
+
+    def tool_source(self, source_name: str) -> ToolSource | None:
+        """The tool source named ``source_name``, or ``None``."""
+        return next((s for s in self.tool_sources if s.source_name == source_name), None)
 
     def model_for(self, session_settings: Mapping[str, Any]) -> ModelClient:
         """The ``ModelClient`` of a model call with these session settings."""

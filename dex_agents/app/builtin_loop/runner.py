@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dex_agents.app.builtin_loop import tool_sources
 from dex_agents.app.builtin_loop.definition import (
     AgentDefinition,
     InstructionContext,
@@ -49,9 +50,9 @@ from dex_agents.domain.plans import build_plan_note
 from dex_agents.domain.runner_outcomes import (
     AgentTurnOutcome,
     DeferredToolCall,
+    DeferredToolOutcome,
     ToolCallsRequested,
-    ToolExecutionResult,
-    ToolInputRequested,
+    ToolTaskPollOutcome,
     TurnCompleted,
     TurnContinued,
 )
@@ -68,7 +69,7 @@ from dex_agents.domain.turns import (
 )
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.media_store import MediaStore
-from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
+from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
 
 UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
 """The policy of a call whose name no tool offers: it fails as ``unknown tool <name>``, unapproved."""
@@ -164,6 +165,16 @@ class BuiltinLoopAgentRunner:
     references and reaches function tools through ``ToolCallContext``.
     """
 
+    def __new__(
+        cls, definition: AgentDefinition, *, media_store: MediaStore | None = None
+    ) -> BuiltinLoopAgentRunner:
+        # The session polls tool tasks only of a runner that is a ToolTaskPoller, and only
+        # tool sources start tasks: an agent with sources gets the polling runner.
+        has_sources = isinstance(definition, AgentDefinition) and bool(definition.tool_sources)
+        if cls is BuiltinLoopAgentRunner and has_sources:
+            cls = _SourcePollingRunner
+        return super().__new__(cls)
+
     def __init__(self, definition: AgentDefinition, *, media_store: MediaStore | None = None):
         if not isinstance(definition, AgentDefinition):
             raise TypeError(
@@ -171,6 +182,7 @@ class BuiltinLoopAgentRunner:
             )
         self.definition = definition
         self.media_store = media_store
+        self._sources = {source.source_name: source for source in definition.tool_sources}
 
     @property
     def supports_plan_mode(self) -> bool:
@@ -212,7 +224,15 @@ class BuiltinLoopAgentRunner:
         offers_tools = model_call_offers_tools(
             run_state.model_calls, definition.max_model_calls_per_turn
         )
-        response = await self._call_model(turn, items, offers_tools)
+        listing = tool_sources.SourceToolListing()
+        if offers_tools:
+            listing = await tool_sources.list_tool_sources(
+                turn,
+                definition.tool_sources,
+                definition.tool_source_listing_timeout,
+                [tool.name for tool in definition.tools],
+            )
+        response = await self._call_model(turn, items, offers_tools, listing)
         model_calls = run_state.model_calls + 1
         new_messages = stored_first + [model_output_message(item) for item in response.output]
         metadata = response.model_call_metadata
@@ -232,7 +252,7 @@ class BuiltinLoopAgentRunner:
                 return TurnCompleted(new_messages, response.usage, model_call_metadata=metadata)
             return ToolCallsRequested(
                 _RunState(model_calls, 0).dumps(),
-                [self._deferred(turn, call) for call in response.tool_calls],
+                [self._deferred(turn, call, listing) for call in response.tool_calls],
                 response.usage,
                 new_messages=new_messages,
                 model_call_metadata=metadata,
@@ -254,10 +274,15 @@ class BuiltinLoopAgentRunner:
             turn_error=decision.turn_error,
         )
 
-    async def execute_deferred_tool_call(
-        self, call: DeferredToolExecution
-    ) -> ToolExecutionResult | ToolInputRequested:
-        """Run the function tool the call names; an unknown name raises ``ToolExecutionError``."""
+    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> DeferredToolOutcome:
+        """Run the function tool the call names; an unknown name raises ``ToolExecutionError``.
+
+        A call with a tool source's stored reference runs in that source, with its own
+        reference on the record; a source name this agent lacks raises ``LookupError``.
+        """
+        routed = await tool_sources.execute_source_call(self._sources, call)
+        if routed is not None:
+            return routed
         name = call.tool_call.tool_name
         tool = self.definition.function_tool(name)
         if tool is None:
@@ -265,18 +290,35 @@ class BuiltinLoopAgentRunner:
         context = ToolCallContext.for_call(call, media_store=self.media_store)
         return await tool.invoke(call.tool_call.arguments, context)
 
-    def _deferred(self, turn: AgentTurnContext, call: ModelToolCall) -> DeferredToolCall:
+    def _deferred(
+        self, turn: AgentTurnContext, call: ModelToolCall, listing: tool_sources.SourceToolListing
+    ) -> DeferredToolCall:
         name = call.tool_name
         tool = self.definition.function_tool(name)
+        listed = listing.find(name)
         if tool is not None:
             policy = turn.resolve_tool_policy(name, tool.effect)
         elif enabled_built_in_tool(name, turn.enabled_built_in_tools) is not None:
             policy = turn.resolve_tool_policy(name)
+        elif listed is not None:
+            source, listed_tool = listed
+            return tool_sources.source_deferred_tool_call(
+                turn,
+                source,
+                listed_tool,
+                tool_call_id=call.tool_call_id,
+                arguments=call.arguments,
+            )
         else:
             policy = UNKNOWN_TOOL_POLICY
         return DeferredToolCall(call.tool_call_id, name, call.arguments, policy)
 
-    def _tools(self, turn: AgentTurnContext, offers_tools: bool) -> list[ModelToolDefinition]:
+    def _tools(
+        self,
+        turn: AgentTurnContext,
+        offers_tools: bool,
+        listing: tool_sources.SourceToolListing,
+    ) -> list[ModelToolDefinition]:
         if not offers_tools:
             return []
         enabled = turn.enabled_built_in_tools
@@ -293,10 +335,14 @@ class BuiltinLoopAgentRunner:
             )
             for built_in in enabled_built_in_tool_definitions(enabled)
         ]
-        return function_tools + built_ins
+        return function_tools + listing.definitions() + built_ins
 
     async def _call_model(
-        self, turn: AgentTurnContext, items: list[ModelInputItem], offers_tools: bool
+        self,
+        turn: AgentTurnContext,
+        items: list[ModelInputItem],
+        offers_tools: bool,
+        listing: tool_sources.SourceToolListing,
     ) -> ModelResponse:
         definition = self.definition
         settings = turn.session_settings
@@ -311,7 +357,7 @@ class BuiltinLoopAgentRunner:
         request = ModelRequest(
             instructions=instructions,
             items=tuple(items),
-            tools=tuple(self._tools(turn, offers_tools)),
+            tools=tuple(self._tools(turn, offers_tools, listing)),
             settings=definition.model_settings,
             max_output_tokens=definition.max_output_tokens,
         )
@@ -359,6 +405,19 @@ class BuiltinLoopAgentRunner:
         if inspect.isawaitable(decision):
             decision = await decision
         return decide_continuation(called_tools, decision, consecutive)
+
+
+class _SourcePollingRunner(BuiltinLoopAgentRunner):
+    """The runner of an agent with tool sources: it also polls their tool tasks."""
+
+    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
+        """Poll the task in the source that built the call; function tools start no tasks."""
+        routed = await tool_sources.poll_source_task(self._sources, poll)
+        if routed is None:
+            raise ToolExecutionError(
+                f"tool {poll.tool_call.tool_name} belongs to no tool source and starts no tasks"
+            )
+        return routed
 
 
 __all__ = ["UNKNOWN_TOOL_POLICY", "BuiltinLoopAgentRunner"]

@@ -1,0 +1,293 @@
+"""Tool sources on the built-in loop: listing, clash checks, and routing by stored reference.
+
+In every ``RunModel`` of a chat or executing turn the runner lists each source for
+at most ``tool_source_listing_timeout``; a source whose listing raises or takes
+longer offers nothing in that call, with a warning log ("Tool sources"). A call of
+a listed tool is built by its source, and the runner stores the source's reference
+as ``{"stepwise_tool_source": <source_name>, "reference": ...}`` so the tool Step
+and ``PollToolTask`` reach the same source on any Worker without a listing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from dex_agents.domain.listed_tools import ListedTool, check_listed_tool_names
+from dex_agents.domain.model_io import ModelToolDefinition
+from dex_agents.domain.runner_outcomes import (
+    DeferredToolCall,
+    DeferredToolOutcome,
+    ToolTaskPollOutcome,
+)
+from dex_agents.domain.state import InteractionMode
+from dex_agents.domain.tool_calls import AgentToolCall
+from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
+from dex_agents.ports.tool_source import DeclaredToolNamesSource, ToolSource
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT = timedelta(seconds=10)
+"""``AgentDefinition.tool_source_listing_timeout``: 10 seconds per source listing."""
+
+TOOL_SOURCE_REFERENCE_KEY = "stepwise_tool_source"
+"""The key of the source name in a stored ``tool_source_reference``."""
+
+SOURCE_TOOL_NOT_OFFERED_RESULT = (
+    "The tool call was not run: the tool is not offered now, as its tool source does not list it."
+)
+"""The result of a new call of a replay-only tool: one the turn already called that the live
+listing lacks (``SourceToolListing.replay_only_tools``)."""
+
+
+def check_tool_sources(
+    sources: Sequence[ToolSource],
+    function_tool_names: Collection[str],
+    enabled_built_in_tools: Collection[str],
+) -> None:
+    """Refuse a source that is not a ``ToolSource``, a repeated ``source_name``, and clashing
+    ``declared_tool_names()``, with the clash texts of ``check_listed_tool_names``."""
+    seen: set[str] = set()
+    for source in sources:
+        if not isinstance(source, ToolSource):
+            raise TypeError(
+                "AgentDefinition.tool_sources must be ToolSource values, "
+                f"not {type(source).__name__}"
+            )
+        name = source.source_name
+        if not isinstance(name, str) or not name:
+            raise ValueError(
+                f"a tool source's source_name must be a non-empty string, not {name!r}"
+            )
+        if name in seen:
+            raise ValueError(f"two tool sources of AgentDefinition are named {name}")
+        seen.add(name)
+    check_listed_tool_names(
+        function_tool_names,
+        enabled_built_in_tools,
+        [
+            (
+                source.source_name,
+                tuple(source.declared_tool_names())
+                if isinstance(source, DeclaredToolNamesSource)
+                else (),
+            )
+            for source in sources
+        ],
+    )
+
+
+def encode_source_reference(source_name: str, reference: str | None) -> str:
+    """The stored ``tool_source_reference`` of a source's call: the source's name and its own."""
+    return json.dumps(
+        {TOOL_SOURCE_REFERENCE_KEY: source_name, "reference": reference},
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+
+
+def decode_source_reference(text: str | None) -> tuple[str, str | None] | None:
+    """The source name and inner reference of a stored reference, or ``None`` for another's."""
+    if text is None:
+        return None
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get(TOOL_SOURCE_REFERENCE_KEY), str):
+        return None
+    inner = data.get("reference")
+    if inner is not None and not isinstance(inner, str):
+        raise ValueError(f"stored tool_source_reference {text!r} has a reference that is not text")
+    return data[TOOL_SOURCE_REFERENCE_KEY], inner
+
+
+@dataclass(frozen=True)
+class SourceToolListing:
+    """The tools the sources offered in one ``RunModel``, in ``tool_sources`` order.
+
+    ``listings`` pairs each source with its tools (none when its listing failed).
+    ``replay_only_tools`` are the names the turn already called through a source
+    that the live listing lacks: a recorded call of one resumes through its stored
+    reference, and a new call is answered with ``SOURCE_TOOL_NOT_OFFERED_RESULT``.
+    """
+
+    listings: tuple[tuple[ToolSource, tuple[ListedTool, ...]], ...] = ()
+    replay_only_tools: frozenset[str] = field(default_factory=frozenset)
+
+    def find(self, name: str) -> tuple[ToolSource, ListedTool] | None:
+        """The source and definition offered under ``name``, or ``None``."""
+        for source, tools in self.listings:
+            for tool in tools:
+                if tool.name == name:
+                    return source, tool
+        return None
+
+    def check_names(
+        self, function_tool_names: Collection[str], enabled_built_in_tools: Collection[str]
+    ) -> None:
+        """``check_listed_tool_names`` of this listing: ``ValueError`` for the first clash."""
+        check_listed_tool_names(
+            function_tool_names,
+            enabled_built_in_tools,
+            [
+                (source.source_name, tuple(tool.name for tool in tools))
+                for source, tools in self.listings
+            ],
+        )
+
+    def definitions(self) -> list[ModelToolDefinition]:
+        """The model definitions of the listed tools, in order."""
+        return [
+            ModelToolDefinition(
+                name=tool.name,
+                description=tool.description,
+                parameters_schema=json.loads(json.dumps(dict(tool.input_schema))),
+            )
+            for _, tools in self.listings
+            for tool in tools
+        ]
+
+
+async def _list_one(source: ToolSource, listing_timeout: timedelta) -> tuple[ListedTool, ...]:
+    try:
+        tools = await asyncio.wait_for(source.list_tools(), listing_timeout.total_seconds())
+        listed = tuple(tools)
+        for tool in listed:
+            if not isinstance(tool, ListedTool):
+                raise TypeError(f"list_tools returned {type(tool).__name__}, not a ListedTool")
+        return listed
+    except TimeoutError:
+        logger.warning(
+            "tool source %s did not list its tools within %s; it offers no tools in this call",
+            source.source_name,
+            listing_timeout,
+        )
+    except Exception:
+        logger.warning(
+            "tool source %s failed to list its tools; it offers no tools in this call",
+            source.source_name,
+            exc_info=True,
+        )
+    return ()
+
+
+def _called_source_tools(records: Iterable[AgentToolCall]) -> set[str]:
+    return {
+        record.tool_name
+        for record in records
+        if decode_source_reference(record.tool_source_reference) is not None
+    }
+
+
+async def list_tool_sources(
+    turn: AgentTurnContext,
+    sources: Sequence[ToolSource],
+    listing_timeout: timedelta,
+    function_tool_names: Collection[str],
+) -> SourceToolListing:
+    """The tools the sources offer in one ``RunModel``, checked for clashes.
+
+    Only a chat or executing turn lists; a planning turn lists nothing. Every
+    source is listed concurrently, each for at most ``listing_timeout``; a listing
+    that raises or times out offers nothing. A clash raises ``ValueError`` with the
+    texts of ``check_listed_tool_names``, before any model request.
+    """
+    if not sources or turn.interaction_mode is InteractionMode.PLANNING:
+        return SourceToolListing()
+    tool_lists = await asyncio.gather(*(_list_one(source, listing_timeout) for source in sources))
+    listing = SourceToolListing(tuple(zip(sources, tool_lists, strict=True)))
+    listing.check_names(function_tool_names, turn.enabled_built_in_tools)
+    offered = {tool.name for tools in tool_lists for tool in tools}
+    called = _called_source_tools(turn.tool_calls.values())
+    return dataclasses.replace(listing, replay_only_tools=frozenset(called - offered))
+
+
+def source_deferred_tool_call(
+    turn: AgentTurnContext,
+    source: ToolSource,
+    listed_tool: ListedTool,
+    *,
+    tool_call_id: str,
+    arguments: str,
+) -> DeferredToolCall:
+    """The source's deferred call, with its reference wrapped in the source's name."""
+    call = source.deferred_tool_call(
+        turn,
+        tool_call_id=tool_call_id,
+        tool_name=listed_tool.name,
+        arguments=arguments,
+        listed_tool=listed_tool,
+    )
+    if not isinstance(call, DeferredToolCall):
+        raise TypeError(
+            f"tool source {source.source_name} built {type(call).__name__}, not a DeferredToolCall"
+        )
+    return attrs.evolve(
+        call,
+        tool_source_reference=encode_source_reference(
+            source.source_name, call.tool_source_reference
+        ),
+    )
+
+
+def _source_of(
+    sources: Mapping[str, ToolSource], record: AgentToolCall
+) -> tuple[ToolSource, AgentToolCall] | None:
+    decoded = decode_source_reference(record.tool_source_reference)
+    if decoded is None:
+        return None
+    name, inner = decoded
+    source = sources.get(name)
+    if source is None:
+        # LookupError, not ToolExecutionError: the call's effect class decides the outcome.
+        raise LookupError(
+            f"tool call {record.tool_call_id} belongs to tool source {name}, "
+            "which this agent does not have"
+        )
+    return source, attrs.evolve(record, tool_source_reference=inner)
+
+
+async def execute_source_call(
+    sources: Mapping[str, ToolSource], call: DeferredToolExecution
+) -> DeferredToolOutcome | None:
+    """Run a source's call in that source, or ``None`` when the call is no source's."""
+    routed = _source_of(sources, call.tool_call)
+    if routed is None:
+        return None
+    source, record = routed
+    return await source.execute_deferred_tool_call(dataclasses.replace(call, tool_call=record))
+
+
+async def poll_source_task(
+    sources: Mapping[str, ToolSource], poll: ToolTaskPoll
+) -> ToolTaskPollOutcome | None:
+    """Poll a source call's task in that source, or ``None`` when the call is no source's."""
+    routed = _source_of(sources, poll.tool_call)
+    if routed is None:
+        return None
+    source, record = routed
+    return await source.poll_tool_task(dataclasses.replace(poll, tool_call=record))
+
+
+__all__ = [
+    "DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT",
+    "SOURCE_TOOL_NOT_OFFERED_RESULT",
+    "TOOL_SOURCE_REFERENCE_KEY",
+    "SourceToolListing",
+    "check_tool_sources",
+    "decode_source_reference",
+    "encode_source_reference",
+    "execute_source_call",
+    "list_tool_sources",
+    "poll_source_task",
+    "source_deferred_tool_call",
+]

@@ -1,0 +1,459 @@
+"""Tool sources on the built-in loop ("Tool sources"), end to end on the embedded engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Collection, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.app.builtin_loop.items import user_text_message
+from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
+from dex_agents.app.builtin_loop.scripted_model import (
+    ScriptedModelReply,
+    ScriptedToolCall,
+)
+from dex_agents.app.builtin_loop.tool_sources import (
+    DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
+    SOURCE_TOOL_NOT_OFFERED_RESULT,
+    TOOL_SOURCE_REFERENCE_KEY,
+    decode_source_reference,
+    encode_source_reference,
+)
+from dex_agents.domain.builtin_tools import BuiltInTool
+from dex_agents.domain.listed_tools import ListedTool
+from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.model_io import ModelRequest
+from dex_agents.domain.runner_outcomes import (
+    DeferredToolCall,
+    ToolCallsRequested,
+    ToolExecutionResult,
+    ToolTaskPending,
+    ToolTaskPollOutcome,
+)
+from dex_agents.domain.state import InteractionMode
+from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
+from dex_agents.domain.tool_effects import ToolEffect
+from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
+from dex_agents.ports.flow_store import FlowStore
+from dex_agents.ports.runner import (
+    AgentTurnContext,
+    DeferredToolExecution,
+    ToolTaskPoll,
+    ToolTaskPoller,
+)
+from dex_agents.ports.tool_source import ToolSource
+from tests.app.test_builtin_loop import (
+    RecordingWriter,
+    agent,
+    lookup_order,
+    model_of,
+    no_heartbeat,
+    refund_order,
+    running,
+)
+
+READ_FILE = ListedTool(
+    name="read_file",
+    description="Read a file.",
+    input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+    effect=ToolEffect.READ,
+)
+DELETE_FILE = ListedTool(name="delete_file", description="Delete a file.")
+
+
+class FakeSource:
+    """A tool source that lists fixed tools and answers every call with its name and arguments."""
+
+    def __init__(
+        self,
+        name: str,
+        tools: Sequence[ListedTool] = (READ_FILE,),
+        *,
+        fails: bool = False,
+        sleeps: bool = False,
+    ) -> None:
+        self._name = name
+        self.tools = tuple(tools)
+        self.fails = fails
+        self.sleeps = sleeps
+        self.listings = 0
+        self.built: list[ListedTool | None] = []
+        self.executed: list[tuple[str, str | None, str]] = []
+        self.polled: list[str | None] = []
+
+    @property
+    def source_name(self) -> str:
+        return self._name
+
+    async def list_tools(self) -> Sequence[ListedTool]:
+        self.listings += 1
+        if self.fails:
+            raise ConnectionError("server down")
+        if self.sleeps:
+            await asyncio.sleep(60)
+        return self.tools
+
+    def deferred_tool_call(
+        self,
+        turn: AgentTurnContext,
+        *,
+        tool_call_id: str,
+        tool_name: str,
+        arguments: str,
+        listed_tool: ListedTool | None = None,
+    ) -> DeferredToolCall:
+        self.built.append(listed_tool)
+        effect = None if listed_tool is None else listed_tool.effect
+        return DeferredToolCall(
+            tool_call_id,
+            tool_name,
+            arguments,
+            turn.resolve_tool_policy(tool_name, effect),
+            tool_source_reference=f"{self._name}-ref-{tool_name}",
+        )
+
+    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        record = call.tool_call
+        self.executed.append((record.tool_name, record.tool_source_reference, record.arguments))
+        return ToolExecutionResult(f"{self._name} ran {record.tool_name} {record.arguments}")
+
+    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
+        self.polled.append(poll.tool_call.tool_source_reference)
+        return ToolTaskPending(poll_interval_seconds=5)
+
+
+class DeclaringSource(FakeSource):
+    """A source that declares the names every listing of it includes."""
+
+    def declared_tool_names(self) -> Collection[str]:
+        return [tool.name for tool in self.tools]
+
+
+def call_then_answer(name: str, arguments: dict[str, Any]) -> Any:
+    def respond(request: ModelRequest) -> ScriptedModelReply:
+        if request.tool_results:
+            return ScriptedModelReply(text="; ".join(r.output for r in request.tool_results))
+        return ScriptedModelReply(tool_calls=[ScriptedToolCall(name, arguments, call_id="c1")])
+
+    return respond
+
+
+def turn_context(**fields: Any) -> AgentTurnContext:
+    message = user_text_message("hi")
+    return AgentTurnContext(
+        flow_id="s1",
+        turn_id="turn-1",
+        attempt=1,
+        messages=[AgentMessage.from_framework_message(message, sequence=1, turn_id="turn-1")],
+        events=RecordingWriter(),
+        heartbeat=no_heartbeat,
+        **fields,
+    )
+
+
+def test_the_listing_timeout_defaults_to_ten_seconds_and_references_round_trip() -> None:
+    assert timedelta(seconds=10) == DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT
+    assert agent(call_then_answer("x", {})).tool_source_listing_timeout == timedelta(seconds=10)
+    definition = agent(call_then_answer("x", {}), tool_source_listing_timeout=0.5)
+    assert definition.tool_source_listing_timeout == timedelta(seconds=0.5)
+    assert TOOL_SOURCE_REFERENCE_KEY == "stepwise_tool_source"
+    text = encode_source_reference("files", "r1")
+    assert json.loads(text) == {"stepwise_tool_source": "files", "reference": "r1"}
+    assert decode_source_reference(text) == ("files", "r1")
+    assert decode_source_reference(encode_source_reference("files", None)) == ("files", None)
+    assert decode_source_reference("opaque text of a framework") is None
+    assert decode_source_reference(None) is None
+    assert SOURCE_TOOL_NOT_OFFERED_RESULT.startswith("The tool call was not run: ")
+
+
+async def test_a_source_tool_is_offered_between_function_and_built_in_tools_and_runs_there(
+    store: FlowStore,
+) -> None:
+    files = FakeSource("files")
+    definition = agent(
+        call_then_answer("read_file", {"path": "/a"}),
+        tool_sources=[files],
+        built_in_tools=frozenset({BuiltInTool.ASK_USER}),
+    )
+    async with running(store, definition) as stack:
+        await stack.sessions.start_session("s1", "read /a")
+        snapshot = await stack.idle()
+    first, second = model_of(definition).requests
+    assert [tool.name for tool in first.tools] == [
+        "lookup_order",
+        "refund_order",
+        "read_file",
+        "ask_user",
+    ]
+    assert first.tools[2].parameters_schema == dict(READ_FILE.input_schema)
+    assert files.built == [READ_FILE]
+    assert files.executed == [("read_file", "files-ref-read_file", '{"path": "/a"}')]
+    assert snapshot.messages[-1].text == 'files ran read_file {"path": "/a"}'
+    assert files.listings == 2  # every RunModel lists again
+    assert len(second.tools) == 4
+
+
+async def test_run_model_step_stores_the_source_name_with_its_reference() -> None:
+    files = FakeSource("files")
+    definition = agent(call_then_answer("read_file", {}), tool_sources=[files])
+    runner = BuiltinLoopAgentRunner(definition)
+    outcome = await runner.run_model_step(turn_context())
+    assert isinstance(outcome, ToolCallsRequested)
+    (call,) = outcome.tool_calls
+    assert call.tool_source_reference == (
+        '{"reference":"files-ref-read_file","stepwise_tool_source":"files"}'
+    )
+    assert call.policy.effect is ToolEffect.READ
+
+
+@pytest.mark.parametrize("failure", ["raises", "times_out"])
+async def test_a_source_whose_listing_fails_offers_nothing_and_the_turn_answers(
+    store: FlowStore, failure: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = FakeSource(
+        "broken", [DELETE_FILE], fails=failure == "raises", sleeps=failure == "times_out"
+    )
+    files = FakeSource("files")
+    definition = agent(
+        call_then_answer("read_file", {"path": "/b"}),
+        tool_sources=[broken, files],
+        tool_source_listing_timeout=timedelta(milliseconds=50),
+    )
+    with caplog.at_level(logging.WARNING, logger="dex_agents.app.builtin_loop.tool_sources"):
+        async with running(store, definition) as stack:
+            await stack.sessions.start_session("s1", "read /b")
+            snapshot = await stack.idle()
+    assert snapshot.messages[-1].text == 'files ran read_file {"path": "/b"}'
+    for request in model_of(definition).requests:
+        assert [tool.name for tool in request.tools] == [
+            "lookup_order",
+            "refund_order",
+            "read_file",
+        ]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(message.startswith("tool source broken ") for message in warnings)
+
+
+async def test_a_tool_a_failed_listing_would_have_offered_fails_as_unknown(
+    store: FlowStore,
+) -> None:
+    broken = FakeSource("broken", [DELETE_FILE], fails=True)
+    definition = agent(call_then_answer("delete_file", {}), tool_sources=[broken])
+    async with running(store, definition) as stack:
+        await stack.sessions.start_session("s1", "delete")
+        snapshot = await stack.idle()
+    assert snapshot.pending_interrupts == ()
+    assert snapshot.messages[-1].text == "The tool call failed: unknown tool delete_file"
+    assert broken.built == []
+
+
+@pytest.mark.parametrize(
+    ("sources", "message"),
+    [
+        (
+            [FakeSource("files", [ListedTool(name="ask_user", description="d")])],
+            "tool ask_user uses the name of an enabled built-in tool",
+        ),
+        (
+            [FakeSource("files", [ListedTool(name="lookup_order", description="d")])],
+            "tool lookup_order of a tool source uses the name of a function tool",
+        ),
+        (
+            [FakeSource("files"), FakeSource("more")],
+            "two tool sources list a tool named read_file",
+        ),
+        (
+            [FakeSource("files", [READ_FILE, READ_FILE])],
+            "tool source files lists a tool named read_file twice",
+        ),
+    ],
+)
+async def test_a_listing_that_clashes_fails_the_attempt_before_any_model_request(
+    sources: list[ToolSource], message: str
+) -> None:
+    definition = agent(
+        call_then_answer("x", {}),
+        tool_sources=sources,
+        built_in_tools=frozenset({BuiltInTool.ASK_USER}),
+    )
+    with pytest.raises(ValueError, match=r".") as raised:
+        await BuiltinLoopAgentRunner(definition).run_model_step(
+            turn_context(enabled_built_in_tools=frozenset({BuiltInTool.ASK_USER}))
+        )
+    assert str(raised.value) == message
+    assert model_of(definition).requests == []
+
+
+async def test_a_planning_turn_lists_nothing() -> None:
+    files = FakeSource("files")
+    definition = agent(
+        lambda request: ScriptedModelReply(text="plan"),
+        tool_sources=[files],
+        plan_mode_enabled=True,
+    )
+    await BuiltinLoopAgentRunner(definition).run_model_step(
+        turn_context(
+            interaction_mode=InteractionMode.PLANNING,
+            enabled_built_in_tools=frozenset({BuiltInTool.WRITE_TODOS}),
+        )
+    )
+    assert files.listings == 0
+    (request,) = model_of(definition).requests
+    assert [tool.name for tool in request.tools] == ["write_todos"]
+
+
+@pytest.mark.parametrize(
+    ("sources", "fields", "error", "message"),
+    [
+        (
+            [FakeSource("files"), FakeSource("files", [DELETE_FILE])],
+            {},
+            ValueError,
+            "two tool sources of AgentDefinition are named files",
+        ),
+        (
+            [DeclaringSource("files", [ListedTool(name="ask_user", description="d")])],
+            {"built_in_tools": frozenset({BuiltInTool.ASK_USER})},
+            ValueError,
+            "tool ask_user uses the name of an enabled built-in tool",
+        ),
+        (
+            [DeclaringSource("files", [ListedTool(name="refund_order", description="d")])],
+            {},
+            ValueError,
+            "tool refund_order of a tool source uses the name of a function tool",
+        ),
+        (
+            [DeclaringSource("files"), DeclaringSource("more")],
+            {},
+            ValueError,
+            "two tool sources list a tool named read_file",
+        ),
+        (
+            [object()],
+            {},
+            TypeError,
+            "AgentDefinition.tool_sources must be ToolSource values, not object",
+        ),
+        (
+            [FakeSource("files")],
+            {"tool_source_listing_timeout": 0},
+            ValueError,
+            "tool_source_listing_timeout must be a positive timedelta or number of seconds, not 0",
+        ),
+    ],
+)
+def test_the_definition_refuses_bad_tool_sources(
+    sources: list[object], fields: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as raised:
+        agent(call_then_answer("x", {}), tool_sources=sources, **fields)
+    assert str(raised.value) == message
+
+
+def source_record(reference: str | None, effect: ToolEffect = ToolEffect.READ) -> AgentToolCall:
+    return AgentToolCall(
+        turn_id="turn-1",
+        tool_call_id="c1",
+        tool_name="read_file",
+        arguments="{}",
+        effect=effect,
+        requires_approval=False,
+        status=ToolCallStatus.APPROVED,
+        deferral_order=0,
+        tool_source_reference=reference,
+    )
+
+
+async def save_checkpoint(text: str) -> None:
+    return None
+
+
+def execution(record: AgentToolCall) -> DeferredToolExecution:
+    return DeferredToolExecution(
+        flow_id="s1",
+        tool_call=record,
+        idempotency_key="s1/turn-1/c1",
+        attempt=1,
+        events=RecordingWriter(),
+        heartbeat=no_heartbeat,
+        save_heartbeat_checkpoint=save_checkpoint,
+    )
+
+
+async def test_calls_and_polls_route_by_the_stored_source_name_whatever_the_order() -> None:
+    files, more = FakeSource("files"), FakeSource("more", [DELETE_FILE])
+    runner = BuiltinLoopAgentRunner(agent(call_then_answer("x", {}), tool_sources=[more, files]))
+    assert isinstance(runner, ToolTaskPoller)
+    assert not isinstance(BuiltinLoopAgentRunner(agent(call_then_answer("x", {}))), ToolTaskPoller)
+    record = source_record(encode_source_reference("files", "inner"))
+    outcome = await runner.execute_deferred_tool_call(execution(record))
+    assert outcome == ToolExecutionResult("files ran read_file {}")
+    assert files.executed == [("read_file", "inner", "{}")]
+    assert more.executed == []
+    poll = ToolTaskPoll(
+        flow_id="s1",
+        tool_call=record,
+        idempotency_key="s1/turn-1/c1",
+        attempt=1,
+        events=RecordingWriter(),
+        heartbeat=no_heartbeat,
+    )
+    assert await runner.poll_tool_task(poll) == ToolTaskPending(poll_interval_seconds=5)
+    assert files.polled == ["inner"]
+
+
+async def test_a_stored_source_name_this_worker_lacks_raises_lookup_error() -> None:
+    runner = BuiltinLoopAgentRunner(
+        agent(call_then_answer("x", {}), tool_sources=[FakeSource("files")])
+    )
+    record = source_record(encode_source_reference("gone", "inner"))
+    with pytest.raises(LookupError) as raised:
+        await runner.execute_deferred_tool_call(execution(record))
+    assert str(raised.value) == (
+        "tool call c1 belongs to tool source gone, which this agent does not have"
+    )
+
+
+async def test_a_call_of_a_source_removed_after_approval_records_by_its_effect(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    writes = FakeSource("writes", [DELETE_FILE])
+    before = agent(
+        call_then_answer("delete_file", {"path": "/c"}),
+        tool_sources=[writes],
+        default_tool_effect=ToolEffect.NON_IDEMPOTENT_WRITE,
+    )
+    async with running(SqliteFlowStore(path), before) as stack:
+        await stack.sessions.start_session("s1", "delete /c")
+        interrupt = await stack.until(
+            "the delete approval", lambda s: next(iter(s.pending_interrupts), None)
+        )
+        assert interrupt.interrupt_id == "c1"
+    after = agent(
+        call_then_answer("delete_file", {"path": "/c"}),
+        tool_sources=[FakeSource("files")],
+        default_tool_effect=ToolEffect.NON_IDEMPOTENT_WRITE,
+    )
+    async with running(SqliteFlowStore(path), after) as stack:
+        assert await stack.sessions.resolve_interrupt("s1", "c1", approved=True)
+        snapshot = await stack.idle()
+    assert writes.executed == []
+    result = snapshot.messages[-2]
+    assert result.tool_name == "delete_file"
+    # A non_idempotent_write runs in CallSingleAttemptTool: its failed attempt is outcome_unknown.
+    assert result.tool_output == OUTCOME_UNKNOWN_TOOL_RESULT
+
+
+def test_an_agent_without_sources_has_none() -> None:
+    definition = agent(call_then_answer("x", {}), tools=[lookup_order, refund_order])
+    assert definition.tool_sources == ()
+    assert definition.tool_source("files") is None
