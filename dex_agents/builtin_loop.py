@@ -5,8 +5,9 @@ built-in tools; ``builtin_agent_session_flow`` turns it into an
 ``AgentSessionFlow`` whose ``BuiltinLoopAgentRunner`` makes exactly one model
 call per ``RunModel``. ``@function_tool`` derives a tool's JSON Schema from type
 hints; ``ScriptedModelClient`` answers without a model key; the media stores keep
-image bytes; ``AgentDefinition.tool_sources`` offers tools listed at run time.
-Compaction on the loop and the LiteLLM client arrive with later issues.
+image bytes; ``AgentDefinition.tool_sources`` offers tools listed at run time,
+and ``FrameworkToolSourceRouter`` gives framework adapters the same sources. The
+LiteLLM client arrives with a later issue.
 """
 
 from dex_agents.adapters.media.local_directory import LocalDirectoryMediaStore
@@ -32,6 +33,7 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelReply,
     ScriptedToolCall,
 )
+from dex_agents.app.builtin_loop.source_router import FrameworkToolSourceRouter
 from dex_agents.app.builtin_loop.tool_sources import (
     DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
     SOURCE_TOOL_NOT_OFFERED_RESULT,
@@ -59,6 +61,7 @@ __all__ = [
     "AgentDefinition",
     "BuiltinLoopAgentRunner",
     "ContinueTurn",
+    "FrameworkToolSourceRouter",
     "FunctionTool",
     "FunctionToolResult",
     "InMemoryMediaStore",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from dex_agents.app.builtin_loop.function_tools import FunctionTool
 from dex_agents.app.builtin_loop.tool_sources import (
@@ -18,11 +18,12 @@ from dex_agents.app.builtin_loop.tool_sources import (
     check_tool_sources,
 )
 from dex_agents.domain.builtin_tools import BuiltInTool, check_no_reserved_tool_names
+from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.model_io import ModelOutputItem, ToolResultItem
 from dex_agents.domain.state import InteractionMode
 from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import DEFAULT_MAX_MODEL_CALLS_PER_TURN, TurnContinuation
-from dex_agents.ports.model_client import ModelClient
+from dex_agents.ports.model_client import ModelClient, model_supports_forced_tool_choice
 from dex_agents.ports.session_schema import DEFAULT_EVENT_STREAM_CAPACITY_BYTES
 from dex_agents.ports.tool_source import ToolSource
 
@@ -63,6 +64,12 @@ DecideTurnContinuation: TypeAlias = Callable[
 ]
 """``AgentDefinition.decide_turn_continuation``: sync or async."""
 
+PlanningToolChoice: TypeAlias = Literal["auto", "required"]
+"""``AgentDefinition.planning_tool_choice``: ``"auto"`` or ``"required"``."""
+
+PLANNING_TOOL_CHOICES: tuple[str, ...] = ("auto", "required")
+"""The values of ``AgentDefinition.planning_tool_choice``."""
+
 ResolveModel: TypeAlias = Callable[[Mapping[str, Any]], ModelClient]
 """``AgentDefinition.resolve_model``: the turn's session settings to its ``ModelClient``."""
 
@@ -86,7 +93,12 @@ class AgentDefinition:
     turn, each for at most ``tool_source_listing_timeout`` (10 seconds; seconds
     as a number are accepted too); their ``source_name`` values are unique, and
     each source's ``declared_tool_names()`` are checked with the listing's clash
-    rules when the definition is built.
+    rules when the definition is built. ``compaction`` becomes the session's
+    ``AgentSessionOptions.compaction``. ``planning_tool_choice`` is ``"auto"``: a
+    planning turn offers only ``write_todos`` and may answer in text; ``"required"``
+    forces ``write_todos`` on the first model call of a planning turn while no
+    draft exists, and raises ``ValueError`` when ``model``'s
+    ``supports_forced_tool_choice(model_settings)`` returns ``False``.
     """
 
     name: str
@@ -106,6 +118,8 @@ class AgentDefinition:
     max_output_tokens: int | None = None
     resolve_model: ResolveModel | None = None
     tool_source_listing_timeout: timedelta = DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT
+    compaction: CompactionPolicy | None = None
+    planning_tool_choice: PlanningToolChoice = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -147,9 +161,30 @@ class AgentDefinition:
         limit = self.max_model_calls_per_turn
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"max_model_calls_per_turn must be an int from 1, not {limit!r}")
+        if self.compaction is not None and not isinstance(self.compaction, CompactionPolicy):
+            raise TypeError(
+                "AgentDefinition.compaction must be a CompactionPolicy or None, "
+                f"not {type(self.compaction).__name__}"
+            )
         if self.max_output_tokens is not None and self.max_output_tokens < 1:
             raise ValueError(
                 f"max_output_tokens must be None or at least 1, not {self.max_output_tokens}"
+            )
+        self._check_planning_tool_choice()
+
+    def _check_planning_tool_choice(self) -> None:
+        choice = self.planning_tool_choice
+        if choice not in PLANNING_TOOL_CHOICES:
+            raise ValueError(
+                f'AgentDefinition.planning_tool_choice must be "auto" or "required", not {choice!r}'
+            )
+        if choice == "required" and not model_supports_forced_tool_choice(
+            self.model, self.model_settings
+        ):
+            raise ValueError(
+                f'planning_tool_choice "required" needs a model that accepts a forced tool '
+                f"choice, but the model client of agent {self.name} refuses one with "
+                f"model_settings {dict(self.model_settings)!r}"
             )
 
     @property

@@ -14,8 +14,8 @@ def builtin_agent_session_options(definition: AgentDefinition) -> AgentSessionOp
 
     ``tool_policies`` are each function tool's ``policy()`` with the definition's
     own ``tool_policies`` over them; ``built_in_tools`` gain ``write_todos`` when
-    ``plan_mode_enabled``. ``default_tool_effect``, ``interrupt_deadline`` and
-    ``event_stream_capacity_bytes`` are the definition's.
+    ``plan_mode_enabled``. ``default_tool_effect``, ``interrupt_deadline``,
+    ``event_stream_capacity_bytes`` and ``compaction`` are the definition's.
     """
     policies = {tool.name: tool.policy() for tool in definition.tools}
     policies.update(definition.tool_policies)
@@ -26,6 +26,7 @@ def builtin_agent_session_options(definition: AgentDefinition) -> AgentSessionOp
         interrupt_deadline=definition.interrupt_deadline,
         event_stream_capacity_bytes=definition.event_stream_capacity_bytes,
         plan_mode_enabled=definition.plan_mode_enabled,
+        compaction=definition.compaction,
     )
 
 

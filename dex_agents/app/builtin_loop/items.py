@@ -39,8 +39,12 @@ TOOL_RESULT_ITEM = "tool_result"
 """The ``type`` of a stored tool result item."""
 
 
-def _dumps(data: dict[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+def _dumps(data: dict[str, Any], images: Sequence[AgentImageReference] = ()) -> str:
+    # Images come after the item's other fields, and an item without images has no
+    # ``images`` key, so its bytes are those of an item stored before images existed.
+    if images:
+        data = {**data, "images": _images_wire(images)}
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def _images_wire(images: Sequence[AgentImageReference]) -> list[Any]:
@@ -53,9 +57,12 @@ def _images(data: dict[str, Any]) -> tuple[AgentImageReference, ...]:
 
 def user_text_message(text: str, images: Sequence[AgentImageReference] = ()) -> FrameworkMessage:
     """A ``user`` message holding a ``user_text`` item."""
-    item = {"type": USER_TEXT_ITEM, "text": text, "images": _images_wire(images)}
+    item = {"type": USER_TEXT_ITEM, "text": text}
     return FrameworkMessage(
-        role=MessageRole.USER, framework_item=_dumps(item), text=text, images=tuple(images)
+        role=MessageRole.USER,
+        framework_item=_dumps(item, images),
+        text=text,
+        images=tuple(images),
     )
 
 
@@ -98,11 +105,10 @@ def tool_result_message(result: ToolResultItem) -> FrameworkMessage:
         "tool_call_id": result.tool_call_id,
         "tool_name": result.tool_name,
         "output": result.output,
-        "images": _images_wire(result.images),
     }
     return FrameworkMessage(
         role=MessageRole.TOOL,
-        framework_item=_dumps(item),
+        framework_item=_dumps(item, result.images),
         tool_call_id=result.tool_call_id,
         tool_name=result.tool_name,
         tool_output=result.output,

@@ -15,7 +15,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import attrs
+
 from dex_agents.app.builtin_loop import tool_sources
+from dex_agents.app.builtin_loop.compaction import BuiltinLoopCompaction, context_summary_items
 from dex_agents.app.builtin_loop.definition import (
     AgentDefinition,
     InstructionContext,
@@ -35,6 +38,7 @@ from dex_agents.domain.builtin_tools import (
     enabled_built_in_tool_definitions,
 )
 from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.messages import FrameworkMessage
 from dex_agents.domain.model_io import (
     ModelInputItem,
@@ -42,11 +46,12 @@ from dex_agents.domain.model_io import (
     ModelRequest,
     ModelResponse,
     ModelToolCall,
+    ModelToolChoice,
     ModelToolDefinition,
     ToolResultItem,
     UserTextItem,
 )
-from dex_agents.domain.plans import build_plan_note
+from dex_agents.domain.plans import PlanStatus, build_plan_note
 from dex_agents.domain.runner_outcomes import (
     AgentTurnOutcome,
     DeferredToolCall,
@@ -68,7 +73,7 @@ from dex_agents.domain.turns import (
     model_call_offers_tools,
 )
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.ports.media_store import MediaStore
+from dex_agents.ports.media_store import MediaStore, load_images
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
 
 UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
@@ -126,10 +131,16 @@ def _recorded_result(turn: AgentTurnContext, call: ModelToolCall) -> ToolResultI
     )
 
 
+def _without_images(item: ModelInputItem) -> ModelInputItem:
+    if isinstance(item, (UserTextItem, ToolResultItem)) and item.images:
+        return attrs.evolve(item, images=())
+    return item
+
+
 def _conversation(turn: AgentTurnContext) -> _Conversation:
     """The model input of the stored messages, every tool call paired with a result."""
     note = build_plan_note(turn.plan, turn.interaction_mode)
-    items: list[ModelInputItem] = []
+    items: list[ModelInputItem] = context_summary_items(turn)
     unanswered: list[ModelToolCall] = []
     trailing_output: list[ModelOutputItem] = []
     note_added = False
@@ -156,7 +167,7 @@ def _conversation(turn: AgentTurnContext) -> _Conversation:
     return _Conversation(items, results, trailing_output if results else [])
 
 
-class BuiltinLoopAgentRunner:
+class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
     """The runner of an ``AgentDefinition``: one model call per ``RunModel``.
 
     Function tools run in their own tool Steps through
@@ -170,9 +181,11 @@ class BuiltinLoopAgentRunner:
     ) -> BuiltinLoopAgentRunner:
         # The session polls tool tasks only of a runner that is a ToolTaskPoller, and only
         # tool sources start tasks: an agent with sources gets the polling runner.
+        # Likewise the session shows images only through an ImageUserMessageBuilder, which
+        # a runner is only with a media store to read them back from.
         has_sources = isinstance(definition, AgentDefinition) and bool(definition.tool_sources)
-        if cls is BuiltinLoopAgentRunner and has_sources:
-            cls = _SourcePollingRunner
+        if cls is BuiltinLoopAgentRunner:
+            cls = _RUNNER_CLASSES[(has_sources, media_store is not None)]
         return super().__new__(cls)
 
     def __init__(self, definition: AgentDefinition, *, media_store: MediaStore | None = None):
@@ -232,7 +245,8 @@ class BuiltinLoopAgentRunner:
                 definition.tool_source_listing_timeout,
                 [tool.name for tool in definition.tools],
             )
-        response = await self._call_model(turn, items, offers_tools, listing)
+        forced = offers_tools and self._forces_write_todos(turn, run_state.model_calls)
+        response = await self._call_model(turn, items, offers_tools, listing, forced)
         model_calls = run_state.model_calls + 1
         new_messages = stored_first + [model_output_message(item) for item in response.output]
         metadata = response.model_call_metadata
@@ -337,12 +351,23 @@ class BuiltinLoopAgentRunner:
         ]
         return function_tools + listing.definitions() + built_ins
 
+    def _forces_write_todos(self, turn: AgentTurnContext, model_calls: int) -> bool:
+        """``planning_tool_choice`` ``"required"``: the first call of a planning turn, no draft."""
+        return (
+            self.definition.planning_tool_choice == "required"
+            and turn.interaction_mode is InteractionMode.PLANNING
+            and model_calls == 0
+            and BuiltInTool.WRITE_TODOS in turn.enabled_built_in_tools
+            and (turn.plan is None or turn.plan.status is not PlanStatus.DRAFT)
+        )
+
     async def _call_model(
         self,
         turn: AgentTurnContext,
         items: list[ModelInputItem],
         offers_tools: bool,
         listing: tool_sources.SourceToolListing,
+        forced: bool = False,
     ) -> ModelResponse:
         definition = self.definition
         settings = turn.session_settings
@@ -354,22 +379,25 @@ class BuiltinLoopAgentRunner:
                 interaction_mode=turn.interaction_mode,
             )
         )
+        if self.media_store is None:
+            # Without a store a tool source's references stay stored for display only.
+            items = [_without_images(item) for item in items]
         request = ModelRequest(
             instructions=instructions,
             items=tuple(items),
             tools=tuple(self._tools(turn, offers_tools, listing)),
+            tool_choice=ModelToolChoice.REQUIRED if forced else ModelToolChoice.AUTO,
             settings=definition.model_settings,
             max_output_tokens=definition.max_output_tokens,
         )
         if self.media_store is not None and request.image_references:
-            image_bytes: dict[str, bytes] = {}
-            for image in request.image_references:
-                if image.sha256 not in image_bytes:
-                    image_bytes[image.sha256] = await self.media_store.get_image(image)
+            # Read right before the call: a failed read fails this attempt, which retries.
+            image_bytes = await load_images(self.media_store, request.image_references)
             request = ModelRequest(
                 instructions=request.instructions,
                 items=request.items,
                 tools=request.tools,
+                tool_choice=request.tool_choice,
                 settings=request.settings,
                 image_bytes=image_bytes,
                 max_output_tokens=request.max_output_tokens,
@@ -419,5 +447,27 @@ class _SourcePollingRunner(BuiltinLoopAgentRunner):
             )
         return routed
 
+
+class _ImageRunner(BuiltinLoopAgentRunner):
+    """The runner of an agent with a media store: an ``ImageUserMessageBuilder``."""
+
+    def build_user_message_with_images(
+        self, text: str, images: Sequence[AgentImageReference]
+    ) -> FrameworkMessage:
+        """The turn's first message: a ``user_text`` item with its image references."""
+        return user_text_message(text, images)
+
+
+class _SourcePollingImageRunner(_SourcePollingRunner, _ImageRunner):
+    """The runner of an agent with tool sources and a media store."""
+
+
+_RUNNER_CLASSES: dict[tuple[bool, bool], type[BuiltinLoopAgentRunner]] = {
+    (False, False): BuiltinLoopAgentRunner,
+    (True, False): _SourcePollingRunner,
+    (False, True): _ImageRunner,
+    (True, True): _SourcePollingImageRunner,
+}
+"""The runner class of (has tool sources, has a media store)."""
 
 __all__ = ["UNKNOWN_TOOL_POLICY", "BuiltinLoopAgentRunner"]

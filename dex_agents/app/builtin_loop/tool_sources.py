@@ -239,9 +239,14 @@ def source_deferred_tool_call(
     )
 
 
-def _source_of(
+def route_source_call(
     sources: Mapping[str, ToolSource], record: AgentToolCall
 ) -> tuple[ToolSource, AgentToolCall] | None:
+    """The source of a stored call and the record with the source's own reference.
+
+    ``None`` when the call is no source's; ``LookupError`` when its source name is
+    not among ``sources`` (this Worker lacks it).
+    """
     decoded = decode_source_reference(record.tool_source_reference)
     if decoded is None:
         return None
@@ -260,7 +265,7 @@ async def execute_source_call(
     sources: Mapping[str, ToolSource], call: DeferredToolExecution
 ) -> DeferredToolOutcome | None:
     """Run a source's call in that source, or ``None`` when the call is no source's."""
-    routed = _source_of(sources, call.tool_call)
+    routed = route_source_call(sources, call.tool_call)
     if routed is None:
         return None
     source, record = routed
@@ -271,7 +276,7 @@ async def poll_source_task(
     sources: Mapping[str, ToolSource], poll: ToolTaskPoll
 ) -> ToolTaskPollOutcome | None:
     """Poll a source call's task in that source, or ``None`` when the call is no source's."""
-    routed = _source_of(sources, poll.tool_call)
+    routed = route_source_call(sources, poll.tool_call)
     if routed is None:
         return None
     source, record = routed
@@ -289,5 +294,6 @@ __all__ = [
     "execute_source_call",
     "list_tool_sources",
     "poll_source_task",
+    "route_source_call",
     "source_deferred_tool_call",
 ]
