@@ -106,8 +106,9 @@ class BuiltinLoopCompaction:
         It offers the function and built-in tools the call may offer, but not a
         tool source's tools, which only an async listing knows.
         """
-        # The runner module imports this one for the mixin, so it is imported here.
-        from dex_agents.app.builtin_loop import runner as runner_module
+        # The conversation module imports this one for the summary note, so it is
+        # imported here.
+        from dex_agents.app.builtin_loop.conversation import turn_conversation
         from dex_agents.app.builtin_loop.tool_sources import SourceToolListing
 
         runner = cast("BuiltinLoopAgentRunner", self)
@@ -122,7 +123,7 @@ class BuiltinLoopCompaction:
         )
         return ModelRequest(
             instructions=instructions,
-            items=tuple(runner_module._conversation(turn).items),
+            items=tuple(turn_conversation(turn).items),
             tools=tuple(runner._tools(turn, True, SourceToolListing())),
             settings=definition.model_settings,
             max_output_tokens=definition.max_output_tokens,

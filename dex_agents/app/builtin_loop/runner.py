@@ -13,12 +13,14 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-
-import attrs
 
 from dex_agents.app.builtin_loop import tool_sources
-from dex_agents.app.builtin_loop.compaction import BuiltinLoopCompaction, context_summary_items
+from dex_agents.app.builtin_loop.compaction import BuiltinLoopCompaction
+from dex_agents.app.builtin_loop.conversation import (
+    RunState,
+    turn_conversation,
+    without_images,
+)
 from dex_agents.app.builtin_loop.definition import (
     AgentDefinition,
     InstructionContext,
@@ -26,7 +28,6 @@ from dex_agents.app.builtin_loop.definition import (
 )
 from dex_agents.app.builtin_loop.function_tools import ToolCallContext
 from dex_agents.app.builtin_loop.items import (
-    model_input_item,
     model_output_message,
     tool_result_message,
     user_text_message,
@@ -51,7 +52,7 @@ from dex_agents.domain.model_io import (
     ToolResultItem,
     UserTextItem,
 )
-from dex_agents.domain.plans import PlanStatus, build_plan_note
+from dex_agents.domain.plans import PlanStatus
 from dex_agents.domain.runner_outcomes import (
     AgentTurnOutcome,
     DeferredToolCall,
@@ -62,9 +63,7 @@ from dex_agents.domain.runner_outcomes import (
     TurnContinued,
 )
 from dex_agents.domain.state import InteractionMode
-from dex_agents.domain.tool_calls import ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
-from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT, describe_tool_call_outcome
 from dex_agents.domain.turns import (
     TurnContinuationAction,
     TurnContinuationDecision,
@@ -78,93 +77,6 @@ from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, Too
 
 UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
 """The policy of a call whose name no tool offers: it fails as ``unknown tool <name>``, unapproved."""
-
-
-@dataclass(frozen=True)
-class _RunState:
-    model_calls: int = 0
-    consecutive_continuations: int = 0
-
-    def dumps(self) -> str:
-        return json.dumps(
-            {
-                "model_calls": self.model_calls,
-                "consecutive_continuations": self.consecutive_continuations,
-            },
-            separators=(",", ":"),
-        )
-
-    @classmethod
-    def loads(cls, text: str | None) -> _RunState:
-        if text is None:
-            return cls()
-        try:
-            data = json.loads(text)
-            return cls(int(data["model_calls"]), int(data.get("consecutive_continuations", 0)))
-        except (ValueError, TypeError, KeyError) as error:
-            raise ValueError(
-                f"framework_run_state {text!r} is not the built-in loop's run state: {error!r}"
-            ) from None
-
-
-@dataclass(frozen=True)
-class _Conversation:
-    items: list[ModelInputItem]
-    previous_results: list[ToolResultItem]
-    previous_output: list[ModelOutputItem]
-
-
-def _recorded_result(turn: AgentTurnContext, call: ModelToolCall) -> ToolResultItem:
-    record = turn.tool_calls.get(call.tool_call_id)
-    if record is None or not record.is_final:
-        # An orphaned call never reaches a provider: it reads as outcome unknown.
-        return ToolResultItem(
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            output=OUTCOME_UNKNOWN_TOOL_RESULT,
-        )
-    return ToolResultItem(
-        tool_call_id=call.tool_call_id,
-        tool_name=call.tool_name,
-        output=describe_tool_call_outcome(record),
-        images=record.images if record.status is ToolCallStatus.SUCCEEDED else (),
-    )
-
-
-def _without_images(item: ModelInputItem) -> ModelInputItem:
-    if isinstance(item, (UserTextItem, ToolResultItem)) and item.images:
-        return attrs.evolve(item, images=())
-    return item
-
-
-def _conversation(turn: AgentTurnContext) -> _Conversation:
-    """The model input of the stored messages, every tool call paired with a result."""
-    note = build_plan_note(turn.plan, turn.interaction_mode)
-    items: list[ModelInputItem] = context_summary_items(turn)
-    unanswered: list[ModelToolCall] = []
-    trailing_output: list[ModelOutputItem] = []
-    note_added = False
-    for message in turn.messages:
-        item = model_input_item(message.framework_item)
-        if isinstance(item, UserTextItem):
-            items.extend(_recorded_result(turn, call) for call in unanswered)
-            unanswered = []
-        if note is not None and not note_added and message.turn_id == turn.turn_id:
-            items.append(UserTextItem(text=note))
-            note_added = True
-        if isinstance(item, ModelOutputItem):
-            if not trailing_output or not isinstance(items[-1], ModelOutputItem):
-                trailing_output = []
-            trailing_output.append(item)
-            unanswered.extend(item.tool_calls)
-        elif isinstance(item, ToolResultItem):
-            unanswered = [call for call in unanswered if call.tool_call_id != item.tool_call_id]
-        items.append(item)
-    if note is not None and not note_added:
-        items.append(UserTextItem(text=note))
-    results = [_recorded_result(turn, call) for call in unanswered]
-    items.extend(results)
-    return _Conversation(items, results, trailing_output if results else [])
 
 
 class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
@@ -208,7 +120,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
 
     def build_unfinished_turn_messages(self, turn: AgentTurnContext) -> Sequence[FrameworkMessage]:
         """The results of the previous model response that are not stored yet."""
-        return [tool_result_message(result) for result in _conversation(turn).previous_results]
+        return [tool_result_message(result) for result in turn_conversation(turn).previous_results]
 
     async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
         """Make one model call from committed state; see the module docstring."""
@@ -216,8 +128,8 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
         check_no_reserved_tool_names(
             (tool.name for tool in definition.tools), turn.enabled_built_in_tools
         )
-        run_state = _RunState.loads(turn.framework_run_state)
-        conversation = _conversation(turn)
+        run_state = RunState.loads(turn.framework_run_state)
+        conversation = turn_conversation(turn)
         items = conversation.items
         stored_first: list[FrameworkMessage] = [
             tool_result_message(result) for result in conversation.previous_results
@@ -265,7 +177,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
                 ]
                 return TurnCompleted(new_messages, response.usage, model_call_metadata=metadata)
             return ToolCallsRequested(
-                _RunState(model_calls, 0).dumps(),
+                RunState(model_calls, 0).dumps(),
                 [self._deferred(turn, call, listing) for call in response.tool_calls],
                 response.usage,
                 new_messages=new_messages,
@@ -276,7 +188,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
             assert decision.message is not None
             new_messages.append(user_text_message(decision.message))
             return TurnContinued(
-                _RunState(model_calls, decision.consecutive_continuations).dumps(),
+                RunState(model_calls, decision.consecutive_continuations).dumps(),
                 new_messages,
                 response.usage,
                 model_call_metadata=metadata,
@@ -381,7 +293,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
         )
         if self.media_store is None:
             # Without a store a tool source's references stay stored for display only.
-            items = [_without_images(item) for item in items]
+            items = [without_images(item) for item in items]
         request = ModelRequest(
             instructions=instructions,
             items=tuple(items),
