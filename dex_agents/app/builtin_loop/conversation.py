@@ -31,10 +31,14 @@ UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=Fals
 
 @dataclass(frozen=True)
 class RunState:
+    """``FrameworkRunState`` of the built-in loop: the turn's model calls and the
+    continuations in a row after answers without tools."""
+
     model_calls: int = 0
     consecutive_continuations: int = 0
 
     def dumps(self) -> str:
+        """The run state as the JSON text the session stores."""
         return json.dumps(
             {
                 "model_calls": self.model_calls,
@@ -45,6 +49,7 @@ class RunState:
 
     @classmethod
     def loads(cls, text: str | None) -> RunState:
+        """Read a stored run state; ``None`` is the turn's first model call."""
         if text is None:
             return cls()
         try:
@@ -58,12 +63,15 @@ class RunState:
 
 @dataclass(frozen=True)
 class Conversation:
+    """The next model call's input items, and the previous response's output and results."""
+
     items: list[ModelInputItem]
     previous_results: list[ToolResultItem]
     previous_output: list[ModelOutputItem]
 
 
 def recorded_result(turn: AgentTurnContext, call: ModelToolCall) -> ToolResultItem:
+    """The model-visible result of a stored tool call, from its final record."""
     record = turn.tool_calls.get(call.tool_call_id)
     if record is None or not record.is_final:
         # An orphaned call never reaches a provider: it reads as outcome unknown.
@@ -81,6 +89,7 @@ def recorded_result(turn: AgentTurnContext, call: ModelToolCall) -> ToolResultIt
 
 
 def without_images(item: ModelInputItem) -> ModelInputItem:
+    """The item without image references, for a runner that has no media store."""
     if isinstance(item, (UserTextItem, ToolResultItem)) and item.images:
         return attrs.evolve(item, images=())
     return item
