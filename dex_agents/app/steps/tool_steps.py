@@ -9,6 +9,7 @@ never started publishes none: ``ResumeTurn`` never waited for it).
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from datetime import datetime, timedelta
 
 import attrs
@@ -175,8 +176,9 @@ class _RecordFailure(Step[str]):
     def options(self) -> StepOptions:
         return StepOptions(loads=(MapLoad(AGENT_TOOL_CALLS),))
 
+    @abstractmethod
     def record(self, record: AgentToolCall, detail: str, never_started: bool) -> AgentToolCall:
-        raise NotImplementedError
+        """The final record this failure route commits for a call whose Step failed."""
 
     async def execute(self, context: StepContext, input: str) -> StepDecision:
         record = _own_record(context, input)
