@@ -28,11 +28,13 @@ from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.cli import terminal
 from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE, build_demo_agent
 from dex_agents.domain.errors import DexAgentsError
+from dex_agents.domain.events import AgentEventType, TextDeltaPayload
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentStatus
-from dex_agents.ports.errors import FlowNotFoundError
+from dex_agents.ports.errors import FlowNotFoundError, StreamReadTimeoutError
+from dex_agents.ports.flow_client import StreamMessage
 
 DEFAULT_DB = "dex-agents.sqlite3"
 """The SQLite file of every command when ``--db`` is not given."""
@@ -43,6 +45,8 @@ DEFAULT_SESSION = "demo"
 # Short, so a chat killed during a Step resumes it within seconds of a restart.
 _LEASE_DURATION = timedelta(seconds=3)
 _POLL_SECONDS = 0.1
+_NO_WAIT = timedelta(milliseconds=1)
+_LONG_POLL = timedelta(seconds=5)
 
 
 class CliError(Exception):
@@ -59,6 +63,7 @@ class _Parser(argparse.ArgumentParser):
 class _Stack:
     client: AgentSessionClient
     flow_client: LocalFlowClient
+    flow: AgentSessionFlow
     worker: LocalWorker | None
 
 
@@ -83,7 +88,7 @@ async def _open(db: str, *, run_worker: bool, must_exist: bool) -> AsyncIterator
     worker = LocalWorker(engine) if run_worker else None
     task = asyncio.create_task(worker.run()) if worker is not None else None
     try:
-        yield _Stack(AgentSessionClient(flow_client, flow), flow_client, worker)
+        yield _Stack(AgentSessionClient(flow_client, flow), flow_client, flow, worker)
     finally:
         if worker is not None and task is not None:
             await worker.stop()
@@ -117,12 +122,66 @@ async def _read_line(prompt: str) -> str | None:
     return line.rstrip("\r\n")
 
 
-class _Follower:
-    """Prints what changes in a session: new assistant text and tool call statuses."""
+class _LiveText:
+    """Follows the session's Stream in the background and collects model text as it arrives,
+    so the chat shows an answer while the model still writes it."""
 
-    def __init__(self, client: AgentSessionClient, session_id: str) -> None:
+    def __init__(self, stack: _Stack, session_id: str) -> None:
+        self._stack = stack
+        self._session = session_id
+        self._token = ""
+        self._arrived: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Skip the events already on the Stream, then follow new ones."""
+        while True:
+            try:
+                message = await self._read(_NO_WAIT)
+            except StreamReadTimeoutError:
+                break
+            self._token = message.resume_token
+        self._task = asyncio.create_task(self._follow())
+
+    async def _read(self, poll: timedelta) -> StreamMessage[Any]:
+        return await self._stack.flow_client.read_stream(
+            self._stack.flow, self._session, self._token, poll_timeout=poll
+        )
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                message = await self._read(_LONG_POLL)
+            except StreamReadTimeoutError:
+                continue
+            self._token = message.resume_token
+            event = message.value
+            if event.type == AgentEventType.TEXT_DELTA and isinstance(
+                event.payload, TextDeltaPayload
+            ):
+                self._arrived.append(event.payload.text)
+
+    def take(self) -> list[str]:
+        """The text that arrived since the last call."""
+        taken, self._arrived = self._arrived, []
+        return taken
+
+    async def stop(self) -> None:
+        """Stop following the Stream."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+class _Follower:
+    """Prints what changes in a session: live text, new assistant text and tool call statuses."""
+
+    def __init__(self, client: AgentSessionClient, session_id: str, live: _LiveText) -> None:
         self._client = client
         self._session = session_id
+        self._live = live
+        self._shown_live: list[str] = []
         self._last_sequence = 0
         self._statuses: dict[str, str] = {}
 
@@ -130,7 +189,7 @@ class _Follower:
         self._last_sequence = max((m.sequence for m in snapshot.messages), default=0)
         self._statuses = {call.tool_call_id: call.status for call in snapshot.tool_calls}
 
-    def _print_changes(self, snapshot: AgentSnapshot) -> None:
+    def _print_changes(self, snapshot: AgentSnapshot, live_text: list[str]) -> None:
         for call in snapshot.tool_calls:
             if self._statuses.get(call.tool_call_id) != call.status:
                 self._statuses[call.tool_call_id] = call.status
@@ -138,17 +197,32 @@ class _Follower:
         fresh: list[AgentMessage] = [
             m for m in snapshot.messages if m.sequence > self._last_sequence
         ]
+        pending = list(live_text)
         for message in fresh:
             self._last_sequence = max(self._last_sequence, message.sequence)
-            if message.role != MessageRole.USER:
-                for line in terminal.message_lines(message):
-                    print(line, flush=True)
+            if message.role == MessageRole.USER:
+                continue
+            lines = terminal.message_lines(message)
+            if message.text and message.text in pending:
+                pending.remove(message.text)  # stored already: print it in its place
+            elif message.text and message.text in self._shown_live:
+                # Its text was shown live as it arrived; keep only its tool call line.
+                self._shown_live.remove(message.text)
+                lines = lines[1:]
+            for line in lines:
+                print(line, flush=True)
+        for text in pending:  # text of a model call that is still running
+            print(f"agent> {text}", flush=True)
+            self._shown_live.append(text)
 
     async def follow(self, turns_before: int | None) -> bool:
         """Follow until the session waits for a user message; ``False`` on end of input."""
         while True:
+            # Text taken before the snapshot was written before it, so the snapshot already
+            # shows every tool call that ended before that text: the lines keep their order.
+            live_text = self._live.take()
             snapshot = await self._client.get_agent_snapshot(self._session)
-            self._print_changes(snapshot)
+            self._print_changes(snapshot, live_text)
             if snapshot.pending_interrupts:
                 if not await self._ask(snapshot.pending_interrupts[0]):
                     return False
@@ -198,23 +272,31 @@ async def _chat(db: str, session_id: str) -> int:
             await client.start_session(session_id)
             print(f"started session {session_id} in {db}", flush=True)
         print("type a message, /quit to leave", flush=True)
-        follower = _Follower(client, session_id)
-        follower.mark_seen(await client.get_agent_snapshot(session_id))
-        if not await follower.follow(None):
+        live = _LiveText(stack, session_id)
+        await live.start()
+        try:
+            return await _converse(client, session_id, _Follower(client, session_id, live))
+        finally:
+            await live.stop()
+
+
+async def _converse(client: AgentSessionClient, session_id: str, follower: _Follower) -> int:
+    follower.mark_seen(await client.get_agent_snapshot(session_id))
+    if not await follower.follow(None):
+        return 0
+    while True:
+        line = await _read_line(terminal.USER_PROMPT)
+        if line is None or line.strip() == "/quit":
             return 0
-        while True:
-            line = await _read_line(terminal.USER_PROMPT)
-            if line is None or line.strip() == "/quit":
-                return 0
-            if not line.strip():
-                continue
-            before = await client.get_agent_snapshot(session_id)
-            turns = before.state.turn_count if before.state is not None else 0
-            if not await client.send_user_message(session_id, line):
-                print("the session did not accept that message", flush=True)
-                continue
-            if not await follower.follow(turns):
-                return 0
+        if not line.strip():
+            continue
+        before = await client.get_agent_snapshot(session_id)
+        turns = before.state.turn_count if before.state is not None else 0
+        if not await client.send_user_message(session_id, line):
+            print("the session did not accept that message", flush=True)
+            continue
+        if not await follower.follow(turns):
+            return 0
 
 
 async def _sessions(db: str) -> int:
