@@ -502,3 +502,37 @@ async def test_an_orphaned_stored_call_reads_as_outcome_unknown_and_deltas_strea
     assert outcome.usage.model_calls == 1
     assert isinstance(turn.events, RecordingWriter)
     assert turn.events.deltas == [("reasoning", "hmm"), ("text", "ok")]
+
+
+async def test_resolve_model_chooses_each_turns_model_from_its_session_settings(
+    store: FlowStore,
+) -> None:
+    def replying_as(name: str) -> ScriptedModelClient:
+        def respond(request: ModelRequest) -> ScriptedModelReply:
+            return ScriptedModelReply(text=f"from {name}")
+
+        return ScriptedModelClient(respond)
+
+    models = {name: replying_as(name) for name in ("small", "large")}
+    definition = AgentDefinition(
+        name="support",
+        instructions="You help customers with their orders.",
+        model=models["small"],
+        resolve_model=lambda settings: models.get(str(settings.get("model")), models["small"]),
+    )
+    async with running(store, definition) as stack:
+        await stack.sessions.start_session("s1", "hello", session_settings={"model": "large"})
+        snapshot = await stack.idle()
+        assert snapshot.messages[-1].text == "from large"
+        assert await stack.sessions.update_session_settings("s1", {})
+        await stack.sessions.send_user_message("s1", "again")
+
+        def second_turn_done(snapshot: AgentSnapshot) -> AgentSnapshot | None:
+            state = snapshot.state
+            done = state is not None and state.turn_count == 2 and state.active_turn_id is None
+            return snapshot if done else None
+
+        snapshot = await stack.until("the second turn", second_turn_done)
+        assert snapshot.messages[-1].text == "from small"
+        assert len(models["large"].requests) == 1
+        assert len(models["small"].requests) == 1
