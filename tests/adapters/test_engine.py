@@ -402,3 +402,21 @@ async def test_live_events_of_a_failed_attempt_stay_on_the_stream(stack: Stack) 
         seen.append(message.value)
         token = message.resume_token
     assert "attempt 1 is about to fail" in seen
+
+
+async def test_a_stopping_worker_hands_back_work_it_never_started(
+    store_kind: str, tmp_path: Path
+) -> None:
+    async with running_stack(
+        make_store(store_kind, tmp_path), lease=timedelta(seconds=60), worker=False
+    ) as stack:
+        await stack.client.start_flow(stack.flow, "s1", "flaky")
+        await _ghost_claims_start(stack)
+        engine = stack.engine
+        released = await engine.run(
+            lambda tx: claims.release_unstarted(tx, engine.flows, "ghost", engine.now())
+        )
+        assert released == 1
+        # With a 60 s lease, only the hand-back lets a new worker run it now.
+        await _run_worker_until(stack, "flaky-ok:1")
+        assert stack.probe.attempts["Start-1"] == [1]

@@ -226,3 +226,29 @@ def cancelled_while_running(tx: StoreTransaction, claimed: ExecutionRow, now: da
     row = holds_lease(tx, claimed)
     if row is not None:
         finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+
+
+def release_unstarted(
+    tx: StoreTransaction, flows: dict[str, RegisteredFlow], owner: str, now: datetime
+) -> int:
+    """Hand back at once the work a stopping worker holds but never started; return how much.
+
+    A wait phase goes back to waiting for a worker, and an execute attempt that sent
+    no heartbeat or event is handed out again as the same attempt. A started attempt
+    keeps its lease until it lapses, because its effects may have happened.
+    """
+    released = 0
+    for row in tx.leased_executions(owner):
+        flow = flows.get(_flow_type(tx, row.flow_id))
+        if flow is None or row.attempt_started or row.cancel_requested:
+            continue
+        in_wait_phase = (
+            row.wait is None and row.wait_result is None and flow.step(row.step_type).has_wait()
+        )
+        row.status = ExecutionStatus.PENDING_WAIT if in_wait_phase else ExecutionStatus.READY
+        row.lease_owner = None
+        row.lease_expires_at = None
+        tx.update_execution(row)
+        tx.release_locks(row.id)
+        released += 1
+    return released

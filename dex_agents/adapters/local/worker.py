@@ -322,3 +322,15 @@ class LocalWorker:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        engine = self._engine
+        # Work that never started goes back at once rather than after its lease
+        # lapses, so another worker (or this one, restarted) takes it over promptly.
+        with contextlib.suppress(Exception):
+            await engine.run(
+                functools.partial(
+                    claims.release_unstarted,
+                    flows=engine.flows,
+                    owner=self.worker_id,
+                    now=engine.now(),
+                )
+            )
