@@ -13,7 +13,12 @@ from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
 from dex_agents.app.session import SessionRuntime, turn_records
 from dex_agents.domain.builtin_tools import is_allowed_answer
 from dex_agents.domain.images import validate_image_references
-from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution, InterruptKind
+from dex_agents.domain.interrupts import (
+    AgentInterrupt,
+    AgentInterruptResolution,
+    InterruptKind,
+    without_interrupt,
+)
 from dex_agents.domain.messages import AgentUserMessage, QueuedUserMessage
 from dex_agents.domain.paging import deleted_before_sequence, page_agent_messages, snapshot_messages
 from dex_agents.domain.requests import (
@@ -93,8 +98,7 @@ def _remove_and_publish(
 ) -> None:
     state = context.state
     pending = state.get(PENDING_INTERRUPTS) or ()
-    kept = tuple(item for item in pending if item.interrupt_id != interrupt.interrupt_id)
-    state.set(PENDING_INTERRUPTS, kept)
+    state.set(PENDING_INTERRUPTS, without_interrupt(pending, interrupt.interrupt_id))
     state.publish_to(INTERRUPT_RESOLUTIONS, interrupt.interrupt_id, resolution)
 
 

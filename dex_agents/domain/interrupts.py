@@ -99,3 +99,10 @@ def input_interrupt_id_taken(
     retried Execute, as no other call uses it.
     """
     return interrupt_id in record_ids or interrupt_id in pending_interrupt_ids
+
+
+def without_interrupt(
+    pending: tuple[AgentInterrupt, ...], interrupt_id: str
+) -> tuple[AgentInterrupt, ...]:
+    """``PendingInterrupts`` once the interrupt ``interrupt_id`` is resolved or cancelled."""
+    return tuple(item for item in pending if item.interrupt_id != interrupt_id)

@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dex_agents.domain.interrupts import input_interrupt_id_taken, tool_input_interrupt_id
+from dex_agents.domain.interrupts import (
+    AgentInterrupt,
+    InterruptKind,
+    input_interrupt_id_taken,
+    tool_input_interrupt_id,
+    without_interrupt,
+)
 
 
 @pytest.mark.parametrize(
@@ -69,3 +75,18 @@ def test_an_id_is_taken_exactly_when_a_record_or_pending_interrupt_uses_it(
     assert input_interrupt_id_taken(interrupt_id, others, ()) is (interrupt_id in others)
     assert input_interrupt_id_taken(interrupt_id, (), others) is (interrupt_id in others)
     assert input_interrupt_id_taken(interrupt_id, (), ()) is False
+
+
+def test_without_interrupt_drops_only_the_resolved_one() -> None:
+    def interrupt(interrupt_id: str) -> AgentInterrupt:
+        return AgentInterrupt(
+            interrupt_id=interrupt_id,
+            tool_call_id=interrupt_id,
+            tool_name="refund",
+            kind=InterruptKind.APPROVAL,
+            turn_id="turn-1",
+        )
+
+    pending = (interrupt("a"), interrupt("b"), interrupt("c"))
+    assert [i.interrupt_id for i in without_interrupt(pending, "b")] == ["a", "c"]
+    assert without_interrupt(pending, "missing") == pending

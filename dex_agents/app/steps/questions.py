@@ -49,6 +49,7 @@ from dex_agents.domain.interrupts import (
     InterruptKind,
     QuestionAnswer,
     QuestionResolution,
+    without_interrupt,
 )
 from dex_agents.domain.tool_calls import (
     AgentToolCall,
@@ -118,10 +119,6 @@ def question_movement(record: AgentToolCall) -> StepMovement:
     return StepMovement(AwaitQuestionAnswer, record.tool_call_id, options)
 
 
-def _without(pending: tuple[AgentInterrupt, ...], interrupt_id: str) -> tuple[AgentInterrupt, ...]:
-    return tuple(item for item in pending if item.interrupt_id != interrupt_id)
-
-
 class AwaitQuestionAnswer(Step[str]):
     """Raises a call's ``question`` interrupt, then waits for its answer, decline or deadline."""
 
@@ -173,7 +170,7 @@ class AwaitQuestionAnswer(Step[str]):
             if interrupt is None or interrupt.deadline is None or context.now < interrupt.deadline:
                 # Resolved meanwhile (its message waits), or a Timer that fired early.
                 return go_to_many(question_movement(record))
-            state.set(PENDING_INTERRUPTS, _without(pending, interrupt_id))
+            state.set(PENDING_INTERRUPTS, without_interrupt(pending, interrupt_id))
             return self._settle(
                 context, record, QuestionAnswer(resolution=QuestionResolution.DEADLINE_PASSED)
             )
@@ -183,7 +180,7 @@ class AwaitQuestionAnswer(Step[str]):
         assert isinstance(message, AgentInterruptResolution)
         if message.cancellation_reason is not None and record.task_id is None:
             return self._cancel(context, record, message.cancellation_reason)
-        state.set(PENDING_INTERRUPTS, _without(pending, interrupt_id))
+        state.set(PENDING_INTERRUPTS, without_interrupt(pending, interrupt_id))
         if message.approved and message.answer is not None:
             answer = QuestionAnswer(resolution=QuestionResolution.ANSWERED, answer=message.answer)
         else:
@@ -280,7 +277,7 @@ class AwaitQuestionAnswer(Step[str]):
             return go_to_many(question_movement(record))
         interrupt_id = record.interrupt_id or record.tool_call_id
         pending = context.state.get(PENDING_INTERRUPTS) or ()
-        context.state.set(PENDING_INTERRUPTS, _without(pending, interrupt_id))
+        context.state.set(PENDING_INTERRUPTS, without_interrupt(pending, interrupt_id))
         self._resolved(context, record, approved=False, rejection=None, reason=reason)
         tool_routing.finish_record(
             context, self.runtime, cancel_unstarted_tool_call(record, reason)

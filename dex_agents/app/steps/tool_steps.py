@@ -21,7 +21,7 @@ from dex_agents.domain.builtin_tools import timer_seconds_until
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.events import AgentEventType, InterruptResolvedPayload
 from dex_agents.domain.images import validate_image_references
-from dex_agents.domain.interrupts import AgentInterruptResolution, InterruptKind
+from dex_agents.domain.interrupts import AgentInterruptResolution, InterruptKind, without_interrupt
 from dex_agents.domain.runner_outcomes import (
     ToolExecutionResult,
     ToolInputRequested,
@@ -250,9 +250,7 @@ class AwaitToolApproval(Step[str]):
                 # fires just as resolve_interrupt removed the interrupt, whose answer is
                 # then waiting on InterruptResolutions.
                 return go_to_many(tool_routing.approval_movement(record))
-            state.set(
-                PENDING_INTERRUPTS, tuple(item for item in pending if item.interrupt_id != input)
-            )
+            state.set(PENDING_INTERRUPTS, without_interrupt(pending, input))
             self._resolved(context, record, approved=False, rejection=APPROVAL_DEADLINE_PASSED)
             rejected = attrs.evolve(
                 record, status=ToolCallStatus.REJECTED, rejection_message=APPROVAL_DEADLINE_PASSED
@@ -261,9 +259,7 @@ class AwaitToolApproval(Step[str]):
             return dead_end()
         (resolution,) = result.messages
         if isinstance(resolution, ToolCallCancellation):
-            state.set(
-                PENDING_INTERRUPTS, tuple(item for item in pending if item.interrupt_id != input)
-            )
+            state.set(PENDING_INTERRUPTS, without_interrupt(pending, input))
             self._resolved(
                 context, record, approved=False, rejection=None, reason=resolution.reason
             )
