@@ -10,11 +10,12 @@ persistence names, the runner contract, built-in tools, and the pure rules the
 spec names (``describe_tool_call_outcome``, ``build_plan_note``, ...).
 """
 
+from dex_agents.adapters.dex.search import AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE
 from dex_agents.adapters.media.local_directory import LocalDirectoryMediaStore
 from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.app.options import AgentSessionOptions, RunModelLimit
-from dex_agents.app.session_client import AgentSessionClient
-from dex_agents.app.session_flow import AgentSessionFlow
+from dex_agents.composition.session_client import AgentSessionClient
+from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.domain.builtin_tools import (
     BUILT_IN_TOOL_DEFINITIONS,
     DEFAULT_MAX_DURABLE_WAIT,
@@ -136,6 +137,10 @@ from dex_agents.domain.runner_outcomes import (
     TurnCompleted,
     TurnContinued,
 )
+from dex_agents.domain.session_graph_document import (
+    SESSION_FLOW_GRAPH_GENERATED_AT,
+    session_flow_definition_document,
+)
 from dex_agents.domain.session_settings import (
     INVALID_START_SESSION_SETTINGS_REASON,
     MAX_SESSION_SETTINGS_BYTES,
@@ -237,6 +242,7 @@ __all__ = [
     "AGENT_MESSAGE_CHUNKS",
     "AGENT_MESSAGE_INDEX",
     "AGENT_PLAN",
+    "AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE",
     "AGENT_STATE",
     "AGENT_TOOL_CALLS",
     "AGENT_TRACE_CONTEXT",
@@ -263,6 +269,7 @@ __all__ = [
     "PENDING_PLAN_EXECUTION",
     "PLAN_EXECUTIONS",
     "QUEUED_USER_MESSAGES",
+    "SESSION_FLOW_GRAPH_GENERATED_AT",
     "SESSION_SETTINGS",
     "SESSION_SETTINGS_SIZE_TOLERANCE_BYTES",
     "STEERED_USER_MESSAGES",
@@ -417,6 +424,7 @@ __all__ = [
     "require_short_image_uris",
     "require_store_image_reference",
     "select_turn_boundary_cutoff",
+    "session_flow_definition_document",
     "session_settings_size",
     "validate_image_reference",
     "validate_image_references",

@@ -17,10 +17,7 @@ from dex_agents.app.builtin_loop.definition import (
     InstructionContext,
     TurnContinuationContext,
 )
-from dex_agents.app.builtin_loop.flow import (
-    builtin_agent_session_flow,
-    builtin_agent_session_options,
-)
+from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
 from dex_agents.app.builtin_loop.function_tools import (
     FunctionTool,
     FunctionToolResult,
@@ -39,6 +36,7 @@ from dex_agents.app.builtin_loop.tool_sources import (
     SOURCE_TOOL_NOT_OFFERED_RESULT,
     SourceToolListing,
 )
+from dex_agents.composition.builtin_flow import builtin_agent_session_flow
 from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.model_io import (
     ModelInputItem,

@@ -22,6 +22,7 @@ completed Steps (``StepHistoryEntry``). ``wait_until(description, probe)`` and
 
 from __future__ import annotations
 
+from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.adapters.local.test_probes import (
     FileGate,
     Invocation,
@@ -39,8 +40,6 @@ from dex_agents.adapters.local.test_stack import (
     run_agent_worker,
 )
 from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient
-from dex_agents.app.session_client import AgentSessionClient
-from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, StepHistoryEntry
 
 

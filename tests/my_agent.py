@@ -14,8 +14,8 @@ import os
 import re
 from pathlib import Path
 
+from dex_agents import AgentSessionFlow
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy

@@ -10,15 +10,22 @@ from types import ModuleType
 import pytest
 
 import dex_agents
+import dex_agents.adapters.dex
 import dex_agents.app
 import dex_agents.app.builtin_loop
 import dex_agents.builtin_loop
+import dex_agents.composition
 import dex_agents.domain
 import dex_agents.ports
 
 # The names the foundation issue lists, by the module the spec puts them in.
 SPEC_NAMES: dict[str, tuple[str, ...]] = {
     "dex_agents": (
+        "AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE",
+        "session_flow_definition_document",
+        "AgentSessionFlow",
+        "AgentSessionClient",
+        "AgentSessionOptions",
         "AgentState",
         "AgentMessage",
         "FrameworkMessage",
@@ -161,6 +168,8 @@ def _layer_modules() -> list[ModuleType]:
         dex_agents.ports,
         dex_agents.app,
         dex_agents.app.builtin_loop,
+        dex_agents.adapters.dex,
+        dex_agents.composition,
     ):
         modules.append(package)
         for info in pkgutil.iter_modules(package.__path__):

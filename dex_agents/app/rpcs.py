@@ -207,6 +207,7 @@ def get_agent_snapshot(runtime: SessionRuntime) -> Rpc[None, AgentSnapshot]:
         AgentSnapshot,
         handle,
         loads=(WINDOW_LOAD, CHUNKS_LOAD, MapLoad(AGENT_TOOL_CALLS)),
+        channel_loads=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES),
     )
 
 

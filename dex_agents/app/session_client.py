@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from dex_agents.app.session_flow import AgentSessionFlow
+from dex_agents.app.session_flow import PortableSessionFlow
 from dex_agents.domain.images import AgentImageReference, validate_image_references
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.requests import (
@@ -35,19 +35,19 @@ LOCK_CONFLICT_RETRY_TIMEOUT = timedelta(seconds=5)
 _RETRY_DELAY_SECONDS = 0.05
 
 
-class AgentSessionClient:
-    """Sessions of one ``AgentSessionFlow`` through an engine's client.
+class PortableSessionClient:
+    """Sessions of one ``PortableSessionFlow`` through an engine's client.
 
     Every RPC that locks retries ``RpcLockConflictError`` for 5 seconds, so a
     caller only sees it when a Step held the lock that long.
     """
 
-    def __init__(self, client: FlowClient, flow: AgentSessionFlow) -> None:
+    def __init__(self, client: FlowClient, flow: PortableSessionFlow) -> None:
         self._client = client
         self._flow = flow
 
     @property
-    def flow(self) -> AgentSessionFlow:
+    def flow(self) -> PortableSessionFlow:
         """The session Flow type this client serves."""
         return self._flow
 

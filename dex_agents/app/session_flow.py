@@ -1,4 +1,8 @@
-"""``AgentSessionFlow``: one durable agent session Flow type, written against the engine port only."""
+"""``PortableSessionFlow``: one durable agent session Flow type, written against the engine port only.
+
+The public ``dex_agents.AgentSessionFlow`` adds the Dex binding to it
+(``dex_agents.composition``); the embedded engine runs either.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from dex_agents.ports.runner import (
 from dex_agents.ports.session_schema import SESSION_SCHEMA, agent_events_stream
 
 
-class AgentSessionFlow:
+class PortableSessionFlow:
     """One agent session per Flow run; the Flow ID is the session ID.
 
     ``runner`` implements the runner contract; ``flow_type`` names the agent

@@ -147,7 +147,14 @@ def steer_user_message(runtime: SessionRuntime) -> Rpc[SteerUserMessageRequest, 
         )
         return RpcResult(True)
 
-    return Rpc("steer_user_message", SteerUserMessageRequest, bool, handle, is_transactional=True)
+    return Rpc(
+        "steer_user_message",
+        SteerUserMessageRequest,
+        bool,
+        handle,
+        is_transactional=True,
+        channel_loads=(QUEUED_USER_MESSAGES,),
+    )
 
 
 def delete_queued_message(runtime: SessionRuntime) -> Rpc[DeleteQueuedMessageRequest, bool]:
@@ -159,7 +166,12 @@ def delete_queued_message(runtime: SessionRuntime) -> Rpc[DeleteQueuedMessageReq
         return RpcResult(_take_queued(context.state, request.message_id) is not None)
 
     return Rpc(
-        "delete_queued_message", DeleteQueuedMessageRequest, bool, handle, is_transactional=True
+        "delete_queued_message",
+        DeleteQueuedMessageRequest,
+        bool,
+        handle,
+        is_transactional=True,
+        channel_loads=(QUEUED_USER_MESSAGES,),
     )
 
 

@@ -18,13 +18,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
+from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.app.builtin_loop.flow import builtin_agent_session_flow
-from dex_agents.app.session_client import AgentSessionClient
-from dex_agents.app.session_flow import AgentSessionFlow
+from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.cli import terminal
 from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE, build_demo_agent
 from dex_agents.domain.errors import DexAgentsError

@@ -487,7 +487,8 @@ class Rpc(Generic[InputT, OutputT]):
 
     ``locks`` are taken for the transaction; one that a running Step method holds
     raises ``RpcLockConflictError``. ``loads`` name the AttributeMap instances (or
-    whole maps) the handler can read. A handler that writes nothing, takes no
+    whole maps) the handler can read, and ``channel_loads`` the Channels whose
+    waiting messages it lists (``pending_messages``) or deletes. A handler that writes nothing, takes no
     lock and is not ``is_transactional`` may serve a stopped session.
     """
 
@@ -498,6 +499,7 @@ class Rpc(Generic[InputT, OutputT]):
     locks: tuple[AttributeLock, ...] = ()
     loads: tuple[MapLoad, ...] = ()
     is_transactional: bool = False
+    channel_loads: tuple[ChannelDef[Any], ...] = ()
 
 
 class FlowDefinition(Protocol):

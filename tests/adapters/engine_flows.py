@@ -417,8 +417,15 @@ class EngineTestFlow:
                 Rpc("guarded_write", str, bool, _guarded_write, locks=(AttributeLock(GUARDED),)),
                 Rpc("cancel_long", type(None), bool, _cancel_long),
                 Rpc("cancel_gated", type(None), bool, _cancel_gated),
-                Rpc("pending", type(None), tuple[str, ...], _pending),
-                Rpc("delete_first", type(None), bool, _delete_first, is_transactional=True),
+                Rpc("pending", type(None), tuple[str, ...], _pending, channel_loads=(INBOX,)),
+                Rpc(
+                    "delete_first",
+                    type(None),
+                    bool,
+                    _delete_first,
+                    is_transactional=True,
+                    channel_loads=(INBOX,),
+                ),
             )
         }
 

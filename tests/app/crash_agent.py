@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from dex_agents import AgentSessionFlow
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution

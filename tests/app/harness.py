@@ -16,12 +16,11 @@ from typing import TypeVar
 
 import pytest
 
+from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.app.session_client import AgentSessionClient
-from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentStatus

@@ -12,14 +12,12 @@ from typing import Any, TypeVar
 
 import pytest
 
+from dex_agents import AgentSessionClient
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.builtin_loop.definition import AgentDefinition, TurnContinuationContext
-from dex_agents.app.builtin_loop.flow import (
-    builtin_agent_session_flow,
-    builtin_agent_session_options,
-)
+from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
 from dex_agents.app.builtin_loop.function_tools import ToolCallContext, function_tool
 from dex_agents.app.builtin_loop.items import (
     model_input_item,
@@ -33,7 +31,7 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelReply,
     ScriptedToolCall,
 )
-from dex_agents.app.session_client import AgentSessionClient
+from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage, MessageRole
 from dex_agents.domain.model_io import (

@@ -10,14 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dex_agents import AgentSessionClient
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.builtin_loop.definition import AgentDefinition
-from dex_agents.app.builtin_loop.flow import (
-    builtin_agent_session_flow,
-    builtin_agent_session_options,
-)
+from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
 from dex_agents.app.builtin_loop.function_tools import function_tool
 from dex_agents.app.builtin_loop.items import (
     model_output_message,
@@ -30,7 +28,7 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelReply,
     ScriptedToolCall,
 )
-from dex_agents.app.session_client import AgentSessionClient
+from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.domain.compaction import (
     CONTEXT_SUMMARY_INSTRUCTIONS,
     CONTEXT_SUMMARY_NOTE_HEADER,

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from dex_agents import AgentSessionClient
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.app.builtin_loop.definition import AgentDefinition
-from dex_agents.app.builtin_loop.flow import builtin_agent_session_flow
 from dex_agents.app.builtin_loop.function_tools import (
     FunctionToolResult,
     ToolCallContext,
@@ -29,7 +29,7 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelReply,
     ScriptedToolCall,
 )
-from dex_agents.app.session_client import AgentSessionClient
+from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.model_io import ModelRequest, ModelToolChoice, UserTextItem
 from dex_agents.domain.plans import PlanStatus

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
@@ -29,8 +30,6 @@ from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.options import AgentSessionOptions, RunModelLimit
 from dex_agents.app.session import SessionRuntime
-from dex_agents.app.session_client import AgentSessionClient
-from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.app.steps import compaction_steps, run_model
 from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.events import (

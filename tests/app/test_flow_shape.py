@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
+from dex_agents import AgentSessionFlow
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.ports.engine import StepDurability
 from tests.app.scripted_runner import ScriptedRunner

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.app.session_client import AgentSessionClient
-from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.requests import AgentSnapshot
 from tests.app.scripted_runner import ScriptedRunner

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import pytest
 
-from dex_agents.app.session_client import AgentSessionClient
+from dex_agents import AgentSessionClient
 from dex_agents.domain.events import AgentEvent, ToolCallDeferredPayload, ToolCallFinishedPayload
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentStatus

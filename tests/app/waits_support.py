@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dex_agents import AgentSessionFlow
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.events import (
     AgentEvent,

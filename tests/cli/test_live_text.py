@@ -7,12 +7,11 @@ from datetime import timedelta
 
 import pytest
 
+from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.app.session_client import AgentSessionClient
-from dex_agents.app.session_flow import AgentSessionFlow
 from dex_agents.cli.main import _Follower, _LiveText, _Stack
 from dex_agents.domain.messages import FrameworkMessage, MessageRole
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, TurnCompleted

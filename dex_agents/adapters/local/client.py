@@ -90,7 +90,7 @@ def run_rpc(
             raise RpcLockConflictError(
                 f"{rpc.name}: a running Step of session {flow_id!r} holds {lock.lock_name}"
             )
-    state = StagedState(flow_id, TransactionSource(tx, flow_id), rpc.loads)
+    state = StagedState(flow_id, TransactionSource(tx, flow_id), rpc.loads, rpc.channel_loads)
     result = rpc.handler(LocalRpcContext(flow_id, now, active, state), input_value)
     if not isinstance(result, RpcResult):
         raise TypeError(f"RPC {rpc.name} returned {type(result).__name__}, not RpcResult")

@@ -155,9 +155,19 @@ class Publish:
 class StagedState:
     """A ``StateTransaction``: reads through staged writes to a source; writes wait for commit."""
 
-    def __init__(self, flow_id: str, source: StateSource, loads: Sequence[MapLoad]) -> None:
+    def __init__(
+        self,
+        flow_id: str,
+        source: StateSource,
+        loads: Sequence[MapLoad],
+        channel_loads: Sequence[ChannelDef[Any]] | None = None,
+    ) -> None:
         self._flow_id = flow_id
         self._source = source
+        # None: a Step, which never lists waiting messages; an RPC names its Channels.
+        self._channel_loads = (
+            None if channel_loads is None else {channel.name for channel in channel_loads}
+        )
         self._whole_maps = {load.attribute_map.name for load in loads if load.key is None}
         self._instances = {(load.attribute_map.name, load.key) for load in loads if load.key}
         self.writes: dict[tuple[str, str], str | None] = {}
@@ -171,6 +181,15 @@ class StagedState:
         return self._flow_id
 
     @property
+    def whole_maps(self) -> frozenset[str]:
+        """The AttributeMaps this transaction loaded whole."""
+        return frozenset(self._whole_maps)
+
+    def loaded_instance_keys(self, attribute_map: str) -> tuple[str, ...]:
+        """The instance keys of ``attribute_map`` this transaction loaded one by one."""
+        return tuple(sorted(key for name, key in self._instances if name == attribute_map))
+
+    @property
     def has_effects(self) -> bool:
         """Whether anything was staged that a commit would write."""
         return bool(self.writes or self.publishes or self.deleted_messages or self.events)
@@ -181,6 +200,13 @@ class StagedState:
             return
         what = f"instance {key!r} of AttributeMap {name}" if key else f"AttributeMap {name}"
         raise LookupError(f"{what} was not loaded; declare it in the Step's or RPC's loads")
+
+    def _check_channel_loaded(self, channel: ChannelDef[Any]) -> None:
+        if self._channel_loads is not None and channel.name not in self._channel_loads:
+            raise LookupError(
+                f"the messages of Channel {channel.name} were not loaded; "
+                "declare it in the RPC's channel_loads"
+            )
 
     def _read(self, name: str, key: str) -> str | None:
         if (name, key) in self.writes:
@@ -220,6 +246,7 @@ class StagedState:
 
     def pending_messages(self, channel: ChannelDef[T]) -> Sequence[ChannelMessage[T]]:
         """The messages waiting in a Channel, oldest first, less those this transaction deleted."""
+        self._check_channel_loaded(channel)
         return [
             ChannelMessage(row.message_id, from_json(row.value, channel.value_type))
             for row in self._source.pending(channel.name)
@@ -255,6 +282,7 @@ class StagedState:
 
     def delete_message(self, channel: ChannelDef[Any], message_id: str) -> bool:
         """Stage the deletion of a waiting message; ``False`` when it no longer waits."""
+        self._check_channel_loaded(channel)
         waiting = {row.message_id for row in self._source.pending(channel.name)}
         if message_id not in waiting or message_id in self.deleted_messages:
             return False

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from dex_agents.app.builtin_loop.definition import AgentDefinition
-from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.app.session_flow import AgentSessionFlow
-from dex_agents.ports.media_store import MediaStore
 
 
 def builtin_agent_session_options(definition: AgentDefinition) -> AgentSessionOptions:
@@ -27,19 +24,4 @@ def builtin_agent_session_options(definition: AgentDefinition) -> AgentSessionOp
         event_stream_capacity_bytes=definition.event_stream_capacity_bytes,
         plan_mode_enabled=definition.plan_mode_enabled,
         compaction=definition.compaction,
-    )
-
-
-def builtin_agent_session_flow(
-    definition: AgentDefinition, *, flow_type: str, media_store: MediaStore | None = None
-) -> AgentSessionFlow:
-    """``AgentSessionFlow(BuiltinLoopAgentRunner(definition), flow_type=..., options=...)``.
-
-    The options come from ``builtin_agent_session_options(definition)``;
-    ``media_store`` is the runner's, for images.
-    """
-    return AgentSessionFlow(
-        BuiltinLoopAgentRunner(definition, media_store=media_store),
-        flow_type=flow_type,
-        options=builtin_agent_session_options(definition),
     )

@@ -1,0 +1,381 @@
+"""``DexFlowClient``: the engine port's ``FlowClient`` over a Dex ``AsyncClient`` (SDK 1.23.0).
+
+It behaves as the embedded engine's ``LocalFlowClient`` does, except where SDK
+1.23.0 lacks an API (each method says what differs). Values cross with
+``wire_values.to_dex``/``from_dex``; Dex errors become port errors through
+``errors.port_error``, and where Dex says only "closed or not found", one
+``describe_flow`` call tells the two apart, as the embedded engine does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
+
+import dex
+from dex import ActiveStepSearchMode
+
+from dex_agents.adapters.dex.errors import DexCapabilityUnavailableError, port_error
+from dex_agents.adapters.dex.schema import DexSchema
+from dex_agents.adapters.dex.search import (
+    AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE,
+    DexSearchClient,
+    flow_type_query,
+    search_all_flows,
+    session_start_options,
+)
+from dex_agents.adapters.dex.wire_values import from_dex, to_dex
+from dex_agents.ports.engine import FlowDefinition, Rpc
+from dex_agents.ports.errors import (
+    FlowDefinitionError,
+    FlowNotActiveError,
+    FlowNotFoundError,
+    InvalidResumeTokenError,
+)
+from dex_agents.ports.flow_client import FlowInfo, StepHistoryEntry, StreamMessage
+from dex_agents.ports.flow_store import FlowStatus
+from dex_agents.ports.persistence import AttributeDef
+
+T = TypeVar("T")
+ValueT = TypeVar("ValueT")
+
+DEX_STREAM_POLL_TIMEOUT = timedelta(seconds=30)
+"""How long ``read_stream`` long-polls Dex by default, as the embedded engine does."""
+
+_PORT_STATUS: Mapping[dex.FlowStatus, FlowStatus] = {
+    dex.FlowStatus.RUNNING: FlowStatus.RUNNING,
+    # The session goes on in the next run under the same ID.
+    dex.FlowStatus.CONTINUED_AS_NEW: FlowStatus.RUNNING,
+    dex.FlowStatus.COMPLETED: FlowStatus.COMPLETED,
+    dex.FlowStatus.FAILED: FlowStatus.FAILED,
+    # A Flow timeout that Dex enforces ends the run as a failure.
+    dex.FlowStatus.SERVER_SIDE_TIMEOUT_INTERNAL_ONLY: FlowStatus.FAILED,
+    # ``stop_flow`` cancels; an operator may terminate: both are the port's "stopped".
+    dex.FlowStatus.CANCELED: FlowStatus.STOPPED,
+    dex.FlowStatus.TERMINATED: FlowStatus.STOPPED,
+}
+
+
+def port_flow_status(status: dex.FlowStatus) -> str:
+    """A Dex Flow status as the port's status text: running, completed, failed or stopped."""
+    return _PORT_STATUS[status].value
+
+
+@runtime_checkable
+class DexBoundFlow(FlowDefinition, Protocol):
+    """A session Flow bound to Dex: the port's Flow definition plus its Dex definitions.
+
+    ``start_flow`` also needs it to be the ``dex.Flow`` instance registered in the
+    client's ``dex.Registry``.
+    """
+
+    @property
+    def dex_schema(self) -> DexSchema:
+        """The Dex Attributes, Channels and Stream of the Flow."""
+
+    def dex_rpc_method(self, name: str) -> Callable[..., Any]:
+        """The bound ``@rpc`` method registered with Dex for the port RPC ``name``."""
+
+
+class DexAsyncClientLike(DexSearchClient, Protocol):
+    """The calls of ``dex.AsyncClient`` that ``DexFlowClient`` makes, with their signatures."""
+
+    async def start_flow(
+        self,
+        flow: dex.Flow[Any],
+        flow_id: str,
+        input: Any,
+        options: dex.StartFlowOptions = ...,
+    ) -> str:
+        """Start a Flow; return its run ID."""
+
+    @overload
+    async def invoke_rpc(
+        self,
+        rpc_method: Callable[..., Any],
+        flow_id: str,
+        input: Any,
+        *,
+        run_id: str = "",
+        options: dex.RPCInvokeOptions = ...,
+    ) -> Any: ...
+
+    @overload
+    async def invoke_rpc(
+        self,
+        rpc_method: Callable[..., Any],
+        flow_id: str,
+        *,
+        run_id: str = "",
+        options: dex.RPCInvokeOptions = ...,
+    ) -> Any: ...
+
+    async def stop_flow(self, flow_id: str, options: dex.StopFlowOptions = ...) -> None:
+        """Request cancellation, termination or failure of an active Flow."""
+
+    async def describe_flow(self, flow_id: str) -> dex.FlowInfo:
+        """The current or latest run of a Flow ID."""
+
+    async def read_stream(
+        self,
+        flow_id: str,
+        stream: dex.Stream[ValueT],
+        resume_token: str = "",
+        timeout: timedelta | None = None,  # noqa: ASYNC109 - the SDK's own signature
+    ) -> dex.StreamMessage[ValueT]:
+        """Long-poll the next Stream message after a resume token."""
+
+
+def _check_flow_id(flow_id: str) -> None:
+    if not flow_id or "/" in flow_id:
+        raise ValueError(f"a session ID must be non-empty and contain no '/': {flow_id!r}")
+
+
+def _bound(flow: FlowDefinition) -> DexBoundFlow:
+    if not isinstance(flow, DexBoundFlow):
+        raise TypeError(
+            f"Flow type {flow.flow_type} is not bound to Dex: it has no dex_schema "
+            "and dex_rpc_method; serve the Dex adapter's session Flow"
+        )
+    return flow
+
+
+def _rpc(flow: FlowDefinition, name: str) -> Rpc[Any, Any]:
+    try:
+        return flow.rpcs[name]
+    except KeyError:
+        raise FlowDefinitionError(f"Flow type {flow.flow_type} has no RPC {name}") from None
+
+
+def _port_flow_info(info: dex.FlowInfo | dex.SearchFlowEntry) -> FlowInfo:
+    return FlowInfo(
+        flow_id=info.flow_id,
+        flow_type=info.flow_type,
+        status=port_flow_status(info.status),
+        started_at=info.started_at,
+        closed_at=info.closed_at if isinstance(info, dex.SearchFlowEntry) else None,
+        # SDK 1.23.0 returns no active Step list, neither from describe nor from search.
+        active_step_types=(),
+    )
+
+
+class DexFlowClient:
+    """A ``FlowClient`` over a Dex ``AsyncClient``: ``AgentSessionClient`` runs on Dex through it.
+
+    Sessions start with ``session_start_options(start_options,
+    active_step_search_mode)``: by default ``AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE``,
+    so a session waiting for a person is found by ``search_flows``. The caller
+    owns ``client`` (and its blob cache) and closes it.
+    """
+
+    def __init__(
+        self,
+        client: DexAsyncClientLike,
+        *,
+        active_step_search_mode: ActiveStepSearchMode | None = (
+            AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE
+        ),
+        start_options: dex.StartFlowOptions | None = None,
+    ) -> None:
+        self._client = client
+        self._start_options = session_start_options(start_options, active_step_search_mode)
+
+    @property
+    def client(self) -> DexAsyncClientLike:
+        """The Dex client this adapter calls."""
+        return self._client
+
+    @property
+    def start_options(self) -> dex.StartFlowOptions:
+        """The options every session starts with, the search mode merged in."""
+        return self._start_options
+
+    async def start_flow(
+        self,
+        flow: FlowDefinition,
+        flow_id: str,
+        input: Any,
+        *,
+        initial_attributes: Mapping[AttributeDef[Any], Any] | None = None,
+    ) -> str:
+        """Start a session; return its run ID. Raises ``FlowAlreadyStartedError``.
+
+        ``initial_attributes`` are written with the start, each in its wire form.
+        """
+        bound = _bound(flow)
+        if not isinstance(flow, dex.Flow):
+            raise TypeError(f"Flow type {flow.flow_type} is not a dex.Flow registered with Dex")
+        _check_flow_id(flow_id)
+        options = self._start_options
+        for attribute, value in (initial_attributes or {}).items():
+            dex_attribute = bound.dex_schema.attribute(attribute)
+            options = options.with_attribute(dex_attribute, to_dex(attribute.value_type, value))
+        start = flow.start_step
+        start_input = None if start is None else to_dex(start.input_type, input)
+        try:
+            return await self._client.start_flow(flow, flow_id, start_input, options)
+        except (dex.DexServiceError, dex.FlowDefinitionError) as error:
+            raise port_error(error) from error
+
+    async def invoke_rpc(self, flow: FlowDefinition, flow_id: str, rpc: str, input: Any) -> Any:
+        """Run an RPC and return its output, decoded as its wire type.
+
+        As with the embedded engine, a missing session (or one of another Flow
+        type) raises ``FlowNotFoundError`` and a closed one that the RPC needs
+        active raises ``FlowNotActiveError``.
+        """
+        bound = _bound(flow)
+        definition = _rpc(flow, rpc)
+        method = bound.dex_rpc_method(rpc)
+        takes_input = definition.input_type is not type(None)
+        if not takes_input and input is not None:
+            raise ValueError(f"RPC {rpc} takes no input, got {type(input).__name__}")
+        try:
+            if takes_input:
+                output = await self._client.invoke_rpc(
+                    method, flow_id, to_dex(definition.input_type, input)
+                )
+            else:
+                output = await self._client.invoke_rpc(method, flow_id)
+        except dex.FlowNotActiveOrNotFoundError as error:
+            found = await self._closed_or_missing(flow_id, error, flow.flow_type)
+            if isinstance(found, Exception):
+                raise found from error
+            raise FlowNotActiveError(f"session {flow_id!r} is {found}") from error
+        except (dex.DexServiceError, dex.FlowDefinitionError) as error:
+            raise port_error(error) from error
+        if definition.output_type is type(None):
+            return None
+        return from_dex(definition.output_type, output)
+
+    async def stop_flow(self, flow_id: str, reason: str | None = None) -> None:
+        """Cancel a session (``StopType.CANCEL``); its state stays readable.
+
+        Stopping a session that no longer runs does nothing, as with the embedded
+        engine; a missing one raises ``FlowNotFoundError``.
+        """
+        options = dex.StopFlowOptions(type=dex.StopType.CANCEL, reason=reason)
+        try:
+            await self._client.stop_flow(flow_id, options)
+        except dex.FlowNotActiveOrNotFoundError as error:
+            found = await self._closed_or_missing(flow_id, error)
+            if isinstance(found, Exception):
+                raise found from error
+        except dex.DexServiceError as error:
+            raise port_error(error) from error
+
+    async def describe_flow(self, flow_id: str) -> FlowInfo:
+        """A session's type, status and start time.
+
+        Dex's ``describe_flow`` returns neither a close time nor the active Steps,
+        and SDK 1.23.0 documents no search field for a Flow ID to fetch them with:
+        ``closed_at`` is ``None`` and ``active_step_types`` is ``()``. Use
+        ``find_waiting_sessions`` to find sessions by the Step they wait in.
+        """
+        try:
+            info = await self._client.describe_flow(flow_id)
+        except dex.DexServiceError as error:
+            raise port_error(error) from error
+        return _port_flow_info(info)
+
+    async def read_stream(
+        self,
+        flow: FlowDefinition,
+        flow_id: str,
+        resume_token: str = "",
+        poll_timeout: timedelta | None = None,
+    ) -> StreamMessage[Any]:
+        """The next event after ``resume_token``; long-polls Dex up to ``poll_timeout`` (30 s).
+
+        Raises ``StreamReadTimeoutError`` when none arrives. Dex reads a Stream by
+        Flow ID and does not check that the session exists (the embedded engine
+        raises ``FlowNotFoundError``); a token Dex rejects as an invalid argument
+        raises ``InvalidResumeTokenError`` (how Dex rejects a foreign token is
+        not verified against a server).
+        """
+        schema = _bound(flow).dex_schema
+        if schema.stream is None or schema.stream_declaration is None:
+            raise FlowDefinitionError(f"Flow type {flow.flow_type} has no Stream")
+        timeout = poll_timeout or DEX_STREAM_POLL_TIMEOUT
+        try:
+            message = await self._client.read_stream(flow_id, schema.stream, resume_token, timeout)
+        except dex.DexServiceError as error:
+            if resume_token and getattr(error.code, "name", None) == "INVALID_ARGUMENT":
+                raise InvalidResumeTokenError(
+                    f"session {flow_id!r} never issued Stream resume token {resume_token!r}"
+                ) from error
+            raise port_error(error) from error
+        return StreamMessage(
+            value=from_dex(schema.stream_declaration.value_type, message.value),
+            resume_token=message.resume_token,
+            created_at=message.created_time,
+            source=message.source,
+        )
+
+    async def read_step_history(self, flow_id: str) -> Sequence[StepHistoryEntry]:
+        """Not available on Dex: raises ``DexCapabilityUnavailableError``.
+
+        An honest gap: SDK 1.23.0 exposes no Flow history read (the FlowService
+        has one, the SDK does not call it). Read a session's history with
+        ``dexcli flow history <session_id>`` or in Dex Web.
+        """
+        raise DexCapabilityUnavailableError(
+            "read_step_history",
+            "client API for a Flow's history",
+            f"read it with `dexcli flow history {flow_id}` or in Dex Web",
+        )
+
+    async def read_attribute(self, flow_id: str, attribute: AttributeDef[T]) -> T | None:
+        """Not available on Dex: raises ``DexCapabilityUnavailableError``.
+
+        An honest gap: SDK 1.23.0 has no ``get_attributes`` (the FlowService has
+        one, the SDK does not call it). Read session state through the
+        ``get_agent_snapshot`` RPC (``AgentSessionClient.get_agent_snapshot``) or
+        with ``dexcli flow state <session_id>``.
+        """
+        raise DexCapabilityUnavailableError(
+            f"read_attribute({attribute.name})",
+            "client API to read Attributes (get_attributes)",
+            "read session state through the get_agent_snapshot RPC "
+            f"(AgentSessionClient.get_agent_snapshot) or `dexcli flow state {flow_id}`",
+        )
+
+    async def list_flows(self, flow_type: str | None = None) -> Sequence[FlowInfo]:
+        """Every session of ``flow_type`` that Dex's search knows, oldest first.
+
+        ``flow_type`` is required: SDK 1.23.0 documents no search query that
+        matches every Flow, so ``None`` raises ``ValueError``. Entries carry the
+        close time but no active Step list (``active_step_types`` is ``()``).
+        """
+        if flow_type is None:
+            raise ValueError(
+                "DexFlowClient.list_flows needs a flow_type: Dex SDK 1.23.0 documents "
+                'no search query matching every Flow, only FlowType = "<type>"'
+            )
+        try:
+            entries = await search_all_flows(self._client, flow_type_query(flow_type))
+        except dex.DexServiceError as error:
+            raise port_error(error) from error
+        infos = [_port_flow_info(entry) for entry in entries]
+        return sorted(infos, key=lambda info: (info.started_at, info.flow_id))
+
+    async def _closed_or_missing(
+        self, flow_id: str, error: dex.FlowNotActiveOrNotFoundError, flow_type: str | None = None
+    ) -> Exception | str:
+        """Tell apart what Dex refused as "closed or not found", as the embedded engine does.
+
+        The error to raise for a missing session (or one of another ``flow_type``),
+        else the closed session's status; Dex's own error when that cannot be told.
+        """
+        try:
+            info = await self._client.describe_flow(flow_id)
+        except dex.DexServiceError as probe_error:
+            if type(port_error(probe_error)) is not FlowNotFoundError:
+                return port_error(error)
+            info = None
+        if info is None or (flow_type is not None and info.flow_type != flow_type):
+            session = "session" if flow_type is None else f"{flow_type} session"
+            return FlowNotFoundError(f"no {session} with ID {flow_id!r}")
+        status = port_flow_status(info.status)
+        return port_error(error) if status == FlowStatus.RUNNING.value else status

@@ -1,0 +1,48 @@
+"""How session values cross into Dex: native primitives, everything else the one JSON wire form.
+
+Dex SDK 1.23.0 resolves a codec only from the ``CodecRegistry`` a ``Registry`` is
+built with, and the spec's ``Registry([flow], allow_async_handlers=True)`` passes
+none; its automatic codecs cover dataclasses, enums and plain containers, not
+attrs classes, ``X | None`` or ``Mapping[str, Any]``. So every session value that
+is not a ``str``, ``int``, ``bool`` or ``None`` is declared to Dex as ``str`` and
+carries the canonical JSON text of ``dex_agents.domain.wire``: the same bytes the
+embedded engine stores for it. Primitives travel natively, so Dex Web shows a
+tool call ID as text, not as quoted JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dex_agents.domain.wire import from_json, to_json
+
+_NATIVE: tuple[Any, ...] = (str, int, bool, type(None))
+
+
+def is_native(type_hint: Any) -> bool:
+    """Whether Dex carries values of ``type_hint`` with its own primitive codec."""
+    return any(type_hint is native for native in _NATIVE)
+
+
+def dex_type(type_hint: Any) -> Any:
+    """The type hint a Dex definition declares for a session value of ``type_hint``."""
+    return type_hint if is_native(type_hint) else str
+
+
+def to_dex(type_hint: Any, value: Any) -> Any:
+    """A session value as Dex carries it: itself, or its canonical JSON text."""
+    if is_native(type_hint):
+        return value
+    return to_json(value)
+
+
+def from_dex(type_hint: Any, value: Any) -> Any:
+    """A value read from Dex back as the session value of ``type_hint``.
+
+    Raises ``WireFormatError`` naming the type when JSON text does not fit it.
+    """
+    if is_native(type_hint):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"expected the JSON text of {type_hint!r}, got {type(value).__name__}")
+    return from_json(value, type_hint)

@@ -1,0 +1,37 @@
+"""``AgentSessionFlow``: the session Flow type, runnable on the embedded engine and on Dex."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dex_agents.adapters.dex.flow import DexFlow
+from dex_agents.app.session_flow import PortableSessionFlow
+
+
+class AgentSessionFlow(PortableSessionFlow, DexFlow):
+    """One agent session per Flow run; the Flow ID is the session ID.
+
+    ``runner`` implements the runner contract; ``flow_type`` names the agent
+    (one Flow type per agent); ``options`` configure tools, approvals, storage,
+    compaction and limits. The session never completes by itself: it waits for
+    the next user message after every turn.
+
+    It is a ``dex.Flow``: ``Registry([flow], allow_async_handlers=True)`` accepts
+    it and an ``AsyncWorker`` serves it; its RPCs are methods named as in the
+    spec's RPC table (``flow.send_user_message``, ...). The embedded engine runs
+    the same instance.
+    """
+
+    # The RPC methods Dex registers, bound on first use of the Dex binding; declared
+    # here so a type checker knows ``client.invoke_rpc(flow.send_user_message, ...)``.
+    send_user_message: Callable[..., Any]
+    execute_plan: Callable[..., Any]
+    steer_user_message: Callable[..., Any]
+    delete_queued_message: Callable[..., Any]
+    cancel_turn: Callable[..., Any]
+    resolve_interrupt: Callable[..., Any]
+    answer_question: Callable[..., Any]
+    update_session_settings: Callable[..., Any]
+    get_agent_snapshot: Callable[..., Any]
+    list_agent_messages: Callable[..., Any]

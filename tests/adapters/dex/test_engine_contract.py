@@ -1,0 +1,448 @@
+"""One contract, two engines: the Dex mapping commits what the embedded engine commits.
+
+A scripted session runs on the embedded engine: a turn with a read, an approved
+write and a question, then a turn whose approval a steer cancels. Every Step
+execution is recorded with what it read and what it committed. Each one is then
+replayed through a real Dex ``AsyncWorker`` (the fake-server harness) with the
+same inputs: the same state, wait result, clock and attempt. The wait conditions,
+writes, publishes, Stream events, heartbeats and decisions must be the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import dex
+import pytest
+
+from dex_agents import AgentSessionFlow, AgentSessionOptions
+from dex_agents.adapters.dex.contexts import decode_progress, encode_progress
+from dex_agents.adapters.dex.wire_values import is_native, to_dex
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.domain.builtin_tools import BuiltInTool
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.domain.wire import to_json
+from dex_agents.ports.engine import (
+    ChannelCondition,
+    DecisionKind,
+    Rpc,
+    StepDecision,
+    StepMovement,
+    StepOptions,
+    TimerCondition,
+    Wait,
+)
+from dex_agents.ports.persistence import ChannelMapDef
+from dex_agents.ports.runner import DeferredToolExecution
+from tests.adapters.dex.fake_dex import DexWorkerDriver, running_worker
+from tests.adapters.dex.fake_dex_driver import (
+    DELETED,
+    ExecuteOutcome,
+    Movement,
+    RpcOutcome,
+    WaitSpec,
+)
+from tests.adapters.dex.session_recording import RecordedExecution, StepRecorder, record_steps
+from tests.app.scripted_runner import ScriptedRunner
+
+FLOW_TYPE = "ContractAgent"
+SESSION = "s1"
+
+
+async def _lookup(call: DeferredToolExecution) -> str:
+    return f"found {call.tool_call.arguments}"
+
+
+async def _refund(call: DeferredToolExecution) -> str:
+    return f"refunded {call.tool_call.arguments}"
+
+
+class _RecordedFlow(AgentSessionFlow):
+    """The session Flow whose RPCs a recorder wraps, for the embedded engine's run."""
+
+    recorder: StepRecorder | None = None
+
+    @property
+    def rpcs(self) -> Mapping[str, Rpc[Any, Any]]:
+        rpcs = super().rpcs
+        if self.recorder is None:
+            return rpcs
+        return {name: self.recorder.recording_rpc(rpc) for name, rpc in rpcs.items()}
+
+
+def _flow(flow_class: type[AgentSessionFlow] = AgentSessionFlow) -> AgentSessionFlow:
+    options = AgentSessionOptions(
+        tool_policies={
+            "lookup": ToolPolicy(ToolEffect.READ),
+            "refund": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),
+        },
+        built_in_tools=frozenset({BuiltInTool.ASK_USER}),
+    )
+    runner = ScriptedRunner({"lookup": _lookup, "refund": _refund})
+    return flow_class(runner, flow_type=FLOW_TYPE, options=options)
+
+
+async def _until(sessions: Any, description: str, probe: Any) -> Any:
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        snapshot: AgentSnapshot = await sessions.get_agent_snapshot(SESSION)
+        found = probe(snapshot)
+        if found:
+            return found
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"timed out waiting for {description}: {snapshot}")
+        await asyncio.sleep(0.01)
+
+
+async def _run_scripted_session() -> StepRecorder:
+    """The scenario on the embedded engine, recorded."""
+    from dex_agents import AgentSessionClient
+
+    flow = _flow(_RecordedFlow)
+    recorder = record_steps(flow)
+    assert isinstance(flow, _RecordedFlow)
+    flow.recorder = recorder
+    engine = LocalEngine(MemoryFlowStore(), [flow], poll_interval=timedelta(milliseconds=20))
+    client = LocalFlowClient(engine)
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+    sessions = AgentSessionClient(client, flow)
+    try:
+        await sessions.start_session(
+            SESSION,
+            'call lookup {"q": 1} and refund {"order": 7} and '
+            'ask_user {"question": "Which colour?", "choices": ["red", "blue"]}',
+        )
+        await _until(
+            sessions, "an approval and a question", lambda s: len(s.pending_interrupts) == 2
+        )
+        assert await sessions.resolve_interrupt(SESSION, "call-2", approved=True)
+        assert await sessions.answer_question(SESSION, "call-3", "blue")
+        await _until(
+            sessions,
+            "the first turn to end",
+            lambda s: s.state.turn_count == 1 and s.state.status == "waiting_for_user_message",
+        )
+        assert await sessions.send_user_message(SESSION, 'call refund {"order": 8}')
+        await _until(sessions, "a second approval", lambda s: len(s.pending_interrupts) == 1)
+        assert await sessions.steer_user_message(SESSION, text="never mind")
+        await _until(
+            sessions,
+            "the steered turn to end",
+            lambda s: s.state.turn_count == 3 and s.state.status == "waiting_for_user_message",
+        )
+    finally:
+        await worker.stop()
+        await task
+        engine.close()
+    return recorder
+
+
+@pytest.fixture(scope="module")
+def recorded() -> StepRecorder:
+    return asyncio.run(_run_scripted_session())
+
+
+@pytest.fixture
+async def driver() -> AsyncIterator[tuple[AgentSessionFlow, DexWorkerDriver]]:
+    flow = _flow()
+    async with running_worker(dex.Registry([flow], allow_async_handlers=True)) as worker:
+        yield flow, worker
+
+
+# ---------------------------------------------------------------------------
+# Normal forms both engines are reduced to
+
+
+def _declared(flow: AgentSessionFlow, name: str) -> Any:
+    return flow.dex_schema.declaration(name).value_type
+
+
+def _json_of(type_hint: Any, carried: Any) -> str | None:
+    """A Dex-carried value as the embedded engine's JSON text."""
+    if carried is DELETED:
+        return None
+    return to_json(carried) if is_native(type_hint) else str(carried)
+
+
+def _dex_state(flow: AgentSessionFlow, read: Any) -> dict[str, Any]:
+    def carried(name: str, value: Any) -> Any:
+        return to_dex(_declared(flow, name), value)
+
+    return {
+        "attributes": {name: carried(name, value) for name, value in read.attributes.items()},
+        "attribute_map_instances": {
+            key: None if value is None else carried(key[0], value)
+            for key, value in read.instances.items()
+        },
+        "loaded_attribute_maps": tuple(sorted(read.whole_maps)),
+        "channel_sizes": dict(read.channel_sizes),
+    }
+
+
+def _port_wait(wait: Wait) -> tuple[list[int], list[tuple[str, str | None, int]]]:
+    timers = [
+        int(c.duration.total_seconds() + 0.999999)
+        for c in wait.conditions
+        if isinstance(c, TimerCondition)
+    ]
+    channels = [
+        (c.channel.name, c.key, c.count) for c in wait.conditions if isinstance(c, ChannelCondition)
+    ]
+    return timers, channels
+
+
+def _dex_wait(spec: WaitSpec | None) -> tuple[list[int], list[tuple[str, str | None, int]]]:
+    if spec is None:
+        return [], []
+    timers = [int(t.duration.total_seconds()) for t in spec.timers]
+    channels = [(c.channel, c.instance, c.at_least or 0) for c in spec.channels]
+    assert all(c.at_least == c.at_most for c in spec.channels)
+    return timers, channels
+
+
+def _port_options(flow: AgentSessionFlow, options: StepOptions) -> dict[str, Any]:
+    loads = [f"{load.attribute_map.name}/{load.key or ''}" for load in options.loads]
+    failure = None if options.failure_step is None else options.failure_step.step_type
+    return {
+        "loads": sorted(loads),
+        "locks": sorted(lock.lock_name for lock in options.locks),
+        "attempts": options.retry.maximum_attempts,
+        "failure": failure,
+    }
+
+
+def _dex_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    options = options or {}
+    retry = options.get("execute_retry_policy", {})
+    return {
+        "loads": sorted(options.get("execute_load_attribute_map_instances", [])),
+        "locks": sorted(options.get("execute_lock_attribute_keys", [])),
+        "attempts": retry.get("maximum_attempts"),
+        "failure": options.get("execute_failure_proceed_step_type"),
+    }
+
+
+def _port_decision(flow: AgentSessionFlow, decision: StepDecision) -> dict[str, Any]:
+    kind = {
+        DecisionKind.GO: "go_to",
+        DecisionKind.END: "dead_end",
+        DecisionKind.COMPLETE: "force_complete",
+        DecisionKind.FAIL: "force_fail",
+    }[decision.kind]
+    return {
+        "kind": kind,
+        "movements": _port_movements(flow, decision.movements),
+        "canceling": sorted(step.step_type for step in decision.canceling_steps),
+    }
+
+
+def _port_movements(
+    flow: AgentSessionFlow, movements: Iterable[StepMovement]
+) -> list[tuple[str, str | None, dict[str, Any]]]:
+    steps = {type(step): step for step in flow.steps}
+    normal: list[tuple[str, str | None, dict[str, Any]]] = []
+    for movement in movements:
+        target = steps[movement.step]
+        options = movement.options if movement.options is not None else target.options()
+        normal.append((target.step_type, to_json(movement.input), _port_options(flow, options)))
+    return normal
+
+
+def _dex_movements(
+    flow: AgentSessionFlow, movements: Iterable[Movement]
+) -> list[tuple[str, str | None, dict[str, Any]]]:
+    steps = {step.step_type: step for step in flow.steps}
+    return [
+        (m.step_type, _json_of(steps[m.step_type].input_type, m.input), _dex_options(m.options))
+        for m in movements
+    ]
+
+
+def _dex_decision(flow: AgentSessionFlow, outcome: ExecuteOutcome) -> dict[str, Any]:
+    decision = outcome.decision
+    assert decision is not None, outcome.error
+    return {
+        "kind": decision.kind.value,
+        "movements": _dex_movements(flow, decision.movements),
+        "canceling": sorted(decision.canceling_step_types),
+    }
+
+
+def _dex_writes(
+    flow: AgentSessionFlow, outcome: ExecuteOutcome | RpcOutcome
+) -> dict[tuple[str, str], str | None]:
+    writes = {
+        (name, ""): _json_of(_declared(flow, name), value)
+        for name, value in outcome.attribute_writes.items()
+    }
+    for (name, key), value in outcome.attribute_map_writes.items():
+        writes[(name, key)] = _json_of(_declared(flow, name), value)
+    return writes
+
+
+def _dex_publishes(
+    flow: AgentSessionFlow, outcome: ExecuteOutcome | RpcOutcome
+) -> list[tuple[str, str, str | None]]:
+    return [
+        (channel, key or "", _json_of(_declared(flow, channel), value))
+        for channel, key, value in outcome.channel_publishes
+    ]
+
+
+def _wait_inputs(
+    flow: AgentSessionFlow, execution: RecordedExecution
+) -> tuple[dict[Any, list[Any]], list[bool] | None]:
+    """The Dex condition results that stand for the recorded wait result."""
+    if execution.wait is None:
+        return {}, None
+    result = execution.wait_result
+    conditions = execution.wait.wait.conditions
+    channel_results: dict[Any, list[Any]] = {}
+    timers: list[bool] = []
+    for index, condition in enumerate(conditions):
+        selected = index == result.condition_index
+        if isinstance(condition, TimerCondition):
+            timers.append(selected and result.timer_fired)
+        elif selected:
+            key: Any = (
+                (condition.channel.name, condition.key)
+                if isinstance(condition.channel, ChannelMapDef)
+                else condition.channel.name
+            )
+            value_type = condition.channel.value_type
+            channel_results[key] = [to_dex(value_type, m) for m in result.messages]
+    return channel_results, timers or None
+
+
+def _executions(recorder: StepRecorder) -> Iterable[RecordedExecution]:
+    return recorder.executions
+
+
+# ---------------------------------------------------------------------------
+# The contract
+
+
+def test_the_scenario_ran_every_kind_of_step(recorded: StepRecorder) -> None:
+    kinds = {execution.step_type for execution in recorded.executions}
+    assert {
+        "StartAgentSession",
+        "RunModel",
+        "CallTool",
+        "AwaitToolApproval",
+        "CallSingleAttemptTool",
+        "AwaitQuestionAnswer",
+        "ResumeTurn",
+        "AwaitUserMessage",
+        "ApplyTurnControl",
+    } <= kinds
+
+
+async def test_every_step_commits_the_same_on_dex(
+    recorded: StepRecorder, driver: tuple[AgentSessionFlow, DexWorkerDriver]
+) -> None:
+    flow, worker = driver
+    compared = 0
+    for execution in recorded.executions:
+        label = f"{execution.step_execution_id} attempt {execution.attempt}"
+        step_locals: Mapping[str, Any] = {}
+        if execution.wait is not None:
+            wait = execution.wait
+            flow.dex_binding.clock = _fixed_clock(wait.now)
+            waited = await worker.wait_for(
+                FLOW_TYPE,
+                wait.step_type,
+                wait.step_execution_id,
+                to_dex(flow.dex_binding.input_type(type(_step(flow, wait.step_type))), wait.input),
+                flow_id=SESSION,
+                **_dex_state(flow, wait.read),
+            )
+            assert waited.error is None, f"{label}: {waited.error}"
+            assert _dex_wait(waited.wait) == _port_wait(wait.wait), label
+            step_locals = waited.step_locals
+        channel_results, timers = _wait_inputs(flow, execution)
+        flow.dex_binding.clock = _fixed_clock(execution.now)
+        port_step = _step(flow, execution.step_type)
+        last = execution.last_heartbeat_value
+        outcome = await worker.execute(
+            FLOW_TYPE,
+            execution.step_type,
+            execution.step_execution_id,
+            to_dex(port_step.input_type, execution.input),
+            flow_id=SESSION,
+            channel_results=channel_results,
+            timer_fired=timers,
+            step_locals=step_locals,
+            attempt=execution.attempt,
+            first_attempt_at=execution.first_attempt_at,
+            last_heartbeat_value=(
+                None if last is None else encode_progress(execution.step_execution_id, True, last)
+            ),
+            **_dex_state(flow, execution.read),
+        )
+        assert outcome.error is None, f"{label}: {outcome.error}"
+        assert _dex_writes(flow, outcome) == execution.writes, label
+        assert _dex_publishes(flow, outcome) == execution.publishes, label
+        assert [value for _, value in outcome.stream_writes] == execution.events, label
+        marks = [decode_progress(value) for value in outcome.heartbeats]
+        assert marks[0] == (execution.step_execution_id, False, last), label
+        assert [mark[2] if mark else None for mark in marks[1:]] == [
+            checkpoint if checkpoint is not None else last for checkpoint in execution.heartbeats
+        ], label
+        assert execution.decision is not None
+        assert _dex_decision(flow, outcome) == _port_decision(flow, execution.decision), label
+        compared += 1
+    assert compared == len(recorded.executions) > 10
+
+
+async def test_every_rpc_commits_the_same_on_dex(
+    recorded: StepRecorder, driver: tuple[AgentSessionFlow, DexWorkerDriver]
+) -> None:
+    flow, worker = driver
+    names = [call.name for call in recorded.rpc_calls]
+    assert {"send_user_message", "resolve_interrupt", "answer_question"} <= set(names)
+    assert {"steer_user_message", "get_agent_snapshot"} <= set(names)
+    for call in recorded.rpc_calls:
+        rpc = flow.rpcs[call.name]
+        flow.dex_binding.clock = _fixed_clock(call.now)
+        pending: dict[str | tuple[str, str], Sequence[tuple[str, object]]] = {
+            channel: [
+                (message_id, to_dex(_declared(flow, channel), value))
+                for message_id, value in messages
+            ]
+            for channel, messages in call.pending.items()
+        }
+        outcome = await worker.rpc(
+            FLOW_TYPE,
+            call.name,
+            to_dex(rpc.input_type, call.input),
+            flow_id=SESSION,
+            pending_channel_messages=pending,
+            **_dex_state(flow, call.read),
+        )
+        assert outcome.error is None, f"{call.name}: {outcome.error}"
+        assert _json_of(rpc.output_type, outcome.output) == to_json(call.output), call.name
+        assert _dex_writes(flow, outcome) == call.writes, call.name
+        assert _dex_publishes(flow, outcome) == call.publishes, call.name
+        assert [message_id for _, _, message_id in outcome.channel_deletions] == (
+            call.deleted_messages
+        ), call.name
+        assert _dex_movements(flow, outcome.next_steps) == _port_movements(flow, call.next_steps)
+        assert sorted(outcome.canceling_step_types) == sorted(
+            step.step_type for step in call.canceling_steps
+        )
+
+
+def _fixed_clock(now: datetime) -> Callable[[], datetime]:
+    return lambda: now
+
+
+def _step(flow: AgentSessionFlow, step_type: str) -> Any:
+    return next(step for step in flow.steps if step.step_type == step_type)
