@@ -418,6 +418,8 @@ class EngineTestFlow:
                 Rpc("cancel_long", type(None), bool, _cancel_long),
                 Rpc("cancel_gated", type(None), bool, _cancel_gated),
                 Rpc("pending", type(None), tuple[str, ...], _pending, channel_loads=(INBOX,)),
+                # Lists waiting messages without declaring the Channel: refused, as on Dex.
+                Rpc("pending_unloaded", type(None), tuple[str, ...], _pending),
                 Rpc(
                     "delete_first",
                     type(None),

@@ -103,6 +103,12 @@ async def stack(store_kind: str, tmp_path: Path) -> AsyncIterator[Stack]:
         yield running
 
 
+async def test_an_rpc_lists_only_the_channels_it_loads(stack: Stack) -> None:
+    await stack.client.start_flow(stack.flow, "s1", None)
+    with pytest.raises(LookupError, match=r"Channel Inbox were not loaded.*channel_loads"):
+        await stack.client.invoke_rpc(stack.flow, "s1", "pending_unloaded", None)
+
+
 async def test_a_channel_wait_consumes_each_message_once_in_order(stack: Stack) -> None:
     await stack.client.start_flow(stack.flow, "s1", "hello")
     for text in ("a", "b", "c"):

@@ -63,12 +63,8 @@ class DexBinding:
 
     def step_class(self, port_class: type[Step[Any]]) -> DexStepClass:
         """The Dex Step class of a port Step class of this Flow."""
-        try:
-            return self._dex_classes[port_class]
-        except KeyError:
-            raise LookupError(
-                f"Step {port_class.__name__} is not a Step of Flow {self.definition.flow_type}"
-            ) from None
+        self._port_step(port_class)
+        return self._dex_classes[port_class]
 
     def static_options(self, port_class: type[Step[Any]]) -> StepOptions:
         """A port Step class's own options."""

@@ -35,7 +35,7 @@ class DexFlow(dex.Flow[Any]):
         if self._dex_binding is None:
             binding = DexBinding(self._port_definition())
             for name, method in binding.rpc_methods(self).items():
-                if name in type(self).__dict__ or hasattr(type(self), name):
+                if hasattr(type(self), name):
                     raise ValueError(f"RPC {name} would hide the Flow's own attribute {name}")
                 setattr(self, name, method)
             self._dex_binding = binding

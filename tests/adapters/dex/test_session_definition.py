@@ -9,30 +9,17 @@ import dex
 import pytest
 
 from dex_agents import AgentSessionFlow, AgentSessionOptions
+from dex_agents.app.steps.builtin_steps import timer_movement
+from dex_agents.app.steps.questions import question_movement
+from dex_agents.app.steps.tool_tasks import poll_movement
 from dex_agents.app.tool_routing import approval_movement, tool_step_movement
+from dex_agents.domain.session_graph import SESSION_FLOW_NODES
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from tests.app.scripted_runner import ScriptedRunner
 
-FLOW_SHAPE_STEPS = {
-    "StartAgentSession",
-    "AwaitUserMessage",
-    "RunModel",
-    "CompactContext",
-    "AwaitToolApproval",
-    "AwaitQuestionAnswer",
-    "AwaitTimer",
-    "CallTool",
-    "CallSingleAttemptTool",
-    "PollToolTask",
-    "RecordToolFailure",
-    "RecordToolOutcomeUnknown",
-    "ResumeTurn",
-    "ApplyTurnControl",
-    "RecordTurnFailure",
-    "FinishTurnCancellation",
-    "CancelToolTask",
-}
+# The Flow-shape table's Steps, as the session graph records them from the spec.
+FLOW_SHAPE_STEPS = {node.step_type for node in SESSION_FLOW_NODES}
 
 # The spec's persistence table: name -> Dex kind.
 PERSISTENCE = {
@@ -252,6 +239,57 @@ def test_an_approval_movement_locks_pending_interrupts_and_loads_its_own_record(
         assert [load.physical_name for load in loads] == ["AgentToolCalls/call-7"]
 
 
+@pytest.mark.parametrize(
+    ("effect", "failure"),
+    [
+        (ToolEffect.READ, "RecordToolFailure"),
+        (ToolEffect.IDEMPOTENT_WRITE, "RecordToolFailure"),
+        (ToolEffect.NON_IDEMPOTENT_WRITE, "RecordToolOutcomeUnknown"),
+        (ToolEffect.UNCLASSIFIED, "RecordToolOutcomeUnknown"),
+    ],
+)
+def test_a_poll_movement_retries_three_times_and_routes_by_effect(
+    effect: ToolEffect, failure: str
+) -> None:
+    flow = _flow()
+    (movement,) = flow.dex_binding.movements([poll_movement(flow.runtime, _record(effect))])
+    options = movement.options
+    assert options is not None
+    assert options.execute_retry is not None
+    assert options.execute_retry.maximum_attempts == 3
+    target = options._execute_failure_target
+    assert target is not None
+    assert target.get_step_type(target()) == failure
+    for loads in (
+        options.execute_load_attribute_map_instances,
+        options.wait_for_load_attribute_map_instances,
+    ):
+        assert [load.physical_name for load in loads] == ["AgentToolCalls/call-7"]
+
+
+@pytest.mark.parametrize(
+    ("movement_of", "step_type", "locks"),
+    [
+        (lambda record: question_movement(record), "AwaitQuestionAnswer", ["PendingInterrupts"]),
+        # A durable wait not started yet locks PendingInterrupts, as ResumeTurn does.
+        (lambda record: timer_movement(record), "AwaitTimer", ["PendingInterrupts"]),
+    ],
+    ids=["question", "timer"],
+)
+def test_question_and_timer_movements_load_only_their_own_record(
+    movement_of: Any, step_type: str, locks: list[str]
+) -> None:
+    flow = _flow()
+    (movement,) = flow.dex_binding.movements([movement_of(_record(ToolEffect.READ))])
+    assert movement.step.get_step_type(movement.step()) == step_type
+    options = movement.options
+    assert options is not None
+    assert [lock.attribute.name for lock in options.execute_lock_attributes] == locks
+    assert [load.physical_name for load in options.wait_for_load_attribute_map_instances] == [
+        "AgentToolCalls/call-7"
+    ]
+
+
 def test_run_model_limits_from_the_options_reach_dex_in_whole_seconds() -> None:
     from dex_agents import RunModelLimit
 
@@ -269,3 +307,12 @@ def test_run_model_limits_from_the_options_reach_dex_in_whole_seconds() -> None:
     assert mapped.heartbeat_timeout == timedelta(seconds=20)
     assert mapped.execute_retry is not None
     assert mapped.execute_retry.maximum_attempts == 2
+
+
+def test_an_rpc_never_hides_an_attribute_of_the_flow() -> None:
+    class Clashing(AgentSessionFlow):
+        def get_agent_snapshot(self) -> None:
+            """A method named like an RPC."""
+
+    with pytest.raises(ValueError, match="RPC get_agent_snapshot would hide"):
+        _ = Clashing(ScriptedRunner(), flow_type="TriageAgent").dex_binding
