@@ -62,8 +62,8 @@ class PortableSessionFlow:
         self._flow_type = flow_type
         self.runner = runner
         self.options = options
-        self.agent_events = agent_events_stream(options.event_stream_capacity_bytes)
-        runtime = SessionRuntime(runner, options, self.agent_events, flow_type)
+        self._events = agent_events_stream(options.event_stream_capacity_bytes)
+        runtime = SessionRuntime(runner, options, self._events, flow_type)
         self.runtime = runtime
         self._start = start.StartAgentSession(runtime)
         self._steps: list[Step[Any]] = [
@@ -108,8 +108,17 @@ class PortableSessionFlow:
 
     @property
     def stream(self) -> StreamDef[AgentEvent]:
-        """The ``AgentEvents`` Stream (``flow.agent_events``)."""
-        return self.agent_events
+        """The ``AgentEvents`` Stream as the engine port declares it."""
+        return self._events
+
+    @property
+    def agent_events(self) -> Any:
+        """The ``AgentEvents`` Stream (``flow.agent_events``), one per Flow type.
+
+        Here the port's declaration; an engine binding may give its own Stream
+        object, as the Dex-bound ``AgentSessionFlow`` does.
+        """
+        return self._events
 
     @property
     def rpcs(self) -> Mapping[str, Rpc[Any, Any]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import dex
+
 from dex_agents.adapters.dex.flow import DexFlow
 from dex_agents.app.session_flow import PortableSessionFlow
 
@@ -22,6 +24,18 @@ class AgentSessionFlow(PortableSessionFlow, DexFlow):
     spec's RPC table (``flow.send_user_message``, ...). The embedded engine runs
     the same instance.
     """
+
+    @property
+    def agent_events(self) -> dex.Stream[Any]:
+        """The ``AgentEvents`` Stream (``flow.agent_events``) registered with Dex.
+
+        It is what ``AsyncClient.read_stream(session_id, flow.agent_events)`` takes;
+        its values are each event's JSON text (``dex_agents.domain.wire``).
+        ``flow.stream`` is the engine port's declaration of the same Stream.
+        """
+        stream = self.dex_schema.stream
+        assert stream is not None  # every session Flow declares AgentEvents
+        return stream
 
     # The RPC methods Dex registers, bound on first use of the Dex binding; declared
     # here so a type checker knows ``client.invoke_rpc(flow.send_user_message, ...)``.

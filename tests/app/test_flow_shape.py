@@ -8,6 +8,7 @@ import pytest
 
 from dex_agents import AgentSessionFlow
 from dex_agents.app.options import AgentSessionOptions
+from dex_agents.app.session_flow import PortableSessionFlow
 from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.ports.engine import StepDurability
 from tests.app.scripted_runner import ScriptedRunner
@@ -78,9 +79,13 @@ def test_run_model_has_the_spec_timeouts_attempts_and_failure_route(flow: AgentS
 
 
 def test_the_event_stream_is_flow_agent_events(flow: AgentSessionFlow) -> None:
-    assert flow.agent_events is flow.stream
-    assert flow.stream.name == "AgentEvents"
+    # flow.agent_events is the Stream Dex registered; flow.stream the port's declaration.
+    assert flow.agent_events is flow.dex_schema.stream
+    assert flow.agent_events.name == flow.stream.name == "AgentEvents"
+    assert flow.agent_events.stream_capacity_bytes == 10 * 1024 * 1024
     assert flow.stream.capacity_bytes == 10 * 1024 * 1024
+    portable = PortableSessionFlow(ScriptedRunner(), flow_type="TestAgent")
+    assert portable.agent_events is portable.stream
 
 
 def test_a_compaction_policy_needs_a_compaction_runner() -> None:
