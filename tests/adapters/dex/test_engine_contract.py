@@ -1,7 +1,9 @@
 """One contract, two engines: the Dex mapping commits what the embedded engine commits.
 
 A scripted session runs on the embedded engine: a turn with a read, an approved
-write and a question, then a turn whose approval a steer cancels. Every Step
+write and a question; a turn whose approval a steer cancels; a durable wait; a
+failing model call that takes the failure route; and a turn that cancel_turn
+ends while its approval waits. Every Step
 execution is recorded with what it read and what it committed. Each one is then
 replayed through a real Dex ``AsyncWorker`` (the fake-server harness) with the
 same inputs: the same state, wait result, clock and attempt. The wait conditions,
@@ -18,7 +20,7 @@ from typing import Any
 import dex
 import pytest
 
-from dex_agents import AgentSessionFlow, AgentSessionOptions
+from dex_agents import AgentSessionFlow, AgentSessionOptions, RunModelLimit
 from dex_agents.adapters.dex.contexts import decode_progress, encode_progress
 from dex_agents.adapters.dex.wire_values import is_native, to_dex
 from dex_agents.adapters.local.client import LocalFlowClient
@@ -30,6 +32,7 @@ from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.wire import to_json
 from dex_agents.ports.engine import (
+    AttemptProgress,
     ChannelCondition,
     DecisionKind,
     Rpc,
@@ -83,7 +86,9 @@ def _flow(flow_class: type[AgentSessionFlow] = AgentSessionFlow) -> AgentSession
             "lookup": ToolPolicy(ToolEffect.READ),
             "refund": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),
         },
-        built_in_tools=frozenset({BuiltInTool.ASK_USER}),
+        built_in_tools=frozenset({BuiltInTool.ASK_USER, BuiltInTool.DURABLE_WAIT}),
+        # One attempt, so a failing model call takes the failure route at once.
+        run_model_limit=RunModelLimit(maximum_attempts=1),
     )
     runner = ScriptedRunner({"lookup": _lookup, "refund": _refund})
     return flow_class(runner, flow_type=FLOW_TYPE, options=options)
@@ -99,6 +104,18 @@ async def _until(sessions: Any, description: str, probe: Any) -> Any:
         if asyncio.get_running_loop().time() > deadline:
             pytest.fail(f"timed out waiting for {description}: {snapshot}")
         await asyncio.sleep(0.01)
+
+
+def _idle_after(turns: int) -> Callable[[AgentSnapshot], bool]:
+    def idle(snapshot: AgentSnapshot) -> bool:
+        state = snapshot.state
+        return (
+            state is not None
+            and state.turn_count == turns
+            and state.status == "waiting_for_user_message"
+        )
+
+    return idle
 
 
 async def _run_scripted_session() -> StepRecorder:
@@ -138,6 +155,18 @@ async def _run_scripted_session() -> StepRecorder:
             "the steered turn to end",
             lambda s: s.state.turn_count == 3 and s.state.status == "waiting_for_user_message",
         )
+        assert await sessions.send_user_message(
+            SESSION, 'call durable_wait {"duration_seconds": 1, "reason": "build"}'
+        )
+        await _until(sessions, "the durable wait's turn to end", _idle_after(4))
+        assert await sessions.send_user_message(SESSION, "fail")
+        await _until(sessions, "the failed turn to end", _idle_after(5))
+        assert await sessions.send_user_message(SESSION, 'call refund {"order": 9}')
+        snapshot = await _until(
+            sessions, "a third approval", lambda s: s if s.pending_interrupts else None
+        )
+        assert await sessions.cancel_turn(SESSION, snapshot.state.active_turn_id)
+        await _until(sessions, "the cancelled turn to end", _idle_after(6))
     finally:
         await worker.stop()
         await task
@@ -342,6 +371,9 @@ def test_the_scenario_ran_every_kind_of_step(recorded: StepRecorder) -> None:
         "ResumeTurn",
         "AwaitUserMessage",
         "ApplyTurnControl",
+        "AwaitTimer",
+        "RecordTurnFailure",
+        "FinishTurnCancellation",
     } <= kinds
 
 
@@ -371,6 +403,17 @@ async def test_every_step_commits_the_same_on_dex(
         flow.dex_binding.clock = _fixed_clock(execution.now)
         port_step = _step(flow, execution.step_type)
         last = execution.last_heartbeat_value
+        heartbeat = (
+            None if last is None else encode_progress(execution.step_execution_id, True, last)
+        )
+        recovery = execution.recovery_error
+        failed_step = ""
+        if recovery is not None:
+            # The failure route reads the failed execution's mark: "not started" only
+            # when the embedded engine proved it.
+            failed_step = "FailedStep-1"
+            never_started = recovery.attempt_progress is AttemptProgress.NOT_STARTED
+            heartbeat = encode_progress(failed_step, not never_started, None)
         outcome = await worker.execute(
             FLOW_TYPE,
             execution.step_type,
@@ -382,9 +425,9 @@ async def test_every_step_commits_the_same_on_dex(
             step_locals=step_locals,
             attempt=execution.attempt,
             first_attempt_at=execution.first_attempt_at,
-            last_heartbeat_value=(
-                None if last is None else encode_progress(execution.step_execution_id, True, last)
-            ),
+            last_heartbeat_value=heartbeat,
+            recovery_error=None if recovery is None else (recovery.detail, recovery.error_type),
+            from_step_execution_id=failed_step,
             **_dex_state(flow, execution.read),
         )
         assert outcome.error is None, f"{label}: {outcome.error}"
