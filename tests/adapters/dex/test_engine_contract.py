@@ -13,8 +13,8 @@ writes, publishes, Stream events, heartbeats and decisions must be the same.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import dex
@@ -22,7 +22,7 @@ import pytest
 
 from dex_agents import AgentSessionFlow, AgentSessionOptions, RunModelLimit
 from dex_agents.adapters.dex.contexts import decode_progress, encode_progress
-from dex_agents.adapters.dex.wire_values import is_native, to_dex
+from dex_agents.adapters.dex.wire_values import to_dex
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
@@ -33,26 +33,27 @@ from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.wire import to_json
 from dex_agents.ports.engine import (
     AttemptProgress,
-    ChannelCondition,
-    DecisionKind,
     Rpc,
-    StepDecision,
-    StepMovement,
-    StepOptions,
-    TimerCondition,
-    Wait,
 )
-from dex_agents.ports.persistence import ChannelMapDef
 from dex_agents.ports.runner import DeferredToolExecution
-from tests.adapters.dex.fake_dex import DexWorkerDriver, running_worker
-from tests.adapters.dex.fake_dex_driver import (
-    DELETED,
-    ExecuteOutcome,
-    Movement,
-    RpcOutcome,
-    WaitSpec,
+from tests.adapters.dex.contract_forms import (
+    declared,
+    dex_decision,
+    dex_movements,
+    dex_publishes,
+    dex_state,
+    dex_wait,
+    dex_writes,
+    fixed_clock,
+    json_of,
+    port_decision,
+    port_movements,
+    port_step_named,
+    port_wait,
+    wait_inputs,
 )
-from tests.adapters.dex.session_recording import RecordedExecution, StepRecorder, record_steps
+from tests.adapters.dex.fake_dex import DexWorkerDriver, running_worker
+from tests.adapters.dex.session_recording import StepRecorder, record_steps
 from tests.app.scripted_runner import ScriptedRunner
 
 FLOW_TYPE = "ContractAgent"
@@ -187,175 +188,6 @@ async def driver() -> AsyncIterator[tuple[AgentSessionFlow, DexWorkerDriver]]:
 
 
 # ---------------------------------------------------------------------------
-# Normal forms both engines are reduced to
-
-
-def _declared(flow: AgentSessionFlow, name: str) -> Any:
-    return flow.dex_schema.declaration(name).value_type
-
-
-def _json_of(type_hint: Any, carried: Any) -> str | None:
-    """A Dex-carried value as the embedded engine's JSON text."""
-    if carried is DELETED:
-        return None
-    return to_json(carried) if is_native(type_hint) else str(carried)
-
-
-def _dex_state(flow: AgentSessionFlow, read: Any) -> dict[str, Any]:
-    def carried(name: str, value: Any) -> Any:
-        return to_dex(_declared(flow, name), value)
-
-    return {
-        "attributes": {name: carried(name, value) for name, value in read.attributes.items()},
-        "attribute_map_instances": {
-            key: None if value is None else carried(key[0], value)
-            for key, value in read.instances.items()
-        },
-        "loaded_attribute_maps": tuple(sorted(read.whole_maps)),
-        "channel_sizes": dict(read.channel_sizes),
-    }
-
-
-def _port_wait(wait: Wait) -> tuple[list[int], list[tuple[str, str | None, int]]]:
-    timers = [
-        int(c.duration.total_seconds() + 0.999999)
-        for c in wait.conditions
-        if isinstance(c, TimerCondition)
-    ]
-    channels = [
-        (c.channel.name, c.key, c.count) for c in wait.conditions if isinstance(c, ChannelCondition)
-    ]
-    return timers, channels
-
-
-def _dex_wait(spec: WaitSpec | None) -> tuple[list[int], list[tuple[str, str | None, int]]]:
-    if spec is None:
-        return [], []
-    timers = [int(t.duration.total_seconds()) for t in spec.timers]
-    channels = [(c.channel, c.instance, c.at_least or 0) for c in spec.channels]
-    assert all(c.at_least == c.at_most for c in spec.channels)
-    return timers, channels
-
-
-def _port_options(flow: AgentSessionFlow, options: StepOptions) -> dict[str, Any]:
-    loads = [f"{load.attribute_map.name}/{load.key or ''}" for load in options.loads]
-    failure = None if options.failure_step is None else options.failure_step.step_type
-    return {
-        "loads": sorted(loads),
-        "locks": sorted(lock.lock_name for lock in options.locks),
-        "attempts": options.retry.maximum_attempts,
-        "failure": failure,
-    }
-
-
-def _dex_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    options = options or {}
-    retry = options.get("execute_retry_policy", {})
-    return {
-        "loads": sorted(options.get("execute_load_attribute_map_instances", [])),
-        "locks": sorted(options.get("execute_lock_attribute_keys", [])),
-        "attempts": retry.get("maximum_attempts"),
-        "failure": options.get("execute_failure_proceed_step_type"),
-    }
-
-
-def _port_decision(flow: AgentSessionFlow, decision: StepDecision) -> dict[str, Any]:
-    kind = {
-        DecisionKind.GO: "go_to",
-        DecisionKind.END: "dead_end",
-        DecisionKind.COMPLETE: "force_complete",
-        DecisionKind.FAIL: "force_fail",
-    }[decision.kind]
-    return {
-        "kind": kind,
-        "movements": _port_movements(flow, decision.movements),
-        "canceling": sorted(step.step_type for step in decision.canceling_steps),
-    }
-
-
-def _port_movements(
-    flow: AgentSessionFlow, movements: Iterable[StepMovement]
-) -> list[tuple[str, str | None, dict[str, Any]]]:
-    steps = {type(step): step for step in flow.steps}
-    normal: list[tuple[str, str | None, dict[str, Any]]] = []
-    for movement in movements:
-        target = steps[movement.step]
-        options = movement.options if movement.options is not None else target.options()
-        normal.append((target.step_type, to_json(movement.input), _port_options(flow, options)))
-    return normal
-
-
-def _dex_movements(
-    flow: AgentSessionFlow, movements: Iterable[Movement]
-) -> list[tuple[str, str | None, dict[str, Any]]]:
-    steps = {step.step_type: step for step in flow.steps}
-    return [
-        (m.step_type, _json_of(steps[m.step_type].input_type, m.input), _dex_options(m.options))
-        for m in movements
-    ]
-
-
-def _dex_decision(flow: AgentSessionFlow, outcome: ExecuteOutcome) -> dict[str, Any]:
-    decision = outcome.decision
-    assert decision is not None, outcome.error
-    return {
-        "kind": decision.kind.value,
-        "movements": _dex_movements(flow, decision.movements),
-        "canceling": sorted(decision.canceling_step_types),
-    }
-
-
-def _dex_writes(
-    flow: AgentSessionFlow, outcome: ExecuteOutcome | RpcOutcome
-) -> dict[tuple[str, str], str | None]:
-    writes = {
-        (name, ""): _json_of(_declared(flow, name), value)
-        for name, value in outcome.attribute_writes.items()
-    }
-    for (name, key), value in outcome.attribute_map_writes.items():
-        writes[(name, key)] = _json_of(_declared(flow, name), value)
-    return writes
-
-
-def _dex_publishes(
-    flow: AgentSessionFlow, outcome: ExecuteOutcome | RpcOutcome
-) -> list[tuple[str, str, str | None]]:
-    return [
-        (channel, key or "", _json_of(_declared(flow, channel), value))
-        for channel, key, value in outcome.channel_publishes
-    ]
-
-
-def _wait_inputs(
-    flow: AgentSessionFlow, execution: RecordedExecution
-) -> tuple[dict[Any, list[Any]], list[bool] | None]:
-    """The Dex condition results that stand for the recorded wait result."""
-    if execution.wait is None:
-        return {}, None
-    result = execution.wait_result
-    conditions = execution.wait.wait.conditions
-    channel_results: dict[Any, list[Any]] = {}
-    timers: list[bool] = []
-    for index, condition in enumerate(conditions):
-        selected = index == result.condition_index
-        if isinstance(condition, TimerCondition):
-            timers.append(selected and result.timer_fired)
-        elif selected:
-            key: Any = (
-                (condition.channel.name, condition.key)
-                if isinstance(condition.channel, ChannelMapDef)
-                else condition.channel.name
-            )
-            value_type = condition.channel.value_type
-            channel_results[key] = [to_dex(value_type, m) for m in result.messages]
-    return channel_results, timers or None
-
-
-def _executions(recorder: StepRecorder) -> Iterable[RecordedExecution]:
-    return recorder.executions
-
-
-# ---------------------------------------------------------------------------
 # The contract
 
 
@@ -387,21 +219,24 @@ async def test_every_step_commits_the_same_on_dex(
         step_locals: Mapping[str, Any] = {}
         if execution.wait is not None:
             wait = execution.wait
-            flow.dex_binding.clock = _fixed_clock(wait.now)
+            flow.dex_binding.clock = fixed_clock(wait.now)
             waited = await worker.wait_for(
                 FLOW_TYPE,
                 wait.step_type,
                 wait.step_execution_id,
-                to_dex(flow.dex_binding.input_type(type(_step(flow, wait.step_type))), wait.input),
+                to_dex(
+                    flow.dex_binding.input_type(type(port_step_named(flow, wait.step_type))),
+                    wait.input,
+                ),
                 flow_id=SESSION,
-                **_dex_state(flow, wait.read),
+                **dex_state(flow, wait.read),
             )
             assert waited.error is None, f"{label}: {waited.error}"
-            assert _dex_wait(waited.wait) == _port_wait(wait.wait), label
+            assert dex_wait(waited.wait) == port_wait(wait.wait), label
             step_locals = waited.step_locals
-        channel_results, timers = _wait_inputs(flow, execution)
-        flow.dex_binding.clock = _fixed_clock(execution.now)
-        port_step = _step(flow, execution.step_type)
+        channel_results, timers = wait_inputs(flow, execution)
+        flow.dex_binding.clock = fixed_clock(execution.now)
+        port_step = port_step_named(flow, execution.step_type)
         last = execution.last_heartbeat_value
         heartbeat = (
             None if last is None else encode_progress(execution.step_execution_id, True, last)
@@ -428,11 +263,11 @@ async def test_every_step_commits_the_same_on_dex(
             last_heartbeat_value=heartbeat,
             recovery_error=None if recovery is None else (recovery.detail, recovery.error_type),
             from_step_execution_id=failed_step,
-            **_dex_state(flow, execution.read),
+            **dex_state(flow, execution.read),
         )
         assert outcome.error is None, f"{label}: {outcome.error}"
-        assert _dex_writes(flow, outcome) == execution.writes, label
-        assert _dex_publishes(flow, outcome) == execution.publishes, label
+        assert dex_writes(flow, outcome) == execution.writes, label
+        assert dex_publishes(flow, outcome) == execution.publishes, label
         assert [value for _, value in outcome.stream_writes] == execution.events, label
         marks = [decode_progress(value) for value in outcome.heartbeats]
         assert marks[0] == (execution.step_execution_id, False, last), label
@@ -440,7 +275,7 @@ async def test_every_step_commits_the_same_on_dex(
             checkpoint if checkpoint is not None else last for checkpoint in execution.heartbeats
         ], label
         assert execution.decision is not None
-        assert _dex_decision(flow, outcome) == _port_decision(flow, execution.decision), label
+        assert dex_decision(flow, outcome) == port_decision(flow, execution.decision), label
         compared += 1
     assert compared == len(recorded.executions) > 10
 
@@ -454,10 +289,10 @@ async def test_every_rpc_commits_the_same_on_dex(
     assert {"steer_user_message", "get_agent_snapshot"} <= set(names)
     for call in recorded.rpc_calls:
         rpc = flow.rpcs[call.name]
-        flow.dex_binding.clock = _fixed_clock(call.now)
+        flow.dex_binding.clock = fixed_clock(call.now)
         pending: dict[str | tuple[str, str], Sequence[tuple[str, object]]] = {
             channel: [
-                (message_id, to_dex(_declared(flow, channel), value))
+                (message_id, to_dex(declared(flow, channel), value))
                 for message_id, value in messages
             ]
             for channel, messages in call.pending.items()
@@ -468,24 +303,16 @@ async def test_every_rpc_commits_the_same_on_dex(
             to_dex(rpc.input_type, call.input),
             flow_id=SESSION,
             pending_channel_messages=pending,
-            **_dex_state(flow, call.read),
+            **dex_state(flow, call.read),
         )
         assert outcome.error is None, f"{call.name}: {outcome.error}"
-        assert _json_of(rpc.output_type, outcome.output) == to_json(call.output), call.name
-        assert _dex_writes(flow, outcome) == call.writes, call.name
-        assert _dex_publishes(flow, outcome) == call.publishes, call.name
+        assert json_of(rpc.output_type, outcome.output) == to_json(call.output), call.name
+        assert dex_writes(flow, outcome) == call.writes, call.name
+        assert dex_publishes(flow, outcome) == call.publishes, call.name
         assert [message_id for _, _, message_id in outcome.channel_deletions] == (
             call.deleted_messages
         ), call.name
-        assert _dex_movements(flow, outcome.next_steps) == _port_movements(flow, call.next_steps)
+        assert dex_movements(flow, outcome.next_steps) == port_movements(flow, call.next_steps)
         assert sorted(outcome.canceling_step_types) == sorted(
             step.step_type for step in call.canceling_steps
         )
-
-
-def _fixed_clock(now: datetime) -> Callable[[], datetime]:
-    return lambda: now
-
-
-def _step(flow: AgentSessionFlow, step_type: str) -> Any:
-    return next(step for step in flow.steps if step.step_type == step_type)
