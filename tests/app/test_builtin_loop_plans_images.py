@@ -40,7 +40,7 @@ from dex_agents.domain.wire import to_wire
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.media_store import MediaStore
 from dex_agents.ports.runner import ImageUserMessageBuilder, ToolTaskPoller
-from tests.app.test_tool_sources import FakeSource
+from tests.app.fake_tool_source import FakeSource
 from tests.domain.images_support import png
 
 PNG = png()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -19,96 +17,14 @@ from dex_agents.app.builtin_loop.tool_sources import (
     encode_source_reference,
 )
 from dex_agents.domain.builtin_tools import BuiltInTool
-from dex_agents.domain.listed_tools import ListedTool
-from dex_agents.domain.runner_outcomes import (
-    DeferredToolCall,
-    ToolExecutionResult,
-    ToolTaskPending,
-    ToolTaskPollOutcome,
-)
+from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolTaskPending
 from dex_agents.domain.state import InteractionMode
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.domain.tool_step_options import ToolCallStepOptions
-from dex_agents.ports.runner import (
-    AgentTurnContext,
-    DeferredToolExecution,
-    ToolTaskCancellation,
-    ToolTaskPoll,
-)
+from dex_agents.ports.runner import AgentTurnContext, ToolTaskCancellation
+from tests.app.fake_tool_source import FakeSource, RichSource, execution_of, poll_of
 from tests.app.test_builtin_loop import RecordingWriter, no_heartbeat
-
-
-def tool(name: str) -> ListedTool:
-    return ListedTool(name=name, description=f"The {name} tool.", effect=ToolEffect.READ)
-
-
-class FakeSource:
-    """A source with fixed tools that records what reaches it."""
-
-    def __init__(
-        self, name: str, names: Sequence[str] = (), *, fails: bool = False, sleeps: bool = False
-    ) -> None:
-        self._name = name
-        self.tools = tuple(tool(n) for n in names)
-        self.fails = fails
-        self.sleeps = sleeps
-        self.built: list[tuple[str, ListedTool | None]] = []
-        self.executed: list[str | None] = []
-        self.polled: list[str | None] = []
-
-    @property
-    def source_name(self) -> str:
-        return self._name
-
-    async def list_tools(self) -> Sequence[ListedTool]:
-        if self.fails:
-            raise ConnectionError("server down")
-        if self.sleeps:
-            await asyncio.sleep(60)
-        return self.tools
-
-    def deferred_tool_call(
-        self,
-        turn: AgentTurnContext,
-        *,
-        tool_call_id: str,
-        tool_name: str,
-        arguments: str,
-        listed_tool: ListedTool | None = None,
-    ) -> DeferredToolCall:
-        self.built.append((tool_name, listed_tool))
-        return DeferredToolCall(
-            tool_call_id,
-            tool_name,
-            arguments,
-            turn.resolve_tool_policy(tool_name, ToolEffect.READ),
-            tool_source_reference=f"{self._name}-ref-{tool_name}",
-        )
-
-    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
-        self.executed.append(call.tool_call.tool_source_reference)
-        return ToolExecutionResult(f"{self._name} ran {call.tool_call.tool_name}")
-
-    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
-        self.polled.append(poll.tool_call.tool_source_reference)
-        return ToolTaskPending(poll_interval_seconds=7)
-
-
-class RichSource(FakeSource):
-    """A source that also gives tool Step options and cancels tasks."""
-
-    def __init__(self, name: str, names: Sequence[str] = ()) -> None:
-        super().__init__(name, names)
-        self.options_asked: list[str | None] = []
-        self.cancelled: list[str | None] = []
-
-    def tool_call_step_options(self, call: AgentToolCall) -> ToolCallStepOptions | None:
-        self.options_asked.append(call.tool_source_reference)
-        return ToolCallStepOptions(timeout=timedelta(seconds=42))
-
-    async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
-        self.cancelled.append(cancellation.tool_call.tool_source_reference)
 
 
 def record(
@@ -137,32 +53,6 @@ def turn(*records: AgentToolCall, **fields: Any) -> AgentTurnContext:
         heartbeat=no_heartbeat,
         tool_calls={r.tool_call_id: r for r in records},
         **fields,
-    )
-
-
-def execution(call: AgentToolCall) -> DeferredToolExecution:
-    async def save(_: str) -> None:
-        return None
-
-    return DeferredToolExecution(
-        flow_id="s1",
-        tool_call=call,
-        idempotency_key="key",
-        attempt=1,
-        events=RecordingWriter(),
-        heartbeat=no_heartbeat,
-        save_heartbeat_checkpoint=save,
-    )
-
-
-def poll_of(call: AgentToolCall) -> ToolTaskPoll:
-    return ToolTaskPoll(
-        flow_id="s1",
-        tool_call=call,
-        idempotency_key="key",
-        attempt=1,
-        events=RecordingWriter(),
-        heartbeat=no_heartbeat,
     )
 
 
@@ -330,13 +220,14 @@ async def test_unlisted_name_is_not_a_source_call() -> None:
 
 
 async def test_execute_and_poll_route_by_stored_reference_whatever_the_order() -> None:
-    a, b = FakeSource("a"), FakeSource("b")
+    a, b = FakeSource("a", poll_interval_seconds=7), FakeSource("b")
     router = FrameworkToolSourceRouter([b, a])
     stored = record("a1", encode_source_reference("a", "inner-a"))
-    outcome = await router.execute_deferred_tool_call(execution(stored))
-    assert outcome == ToolExecutionResult("a ran a1")
+    outcome = await router.execute_deferred_tool_call(execution_of(stored))
+    assert outcome == ToolExecutionResult("a ran a1 {}")
     assert await router.poll_tool_task(poll_of(stored)) == ToolTaskPending(poll_interval_seconds=7)
-    assert (a.executed, a.polled, b.executed, b.polled) == (["inner-a"], ["inner-a"], [], [])
+    assert (a.executed, a.polled) == ([("a1", "inner-a", "{}")], ["inner-a"])
+    assert (b.executed, b.polled) == ([], [])
     assert router.is_source_call(stored)
 
 
@@ -344,7 +235,7 @@ async def test_calls_that_are_no_sources_are_left_to_the_adapter() -> None:
     router = FrameworkToolSourceRouter([RichSource("a")])
     own = record("framework_tool", None)
     assert not router.is_source_call(own)
-    assert await router.execute_deferred_tool_call(execution(own)) is None
+    assert await router.execute_deferred_tool_call(execution_of(own)) is None
     assert await router.poll_tool_task(poll_of(own)) is None
     assert router.tool_call_step_options(own) is None
     assert (
@@ -376,7 +267,7 @@ async def test_a_source_this_worker_lacks_raises_lookup_error() -> None:
     stored = record("x", encode_source_reference("gone", "inner"))
     expected = "tool call old-1 belongs to tool source gone, which this agent does not have"
     with pytest.raises(LookupError) as raised:
-        await router.execute_deferred_tool_call(execution(stored))
+        await router.execute_deferred_tool_call(execution_of(stored))
     assert str(raised.value) == expected
     with pytest.raises(LookupError):
         await router.poll_tool_task(poll_of(stored))

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Collection, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,10 +13,7 @@ import pytest
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.app.builtin_loop.items import user_text_message
 from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
-from dex_agents.app.builtin_loop.scripted_model import (
-    ScriptedModelReply,
-    ScriptedToolCall,
-)
+from dex_agents.app.builtin_loop.scripted_model import ScriptedModelReply, ScriptedToolCall
 from dex_agents.app.builtin_loop.tool_sources import (
     DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
     SOURCE_TOOL_NOT_OFFERED_RESULT,
@@ -31,24 +26,18 @@ from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.model_io import ModelRequest
 from dex_agents.domain.runner_outcomes import (
-    DeferredToolCall,
     ToolCallsRequested,
     ToolExecutionResult,
     ToolTaskPending,
-    ToolTaskPollOutcome,
 )
 from dex_agents.domain.state import InteractionMode
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.ports.flow_store import FlowStore
-from dex_agents.ports.runner import (
-    AgentTurnContext,
-    DeferredToolExecution,
-    ToolTaskPoll,
-    ToolTaskPoller,
-)
+from dex_agents.ports.runner import AgentTurnContext, ToolTaskPoller
 from dex_agents.ports.tool_source import ToolSource
+from tests.app.fake_tool_source import READ_FILE, DeclaringSource, FakeSource, execution_of, poll_of
 from tests.app.test_builtin_loop import (
     RecordingWriter,
     agent,
@@ -59,81 +48,7 @@ from tests.app.test_builtin_loop import (
     running,
 )
 
-READ_FILE = ListedTool(
-    name="read_file",
-    description="Read a file.",
-    input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
-    effect=ToolEffect.READ,
-)
 DELETE_FILE = ListedTool(name="delete_file", description="Delete a file.")
-
-
-class FakeSource:
-    """A tool source that lists fixed tools and answers every call with its name and arguments."""
-
-    def __init__(
-        self,
-        name: str,
-        tools: Sequence[ListedTool] = (READ_FILE,),
-        *,
-        fails: bool = False,
-        sleeps: bool = False,
-    ) -> None:
-        self._name = name
-        self.tools = tuple(tools)
-        self.fails = fails
-        self.sleeps = sleeps
-        self.listings = 0
-        self.built: list[ListedTool | None] = []
-        self.executed: list[tuple[str, str | None, str]] = []
-        self.polled: list[str | None] = []
-
-    @property
-    def source_name(self) -> str:
-        return self._name
-
-    async def list_tools(self) -> Sequence[ListedTool]:
-        self.listings += 1
-        if self.fails:
-            raise ConnectionError("server down")
-        if self.sleeps:
-            await asyncio.sleep(60)
-        return self.tools
-
-    def deferred_tool_call(
-        self,
-        turn: AgentTurnContext,
-        *,
-        tool_call_id: str,
-        tool_name: str,
-        arguments: str,
-        listed_tool: ListedTool | None = None,
-    ) -> DeferredToolCall:
-        self.built.append(listed_tool)
-        effect = None if listed_tool is None else listed_tool.effect
-        return DeferredToolCall(
-            tool_call_id,
-            tool_name,
-            arguments,
-            turn.resolve_tool_policy(tool_name, effect),
-            tool_source_reference=f"{self._name}-ref-{tool_name}",
-        )
-
-    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
-        record = call.tool_call
-        self.executed.append((record.tool_name, record.tool_source_reference, record.arguments))
-        return ToolExecutionResult(f"{self._name} ran {record.tool_name} {record.arguments}")
-
-    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
-        self.polled.append(poll.tool_call.tool_source_reference)
-        return ToolTaskPending(poll_interval_seconds=5)
-
-
-class DeclaringSource(FakeSource):
-    """A source that declares the names every listing of it includes."""
-
-    def declared_tool_names(self) -> Collection[str]:
-        return [tool.name for tool in self.tools]
 
 
 def call_then_answer(name: str, arguments: dict[str, Any]) -> Any:
@@ -193,7 +108,7 @@ async def test_a_source_tool_is_offered_between_function_and_built_in_tools_and_
         "ask_user",
     ]
     assert first.tools[2].parameters_schema == dict(READ_FILE.input_schema)
-    assert files.built == [READ_FILE]
+    assert files.built == [("read_file", READ_FILE)]
     assert files.executed == [("read_file", "files-ref-read_file", '{"path": "/a"}')]
     assert snapshot.messages[-1].text == 'files ran read_file {"path": "/a"}'
     assert files.listings == 2  # every RunModel lists again
@@ -372,41 +287,17 @@ def source_record(reference: str | None, effect: ToolEffect = ToolEffect.READ) -
     )
 
 
-async def save_checkpoint(text: str) -> None:
-    return None
-
-
-def execution(record: AgentToolCall) -> DeferredToolExecution:
-    return DeferredToolExecution(
-        flow_id="s1",
-        tool_call=record,
-        idempotency_key="s1/turn-1/c1",
-        attempt=1,
-        events=RecordingWriter(),
-        heartbeat=no_heartbeat,
-        save_heartbeat_checkpoint=save_checkpoint,
-    )
-
-
 async def test_calls_and_polls_route_by_the_stored_source_name_whatever_the_order() -> None:
     files, more = FakeSource("files"), FakeSource("more", [DELETE_FILE])
     runner = BuiltinLoopAgentRunner(agent(call_then_answer("x", {}), tool_sources=[more, files]))
     assert isinstance(runner, ToolTaskPoller)
     assert not isinstance(BuiltinLoopAgentRunner(agent(call_then_answer("x", {}))), ToolTaskPoller)
     record = source_record(encode_source_reference("files", "inner"))
-    outcome = await runner.execute_deferred_tool_call(execution(record))
+    outcome = await runner.execute_deferred_tool_call(execution_of(record))
     assert outcome == ToolExecutionResult("files ran read_file {}")
     assert files.executed == [("read_file", "inner", "{}")]
     assert more.executed == []
-    poll = ToolTaskPoll(
-        flow_id="s1",
-        tool_call=record,
-        idempotency_key="s1/turn-1/c1",
-        attempt=1,
-        events=RecordingWriter(),
-        heartbeat=no_heartbeat,
-    )
-    assert await runner.poll_tool_task(poll) == ToolTaskPending(poll_interval_seconds=5)
+    assert await runner.poll_tool_task(poll_of(record)) == ToolTaskPending(poll_interval_seconds=5)
     assert files.polled == ["inner"]
 
 
@@ -416,7 +307,7 @@ async def test_a_stored_source_name_this_worker_lacks_raises_lookup_error() -> N
     )
     record = source_record(encode_source_reference("gone", "inner"))
     with pytest.raises(LookupError) as raised:
-        await runner.execute_deferred_tool_call(execution(record))
+        await runner.execute_deferred_tool_call(execution_of(record))
     assert str(raised.value) == (
         "tool call c1 belongs to tool source gone, which this agent does not have"
     )

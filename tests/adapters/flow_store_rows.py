@@ -1,0 +1,57 @@
+"""Rows and writes the ``FlowStore`` contract tests build on: fixed times, Flow runs, executions."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from dex_agents.ports.flow_store import (
+    ExecutionRow,
+    ExecutionStatus,
+    FlowRow,
+    FlowStatus,
+    FlowStore,
+    StoreTransaction,
+)
+
+T0 = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def flow(flow_id: str, status: FlowStatus = FlowStatus.RUNNING, created: float = 0) -> FlowRow:
+    return FlowRow(
+        flow_id=flow_id,
+        flow_type="Agent",
+        run_id=f"run-{flow_id}",
+        status=status,
+        input='{"q": 1}',
+        created_at=at(created),
+    )
+
+
+def execution(flow_id: str = "f1", step_type: str = "Step", **changes: Any) -> ExecutionRow:
+    row = ExecutionRow(
+        flow_id=flow_id,
+        step_type=step_type,
+        step_execution_id=f"{step_type}-1",
+        input="null",
+        status=ExecutionStatus.READY,
+        created_at=T0,
+    )
+    return replace(row, **changes)
+
+
+def add_flows(store: FlowStore, *rows: FlowRow) -> None:
+    def work(tx: StoreTransaction) -> None:
+        for row in rows:
+            tx.insert_flow(row)
+
+    store.run(work)
+
+
+def add_executions(store: FlowStore, *rows: ExecutionRow) -> list[int]:
+    return store.run(lambda tx: [tx.insert_execution(row) for row in rows])

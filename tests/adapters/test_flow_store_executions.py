@@ -1,0 +1,96 @@
+"""The ``FlowStore`` contract: Step executions, Step numbers and locks.
+
+Each test runs on both stores (the ``store`` fixture of conftest.py), which must give
+the same results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from dex_agents.ports.flow_store import ExecutionStatus, FlowStore, StoreTransaction
+from tests.adapters.flow_store_rows import add_executions, at, execution
+
+# Step executions
+
+
+def test_executions_get_store_ids_and_are_read_and_updated(store: FlowStore) -> None:
+    first, second = execution(), execution(step_type="Other", status=ExecutionStatus.WAITING)
+    ids = add_executions(store, first, second)
+    assert ids[0] < ids[1]
+    assert (first.id, second.id) == tuple(ids)
+    assert store.run(lambda tx: tx.get_execution(ids[0])) == first
+    changed = replace(
+        first,
+        status=ExecutionStatus.RUNNING,
+        options='{"o": 1}',
+        attempt=2,
+        attempt_started=True,
+        cancel_requested=True,
+        lease_owner="w1",
+        lease_expires_at=at(30),
+        checkpoint="cp",
+        final_event="completed",
+    )
+    store.run(lambda tx: tx.update_execution(changed))
+    got = store.run(lambda tx: tx.get_execution(ids[0]))
+    assert got == changed
+    assert got is not None
+    assert got.attempt_started is True
+    assert got.status is ExecutionStatus.RUNNING
+    assert store.run(lambda tx: tx.get_execution(9999)) is None
+    with pytest.raises(LookupError, match="no Step execution with store ID 9999 is stored"):
+        store.run(lambda tx: tx.update_execution(replace(first, id=9999)))
+
+
+def test_flow_executions_come_oldest_first_and_filter_by_status(store: FlowStore) -> None:
+    ids = add_executions(
+        store,
+        execution("f1", status=ExecutionStatus.COMPLETED),
+        execution("f2"),
+        execution("f1", status=ExecutionStatus.WAITING),
+        execution("f1", status=ExecutionStatus.READY),
+    )
+    every = store.run(lambda tx: tx.flow_executions("f1"))
+    assert [row.id for row in every] == [ids[0], ids[2], ids[3]]
+    active = store.run(
+        lambda tx: tx.flow_executions("f1", [ExecutionStatus.READY, ExecutionStatus.WAITING])
+    )
+    assert [row.id for row in active] == [ids[2], ids[3]]
+    assert store.run(lambda tx: tx.flow_executions("f1", [])) == []
+
+
+def test_step_numbers_count_per_flow_and_step_type(store: FlowStore) -> None:
+    def number(flow_id: str, step_type: str) -> int:
+        return store.run(lambda tx: tx.next_step_number(flow_id, step_type))
+
+    assert [number("f1", "A"), number("f1", "A"), number("f1", "B")] == [1, 2, 1]
+    assert [number("f2", "A"), number("f1", "A")] == [1, 3]
+
+
+# Locks
+
+
+def test_locks_are_held_per_flow_and_released_per_execution(store: FlowStore) -> None:
+    def take(tx: StoreTransaction) -> None:
+        tx.acquire_lock("f1", "notes", 1)
+        tx.acquire_lock("f1", "notes", 1)  # the holder taking it again changes nothing
+        tx.acquire_lock("f1", "tasks/a", 1)
+        tx.acquire_lock("f2", "notes", 2)
+
+    store.run(take)
+    assert store.run(lambda tx: tx.lock_holder("f1", "notes")) == 1
+    assert store.run(lambda tx: tx.lock_holder("f1", "other")) is None
+    with pytest.raises(
+        ValueError, match="lock 'notes' of Flow run 'f1' is held by Step execution 1"
+    ):
+        store.run(lambda tx: tx.acquire_lock("f1", "notes", 3))
+    store.run(lambda tx: tx.release_locks(1))
+    holders = store.run(
+        lambda tx: [
+            tx.lock_holder(*key) for key in [("f1", "notes"), ("f1", "tasks/a"), ("f2", "notes")]
+        ]
+    )
+    assert holders == [None, None, 2]

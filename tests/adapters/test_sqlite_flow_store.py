@@ -1,0 +1,208 @@
+"""The SQLite ``FlowStore`` only: durability settings, sharing between connections, errors."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dex_agents.adapters.local.sqlite_store import (
+    SCHEMA_VERSION,
+    SqliteFlowStore,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreError,
+    StoreVersionError,
+)
+from dex_agents.ports.errors import EngineError
+from dex_agents.ports.flow_store import StoreTransaction
+from tests.adapters.flow_store_rows import add_flows, at, flow
+
+
+def test_sqlite_data_survives_a_fresh_store_on_the_same_path(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    first = SqliteFlowStore(path)
+    add_flows(first, flow("f1"))
+    event = first.run(lambda tx: tx.append_event("Agent", "f1", "1", "s", at(1)))
+    first.close()
+    second = SqliteFlowStore(str(path))
+    assert second.run(lambda tx: tx.get_flow("f1")) == flow("f1")
+    assert second.run(lambda tx: tx.append_event("Agent", "f1", "2", "s", at(2))) == event + 1
+    second.close()
+
+
+def test_sqlite_sees_commits_of_another_connection(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    one, two = SqliteFlowStore(path), SqliteFlowStore(path)
+    try:
+        before = one.change_counter()
+        add_flows(two, flow("f1"))
+        assert one.change_counter() != before
+        assert one.run(lambda tx: tx.get_flow("f1")) == flow("f1")
+    finally:
+        one.close()
+        two.close()
+
+
+WRITER = """
+import sys
+from datetime import UTC, datetime
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+
+store = SqliteFlowStore(sys.argv[1])
+n = 0
+while True:
+    n += 1
+    def work(tx, n=n):
+        tx.put_value("f1", "count", "", str(n))
+        tx.append_event("Agent", "f1", str(n), "writer", datetime.now(UTC))
+    store.run(work)
+"""
+
+
+def test_sqlite_a_killed_writer_leaves_whole_transactions(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    reader = SqliteFlowStore(path)
+    child = subprocess.Popen([sys.executable, "-c", WRITER, str(path)])
+    try:
+        for _ in range(1000):
+            if int(reader.read(lambda tx: tx.get_value("f1", "count", "")) or "0") >= 20:
+                break
+            child_exit = child.poll()
+            assert child_exit is None, f"the writer exited with {child_exit}"
+            threading.Event().wait(0.01)
+    finally:
+        child.kill()
+        child.wait()
+    reader.close()
+    fresh = SqliteFlowStore(path)
+    count = int(fresh.run(lambda tx: tx.get_value("f1", "count", "")) or "0")
+    events = fresh.run(lambda tx: tx.events_after("f1", 0, 1_000_000))
+    fresh.close()
+    assert count >= 20
+    assert [event.value for event in events] == [str(n) for n in range(1, count + 1)]
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    connection.close()
+
+
+def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path: Path) -> None:
+    store = SqliteFlowStore(tmp_path / "flows.sqlite3")
+    connection = store._connection  # the store's own connection: synchronous is per connection
+    assert connection is not None
+    pragmas = [
+        connection.execute(f"PRAGMA {name}").fetchone()[0]
+        for name in ("journal_mode", "synchronous", "user_version")
+    ]
+    store.close()
+    assert pragmas == ["wal", 2, SCHEMA_VERSION]
+
+
+def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"these are not the pages you are looking for" * 100)
+    with pytest.raises(
+        StoreCorruptError, match=re.escape(f"{path} is not a usable dex-agents flow store")
+    ):
+        SqliteFlowStore(path)
+
+
+def test_sqlite_refuses_a_foreign_database(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite3"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE mine (x)")
+    connection.close()
+    with pytest.raises(
+        StoreCorruptError, match="is an SQLite database but not a dex-agents flow store"
+    ):
+        SqliteFlowStore(path)
+
+
+def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    SqliteFlowStore(path).close()
+    connection = sqlite3.connect(path)
+    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    connection.close()
+    with pytest.raises(StoreVersionError) as raised:
+        SqliteFlowStore(path)
+    assert str(raised.value) == (
+        f"the flow store {path} has schema version {SCHEMA_VERSION + 1}, newer than "
+        f"{SCHEMA_VERSION}, the newest this dex-agents reads; upgrade dex-agents"
+    )
+
+
+def test_sqlite_reports_a_lock_held_past_the_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    holder, waiter = SqliteFlowStore(path), SqliteFlowStore(path, busy_timeout=timedelta(0))
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(tx: StoreTransaction) -> None:
+        holding.set()
+        release.wait()
+
+    thread = threading.Thread(target=holder.run, args=(hold,))
+    thread.start()
+    try:
+        holding.wait()
+        with pytest.raises(StoreBusyError) as raised:
+            waiter.run(lambda tx: tx.get_flow("f1"))
+    finally:
+        release.set()
+        thread.join()
+    assert isinstance(raised.value, EngineError)
+    assert raised.value.retryable is True
+    assert str(raised.value) == (
+        f"the flow store {path} stayed locked by another connection for longer than "
+        "the busy timeout (0 s); retry later"
+    )
+    assert waiter.run(lambda tx: tx.get_flow("f1")) is None
+    holder.close()
+    waiter.close()
+
+
+@pytest.mark.parametrize("path", ["", ":memory:", "file:flows?mode=memory"])
+def test_sqlite_needs_a_file_path(path: str) -> None:
+    with pytest.raises(ValueError, match="SqliteFlowStore needs a file path"):
+        SqliteFlowStore(path)
+
+
+def test_sqlite_names_a_path_it_cannot_open(tmp_path: Path) -> None:
+    path = tmp_path / "no-such-directory" / "flows.sqlite3"
+    with pytest.raises(StoreError) as raised:
+        SqliteFlowStore(path)
+    assert str(raised.value) == f"cannot open the flow store {path}: unable to open database file"
+
+
+def test_sqlite_a_read_does_not_wait_for_another_connections_write_lock(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    writer = SqliteFlowStore(path)
+    reader = SqliteFlowStore(path, busy_timeout=timedelta(milliseconds=100))
+    writer.run(lambda tx: tx.put_value("f1", "a", "", "1"))
+    holding = threading.Event()
+    release = threading.Event()
+
+    def hold(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "a", "", "2")
+        holding.set()
+        release.wait(5)
+
+    thread = threading.Thread(target=lambda: writer.run(hold))
+    thread.start()
+    try:
+        assert holding.wait(5)
+        # The writer holds the write lock with an uncommitted change: the reader sees the
+        # last committed snapshot at once instead of timing out.
+        assert reader.read(lambda tx: tx.get_value("f1", "a", "")) == "1"
+    finally:
+        release.set()
+        thread.join()
+    assert reader.read(lambda tx: tx.get_value("f1", "a", "")) == "2"
+    reader.close()
+    writer.close()
