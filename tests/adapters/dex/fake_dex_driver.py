@@ -1,480 +1,200 @@
-"""What :class:`~tests.adapters.dex.fake_dex.DexWorkerDriver` returns, and how it decodes it.
+"""A driver that calls a real Worker's WorkerService as the Dex server would.
 
-The outcome records (:class:`WaitForOutcome`, :class:`ExecuteOutcome`,
-:class:`RpcOutcome` and their parts) are plain data: no protobuf, values decoded to
-Python. :class:`WireDecoder` turns the Worker's result messages into them.
-
-Decoding uses the SDK's own mapping (``dex._value_mapper.ValueMapper`` over the
-Registry's codecs): a value is decoded with the codec of the type its definition declares
-(a Step's input type, an Attribute's, Channel's or Stream's ``value_type``, an RPC's
-output type). Values the SDK encodes by their runtime type instead (heartbeats, recorded
-events, step-execution locals, Flow close outputs) are decoded by wire kind, so JSON
-becomes plain JSON data. Physical map names (``name/quoted-instance``) are split back into
-``(name, instance)``.
+:class:`DexWorkerDriver` (get one from :func:`tests.adapters.dex.fake_dex.running_worker`)
+takes Flow, Step and RPC names as strings and Python values, sends the requests of
+:mod:`tests.adapters.dex.worker_requests` and returns the plain outcome records of
+:mod:`tests.adapters.dex.driver_outcomes`, decoded by
+:mod:`tests.adapters.dex.wire_decoder`. The outcome records other test modules use are
+re-exported here; :mod:`tests.adapters.dex.fake_dex` re-exports them all.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from datetime import timedelta
-from enum import Enum, StrEnum
-from typing import Any, Final, TypeAlias, cast
-from urllib.parse import unquote
+from typing import Any, Unpack
 
-import attrs
 import dex
+import grpc  # type: ignore[import-untyped]
 from dex._value_mapper import ValueMapper
-from dex.dexpb import dex_pb2 as pb
-from google.protobuf.descriptor import FieldDescriptor  # type: ignore[import-untyped]
-from grpc_status import rpc_status  # type: ignore[import-untyped]
+from dex.dexpb import dex_pb2_grpc
+
+from tests.adapters.dex.driver_outcomes import (
+    DELETED,
+    ExecuteOutcome,
+    Movement,
+    RpcOutcome,
+    WaitForOutcome,
+    WaitSpec,
+    WorkerError,
+)
+from tests.adapters.dex.fake_dex_server import FakeFlowService
+from tests.adapters.dex.wire_decoder import WireDecoder, worker_error
+from tests.adapters.dex.wire_encoder import WireEncoder
+from tests.adapters.dex.worker_requests import (
+    ExecuteCallArgs,
+    FlowStateArgs,
+    StepCallArgs,
+    WorkerRequests,
+)
+
+DEFAULT_FLOW_ID = "fake-flow-1"
+"""The Flow id the driver puts in every request's Context unless told otherwise."""
+DEFAULT_RUN_ID = "fake-run-1"
+"""The run id the driver puts in every request's Context unless told otherwise."""
 
 
-class Marker(Enum):
-    """Markers for what a plain Python value cannot say."""
+class DexWorkerDriver:
+    """Calls a running Worker's WorkerService as Dex would and returns plain outcomes.
 
-    DELETED = "deleted"
-    """An Attribute write that deletes the value (the SDK writes a null Value)."""
-    CLEARED = "cleared"
-    """A heartbeat sent without a value, which clears the stored checkpoint."""
-    ABSENT = "absent"
-    """A close decision without an output."""
+    Get one from :func:`tests.adapters.dex.fake_dex.running_worker`. Every call names
+    the Flow type and Step type (or RPC name) as strings and takes Python values; state
+    the real server would send (Attributes, loaded AttributeMap instances, Channel sizes,
+    loaded pending Channel messages, condition results) is given per call as keyword
+    arguments (see :mod:`tests.adapters.dex.worker_requests`).
 
-
-DELETED: Final = Marker.DELETED
-CLEARED: Final = Marker.CLEARED
-ABSENT: Final = Marker.ABSENT
-
-ChannelKey: TypeAlias = str | tuple[str, str]
-"""A Channel by name, or a ChannelMap instance as ``(map name, instance)``."""
-AttributeMapKey: TypeAlias = tuple[str, str]
-"""An AttributeMap instance: ``(map name, instance key)``."""
-
-
-class WaitKind(StrEnum):
-    """How a Wait combines its conditions (``Wait.skip_immediately`` maps to no Wait)."""
-
-    ALL_OF = "all_of"
-    ANY_OF = "any_of"
-    ANY_COMBINATION_OF = "any_combination_of"
-
-
-@attrs.frozen(kw_only=True)
-class TimerSpec:
-    """A Timer condition: ``Timer.by_duration(duration, condition_id=...)``."""
-
-    condition_id: str
-    duration: timedelta
-
-
-@attrs.frozen(kw_only=True)
-class ChannelConditionSpec:
-    """A Channel or ChannelMap condition; unset bounds are ``None``."""
-
-    condition_id: str
-    channel: str
-    instance: str | None
-    at_least: int | None
-    at_most: int | None
-
-
-@attrs.frozen(kw_only=True)
-class SubFlowSpec:
-    """A SubFlow condition with its decoded start input and plain options."""
-
-    condition_id: str
-    flow_type: str
-    start_step_type: str
-    input: Any
-    index: int
-    step_options: Mapping[str, Any]
-    options: Mapping[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class WaitSpec:
-    """The Wait a ``wait_for`` returned, as the Worker mapped it for Dex.
-
-    Conditions are grouped by kind in the SDK's canonical order (Timers, Channels,
-    SubFlows), each in argument order; ``combinations`` lists the condition ids of each
-    ``ConditionCombination`` of an ``any_combination_of``.
+    Attributes:
+        registry: The Registry the Worker serves.
+        worker: The running ``dex.AsyncWorker``.
+        flow_service: The fake FlowService the Worker started against.
+        flow_id: The default Context ``flow_id``.
+        run_id: The default Context ``run_id``.
+        call_timeout: Seconds before a call to the Worker is abandoned.
     """
 
-    kind: WaitKind
-    timers: tuple[TimerSpec, ...] = ()
-    channels: tuple[ChannelConditionSpec, ...] = ()
-    sub_flows: tuple[SubFlowSpec, ...] = ()
-    combinations: tuple[tuple[str, ...], ...] = ()
-
-
-class DecisionKind(StrEnum):
-    """The kind of a StepDecision on the wire.
-
-    ``go_to`` and ``go_to_many`` are the same on the wire (a list of next Steps), so
-    both decode to ``GO_TO``.
-    """
-
-    GO_TO = "go_to"
-    DEAD_END = "dead_end"
-    GRACEFUL_COMPLETE = "graceful_complete"
-    FORCE_COMPLETE = "force_complete"
-    FORCE_FAIL = "force_fail"
-    FORCE_COMPLETE_IF_CHANNELS_EMPTY = "force_complete_if_channels_empty"
-
-
-@attrs.frozen(kw_only=True)
-class Movement:
-    """One next Step: its type, decoded input and the StepOptions sent with it.
-
-    ``options`` is the mapped ``StepOptions`` message as a plain dict (proto field names,
-    enum value names, only fields that are set), or ``None`` when neither the movement
-    nor the target Step has options. ``skip_wait_for`` is whether the target Step has no
-    ``wait_for``.
-    """
-
-    step_type: str
-    input: Any
-    options: Mapping[str, Any] | None
-    skip_wait_for: bool
-
-
-@attrs.frozen(kw_only=True)
-class Decision:
-    """A decoded StepDecision.
-
-    ``output`` is the close output (``ABSENT`` when none was given); ``reason`` is the
-    ``force_fail`` reason; ``conditional_channels`` are the Channels a
-    ``force_complete_if_channels_empty`` checks (its fallback is the one movement).
-    """
-
-    kind: DecisionKind
-    movements: tuple[Movement, ...] = ()
-    output: Any = ABSENT
-    reason: str | None = None
-    canceling_step_types: tuple[str, ...] = ()
-    canceling_sibling_step_types: tuple[str, ...] = ()
-    conditional_channels: tuple[str, ...] = ()
-
-
-@attrs.frozen(kw_only=True)
-class WorkerError:
-    """A failed invocation: the gRPC status and the SDK's ``WorkerErrorResponse``.
-
-    ``error_type`` is the raised exception's ``module.QualifiedName``; ``detail`` its
-    message. A Step handler's ``TypeError``/``ValueError`` arrives wrapped as
-    ``dex.runtime_errors.InvalidStepResultError``.
-    """
-
-    status_code: str
-    error_type: str
-    detail: str
-    retry_after_seconds: int = 0
-    stack_trace: str = ""
-
-
-@attrs.frozen(kw_only=True)
-class _Writes:
-    """What a handler staged for Dex to commit with its result."""
-
-    attribute_writes: Mapping[str, Any] = attrs.field(factory=dict)
-    """Singleton Attribute name to the value written, or ``DELETED``."""
-    attribute_map_writes: Mapping[AttributeMapKey, Any] = attrs.field(factory=dict)
-    """``(map name, instance)`` to the value written, or ``DELETED``."""
-    channel_publishes: tuple[tuple[str, str | None, Any], ...] = ()
-    """``(channel, instance or None, value)`` in publish order."""
-    channel_deletions: tuple[tuple[str, str | None, str], ...] = ()
-    """``(channel, instance or None, message id)`` of the pending messages deleted."""
-    events: Mapping[str, Any] = attrs.field(factory=dict)
-    """Events recorded with ``context.record_event``, decoded by wire kind."""
-    error: WorkerError | None = None
-    """Set when the handler raised or the call failed; then no writes, decision, Wait or
-    output are set (heartbeats and Stream writes streamed before the failure are kept)."""
-    raw: Any = attrs.field(default=None, eq=False, repr=False)
-    """The result protobuf message, for anything this record does not decode (not compared)."""
-
-
-@attrs.frozen(kw_only=True)
-class _StepWrites(_Writes):
-    """What a Step method staged, plus what it streamed while it ran."""
-
-    heartbeats: tuple[Any, ...] = ()
-    """Heartbeat values in order, decoded by wire kind; ``CLEARED`` for ``heartbeat()``."""
-    stream_writes: tuple[tuple[str, Any], ...] = ()
-    """``(stream name, value)`` in write order."""
-    step_locals: Mapping[str, Any] = attrs.field(factory=dict)
-    """Step-execution locals set by the handler, decoded by wire kind."""
-
-
-@attrs.frozen(kw_only=True)
-class WaitForOutcome(_StepWrites):
-    """What a ``wait_for`` invocation produced; ``wait`` is ``None`` for skip_immediately."""
-
-    wait: WaitSpec | None = None
-
-
-@attrs.frozen(kw_only=True)
-class ExecuteOutcome(_StepWrites):
-    """What an ``execute`` invocation produced; ``decision`` is ``None`` on error."""
-
-    decision: Decision | None = None
-
-
-@attrs.frozen(kw_only=True)
-class RpcOutcome(_Writes):
-    """What an RPC invocation produced.
-
-    ``output`` is decoded with the RPC's declared output type (``None`` for an RPC that
-    returns ``None``); ``next_steps`` and ``canceling_step_types`` come from its
-    ``RPCResult``.
-    """
-
-    output: Any = None
-    next_steps: tuple[Movement, ...] = ()
-    canceling_step_types: tuple[str, ...] = ()
-
-
-_CLOSE_KINDS = {
-    pb.CLOSE_DECISION_TYPE_GRACEFUL_COMPLETE: DecisionKind.GRACEFUL_COMPLETE,
-    pb.CLOSE_DECISION_TYPE_FORCE_COMPLETE: DecisionKind.FORCE_COMPLETE,
-    pb.CLOSE_DECISION_TYPE_FORCE_FAIL: DecisionKind.FORCE_FAIL,
-    pb.CLOSE_DECISION_TYPE_DEAD_END: DecisionKind.DEAD_END,
-    pb.CLOSE_DECISION_TYPE_FORCE_COMPLETE_ON_CHANNELS_EMPTY: (
-        DecisionKind.FORCE_COMPLETE_IF_CHANNELS_EMPTY
-    ),
-}
-_WAIT_KINDS = {
-    pb.WAITING_CONDITION_TYPE_ALL_COMPLETED: WaitKind.ALL_OF,
-    pb.WAITING_CONDITION_TYPE_ANY_COMPLETED: WaitKind.ANY_OF,
-    pb.WAITING_CONDITION_TYPE_ANY_COMBINATION_COMPLETED: WaitKind.ANY_COMBINATION_OF,
-}
-
-
-def proto_to_plain(message: Any) -> dict[str, Any]:
-    """A protobuf message as a plain dict of the fields that are set.
-
-    Keys are proto field names, enums become their value names, nested messages dicts,
-    repeated fields lists; unset proto3 scalars (zero values) are left out.
-    """
-    return {field.name: _plain_field(field, value) for field, value in message.ListFields()}
-
-
-def _plain_field(field: Any, value: Any) -> Any:
-    if field.is_repeated:
-        return [_plain_scalar(field, item) for item in value]
-    return _plain_scalar(field, value)
-
-
-def _plain_scalar(field: Any, value: Any) -> Any:
-    if field.type == FieldDescriptor.TYPE_ENUM:
-        return field.enum_type.values_by_number[value].name
-    if field.type == FieldDescriptor.TYPE_MESSAGE:
-        return proto_to_plain(value)
-    return value
-
-
-def _split_physical(name: str) -> tuple[str, str | None]:
-    base, separator, quoted = name.partition("/")
-    return base, (unquote(quoted) if separator else None)
-
-
-class WireDecoder:
-    """Decodes Worker results into the plain outcome records with the Registry's codecs."""
-
-    def __init__(self, registry: dex.Registry, values: ValueMapper) -> None:
-        self._registry = registry
-        self._values = values
-
-    @staticmethod
-    def definition(flow: Any, name: str, kind: type[Any]) -> Any:
-        """The Flow's persistence definition ``name``, which must be a ``kind``."""
-        definition = flow.persistence.get(name)
-        if not isinstance(definition, kind):
-            raise ValueError(f"Flow {flow.name} has no {kind.__name__} named {name!r}")
-        return definition
-
-    def channel(self, flow: Any, key: ChannelKey) -> tuple[Any, str]:
-        """The Channel or ChannelMap definition for ``key`` and its physical name."""
-        if isinstance(key, tuple):
-            map_name, instance = key
-            definition = self.definition(flow, map_name, dex.ChannelMap)
-            return definition, dex.Registry.physical_name(map_name, instance)
-        return self.definition(flow, key, dex.Channel), key
-
-    def typed(self, value: Any, definition: Any) -> Any:
-        """Decode ``value`` with the codec of ``definition.value_type``."""
-        return self._values.decode(value, self._values.codec(definition.value_type))
-
-    def dynamic(self, value: Any) -> Any:
-        """Decode a Value the SDK encoded by runtime type: JSON becomes plain data."""
-        if value.WhichOneof("kind") in (None, "null_value"):
-            return None
-        logical = self._values.to_value(value)
-        if logical.kind is dex.WireKind.JSON:
-            return json.loads(cast(str, logical.data))
-        return logical.data
-
-    def dynamic_entries(self, entries: Sequence[Any]) -> dict[str, Any]:
-        """``KV`` entries (events, step-execution locals) decoded by wire kind."""
-        return {entry.key: self.dynamic(entry.value) for entry in entries}
-
-    def frames(
-        self, flow: Any, frames: Sequence[Any]
-    ) -> tuple[tuple[Any, ...], tuple[tuple[str, Any], ...], list[Any]]:
-        """Split streamed frames into heartbeats, Stream writes and results."""
-        heartbeats: list[Any] = []
-        writes: list[tuple[str, Any]] = []
-        results: list[Any] = []
-        for frame in frames:
-            kind = frame.WhichOneof("output")
-            if kind == "heartbeat":
-                beat = frame.heartbeat
-                heartbeats.append(self.dynamic(beat.value) if beat.HasField("value") else CLEARED)
-            elif kind == "stream_write":
-                write = frame.stream_write
-                stream = self.definition(flow, write.stream_name, dex.Stream)
-                writes.append((write.stream_name, self.typed(write.value, stream)))
-            elif kind == "result":
-                results.append(frame.result)
-        return tuple(heartbeats), tuple(writes), results
-
-    def effects(self, flow: Any, result: Any) -> dict[str, Any]:
-        """The staged writes common to every result message, as ``_Writes`` fields."""
-        attribute_writes: dict[str, Any] = {}
-        map_writes: dict[AttributeMapKey, Any] = {}
-        for write in result.upsert_attributes:
-            name, instance = _split_physical(write.key)
-            definition = flow.persistence[name]
-            value = (
-                DELETED
-                if write.value.WhichOneof("kind") == "null_value"
-                else self.typed(write.value, definition)
-            )
-            if instance is None:
-                attribute_writes[name] = value
-            else:
-                map_writes[(name, instance)] = value
-        publishes = []
-        for message in result.publish_to_channel:
-            name, instance = _split_physical(message.channel_name)
-            publishes.append((name, instance, self.typed(message.value, flow.persistence[name])))
-        deletions = [
-            (*_split_physical(deletion.channel_name), deletion.message_id)
-            for deletion in result.delete_from_channel
-        ]
-        return {
-            "attribute_writes": attribute_writes,
-            "attribute_map_writes": map_writes,
-            "channel_publishes": tuple(publishes),
-            "channel_deletions": tuple(deletions),
-            "events": self.dynamic_entries(result.record_events),
-        }
-
-    def movement(self, flow: Any, movement: Any) -> Movement:
-        """A ``StepMovement`` with its input decoded by the target Step's input type."""
-        target = flow.step(movement.step_type)
-        options = proto_to_plain(movement.step_options)
-        skip_wait_for = bool(options.pop("skip_wait_for", False))
-        return Movement(
-            step_type=movement.step_type,
-            input=self._values.decode(movement.step_input, target.input_codec),
-            options=options or None,
-            skip_wait_for=skip_wait_for,
+    def __init__(
+        self,
+        registry: dex.Registry,
+        channel: Any,
+        *,
+        worker: dex.AsyncWorker,
+        flow_service: FakeFlowService,
+        flow_id: str = DEFAULT_FLOW_ID,
+        run_id: str = DEFAULT_RUN_ID,
+        call_timeout: float = 30.0,
+    ) -> None:
+        self.registry = registry
+        self.worker = worker
+        self.flow_service = flow_service
+        self.call_timeout = call_timeout
+        self._flow_id = flow_id
+        self._run_id = run_id
+        self._stub: Any = dex_pb2_grpc.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+        values = ValueMapper(registry.codec_registry)
+        self._decoder = WireDecoder(registry, values)
+        self._requests = WorkerRequests(
+            WireEncoder(values), self._decoder, flow_id=flow_id, run_id=run_id
         )
 
-    def decision(self, flow: Any, decision: Any) -> Decision:
-        """A ``StepDecision`` as a :class:`Decision`."""
-        kind = DecisionKind.GO_TO
-        output: Any = ABSENT
-        reason: str | None = None
-        conditional: tuple[str, ...] = ()
-        if decision.HasField("close_decision"):
-            close = decision.close_decision
-            kind = _CLOSE_KINDS[close.close_decision_type]
-            conditional = tuple(close.conditional_channel_names)
-            if close.HasField("close_input"):
-                output = self.dynamic(close.close_input)
-            if kind is DecisionKind.FORCE_FAIL:
-                reason, output = output, ABSENT
-        return Decision(
-            kind=kind,
-            movements=tuple(self.movement(flow, move) for move in decision.next_steps),
+    @property
+    def flow_id(self) -> str:
+        """The default Context ``flow_id``."""
+        return self._flow_id
+
+    @property
+    def run_id(self) -> str:
+        """The default Context ``run_id``."""
+        return self._run_id
+
+    async def wait_for(
+        self,
+        flow_type: str,
+        step_type: str,
+        step_execution_id: str,
+        input_value: object,
+        **call: Unpack[StepCallArgs],
+    ) -> WaitForOutcome:
+        """Invoke a Step's ``wait_for`` and return the mapped Wait and its side outputs.
+
+        ``call`` holds the Flow state and attempt Dex would send (:class:`StepCallArgs`).
+        """
+        flow = self.registry._flow_by_type(flow_type)
+        request = self._requests.wait_for(flow, step_type, step_execution_id, input_value, call)
+        fields, result = await self._invoke_step(flow, self._stub.InvokeWaitForMethod, request)
+        if result is not None and result.HasField("waiting_condition"):
+            fields["wait"] = self._decoder.wait(flow, result)
+        return WaitForOutcome(**fields)
+
+    async def execute(
+        self,
+        flow_type: str,
+        step_type: str,
+        step_execution_id: str,
+        input_value: object,
+        **call: Unpack[ExecuteCallArgs],
+    ) -> ExecuteOutcome:
+        """Invoke a Step's ``execute`` and return its decision, writes and side outputs.
+
+        ``call`` holds what :meth:`wait_for` takes plus what the Wait consumed and
+        ``wait_for`` left (:class:`ExecuteCallArgs`). ``step_type``
+        :data:`~tests.adapters.dex.worker_requests.TIMEOUT_HANDLER_STEP_TYPE` (with
+        ``input_value=None``) invokes the Flow's ``handle_timeout`` instead of a Step.
+        """
+        flow = self.registry._flow_by_type(flow_type)
+        request = self._requests.execute(flow, step_type, step_execution_id, input_value, call)
+        fields, result = await self._invoke_step(flow, self._stub.InvokeExecuteMethod, request)
+        if result is not None:
+            fields["decision"] = self._decoder.decision(flow, result.step_decision)
+        return ExecuteOutcome(**fields)
+
+    async def rpc(
+        self,
+        flow_type: str,
+        rpc_name: str,
+        input_value: object = None,
+        **call: Unpack[FlowStateArgs],
+    ) -> RpcOutcome:
+        """Invoke an RPC handler and return its output, writes and next Steps.
+
+        ``call`` holds the Flow state Dex would send (:class:`FlowStateArgs`). An RPC
+        declared without an input takes ``input_value=None``.
+        """
+        flow = self.registry._flow_by_type(flow_type)
+        registered = flow.rpc(rpc_name)
+        request = self._requests.rpc(flow, rpc_name, input_value, call)
+        try:
+            response = await self._stub.InvokeWorkerRPC(request, timeout=self.call_timeout)
+        except grpc.aio.AioRpcError as failure:
+            return RpcOutcome(error=worker_error(failure))
+        output = (
+            self._decoder.decode(response.output, registered.output_codec)
+            if registered.output_codec is not None
+            else self._decoder.dynamic(response.output)
+        )
+        decision = response.step_decision
+        return RpcOutcome(
             output=output,
-            reason=reason,
+            next_steps=tuple(self._decoder.movement(flow, move) for move in decision.next_steps),
             canceling_step_types=tuple(decision.cancel_step_types),
-            canceling_sibling_step_types=tuple(decision.cancel_sibling_step_types),
-            conditional_channels=conditional,
+            raw=response,
+            **self._decoder.effects(flow, response),
         )
 
-    def wait(self, flow: Any, result: Any) -> WaitSpec:
-        """The mapped ``WaitingCondition`` of a ``wait_for`` result."""
-        waiting = result.waiting_condition
-        channels = []
-        for condition in waiting.channel_conditions:
-            name, instance = _split_physical(condition.channel_name)
-            channels.append(
-                ChannelConditionSpec(
-                    condition_id=condition.condition_id,
-                    channel=name,
-                    instance=instance,
-                    at_least=condition.at_least if condition.HasField("at_least") else None,
-                    at_most=condition.at_most if condition.HasField("at_most") else None,
-                )
-            )
-        sub_flows = []
-        for condition in waiting.sub_flow_conditions:
-            target = self._registry._flow_by_type(condition.sub_flow_type)
-            start = target.step(condition.start_step_type)
-            sub_flows.append(
-                SubFlowSpec(
-                    condition_id=condition.condition_id,
-                    flow_type=condition.sub_flow_type,
-                    start_step_type=condition.start_step_type,
-                    input=self._values.decode(condition.step_input, start.input_codec),
-                    index=condition.sub_flow_index,
-                    step_options=proto_to_plain(condition.step_options),
-                    options=proto_to_plain(condition.options),
-                )
-            )
-        return WaitSpec(
-            kind=_WAIT_KINDS[waiting.waiting_condition_type],
-            timers=tuple(
-                TimerSpec(
-                    condition_id=timer.condition_id,
-                    duration=timedelta(seconds=timer.duration_seconds),
-                )
-                for timer in waiting.timer_conditions
-            ),
-            channels=tuple(channels),
-            sub_flows=tuple(sub_flows),
-            combinations=tuple(
-                tuple(combination.condition_ids) for combination in waiting.condition_combinations
-            ),
-        )
+    async def _invoke_step(
+        self, flow: Any, method: Any, request: Any
+    ) -> tuple[dict[str, Any], Any]:
+        """Stream a Step invocation; frames sent before a failure are kept."""
+        frames: list[Any] = []
+        error: WorkerError | None = None
+        try:
+            async for frame in method(request, timeout=self.call_timeout):
+                frames.append(frame)
+        except grpc.aio.AioRpcError as failure:
+            error = worker_error(failure)
+        return self._decoder.step_result(flow, frames, error)
 
 
-def worker_error(failure: Any) -> WorkerError:
-    """Read the ``WorkerErrorResponse`` the SDK packs into a failed call's status."""
-    status = rpc_status.from_call(failure)
-    worker = pb.WorkerErrorResponse()
-    found = False
-    for detail in status.details if status is not None else ():
-        if detail.Is(pb.WorkerErrorResponse.DESCRIPTOR):
-            found = detail.Unpack(worker)
-    return WorkerError(
-        status_code=failure.code().name,
-        error_type=worker.error_type if found else "",
-        detail=worker.detail if found else (failure.details() or ""),
-        retry_after_seconds=worker.retry_after_seconds if found else 0,
-        stack_trace=worker.stack_trace if found else "",
-    )
-
-
-def missing_result() -> WorkerError:
-    """The error for a stream that ended without a result frame."""
-    return WorkerError(
-        status_code="OK",
-        error_type="",
-        detail="the Worker closed the stream without a result",
-        retry_after_seconds=0,
-        stack_trace="",
-    )
+# DELETED, Movement and WaitSpec are here for the modules that import them from here.
+__all__ = [
+    "DEFAULT_FLOW_ID",
+    "DEFAULT_RUN_ID",
+    "DELETED",
+    "DexWorkerDriver",
+    "ExecuteCallArgs",
+    "ExecuteOutcome",
+    "FlowStateArgs",
+    "Movement",
+    "RpcOutcome",
+    "StepCallArgs",
+    "WaitForOutcome",
+    "WaitSpec",
+    "WorkerError",
+]

@@ -2,19 +2,17 @@
 
 ``DEXCLI`` picks the engine; a missing or broken ``dexcli`` fails ``__aenter__``
 with a clear error; the ``-zd-config`` file and the ``dexcli`` command lines are
-pinned; the ``dexcli flow history`` parser is table-tested. A fake ``dexcli``
-that serves the in-process fake FlowService (``fake_dex_server``) drives the
-whole stack: the health-check wait, a real ``AsyncWorker`` in a Worker child,
-``read_step_history`` and the shutdown. None of it proves what a real Dex
-server does.
+pinned (the ``dexcli flow history`` parser is table-tested in
+``test_dexcli_flow_history``). A fake ``dexcli`` that serves the in-process fake
+FlowService (``fake_dex_server``) drives the whole stack: the health-check wait, a
+real ``AsyncWorker`` in a Worker child, ``read_step_history`` and the shutdown. None
+of it proves what a real Dex server does.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import stat
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,68 +26,12 @@ from dex_agents.adapters.dex.test_stack import (
     SERVER_ADDRESS_ENV,
     WORKER_BIND_ADDRESS_ENV,
     DexAgentTestStack,
-    parse_flow_history,
 )
 from dex_agents.adapters.local.test_stack import LocalAgentTestStack, ready_file
-from dex_agents.ports.flow_client import StepHistoryEntry
 from dex_agents.testing import AgentTestStack, run_agent_worker
+from tests.adapters.dex.fake_dexcli import REPO_ROOT, SAMPLE_ENTRIES, fake_dexcli, serving_dexcli
 from tests.adapters.engine_flows import EngineTestFlow
 from tests.my_agent import build_flow
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
-SAMPLE_HISTORY = {
-    "flowId": "session-1",
-    "runId": "run-1",
-    "nextPageToken": "",
-    "events": [
-        {"eventId": "1", "type": "FlowStartedOrContinued", "payload": {}},
-        {
-            "eventId": "2",
-            "type": "StepWaitForCompleted",
-            "payload": {"context": {"stepType": "Start", "stepExecutionId": "Start-1"}},
-        },
-        {
-            "eventId": "3",
-            "type": "StepExecuteCompleted",
-            "payload": {
-                "context": {"stepType": "Start", "stepExecutionId": "Start-1", "finalAttempt": 1}
-            },
-        },
-        {"eventId": "4", "type": "RpcExecutionCompleted", "payload": {"rpcName": "x"}},
-        {
-            "eventId": "5",
-            "type": "StepExecuteFailed",
-            "payload": {
-                "context": {"stepType": "Tool", "stepExecutionId": "Tool-2", "finalAttempt": "3"}
-            },
-        },
-        {
-            "eventId": "6",
-            "type": "StepExecuteCompleted",
-            "payload": {"context": {"stepType": "Model", "stepExecutionId": "Model-1"}},
-        },
-    ],
-}
-SAMPLE_ENTRIES = [
-    StepHistoryEntry("EXECUTE_COMPLETED", "Start", "Start-1", 1),
-    StepHistoryEntry("EXECUTE_FAILED", "Tool", "Tool-2", 3),
-    StepHistoryEntry("EXECUTE_COMPLETED", "Model", "Model-1", 0),
-]
-
-
-def executable(path: Path, text: str) -> Path:
-    """Write an executable script."""
-    path.write_text(text, encoding="utf-8")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
-
-def fake_dexcli(directory: Path, body: str) -> Path:
-    """A shell ``dexcli`` running ``body``, with a ``dex-server-zd`` next to it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    executable(directory / "dex-server-zd", "#!/bin/sh\nexit 0\n")
-    return executable(directory / "dexcli", f"#!/bin/sh\n{body}\n")
 
 
 def stack(tmp_path: Path, **options: Any) -> AgentTestStack:
@@ -234,87 +176,6 @@ async def test_a_server_zd_config_of_ones_own_replaces_it(
     assert not (tmp_path / "test" / "dex-zd-config.yaml").exists()
 
 
-def document(*events: object) -> str:
-    return json.dumps({"flowId": "s", "events": list(events)})
-
-
-def execute_completed(context: object) -> dict[str, object]:
-    return {"type": "StepExecuteCompleted", "payload": {"context": context}}
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        (json.dumps(SAMPLE_HISTORY), SAMPLE_ENTRIES),
-        (document(), []),
-        (document({"type": "FlowClosed", "payload": None}), []),
-        (
-            document(
-                execute_completed({"stepType": "A", "stepExecutionId": "A-7", "finalAttempt": 12})
-            ),
-            [StepHistoryEntry("EXECUTE_COMPLETED", "A", "A-7", 12)],
-        ),
-    ],
-)
-def test_the_history_parser_keeps_completed_and_failed_step_executions(
-    text: str, expected: list[StepHistoryEntry]
-) -> None:
-    assert parse_flow_history(text) == expected
-
-
-OK_CONTEXT = {"stepType": "A", "stepExecutionId": "A-1", "finalAttempt": 1}
-
-
-@pytest.mark.parametrize(
-    ("text", "error"),
-    [
-        ("", "dexcli flow history printed no JSON: Expecting value at line 1 column 1: ''"),
-        (
-            "Error: flow not found",
-            "dexcli flow history printed no JSON: Expecting value at line 1 column 1: "
-            "'Error: flow not found'",
-        ),
-        ("[]", "dexcli flow history printed no object with an 'events' list: '[]'"),
-        (
-            '{"events": {}}',
-            "dexcli flow history printed no object with an 'events' list: '{\"events\": {}}'",
-        ),
-        (document(1), "dexcli flow history event 0 is not an object: 1"),
-        (document({"payload": {}}), "dexcli flow history event 0 has no 'type' string"),
-        (
-            document({"type": "StepExecuteFailed"}),
-            "dexcli flow history event 0 (StepExecuteFailed) has no 'payload.context' object",
-        ),
-        (
-            document({"type": "FlowClosed"}, execute_completed([])),
-            "dexcli flow history event 1 (StepExecuteCompleted) has no 'payload.context' object",
-        ),
-        (
-            document(execute_completed({**OK_CONTEXT, "stepType": None})),
-            "dexcli flow history event 0 (StepExecuteCompleted) has no "
-            "'payload.context.stepType' string",
-        ),
-        (
-            document(execute_completed({**OK_CONTEXT, "stepExecutionId": ""})),
-            "dexcli flow history event 0 (StepExecuteCompleted) has no "
-            "'payload.context.stepExecutionId' string",
-        ),
-        *[
-            (
-                document(execute_completed({**OK_CONTEXT, "finalAttempt": attempt})),
-                "dexcli flow history event 0 (StepExecuteCompleted) has a "
-                f"'payload.context.finalAttempt' that is not a whole number: {attempt!r}",
-            )
-            for attempt in [-1, True, 1.5, "x", None]
-        ],
-    ],
-)
-def test_the_history_parser_names_what_is_malformed(text: str, error: str) -> None:
-    with pytest.raises(ValueError, match=re.escape(error)) as raised:
-        parse_flow_history(text)
-    assert str(raised.value) == error
-
-
 @pytest.mark.parametrize(
     "env",
     [
@@ -336,52 +197,11 @@ def test_a_dex_worker_child_needs_both_addresses(
     )
 
 
-FAKE_DEXCLI = '''#!{python}
-"""A fake dexcli: `dev` serves the fake FlowService, `flow history` prints a document."""
-import asyncio, json, signal, sys
-from pathlib import Path
-
-sys.path.insert(0, {root!r})
-HERE = Path(__file__).parent
-with (HERE / "calls.jsonl").open("a") as calls:
-    calls.write(json.dumps(sys.argv[1:]) + "\\n")
-
-
-async def serve(port):
-    import grpc
-    from dex.dexpb import dex_pb2 as pb, dex_pb2_grpc
-    from tests.adapters.dex.fake_dex_server import FakeFlowService
-
-    class Healthy(FakeFlowService):
-        async def HealthCheck(self, request, context):
-            return pb.HealthInfo()
-
-    server = grpc.aio.server()
-    dex_pb2_grpc.add_FlowServiceServicer_to_server(Healthy(), server)
-    server.add_insecure_port(f"127.0.0.1:{{port}}")
-    await server.start()
-    print("fake dex serving", flush=True)
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    await stop.wait()
-    await server.stop(None)
-    print("fake dex stopped", flush=True)
-
-
-if sys.argv[1] == "dev":
-    asyncio.run(serve(int(sys.argv[sys.argv.index("--dex-port") + 1])))
-elif sys.argv[1:3] == ["flow", "history"]:
-    print((HERE / "history.json").read_text())
-'''
-
-
 async def test_the_stack_runs_a_dex_worker_against_a_fake_dexcli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bin_dir = tmp_path / "bin"
-    dexcli = fake_dexcli(bin_dir, "")
-    executable(dexcli, FAKE_DEXCLI.format(python=sys.executable, root=str(REPO_ROOT)))
-    (bin_dir / "history.json").write_text(json.dumps(SAMPLE_HISTORY), encoding="utf-8")
+    dexcli = serving_dexcli(bin_dir)
     monkeypatch.setenv(DEXCLI_ENV, str(dexcli))
     test_stack = stack(tmp_path, worker_env={"MY_STATE_DIR": str(tmp_path)})
     backend = test_stack.backend

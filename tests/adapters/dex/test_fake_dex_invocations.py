@@ -1,7 +1,8 @@
-"""The fake-Dex harness drives a toy async Flow inside a real ``dex.AsyncWorker``.
+"""The fake-Dex harness invokes a toy Flow's Steps and RPC inside a real ``dex.AsyncWorker``.
 
 Each test starts a real Worker against the fake FlowService and checks, field by
-field, what the driver decodes from the Worker's answers.
+field, what the driver decodes from the Worker's ``wait_for``, ``execute`` and RPC
+answers.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from tests.adapters.dex.fake_dex import (
     DecisionKind,
     DexWorkerDriver,
     ExecuteOutcome,
-    FakeFlowService,
     Movement,
     RpcOutcome,
     TimerSpec,
@@ -32,137 +32,13 @@ from tests.adapters.dex.fake_dex import (
     json_value,
     running_worker,
 )
-
-STATUS = dex.Attribute("status", str, index=dex.AttributeIndex(dex.IndexType.KEYWORD))
-COUNT = dex.Attribute("count", int)
-TAGS = dex.Attribute("tags", list[str])
-NOTES = dex.AttributeMap("notes", str)
-INBOX = dex.Channel("inbox", str)
-REPLIES = dex.ChannelMap("replies", str)
-EVENTS = dex.Stream("events", str, stream_capacity_bytes=4096)
-
-# An instance key that needs quoting: the physical name is "replies/k%201".
-KEY = "k 1"
-
-
-class BoomError(RuntimeError):
-    """What the failing Step raises."""
-
-
-class Recover(dex.Step[str]):
-    """Reports what a retried or recovering attempt can see of its past."""
-
-    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:  # type: ignore[override]
-        error = context.recovery_error
-        return dex.graceful_complete(
-            {
-                "input": input,
-                "tags": TAGS.get(context),
-                "has_checkpoint": context.has_last_heartbeat_value(),
-                "checkpoint": context.get_last_heartbeat_value(str),
-                "recovery": None if error is None else [error.detail, error.error_type],
-                "attempt": context.attempt,
-                "first_attempt_at": context.first_attempt_at.isoformat(),
-                "flow_id": context.flow_id,
-                "run_id": context.run_id,
-                "step": context.step_execution_id,
-                "from": context.from_step_execution_id,
-            }
-        )
-
-
-class Boom(dex.Step[int]):
-    """Heartbeats its input, then raises."""
-
-    async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:  # type: ignore[override]
-        await context.heartbeat(input)
-        await context.heartbeat()
-        if input < 0:
-            raise ValueError(f"negative {input}")
-        raise BoomError(f"boom {input}")
-
-
-RECOVER_OPTIONS = dex.StepOptions(
-    execute_method_timeout=timedelta(minutes=2),
-    heartbeat_timeout=timedelta(seconds=30),
-    execute_retry=dex.RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
-    execute_durability=dex.StepDurability.SYNC,
-    execute_lock_attributes=(STATUS.lock(),),
-    execute_load_attribute_map_instances=(NOTES.load(KEY),),
-)
-
-
-class Waiter(dex.Step[str]):
-    """Waits for a reply on its ChannelMap instance or a Timer, then does everything once."""
-
-    async def wait_for(self, context: dex.AsyncContext, input: str) -> dex.Wait:  # type: ignore[override]
-        context.set_step_execution_local("asked", input)
-        return dex.Wait.any_of(
-            dex.Timer.by_duration(timedelta(minutes=5), condition_id="patience"),
-            REPLIES.for_one(input, condition_id="reply"),
-        )
-
-    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:  # type: ignore[override]
-        status = STATUS.get(context)
-        note = NOTES.get(context, input)
-        replies = REPLIES.results(context, input)
-        asked = context.get_step_execution_local("asked", str)
-        await context.heartbeat({"status": status, "note": note, "asked": asked})
-        EVENTS.write(context, f"{input}: {list(replies)} timer={context.has_timer_fired()}")
-        STATUS.set(context, "answered")
-        NOTES.delete(context, input)
-        INBOX.publish(context, f"note was {note}")
-        REPLIES.publish(context, "echo", replies[0] if replies else "none")
-        context.record_event("replies", {"count": len(replies)})
-        return dex.go_to_many(
-            dex.StepMovement.of(Recover, "x", options=RECOVER_OPTIONS)
-        ).with_canceling_steps(Boom)
-
-
-class ToyFlow(dex.Flow[str]):
-    """A Flow using every kind of state the harness maps."""
-
-    def get_flow_type(self) -> str:
-        return "Toy"
-
-    def get_steps(self) -> dex.StepList[str]:
-        return dex.StepList.start_step(Waiter()).other_steps(Recover(), Boom())
-
-    def get_persistence_schema(self) -> dex.PersistenceSchema:
-        return dex.PersistenceSchema.of(STATUS, COUNT, TAGS, NOTES, INBOX, REPLIES, EVENTS)
-
-    async def handle_timeout(self, context: dex.AsyncContext) -> dex.StepDecision:  # type: ignore[override]
-        return dex.force_fail(f"timed out waiting, status {STATUS.get(context)}")
-
-    @dex.rpc(lock_attributes=(STATUS.lock(),), load_channels=(INBOX,))
-    async def nudge(self, context: dex.Context, text: str) -> dex.RPCResult[int]:
-        if not text:
-            raise LookupError("empty nudge")
-        pending = INBOX.pending_messages(context)
-        for message in pending:
-            INBOX.delete(context, message.message_id)
-        STATUS.set(context, text)
-        COUNT.set(context, COUNT.get(context) + 1)
-        INBOX.publish(context, text.upper())
-        REPLIES.publish(context, KEY, text)
-        return dex.RPCResult(
-            len(pending), next_steps=(dex.StepMovement.of(Waiter, KEY),)
-        ).with_canceling_steps(Recover)
+from tests.adapters.dex.harness_flow import KEY, toy_registry
 
 
 @pytest.fixture
 async def driver() -> AsyncIterator[DexWorkerDriver]:
-    registry = dex.Registry([ToyFlow()], allow_async_handlers=True)
-    async with running_worker(registry) as running:
+    async with running_worker(toy_registry()) as running:
         yield running
-
-
-async def test_the_worker_starts_against_the_fake_and_syncs_its_indexes(
-    driver: DexWorkerDriver,
-) -> None:
-    assert driver.flow_service.index_sync_requests == [{"status": "INDEX_TYPE_KEYWORD"}]
-    assert driver.flow_service.unimplemented_calls == []
-    assert driver.worker.worker_target.address.startswith("127.0.0.1:")
 
 
 async def test_wait_for_returns_the_mapped_any_of_wait(driver: DexWorkerDriver) -> None:
@@ -331,7 +207,7 @@ async def test_execute_passes_the_checkpoint_and_recovery_error(
 @pytest.mark.parametrize(
     ("value", "error_type", "detail"),
     [
-        (7, "tests.adapters.dex.test_fake_dex_harness.BoomError", "boom 7"),
+        (7, "tests.adapters.dex.harness_flow.BoomError", "boom 7"),
         (
             -1,
             "dex.runtime_errors.InvalidStepResultError",
@@ -409,17 +285,3 @@ async def test_state_for_an_unknown_definition_is_rejected_by_name(
 ) -> None:
     with pytest.raises(ValueError, match=r"^Flow Toy has no Attribute named 'notes'$"):
         await driver.execute("Toy", "Recover", "Recover-1", "x", attributes={"notes": "n"})
-
-
-async def test_a_worker_that_cannot_negotiate_the_protocol_fails_to_start() -> None:
-    registry = dex.Registry([ToyFlow()], allow_async_handlers=True)
-    service = FakeFlowService(
-        dex.dexpb.dex_pb2.ServerInfo(
-            minimum_supported_protocol_version=4, current_protocol_version=5
-        )
-    )
-
-    with pytest.raises(RuntimeError, match=r"protocol intervals do not overlap$"):
-        async with running_worker(registry, flow_service=service):
-            pass
-    assert service.index_sync_requests == []
