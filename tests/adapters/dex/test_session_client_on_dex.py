@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import dex
 import pytest
 
-from dex_agents import AgentSessionClient, AgentSessionFlow
+from dex_agents import AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE, AgentSessionClient, AgentSessionFlow
 from dex_agents.adapters.dex.errors import DexEngineError
 from dex_agents.adapters.dex.flow_client import DexFlowClient
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.app.session_flow import PortableSessionFlow
+from dex_agents.domain.requests import ResolveInterruptRequest
+from dex_agents.domain.state import AgentSessionStartInput
+from dex_agents.domain.wire import from_json
+from tests.adapters.dex.fake_async_client import dex_error
 from tests.app.scripted_runner import ScriptedRunner
 
 
@@ -64,3 +69,78 @@ def test_start_options_are_dex_options_and_need_a_dex_client() -> None:
             AgentSessionClient(LocalFlowClient(engine), flow, start_options=dex.StartFlowOptions())
     finally:
         engine.close()
+
+
+class _ConflictingClient(dex.AsyncClient):
+    """A real AsyncClient whose RPC calls first meet ``conflicts`` lock conflicts."""
+
+    def __init__(self, registry: dex.Registry, cache: dex.BlobCache, conflicts: int) -> None:
+        super().__init__(registry, cache, dex.ClientOptions(server_address="127.0.0.1:1"))
+        self.conflicts = conflicts
+        self.calls: list[tuple[str, object]] = []
+
+    async def invoke_rpc(
+        self, rpc_method: Any, flow_id: str, input: object = None, **_: Any
+    ) -> Any:
+        self.calls.append((rpc_method.__name__, input))
+        if self.conflicts > 0:
+            self.conflicts -= 1
+            raise dex_error(dex.RpcLockConflictError, "ABORTED", "WORKER_API_ERROR", "InvokeRPC")
+        return True
+
+
+async def test_resolve_interrupt_retries_lock_conflicts_through_dex(tmp_path: Path) -> None:
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="TriageAgent")
+    registry = dex.Registry([flow], allow_async_handlers=True)
+    cache = dex.open_blob_cache(dex.BlobCacheConfig(str(tmp_path / "blobs"), 1 << 20))
+    try:
+        client = _ConflictingClient(registry, cache, conflicts=2)
+        async with client:
+            sessions = AgentSessionClient(client, flow)
+            assert await sessions.resolve_interrupt("session-42", "call-1", approved=True)
+    finally:
+        cache.close()
+    assert [name for name, _ in client.calls] == ["resolve_interrupt"] * 3
+    sent = from_json(str(client.calls[0][1]), ResolveInterruptRequest)
+    assert sent == ResolveInterruptRequest(interrupt_id="call-1", approved=True)
+
+
+class _StartRecordingClient(dex.AsyncClient):
+    """A real AsyncClient that records what ``start_flow`` was asked to start."""
+
+    def __init__(self, registry: dex.Registry, cache: dex.BlobCache) -> None:
+        super().__init__(registry, cache, dex.ClientOptions(server_address="127.0.0.1:1"))
+        self.started: list[tuple[str, object, dex.StartFlowOptions]] = []
+
+    async def start_flow(  # type: ignore[override]
+        self, flow: dex.Flow[Any], flow_id: str, input: object, options: dex.StartFlowOptions
+    ) -> str:
+        self.started.append((flow_id, input, options))
+        return "run-1"
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        (AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE, dex.ActiveStepSearchMode.WITH_WAIT_FOR),
+        (dex.ActiveStepSearchMode.DISABLED, dex.ActiveStepSearchMode.DISABLED),
+    ],
+)
+async def test_start_session_makes_the_session_searchable_by_its_waiting_steps(
+    tmp_path: Path, mode: dex.ActiveStepSearchMode, expected: dex.ActiveStepSearchMode
+) -> None:
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="TriageAgent")
+    registry = dex.Registry([flow], allow_async_handlers=True)
+    cache = dex.open_blob_cache(dex.BlobCacheConfig(str(tmp_path / "blobs"), 1 << 20))
+    try:
+        client = _StartRecordingClient(registry, cache)
+        async with client:
+            sessions = AgentSessionClient(client, flow, active_step_search_mode=mode)
+            assert await sessions.start_session("session-42", "Refund order 7") == "run-1"
+    finally:
+        cache.close()
+    ((flow_id, sent, options),) = client.started
+    assert flow_id == "session-42"
+    assert from_json(str(sent), AgentSessionStartInput).initial_message == "Refund order 7"
+    assert options.config_override is not None
+    assert options.config_override.active_step_search_mode is expected
