@@ -32,6 +32,13 @@ DexDeclaration = dex.Attribute[Any] | dex.AttributeMap[Any] | dex.Channel[Any] |
 
 def _declare(item: PortDeclaration) -> DexDeclaration:
     value_type = dex_type(item.value_type)
+    if isinstance(item, AttributeDef | AttributeMapDef) and value_type in (int, bool):
+        # Dex reads an unset int or bool Attribute as 0 or False, so "unset" (None
+        # to the port) could not be told apart from a stored value.
+        raise ValueError(
+            f"{item.name}: an {type(item).__name__} of {value_type.__name__} cannot be told "
+            "unset on Dex; declare a str or a session value type"
+        )
     if isinstance(item, AttributeDef):
         return dex.Attribute(item.name, value_type)
     if isinstance(item, AttributeMapDef):

@@ -12,12 +12,14 @@ from dex_agents.adapters.dex.contexts import (
     derive_attempt_progress,
     encode_progress,
 )
+from dex_agents.adapters.dex.schema import build_dex_schema
 from dex_agents.adapters.dex.translate import describe_wait, dex_wait, whole_seconds
 from dex_agents.adapters.dex.wire_values import dex_type, from_dex, to_dex
 from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.interrupts import AgentInterruptResolution
 from dex_agents.domain.wire import to_json
 from dex_agents.ports.engine import AttemptProgress, ChannelCondition, TimerCondition, Wait
+from dex_agents.ports.persistence import AttributeDef, AttributeMapDef
 from dex_agents.ports.session_schema import (
     INTERRUPT_RESOLUTIONS,
     PENDING_INTERRUPTS,
@@ -126,3 +128,11 @@ def test_waits_map_to_dex_conditions_in_order_and_are_described_for_execute() ->
     )
     assert dex_wait(Wait.skip(), schema).kind.name == "SKIP_IMMEDIATELY"
     assert dex_wait(Wait.until(TimerCondition(timedelta(0))), schema).kind.name == "ALL_OF"
+
+
+@pytest.mark.parametrize("value_type", [int, bool])
+def test_an_attribute_dex_would_read_as_zero_when_unset_is_refused(value_type: Any) -> None:
+    with pytest.raises(ValueError, match="cannot be told unset on Dex"):
+        build_dex_schema([AttributeDef("Counter", value_type)], None)
+    with pytest.raises(ValueError, match="cannot be told unset on Dex"):
+        build_dex_schema([AttributeMapDef("Counters", value_type)], None)
