@@ -26,7 +26,8 @@ Worker there. Two gates reached at once prove that two tool Steps run in
 parallel. ``InvocationLog(path)`` counts real tool and model calls across
 Worker processes. ``AgentTestStack.read_step_history(session_id)`` lists
 completed Steps (``StepHistoryEntry``), through ``dexcli flow history`` in the
-Dex mode. ``wait_until(description, probe)`` and ``wait_for_agent_snapshot``
+Dex mode, as ``read_step_history(server_address, flow_id)`` does for any Dex
+server. ``wait_until(description, probe)`` and ``wait_for_agent_snapshot``
 poll with a deadline instead of sleeping.
 
 ``ScriptedModelClient`` is the same class as ``dex_agents.builtin_loop``'s.
@@ -41,6 +42,7 @@ from types import TracebackType
 from typing import Self
 
 from dex_agents import AgentSessionClient, AgentSessionFlow
+from dex_agents.adapters.dex.dexcli import read_flow_history, resolve_dexcli
 from dex_agents.adapters.dex.test_stack import (
     DEXCLI_ENV,
     SERVER_ADDRESS_ENV,
@@ -168,6 +170,22 @@ class AgentTestStack:
         return await self.backend.read_step_history(session_id)
 
 
+async def read_step_history(server_address: str, flow_id: str) -> list[StepHistoryEntry]:
+    """A Dex session's completed Steps, oldest first, through ``dexcli flow history``.
+
+    ``DEXCLI`` names the ``dexcli`` to run; without it this raises ``RuntimeError``
+    (on the embedded engine, use ``AgentTestStack.read_step_history``). The
+    command's flags and output format are unverified (see the module docstring).
+    """
+    dexcli = os.environ.get(DEXCLI_ENV)
+    if not dexcli:
+        raise RuntimeError(
+            f"read_step_history(server_address, flow_id) reads a Dex server through dexcli: "
+            f"set {DEXCLI_ENV}, or use AgentTestStack.read_step_history on the embedded engine"
+        )
+    return await read_flow_history(resolve_dexcli(dexcli), server_address, flow_id)
+
+
 def run_agent_worker(flows: Sequence[FlowDefinition], *, max_concurrent_tasks: int = 16) -> None:
     """The Worker child's entry point: serve ``flows`` on the engine ``start_worker`` chose.
 
@@ -198,6 +216,7 @@ __all__ = [
     "ScriptedModelClient",
     "StepHistoryEntry",
     "WorkerProcess",
+    "read_step_history",
     "run_agent_worker",
     "wait_for_agent_snapshot",
     "wait_until",
