@@ -29,7 +29,7 @@ from dex_agents.adapters.dex.schema import DexSchema
 from dex_agents.adapters.dex.state import DexState
 from dex_agents.adapters.dex.wire_values import to_dex
 from dex_agents.ports.engine import AttemptProgress, RecoveryError, WaitResult
-from dex_agents.ports.persistence import StateReader, StateTransaction, StreamDef
+from dex_agents.ports.persistence import StreamDef
 
 T = TypeVar("T")
 
@@ -90,10 +90,14 @@ def recovery_error(context: dex.Context) -> RecoveryError | None:
     return RecoveryError(detail=info.detail, error_type=info.error_type, attempt_progress=progress)
 
 
-class DexWaitContext:
-    """A wait phase's view: the execution's IDs and the state Dex loaded for it."""
+class DexHandlerView:
+    """What every handler context over Dex shares: the Dex Context, the state view, the clock.
 
-    def __init__(self, context: dex.AsyncContext, state: DexState, now: datetime) -> None:
+    Dex gives a handler no engine clock, so ``now`` is the worker's (UTC), read
+    once when the handler starts.
+    """
+
+    def __init__(self, context: dex.Context, state: DexState, now: datetime) -> None:
         self._context = context
         self._state = state
         self._now = now
@@ -104,23 +108,29 @@ class DexWaitContext:
         return self._context.flow_id
 
     @property
+    def now(self) -> datetime:
+        """The worker's clock (UTC) when the handler started."""
+        return self._now
+
+    @property
+    def state(self) -> DexState:
+        """State as Dex loaded it for this handler; writes commit with its result."""
+        return self._state
+
+
+class DexWaitContext(DexHandlerView):
+    """A wait phase's view: the execution's IDs and the state Dex loaded for it (read-only)."""
+
+    @property
     def step_execution_id(self) -> str:
         """``<StepType>-<n>``, shared by every attempt of this Step execution."""
         return self._context.step_execution_id
 
-    @property
-    def now(self) -> datetime:
-        """The worker's clock (UTC): Dex gives a handler no engine clock."""
-        return self._now
 
-    @property
-    def state(self) -> StateReader:
-        """State as Dex loaded it for the wait phase."""
-        return self._state
-
-
-class DexStepContext:
+class DexStepContext(DexHandlerView):
     """An execute attempt's context over a Dex ``AsyncContext``."""
+
+    _context: dex.AsyncContext
 
     def __init__(
         self,
@@ -131,12 +141,11 @@ class DexStepContext:
         wait_result: WaitResult,
         now: datetime,
     ) -> None:
+        super().__init__(context, state, now)
         self._context = context
-        self._state = state
         self._schema = schema
         self._step_type = step_type
         self._wait_result = wait_result
-        self._now = now
         decoded = decode_progress(_last_heartbeat(context))
         own = decoded is not None and decoded[0] == context.step_execution_id
         self._checkpoint = decoded[2] if own and decoded is not None else None
@@ -146,11 +155,6 @@ class DexStepContext:
         await self._context.heartbeat(
             encode_progress(self._context.step_execution_id, False, self._checkpoint)
         )
-
-    @property
-    def flow_id(self) -> str:
-        """The session ID."""
-        return self._context.flow_id
 
     @property
     def step_type(self) -> str:
@@ -171,16 +175,6 @@ class DexStepContext:
     def first_attempt_at(self) -> datetime:
         """When Dex started the first attempt of this Step execution (UTC)."""
         return self._context.first_attempt_at
-
-    @property
-    def now(self) -> datetime:
-        """The worker's clock (UTC) when this attempt started."""
-        return self._now
-
-    @property
-    def state(self) -> StateTransaction:
-        """State as Dex loaded it; writes commit with the result."""
-        return self._state
 
     @property
     def wait_result(self) -> WaitResult:

@@ -14,11 +14,11 @@ from typing import Any, Protocol
 
 import dex
 
+from dex_agents.adapters.dex.contexts import DexHandlerView
 from dex_agents.adapters.dex.schema import DexSchema, map_loads
 from dex_agents.adapters.dex.state import DexState
 from dex_agents.adapters.dex.wire_values import dex_type, from_dex, to_dex
 from dex_agents.ports.engine import Rpc, Step, StepMovement
-from dex_agents.ports.persistence import StateTransaction
 
 
 class RpcBinding(Protocol):
@@ -43,33 +43,13 @@ class RpcBinding(Protocol):
         ...
 
 
-class DexRpcContext:
+class DexRpcContext(DexHandlerView):
     """What a port RPC handler sees inside a Dex RPC."""
-
-    def __init__(self, context: dex.Context, state: DexState, now: datetime) -> None:
-        self._context = context
-        self._state = state
-        self._now = now
-
-    @property
-    def flow_id(self) -> str:
-        """The session ID."""
-        return self._context.flow_id
-
-    @property
-    def now(self) -> datetime:
-        """The worker's clock (UTC): Dex gives a handler no engine clock."""
-        return self._now
 
     @property
     def flow_active(self) -> bool:
         """Always true: Dex runs an RPC that writes only on an active Flow, and refuses it otherwise."""
         return True
-
-    @property
-    def state(self) -> StateTransaction:
-        """The session's state; writes commit atomically with the RPC's result."""
-        return self._state
 
 
 def make_rpc_handler(rpc: Rpc[Any, Any], binding: RpcBinding) -> Callable[..., Any]:
