@@ -28,6 +28,7 @@ import dex
 from dex_agents.adapters.dex.schema import DexSchema
 from dex_agents.adapters.dex.state import DexState
 from dex_agents.adapters.dex.wire_values import to_dex
+from dex_agents.domain.wire import dumps
 from dex_agents.ports.engine import AttemptProgress, RecoveryError, WaitResult
 from dex_agents.ports.persistence import StreamDef
 
@@ -36,11 +37,7 @@ T = TypeVar("T")
 
 def encode_progress(step_execution_id: str, started: bool, checkpoint: str | None) -> str:
     """The heartbeat value: which execution wrote it, whether its code started, the checkpoint."""
-    return json.dumps(
-        {"execution": step_execution_id, "started": started, "checkpoint": checkpoint},
-        separators=(",", ":"),
-        sort_keys=True,
-    )
+    return dumps({"execution": step_execution_id, "started": started, "checkpoint": checkpoint})
 
 
 def decode_progress(value: str | None) -> tuple[str, bool, str | None] | None:
@@ -142,7 +139,6 @@ class DexStepContext(DexHandlerView):
         now: datetime,
     ) -> None:
         super().__init__(context, state, now)
-        self._context = context
         self._schema = schema
         self._step_type = step_type
         self._wait_result = wait_result

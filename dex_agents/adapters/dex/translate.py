@@ -23,7 +23,7 @@ import dex
 
 from dex_agents.adapters.dex.schema import DexSchema, map_loads
 from dex_agents.adapters.dex.wire_values import from_dex, to_dex
-from dex_agents.domain.wire import to_json
+from dex_agents.domain.wire import dumps, to_json
 from dex_agents.ports.engine import (
     ChannelCondition,
     DecisionKind,
@@ -139,7 +139,7 @@ def describe_wait(wait: Wait) -> str:
             described.append({"timer": True})
         else:
             described.append({"channel": condition.channel.name, "key": condition.key})
-    return json.dumps(described, separators=(",", ":"), sort_keys=True)
+    return dumps(described)
 
 
 def read_wait_result(

@@ -8,6 +8,7 @@ like with like.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -67,7 +68,7 @@ def dex_state(flow: AgentSessionFlow, read: Any) -> dict[str, Any]:
 def port_wait(wait: Wait) -> tuple[list[int], list[tuple[str, str | None, int]]]:
     """A port Wait as (timer seconds, channel conditions)."""
     timers = [
-        int(c.duration.total_seconds() + 0.999999)
+        math.ceil(c.duration.total_seconds())
         for c in wait.conditions
         if isinstance(c, TimerCondition)
     ]
