@@ -47,6 +47,7 @@ class DexBinding:
         self.definition = definition
         self.clock = clock
         self.schema: DexSchema = build_dex_schema(definition.schema, definition.stream)
+        self._static_dex_options: dict[type[Step[Any]], dex.StepOptions] = {}
         self._port_steps: dict[type[Step[Any]], Step[Any]] = {
             type(step): step for step in definition.steps
         }
@@ -73,6 +74,14 @@ class DexBinding:
     def input_type(self, port_class: type[Step[Any]]) -> Any:
         """A port Step class's input type."""
         return self._port_step(port_class).input_type
+
+    def static_dex_options(self, port_class: type[Step[Any]]) -> dex.StepOptions:
+        """A port Step class's own options as Dex options, mapped once: the SDK asks per movement."""
+        mapped = self._static_dex_options.get(port_class)
+        if mapped is None:
+            mapped = self.dex_options(self.static_options(port_class))
+            self._static_dex_options[port_class] = mapped
+        return mapped
 
     def dex_options(self, options: StepOptions) -> dex.StepOptions:
         """Port options as Dex options, naming this Flow's Step classes and definitions."""
@@ -164,7 +173,7 @@ class DexBinding:
             "__qualname__": step.step_type,
             "execute": execute,
             "get_step_type": lambda self: step.step_type,
-            "get_step_options": lambda self: binding.dex_options(step.options()),
+            "get_step_options": lambda self: binding.static_dex_options(type(step)),
         }
         if step.has_wait():
 
