@@ -214,6 +214,9 @@ def retry_wait_phase(
     row = holds_lease(tx, claimed)
     if row is None:
         return
+    if row.cancel_requested:
+        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+        return
     row.status = ExecutionStatus.PENDING_WAIT
     row.lease_owner = None
     row.lease_expires_at = None

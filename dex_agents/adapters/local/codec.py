@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,6 +28,7 @@ from dex_agents.ports.engine import (
     WaitResult,
 )
 from dex_agents.ports.errors import InvalidResumeTokenError
+from dex_agents.ports.flow_store import ExecutionRow, MessageRow
 from dex_agents.ports.persistence import AttributeDef, AttributeMapDef, ChannelDef, ChannelMapDef
 
 SchemaItem = AttributeDef[Any] | AttributeMapDef[Any] | ChannelDef[Any] | ChannelMapDef[Any]
@@ -142,12 +143,45 @@ def encode_wait_result(
     index: int | None,
     timer_fired: bool,
     channel: str | None = None,
-    messages: list[str] | None = None,
+    taken: Sequence[MessageRow] = (),
 ) -> str:
-    """What ended a wait: the condition's index, whether a Timer fired, the consumed messages."""
+    """What ended a wait: the condition's index, whether a Timer fired, the messages it took.
+
+    Each taken message keeps its sequence, ID and time besides its value, so RPCs
+    can still list it as waiting until the Step that took it commits
+    (``taken_messages``).
+    """
     return _dumps(
-        {"index": index, "timer_fired": timer_fired, "channel": channel, "messages": messages or []}
+        {
+            "index": index,
+            "timer_fired": timer_fired,
+            "channel": channel,
+            "messages": [message.value for message in taken],
+            "taken": [
+                [message.seq, message.message_id, message.key, message.created_at.isoformat()]
+                for message in taken
+            ],
+        }
     )
+
+
+def taken_messages(row: ExecutionRow) -> list[MessageRow]:
+    """The Channel messages an execution's ended wait took, oldest first.
+
+    Wait results written before the engine kept this list yield none.
+    """
+    if row.wait_result is None:
+        return []
+    data = json.loads(row.wait_result)
+    channel = data.get("channel")
+    if channel is None:
+        return []
+    return [
+        MessageRow(seq, row.flow_id, channel, key, message_id, value, datetime.fromisoformat(at))
+        for (seq, message_id, key, at), value in zip(
+            data.get("taken", []), data["messages"], strict=False
+        )
+    ]
 
 
 def decode_wait_result(text: str | None, decode_message: Callable[[str, str], Any]) -> WaitResult:

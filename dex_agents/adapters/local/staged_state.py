@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from dex_agents.adapters.local.codec import taken_messages
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import MapLoad
-from dex_agents.ports.flow_store import MessageRow, StoreTransaction
+from dex_agents.ports.flow_store import ExecutionStatus, MessageRow, StoreTransaction
 from dex_agents.ports.persistence import (
     AttributeDef,
     AttributeMapDef,
@@ -45,6 +46,10 @@ class StateSource(Protocol):
 
     def pending(self, name: str) -> Sequence[MessageRow]:
         """The messages waiting in a Channel; ``LookupError`` where the phase cannot list them."""
+        ...
+
+    def deletable(self, name: str) -> Sequence[MessageRow]:
+        """The waiting messages no wait has taken yet; ``LookupError`` as for ``pending``."""
         ...
 
 
@@ -89,6 +94,10 @@ class SnapshotSource:
         """Steps cannot list Channel messages, as in Dex; their waits consume them."""
         raise LookupError(f"a Step cannot list the messages of Channel {name}; only RPCs can")
 
+    def deletable(self, name: str) -> Sequence[MessageRow]:
+        """Steps cannot delete Channel messages either."""
+        return self.pending(name)
+
 
 class TransactionSource:
     """A ``StateSource`` that reads the store inside the current transaction (RPCs)."""
@@ -110,7 +119,28 @@ class TransactionSource:
         return len(self._tx.pending_messages(self._flow_id, name, _SINGLETON))
 
     def pending(self, name: str) -> Sequence[MessageRow]:
-        """The messages waiting in the Channel now."""
+        """The messages waiting in the Channel now, those a wait took but has not committed included.
+
+        A wait takes its messages when it ends, and the Step that took them stores
+        them when its execute phase commits. Listing them until then means a
+        message the session accepted is always in one of the two places, so a
+        snapshot never shows an idle session that has just taken a message.
+        """
+        waiting = self._tx.pending_messages(self._flow_id, name, _SINGLETON)
+        taken = [
+            message
+            for row in self._tx.flow_executions(
+                self._flow_id, [ExecutionStatus.READY, ExecutionStatus.RUNNING]
+            )
+            for message in taken_messages(row)
+            if message.channel == name and message.key == _SINGLETON
+        ]
+        if not taken:
+            return waiting
+        return sorted([*waiting, *taken], key=lambda message: message.seq)
+
+    def deletable(self, name: str) -> Sequence[MessageRow]:
+        """The messages no wait has taken: only these can still be deleted."""
         return self._tx.pending_messages(self._flow_id, name, _SINGLETON)
 
 
@@ -283,7 +313,7 @@ class StagedState:
     def delete_message(self, channel: ChannelDef[Any], message_id: str) -> bool:
         """Stage the deletion of a waiting message; ``False`` when it no longer waits."""
         self._check_channel_loaded(channel)
-        waiting = {row.message_id for row in self._source.pending(channel.name)}
+        waiting = {row.message_id for row in self._source.deletable(channel.name)}
         if message_id not in waiting or message_id in self.deleted_messages:
             return False
         self.deleted_messages.append(message_id)

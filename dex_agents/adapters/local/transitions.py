@@ -124,6 +124,10 @@ def submit_wait(tx: StoreTransaction, claimed: ExecutionRow, wait: Wait, now: da
     row = holds_lease(tx, claimed)
     if row is None:
         return
+    if row.cancel_requested:
+        # Cancelled (a stopped Flow, or cancel_turn) while its wait phase ran: it never waits.
+        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+        return
     row.lease_owner = None
     row.lease_expires_at = None
     if not wait.conditions:
@@ -156,7 +160,7 @@ def satisfy_wait(tx: StoreTransaction, row: ExecutionRow, now: datetime) -> bool
         if len(pending) >= count:
             taken = list(pending[:count])
             tx.consume_messages([message.seq for message in taken])
-            result = encode_wait_result(index, False, channel, [m.value for m in taken])
+            result = encode_wait_result(index, False, channel, taken)
             _end_wait(tx, row, result)
             return True
     return False
