@@ -16,6 +16,7 @@ from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.app.options import AgentSessionOptions, RunModelLimit
 from dex_agents.composition.session_client import AgentSessionClient
 from dex_agents.composition.session_flow import AgentSessionFlow
+from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.builtin_tools import (
     BUILT_IN_TOOL_DEFINITIONS,
     DEFAULT_MAX_DURABLE_WAIT,
@@ -190,7 +191,12 @@ from dex_agents.domain.turns import (
 )
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
-from dex_agents.ports.errors import ModelSpendLimitExceededError
+from dex_agents.ports.errors import (
+    FlowAlreadyStartedError,
+    FlowNotFoundError,
+    ModelSpendLimitExceededError,
+    SessionWaitTimeoutError,
+)
 from dex_agents.ports.event_writer import AgentEventWriter
 from dex_agents.ports.media_store import MediaStore, load_images
 from dex_agents.ports.runner import (
@@ -331,6 +337,8 @@ __all__ = [
     "DexAgentsError",
     "EventPayload",
     "ExecutePlanRequest",
+    "FlowAlreadyStartedError",
+    "FlowNotFoundError",
     "FrameworkMessage",
     "ImageUserMessageBuilder",
     "ImageValidationError",
@@ -361,6 +369,8 @@ __all__ = [
     "QueuedUserMessage",
     "ResolveInterruptRequest",
     "RunModelLimit",
+    "SessionAttention",
+    "SessionWaitTimeoutError",
     "SteerUserMessageRequest",
     "TextDeltaPayload",
     "TimerStartedPayload",
@@ -424,6 +434,7 @@ __all__ = [
     "require_short_image_uris",
     "require_store_image_reference",
     "select_turn_boundary_cutoff",
+    "session_attention",
     "session_flow_definition_document",
     "session_settings_size",
     "validate_image_reference",

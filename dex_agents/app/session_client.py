@@ -8,6 +8,15 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from dex_agents.app.session_flow import PortableSessionFlow
+from dex_agents.app.session_waits import DEFAULT_WAIT_FOR_USER_TIMEOUT, wait_for_person
+from dex_agents.domain.arguments import (
+    require_bool,
+    require_int,
+    require_optional_int,
+    require_optional_str,
+    require_str,
+    require_str_mapping,
+)
 from dex_agents.domain.images import AgentImageReference, validate_image_references
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.requests import (
@@ -22,9 +31,10 @@ from dex_agents.domain.requests import (
     SteerUserMessageRequest,
     UpdateSessionSettingsRequest,
 )
+from dex_agents.domain.session_ids import validate_session_id
 from dex_agents.domain.session_settings import validate_session_settings
 from dex_agents.domain.state import AgentSessionStartInput
-from dex_agents.ports.errors import RpcLockConflictError
+from dex_agents.ports.errors import FlowAlreadyStartedError, RpcLockConflictError
 from dex_agents.ports.flow_client import FlowClient
 
 T = TypeVar("T")
@@ -35,11 +45,21 @@ LOCK_CONFLICT_RETRY_TIMEOUT = timedelta(seconds=5)
 _RETRY_DELAY_SECONDS = 0.05
 
 
+def _require_session_id(where: str, session_id: object) -> str:
+    """``session_id`` as a checked session ID: a ``TypeError`` naming ``where``, or the ID rule's error."""
+    return validate_session_id(require_str(where, "session_id", session_id))
+
+
 class PortableSessionClient:
     """Sessions of one ``PortableSessionFlow`` through an engine's client.
 
     Every RPC that locks retries ``RpcLockConflictError`` for 5 seconds, so a
     caller only sees it when a Step held the lock that long.
+
+    Every method checks its arguments before it sends anything: one of the wrong
+    type raises ``TypeError`` naming the method and the argument (nothing is
+    coerced, so ``approved="false"`` approves nothing), and a session ID that
+    ``validate_session_id`` refuses raises ``InvalidSessionIdError``.
     """
 
     def __init__(self, client: FlowClient, flow: PortableSessionFlow) -> None:
@@ -65,20 +85,27 @@ class PortableSessionClient:
 
         Settings are checked before anything is sent (``validate_session_settings``).
         """
+        where = "start_session"
+        _require_session_id(where, session_id)
+        require_str(where, "initial_message", initial_message)
         if session_settings is not None:
             validate_session_settings(session_settings)
-        if images:
-            validate_image_references(images)
+        if start_environment is not None:
+            require_str_mapping(where, "start_environment", start_environment)
+        require_bool(where, "plan_mode", plan_mode)
         start = AgentSessionStartInput(
             initial_message=initial_message,
             session_settings=None if session_settings is None else dict(session_settings),
             start_environment=dict(start_environment or {}),
             plan_mode=plan_mode,
-            images=tuple(images),
+            images=validate_image_references(images),
         )
         return await self._client.start_flow(self._flow, session_id, start)
 
     async def _invoke(self, session_id: str, rpc: str, value: Any) -> Any:
+        # Each door checks first, to name itself; this one makes sure a door added
+        # later cannot send an unchecked session ID.
+        _require_session_id(rpc, session_id)
         return await self._client.invoke_rpc(self._flow, session_id, rpc, value)
 
     async def _with_lock_retries(self, call: Callable[[], Awaitable[T]]) -> T:
@@ -101,9 +128,13 @@ class PortableSessionClient:
         images: Sequence[AgentImageReference] = (),
     ) -> bool:
         """Queue a message for the next turn; ``False`` for blank text or what the session refuses."""
-        if images:
-            validate_image_references(images)
-        message = AgentUserMessage(text=text, plan_mode=plan_mode, images=tuple(images))
+        where = "send_user_message"
+        _require_session_id(where, session_id)
+        require_str(where, "text", text)
+        require_bool(where, "plan_mode", plan_mode)
+        message = AgentUserMessage(
+            text=text, plan_mode=plan_mode, images=validate_image_references(images)
+        )
         result: bool = await self._invoke(session_id, "send_user_message", message)
         return result
 
@@ -121,22 +152,32 @@ class PortableSessionClient:
         While no turn is active, ``text`` is queued. ``False`` for both or neither,
         blank text, a message no longer queued, or a turn that does not accept steering.
         """
-        if images:
-            validate_image_references(images)
+        where = "steer_user_message"
+        _require_session_id(where, session_id)
+        require_optional_str(where, "message_id", message_id)
+        require_optional_str(where, "text", text)
+        require_bool(where, "plan_mode", plan_mode)
         request = SteerUserMessageRequest(
-            message_id=message_id, text=text, plan_mode=plan_mode, images=tuple(images)
+            message_id=message_id,
+            text=text,
+            plan_mode=plan_mode,
+            images=validate_image_references(images),
         )
         result: bool = await self._invoke(session_id, "steer_user_message", request)
         return result
 
     async def delete_queued_message(self, session_id: str, message_id: str) -> bool:
         """Delete a queued message; ``False`` when it is no longer queued."""
+        _require_session_id("delete_queued_message", session_id)
+        require_str("delete_queued_message", "message_id", message_id)
         request = DeleteQueuedMessageRequest(message_id=message_id)
         result: bool = await self._invoke(session_id, "delete_queued_message", request)
         return result
 
     async def cancel_turn(self, session_id: str, turn_id: str) -> bool:
         """Stop turn ``turn_id`` now, with no new turn; ``False`` when it is not the active turn."""
+        _require_session_id("cancel_turn", session_id)
+        require_str("cancel_turn", "turn_id", turn_id)
         request = CancelTurnRequest(turn_id=turn_id)
 
         async def call() -> bool:
@@ -147,6 +188,8 @@ class PortableSessionClient:
 
     async def execute_plan(self, session_id: str, revision: int) -> bool:
         """Approve plan ``revision`` for execution; an ``executing`` turn then starts."""
+        _require_session_id("execute_plan", session_id)
+        require_int("execute_plan", "revision", revision)
         request = ExecutePlanRequest(revision=revision)
 
         async def call() -> bool:
@@ -162,7 +205,16 @@ class PortableSessionClient:
         approved: bool,
         rejection_message: str | None = None,
     ) -> bool:
-        """Approve or reject a pending approval, or decline a question (``approved=False``)."""
+        """Approve or reject a pending approval, or decline a question (``approved=False``).
+
+        ``approved`` must be a ``bool``: ``"false"`` or ``0`` raises ``TypeError``
+        and resolves nothing.
+        """
+        where = "resolve_interrupt"
+        _require_session_id(where, session_id)
+        require_str(where, "interrupt_id", interrupt_id)
+        require_bool(where, "approved", approved)
+        require_optional_str(where, "rejection_message", rejection_message)
         request = ResolveInterruptRequest(
             interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message
         )
@@ -175,6 +227,9 @@ class PortableSessionClient:
 
     async def answer_question(self, session_id: str, interrupt_id: str, answer: str) -> bool:
         """Answer a pending question."""
+        _require_session_id("answer_question", session_id)
+        require_str("answer_question", "interrupt_id", interrupt_id)
+        require_str("answer_question", "answer", answer)
         request = AnswerQuestionRequest(interrupt_id=interrupt_id, answer=answer)
 
         async def call() -> bool:
@@ -187,6 +242,7 @@ class PortableSessionClient:
         self, session_id: str, session_settings: Mapping[str, Any] | None
     ) -> bool:
         """Replace the settings the next turn copies; ``{}`` clears them, ``None`` returns ``False``."""
+        _require_session_id("update_session_settings", session_id)
         if session_settings is not None:
             validate_session_settings(session_settings)
         request = UpdateSessionSettingsRequest(
@@ -197,6 +253,7 @@ class PortableSessionClient:
 
     async def get_agent_snapshot(self, session_id: str) -> AgentSnapshot:
         """The session's state, last 200 messages, interrupts, tool calls, usage, plan and queue."""
+        _require_session_id("get_agent_snapshot", session_id)
         snapshot: AgentSnapshot = await self._invoke(session_id, "get_agent_snapshot", None)
         return snapshot
 
@@ -209,8 +266,71 @@ class PortableSessionClient:
         limit: int = 100,
     ) -> AgentMessagesPage:
         """A page of stored messages, oldest first; ``limit`` is clamped to 1..200."""
+        where = "list_agent_messages"
+        _require_session_id(where, session_id)
+        require_optional_int(where, "before_sequence", before_sequence)
+        require_optional_int(where, "after_sequence", after_sequence)
+        require_int(where, "limit", limit)
         request = ListAgentMessagesRequest(
             before_sequence=before_sequence, after_sequence=after_sequence, limit=limit
         )
         page: AgentMessagesPage = await self._invoke(session_id, "list_agent_messages", request)
         return page
+
+    async def open_session(
+        self,
+        session_id: str,
+        *,
+        session_settings: Mapping[str, Any] | None = None,
+        start_environment: Mapping[str, str] | None = None,
+        plan_mode: bool = False,
+    ) -> bool:
+        """Start the session, or resume it when it exists already: ``True`` when it started now.
+
+        A restarted program calls this instead of ``start_session``, which raises
+        ``FlowAlreadyStartedError`` for an ID that was started before. The settings,
+        environment and plan mode apply only to a session started now; send the
+        first message with ``send_user_message``.
+        """
+        _require_session_id("open_session", session_id)
+        try:
+            await self.start_session(
+                session_id,
+                session_settings=session_settings,
+                start_environment=start_environment,
+                plan_mode=plan_mode,
+            )
+        except FlowAlreadyStartedError:
+            return False
+        return True
+
+    async def wait_for_user(
+        self,
+        session_id: str,
+        *,
+        # A deadline of the wait itself: it raises SessionWaitTimeoutError, not CancelledError.
+        timeout: timedelta = DEFAULT_WAIT_FOR_USER_TIMEOUT,  # noqa: ASYNC109
+    ) -> AgentSnapshot:
+        """Wait until the session next needs a person, and return that snapshot.
+
+        That is when an approval or a question is pending, or when the session is
+        idle: its turn ended, failed or was cancelled, and nothing is queued
+        (``dex_agents.domain.attention.session_attention`` says which). It
+        follows the ``AgentEvents`` Stream rather than polling, with the
+        snapshot as the source of truth, and raises ``SessionWaitTimeoutError``
+        after ``timeout`` (5 minutes by default). Right after
+        ``send_user_message`` returned ``True`` it waits for that message's turn:
+        an accepted message is queued until it is stored.
+        """
+        _require_session_id("wait_for_user", session_id)
+        if not isinstance(timeout, timedelta):
+            raise TypeError(
+                f"wait_for_user: timeout must be a timedelta, not {type(timeout).__name__}"
+            )
+        return await wait_for_person(
+            self._client,
+            self._flow,
+            session_id,
+            lambda: self.get_agent_snapshot(session_id),
+            timeout,
+        )

@@ -131,8 +131,11 @@ def is_new_compaction_cutoff(cutoff: int | None, summary: ContextSummary | None)
 
 
 def estimate_text_tokens(text: str) -> int:
-    """Tokens of ``text`` at three UTF-8 bytes per token, rounding up."""
-    return -(-len(text.encode("utf-8")) // UTF8_BYTES_PER_TOKEN)
+    """Tokens of ``text`` at three UTF-8 bytes per token, rounding up.
+
+    A lone surrogate (from a tool's result) counts as the three bytes it would take.
+    """
+    return -(-_utf8_len(text) // UTF8_BYTES_PER_TOKEN)
 
 
 class CompactionTurn(Protocol):
@@ -301,7 +304,8 @@ _BLOCK_SEPARATOR = "\n\n"
 
 
 def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8"))
+    # surrogatepass: a tool's text may hold lone surrogates, which only estimates see raw.
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def build_context_summary_prompt(request: ContextSummaryRequest) -> str:

@@ -7,11 +7,16 @@
     ├── ToolOutcomeUnknownError   a write was sent and its outcome is unknown
     ├── ImageValidationError      bytes or a reference that is not a valid image
     ├── MediaStoreError           a media store could not store or read an image
-    └── WireFormatError           a wire value that does not decode to its type
+    ├── WireFormatError           a wire value that does not decode to its type
+    └── InvalidSessionIdError     a session ID that breaks the session ID rule
 
-``ImageValidationError`` and ``WireFormatError`` are also ``ValueError``\\ s, because
-they report bad input. None of these is retryable by itself: a tool Step's retry
-policy, not the error, decides whether an attempt runs again.
+``ImageValidationError``, ``WireFormatError`` and ``InvalidSessionIdError`` are
+also ``ValueError``\\ s, because they report bad input. An argument of the wrong
+type is a plain ``TypeError`` (see ``dex_agents.domain.arguments``): a mistake in
+the calling code, not something dex-agents reports about a value.
+
+None of these is retryable by itself: a tool Step's retry policy, not the
+error, decides whether an attempt runs again.
 """
 
 from __future__ import annotations
@@ -45,3 +50,10 @@ class MediaStoreError(DexAgentsError):
 
 class WireFormatError(DexAgentsError, ValueError):
     """A wire value (JSON text or a decoded JSON value) that does not match its type."""
+
+
+class InvalidSessionIdError(DexAgentsError, ValueError):
+    """A session ID that ``validate_session_id`` refuses; the message names the fault.
+
+    A web route that takes the session ID from its path can answer 400 for it.
+    """

@@ -5,27 +5,121 @@ tuples as arrays, datetimes as ISO 8601 text, and an ``AgentImageReference``
 carries ``"type": "image"``. ``to_json`` writes compact UTF-8 text with sorted
 keys and non-ASCII characters unescaped, so two engines that store the same value
 store the same bytes. Decoding refuses unknown keys and wrong types with a
-``WireFormatError`` that names the field.
+``WireFormatError`` that names the field, e.g. ``invalid ResolveInterruptRequest:
+approved: expected a bool, not str``.
+
+Decoding never coerces: a ``str`` field takes only a string, an ``int`` field
+only an integer (not ``true``, ``1.5`` or ``"5"``), a ``bool`` field only
+``true`` or ``false``, a ``float`` field a number but not a boolean, a value
+class only a JSON object, and a tuple or list only a JSON array (not a string,
+whose characters cattrs would take as the items). Every engine decodes RPC,
+Step and Flow inputs through this converter, so ``{"approved": "false"}`` is
+refused everywhere rather than read as ``True``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
 
+import attrs
 import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory as tuple_factory
+from cattrs.cols import list_structure_factory
 from cattrs.preconf.json import make_converter
 
 from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent
 from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.unicode_text import escape_lone_surrogates
 
 T = TypeVar("T")
 
 converter = make_converter(forbid_extra_keys=True)
 """The one converter of the JSON wire form."""
+
+
+def _kind(value: object) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _structure_str(data: Any, cls: type[str]) -> str:
+    # cattrs would call ``str(data)``, turning ``None`` into the text "None".
+    if not isinstance(data, str):
+        raise WireFormatError(f"expected a str, not {_kind(data)}")
+    # A StrEnum dispatches here too (``str`` is in its MRO): build the member.
+    return data if cls is str else cls(data)
+
+
+def _structure_int(data: Any, cls: type[int]) -> int:
+    # ``int()`` would read "5" as 5, truncate 1.9 to 1 and take True as 1.
+    if isinstance(data, bool) or not isinstance(data, int):
+        raise WireFormatError(f"expected an int, not {_kind(data)}")
+    return data if cls is int else cls(data)
+
+
+def _structure_bool(data: Any, _cls: type[bool]) -> bool:
+    # ``bool()`` would read "false" as True: the one coercion that approves a write.
+    if not isinstance(data, bool):
+        raise WireFormatError(f"expected a bool, not {_kind(data)}")
+    return data
+
+
+def _structure_float(data: Any, _cls: type[float]) -> float:
+    # JSON has one number type, so an integer is a valid float; a boolean is not.
+    if isinstance(data, bool) or not isinstance(data, int | float):
+        raise WireFormatError(f"expected a float, not {_kind(data)}")
+    try:
+        return float(data)
+    except OverflowError:
+        raise WireFormatError(f"the integer {data} is too large for a float") from None
+
+
+def _structure_object_factory(cls: type[Any]) -> Callable[[Any, Any], Any]:
+    structure = converter.gen_structure_attrs_fromdict(cls)
+
+    def structure_object(data: Any, target: Any) -> Any:
+        # The generated function would fail on ``data.keys()`` with an AttributeError.
+        if not isinstance(data, Mapping):
+            raise WireFormatError(f"expected a JSON object, not {_kind(data)}")
+        return structure(data, target)
+
+    return structure_object
+
+
+def _is_array(hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        return len(args) == 2 and args[1] is Ellipsis
+    return origin is list or origin is Sequence
+
+
+def _structure_array_factory(hint: Any) -> Callable[[Any, Any], Any]:
+    factory = list_structure_factory if typing.get_origin(hint) is list else tuple_factory
+    structure = factory(hint, converter)
+
+    def structure_array(data: Any, target: Any) -> Any:
+        # A string or an object is iterable too, but it is no JSON array: cattrs
+        # would make a tuple of its characters or keys.
+        if not isinstance(data, list | tuple):
+            raise WireFormatError(f"expected a JSON array, not {_kind(data)}")
+        return structure(data, target)
+
+    return structure_array
+
+
+# Registered before any structure function is generated (the image hook below is
+# built at import), because generated functions bind their field hooks once.
+converter.register_structure_hook(str, _structure_str)
+converter.register_structure_hook(int, _structure_int)
+converter.register_structure_hook(bool, _structure_bool)
+converter.register_structure_hook(float, _structure_float)
+converter.register_structure_hook_factory(attrs.has, _structure_object_factory)
+converter.register_structure_hook_factory(_is_array, _structure_array_factory)
 
 _IMAGE_TYPE = "image"
 
@@ -123,25 +217,72 @@ def to_wire(value: object) -> Any:
     return converter.unstructure(value)
 
 
+def _describe(error: BaseException, hint: Any) -> str:
+    # Our hooks already say what they expected; for the rest, cattrs's own words,
+    # plus the error's own text where cattrs's would hide it ("invalid value").
+    if isinstance(error, WireFormatError):
+        return str(error)
+    described = cattrs.v.format_exception(error, hint)
+    if isinstance(error, KeyError | cattrs.ForbiddenExtraKeysError) or not str(error):
+        return described
+    return f"{described} ({error})"
+
+
+def _at(path: str, detail: str) -> str:
+    return f"{path}: {detail}" if path else detail
+
+
+def _problems(error: BaseException, path: str = "") -> list[str]:
+    """Every fault in a cattrs validation error, each as ``<field path>: <what was wrong>``.
+
+    The same walk as ``cattrs.transform_error``, with the path first and without
+    its ``$`` root, so a message reads ``approved: expected a bool, not str``.
+    """
+    located: list[tuple[BaseException, str, Any]]
+    without: list[Exception]
+    if isinstance(error, cattrs.IterableValidationError):
+        items, without = error.group_exceptions()
+        located = [(inner, f"{path}[{note.index!r}]", note.type) for inner, note in items]
+    elif isinstance(error, cattrs.ClassValidationError):
+        fields, without = error.group_exceptions()
+        located = [
+            (inner, f"{path}.{note.name}" if path else note.name, note.type)
+            for inner, note in fields
+        ]
+    else:
+        return [_at(path, _describe(error, None))]
+    problems: list[str] = []
+    for inner, inner_path, hint in located:
+        if isinstance(inner, cattrs.IterableValidationError | cattrs.ClassValidationError):
+            problems.extend(_problems(inner, inner_path))
+        else:
+            problems.append(_at(inner_path, _describe(inner, hint)))
+    problems.extend(_at(path, _describe(inner, None)) for inner in without)
+    return problems
+
+
 def from_wire(data: Any, cls: type[T]) -> T:
-    """Decode a JSON-compatible wire value into ``cls``; raise ``WireFormatError`` if it does not fit."""
+    """Decode a JSON-compatible wire value into ``cls``; raise ``WireFormatError`` if it does not fit.
+
+    The message names the type and each faulty field by its path, e.g.
+    ``invalid AgentUserMessage: images[0].size_bytes: expected an int, not str``.
+    """
     try:
         return converter.structure(data, cls)
-    except WireFormatError:
-        raise
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as error:
-        detail = (
-            "; ".join(cattrs.transform_error(error))
-            if isinstance(error, cattrs.BaseValidationError)
-            else str(error)
-        )
-        raise WireFormatError(f"invalid {cls.__name__}: {detail}") from error
+        detail = "; ".join(_problems(error))
+        name = getattr(cls, "__name__", repr(cls))
+        raise WireFormatError(f"invalid {name}: {detail}") from error
 
 
 def dumps(data: Any) -> str:
-    """Write a JSON-compatible value as the project's canonical JSON text."""
-    return json.dumps(
-        data, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+    """Write a JSON-compatible value as the project's canonical JSON text.
+
+    Non-ASCII text stays unescaped, except lone surrogates, which have no UTF-8
+    form: each is written as its ``\\uXXXX`` escape (``dex_agents.domain.unicode_text``).
+    """
+    return escape_lone_surrogates(
+        json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
     )
 
 

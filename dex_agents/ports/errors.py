@@ -12,7 +12,8 @@
         ├── RpcLockConflictError       a Step holds a lock the RPC needs; retry
         ├── ChannelMessageNotFoundError  a message an RPC named was consumed meanwhile
         ├── InvalidResumeTokenError    a Stream resume token this session never issued
-        └── StreamReadTimeoutError     a long poll of the Stream saw no new event
+        ├── StreamReadTimeoutError     a long poll of the Stream saw no new event
+        └── SessionWaitTimeoutError    a session did not need a person within the wait's timeout
 
 Engines translate their own errors (SQLite's, Dex's) into these at the boundary,
 so the session client handles one set whatever engine it runs on.
@@ -71,3 +72,7 @@ class StreamReadTimeoutError(EngineError, TimeoutError):
     """A long poll of a session's Stream ended with no new event."""
 
     retryable = True
+
+
+class SessionWaitTimeoutError(EngineError, TimeoutError):
+    """``wait_for_user`` saw the session still working when its timeout passed."""

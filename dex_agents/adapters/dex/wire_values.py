@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dex_agents.domain.wire import from_json, to_json
+from dex_agents.domain.wire import from_json, from_wire, to_json
 
 _NATIVE: tuple[Any, ...] = (str, int, bool, type(None))
 
@@ -39,10 +39,12 @@ def to_dex(type_hint: Any, value: Any) -> Any:
 def from_dex(type_hint: Any, value: Any) -> Any:
     """A value read from Dex back as the session value of ``type_hint``.
 
-    Raises ``WireFormatError`` naming the type when JSON text does not fit it.
+    Raises ``WireFormatError`` naming the type when JSON text does not fit it, or
+    when a native value is not of ``type_hint`` (a ``str`` for a ``bool``, say).
     """
     if is_native(type_hint):
-        return value
+        # Through the converter's strict primitive hooks, as the embedded engine decodes.
+        return from_wire(value, type_hint)
     if not isinstance(value, str):
         raise TypeError(f"expected the JSON text of {type_hint!r}, got {type(value).__name__}")
     return from_json(value, type_hint)

@@ -1,0 +1,92 @@
+"""Waiting until a session needs a person, driven by its ``AgentEvents`` Stream.
+
+The snapshot is the source of truth and the Stream only says when to look
+again: the wait skips to the Stream's newest event, reads the snapshot, and
+then long-polls the Stream for the next event, so an event committed after
+the snapshot was read always wakes it. A quiet Stream still gets a fresh
+snapshot every ``SNAPSHOT_RECHECK_INTERVAL``, because Streams are best effort on
+both engines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from dex_agents.domain.attention import session_attention
+from dex_agents.domain.events import AgentEventType
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.ports.engine import FlowDefinition
+from dex_agents.ports.errors import SessionWaitTimeoutError, StreamReadTimeoutError
+from dex_agents.ports.flow_client import FlowClient
+
+DEFAULT_WAIT_FOR_USER_TIMEOUT = timedelta(minutes=5)
+"""How long ``wait_for_user`` waits when no ``timeout`` is given."""
+
+SNAPSHOT_RECHECK_INTERVAL = timedelta(seconds=2)
+"""The longest a wait goes without reading the snapshot, even when the Stream is quiet."""
+
+_NO_WAIT = timedelta(milliseconds=1)
+# Live text arrives in many small events; none of them changes whether a person is needed.
+_LIVE_EVENTS = frozenset({AgentEventType.TEXT_DELTA, AgentEventType.REASONING_DELTA})
+
+
+async def _newest_token(client: FlowClient, flow: FlowDefinition, session_id: str) -> str:
+    token = ""
+    while True:
+        try:
+            message = await client.read_stream(flow, session_id, token, poll_timeout=_NO_WAIT)
+        except StreamReadTimeoutError:
+            return token
+        token = message.resume_token
+
+
+async def wait_for_person(
+    client: FlowClient,
+    flow: FlowDefinition,
+    session_id: str,
+    read_snapshot: Callable[[], Awaitable[AgentSnapshot]],
+    timeout: timedelta,  # noqa: ASYNC109 (raises SessionWaitTimeoutError, not CancelledError)
+) -> AgentSnapshot:
+    """Return the first snapshot in which the session needs a person (``session_attention``).
+
+    Raises ``SessionWaitTimeoutError`` when ``timeout`` passes first.
+    """
+    if timeout <= timedelta(0):
+        raise ValueError(f"timeout must be positive, not {timeout}")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout.total_seconds()
+    token = await _newest_token(client, flow, session_id)
+    while True:
+        snapshot = await read_snapshot()
+        if session_attention(snapshot) is not None:
+            return snapshot
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise SessionWaitTimeoutError(
+                f"session {session_id!r} did not need a person within {timeout}"
+            )
+        poll = timedelta(seconds=min(remaining, SNAPSHOT_RECHECK_INTERVAL.total_seconds()))
+        token = await _next_relevant_event(client, flow, session_id, token, poll)
+
+
+async def _next_relevant_event(
+    client: FlowClient, flow: FlowDefinition, session_id: str, token: str, poll: timedelta
+) -> str:
+    """The token after the next event that may change the answer, or after the poll ran out."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + poll.total_seconds()
+    while True:
+        left = until - loop.time()
+        if left <= 0:
+            return token
+        try:
+            message = await client.read_stream(
+                flow, session_id, token, poll_timeout=timedelta(seconds=left)
+            )
+        except StreamReadTimeoutError:
+            return token
+        token = message.resume_token
+        if getattr(message.value, "type", None) not in _LIVE_EVENTS:
+            return token

@@ -1,0 +1,57 @@
+"""When a session needs a person: the rule behind ``AgentSessionClient.wait_for_user``.
+
+A session needs a person when an approval or a question waits for an answer,
+or when it is idle: no turn is active, nothing is queued or steered, and it
+waits for the next user message (its last turn ended, failed or was cancelled).
+A message the session has accepted is always either queued or stored (both
+engines list a message as queued until the Step that took it stores it), so an
+idle snapshot never hides a turn that is about to start.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from dex_agents.domain.interrupts import InterruptKind
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentStatus
+
+
+class SessionAttention(StrEnum):
+    """Why a session needs a person now."""
+
+    APPROVAL = "approval"
+    """A tool call waits for ``resolve_interrupt``."""
+    QUESTION = "question"
+    """A question waits for ``answer_question`` (or ``resolve_interrupt`` to decline it)."""
+    TURN_FAILED = "turn_failed"
+    """The session is idle and its last turn failed (``state.last_turn_error``)."""
+    IDLE = "idle"
+    """The session is idle and waits for the next user message."""
+
+
+def session_attention(snapshot: AgentSnapshot) -> SessionAttention | None:
+    """Why the session of ``snapshot`` needs a person, or ``None`` while it works on its own.
+
+    A pending interrupt comes first (the oldest one decides between approval and
+    question); then an idle session. A session whose ``AgentState`` is not
+    committed yet (``state`` is ``None``) is still starting.
+    """
+    if snapshot.pending_interrupts:
+        first = snapshot.pending_interrupts[0]
+        if first.kind is InterruptKind.QUESTION:
+            return SessionAttention.QUESTION
+        return SessionAttention.APPROVAL
+    state = snapshot.state
+    if state is None:
+        return None
+    idle = (
+        state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
+        and state.active_turn_id is None
+        and snapshot.queued_message_count == 0
+        and not snapshot.queued_messages
+        and not snapshot.steered_messages
+    )
+    if not idle:
+        return None
+    return SessionAttention.TURN_FAILED if state.last_turn_error else SessionAttention.IDLE

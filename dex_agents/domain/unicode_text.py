@@ -1,0 +1,49 @@
+"""Text that cannot be stored: lone surrogates, and the one rule for them.
+
+A Python ``str`` can hold a lone surrogate (U+D800 to U+DFFF), most often from
+``os.fsdecode`` of a file name that is not valid UTF-8. Such text has no UTF-8
+form, so SQLite, Dex and every wire refuse it. The rule:
+
+- **From the caller** (a message, an answer, a session ID): refused at the door
+  with ``ValueError`` naming the argument and where the surrogate is, before
+  anything is stored. The caller knows where the text came from and can decode
+  it with ``errors="replace"``.
+- **From a tool or a model** (a result, an answer, an event): kept. The
+  canonical JSON writes each surrogate as its ``\\uXXXX`` escape, which is
+  valid UTF-8 and decodes back to the same string, so a tool's result is never
+  lost over a file name.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def first_lone_surrogate(text: str) -> int | None:
+    """The index of the first surrogate code point in ``text``, or ``None``."""
+    match = _SURROGATE.search(text)
+    return None if match is None else match.start()
+
+
+def require_storable_text(where: str, name: str, text: str) -> str:
+    """Return ``text`` when it has a UTF-8 form; raise ``ValueError`` naming the argument otherwise."""
+    index = first_lone_surrogate(text)
+    if index is not None:
+        raise ValueError(
+            f"{where}: {name} is not valid Unicode text: it has a lone surrogate "
+            f"U+{ord(text[index]):04X} at index {index} (decode bytes with errors='replace')"
+        )
+    return text
+
+
+def escape_lone_surrogates(json_text: str) -> str:
+    """``json_text`` with every surrogate code point written as its JSON ``\\uXXXX`` escape.
+
+    Surrogates occur only inside JSON strings (keys and values), where the
+    escape means the same code point, so the text still decodes to equal data.
+    """
+    if _SURROGATE.search(json_text) is None:
+        return json_text
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", json_text)

@@ -1,0 +1,65 @@
+"""``session_attention``: when a session needs a person, as a table of snapshots."""
+
+from __future__ import annotations
+
+import pytest
+
+from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
+from dex_agents.domain.messages import QueuedUserMessage
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentState, AgentStatus
+
+IDLE = AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=1)
+RUNNING = AgentState(status=AgentStatus.RUNNING_TOOLS, active_turn_id="turn-2", turn_count=2)
+QUEUED = QueuedUserMessage(message_id="m-1", text="next")
+
+
+def interrupt(kind: InterruptKind) -> AgentInterrupt:
+    return AgentInterrupt(
+        interrupt_id="i-1", tool_call_id="c-1", tool_name="refund", kind=kind, turn_id="turn-2"
+    )
+
+
+CASES: list[tuple[str, AgentSnapshot, SessionAttention | None]] = [
+    ("not started yet", AgentSnapshot(state=None), None),
+    ("idle after a turn", AgentSnapshot(state=IDLE), SessionAttention.IDLE),
+    (
+        "idle after a failed turn",
+        AgentSnapshot(
+            state=AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, last_turn_error="boom")
+        ),
+        SessionAttention.TURN_FAILED,
+    ),
+    ("a turn running", AgentSnapshot(state=RUNNING), None),
+    (
+        "waiting status but a turn is active",
+        AgentSnapshot(
+            state=AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, active_turn_id="turn-2")
+        ),
+        None,
+    ),
+    (
+        "a message queued",
+        AgentSnapshot(state=IDLE, queued_message_count=1, queued_messages=(QUEUED,)),
+        None,
+    ),
+    ("a message steered", AgentSnapshot(state=IDLE, steered_messages=(QUEUED,)), None),
+    (
+        "an approval during a turn",
+        AgentSnapshot(state=RUNNING, pending_interrupts=(interrupt(InterruptKind.APPROVAL),)),
+        SessionAttention.APPROVAL,
+    ),
+    (
+        "a question during a turn",
+        AgentSnapshot(state=RUNNING, pending_interrupts=(interrupt(InterruptKind.QUESTION),)),
+        SessionAttention.QUESTION,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "expected"), [case[1:] for case in CASES], ids=[case[0] for case in CASES]
+)
+def test_session_attention(snapshot: AgentSnapshot, expected: SessionAttention | None) -> None:
+    assert session_attention(snapshot) is expected
