@@ -4,7 +4,7 @@
 environment variable:
 
 - ``DEXCLI`` set: a private ``dexcli dev --engine zd`` on free loopback ports
-  (``dex_agents.adapters.dex.test_stack``), with ``dex-server-zd`` next to
+  (``dex_agents.adapters.dex.integration_stack``), with ``dex-server-zd`` next to
   ``DEXCLI`` or at ``DEX_SERVER_ZD_BINARY``, and a ``-zd-config`` file in
   ``tmp_path`` holding ``dev.durabilityMode: processCrashSafe`` (a
   ``server_zd_config`` file of your own replaces it). Worker children serve a
@@ -43,20 +43,13 @@ from typing import Self
 
 from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.adapters.dex.dexcli import read_flow_history, resolve_dexcli
-from dex_agents.adapters.dex.test_stack import (
+from dex_agents.adapters.dex.integration_stack import (
     DEXCLI_ENV,
     SERVER_ADDRESS_ENV,
     DexAgentTestStack,
     run_dex_agent_worker,
 )
-from dex_agents.adapters.local.test_probes import (
-    FileGate,
-    Invocation,
-    InvocationLog,
-    wait_for_agent_snapshot,
-    wait_until,
-)
-from dex_agents.adapters.local.test_stack import (
+from dex_agents.adapters.local.integration_stack import (
     DATABASE_ENV,
     LEASE_SECONDS_ENV,
     POLL_SECONDS_ENV,
@@ -64,7 +57,14 @@ from dex_agents.adapters.local.test_stack import (
     LocalAgentTestStack,
     WorkerProcess,
 )
-from dex_agents.adapters.local.test_stack import run_agent_worker as run_local_agent_worker
+from dex_agents.adapters.local.integration_stack import run_agent_worker as run_local_agent_worker
+from dex_agents.adapters.local.probes import (
+    FileGate,
+    Invocation,
+    InvocationLog,
+    wait_for_agent_snapshot,
+    wait_until,
+)
 from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, FlowClient, StepHistoryEntry

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from dex_agents.adapters.local.test_probes import wait_until
+from dex_agents.adapters.local.probes import wait_until
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.events import AgentEvent

@@ -53,7 +53,7 @@ from dex_agents.adapters.dex.dexcli import (
     stop_dex_dev,
 )
 from dex_agents.adapters.dex.flow_client import DexFlowClient
-from dex_agents.adapters.local.test_probes import wait_until, write_atomically
+from dex_agents.adapters.local.probes import wait_until, write_atomically
 from dex_agents.adapters.local.worker_children import (
     READY_DIR_ENV,
     WORKER_DIR_NAME,

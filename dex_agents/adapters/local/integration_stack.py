@@ -4,7 +4,7 @@ The test process opens an SQLite database under its ``tmp_path`` with a
 ``LocalEngine`` and a ``LocalFlowClient``; each Worker is ``python -m
 <worker_module>``, a child in its own process group that calls
 ``run_agent_worker`` over the same database. ``FileGate`` stops a tool or a
-model call inside the child at an exact point (``test_probes``). Starting,
+model call inside the child at an exact point (``probes``). Starting,
 killing and reading the children is ``WorkerChildren``'s (``worker_children``,
 whose names this module re-exports). ``dex_agents.testing`` is the public face
 of this module.
@@ -23,10 +23,8 @@ from types import TracebackType
 from typing import Self
 
 from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.engine import LocalEngine
-from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.adapters.local.test_probes import write_atomically
-from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.adapters.local.probes import write_atomically
+from dex_agents.adapters.local.runtime import EngineRuntime
 from dex_agents.adapters.local.worker_children import (
     READY_DIR_ENV,
     WORKER_DIR_NAME,
@@ -82,25 +80,23 @@ class LocalAgentTestStack(WorkerChildrenOwner):
         self.flows = list(flows)
         self.worker_env = dict(worker_env or {})
         self.database_path = self.tmp_path / DATABASE_NAME
-        self._store: SqliteFlowStore | None = None
-        self._engine: LocalEngine | None = None
-        self._client: LocalFlowClient | None = None
+        self._runtime: EngineRuntime | None = None
 
     @property
     def client(self) -> LocalFlowClient:
         """This process's engine client (inside the ``async with`` block only)."""
-        if self._client is None:
+        if self._runtime is None:
             raise RuntimeError("use the test stack inside 'async with' first")
-        return self._client
+        return self._runtime.flow_client
 
     async def __aenter__(self) -> Self:
         self.worker_dir.mkdir(parents=True, exist_ok=True)
-        # The test process creates the database before any child opens it.
-        self._store = SqliteFlowStore(self.database_path)
-        self._engine = LocalEngine(
-            self._store, self.flows, poll_interval=timedelta(milliseconds=20)
+        # The test process creates the database before any child opens it; it runs no worker.
+        runtime = EngineRuntime(
+            self.database_path, self.flows, workers=0, poll_interval=timedelta(milliseconds=20)
         )
-        self._client = LocalFlowClient(self._engine)
+        await runtime.open()
+        self._runtime = runtime
         return self
 
     async def __aexit__(
@@ -113,14 +109,12 @@ class LocalAgentTestStack(WorkerChildrenOwner):
         if exc is not None:
             # pytest shows stderr of a failed test: the children's side of the story.
             print(self.worker_logs(), file=sys.stderr)
-        if self._engine is not None:
-            self._engine.close()
-        if self._store is not None:
-            self._store.close()
-        self._client = self._engine = self._store = None
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            await runtime.close()
 
     def _worker_child_env(self) -> dict[str, str]:
-        if self._client is None:
+        if self._runtime is None:
             raise RuntimeError("use the test stack inside 'async with' first")
         return {
             LEASE_SECONDS_ENV: str(DEFAULT_TEST_LEASE_SECONDS),
@@ -144,20 +138,20 @@ async def serve_agent_worker(
     max_concurrent_tasks: int = 16,
 ) -> None:
     """Run a ``LocalWorker`` over ``database_path`` until the process is killed."""
-    store = SqliteFlowStore(database_path)
-    engine = LocalEngine(store, flows, poll_interval=poll, lease_duration=lease)
-    worker = LocalWorker(
-        engine, max_concurrent_tasks=max_concurrent_tasks, worker_id=f"pid-{os.getpid()}"
-    )
-    task = asyncio.create_task(worker.run())
-    await asyncio.sleep(0)  # the Worker's claim loop has started
-    if ready_dir is not None:
-        write_atomically(ready_file(ready_dir, os.getpid()), "ready")
-    try:
-        await task
-    finally:
-        engine.close()
-        store.close()
+    async with EngineRuntime(
+        database_path,
+        flows,
+        workers=1,
+        max_concurrent_tasks=max_concurrent_tasks,
+        create=False,
+        lease_duration=lease,
+        poll_interval=poll,
+        worker_id_prefix=f"pid-{os.getpid()}",
+    ) as runtime:
+        await asyncio.sleep(0)  # the Worker's claim loop has started
+        if ready_dir is not None:
+            write_atomically(ready_file(ready_dir, os.getpid()), "ready")
+        await runtime.wait_for_workers()
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 
-from dex_agents.adapters.local.test_probes import wait_until
+from dex_agents.adapters.local.probes import wait_until
 
 READY_DIR_ENV = "DEX_AGENTS_TEST_READY_DIR"
 """The variable that names the directory where a Worker child writes ``worker-<pid>.ready``."""

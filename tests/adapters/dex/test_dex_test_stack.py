@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dex_agents.adapters.dex.flow_client import DexFlowClient
-from dex_agents.adapters.dex.test_stack import (
+from dex_agents.adapters.dex.integration_stack import (
     DEFAULT_ZD_CONFIG,
     DEX_SERVER_ZD_BINARY_ENV,
     DEXCLI_ENV,
@@ -27,7 +27,7 @@ from dex_agents.adapters.dex.test_stack import (
     WORKER_BIND_ADDRESS_ENV,
     DexAgentTestStack,
 )
-from dex_agents.adapters.local.test_stack import LocalAgentTestStack, ready_file
+from dex_agents.adapters.local.integration_stack import LocalAgentTestStack, ready_file
 from dex_agents.testing import AgentTestStack, run_agent_worker
 from tests.adapters.dex.fake_dexcli import REPO_ROOT, SAMPLE_ENTRIES, fake_dexcli, serving_dexcli
 from tests.adapters.engine_flows import EngineTestFlow

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from dex_agents.adapters.dex.test_stack import parse_flow_history
+from dex_agents.adapters.dex.integration_stack import parse_flow_history
 from dex_agents.ports.flow_client import StepHistoryEntry
 from tests.adapters.dex.fake_dexcli import SAMPLE_ENTRIES, SAMPLE_HISTORY
 

@@ -1,0 +1,71 @@
+"""Checks at the door of a session database file, before SQLite opens (or creates) it.
+
+SQLite's own errors for a bad path name the symptom ("unable to open database
+file", "file is not a database") and a read-only file is found only at the first
+write, after a user has typed a message. These checks name the fault once, in
+the same words for every caller: a directory, a missing folder, a missing file
+that should exist, a file that is not SQLite, and a file or folder that cannot
+be written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dex_agents.ports.errors import EngineError
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+
+class DatabaseFileError(EngineError, ValueError):
+    """A session database path that cannot be used as one; the message names the fault."""
+
+
+def _read_only_file_system(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def check_database_file(path: str | os.PathLike[str], *, must_exist: bool) -> Path:
+    """Return ``path`` when a session database can be opened there, else raise ``DatabaseFileError``.
+
+    ``must_exist`` refuses a missing file instead of letting SQLite create an
+    empty one (listing or showing sessions must never create a database).
+    """
+    database = Path(path)
+    folder = database.parent
+    if database.is_dir():
+        raise DatabaseFileError(f"{database} is a directory, not a session database")
+    if not folder.is_dir():
+        raise DatabaseFileError(f"{database}: the folder {folder} does not exist")
+    if not database.exists():
+        if must_exist:
+            raise DatabaseFileError(f"no session database at {database}")
+        if _read_only_file_system(folder) or not os.access(folder, os.W_OK | os.X_OK):
+            raise DatabaseFileError(
+                f"{database} cannot be created: the folder {folder} is read-only"
+            )
+        return database
+    if not database.is_file():
+        raise DatabaseFileError(f"{database} is not a regular file, not a session database")
+    try:
+        with database.open("rb") as file:
+            header = file.read(len(SQLITE_HEADER))
+    except OSError as error:
+        raise DatabaseFileError(f"{database} cannot be read: {error.strerror}") from error
+    # SQLite writes its header with the first table; an empty file is a new database.
+    if header and header != SQLITE_HEADER:
+        raise DatabaseFileError(f"{database} is not a session database (not an SQLite file)")
+    if _read_only_file_system(database) or not os.access(database, os.W_OK):
+        raise DatabaseFileError(f"{database} is read-only: a session database must be writable")
+    # WAL mode keeps two files beside the database, so the folder must take writes too.
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DatabaseFileError(
+            f"{database} cannot be used: its folder {folder} is read-only "
+            "(SQLite keeps its write-ahead log beside the database)"
+        )
+    return database

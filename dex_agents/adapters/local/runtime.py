@@ -1,0 +1,187 @@
+"""The embedded engine in one process: a store, its engine, a client and workers, opened in order.
+
+``EngineRuntime`` opens a session database (or a store in memory), starts
+workers in this process and closes everything in order. It is the building
+block of the public ``dex_agents.local.LocalRuntime`` (which adds session
+clients) and of ``dex_agents.testing``'s stacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.database_file import check_database_file
+from dex_agents.adapters.local.engine import (
+    DEFAULT_LEASE_DURATION,
+    DEFAULT_POLL_INTERVAL,
+    LocalEngine,
+)
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.ports.engine import FlowDefinition
+from dex_agents.ports.flow_store import FlowStore
+
+logger = logging.getLogger("dex_agents.engine")
+
+DEFAULT_MAX_CONCURRENT_TASKS = 16
+"""Step executions one worker runs at once: give it at least the largest batch of tool calls."""
+
+
+class EngineRuntime:
+    """``async with EngineRuntime(path, flows) as runtime``: the embedded engine in this process.
+
+    ``path`` is the session database, an SQLite file that any process can open
+    to serve the same sessions (``None`` keeps everything in this process's
+    memory, gone when it closes). ``flows`` are the session Flows (one
+    ``AgentSessionFlow`` per agent) this process serves. ``workers`` workers
+    (one by default; ``0`` for a client only) each run up to
+    ``max_concurrent_tasks`` Steps at once. ``create=False`` refuses a file that
+    does not exist yet instead of creating it. ``worker_id_prefix`` names the
+    workers (``prefix``, or ``prefix-1``, ``prefix-2``, ... for several) in
+    leases and logs; without it each gets a random ID. A faulty path raises
+    ``DatabaseFileError`` when the runtime opens, naming the fault.
+
+    On exit the workers stop claiming (a running attempt is cancelled and left
+    to its lease, so another process or the next start takes it over), then the
+    engine and the database close.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        flows: Sequence[FlowDefinition],
+        *,
+        workers: int = 1,
+        max_concurrent_tasks: int = DEFAULT_MAX_CONCURRENT_TASKS,
+        create: bool = True,
+        lease_duration: timedelta = DEFAULT_LEASE_DURATION,
+        poll_interval: timedelta = DEFAULT_POLL_INTERVAL,
+        worker_id_prefix: str | None = None,
+    ) -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            raise ValueError(f"workers must be a whole number, 0 or more, not {workers!r}")
+        if not flows:
+            raise ValueError("an engine runtime needs at least one Flow")
+        self._path = None if path is None else Path(path)
+        self._flows = list(flows)
+        self._worker_count = workers
+        self._max_concurrent_tasks = max_concurrent_tasks
+        self._create = create
+        self._lease_duration = lease_duration
+        self._poll_interval = poll_interval
+        self._worker_id_prefix = worker_id_prefix
+        self._store: FlowStore | None = None
+        self._engine: LocalEngine | None = None
+        self._client: LocalFlowClient | None = None
+        self._workers: list[tuple[LocalWorker, asyncio.Task[None]]] = []
+
+    @property
+    def flows(self) -> tuple[FlowDefinition, ...]:
+        """The Flow types this runtime serves."""
+        return tuple(self._flows)
+
+    @property
+    def database_path(self) -> Path | None:
+        """The session database, or ``None`` in memory."""
+        return self._path
+
+    @property
+    def flow_client(self) -> LocalFlowClient:
+        """The engine's client: start and stop sessions, list them, read Streams and Step history."""
+        if self._client is None:
+            raise RuntimeError("open the runtime with 'async with' first")
+        return self._client
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Open the database and start the workers (``async with`` calls this)."""
+        if self._engine is not None:
+            raise RuntimeError("this runtime is open already")
+        store: FlowStore
+        if self._path is None:
+            store = MemoryFlowStore()
+        else:
+            path = check_database_file(self._path, must_exist=not self._create)
+            store = await asyncio.to_thread(SqliteFlowStore, path)
+        try:
+            engine = LocalEngine(
+                store,
+                self._flows,
+                poll_interval=self._poll_interval,
+                lease_duration=self._lease_duration,
+            )
+        except BaseException:
+            store.close()
+            raise
+        self._store, self._engine = store, engine
+        self._client = LocalFlowClient(engine)
+        for number in range(self._worker_count):
+            worker = LocalWorker(
+                engine,
+                max_concurrent_tasks=self._max_concurrent_tasks,
+                worker_id=self._worker_id(number),
+            )
+            task = asyncio.create_task(worker.run(), name=f"dex-agents {worker.worker_id}")
+            task.add_done_callback(_report_worker_end)
+            self._workers.append((worker, task))
+
+    async def wait_for_workers(self) -> None:
+        """Wait until every worker has stopped; raise the error that stopped the first that failed.
+
+        Workers run until ``close``, or until an error they cannot survive.
+        """
+        tasks = [task for _, task in self._workers]
+        if tasks:
+            await asyncio.wait(tasks)
+        for task in tasks:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+
+    def _worker_id(self, number: int) -> str | None:
+        prefix = self._worker_id_prefix
+        if prefix is None:
+            return None
+        return prefix if self._worker_count == 1 else f"{prefix}-{number + 1}"
+
+    async def close(self) -> None:
+        """Stop the workers, then close the engine and the database. Safe to call twice."""
+        workers, self._workers = self._workers, []
+        for worker, _ in workers:
+            await worker.stop()
+        for _, task in workers:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task
+        if self._engine is not None:
+            self._engine.close()
+        if self._store is not None:
+            self._store.close()
+        self._engine = self._store = self._client = None
+
+
+def _report_worker_end(task: asyncio.Task[None]) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        logger.error("a worker stopped: %s", error, exc_info=error)

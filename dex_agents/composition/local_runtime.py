@@ -1,0 +1,122 @@
+"""The embedded engine in one process, with a session client per Flow.
+
+``LocalRuntime`` is the one entry point for running agents on the embedded
+engine: it opens the session database (or a store in memory), starts workers
+in this process, hands out an ``AgentSessionClient`` per Flow, and closes
+everything in order. ``serve_workers`` and ``run_workers`` run workers only,
+for extra worker processes on the same file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Sequence
+from datetime import timedelta
+
+from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION, DEFAULT_POLL_INTERVAL
+from dex_agents.adapters.local.runtime import DEFAULT_MAX_CONCURRENT_TASKS, EngineRuntime
+from dex_agents.app.session_flow import PortableSessionFlow
+from dex_agents.composition.session_client import AgentSessionClient
+from dex_agents.ports.engine import FlowDefinition
+
+
+class LocalRuntime(EngineRuntime):
+    """``async with LocalRuntime(path, flows) as runtime``: run agent sessions in this process.
+
+    ``path`` is the session database, an SQLite file that any process can open
+    to serve the same sessions; ``None`` keeps everything in this process's
+    memory, gone when it closes. ``flows`` are the session Flows this process
+    serves (one ``AgentSessionFlow`` per agent). ``workers`` workers (one by
+    default; ``0`` for a client only) each run up to ``max_concurrent_tasks``
+    Steps at once. ``create=False`` refuses a file that does not exist yet
+    instead of creating an empty one. A faulty path raises ``DatabaseFileError``
+    when the runtime opens, naming the fault.
+
+    ``runtime.sessions(flow)`` is the ``AgentSessionClient`` of one Flow;
+    ``runtime.flow_client`` lists, stops and inspects sessions. On exit the
+    workers stop claiming (a running attempt is left to its lease, so another
+    process or the next start takes it over), then the engine and the database
+    close.
+    """
+
+    def sessions(self, flow: PortableSessionFlow) -> AgentSessionClient:
+        """An ``AgentSessionClient`` for the sessions of ``flow``, one of this runtime's Flows."""
+        if not any(flow is served for served in self.flows):
+            raise ValueError(f"Flow type {flow.flow_type!r} is not one of this runtime's Flows")
+        return AgentSessionClient(self.flow_client, flow)
+
+
+async def serve_workers(
+    path: str | os.PathLike[str],
+    flows: Sequence[FlowDefinition],
+    *,
+    workers: int = 1,
+    max_concurrent_tasks: int = DEFAULT_MAX_CONCURRENT_TASKS,
+    lease_duration: timedelta = DEFAULT_LEASE_DURATION,
+    poll_interval: timedelta = DEFAULT_POLL_INTERVAL,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve the sessions of ``flows`` in the database at ``path`` until ``stop`` is set.
+
+    For extra worker processes beside the one that runs a ``LocalRuntime``: the
+    database must exist already (``DatabaseFileError`` otherwise). Without
+    ``stop`` it serves until the task is cancelled; a worker that stops on an
+    error it cannot survive ends it with that error. ``lease_duration`` (10 s
+    by default) is how soon another worker takes over an attempt of a worker
+    that was killed; ``poll_interval`` (100 ms) how often it looks for other
+    processes' commits.
+    """
+    async with EngineRuntime(
+        path,
+        flows,
+        workers=workers,
+        max_concurrent_tasks=max_concurrent_tasks,
+        create=False,
+        lease_duration=lease_duration,
+        poll_interval=poll_interval,
+    ) as runtime:
+        stopped = asyncio.create_task((stop or asyncio.Event()).wait())
+        ended = asyncio.create_task(runtime.wait_for_workers())
+        try:
+            await asyncio.wait({stopped, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not ended.done():
+                ended.cancel()
+        if ended.done() and not ended.cancelled():
+            ended.result()
+
+
+def run_workers(
+    path: str | os.PathLike[str],
+    flows: Sequence[FlowDefinition],
+    *,
+    workers: int = 1,
+    max_concurrent_tasks: int = DEFAULT_MAX_CONCURRENT_TASKS,
+    lease_duration: timedelta = DEFAULT_LEASE_DURATION,
+    poll_interval: timedelta = DEFAULT_POLL_INTERVAL,
+) -> None:
+    """Run ``serve_workers`` as a program's main loop until SIGTERM or SIGINT (Ctrl-C).
+
+    The workers stop claiming when the signal arrives; an attempt still running
+    is left to its lease, so another worker takes it over.
+    """
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve_workers(
+            path,
+            flows,
+            workers=workers,
+            max_concurrent_tasks=max_concurrent_tasks,
+            lease_duration=lease_duration,
+            poll_interval=poll_interval,
+            stop=stop,
+        )
+
+    asyncio.run(main())

@@ -1,0 +1,21 @@
+"""Run agents on the embedded engine: one SQLite file is the server.
+
+``LocalRuntime`` opens a session database in this process (or keeps one in
+memory), starts workers and gives an ``AgentSessionClient`` per Flow;
+``serve_workers`` and ``run_workers`` run extra worker processes on the same
+file. ``DatabaseFileError`` names what is wrong with a database path.
+"""
+
+from __future__ import annotations
+
+from dex_agents.adapters.local.database_file import DatabaseFileError
+from dex_agents.adapters.local.runtime import DEFAULT_MAX_CONCURRENT_TASKS
+from dex_agents.composition.local_runtime import LocalRuntime, run_workers, serve_workers
+
+__all__ = [
+    "DEFAULT_MAX_CONCURRENT_TASKS",
+    "DatabaseFileError",
+    "LocalRuntime",
+    "run_workers",
+    "serve_workers",
+]

@@ -1,0 +1,186 @@
+"""``dex_agents.local.LocalRuntime`` with ``open_session`` and ``wait_for_user``, on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dex_agents import AgentSessionFlow, ToolEffect
+from dex_agents.builtin_loop import (
+    AgentDefinition,
+    ModelRequest,
+    ScriptedModelClient,
+    ScriptedModelReply,
+    ScriptedToolCall,
+    builtin_agent_session_flow,
+    function_tool,
+)
+from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.domain.messages import MessageRole
+from dex_agents.local import DatabaseFileError, LocalRuntime
+from dex_agents.ports.errors import FlowAlreadyStartedError, SessionWaitTimeoutError
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+@function_tool(effect=ToolEffect.READ)
+def lookup(order_id: str) -> str:
+    """Look an order up."""
+    return f"order {order_id} shipped"
+
+
+@function_tool(effect=ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=True)
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+def reply(request: ModelRequest) -> ScriptedModelReply:
+    results = ScriptedModelClient.tool_results(request)
+    last = ScriptedModelClient.user_texts(request)[-1]
+    if results:
+        return ScriptedModelReply(text=f"done: {results[-1].output}")
+    if last.startswith("refund"):
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall("refund", {"order_id": "7"}),))
+    if last.startswith("look"):
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall("lookup", {"order_id": "7"}),))
+    return ScriptedModelReply(text=f"echo: {last}")
+
+
+def make_flow() -> AgentSessionFlow:
+    agent = AgentDefinition(
+        name="runtime-test",
+        instructions="Answer.",
+        model=ScriptedModelClient(reply),
+        tools=[lookup, refund],
+    )
+    return builtin_agent_session_flow(agent, flow_type="RuntimeTestAgent")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Path | None:
+    return None if request.param == "memory" else tmp_path / "sessions.sqlite3"
+
+
+FAST = timedelta(milliseconds=20)
+
+
+async def test_a_turn_with_an_approval_end_to_end(database: Path | None) -> None:
+    flow = make_flow()
+    async with LocalRuntime(database, [flow], poll_interval=FAST) as runtime:
+        sessions = runtime.sessions(flow)
+        assert await sessions.open_session("s-1") is True
+        assert await sessions.open_session("s-1") is False
+        with pytest.raises(FlowAlreadyStartedError):
+            await sessions.start_session("s-1")
+        assert await sessions.send_user_message("s-1", "refund order 7")
+        waiting = await sessions.wait_for_user("s-1", timeout=timedelta(seconds=20))
+        assert session_attention(waiting) is SessionAttention.APPROVAL
+        approval = waiting.pending_interrupts[0]
+        assert approval.tool_name == "refund"
+        assert await sessions.resolve_interrupt("s-1", approval.interrupt_id, approved=True)
+        done = await sessions.wait_for_user("s-1", timeout=timedelta(seconds=20))
+        assert session_attention(done) is SessionAttention.IDLE
+        assert done.messages[-1].text == "done: refunded 7"
+
+
+async def test_wait_for_user_times_out_while_a_turn_waits_for_nobody(tmp_path: Path) -> None:
+    flow = make_flow()
+    # No worker: the accepted message is queued and no turn can end.
+    async with LocalRuntime(tmp_path / "db.sqlite3", [flow], workers=0) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s-1")
+        with pytest.raises(SessionWaitTimeoutError, match="did not need a person"):
+            # Without a worker even StartAgentSession never commits.
+            await sessions.wait_for_user("s-1", timeout=timedelta(milliseconds=300))
+
+
+async def test_an_accepted_message_is_never_invisible(database: Path | None) -> None:
+    """Polls tightly across every handover: right after ``send_user_message`` returned ``True``
+    no snapshot may look idle until the message is stored and its turn ended."""
+    flow = make_flow()
+    async with LocalRuntime(database, [flow], poll_interval=FAST) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s-1")
+        await sessions.wait_for_user("s-1", timeout=timedelta(seconds=10))
+        for turn in range(1, 16):
+            text = f"message {turn}"
+            assert await sessions.send_user_message("s-1", text)
+            polls = 0
+            while True:
+                snapshot = await sessions.get_agent_snapshot("s-1")
+                polls += 1
+                if session_attention(snapshot) is not None:
+                    break
+            stored = [m.text for m in snapshot.messages if m.role is MessageRole.USER]
+            assert stored[-1] == text, f"idle after {polls} polls without {text!r} stored"
+            assert snapshot.messages[-1].text == f"echo: {text}"
+
+
+async def test_sessions_refuses_a_flow_the_runtime_does_not_serve() -> None:
+    served, other = make_flow(), make_flow()
+    async with LocalRuntime(None, [served], workers=0) as runtime:
+        with pytest.raises(ValueError, match=r"RuntimeTestAgent.* not one of this runtime's Flows"):
+            runtime.sessions(other)
+
+
+async def test_create_false_never_creates_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "absent.sqlite3"
+    with pytest.raises(DatabaseFileError, match="no session database at"):
+        async with LocalRuntime(path, [make_flow()], create=False):
+            pass
+    assert not path.exists()
+
+
+async def test_a_directory_is_refused_when_the_runtime_opens(tmp_path: Path) -> None:
+    with pytest.raises(DatabaseFileError, match="is a directory, not a session database"):
+        async with LocalRuntime(tmp_path, [make_flow()]):
+            pass
+
+
+@pytest.mark.parametrize("workers", [-1, True, 1.5])
+def test_workers_must_be_a_whole_number(workers: object) -> None:
+    with pytest.raises(ValueError, match="workers must be a whole number"):
+        LocalRuntime(None, [make_flow()], workers=workers)  # type: ignore[arg-type]
+
+
+WORKER_PROGRAM = textwrap.dedent(
+    """
+    import sys
+    from tests.composition.test_local_runtime import make_flow
+    from dex_agents.local import run_workers
+
+    run_workers(sys.argv[1], [make_flow()])
+    """
+)
+
+
+async def test_run_workers_serves_the_file_from_another_process(tmp_path: Path) -> None:
+    database = tmp_path / "shared.sqlite3"
+    flow = make_flow()
+    async with LocalRuntime(database, [flow], workers=0, poll_interval=FAST) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s-1")
+        worker = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            WORKER_PROGRAM,
+            str(database),
+            cwd=REPOSITORY,
+            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert await sessions.send_user_message("s-1", "look up order 7")
+            done = await sessions.wait_for_user("s-1", timeout=timedelta(seconds=30))
+            assert done.messages[-1].text == "done: order 7 shipped"
+        finally:
+            worker.terminate()  # SIGTERM: run_workers stops claiming and exits cleanly
+            _, stderr = await asyncio.wait_for(worker.communicate(), timeout=30)
+        assert worker.returncode == 0, stderr.decode()
