@@ -12,6 +12,7 @@ so text order is time order.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -55,6 +56,15 @@ class StoreVersionError(StoreError):
     """The file's schema is newer than this dex-agents understands."""
 
 
+class StoreFileGoneError(StoreError):
+    """The database file this store opened was deleted or replaced by another file.
+
+    SQLite keeps writing into the unlinked file, so a process that went on would
+    acknowledge work nobody else can see; the store refuses every transaction
+    instead, until the process opens the new file.
+    """
+
+
 class SqliteFlowStore:
     """A ``FlowStore`` in an SQLite file: durable, and shared by every process that opens the file.
 
@@ -78,6 +88,7 @@ class SqliteFlowStore:
         # A second connection only reads PRAGMA data_version, which changes on every commit
         # by any other connection, this store's own included, and waits behind no transaction.
         self._poll: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
         try:
             self._connection = self._connect()
             mode = self._connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -90,12 +101,28 @@ class SqliteFlowStore:
             if self._schema_version(self._connection) != SCHEMA_VERSION:
                 self._transact(self._connection, self._create_schema)
             self._poll = self._connect()
+            self._identity = self._file_identity()
         except sqlite3.Error as error:
             self.close()
             raise self._translate(error) from error
         except BaseException:
             self.close()
             raise
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return status.st_dev, status.st_ino
+
+    def _check_file(self) -> None:
+        """Refuse to go on when the file at ``path`` is no longer the one this store opened."""
+        if self._file_identity() != self._identity:
+            raise StoreFileGoneError(
+                f"the session database {self.path} was deleted or replaced while this "
+                "process had it open; nothing more is written to it: restart the process"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(
@@ -175,6 +202,7 @@ class SqliteFlowStore:
             if self._in_run:
                 raise RuntimeError("FlowStore.run cannot run inside another transaction's work")
             connection = self._connection
+            self._check_file()
             tx = SqliteTransaction(connection)
             self._in_run = True
             try:

@@ -16,11 +16,14 @@ import functools
 import logging
 import traceback
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
 
 from dex_agents.adapters.local import claims, transitions
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.staged_state import (
     SnapshotSource,
     StagedState,
@@ -31,8 +34,11 @@ from dex_agents.adapters.local.step_context import (
     LocalStepContext,
     LocalWaitContext,
 )
+from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
 from dex_agents.ports.engine import StepDecision, StepOptions, Wait
-from dex_agents.ports.flow_store import ExecutionRow
+from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
+
+R = TypeVar("R")
 
 logger = logging.getLogger("dex_agents.engine")
 
@@ -82,6 +88,21 @@ class LocalWorker:
         self._running: dict[int, _Running] = {}
         self._stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        self._faults = StoreFaultLog(logger, self.worker_id)
+
+    async def _transact(self, work: Callable[[StoreTransaction], R]) -> R:
+        """``engine.run(work)``, retried through store faults until it commits or the worker stops."""
+        engine = self._engine
+        return await until_stored(
+            lambda: engine.run(work), self._faults, give_up=self._stopping.is_set
+        )
+
+    async def _read(self, work: Callable[[StoreTransaction], R]) -> R:
+        """``engine.read(work)``, retried through store faults like ``_transact``."""
+        engine = self._engine
+        return await until_stored(
+            lambda: engine.read(work), self._faults, give_up=self._stopping.is_set
+        )
 
     async def run(self) -> None:
         """Claim and run Steps until ``stop`` is called."""
@@ -99,19 +120,29 @@ class LocalWorker:
         self._stopping.set()
 
     async def _claim_loop(self) -> None:
+        try:
+            await self._claim_until_stopped()
+        except StoreError:
+            if not self._stopping.is_set():
+                raise
+            # The store failed while the worker was stopping: nothing is left to claim.
+
+    async def _claim_until_stopped(self) -> None:
         engine = self._engine
         counter: int | None = None
         next_check = engine.now()
         while not self._stopping.is_set():
             now = engine.now()
-            current = await engine.change_counter()
+            current = await until_stored(
+                engine.change_counter, self._faults, give_up=self._stopping.is_set
+            )
             if current != counter or now >= next_check or self._slot_freed.is_set():
                 self._slot_freed.clear()
                 # The counter read before the claim: a commit that lands after the claim
                 # (another process's, or a client's) then still wakes the next wait.
                 counter = current
                 free = self._max - len(self._running)
-                round_ = await engine.run(
+                round_ = await self._transact(
                     functools.partial(
                         claims.claim_round,
                         flows=engine.flows,
@@ -156,8 +187,11 @@ class LocalWorker:
         running.task = asyncio.create_task(coroutine)
         running.task.add_done_callback(functools.partial(self._finished, claim.row.id))
 
-    def _finished(self, key: int, _task: asyncio.Task[None]) -> None:
+    def _finished(self, key: int, task: asyncio.Task[None]) -> None:
         self._running.pop(key, None)
+        if not task.cancelled() and task.exception() is not None:
+            # Only a store fault while stopping gets here: its lease lapses and it is taken over.
+            logger.warning("an attempt ended without a result: %s", task.exception())
         self._slot_freed.set()
 
     async def _run_wait(self, flow: RegisteredFlow, running: _Running) -> None:
@@ -165,7 +199,7 @@ class LocalWorker:
         step = flow.step(row.step_type)
         try:
             options = flow.options(step, row.options)
-            snapshot = await engine.read(
+            snapshot = await self._read(
                 lambda tx: read_snapshot(tx, row.flow_id, flow.flow.schema, options.wait_loads)
             )
             state = StagedState(row.flow_id, SnapshotSource(snapshot), options.wait_loads)
@@ -180,17 +214,17 @@ class LocalWorker:
             raise
         except Exception:
             logger.exception("wait phase of %s failed; it runs again", row.step_execution_id)
-            await engine.run(
+            await self._transact(
                 lambda tx: claims.retry_wait_phase(tx, row, engine.now(), WAIT_PHASE_RETRY_DELAY)
             )
             return
-        await engine.run(lambda tx: transitions.submit_wait(tx, row, wait, engine.now()))
+        await self._transact(lambda tx: transitions.submit_wait(tx, row, wait, engine.now()))
 
     async def _run_execute(self, flow: RegisteredFlow, running: _Running) -> None:
         engine, row = self._engine, running.row
         step = flow.step(row.step_type)
         options = running.options or step.options()
-        snapshot = await engine.read(
+        snapshot = await self._read(
             lambda tx: read_snapshot(tx, row.flow_id, flow.flow.schema, options.loads)
         )
         state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
@@ -233,7 +267,7 @@ class LocalWorker:
             if unsent:
                 # Live events stay even when the attempt fails, as in Dex: a UI keeps
                 # only the highest attempt's text, so it needs to see this one's.
-                await engine.run(
+                await self._transact(
                     lambda tx: claims.append_events(tx, flow, row, unsent, engine.now())
                 )
             failure: BaseException = error
@@ -246,20 +280,36 @@ class LocalWorker:
                 row.step_execution_id,
                 "".join(traceback.format_exception_only(failure)).strip(),
             )
-            await engine.run(
-                lambda tx: transitions.fail_attempt(tx, flow, row, error_type, detail, engine.now())
-            )
+            await self._fail_attempt(flow, row, error_type, detail)
             return
         pending = context.close()
         await context.wait_closed()
         stream = flow.flow.stream
         if stream is not None and pending:
             state.events[:0] = [(stream, event) for event in pending]
-        committed = await engine.run(
-            lambda tx: transitions.commit_execute(tx, flow, row, state, decision, engine.now())
-        )
+        try:
+            committed = await self._transact(
+                lambda tx: transitions.commit_execute(tx, flow, row, state, decision, engine.now())
+            )
+        except StoreError:
+            raise  # only while stopping: the lease lapses and the attempt is taken over
+        except Exception as error:
+            # A result the store refuses (a bug, or a value it cannot hold) fails the attempt
+            # at once, as what it is, instead of leaving it to wait out its lease.
+            logger.exception("the result of %s could not be committed", row.step_execution_id)
+            detail = f"the attempt's result could not be committed: {error}"
+            await self._fail_attempt(flow, row, type(error).__name__, detail)
+            return
         if not committed:
             logger.warning("%s lost its lease; its result was dropped", row.step_execution_id)
+
+    async def _fail_attempt(
+        self, flow: RegisteredFlow, row: ExecutionRow, error_type: str, detail: str
+    ) -> None:
+        engine = self._engine
+        await self._transact(
+            lambda tx: transitions.fail_attempt(tx, flow, row, error_type, detail, engine.now())
+        )
 
     async def _after_cancel(self, running: _Running) -> None:
         context, row = running.context, running.row
@@ -267,14 +317,9 @@ class LocalWorker:
             context.close()
         reason = running.stop_reason
         if isinstance(reason, HeartbeatTimeoutError):
-            flow = running.flow
-            await self._engine.run(
-                lambda tx: transitions.fail_attempt(
-                    tx, flow, row, type(reason).__name__, str(reason), self._engine.now()
-                )
-            )
+            await self._fail_attempt(running.flow, row, type(reason).__name__, str(reason))
         elif context is not None and context.cancellation_requested:
-            await self._engine.run(
+            await self._transact(
                 lambda tx: claims.cancelled_while_running(tx, row, self._engine.now())
             )
         # Otherwise the worker is stopping: the lease lapses and the attempt is taken over.
@@ -287,15 +332,21 @@ class LocalWorker:
             if not self._running:
                 continue
             ids = list(self._running)
-            cancelled = await engine.run(
-                functools.partial(
-                    claims.renew_leases,
-                    owner=self.worker_id,
-                    ids=ids,
-                    now=engine.now(),
-                    lease=engine.lease_duration,
+            try:
+                cancelled = await engine.run(
+                    functools.partial(
+                        claims.renew_leases,
+                        owner=self.worker_id,
+                        ids=ids,
+                        now=engine.now(),
+                        lease=engine.lease_duration,
+                    )
                 )
-            )
+            except StoreError as error:
+                # The next renewal tries again; a lease that lapses meanwhile is taken over.
+                self._faults.failed(error)
+                continue
+            self._faults.succeeded()
             self._cancel(cancelled)
             now = engine.now()
             for running in list(self._running.values()):
