@@ -1,4 +1,4 @@
-"""The chat shows a model's text while the model still writes it, and only once."""
+"""The chat shows a model's text while the model still writes it, on one line, and only once."""
 
 from __future__ import annotations
 
@@ -7,70 +7,125 @@ from datetime import timedelta
 
 import pytest
 
-from dex_agents import AgentSessionClient, AgentSessionFlow
-from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.engine import LocalEngine
-from dex_agents.adapters.local.memory_store import MemoryFlowStore
-from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.cli.main import _Follower, _LiveText, _Stack
+from dex_agents import AgentSessionFlow
+from dex_agents.cli.chat_output import ChatOutput
+from dex_agents.cli.follower import Follower
+from dex_agents.cli.live_text import LiveText
 from dex_agents.domain.messages import FrameworkMessage, MessageRole
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.local import LocalRuntime
 from dex_agents.ports.runner import AgentTurnContext
 from tests.app.scripted_runner import ScriptedRunner
 
+DEADLINE_SECONDS = 10.0
+
 
 class HeldModel(ScriptedRunner):
-    """Writes its answer as live text, then holds the model call until released."""
+    """Writes its answer as live text in two parts, holding the model call after each."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.release = asyncio.Event()
+        self.releases = [asyncio.Event(), asyncio.Event()]
 
     async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
-        turn.events.write_text_delta("thinking about order 7")
-        await self.release.wait()
+        turn.events.write_text_delta("thinking about ")
+        await self.releases[0].wait()
+        turn.events.write_text_delta("order 7")
+        await self.releases[1].wait()
         answer = FrameworkMessage(
             role=MessageRole.ASSISTANT, framework_item="{}", text="thinking about order 7"
         )
         return TurnCompleted(new_messages=[answer], usage=AgentUsage(model_calls=1))
 
 
-async def test_live_text_is_shown_before_the_turn_ends_and_not_again_after(
+async def _shows(capsys: pytest.CaptureFixture[str], shown: list[str], text: str) -> None:
+    deadline = asyncio.get_running_loop().time() + DEADLINE_SECONDS
+    while text not in "".join(shown):
+        assert asyncio.get_running_loop().time() < deadline, "".join(shown)
+        await asyncio.sleep(0.02)  # capsys cannot be awaited; the deadline bounds the wait
+        shown.append(capsys.readouterr().out)
+
+
+async def test_live_text_grows_on_one_line_before_the_turn_ends_and_is_not_repeated(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     runner = HeldModel()
     flow = AgentSessionFlow(runner, flow_type="LiveAgent")
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    flow_client = LocalFlowClient(engine)
-    client = AgentSessionClient(flow_client, flow)
-    worker = LocalWorker(engine)
-    worker_task = asyncio.create_task(worker.run())
-    live = _LiveText(_Stack(client, flow_client, flow, worker), "s1")
-    try:
-        await client.start_session("s1")
-        await live.start()
-        follower = _Follower(client, "s1", live)
-        follower.mark_seen(await client.get_agent_snapshot("s1"))
-        assert await client.send_user_message("s1", "where is order 7")
-        following = asyncio.create_task(follower.follow(0))
-        deadline = asyncio.get_running_loop().time() + 10
-        shown = ""
-        while "agent> thinking about order 7" not in shown:
-            assert asyncio.get_running_loop().time() < deadline, shown
-            await asyncio.sleep(0.02)
-            shown += capsys.readouterr().out
-        # The model call is still held: the text came from the Stream, not the transcript.
-        assert not following.done()
-        runner.release.set()
-        assert await asyncio.wait_for(following, 10)
-        shown += capsys.readouterr().out
-        assert shown.count("thinking about order 7") == 1
-    finally:
-        runner.release.set()
-        await live.stop()
-        await worker.stop()
-        await worker_task
-        engine.close()
-        store.close()
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        client = runtime.sessions(flow)
+        live = LiveText(runtime.flow_client, flow, "s1")
+        try:
+            await client.start_session("s1")
+            await live.start()
+            follower = Follower(client, "s1", live)
+            follower.mark_seen(await client.get_agent_snapshot("s1"))
+            assert await client.send_user_message("s1", "where is order 7")
+            following = asyncio.create_task(follower.until_person())
+            shown: list[str] = []
+            await _shows(capsys, shown, "agent> thinking about ")
+            runner.releases[0].set()
+            await _shows(capsys, shown, "agent> thinking about order 7")
+            # The model call is still held: the text came from the Stream, not the transcript.
+            assert not following.done()
+            runner.releases[1].set()
+            snapshot = await asyncio.wait_for(following, DEADLINE_SECONDS)
+            shown.append(capsys.readouterr().out)
+            assert snapshot.state is not None
+            assert snapshot.state.active_turn_id is None
+            assert "".join(shown) == "agent> thinking about order 7\n"
+        finally:
+            for release in runner.releases:
+                release.set()
+            await live.stop()
+
+
+def test_stored_text_completes_the_open_live_line() -> None:
+    output = ChatOutput()
+    key = ("turn-1", "RunModel-1", 1)
+    output.arrive(key, "Hel")
+    assert output.flush() == "agent> Hel"
+    output.arrive(key, "lo")
+    assert output.stored("turn-1", "Hello there") == "lo there\n"
+    output.arrive(key, " late")  # a delta read after its message: already shown
+    assert output.flush() == ""
+    assert output.line("tool> x -> succeeded") == "tool> x -> succeeded\n"
+
+
+def test_a_line_of_another_kind_ends_the_open_live_line_first() -> None:
+    output = ChatOutput()
+    output.arrive(("turn-1", "RunModel-1", 1), "partial")
+    assert output.flush() == "agent> partial"
+    assert output.line("turn failed: boom") == "\nturn failed: boom\n"
+    assert output.close() == ""
+
+
+def test_deltas_read_after_their_stored_text_are_not_shown_again() -> None:
+    output = ChatOutput()
+    assert output.stored("turn-1", "Hello") == "agent> Hello\n"
+    key = ("turn-1", "RunModel-1", 1)
+    output.arrive(key, "Hel")
+    assert output.flush() == ""
+    output.arrive(key, "lo")
+    assert output.flush() == ""
+    # Another model call of the same turn that starts alike is shown: the text was claimed.
+    output.arrive(("turn-1", "RunModel-2", 1), "Hel")
+    assert output.flush() == "agent> Hel"
+
+
+def test_held_back_deltas_that_say_something_else_are_shown_after_all() -> None:
+    output = ChatOutput()
+    assert output.stored("turn-1", "Hello") == "agent> Hello\n"
+    key = ("turn-1", "RunModel-2", 1)
+    output.arrive(key, "Hel")
+    assert output.flush() == ""
+    output.arrive(key, "p me")
+    assert output.flush() == "agent> Help me"
+    assert output.stored("turn-1", "Help me") == "\n"
+
+
+def test_live_text_of_another_turn_is_never_taken_for_a_stored_text() -> None:
+    output = ChatOutput()
+    assert output.stored("turn-1", "Done.") == "agent> Done.\n"
+    output.arrive(("turn-2", "RunModel-3", 1), "Done.")
+    assert output.flush() == "agent> Done."

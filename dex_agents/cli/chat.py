@@ -1,0 +1,160 @@
+"""``dex-agents chat``: talk to the durable demo agent, resuming the session it finds.
+
+The session lives in the database, not in this process: a chat killed at any
+point resumes where the durable state says it is, and leaving (``/quit``,
+Ctrl-D, Ctrl-C) at any prompt decides nothing that is pending. An answer another
+window gave first wins; this chat then says so and shows what happened.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+from dex_agents.app.session_client import PortableSessionClient
+from dex_agents.cli import prompts, terminal
+from dex_agents.cli.database import demo_flow, open_chat_runtime
+from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE
+from dex_agents.cli.errors import CliError
+from dex_agents.cli.follower import Follower
+from dex_agents.cli.live_text import LiveText
+from dex_agents.domain.builtin_tools import is_allowed_answer
+from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.session_ids import validate_session_id
+from dex_agents.domain.tool_calls import CancellationReason
+from dex_agents.local import LocalRuntime
+from dex_agents.ports.errors import FlowNotFoundError
+
+
+def refusal_reason(interrupt: AgentInterrupt, answer: str | None, now: datetime) -> str:
+    """The best reason the session can have had to refuse ``answer`` (``None`` for a
+    decision) to ``interrupt``, which is still pending."""
+    if interrupt.deadline is not None and now >= interrupt.deadline:
+        return f"its deadline passed at {interrupt.deadline:%Y-%m-%d %H:%M:%S} UTC"
+    if answer is not None and not is_allowed_answer(
+        answer, choices=interrupt.choices, allows_free_text=interrupt.allows_free_text
+    ):
+        choices = ", ".join(terminal.escaped(choice) for choice in interrupt.choices)
+        return f"the question takes one of: {choices}" if choices else "the answer is blank"
+    return "the session refused it (its turn may be ending or being cancelled)"
+
+
+def gone_reason(interrupt: AgentInterrupt, snapshot: AgentSnapshot, now: datetime) -> str | None:
+    """Why ``interrupt`` is no longer pending, when it was not another window's answer."""
+    if interrupt.deadline is not None and now >= interrupt.deadline:
+        return f"its deadline passed at {interrupt.deadline:%Y-%m-%d %H:%M:%S} UTC"
+    call = next((c for c in snapshot.tool_calls if c.tool_call_id == interrupt.tool_call_id), None)
+    if call is not None and call.cancellation_reason is CancellationReason.TURN_CANCELLED:
+        return "its turn was cancelled"
+    if call is not None and call.cancellation_reason is CancellationReason.STEERED:
+        return "its turn was steered by a newer message"
+    return None
+
+
+class _Chat:
+    def __init__(self, client: PortableSessionClient, session_id: str, follower: Follower):
+        self._client = client
+        self._session = session_id
+        self._follower = follower
+
+    async def run(self, *, resumed: bool) -> int:
+        snapshot = await self._client.get_agent_snapshot(self._session)
+        if resumed:
+            print("\n".join(terminal.resume_lines(snapshot)), flush=True)
+        self._follower.mark_seen(snapshot)
+        while True:
+            snapshot = await self._follower.until_person()
+            if snapshot.pending_interrupts:
+                if not await self._answer(snapshot.pending_interrupts[0]):
+                    return 0
+            elif not await self._send_message():
+                return 0
+
+    async def _send_message(self) -> bool:
+        text = await prompts.ask_message()
+        if text is None:
+            return False
+        if not await self._client.send_user_message(self._session, text):
+            self._follower.say("the session did not accept that message")
+        return True
+
+    async def _answer(self, interrupt: AgentInterrupt) -> bool:
+        """Ask about ``interrupt`` and send the reply; ``False`` when the person leaves."""
+        answer: str | None = None
+        if interrupt.kind == InterruptKind.QUESTION:
+            reply = await prompts.ask_answer(interrupt)
+            if reply is None:
+                return False
+            if reply.declined:
+                accepted = await self._client.resolve_interrupt(
+                    self._session, interrupt.interrupt_id, False
+                )
+            else:
+                answer = reply.answer
+                accepted = await self._client.answer_question(
+                    self._session, interrupt.interrupt_id, answer
+                )
+        else:
+            decision = await prompts.ask_approval(interrupt)
+            if decision is None:
+                return False
+            accepted = await self._client.resolve_interrupt(
+                self._session, interrupt.interrupt_id, decision
+            )
+        if not accepted:
+            await self._explain_refusal(interrupt, answer)
+        return True
+
+    async def _explain_refusal(self, interrupt: AgentInterrupt, answer: str | None) -> None:
+        snapshot = await self._client.get_agent_snapshot(self._session)
+        now = datetime.now(UTC)
+        pending = next(
+            (i for i in snapshot.pending_interrupts if i.interrupt_id == interrupt.interrupt_id),
+            None,
+        )
+        if pending is not None:
+            reason = refusal_reason(pending, answer, now)
+            self._follower.say(f"this answer was not accepted: {reason}")
+        elif (gone := gone_reason(interrupt, snapshot, now)) is not None:
+            self._follower.say(f"this answer was not accepted: {gone}")
+        else:
+            # What the other window decided shows next, as the session carries it out.
+            self._follower.say("already answered elsewhere")
+
+
+async def _check_session(runtime: LocalRuntime, session_id: str) -> None:
+    """Refuse, before anything is typed, a session the demo agent cannot talk in."""
+    try:
+        info = await runtime.flow_client.describe_flow(session_id)
+    except FlowNotFoundError:
+        return
+    shown = terminal.escaped(session_id)
+    if info.flow_type != DEMO_FLOW_TYPE:
+        raise CliError(
+            f"session '{shown}' is a {terminal.escaped(info.flow_type)} session; chat talks "
+            f"to {DEMO_FLOW_TYPE} sessions only (choose another --session)"
+        )
+    if info.status != "running":
+        raise CliError(f"session '{shown}' is {info.status} (choose another --session)")
+
+
+async def run_chat(db: str | os.PathLike[str], session_id: str) -> int:
+    """``dex-agents chat``: start or resume ``session_id`` in ``db``; the exit code."""
+    validate_session_id(session_id)
+    flow = demo_flow()
+    async with open_chat_runtime(db, flow) as runtime:
+        await _check_session(runtime, session_id)
+        client = runtime.sessions(flow)
+        started = await client.open_session(session_id)
+        verb = "started" if started else "resuming"
+        shown = terminal.escaped(session_id)
+        print(f"{verb} session {shown} in {terminal.escaped(os.fspath(db))}", flush=True)
+        print("type a message; /help lists the commands", flush=True)
+        live = LiveText(runtime.flow_client, flow, session_id)
+        await live.start()
+        try:
+            chat = _Chat(client, session_id, Follower(client, session_id, live))
+            return await chat.run(resumed=not started)
+        finally:
+            await live.stop()

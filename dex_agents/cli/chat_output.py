@@ -1,0 +1,109 @@
+"""The chat's output as text: model text shown live, and every other line, each once.
+
+A model's text reaches the chat twice: as ``text_delta`` events while the model
+writes it, and as a stored message once the call commits. ``ChatOutput`` shows
+live text on one open line (``agent> ...`` growing as deltas arrive), and when the
+stored message arrives it completes that line instead of printing the text again.
+
+A model call's deltas all commit before its message, but the Stream follower can
+lag behind the snapshot: a stored text may arrive before any of its deltas. Such
+a text is kept, and later deltas of the same turn that spell its beginning are
+held back; if they turn out to say something else, they are shown after all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dex_agents.cli import terminal
+from dex_agents.cli.live_text import LiveKey
+
+
+@dataclass
+class _Call:
+    text: str = ""
+    printed: int = 0
+    done: bool = False
+    held_for: int | None = None  # the index of the stored text it may be a late copy of
+
+
+class ChatOutput:
+    """Builds the text to write; each method returns what to print (possibly ``""``)."""
+
+    def __init__(self) -> None:
+        self._calls: dict[LiveKey, _Call] = {}
+        self._open: LiveKey | None = None
+        # Stored texts shown before any of their deltas: (turn ID, text, still unclaimed).
+        self._early: list[tuple[str, str, bool]] = []
+
+    def close(self) -> str:
+        """End the open live line, if any, so what follows starts on a line of its own."""
+        if self._open is None:
+            return ""
+        self._open = None
+        return "\n"
+
+    def line(self, text: str) -> str:
+        """A whole line of anything but model text."""
+        return f"{self.close()}{text}\n"
+
+    def arrive(self, key: LiveKey, fragment: str) -> None:
+        """Record live text; ``stored`` and ``flush`` decide what to show of it."""
+        call = self._calls.setdefault(key, _Call())
+        if not call.done:
+            call.text += fragment
+
+    def stored(self, turn_id: str, text: str) -> str:
+        """A model text that was stored: complete its live line, or show it whole."""
+        for key, call in self._calls.items():
+            if key[0] == turn_id and not call.done and call.text and text.startswith(call.text):
+                call.done = True
+                if call.held_for is not None:  # a copy of this text, not of the one it was held for
+                    turn, early, _ = self._early[call.held_for]
+                    self._early[call.held_for] = (turn, early, True)
+                    call.held_for = None
+                if call.printed == 0:
+                    return self.line(terminal.agent_text_line(text))
+                rest = terminal.escaped(text[call.printed :], keep_newlines=True)
+                if self._open == key:
+                    self._open = None
+                    return f"{rest}\n"
+                return self.line(f"agent> {rest}")
+        self._early.append((turn_id, text, True))
+        return self.line(terminal.agent_text_line(text))
+
+    def flush(self) -> str:
+        """Show the live text that no stored message has claimed yet."""
+        out: list[str] = []
+        for key, call in self._calls.items():
+            if call.done or len(call.text) == call.printed or self._holds(key, call):
+                continue
+            if self._open != key:
+                out.append(self.close())
+                out.append("agent> ")
+                self._open = key
+            out.append(terminal.escaped(call.text[call.printed :], keep_newlines=True))
+            call.printed = len(call.text)
+        return "".join(out)
+
+    def _holds(self, key: LiveKey, call: _Call) -> bool:
+        """Whether ``call`` is still a possible late copy of a stored text shown already."""
+        if call.printed:
+            return False
+        if call.held_for is not None:
+            turn_id, text, _ = self._early[call.held_for]
+            if text == call.text:
+                call.done = True
+                self._early[call.held_for] = (turn_id, text, False)
+                return True
+            if text.startswith(call.text):
+                return True
+            self._early[call.held_for] = (turn_id, text, True)  # not a copy after all
+            call.held_for = None
+            return False
+        for index, (turn_id, text, unclaimed) in enumerate(self._early):
+            if unclaimed and turn_id == key[0] and text.startswith(call.text):
+                self._early[index] = (turn_id, text, False)
+                call.held_for = index
+                return self._holds(key, call)
+        return False

@@ -1,0 +1,152 @@
+"""The session database of every ``dex-agents`` command, opened through ``LocalRuntime``.
+
+``chat`` opens it to serve the demo agent (creating the file when it is new);
+``sessions`` and ``show`` open it to read, with no worker and never creating
+it. ``LocalRuntime`` checks the path when it opens, so a faulty one is reported
+(``DatabaseFileError``, one wording per fault) before anyone types anything.
+
+Sessions of Flow types this program does not serve are read through a viewer
+Flow: every session Flow type has the same schema and RPCs, and the read RPCs
+(``get_agent_snapshot``, ``list_agent_messages``) never call the runner, so a
+session Flow of that type with a runner that refuses to run reads them. No
+worker runs its Steps: readers have none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NoReturn
+
+from dex_agents.builtin_loop import builtin_agent_session_flow
+from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE, build_demo_agent
+from dex_agents.composition.session_flow import AgentSessionFlow
+from dex_agents.domain.errors import DexAgentsError
+from dex_agents.domain.messages import FrameworkMessage
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.runner_outcomes import AgentTurnOutcome, ToolExecutionResult
+from dex_agents.local import LocalRuntime
+from dex_agents.ports.flow_client import FlowInfo
+from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
+
+CHAT_LEASE_DURATION = timedelta(seconds=3)
+"""The chat's Step lease: short, so a chat killed during a Step resumes it within seconds."""
+
+
+def demo_flow() -> AgentSessionFlow:
+    """The session Flow of the demo agent (``DEMO_FLOW_TYPE``)."""
+    return builtin_agent_session_flow(build_demo_agent(), flow_type=DEMO_FLOW_TYPE)
+
+
+@contextlib.asynccontextmanager
+async def open_chat_runtime(
+    db: str | os.PathLike[str], flow: AgentSessionFlow
+) -> AsyncIterator[LocalRuntime]:
+    """``flow``'s sessions in ``db`` with one worker in this process; creates a new file."""
+    async with LocalRuntime(
+        db, [flow], workers=1, create=True, lease_duration=CHAT_LEASE_DURATION
+    ) as runtime:
+        yield runtime
+
+
+class _ReadOnlyRunner:
+    """The runner of a viewer Flow: it is never asked to run, and refuses if it is."""
+
+    def __init__(self, flow_type: str) -> None:
+        self._flow_type = flow_type
+
+    def _refuse(self) -> NoReturn:
+        raise RuntimeError(f"dex-agents only reads {self._flow_type} sessions; it runs none")
+
+    def build_user_message(self, text: str) -> FrameworkMessage:
+        self._refuse()
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        self._refuse()
+
+    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        self._refuse()
+
+
+def viewer_flow(flow_type: str) -> AgentSessionFlow | None:
+    """A session Flow that reads the sessions of ``flow_type``; ``None`` for a type no session
+    Flow can have (such as one with a ``/``)."""
+    try:
+        return AgentSessionFlow(_ReadOnlyRunner(flow_type), flow_type=flow_type)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A database opened to read: its sessions, and a session Flow for each readable type."""
+
+    runtime: LocalRuntime
+    flows: Mapping[str, AgentSessionFlow]
+
+    async def snapshot(self, info: FlowInfo) -> AgentSnapshot | None:
+        """The session's snapshot, or ``None`` when it is not an agent session this can read.
+
+        Through the engine's client rather than ``AgentSessionClient``: the IDs come
+        from the file, and a listing shows a session another program started with
+        an ID the session client would refuse.
+        """
+        flow = self.flows.get(info.flow_type)
+        if flow is None:
+            return None
+        try:
+            snapshot = await self.runtime.flow_client.invoke_rpc(
+                flow, info.flow_id, "get_agent_snapshot", None
+            )
+        except DexAgentsError:  # a Flow of its own with another schema, or one that went away
+            return None
+        return snapshot if isinstance(snapshot, AgentSnapshot) else None
+
+    async def last_step_at(self, flow_id: str) -> datetime | None:
+        """When a Step of the session was last scheduled or last finished.
+
+        From the engine's store: Step history entries carry no times, and this is
+        the newest thing the session did (an RPC that only reads does nothing).
+        """
+
+        def newest(tx: StoreTransaction) -> datetime | None:
+            times = [
+                moment
+                for row in tx.flow_executions(flow_id)
+                for moment in (row.created_at, row.finished_at)
+                if moment is not None
+            ]
+            return max(times, default=None)
+
+        return await self.runtime.flow_client.engine.read(newest)
+
+
+@contextlib.asynccontextmanager
+async def open_reader(
+    db: str | os.PathLike[str], flow_types: Iterable[str] | None = None
+) -> AsyncIterator[Reader]:
+    """``db`` opened to read the sessions of ``flow_types`` (of every type in it by default).
+
+    With no worker and ``create=False``: a missing file is an error, never a new
+    database. The Flow types are found in a first look at the file when not given.
+    """
+    demo = demo_flow()
+    if flow_types is None:
+        async with LocalRuntime(db, [demo], workers=0, create=False) as probe:
+            infos = await probe.flow_client.list_flows()
+            others = {info.flow_type for info in infos} - {DEMO_FLOW_TYPE}
+            if not others:
+                yield Reader(probe, {DEMO_FLOW_TYPE: demo})
+                return
+        flow_types = others
+    flows: dict[str, AgentSessionFlow] = {DEMO_FLOW_TYPE: demo}
+    for flow_type in set(flow_types) - {DEMO_FLOW_TYPE}:
+        viewer = viewer_flow(flow_type)
+        if viewer is not None:
+            flows[flow_type] = viewer
+    async with LocalRuntime(db, list(flows.values()), workers=0, create=False) as runtime:
+        yield Reader(runtime, flows)

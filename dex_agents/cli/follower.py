@@ -1,0 +1,114 @@
+"""Printing what changes in a chat's session until the session needs a person.
+
+Lines come in the order things happened: the model's text, then each tool call
+it asked for (``agent> calls ...``) followed by that call's status lines
+(``tool> ... -> ...``), then the next model text.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from dex_agents.app.session_client import PortableSessionClient
+from dex_agents.cli import terminal
+from dex_agents.cli.chat_output import ChatOutput
+from dex_agents.cli.live_text import LiveKey, LiveText
+from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
+
+# Streams are best effort, so a quiet one still gets a fresh snapshot this often.
+_RECHECK = timedelta(seconds=1)
+
+
+class Follower:
+    """Prints a session's live text, new messages and tool call statuses, each once."""
+
+    def __init__(self, client: PortableSessionClient, session_id: str, live: LiveText) -> None:
+        self._client = client
+        self._session = session_id
+        self._live = live
+        self._output = ChatOutput()
+        self._last_sequence = 0
+        self._statuses: dict[str, ToolCallStatus] = {}
+        self._finished: set[str] = set()
+        self._failure_shown = -1
+
+    def mark_seen(self, snapshot: AgentSnapshot) -> None:
+        """Treat everything in ``snapshot`` as shown already."""
+        self._last_sequence = max((m.sequence for m in snapshot.messages), default=0)
+        self._statuses = {call.tool_call_id: call.status for call in snapshot.tool_calls}
+        self._finished = {call.tool_call_id for call in snapshot.tool_calls if call.is_final}
+        if snapshot.state is not None and snapshot.state.last_turn_error:
+            self._failure_shown = snapshot.state.turn_count
+
+    def say(self, text: str) -> None:
+        """Print a line of the chat's own, after any open live line."""
+        print(self._output.line(text), end="", flush=True)
+
+    def _status(self, call: AgentToolCall) -> str:
+        if self._statuses.get(call.tool_call_id) == call.status:
+            return ""
+        self._statuses[call.tool_call_id] = call.status
+        if call.is_final:
+            self._finished.add(call.tool_call_id)
+        if call.status is ToolCallStatus.APPROVED and not call.requires_approval:
+            return ""  # a call that needs no approval starts approved: nobody decided anything
+        return self._output.line(terminal.tool_status_line(call))
+
+    def _message(self, message: AgentMessage, calls: dict[str, AgentToolCall]) -> list[str]:
+        output = self._output
+        parts: list[str] = []
+        if message.role == MessageRole.ASSISTANT:
+            if message.text:
+                parts.append(output.stored(message.turn_id, message.text))
+            if message.tool_name:
+                parts.append(output.line(terminal.tool_request_line(message)))
+                call = calls.get(message.tool_call_id or "")
+                if call is not None:
+                    parts.append(self._status(call))
+        elif message.role == MessageRole.TOOL:
+            call = calls.get(message.tool_call_id or "")
+            if call is not None:
+                parts.append(self._status(call))
+            # A result whose final status line was shown already says nothing new.
+            if message.tool_call_id not in self._finished:
+                parts.append(output.line(terminal.tool_result_line(message)))
+                self._finished.add(message.tool_call_id or "")
+        return parts
+
+    def show(self, snapshot: AgentSnapshot, live_text: list[tuple[LiveKey, str]]) -> None:
+        """Print what changed since the last call: ``live_text`` was taken before ``snapshot``
+        was read, so every tool call that ended before that text is in ``snapshot``."""
+        for key, fragment in live_text:
+            self._output.arrive(key, fragment)
+        calls = {call.tool_call_id: call for call in snapshot.tool_calls}
+        parts: list[str] = []
+        for message in snapshot.messages:
+            if message.sequence > self._last_sequence:
+                self._last_sequence = message.sequence
+                parts.extend(self._message(message, calls))
+        parts.extend(self._status(call) for call in snapshot.tool_calls)
+        parts.append(self._output.flush())
+        print("".join(parts), end="", flush=True)
+
+    async def until_person(self) -> AgentSnapshot:
+        """Print changes until the session needs a person; return that snapshot."""
+        while True:
+            seen = self._live.event_count
+            live_text = self._live.take()
+            snapshot = await self._client.get_agent_snapshot(self._session)
+            self.show(snapshot, live_text)
+            attention = session_attention(snapshot)
+            if attention is None:
+                await self._live.wait_for_event(seen, _RECHECK)
+                continue
+            print(self._output.close(), end="", flush=True)
+            state = snapshot.state
+            failed = attention is SessionAttention.TURN_FAILED and state is not None
+            if failed and state is not None and state.turn_count != self._failure_shown:
+                self._failure_shown = state.turn_count
+                error = terminal.escaped(state.last_turn_error or "", keep_newlines=True)
+                self.say(f"turn failed: {error}")
+            return snapshot

@@ -1,0 +1,102 @@
+"""Following a session's ``AgentEvents`` Stream in the background, for the chat.
+
+The Stream says when to look at the session again and carries the model's text
+while the model still writes it; the snapshot stays the source of truth for
+everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+from dex_agents.domain.events import AgentEvent, TextDeltaPayload
+from dex_agents.ports.engine import FlowDefinition
+from dex_agents.ports.errors import StreamReadTimeoutError
+from dex_agents.ports.flow_client import FlowClient, StreamMessage
+
+LiveKey = tuple[str, str, int]
+"""One model call's live text: ``(turn_id, step_execution_id, attempt)``, as UIs group it."""
+
+_NO_WAIT = timedelta(milliseconds=1)
+_LONG_POLL = timedelta(seconds=5)
+
+
+class LiveText:
+    """Follows the session's Stream and collects model text as it arrives.
+
+    ``take`` hands out the text that arrived since the last call; ``event_count``
+    and ``wait_for_event`` let a reader sleep until the next event of any kind.
+    """
+
+    def __init__(self, client: FlowClient, flow: FlowDefinition, session_id: str) -> None:
+        self._client = client
+        self._flow = flow
+        self._session = session_id
+        self._token = ""
+        self._arrived: list[tuple[LiveKey, str]] = []
+        self._events = 0
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Skip the events already on the Stream, then follow new ones."""
+        while True:
+            try:
+                message = await self._read(_NO_WAIT)
+            except StreamReadTimeoutError:
+                break
+            self._token = message.resume_token
+        self._task = asyncio.create_task(self._follow(), name="dex-agents live text")
+
+    async def _read(self, poll: timedelta) -> StreamMessage[Any]:
+        return await self._client.read_stream(
+            self._flow, self._session, self._token, poll_timeout=poll
+        )
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                message = await self._read(_LONG_POLL)
+            except StreamReadTimeoutError:
+                continue
+            self._token = message.resume_token
+            event = message.value
+            if (
+                isinstance(event, AgentEvent)
+                and isinstance(event.payload, TextDeltaPayload)
+                and event.payload.text
+            ):
+                key = (event.turn_id or "", event.step_execution_id, event.attempt)
+                self._arrived.append((key, event.payload.text))
+            self._events += 1
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()
+
+    @property
+    def event_count(self) -> int:
+        """How many events arrived since ``start``."""
+        return self._events
+
+    async def wait_for_event(self, seen: int, within: timedelta) -> None:
+        """Return once more than ``seen`` events arrived, or after ``within``."""
+        if self._events != seen:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within.total_seconds()):
+                await self._changed.wait()
+
+    def take(self) -> list[tuple[LiveKey, str]]:
+        """The text that arrived since the last call, in arrival order, with its model call."""
+        taken, self._arrived = self._arrived, []
+        return taken
+
+    async def stop(self) -> None:
+        """Stop following the Stream."""
+        if self._task is not None:
+            self._task.cancel()
+            # A Stream that failed only cost the chat its live text; say nothing on the way out.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task

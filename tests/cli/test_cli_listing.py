@@ -1,0 +1,175 @@
+"""``dex-agents sessions`` and ``show`` over a file that other programs wrote too."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dex_agents import AgentSessionFlow
+from dex_agents.app.session_waits import wait_for_person
+from dex_agents.cli.database import demo_flow
+from dex_agents.cli.listing import step_status, table_lines
+from dex_agents.cli.main import main
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentSessionStartInput
+from dex_agents.local import LocalRuntime
+from dex_agents.ports.flow_client import FlowInfo
+from tests.adapters.engine_flows import EngineTestFlow
+from tests.app.scripted_runner import ScriptedRunner
+
+WAIT = timedelta(seconds=30)
+# Written by "another program": the session client refuses such an ID, the engine does not.
+EVIL_ID = "evil\x1b[2J\u202eid"
+
+
+async def _seed(db: Path) -> None:
+    demo = demo_flow()
+    other = AgentSessionFlow(ScriptedRunner(), flow_type="OtherAgent")
+    engine_flow = EngineTestFlow()
+    async with LocalRuntime(
+        db, [demo, other, engine_flow], poll_interval=timedelta(milliseconds=20)
+    ) as runtime:
+        demo_sessions = runtime.sessions(demo)
+        await demo_sessions.open_session("d1")
+        assert await demo_sessions.send_user_message("d1", "refund order 7")
+        await demo_sessions.wait_for_user("d1", timeout=WAIT)
+        other_sessions = runtime.sessions(other)
+        await other_sessions.open_session("o1")
+        assert await other_sessions.send_user_message("o1", "hello")
+        await other_sessions.wait_for_user("o1", timeout=WAIT)
+        client = runtime.flow_client
+        await client.start_flow(demo, EVIL_ID, AgentSessionStartInput())
+
+        async def evil_snapshot() -> AgentSnapshot:
+            snapshot: AgentSnapshot = await client.invoke_rpc(
+                demo, EVIL_ID, "get_agent_snapshot", None
+            )
+            return snapshot
+
+        await wait_for_person(client, demo, EVIL_ID, evil_snapshot, WAIT)
+        await client.start_flow(engine_flow, "engine-1", "wait for messages")
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    db = tmp_path / "db.sqlite3"
+    asyncio.run(_seed(db))
+    return db
+
+
+def _run(capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[int, str, str]:
+    code = main(list(arguments))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_sessions_lists_every_flow_type_in_aligned_columns_with_ids_escaped(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = datetime.now(UTC) - timedelta(minutes=5)
+    code, out, err = _run(capsys, "sessions", "--db", str(seeded))
+    assert (code, err) == (0, "")
+    assert "\x1b" not in out
+    assert "\u202e" not in out
+    header, *rows = out.splitlines()
+    columns = [header.index(name) for name in ("FLOW TYPE", "STATUS", "LAST STEP (UTC)")]
+    cells = []
+    for row in rows:
+        for column in columns:
+            assert row[column - 2 : column] == "  ", (row, column)
+            assert row[column] != " ", (row, column)
+        starts = [0, *columns]
+        ends = [*columns, None]
+        cells.append([row[a:b].strip() for a, b in zip(starts, ends, strict=True)])
+    assert [cell[:3] for cell in cells] == [
+        ["d1", "DemoSupportAgent", "waiting for approval of refund_order"],
+        ["o1", "OtherAgent", "waiting for a message"],
+        ["evil\\x1b[2J\\u202eid", "DemoSupportAgent", "waiting for a message"],
+        ["engine-1", "EngineTest", "working"],
+    ]
+    for cell in cells:
+        last_step = datetime.strptime(cell[3], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        assert started <= last_step <= datetime.now(UTC)
+
+
+def test_show_reads_a_session_of_a_flow_type_it_does_not_serve(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(capsys, "show", "o1", "--db", str(seeded))
+    assert (code, err) == (0, "")
+    assert out.startswith(
+        "session o1 (OtherAgent): waiting_for_user_message, waits for a user message\n"
+        "transcript:\n  you> hello\n  agent> echo: hello\n"
+    )
+
+
+def test_show_refuses_a_flow_run_that_is_not_an_agent_session(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(capsys, "show", "engine-1", "--db", str(seeded)) == (
+        1,
+        "",
+        "dex-agents: error: 'engine-1' is a EngineTest Flow run that dex-agents cannot "
+        "read as an agent session (working)\n",
+    )
+
+
+def test_chat_refuses_a_session_of_another_flow_type_before_anything_is_typed(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(capsys, "chat", "--session", "o1", "--db", str(seeded)) == (
+        1,
+        "",
+        "dex-agents: error: session 'o1' is a OtherAgent session; chat talks to "
+        "DemoSupportAgent sessions only (choose another --session)\n",
+    )
+
+
+def test_sessions_of_an_empty_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "db.sqlite3"
+
+    async def create() -> None:
+        async with LocalRuntime(db, [demo_flow()], workers=0):
+            pass
+
+    asyncio.run(create())
+    assert _run(capsys, "sessions", "--db", str(db)) == (0, f"no sessions in {db}\n", "")
+
+
+def _info(*steps: str, status: str = "running") -> FlowInfo:
+    return FlowInfo(
+        flow_id="x",
+        flow_type="SomeAgent",
+        status=status,
+        started_at=datetime(2024, 1, 1, tzinfo=UTC),
+        closed_at=None,
+        active_step_types=steps,
+    )
+
+
+@pytest.mark.parametrize(
+    ("info", "status"),
+    [
+        (_info("AwaitToolApproval", "CallTool"), "waiting for approval"),
+        (_info("AwaitQuestionAnswer"), "waiting for an answer to a question"),
+        (_info("AwaitUserMessage"), "waiting for a message"),
+        (_info("StartAgentSession"), "starting"),
+        (_info("RunModel"), "working"),
+        (_info(status="stopped"), "stopped"),
+    ],
+)
+def test_a_session_it_cannot_read_is_described_by_its_active_steps(
+    info: FlowInfo, status: str
+) -> None:
+    assert step_status(info) == status
+
+
+def test_table_cells_are_escaped_before_they_are_measured() -> None:
+    assert table_lines([["ID", "X"], ["a\x1bb", "1"], ["c", "2"]]) == [
+        "ID      X",
+        "a\\x1bb  1",
+        "c       2",
+    ]
