@@ -4,14 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-if ! command -v uv >/dev/null 2>&1; then
-    python3 -m pip install --quiet --disable-pip-version-check "uv>=0.5"
-fi
+uv="$(scripts/find-uv.sh)" || { echo "ci.sh: could not find or install uv" >&2; exit 1; }
 export UV_LINK_MODE=copy
-uv sync --locked --quiet
+# Every extra: the adapters' tests run them against real local peers.
+"$uv" sync --locked --all-extras --quiet
 
-echo "== ruff check";  uv run --frozen ruff check .
-echo "== ruff format"; uv run --frozen ruff format --check .
-echo "== mypy";        uv run --frozen mypy dex_agents tests
-echo "== import contracts"; uv run --frozen lint-imports
-echo "== pytest";      uv run --frozen pytest "$@"
+echo "== ruff check";  "$uv" run --frozen ruff check .
+echo "== ruff format"; "$uv" run --frozen ruff format --check .
+echo "== mypy";        "$uv" run --frozen mypy dex_agents tests
+echo "== import contracts"; "$uv" run --frozen lint-imports
+echo "== pytest";      "$uv" run --frozen pytest "$@"

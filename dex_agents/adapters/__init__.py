@@ -1,1 +1,1 @@
-"""Adapters: engines and providers behind the ports (embedded SQLite engine, Dex, LiteLLM, MCP, S3)."""
+"""Adapters: engines and providers behind the ports (the embedded SQLite engine, Dex, media stores)."""

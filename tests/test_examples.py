@@ -1,0 +1,252 @@
+"""The programs in ``examples/`` run as the README shows them, and the README's code is real.
+
+Each example runs as a subprocess, ``python examples/<name>.py`` with this
+project's interpreter (the one ``uv run python`` runs), in the test's
+``tmp_path`` so that its SQLite file lands there; the test asserts on what it
+prints and on exit code 0. Where the README shows an example's output, the
+real output must match it. The README's own code is checked here too: its
+"Your first agent" block is ``examples/first_agent.py`` byte for byte, every
+``python`` block is an example or compiles, no code block imports
+``dex_agents.adapters``, which is internal, and every page it links exists.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+README = ROOT / "README.md"
+RUN_TIMEOUT_SECONDS = 60
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block of the README: its language, text and the section it is in."""
+
+    language: str
+    text: str
+    section: str
+
+
+def readme_blocks() -> list[Block]:
+    """Every fenced code block of README.md, in order."""
+    readme = README.read_text(encoding="utf-8")
+    blocks = []
+    for match in FENCE.finditer(readme):
+        headings = re.findall(r"^## (.+)$", readme[: match.start()], re.M)
+        section = headings[-1] if headings else ""
+        blocks.append(Block(match.group(1), match.group(2), section))
+    return blocks
+
+
+def section_blocks(section: str, language: str) -> list[Block]:
+    """The code blocks in one ``## `` section, in one language."""
+    found = [b for b in readme_blocks() if b.section == section and b.language == language]
+    assert found, f"README section {section!r} has no {language} block"
+    return found
+
+
+def run_example(name: str, cwd: Path) -> str:
+    """Run ``python examples/<name>`` in ``cwd``; its stdout, after checking it exited 0."""
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert completed.returncode == 0, (
+        f"{name} exited {completed.returncode}\n{completed.stdout}\n{completed.stderr}"
+    )
+    return completed.stdout
+
+
+def test_first_agent_prints_what_the_readme_shows_and_resumes_on_a_second_run(
+    tmp_path: Path,
+) -> None:
+    first_run, second_run = section_blocks("Your first agent", "text")
+
+    assert run_example("first_agent.py", tmp_path) == first_run.text
+    assert (tmp_path / "first-agent.sqlite3").is_file()
+    assert run_example("first_agent.py", tmp_path) == second_run.text
+
+
+CRASH_AT_THE_APPROVAL = textwrap.dedent(
+    """
+    import asyncio, os, runpy, signal, sys
+
+    example = runpy.run_path(sys.argv[1])
+    flow = example["flow"]
+
+    async def main():
+        async with example["LocalRuntime"]("first-agent.sqlite3", [flow]) as runtime:
+            sessions = runtime.sessions(flow)
+            await sessions.open_session("customer-7")
+            await sessions.send_user_message("customer-7", "Please refund order 7.")
+            snapshot = await sessions.wait_for_user("customer-7")
+            print("pending:", snapshot.pending_interrupts[0].tool_name, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_first_agent_approves_a_pending_refund_after_a_kill_9(tmp_path: Path) -> None:
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASH_AT_THE_APPROVAL, str(EXAMPLES / "first_agent.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert crashed.returncode == -9, crashed.stderr
+    assert crashed.stdout == "pending: refund_order\n"
+
+    output = run_example("first_agent.py", tmp_path)
+
+    first_run = section_blocks("Your first agent", "text")[0].text
+    assert output == first_run.replace("started session", "resumed session")
+
+
+def test_approvals_and_questions_answers_the_question_and_the_rejected_tool_never_runs(
+    tmp_path: Path,
+) -> None:
+    output = run_example("approvals_and_questions.py", tmp_path)
+
+    assert output == textwrap.dedent(
+        """\
+        question: Which subscription? ['basic', 'pro'] -> pro
+        rejecting cancel_subscription {"plan": "pro"}
+        agent: The cancellation did not happen: Not today: keep it until the end of the month.
+        the messages of turn-1:
+          1 user: Cancel my subscription.
+          2 assistant: calls ask_user {"question": "Which subscription?", "choices": ["basic", "pro"]}
+          3 tool: ask_user -> {"status":"answered","answer":"pro"}
+          4 assistant: calls cancel_subscription {"plan": "pro"}
+          5 tool: cancel_subscription -> Not today: keep it until the end of the month.
+          6 assistant: The cancellation did not happen: Not today: keep it until the end of the month.
+        """
+    )
+    assert "cancel_subscription ran" not in output
+
+
+def test_custom_runner_echoes_and_calls_its_tool_in_a_step(tmp_path: Path) -> None:
+    output = run_example("custom_runner.py", tmp_path)
+
+    assert output == textwrap.dedent(
+        """\
+        you: hello there
+        agent: echo: hello there  (turn-1 stored user, assistant)
+        you: shout durable steps
+        agent: DURABLE STEPS!  (turn-2 stored user, assistant, tool, assistant)
+        """
+    )
+
+
+SEVERAL_WORKERS_OUTPUT = re.compile(
+    r"this process (?P<main>\d+); worker processes \[(?P<first>\d+), (?P<second>\d+)\]\n"
+    r"(?P<answers>(?:customer-\d: order \d looked up by process \d+\n){4})"
+    r"tool calls per process: \{(?P<counts>[^}]*)\}\n"
+    r"worker processes stopped with exit codes \[0, 0\]\n"
+)
+
+
+def check_several_workers_output(output: str) -> None:
+    """Four answers, each from one of the three processes, and both workers stopped cleanly."""
+    match = SEVERAL_WORKERS_OUTPUT.fullmatch(output)
+    assert match is not None, output
+    processes = {match["main"], match["first"], match["second"]}
+    assert len(processes) == 3
+    answers = re.findall(r"customer-(\d): order (\d) looked up by process (\d+)", match["answers"])
+    assert [(session, order) for session, order, _ in answers] == [
+        (str(n), str(n)) for n in range(1, 5)
+    ]
+    assert {pid for _, _, pid in answers} <= processes
+    counts = dict(re.findall(r"'(\d+)': (\d+)", match["counts"]))
+    assert set(counts) <= processes
+    assert sum(int(count) for count in counts.values()) == 4
+
+
+def test_several_workers_runs_sessions_in_three_processes_and_stops_the_workers(
+    tmp_path: Path,
+) -> None:
+    check_several_workers_output(run_example("several_workers.py", tmp_path))
+
+
+def test_the_readme_shows_several_workers_output_of_the_right_shape() -> None:
+    (sample,) = section_blocks("Running several worker processes", "text")
+    check_several_workers_output(sample.text)
+
+
+EXAMPLE_TESTS: dict[str, Callable[..., None]] = {
+    "first_agent.py": test_first_agent_prints_what_the_readme_shows_and_resumes_on_a_second_run,
+    "approvals_and_questions.py": (
+        test_approvals_and_questions_answers_the_question_and_the_rejected_tool_never_runs
+    ),
+    "custom_runner.py": test_custom_runner_echoes_and_calls_its_tool_in_a_step,
+    "several_workers.py": test_several_workers_runs_sessions_in_three_processes_and_stops_the_workers,
+}
+
+
+def test_every_example_is_run_here_and_shown_in_the_readme_as_it_runs() -> None:
+    examples = {path.name for path in EXAMPLES.glob("*.py")}
+    commands = {
+        command
+        for block in readme_blocks()
+        if block.language == "bash"
+        for command in re.findall(r"^uv run python examples/(\S+\.py)$", block.text, re.M)
+    }
+
+    assert examples == set(EXAMPLE_TESTS)
+    assert commands == examples
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_TESTS))
+def test_each_example_says_what_it_shows_and_how_to_run_it(name: str) -> None:
+    docstring = ast.get_docstring(ast.parse((EXAMPLES / name).read_text(encoding="utf-8")))
+
+    assert docstring is not None
+    assert f"uv run python examples/{name}" in docstring
+    assert len(docstring.split("\n\n")[0]) > 20
+
+
+def test_the_first_agent_block_is_the_example_byte_for_byte() -> None:
+    block = section_blocks("Your first agent", "python")[0]
+
+    assert block.text == (EXAMPLES / "first_agent.py").read_text(encoding="utf-8")
+
+
+def test_every_python_block_is_an_example_or_compiles() -> None:
+    examples = {path.read_text(encoding="utf-8") for path in EXAMPLES.glob("*.py")}
+    for block in readme_blocks():
+        if block.language != "python" or block.text in examples:
+            continue
+        # The tour's fragments run inside an async function, as the README says.
+        compile(block.text, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+
+def test_no_readme_code_imports_the_internal_adapters() -> None:
+    for block in readme_blocks():
+        assert "dex_agents.adapters" not in block.text, block.text
+
+
+def test_the_readme_and_docs_link_to_files_that_exist() -> None:
+    pages = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#]+\.md)(?:#[^)]*)?\)", page.read_text("utf-8")):
+            assert (page.parent / target).is_file(), f"{page.name} links to missing {target}"
