@@ -212,7 +212,15 @@ class StoreTransaction(Protocol):
         ...
 
     def consume_messages(self, seqs: Sequence[int]) -> None:
-        """Mark messages consumed; they are never pending again."""
+        """Mark messages consumed; they are not pending again unless ``restore_messages``."""
+        ...
+
+    def restore_messages(self, seqs: Sequence[int]) -> None:
+        """Make consumed messages pending again, in their original order (by ``seq``).
+
+        For the messages a cancelled execution's wait took: it never acted on them,
+        so they wait for the next Step as if no wait had taken them.
+        """
         ...
 
     def delete_message(self, flow_id: str, message_id: str) -> bool:

@@ -179,6 +179,16 @@ class _MemoryTransaction(StoreTransaction):
             if row is not None:
                 self._unpend(row)
 
+    def restore_messages(self, seqs: Sequence[int]) -> None:
+        for seq in seqs:
+            row = self._t.messages.get(seq)
+            if row is None:
+                continue
+            pending = self._pending_seqs(row.flow_id, row.channel, row.key)
+            if seq not in pending:
+                pending.add(seq)
+                self.undo.append(partial(pending.discard, seq))
+
     def delete_message(self, flow_id: str, message_id: str) -> bool:
         seq = self._t.message_seqs.get(message_id)
         row = None if seq is None else self._t.messages[seq]

@@ -137,6 +137,10 @@ class SqliteTransaction(StoreTransaction):
         for seq in seqs:
             self._execute("UPDATE channel_messages SET consumed = 1 WHERE seq = ?", (seq,))
 
+    def restore_messages(self, seqs: Sequence[int]) -> None:
+        for seq in seqs:
+            self._execute("UPDATE channel_messages SET consumed = 0 WHERE seq = ?", (seq,))
+
     def delete_message(self, flow_id: str, message_id: str) -> bool:
         sql = "DELETE FROM channel_messages WHERE flow_id = ? AND message_id = ? AND consumed = 0"
         return self._execute(sql, (flow_id, message_id)).rowcount > 0

@@ -20,6 +20,7 @@ from dex_agents.adapters.local.codec import (
     encode_recovery,
     encode_wait,
     encode_wait_result,
+    taken_messages,
 )
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
@@ -256,7 +257,17 @@ def cancel_steps(
 def finish(
     tx: StoreTransaction, row: ExecutionRow, status: ExecutionStatus, event: str, now: datetime
 ) -> None:
-    """Make an execution final and release what it held."""
+    """Make an execution final and release what it held.
+
+    A cancelled execution also hands back the Channel messages its wait took:
+    it never acted on them (consuming commits with the execute phase, as in
+    Dex), so an answer that committed before ``cancel_turn`` still waits for
+    the Step that ``FinishTurnCancellation`` sends the call back to.
+    """
+    if status is ExecutionStatus.CANCELLED:
+        taken = taken_messages(row)
+        if taken:
+            tx.restore_messages([message.seq for message in taken])
     row.status = status
     row.final_event = event
     row.finished_at = now

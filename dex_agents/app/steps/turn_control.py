@@ -30,7 +30,7 @@ from dex_agents.app.session import (
     turn_records,
 )
 from dex_agents.app.session_events import commit_event
-from dex_agents.app.steps import run_model, start, tool_steps, turn_end
+from dex_agents.app.steps import questions, run_model, start, tool_steps, turn_end
 from dex_agents.domain.builtin_tools import durable_wait_output, parse_durable_wait_arguments
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import (
@@ -53,6 +53,7 @@ from dex_agents.domain.tool_outcomes import (
     build_turn_failure_note,
     cancel_unstarted_tool_call,
 )
+from dex_agents.domain.tool_questions import is_question_raised
 from dex_agents.ports.engine import (
     AttributeLock,
     ChannelCondition,
@@ -277,10 +278,16 @@ class FinishTurnCancellation(Step[str]):
         runtime, state = self.runtime, context.state
         tasks: list[StepMovement] = []
         ended: set[str] = set()
+        pending_ids = {interrupt.interrupt_id for interrupt in state.get(PENDING_INTERRUPTS) or ()}
         for record in sorted(turn_records(state).values(), key=lambda r: r.deferral_order):
             if record.is_final:
                 continue
-            if record.task_id is not None:
+            answered_first = _answered_first(record, pending_ids)
+            if answered_first is not None:
+                # Its answer committed before cancel_turn: the cancelled wait handed the
+                # answer back, and the waiting Step takes it again and records it.
+                tasks.append(answered_first)
+            elif record.task_id is not None:
                 tasks.append(cancel_tool_task_movement(record.tool_call_id))
                 ended.add(record.tool_call_id)
             elif record.status is ToolCallStatus.WAITING_FOR_TIMER:
@@ -339,6 +346,26 @@ class FinishTurnCancellation(Step[str]):
                     cancellation_reason=CancellationReason.TURN_CANCELLED,
                 ),
             )
+
+
+def _answered_first(record: AgentToolCall, pending_ids: set[str]) -> StepMovement | None:
+    """The waiting Step to send a call back to when its approval or answer beat ``cancel_turn``.
+
+    ``resolve_interrupt`` and ``answer_question`` remove the interrupt and publish
+    the answer in one commit, so a raised approval or question that is no longer
+    pending has an answer waiting for it. ``None`` for every other call, and for a
+    task's question: ``cancel_turn`` abandons the task instead.
+    """
+    if record.task_id is not None:
+        return None
+    if record.status is ToolCallStatus.AWAITING_APPROVAL and record.tool_call_id not in pending_ids:
+        return tool_routing.approval_movement(record)
+    if (
+        is_question_raised(record)
+        and (record.interrupt_id or record.tool_call_id) not in pending_ids
+    ):
+        return questions.question_movement(record)
+    return None
 
 
 def _cancel_tool_task_options(loads: tuple[MapLoad, ...]) -> StepOptions:
