@@ -33,6 +33,11 @@ _LIVE_EVENTS = frozenset({AgentEventType.TEXT_DELTA, AgentEventType.REASONING_DE
 
 
 async def _newest_token(client: FlowClient, flow: FlowDefinition, session_id: str) -> str:
+    tail = getattr(client, "stream_tail_token", None)
+    if tail is not None:  # the embedded engine finds it in one query
+        token: str = await tail(flow, session_id)
+        return token
+    # Otherwise skip the retained events one read at a time (Dex keeps few).
     token = ""
     while True:
         try:

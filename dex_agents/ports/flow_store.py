@@ -296,6 +296,10 @@ class StoreTransaction(Protocol):
         """A Flow run's retained events with IDs after ``after_id``, oldest first."""
         ...
 
+    def last_event_id(self, flow_id: str) -> int:
+        """The ID of a Flow run's newest event, ``0`` when it has none; a cheap lookup."""
+        ...
+
     def get_event(self, event_id: int) -> EventRow | None:
         """One retained event, or ``None`` when it was trimmed or never existed."""
         ...

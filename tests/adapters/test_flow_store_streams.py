@@ -33,6 +33,9 @@ def test_events_are_read_after_an_id_per_flow(store: FlowStore) -> None:
     assert event is not None
     assert (event.flow_type, event.flow_id, event.created_at) == ("Agent", "f2", at(1))
     assert store.run(lambda tx: tx.get_event(ids[3] + 100)) is None
+    assert store.run(lambda tx: tx.last_event_id("f1")) == ids[3]
+    assert store.run(lambda tx: tx.last_event_id("f2")) == ids[1]
+    assert store.run(lambda tx: tx.last_event_id("none")) == 0
 
 
 def test_trimming_drops_a_flow_types_oldest_events_across_its_flows(store: FlowStore) -> None:
@@ -51,6 +54,7 @@ def test_trimming_drops_a_flow_types_oldest_events_across_its_flows(store: FlowS
     assert store.run(lambda tx: tx.get_event(ids[0])) is None
     assert store.run(lambda tx: tx.get_event(ids[1])) is None
     assert [e.id for e in store.run(lambda tx: tx.events_after("f1", 0, 10))] == [ids[3]]
+    assert store.run(lambda tx: tx.last_event_id("f1")) == ids[3]  # of the retained events
     assert [e.id for e in store.run(lambda tx: tx.events_after("f2", 0, 10))] == [ids[4]]
     assert store.run(lambda tx: tx.get_event(ids[2])) is not None
     assert store.run(lambda tx: tx.trim_events("Agent", 20)) == 0

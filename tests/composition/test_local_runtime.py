@@ -24,7 +24,11 @@ from dex_agents.builtin_loop import (
 from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.messages import MessageRole
 from dex_agents.local import DatabaseFileError, LocalRuntime
-from dex_agents.ports.errors import FlowAlreadyStartedError, SessionWaitTimeoutError
+from dex_agents.ports.errors import (
+    FlowAlreadyStartedError,
+    SessionWaitTimeoutError,
+    StreamReadTimeoutError,
+)
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -184,3 +188,20 @@ async def test_run_workers_serves_the_file_from_another_process(tmp_path: Path) 
             worker.terminate()  # SIGTERM: run_workers stops claiming and exits cleanly
             _, stderr = await asyncio.wait_for(worker.communicate(), timeout=30)
         assert worker.returncode == 0, stderr.decode()
+
+
+async def test_the_stream_tail_token_skips_every_retained_event(tmp_path: Path) -> None:
+    flow = make_flow()
+    async with LocalRuntime(tmp_path / "db.sqlite3", [flow], poll_interval=FAST) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s-1")
+        assert await sessions.send_user_message("s-1", "look up order 7")
+        await sessions.wait_for_user("s-1", timeout=timedelta(seconds=20))
+        client = runtime.flow_client
+        tail = await client.stream_tail_token(flow, "s-1")
+        assert tail
+        with pytest.raises(StreamReadTimeoutError):
+            await client.read_stream(flow, "s-1", tail, poll_timeout=timedelta(milliseconds=50))
+        assert await sessions.send_user_message("s-1", "hello")
+        event = await client.read_stream(flow, "s-1", tail, poll_timeout=timedelta(seconds=10))
+        assert event.value.type == "turn_started"

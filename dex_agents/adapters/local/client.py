@@ -226,6 +226,22 @@ class LocalFlowClient:
                 raise StreamReadTimeoutError(f"no new event of session {flow_id!r} arrived")
             counter = await engine.wait_for_change(counter, timedelta(seconds=remaining))
 
+    async def stream_tail_token(self, flow: FlowDefinition, flow_id: str) -> str:
+        """The resume token of the session's newest event (``""`` when it has none).
+
+        Reading from it waits for the next event, so a reader that only needs
+        what happens from now on skips the retained ones in one query.
+        """
+        self._engine.registered(flow)
+
+        def tail(tx: StoreTransaction) -> int:
+            if tx.get_flow(flow_id) is None:
+                raise FlowNotFoundError(f"no session with ID {flow_id!r}")
+            return tx.last_event_id(flow_id)
+
+        last = await self._engine.read(tail)
+        return encode_resume_token(flow_id, last) if last else ""
+
     async def read_attribute(self, flow_id: str, attribute: AttributeDef[T]) -> T | None:
         """An Attribute's committed value, or ``None`` when it is unset."""
 

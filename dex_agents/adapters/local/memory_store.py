@@ -343,6 +343,10 @@ class _MemoryTransaction(StoreTransaction):
         start = bisect.bisect_right(ids, after_id)
         return [self._t.events[i][0] for i in ids[start : start + limit]]
 
+    def last_event_id(self, flow_id: str) -> int:
+        ids = self._t.flow_events.get(flow_id, [])
+        return ids[-1] if ids else 0
+
     def get_event(self, event_id: int) -> EventRow | None:
         entry = self._t.events.get(event_id)
         return None if entry is None else entry[0]

@@ -247,6 +247,10 @@ class SqliteTransaction(StoreTransaction):
             WHERE flow_id = ? AND id > ? ORDER BY id LIMIT ?"""
         return [decode_event(values) for values in self._execute(sql, (flow_id, after_id, limit))]
 
+    def last_event_id(self, flow_id: str) -> int:
+        sql = "SELECT COALESCE(MAX(id), 0) FROM stream_events WHERE flow_id = ?"
+        return int(self._execute(sql, (flow_id,)).fetchone()[0])
+
     def get_event(self, event_id: int) -> EventRow | None:
         sql = f"SELECT {EVENT_SELECT} FROM stream_events WHERE id = ?"
         values = self._execute(sql, (event_id,)).fetchone()
