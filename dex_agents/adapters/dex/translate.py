@@ -56,13 +56,19 @@ def whole_seconds(value: timedelta) -> timedelta:
 
 
 def dex_retry(retry: RetryPolicy) -> dex.RetryPolicy:
-    """A port retry policy as Dex's, field by field."""
+    """A port retry policy as Dex's, field by field, its durations in whole seconds.
+
+    The SDK takes whole seconds only (it raises for 500 ms), so each duration is
+    rounded up, at least one second, as timeouts are.
+    """
     return dex.RetryPolicy(
-        initial_interval=retry.initial_interval,
+        initial_interval=whole_seconds(retry.initial_interval),
         backoff_coefficient=retry.backoff_coefficient,
-        maximum_interval=retry.maximum_interval,
+        maximum_interval=whole_seconds(retry.maximum_interval),
         maximum_attempts=retry.maximum_attempts,
-        total_duration=retry.total_duration,
+        total_duration=None
+        if retry.total_duration is None
+        else whole_seconds(retry.total_duration),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from dex_agents import AgentSessionFlow
@@ -88,14 +88,41 @@ def dex_wait(spec: WaitSpec | None) -> tuple[list[int], list[tuple[str, str | No
     return timers, channels
 
 
+def _whole_seconds(value: timedelta) -> int:
+    """A port duration in Dex's unit: whole seconds, rounded up, at least one."""
+    return max(1, math.ceil(value.total_seconds()))
+
+
 def port_options(flow: AgentSessionFlow, options: StepOptions) -> dict[str, Any]:
-    """The options both engines must agree on: loads, locks, attempts, failure route."""
-    loads = [f"{load.attribute_map.name}/{load.key or ''}" for load in options.loads]
-    failure = None if options.failure_step is None else options.failure_step.step_type
+    """Every option Dex is given, as Dex should carry it.
+
+    Durations in whole seconds (rounded up); loads, wait loads and locks by
+    name; the failure route with the failure Step's own options, which a Dex
+    movement restates.
+    """
+    retry = options.retry
+    failure = None
+    if options.failure_step is not None:
+        static = port_step_named(flow, options.failure_step.step_type).options()
+        failure = (options.failure_step.step_type, port_options(flow, static))
     return {
-        "loads": sorted(loads),
+        "execute_timeout": _whole_seconds(options.execute_timeout),
+        "heartbeat_timeout": _whole_seconds(options.heartbeat_timeout),
+        "retry": {
+            "initial_interval": _whole_seconds(retry.initial_interval),
+            "backoff_coefficient": retry.backoff_coefficient,
+            "maximum_interval": _whole_seconds(retry.maximum_interval),
+            "maximum_attempts": retry.maximum_attempts,
+            "total_duration": (
+                None if retry.total_duration is None else _whole_seconds(retry.total_duration)
+            ),
+        },
+        "loads": sorted(f"{load.attribute_map.name}/{load.key or ''}" for load in options.loads),
+        "wait_loads": sorted(
+            f"{load.attribute_map.name}/{load.key or ''}" for load in options.wait_loads
+        ),
         "locks": sorted(lock.lock_name for lock in options.locks),
-        "attempts": options.retry.maximum_attempts,
+        "durability": (options.durability.value, options.durability.value),
         "failure": failure,
     }
 
@@ -104,11 +131,34 @@ def dex_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """The same fields read from a Dex movement's plain StepOptions."""
     options = options or {}
     retry = options.get("execute_retry_policy", {})
+    failure = None
+    if "execute_failure_proceed_step_type" in options:
+        failure = (
+            options["execute_failure_proceed_step_type"],
+            dex_options(options.get("execute_failure_proceed_step_options")),
+        )
+
+    def durability(key: str) -> str:
+        return str(options.get(key, "")).removeprefix("STEP_DURABILITY_").lower()
+
     return {
+        "execute_timeout": options.get("execute_timeout_seconds"),
+        "heartbeat_timeout": options.get("heartbeat_timeout_seconds"),
+        "retry": {
+            "initial_interval": retry.get("initial_interval_seconds"),
+            "backoff_coefficient": retry.get("backoff_coefficient"),
+            "maximum_interval": retry.get("maximum_interval_seconds"),
+            "maximum_attempts": retry.get("maximum_attempts"),
+            "total_duration": retry.get("total_duration_seconds"),
+        },
         "loads": sorted(options.get("execute_load_attribute_map_instances", [])),
+        "wait_loads": sorted(options.get("wait_for_load_attribute_map_instances", [])),
         "locks": sorted(options.get("execute_lock_attribute_keys", [])),
-        "attempts": retry.get("maximum_attempts"),
-        "failure": options.get("execute_failure_proceed_step_type"),
+        "durability": (
+            durability("wait_for_durability_override"),
+            durability("execute_durability_override"),
+        ),
+        "failure": failure,
     }
 
 

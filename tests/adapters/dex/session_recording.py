@@ -4,13 +4,16 @@
 the embedded engine runs it, each wait phase and each successful execute attempt
 is recorded with what it read (the Attributes, the loaded AttributeMap
 instances, the Channel sizes, the wait result, the clock, the attempt) and what
-it committed (writes, publishes, Stream events, heartbeats, the decision). The
-contract suite hands the same inputs to the Dex mapping and compares commits.
+it committed (writes, publishes, Stream events, heartbeats, the decision). A
+failed attempt is recorded too, so a failure route's execution can name the
+execution it recovers (``StepRecorder.failed_execution``). The contract suite
+hands the same inputs to the Dex mapping and compares commits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -147,19 +150,70 @@ class RecordedRpc:
     canceling_steps: tuple[type[Step[Any]], ...] = ()
 
 
+@dataclass(frozen=True)
+class FailedAttempt:
+    """One execute attempt that raised: which execution, with what input, and why."""
+
+    step_type: str
+    step_execution_id: str
+    input_json: str | None
+    error_type: str
+    detail: str
+
+
 @dataclass
 class StepRecorder:
-    """The executions and RPCs of one Flow, in the order they committed."""
+    """The executions and RPCs of one Flow, in the order they committed.
+
+    While ``quiet()`` is entered, RPCs run unrecorded (a test's polling probes).
+    """
 
     flow: FlowDefinition
     executions: list[RecordedExecution] = field(default_factory=list)
     waits: dict[str, RecordedWait] = field(default_factory=dict)
     rpc_calls: list[RecordedRpc] = field(default_factory=list)
+    failed_attempts: list[FailedAttempt] = field(default_factory=list)
+    recording_rpcs: bool = True
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """Run the RPCs of the ``with`` body without recording them."""
+        self.recording_rpcs = False
+        try:
+            yield
+        finally:
+            self.recording_rpcs = True
+
+    def waits_without_execution(self) -> list[RecordedWait]:
+        """The wait phases whose execution never committed: cancelled while waiting, every
+        execute attempt failed, or still waiting when the session stopped."""
+        executed = {execution.step_execution_id for execution in self.executions}
+        return [wait for key, wait in self.waits.items() if key not in executed]
+
+    def failed_execution(self, execution: RecordedExecution) -> FailedAttempt | None:
+        """The last failed attempt that ``execution``, a failure route, recovers; ``None``
+        when no attempt raised for it (its worker was lost, say)."""
+        recovery = execution.recovery_error
+        if recovery is None:
+            return None
+        wanted = to_json(execution.input)
+        return next(
+            (
+                failed
+                for failed in reversed(self.failed_attempts)
+                if failed.input_json == wanted
+                and failed.error_type == recovery.error_type
+                and failed.detail == recovery.detail
+            ),
+            None,
+        )
 
     def recording_rpc(self, rpc: Rpc[Any, Any]) -> Rpc[Any, Any]:
         """``rpc`` with a handler that records each successful transaction."""
 
         def handler(context: RpcContext, input: Any) -> RpcResult[Any]:
+            if not self.recording_rpcs:
+                return rpc.handler(context, input)
             state = context.state
             assert isinstance(state, StagedState)
             record = RecordedRpc(
@@ -229,7 +283,19 @@ class StepRecorder:
                 recovery_error=context.recovery_error,
                 wait=self.waits.get(context.step_execution_id),
             )
-            decision = await original(_RecordingContext(context, record), input)
+            try:
+                decision = await original(_RecordingContext(context, record), input)
+            except Exception as error:
+                self.failed_attempts.append(
+                    FailedAttempt(
+                        step.step_type,
+                        context.step_execution_id,
+                        to_json(input),
+                        type(error).__name__,
+                        str(error),
+                    )
+                )
+                raise
             record.writes = dict(state.writes)
             record.publishes = [(p.channel, p.key, p.value) for p in state.publishes]
             record.events.extend(text for _, text in state.events)
