@@ -30,6 +30,7 @@ from dex_agents.builtin_loop import (
 from dex_agents.domain.interrupts import InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.local import LocalRuntime
+from dex_agents.testing import wait_for_agent_snapshot
 
 TURN = timedelta(seconds=20)
 FAST = timedelta(milliseconds=20)
@@ -84,10 +85,16 @@ async def pending_interrupt(path: Path, text: str) -> None:
 async def finish(path: Path) -> tuple[AgentMessage, ...]:
     flow = make_flow()
     async with LocalRuntime(path, [flow], poll_interval=FAST) as runtime:
-        done = await runtime.sessions(flow).wait_for_user("s-1", timeout=TURN)
-        assert done.state is not None
-        assert done.state.active_turn_id is None
-        page = await runtime.sessions(flow).list_agent_messages("s-1", limit=200)
+        sessions = runtime.sessions(flow)
+        # Right after cancel_turn the interrupt may still be listed until
+        # FinishTurnCancellation removes it: wait for the turn itself to end.
+        await wait_for_agent_snapshot(
+            sessions,
+            "s-1",
+            lambda s: s.state is not None and s.state.active_turn_id is None,
+            description="the cancelled turn's end",
+        )
+        page = await sessions.list_agent_messages("s-1", limit=200)
         return page.messages
 
 
@@ -180,7 +187,12 @@ async def test_answer_races_cancel_turn_on_a_live_worker(attempt: int, tmp_path:
         cancelled = await sessions.cancel_turn("s-1", turn)
         answered = await answer
         assert cancelled
-        done = await sessions.wait_for_user("s-1", timeout=TURN)
+        done = await wait_for_agent_snapshot(
+            sessions,
+            "s-1",
+            lambda s: s if s.state is not None and s.state.active_turn_id is None else None,
+            description="the turn's end",
+        )
         page = await sessions.list_agent_messages("s-1", limit=200)
         output = json.loads(tool_result(page.messages, BuiltInTool.ASK_USER))
         if answered:

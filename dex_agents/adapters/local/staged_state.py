@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from dex_agents.adapters.local.codec import taken_messages
+from dex_agents.adapters.local.decoded_values import DECODED
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import MapLoad
 from dex_agents.ports.flow_store import ExecutionStatus, MessageRow, StoreTransaction
@@ -252,7 +253,7 @@ class StagedState:
         """One loaded AttributeMap instance's value, or ``None`` when it is unset."""
         self._check_loaded(attribute_map, key)
         text = self._read(attribute_map.name, key)
-        return None if text is None else from_json(text, attribute_map.value_type)
+        return None if text is None else DECODED.decode(text, attribute_map.value_type)
 
     def instance_keys(self, attribute_map: AttributeMapDef[Any]) -> tuple[str, ...]:
         """The keys of every loaded instance, with this transaction's writes applied, in key order."""

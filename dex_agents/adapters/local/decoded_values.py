@@ -1,0 +1,66 @@
+"""Decode each stored message once per process, not once per Step.
+
+Every Step that stores messages loads the whole window, and reads of the
+session (snapshots, pages, compaction) load every kept chunk, so the same JSON
+text was decoded again for every Step of every turn: the work grew with the
+session. A stored message never changes at its key, and a chunk that rolled
+over is immutable, so their decoded values are shared, keyed by their exact
+text. Only frozen values made of immutable parts are cached (``CACHED_TYPES``);
+anything holding a ``dict`` is decoded afresh, so no caller can change another's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, TypeVar
+
+from dex_agents.domain.message_index import AgentMessageChunk
+from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.wire import from_json
+
+T = TypeVar("T")
+
+CACHED_TYPES: frozenset[type[Any]] = frozenset({AgentMessage, AgentMessageChunk})
+"""The value types whose decoded values are shared: frozen, and immutable all the way down."""
+
+DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
+"""How much JSON text the cache holds the decoded values of, at most."""
+
+
+class DecodedValues:
+    """A least-recently-used map from (type, JSON text) to the decoded value, bounded in bytes.
+
+    Thread-safe: Steps read on the event loop, RPCs on the store thread.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._values: OrderedDict[tuple[type[Any], str], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def decode(self, text: str, cls: type[T]) -> T:
+        """``from_json(text, cls)``, shared with earlier decodes of the same text."""
+        if cls not in CACHED_TYPES or len(text) > self._max_bytes // 4:
+            return from_json(text, cls)
+        key = (cls, text)
+        with self._lock:
+            found = self._values.get(key)
+            if found is not None:
+                self._values.move_to_end(key)
+                value: T = found
+                return value
+        value = from_json(text, cls)
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = value
+                self._bytes += len(text)
+                while self._bytes > self._max_bytes:
+                    (_, evicted), _ = self._values.popitem(last=False)
+                    self._bytes -= len(evicted)
+        return value
+
+
+DECODED = DecodedValues()
+"""This process's cache, shared by every engine it opens (values are keyed by content)."""
