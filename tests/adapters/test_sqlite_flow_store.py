@@ -206,3 +206,18 @@ def test_sqlite_a_read_does_not_wait_for_another_connections_write_lock(tmp_path
     assert reader.read(lambda tx: tx.get_value("f1", "a", "")) == "2"
     reader.close()
     writer.close()
+
+
+def test_a_file_made_before_the_status_index_gets_it_when_it_opens(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    SqliteFlowStore(path).close()
+    with sqlite3.connect(path) as connection:
+        connection.execute("DROP INDEX executions_by_flow_status")
+        connection.execute("CREATE INDEX executions_by_flow ON step_executions (flow_id)")
+    connection.close()
+    SqliteFlowStore(path).close()
+    with sqlite3.connect(path) as connection:
+        names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    connection.close()
+    assert "executions_by_flow_status" in names
+    assert "executions_by_flow" not in names

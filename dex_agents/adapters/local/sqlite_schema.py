@@ -49,7 +49,6 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS executions_timers ON step_executions (status, timer_at)",
     "CREATE INDEX IF NOT EXISTS executions_leases ON step_executions (status, lease_expires_at)",
     "CREATE INDEX IF NOT EXISTS executions_by_owner ON step_executions (lease_owner)",
-    "CREATE INDEX IF NOT EXISTS executions_by_flow ON step_executions (flow_id)",
     """CREATE TABLE IF NOT EXISTS step_counters (
         flow_id TEXT NOT NULL, step_type TEXT NOT NULL, n INTEGER NOT NULL,
         PRIMARY KEY (flow_id, step_type)) WITHOUT ROWID""",
@@ -67,6 +66,19 @@ SCHEMA = (
     """CREATE TABLE IF NOT EXISTS stream_sizes (
         flow_type TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID""",
 )
+
+INDEXES = (
+    # Each commit offers a session's waiting executions its new messages, and RPCs list
+    # the executions whose wait took a message: both look a session's executions up by
+    # status, which the flow_id index alone makes a scan of its whole Step history.
+    # It also serves every lookup by flow_id alone, so it replaces executions_by_flow.
+    """CREATE INDEX IF NOT EXISTS executions_by_flow_status
+        ON step_executions (flow_id, status, id)""",
+)
+"""Indexes created on every open, so a file made before they existed gets them too."""
+
+RETIRED_INDEXES = ("executions_by_flow",)
+"""Indexes that an index of ``INDEXES`` replaces; dropped when a file opens."""
 
 FLOW_COLUMNS = tuple(f.name for f in fields(FlowRow))
 EXECUTION_COLUMNS = tuple(f.name for f in fields(ExecutionRow))

@@ -20,9 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
-from dex_agents.adapters.local.sqlite_schema import (
-    SCHEMA,
-)
+from dex_agents.adapters.local.sqlite_schema import INDEXES, RETIRED_INDEXES, SCHEMA
 from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
 from dex_agents.ports.errors import EngineError
 from dex_agents.ports.flow_store import (
@@ -100,6 +98,8 @@ class SqliteFlowStore:
             self._connection.execute("PRAGMA synchronous=FULL")
             if self._schema_version(self._connection) != SCHEMA_VERSION:
                 self._transact(self._connection, self._create_schema)
+            if not self._has_indexes(self._connection):
+                self._transact(self._connection, self._create_indexes)
             self._poll = self._connect()
             self._identity = self._file_identity()
         except sqlite3.Error as error:
@@ -153,6 +153,20 @@ class SqliteFlowStore:
         for statement in SCHEMA:
             connection.execute(statement)
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @staticmethod
+    def _has_indexes(connection: sqlite3.Connection) -> bool:
+        names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        return all(statement.split()[5] in names for statement in INDEXES) and not any(
+            name in names for name in RETIRED_INDEXES
+        )
+
+    @staticmethod
+    def _create_indexes(connection: sqlite3.Connection) -> None:
+        for statement in INDEXES:
+            connection.execute(statement)
+        for name in RETIRED_INDEXES:
+            connection.execute(f"DROP INDEX IF EXISTS {name}")
 
     @staticmethod
     def _transact(
