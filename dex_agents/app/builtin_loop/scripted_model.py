@@ -126,9 +126,21 @@ ScriptedRespond: TypeAlias = Callable[
 
 
 def _request_digest(request: ModelRequest) -> str:
-    """A digest of the request's items, the same for the same items in any process."""
-    wire_items = [[type(item).__name__, to_wire(item)] for item in request.items]
-    return hashlib.sha256(dumps(wire_items).encode("utf-8")).hexdigest()[:16]
+    """A digest of the request's current turn, the same for the same request in any process.
+
+    It covers the number of items and the items from the last user text on: the
+    same for a rerun of the same call (so a crashed ``RunModel`` derives the same
+    IDs), different for every later call of the turn (each has more items), and
+    O(turn) rather than O(history) to compute. Tool call IDs need only be unique
+    within a turn.
+    """
+    items = request.items
+    start = next(
+        (i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], UserTextItem)), 0
+    )
+    wire_items = [[type(item).__name__, to_wire(item)] for item in items[start:]]
+    text = dumps([len(items), wire_items])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _item_json(data: Mapping[str, Any]) -> str:
@@ -262,7 +274,9 @@ class ScriptedModelClient:
                     {"type": "message", "role": "assistant", "text": reply.text}, text=reply.text
                 )
             )
-        digest = _request_digest(request) if reply.tool_calls else ""
+        # Only a call without an ID of its own needs the derived one.
+        needs_digest = any(call.call_id is None for call in reply.tool_calls)
+        digest = _request_digest(request) if needs_digest else ""
         for index, call in enumerate(reply.tool_calls):
             call_id = call.call_id or f"call_{digest}_{index}"
             data = {
