@@ -71,6 +71,11 @@ class PortableSessionClient:
         """The session Flow type this client serves."""
         return self._flow
 
+    @property
+    def flow_client(self) -> FlowClient:
+        """The engine's client this session client calls (a ``DexFlowClient`` over Dex)."""
+        return self._client
+
     async def start_session(
         self,
         session_id: str,

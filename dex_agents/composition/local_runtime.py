@@ -17,8 +17,10 @@ from datetime import timedelta
 
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION, DEFAULT_POLL_INTERVAL
 from dex_agents.adapters.local.runtime import DEFAULT_MAX_CONCURRENT_TASKS, EngineRuntime
+from dex_agents.adapters.local.sync_client import DEFAULT_SYNC_WAKE_INTERVAL, SyncLocalFlowClient
 from dex_agents.app.session_flow import PortableSessionFlow
 from dex_agents.composition.session_client import AgentSessionClient
+from dex_agents.composition.sync_session_client import open_sync_flow_client
 from dex_agents.ports.engine import FlowDefinition
 
 
@@ -46,6 +48,17 @@ class LocalRuntime(EngineRuntime):
         if not any(flow is served for served in self.flows):
             raise ValueError(f"Flow type {flow.flow_type!r} is not one of this runtime's Flows")
         return AgentSessionClient(self.flow_client, flow)
+
+    def sync_flow_client(
+        self, *, wake_interval: timedelta = DEFAULT_SYNC_WAKE_INTERVAL
+    ) -> SyncLocalFlowClient:
+        """A blocking client of this runtime's engine, for WSGI servers and other threads.
+
+        What ``dex_agents.ui_stream``'s ``_sync`` helpers take. It runs no event loop:
+        each call blocks its thread on the store, and a long poll looks for commits
+        every ``wake_interval`` (50 ms). It works while the runtime is open.
+        """
+        return open_sync_flow_client(self, wake_interval=wake_interval)
 
 
 async def serve_workers(

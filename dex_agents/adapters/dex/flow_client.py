@@ -9,6 +9,7 @@ It behaves as the embedded engine's ``LocalFlowClient`` does, except where SDK
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar, overload, runtime_checkable
@@ -42,6 +43,21 @@ ValueT = TypeVar("ValueT")
 
 DEX_STREAM_POLL_TIMEOUT = timedelta(seconds=30)
 """How long ``read_stream`` long-polls Dex by default, as the embedded engine does."""
+
+MIN_DEX_POLL_TIMEOUT = timedelta(seconds=1)
+"""Dex's shortest long poll that is not its server default."""
+
+
+def dex_poll_timeout(poll_timeout: timedelta | None) -> timedelta:
+    """A long poll's wait as Dex takes it: rounded up to whole seconds, at least 1 s (30 s for ``None``).
+
+    The SDK raises ``ValueError`` for any other wait, so ``wait_for_user``'s short
+    reads and the browser stream's token check wait up to a second on Dex.
+    """
+    if poll_timeout is None:
+        return DEX_STREAM_POLL_TIMEOUT
+    return max(timedelta(seconds=math.ceil(poll_timeout.total_seconds())), MIN_DEX_POLL_TIMEOUT)
+
 
 _PORT_STATUS: Mapping[dex.FlowStatus, FlowStatus] = {
     dex.FlowStatus.RUNNING: FlowStatus.RUNNING,
@@ -297,7 +313,7 @@ class DexFlowClient:
         schema = _bound(flow).dex_schema
         if schema.stream is None or schema.stream_declaration is None:
             raise FlowDefinitionError(f"Flow type {flow.flow_type} has no Stream")
-        timeout = poll_timeout or DEX_STREAM_POLL_TIMEOUT
+        timeout = dex_poll_timeout(poll_timeout)
         try:
             message = await self._client.read_stream(flow_id, schema.stream, resume_token, timeout)
         except dex.DexServiceError as error:

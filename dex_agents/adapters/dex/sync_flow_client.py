@@ -1,0 +1,185 @@
+"""``DexSyncFlowClient``: the port's ``SyncFlowClient`` over Dex's synchronous ``dex.Client`` (SDK 1.23.0).
+
+It makes the calls ``DexFlowClient`` makes over an ``AsyncClient``, with the
+same value mapping and error translation, for WSGI servers: ``invoke_rpc``,
+``read_stream`` and ``list_stream_messages``. Where Dex says only "closed or
+not found", one ``describe_flow`` call tells the two apart, as the async client
+does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Protocol, TypeVar, overload
+
+import dex
+
+from dex_agents.adapters.dex.errors import port_error
+from dex_agents.adapters.dex.flow_client import DexBoundFlow, dex_poll_timeout, port_flow_status
+from dex_agents.adapters.dex.stream_reads import (
+    check_page_size,
+    dex_event_stream,
+    port_stream_message,
+    port_stream_page,
+)
+from dex_agents.adapters.dex.wire_values import from_dex, to_dex
+from dex_agents.ports.engine import FlowDefinition
+from dex_agents.ports.errors import (
+    FlowDefinitionError,
+    FlowNotActiveError,
+    FlowNotFoundError,
+    InvalidResumeTokenError,
+)
+from dex_agents.ports.flow_client import StreamMessage
+from dex_agents.ports.flow_store import FlowStatus
+from dex_agents.ports.stream_pages import StreamMessagesPage
+
+ValueT = TypeVar("ValueT")
+
+
+class DexSyncClientLike(Protocol):
+    """The calls of ``dex.Client`` that ``DexSyncFlowClient`` makes, with their signatures."""
+
+    @overload
+    def invoke_rpc(
+        self,
+        rpc_method: Callable[..., Any],
+        flow_id: str,
+        input: Any,
+        *,
+        run_id: str = "",
+        options: dex.RPCInvokeOptions = ...,
+    ) -> Any: ...
+
+    @overload
+    def invoke_rpc(
+        self,
+        rpc_method: Callable[..., Any],
+        flow_id: str,
+        *,
+        run_id: str = "",
+        options: dex.RPCInvokeOptions = ...,
+    ) -> Any: ...
+
+    def describe_flow(self, flow_id: str) -> dex.FlowInfo:
+        """The current or latest run of a Flow ID."""
+
+    def read_stream(
+        self,
+        flow_id: str,
+        stream: dex.Stream[ValueT],
+        resume_token: str = "",
+        timeout: timedelta | None = None,
+    ) -> dex.StreamMessage[ValueT]:
+        """Long-poll the next Stream message after a resume token."""
+
+    def list_stream_messages(
+        self, flow_id: str, stream: dex.Stream[ValueT], page_size: int, before_page_token: str = ""
+    ) -> dex.StreamMessagesPage[ValueT]:
+        """One newest-first page of retained Stream messages, without waiting."""
+
+
+def _bound(flow: FlowDefinition) -> DexBoundFlow:
+    if not isinstance(flow, DexBoundFlow):
+        raise TypeError(
+            f"Flow type {flow.flow_type} is not bound to Dex: it has no dex_schema "
+            "and dex_rpc_method; serve the Dex adapter's session Flow"
+        )
+    return flow
+
+
+class DexSyncFlowClient:
+    """A ``SyncFlowClient`` over a Dex ``dex.Client``; the caller owns and closes the client."""
+
+    def __init__(self, client: DexSyncClientLike) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> DexSyncClientLike:
+        """The Dex client this adapter calls."""
+        return self._client
+
+    def invoke_rpc(self, flow: FlowDefinition, flow_id: str, rpc: str, input: Any) -> Any:
+        """Run an RPC and return its output, decoded as its wire type.
+
+        A missing session (or one of another Flow type) raises ``FlowNotFoundError``
+        and a closed one that the RPC needs active raises ``FlowNotActiveError``.
+        """
+        bound = _bound(flow)
+        try:
+            definition = flow.rpcs[rpc]
+        except KeyError:
+            raise FlowDefinitionError(f"Flow type {flow.flow_type} has no RPC {rpc}") from None
+        method = bound.dex_rpc_method(rpc)
+        takes_input = definition.input_type is not type(None)
+        if not takes_input and input is not None:
+            raise ValueError(f"RPC {rpc} takes no input, got {type(input).__name__}")
+        try:
+            if takes_input:
+                output = self._client.invoke_rpc(
+                    method, flow_id, to_dex(definition.input_type, input)
+                )
+            else:
+                output = self._client.invoke_rpc(method, flow_id)
+        except dex.FlowNotActiveOrNotFoundError as error:
+            raise self._closed_or_missing(flow_id, error, flow.flow_type) from error
+        except (dex.DexServiceError, dex.FlowDefinitionError) as error:
+            raise port_error(error) from error
+        if definition.output_type is type(None):
+            return None
+        return from_dex(definition.output_type, output)
+
+    def read_stream(
+        self,
+        flow: FlowDefinition,
+        flow_id: str,
+        resume_token: str = "",
+        poll_timeout: timedelta | None = None,
+    ) -> StreamMessage[Any]:
+        """The next event after ``resume_token``; long-polls Dex up to ``poll_timeout`` (30 s).
+
+        Dex waits whole seconds, so the wait is rounded up, to at least 1 s.
+        Raises ``StreamReadTimeoutError`` when none arrives and
+        ``InvalidResumeTokenError`` for a token Dex rejects as an invalid argument.
+        """
+        stream, declaration = dex_event_stream(flow)
+        timeout = dex_poll_timeout(poll_timeout)
+        try:
+            message = self._client.read_stream(flow_id, stream, resume_token, timeout)
+        except dex.DexServiceError as error:
+            if resume_token and getattr(error.code, "name", None) == "INVALID_ARGUMENT":
+                raise InvalidResumeTokenError(
+                    f"session {flow_id!r} never issued Stream resume token {resume_token!r}"
+                ) from error
+            raise port_error(error) from error
+        return port_stream_message(declaration, message)
+
+    def list_stream_messages(
+        self, flow: FlowDefinition, flow_id: str, page_size: int, before_page_token: str = ""
+    ) -> StreamMessagesPage[Any]:
+        """One page of the session's retained events, newest first; never waits."""
+        stream, declaration = dex_event_stream(flow)
+        check_page_size(page_size)
+        try:
+            page = self._client.list_stream_messages(flow_id, stream, page_size, before_page_token)
+        except (dex.DexServiceError, dex.FlowDefinitionError) as error:
+            raise port_error(error) from error
+        return port_stream_page(declaration, page)
+
+    def _closed_or_missing(
+        self, flow_id: str, error: dex.FlowNotActiveOrNotFoundError, flow_type: str
+    ) -> Exception:
+        """The error for what Dex refused as "closed or not found", told apart with ``describe_flow``."""
+        try:
+            info: dex.FlowInfo | None = self._client.describe_flow(flow_id)
+        except dex.DexServiceError as probe_error:
+            if type(port_error(probe_error)) is not FlowNotFoundError:
+                return port_error(error)
+            info = None
+        if info is None or info.flow_type != flow_type:
+            return FlowNotFoundError(f"no {flow_type} session with ID {flow_id!r}")
+        status = port_flow_status(info.status)
+        if status == FlowStatus.RUNNING.value:
+            return port_error(error)
+        return FlowNotActiveError(f"session {flow_id!r} is {status}")

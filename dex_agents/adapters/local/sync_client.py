@@ -1,0 +1,129 @@
+"""``SyncLocalFlowClient``: a blocking client of the embedded engine, for WSGI servers and threads.
+
+It runs the same store transactions as ``LocalFlowClient`` (``run_rpc``, the
+Stream reads), but calls the engine's store directly from the calling thread
+instead of handing work to the engine's store thread through an event loop, so
+no event loop runs per call. Both stores serialize transactions with a lock of
+their own, so any number of threads may share one client, beside the engine's
+own thread.
+
+Latency: ``LocalEngine`` wakes its local waiters through an ``asyncio.Event``
+that another thread cannot wait on, so ``read_stream`` polls the store's change
+counter every ``wake_interval`` (50 ms by default): a new event reaches a
+waiting reader within that interval, and an idle long poll costs one cheap
+counter query per interval. A write this client commits (an RPC such as
+``send_user_message``) is seen by the engine's workers at their next poll
+(``LocalEngine.poll_interval``, 100 ms by default), not at once as after a
+``LocalFlowClient`` commit.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from dex_agents.adapters.local.client import DEFAULT_STREAM_POLL_TIMEOUT, run_rpc
+from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.stream_pages import decode_event_page, event_stream, read_event_page
+from dex_agents.domain.wire import from_json, to_json
+from dex_agents.ports.engine import FlowDefinition
+from dex_agents.ports.errors import FlowNotFoundError, StreamReadTimeoutError
+from dex_agents.ports.flow_client import StreamMessage
+from dex_agents.ports.flow_store import EventRow, StoreTransaction
+from dex_agents.ports.stream_pages import StreamMessagesPage
+
+DEFAULT_SYNC_WAKE_INTERVAL = timedelta(milliseconds=50)
+"""How often a waiting ``SyncLocalFlowClient.read_stream`` looks for a commit."""
+
+
+class SyncLocalFlowClient:
+    """A ``SyncFlowClient`` of the embedded engine; share the ``LocalEngine`` of a runtime.
+
+    ``wake_interval`` is how often a long poll checks the store for a commit
+    (see the module's note on latency). The client owns nothing: it stops
+    working when the runtime that opened the engine closes.
+    """
+
+    def __init__(
+        self, engine: LocalEngine, *, wake_interval: timedelta = DEFAULT_SYNC_WAKE_INTERVAL
+    ) -> None:
+        if wake_interval <= timedelta(0):
+            raise ValueError(f"wake_interval must be positive, not {wake_interval}")
+        self._engine = engine
+        self._wake_seconds = wake_interval.total_seconds()
+
+    @property
+    def engine(self) -> LocalEngine:
+        """The engine this client talks to."""
+        return self._engine
+
+    def invoke_rpc(self, flow: FlowDefinition, flow_id: str, rpc: str, input: Any) -> Any:
+        """Run an RPC in one transaction and return its output, decoded as its wire type."""
+        engine = self._engine
+        registered = engine.registered(flow)
+        definition = registered.rpc(rpc)
+        # Through the wire form, so the handler sees exactly what Dex would hand it.
+        input_value = from_json(to_json(input), definition.input_type)
+        # As LocalFlowClient.invoke_rpc: the handler's output value, which crosses no process.
+        return engine.store.run(
+            lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now())
+        )
+
+    def read_stream(
+        self,
+        flow: FlowDefinition,
+        flow_id: str,
+        resume_token: str = "",
+        poll_timeout: timedelta | None = None,
+    ) -> StreamMessage[Any]:
+        """The next event after ``resume_token``; long-polls up to ``poll_timeout`` (30 s)."""
+        stream = event_stream(self._engine.registered(flow))
+        after = decode_resume_token(flow_id, resume_token)
+        store = self._engine.store
+        deadline = time.monotonic() + (poll_timeout or DEFAULT_STREAM_POLL_TIMEOUT).total_seconds()
+
+        def read(tx: StoreTransaction) -> list[EventRow]:
+            if tx.get_flow(flow_id) is None:
+                raise FlowNotFoundError(f"no session with ID {flow_id!r}")
+            return list(tx.events_after(flow_id, after, 1))
+
+        # Read before the events, so a commit between the two is seen as a change.
+        counter = store.change_counter()
+        while True:
+            events = store.read(read)
+            if events:
+                event = events[0]
+                return StreamMessage(
+                    value=from_json(event.value, stream.value_type),
+                    resume_token=encode_resume_token(flow_id, event.id),
+                    created_at=event.created_at,
+                    source=event.source,
+                )
+            changed = self._wait_for_change(counter, deadline)
+            if changed is None:
+                raise StreamReadTimeoutError(f"no new event of session {flow_id!r} arrived")
+            counter = changed
+
+    def _wait_for_change(self, since: int, deadline: float) -> int | None:
+        """The store's counter once it differs from ``since``; ``None`` at the deadline."""
+        store = self._engine.store
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            time.sleep(min(remaining, self._wake_seconds))
+            counter = store.change_counter()
+            if counter != since:
+                return counter
+
+    def list_stream_messages(
+        self, flow: FlowDefinition, flow_id: str, page_size: int, before_page_token: str = ""
+    ) -> StreamMessagesPage[Any]:
+        """One page of the session's retained events, newest first; never waits."""
+        stream = event_stream(self._engine.registered(flow))
+        rows, next_token = self._engine.store.read(
+            lambda tx: read_event_page(tx, flow_id, page_size, before_page_token)
+        )
+        return decode_event_page(stream, flow_id, rows, next_token)
