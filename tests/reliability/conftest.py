@@ -61,15 +61,15 @@ class SmallFileSystem:
         self._filler = path / "filler.bin"
 
     def fill(self) -> None:
-        """Write zeros until the file system is full."""
-        with self._filler.open("wb") as filler:
-            block = b"\0" * 65536
-            try:
+        """Write zeros until the file system is full (it may be full already)."""
+        block = b"\0" * 65536
+        try:
+            with self._filler.open("ab") as filler:
                 while True:
                     filler.write(block)
                     filler.flush()
-            except OSError:
-                pass
+        except OSError:
+            pass
 
     def free(self) -> None:
         self._filler.unlink(missing_ok=True)
@@ -77,13 +77,13 @@ class SmallFileSystem:
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[SmallFileSystem]:
-    """A 4 MiB tmpfs of the test's own; skipped where this process cannot mount one."""
+    """A 16 MiB tmpfs of the test's own; skipped where this process cannot mount one."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root and mount(8)")
     path = tmp_path / "fs"
     path.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)],
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(path)],
         capture_output=True,
         check=False,
     )
