@@ -6,8 +6,8 @@ built-in tools; ``builtin_agent_session_flow`` turns it into an
 call per ``RunModel``. ``@function_tool`` derives a tool's JSON Schema from type
 hints; ``ScriptedModelClient`` answers without a model key; the media stores keep
 image bytes; ``AgentDefinition.tool_sources`` offers tools listed at run time,
-and ``FrameworkToolSourceRouter`` gives framework adapters the same sources. The
-LiteLLM client arrives with a later issue.
+and ``FrameworkToolSourceRouter`` gives framework adapters the same sources.
+``dex_agents.litellm.LiteLLMModelClient`` (the ``litellm`` extra) calls real models.
 """
 
 from dex_agents.adapters.media.local_directory import LocalDirectoryMediaStore

@@ -113,8 +113,9 @@ class ModelRequest:
     items: tuple[ModelInputItem, ...]
     tools: tuple[ModelToolDefinition, ...] = ()
     tool_choice: ModelToolChoice = ModelToolChoice.AUTO
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    image_bytes: Mapping[str, bytes] = field(default_factory=dict)
+    # Settings may hold a provider's key, and image bytes are large: the repr leaves both out.
+    settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    image_bytes: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     max_output_tokens: int | None = None
 
     def __post_init__(self) -> None:

@@ -4,6 +4,7 @@
 
     DexAgentsError
     ├── ModelSpendLimitExceededError   a spend limit refuses the next model call
+    ├── ModelCallError                 a model client's call failed; ``retryable`` says if a retry may help
     └── EngineError                    an engine refused a request
         ├── FlowDefinitionError        a Flow declaration that cannot run (a developer's mistake)
         ├── FlowNotFoundError          no session with that ID
@@ -30,6 +31,18 @@ class ModelSpendLimitExceededError(DexAgentsError):
     The message says which limit was reached; the session shows it as the turn's
     ``last_turn_error``, so keep secrets and account details out of it.
     """
+
+
+class ModelCallError(DexAgentsError):
+    """A model client's call failed; ``retryable`` says whether the same request may succeed later.
+
+    ``RunModel`` and ``CompactContext`` let their retry policy repeat a retryable
+    one (a 429, a 5xx, a timeout, a dropped stream). One that no retry can fix (a
+    bad request, a refused key, a context that is too long) fails the turn at
+    once with this error's text as ``last_turn_error``, spending no attempts.
+    """
+
+    retryable: bool = True
 
 
 class EngineError(DexAgentsError):

@@ -20,6 +20,7 @@ from dex_agents.app.builtin_loop.tool_sources import (
 from dex_agents.domain.builtin_tools import BuiltInTool, check_no_reserved_tool_names
 from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.model_io import ModelOutputItem, ToolResultItem
+from dex_agents.domain.secrets import redact_secrets
 from dex_agents.domain.state import InteractionMode
 from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import DEFAULT_MAX_MODEL_CALLS_PER_TURN, TurnContinuation
@@ -104,7 +105,8 @@ class AgentDefinition:
     name: str
     instructions: Instructions
     model: ModelClient
-    model_settings: Mapping[str, Any] = field(default_factory=dict)
+    # Settings may hold a provider's key, so the repr leaves them out.
+    model_settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
     tools: Sequence[FunctionTool] = ()
     tool_sources: Sequence[ToolSource] = ()
     tool_policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
@@ -184,7 +186,7 @@ class AgentDefinition:
             raise ValueError(
                 f'planning_tool_choice "required" needs a model that accepts a forced tool '
                 f"choice, but the model client of agent {self.name} refuses one with "
-                f"model_settings {dict(self.model_settings)!r}"
+                f"model_settings {redact_secrets(dict(self.model_settings))!r}"
             )
 
     @property

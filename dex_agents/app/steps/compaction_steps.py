@@ -23,7 +23,7 @@ from dex_agents.app.session import (
     require_state,
 )
 from dex_agents.app.session_events import build_event, commit_event
-from dex_agents.app.steps import run_model, start
+from dex_agents.app.steps import run_model, start, turn_end
 from dex_agents.domain.compaction import is_new_compaction_cutoff, next_context_summary
 from dex_agents.domain.context_summary import ContextSummaryRequest
 from dex_agents.domain.events import (
@@ -37,6 +37,7 @@ from dex_agents.domain.session_settings import read_turn_settings
 from dex_agents.domain.state import AgentState, AgentStatus, CompactContextInput
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.engine import Step, StepContext, StepDecision, StepOptions, go_to
+from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.runner import AgentTurnContext, ContextCompactionRunner
 from dex_agents.ports.session_schema import (
     AGENT_MESSAGE_INDEX,
@@ -183,8 +184,13 @@ class CompactContext(Step[CompactContextInput]):
         )
         # The heartbeat writes compaction_started now, even if the summary call then fails.
         await context.heartbeat()
-        async with background_heartbeat(context):
-            result = await runner.summarize_context(request)
+        try:
+            async with background_heartbeat(context):
+                result = await runner.summarize_context(request)
+        except ModelCallError as error:
+            if error.retryable:
+                raise
+            return go_to(turn_end.RecordTurnFailure, turn_end.turn_failure_text(error))
         if not isinstance(result, ContextSummaryResult):
             raise TypeError(
                 f"summarize_context must return ContextSummaryResult, not {type(result).__name__}"

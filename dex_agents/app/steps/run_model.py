@@ -49,6 +49,7 @@ from dex_agents.ports.engine import (
     go_to,
     go_to_many,
 )
+from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.runner import AgentTurnContext, UnfinishedTurnMessageBuilder
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
@@ -144,6 +145,10 @@ class RunModel(Step[None]):
         try:
             async with background_heartbeat(context):
                 raw = await runtime.runner.run_model_step(turn)
+        except ModelCallError as error:
+            if error.retryable:
+                raise
+            return go_to(turn_end.RecordTurnFailure, turn_end.turn_failure_text(error))
         finally:
             writer.close()
         outcome = check_agent_turn_outcome(raw, recorded_tool_call_ids=turn.tool_calls.keys())

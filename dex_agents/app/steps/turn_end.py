@@ -186,8 +186,17 @@ def unfinished_turn_messages(
         writer.close()
 
 
+def turn_failure_text(error: BaseException) -> str:
+    """The ``last_turn_error`` of a turn that a model call ended: the error's own text."""
+    return str(error) or type(error).__name__
+
+
 class RecordTurnFailure(Step[Any]):
     """The failure route of ``RunModel`` and ``CompactContext``: the turn ends as failed.
+
+    ``RunModel`` and ``CompactContext`` also move here directly, with the error's
+    text as input, when a model call fails with a ``ModelCallError`` that no retry
+    can fix.
 
     Stores the runner's unfinished-turn messages when it can build them, then one
     turn-failure note when the turn has final tool call records, so the next turn's
@@ -212,7 +221,12 @@ class RecordTurnFailure(Step[Any]):
         if agent_state.active_turn_id is None:
             return go_to(start.AwaitUserMessage)
         error = context.recovery_error
-        text = "the model call failed" if error is None else (error.detail or error.error_type)
+        if error is not None:
+            text = error.detail or error.error_type
+        elif isinstance(input, str) and input:
+            text = input  # a model call that failed in a way no retry can fix
+        else:
+            text = "the model call failed"
         messages = unfinished_turn_messages(context, runtime, agent_state) or []
         note = build_turn_failure_note(turn_records(state).values())
         if note is not None:

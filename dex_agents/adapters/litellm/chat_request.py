@@ -1,0 +1,146 @@
+"""A ``ModelRequest`` as the arguments of one streaming Chat Completions call (``litellm.acompletion``).
+
+- The instructions are the system message; the whole conversation follows, every time.
+- User text is a user message; with images its ``content`` is a ``text`` part and
+  one ``image_url`` part per image.
+- An output item of this provider and API is its stored assistant message, with
+  Anthropic ``thinking_blocks`` and their ``signature``; a run of other items is
+  one assistant message with their text and tool calls.
+- A tool result is a tool message. Its images go where the route says: in the
+  message's parts (Anthropic, Bedrock), in one user message per result after the
+  run's last tool message (``TOOL_RESULT_IMAGES_TEXT`` and the image parts), or
+  nowhere, with ``TOOL_RESULT_IMAGES_OMITTED_TEXT`` after the text (Gemini).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dex_agents.adapters.litellm.images import chat_parts, follow_up_text, with_omitted_images
+from dex_agents.adapters.litellm.replay import provider_item, replays_exactly
+from dex_agents.adapters.litellm.routing import ModelRoute, ToolResultImages
+from dex_agents.adapters.litellm.tools import chat_tools, tool_arguments
+from dex_agents.domain.model_io import (
+    ModelOutputItem,
+    ModelRequest,
+    ToolResultItem,
+    UserTextItem,
+)
+
+
+def _user_message(item: UserTextItem, image_bytes: Mapping[str, bytes]) -> dict[str, Any]:
+    if not item.images:
+        return {"role": "user", "content": item.text}
+    return {"role": "user", "content": chat_parts(item.text, item.images, image_bytes)}
+
+
+def _foreign_message(items: Sequence[ModelOutputItem]) -> dict[str, Any]:
+    text = "".join(item.text or "" for item in items)
+    calls = [call for item in items for call in item.tool_calls]
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call.tool_call_id,
+                "type": "function",
+                "function": {"name": call.tool_name, "arguments": call.arguments},
+            }
+            for call in calls
+        ]
+    return message
+
+
+def _output_messages(items: Sequence[ModelOutputItem], route: ModelRoute) -> list[dict[str, Any]]:
+    """A run of output items: exact ones as stored, each run of others as one message."""
+    messages: list[dict[str, Any]] = []
+    foreign: list[ModelOutputItem] = []
+    for item in items:
+        if replays_exactly(item, route):
+            if foreign:
+                messages.append(_foreign_message(foreign))
+                foreign = []
+            messages.append(provider_item(item))
+        else:
+            foreign.append(item)
+    if foreign:
+        messages.append(_foreign_message(foreign))
+    return messages
+
+
+def _tool_messages(
+    results: Sequence[ToolResultItem], route: ModelRoute, image_bytes: Mapping[str, bytes]
+) -> list[dict[str, Any]]:
+    """A run of tool results: one tool message each, then any follow-up image messages."""
+    messages: list[dict[str, Any]] = []
+    follow_ups: list[dict[str, Any]] = []
+    mode = route.tool_result_images
+    for result in results:
+        content: str | list[dict[str, Any]] = result.output
+        if result.images and mode is ToolResultImages.IN_RESULT:
+            content = chat_parts(result.output, result.images, image_bytes)
+        elif result.images and mode is ToolResultImages.OMITTED:
+            content = with_omitted_images(result.output, len(result.images))
+        elif result.images:
+            follow_ups.append(
+                {
+                    "role": "user",
+                    "content": chat_parts(
+                        follow_up_text(result.tool_name, result.tool_call_id),
+                        result.images,
+                        image_bytes,
+                    ),
+                }
+            )
+        messages.append({"role": "tool", "tool_call_id": result.tool_call_id, "content": content})
+    return messages + follow_ups
+
+
+def chat_messages(request: ModelRequest, route: ModelRoute) -> list[dict[str, Any]]:
+    """The system message and the whole conversation of ``request``, in order."""
+    messages: list[dict[str, Any]] = []
+    if request.instructions:
+        messages.append({"role": "system", "content": request.instructions})
+    outputs: list[ModelOutputItem] = []
+    results: list[ToolResultItem] = []
+
+    def flush() -> None:
+        if outputs:
+            messages.extend(_output_messages(outputs, route))
+            outputs.clear()
+        if results:
+            messages.extend(_tool_messages(results, route, request.image_bytes))
+            results.clear()
+
+    for item in request.items:
+        if isinstance(item, ModelOutputItem):
+            if results:
+                flush()
+            outputs.append(item)
+        elif isinstance(item, ToolResultItem):
+            if outputs:
+                flush()
+            results.append(item)
+        else:
+            flush()
+            messages.append(_user_message(item, request.image_bytes))
+    flush()
+    return messages
+
+
+def chat_arguments(
+    request: ModelRequest, route: ModelRoute, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The keyword arguments of ``litellm.acompletion``, without credentials and retries.
+
+    ``options`` are the merged request options and model settings. The call
+    streams, with usage in the last chunk.
+    """
+    arguments: dict[str, Any] = {**options, "model": route.model}
+    arguments["messages"] = chat_messages(request, route)
+    arguments.update(tool_arguments(chat_tools(request.tools), request.tool_choice))
+    if request.max_output_tokens is not None:
+        arguments["max_tokens"] = request.max_output_tokens
+    arguments["stream"] = True
+    arguments["stream_options"] = {"include_usage": True}
+    return arguments

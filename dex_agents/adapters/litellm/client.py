@@ -1,0 +1,184 @@
+"""``LiteLLMModelClient``: a ``ModelClient`` on LiteLLM ("Model clients").
+
+One request per call, with LiteLLM's own retries off, so ``RunModel``'s retry
+policy is the only one; the whole input every time, with no provider-side
+state; output items provider-exact. The Responses API serves OpenAI models and
+streaming Chat Completions every other provider, unless ``api=`` says which.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeAlias
+
+import litellm
+
+from dex_agents.adapters.litellm.chat_request import chat_arguments
+from dex_agents.adapters.litellm.errors import translate_error
+from dex_agents.adapters.litellm.estimates import estimate_input_tokens
+from dex_agents.adapters.litellm.options import check_options, merged_options
+from dex_agents.adapters.litellm.redaction import environment_secrets, redact_url
+from dex_agents.adapters.litellm.responses_request import responses_arguments
+from dex_agents.adapters.litellm.routing import RESPONSES_API, ModelApi, ModelRoute, route_model
+from dex_agents.adapters.litellm.streams import read_chat_stream, read_responses_stream
+from dex_agents.adapters.litellm.tool_choice import accepts_forced_tool_choice
+from dex_agents.domain.model_io import ModelRequest, ModelResponse
+from dex_agents.domain.runner_outcomes import ModelCallMetadata
+from dex_agents.ports.model_client import ModelOutputWriter
+
+ApiKeyProvider: TypeAlias = Callable[[], "str | Awaitable[str]"]
+"""``api_key_provider``: a sync or async function that returns the key for one call."""
+
+NO_RETRIES: Mapping[str, int] = {"num_retries": 0, "max_retries": 0}
+"""LiteLLM's retries and the provider SDK's, both off: ``RunModel`` retries."""
+
+
+def _provider_of(model: str, api_base: str | None) -> tuple[str, str]:
+    try:
+        provider_model, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception as error:
+        raise ValueError(f"LiteLLM names no provider for model {model!r}") from error
+    return str(provider), str(provider_model)
+
+
+class LiteLLMModelClient:
+    """``LiteLLMModelClient(model, api=None, api_base=None, api_key_provider=None,
+    request_options=None)``: a ``ModelClient`` on LiteLLM.
+
+    ``model`` is a LiteLLM model name (``openai/gpt-5-mini``,
+    ``anthropic/claude-sonnet-4-5``). ``api`` is ``"responses"`` or
+    ``"chat_completions"``; ``None`` uses the Responses API for OpenAI models, with
+    ``store=False`` and ``include=["reasoning.encrypted_content"]``, and streaming
+    Chat Completions for every other provider. ``api_base`` points LiteLLM at
+    another endpoint. Credentials come from the Worker's environment, as LiteLLM
+    reads them, or from ``api_key_provider``, a sync or async function called for
+    every call. ``request_options`` are further keyword arguments for LiteLLM,
+    such as ``timeout``; the agent's model settings go over them. Neither may
+    set what the client sets, nor hold a credential. ``repr`` shows no secret.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        api: ModelApi | None = None,
+        api_base: str | None = None,
+        api_key_provider: ApiKeyProvider | None = None,
+        request_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty string, not {model!r}")
+        if api_base is not None and (not isinstance(api_base, str) or not api_base):
+            raise ValueError("api_base must be None or a non-empty string")
+        if api_key_provider is not None and not callable(api_key_provider):
+            raise TypeError(
+                f"api_key_provider must be callable, not {type(api_key_provider).__name__}"
+            )
+        options = dict(request_options or {})
+        check_options("request_options", options)
+        provider, provider_model = _provider_of(model, api_base)
+        self._route: ModelRoute = route_model(model, provider, provider_model, api)
+        self._api_base = api_base
+        self._api_key_provider = api_key_provider
+        self._options = options
+
+    @property
+    def model(self) -> str:
+        """The model, as given."""
+        return self._route.model
+
+    @property
+    def api(self) -> str:
+        """``"responses"`` or ``"chat_completions"``: the API every call uses."""
+        return self._route.api
+
+    @property
+    def provider(self) -> str:
+        """LiteLLM's name for the model's provider, which output items carry."""
+        return self._route.provider
+
+    @property
+    def route(self) -> ModelRoute:
+        """How each call is made."""
+        return self._route
+
+    def __repr__(self) -> str:
+        api_base = None if self._api_base is None else redact_url(self._api_base)
+        key = None if self._api_key_provider is None else "<set>"
+        return (
+            f"LiteLLMModelClient(model={self.model!r}, api={self.api!r}, api_base={api_base!r}, "
+            f"api_key_provider={key}, request_options={sorted(self._options)!r})"
+        )
+
+    def supports_forced_tool_choice(self, settings: Mapping[str, Any]) -> bool:
+        """``False`` for Claude Opus 5.5 and Sonnet 5.5, and for Claude with extended thinking."""
+        return accepts_forced_tool_choice(self._route, {**self._options, **settings})
+
+    def estimate_input_tokens(self, request: ModelRequest) -> int:
+        """The input tokens of ``request``, with 1600 for each image the client sends."""
+        return estimate_input_tokens(request, self._route)
+
+    async def call_model(self, request: ModelRequest, output: ModelOutputWriter) -> ModelResponse:
+        """Make one streaming request and return its output items; see the class docstring.
+
+        A provider error raises ``ModelProviderError``, whose ``retryable`` says
+        whether a retry can help, with the provider's message and no credential.
+        """
+        route = self._route
+        options = merged_options(self._options, request.settings)
+        if route.api == RESPONSES_API:
+            arguments = responses_arguments(request, route, options)
+        else:
+            arguments = chat_arguments(request, route, options)
+        api_key = await self._api_key()
+        if api_key is not None:
+            arguments["api_key"] = api_key
+        if self._api_base is not None:
+            arguments["api_base"] = self._api_base
+        arguments.update(NO_RETRIES)
+        streaming = False
+        try:
+            if route.api == RESPONSES_API:
+                stream: Any = await litellm.aresponses(**arguments)
+                streaming = True
+                answer = await read_responses_stream(stream, output, route.provider)
+            else:
+                stream = await litellm.acompletion(**arguments)
+                streaming = True
+                answer = await read_chat_stream(stream, output, route.provider)
+        except Exception as error:
+            secrets = environment_secrets(os.environ)
+            if api_key is not None:
+                secrets.append(api_key)
+            translated = translate_error(
+                error, provider=route.provider, secrets=secrets, streaming=streaming
+            )
+            if translated is None or translated is error:
+                raise
+            raise translated from error
+        return ModelResponse(
+            output=answer.output,
+            usage=answer.usage,
+            model_call_metadata=ModelCallMetadata(
+                request_model=route.model,
+                response_model=answer.response_model,
+                provider_name=route.provider,
+                response_id=answer.response_id,
+                finish_reasons=answer.finish_reasons,
+            ),
+        )
+
+    async def _api_key(self) -> str | None:
+        if self._api_key_provider is None:
+            return None
+        key: object = self._api_key_provider()
+        if inspect.isawaitable(key):
+            key = await key
+        if not isinstance(key, str) or not key:
+            # Never the value: it may be a key of the wrong type.
+            raise TypeError(
+                f"api_key_provider of {self.model} returned {type(key).__name__}, "
+                "not a non-empty string"
+            )
+        return key

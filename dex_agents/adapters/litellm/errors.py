@@ -1,0 +1,209 @@
+"""Errors of the LiteLLM client, and LiteLLM's errors translated to them.
+
+::
+
+    DexAgentsError
+    └── ModelCallError (dex_agents.ports.errors)
+        └── ModelProviderError         a provider refused or failed one model call
+            └── ModelStreamInterruptedError  the answer's stream ended before the answer did
+
+``ModelProviderError.retryable`` says whether the same request may succeed
+later: ``False`` for a 4xx a retry cannot fix (bad request, authentication,
+permission, not found, context too long), ``True`` for 408, 409, 425, 429, any
+5xx, timeouts and dropped connections. The message is the provider's own,
+without credentials, so the session can show it as the turn's ``last_turn_error``.
+A stream that breaks mid-answer raises, so no half answer is ever returned.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+
+from dex_agents.adapters.litellm.redaction import scrub
+from dex_agents.ports.errors import ModelCallError
+
+RETRYABLE_STATUS_CODES: Final = frozenset({408, 409, 425, 429})
+"""The 4xx statuses that a later attempt of the same request may pass."""
+
+TRANSPORT_ERROR_MODULES: Final = frozenset(
+    {"litellm", "openai", "anthropic", "httpx", "httpcore", "aiohttp"}
+)
+"""Packages whose exceptions a model call translates; any other exception passes through."""
+
+_LITELLM_PREFIX: Final = re.compile(r"^(?:litellm\.\w+:\s*|\w+Error:\s*|\w+Exception\s+-\s+)+")
+_BYTES_LITERAL: Final = re.compile(r"""b(['"]).*\1""", re.DOTALL)
+_MESSAGE_LIMIT: Final = 2000
+
+
+class ModelProviderError(ModelCallError):
+    """A provider refused or failed one model call.
+
+    ``provider`` is LiteLLM's name for it, ``status_code`` the HTTP status when
+    there was one, and ``retryable`` whether the same request may succeed later.
+    """
+
+    def __init__(
+        self, message: str, *, provider: str, status_code: int | None, retryable: bool
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status_code = status_code
+        self.retryable = retryable
+
+
+class ModelStreamInterruptedError(ModelProviderError):
+    """The answer's stream ended, or broke, before the provider finished the answer."""
+
+    def __init__(self, message: str, *, provider: str) -> None:
+        super().__init__(message, provider=provider, status_code=None, retryable=True)
+
+
+def is_retryable_status(status_code: int | None) -> bool:
+    """``True`` for no status, 408, 409, 425, 429 and 5xx; ``False`` for other 4xx."""
+    if status_code is None or status_code >= 500 or status_code < 400:
+        return True
+    return status_code in RETRYABLE_STATUS_CODES
+
+
+def _json_message(data: object) -> str | None:
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    for value in (error, data.get("message"), data.get("detail")):
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _embedded_json(text: str) -> object:
+    literal = _BYTES_LITERAL.search(text)
+    if literal is not None:
+        try:
+            value = ast.literal_eval(literal.group(0))
+            if isinstance(value, bytes):
+                return json.loads(value.decode("utf-8", "replace"))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            pass
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            return decoder.raw_decode(text, start)[0]
+        except ValueError:
+            start = text.find("{", start + 1)
+    return None
+
+
+def provider_message(text: str) -> str:
+    """The provider's own message inside a LiteLLM error text.
+
+    The ``error.message`` of a JSON error body when the text holds one, else the
+    text without LiteLLM's ``litellm.<Name>Error:`` and ``<Provider>Exception -`` prefixes.
+    """
+    message = _json_message(_embedded_json(text)) or _LITELLM_PREFIX.sub("", text.strip())
+    message = message.strip() or text.strip()
+    if len(message) > _MESSAGE_LIMIT:
+        message = message[:_MESSAGE_LIMIT] + "..."
+    return message
+
+
+def describe_failure(provider: str, status_code: int | None, message: str) -> str:
+    """``<provider> model call failed with HTTP <status>: <message>``, or without the status."""
+    if status_code is None:
+        return f"{provider} model call failed: {message}"
+    return f"{provider} model call failed with HTTP {status_code}: {message}"
+
+
+def is_transport_error(error: BaseException) -> bool:
+    """An exception of LiteLLM or an HTTP client under it, or a timeout or connection error."""
+    if isinstance(error, TimeoutError | ConnectionError):
+        return True
+    return type(error).__module__.split(".", 1)[0] in TRANSPORT_ERROR_MODULES
+
+
+def _status_code(error: BaseException) -> int | None:
+    status: Any = getattr(error, "status_code", None)
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def translate_error(
+    error: Exception, *, provider: str, secrets: Iterable[str], streaming: bool = False
+) -> ModelProviderError | None:
+    """The ``ModelProviderError`` of a LiteLLM or transport error, or ``None`` for any other.
+
+    ``streaming`` says the answer had started to stream: a connection error then
+    is a ``ModelStreamInterruptedError``. The message, and those of ``error`` and
+    the exceptions it chains, are scrubbed of ``secrets`` and credential-shaped text.
+    """
+    known = list(secrets)
+    if isinstance(error, ModelProviderError):
+        scrub_exception_chain(error, known)  # its text may quote the provider
+        return error
+    if not is_transport_error(error):
+        return None
+    scrub_exception_chain(error, known)
+    raw = str(getattr(error, "message", None) or error) or type(error).__name__
+    if _is_stream_break(error) or (streaming and _is_connection_error(error)):
+        text = f"the {provider} stream broke before the answer ended: {provider_message(raw)}"
+        return ModelStreamInterruptedError(scrub(text, known), provider=provider)
+    status = _status_code(error)
+    message = provider_message(raw) if status is not None else f"{type(error).__name__}: {raw}"
+    text = scrub(describe_failure(provider, status, message), known)
+    return ModelProviderError(
+        text, provider=provider, status_code=status, retryable=is_retryable_status(status)
+    )
+
+
+_STREAM_BREAK_NAMES: Final = (
+    "MidStreamFallbackError",
+    "ReadError",
+    "ClientPayloadError",
+    "RemoteProtocolError",
+)
+
+
+def _is_connection_error(error: BaseException) -> bool:
+    """No HTTP answer at all: LiteLLM's ``APIConnectionError``, or a transport error without status."""
+    return type(error).__name__ == "APIConnectionError" or _status_code(error) is None
+
+
+def _is_stream_break(error: BaseException) -> bool:
+    """A connection that broke while the answer streamed (LiteLLM, httpx and aiohttp names)."""
+    return type(error).__name__ in _STREAM_BREAK_NAMES
+
+
+def _scrubbed(value: object, secrets: list[str]) -> object:
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, bytes):
+        return scrub(value.decode("utf-8", "replace"), secrets).encode("utf-8")
+    return value
+
+
+def scrub_exception_chain(error: BaseException, secrets: Iterable[str]) -> None:
+    """Scrub the messages of ``error`` and of every exception it chains, in place.
+
+    A traceback of the translated error prints the chain (causes and contexts),
+    so the chain's texts must be as clean as the error's own.
+    """
+    known = list(secrets)
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.args = tuple(_scrubbed(arg, known) for arg in current.args)
+        message = getattr(current, "message", None)
+        if isinstance(message, str | bytes):
+            with contextlib.suppress(AttributeError):  # a read-only message stays
+                current.message = _scrubbed(message, known)  # type: ignore[attr-defined]
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)

@@ -1,0 +1,97 @@
+"""Responses API output as ``ModelOutputItem`` values, one per output item.
+
+Each item is kept as the provider sent it (its ``response.output_item.done``
+JSON), so a reasoning item's ``encrypted_content`` replays byte for byte. A
+``message`` item's ``output_text`` parts are its ``text``, a ``function_call``
+item is one tool call, and a ``reasoning`` item's summary texts are its
+``reasoning``. LiteLLM rewrites response IDs to carry its routing; the
+provider's own ID is read back out of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from dex_agents.adapters.litellm.replay import item_json
+from dex_agents.adapters.litellm.routing import RESPONSES_API
+from dex_agents.domain.model_io import ModelOutputItem, ModelToolCall
+
+_LITELLM_ID_PREFIX: Final = "resp_"
+_LITELLM_ID_FIELD: Final = "response_id:"
+
+
+def _texts(parts: object, kind: str) -> list[str]:
+    if not isinstance(parts, Sequence) or isinstance(parts, str):
+        return []
+    return [
+        part["text"]
+        for part in parts
+        if isinstance(part, Mapping)
+        and part.get("type") == kind
+        and isinstance(part.get("text"), str)
+    ]
+
+
+def responses_output_item(data: Mapping[str, Any], provider: str) -> ModelOutputItem:
+    """One output item of the Responses API, provider-exact."""
+    kind = data.get("type")
+    text: str | None = None
+    reasoning: str | None = None
+    calls: tuple[ModelToolCall, ...] = ()
+    if kind == "message":
+        text = "".join(_texts(data.get("content"), "output_text")) or None
+    elif kind == "reasoning":
+        reasoning = "\n\n".join(_texts(data.get("summary"), "summary_text")) or None
+    elif kind == "function_call":
+        calls = (
+            ModelToolCall(
+                tool_call_id=str(data["call_id"]),
+                tool_name=str(data["name"]),
+                arguments=str(data.get("arguments") or ""),
+            ),
+        )
+    return ModelOutputItem(
+        item=item_json(data),
+        provider=provider,
+        api=RESPONSES_API,
+        text=text,
+        tool_calls=calls,
+        reasoning=reasoning,
+    )
+
+
+def responses_output_items(
+    items: Sequence[Mapping[str, Any]], provider: str
+) -> tuple[ModelOutputItem, ...]:
+    """Every output item, in output order."""
+    return tuple(responses_output_item(item, provider) for item in items)
+
+
+def provider_response_id(response_id: str | None) -> str | None:
+    """The provider's response ID inside LiteLLM's routing ID, else the ID as it is.
+
+    LiteLLM returns ``resp_<base64 of "litellm:...;response_id:<id>">``.
+    """
+    if not response_id or not response_id.startswith(_LITELLM_ID_PREFIX):
+        return response_id
+    encoded = response_id[len(_LITELLM_ID_PREFIX) :]
+    try:
+        decoded = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return response_id
+    if not decoded.startswith("litellm:"):
+        return response_id
+    for field in decoded.split(";"):
+        if field.startswith(_LITELLM_ID_FIELD):
+            return field[len(_LITELLM_ID_FIELD) :] or response_id
+    return response_id
+
+
+def responses_finish_reasons(status: str | None, incomplete_reason: str | None) -> tuple[str, ...]:
+    """``(status,)`` of a completed response, or the reason an incomplete one stopped."""
+    if status == "incomplete" and incomplete_reason:
+        return (incomplete_reason,)
+    return (status,) if status else ()

@@ -1,0 +1,227 @@
+"""Reading LiteLLM's streams: text and reasoning go to the output writer as they arrive.
+
+A stream is read to its end before anything is returned, and one that ends
+without the provider finishing the answer raises ``ModelStreamInterruptedError``,
+so a broken stream never leaves half an answer. The values are read by
+attribute, as LiteLLM's stream objects expose them, and handed to the pure
+assemblers as plain values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterable, Mapping
+from typing import Any
+
+import attrs
+
+from dex_agents.adapters.litellm.chat_stream import ChatStreamAssembler, ToolCallDelta
+from dex_agents.adapters.litellm.errors import ModelProviderError, ModelStreamInterruptedError
+from dex_agents.adapters.litellm.responses_output import (
+    provider_response_id,
+    responses_finish_reasons,
+    responses_output_items,
+)
+from dex_agents.adapters.litellm.usage import chat_completions_usage, responses_usage
+from dex_agents.domain.model_io import ModelOutputItem
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.ports.model_client import ModelOutputWriter
+
+_RETRYABLE_RESPONSE_ERRORS = frozenset({"server_error", "rate_limit_exceeded", None})
+
+
+@attrs.frozen(kw_only=True)
+class StreamedAnswer:
+    """What one stream returned: the output items, usage and what names the call."""
+
+    output: tuple[ModelOutputItem, ...]
+    usage: AgentUsage
+    response_model: str | None
+    response_id: str | None
+    finish_reasons: tuple[str, ...]
+
+
+def as_dict(value: Any, *, exclude_none: bool = False) -> dict[str, Any]:
+    """A LiteLLM object (a pydantic model or a mapping) as a plain ``dict``."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        data = dump(mode="json", exclude_none=exclude_none)
+        if isinstance(data, dict):
+            return data
+    raise TypeError(f"LiteLLM returned {type(value).__name__} where an object was expected")
+
+
+def _failure(provider: str, error: Any, what: str) -> ModelProviderError:
+    data = as_dict(error) if error is not None else {}
+    code = data.get("code")
+    message = data.get("message") or what
+    return ModelProviderError(
+        f"{provider} model call failed: {message}",
+        provider=provider,
+        status_code=None,
+        retryable=code in _RETRYABLE_RESPONSE_ERRORS,
+    )
+
+
+async def close_stream(stream: object) -> None:
+    """Release the connection of a stream that was not read to its end (best effort)."""
+    close = getattr(stream, "aclose", None)
+    if close is None:
+        close = getattr(getattr(stream, "response", None), "aclose", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            await close()
+
+
+async def read_responses_stream(
+    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str
+) -> StreamedAnswer:
+    """Read a Responses API stream to its ``response.completed`` (or ``response.incomplete``)."""
+    try:
+        return await _read_responses(stream, output, provider)
+    except BaseException:
+        await close_stream(stream)
+        raise
+
+
+async def read_chat_stream(
+    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str
+) -> StreamedAnswer:
+    """Read a Chat Completions stream to its end; the answer needs the provider's finish reason."""
+    try:
+        return await _read_chat(stream, output, provider)
+    except BaseException:
+        await close_stream(stream)
+        raise
+
+
+async def _read_responses(
+    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str
+) -> StreamedAnswer:
+    done: dict[int, Any] = {}
+    final: Any = None
+    async for event in stream:
+        kind = event.type
+        if kind == "response.output_text.delta":
+            if event.delta:
+                output.write_text_delta(event.delta)
+        elif kind == "response.reasoning_summary_text.delta":
+            if event.delta:
+                output.write_reasoning_delta(event.delta)
+        elif kind == "response.output_item.done":
+            done[event.output_index] = event.item
+        elif kind in ("response.completed", "response.incomplete"):
+            final = event.response
+        elif kind == "response.failed":
+            raise _failure(provider, getattr(event.response, "error", None), "the response failed")
+        elif kind == "error":
+            raise _failure(
+                provider,
+                {"code": getattr(event, "code", None), "message": getattr(event, "message", None)},
+                "stream error",
+            )
+    if final is None:
+        raise ModelStreamInterruptedError(
+            f"the {provider} stream ended before the response completed", provider=provider
+        )
+    # The done events hold each item as the provider sent it; the final response's
+    # typed copy stands in for an item whose done event did not come.
+    items = [
+        as_dict(done[index]) if index in done else as_dict(item, exclude_none=True)
+        for index, item in enumerate(final.output or ())
+    ]
+    usage = final.usage
+    incomplete = getattr(final, "incomplete_details", None)
+    return StreamedAnswer(
+        output=responses_output_items(items, provider),
+        usage=responses_usage(None if usage is None else as_dict(usage)),
+        response_model=getattr(final, "model", None),
+        response_id=provider_response_id(getattr(final, "id", None)),
+        finish_reasons=responses_finish_reasons(
+            getattr(final, "status", None),
+            None if incomplete is None else as_dict(incomplete).get("reason"),
+        ),
+    )
+
+
+def fields(value: Any) -> Mapping[str, Any]:
+    """The attributes a LiteLLM object has, read without ``getattr``.
+
+    LiteLLM deletes the optional fields a chunk lacks, and pydantic's missing
+    attribute path costs microseconds on every chunk; its instance ``__dict__``
+    and ``__pydantic_extra__`` hold every field that is there.
+    """
+    try:
+        values: dict[str, Any] = value.__dict__
+    except AttributeError:
+        return value if isinstance(value, Mapping) else {}
+    extra = getattr(value, "__pydantic_extra__", None)
+    return {**values, **extra} if extra else values
+
+
+def _tool_call_deltas(calls: Any) -> list[ToolCallDelta]:
+    deltas = []
+    for call in calls:
+        call_fields = fields(call)
+        function = fields(call_fields.get("function") or {})
+        deltas.append(
+            ToolCallDelta(
+                index=call_fields.get("index"),
+                id=call_fields.get("id"),
+                name=function.get("name"),
+                arguments=function.get("arguments"),
+                provider_specific_fields=call_fields.get("provider_specific_fields"),
+            )
+        )
+    return deltas
+
+
+async def _read_chat(
+    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str
+) -> StreamedAnswer:
+    assembler = ChatStreamAssembler()
+    usage: Any = None
+    model: str | None = None
+    response_id: str | None = None
+    async for chunk in stream:
+        chunk_fields = fields(chunk)
+        model = chunk_fields.get("model") or model
+        response_id = chunk_fields.get("id") or response_id
+        usage = chunk_fields.get("usage") or usage
+        for choice in chunk_fields.get("choices") or ():
+            choice_fields = fields(choice)
+            if choice_fields.get("index", 0) != 0:
+                continue
+            delta = fields(choice_fields.get("delta") or {})
+            content = delta.get("content")
+            reasoning = delta.get("reasoning_content")
+            if reasoning:
+                output.write_reasoning_delta(reasoning)
+            if content:
+                output.write_text_delta(content)
+            calls = delta.get("tool_calls")
+            assembler.add(
+                content=content,
+                reasoning=reasoning,
+                thinking_blocks=delta.get("thinking_blocks"),
+                tool_calls=_tool_call_deltas(calls) if calls else (),
+                provider_specific_fields=delta.get("provider_specific_fields"),
+                finish_reason=choice_fields.get("finish_reason"),
+            )
+    # LiteLLM ends a stream that stopped early with a finish reason of its own;
+    # its stream wrapper keeps whether the provider sent one.
+    provider_finished = getattr(stream, "received_finish_reason", assembler.finish_reason)
+    if not assembler.finished or provider_finished is None:
+        raise ModelStreamInterruptedError(
+            f"the {provider} stream ended before the answer finished", provider=provider
+        )
+    assert assembler.finish_reason is not None
+    return StreamedAnswer(
+        output=(assembler.output_item(provider),),
+        usage=chat_completions_usage(None if usage is None else as_dict(usage)),
+        response_model=model,
+        response_id=response_id,
+        finish_reasons=(assembler.finish_reason,),
+    )

@@ -1,0 +1,64 @@
+"""Tool definitions and the tool choice, as each API takes them.
+
+No tools means neither ``tools`` nor ``tool_choice`` is sent, because some
+providers refuse a tool choice without tools. Function tools on the Responses
+API are sent with ``strict`` ``false``: the Responses API would otherwise make
+them strict, which refuses most JSON Schemas that ``@function_tool`` derives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dex_agents.domain.model_io import ModelToolChoice, ModelToolDefinition
+
+
+def plain_json(value: Any) -> Any:
+    """``value`` with every mapping a ``dict`` and every tuple a ``list``, for the wire."""
+    if isinstance(value, Mapping):
+        return {str(key): plain_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(item) for item in value]
+    return value
+
+
+def _schema(tool: ModelToolDefinition) -> dict[str, Any]:
+    schema = plain_json(tool.parameters_schema)
+    return schema if schema else {"type": "object", "properties": {}}
+
+
+def responses_tools(tools: Sequence[ModelToolDefinition]) -> list[dict[str, Any]]:
+    """Responses API function tools."""
+    return [
+        {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": _schema(tool),
+            "strict": False,
+        }
+        for tool in tools
+    ]
+
+
+def chat_tools(tools: Sequence[ModelToolDefinition]) -> list[dict[str, Any]]:
+    """Chat Completions function tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": _schema(tool),
+            },
+        }
+        for tool in tools
+    ]
+
+
+def tool_arguments(tools: list[dict[str, Any]], choice: ModelToolChoice) -> dict[str, Any]:
+    """``tools`` and ``tool_choice`` (``"auto"``, ``"required"`` or ``"none"``), or nothing."""
+    if not tools:
+        return {}
+    return {"tools": tools, "tool_choice": choice.value}

@@ -1,0 +1,153 @@
+"""A model provider on loopback: it records each request and answers from a script.
+
+``ProviderServer`` is an HTTP/1.1 server on ``127.0.0.1`` (asyncio streams, one
+request per connection) that LiteLLM reaches through ``api_base``. Each request
+takes the next scripted ``Reply``: a JSON answer with a status, or Server-Sent
+Events sent with chunked transfer encoding, optionally cut after some events by
+closing the connection without the final chunk, as a dropped stream looks. A
+request with no reply left is answered 500 and counted in ``unscripted``, and
+``assert_script_used`` fails when a reply was not used, so a test never passes
+on a request it did not expect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server read it: ``body`` is the decoded JSON."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A scripted answer: ``events`` (``(event name or None, data)``) make it a stream."""
+
+    status: int = 200
+    body: Any = None
+    events: Sequence[tuple[str | None, Any]] | None = None
+    cut_after: int | None = None
+
+
+def json_reply(status: int, body: Any) -> Reply:
+    """A JSON answer with ``status``."""
+    return Reply(status=status, body=body)
+
+
+def sse_reply(events: Sequence[tuple[str | None, Any]], *, cut_after: int | None = None) -> Reply:
+    """A stream of ``events``; ``cut_after`` drops the connection after that many."""
+    return Reply(events=tuple(events), cut_after=cut_after)
+
+
+@dataclass
+class ProviderServer:
+    """``async with ProviderServer() as server``: ``server.url`` is its base URL."""
+
+    replies: deque[Reply] = field(default_factory=deque)
+    requests: list[RecordedRequest] = field(default_factory=list)
+    unscripted: int = 0
+    _server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        assert self._server is not None, "the server is not running"
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def script(self, *replies: Reply) -> None:
+        """Answer the next requests with ``replies``, in order."""
+        self.replies.extend(replies)
+
+    def assert_script_used(self) -> None:
+        """Fail when a scripted reply is left or a request had none."""
+        assert not self.replies, f"{len(self.replies)} scripted replies were not used"
+        assert self.unscripted == 0, f"{self.unscripted} requests had no scripted reply"
+
+    async def __aenter__(self) -> Self:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await _read_request(reader)
+            if request is None:
+                return
+            self.requests.append(request)
+            if self.replies:
+                await _send(writer, self.replies.popleft())
+            else:
+                self.unscripted += 1
+                await _send(writer, json_reply(500, {"error": {"message": "no scripted reply"}}))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
+    line = await reader.readline()
+    if not line:
+        return None
+    method, path, _ = line.decode("latin-1").split(" ", 2)
+    headers: dict[str, str] = {}
+    while True:
+        header = await reader.readline()
+        if header in (b"\r\n", b"\n", b""):
+            break
+        name, value = header.decode("latin-1").split(":", 1)
+        headers[name.strip().lower()] = value.strip()
+    raw = await reader.readexactly(int(headers.get("content-length", "0")))
+    body = json.loads(raw) if raw else None
+    return RecordedRequest(method=method, path=path, headers=headers, body=body)
+
+
+def _data(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
+    if reply.events is None:
+        payload = json.dumps(reply.body).encode()
+        writer.write(
+            f"HTTP/1.1 {reply.status} Scripted\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(payload)}\r\nconnection: close\r\n\r\n".encode()
+            + payload
+        )
+        await writer.drain()
+        return
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    )
+    for sent, (name, data) in enumerate(reply.events):
+        if reply.cut_after is not None and sent == reply.cut_after:
+            await writer.drain()
+            return  # no final chunk: the client sees a connection dropped mid-answer
+        text = (f"event: {name}\n" if name else "") + f"data: {_data(data)}\n\n"
+        chunk = text.encode()
+        writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()

@@ -1,0 +1,165 @@
+"""Provider failures through LiteLLM: the errors the client raises, and what they never show."""
+
+from __future__ import annotations
+
+import traceback
+
+import litellm
+import pytest
+
+from dex_agents.domain.model_io import ModelRequest, UserTextItem
+from dex_agents.litellm import LiteLLMModelClient, ModelProviderError, ModelStreamInterruptedError
+from tests.adapters.litellm.provider_scripts import (
+    anthropic_error,
+    anthropic_stream,
+    chat_stream,
+    message_item,
+    openai_error,
+    responses_stream,
+)
+from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
+from tests.adapters.litellm.recording_output import RecordingOutput
+
+litellm.suppress_debug_info = True
+
+KEY = "sk-proj-TESTKEY0123456789abcdef"
+PLAIN_KEY = "tenant-key-0123456789abcdef"
+REQUEST = ModelRequest(instructions="Be brief.", items=(UserTextItem(text="Hi"),))
+
+
+def clients(server: ProviderServer, key: str = KEY) -> dict[str, LiteLLMModelClient]:
+    return {
+        "responses": LiteLLMModelClient(
+            "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=lambda: key
+        ),
+        "chat": LiteLLMModelClient(
+            "openai/gpt-4.1",
+            api="chat_completions",
+            api_base=server.url + "/v1",
+            api_key_provider=lambda: key,
+        ),
+        "anthropic": LiteLLMModelClient(
+            "anthropic/claude-sonnet-4-5", api_base=server.url, api_key_provider=lambda: key
+        ),
+    }
+
+
+APIS = ["responses", "chat", "anthropic"]
+
+
+def _everything_shown(error: BaseException) -> str:
+    return str(error) + repr(error) + "".join(traceback.format_exception(error))
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("key", [KEY, PLAIN_KEY], ids=["sk-key", "plain-key"])
+async def test_an_auth_error_that_echoes_the_key_never_shows_it(
+    server: ProviderServer, output: RecordingOutput, api: str, key: str
+) -> None:
+    echo = f"Incorrect API key provided: {key}. Authorization: Bearer {key}"
+    reply = (
+        openai_error(401, echo)
+        if api != "anthropic"
+        else anthropic_error(401, "authentication_error", echo)
+    )
+    server.script(reply)
+    with pytest.raises(ModelProviderError) as caught:
+        await clients(server, key)[api].call_model(REQUEST, output)
+    error = caught.value
+    assert (error.status_code, error.retryable) == (401, False)
+    # LiteLLM masks the key itself on some paths ("REDACTED"); the client on all.
+    assert str(error).startswith(
+        f"{error.provider} model call failed with HTTP 401: Incorrect API key provided: "
+    )
+    assert key not in _everything_shown(error)
+    assert key[6:20] not in _everything_shown(error)
+    assert len(server.requests) == 1
+
+
+async def test_a_key_from_the_environment_is_sent_and_scrubbed(
+    server: ProviderServer, output: RecordingOutput, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", PLAIN_KEY)
+    server.script(openai_error(403, f"key {PLAIN_KEY} may not use this model"))
+    client = LiteLLMModelClient("openai/gpt-5-mini", api_base=server.url + "/v1")
+    with pytest.raises(ModelProviderError) as caught:
+        await client.call_model(REQUEST, output)
+    assert server.requests[0].headers["authorization"] == f"Bearer {PLAIN_KEY}"
+    assert str(caught.value) == (
+        "openai model call failed with HTTP 403: key [redacted] may not use this model"
+    )
+    assert PLAIN_KEY not in _everything_shown(caught.value)
+
+
+CONTEXT = "This model's maximum context length is 128000 tokens."
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_bad_request_is_not_retryable_and_keeps_the_providers_message(
+    server: ProviderServer, output: RecordingOutput, api: str
+) -> None:
+    reply = (
+        openai_error(400, CONTEXT, "context_length_exceeded")
+        if api != "anthropic"
+        else anthropic_error(400, "invalid_request_error", CONTEXT)
+    )
+    server.script(reply)
+    with pytest.raises(ModelProviderError) as caught:
+        await clients(server)[api].call_model(REQUEST, output)
+    provider = "anthropic" if api == "anthropic" else "openai"
+    assert str(caught.value) == f"{provider} model call failed with HTTP 400: {CONTEXT}"
+    assert caught.value.retryable is False
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_rate_limits_and_server_errors_are_retryable_and_sent_once(
+    server: ProviderServer, output: RecordingOutput, api: str, status: int
+) -> None:
+    message = "Rate limit reached" if status == 429 else "The server had an error"
+    reply = (
+        openai_error(status, message)
+        if api != "anthropic"
+        else anthropic_error(status, "api_error", message)
+    )
+    server.script(reply)
+    with pytest.raises(ModelProviderError) as caught:
+        await clients(server)[api].call_model(REQUEST, output)
+    assert (caught.value.status_code, caught.value.retryable) == (status, True)
+    assert message in str(caught.value)
+    assert len(server.requests) == 1  # LiteLLM's own retries are off
+
+
+def _cut(api: str) -> Reply:
+    if api == "responses":
+        events = responses_stream([message_item("msg_1", "Half of an answer that never ends")])
+    elif api == "chat":
+        events = chat_stream("Half of an answer that never ends")
+    else:
+        events = anthropic_stream([{"type": "text", "text": "Half of an answer that never ends"}])
+    return sse_reply(events, cut_after=len(events) - 3)
+
+
+def _unfinished(api: str) -> Reply:
+    """A stream that ends cleanly, but before the provider said the answer ended."""
+    if api == "responses":
+        events = responses_stream([message_item("msg_1", "An answer without its end")])[:-1]
+    elif api == "chat":
+        events = [e for e in chat_stream("An answer without its end") if e[1] != "[DONE]"][:-3]
+    else:
+        events = anthropic_stream([{"type": "text", "text": "An answer without its end"}])[:-3]
+    return sse_reply(events)
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("break_stream", [_cut, _unfinished], ids=["cut", "unfinished"])
+async def test_a_broken_stream_raises_a_retryable_error_and_returns_nothing(
+    server: ProviderServer, output: RecordingOutput, api: str, break_stream: object
+) -> None:
+    assert callable(break_stream)
+    server.script(break_stream(api))
+    with pytest.raises(ModelStreamInterruptedError) as caught:
+        await clients(server)[api].call_model(REQUEST, output)
+    assert caught.value.retryable is True
+    assert "stream" in str(caught.value)
+    assert output.deltas  # text streamed, but no response came back

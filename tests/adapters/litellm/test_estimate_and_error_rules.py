@@ -1,0 +1,188 @@
+"""The token estimate, credential scrubbing, and how provider errors read and retry."""
+
+from __future__ import annotations
+
+import pytest
+
+from dex_agents.adapters.litellm.errors import (
+    describe_failure,
+    is_retryable_status,
+    provider_message,
+)
+from dex_agents.adapters.litellm.estimates import estimate_input_tokens
+from dex_agents.adapters.litellm.redaction import (
+    REDACTED,
+    environment_secrets,
+    redact_url,
+    scrub,
+)
+from dex_agents.adapters.litellm.routing import ModelRoute
+from dex_agents.domain.compaction import estimate_text_tokens
+from dex_agents.domain.model_io import (
+    ModelRequest,
+    ModelToolDefinition,
+    ToolResultItem,
+    UserTextItem,
+)
+from tests.adapters.litellm.request_cases import (
+    ANTHROPIC,
+    ANTHROPIC_ITEM,
+    GEMINI,
+    JPEG_IMAGE,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    PNG_IMAGE,
+)
+
+IMAGES = UserTextItem(text="abc", images=(PNG_IMAGE, JPEG_IMAGE))
+RESULT = ToolResultItem(
+    tool_call_id="call_1", tool_name="screenshot", output="Took it.", images=(PNG_IMAGE,)
+)
+
+
+def test_each_image_sent_counts_1600_tokens_and_gemini_tool_images_count_none() -> None:
+    request = ModelRequest(instructions="Be brief.", items=(IMAGES, RESULT))
+    text = estimate_text_tokens("Be brief.") + estimate_text_tokens("abc")
+    assert estimate_input_tokens(request, OPENAI_RESPONSES) == (
+        text + estimate_text_tokens("Took it.") + 3 * 1600
+    )
+    omitted = (
+        "Took it.\n\n[The tool returned 1 image; this model does not receive images "
+        "from tool results.]"
+    )
+    assert estimate_input_tokens(request, GEMINI) == (
+        text + estimate_text_tokens(omitted) + 2 * 1600
+    )
+
+
+@pytest.mark.parametrize(
+    ("route", "expected"),
+    [
+        (ANTHROPIC, estimate_text_tokens(ANTHROPIC_ITEM.item)),
+        (
+            OPENAI_CHAT,
+            estimate_text_tokens("Taking one.") + estimate_text_tokens('screenshot{"page":"home"}'),
+        ),
+    ],
+)
+def test_output_items_count_as_they_replay(route: ModelRoute, expected: int) -> None:
+    request = ModelRequest(instructions="", items=(ANTHROPIC_ITEM,))
+    assert estimate_input_tokens(request, route) == expected
+
+
+def test_tool_definitions_count() -> None:
+    tool = ModelToolDefinition(name="lookup", description="Find.", parameters_schema={"a": [1]})
+    request = ModelRequest(instructions="", items=(), tools=(tool,))
+    assert estimate_input_tokens(request, OPENAI_CHAT) == sum(
+        estimate_text_tokens(text) for text in ("lookup", "Find.", '{"a":[1]}')
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "secrets", "expected"),
+    [
+        (
+            "Incorrect API key provided: sk-proj-abcdef0123456789.",
+            (),
+            f"Incorrect API key provided: {REDACTED}.",
+        ),
+        ("Authorization: Bearer abc.def-123", (), f"Authorization: Bearer {REDACTED}"),
+        ("{'x-api-key': 'plainvalue99'}", (), f"{{'x-api-key': '{REDACTED}'}}"),
+        ('{"api_key": "hunter2hunter2"}', (), f'{{"api_key": "{REDACTED}"}}'),
+        ("GET /v1/models?key=AIzaFAKE&alt=sse", (), f"GET /v1/models?key={REDACTED}&alt=sse"),
+        ("id AKIAABCDEFGHIJKLMNOP used", (), f"id {REDACTED} used"),
+        ("my key is tenant-key-0123456789 ok", ("tenant-key-0123456789",), f"my key is {REDACTED} ok"),
+        ("short keys like abc stay", ("abc",), "short keys like abc stay"),
+        ("This model's maximum context length is 128000 tokens.", (), "This model's maximum context length is 128000 tokens."),
+    ],
+)  # fmt: skip
+def test_scrub(text: str, secrets: tuple[str, ...], expected: str) -> None:
+    assert scrub(text, secrets) == expected
+
+
+def test_environment_secrets_are_the_credential_like_variables() -> None:
+    environment = {
+        "OPENAI_API_KEY": "sk-one-0123456789",
+        "AWS_SECRET_ACCESS_KEY": "secret-two-0123",
+        "HF_TOKEN": "hf_three_0123",
+        "HOME": "/home/agent-user",
+        "SHORT_TOKEN": "abc",
+    }
+    assert environment_secrets(environment) == [
+        "sk-one-0123456789",
+        "secret-two-0123",
+        "hf_three_0123",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://api.example.com/v1", "https://api.example.com/v1"),
+        ("https://user:pw@proxy.example.com/v1", f"https://{REDACTED}@proxy.example.com/v1"),
+        ("https://x.example.com/v1?key=abc&v=2", f"https://x.example.com/v1?key={REDACTED}&v={REDACTED}"),
+    ],
+)  # fmt: skip
+def test_redact_url(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'litellm.BadRequestError: AnthropicException - b\'{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}\'',
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        ),
+        (
+            'litellm.BadRequestError: AnthropicException - b\'{"error": {"message": "This model\\\'s limit is 8 tokens."}}\'',
+            "This model's limit is 8 tokens.",
+        ),
+        (
+            'litellm.AuthenticationError: AuthenticationError: OpenAIException - {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}',
+            "Incorrect API key provided",
+        ),
+        (
+            "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached for gpt-5",
+            "Rate limit reached for gpt-5",
+        ),
+        ('litellm.BadRequestError: VertexAIException - {"error": {"code": 400, "message": "Invalid argument", "status": "INVALID_ARGUMENT"}}', "Invalid argument"),
+        ('{"detail": "Not Found"}', "Not Found"),
+        ("plain text", "plain text"),
+    ],
+)  # fmt: skip
+def test_provider_message_is_the_providers_own_words(text: str, message: str) -> None:
+    assert provider_message(text) == message
+
+
+def test_describe_failure() -> None:
+    assert describe_failure("anthropic", 400, "too long") == (
+        "anthropic model call failed with HTTP 400: too long"
+    )
+    assert describe_failure("openai", None, "ReadError: eof") == (
+        "openai model call failed: ReadError: eof"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [
+        (None, True),
+        (400, False),
+        (401, False),
+        (403, False),
+        (404, False),
+        (413, False),
+        (422, False),
+        (408, True),
+        (409, True),
+        (425, True),
+        (429, True),
+        (500, True),
+        (502, True),
+        (503, True),
+        (529, True),
+    ],
+)
+def test_which_statuses_a_retry_can_help(status: int | None, retryable: bool) -> None:
+    assert is_retryable_status(status) is retryable

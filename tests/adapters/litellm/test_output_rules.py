@@ -1,0 +1,239 @@
+"""Each API's output as provider-exact ``ModelOutputItem`` values, and its usage."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from dex_agents.adapters.litellm.chat_stream import ChatStreamAssembler, ToolCallDelta
+from dex_agents.adapters.litellm.responses_output import (
+    provider_response_id,
+    responses_finish_reasons,
+    responses_output_item,
+)
+from dex_agents.adapters.litellm.usage import chat_completions_usage, responses_usage
+from dex_agents.domain.model_io import ModelOutputItem, ModelToolCall
+from dex_agents.domain.usage import AgentUsage
+from tests.adapters.litellm.request_cases import (
+    FUNCTION_CALL_JSON,
+    MESSAGE_JSON,
+    REASONING_JSON,
+)
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "reasoning", "calls"),
+    [
+        (REASONING_JSON, None, "Need a screenshot.", ()),
+        (MESSAGE_JSON, "Taking one.", None, ()),
+        (
+            FUNCTION_CALL_JSON,
+            None,
+            None,
+            (
+                ModelToolCall(
+                    tool_call_id="call_1", tool_name="screenshot", arguments='{"page":"home"}'
+                ),
+            ),
+        ),
+        ({"id": "ws_1", "type": "web_search_call", "status": "completed"}, None, None, ()),
+        (
+            {
+                "id": "rs_2",
+                "type": "reasoning",
+                "summary": [
+                    {"type": "summary_text", "text": "First."},
+                    {"type": "summary_text", "text": "Second."},
+                ],
+            },
+            None,
+            "First.\n\nSecond.",
+            (),
+        ),
+    ],
+)
+def test_responses_output_items_keep_the_providers_json(
+    data: dict[str, Any], text: str | None, reasoning: str | None, calls: tuple[ModelToolCall, ...]
+) -> None:
+    item = responses_output_item(data, "openai")
+    assert item == ModelOutputItem(
+        item=json.dumps(data, separators=(",", ":")),
+        provider="openai",
+        api="responses",
+        text=text,
+        tool_calls=calls,
+        reasoning=reasoning,
+    )
+    assert json.loads(item.item) == data
+
+
+def _litellm_id(inner: str) -> str:
+    return "resp_" + base64.b64encode(inner.encode()).decode()
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (_litellm_id("litellm:custom_llm_provider:openai;model_id:None;response_id:resp_abc"), "resp_abc"),
+        ("resp_abc", "resp_abc"),
+        (_litellm_id("something else"), _litellm_id("something else")),
+        (None, None),
+        ("", ""),
+    ],
+)  # fmt: skip
+def test_the_providers_response_id_is_read_out_of_litellms(
+    given: str | None, expected: str | None
+) -> None:
+    assert provider_response_id(given) == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "expected"),
+    [
+        ("completed", None, ("completed",)),
+        ("incomplete", "max_output_tokens", ("max_output_tokens",)),
+        ("incomplete", None, ("incomplete",)),
+        (None, None, ()),
+    ],
+)
+def test_responses_finish_reasons(
+    status: str | None, reason: str | None, expected: tuple[str, ...]
+) -> None:
+    assert responses_finish_reasons(status, reason) == expected
+
+
+def test_a_streamed_anthropic_answer_keeps_its_signed_and_redacted_thinking() -> None:
+    stream = ChatStreamAssembler()
+    stream.add(reasoning="Let me ", thinking_blocks=[{"type": "thinking", "thinking": "Let me "}])
+    stream.add(reasoning="look.", thinking_blocks=[{"type": "thinking", "thinking": "look."}])
+    # LiteLLM repeats the whole text with the signature.
+    stream.add(
+        thinking_blocks=[{"type": "thinking", "thinking": "Let me look.", "signature": "Eq+/=="}],
+        provider_specific_fields={"thinking_blocks": [{"type": "thinking"}]},
+    )
+    stream.add(thinking_blocks=[{"type": "redacted_thinking", "data": "EmwK+=="}])
+    stream.add(content="Check")
+    stream.add(content="ing.")
+    stream.add(tool_calls=[ToolCallDelta(index=0, id="toolu_1", name="lookup", arguments="")])
+    stream.add(tool_calls=[ToolCallDelta(index=0, arguments='{"order_id":')])
+    stream.add(tool_calls=[ToolCallDelta(index=0, arguments=' "7"}')])
+    stream.add(tool_calls=[ToolCallDelta(index=1, id="toolu_2", name="ping")])
+    assert stream.finish_reason is None
+    stream.add(finish_reason="tool_calls")
+    assert stream.finished
+    message = {
+        "role": "assistant",
+        "content": "Checking.",
+        "tool_calls": [
+            {
+                "id": "toolu_1",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": '{"order_id": "7"}'},
+            },
+            {"id": "toolu_2", "type": "function", "function": {"name": "ping", "arguments": "{}"}},
+        ],
+        "thinking_blocks": [
+            {"type": "thinking", "thinking": "Let me look.", "signature": "Eq+/=="},
+            {"type": "redacted_thinking", "data": "EmwK+=="},
+        ],
+        "reasoning_content": "Let me look.",
+    }
+    assert stream.message() == message
+    assert stream.output_item("anthropic") == ModelOutputItem(
+        item=json.dumps(message, separators=(",", ":")),
+        provider="anthropic",
+        api="chat_completions",
+        text="Checking.",
+        tool_calls=(
+            ModelToolCall(
+                tool_call_id="toolu_1", tool_name="lookup", arguments='{"order_id": "7"}'
+            ),
+            ModelToolCall(tool_call_id="toolu_2", tool_name="ping", arguments="{}"),
+        ),
+        reasoning="Let me look.",
+    )
+
+
+def test_provider_specific_fields_such_as_gemini_thought_signatures_are_kept() -> None:
+    stream = ChatStreamAssembler()
+    stream.add(
+        tool_calls=[
+            ToolCallDelta(
+                index=0,
+                id="call_a",
+                name="lookup",
+                arguments="{}",
+                provider_specific_fields={"thought_signature": "CiQB+sig"},
+            ),
+            # A second call at the same index with its own ID is another call.
+            ToolCallDelta(index=0, id="call_b", name="lookup", arguments='{"x":1}'),
+        ],
+        provider_specific_fields={"thought_signatures": ["CiQB+text"]},
+        finish_reason="tool_calls",
+    )
+    message = stream.message()
+    assert message["content"] is None
+    assert message["provider_specific_fields"] == {"thought_signatures": ["CiQB+text"]}
+    assert [call["id"] for call in message["tool_calls"]] == ["call_a", "call_b"]
+    assert message["tool_calls"][0]["provider_specific_fields"] == {"thought_signature": "CiQB+sig"}
+
+
+def test_a_call_without_an_id_gets_one() -> None:
+    stream = ChatStreamAssembler()
+    stream.add(
+        tool_calls=[ToolCallDelta(index=None, name="ping", arguments="{}")], finish_reason="stop"
+    )
+    (call,) = stream.output_item("ollama").tool_calls
+    assert call.tool_call_id.startswith("call_")
+    assert len(call.tool_call_id) == len("call_") + 32
+
+
+def test_unsigned_thinking_is_kept_as_it_streamed() -> None:
+    stream = ChatStreamAssembler()
+    stream.add(reasoning="Hmm.", thinking_blocks=[{"type": "thinking", "thinking": "Hmm."}])
+    stream.add(content="Yes.", finish_reason="stop")
+    assert stream.message()["thinking_blocks"] == [{"type": "thinking", "thinking": "Hmm."}]
+
+
+@pytest.mark.parametrize(
+    ("data", "usage"),
+    [
+        (
+            {
+                "input_tokens": 120,
+                "input_tokens_details": {"cached_tokens": 20},
+                "output_tokens": 30,
+                "output_tokens_details": {"reasoning_tokens": 12},
+            },
+            AgentUsage(model_calls=1, input_tokens=120, output_tokens=30, cached_input_tokens=20, reasoning_tokens=12),
+        ),
+        ({"input_tokens": 5, "output_tokens": 1, "input_tokens_details": None}, AgentUsage(model_calls=1, input_tokens=5, output_tokens=1)),
+        (None, AgentUsage(model_calls=1)),
+    ],
+)  # fmt: skip
+def test_responses_usage(data: dict[str, Any] | None, usage: AgentUsage) -> None:
+    assert responses_usage(data) == usage
+
+
+@pytest.mark.parametrize(
+    ("data", "usage"),
+    [
+        (
+            {
+                "prompt_tokens": 60,
+                "completion_tokens": 25,
+                "prompt_tokens_details": {"cached_tokens": 10},
+                "completion_tokens_details": {"reasoning_tokens": 4},
+            },
+            AgentUsage(model_calls=1, input_tokens=60, output_tokens=25, cached_input_tokens=10, reasoning_tokens=4),
+        ),
+        ({"prompt_tokens": 3, "completion_tokens": None}, AgentUsage(model_calls=1, input_tokens=3)),
+        ({"prompt_tokens": True, "completion_tokens": -1}, AgentUsage(model_calls=1)),
+        (None, AgentUsage(model_calls=1)),
+    ],
+)  # fmt: skip
+def test_chat_completions_usage(data: dict[str, Any] | None, usage: AgentUsage) -> None:
+    assert chat_completions_usage(data) == usage
