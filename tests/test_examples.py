@@ -13,6 +13,8 @@ real output must match it. The README's own code is checked here too: its
 from __future__ import annotations
 
 import ast
+import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -22,6 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.adapters.litellm.provider_scripts import (
+    function_call_item,
+    message_item,
+    responses_reply,
+)
+from tests.adapters.litellm.provider_server import ProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -193,12 +202,39 @@ def test_the_readme_shows_several_workers_output_of_the_right_shape() -> None:
     check_several_workers_output(sample.text)
 
 
-EXAMPLE_TESTS: dict[str, Callable[..., None]] = {
+async def test_real_model_runs_the_first_agent_on_a_provider(tmp_path: Path) -> None:
+    # The provider here is a local server that speaks OpenAI's Responses API.
+    call = function_call_item("fc_1", "call_1", "lookup_order", '{"order_id": "7"}')
+    answer = "Your order 7 shipped on Monday."
+    async with ProviderServer() as server:
+        server.script(responses_reply([call]), responses_reply([message_item("msg_1", answer)]))
+        env = {
+            **os.environ,
+            "OPENAI_API_KEY": "local-test-key",
+            "DEX_AGENTS_API_BASE": server.url + "/v1",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(EXAMPLES / "real_model.py"),
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT_SECONDS)
+        assert process.returncode == 0, stderr.decode()
+        assert stdout.decode().splitlines() == [f"agent: {answer}"]
+        server.assert_script_used()
+
+
+EXAMPLE_TESTS: dict[str, Callable[..., object]] = {
     "first_agent.py": test_first_agent_prints_what_the_readme_shows_and_resumes_on_a_second_run,
     "approvals_and_questions.py": (
         test_approvals_and_questions_answers_the_question_and_the_rejected_tool_never_runs
     ),
     "custom_runner.py": test_custom_runner_echoes_and_calls_its_tool_in_a_step,
+    "real_model.py": test_real_model_runs_the_first_agent_on_a_provider,
     "several_workers.py": test_several_workers_runs_sessions_in_three_processes_and_stops_the_workers,
 }
 

@@ -18,6 +18,7 @@ from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
 from dex_agents.cli.live_text import LiveText
+from dex_agents.cli.real_model import real_model_client
 from dex_agents.domain.builtin_tools import is_allowed_answer
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.requests import AgentSnapshot
@@ -139,10 +140,21 @@ async def _check_session(runtime: LocalRuntime, session_id: str) -> None:
         raise CliError(f"session '{shown}' is {info.status} (choose another --session)")
 
 
-async def run_chat(db: str | os.PathLike[str], session_id: str) -> int:
-    """``dex-agents chat``: start or resume ``session_id`` in ``db``; the exit code."""
+async def run_chat(
+    db: str | os.PathLike[str],
+    session_id: str,
+    *,
+    model: str | None = None,
+    api_base: str | None = None,
+) -> int:
+    """``dex-agents chat``: start or resume ``session_id`` in ``db``; the exit code.
+
+    With ``model`` the demo agent runs on that LiteLLM model instead of the
+    scripted one (``real_model_client`` checks it before anything opens).
+    """
     validate_session_id(session_id)
-    flow = demo_flow()
+    client_model = None if model is None else real_model_client(model, api_base)
+    flow = demo_flow(client_model)
     async with open_chat_runtime(db, flow) as runtime:
         await _check_session(runtime, session_id)
         client = runtime.sessions(flow)
@@ -150,6 +162,8 @@ async def run_chat(db: str | os.PathLike[str], session_id: str) -> int:
         verb = "started" if started else "resuming"
         shown = terminal.escaped(session_id)
         print(f"{verb} session {shown} in {terminal.escaped(os.fspath(db))}", flush=True)
+        if model is not None:
+            print(f"model: {terminal.escaped(model)}", flush=True)
         print("type a message; /help lists the commands", flush=True)
         live = LiveText(runtime.flow_client, flow, session_id)
         await live.start()

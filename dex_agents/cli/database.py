@@ -31,15 +31,16 @@ from dex_agents.domain.runner_outcomes import AgentTurnOutcome, ToolExecutionRes
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.flow_client import FlowInfo
 from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.model_client import ModelClient
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 
 CHAT_LEASE_DURATION = timedelta(seconds=3)
 """The chat's Step lease: short, so a chat killed during a Step resumes it within seconds."""
 
 
-def demo_flow() -> AgentSessionFlow:
-    """The session Flow of the demo agent (``DEMO_FLOW_TYPE``)."""
-    return builtin_agent_session_flow(build_demo_agent(), flow_type=DEMO_FLOW_TYPE)
+def demo_flow(model: ModelClient | None = None) -> AgentSessionFlow:
+    """The session Flow of the demo agent (``DEMO_FLOW_TYPE``); ``model`` replaces its scripted one."""
+    return builtin_agent_session_flow(build_demo_agent(model), flow_type=DEMO_FLOW_TYPE)
 
 
 @contextlib.asynccontextmanager

@@ -21,6 +21,7 @@ from dex_agents.cli import terminal
 from dex_agents.cli.chat import run_chat
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.listing import run_sessions, run_show
+from dex_agents.cli.real_model import API_BASE_ENV, MODEL_ENV
 from dex_agents.domain.errors import DexAgentsError
 
 DEFAULT_DB = "dex-agents.sqlite3"
@@ -67,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--session", default=DEFAULT_SESSION, help="session ID (default: demo)")
     chat.add_argument("--db", default=DEFAULT_DB, help=f"{db_help}; created when missing")
+    chat.add_argument(
+        "--model",
+        default=os.environ.get(MODEL_ENV) or None,
+        help=f"a LiteLLM model, e.g. openai/gpt-5-mini (default: ${MODEL_ENV}, else the "
+        "scripted demo model); its key comes from the environment (OPENAI_API_KEY, ...)",
+    )
+    chat.add_argument(
+        "--api-base",
+        default=os.environ.get(API_BASE_ENV) or None,
+        help=f"the model server's base URL, e.g. a local OpenAI-compatible one (${API_BASE_ENV})",
+    )
     sessions = commands.add_parser(
         "sessions",
         help="list every session: ID, Flow type, what it waits for, when a Step last ran",
@@ -99,7 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     runs: dict[str, Callable[[], Coroutine[Any, Any, int]]] = {
-        "chat": lambda: run_chat(arguments.db, arguments.session),
+        "chat": lambda: run_chat(
+            arguments.db, arguments.session, model=arguments.model, api_base=arguments.api_base
+        ),
         "sessions": lambda: run_sessions(arguments.db),
         "show": lambda: run_show(arguments.db, arguments.session),
     }
