@@ -1,0 +1,68 @@
+"""The servers an ``McpToolSource`` talks to; configure them on the Worker only.
+
+A stdio server's command runs with the Worker's privileges, so never build these
+from Flow input, a user message or a browser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeAlias
+
+import attrs
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _name(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"an MCP server's name must be a non-empty string, not {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class McpStdioServerConfig:
+    """A server run as a subprocess for every request, spoken to over its stdin and stdout.
+
+    ``env`` entries are merged over the SDK's default environment. With
+    ``trusts_tool_annotations=False`` the server's annotations and Dex ``_meta``
+    keys are ignored: its tools keep the session default unless a policy names them.
+    """
+
+    name: str = attrs.field(validator=_name)
+    command: str
+    args: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    trusts_tool_annotations: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class McpStreamableHttpServerConfig:
+    """A Streamable HTTP server; every request opens a new HTTP connection with ``headers``."""
+
+    name: str = attrs.field(validator=_name)
+    url: str
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    trusts_tool_annotations: bool = True
+
+
+McpServerConfig: TypeAlias = McpStdioServerConfig | McpStreamableHttpServerConfig
+"""Either kind of server."""
+
+
+def check_server_configs(servers: Sequence[McpServerConfig]) -> tuple[McpServerConfig, ...]:
+    """The servers in order; ``TypeError`` for another value, ``ValueError`` for a repeated name."""
+    checked = tuple(servers)
+    seen: set[str] = set()
+    for server in checked:
+        if not isinstance(server, McpStdioServerConfig | McpStreamableHttpServerConfig):
+            raise TypeError(
+                "McpToolSource takes McpStdioServerConfig or McpStreamableHttpServerConfig "
+                f"values, not {type(server).__name__}"
+            )
+        if server.name in seen:
+            raise ValueError(f"two MCP servers are named {server.name!r}")
+        seen.add(server.name)
+    return checked

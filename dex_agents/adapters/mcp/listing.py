@@ -1,0 +1,140 @@
+"""The per-Worker cache of each server's ``tools/list`` ("MCP tools (dex_agents.mcp)").
+
+The first listing of a server is awaited. After ``listing_ttl`` the server is
+listed again in the background while its earlier tools are returned. A server
+that cannot be listed is left out with a warning and not tried again for
+``listing_failure_backoff``, then in the background. One listing per server runs
+at a time; ``refresh`` lists now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from dex_agents.adapters.mcp.config import McpServerConfig
+from dex_agents.adapters.mcp.connection import close_quietly, open_client
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class _ServerState:
+    tools: tuple[Mapping[str, Any], ...] | None = None
+    listed_at: float = 0.0
+    failed_at: float | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+async def fetch_tools(
+    config: McpServerConfig, *, connection_timeout: timedelta, connection_attempts: int
+) -> tuple[Mapping[str, Any], ...]:
+    """Every page of one server's ``tools/list``, each tool as the server sent it."""
+    stack = AsyncExitStack()
+    try:
+        client = await open_client(
+            config,
+            stack,
+            connection_timeout=connection_timeout,
+            connection_attempts=connection_attempts,
+        )
+        tools: list[Mapping[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(
+                t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools
+            )
+            cursor = page.next_cursor
+            if not cursor:
+                return tuple(tools)
+    finally:
+        await close_quietly(stack)
+
+
+class ServerListings:
+    """The cached tools of each server, in server order."""
+
+    def __init__(
+        self,
+        servers: Sequence[McpServerConfig],
+        *,
+        listing_ttl: timedelta,
+        listing_failure_backoff: timedelta,
+        connection_timeout: timedelta,
+        connection_attempts: int,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._servers = tuple(servers)
+        self._states = {server.name: _ServerState() for server in self._servers}
+        self._ttl = listing_ttl.total_seconds()
+        self._backoff = listing_failure_backoff.total_seconds()
+        self._connection_timeout = connection_timeout
+        self._connection_attempts = connection_attempts
+        self.clock = clock
+        self._background: set[asyncio.Task[None]] = set()
+
+    def cached(self) -> list[tuple[McpServerConfig, tuple[Mapping[str, Any], ...]]]:
+        """Each server's last listing, without I/O; a server never listed has none."""
+        return [(s, self._states[s.name].tools or ()) for s in self._servers]
+
+    async def list(
+        self, *, refresh: bool = False
+    ) -> list[tuple[McpServerConfig, tuple[Mapping[str, Any], ...]]]:
+        """Each server's tools now, by the cache rules above."""
+        return list(await asyncio.gather(*(self._one(s, refresh) for s in self._servers)))
+
+    async def _one(
+        self, server: McpServerConfig, refresh: bool
+    ) -> tuple[McpServerConfig, tuple[Mapping[str, Any], ...]]:
+        state = self._states[server.name]
+        now = self.clock()
+        if refresh:
+            await self._list_locked(server, state)
+        elif state.tools is not None:
+            if now - state.listed_at >= self._ttl:
+                self._in_background(server, state)
+        elif state.failed_at is not None:
+            if now - state.failed_at >= self._backoff:
+                self._in_background(server, state)
+        else:
+            await self._list_locked(server, state)
+        return server, state.tools or ()
+
+    def _in_background(self, server: McpServerConfig, state: _ServerState) -> None:
+        if state.lock.locked():
+            return
+        task = asyncio.create_task(self._list_locked(server, state))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _list_locked(self, server: McpServerConfig, state: _ServerState) -> None:
+        async with state.lock:
+            try:
+                tools = await fetch_tools(
+                    server,
+                    connection_timeout=self._connection_timeout,
+                    connection_attempts=self._connection_attempts,
+                )
+            except Exception:
+                state.failed_at = self.clock()
+                logger.warning(
+                    "MCP server %r could not be listed; its tools are left out for %s seconds",
+                    server.name,
+                    self._backoff,
+                    exc_info=True,
+                )
+                return
+            state.tools, state.listed_at, state.failed_at = tools, self.clock(), None
+
+    async def aclose(self) -> None:
+        """Wait for the background listings to end."""
+        await asyncio.gather(*self._background, return_exceptions=True)

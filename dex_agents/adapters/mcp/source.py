@@ -1,0 +1,323 @@
+"""``McpToolSource``: MCP servers' tools as a ``ToolSource`` ("MCP tools (dex_agents.mcp)")."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from dex_agents.adapters.mcp.calls import TOOL_PROGRESS_EVENT, call_mcp_tool
+from dex_agents.adapters.mcp.config import McpServerConfig, check_server_configs
+from dex_agents.adapters.mcp.listing import ServerListings
+from dex_agents.adapters.mcp.resources import (
+    RESOURCE_AND_PROMPT_TOOL_NAMES,
+    resource_and_prompt_tools,
+    run_resource_or_prompt_tool,
+)
+from dex_agents.adapters.mcp.tools import (
+    McpTool,
+    build_mcp_tool,
+    builtin_tool_reference,
+    call_policy,
+    decode_reference,
+    server_tool_reference,
+)
+from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.listed_tools import ListedTool
+from dex_agents.domain.mcp_naming import select_mcp_tool_names
+from dex_agents.domain.runner_outcomes import (
+    DeferredToolCall,
+    DeferredToolOutcome,
+    ToolExecutionResult,
+    ToolTaskPollOutcome,
+)
+from dex_agents.domain.tool_declarations import ToolDeclaration
+from dex_agents.domain.tool_declarations import merge_tool_policies as merge_declared
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.ports.media_store import MediaStore
+from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
+
+logger = logging.getLogger(__name__)
+
+DeferredToolHandler = Callable[[DeferredToolExecution], Awaitable[DeferredToolOutcome]]
+
+
+def _positive(name: str, value: timedelta) -> timedelta:
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise ValueError(f"{name} must be a positive timedelta, not {value!r}")
+    return value
+
+
+class McpToolSource:
+    """The tools of MCP servers, listed at run time; every call runs in its own tool Step.
+
+    ``source_name`` defaults to ``"mcp"``, which adding or removing a server keeps;
+    name at least one of two sources of an agent. ``media_store`` uploads the images
+    of successful results. ``resource_and_prompt_tools_enabled`` adds the three
+    ``READ`` tools after the servers' tools. See ``ServerListings`` for the listing
+    rules and ``call_mcp_tool`` for what a call records.
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[McpServerConfig],
+        *,
+        source_name: str = "mcp",
+        media_store: MediaStore | None = None,
+        resource_and_prompt_tools_enabled: bool = False,
+        listing_ttl: timedelta = timedelta(minutes=5),
+        listing_failure_backoff: timedelta = timedelta(seconds=30),
+        connection_timeout: timedelta = timedelta(seconds=30),
+        request_timeout: timedelta = timedelta(minutes=10),
+        task_wait_timeout: timedelta = timedelta(minutes=10),
+        connection_attempts: int = 3,
+    ) -> None:
+        if not isinstance(source_name, str) or not source_name:
+            raise ValueError(f"source_name must be a non-empty string, not {source_name!r}")
+        if (
+            isinstance(connection_attempts, bool)
+            or not isinstance(connection_attempts, int)
+            or (connection_attempts < 1)
+        ):
+            raise ValueError(f"connection_attempts must be at least 1, not {connection_attempts!r}")
+        self._servers = check_server_configs(servers)
+        self._by_name = {server.name: server for server in self._servers}
+        self._source_name = source_name
+        self._media_store = media_store
+        self._resource_tools = resource_and_prompt_tools_enabled
+        self._connection_timeout = _positive("connection_timeout", connection_timeout)
+        self._request_timeout = _positive("request_timeout", request_timeout)
+        self._task_wait_timeout = _positive("task_wait_timeout", task_wait_timeout)
+        self._connection_attempts = connection_attempts
+        self._listings = ServerListings(
+            self._servers,
+            listing_ttl=_positive("listing_ttl", listing_ttl),
+            listing_failure_backoff=_positive("listing_failure_backoff", listing_failure_backoff),
+            connection_timeout=connection_timeout,
+            connection_attempts=connection_attempts,
+        )
+        self._last: tuple[ListedTool, ...] = ()
+
+    @property
+    def source_name(self) -> str:
+        """The source's unique, stable name; ``"mcp"`` by default."""
+        return self._source_name
+
+    @property
+    def servers(self) -> tuple[McpServerConfig, ...]:
+        """The configured servers, in order."""
+        return self._servers
+
+    def declared_tool_names(self) -> Collection[str]:
+        """The resource and prompt tools' names when enabled with a server; no I/O."""
+        return RESOURCE_AND_PROMPT_TOOL_NAMES if self._resource_tools and self._servers else ()
+
+    def _offer(
+        self, listing: Sequence[tuple[McpServerConfig, Sequence[Mapping[str, Any]]]]
+    ) -> tuple[ListedTool, ...]:
+        definitions: dict[tuple[str, str], tuple[McpServerConfig, Mapping[str, Any]]] = {}
+        for server, tools in listing:
+            for tool in tools:
+                name = tool.get("name")
+                if isinstance(name, str) and name and (server.name, name) not in definitions:
+                    definitions[(server.name, name)] = (server, tool)
+        selection = select_mcp_tool_names(definitions)
+        for left_out in selection.left_out:
+            logger.warning("%s", left_out.warning)
+        offered: list[ListedTool] = []
+        for named in selection.offered:
+            server, tool = definitions[(named.server, named.tool)]
+            offered.append(
+                build_mcp_tool(
+                    named.name,
+                    server.name,
+                    tool,
+                    trusts_tool_annotations=server.trusts_tool_annotations,
+                )
+            )
+        if self._resource_tools:
+            offered.extend(resource_and_prompt_tools([s.name for s in self._servers]))
+        return tuple(offered)
+
+    async def list_tools(self, *, refresh: bool = False) -> Sequence[ListedTool]:
+        """The tools offered now: each server's cached tools, then the resource and prompt tools.
+
+        ``refresh=True`` lists every server again now.
+        """
+        self._last = self._offer(await self._listings.list(refresh=refresh))
+        return self._last
+
+    def cached_tools(self) -> Sequence[ListedTool]:
+        """The last listing, without I/O; empty before the first."""
+        return self._last
+
+    def _find(self, name: str) -> ListedTool | None:
+        return next((tool for tool in self._last if tool.name == name), None)
+
+    def deferred_tool_call(
+        self,
+        turn: AgentTurnContext,
+        *,
+        tool_call_id: str,
+        tool_name: str,
+        arguments: str,
+        listed_tool: ListedTool | None = None,
+    ) -> DeferredToolCall:
+        """The call of a listed tool, with the policy of the "Effects" table and its reference."""
+        tool = listed_tool if listed_tool is not None else self._find(tool_name)
+        if isinstance(tool, McpTool):
+            policy, ordered = call_policy(
+                tool, turn.default_tool_effect, turn.tool_policies.get(tool_name)
+            )
+            return DeferredToolCall(
+                tool_call_id,
+                tool_name,
+                arguments,
+                policy,
+                tool_source_reference=server_tool_reference(tool.server, tool.mcp_name),
+                ordered=ordered,
+            )
+        if tool_name in RESOURCE_AND_PROMPT_TOOL_NAMES and self._resource_tools:
+            return DeferredToolCall(
+                tool_call_id,
+                tool_name,
+                arguments,
+                turn.resolve_tool_policy(tool_name, ToolEffect.READ),
+                tool_source_reference=builtin_tool_reference(tool_name),
+            )
+        raise LookupError(f"MCP tool source {self._source_name} did not list a tool {tool_name}")
+
+    async def execute_deferred_tool_call(
+        self, call: DeferredToolExecution, *, request_meta: Mapping[str, Any] | None = None
+    ) -> DeferredToolOutcome:
+        """Run one call in its tool Step, on a new connection to the server it names.
+
+        ``request_meta`` adds ``_meta`` entries to the request; the idempotency key
+        wins over an entry of the same name.
+        """
+        record = call.tool_call
+        target = decode_reference(record.tool_source_reference)
+        arguments = _arguments(record.arguments)
+        if isinstance(target, str):
+            output = await run_resource_or_prompt_tool(
+                target,
+                arguments,
+                self._by_name,
+                connection_timeout=self._connection_timeout,
+                connection_attempts=self._connection_attempts,
+            )
+            return ToolExecutionResult(output)
+        server_name, tool = target
+        config = self._by_name.get(server_name)
+        if config is None:
+            raise ToolExecutionError(f"MCP server {server_name!r} is not configured")
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            call.events.write_event(
+                TOOL_PROGRESS_EVENT,
+                {
+                    "tool_call_id": record.tool_call_id,
+                    "tool_name": record.tool_name,
+                    "progress": done,
+                    "total": total,
+                    "message": message,
+                },
+            )
+
+        return await call_mcp_tool(
+            config,
+            tool,
+            arguments,
+            idempotency_key=call.idempotency_key,
+            request_meta=request_meta,
+            media_store=self._media_store,
+            connection_timeout=self._connection_timeout,
+            connection_attempts=self._connection_attempts,
+            request_timeout=self._request_timeout,
+            progress=progress,
+        )
+
+    def will_resume_tool_task_without_sending(self, call: DeferredToolExecution) -> bool:
+        """``True`` only when executing ``call`` resumes a task without ``tools/call``.
+
+        This source does not start MCP tasks yet, so it is always ``False``.
+        """
+        return False
+
+    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
+        """Poll a task of one of this source's calls; this source starts none yet."""
+        raise ToolExecutionError(
+            f"MCP tool source {self._source_name} has no task {poll.tool_call.task_id!r}"
+        )
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> ToolExecutionResult:
+        """Call a listed tool by its session name, for a framework adapter's tool body.
+
+        Finds the server through the listing; raises what a tool Step records
+        (``ToolExecutionError``, ``ToolOutcomeUnknownError``,
+        ``McpToolCallInterruptedError``).
+        """
+        tool = next((t for t in await self.list_tools() if t.name == name), None)
+        if tool is None:
+            raise ToolExecutionError(f"unknown tool {name}")
+        if not isinstance(tool, McpTool):
+            output = await run_resource_or_prompt_tool(
+                name,
+                arguments,
+                self._by_name,
+                connection_timeout=self._connection_timeout,
+                connection_attempts=self._connection_attempts,
+            )
+            return ToolExecutionResult(output)
+        return await call_mcp_tool(
+            self._by_name[tool.server],
+            tool.mcp_name,
+            arguments,
+            idempotency_key=idempotency_key,
+            media_store=self._media_store,
+            connection_timeout=self._connection_timeout,
+            connection_attempts=self._connection_attempts,
+            request_timeout=self._request_timeout,
+        )
+
+    def tool_policies(self) -> dict[str, ToolPolicy]:
+        """The policies the last listing gives its tools, keyed by session name; no I/O."""
+        policies: dict[str, ToolPolicy] = {}
+        for tool in self._last:
+            if isinstance(tool, McpTool):
+                policies[tool.name] = call_policy(tool, ToolEffect.UNCLASSIFIED, None)[0]
+            else:
+                policies[tool.name] = ToolPolicy(ToolEffect.READ, requires_approval=False)
+        return policies
+
+    def merge_tool_policies(self, policies: Mapping[str, ToolPolicy]) -> dict[str, ToolPolicy]:
+        """Your policies merged into the last listing's, so none lowers a declared effect."""
+        declarations: dict[str, ToolDeclaration] = {}
+        for tool in self._last:
+            if isinstance(tool, McpTool):
+                declaration = tool.classify().declaration
+                if declaration is not None:
+                    declarations[tool.name] = declaration
+        return merge_declared(declarations, policies, base=self.tool_policies())
+
+    async def deferred_tool_handlers(self) -> dict[str, DeferredToolHandler]:
+        """A handler per listed tool that runs a call this source built."""
+        return {tool.name: self.execute_deferred_tool_call for tool in await self.list_tools()}
+
+    async def aclose(self) -> None:
+        """Wait for background listings to end."""
+        await self._listings.aclose()
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError as error:
+        raise ToolExecutionError(f"the tool arguments are not JSON: {error}") from error
+    if not isinstance(value, dict):
+        raise ToolExecutionError("the tool arguments must be a JSON object")
+    return value

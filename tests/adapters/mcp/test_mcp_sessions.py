@@ -1,0 +1,184 @@
+"""``McpToolSource`` in whole sessions on the embedded engine, against a real stdio server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from dex_agents import AgentSessionClient, AgentSnapshot
+from dex_agents.builtin_loop import (
+    AgentDefinition,
+    InMemoryMediaStore,
+    ModelRequest,
+    ScriptedModelClient,
+    ScriptedModelReply,
+    ScriptedToolCall,
+    builtin_agent_session_flow,
+)
+from dex_agents.domain.mcp_conventions import IDEMPOTENCY_KEY_META_KEY
+from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
+from dex_agents.local import LocalRuntime
+from dex_agents.mcp import McpStdioServerConfig, McpToolSource
+from tests.adapters.mcp.conftest import CallLog
+
+SESSION = "s1"
+
+
+def calls_then_answer(*calls: tuple[str, dict[str, Any]]) -> ScriptedModelClient:
+    """A model that calls each tool in turn, then answers with every result joined."""
+
+    def respond(request: ModelRequest) -> ScriptedModelReply:
+        done = ScriptedModelClient.tool_results(request)
+        if len(done) < len(calls):
+            name, arguments = calls[len(done)]
+            return ScriptedModelReply(
+                tool_calls=(ScriptedToolCall(name, arguments, call_id=f"c{len(done) + 1}"),)
+            )
+        return ScriptedModelReply(text=" | ".join(result.output for result in done))
+
+    return ScriptedModelClient(respond)
+
+
+@asynccontextmanager
+async def session(
+    source: McpToolSource, *calls: tuple[str, dict[str, Any]], media_store: Any = None
+) -> AsyncIterator[AgentSessionClient]:
+    agent = AgentDefinition(
+        name="notes",
+        instructions="You manage notes.",
+        model=calls_then_answer(*calls),
+        tool_sources=[source],
+    )
+    flow = builtin_agent_session_flow(agent, flow_type="McpAgent", media_store=media_store)
+    async with LocalRuntime(None, [flow]) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session(SESSION)
+        yield sessions
+    await source.aclose()
+
+
+async def turn(sessions: AgentSessionClient, text: str = "go") -> AgentSnapshot:
+    assert await sessions.send_user_message(SESSION, text)
+    return await sessions.wait_for_user(SESSION)
+
+
+def outputs(snapshot: AgentSnapshot) -> list[str]:
+    return [m.tool_output for m in snapshot.messages if m.tool_output is not None]
+
+
+def keys(call_log: CallLog, tool: str) -> Sequence[str]:
+    return [row["meta"][IDEMPOTENCY_KEY_META_KEY] for row in call_log.calls(tool)]
+
+
+async def test_a_read_runs_without_approval_and_carries_the_idempotency_key(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    source = McpToolSource([stdio_server])
+    async with session(source, ("notes__read_note", {"name": "a"})) as sessions:
+        snapshot = await turn(sessions)
+    assert snapshot.pending_interrupts == ()
+    assert snapshot.messages[-1].text == "note a: hello"
+    (key,) = keys(call_log, "read_note")
+    assert key.startswith(f"{SESSION}/")
+    assert key.endswith("/c1")
+
+
+async def test_an_unannotated_write_waits_for_approval_then_runs_once(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    source = McpToolSource([stdio_server])
+    async with session(source, ("notes__send_email", {"to": "bo"})) as sessions:
+        waiting = await turn(sessions)
+        (approval,) = waiting.pending_interrupts
+        assert approval.tool_name == "notes__send_email"
+        assert call_log.calls("send_email") == []
+        assert await sessions.resolve_interrupt(SESSION, approval.interrupt_id, True)
+        snapshot = await sessions.wait_for_user(SESSION)
+    assert snapshot.messages[-1].text == "sent to bo"
+    assert len(call_log.calls("send_email")) == 1
+
+
+async def test_a_declared_write_asks_despite_its_read_only_hint(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    source = McpToolSource([stdio_server])
+    async with session(source, ("notes__send_payment", {"amount": 5})) as sessions:
+        waiting = await turn(sessions)
+        (approval,) = waiting.pending_interrupts
+        assert await sessions.resolve_interrupt(SESSION, approval.interrupt_id, True)
+        snapshot = await sessions.wait_for_user(SESSION)
+    assert snapshot.messages[-1].text == "paid 5"
+
+
+async def test_a_read_whose_server_crashes_is_sent_again_with_the_same_key(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    source = McpToolSource([stdio_server])
+    async with session(source, ("notes__crash_once_read", {})) as sessions:
+        snapshot = await turn(sessions)
+    assert snapshot.messages[-1].text == "read after a crash"
+    first, second = keys(call_log, "crash_once_read")
+    assert first == second
+
+
+async def test_a_write_whose_server_crashes_records_outcome_unknown_and_is_never_resent(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    source = McpToolSource([stdio_server])
+    async with session(source, ("notes__crash_write", {})) as sessions:
+        waiting = await turn(sessions)
+        (approval,) = waiting.pending_interrupts
+        assert await sessions.resolve_interrupt(SESSION, approval.interrupt_id, True)
+        snapshot = await sessions.wait_for_user(SESSION)
+    assert outputs(snapshot) == [OUTCOME_UNKNOWN_TOOL_RESULT]
+    assert len(call_log.calls("crash_write")) == 1
+
+
+async def test_outcomes_errors_and_images_are_recorded_as_the_table_says(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    store = InMemoryMediaStore()
+    source = McpToolSource([stdio_server], media_store=store)
+    script: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("notes__outcome", {"kind": "unknown"}),
+        ("notes__outcome", {"kind": "rejected"}),
+        ("notes__fails", {}),
+        ("notes__rpc_error", {"code": -32602}),
+        ("notes__picture", {}),
+        ("notes__bad_picture", {}),
+    )
+    async with session(source, *script, media_store=store) as sessions:
+        snapshot = await turn(sessions)
+    assert outputs(snapshot) == [
+        OUTCOME_UNKNOWN_TOOL_RESULT,
+        "The tool call failed: the provider said rejected",
+        "The tool call failed: Error executing tool fails",
+        "The tool call failed: MCP error -32602: broken",
+        "a dot:\n[image 1]",
+        "The tool call failed: MCP image 1 is not valid base64",
+    ]
+    (picture,) = [m for m in snapshot.messages if m.tool_output == "a dot:\n[image 1]"]
+    assert len(picture.images) == 1
+    assert len(call_log.calls("outcome")) == 2  # neither outcome is sent again
+
+
+async def test_resources_and_prompts_tools(stdio_server: McpStdioServerConfig) -> None:
+    source = McpToolSource([stdio_server], resource_and_prompt_tools_enabled=True)
+    script: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("mcp_list_resources_and_prompts", {"server": "notes"}),
+        ("mcp_read_resource", {"server": "notes", "uri": "note://greeting"}),
+        ("mcp_get_prompt", {"server": "notes", "name": "greet", "arguments": {"name": "Al"}}),
+        ("mcp_read_resource", {"server": "elsewhere", "uri": "note://x"}),
+    )
+    async with session(source, *script) as sessions:
+        snapshot = await turn(sessions)
+    listed, read, prompt, unconfigured = outputs(snapshot)
+    everything = json.loads(listed)
+    assert [r["uri"] for r in everything["resources"]] == ["note://greeting"]
+    assert [t["uriTemplate"] for t in everything["resource_templates"]] == ["note://{name}"]
+    assert [p["name"] for p in everything["prompts"]] == ["greet"]
+    assert json.loads(read)["contents"][0]["text"] == "hello from a resource"
+    assert "Please greet Al." in prompt
+    assert unconfigured == "The tool call failed: MCP server 'elsewhere' is not configured"
