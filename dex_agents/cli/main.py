@@ -22,6 +22,7 @@ from dex_agents.cli.chat import run_chat
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.listing import run_sessions, run_show
 from dex_agents.cli.real_model import API_BASE_ENV, MODEL_ENV
+from dex_agents.cli.serve import DEFAULT_HOST, DEFAULT_PORT, run_serve
 from dex_agents.domain.errors import DexAgentsError
 
 DEFAULT_DB = "dex-agents.sqlite3"
@@ -95,6 +96,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("session", metavar="ID", help="session ID")
     show.add_argument("--db", default=DEFAULT_DB, help=f"{db_help}; must exist")
+    serve = commands.add_parser(
+        "serve",
+        help="a web console of every session: live, with approvals, questions and steering",
+        description="Serve a web console of every session in the file, running the demo "
+        "agent. Binds to 127.0.0.1; any other --host needs a token "
+        "($DEX_AGENTS_CONSOLE_TOKEN or --token-file).",
+    )
+    serve.add_argument("--db", default=DEFAULT_DB, help=f"{db_help}; created when missing")
+    serve.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST})"
+    )
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})"
+    )
+    serve.add_argument("--token-file", default=None, help="file holding the console token")
     return parser
 
 
@@ -116,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "sessions": lambda: run_sessions(arguments.db),
         "show": lambda: run_show(arguments.db, arguments.session),
+        "serve": lambda: run_serve(
+            arguments.db, arguments.host, arguments.port, token_file=arguments.token_file
+        ),
     }
     try:
         return asyncio.run(runs[arguments.command]())

@@ -1,0 +1,64 @@
+"""``dex-agents serve``: the session console in a browser, with the demo agent running.
+
+It serves the demo agent's sessions with one worker in this process, shows the
+sessions of every other Flow type in the file read-only, and listens on
+127.0.0.1 by default. Any other host needs a token (``$DEX_AGENTS_CONSOLE_TOKEN``
+or ``--token-file``): the console is a remote control for the agents.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from dex_agents.cli import terminal
+from dex_agents.cli.database import CHAT_LEASE_DURATION, demo_flow
+from dex_agents.cli.errors import CliError
+from dex_agents.console.security import (
+    TOKEN_ENV,
+    ConsoleConfigError,
+    is_loopback_host,
+    load_console_token,
+)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def console_url(host: str, port: int, token: str | None) -> str:
+    """The URL to open: with the token, which the page trades for a cookie."""
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    if host in ("0.0.0.0", "::"):
+        shown = "127.0.0.1"
+    query = "" if token is None else f"/?token={token}"
+    return f"http://{shown}:{port}{query}"
+
+
+async def run_serve(
+    db: str | os.PathLike[str],
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    *,
+    token_file: str | os.PathLike[str] | None = None,
+) -> int:
+    """Serve the console of ``db`` on ``host``:``port`` until Ctrl-C; refuse an unsafe host."""
+    import uvicorn
+
+    from dex_agents.console import create_console_app
+
+    try:
+        token = load_console_token(token_file)
+    except (ConsoleConfigError, OSError) as error:
+        raise CliError(str(error)) from error
+    if token is None and not is_loopback_host(host):
+        raise CliError(
+            f"--host {terminal.escaped(host)} is not loopback: set ${TOKEN_ENV} or pass "
+            "--token-file, so only people with the token can steer the agents"
+        )
+    app = create_console_app(
+        db, [demo_flow()], token=token, workers=1, lease_duration=CHAT_LEASE_DURATION
+    )
+    print(f"dex-agents console: {console_url(host, port, token)}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws="none")
+    await uvicorn.Server(config).serve()
+    return 0

@@ -1,0 +1,32 @@
+"""The session console: see every session of a database in a browser, and steer it.
+
+``create_console_app(db, flows, token=..., authorize=...)`` is a Starlette ASGI
+app; ``dex-agents serve`` runs it under uvicorn with the demo agent. It needs
+the ``console`` extra (``starlette``, ``uvicorn``). The page is plain HTML, CSS
+and JavaScript in ``static/``, with no build step.
+"""
+
+from __future__ import annotations
+
+from dex_agents.console.app import STATIC_DIR, Authorize, allow_all, create_console_app
+from dex_agents.console.security import (
+    CSRF_HEADER,
+    TOKEN_COOKIE,
+    TOKEN_ENV,
+    ConsoleConfigError,
+    is_loopback_host,
+    load_console_token,
+)
+
+__all__ = [
+    "CSRF_HEADER",
+    "STATIC_DIR",
+    "TOKEN_COOKIE",
+    "TOKEN_ENV",
+    "Authorize",
+    "ConsoleConfigError",
+    "allow_all",
+    "create_console_app",
+    "is_loopback_host",
+    "load_console_token",
+]

@@ -1,0 +1,334 @@
+"""``create_console_app``: the console as a Starlette ASGI app over one session database.
+
+Routes (all under the token or loopback rule of ``dex_agents.console.security``;
+every ``POST`` also under its cross-site rule; every route naming a session
+under the application's ``authorize`` hook):
+
+- ``GET /`` and ``GET /sessions/{id}``: the page (``static/index.html``).
+- ``GET /api/sessions``: the inbox, sessions that need a person first.
+- ``POST /api/sessions``: start a session of a Flow this process serves.
+- ``GET /api/sessions/{id}/snapshot``: ``read_agent_event_stream_snapshot`` JSON
+  plus ``console`` (Flow type, whether it is writable, status).
+- ``GET /api/sessions/{id}/events``: the session's ``AgentEvents`` as SSE.
+- ``POST /api/sessions/{id}/controls/{name}``: one of ``actions.CONTROLS``;
+  answers ``{"ok": bool, "reason": str | null}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
+from dex_agents.composition.session_flow import AgentSessionFlow
+from dex_agents.console.actions import CONTROLS, ControlInputError, run_control
+from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, inbox_order, open_catalog
+from dex_agents.console.security import (
+    TOKEN_COOKIE,
+    bearer_token,
+    cross_site_refusal,
+    host_header_name,
+    is_loopback_host,
+    token_matches,
+)
+from dex_agents.domain.errors import DexAgentsError
+from dex_agents.ports.errors import FlowAlreadyStartedError, FlowNotFoundError
+from dex_agents.ui_stream import (
+    AGENT_EVENT_STREAM_HEADERS,
+    DEFAULT_AGENT_EVENT_POLL_TIMEOUT,
+    InvalidAgentEventResumeTokenError,
+    read_agent_event_stream_snapshot,
+    stream_agent_event_frames,
+)
+
+Authorize = Callable[[Request, str], Awaitable[bool]]
+"""``authorize(request, session_id)``: whether the caller may see and steer the session.
+
+The console calls it for every session it lists, shows, streams, starts or
+controls, after its own token or loopback check.
+"""
+
+STATIC_DIR = Path(__file__).parent / "static"
+"""The page's HTML, CSS and JavaScript, shipped inside the package."""
+
+_MAX_BODY_BYTES = 256 * 1024
+
+
+async def allow_all(request: Request, session_id: str) -> bool:
+    """The default ``authorize``: whoever passed the token or loopback check sees every session."""
+    return True
+
+
+def _own_origin(request: Request) -> str:
+    return f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
+def _refusal(request: Request, token: str | None) -> Response | None:
+    """The response refusing ``request`` before any route runs, or ``None`` to let it in."""
+    if token is not None:
+        offered = bearer_token(request.headers.get("authorization")) or request.cookies.get(
+            TOKEN_COOKIE
+        )
+        if not token_matches(token, offered):
+            return PlainTextResponse(
+                "this console needs its token: open it at /?token=<token>", status_code=401
+            )
+    else:
+        peer = request.client.host if request.client else ""
+        host = host_header_name(request.headers.get("host", ""))
+        if not (is_loopback_host(peer) and is_loopback_host(host)):
+            return PlainTextResponse(
+                "without a token this console answers only on loopback (localhost)",
+                status_code=403,
+            )
+    if request.method not in ("GET", "HEAD"):
+        reason = cross_site_refusal(request.headers, _own_origin(request))
+        if reason is not None:
+            return JSONResponse({"ok": False, "reason": reason}, status_code=403)
+    return None
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def create_console_app(
+    db: str | os.PathLike[str],
+    flows: Sequence[AgentSessionFlow] = (),
+    *,
+    token: str | None = None,
+    authorize: Authorize = allow_all,
+    workers: int = 1,
+    create: bool = True,
+    lease_duration: timedelta = DEFAULT_LEASE_DURATION,
+    poll_timeout: timedelta = DEFAULT_AGENT_EVENT_POLL_TIMEOUT,
+) -> Starlette:
+    """The console of the sessions in ``db``, as an ASGI app to serve with any ASGI server.
+
+    ``flows`` are served here by ``workers`` workers (open when the app's lifespan
+    starts, closed when it ends), so their sessions run and can be steered and
+    started; sessions of every other Flow type in the file are shown read-only.
+    ``token``, when given, is required on every request; without one the app
+    answers loopback requests only. ``authorize`` decides per session. Serve it
+    with its lifespan on (uvicorn's default).
+    """
+    if token is not None and not token:
+        raise ValueError("token must not be empty")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with open_catalog(
+            db, flows, workers=workers, create=create, lease_duration=lease_duration
+        ) as catalog:
+            app.state.catalog = catalog
+            yield
+
+    def guarded(handler: Handler) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            refused = _refusal(request, token)
+            if refused is not None:
+                return refused
+            session_id = request.path_params.get("session_id")
+            if session_id is not None and not await authorize(request, session_id):
+                return JSONResponse({"ok": False, "reason": "not allowed"}, status_code=403)
+            return await handler(request)
+
+        return endpoint
+
+    async def page(request: Request) -> Response:
+        offered = request.query_params.get("token")
+        if token is not None and offered is not None and token_matches(token, offered):
+            response = RedirectResponse(request.url.path, status_code=303)
+            response.set_cookie(
+                TOKEN_COOKIE,
+                offered,
+                httponly=True,
+                samesite="strict",
+                secure=request.url.scheme == "https",
+            )
+            return response
+        refused = _refusal(request, token)
+        if refused is not None:
+            return refused
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
+
+    def catalog_of(request: Request) -> SessionCatalog:
+        catalog: SessionCatalog = request.app.state.catalog
+        return catalog
+
+    async def list_sessions(request: Request) -> Response:
+        catalog = catalog_of(request)
+        rows = []
+        for info in await catalog.list_sessions():
+            if await authorize(request, info.flow_id):
+                rows.append(await catalog.inbox_row(info))
+        return JSONResponse(
+            {
+                "sessions": [row.to_json() for row in inbox_order(rows)],
+                "flow_types": catalog.writable_flow_types,
+            }
+        )
+
+    async def session_flow(request: Request) -> ConsoleFlow | Response:
+        session_id = request.path_params["session_id"]
+        catalog = catalog_of(request)
+        try:
+            info = await catalog.describe(session_id)
+        except FlowNotFoundError:
+            return JSONResponse({"ok": False, "reason": "no such session"}, status_code=404)
+        entry = catalog.flow(info.flow_type)
+        if entry is None:
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "reason": f"the console cannot read {info.flow_type} sessions "
+                    "(restart it to read Flow types that appeared since it started)",
+                },
+                status_code=409,
+            )
+        return entry
+
+    async def snapshot(request: Request) -> Response:
+        entry = await session_flow(request)
+        if isinstance(entry, Response):
+            return entry
+        session_id = request.path_params["session_id"]
+        catalog = catalog_of(request)
+        try:
+            value = await read_agent_event_stream_snapshot(
+                entry.runtime.flow_client, entry.flow, session_id
+            )
+            info = await catalog.describe(session_id)
+        except DexAgentsError as error:
+            return JSONResponse({"ok": False, "reason": str(error)}, status_code=409)
+        row = await catalog.inbox_row(info)
+        body = value.to_json()
+        body["console"] = {
+            "session_id": session_id,
+            "flow_type": info.flow_type,
+            "writable": row.writable,
+            "status": row.status,
+        }
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    async def events(request: Request) -> Response:
+        entry = await session_flow(request)
+        if isinstance(entry, Response):
+            return entry
+        resume_token = request.headers.get("last-event-id") or request.query_params.get(
+            "resume_token", ""
+        )
+        try:
+            frames = await stream_agent_event_frames(
+                entry.runtime.flow_client,
+                entry.flow,
+                request.path_params["session_id"],
+                resume_token=resume_token,
+                poll_timeout=poll_timeout,
+            )
+        except InvalidAgentEventResumeTokenError:
+            return Response(status_code=400)
+        return StreamingResponse(frames, headers=dict(AGENT_EVENT_STREAM_HEADERS))
+
+    async def json_body(request: Request) -> dict[str, Any] | Response:
+        raw = await request.body()
+        if len(raw) > _MAX_BODY_BYTES:
+            return JSONResponse({"ok": False, "reason": "request too large"}, status_code=413)
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return JSONResponse({"ok": False, "reason": "the body is not JSON"}, status_code=400)
+        if not isinstance(body, dict):
+            return JSONResponse(
+                {"ok": False, "reason": "the body is not a JSON object"}, status_code=400
+            )
+        return body
+
+    async def control(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in CONTROLS:
+            return JSONResponse({"ok": False, "reason": f"no control {name}"}, status_code=404)
+        entry = await session_flow(request)
+        if isinstance(entry, Response):
+            return entry
+        if not entry.writable:
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "reason": f"read-only: this console does not serve {entry.flow.flow_type}",
+                },
+                status_code=403,
+            )
+        body = await json_body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            outcome = await run_control(
+                name, entry.sessions, request.path_params["session_id"], body
+            )
+        except (ControlInputError, ValueError) as error:
+            return JSONResponse({"ok": False, "reason": str(error)}, status_code=400)
+        except DexAgentsError as error:
+            return JSONResponse({"ok": False, "reason": str(error)}, status_code=409)
+        return JSONResponse(outcome.to_json())
+
+    async def start_session(request: Request) -> Response:
+        body = await json_body(request)
+        if isinstance(body, Response):
+            return body
+        catalog = catalog_of(request)
+        flow_type = body.get("flow_type") or next(iter(catalog.writable_flow_types), None)
+        entry = catalog.flow(flow_type) if isinstance(flow_type, str) else None
+        if entry is None or not entry.writable:
+            return JSONResponse(
+                {"ok": False, "reason": f"this console does not serve {flow_type}"},
+                status_code=400,
+            )
+        session_id = body.get("session_id") or f"console-{secrets.token_hex(4)}"
+        message = body.get("message", "")
+        plan_mode = body.get("plan_mode", False)
+        if not isinstance(session_id, str) or not isinstance(message, str):
+            return JSONResponse(
+                {"ok": False, "reason": "session_id and message must be strings"}, status_code=400
+            )
+        if not await authorize(request, session_id):
+            return JSONResponse({"ok": False, "reason": "not allowed"}, status_code=403)
+        try:
+            await entry.sessions.start_session(session_id, message, plan_mode=plan_mode)
+        except FlowAlreadyStartedError:
+            return JSONResponse(
+                {"ok": False, "reason": f"a session with ID {session_id!r} exists already"}
+            )
+        except (TypeError, ValueError) as error:
+            return JSONResponse({"ok": False, "reason": str(error)}, status_code=400)
+        return JSONResponse({"ok": True, "reason": None, "session_id": session_id})
+
+    routes = [
+        Route("/", page, methods=["GET"]),
+        Route("/sessions/{session_id:path}", page, methods=["GET"]),
+        Route("/api/sessions", guarded(list_sessions), methods=["GET"]),
+        Route("/api/sessions", guarded(start_session), methods=["POST"]),
+        Route("/api/sessions/{session_id}/snapshot", guarded(snapshot), methods=["GET"]),
+        Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
+        Route("/api/sessions/{session_id}/controls/{name}", guarded(control), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,328 @@
+// The dex-agents console: the inbox, and one session rendered from its snapshot and events.
+// Plain JavaScript, no build step. Text from the server is only ever set as textContent.
+"use strict";
+
+const CONTROL_HEADERS = { "Content-Type": "application/json", "X-Dex-Agents-Console": "1" };
+const INBOX_POLL_MS = 2000;
+const GAP_MS = 20000; // a timer late by this much means the machine slept: reload
+const TERMINAL_EVENTS = new Set(["turn_completed", "turn_failed", "turn_steered", "turn_cancelled"]);
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function notice(text, kind) {
+  const node = document.getElementById("notice");
+  node.textContent = text || "";
+  node.className = kind || "";
+}
+
+async function getJson(url) {
+  const response = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store" });
+  const body = await response.json().catch(() => ({ ok: false, reason: `HTTP ${response.status}` }));
+  if (!response.ok) throw new Error(body.reason || `HTTP ${response.status}`);
+  return body;
+}
+
+// Every control answers {ok, reason}; a False answer is shown, never swallowed.
+async function post(url, body, done) {
+  let answer;
+  try {
+    const response = await fetch(url, { method: "POST", headers: CONTROL_HEADERS, body: JSON.stringify(body) });
+    answer = await response.json().catch(() => ({ ok: false, reason: `HTTP ${response.status}` }));
+  } catch (error) {
+    answer = { ok: false, reason: String(error) };
+  }
+  if (answer.ok) notice(done || "done", "good");
+  else notice(`Not done: ${answer.reason || "refused"}`, "bad");
+  return answer;
+}
+
+function when(iso) {
+  if (!iso) return "-";
+  const date = new Date(iso);
+  return date.toLocaleString();
+}
+
+// ---- Inbox ----------------------------------------------------------------
+
+function attentionBadge(row) {
+  if (!row.attention) return el("span", { class: "badge" }, row.needs_person ? "" : "working");
+  const kind = row.attention === "turn_failed" ? "bad" : row.attention === "idle" ? "good" : "warn";
+  return el("span", { class: `badge ${kind}` }, row.attention.replace("_", " "));
+}
+
+function renderInbox(main, data) {
+  const rows = data.sessions.map((row) =>
+    el("tr", { class: row.needs_person ? "needs" : "", "data-session": row.session_id },
+      el("td", {}, el("a", { href: `/sessions/${encodeURIComponent(row.session_id)}` }, row.session_id)),
+      el("td", {}, row.flow_type, row.writable ? "" : el("span", { class: "badge" }, " read-only")),
+      el("td", {}, attentionBadge(row), " ", row.status),
+      el("td", {}, row.waits_for || el("span", { class: "muted" }, "-")),
+      el("td", {}, when(row.last_activity))));
+  const table = el("table", { id: "inbox" },
+    el("thead", {}, el("tr", {}, ["Session", "Flow type", "Status", "Waits for", "Last activity"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 5, class: "muted" }, "No sessions yet."))));
+  const holder = document.getElementById("inbox-holder");
+  holder.replaceChildren(table);
+  const select = document.getElementById("new-flow");
+  if (select && select.options.length !== data.flow_types.length) {
+    select.replaceChildren(...data.flow_types.map((t) => el("option", { value: t }, t)));
+    document.getElementById("new-session").hidden = data.flow_types.length === 0;
+  }
+}
+
+function startInbox(main) {
+  const id = el("input", { type: "text", id: "new-id", placeholder: "session ID (optional)" });
+  const message = el("input", { type: "text", id: "new-message", class: "grow", placeholder: "first message, e.g. refund order 7" });
+  const plan = el("input", { type: "checkbox", id: "new-plan" });
+  const form = el("form", { id: "new-session", hidden: true, onsubmit: async (event) => {
+    event.preventDefault();
+    const answer = await post("/api/sessions", {
+      flow_type: document.getElementById("new-flow").value, session_id: id.value.trim(),
+      message: message.value, plan_mode: plan.checked }, "session started");
+    if (answer.ok) location.href = `/sessions/${encodeURIComponent(answer.session_id)}`;
+  } }, el("select", { id: "new-flow" }), id, message, el("label", {}, plan, " plan mode"),
+  el("button", { class: "primary", type: "submit" }, "Start session"));
+  main.replaceChildren(el("h1", {}, "Sessions"), el("div", { id: "inbox-holder" }), el("h2", {}, "New session"), form);
+  const refresh = async () => {
+    try { renderInbox(main, await getJson("/api/sessions")); }
+    catch (error) { notice(`Cannot list sessions: ${error.message}`, "bad"); }
+  };
+  refresh();
+  setInterval(refresh, INBOX_POLL_MS);
+}
+
+// ---- One session -----------------------------------------------------------
+
+class SessionView {
+  constructor(main, sessionId) {
+    this.main = main;
+    this.sessionId = sessionId;
+    this.base = `/api/sessions/${encodeURIComponent(sessionId)}`;
+    this.data = null;
+    this.events = null;
+    this.live = new Map(); // step_execution_id -> {attempt, turn_id, text, reasoning, stored}
+    this.toolStatus = new Map(); // tool_call_id -> status seen on the stream
+    this.softTimer = null;
+    this.lastTick = Date.now();
+  }
+
+  start() {
+    this.hardReload();
+    setInterval(() => {
+      const now = Date.now();
+      if (now - this.lastTick > GAP_MS) this.hardReload();
+      this.lastTick = now;
+    }, 1000);
+  }
+
+  // The snapshot again, and the stream again from its token: the token replays the active turn.
+  async hardReload() {
+    if (this.events) { this.events.close(); this.events = null; }
+    this.live.clear();
+    this.toolStatus.clear();
+    const data = await this.loadSnapshot();
+    if (data) this.openEvents(data.resume_token);
+  }
+
+  // The snapshot only: the stream and the live text go on.
+  softReload() {
+    clearTimeout(this.softTimer);
+    this.softTimer = setTimeout(() => this.loadSnapshot(), 150);
+  }
+
+  async loadSnapshot() {
+    try {
+      this.data = await getJson(`${this.base}/snapshot`);
+    } catch (error) {
+      notice(`Cannot load the session: ${error.message}`, "bad");
+      return null;
+    }
+    this.render();
+    return this.data;
+  }
+
+  openEvents(token) {
+    const url = `${this.base}/events?resume_token=${encodeURIComponent(token || "")}`;
+    const source = new EventSource(url);
+    this.events = source;
+    source.onmessage = (message) => this.apply(JSON.parse(message.data));
+    source.onerror = () => {
+      // A refused token (400) or a dropped connection: rebuild from a fresh snapshot.
+      if (this.events !== source) return;
+      source.close();
+      this.events = null;
+      setTimeout(() => this.hardReload(), 1000);
+    };
+  }
+
+  apply(event) {
+    const payload = typeof event.payload === "string" ? JSON.parse(event.payload || "{}") : event.payload || {};
+    if (TERMINAL_EVENTS.has(event.type)) { this.hardReload(); return; }
+    const key = event.step_execution_id;
+    let part = this.live.get(key);
+    if (part && event.attempt < part.attempt) return; // an older attempt's leftovers
+    if (!part || event.attempt > part.attempt) {
+      part = { attempt: event.attempt, turn_id: event.turn_id, text: "", reasoning: "", stored: false };
+      this.live.set(key, part);
+    }
+    switch (event.type) {
+      case "text_delta": part.text += payload.text || ""; this.renderLive(); return;
+      case "reasoning_delta": part.reasoning += payload.text || ""; this.renderLive(); return;
+      case "tool_call_started": this.toolStatus.set(payload.tool_call_id, "running"); break;
+      case "tool_call_finished": this.toolStatus.set(payload.tool_call_id, payload.status); break;
+      case "usage_recorded": part.stored = true; break; // the model call committed: its text is in the messages
+      default: break;
+    }
+    this.renderLive();
+    this.softReload();
+  }
+
+  control(name, body, done) {
+    return post(`${this.base}/controls/${name}`, body, done).then((answer) => { this.softReload(); return answer; });
+  }
+
+  renderLive() {
+    const holder = document.getElementById("live");
+    if (!holder) return;
+    const parts = [...this.live.values()].filter((p) => !p.stored && (p.text || p.reasoning));
+    holder.replaceChildren(...parts.map((p) => el("div", { class: "msg live" },
+      el("span", { class: "role" }, "assistant (streaming)"),
+      p.reasoning ? el("div", { class: "muted" }, p.reasoning) : null, p.text)));
+    for (const [id, status] of this.toolStatus) {
+      const cell = document.querySelector(`[data-tool-status="${CSS.escape(id)}"]`);
+      if (cell) cell.textContent = status;
+    }
+  }
+
+  render() {
+    const { snapshot, console: info } = this.data;
+    const state = snapshot.state || {};
+    const writable = info.writable;
+    const left = el("section", {},
+      el("h2", {}, "Conversation"),
+      el("div", { id: "messages" }, snapshot.messages.map((m) => this.renderMessage(m))),
+      el("div", { id: "live" }),
+      writable ? this.renderComposer(state) : el("p", { class: "muted" }, "Read-only: this console does not run this Flow type."));
+    const right = el("section", {},
+      this.renderInterrupts(snapshot, writable),
+      this.renderToolCalls(snapshot),
+      this.renderPlan(snapshot, writable, state),
+      this.renderQueue(snapshot, writable),
+      el("h2", {}, "Usage"),
+      el("p", { class: "muted" }, `${snapshot.usage.model_calls} model calls, ${snapshot.usage.input_tokens} in / ${snapshot.usage.output_tokens} out tokens`));
+    this.main.replaceChildren(
+      el("h1", {}, info.session_id, " ", el("span", { class: "badge" }, info.flow_type)),
+      el("p", { id: "status" }, info.status, state.last_turn_error ? el("span", { class: "badge bad" }, ` last turn failed: ${state.last_turn_error}`) : null),
+      el("div", { class: "columns" }, left, right));
+    this.renderLive();
+  }
+
+  renderMessage(m) {
+    if (m.tool_name && m.role === "assistant") {
+      return el("div", { class: "msg tool" }, el("span", { class: "role" }, `tool call ${m.tool_name}`), m.tool_arguments || "");
+    }
+    if (m.tool_name) {
+      return el("div", { class: "msg tool" }, el("span", { class: "role" }, `${m.tool_name} result`), m.tool_output || m.text || "");
+    }
+    return el("div", { class: `msg ${m.role}` }, el("span", { class: "role" }, m.role), m.text || "");
+  }
+
+  renderComposer(state) {
+    const text = el("textarea", { id: "message", class: "grow", rows: 2, placeholder: "Message the agent" });
+    const plan = el("input", { type: "checkbox", id: "plan-mode" });
+    const active = state.active_turn_id;
+    const send = async (event) => {
+      event.preventDefault();
+      const answer = await this.control("send_user_message", { text: text.value, plan_mode: plan.checked }, "message queued");
+      if (answer.ok) text.value = "";
+    };
+    const steer = async () => {
+      const answer = await this.control("steer_user_message", { text: text.value, plan_mode: plan.checked }, "turn steered");
+      if (answer.ok) text.value = "";
+    };
+    return el("form", { id: "composer", onsubmit: send }, text,
+      el("label", {}, plan, " plan mode"),
+      el("button", { class: "primary", type: "submit", id: "send" }, "Send"),
+      el("button", { type: "button", id: "steer", onclick: steer, disabled: !active }, "Steer"),
+      el("button", { type: "button", id: "cancel-turn", class: "danger", disabled: !active || !state.accepts_turn_control,
+        onclick: () => this.control("cancel_turn", { turn_id: active }, "cancel requested") }, "Cancel turn"));
+  }
+
+  renderInterrupts(snapshot, writable) {
+    if (!snapshot.pending_interrupts.length) return null;
+    return [el("h2", {}, "Needs you"), snapshot.pending_interrupts.map((i) => {
+      const body = [el("strong", {}, i.kind === "question" ? "Question" : `Approve ${i.tool_name}?`),
+        i.question ? el("p", {}, i.question) : null,
+        i.arguments && i.kind !== "question" ? el("pre", {}, i.arguments) : null,
+        i.deadline ? el("p", { class: "muted" }, `deadline ${when(i.deadline)}`) : null];
+      if (writable && i.kind === "question") {
+        const answer = el("input", { type: "text", class: "grow", placeholder: "your answer" });
+        body.push(el("form", { onsubmit: (e) => { e.preventDefault(); this.control("answer_question", { interrupt_id: i.interrupt_id, answer: answer.value }, "answered"); } },
+          i.choices.map((c) => el("button", { type: "button", onclick: () => this.control("answer_question", { interrupt_id: i.interrupt_id, answer: c }, "answered") }, c)),
+          i.allows_free_text ? [answer, el("button", { class: "primary", type: "submit" }, "Answer")] : null,
+          el("button", { type: "button", class: "danger", onclick: () => this.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: false }, "declined") }, "Decline")));
+      } else if (writable) {
+        const why = el("input", { type: "text", class: "grow", placeholder: "message with a rejection (optional)" });
+        body.push(el("form", { onsubmit: (e) => e.preventDefault() },
+          el("button", { type: "button", class: "primary", "data-approve": i.interrupt_id,
+            onclick: () => this.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: true }, "approved") }, "Approve"),
+          why,
+          el("button", { type: "button", class: "danger", "data-reject": i.interrupt_id,
+            onclick: () => this.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: false, rejection_message: why.value }, "rejected") }, "Reject")));
+      }
+      return el("div", { class: "card attention" }, body);
+    })];
+  }
+
+  renderToolCalls(snapshot) {
+    if (!snapshot.tool_calls.length) return null;
+    return [el("h2", {}, "Tool calls of this turn"), snapshot.tool_calls.map((c) => el("div", { class: "card" },
+      el("strong", {}, c.tool_name), " ", el("span", { class: "badge", "data-tool-status": c.tool_call_id }, this.toolStatus.get(c.tool_call_id) || c.status),
+      c.output ? el("pre", {}, c.output) : null, c.error ? el("pre", { class: "muted" }, c.error) : null,
+      c.rejection_message ? el("p", { class: "muted" }, `rejected: ${c.rejection_message}`) : null))];
+  }
+
+  renderPlan(snapshot, writable, state) {
+    const plan = snapshot.plan;
+    if (!plan) return null;
+    const todos = plan.todos || [];
+    return [el("h2", {}, `Plan (revision ${plan.revision}, ${plan.status})`), el("div", { class: "card" },
+      el("ul", {}, todos.map((t) => el("li", {}, `[${t.status}] ${t.content}`))),
+      writable && plan.status === "draft" ? el("button", { class: "primary", id: "execute-plan", disabled: Boolean(state.active_turn_id),
+        onclick: () => this.control("execute_plan", { revision: plan.revision }, "plan approved") }, "Execute plan") : null)];
+  }
+
+  renderQueue(snapshot, writable) {
+    const queued = snapshot.queued_messages || [];
+    const steered = snapshot.steered_messages || [];
+    if (!queued.length && !steered.length) return null;
+    return [el("h2", {}, "Queued"),
+      queued.map((q) => el("div", { class: "card" }, q.text,
+        writable ? el("div", {},
+          el("button", { type: "button", onclick: () => this.control("steer_user_message", { message_id: q.message_id }, "steered into the turn") }, "Steer now"), " ",
+          el("button", { type: "button", class: "danger", onclick: () => this.control("delete_queued_message", { message_id: q.message_id }, "deleted") }, "Delete")) : null)),
+      steered.map((s) => el("div", { class: "card muted" }, `steered: ${s.text}`))];
+  }
+}
+
+function boot() {
+  const main = document.getElementById("main");
+  const match = location.pathname.match(/^\/sessions\/(.+)$/);
+  if (match) new SessionView(main, decodeURIComponent(match[1])).start();
+  else startInbox(main);
+}
+
+document.addEventListener("DOMContentLoaded", boot);

@@ -1,0 +1,251 @@
+"""The console's JSON API over uvicorn on loopback: inbox, controls, refusals, token and CSRF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dex_agents.builtin_loop import builtin_agent_session_flow
+from dex_agents.cli.database import demo_flow
+from dex_agents.cli.demo_agent import build_demo_agent
+from dex_agents.cli.errors import CliError
+from dex_agents.cli.serve import run_serve
+from dex_agents.console import TOKEN_ENV, create_console_app, load_console_token
+from dex_agents.console.security import cross_site_refusal, host_header_name, is_loopback_host
+from dex_agents.local import LocalRuntime
+from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot, texts
+
+OTHER_FLOW_TYPE = "SomeoneElsesAgent"
+
+
+async def test_approve_from_the_api_and_the_tools_result_appears(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        started = await client.post(
+            "/api/sessions",
+            json={"session_id": "refund", "message": "refund order 7 $5"},
+            headers=CONTROL_HEADERS,
+        )
+        assert started.json() == {"ok": True, "reason": None, "session_id": "refund"}
+        body = await eventually(
+            lambda: snapshot(client, "refund"), lambda b: bool(b["snapshot"]["pending_interrupts"])
+        )
+        assert body["console"]["writable"] is True
+        inbox = (await client.get("/api/sessions")).json()
+        assert inbox["flow_types"] == ["DemoSupportAgent"]
+        row = inbox["sessions"][0]
+        assert row["session_id"] == "refund"
+        assert row["attention"] == "approval"
+        assert row["needs_person"] is True
+        assert row["waits_for"] == "approval of refund_order"
+        interrupt_id = body["snapshot"]["pending_interrupts"][0]["interrupt_id"]
+        decision = {"interrupt_id": interrupt_id, "approved": True}
+        approved = await client.post(
+            "/api/sessions/refund/controls/resolve_interrupt",
+            json=decision,
+            headers=CONTROL_HEADERS,
+        )
+        assert approved.json() == {"ok": True, "reason": None}
+        done = await eventually(
+            lambda: snapshot(client, "refund"),
+            lambda b: (
+                "refunded 500 cents on order 7" in texts(b)
+                and b["snapshot"]["state"]["active_turn_id"] is None
+            ),
+        )
+        assert "framework_item" not in done["snapshot"]["messages"][0]
+        again = await client.post(
+            "/api/sessions/refund/controls/resolve_interrupt",
+            json=decision,
+            headers=CONTROL_HEADERS,
+        )
+        assert again.status_code == 200
+        assert again.json()["ok"] is False
+        assert "already answered" in again.json()["reason"]
+        inbox = (await client.get("/api/sessions")).json()
+        assert inbox["sessions"][0]["attention"] == "idle"
+
+
+async def test_false_answers_name_their_reason(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        await client.post("/api/sessions", json={"session_id": "s"}, headers=CONTROL_HEADERS)
+        duplicate = await client.post(
+            "/api/sessions", json={"session_id": "s"}, headers=CONTROL_HEADERS
+        )
+        assert duplicate.json()["ok"] is False
+        assert "exists already" in duplicate.json()["reason"]
+        cases = {
+            "delete_queued_message": ({"message_id": "gone"}, "no longer queued"),
+            "cancel_turn": ({"turn_id": "turn-9"}, "no longer active"),
+            "answer_question": ({"interrupt_id": "q", "answer": "x"}, "already answered"),
+            "execute_plan": ({"revision": 3}, "cannot run now"),
+            "send_user_message": ({"text": "   "}, "did not accept"),
+        }
+        for name, (payload, reason) in cases.items():
+            response = await client.post(
+                f"/api/sessions/s/controls/{name}", json=payload, headers=CONTROL_HEADERS
+            )
+            assert response.status_code == 200, name
+            assert response.json()["ok"] is False, name
+            assert reason in response.json()["reason"], name
+        wrong = await client.post(
+            "/api/sessions/s/controls/resolve_interrupt",
+            json={"interrupt_id": "q", "approved": "false"},
+            headers=CONTROL_HEADERS,
+        )
+        assert wrong.status_code == 400
+        missing = await client.get("/api/sessions/nobody/snapshot")
+        assert missing.status_code == 404
+
+
+async def test_cross_site_requests_are_refused(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        body = {"session_id": "x", "message": "hi"}
+        refused = [
+            await client.post("/api/sessions", json=body),
+            await client.post(
+                "/api/sessions",
+                json=body,
+                headers={**CONTROL_HEADERS, "Origin": "https://evil.example"},
+            ),
+            await client.post(
+                "/api/sessions",
+                json=body,
+                headers={**CONTROL_HEADERS, "Sec-Fetch-Site": "cross-site"},
+            ),
+        ]
+        assert [response.status_code for response in refused] == [403, 403, 403]
+        assert (await client.get("/api/sessions")).json()["sessions"] == []
+        same_origin = {**CONTROL_HEADERS, "Origin": url, "Sec-Fetch-Site": "same-origin"}
+        accepted = await client.post("/api/sessions", json=body, headers=same_origin)
+        assert accepted.json()["ok"] is True
+
+
+async def test_without_a_token_only_loopback_host_names_are_answered(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        rebound = await client.get("/api/sessions", headers={"Host": "attacker.example:80"})
+        assert rebound.status_code == 403
+        page = await client.get("/", headers={"Host": "localhost"})
+        assert page.status_code == 200
+        assert "console.js" in page.text
+
+
+async def test_a_token_is_required_on_every_request(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], token="s3cret-token")
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        assert (await client.get("/api/sessions")).status_code == 401
+        assert (await client.get("/")).status_code == 401
+        wrong = {"Authorization": "Bearer nope"}
+        assert (await client.get("/api/sessions", headers=wrong)).status_code == 401
+        bearer = {"Authorization": "Bearer s3cret-token"}
+        assert (await client.get("/api/sessions", headers=bearer)).status_code == 200
+        login = await client.get("/?token=s3cret-token")
+        assert login.status_code == 303
+        assert "httponly" in login.headers["set-cookie"].lower()
+        # The client keeps the cookie: the page and the API answer now, even from another Host.
+        assert (await client.get("/")).status_code == 200
+        remote = await client.get("/api/sessions", headers={"Host": "console.example"})
+        assert remote.status_code == 200
+
+
+async def test_serve_refuses_a_non_loopback_host_without_a_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    with pytest.raises(CliError, match="not loopback"):
+        await run_serve(tmp_path / "s.sqlite3", "0.0.0.0", 0)
+    assert not (tmp_path / "s.sqlite3").exists()
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    with pytest.raises(CliError, match="empty"):
+        await run_serve(tmp_path / "s.sqlite3", "0.0.0.0", 0, token_file=empty)
+
+
+def test_token_sources_and_host_rules(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    assert load_console_token(token_file, {TOKEN_ENV: "from-env"}) == "from-file"
+    assert load_console_token(None, {TOKEN_ENV: " from-env "}) == "from-env"
+    assert load_console_token(None, {}) is None
+    assert [is_loopback_host(h) for h in ("127.0.0.1", "localhost", "[::1]", "::1")] == [True] * 4
+    assert [is_loopback_host(h) for h in ("0.0.0.0", "10.0.0.2", "example.com")] == [False] * 3
+    assert host_header_name("localhost:8765") == "localhost"
+    assert host_header_name("[::1]:8765") == "[::1]"
+    own = "http://127.0.0.1:1"
+    assert cross_site_refusal({"x-dex-agents-console": "1"}, own) is None
+    assert cross_site_refusal({}, own) is not None
+
+
+async def test_sessions_of_other_flow_types_are_read_only(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    other = builtin_agent_session_flow(build_demo_agent(), flow_type=OTHER_FLOW_TYPE)
+    async with LocalRuntime(db, [other], workers=1, create=True) as runtime:
+        sessions = runtime.sessions(other)
+        await sessions.start_session("theirs", "where is order 7")
+        await sessions.wait_for_user("theirs")
+    app = create_console_app(db, [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        inbox = (await client.get("/api/sessions")).json()
+        assert inbox["flow_types"] == ["DemoSupportAgent"]
+        (row,) = inbox["sessions"]
+        assert (row["flow_type"], row["writable"], row["attention"]) == (
+            OTHER_FLOW_TYPE,
+            False,
+            "idle",
+        )
+        body = await snapshot(client, "theirs")
+        assert body["console"]["writable"] is False
+        assert "lookup_order" in [m["tool_name"] for m in body["snapshot"]["messages"]]
+        refused = await client.post(
+            "/api/sessions/theirs/controls/send_user_message",
+            json={"text": "hi"},
+            headers=CONTROL_HEADERS,
+        )
+        assert refused.status_code == 403
+        assert "read-only" in refused.json()["reason"]
+
+
+async def test_the_event_stream_serves_the_sessions_events(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        await client.post(
+            "/api/sessions",
+            json={"session_id": "e", "message": "refund order 7"},
+            headers=CONTROL_HEADERS,
+        )
+        await eventually(
+            lambda: snapshot(client, "e"), lambda b: bool(b["snapshot"]["pending_interrupts"])
+        )
+        async with client.stream("GET", "/api/sessions/e/events") as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            seen = ""
+            async for chunk in response.aiter_text():
+                seen += chunk
+                if "interrupt_raised" in seen:
+                    break
+        assert "turn_started" in seen
+        bad = await client.get("/api/sessions/e/events", params={"resume_token": "not-a-token"})
+        assert bad.status_code == 400
+
+
+async def test_authorize_hides_and_refuses_sessions(tmp_path: Path) -> None:
+    starting = True
+
+    async def only_mine(request: object, session_id: str) -> bool:
+        return starting or session_id.startswith("mine-")
+
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], authorize=only_mine)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        for session_id in ("mine-1", "yours-1"):
+            await client.post(
+                "/api/sessions", json={"session_id": session_id}, headers=CONTROL_HEADERS
+            )
+        starting = False
+        inbox = (await client.get("/api/sessions")).json()
+        assert [row["session_id"] for row in inbox["sessions"]] == ["mine-1"]
+        assert (await client.get("/api/sessions/yours-1/snapshot")).status_code == 403
