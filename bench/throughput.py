@@ -1,0 +1,117 @@
+"""Throughput of dex-agents: many sessions at once, served by worker processes.
+
+This process is the client only (``LocalRuntime(path, [flow], workers=0)``);
+``processes`` worker processes each run ``turn_worker.py``, which is
+``dex_agents.local.run_workers(path, [workload.flow])``. The client opens
+``sessions`` sessions and runs one untimed warm-up turn in each (so every worker
+has started and is claiming), then, timed, ``turns`` more turns per session:
+every session runs its turns one after the other, all sessions at once. The
+workers' CPU time over the timed part is read from ``/proc/<pid>/stat`` (user +
+system, every thread), so it is the workers' alone; the client's own CPU time
+(``time.process_time``) is reported beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import workload
+from turn_child import EXPECTED_ANSWER
+
+from dex_agents import AgentSessionClient
+
+WORKER = Path(__file__).with_name("turn_worker.py")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Throughput:
+    """One throughput run's outcome."""
+
+    processes: int
+    turns: int
+    seconds: float
+    worker_cpu_seconds: float
+    client_cpu_seconds: float
+
+    @property
+    def turns_per_second(self) -> float:
+        return self.turns / self.seconds
+
+    @property
+    def cpu_per_turn(self) -> float:
+        return self.worker_cpu_seconds / self.turns
+
+    @property
+    def client_cpu_per_turn(self) -> float:
+        return self.client_cpu_seconds / self.turns
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+
+
+def _holds_open(pid: int, path: Path) -> bool:
+    try:
+        return any(
+            os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd")
+        )
+    except FileNotFoundError:
+        return False
+
+
+async def _session(sessions: AgentSessionClient, session_id: str, first: int, last: int) -> None:
+    for number in range(first, last + 1):
+        if not await sessions.send_user_message(session_id, workload.user_message(number)):
+            raise RuntimeError(f"{session_id}: turn {number} refused")
+        text = (await sessions.wait_for_user(session_id)).messages[-1].text
+        if text != EXPECTED_ANSWER:
+            raise RuntimeError(f"{session_id}: turn {number} answered {text!r}")
+
+
+async def measure_throughput(path: Path, processes: int, sessions: int, turns: int) -> Throughput:
+    """Run ``sessions`` x ``turns`` turns against ``processes`` worker processes on ``path``.
+
+    ``path`` is absolute, so a worker's open file descriptor can be matched to it.
+    """
+    from dex_agents.local import LocalRuntime
+
+    async with LocalRuntime(path, [workload.flow], workers=0) as runtime:
+        # Started from async code on purpose: Popen returns at once, and nothing else runs yet.
+        workers = [
+            subprocess.Popen([sys.executable, str(WORKER), str(path)])  # noqa: ASYNC220
+            for _ in range(processes)
+        ]
+        try:
+            while not all(_holds_open(worker.pid, path) for worker in workers):
+                if any(worker.poll() is not None for worker in workers):
+                    raise RuntimeError("a worker process exited before it opened the database")
+                await asyncio.sleep(0.05)
+            client = runtime.sessions(workload.flow)
+            ids = [f"throughput-{n}" for n in range(sessions)]
+            for session_id in ids:
+                await client.open_session(session_id)
+            await asyncio.gather(*(_session(client, session_id, 1, 1) for session_id in ids))
+            cpu = sum(process_cpu_seconds(worker.pid) for worker in workers)
+            client_cpu = time.process_time()
+            started = time.perf_counter()
+            await asyncio.gather(
+                *(_session(client, session_id, 2, turns + 1) for session_id in ids)
+            )
+            seconds = time.perf_counter() - started
+            cpu = sum(process_cpu_seconds(worker.pid) for worker in workers) - cpu
+            client_cpu = time.process_time() - client_cpu
+        finally:
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                worker.wait(timeout=30)
+    return Throughput(processes, sessions * turns, seconds, cpu, client_cpu)
