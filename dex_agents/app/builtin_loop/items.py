@@ -14,6 +14,7 @@ Every message the built-in loop stores is one item, in one of three JSON forms:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +38,9 @@ MODEL_OUTPUT_ITEM = "model_output"
 
 TOOL_RESULT_ITEM = "tool_result"
 """The ``type`` of a stored tool result item."""
+
+MODEL_INPUT_ITEM_CACHE_SIZE = 4096
+"""How many stored items' parsed forms a process keeps (least recently used go first)."""
 
 
 def _dumps(data: dict[str, Any], images: Sequence[AgentImageReference] = ()) -> str:
@@ -116,11 +120,15 @@ def tool_result_message(result: ToolResultItem) -> FrameworkMessage:
     )
 
 
+@functools.lru_cache(maxsize=MODEL_INPUT_ITEM_CACHE_SIZE)
 def model_input_item(framework_item: str) -> ModelInputItem:
     """The ``ModelRequest`` item of a stored ``framework_item``.
 
     Raises ``ValueError`` naming the problem for text that is not one of the
     built-in loop's item forms, such as a message another runner stored.
+    Every model call rebuilds its input from every stored message, so the
+    frozen items are kept by their exact text (``MODEL_INPUT_ITEM_CACHE_SIZE``):
+    a stored message is parsed once per process, not once per model call.
     """
     try:
         data = json.loads(framework_item)
