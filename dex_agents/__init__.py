@@ -13,7 +13,7 @@ spec names (``describe_tool_call_outcome``, ``build_plan_note``, ...).
 from dex_agents.adapters.dex.search import AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE
 from dex_agents.adapters.media.local_directory import LocalDirectoryMediaStore
 from dex_agents.adapters.media.memory_store import InMemoryMediaStore
-from dex_agents.app.options import AgentSessionOptions, RunModelLimit
+from dex_agents.app.options import AgentSessionOptions, AgentTracingOptions, RunModelLimit
 from dex_agents.composition.session_client import AgentSessionClient
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.domain.attention import SessionAttention, session_attention
@@ -182,6 +182,7 @@ from dex_agents.domain.tool_outcomes import (
     describe_tool_call_outcome,
 )
 from dex_agents.domain.tool_step_options import ToolCallRetryPolicy, ToolCallStepOptions
+from dex_agents.domain.tracing import GenAISemanticConventionsVersion
 from dex_agents.domain.turns import (
     MAX_CONSECUTIVE_TURN_CONTINUATIONS,
     TURN_CONTINUATION_LIMIT_ERROR,
@@ -312,6 +313,7 @@ __all__ = [
     "AgentStatus",
     "AgentTodo",
     "AgentToolCall",
+    "AgentTracingOptions",
     "AgentTurnContext",
     "AgentTurnOutcome",
     "AgentUsage",
@@ -340,6 +342,7 @@ __all__ = [
     "FlowAlreadyStartedError",
     "FlowNotFoundError",
     "FrameworkMessage",
+    "GenAISemanticConventionsVersion",
     "ImageUserMessageBuilder",
     "ImageValidationError",
     "InMemoryMediaStore",

@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from dex_agents.domain.builtin_tools import DEFAULT_MAX_DURABLE_WAIT, BuiltInTool
 from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, ToolPolicy
+from dex_agents.domain.tracing import GenAISemanticConventionsVersion
 from dex_agents.domain.windowing import (
     DEFAULT_MESSAGE_CHUNK_MAX_BYTES,
     DEFAULT_MESSAGE_CHUNK_SIZE,
@@ -47,6 +49,34 @@ class RunModelLimit:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AgentTracingOptions:
+    """How the session emits OpenTelemetry GenAI spans (``AgentSessionOptions.tracing``).
+
+    ``is_enabled`` ``False`` emits nothing and never imports OpenTelemetry.
+    ``tracer_provider`` ``None`` uses the global provider. ``agent_name`` ``None``
+    uses the Flow type (``gen_ai.agent.name`` and the ``invoke_agent`` span name).
+    ``should_capture_message_content`` puts message text, tool arguments and tool
+    results on spans. ``semantic_conventions_version`` pins the conventions.
+    """
+
+    is_enabled: bool = True
+    tracer_provider: Any | None = None
+    agent_name: str | None = None
+    should_capture_message_content: bool = False
+    semantic_conventions_version: GenAISemanticConventionsVersion = (
+        GenAISemanticConventionsVersion.V1_42_0_DEV
+    )
+
+    def __post_init__(self) -> None:
+        if self.agent_name is not None and not self.agent_name:
+            raise ValueError("tracing.agent_name must be non-empty or None")
+        if not isinstance(self.semantic_conventions_version, GenAISemanticConventionsVersion):
+            raise TypeError(
+                "tracing.semantic_conventions_version must be a GenAISemanticConventionsVersion"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
 class AgentSessionOptions:
     """The options of an ``AgentSessionFlow``.
 
@@ -59,7 +89,7 @@ class AgentSessionOptions:
     storage fields and ``retained_message_limit`` (``None`` keeps everything) are
     those of "Message storage and retention". ``event_stream_capacity_bytes`` is
     the ``AgentEvents`` Stream capacity (10 MiB). ``spend_limit`` is asked before
-    each model call.
+    each model call. ``tracing`` configures the OpenTelemetry spans.
     """
 
     tool_policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
@@ -76,6 +106,7 @@ class AgentSessionOptions:
     event_stream_capacity_bytes: int = DEFAULT_EVENT_STREAM_CAPACITY_BYTES
     run_model_limit: RunModelLimit = field(default_factory=RunModelLimit)
     spend_limit: ModelSpendLimit | None = None
+    tracing: AgentTracingOptions = field(default_factory=AgentTracingOptions)
 
     def __post_init__(self) -> None:
         self.message_storage()  # validates the storage fields, naming the bad one

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +19,7 @@ import attrs
 from dex_agents.app.message_store import store_messages
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.app.session_events import commit_event
+from dex_agents.app.tracing import TracerSlot, start_activation
 from dex_agents.domain.events import (
     AgentEvent,
     AgentEventType,
@@ -35,6 +36,7 @@ from dex_agents.domain.state import AgentState, AgentStatus, InteractionMode, Tu
 from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.domain.turns import turn_id as make_turn_id
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.domain.windowing import message_sequence_key
 from dex_agents.ports.engine import StepContext
 from dex_agents.ports.persistence import StateReader, StateTransaction, StreamDef
 from dex_agents.ports.runner import AgentFrameworkRunner, ImageUserMessageBuilder
@@ -61,6 +63,7 @@ class SessionRuntime:
     options: AgentSessionOptions
     stream: StreamDef[AgentEvent]
     flow_type: str
+    tracing: TracerSlot = field(default_factory=TracerSlot)
 
 
 class SessionStateError(RuntimeError):
@@ -148,6 +151,14 @@ def start_turn(
     )
     state.set(AGENT_STATE, agent_state)
     first = stored[0].sequence if stored else agent_state.last_sequence
+    start_activation(
+        context,
+        runtime,
+        turn_id=turn,
+        trigger="user_message",
+        user_message_key=message_sequence_key(first) if stored else None,
+        user_text="\n\n".join(item.text for item in stored if item.text) if stored else None,
+    )
     commit_event(
         context,
         runtime.stream,

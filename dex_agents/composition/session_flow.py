@@ -8,7 +8,10 @@ from typing import Any
 import dex
 
 from dex_agents.adapters.dex.flow import DexFlow
+from dex_agents.app.options import AgentSessionOptions
 from dex_agents.app.session_flow import PortableSessionFlow
+from dex_agents.composition.tracing import build_session_tracer
+from dex_agents.ports.runner import AgentFrameworkRunner
 
 
 class AgentSessionFlow(PortableSessionFlow, DexFlow):
@@ -24,6 +27,16 @@ class AgentSessionFlow(PortableSessionFlow, DexFlow):
     spec's RPC table (``flow.send_user_message``, ...). The embedded engine runs
     the same instance.
     """
+
+    def __init__(
+        self,
+        runner: AgentFrameworkRunner[Any],
+        *,
+        flow_type: str,
+        options: AgentSessionOptions | None = None,
+    ) -> None:
+        super().__init__(runner, flow_type=flow_type, options=options)
+        self.runtime.tracing.install(build_session_tracer(self.options.tracing))
 
     @property
     def agent_events(self) -> dex.Stream[Any]:

@@ -13,7 +13,7 @@ import logging
 
 import attrs
 
-from dex_agents.app import spend
+from dex_agents.app import spend, tracing
 from dex_agents.app.message_store import all_messages
 from dex_agents.app.session import (
     SessionRuntime,
@@ -142,6 +142,14 @@ class CompactContext(Step[CompactContextInput]):
         return run_model.model_step_options(self.runtime)
 
     async def execute(self, context: StepContext, input: CompactContextInput) -> StepDecision:
+        with tracing.model_attempt(
+            context, self.runtime, require_state(context.state).active_turn_id
+        ) as chat:
+            return await self._execute(context, input, chat)
+
+    async def _execute(
+        self, context: StepContext, input: CompactContextInput, chat: tracing.ModelAttempt
+    ) -> StepDecision:
         runtime = self.runtime
         state = context.state
         agent_state = require_state(state)
@@ -184,12 +192,14 @@ class CompactContext(Step[CompactContextInput]):
         )
         # The heartbeat writes compaction_started now, even if the summary call then fails.
         await context.heartbeat()
+        chat.started(request.messages)
         try:
             async with background_heartbeat(context):
                 result = await runner.summarize_context(request)
         except ModelCallError as error:
             if error.retryable:
                 raise
+            chat.failed(error)
             return go_to(turn_end.RecordTurnFailure, turn_end.turn_failure_text(error))
         if not isinstance(result, ContextSummaryResult):
             raise TypeError(
@@ -208,6 +218,7 @@ class CompactContext(Step[CompactContextInput]):
             summary, last_sequence=through, text=result.text, now=context.now
         )
         state.set(CONTEXT_SUMMARY, stored)
+        chat.summarized(result.text, result.usage, result.model_call_metadata)
         record_usage(context, runtime, turn, result.usage)
         await spend.record_model_usage(context, runtime, turn, settings, result.usage)
         commit_event(

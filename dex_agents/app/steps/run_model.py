@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from dex_agents.app import spend
+from dex_agents.app import spend, tracing
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
 from dex_agents.app.session import (
     SessionRuntime,
@@ -122,6 +122,12 @@ class RunModel(Step[None]):
         return model_step_options(self.runtime)
 
     async def execute(self, context: StepContext, input: None) -> StepDecision:
+        with tracing.model_attempt(
+            context, self.runtime, require_state(context.state).active_turn_id
+        ) as chat:
+            return await self._execute(context, chat)
+
+    async def _execute(self, context: StepContext, chat: tracing.ModelAttempt) -> StepDecision:
         runtime = self.runtime
         agent_state = require_state(context.state)
         if agent_state.active_turn_id is None:
@@ -142,23 +148,30 @@ class RunModel(Step[None]):
         if decision is not None:
             writer.close()
             return decision
+        chat.started(turn.messages, turn.tool_calls)
         try:
             async with background_heartbeat(context):
                 raw = await runtime.runner.run_model_step(turn)
         except ModelCallError as error:
             if error.retryable:
                 raise
+            chat.failed(error)
             return go_to(turn_end.RecordTurnFailure, turn_end.turn_failure_text(error))
         finally:
             writer.close()
         outcome = check_agent_turn_outcome(raw, recorded_tool_call_ids=turn.tool_calls.keys())
+        chat.produced(outcome, agent_state.last_sequence + 1)
         for message in outcome.new_messages:
             validate_image_references(message.images)  # invalid ones fail the model call
         record_usage(context, runtime, agent_state.active_turn_id, outcome.usage)
         await spend.record_model_usage(
             context, runtime, turn.turn_id, turn.session_settings, outcome.usage
         )
-        return self._commit(context, agent_state, outcome, len(turn.tool_calls))
+        decision = self._commit(context, agent_state, outcome, len(turn.tool_calls))
+        if isinstance(outcome, ToolCallsRequested):
+            ids = [call.tool_call_id for call in outcome.tool_calls]
+            tracing.stamp_tool_calls(context, ids, chat.parent)
+        return decision
 
     def _settle_queued_writes(
         self, context: StepContext, agent_state: AgentState

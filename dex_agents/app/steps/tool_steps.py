@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from dex_agents.app import tool_routing
+from dex_agents.app import tool_routing, tracing
 from dex_agents.app.session import SessionRuntime, background_heartbeat
 from dex_agents.app.session_events import SessionEventWriter, commit_event
 from dex_agents.domain.builtin_tools import timer_seconds_until
@@ -89,6 +89,12 @@ class _ToolStep(Step[str]):
         self.runtime = runtime
 
     async def execute(self, context: StepContext, input: str) -> StepDecision:
+        with tracing.tool_attempt(context, self.runtime) as traced:
+            return await self._execute(context, input, traced)
+
+    async def _execute(
+        self, context: StepContext, input: str, traced: tracing.ToolAttempt
+    ) -> StepDecision:
         record = _own_record(context, input)
         if record is None or record.is_final:
             return dead_end()
@@ -98,6 +104,7 @@ class _ToolStep(Step[str]):
         if cancelled is not None:
             return cancelled
         runtime = self.runtime
+        traced.begin(record)
         writer = SessionEventWriter(context, runtime.stream, record.turn_id)
         writer.write_tool_call_started(record.tool_call_id, record.tool_name)
         # A heartbeat before the tool runs marks the attempt started, so a lost
@@ -122,6 +129,7 @@ class _ToolStep(Step[str]):
                     await runtime.runner.execute_deferred_tool_call(execution)
                 )
         except (ToolExecutionError, ToolOutcomeUnknownError) as error:
+            traced.failed(error)
             tool_routing.finish_record(context, runtime, record_tool_error(record, error))
             return dead_end()
         finally:
@@ -251,6 +259,14 @@ class AwaitToolApproval(Step[str]):
                 # then waiting on InterruptResolutions.
                 return go_to_many(tool_routing.approval_movement(record))
             state.set(PENDING_INTERRUPTS, without_interrupt(pending, input))
+            tracing.start_activation(
+                context,
+                runtime,
+                turn_id=record.turn_id,
+                trigger="interrupt_deadline",
+                interrupt_id=input,
+                approved=False,
+            )
             self._resolved(context, record, approved=False, rejection=APPROVAL_DEADLINE_PASSED)
             rejected = attrs.evolve(
                 record, status=ToolCallStatus.REJECTED, rejection_message=APPROVAL_DEADLINE_PASSED
@@ -268,11 +284,20 @@ class AwaitToolApproval(Step[str]):
             )
             return dead_end()
         assert isinstance(resolution, AgentInterruptResolution)
+        root = tracing.start_activation(
+            context,
+            runtime,
+            turn_id=record.turn_id,
+            trigger="interrupt_resolution",
+            interrupt_id=input,
+            approved=resolution.approved,
+        )
         self._resolved(
             context, record, approved=resolution.approved, rejection=resolution.rejection_message
         )
         if resolution.approved:
-            approved = attrs.evolve(record, status=ToolCallStatus.APPROVED)
+            # The approval's root parents the call's spans, not the deferring one's.
+            approved = attrs.evolve(record, status=ToolCallStatus.APPROVED, trace_context=root)
             state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, approved)
             return go_to_many(tool_routing.tool_step_movement(runtime, approved))
         rejected = attrs.evolve(

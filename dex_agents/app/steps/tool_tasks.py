@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from dex_agents.app import tool_routing
+from dex_agents.app import tool_routing, tracing
 from dex_agents.app.session import SessionRuntime, background_heartbeat
 from dex_agents.app.session_events import SessionEventWriter, commit_event
 from dex_agents.app.steps import questions, tool_steps, turn_control
@@ -180,6 +180,12 @@ class PollToolTask(Step[str]):
         )
 
     async def execute(self, context: StepContext, input: str) -> StepDecision:
+        with tracing.tool_attempt(context, self.runtime) as traced:
+            return await self._execute(context, input, traced)
+
+    async def _execute(
+        self, context: StepContext, input: str, traced: tracing.ToolAttempt
+    ) -> StepDecision:
         record = context.state.get_instance(AGENT_TOOL_CALLS, input)
         if record is None or not _is_waiting_for_task(record):
             return dead_end()  # final already, or not a task's call
@@ -197,6 +203,7 @@ class PollToolTask(Step[str]):
         if not isinstance(runner, ToolTaskPoller):
             tool_routing.finish_record(context, runtime, record_missing_tool_task_poller(record))
             return dead_end()
+        traced.begin(record)
         writer = SessionEventWriter(context, runtime.stream, record.turn_id)
         poll = ToolTaskPoll(
             flow_id=context.flow_id,
@@ -211,6 +218,7 @@ class PollToolTask(Step[str]):
             async with background_heartbeat(context):
                 outcome = check_tool_task_poll_outcome(await runner.poll_tool_task(poll))
         except (ToolExecutionError, ToolOutcomeUnknownError) as error:
+            traced.failed(error)
             tool_routing.finish_record(context, runtime, record_tool_error(record, error))
             return dead_end()
         finally:

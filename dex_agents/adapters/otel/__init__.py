@@ -1,0 +1,1 @@
+"""The OpenTelemetry adapter of the tracing port; import ``.tracer`` only when the API is installed."""

@@ -1,0 +1,189 @@
+"""``OpenTelemetrySessionTracer``: the tracing port over the OpenTelemetry API.
+
+Every OpenTelemetry call is guarded: a failure is reported on the
+``dex_agents.tracing`` logger and the span is skipped, never raised into a Step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from importlib import metadata
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from dex_agents.domain.tracing import GenAISemanticConventionsVersion
+from dex_agents.ports.tracing import (
+    NO_SPAN,
+    AttributeValue,
+    SpanKind,
+    TracedSpan,
+    report_tracing_failure,
+)
+
+INSTRUMENTATION_SCOPE = "dex_agents"
+"""The instrumentation scope name of every span the session emits."""
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+_KINDS = {SpanKind.INTERNAL: trace.SpanKind.INTERNAL, SpanKind.CLIENT: trace.SpanKind.CLIENT}
+
+
+@functools.cache
+def _version() -> str | None:
+    # Reading package metadata parses files on disk: once per process, not once per span.
+    try:
+        return metadata.version("dex-agents")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _span_context(traceparent: str) -> trace.SpanContext | None:
+    extracted = _PROPAGATOR.extract({"traceparent": traceparent})
+    span_context = trace.get_current_span(extracted).get_span_context()
+    return span_context if span_context.is_valid else None
+
+
+class _Span:
+    def __init__(self, span: trace.Span) -> None:
+        self._span = span
+        self._ended = False
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        try:
+            self._span.set_attributes(dict(attributes))
+        except Exception:
+            report_tracing_failure("setting span attributes")
+
+    def record_error(self, error: BaseException) -> None:
+        try:
+            self._span.set_status(trace.Status(trace.StatusCode.ERROR, str(error) or None))
+            self._span.set_attribute("error.type", type(error).__name__)
+            self._span.record_exception(error)
+        except Exception:
+            report_tracing_failure("recording a span's error")
+
+    def end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            self._span.end()
+        except Exception:
+            report_tracing_failure("ending a span")
+
+    def traceparent(self) -> str | None:
+        try:
+            span_context = self._span.get_span_context()
+            if not span_context.is_valid:
+                return None
+            carrier: dict[str, str] = {}
+            _PROPAGATOR.inject(carrier, trace.set_span_in_context(self._span))
+            return carrier.get("traceparent")
+        except Exception:
+            report_tracing_failure("serializing a span context")
+            return None
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator[None]:
+        with _attached(lambda: trace.set_span_in_context(self._span)):
+            yield
+
+
+@contextlib.contextmanager
+def _attached(make: Any) -> Iterator[None]:
+    token = None
+    try:
+        token = otel_context.attach(make())
+    except Exception:
+        report_tracing_failure("changing the current context")
+    try:
+        yield
+    finally:
+        if token is not None:
+            try:
+                otel_context.detach(token)
+            except Exception:
+                report_tracing_failure("restoring the current context")
+
+
+class OpenTelemetrySessionTracer:
+    """Emits the session's spans through ``tracer_provider`` (``None``: the global provider).
+
+    The tracer is looked up per span, so a global provider set after the Flow
+    was built still gets the spans.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: Any | None,
+        version: GenAISemanticConventionsVersion,
+    ) -> None:
+        self._provider = tracer_provider
+        self._version = version
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    def _tracer(self) -> trace.Tracer:
+        return trace.get_tracer(
+            INSTRUMENTATION_SCOPE,
+            _version(),
+            tracer_provider=self._provider,
+            schema_url=self._version.schema_url,
+        )
+
+    def start_span(
+        self,
+        name: str,
+        *,
+        kind: SpanKind,
+        attributes: Mapping[str, AttributeValue],
+        parent: str | None,
+        links: Sequence[str] = (),
+        start_time_ns: int | None = None,
+    ) -> TracedSpan:
+        try:
+            parent_context = otel_context.Context()
+            if parent is not None:
+                parent_span = _span_context(parent)
+                if parent_span is not None:
+                    parent_context = trace.set_span_in_context(
+                        trace.NonRecordingSpan(parent_span), parent_context
+                    )
+            span_links = [
+                trace.Link(span_context)
+                for span_context in (_span_context(link) for link in links)
+                if span_context is not None
+            ]
+            span = self._tracer().start_span(
+                name,
+                context=parent_context,
+                kind=_KINDS[kind],
+                attributes=dict(attributes),
+                links=span_links,
+                start_time=start_time_ns,
+            )
+        except Exception:
+            report_tracing_failure(f"starting span {name!r}")
+            return NO_SPAN
+        return _Span(span)
+
+    @contextlib.contextmanager
+    def current_parent(self, traceparent: str | None) -> Iterator[None]:
+        if traceparent is None:
+            yield
+            return
+
+        def make() -> otel_context.Context:
+            span_context = _span_context(traceparent)
+            if span_context is None:
+                return otel_context.get_current()
+            return trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+
+        with _attached(make):
+            yield

@@ -1,0 +1,97 @@
+"""What every session span shares: the tracer slot, the common attributes, and content JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.ports.engine import StepContext
+from dex_agents.ports.tracing import (
+    AttributeValue,
+    NoTracer,
+    SessionTracer,
+    report_tracing_failure,
+)
+
+if TYPE_CHECKING:
+    from dex_agents.app.session import SessionRuntime
+
+
+@dataclass
+class TracerSlot:
+    """The tracer of one Flow type's Steps; the composition layer installs the adapter."""
+
+    tracer: SessionTracer = field(default_factory=NoTracer)
+
+    def install(self, tracer: SessionTracer) -> None:
+        """Use ``tracer`` from now on."""
+        self.tracer = tracer
+
+
+def agent_name(runtime: SessionRuntime) -> str:
+    return runtime.options.tracing.agent_name or runtime.flow_type
+
+
+def captures_content(runtime: SessionRuntime) -> bool:
+    tracing = runtime.options.tracing
+    return (
+        tracing.should_capture_message_content
+        and tracing.semantic_conventions_version.carries_content
+    )
+
+
+def common_attributes(
+    context: StepContext, turn_id: str | None, operation: str
+) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {
+        "gen_ai.conversation.id": context.flow_id,
+        "session.id": context.flow_id,
+        "dex.flow.id": context.flow_id,
+        "dex.step.type": context.step_type,
+        "dex.step.execution_id": context.step_execution_id,
+        "dex.step.attempt": context.attempt,
+        "gen_ai.operation.name": operation,
+    }
+    if turn_id:
+        attributes["dex.agent.turn.id"] = turn_id
+    return attributes
+
+
+def text_message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+
+def message_parts(message: AgentMessage) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    if message.role is MessageRole.TOOL or message.tool_output is not None:
+        parts.append(
+            {
+                "type": "tool_call_response",
+                "id": message.tool_call_id,
+                "response": message.tool_output,
+            }
+        )
+    elif message.tool_call_id is not None:
+        if message.text:
+            parts.append({"type": "text", "content": message.text})
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": message.tool_call_id,
+                "name": message.tool_name,
+                "arguments": message.tool_arguments,
+            }
+        )
+    elif message.text is not None:
+        parts.append({"type": "text", "content": message.text})
+    return {"role": str(message.role), "parts": parts}
+
+
+def content_json(value: Any) -> str | None:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except Exception:
+        report_tracing_failure("serializing span content")
+        return None

@@ -1,0 +1,254 @@
+"""``chat`` spans of ``RunModel`` and ``CompactContext`` attempts; tool records get the root."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from dex_agents.app.tracing.common import (
+    captures_content,
+    common_attributes,
+    content_json,
+    message_parts,
+    text_message,
+)
+from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.runner_outcomes import (
+    AgentTurnOutcome,
+    ModelCallMetadata,
+    ToolCallsRequested,
+)
+from dex_agents.domain.tool_calls import AgentToolCall
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.domain.windowing import message_sequence_key
+from dex_agents.ports.engine import StepContext
+from dex_agents.ports.session_schema import AGENT_TOOL_CALLS, AGENT_TRACE_CONTEXT
+from dex_agents.ports.tracing import (
+    AttributeValue,
+    SessionTracer,
+    SpanKind,
+    report_tracing_failure,
+)
+
+if TYPE_CHECKING:
+    from dex_agents.app.session import SessionRuntime
+
+
+class ModelAttempt:
+    """One ``RunModel`` or ``CompactContext`` attempt's ``chat`` span, emitted when it ends."""
+
+    def __init__(self, context: StepContext, runtime: SessionRuntime, turn_id: str | None) -> None:
+        self._context = context
+        self._runtime = runtime
+        self._turn_id = turn_id
+        self.parent: str | None = None
+        self._start_ns: int | None = None
+        self._error: BaseException | None = None
+        self._usage: AgentUsage | None = None
+        self._metadata: ModelCallMetadata | None = None
+        self._attributes: dict[str, AttributeValue] = {}
+        self._output: list[dict[str, Any]] | None = None
+        self._input: list[dict[str, Any]] | None = None
+
+    @property
+    def _content(self) -> bool:
+        return captures_content(self._runtime)
+
+    def started(
+        self, messages: Sequence[AgentMessage], tool_calls: Mapping[str, AgentToolCall] = {}
+    ) -> None:
+        """The model call starts with ``messages`` (and the turn's recorded tool calls)."""
+        if not self._runtime.tracing.tracer.enabled:
+            return
+        self._start_ns = time.time_ns()
+        try:
+            if messages:
+                self._attributes["dex.agent.input_messages.last_key"] = message_sequence_key(
+                    max(message.sequence for message in messages)
+                )
+            if self._content:
+                items = [message_parts(message) for message in messages]
+                for record in tool_calls.values():
+                    call = {
+                        "type": "tool_call",
+                        "id": record.tool_call_id,
+                        "name": record.tool_name,
+                        "arguments": record.arguments,
+                    }
+                    items.append({"role": "assistant", "parts": [call]})
+                    if record.is_final:
+                        result = {
+                            "type": "tool_call_response",
+                            "id": record.tool_call_id,
+                            "response": record.output
+                            if record.output is not None
+                            else record.error,
+                        }
+                        items.append({"role": "tool", "parts": [result]})
+                self._input = items
+        except Exception:
+            report_tracing_failure("annotating the chat span")
+
+    def produced(self, outcome: AgentTurnOutcome, first_sequence: int) -> None:
+        """The call returned ``outcome``; its new messages are stored from ``first_sequence``."""
+        if self._start_ns is None:
+            return
+        self._usage = outcome.usage
+        self._metadata = outcome.model_call_metadata
+        try:
+            # A completed turn also stores the turn's tool results; this call produced
+            # only what follows the last of them.
+            messages = list(outcome.new_messages)
+            skipped = max(
+                (index + 1 for index, item in enumerate(messages) if item.role is MessageRole.TOOL),
+                default=0,
+            )
+            produced = messages[skipped:]
+            if produced:
+                self._attributes["dex.agent.output_messages.keys"] = [
+                    message_sequence_key(first_sequence + skipped + index)
+                    for index in range(len(produced))
+                ]
+            if isinstance(outcome, ToolCallsRequested) and outcome.tool_calls:
+                self._attributes["dex.agent.requested_tool_call.ids"] = [
+                    call.tool_call_id for call in outcome.tool_calls
+                ]
+            if self._content:
+                parts: list[dict[str, Any]] = []
+                for message in produced:
+                    if message.text:
+                        parts.append({"type": "text", "content": message.text})
+                if isinstance(outcome, ToolCallsRequested):
+                    parts.extend(
+                        {
+                            "type": "tool_call",
+                            "id": call.tool_call_id,
+                            "name": call.tool_name,
+                            "arguments": call.arguments,
+                        }
+                        for call in outcome.tool_calls
+                    )
+                self._output = [{"role": "assistant", "parts": parts}]
+        except Exception:
+            report_tracing_failure("annotating the chat span")
+
+    def summarized(
+        self,
+        summary: str,
+        usage: AgentUsage,
+        metadata: ModelCallMetadata | None,
+    ) -> None:
+        """A ``CompactContext`` call summarized its messages into ``summary``."""
+        self._usage = usage
+        self._metadata = metadata
+        if self._content:
+            self._output = [text_message("assistant", summary)]
+
+    def failed(self, error: BaseException) -> None:
+        """The attempt failed with ``error`` (its span gets status ``ERROR``)."""
+        self._error = error
+
+    def emit(self) -> None:
+        """Emit the ``chat`` span, when a model call started."""
+        tracer = self._runtime.tracing.tracer
+        if self._start_ns is None or not tracer.enabled:
+            return
+        try:
+            self._emit(tracer)
+        except Exception:
+            report_tracing_failure("emitting the chat span")
+
+    def _emit(self, tracer: SessionTracer) -> None:
+        version = self._runtime.options.tracing.semantic_conventions_version
+        attributes = common_attributes(self._context, self._turn_id, "chat")
+        attributes.update(self._attributes)
+        metadata = self._metadata
+        if metadata is not None:
+            provider_key = "gen_ai.provider.name" if version.carries_content else "gen_ai.system"
+            for key, value in (
+                ("gen_ai.request.model", metadata.request_model),
+                ("gen_ai.response.model", metadata.response_model),
+                (provider_key, metadata.provider_name),
+                ("gen_ai.response.id", metadata.response_id),
+            ):
+                if value is not None:
+                    attributes[key] = value
+            if metadata.finish_reasons is not None:
+                attributes["gen_ai.response.finish_reasons"] = list(metadata.finish_reasons)
+        usage = self._usage
+        single = usage is None or usage.model_calls == 1
+        if (
+            usage is not None
+            and usage.model_calls == 1
+            and (usage.input_tokens or usage.output_tokens)
+        ):
+            attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+            attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
+            if version.carries_content:
+                if usage.cached_input_tokens:
+                    attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_input_tokens
+                if usage.reasoning_tokens:
+                    attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
+        if self._content:
+            for key, content in (
+                ("gen_ai.input.messages", self._input),
+                ("gen_ai.output.messages", self._output),
+            ):
+                serialized = None if content is None else content_json(content)
+                if serialized is not None:
+                    attributes[key] = serialized
+        request_model = None if metadata is None else metadata.request_model
+        span = tracer.start_span(
+            "chat" if request_model is None else f"chat {request_model}",
+            kind=SpanKind.CLIENT if single else SpanKind.INTERNAL,
+            attributes=attributes,
+            parent=self.parent,
+            start_time_ns=self._start_ns,
+        )
+        if self._error is not None:
+            span.record_error(self._error)
+        span.end()
+
+
+@contextlib.contextmanager
+def model_attempt(
+    context: StepContext, runtime: SessionRuntime, turn_id: str | None
+) -> Iterator[ModelAttempt]:
+    """Trace one model Step attempt: the activation's root is current while it runs."""
+    attempt = ModelAttempt(context, runtime, turn_id)
+    tracer = runtime.tracing.tracer
+    if tracer.enabled:
+        try:
+            attempt.parent = context.state.get(AGENT_TRACE_CONTEXT)
+        except Exception:
+            report_tracing_failure("reading AgentTraceContext")
+    with tracer.current_parent(attempt.parent):
+        try:
+            yield attempt
+        except BaseException as error:
+            attempt.failed(error)
+            raise
+        finally:
+            attempt.emit()
+
+
+def stamp_tool_calls(
+    context: StepContext, tool_call_ids: Sequence[str], parent: str | None
+) -> None:
+    """Copy the activation's root onto the tool call records this commit created."""
+    if parent is None:
+        return
+    state = context.state
+    for tool_call_id in tool_call_ids:
+        try:
+            record = state.get_instance(AGENT_TOOL_CALLS, tool_call_id)
+        except LookupError:
+            continue
+        if record is not None and record.trace_context != parent:
+            state.set_instance(
+                AGENT_TOOL_CALLS, tool_call_id, attrs.evolve(record, trace_context=parent)
+            )

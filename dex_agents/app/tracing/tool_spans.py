@@ -1,0 +1,108 @@
+"""``execute_tool`` spans of ``CallTool``, ``CallSingleAttemptTool`` and ``PollToolTask`` attempts."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from dex_agents.app.tracing.common import (
+    agent_name,
+    captures_content,
+    common_attributes,
+)
+from dex_agents.domain.tool_calls import AgentToolCall
+from dex_agents.ports.engine import StepContext
+from dex_agents.ports.session_schema import AGENT_TOOL_CALLS
+from dex_agents.ports.tracing import (
+    NO_SPAN,
+    AttributeValue,
+    SpanKind,
+    TracedSpan,
+    report_tracing_failure,
+)
+
+if TYPE_CHECKING:
+    from dex_agents.app.session import SessionRuntime
+
+
+class ToolAttempt:
+    """One tool Step attempt's ``execute_tool`` span, started when the tool starts."""
+
+    def __init__(
+        self, context: StepContext, runtime: SessionRuntime, stack: contextlib.ExitStack
+    ) -> None:
+        self._context = context
+        self._runtime = runtime
+        self._stack = stack
+        self.span: TracedSpan = NO_SPAN
+        self.tool_call_id: str | None = None
+
+    def begin(self, record: AgentToolCall) -> None:
+        """The tool starts for ``record``: its span starts and is current until the attempt ends."""
+        tracer = self._runtime.tracing.tracer
+        if not tracer.enabled or self.span is not NO_SPAN:
+            return
+        try:
+            attributes = common_attributes(self._context, record.turn_id, "execute_tool")
+            attributes.update(
+                {
+                    "gen_ai.agent.name": agent_name(self._runtime),
+                    "gen_ai.tool.name": record.tool_name,
+                    "gen_ai.tool.call.id": record.tool_call_id,
+                    "dex.agent.tool.effect": str(record.effect),
+                }
+            )
+            if captures_content(self._runtime):
+                attributes["gen_ai.tool.call.arguments"] = record.arguments
+            self.span = tracer.start_span(
+                f"execute_tool {record.tool_name}",
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+                parent=record.trace_context,
+            )
+            self.tool_call_id = record.tool_call_id
+            self._stack.enter_context(self.span.current())
+        except Exception:
+            report_tracing_failure("starting the execute_tool span")
+
+    def failed(self, error: BaseException) -> None:
+        """The tool failed with ``error`` though the Step handled it."""
+        self.span.record_error(error)
+
+
+@contextlib.contextmanager
+def tool_attempt(context: StepContext, runtime: SessionRuntime) -> Iterator[ToolAttempt]:
+    """Trace one ``CallTool``, ``CallSingleAttemptTool`` or ``PollToolTask`` attempt.
+
+    The span starts at ``ToolAttempt.begin`` and ends with the attempt, with the
+    record's final status.
+    """
+    with contextlib.ExitStack() as stack:
+        attempt = ToolAttempt(context, runtime, stack)
+        try:
+            yield attempt
+        except BaseException as error:
+            attempt.span.record_error(error)
+            raise
+        finally:
+            stack.close()  # the span stops being current before it ends
+            if attempt.tool_call_id is not None:
+                _finish_tool_span(context, runtime, attempt.span, attempt.tool_call_id)
+
+
+def _finish_tool_span(
+    context: StepContext, runtime: SessionRuntime, span: TracedSpan, tool_call_id: str
+) -> None:
+    try:
+        final = context.state.get_instance(AGENT_TOOL_CALLS, tool_call_id)
+        if final is not None:
+            attributes: dict[str, AttributeValue] = {
+                "dex.agent.tool_call.status": str(final.status)
+            }
+            if captures_content(runtime) and final.output is not None:
+                attributes["gen_ai.tool.call.result"] = final.output
+            span.set_attributes(attributes)
+    except Exception:
+        report_tracing_failure("annotating the execute_tool span")
+    span.end()

@@ -1,0 +1,398 @@
+"""The session's OpenTelemetry GenAI spans over whole sessions on the embedded engine."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from dex_agents import (
+    AgentSessionClient,
+    AgentSessionFlow,
+    AgentTracingOptions,
+    GenAISemanticConventionsVersion,
+)
+from dex_agents.app.builtin_loop.definition import AgentDefinition
+from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
+from dex_agents.app.builtin_loop.function_tools import function_tool
+from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
+from dex_agents.app.builtin_loop.scripted_model import (
+    ScriptedModelClient,
+    ScriptedModelReply,
+    ScriptedToolCall,
+)
+from dex_agents.composition.tracing import build_session_tracer
+from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.model_io import ModelRequest
+from dex_agents.domain.tool_effects import ToolEffect
+from dex_agents.local import LocalRuntime
+from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
+from dex_agents.ports.tracing import NoTracer
+
+
+@function_tool(effect=ToolEffect.READ)
+async def lookup_order(order_id: str) -> dict[str, str]:
+    """Look up an order by its ID."""
+    return {"order_id": order_id, "status": "delivered"}
+
+
+@function_tool(effect=ToolEffect.NON_IDEMPOTENT_WRITE)
+async def refund_order(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded order {order_id}"
+
+
+def lookup_script(request: ModelRequest) -> ScriptedModelReply:
+    results = ScriptedModelClient.tool_results(request)
+    if not results:
+        return ScriptedModelReply(
+            tool_calls=[ScriptedToolCall("lookup_order", {"order_id": "7"}, call_id="look")]
+        )
+    return ScriptedModelReply(text=f"Order: {results[-1].output}")
+
+
+def refund_script(request: ModelRequest) -> ScriptedModelReply:
+    results = ScriptedModelClient.tool_results(request)
+    if not results:
+        return ScriptedModelReply(
+            tool_calls=[ScriptedToolCall("refund_order", {"order_id": "7"}, call_id="pay")]
+        )
+    return ScriptedModelReply(text=f"Done: {results[-1].output}")
+
+
+@dataclasses.dataclass
+class Traced:
+    sessions: AgentSessionClient
+    runtime: LocalRuntime
+    exporter: InMemorySpanExporter
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, prefix: str) -> list[ReadableSpan]:
+        return [span for span in self.spans() if span.name.startswith(prefix)]
+
+    async def stored_trace_context(self, session_id: str) -> str | None:
+        return await self.runtime.flow_client.read_attribute(session_id, AGENT_TRACE_CONTEXT)
+
+
+@asynccontextmanager
+async def traced_session(
+    respond: Callable[[ModelRequest], ScriptedModelReply],
+    *,
+    processors: tuple[SpanProcessor, ...] = (),
+    **tracing: Any,
+) -> AsyncIterator[Traced]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    for processor in processors:
+        provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    definition = AgentDefinition(
+        name="support",
+        instructions="You help customers with their orders.",
+        model=ScriptedModelClient(respond),
+        tools=[lookup_order, refund_order, check_stock, find_order],
+    )
+    options = dataclasses.replace(
+        builtin_agent_session_options(definition),
+        tracing=AgentTracingOptions(tracer_provider=provider, **tracing),
+    )
+    flow = AgentSessionFlow(
+        BuiltinLoopAgentRunner(definition), flow_type="SupportAgent", options=options
+    )
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        yield Traced(runtime.sessions(flow), runtime, exporter)
+
+
+def attributes(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+async def test_a_tool_turn_is_one_trace_with_root_chat_and_execute_tool_spans() -> None:
+    async with traced_session(lookup_script) as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "where is order 7?")
+        snapshot = await traced.sessions.wait_for_user("s1")
+        stored = await traced.stored_trace_context("s1")
+    assert snapshot.messages[-1].text is not None
+    (root,) = traced.named("invoke_agent")
+    chats = traced.named("chat")
+    (tool,) = traced.named("execute_tool")
+    assert root.name == "invoke_agent SupportAgent"
+    assert root.kind is SpanKind.INTERNAL
+    assert root.parent is None
+    assert root.instrumentation_scope is not None
+    assert root.instrumentation_scope.name == "dex_agents"
+    assert root.instrumentation_scope.schema_url == (
+        "https://opentelemetry.io/schemas/gen-ai-dev/1.42.0-dev"
+    )
+    trace_id = root.context.trace_id
+    assert stored is not None
+    assert f"{trace_id:032x}" in stored
+    assert len(chats) == 2
+    for span in (*chats, tool):
+        assert span.context.trace_id == trace_id
+        assert span.parent is not None
+        assert span.parent.span_id == root.context.span_id
+    assert all(chat.kind is SpanKind.CLIENT for chat in chats)
+    assert tool.name == "execute_tool lookup_order"
+    assert tool.kind is SpanKind.INTERNAL
+
+    root_attributes = attributes(root)
+    assert root_attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert root_attributes["gen_ai.agent.name"] == "SupportAgent"
+    assert root_attributes["gen_ai.conversation.id"] == "s1"
+    assert root_attributes["session.id"] == "s1"
+    assert root_attributes["dex.flow.id"] == "s1"
+    assert root_attributes["dex.step.type"] == "AwaitUserMessage"
+    assert root_attributes["dex.step.attempt"] == 1
+    assert root_attributes["dex.agent.turn.id"] == "turn-1"
+    assert root_attributes["dex.agent.activation.trigger"] == "user_message"
+    assert root_attributes["dex.agent.user_message.key"] == "000000000001"
+    assert "gen_ai.input.messages" not in root_attributes
+
+    first, second = sorted(chats, key=lambda span: span.start_time or 0)
+    first_attributes = attributes(first)
+    assert first_attributes["gen_ai.operation.name"] == "chat"
+    assert first_attributes["dex.step.type"] == "RunModel"
+    assert first_attributes["dex.agent.input_messages.last_key"] == "000000000001"
+    assert first_attributes["dex.agent.requested_tool_call.ids"] == ("look",)
+    assert first_attributes["gen_ai.usage.input_tokens"] > 0
+    assert "gen_ai.input.messages" not in first_attributes
+    assert attributes(second)["dex.agent.output_messages.keys"] == ("000000000004",)
+    assert first_attributes["dex.step.execution_id"] != attributes(second)["dex.step.execution_id"]
+
+    tool_attributes = attributes(tool)
+    assert tool_attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool_attributes["gen_ai.tool.name"] == "lookup_order"
+    assert tool_attributes["gen_ai.tool.call.id"] == "look"
+    assert tool_attributes["gen_ai.agent.name"] == "SupportAgent"
+    assert tool_attributes["dex.agent.tool.effect"] == "read"
+    assert tool_attributes["dex.agent.tool_call.status"] == "succeeded"
+    assert tool_attributes["dex.step.type"] == "CallTool"
+    assert "gen_ai.tool.call.arguments" not in tool_attributes
+
+
+async def test_an_approval_starts_a_second_trace_linked_to_the_first() -> None:
+    async with traced_session(refund_script, agent_name="Refunds") as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "refund order 7")
+        await traced.sessions.wait_for_user("s1")
+        assert await traced.sessions.resolve_interrupt("s1", "pay", approved=True)
+        snapshot = await traced.sessions.wait_for_user("s1")
+    assert snapshot.messages[-1].text == "Done: refunded order 7"
+    first_root, second_root = sorted(
+        traced.named("invoke_agent"), key=lambda span: span.start_time or 0
+    )
+    assert first_root.name == second_root.name == "invoke_agent Refunds"
+    assert first_root.context.trace_id != second_root.context.trace_id
+    assert [link.context.span_id for link in second_root.links] == [first_root.context.span_id]
+    second_attributes = attributes(second_root)
+    assert second_attributes["dex.agent.activation.trigger"] == "interrupt_resolution"
+    assert second_attributes["dex.agent.interrupt.id"] == "pay"
+    assert second_attributes["dex.agent.interrupt.approved"] is True
+    assert second_attributes["dex.step.type"] == "AwaitToolApproval"
+    (tool,) = traced.named("execute_tool")
+    assert tool.context.trace_id == second_root.context.trace_id
+    assert tool.parent is not None
+    assert tool.parent.span_id == second_root.context.span_id
+    assert attributes(tool)["dex.step.type"] == "CallSingleAttemptTool"
+    chats = sorted(traced.named("chat"), key=lambda span: span.start_time or 0)
+    assert [chat.context.trace_id for chat in chats] == [
+        first_root.context.trace_id,
+        second_root.context.trace_id,
+    ]
+
+
+async def test_message_content_is_captured_only_when_asked() -> None:
+    async with traced_session(lookup_script, should_capture_message_content=True) as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "where is order 7?")
+        await traced.sessions.wait_for_user("s1")
+    (root,) = traced.named("invoke_agent")
+    assert json.loads(attributes(root)["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "where is order 7?"}]}
+    ]
+    first, second = sorted(traced.named("chat"), key=lambda span: span.start_time or 0)
+    output = json.loads(attributes(first)["gen_ai.output.messages"])
+    assert output[0]["parts"][-1] == {
+        "type": "tool_call",
+        "id": "look",
+        "name": "lookup_order",
+        "arguments": '{"order_id": "7"}',
+    }
+    inputs = json.loads(attributes(second)["gen_ai.input.messages"])
+    assert inputs[0]["parts"] == [{"type": "text", "content": "where is order 7?"}]
+    assert any(part["type"] == "tool_call_response" for item in inputs for part in item["parts"])
+    (tool,) = traced.named("execute_tool")
+    assert json.loads(attributes(tool)["gen_ai.tool.call.arguments"]) == {"order_id": "7"}
+    assert "delivered" in attributes(tool)["gen_ai.tool.call.result"]
+
+
+async def test_v1_36_0_uses_its_schema_url_and_never_carries_content() -> None:
+    async with traced_session(
+        lookup_script,
+        should_capture_message_content=True,
+        semantic_conventions_version=GenAISemanticConventionsVersion.V1_36_0,
+    ) as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "where is order 7?")
+        await traced.sessions.wait_for_user("s1")
+    spans = traced.spans()
+    assert len(spans) == 4
+    for span in spans:
+        assert span.instrumentation_scope is not None
+        assert span.instrumentation_scope.schema_url == "https://opentelemetry.io/schemas/1.36.0"
+        names = attributes(span)
+        assert not {"gen_ai.input.messages", "gen_ai.output.messages"} & names.keys()
+        assert "gen_ai.tool.call.arguments" not in names
+        assert "gen_ai.provider.name" not in names
+
+
+class BrokenProcessor(SpanProcessor):
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("broken span processor")
+
+
+async def test_a_raising_span_processor_never_fails_the_turn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import dex_agents.ports.tracing as tracing_port
+
+    tracing_port._failure_logged = False
+    caplog.set_level(logging.DEBUG, logger="dex_agents.tracing")
+    async with traced_session(lookup_script, processors=(BrokenProcessor(),)) as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "where is order 7?")
+        snapshot = await traced.sessions.wait_for_user("s1")
+    assert snapshot.messages[-1].text is not None
+    assert snapshot.messages[-1].text.startswith("Order: ")
+    records = [record for record in caplog.records if record.name == "dex_agents.tracing"]
+    warnings = [record for record in records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].exc_info is not None
+    assert all(record.levelno == logging.DEBUG for record in records if record not in warnings)
+
+
+async def test_tracing_disabled_emits_nothing_and_stores_nothing() -> None:
+    async with traced_session(lookup_script, is_enabled=False) as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "where is order 7?")
+        snapshot = await traced.sessions.wait_for_user("s1")
+        stored = await traced.stored_trace_context("s1")
+    assert snapshot.messages[-1].text is not None
+    assert traced.spans() == []
+    assert stored is None
+
+
+FLAKY_CALLS: list[str] = []
+
+
+@function_tool(effect=ToolEffect.READ)
+async def check_stock(item: str) -> str:
+    """Check an item's stock; the first call fails, the retry succeeds."""
+    FLAKY_CALLS.append(item)
+    if len(FLAKY_CALLS) == 1:
+        raise ConnectionError("stock service unavailable")
+    return f"{item}: 3 left"
+
+
+@function_tool(effect=ToolEffect.READ)
+async def find_order(order_id: str) -> str:
+    """Find an order; this one always tells the model it does not exist."""
+    raise ToolExecutionError(f"no order {order_id}")
+
+
+def calling(name: str, arguments: dict[str, str]) -> Callable[[ModelRequest], ScriptedModelReply]:
+    def respond(request: ModelRequest) -> ScriptedModelReply:
+        results = ScriptedModelClient.tool_results(request)
+        if not results:
+            return ScriptedModelReply(tool_calls=[ScriptedToolCall(name, arguments, "c1")])
+        return ScriptedModelReply(text=f"Result: {results[-1].output}")
+
+    return respond
+
+
+async def test_a_failed_attempt_has_an_error_span_and_its_retry_a_second_span() -> None:
+    FLAKY_CALLS.clear()
+    async with traced_session(calling("check_stock", {"item": "lamp"})) as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "is the lamp in stock?")
+        snapshot = await traced.sessions.wait_for_user("s1")
+    assert snapshot.messages[-1].text == "Result: lamp: 3 left"
+    failed, retried = sorted(traced.named("execute_tool"), key=lambda span: span.start_time or 0)
+    assert failed.status.status_code is StatusCode.ERROR
+    assert attributes(failed)["error.type"] == "ConnectionError"
+    assert [event.name for event in failed.events] == ["exception"]
+    assert attributes(failed)["dex.step.attempt"] == 1
+    assert retried.status.status_code is StatusCode.UNSET
+    assert attributes(retried)["dex.step.attempt"] == 2
+    assert attributes(retried)["dex.agent.tool_call.status"] == "succeeded"
+    assert (
+        attributes(failed)["dex.step.execution_id"] == attributes(retried)["dex.step.execution_id"]
+    )
+
+
+async def test_a_tool_execution_error_sets_its_error_type() -> None:
+    async with traced_session(calling("find_order", {"order_id": "9"})) as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "find order 9")
+        await traced.sessions.wait_for_user("s1")
+    (tool,) = traced.named("execute_tool")
+    assert tool.status.status_code is StatusCode.ERROR
+    assert attributes(tool)["error.type"] == "ToolExecutionError"
+    assert attributes(tool)["dex.agent.tool_call.status"] == "failed"
+
+
+async def test_with_the_api_and_no_sdk_nothing_extra_is_stored() -> None:
+    # No provider: the API's global no-op provider (this process configures no SDK globally).
+    definition = AgentDefinition(
+        name="support",
+        instructions="Help.",
+        model=ScriptedModelClient(lookup_script),
+        tools=[lookup_order],
+    )
+    flow = AgentSessionFlow(
+        BuiltinLoopAgentRunner(definition),
+        flow_type="SupportAgent",
+        options=builtin_agent_session_options(definition),
+    )
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s1")
+        await sessions.send_user_message("s1", "where is order 7?")
+        snapshot = await sessions.wait_for_user("s1")
+        stored = await runtime.flow_client.read_attribute("s1", AGENT_TRACE_CONTEXT)
+    assert snapshot.messages[-1].text is not None
+    assert stored is None
+
+
+def test_without_the_api_the_session_uses_no_tracer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    monkeypatch.delitem(sys.modules, "dex_agents.adapters.otel.tracer", raising=False)
+    assert isinstance(build_session_tracer(AgentTracingOptions()), NoTracer)
+
+
+def test_tracing_disabled_never_imports_opentelemetry() -> None:
+    program = (
+        "import sys\n"
+        "from dex_agents import AgentSessionOptions, AgentTracingOptions\n"
+        "from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow\n"
+        "from dex_agents.composition.tracing import build_session_tracer\n"
+        "build_session_tracer(AgentTracingOptions(is_enabled=False))\n"
+        "assert not [m for m in sys.modules if m.startswith('opentelemetry')], sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", program], check=True)
