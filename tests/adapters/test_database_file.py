@@ -31,7 +31,9 @@ def test_an_existing_database_and_an_empty_file_are_fine(tmp_path: Path) -> None
     empty = tmp_path / "empty.sqlite3"
     empty.touch()
     assert check_database_file(database, must_exist=True) == database
-    assert check_database_file(empty, must_exist=True) == empty
+    assert check_database_file(empty, must_exist=False) == empty  # a new database
+    with pytest.raises(DatabaseFileError, match="is empty, not a session database"):
+        check_database_file(empty, must_exist=True)  # one that should exist was truncated
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,10 @@ def check_database_file(path: str | os.PathLike[str], *, must_exist: bool) -> Pa
             header = file.read(len(SQLITE_HEADER))
     except OSError as error:
         raise DatabaseFileError(f"{database} cannot be read: {error.strerror}") from error
-    # SQLite writes its header with the first table; an empty file is a new database.
+    # SQLite writes its header with the first table, so an empty file is a new database:
+    # fine to create into, but not a database that should exist (a truncated one).
+    if not header and must_exist:
+        raise DatabaseFileError(f"{database} is empty, not a session database")
     if header and header != SQLITE_HEADER:
         raise DatabaseFileError(f"{database} is not a session database (not an SQLite file)")
     if _read_only_file_system(database) or not os.access(database, os.W_OK):
