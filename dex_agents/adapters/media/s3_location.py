@@ -1,0 +1,91 @@
+"""Where an ``S3MediaStore`` keeps its images: a bucket, a prefix, and their ``s3://`` URI.
+
+An image's object key is ``<prefix>/sha256/<sha256>`` (``sha256/<sha256>`` without a
+prefix) and its ``uri`` is ``s3://<bucket>/<prefix>/sha256/<sha256>``. The URI holds the
+bucket and prefix as they are, not percent-encoded, so ``parse_s3_store_uri`` reads back
+exactly what ``S3Location.store_uri`` wrote. Pure rules, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import attrs
+
+from dex_agents.domain.images import image_uri, require_short_image_uris
+
+__all__ = ["S3_SCHEME", "S3Location", "parse_s3_store_uri"]
+
+S3_SCHEME: Final = "s3://"
+
+# The characters S3 allows in a bucket name, legacy names included; AWS refuses more.
+_BUCKET = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_MAX_BUCKET_LENGTH: Final = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _require_bucket(bucket: object) -> str:
+    if not isinstance(bucket, str):
+        raise TypeError(f"bucket must be a str, not {type(bucket).__name__}")
+    if len(bucket) > _MAX_BUCKET_LENGTH or not _BUCKET.fullmatch(bucket):
+        raise ValueError(
+            f"bucket {bucket[:80]!r} is not a bucket name: use letters, digits, '.', '-' "
+            f"and '_', starting and ending with a letter or digit, at most {_MAX_BUCKET_LENGTH}"
+        )
+    return bucket
+
+
+def _require_prefix(prefix: object) -> str:
+    """The prefix without its trailing ``/``; ``ValueError`` for one S3 keys cannot carry well."""
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+    shown = repr(prefix[:80])
+    if prefix.startswith("/"):
+        raise ValueError(f"prefix {shown} starts with '/'; write it without the leading '/'")
+    if _CONTROL.search(prefix):
+        raise ValueError(f"prefix {shown} holds a control character")
+    try:
+        prefix.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"prefix {shown} is not valid Unicode text: {error}") from None
+    trimmed = prefix.rstrip("/")
+    if trimmed and any(segment in ("", ".", "..") for segment in trimmed.split("/")):
+        raise ValueError(f"prefix {shown} has an empty, '.' or '..' segment")
+    return trimmed
+
+
+@attrs.frozen(kw_only=True)
+class S3Location:
+    """A bucket and a prefix (no leading or trailing ``/``; empty for the bucket's root)."""
+
+    bucket: str = attrs.field(converter=_require_bucket)
+    prefix: str = attrs.field(converter=_require_prefix)
+
+    def __attrs_post_init__(self) -> None:
+        require_short_image_uris(self.store_uri)
+
+    @property
+    def store_uri(self) -> str:
+        """``s3://<bucket>/<prefix>``, or ``s3://<bucket>`` without a prefix."""
+        return f"{S3_SCHEME}{self.bucket}/{self.prefix}" if self.prefix else S3_SCHEME + self.bucket
+
+    def object_key(self, sha256: str) -> str:
+        """The key of the image ``sha256``: its ``uri`` without ``s3://<bucket>/``."""
+        return image_uri(self.store_uri, sha256).removeprefix(f"{S3_SCHEME}{self.bucket}/")
+
+
+def parse_s3_store_uri(store_uri: str) -> S3Location:
+    """The location of ``s3://bucket`` or ``s3://bucket/prefix``; ``ValueError`` for others.
+
+    The text after the bucket is the prefix as it is: no query, fragment, or
+    percent-decoding, so a store's own ``store_uri`` always parses back to it.
+    """
+    if not isinstance(store_uri, str):
+        raise TypeError(f"store_uri must be a str, not {type(store_uri).__name__}")
+    if not store_uri.startswith(S3_SCHEME):
+        raise ValueError(f"store URI {store_uri[:80]!r} does not start with {S3_SCHEME!r}")
+    bucket, _, prefix = store_uri.removeprefix(S3_SCHEME).partition("/")
+    if not bucket:
+        raise ValueError(f"store URI {store_uri[:80]!r} names no bucket")
+    return S3Location(bucket=bucket, prefix=prefix)

@@ -1,0 +1,42 @@
+"""Connector operations as agent tools (``dex_agents.connectors``; install ``dex-agents[connectors]``).
+
+``ConnectorToolSource`` is a ``ToolSource`` of reviewed Connector operations, each
+built with ``connector_tool``; every call runs in its own tool Step through the
+Connector SDK's ``run_query`` or ``run_mutation``. See the design's "Connector tools".
+"""
+
+from __future__ import annotations
+
+try:
+    import dex_connectors_sdk  # type: ignore[import-not-found]  # noqa: F401  (only to name it)
+except ImportError as error:
+    raise ImportError(
+        "dex_agents.connectors needs the Connector SDK: install dex-connectors-sdk 0.9.0 or "
+        'later with pip install "dex-agents[connectors]" (dex-connectors-sdk is not on PyPI; '
+        "install it from the Dex package index)",
+        name=__name__,
+    ) from error
+
+from dex_agents.adapters.connectors.source import (
+    DEFAULT_CONNECTOR_SOURCE_NAME,
+    ConnectorTool,
+    ConnectorToolSource,
+    connector_tool,
+)
+from dex_agents.adapters.connectors.step_context import ConnectorStepContext
+from dex_agents.domain.connector_naming import (
+    CONNECTOR_NOT_SENT_RETRY_LATER,
+    CONNECTOR_RESULT_TRUNCATED_NOTE,
+    DEFAULT_CONNECTOR_RESULT_MAX_BYTES,
+)
+
+__all__ = [
+    "CONNECTOR_NOT_SENT_RETRY_LATER",
+    "CONNECTOR_RESULT_TRUNCATED_NOTE",
+    "DEFAULT_CONNECTOR_RESULT_MAX_BYTES",
+    "DEFAULT_CONNECTOR_SOURCE_NAME",
+    "ConnectorStepContext",
+    "ConnectorTool",
+    "ConnectorToolSource",
+    "connector_tool",
+]

@@ -1,0 +1,1 @@
+"""A Connector package for the tests: its ``dex-connector.json`` is package data."""

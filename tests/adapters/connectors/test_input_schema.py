@@ -1,0 +1,63 @@
+"""The closed JSON Schema subset of a connector tool's ``inputSchema``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dex_agents.adapters.connectors.input_schema import (
+    ArgumentsViolation,
+    check_arguments,
+    require_supported_schema,
+)
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "limit": {"anyOf": [{"type": "integer", "maximum": 10}, {"type": "null"}]},
+        "tags": {"type": "array", "items": {"$ref": "#/$defs/tag"}},
+        "flag": {"type": "boolean", "description": "an annotation"},
+    },
+    "additionalProperties": {"type": "string"},
+    "$defs": {"tag": {"type": "string", "enum": ["a", "b"]}},
+}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{}, {"limit": None}, {"limit": 10}, {"limit": 3.0}, {"tags": ["a", "b"]}, {"x": "free"}],
+)
+def test_values_inside_the_schema_pass(value: Any) -> None:
+    check_arguments(value, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([], "the arguments must be object"),
+        ({"limit": 11}, "limit matches none of its anyOf"),
+        ({"limit": True}, "limit matches none of its anyOf"),
+        ({"tags": ["c"]}, r"tags\[0\] must be one of"),
+        ({"flag": 1}, "flag must be boolean"),
+        ({"x": 1}, "x must be string"),
+    ],
+)
+def test_values_outside_it_name_the_first_fault(value: Any, message: str) -> None:
+    with pytest.raises(ArgumentsViolation, match=message):
+        check_arguments(value, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "string", "pattern": "x"}, "'pattern'"),
+        ({"properties": {"a": {"oneOf": []}}}, r"inputSchema.properties.a uses 'oneOf'"),
+        ({"$ref": "https://example.com/s.json"}, "only refs into \\$defs"),
+        ({"items": {"minLength": 1}}, "'minLength'"),
+    ],
+)
+def test_a_keyword_it_cannot_check_is_refused(schema: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        require_supported_schema(schema)
+    require_supported_schema(SCHEMA)
