@@ -14,12 +14,6 @@ import sys
 from dex_agents.cli import terminal
 from dex_agents.cli.database import CHAT_LEASE_DURATION, demo_flow
 from dex_agents.cli.errors import CliError
-from dex_agents.console.security import (
-    TOKEN_ENV,
-    ConsoleConfigError,
-    is_loopback_host,
-    load_console_token,
-)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -41,10 +35,25 @@ async def run_serve(
     *,
     token_file: str | os.PathLike[str] | None = None,
 ) -> int:
-    """Serve the console of ``db`` on ``host``:``port`` until Ctrl-C; refuse an unsafe host."""
-    import uvicorn
+    """Serve the console of ``db`` on ``host``:``port`` until Ctrl-C; refuse an unsafe host.
 
-    from dex_agents.console import create_console_app
+    The console needs the ``console`` extra (Starlette, uvicorn); it is imported
+    here, so every other command works without it.
+    """
+    try:
+        import uvicorn
+
+        from dex_agents.console import create_console_app
+        from dex_agents.console.security import (
+            TOKEN_ENV,
+            ConsoleConfigError,
+            is_loopback_host,
+            load_console_token,
+        )
+    except ImportError as error:
+        raise CliError(
+            f"dex-agents serve needs the console extra: uv sync --extra console ({error})"
+        ) from error
 
     try:
         token = load_console_token(token_file)
