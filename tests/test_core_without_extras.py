@@ -17,6 +17,7 @@ CORE_MODULES = (
     "dex_agents.local",
     "dex_agents.testing",
     "dex_agents.ui_stream",
+    "dex_agents.tracing",
     "dex_agents.cli.main",
 )
 

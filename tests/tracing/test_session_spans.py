@@ -396,3 +396,12 @@ def test_tracing_disabled_never_imports_opentelemetry() -> None:
         "assert not [m for m in sys.modules if m.startswith('opentelemetry')], sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", program], check=True)
+
+
+def test_the_tracing_module_names_the_logger_failures_go_to() -> None:
+    import dex_agents
+    import dex_agents.tracing as tracing
+
+    assert tracing.TRACING_LOGGER.name == "dex_agents.tracing"
+    assert tracing.AgentTracingOptions is dex_agents.AgentTracingOptions
+    assert tracing.GenAISemanticConventionsVersion is dex_agents.GenAISemanticConventionsVersion
