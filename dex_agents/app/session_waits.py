@@ -4,8 +4,9 @@ The snapshot is the source of truth and the Stream only says when to look
 again: the wait skips to the Stream's newest event, reads the snapshot, and
 then long-polls the Stream for the next event, so an event committed after
 the snapshot was read always wakes it. A quiet Stream still gets a fresh
-snapshot every ``SNAPSHOT_RECHECK_INTERVAL``, because Streams are best effort on
-both engines.
+snapshot, after ``FIRST_SNAPSHOT_RECHECK`` and then at doubling intervals up to
+``SNAPSHOT_RECHECK_INTERVAL``: Streams are best effort on both engines, and some
+changes write no event (``StartAgentSession`` committing the session's state).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from dex_agents.ports.flow_client import FlowClient
 
 DEFAULT_WAIT_FOR_USER_TIMEOUT = timedelta(minutes=5)
 """How long ``wait_for_user`` waits when no ``timeout`` is given."""
+
+FIRST_SNAPSHOT_RECHECK = timedelta(milliseconds=50)
+"""How soon a wait reads the snapshot again when the Stream stays quiet."""
 
 SNAPSHOT_RECHECK_INTERVAL = timedelta(seconds=2)
 """The longest a wait goes without reading the snapshot, even when the Stream is quiet."""
@@ -63,6 +67,7 @@ async def wait_for_person(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout.total_seconds()
     token = await _newest_token(client, flow, session_id)
+    recheck = FIRST_SNAPSHOT_RECHECK
     while True:
         snapshot = await read_snapshot()
         if session_attention(snapshot) is not None:
@@ -72,7 +77,8 @@ async def wait_for_person(
             raise SessionWaitTimeoutError(
                 f"session {session_id!r} did not need a person within {timeout}"
             )
-        poll = timedelta(seconds=min(remaining, SNAPSHOT_RECHECK_INTERVAL.total_seconds()))
+        poll = timedelta(seconds=min(remaining, recheck.total_seconds()))
+        recheck = min(recheck * 2, SNAPSHOT_RECHECK_INTERVAL)
         token = await _next_relevant_event(client, flow, session_id, token, poll)
 
 
