@@ -1,0 +1,69 @@
+"""``ModelCallError.retryable``: a model call no retry can fix fails the turn at once.
+
+``RunModel`` lets its retry policy repeat a retryable failure (a 429, a dropped
+stream); a non-retryable one (a bad request, a refused key) ends the turn with
+the error's text in ``last_turn_error`` after one call, spending no attempts.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from dex_agents.builtin_loop import (
+    AgentDefinition,
+    ModelOutputWriter,
+    ModelRequest,
+    ModelResponse,
+    builtin_agent_session_flow,
+)
+from dex_agents.domain.model_io import ModelOutputItem
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.local import LocalRuntime
+from dex_agents.ports.errors import ModelCallError
+
+TURN = timedelta(seconds=20)
+
+
+class FailingModel:
+    """Fails its first ``failures`` calls with ``ModelCallError(retryable=...)``, then answers."""
+
+    def __init__(self, *, retryable: bool, failures: int) -> None:
+        self.retryable = retryable
+        self.failures = failures
+        self.calls = 0
+
+    async def call_model(self, request: ModelRequest, output: ModelOutputWriter) -> ModelResponse:
+        self.calls += 1
+        if self.calls <= self.failures:
+            error = ModelCallError("provider said: the context is too long")
+            error.retryable = self.retryable
+            raise error
+        item = ModelOutputItem(item="{}", provider="test", api="test", text="answered")
+        return ModelResponse(output=[item], usage=AgentUsage(model_calls=1))
+
+    def estimate_input_tokens(self, request: ModelRequest) -> int:
+        return 0
+
+
+async def run_turn(model: FailingModel) -> str | None:
+    agent = AgentDefinition(name="errors", instructions="Answer.", model=model)
+    flow = builtin_agent_session_flow(agent, flow_type="ModelErrorAgent")
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s-1")
+        assert await sessions.send_user_message("s-1", "hello")
+        done = await sessions.wait_for_user("s-1", timeout=TURN)
+        assert done.state is not None
+        return done.state.last_turn_error
+
+
+async def test_a_call_no_retry_can_fix_fails_the_turn_after_one_call() -> None:
+    model = FailingModel(retryable=False, failures=99)
+    assert await run_turn(model) == "provider said: the context is too long"
+    assert model.calls == 1
+
+
+async def test_a_retryable_failure_is_retried_by_run_models_policy() -> None:
+    model = FailingModel(retryable=True, failures=1)
+    assert await run_turn(model) is None
+    assert model.calls == 2
