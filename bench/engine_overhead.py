@@ -167,18 +167,20 @@ class CountingStore:
         self.inner = inner
         self.transactions: Counter[str] = Counter()
         self.writes = 0
+        self.soft_writes = 0
         self.counter_reads = 0
 
-    def run(self, work: Callable[[StoreTransaction], R]) -> R:
-        return self._count(work, self.inner.run)
+    def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        return self._count(work, lambda spied: self.inner.run(spied, durable=durable), durable)
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
-        return self._count(work, self.inner.read)
+        return self._count(work, self.inner.read, True)
 
     def _count(
         self,
         work: Callable[[StoreTransaction], R],
         runner: Callable[[Callable[[StoreTransaction], R]], R],
+        durable: bool,
     ) -> R:
         spy: _WriteSpy | None = None
 
@@ -192,7 +194,11 @@ class CountingStore:
         if not name.startswith(_UNCOUNTED):
             self.transactions[name] += 1
             if spy is not None and spy.wrote:
-                self.writes += 1
+                # A write with durable=False is committed without an fsync.
+                if durable:
+                    self.writes += 1
+                else:
+                    self.soft_writes += 1
         return result
 
     def change_counter(self) -> int:
@@ -205,6 +211,7 @@ class CountingStore:
     def reset(self) -> None:
         self.transactions.clear()
         self.writes = 0
+        self.soft_writes = 0
         self.counter_reads = 0
 
 

@@ -31,6 +31,10 @@ server. ``wait_until(description, probe)`` and ``wait_for_agent_snapshot``
 poll with a deadline instead of sleeping.
 
 ``ScriptedModelClient`` is the same class as ``dex_agents.builtin_loop``'s.
+
+``ContextWindowSessionScenario`` runs the same session past a small context
+window for any adapter's runner and checks that compaction, retention and the
+summary hold (``dex_agents.app.context_window_scenario`` says what it checks).
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ from dex_agents.adapters.local.probes import (
     wait_until,
 )
 from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient
+from dex_agents.app.context_window_scenario import (
+    ContextWindowSessionResult,
+    ContextWindowSessionScenario,
+)
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, FlowClient, StepHistoryEntry
 
@@ -210,6 +218,8 @@ __all__ = [
     "READY_DIR_ENV",
     "SERVER_ADDRESS_ENV",
     "AgentTestStack",
+    "ContextWindowSessionResult",
+    "ContextWindowSessionScenario",
     "FileGate",
     "Invocation",
     "InvocationLog",

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import pkgutil
 from types import ModuleType
 
 import pytest
+
+# Importing LiteLLM fetches its model cost map over the network unless this is set, as
+# tests/adapters/litellm/conftest.py does for its own tests.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dex_agents
 import dex_agents.adapters.dex
@@ -17,6 +22,7 @@ import dex_agents.builtin_loop
 import dex_agents.composition
 import dex_agents.domain
 import dex_agents.ports
+import dex_agents.testing
 
 # The names the foundation issue lists, by the module the spec puts them in.
 SPEC_NAMES: dict[str, tuple[str, ...]] = {
@@ -124,8 +130,16 @@ SPEC_NAMES: dict[str, tuple[str, ...]] = {
         "AgentSessionFlow",
         "AgentSessionOptions",
         "AgentSessionClient",
+        "AgentTracingOptions",
+        "GenAISemanticConventionsVersion",
+        "AGENT_TRACE_CONTEXT",
+        "BuiltInTool",
+        "session_flow_definition_document",
     ),
     "dex_agents.builtin_loop": (
+        "AgentDefinition",
+        "builtin_agent_session_flow",
+        "FrameworkToolSourceRouter",
         "function_tool",
         "FunctionToolResult",
         "ToolCallContext",
@@ -141,6 +155,34 @@ SPEC_NAMES: dict[str, tuple[str, ...]] = {
         "ContinueTurn",
         "TurnContinuation",
     ),
+    # The remaining modules of the spec's module table. ``dex_agents.connectors`` is not
+    # here: without the Connector SDK its import raises the ImportError that names what to
+    # install (tests/adapters/connectors/test_import_without_sdk.py).
+    "dex_agents.litellm": ("LiteLLMModelClient",),
+    "dex_agents.mcp": ("McpStdioServerConfig", "McpStreamableHttpServerConfig", "McpToolSource"),
+    "dex_agents.s3": ("S3MediaStore",),
+    "dex_agents.ui_stream": (
+        "AGENT_EVENT_STREAM_HEADERS",
+        "InvalidAgentEventResumeTokenError",
+        "read_agent_event_stream_snapshot",
+        "read_agent_event_stream_snapshot_sync",
+        "stream_agent_event_frames",
+        "stream_agent_event_frames_sync",
+    ),
+    "dex_agents.testing": (
+        "AgentTestStack",
+        "EXECUTE_COMPLETED_EVENT",
+        "run_agent_worker",
+        "wait_for_agent_snapshot",
+        "FileGate",
+        "InvocationLog",
+        "read_step_history",
+        "StepHistoryEntry",
+        "wait_until",
+        "ScriptedModelClient",
+        "ContextWindowSessionScenario",
+    ),
+    "dex_agents.tracing": ("TRACING_LOGGER",),
 }
 
 
@@ -154,7 +196,9 @@ def test_spec_name_is_importable(module_name: str, name: str) -> None:
     assert name in module.__all__
 
 
-@pytest.mark.parametrize("module", [dex_agents, dex_agents.builtin_loop], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module", [dex_agents, dex_agents.builtin_loop, dex_agents.testing], ids=lambda m: m.__name__
+)
 def test_all_names_exist(module: ModuleType) -> None:
     missing = [name for name in module.__all__ if not hasattr(module, name)]
     assert missing == []
@@ -162,7 +206,7 @@ def test_all_names_exist(module: ModuleType) -> None:
 
 
 def _layer_modules() -> list[ModuleType]:
-    modules: list[ModuleType] = [dex_agents, dex_agents.builtin_loop]
+    modules: list[ModuleType] = [dex_agents, dex_agents.builtin_loop, dex_agents.testing]
     for package in (
         dex_agents.domain,
         dex_agents.ports,

@@ -32,8 +32,27 @@ SNAPSHOT_RECHECK_INTERVAL = timedelta(seconds=2)
 """The longest a wait goes without reading the snapshot, even when the Stream is quiet."""
 
 _NO_WAIT = timedelta(milliseconds=1)
-# Live text arrives in many small events; none of them changes whether a person is needed.
-_LIVE_EVENTS = frozenset({AgentEventType.TEXT_DELTA, AgentEventType.REASONING_DELTA})
+# Events of a turn in progress: none of them makes a session need a person, which takes a
+# turn's end, an interrupt or a plan. Reading the snapshot after each of them would cost a
+# read per tool call and per text piece; the rechecks still cover a missed event.
+_IN_TURN_EVENTS = frozenset(
+    {
+        AgentEventType.TURN_STARTED,
+        AgentEventType.TURN_STEERED,
+        AgentEventType.TEXT_DELTA,
+        AgentEventType.REASONING_DELTA,
+        AgentEventType.TOOL_CALL_STARTED,
+        AgentEventType.TOOL_CALL_FINISHED,
+        AgentEventType.TOOL_CALL_DEFERRED,
+        AgentEventType.TIMER_STARTED,
+        AgentEventType.TOOL_TASK_STARTED,
+        AgentEventType.USAGE_RECORDED,
+        AgentEventType.COMPACTION_STARTED,
+        AgentEventType.COMPACTION_FINISHED,
+        AgentEventType.MCP_TOOL_PROGRESS,
+        AgentEventType.MCP_TASK_STATUS,
+    }
+)
 
 
 async def _newest_token(client: FlowClient, flow: FlowDefinition, session_id: str) -> str:
@@ -99,5 +118,5 @@ async def _next_relevant_event(
         except StreamReadTimeoutError:
             return token
         token = message.resume_token
-        if getattr(message.value, "type", None) not in _LIVE_EVENTS:
+        if getattr(message.value, "type", None) not in _IN_TURN_EVENTS:
             return token

@@ -343,7 +343,11 @@ class WaitContext(Protocol):
 
 
 class StepContext(Protocol):
-    """What a Step's execute phase sees and does. Do not keep it after the handler returns."""
+    """What a Step's execute phase sees and does. Do not keep it after the handler returns.
+
+    An engine that knows the Flow run ID also gives its context a ``run_id``
+    property (a ``str``); it is optional, so read it with ``step_run_id``.
+    """
 
     @property
     def flow_id(self) -> str:
@@ -410,6 +414,16 @@ class StepContext(Protocol):
     def is_cancellation_requested(self) -> bool:
         """Whether an RPC or a decision cancelled this Step execution."""
         ...
+
+
+def step_run_id(context: StepContext) -> str | None:
+    """The Flow run ID of ``context``'s optional ``run_id`` property, or ``None`` without one.
+
+    The embedded engine and the Dex adapter set it; a context that wraps another
+    and leaves it out (or an engine that knows none) gives ``None``.
+    """
+    run_id = getattr(context, "run_id", None)
+    return run_id if isinstance(run_id, str) and run_id else None
 
 
 class RpcContext(Protocol):

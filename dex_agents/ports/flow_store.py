@@ -182,6 +182,10 @@ class StoreTransaction(Protocol):
         """Every instance of an AttributeMap by key."""
         ...
 
+    def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
+        """The set values of these singleton Attributes by name, in one read."""
+        ...
+
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
         """Set one value."""
         ...
@@ -209,6 +213,10 @@ class StoreTransaction(Protocol):
 
     def pending_channel_keys(self, flow_id: str, channel: str) -> Sequence[str]:
         """The instance keys of a ChannelMap with unconsumed messages."""
+        ...
+
+    def pending_counts(self, flow_id: str, channels: Sequence[str]) -> dict[str, int]:
+        """How many unconsumed messages each of these Channels holds (absent: none), in one read."""
         ...
 
     def consume_messages(self, seqs: Sequence[int]) -> None:
@@ -312,8 +320,14 @@ class StoreTransaction(Protocol):
 class FlowStore(Protocol):
     """A store of Flow runs: atomic, serialized transactions over ``StoreTransaction``."""
 
-    def run(self, work: Callable[[StoreTransaction], R]) -> R:
-        """Run ``work`` in one transaction and commit it; roll back if ``work`` raises."""
+    def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        """Run ``work`` in one transaction and commit it; roll back if ``work`` raises.
+
+        ``durable=False`` may skip the commit's flush to disk. It is for writes the
+        engine can lose to a power failure without harm (leases, claims, computed
+        waits): a process crash still keeps them, the store keeps commits in order,
+        and the next durable commit flushes them too.
+        """
         ...
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:

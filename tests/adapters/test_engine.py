@@ -366,9 +366,12 @@ async def test_a_lost_lease_after_the_step_started_fails_the_attempt(
         await stack.client.start_flow(stack.flow, "s1", "flaky")
         claim = await _ghost_claims_start(stack)
         engine = stack.engine
+        flow = engine.registered(stack.flow)
         # The ghost reached the Step's code: its heartbeat marks the attempt started.
         assert await engine.run(
-            lambda tx: claims.record_heartbeat(tx, claim.row, "ghost", False, engine.now())
+            lambda tx: claims.record_heartbeat(
+                tx, flow, claim.row, "ghost", False, [], engine.now()
+            )
         )
         await asyncio.sleep(0.4)
         await _run_worker_until(stack, "flaky-ok:1")
@@ -377,7 +380,7 @@ async def test_a_lost_lease_after_the_step_started_fails_the_attempt(
         assert (history[0].step_execution_id, history[0].final_attempt) == ("Start-1", 2)
         # The ghost's late heartbeat is refused: it no longer holds the lease.
         assert not await engine.run(
-            lambda tx: claims.record_heartbeat(tx, claim.row, None, True, engine.now())
+            lambda tx: claims.record_heartbeat(tx, flow, claim.row, None, True, [], engine.now())
         )
 
 

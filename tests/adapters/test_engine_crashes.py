@@ -394,8 +394,8 @@ class _CommitsAfterTheFirstClaim:
         self._inner = inner
         self._commit: Callable[[], None] | None = commit
 
-    def run(self, work: Callable[[StoreTransaction], R]) -> R:
-        result = self._inner.run(work)
+    def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        result = self._inner.run(work, durable=durable)
         if self._commit is not None and getattr(work, "func", None) is claims.claim_round:
             commit, self._commit = self._commit, None
             commit()

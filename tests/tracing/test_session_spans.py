@@ -123,11 +123,14 @@ def attributes(span: ReadableSpan) -> dict[str, Any]:
 
 async def test_a_tool_turn_is_one_trace_with_root_chat_and_execute_tool_spans() -> None:
     async with traced_session(lookup_script) as traced:
-        await traced.sessions.open_session("s1")
+        run_id = await traced.sessions.start_session("s1")
         await traced.sessions.send_user_message("s1", "where is order 7?")
         snapshot = await traced.sessions.wait_for_user("s1")
         stored = await traced.stored_trace_context("s1")
     assert snapshot.messages[-1].text is not None
+    # Every span names the Flow run, as the embedded engine's Step contexts give it.
+    assert run_id
+    assert {attributes(span).get("dex.run.id") for span in traced.spans()} == {run_id}
     (root,) = traced.named("invoke_agent")
     chats = traced.named("chat")
     (tool,) = traced.named("execute_tool")

@@ -158,6 +158,11 @@ class DexStepContext(DexHandlerView):
         return self._step_type
 
     @property
+    def run_id(self) -> str:
+        """The Flow run ID Dex gives the attempt (``Context.run_id``)."""
+        return self._context.run_id
+
+    @property
     def step_execution_id(self) -> str:
         """``<StepType>-<n>``, shared by every attempt of this Step execution."""
         return self._context.step_execution_id

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.staged_state import Snapshot, read_snapshot
 from dex_agents.adapters.local.transitions import (
     fail_execution,
     finish,
@@ -31,11 +32,19 @@ from dex_agents.ports.flow_store import (
 
 @dataclass(frozen=True)
 class Claim:
-    """An execution a worker claimed, and which phase it runs."""
+    """An execution a worker claimed, which phase it runs, and the state that phase loads.
+
+    A hand-off reads the state in the claiming transaction, as Dex loads a Step's
+    state when it hands out the task: a snapshot that was true when the lease was
+    taken. A claim round reads none (``snapshot`` is ``None``): one session whose
+    stored state cannot be read must not stop the round that serves the others.
+    """
 
     row: ExecutionRow
     phase: str  # "wait" or "execute"
     flow_type: str
+    snapshot: Snapshot | None = None
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,26 +95,50 @@ def claim(
         flow = flows.get(_flow_type(tx, row.flow_id))
         if flow is None:
             continue  # a Flow type this process does not serve
-        step = flow.step(row.step_type)
-        if row.status is ExecutionStatus.PENDING_WAIT:
-            phase = "wait"
-        else:
-            phase = "execute"
-            options = flow.options(step, row.options)
-            names = [lock.lock_name for lock in options.locks]
-            if any(tx.lock_holder(row.flow_id, name) not in (None, row.id) for name in names):
-                continue  # another Step method holds a lock this one needs
-            for name in names:
-                tx.acquire_lock(row.flow_id, name, row.id)
-            if row.first_attempt_at is None:
-                row.first_attempt_at = now
-        row.status = ExecutionStatus.RUNNING
-        row.lease_owner = owner
-        row.lease_expires_at = now + lease
-        row.not_before = None
-        tx.update_execution(row)
-        claims.append(Claim(row, phase, flow.flow_type))
+        taken = take(tx, flow, row, owner, now, lease, read_state=False)
+        if taken is not None:
+            claims.append(taken)
     return claims
+
+
+def take(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    row: ExecutionRow,
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+    *,
+    read_state: bool = True,
+) -> Claim | None:
+    """Lease one runnable execution to ``owner``, with the state its phase loads when
+    ``read_state``; ``None`` when a lock it needs is held."""
+    step = flow.step(row.step_type)
+    options = flow.options(step, row.options)
+    if row.status is ExecutionStatus.PENDING_WAIT:
+        phase = "wait"
+        loads = options.wait_loads
+    else:
+        phase = "execute"
+        loads = options.loads
+        names = [lock.lock_name for lock in options.locks]
+        if any(tx.lock_holder(row.flow_id, name) not in (None, row.id) for name in names):
+            return None  # another Step method holds a lock this one needs
+        for name in names:
+            tx.acquire_lock(row.flow_id, name, row.id)
+        if row.first_attempt_at is None:
+            row.first_attempt_at = now
+    row.status = ExecutionStatus.RUNNING
+    row.lease_owner = owner
+    row.lease_expires_at = now + lease
+    row.not_before = None
+    tx.update_execution(row)
+    if not read_state:
+        return Claim(row, phase, flow.flow_type)
+    snapshot = read_snapshot(tx, row.flow_id, flow.flow.schema, loads)
+    flow_row = tx.get_flow(row.flow_id)
+    run_id = None if flow_row is None else flow_row.run_id
+    return Claim(row, phase, flow.flow_type, snapshot, run_id)
 
 
 def _flow_type(tx: StoreTransaction, flow_id: str) -> str:
@@ -130,9 +163,16 @@ def renew_leases(
 
 
 def record_heartbeat(
-    tx: StoreTransaction, claimed: ExecutionRow, checkpoint: str | None, keep: bool, now: datetime
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    claimed: ExecutionRow,
+    checkpoint: str | None,
+    keep: bool,
+    events: Sequence[str],
+    now: datetime,
 ) -> bool:
-    """Mark the attempt started, note the heartbeat and its checkpoint; ``False`` if the lease is lost."""
+    """Write the attempt's pending live events, mark it started, note the heartbeat and its
+    checkpoint; ``False`` (nothing written) if the lease is lost."""
     row = holds_lease(tx, claimed)
     if row is None:
         return False
@@ -141,6 +181,7 @@ def record_heartbeat(
     if not keep:
         row.checkpoint = checkpoint
     tx.update_execution(row)
+    _write_events(tx, flow, row, events, now)
     return True
 
 
@@ -153,15 +194,27 @@ def append_events(
 ) -> bool:
     """Write live Stream events of a running attempt; ``False`` (nothing written) if its lease is lost."""
     row = holds_lease(tx, claimed)
-    stream = flow.flow.stream
-    if row is None or stream is None:
+    if row is None or flow.flow.stream is None:
         return False
     row.attempt_started = True
     tx.update_execution(row)
+    _write_events(tx, flow, row, events, now)
+    return True
+
+
+def _write_events(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    row: ExecutionRow,
+    events: Sequence[str],
+    now: datetime,
+) -> None:
+    stream = flow.flow.stream
+    if stream is None or not events:
+        return
     for value in events:
         tx.append_event(flow.flow_type, row.flow_id, value, f"#{row.step_execution_id}", now)
     tx.trim_events(flow.flow_type, stream.capacity_bytes)
-    return True
 
 
 def _recover_lost_lease(

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from dex_agents.adapters.local import transitions
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
 from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.event_read_ahead import READ_AHEAD_EVENTS, EventReadAhead
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState, TransactionSource
 from dex_agents.domain.wire import from_json, to_json
@@ -90,7 +91,8 @@ def run_rpc(
             raise RpcLockConflictError(
                 f"{rpc.name}: a running Step of session {flow_id!r} holds {lock.lock_name}"
             )
-    state = StagedState(flow_id, TransactionSource(tx, flow_id), rpc.loads, rpc.channel_loads)
+    source = TransactionSource(tx, flow_id, flow.singleton_names)
+    state = StagedState(flow_id, source, rpc.loads, rpc.channel_loads)
     result = rpc.handler(LocalRpcContext(flow_id, now, active, state), input_value)
     if not isinstance(result, RpcResult):
         raise TypeError(f"RPC {rpc.name} returned {type(result).__name__}, not RpcResult")
@@ -112,6 +114,7 @@ class LocalFlowClient:
 
     def __init__(self, engine: LocalEngine) -> None:
         self._engine = engine
+        self._read_ahead = EventReadAhead()
 
     @property
     def engine(self) -> LocalEngine:
@@ -206,16 +209,18 @@ class LocalFlowClient:
         engine = self._engine
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (poll_timeout or DEFAULT_STREAM_POLL_TIMEOUT).total_seconds()
-        counter = await engine.change_counter()
+        kept = self._read_ahead.take(flow_id, after)
+        counter = 0 if kept is not None else await engine.change_counter()
         while True:
 
             def read(tx: StoreTransaction) -> Any:
                 if tx.get_flow(flow_id) is None:
                     raise FlowNotFoundError(f"no session with ID {flow_id!r}")
-                return tx.events_after(flow_id, after, 1)
+                return tx.events_after(flow_id, after, READ_AHEAD_EVENTS)
 
-            events = await engine.read(read)
+            events = [kept] if kept is not None else list(await engine.read(read))
             if events:
+                self._read_ahead.keep(flow_id, events)
                 event = events[0]
                 return StreamMessage(
                     value=from_json(event.value, stream.value_type),

@@ -58,6 +58,8 @@ class LocalEngine:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dex-agents-store")
         self._changed: asyncio.Event | None = None
         self._last_counter: int | None = None
+        self.last_commit_counter: int | None = None
+        """The change counter read right after the newest commit of ``run``."""
         self._closed = False
 
     def now(self) -> datetime:
@@ -80,17 +82,21 @@ class LocalEngine:
             )
         return registered
 
-    async def run(self, work: Callable[[StoreTransaction], R]) -> R:
-        """Run one store transaction on the store thread; wake local waiters if it changed anything."""
+    async def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        """Run one store transaction on the store thread; wake local waiters if it changed anything.
+
+        ``durable=False`` is for the engine's own bookkeeping (see ``FlowStore.run``).
+        """
         if self._closed:
             raise RuntimeError("the engine is closed")
 
         def transact() -> tuple[R, int]:
-            result = self.store.run(work)
+            result = self.store.run(work, durable=durable)
             return result, self.store.change_counter()
 
         loop = asyncio.get_running_loop()
         result, counter = await loop.run_in_executor(self._executor, transact)
+        self.last_commit_counter = counter
         if counter != self._last_counter:
             self._last_counter = counter
             self._wake()

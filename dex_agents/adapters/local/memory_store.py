@@ -123,6 +123,10 @@ class _MemoryTransaction(StoreTransaction):
     def get_values(self, flow_id: str, name: str) -> dict[str, str]:
         return dict(sorted(self._t.values.get((flow_id, name), {}).items()))
 
+    def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
+        found = {name: self.get_value(flow_id, name, "") for name in names}
+        return {name: value for name, value in found.items() if value is not None}
+
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
         self._put(self._t.values.setdefault((flow_id, name), {}), key, value)
 
@@ -159,6 +163,10 @@ class _MemoryTransaction(StoreTransaction):
     def pending_messages(self, flow_id: str, channel: str, key: str) -> Sequence[MessageRow]:
         seqs = self._t.pending.get((flow_id, channel), {}).get(key, set())
         return [self._t.messages[seq] for seq in sorted(seqs)]
+
+    def pending_counts(self, flow_id: str, channels: Sequence[str]) -> dict[str, int]:
+        counts = {name: len(self.pending_messages(flow_id, name, "")) for name in channels}
+        return {name: count for name, count in counts.items() if count}
 
     def pending_channel_keys(self, flow_id: str, channel: str) -> Sequence[str]:
         instances = self._t.pending.get((flow_id, channel), {})
@@ -380,8 +388,11 @@ class MemoryFlowStore:
         self._in_run = False
         self._commits = 0
 
-    def run(self, work: Callable[[StoreTransaction], R]) -> R:
-        """Run ``work`` in one transaction; undo every write it made if it raises."""
+    def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        """Run ``work`` in one transaction; undo every write it made if it raises.
+
+        Nothing here reaches a disk, so ``durable`` changes nothing.
+        """
         with self._lock:
             if self._tables is None:
                 raise RuntimeError("the memory flow store is closed")

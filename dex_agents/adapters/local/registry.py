@@ -31,6 +31,11 @@ class RegisteredFlow:
         """The Flow type's name."""
         return self.flow.flow_type
 
+    @property
+    def singleton_names(self) -> tuple[str, ...]:
+        """The names of the schema's singleton Attributes."""
+        return tuple(name for name, item in self.schema.items() if isinstance(item, AttributeDef))
+
     def step(self, step_type: str) -> Step[Any]:
         """The registered Step of a type."""
         try:

@@ -201,22 +201,32 @@ class SqliteFlowStore:
             )
         return StoreError(f"the flow store {self.path} failed: {error}")
 
-    def run(self, work: Callable[[StoreTransaction], R]) -> R:
-        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction and commit it; roll back if it raises."""
-        return self._run_work(work, read_only=False)
+    def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction and commit it; roll back if it raises.
+
+        ``durable=False`` commits with ``synchronous=NORMAL``: no fsync of the WAL.
+        A process crash keeps the commit (it is in the WAL file); a power failure
+        may lose it together with every later commit that was not synced, never
+        alone, because the WAL is replayed in order up to its last valid frame.
+        """
+        return self._run_work(work, read_only=False, durable=durable)
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         """Run read-only ``work`` on a WAL snapshot: it takes no write lock, so writers never wait for it."""
         return self._run_work(work, read_only=True)
 
-    def _run_work(self, work: Callable[[StoreTransaction], R], *, read_only: bool) -> R:
+    def _run_work(
+        self, work: Callable[[StoreTransaction], R], *, read_only: bool, durable: bool = True
+    ) -> R:
         with self._lock:
             if self._connection is None:
                 raise RuntimeError(f"the flow store {self.path} is closed")
             if self._in_run:
                 raise RuntimeError("FlowStore.run cannot run inside another transaction's work")
             connection = self._connection
-            self._check_file()
+            if not read_only:
+                # Only a write can be lost to a deleted file; a read sees what was stored.
+                self._check_file()
             tx = SqliteTransaction(connection)
             self._in_run = True
             try:
@@ -224,6 +234,8 @@ class SqliteFlowStore:
                     # query_only turns a stray write into an error instead of a silent lock upgrade.
                     connection.execute("PRAGMA query_only = ON")
                     return self._transact(connection, lambda _: work(tx), "BEGIN DEFERRED")
+                if not durable:
+                    connection.execute("PRAGMA synchronous = NORMAL")
                 return self._transact(connection, lambda _: work(tx))
             except sqlite3.Error as error:
                 raise self._translate(error) from error
@@ -231,6 +243,9 @@ class SqliteFlowStore:
                 if read_only:
                     with contextlib.suppress(sqlite3.Error):
                         connection.execute("PRAGMA query_only = OFF")
+                if not durable:
+                    with contextlib.suppress(sqlite3.Error):
+                        connection.execute("PRAGMA synchronous = FULL")
                 tx.end()
                 self._in_run = False
 

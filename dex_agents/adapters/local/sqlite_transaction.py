@@ -94,6 +94,14 @@ class SqliteTransaction(StoreTransaction):
         sql = "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
         return dict(self._execute(sql, (flow_id, name)).fetchall())
 
+    def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
+        if not names:
+            return {}
+        marks = ", ".join("?" for _ in names)
+        sql = f"""SELECT name, value FROM attribute_values
+            WHERE flow_id = ? AND name IN ({marks}) AND key = ''"""
+        return dict(self._execute(sql, (flow_id, *names)).fetchall())
+
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
         sql = "INSERT OR REPLACE INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)"
         self._execute(sql, (flow_id, name, key, value))
@@ -127,6 +135,15 @@ class SqliteTransaction(StoreTransaction):
         sql = f"""SELECT {MESSAGE_SELECT} FROM channel_messages
             WHERE flow_id = ? AND channel = ? AND key = ? AND consumed = 0 ORDER BY seq"""
         return [decode_message(values) for values in self._execute(sql, (flow_id, channel, key))]
+
+    def pending_counts(self, flow_id: str, channels: Sequence[str]) -> dict[str, int]:
+        if not channels:
+            return {}
+        marks = ", ".join("?" for _ in channels)
+        sql = f"""SELECT channel, count(*) FROM channel_messages
+            WHERE flow_id = ? AND channel IN ({marks}) AND key = '' AND consumed = 0
+            GROUP BY channel"""
+        return {str(name): int(count) for name, count in self._execute(sql, (flow_id, *channels))}
 
     def pending_channel_keys(self, flow_id: str, channel: str) -> Sequence[str]:
         sql = """SELECT key FROM channel_messages WHERE flow_id = ? AND channel = ? AND consumed = 0

@@ -103,17 +103,38 @@ class SnapshotSource:
 class TransactionSource:
     """A ``StateSource`` that reads the store inside the current transaction (RPCs)."""
 
-    def __init__(self, tx: StoreTransaction, flow_id: str) -> None:
+    def __init__(self, tx: StoreTransaction, flow_id: str, singletons: Sequence[str] = ()) -> None:
         self._tx = tx
         self._flow_id = flow_id
+        # An RPC reads before it writes, and its writes are staged until the end of its
+        # transaction, so what it has read stays true while it reads: each value is read once,
+        # and the singleton Attributes of ``singletons`` all in the first read of one.
+        self._values: dict[tuple[str, str], str | None] = {}
+        self._maps: dict[str, dict[str, str]] = {}
+        self._singletons: Sequence[str] | None = singletons or None
 
     def value(self, name: str, key: str) -> str | None:
         """One value's JSON text as committed so far."""
-        return self._tx.get_value(self._flow_id, name, key)
+        whole = self._maps.get(name)
+        if whole is not None:
+            return whole.get(key)
+        if key == _SINGLETON and self._singletons is not None and name in self._singletons:
+            found = self._tx.get_singletons(self._flow_id, self._singletons)
+            self._values.update({(each, _SINGLETON): found.get(each) for each in self._singletons})
+            self._singletons = None
+        try:
+            return self._values[(name, key)]
+        except KeyError:
+            text = self._tx.get_value(self._flow_id, name, key)
+            self._values[(name, key)] = text
+            return text
 
     def values(self, name: str) -> dict[str, str]:
         """Every instance of an AttributeMap."""
-        return self._tx.get_values(self._flow_id, name)
+        whole = self._maps.get(name)
+        if whole is None:
+            whole = self._maps[name] = self._tx.get_values(self._flow_id, name)
+        return dict(whole)
 
     def channel_size(self, name: str) -> int:
         """How many messages wait in the Channel now."""
@@ -153,15 +174,13 @@ def read_snapshot(
 ) -> Snapshot:
     """Read every singleton Attribute, the loaded maps and every Channel's size, in one transaction."""
     snapshot = Snapshot()
-    for item in schema:
-        if isinstance(item, AttributeDef):
-            text = tx.get_value(flow_id, item.name, _SINGLETON)
-            if text is not None:
-                snapshot.values[(item.name, _SINGLETON)] = text
-        elif isinstance(item, ChannelDef):
-            snapshot.channel_sizes[item.name] = len(
-                tx.pending_messages(flow_id, item.name, _SINGLETON)
-            )
+    attributes = [item.name for item in schema if isinstance(item, AttributeDef)]
+    channels = [item.name for item in schema if isinstance(item, ChannelDef)]
+    for name, value in tx.get_singletons(flow_id, attributes).items():
+        snapshot.values[(name, _SINGLETON)] = value
+    counts = tx.pending_counts(flow_id, channels)
+    for name in channels:
+        snapshot.channel_sizes[name] = counts.get(name, 0)
     for load in loads:
         name = load.attribute_map.name
         loaded = snapshot.maps.setdefault(name, {})

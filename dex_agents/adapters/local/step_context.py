@@ -61,10 +61,12 @@ class LocalStepContext:
         state: StagedState,
         now: datetime,
         *,
-        beat: Callable[[str | None], Awaitable[bool]],
+        beat: Callable[[str | None, list[str]], Awaitable[bool]],
         flush: Callable[[list[str]], Awaitable[bool]],
         flush_interval: timedelta = DEFAULT_EVENT_FLUSH_INTERVAL,
+        run_id: str | None = None,
     ) -> None:
+        self._run_id = run_id
         self._flow = flow
         self._row = row
         self._state = state
@@ -83,6 +85,11 @@ class LocalStepContext:
     def flow_id(self) -> str:
         """The session ID."""
         return self._row.flow_id
+
+    @property
+    def run_id(self) -> str | None:
+        """The Flow run's ID (``FlowRow.run_id``), when the worker read it with the snapshot."""
+        return self._run_id
 
     @property
     def step_type(self) -> str:
@@ -138,11 +145,11 @@ class LocalStepContext:
         return self.cancellation_requested
 
     async def heartbeat(self, checkpoint: str | None = None) -> None:
-        """Write pending live events, then record liveness and the checkpoint durably."""
+        """Write pending live events and record liveness and the checkpoint durably, in one commit."""
         if self._closed:
             return
-        await self._flush_now()
-        if await self._beat(checkpoint):
+        events, self._buffer = self._buffer, []
+        if await self._beat(checkpoint, events):
             self.started = True
             self.last_heartbeat_at = datetime.now(self._now.tzinfo)
 

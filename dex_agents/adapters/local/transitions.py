@@ -131,6 +131,11 @@ def submit_wait(tx: StoreTransaction, claimed: ExecutionRow, wait: Wait, now: da
         return
     row.lease_owner = None
     row.lease_expires_at = None
+    store_wait(tx, row, wait, now)
+
+
+def store_wait(tx: StoreTransaction, row: ExecutionRow, wait: Wait, now: datetime) -> None:
+    """Store an execution's decided wait and satisfy it at once if it is ready."""
     if not wait.conditions:
         row.status = ExecutionStatus.READY
         row.wait_result = encode_wait_result(None, False)

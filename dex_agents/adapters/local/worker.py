@@ -16,15 +16,16 @@ import functools
 import logging
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TypeVar
 
-from dex_agents.adapters.local import claims, transitions
+from dex_agents.adapters.local import claims, handoff
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.staged_state import (
+    Snapshot,
     SnapshotSource,
     StagedState,
     read_snapshot,
@@ -35,7 +36,7 @@ from dex_agents.adapters.local.step_context import (
     LocalWaitContext,
 )
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
-from dex_agents.ports.engine import StepDecision, StepOptions, Wait
+from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions, Wait
 from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
 
 R = TypeVar("R")
@@ -58,10 +59,16 @@ class _Running:
     """A running attempt the worker watches."""
 
     def __init__(
-        self, row: ExecutionRow, flow: RegisteredFlow, options: StepOptions | None
+        self,
+        row: ExecutionRow,
+        flow: RegisteredFlow,
+        options: StepOptions | None,
+        claim: claims.Claim,
     ) -> None:
         self.row = row
         self.flow = flow
+        self.snapshot = claim.snapshot
+        self.run_id = claim.run_id
         self.options = options
         self.context: LocalStepContext | None = None
         self.task: asyncio.Task[None] | None = None
@@ -86,16 +93,51 @@ class LocalWorker:
         self.worker_id = worker_id or f"worker-{uuid.uuid4()}"
         self._flush_interval = event_flush_interval
         self._running: dict[int, _Running] = {}
+        # Slots promised to claims whose transaction has not returned yet.
+        self._reserved = 0
+        # The change counter right after this worker's last commit that took everything it
+        # made runnable: a claim round for that change alone would find nothing.
+        self._quiet_counter: int | None = None
+        # Whether runnable work may be waiting for a free slot.
+        self._starved = False
         self._stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._faults = StoreFaultLog(logger, self.worker_id)
 
-    async def _transact(self, work: Callable[[StoreTransaction], R]) -> R:
-        """``engine.run(work)``, retried through store faults until it commits or the worker stops."""
+    async def _transact(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        """``engine.run(work)``, retried through store faults until it commits or the worker stops.
+
+        ``durable=False`` for the worker's own bookkeeping: leases, claims and waits
+        decided from state, which a power failure may take back without harm.
+        """
         engine = self._engine
         return await until_stored(
-            lambda: engine.run(work), self._faults, give_up=self._stopping.is_set
+            lambda: engine.run(work, durable=durable), self._faults, give_up=self._stopping.is_set
         )
+
+    async def _handing_off(
+        self, work: Callable[[StoreTransaction, int], handoff.HandOff], *, durable: bool
+    ) -> bool:
+        """Run a transaction that ends an attempt and may claim what it made runnable, up to
+        this worker's free slots plus the one the attempt frees; start those claims.
+
+        The slots are reserved until it returns, so claims never overlap. When it took
+        everything it made runnable, the change it commits gives the claim loop nothing
+        to do, and the loop skips the round it would run for it.
+        """
+        limit = self._reserve(1)
+        try:
+            result = await self._transact(lambda tx: work(tx, limit), durable=durable)
+        finally:
+            self._reserved -= limit
+        if result.complete:
+            self._quiet_counter = self._engine.last_commit_counter
+        else:
+            self._starved = True
+            self._quiet_counter = None
+        self._start_all(result.claims)
+        self._cancel(result.cancel_requested)
+        return result.committed
 
     async def _read(self, work: Callable[[StoreTransaction], R]) -> R:
         """``engine.read(work)``, retried through store faults like ``_transact``."""
@@ -103,6 +145,31 @@ class LocalWorker:
         return await until_stored(
             lambda: engine.read(work), self._faults, give_up=self._stopping.is_set
         )
+
+    async def _claimed_state(self, running: _Running, loads: Sequence[MapLoad]) -> Snapshot:
+        """The state a claim read with its lease, or (after a claim round) read now."""
+        snapshot = running.snapshot
+        if snapshot is None:
+            row, schema = running.row, running.flow.flow.schema
+
+            def read(tx: StoreTransaction) -> tuple[Snapshot, str | None]:
+                flow_row = tx.get_flow(row.flow_id)
+                run_id = None if flow_row is None else flow_row.run_id
+                return read_snapshot(tx, row.flow_id, schema, loads), run_id
+
+            fresh, running.run_id = await self._read(read)
+            running.snapshot = fresh
+            return fresh
+        return snapshot
+
+    def _reserve(self, own_slots: int) -> int:
+        limit = max(0, self._max - len(self._running) - self._reserved + own_slots)
+        self._reserved += limit
+        return limit
+
+    def _start_all(self, taken: list[claims.Claim]) -> None:
+        for claim in taken:
+            self._start(claim)
 
     async def run(self) -> None:
         """Claim and run Steps until ``stop`` is called."""
@@ -136,24 +203,36 @@ class LocalWorker:
             current = await until_stored(
                 engine.change_counter, self._faults, give_up=self._stopping.is_set
             )
-            if current != counter or now >= next_check or self._slot_freed.is_set():
-                self._slot_freed.clear()
+            changed = current != counter
+            if changed and current == self._quiet_counter and not self._starved:
+                # Only this worker's own commit changed the store, and it took what it made
+                # runnable. A commit of another process can land between that commit and the
+                # counter read after it, so look again soon rather than never.
+                counter, changed = current, False
+                next_check = min(next_check, engine.now() + engine.poll_interval)
+            slot_freed = self._slot_freed.is_set()
+            self._slot_freed.clear()
+            if changed or now >= next_check or (slot_freed and self._starved):
                 # The counter read before the claim: a commit that lands after the claim
                 # (another process's, or a client's) then still wakes the next wait.
                 counter = current
-                free = self._max - len(self._running)
-                round_ = await self._transact(
-                    functools.partial(
-                        claims.claim_round,
-                        flows=engine.flows,
-                        owner=self.worker_id,
-                        now=now,
-                        lease=engine.lease_duration,
-                        limit=free,
+                limit = self._reserve(0)
+                try:
+                    round_ = await self._transact(
+                        functools.partial(
+                            claims.claim_round,
+                            flows=engine.flows,
+                            owner=self.worker_id,
+                            now=now,
+                            lease=engine.lease_duration,
+                            limit=limit,
+                        ),
+                        durable=False,
                     )
-                )
-                for claim in round_.claims:
-                    self._start(claim)
+                finally:
+                    self._reserved -= limit
+                self._starved = len(round_.claims) >= limit
+                self._start_all(round_.claims)
                 # A cancel_turn in any process stops a running model call at the next
                 # commit anyone makes, not at the next lease renewal.
                 self._cancel(round_.cancel_requested)
@@ -176,7 +255,7 @@ class LocalWorker:
 
     def _start(self, claim: claims.Claim) -> None:
         flow = self._engine.flow(claim.flow_type)
-        running = _Running(claim.row, flow, None)
+        running = _Running(claim.row, flow, None, claim)
         self._running[claim.row.id] = running
         if claim.phase == "wait":
             coroutine = self._run_wait(flow, running)
@@ -188,7 +267,10 @@ class LocalWorker:
         running.task.add_done_callback(functools.partial(self._finished, claim.row.id))
 
     def _finished(self, key: int, task: asyncio.Task[None]) -> None:
-        self._running.pop(key, None)
+        running = self._running.get(key)
+        # A wait phase may hand its own execution on to its execute phase under the same key.
+        if running is not None and running.task is task:
+            del self._running[key]
         if not task.cancelled() and task.exception() is not None:
             # Only a store fault while stopping gets here: its lease lapses and it is taken over.
             logger.warning("an attempt ended without a result: %s", task.exception())
@@ -199,9 +281,7 @@ class LocalWorker:
         step = flow.step(row.step_type)
         try:
             options = flow.options(step, row.options)
-            snapshot = await self._read(
-                lambda tx: read_snapshot(tx, row.flow_id, flow.flow.schema, options.wait_loads)
-            )
+            snapshot = await self._claimed_state(running, options.wait_loads)
             state = StagedState(row.flow_id, SnapshotSource(snapshot), options.wait_loads)
             wait = await step.wait_for(
                 LocalWaitContext(row, state, engine.now()), flow.decode_input(step, row.input)
@@ -215,30 +295,37 @@ class LocalWorker:
         except Exception:
             logger.exception("wait phase of %s failed; it runs again", row.step_execution_id)
             await self._transact(
-                lambda tx: claims.retry_wait_phase(tx, row, engine.now(), WAIT_PHASE_RETRY_DELAY)
+                lambda tx: claims.retry_wait_phase(tx, row, engine.now(), WAIT_PHASE_RETRY_DELAY),
+                durable=False,
             )
             return
-        await self._transact(lambda tx: transitions.submit_wait(tx, row, wait, engine.now()))
+        await self._handing_off(
+            lambda tx, limit: handoff.submit_wait(
+                tx, flow, row, wait, engine.now(), engine.lease_duration, limit
+            ),
+            durable=False,
+        )
 
     async def _run_execute(self, flow: RegisteredFlow, running: _Running) -> None:
         engine, row = self._engine, running.row
         step = flow.step(row.step_type)
         options = running.options or step.options()
-        snapshot = await self._read(
-            lambda tx: read_snapshot(tx, row.flow_id, flow.flow.schema, options.loads)
-        )
+        # The claim read the state and the run ID (the spans' dex.run.id) with the lease.
+        snapshot = await self._claimed_state(running, options.loads)
         state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
 
-        async def beat(checkpoint: str | None) -> bool:
+        async def beat(checkpoint: str | None, events: list[str]) -> bool:
             return await engine.run(
                 lambda tx: claims.record_heartbeat(
-                    tx, row, checkpoint, checkpoint is None, engine.now()
+                    tx, flow, row, checkpoint, checkpoint is None, events, engine.now()
                 )
             )
 
         async def flush(events: list[str]) -> bool:
+            # Live events show progress; the attempt's commit holds its result.
             return await engine.run(
-                lambda tx: claims.append_events(tx, flow, row, events, engine.now())
+                lambda tx: claims.append_events(tx, flow, row, events, engine.now()),
+                durable=False,
             )
 
         context = LocalStepContext(
@@ -249,6 +336,7 @@ class LocalWorker:
             beat=beat,
             flush=flush,
             flush_interval=self._flush_interval,
+            run_id=running.run_id,
         )
         running.context = context
         try:
@@ -268,7 +356,8 @@ class LocalWorker:
                 # Live events stay even when the attempt fails, as in Dex: a UI keeps
                 # only the highest attempt's text, so it needs to see this one's.
                 await self._transact(
-                    lambda tx: claims.append_events(tx, flow, row, unsent, engine.now())
+                    lambda tx: claims.append_events(tx, flow, row, unsent, engine.now()),
+                    durable=False,
                 )
             failure: BaseException = error
             if isinstance(error, TimeoutError) and running.stop_reason is None:
@@ -288,8 +377,11 @@ class LocalWorker:
         if stream is not None and pending:
             state.events[:0] = [(stream, event) for event in pending]
         try:
-            committed = await self._transact(
-                lambda tx: transitions.commit_execute(tx, flow, row, state, decision, engine.now())
+            committed = await self._handing_off(
+                lambda tx, limit: handoff.commit_execute(
+                    tx, flow, row, state, decision, engine.now(), engine.lease_duration, limit
+                ),
+                durable=True,
             )
         except StoreError:
             raise  # only while stopping: the lease lapses and the attempt is taken over
@@ -307,8 +399,11 @@ class LocalWorker:
         self, flow: RegisteredFlow, row: ExecutionRow, error_type: str, detail: str
     ) -> None:
         engine = self._engine
-        await self._transact(
-            lambda tx: transitions.fail_attempt(tx, flow, row, error_type, detail, engine.now())
+        await self._handing_off(
+            lambda tx, limit: handoff.fail_attempt(
+                tx, flow, row, error_type, detail, engine.now(), engine.lease_duration, limit
+            ),
+            durable=True,
         )
 
     async def _after_cancel(self, running: _Running) -> None:
@@ -340,7 +435,8 @@ class LocalWorker:
                         ids=ids,
                         now=engine.now(),
                         lease=engine.lease_duration,
-                    )
+                    ),
+                    durable=False,
                 )
             except StoreError as error:
                 # The next renewal tries again; a lease that lapses meanwhile is taken over.
@@ -383,5 +479,6 @@ class LocalWorker:
                     flows=engine.flows,
                     owner=self.worker_id,
                     now=engine.now(),
-                )
+                ),
+                durable=False,
             )

@@ -41,7 +41,10 @@ def _version() -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=1024)
 def _span_context(traceparent: str) -> trace.SpanContext | None:
+    # The stored traceparents repeat (one root per activation is read by each of its
+    # Steps), and the propagator's parse builds a Context each time: cache the result.
     extracted = _PROPAGATOR.extract({"traceparent": traceparent})
     span_context = trace.get_current_span(extracted).get_span_context()
     return span_context if span_context.is_valid else None
@@ -113,8 +116,9 @@ def _attached(make: Any) -> Iterator[None]:
 class OpenTelemetrySessionTracer:
     """Emits the session's spans through ``tracer_provider`` (``None``: the global provider).
 
-    The tracer is looked up per span, so a global provider set after the Flow
-    was built still gets the spans.
+    The tracer is looked up at the first span and kept. A global provider set
+    after that still gets the spans: before the global provider is set, the API
+    hands out a proxy tracer that delegates to it once it is.
     """
 
     def __init__(
@@ -124,18 +128,23 @@ class OpenTelemetrySessionTracer:
     ) -> None:
         self._provider = tracer_provider
         self._version = version
+        self._cached: trace.Tracer | None = None
 
     @property
     def enabled(self) -> bool:
         return True
 
     def _tracer(self) -> trace.Tracer:
-        return trace.get_tracer(
-            INSTRUMENTATION_SCOPE,
-            _version(),
-            tracer_provider=self._provider,
-            schema_url=self._version.schema_url,
-        )
+        # Looking the tracer up builds a Tracer and its scope each time: a third of the
+        # cost of a span with the SDK (bench/tracing_overhead.py).
+        if self._cached is None:
+            self._cached = trace.get_tracer(
+                INSTRUMENTATION_SCOPE,
+                _version(),
+                tracer_provider=self._provider,
+                schema_url=self._version.schema_url,
+            )
+        return self._cached
 
     def start_span(
         self,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dex_agents.domain.messages import AgentMessage, MessageRole
-from dex_agents.ports.engine import StepContext
+from dex_agents.ports.engine import StepContext, step_run_id
 from dex_agents.ports.tracing import (
     AttributeValue,
     NoTracer,
@@ -54,6 +54,9 @@ def common_attributes(
         "dex.step.attempt": context.attempt,
         "gen_ai.operation.name": operation,
     }
+    run_id = step_run_id(context)
+    if run_id is not None:
+        attributes["dex.run.id"] = run_id
     if turn_id:
         attributes["dex.agent.turn.id"] = turn_id
     return attributes

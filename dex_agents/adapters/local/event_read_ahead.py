@@ -1,0 +1,39 @@
+"""Stream events read ahead: one store read serves a reader's next several events.
+
+A reader follows a session's Stream one event at a time, and each event it
+asks for would cost a read transaction. Events never change once written, so
+the events after the one asked for are kept, each under the ID of the event
+before it, and the reader's next calls are answered without the store. The
+cache is bounded, oldest entries first out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+
+from dex_agents.ports.flow_store import EventRow
+
+READ_AHEAD_EVENTS = 32
+"""How many events one store read fetches for a Stream reader."""
+
+_CAPACITY = 4096
+
+
+class EventReadAhead:
+    """The events read after the one a reader asked for, by ``(flow_id, previous event ID)``."""
+
+    def __init__(self, capacity: int = _CAPACITY) -> None:
+        self._capacity = capacity
+        self._next: OrderedDict[tuple[str, int], EventRow] = OrderedDict()
+
+    def take(self, flow_id: str, after: int) -> EventRow | None:
+        """The event after ``after`` if it was read ahead (and forget it: readers move on)."""
+        return self._next.pop((flow_id, after), None)
+
+    def keep(self, flow_id: str, events: list[EventRow]) -> None:
+        """Keep every event of a read but the first, each under its predecessor's ID."""
+        for previous, event in itertools.pairwise(events):
+            self._next[(flow_id, previous.id)] = event
+        while len(self._next) > self._capacity:
+            self._next.popitem(last=False)

@@ -1,0 +1,135 @@
+"""A worker keeps a session's next Steps: they are claimed in the commit that made them runnable.
+
+Without this, every Step costs a claim of its own: the worker commits a Step,
+sees the change, and takes a second write transaction to lease the next one.
+Here the commit that finishes a Step (or stores a wait) also decides the waits
+of the Step executions it created (``inline_waits``) and leases the ones that
+can run now to the committing worker, up to its free slots. A worker that dies
+after such a commit holds leases it never started, so they lapse and the same
+attempts are handed out again, as after any claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from dex_agents.adapters.local import claims, transitions
+from dex_agents.adapters.local.inline_waits import decide_wait_now
+from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.staged_state import StagedState
+from dex_agents.ports.engine import StepDecision, Wait
+from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus, FlowStatus, StoreTransaction
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """What a committing transaction did: whether it committed the attempt, and what it claimed.
+
+    ``complete`` is ``False`` when the claims filled every slot offered, so more of
+    the session may be runnable than was taken. ``cancel_requested`` names the
+    worker's running attempts of the session that the commit asked to stop.
+    """
+
+    committed: bool
+    claims: list[claims.Claim] = field(default_factory=list)
+    complete: bool = True
+    cancel_requested: set[int] = field(default_factory=set)
+
+
+def _handed(
+    tx: StoreTransaction, claimed: ExecutionRow, taken: list[claims.Claim], limit: int
+) -> HandOff:
+    running = tx.flow_executions(claimed.flow_id, [ExecutionStatus.RUNNING])
+    cancelled = {
+        row.id for row in running if row.cancel_requested and row.lease_owner == claimed.lease_owner
+    }
+    return HandOff(True, taken, complete=len(taken) < limit, cancel_requested=cancelled)
+
+
+def hand_off(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    flow_id: str,
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> list[claims.Claim]:
+    """Decide the new waits of a Flow run, then lease up to ``limit`` of its runnable executions."""
+    flow_row = tx.get_flow(flow_id)
+    if flow_row is None or flow_row.status is not FlowStatus.RUNNING:
+        return []
+    runnable = (ExecutionStatus.PENDING_WAIT, ExecutionStatus.READY)
+    taken: list[claims.Claim] = []
+    for row in tx.flow_executions(flow_id, list(runnable)):
+        if row.status is ExecutionStatus.PENDING_WAIT and not row.cancel_requested:
+            wait = decide_wait_now(tx, flow, row, now)
+            if wait is not None:
+                transitions.store_wait(tx, row, wait, now)
+        if row.status not in runnable or len(taken) >= limit:
+            continue
+        if row.not_before is not None and row.not_before > now:
+            continue  # a retry's delay has not passed
+        claim = claims.take(tx, flow, row, owner, now, lease)
+        if claim is not None:
+            taken.append(claim)
+    return taken
+
+
+def commit_execute(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    claimed: ExecutionRow,
+    staged: StagedState,
+    decision: StepDecision,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> HandOff:
+    """``transitions.commit_execute``, then the hand-off; not ``committed`` if the lease was lost."""
+    if not transitions.commit_execute(tx, flow, claimed, staged, decision, now):
+        return HandOff(False)
+    owner = claimed.lease_owner or ""
+    return _handed(
+        tx, claimed, hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit), limit
+    )
+
+
+def submit_wait(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    claimed: ExecutionRow,
+    wait: Wait,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> HandOff:
+    """``transitions.submit_wait``, then the hand-off: a wait ready at once runs at once."""
+    if transitions.holds_lease(tx, claimed) is None:
+        return HandOff(False)
+    transitions.submit_wait(tx, claimed, wait, now)
+    owner = claimed.lease_owner or ""
+    return _handed(
+        tx, claimed, hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit), limit
+    )
+
+
+def fail_attempt(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    claimed: ExecutionRow,
+    error_type: str,
+    detail: str,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> HandOff:
+    """``transitions.fail_attempt``, then the hand-off of a failure Step it started."""
+    if transitions.holds_lease(tx, claimed) is None:
+        return HandOff(False)
+    transitions.fail_attempt(tx, flow, claimed, error_type, detail, now)
+    owner = claimed.lease_owner or ""
+    return _handed(
+        tx, claimed, hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit), limit
+    )

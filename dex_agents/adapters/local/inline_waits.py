@@ -1,0 +1,48 @@
+"""A new Step execution's wait, decided in the commit that creates it.
+
+A wait phase only reads state. So the transaction that creates a Step
+execution can run that Step's ``wait_for`` on the state it is about to commit
+and store the wait with it: one commit instead of a claim, a snapshot read and
+a second commit, and no other commit can land in between. A ``wait_for`` that
+suspends (awaits real I/O) or raises is left to a worker's wait phase, which
+runs it as before and logs what it raised.
+"""
+
+from __future__ import annotations
+
+import inspect
+from datetime import datetime
+
+from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.staged_state import SnapshotSource, StagedState, read_snapshot
+from dex_agents.adapters.local.step_context import LocalWaitContext
+from dex_agents.ports.engine import Wait
+from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
+
+
+def decide_wait_now(
+    tx: StoreTransaction, flow: RegisteredFlow, row: ExecutionRow, now: datetime
+) -> Wait | None:
+    """The execution's ``Wait`` when its ``wait_for`` finishes without suspending, else ``None``."""
+    step = flow.step(row.step_type)
+    options = flow.options(step, row.options)
+    # A store error while reading is the transaction's, so it is not caught here.
+    snapshot = read_snapshot(tx, row.flow_id, flow.flow.schema, options.wait_loads)
+    state = StagedState(row.flow_id, SnapshotSource(snapshot), options.wait_loads)
+    try:
+        awaitable = step.wait_for(
+            LocalWaitContext(row, state, now), flow.decode_input(step, row.input)
+        )
+    except Exception:
+        return None  # the wait phase runs it again and logs the error
+    if not inspect.iscoroutine(awaitable):
+        return None
+    try:
+        awaitable.send(None)
+    except StopIteration as stop:
+        return stop.value if isinstance(stop.value, Wait) else None
+    except Exception:
+        return None
+    # It suspended: it waits on something outside the store, so a worker runs it.
+    awaitable.close()
+    return None
