@@ -10,6 +10,7 @@ framework's own request (``estimate_stored_input_tokens``,
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -304,6 +305,22 @@ _BLOCK_SEPARATOR = "\n\n"
 
 
 def _utf8_len(text: str) -> int:
+    # Every model call estimates the whole conversation again, so short texts (most
+    # messages) are remembered; long ones are measured anew, so the cache stays small.
+    if len(text) <= _REMEMBERED_TEXT_LENGTH:
+        return _remembered_utf8_len(text)
+    return _encoded_len(text)
+
+
+_REMEMBERED_TEXT_LENGTH = 8192
+
+
+@functools.lru_cache(maxsize=8192)
+def _remembered_utf8_len(text: str) -> int:
+    return _encoded_len(text)
+
+
+def _encoded_len(text: str) -> int:
     # surrogatepass: a tool's text may hold lone surrogates, which only estimates see raw.
     return len(text.encode("utf-8", "surrogatepass"))
 

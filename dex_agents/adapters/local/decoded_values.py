@@ -5,7 +5,7 @@ session (snapshots, pages, compaction) load every kept chunk, so the same JSON
 text was decoded again for every Step of every turn: the work grew with the
 session. A stored message never changes at its key, and a chunk that rolled
 over is immutable, so their decoded values are shared, keyed by their exact
-text. Only frozen values made of immutable parts are cached (``CACHED_TYPES``);
+text. The message index changes every turn but is read by every Step of it. Only frozen values made of immutable parts are cached (``CACHED_TYPES``);
 anything holding a ``dict`` is decoded afresh, so no caller can change another's.
 """
 
@@ -15,13 +15,13 @@ import threading
 from collections import OrderedDict
 from typing import Any, TypeVar
 
-from dex_agents.domain.message_index import AgentMessageChunk
+from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.wire import from_json
 
 T = TypeVar("T")
 
-CACHED_TYPES: frozenset[type[Any]] = frozenset({AgentMessage, AgentMessageChunk})
+CACHED_TYPES: frozenset[type[Any]] = frozenset({AgentMessage, AgentMessageChunk, AgentMessageIndex})
 """The value types whose decoded values are shared: frozen, and immutable all the way down."""
 
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024

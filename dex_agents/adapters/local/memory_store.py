@@ -51,6 +51,8 @@ class _Tables:
     pending: dict[tuple[str, str], dict[str, set[int]]] = field(default_factory=dict)
     executions: dict[int, ExecutionRow] = field(default_factory=dict)
     active: set[int] = field(default_factory=set)
+    # The active executions of each Flow run, so a session's waits are found without its history.
+    active_by_flow: dict[str, set[int]] = field(default_factory=dict)
     flow_executions: dict[str, list[int]] = field(default_factory=dict)
     step_counters: dict[tuple[str, str], int] = field(default_factory=dict)
     locks: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -209,13 +211,13 @@ class _MemoryTransaction(StoreTransaction):
     # Step executions
     def _store_execution(self, row: ExecutionRow) -> None:
         self._put(self._t.executions, row.id, row)
-        active = self._t.active
-        if row.status.is_final and row.id in active:
-            active.discard(row.id)
-            self.undo.append(partial(active.add, row.id))
-        elif not row.status.is_final and row.id not in active:
-            active.add(row.id)
-            self.undo.append(partial(active.discard, row.id))
+        for active in (self._t.active, self._t.active_by_flow.setdefault(row.flow_id, set())):
+            if row.status.is_final and row.id in active:
+                active.discard(row.id)
+                self.undo.append(partial(active.add, row.id))
+            elif not row.status.is_final and row.id not in active:
+                active.add(row.id)
+                self.undo.append(partial(active.discard, row.id))
 
     def insert_execution(self, row: ExecutionRow) -> int:
         stored = normalized_execution(row)
@@ -247,6 +249,10 @@ class _MemoryTransaction(StoreTransaction):
         joining = self._t.flow_executions.setdefault(new_flow, [])
         bisect.insort(joining, execution_id)
         self.undo.append(partial(joining.remove, execution_id))
+        was_active = self._t.active_by_flow.get(old_flow, set())
+        if execution_id in was_active:
+            was_active.discard(execution_id)
+            self.undo.append(partial(was_active.add, execution_id))
 
     def _active_rows(self, statuses: Sequence[ExecutionStatus]) -> list[ExecutionRow]:
         rows = (self._t.executions[i] for i in sorted(self._t.active))
@@ -255,7 +261,11 @@ class _MemoryTransaction(StoreTransaction):
     def flow_executions(
         self, flow_id: str, statuses: Sequence[ExecutionStatus] | None = None
     ) -> Sequence[ExecutionRow]:
-        rows = (self._t.executions[i] for i in self._t.flow_executions.get(flow_id, []))
+        if statuses is not None and not any(status.is_final for status in statuses):
+            ids: Sequence[int] = sorted(self._t.active_by_flow.get(flow_id, ()))
+        else:
+            ids = self._t.flow_executions.get(flow_id, [])
+        rows = (self._t.executions[i] for i in ids)
         return [replace(row) for row in rows if statuses is None or row.status in statuses]
 
     def _flow_running(self, flow_id: str) -> bool:

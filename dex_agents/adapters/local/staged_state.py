@@ -266,7 +266,7 @@ class StagedState:
     def get(self, attribute: AttributeDef[T]) -> T | None:
         """The Attribute's value, or ``None`` when it is unset."""
         text = self._read(attribute.name, _SINGLETON)
-        return None if text is None else from_json(text, attribute.value_type)
+        return None if text is None else DECODED.decode(text, attribute.value_type)
 
     def get_instance(self, attribute_map: AttributeMapDef[T], key: str) -> T | None:
         """One loaded AttributeMap instance's value, or ``None`` when it is unset."""
