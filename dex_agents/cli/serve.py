@@ -9,6 +9,7 @@ or ``--token-file``): the console is a remote control for the agents.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 from dex_agents.cli import terminal
@@ -43,7 +44,7 @@ async def run_serve(
     try:
         import uvicorn
 
-        from dex_agents.console import create_console_app
+        from dex_agents.console import close_event_streams, create_console_app
         from dex_agents.console.security import (
             TOKEN_ENV,
             ConsoleConfigError,
@@ -69,5 +70,13 @@ async def run_serve(
     )
     print(f"dex-agents console: {console_url(host, port, token)}", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws="none")
-    await uvicorn.Server(config).serve()
+
+    class ConsoleServer(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # uvicorn waits for every open response before it stops, and an event
+            # stream never ends by itself: end them, or Ctrl-C waits for the browsers.
+            close_event_streams(app)
+            await super().shutdown(sockets)
+
+    await ConsoleServer(config).serve()
     return 0

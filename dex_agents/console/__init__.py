@@ -1,14 +1,22 @@
 """The session console: see every session of a database in a browser, and steer it.
 
 ``create_console_app(db, flows, token=..., authorize=...)`` is a Starlette ASGI
-app; ``dex-agents serve`` runs it under uvicorn with the demo agent. It needs
+app; ``dex-agents serve`` runs it under uvicorn with the demo agent, and calls
+``close_event_streams(app)`` when it stops, because open event streams never
+end by themselves. It needs
 the ``console`` extra (``starlette``, ``uvicorn``). The page is plain HTML, CSS
 and JavaScript in ``static/``, with no build step.
 """
 
 from __future__ import annotations
 
-from dex_agents.console.app import STATIC_DIR, Authorize, allow_all, create_console_app
+from dex_agents.console.app import (
+    STATIC_DIR,
+    Authorize,
+    allow_all,
+    close_event_streams,
+    create_console_app,
+)
 from dex_agents.console.security import (
     CSRF_HEADER,
     TOKEN_COOKIE,
@@ -26,6 +34,7 @@ __all__ = [
     "Authorize",
     "ConsoleConfigError",
     "allow_all",
+    "close_event_streams",
     "create_console_app",
     "is_loopback_host",
     "load_console_token",

@@ -9,7 +9,8 @@ under the application's ``authorize`` hook):
 - ``POST /api/sessions``: start a session of a Flow this process serves.
 - ``GET /api/sessions/{id}/snapshot``: ``read_agent_event_stream_snapshot`` JSON
   plus ``console`` (Flow type, whether it is writable, status).
-- ``GET /api/sessions/{id}/events``: the session's ``AgentEvents`` as SSE.
+- ``GET /api/sessions/{id}/events``: the session's ``AgentEvents`` as SSE, until
+  ``close_event_streams(app)`` (503 after it).
 - ``POST /api/sessions/{id}/controls/{name}``: one of ``actions.CONTROLS``;
   answers ``{"ok": bool, "reason": str | null}``.
 """
@@ -41,7 +42,7 @@ from starlette.staticfiles import StaticFiles
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.console.actions import CONTROLS, ControlInputError, run_control
-from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, inbox_order, open_catalog
+from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, open_catalog
 from dex_agents.console.security import (
     TOKEN_COOKIE,
     bearer_token,
@@ -50,6 +51,7 @@ from dex_agents.console.security import (
     is_loopback_host,
     token_matches,
 )
+from dex_agents.console.streams import StreamGate
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.ports.errors import FlowAlreadyStartedError, FlowNotFoundError
 from dex_agents.ui_stream import (
@@ -110,6 +112,17 @@ def _refusal(request: Request, token: str | None) -> Response | None:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+def close_event_streams(app: Starlette) -> None:
+    """End every open event stream of console ``app``; refuse new ones (503). Idempotent.
+
+    Call it when the server starts to stop: the streams never end by themselves,
+    and a server such as uvicorn waits for open responses before it stops. Each
+    browser reconnects by itself, to the next server on the same address.
+    """
+    gate: StreamGate = app.state.event_stream_gate
+    gate.close()
+
+
 def create_console_app(
     db: str | os.PathLike[str],
     flows: Sequence[AgentSessionFlow] = (),
@@ -132,6 +145,7 @@ def create_console_app(
     """
     if token is not None and not token:
         raise ValueError("token must not be empty")
+    gate = StreamGate()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -176,13 +190,10 @@ def create_console_app(
 
     async def list_sessions(request: Request) -> Response:
         catalog = catalog_of(request)
-        rows = []
-        for info in await catalog.list_sessions():
-            if await authorize(request, info.flow_id):
-                rows.append(await catalog.inbox_row(info))
+        rows = [row for row in await catalog.inbox() if await authorize(request, row.session_id)]
         return JSONResponse(
             {
-                "sessions": [row.to_json() for row in inbox_order(rows)],
+                "sessions": [row.to_json() for row in rows],
                 "flow_types": catalog.writable_flow_types,
             }
         )
@@ -230,6 +241,8 @@ def create_console_app(
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     async def events(request: Request) -> Response:
+        if gate.closed:
+            return PlainTextResponse("the console is stopping", status_code=503)
         entry = await session_flow(request)
         if isinstance(entry, Response):
             return entry
@@ -246,7 +259,7 @@ def create_console_app(
             )
         except InvalidAgentEventResumeTokenError:
             return Response(status_code=400)
-        return StreamingResponse(frames, headers=dict(AGENT_EVENT_STREAM_HEADERS))
+        return StreamingResponse(gate.passing(frames), headers=dict(AGENT_EVENT_STREAM_HEADERS))
 
     async def json_body(request: Request) -> dict[str, Any] | Response:
         raw = await request.body()
@@ -331,4 +344,6 @@ def create_console_app(
         Route("/api/sessions/{session_id}/controls/{name}", guarded(control), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.event_stream_gate = gate
+    return app

@@ -9,6 +9,7 @@ the file after the console opened it are listed from their Flow runs alone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -97,6 +98,8 @@ class SessionCatalog:
     def __init__(self, reader: LocalRuntime, flows: Sequence[ConsoleFlow]) -> None:
         self._reader = reader
         self._flows = {entry.flow.flow_type: entry for entry in flows}
+        self._inbox: tuple[int, list[InboxRow]] | None = None
+        self._inbox_lock = asyncio.Lock()
 
     @property
     def writable_flow_types(self) -> list[str]:
@@ -132,23 +135,52 @@ class SessionCatalog:
             return None
         return snapshot if isinstance(snapshot, AgentSnapshot) else None
 
-    async def last_activity(self, info: FlowInfo) -> datetime:
-        """When a Step of the session was last scheduled or finished (its start before any)."""
+    async def last_activities(self, infos: Sequence[FlowInfo]) -> dict[str, datetime]:
+        """When a Step of each session was last scheduled or finished (its start before any).
 
-        def newest(tx: StoreTransaction) -> datetime | None:
-            times = [
-                moment
-                for row in tx.flow_executions(info.flow_id)
-                for moment in (row.created_at, row.finished_at)
-                if moment is not None
-            ]
-            return max(times, default=None)
+        One read for them all: the inbox asks for every session at once.
+        """
 
-        found = await self._reader.flow_client.engine.read(newest)
-        return found or info.started_at
+        def newest(tx: StoreTransaction) -> dict[str, datetime]:
+            found: dict[str, datetime] = {}
+            for info in infos:
+                times = [
+                    moment
+                    for row in tx.flow_executions(info.flow_id)
+                    for moment in (row.created_at, row.finished_at)
+                    if moment is not None
+                ]
+                found[info.flow_id] = max(times, default=info.started_at)
+            return found
 
-    async def inbox_row(self, info: FlowInfo) -> InboxRow:
-        """The inbox row of one session."""
+        activities: dict[str, datetime] = await self._reader.flow_client.engine.read(newest)
+        return activities
+
+    async def inbox(self) -> list[InboxRow]:
+        """Every session's inbox row, in ``inbox_order``, rebuilt only after the file changed.
+
+        Pages poll the inbox every few seconds, and a row costs a snapshot read
+        per session; while the store's change counter (any commit, by any
+        process) stays put, the rows of the last build are still exact.
+        """
+        engine = self._reader.flow_client.engine
+        # One build at a time: pages that poll together share it.
+        async with self._inbox_lock:
+            # Read before building: a change during the build makes the next call rebuild.
+            counter = await engine.change_counter()
+            if self._inbox is not None and self._inbox[0] == counter:
+                return self._inbox[1]
+            infos = await self.list_sessions()
+            activities = await self.last_activities(infos)
+            rows = [await self.inbox_row(info, activities[info.flow_id]) for info in infos]
+            ordered = inbox_order(rows)
+            self._inbox = (counter, ordered)
+            return ordered
+
+    async def inbox_row(self, info: FlowInfo, last_activity: datetime | None = None) -> InboxRow:
+        """The inbox row of one session; ``last_activity`` when the caller read it already."""
+        if last_activity is None:
+            last_activity = (await self.last_activities([info]))[info.flow_id]
         snapshot = await self.snapshot(info)
         entry = self._flows.get(info.flow_type)
         attention = None if snapshot is None else session_attention(snapshot)
@@ -168,7 +200,7 @@ class SessionCatalog:
             status=status,
             attention=None if attention is None or info.status != "running" else str(attention),
             waits_for=None if snapshot is None else _waits_for(snapshot),
-            last_activity=await self.last_activity(info),
+            last_activity=last_activity,
             writable=entry is not None and entry.writable and info.status == "running",
             rank=rank,
         )

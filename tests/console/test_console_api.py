@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
@@ -12,7 +13,12 @@ from dex_agents.cli.database import demo_flow
 from dex_agents.cli.demo_agent import build_demo_agent
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.serve import run_serve
-from dex_agents.console import TOKEN_ENV, create_console_app, load_console_token
+from dex_agents.console import (
+    TOKEN_ENV,
+    close_event_streams,
+    create_console_app,
+    load_console_token,
+)
 from dex_agents.console.security import cross_site_refusal, host_header_name, is_loopback_host
 from dex_agents.local import LocalRuntime
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot, texts
@@ -249,3 +255,47 @@ async def test_authorize_hides_and_refuses_sessions(tmp_path: Path) -> None:
         inbox = (await client.get("/api/sessions")).json()
         assert [row["session_id"] for row in inbox["sessions"]] == ["mine-1"]
         assert (await client.get("/api/sessions/yours-1/snapshot")).status_code == 403
+
+
+async def test_close_event_streams_ends_open_streams_and_refuses_new_ones(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        await client.post(
+            "/api/sessions",
+            json={"session_id": "s", "message": "where is order 7"},
+            headers=CONTROL_HEADERS,
+        )
+        async with client.stream("GET", "/api/sessions/s/events") as response:
+            chunks = response.aiter_text()
+            assert await anext(chunks)  # a frame or a keep-alive: the stream is open
+            close_event_streams(app)
+            # It ends now: otherwise the stream's 15-second long polls would hold it open.
+            async with asyncio.timeout(5):
+                async for _ in chunks:
+                    pass
+        refused = await client.get("/api/sessions/s/events")
+        assert refused.status_code == 503
+
+
+async def test_the_inbox_shows_what_another_process_wrote_since_the_last_request(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.sqlite3"
+    app = create_console_app(db, [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        await client.post("/api/sessions", json={"session_id": "first"}, headers=CONTROL_HEADERS)
+        listed = await client.get("/api/sessions")
+        assert [row["session_id"] for row in listed.json()["sessions"]] == ["first"]
+        # Another runtime on the file stands for another process: its commit is the only
+        # change, and the console's worker runs the session it starts.
+        flow = demo_flow()
+        async with LocalRuntime(db, [flow], workers=0, create=False) as other:
+            await other.sessions(flow).start_session("second", "refund order 8 $2")
+        body = await eventually(
+            lambda: client.get("/api/sessions"),
+            lambda response: (
+                len(response.json()["sessions"]) == 2
+                and response.json()["sessions"][0]["attention"] == "approval"
+            ),
+        )
+        assert body.json()["sessions"][0]["session_id"] == "second"

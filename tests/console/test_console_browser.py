@@ -1,8 +1,4 @@
-"""The console in a real Chromium: a refund approved from the page, and a screenshot.
-
-Needs ``/usr/bin/chromium`` (Debian's ``chromium`` package); Playwright drives
-it as is, with no browser download. Without it the test skips, naming why.
-"""
+"""The console in a real Chromium: a refund approved from the page, and a screenshot."""
 
 from __future__ import annotations
 
@@ -10,33 +6,21 @@ import os
 from pathlib import Path
 
 import httpx
-import pytest
+from playwright.async_api import expect
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
+from tests.console.browser import WAIT_MS, browser_page, needs_chromium
 from tests.console.support import CONTROL_HEADERS, serve_console
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
 SCREENSHOT_ENV = "DEX_AGENTS_CONSOLE_SCREENSHOT"
 """Set to 1 to write ``docs/console.png`` from this test."""
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="no /usr/bin/chromium: apt-get install -y chromium"
-)
+pytestmark = needs_chromium
 
 
 async def test_approve_from_the_page_and_the_tools_result_appears(tmp_path: Path) -> None:
-    from playwright.async_api import async_playwright, expect
-
     app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
         await client.post(
@@ -44,32 +28,25 @@ async def test_approve_from_the_page_and_the_tools_result_appears(tmp_path: Path
             json={"session_id": "where", "message": "where is order 7"},
             headers=CONTROL_HEADERS,
         )
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+        async with browser_page() as page:
+            await page.goto(url + "/")
+            await page.fill("#new-id", "refund-7")
+            await page.fill("#new-message", "refund order 7 $5")
+            await page.click("#new-session button[type=submit]")
+            await page.wait_for_url("**/sessions/refund-7")
+            approve = page.locator("[data-approve]")
+            await expect(approve).to_be_visible(timeout=WAIT_MS)
+            await page.goto(url + "/")
+            row = page.locator("#inbox tbody tr").first
+            await expect(row).to_contain_text("refund-7", timeout=10_000)
+            await expect(row).to_contain_text("approval of refund_order")
+            await row.locator("a").click()
+            await expect(approve).to_be_visible(timeout=WAIT_MS)
+            if os.environ.get(SCREENSHOT_ENV) == "1":
+                await page.screenshot(path=str(SCREENSHOT), full_page=True)
+            await approve.click()
+            await expect(page.locator("#notice")).to_have_text("approved")
+            await expect(page.locator("#messages")).to_contain_text(
+                "refunded 500 cents on order 7", timeout=WAIT_MS
             )
-            try:
-                page = await browser.new_page(viewport={"width": 1200, "height": 760})
-                await page.goto(url + "/")
-                await page.fill("#new-id", "refund-7")
-                await page.fill("#new-message", "refund order 7 $5")
-                await page.click("#new-session button[type=submit]")
-                await page.wait_for_url("**/sessions/refund-7")
-                approve = page.locator("[data-approve]")
-                await expect(approve).to_be_visible(timeout=15_000)
-                await page.goto(url + "/")
-                row = page.locator("#inbox tbody tr").first
-                await expect(row).to_contain_text("refund-7", timeout=10_000)
-                await expect(row).to_contain_text("approval of refund_order")
-                await row.locator("a").click()
-                await expect(approve).to_be_visible(timeout=15_000)
-                if os.environ.get(SCREENSHOT_ENV) == "1":
-                    await page.screenshot(path=str(SCREENSHOT), full_page=True)
-                await approve.click()
-                await expect(page.locator("#notice")).to_have_text("approved")
-                await expect(page.locator("#messages")).to_contain_text(
-                    "refunded 500 cents on order 7", timeout=15_000
-                )
-                await expect(page.locator("[data-approve]")).to_have_count(0)
-            finally:
-                await browser.close()
+            await expect(page.locator("[data-approve]")).to_have_count(0)

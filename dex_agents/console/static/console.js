@@ -4,6 +4,7 @@
 
 const CONTROL_HEADERS = { "Content-Type": "application/json", "X-Dex-Agents-Console": "1" };
 const INBOX_POLL_MS = 2000;
+const RETRY_MS = 1000; // after a lost stream or a failed snapshot: a local server restarts in seconds
 const GAP_MS = 20000; // a timer late by this much means the machine slept: reload
 const TERMINAL_EVENTS = new Set(["turn_completed", "turn_failed", "turn_steered", "turn_cancelled"]);
 
@@ -96,12 +97,19 @@ function startInbox(main) {
   } }, el("select", { id: "new-flow" }), id, message, el("label", {}, plan, " plan mode"),
   el("button", { class: "primary", type: "submit" }, "Start session"));
   main.replaceChildren(el("h1", {}, "Sessions"), el("div", { id: "inbox-holder" }), el("h2", {}, "New session"), form);
+  let lost = false; // the last refresh failed: the next one that works says "reconnected"
   const refresh = async () => {
-    try { renderInbox(main, await getJson("/api/sessions")); }
-    catch (error) { notice(`Cannot list sessions: ${error.message}`, "bad"); }
+    try {
+      renderInbox(main, await getJson("/api/sessions"));
+      if (lost) { lost = false; notice("reconnected", "good"); }
+    } catch (error) {
+      lost = true;
+      notice(`Cannot list sessions: ${error.message}; retrying…`, "bad");
+    }
   };
-  refresh();
-  setInterval(refresh, INBOX_POLL_MS);
+  // The next refresh waits for this one: with many sessions a rebuild can take longer than the period.
+  const loop = async () => { await refresh(); setTimeout(loop, INBOX_POLL_MS); };
+  loop();
 }
 
 // ---- One session -----------------------------------------------------------
@@ -116,6 +124,8 @@ class SessionView {
     this.live = new Map(); // step_execution_id -> {attempt, turn_id, text, reasoning, stored}
     this.toolStatus = new Map(); // tool_call_id -> status seen on the stream
     this.softTimer = null;
+    this.retryTimer = null;
+    this.lost = false; // the last stream or snapshot failed: the next snapshot says "reconnected"
     this.lastTick = Date.now();
   }
 
@@ -129,12 +139,15 @@ class SessionView {
   }
 
   // The snapshot again, and the stream again from its token: the token replays the active turn.
+  // Until the server answers again (a restart, a dropped network), it tries every RETRY_MS.
   async hardReload() {
+    clearTimeout(this.retryTimer);
     if (this.events) { this.events.close(); this.events = null; }
     this.live.clear();
     this.toolStatus.clear();
     const data = await this.loadSnapshot();
     if (data) this.openEvents(data.resume_token);
+    else this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
   }
 
   // The snapshot only: the stream and the live text go on.
@@ -147,24 +160,31 @@ class SessionView {
     try {
       this.data = await getJson(`${this.base}/snapshot`);
     } catch (error) {
-      notice(`Cannot load the session: ${error.message}`, "bad");
+      this.lost = true;
+      notice(`Cannot load the session: ${error.message}; reconnecting…`, "bad");
       return null;
     }
+    if (this.lost) { this.lost = false; notice("reconnected", "good"); }
     this.render();
     return this.data;
   }
 
   openEvents(token) {
     const url = `${this.base}/events?resume_token=${encodeURIComponent(token || "")}`;
+    if (this.events) this.events.close();
     const source = new EventSource(url);
     this.events = source;
     source.onmessage = (message) => this.apply(JSON.parse(message.data));
     source.onerror = () => {
-      // A refused token (400) or a dropped connection: rebuild from a fresh snapshot.
+      // A refused token (400), a stopping server (503) or a dropped connection:
+      // rebuild from a fresh snapshot, and say so until it is back.
       if (this.events !== source) return;
       source.close();
       this.events = null;
-      setTimeout(() => this.hardReload(), 1000);
+      this.lost = true;
+      notice("Lost the session's live stream: reconnecting…", "bad");
+      clearTimeout(this.retryTimer);
+      this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
     };
   }
 

@@ -1,0 +1,87 @@
+"""Scripted agents for the console's browser tests: one that asks two questions, one that plans.
+
+Both run on the built-in loop with a ``ScriptedModelClient``, so every turn is
+deterministic and needs no key; only the model is scripted, the session is real.
+"""
+
+from __future__ import annotations
+
+import json
+
+from dex_agents.app.builtin_loop.definition import AgentDefinition
+from dex_agents.app.builtin_loop.scripted_model import (
+    ScriptedModelClient,
+    ScriptedModelReply,
+    ScriptedToolCall,
+)
+from dex_agents.builtin_loop import builtin_agent_session_flow
+from dex_agents.composition.session_flow import AgentSessionFlow
+from dex_agents.domain.builtin_tools import BuiltInTool
+from dex_agents.domain.model_io import ModelRequest
+
+SPEED_QUESTION = "Which shipping speed?"
+SPEEDS = ("standard", "express")
+NOTE_QUESTION = "Any note for the courier?"
+PLAN_TASKS = ("Back up the database", "Run the migration")
+APPROVED_PLAN_TEXT = "The user approved plan revision"
+"""How the session's executing turn's user message starts, after ``[Dex]``."""
+
+
+def shipping_answer(speed: str, note: str) -> str:
+    """What the question agent answers once both questions are answered."""
+    return f"Shipping {speed}; note for the courier: {note}"
+
+
+def _answers(request: ModelRequest) -> list[str]:
+    answers = []
+    for result in ScriptedModelClient.tool_results(request):
+        value = json.loads(result.output)
+        answers.append(str(value["answer"]) if value.get("status") == "answered" else "")
+    return answers
+
+
+def _ask_twice(request: ModelRequest) -> ScriptedModelReply:
+    # One turn: a question with fixed choices only, then one in free text, then the answer.
+    answers = _answers(request)
+    if not answers:
+        speed = {"question": SPEED_QUESTION, "choices": list(SPEEDS), "allows_free_text": False}
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall(BuiltInTool.ASK_USER, speed),))
+    if len(answers) == 1:
+        note = {"question": NOTE_QUESTION}
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall(BuiltInTool.ASK_USER, note),))
+    return ScriptedModelReply(text=shipping_answer(answers[0], answers[1]))
+
+
+def question_flow() -> AgentSessionFlow:
+    """``ShippingAgent``: asks for a speed (choices only), then a note (free text), then answers."""
+    definition = AgentDefinition(
+        name="shipping",
+        instructions="Ask how to ship.",
+        model=ScriptedModelClient(_ask_twice),
+        built_in_tools=frozenset({BuiltInTool.ASK_USER}),
+    )
+    return builtin_agent_session_flow(definition, flow_type="ShippingAgent")
+
+
+def _plan(request: ModelRequest) -> ScriptedModelReply:
+    texts = ScriptedModelClient.user_texts(request)
+    executing = bool(texts) and APPROVED_PLAN_TEXT in texts[-1]
+    if ScriptedModelClient.tool_results(request):
+        if executing:
+            return ScriptedModelReply(text="Migrated: every task is completed.")
+        return ScriptedModelReply(text="Here is the draft: review it, then execute it.")
+    status = "completed" if executing else "pending"
+    todos = {"todos": [{"content": task, "status": status} for task in PLAN_TASKS]}
+    return ScriptedModelReply(tool_calls=(ScriptedToolCall(BuiltInTool.WRITE_TODOS, todos),))
+
+
+def plan_flow() -> AgentSessionFlow:
+    """``MigrationAgent`` in plan mode: drafts two pending tasks, and completes both when run."""
+    definition = AgentDefinition(
+        name="migration",
+        instructions="Plan the migration, then run it.",
+        model=ScriptedModelClient(_plan),
+        built_in_tools=frozenset({BuiltInTool.WRITE_TODOS}),
+        plan_mode_enabled=True,
+    )
+    return builtin_agent_session_flow(definition, flow_type="MigrationAgent")

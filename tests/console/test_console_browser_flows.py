@@ -1,0 +1,84 @@
+"""The console in a real Chromium: questions answered and a draft plan executed from the page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from playwright.async_api import expect
+
+from dex_agents.console import create_console_app
+from tests.console.agents import (
+    NOTE_QUESTION,
+    PLAN_TASKS,
+    SPEED_QUESTION,
+    SPEEDS,
+    plan_flow,
+    question_flow,
+    shipping_answer,
+)
+from tests.console.browser import WAIT_MS, needs_chromium, serve_console_and_page
+from tests.console.support import snapshot, texts
+
+pytestmark = needs_chromium
+
+
+async def test_questions_are_answered_from_the_page_by_choice_and_in_free_text(
+    tmp_path: Path,
+) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [question_flow()])
+    async with serve_console_and_page(app) as (url, page):
+        await page.fill("#new-id", "ship-1")
+        await page.fill("#new-message", "ship my parcel")
+        await page.click("#new-session button[type=submit]")
+        await page.wait_for_url("**/sessions/ship-1")
+        card = page.locator(".card.attention")
+        await expect(card).to_contain_text(SPEED_QUESTION, timeout=WAIT_MS)
+        # Choices only: one button per choice, and no box for free text.
+        for speed in SPEEDS:
+            await expect(card.get_by_role("button", name=speed, exact=True)).to_be_visible()
+        await expect(card.locator("input[type=text]")).to_have_count(0)
+        await card.get_by_role("button", name="express", exact=True).click()
+        await expect(page.locator("#notice")).to_have_text("answered")
+        await expect(card).to_contain_text(NOTE_QUESTION, timeout=WAIT_MS)
+        await card.locator("input[type=text]").fill("leave it at the door")
+        await card.get_by_role("button", name="Answer", exact=True).click()
+        answer = shipping_answer("express", "leave it at the door")
+        await expect(page.locator("#messages")).to_contain_text(answer, timeout=WAIT_MS)
+        await expect(page.locator(".card.attention")).to_have_count(0)
+        await expect(page.locator("#status")).to_have_text("waiting for a message")
+        await expect(page.locator("#steer")).to_be_disabled()
+        async with httpx.AsyncClient(base_url=url) as client:
+            body = await snapshot(client, "ship-1")
+        assert body["snapshot"]["pending_interrupts"] == []
+        assert answer in texts(body)
+
+
+async def test_a_draft_plan_is_reviewed_and_executed_from_the_page(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [plan_flow()])
+    async with serve_console_and_page(app) as (url, page):
+        await page.fill("#new-id", "migrate-1")
+        await page.fill("#new-message", "migrate the orders table")
+        await page.check("#new-plan")
+        await page.click("#new-session button[type=submit]")
+        await page.wait_for_url("**/sessions/migrate-1")
+        heading = page.get_by_role("heading", name="Plan (revision")
+        await expect(heading).to_have_text("Plan (revision 1, draft)", timeout=WAIT_MS)
+        for task in PLAN_TASKS:
+            await expect(page.get_by_text(f"[pending] {task}")).to_be_visible()
+        execute = page.locator("#execute-plan")
+        # The button waits for the planning turn to end: the session takes no approval before.
+        await expect(execute).to_be_enabled(timeout=WAIT_MS)
+        await execute.click()
+        await expect(page.locator("#notice")).to_have_text("plan approved")
+        await expect(heading).to_have_text("Plan (revision 2, completed)", timeout=WAIT_MS)
+        for task in PLAN_TASKS:
+            await expect(page.get_by_text(f"[completed] {task}")).to_be_visible()
+        messages = page.locator("#messages")
+        await expect(messages).to_contain_text("The user approved plan revision 1")
+        await expect(messages).to_contain_text("Migrated: every task is completed.")
+        await expect(page.locator("#execute-plan")).to_have_count(0)
+        async with httpx.AsyncClient(base_url=url) as client:
+            body = await snapshot(client, "migrate-1")
+        assert body["snapshot"]["plan"]["status"] == "completed"
+        assert body["snapshot"]["state"]["active_turn_id"] is None
