@@ -52,6 +52,7 @@ from dex_agents.ports.engine import (
     go_to,
 )
 from dex_agents.ports.flow_store import (
+    BatchOutcome,
     ExecutionStatus,
     FlowStatus,
     FlowStore,
@@ -172,6 +173,19 @@ class CountingStore:
 
     def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
         return self._count(work, lambda spied: self.inner.run(spied, durable=durable), durable)
+
+    def run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        # One by one, so each work is counted by its name (the engine batches only what
+        # queues up while another commit runs; the no-op loop runs one Step at a time).
+        outcomes = []
+        for work in works:
+            try:
+                outcomes.append(BatchOutcome(value=self.run(work, durable=durable)))
+            except Exception as error:
+                outcomes.append(BatchOutcome(error=error))
+        return outcomes
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         return self._count(work, self.inner.read, True)

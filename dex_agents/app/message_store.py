@@ -9,6 +9,7 @@ transaction and stage what it says. A Step that stores messages loads the whole
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -20,6 +21,7 @@ from dex_agents.domain.paging import stored_messages
 from dex_agents.domain.retention import plan_retention
 from dex_agents.domain.state import AgentState
 from dex_agents.domain.windowing import MessageStorageOptions, message_sequence_key
+from dex_agents.domain.wire import json_size
 from dex_agents.ports.engine import MapLoad
 from dex_agents.ports.persistence import StateReader, StateTransaction
 from dex_agents.ports.session_schema import (
@@ -64,6 +66,13 @@ def all_messages(
     return stored_messages(index, chunks, window_messages(state), after_sequence=after_sequence)
 
 
+@functools.lru_cache(maxsize=4096)
+def _message_size(message: AgentMessage) -> int:
+    # Every commit that stores messages sizes the whole window again, and a stored
+    # message is frozen (and decoded once per process), so its size is remembered.
+    return json_size(message)
+
+
 def store_messages(
     state: StateTransaction,
     agent_state: AgentState,
@@ -94,6 +103,7 @@ def store_messages(
         window=window_messages(state),
         new_messages=new,
         options=options,
+        message_size=_message_size,
     )
     last_sequence = new[-1].sequence
     summary = state.get(CONTEXT_SUMMARY) if compaction_enabled else None

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 R = TypeVar("R")
 
@@ -317,6 +317,14 @@ class StoreTransaction(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What one work of ``FlowStore.run_batch`` came to: its ``value``, or the ``error`` it raised."""
+
+    value: Any = None
+    error: Exception | None = None
+
+
 class FlowStore(Protocol):
     """A store of Flow runs: atomic, serialized transactions over ``StoreTransaction``."""
 
@@ -327,6 +335,17 @@ class FlowStore(Protocol):
         engine can lose to a power failure without harm (leases, claims, computed
         waits): a process crash still keeps them, the store keeps commits in order,
         and the next durable commit flushes them too.
+        """
+        ...
+
+    def run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        """Run independent works in order as one commit, each as if in a transaction of its own.
+
+        A work that raises an ``Exception`` undoes only its own writes, and its
+        outcome holds the error; the others commit. A failure of the store itself
+        raises, and nothing is written.
         """
         ...
 

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +35,7 @@ from dex_agents.domain.wire import to_json
 from dex_agents.ports.errors import FlowNotFoundError
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT
 from dex_agents.ports.flow_store import (
+    BatchOutcome,
     ExecutionRow,
     ExecutionStatus,
     FlowStore,
@@ -400,6 +401,18 @@ class _CommitsAfterTheFirstClaim:
             commit, self._commit = self._commit, None
             commit()
         return result
+
+    def run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        # One by one, so the claim round is still seen on its own.
+        outcomes = []
+        for work in works:
+            try:
+                outcomes.append(BatchOutcome(value=self.run(work, durable=durable)))
+            except Exception as error:
+                outcomes.append(BatchOutcome(error=error))
+        return outcomes
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         return self._inner.read(work)

@@ -71,6 +71,31 @@ class LocalRpcContext:
         return self._state
 
 
+class RpcNeedsWriteError(Exception):
+    """An RPC tried as a read changed something: it runs again in a write transaction."""
+
+
+class ReadFirstRpcs:
+    """Which RPCs a client first tries as a read.
+
+    An RPC that takes no lock and is not transactional may change nothing (a
+    snapshot, a listing), and then needs no write lock, which a worker of another
+    process may hold. One that turned out to write is run as a write from then on,
+    so a message sent is not read twice.
+    """
+
+    def __init__(self) -> None:
+        self._writers: set[str] = set()
+
+    def reads_first(self, rpc: Rpc[Any, Any]) -> bool:
+        """Whether to try ``rpc`` as a read."""
+        return not rpc.locks and not rpc.is_transactional and rpc.name not in self._writers
+
+    def wrote(self, rpc: Rpc[Any, Any]) -> None:
+        """``rpc`` changed something when tried as a read."""
+        self._writers.add(rpc.name)
+
+
 def run_rpc(
     tx: StoreTransaction,
     flow: RegisteredFlow,
@@ -78,8 +103,14 @@ def run_rpc(
     rpc: Rpc[Any, Any],
     input_value: Any,
     now: datetime,
+    *,
+    read_only: bool = False,
 ) -> Any:
-    """Run an RPC handler in this transaction and apply its result; return its output."""
+    """Run an RPC handler in this transaction and apply its result; return its output.
+
+    With ``read_only`` the transaction is a read: a handler that changes anything
+    raises ``RpcNeedsWriteError`` before anything is written.
+    """
     row = tx.get_flow(flow_id)
     if row is None or row.flow_type != flow.flow_type:
         raise FlowNotFoundError(f"no {flow.flow_type} session with ID {flow_id!r}")
@@ -101,6 +132,10 @@ def run_rpc(
     changes = state.has_effects or result.next_steps or result.canceling_steps
     if changes and not active:
         raise FlowNotActiveError(f"session {flow_id!r} is {row.status.value}")
+    if read_only:
+        if changes:
+            raise RpcNeedsWriteError(rpc.name)
+        return result.output
     transitions.apply_staged(tx, flow, flow_id, state, f"rpc:{rpc.name}", now)
     transitions.cancel_steps(tx, flow_id, [step.step_type for step in result.canceling_steps], now)
     for movement in result.next_steps:
@@ -115,6 +150,7 @@ class LocalFlowClient:
     def __init__(self, engine: LocalEngine) -> None:
         self._engine = engine
         self._read_ahead = EventReadAhead()
+        self._read_first = ReadFirstRpcs()
 
     @property
     def engine(self) -> LocalEngine:
@@ -155,6 +191,21 @@ class LocalFlowClient:
         # The output is returned as the handler built it: a frozen value of the declared
         # type, which crosses no process boundary here. Encoding it only to decode it
         # again cost more than the RPC itself for a snapshot of 200 messages.
+        if self._read_first.reads_first(definition):
+            try:
+                return await engine.read(
+                    lambda tx: run_rpc(
+                        tx,
+                        registered,
+                        flow_id,
+                        definition,
+                        input_value,
+                        engine.now(),
+                        read_only=True,
+                    )
+                )
+            except RpcNeedsWriteError:
+                self._read_first.wrote(definition)
         return await engine.run(
             lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now())
         )

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from dex_agents.adapters.local.group_commit import GroupCommitQueue
 from dex_agents.adapters.local.registry import RegisteredFlow, register_flows
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError
@@ -58,8 +59,7 @@ class LocalEngine:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dex-agents-store")
         self._changed: asyncio.Event | None = None
         self._last_counter: int | None = None
-        self.last_commit_counter: int | None = None
-        """The change counter read right after the newest commit of ``run``."""
+        self._commits = GroupCommitQueue(store, self._executor)
         self._closed = False
 
     def now(self) -> datetime:
@@ -90,17 +90,29 @@ class LocalEngine:
         if self._closed:
             raise RuntimeError("the engine is closed")
 
-        def transact() -> tuple[R, int]:
-            result = self.store.run(work, durable=durable)
-            return result, self.store.change_counter()
+        result, _ = await self.run_quietly(work, durable=durable)
+        return result
 
-        loop = asyncio.get_running_loop()
-        result, counter = await loop.run_in_executor(self._executor, transact)
-        self.last_commit_counter = counter
+    async def run_quietly(
+        self,
+        work: Callable[[StoreTransaction], R],
+        *,
+        durable: bool = True,
+        quiet: Callable[[R], bool] | None = None,
+    ) -> tuple[R, int | None]:
+        """``run``, committed with whatever else is waiting to commit (``GroupCommitQueue``).
+
+        Also returns the change counter after the commit when ``quiet`` said of this
+        work's result, and of every other work committed with it, that it leaves
+        nothing for a claim round to do; ``None`` otherwise.
+        """
+        if self._closed:
+            raise RuntimeError("the engine is closed")
+        result, counter, all_quiet = await self._commits.run(work, durable, quiet)
         if counter != self._last_counter:
             self._last_counter = counter
             self._wake()
-        return result
+        return result, counter if all_quiet else None
 
     async def read(self, work: Callable[[StoreTransaction], R]) -> R:
         """Run read-only work on a snapshot, on the store thread; it never holds the write lock."""

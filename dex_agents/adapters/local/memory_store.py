@@ -15,7 +15,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from dex_agents.adapters.local.store_rows import (
     check_limit,
@@ -25,6 +25,7 @@ from dex_agents.adapters.local.store_rows import (
 )
 from dex_agents.ports.flow_store import (
     ACTIVE_EXECUTION_STATUSES,
+    BatchOutcome,
     EventRow,
     ExecutionRow,
     ExecutionStatus,
@@ -422,6 +423,18 @@ class MemoryFlowStore:
             if tx.undo:
                 self._commits += 1
             return result
+
+    def run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        """Run each work as a transaction of its own; a work that raises undoes only itself."""
+        outcomes = []
+        for work in works:
+            try:
+                outcomes.append(BatchOutcome(value=self.run(work)))
+            except Exception as error:
+                outcomes.append(BatchOutcome(error=error))
+        return outcomes
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         """Run read-only ``work``; a write in it is undone and raises ``RuntimeError``."""

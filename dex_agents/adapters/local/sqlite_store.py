@@ -15,15 +15,16 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from dex_agents.adapters.local.sqlite_schema import INDEXES, RETIRED_INDEXES, SCHEMA
 from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
 from dex_agents.ports.errors import EngineError
 from dex_agents.ports.flow_store import (
+    BatchOutcome,
     StoreTransaction,
 )
 
@@ -211,6 +212,34 @@ class SqliteFlowStore:
         """
         return self._run_work(work, read_only=False, durable=durable)
 
+    def run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        """Run ``works`` in one ``BEGIN IMMEDIATE`` transaction, each in a savepoint of its own.
+
+        A work that raises an ``Exception`` is rolled back to its savepoint; a
+        failure of SQLite itself rolls the whole transaction back and raises.
+        """
+
+        def each(tx: StoreTransaction) -> list[BatchOutcome]:
+            assert isinstance(tx, SqliteTransaction)
+            outcomes = []
+            for work in works:
+                tx.savepoint()
+                try:
+                    value = work(tx)
+                except sqlite3.Error:
+                    raise
+                except Exception as error:
+                    tx.rollback_to_savepoint()
+                    outcomes.append(BatchOutcome(error=error))
+                else:
+                    tx.release_savepoint()
+                    outcomes.append(BatchOutcome(value=value))
+            return outcomes
+
+        return self._run_work(each, read_only=False, durable=durable)
+
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         """Run read-only ``work`` on a WAL snapshot: it takes no write lock, so writers never wait for it."""
         return self._run_work(work, read_only=True)
@@ -224,9 +253,7 @@ class SqliteFlowStore:
             if self._in_run:
                 raise RuntimeError("FlowStore.run cannot run inside another transaction's work")
             connection = self._connection
-            if not read_only:
-                # Only a write can be lost to a deleted file; a read sees what was stored.
-                self._check_file()
+            self._check_file()
             tx = SqliteTransaction(connection)
             self._in_run = True
             try:

@@ -54,6 +54,19 @@ class SqliteTransaction(StoreTransaction):
             )
         return self._connection.execute(sql, params)
 
+    def savepoint(self) -> None:
+        """Open the savepoint one work of a batch runs in."""
+        self._execute("SAVEPOINT batch_work")
+
+    def release_savepoint(self) -> None:
+        """Keep what the work wrote."""
+        self._execute("RELEASE batch_work")
+
+    def rollback_to_savepoint(self) -> None:
+        """Undo what the work wrote; the rest of the batch stays."""
+        self._execute("ROLLBACK TO batch_work")
+        self._execute("RELEASE batch_work")
+
     def _executions(self, where: str, params: Sequence[object] = ()) -> list[ExecutionRow]:
         sql = f"SELECT {EXECUTION_SELECT} FROM step_executions e {where}"
         return [decode_execution(values) for values in self._execute(sql, params)]

@@ -23,7 +23,12 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from dex_agents.adapters.local.client import DEFAULT_STREAM_POLL_TIMEOUT, run_rpc
+from dex_agents.adapters.local.client import (
+    DEFAULT_STREAM_POLL_TIMEOUT,
+    ReadFirstRpcs,
+    RpcNeedsWriteError,
+    run_rpc,
+)
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.stream_pages import decode_event_page, event_stream, read_event_page
@@ -51,6 +56,7 @@ class SyncLocalFlowClient:
     ) -> None:
         if wake_interval <= timedelta(0):
             raise ValueError(f"wake_interval must be positive, not {wake_interval}")
+        self._read_first = ReadFirstRpcs()
         self._engine = engine
         self._wake_seconds = wake_interval.total_seconds()
 
@@ -66,7 +72,23 @@ class SyncLocalFlowClient:
         definition = registered.rpc(rpc)
         # Through the wire form, so the handler sees exactly what Dex would hand it.
         input_value = from_json(to_json(input), definition.input_type)
-        # As LocalFlowClient.invoke_rpc: the handler's output value, which crosses no process.
+        # As LocalFlowClient.invoke_rpc: the handler's output value, which crosses no process,
+        # and an RPC that may change nothing is first tried as a read.
+        if self._read_first.reads_first(definition):
+            try:
+                return engine.store.read(
+                    lambda tx: run_rpc(
+                        tx,
+                        registered,
+                        flow_id,
+                        definition,
+                        input_value,
+                        engine.now(),
+                        read_only=True,
+                    )
+                )
+            except RpcNeedsWriteError:
+                self._read_first.wrote(definition)
         return engine.store.run(
             lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now())
         )

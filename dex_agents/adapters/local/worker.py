@@ -43,6 +43,9 @@ R = TypeVar("R")
 
 logger = logging.getLogger("dex_agents.engine")
 
+HANDOFF_EXTRA_SLOTS = 3
+"""How many free slots, besides its own, a committing attempt may fill with the Steps it starts."""
+
 WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
 """How long a wait phase that raised waits before it runs again."""
 
@@ -125,16 +128,25 @@ class LocalWorker:
         everything it made runnable, the change it commits gives the claim loop nothing
         to do, and the loop skips the round it would run for it.
         """
-        limit = self._reserve(1)
+        # Its own slot, and a few more: Steps that finish together each keep slots for
+        # what they start, so one of them taking every free slot would starve the rest.
+        limit = self._reserve(1, most=HANDOFF_EXTRA_SLOTS)
+        engine = self._engine
         try:
-            result = await self._transact(lambda tx: work(tx, limit), durable=durable)
+            result, quiet_counter = await until_stored(
+                lambda: engine.run_quietly(
+                    lambda tx: work(tx, limit),
+                    durable=durable,
+                    quiet=lambda handed: handed.complete,
+                ),
+                self._faults,
+                give_up=self._stopping.is_set,
+            )
         finally:
             self._reserved -= limit
-        if result.complete:
-            self._quiet_counter = self._engine.last_commit_counter
-        else:
+        self._quiet_counter = quiet_counter
+        if not result.complete:
             self._starved = True
-            self._quiet_counter = None
         self._start_all(result.claims)
         self._cancel(result.cancel_requested)
         return result.committed
@@ -162,8 +174,9 @@ class LocalWorker:
             return fresh
         return snapshot
 
-    def _reserve(self, own_slots: int) -> int:
-        limit = max(0, self._max - len(self._running) - self._reserved + own_slots)
+    def _reserve(self, own_slots: int, most: int | None = None) -> int:
+        free = max(0, self._max - len(self._running) - self._reserved)
+        limit = own_slots + (free if most is None else min(free, most))
         self._reserved += limit
         return limit
 

@@ -1,0 +1,125 @@
+"""Group commit: the write transactions that queue up while one commits are committed together.
+
+Each Step's result is one fsync'd commit, and on this engine a commit is mostly
+the fsync. While one commit runs on the store thread, the next ones wait; the
+store thread then takes every waiting one and runs them as one store
+transaction (``FlowStore.run_batch``), each in a savepoint of its own, so one
+fsync makes many durable and a work that raises undoes only itself. A lone
+transaction is run as it is. The outcome each caller gets is its own work's:
+its result or its exception, and for ``run_quietly`` whether the whole batch was
+quiet (nothing in it left work for a claim round).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction
+
+R = TypeVar("R")
+
+
+@dataclass
+class _Queued(Generic[R]):
+    work: Callable[[StoreTransaction], R]
+    durable: bool
+    quiet: Callable[[R], bool] | None
+    future: asyncio.Future[tuple[BatchOutcome, int, bool]]
+    loop: asyncio.AbstractEventLoop
+
+
+class GroupCommitQueue:
+    """Write transactions of one process, committed in groups on the store's thread."""
+
+    def __init__(self, store: FlowStore, executor: Executor) -> None:
+        self._store = store
+        self._executor = executor
+        self._lock = threading.Lock()
+        self._queued: list[_Queued[Any]] = []
+        self._draining = False
+
+    async def run(
+        self,
+        work: Callable[[StoreTransaction], R],
+        durable: bool,
+        quiet: Callable[[R], bool] | None = None,
+    ) -> tuple[R, int, bool]:
+        """Queue ``work``; return its result, the change counter after its commit, and
+        whether every work committed with it was quiet. Raises what ``work`` raised."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[BatchOutcome, int, bool]] = loop.create_future()
+        with self._lock:
+            self._queued.append(_Queued(work, durable, quiet, future, loop))
+            start = not self._draining
+            self._draining = True
+        if start:
+            loop.run_in_executor(self._executor, self._drain)
+        outcome, counter, quiet_batch = await future
+        if outcome.error is not None:
+            raise outcome.error
+        result: R = outcome.value
+        return result, counter, quiet_batch
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._queued = self._queued, []
+                if not batch:
+                    self._draining = False
+                    return
+            try:
+                outcomes = self._commit(batch)
+                counter = self._store.change_counter()
+            except Exception as error:  # the whole transaction failed: every caller learns why
+                for queued in batch:
+                    _settle(queued, (BatchOutcome(error=_copy(error)), 0, False))
+                continue
+            except BaseException:
+                stopped = RuntimeError("the store thread stopped before this commit")
+                for queued in batch:
+                    _settle(queued, (BatchOutcome(error=stopped), 0, False))
+                with self._lock:
+                    self._draining = False
+                raise
+            quiet = all(
+                queued.quiet is not None and outcome.error is None and queued.quiet(outcome.value)
+                for queued, outcome in zip(batch, outcomes, strict=True)
+            )
+            for queued, outcome in zip(batch, outcomes, strict=True):
+                _settle(queued, (outcome, counter, quiet))
+
+    def _commit(self, batch: list[_Queued[Any]]) -> list[BatchOutcome]:
+        if len(batch) == 1:
+            (queued,) = batch
+            try:
+                return [BatchOutcome(value=self._store.run(queued.work, durable=queued.durable))]
+            except Exception as error:
+                return [BatchOutcome(error=error)]
+        durable = any(queued.durable for queued in batch)
+        return list(self._store.run_batch([queued.work for queued in batch], durable=durable))
+
+
+def _copy(error: Exception) -> Exception:
+    # One exception object raised in several tasks would chain their tracebacks together.
+    try:
+        clone = type(error)(*error.args)
+    except Exception:
+        return error
+    clone.__cause__ = error.__cause__
+    return clone
+
+
+def _settle(queued: _Queued[Any], outcome: tuple[BatchOutcome, int, bool]) -> None:
+    def settle() -> None:
+        if not queued.future.done():
+            queued.future.set_result(outcome)
+
+    # A closed loop raises RuntimeError: nobody waits for this outcome any more.
+    with contextlib.suppress(RuntimeError):
+        queued.loop.call_soon_threadsafe(settle)

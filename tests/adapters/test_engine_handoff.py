@@ -1,0 +1,255 @@
+"""The engine's fast paths keep its rules: hand-off, waits decided in the commit, group commit,
+and RPCs tried as reads.
+
+Each test watches the store through a ``FlowStore`` that records what the engine
+asked of it (it implements the port and passes every call on), so the claim
+that did not happen and the write that was not needed are seen, not assumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from dex_agents.adapters.local import claims
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.ports.engine import (
+    ChannelCondition,
+    FlowDefinition,
+    Rpc,
+    RpcContext,
+    RpcResult,
+    Step,
+    StepContext,
+    StepDecision,
+    Wait,
+    WaitContext,
+    complete,
+    go_to,
+)
+from dex_agents.ports.flow_store import BatchOutcome, FlowStatus, FlowStore, StoreTransaction
+from dex_agents.ports.persistence import StreamDef
+from tests.adapters.engine_flows import INBOX, EngineTestFlow
+
+R = TypeVar("R")
+
+
+class RecordingStore:
+    """A ``FlowStore`` that passes everything on and notes claims, batches and reads."""
+
+    def __init__(self, inner: FlowStore) -> None:
+        self.inner = inner
+        self.round_claims: list[str] = []
+        self.batch_sizes: list[int] = []
+        self.reads = 0
+        self.writes = 0
+
+    def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        self.writes += 1
+        result = self.inner.run(work, durable=durable)
+        if getattr(work, "func", None) is claims.claim_round:
+            round_ = result
+            assert isinstance(round_, claims.ClaimRound)
+            self.round_claims += [claim.row.step_execution_id for claim in round_.claims]
+        return result
+
+    def run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        self.writes += 1
+        self.batch_sizes.append(len(works))
+        return self.inner.run_batch(works, durable=durable)
+
+    def read(self, work: Callable[[StoreTransaction], R]) -> R:
+        self.reads += 1
+        return self.inner.read(work)
+
+    def change_counter(self) -> int:
+        return self.inner.change_counter()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def _flow_status(engine: LocalEngine, flow_id: str) -> FlowStatus | None:
+    def status(tx: StoreTransaction) -> FlowStatus | None:
+        row = tx.get_flow(flow_id)
+        return None if row is None else row.status
+
+    return await engine.read(status)
+
+
+@pytest.fixture
+async def recorded(tmp_path: Path) -> AsyncIterator[tuple[RecordingStore, LocalEngine]]:
+    store = RecordingStore(SqliteFlowStore(tmp_path / "engine.sqlite3"))
+    flows: list[FlowDefinition] = [EngineTestFlow(), SuspendingWaitFlow()]
+    engine = LocalEngine(store, flows)
+    try:
+        yield store, engine
+    finally:
+        engine.close()
+        store.close()
+
+
+async def _run_worker_until(engine: LocalEngine, done: Callable[[], Any]) -> None:
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(20):
+            # The state is in the store, which no Event watches: poll it.
+            while not await done():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+    finally:
+        await worker.stop()
+        await task
+
+
+async def test_steps_a_commit_made_runnable_are_claimed_in_that_commit(
+    recorded: tuple[RecordingStore, LocalEngine],
+) -> None:
+    store, engine = recorded
+    client = LocalFlowClient(engine)
+    flow = engine.flow("EngineTest").flow
+    await client.start_flow(flow, "s1", "fan-out")
+
+    async def joined() -> bool:
+        log: tuple[str, ...] = await client.invoke_rpc(flow, "s1", "read_log", None)
+        return "joined:w0,w1,w2" in log
+
+    await _run_worker_until(engine, joined)
+    # Only the start Step waited for a claim round; the three Work Steps and the
+    # Join (whose wait was decided in Start's commit and ended by the last Work's)
+    # were leased by the commits that made them runnable.
+    assert store.round_claims == ["Start-1"]
+
+
+class SuspendingWait(Step[None]):
+    """A Step whose ``wait_for`` awaits something real before it decides."""
+
+    async def wait_for(self, context: WaitContext, input: None) -> Wait:
+        await asyncio.sleep(0)
+        return Wait.until(ChannelCondition(INBOX))
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        (message,) = context.wait_result.messages
+        return complete(message)
+
+
+class Begin(Step[None]):
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        return go_to(SuspendingWait, None)
+
+
+def _send(context: RpcContext, text: str) -> RpcResult[bool]:
+    context.state.publish(INBOX, text)
+    return RpcResult(True)
+
+
+def _peek(context: RpcContext, _: None) -> RpcResult[int]:
+    return RpcResult(context.state.channel_size(INBOX))
+
+
+class SuspendingWaitFlow:
+    """Begin, then a Step whose wait phase suspends; ``send`` feeds it, ``peek`` only reads."""
+
+    flow_type = "SuspendingWait"
+    start_step: Step[Any] = Begin()
+    steps: Sequence[Step[Any]] = (start_step, SuspendingWait())
+    schema: Sequence[Any] = (INBOX,)
+    stream: StreamDef[Any] | None = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {
+        "send": Rpc("send", str, bool, _send),
+        "peek": Rpc("peek", type(None), int, _peek),
+    }
+
+
+async def test_a_wait_for_that_suspends_runs_in_a_wait_phase(
+    recorded: tuple[RecordingStore, LocalEngine],
+) -> None:
+    store, engine = recorded
+    client = LocalFlowClient(engine)
+    flow = engine.flow("SuspendingWait").flow
+    await client.start_flow(flow, "s1", None)
+    assert await client.invoke_rpc(flow, "s1", "send", "hello") is True
+
+    async def completed() -> bool:
+        return await _flow_status(engine, "s1") is FlowStatus.COMPLETED
+
+    await _run_worker_until(engine, completed)
+
+    def output(tx: StoreTransaction) -> str | None:
+        row = tx.get_flow("s1")
+        return None if row is None else row.output
+
+    assert await engine.read(output) == '"hello"'
+    # Begin's commit could not decide the wait, so it leased the Step for a wait phase.
+    assert "SuspendingWait-1" not in store.round_claims
+
+
+async def test_an_rpc_that_changes_nothing_takes_no_write_transaction(
+    recorded: tuple[RecordingStore, LocalEngine],
+) -> None:
+    store, engine = recorded
+    client = LocalFlowClient(engine)
+    flow = engine.flow("SuspendingWait").flow
+    await client.start_flow(flow, "s1", None)
+    writes = store.writes
+    assert await client.invoke_rpc(flow, "s1", "peek", None) == 0
+    assert await client.invoke_rpc(flow, "s1", "peek", None) == 0
+    assert store.writes == writes
+    # A writing RPC is tried as a read once, then run as a write, and its message is
+    # stored once; from then on it goes straight to a write.
+    reads = store.reads
+    assert await client.invoke_rpc(flow, "s1", "send", "one") is True
+    assert (store.reads - reads, store.writes - writes) == (1, 1)
+    assert await client.invoke_rpc(flow, "s1", "send", "two") is True
+    assert (store.reads - reads, store.writes - writes) == (1, 2)
+    assert await client.invoke_rpc(flow, "s1", "peek", None) == 2
+
+
+async def test_commits_that_queue_up_are_committed_together(
+    recorded: tuple[RecordingStore, LocalEngine],
+) -> None:
+    store, engine = recorded
+    held = threading.Event()
+
+    def first(tx: StoreTransaction) -> str:
+        # Holds the store thread until every other commit has queued behind it.
+        assert held.wait(10)
+        tx.put_value("f", "first", "", "1")
+        return "first"
+
+    def put(n: int, tx: StoreTransaction) -> int:
+        tx.put_value("f", f"v{n}", "", str(n))
+        return n
+
+    def refused(tx: StoreTransaction) -> None:
+        tx.put_value("f", "refused", "", "never")
+        raise ValueError("refused alone")
+
+    first_commit = asyncio.create_task(engine.run(first))
+    await asyncio.sleep(0.05)
+    others = [asyncio.create_task(engine.run(functools.partial(put, n))) for n in range(5)]
+    failing = asyncio.create_task(engine.run(refused))
+    await asyncio.sleep(0.05)
+    held.set()
+    assert await first_commit == "first"
+    assert [await task for task in others] == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="refused alone"):
+        await failing
+    assert store.batch_sizes == [6]
+
+    def values(tx: StoreTransaction) -> tuple[str | None, ...]:
+        names = ["first", *(f"v{n}" for n in range(5)), "refused"]
+        return tuple(tx.get_value("f", name, "") for name in names)
+
+    assert await engine.read(values) == ("1", "0", "1", "2", "3", "4", None)
