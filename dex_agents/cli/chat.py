@@ -9,6 +9,7 @@ window gave first wins; this chat then says so and shows what happened.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from dex_agents.app.session_client import PortableSessionClient
@@ -18,6 +19,7 @@ from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
 from dex_agents.cli.live_text import LiveText
+from dex_agents.cli.mcp_servers import describe_servers, mcp_tool_source
 from dex_agents.cli.real_model import real_model_client
 from dex_agents.domain.builtin_tools import is_allowed_answer
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
@@ -146,29 +148,41 @@ async def run_chat(
     *,
     model: str | None = None,
     api_base: str | None = None,
+    mcp_stdio: Sequence[str] = (),
+    mcp_urls: Sequence[str] = (),
 ) -> int:
     """``dex-agents chat``: start or resume ``session_id`` in ``db``; the exit code.
 
     With ``model`` the demo agent runs on that LiteLLM model instead of the
     scripted one (``real_model_client`` checks it before anything opens).
+    ``mcp_stdio`` commands and ``mcp_urls`` attach MCP servers' tools
+    (``mcp_tool_source``, also checked first).
     """
     validate_session_id(session_id)
     client_model = None if model is None else real_model_client(model, api_base)
-    flow = demo_flow(client_model)
-    async with open_chat_runtime(db, flow) as runtime:
-        await _check_session(runtime, session_id)
-        client = runtime.sessions(flow)
-        started = await client.open_session(session_id)
-        verb = "started" if started else "resuming"
-        shown = terminal.escaped(session_id)
-        print(f"{verb} session {shown} in {terminal.escaped(os.fspath(db))}", flush=True)
-        if model is not None:
-            print(f"model: {terminal.escaped(model)}", flush=True)
-        print("type a message; /help lists the commands", flush=True)
-        live = LiveText(runtime.flow_client, flow, session_id)
-        await live.start()
-        try:
-            chat = _Chat(client, session_id, Follower(client, session_id, live))
-            return await chat.run(resumed=not started)
-        finally:
-            await live.stop()
+    source = mcp_tool_source(mcp_stdio, mcp_urls)
+    flow = demo_flow(client_model, () if source is None else (source,))
+    try:
+        async with open_chat_runtime(db, flow) as runtime:
+            await _check_session(runtime, session_id)
+            client = runtime.sessions(flow)
+            started = await client.open_session(session_id)
+            verb = "started" if started else "resuming"
+            shown = terminal.escaped(session_id)
+            print(f"{verb} session {shown} in {terminal.escaped(os.fspath(db))}", flush=True)
+            if model is not None:
+                print(f"model: {terminal.escaped(model)}", flush=True)
+            if source is not None:
+                for line in describe_servers(source):
+                    print(terminal.escaped(line), flush=True)
+            print("type a message; /help lists the commands", flush=True)
+            live = LiveText(runtime.flow_client, flow, session_id)
+            await live.start()
+            try:
+                chat = _Chat(client, session_id, Follower(client, session_id, live))
+                return await chat.run(resumed=not started)
+            finally:
+                await live.stop()
+    finally:
+        if source is not None:
+            await source.aclose()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NoReturn
@@ -33,14 +33,20 @@ from dex_agents.ports.flow_client import FlowInfo
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.model_client import ModelClient
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
+from dex_agents.ports.tool_source import ToolSource
 
 CHAT_LEASE_DURATION = timedelta(seconds=3)
 """The chat's Step lease: short, so a chat killed during a Step resumes it within seconds."""
 
 
-def demo_flow(model: ModelClient | None = None) -> AgentSessionFlow:
-    """The session Flow of the demo agent (``DEMO_FLOW_TYPE``); ``model`` replaces its scripted one."""
-    return builtin_agent_session_flow(build_demo_agent(model), flow_type=DEMO_FLOW_TYPE)
+def demo_flow(
+    model: ModelClient | None = None, tool_sources: Sequence[ToolSource] = ()
+) -> AgentSessionFlow:
+    """The session Flow of the demo agent (``DEMO_FLOW_TYPE``); ``model`` replaces its scripted
+    one, and ``tool_sources`` add their tools."""
+    return builtin_agent_session_flow(
+        build_demo_agent(model, tool_sources), flow_type=DEMO_FLOW_TYPE
+    )
 
 
 @contextlib.asynccontextmanager

@@ -3,7 +3,8 @@
 The model is deterministic and needs no key: it answers plain text, and on
 keywords calls each kind of tool, so a newcomer sees reads, writes, approvals,
 questions and plans on a durable session. ``build_demo_agent(model=...)`` swaps
-the model and keeps the tools.
+the model and keeps the tools; ``tool_sources`` adds tools listed at run time,
+such as MCP servers' (``chat --mcp-stdio``, ``--mcp-url``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from dex_agents.app.builtin_loop.definition import AgentDefinition
@@ -24,6 +26,7 @@ from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.model_io import ModelRequest, ToolResultItem
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.ports.model_client import ModelClient
+from dex_agents.ports.tool_source import ToolSource
 
 DEMO_AGENT_NAME = "demo-support-agent"
 """The ``AgentDefinition.name`` of the demo agent."""
@@ -165,12 +168,16 @@ def demo_reply(request: ModelRequest) -> ScriptedModelReply:
     )
 
 
-def build_demo_agent(model: ModelClient | None = None) -> AgentDefinition:
-    """The demo support agent; ``model`` replaces the scripted demo model."""
+def build_demo_agent(
+    model: ModelClient | None = None, tool_sources: Sequence[ToolSource] = ()
+) -> AgentDefinition:
+    """The demo support agent; ``model`` replaces the scripted demo model, and
+    ``tool_sources`` offer their tools after the demo tools."""
     return AgentDefinition(
         name=DEMO_AGENT_NAME,
         instructions=DEMO_INSTRUCTIONS,
         model=model if model is not None else ScriptedModelClient(demo_reply),
         tools=DEMO_TOOLS,
+        tool_sources=tool_sources,
         built_in_tools=frozenset({BuiltInTool.ASK_USER, BuiltInTool.WRITE_TODOS}),
     )

@@ -80,6 +80,21 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get(API_BASE_ENV) or None,
         help=f"the model server's base URL, e.g. a local OpenAI-compatible one (${API_BASE_ENV})",
     )
+    chat.add_argument(
+        "--mcp-stdio",
+        action="append",
+        default=[],
+        metavar='"CMD ARGS"',
+        help="attach the tools of an MCP server run as this command over stdio (repeatable; "
+        'needs pip install "dex-agents[mcp]")',
+    )
+    chat.add_argument(
+        "--mcp-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="attach the tools of a Streamable HTTP MCP server (repeatable; needs the mcp extra)",
+    )
     sessions = commands.add_parser(
         "sessions",
         help="list every session: ID, Flow type, what it waits for, when a Step last ran",
@@ -128,7 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     runs: dict[str, Callable[[], Coroutine[Any, Any, int]]] = {
         "chat": lambda: run_chat(
-            arguments.db, arguments.session, model=arguments.model, api_base=arguments.api_base
+            arguments.db,
+            arguments.session,
+            model=arguments.model,
+            api_base=arguments.api_base,
+            mcp_stdio=arguments.mcp_stdio,
+            mcp_urls=arguments.mcp_url,
         ),
         "sessions": lambda: run_sessions(arguments.db),
         "show": lambda: run_show(arguments.db, arguments.session),

@@ -3,13 +3,24 @@
 Connecting and the handshake (``server/discover`` on MCP 2026-07-28, falling back
 to ``initialize`` on older servers) are bounded by ``connection_timeout`` and
 tried ``connection_attempts`` times; a connection that never opened raises
-``McpConnectionError``, so its request was never sent. The caller closes the
-connection with ``close_quietly``: closing a connection to a server that died must
-not replace the outcome the call already has.
+``McpConnectionError``, so its request was never sent. Every client declares the
+tasks extension (``tasks.tasks_extension``), so a server may answer a call with a
+task. The caller closes the connection with ``close_quietly``: closing a
+connection to a server that died must not replace the outcome the call already has.
+
+Over Streamable HTTP the HTTP client has no read timeout of its own: the SDK
+bounds each request by ``connection_timeout`` or ``request_timeout``, and an
+httpx default of 5 seconds would cut off every call that runs longer. A POST
+whose HTTP exchange fails (refused, reset, the server process gone before it
+answered) is answered with a JSON-RPC ``CONNECTION_CLOSED`` error instead of an
+exception: the SDK (mcp 2.3) raises such an error inside the transport's task
+group, which cancels the calling task, so a Step would end cancelled instead of
+recording the call as interrupted (or, for a handshake, as never sent).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from contextlib import AsyncExitStack
 from datetime import timedelta
@@ -17,11 +28,45 @@ from datetime import timedelta
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CONNECTION_CLOSED
 
 from dex_agents.adapters.mcp.config import McpServerConfig, McpStdioServerConfig
 from dex_agents.adapters.mcp.errors import McpConnectionError
+from dex_agents.adapters.mcp.tasks import tasks_extension
 
 logger = logging.getLogger(__name__)
+
+
+class _AnsweringTransport(httpx2.AsyncBaseTransport):
+    """The default transport, with a failed POST answered by a ``CONNECTION_CLOSED`` error."""
+
+    def __init__(self) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx2.TransportError as error:
+            if request.method != "POST":
+                raise  # the SDK handles a failed GET stream or DELETE itself
+            # The SDK puts the request's own ID on an error that names none.
+            body = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": CONNECTION_CLOSED,
+                    "message": f"the HTTP request failed: {type(error).__name__}: {error}",
+                },
+            }
+            return httpx2.Response(
+                502,
+                headers={"content-type": "application/json"},
+                content=json.dumps(body).encode(),
+                request=request,
+            )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def _client(config: McpServerConfig, stack: AsyncExitStack, timeout: float) -> Client:
@@ -32,13 +77,20 @@ def _client(config: McpServerConfig, stack: AsyncExitStack, timeout: float) -> C
             env=None if config.env is None else dict(config.env),
             cwd=config.cwd,
         )
-        return Client(params, cache=None, read_timeout_seconds=timeout)
-    http = httpx2.AsyncClient(headers=dict(config.headers))
+        return Client(
+            params, cache=None, read_timeout_seconds=timeout, extensions=[tasks_extension()]
+        )
+    http = httpx2.AsyncClient(
+        headers=dict(config.headers),
+        timeout=httpx2.Timeout(timeout, read=None),
+        transport=_AnsweringTransport(),
+    )
     stack.push_async_callback(http.aclose)
     return Client(
         streamable_http_client(config.url, http_client=http),
         cache=None,
         read_timeout_seconds=timeout,
+        extensions=[tasks_extension()],
     )
 
 

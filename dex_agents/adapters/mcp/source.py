@@ -8,14 +8,25 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from dex_agents.adapters.mcp.calls import TOOL_PROGRESS_EVENT, call_mcp_tool
-from dex_agents.adapters.mcp.config import McpServerConfig, check_server_configs
+from dex_agents.adapters.mcp.calls import (
+    ReturnTask,
+    TaskHandling,
+    WaitForTask,
+    call_mcp_tool,
+    progress_writer,
+)
+from dex_agents.adapters.mcp.config import (
+    McpServerConfig,
+    McpStreamableHttpServerConfig,
+    check_server_configs,
+)
 from dex_agents.adapters.mcp.listing import ServerListings
 from dex_agents.adapters.mcp.resources import (
     RESOURCE_AND_PROMPT_TOOL_NAMES,
     resource_and_prompt_tools,
     run_resource_or_prompt_tool,
 )
+from dex_agents.adapters.mcp.task_polls import cancel_mcp_task, poll_mcp_task
 from dex_agents.adapters.mcp.tools import (
     McpTool,
     build_mcp_tool,
@@ -26,18 +37,25 @@ from dex_agents.adapters.mcp.tools import (
 )
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.listed_tools import ListedTool
+from dex_agents.domain.mcp_conventions import MCP_TASK_FIRST_POLL_INTERVAL_SECONDS
 from dex_agents.domain.mcp_naming import select_mcp_tool_names
 from dex_agents.domain.runner_outcomes import (
     DeferredToolCall,
     DeferredToolOutcome,
     ToolExecutionResult,
     ToolTaskPollOutcome,
+    ToolTaskStarted,
 )
 from dex_agents.domain.tool_declarations import ToolDeclaration
 from dex_agents.domain.tool_declarations import merge_tool_policies as merge_declared
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.ports.media_store import MediaStore
-from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
+from dex_agents.ports.runner import (
+    AgentTurnContext,
+    DeferredToolExecution,
+    ToolTaskCancellation,
+    ToolTaskPoll,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +75,10 @@ class McpToolSource:
     name at least one of two sources of an agent. ``media_store`` uploads the images
     of successful results. ``resource_and_prompt_tools_enabled`` adds the three
     ``READ`` tools after the servers' tools. See ``ServerListings`` for the listing
-    rules and ``call_mcp_tool`` for what a call records.
+    rules and ``call_mcp_tool`` for what a call records. A Streamable HTTP server's
+    task is returned to a session that polls tasks (``poll_tool_task``,
+    ``cancel_tool_task``); any other task is polled inside the call for at most
+    ``task_wait_timeout``.
     """
 
     def __init__(
@@ -213,19 +234,17 @@ class McpToolSource:
         config = self._by_name.get(server_name)
         if config is None:
             raise ToolExecutionError(f"MCP server {server_name!r} is not configured")
-
-        async def progress(done: float, total: float | None, message: str | None) -> None:
-            call.events.write_event(
-                TOOL_PROGRESS_EVENT,
-                {
-                    "tool_call_id": record.tool_call_id,
-                    "tool_name": record.tool_name,
-                    "progress": done,
-                    "total": total,
-                    "message": message,
-                },
+        if self._returns_tasks(config, call) and call.heartbeat_checkpoint:
+            # An earlier attempt started the task: resume it without calling the tool again.
+            return ToolTaskStarted(
+                task_id=call.heartbeat_checkpoint,
+                poll_interval_seconds=MCP_TASK_FIRST_POLL_INTERVAL_SECONDS,
             )
-
+        tasks: TaskHandling = (
+            ReturnTask(save_checkpoint=call.save_heartbeat_checkpoint)
+            if self._returns_tasks(config, call)
+            else WaitForTask(timeout=self._task_wait_timeout, heartbeat=call.heartbeat)
+        )
         return await call_mcp_tool(
             config,
             tool,
@@ -236,20 +255,69 @@ class McpToolSource:
             connection_timeout=self._connection_timeout,
             connection_attempts=self._connection_attempts,
             request_timeout=self._request_timeout,
-            progress=progress,
+            tasks=tasks,
+            progress=progress_writer(call.events, record),
         )
 
-    def will_resume_tool_task_without_sending(self, call: DeferredToolExecution) -> bool:
-        """``True`` only when executing ``call`` resumes a task without ``tools/call``.
+    @staticmethod
+    def _returns_tasks(config: McpServerConfig, call: DeferredToolExecution) -> bool:
+        # A stdio task lives in its server process, which ends with the request.
+        return call.supports_tool_tasks and isinstance(config, McpStreamableHttpServerConfig)
 
-        This source does not start MCP tasks yet, so it is always ``False``.
+    def _server_of(self, reference: str | None) -> McpServerConfig | None:
+        try:
+            target = decode_reference(reference)
+        except ValueError:
+            return None
+        return self._by_name.get(target[0]) if isinstance(target, tuple) else None
+
+    def _task_server(self, reference: str | None) -> McpServerConfig:
+        config = self._server_of(reference)
+        if config is None:
+            raise ToolExecutionError(f"the MCP server of task call {reference!r} is not configured")
+        return config
+
+    def will_resume_tool_task_without_sending(self, call: DeferredToolExecution) -> bool:
+        """``True`` only when executing ``call`` returns a task an earlier attempt started.
+
+        That is: the session polls tasks, the server uses Streamable HTTP, and the
+        call's heartbeat checkpoint names the task, so ``tools/call`` is never sent.
+        A task polled inside the call may be sent again, so this is ``False`` there.
         """
-        return False
+        config = self._server_of(call.tool_call.tool_source_reference)
+        return (
+            config is not None
+            and self._returns_tasks(config, call)
+            and bool(call.heartbeat_checkpoint)
+        )
 
     async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
-        """Poll a task of one of this source's calls; this source starts none yet."""
-        raise ToolExecutionError(
-            f"MCP tool source {self._source_name} has no task {poll.tool_call.task_id!r}"
+        """Poll a Streamable HTTP task once with ``tasks/get`` ("Long-running MCP tasks").
+
+        Returns the result of a completed task, ``ToolTaskPending`` with the next
+        interval, or the task's input request as ``ToolInputRequested``; raises
+        ``ToolExecutionError`` for a failed or cancelled task. Writes an
+        ``mcp.task_status`` event when the status changed. Never calls the tool.
+        """
+        return await poll_mcp_task(
+            self._task_server(poll.tool_call.tool_source_reference),
+            poll,
+            media_store=self._media_store,
+            connection_timeout=self._connection_timeout,
+            connection_attempts=self._connection_attempts,
+        )
+
+    async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
+        """Send ``tasks/cancel`` for a task ``cancel_turn`` abandoned; any answer ends it.
+
+        Idempotent by task ID: a retried cancellation sends it again harmlessly.
+        """
+        record = cancellation.tool_call
+        await cancel_mcp_task(
+            self._task_server(record.tool_source_reference),
+            record.task_id or "",
+            connection_timeout=self._connection_timeout,
+            connection_attempts=self._connection_attempts,
         )
 
     async def call_tool(
@@ -259,7 +327,8 @@ class McpToolSource:
 
         Finds the server through the listing; raises what a tool Step records
         (``ToolExecutionError``, ``ToolOutcomeUnknownError``,
-        ``McpToolCallInterruptedError``).
+        ``McpToolCallInterruptedError``). A task is polled inside the call for at
+        most ``task_wait_timeout``.
         """
         tool = next((t for t in await self.list_tools() if t.name == name), None)
         if tool is None:
@@ -273,7 +342,7 @@ class McpToolSource:
                 connection_attempts=self._connection_attempts,
             )
             return ToolExecutionResult(output)
-        return await call_mcp_tool(
+        result = await call_mcp_tool(
             self._by_name[tool.server],
             tool.mcp_name,
             arguments,
@@ -282,7 +351,10 @@ class McpToolSource:
             connection_timeout=self._connection_timeout,
             connection_attempts=self._connection_attempts,
             request_timeout=self._request_timeout,
+            tasks=WaitForTask(timeout=self._task_wait_timeout),
         )
+        assert isinstance(result, ToolExecutionResult)  # WaitForTask never returns a task
+        return result
 
     def tool_policies(self) -> dict[str, ToolPolicy]:
         """The policies the last listing gives its tools, keyed by session name; no I/O."""

@@ -103,13 +103,14 @@ class BuiltinLoopCompaction:
     def next_model_request(self, turn: AgentTurnContext) -> ModelRequest:
         """The request the turn's next model call would send, without image bytes.
 
-        It offers the function and built-in tools the call may offer, but not a
-        tool source's tools, which only an async listing knows.
+        It offers the function and built-in tools the call may offer, and each tool
+        source's tools as its ``cached_tools()`` or the runner's last listing of it
+        has them (``cached_tool_listing``), since a listing needs I/O.
         """
         # The conversation module imports this one for the summary note, so it is
         # imported here.
         from dex_agents.app.builtin_loop.conversation import turn_conversation
-        from dex_agents.app.builtin_loop.tool_sources import SourceToolListing
+        from dex_agents.app.builtin_loop.tool_sources import cached_tool_listing
 
         runner = cast("BuiltinLoopAgentRunner", self)
         definition = self.definition
@@ -124,7 +125,13 @@ class BuiltinLoopCompaction:
         return ModelRequest(
             instructions=instructions,
             items=tuple(turn_conversation(turn).items),
-            tools=tuple(runner._tools(turn, True, SourceToolListing())),
+            tools=tuple(
+                runner._tools(
+                    turn,
+                    True,
+                    cached_tool_listing(turn, definition.tool_sources, runner._last_listings),
+                )
+            ),
             settings=definition.model_settings,
             max_output_tokens=definition.max_output_tokens,
         )

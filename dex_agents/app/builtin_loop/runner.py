@@ -10,6 +10,7 @@ consecutive continuations after continued answers.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from dex_agents.domain.builtin_tools import (
 )
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.messages import FrameworkMessage
 from dex_agents.domain.model_io import (
     ModelInputItem,
@@ -73,7 +75,13 @@ from dex_agents.domain.turns import (
 )
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.media_store import MediaStore, load_images
-from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
+from dex_agents.ports.runner import (
+    AgentTurnContext,
+    DeferredToolExecution,
+    ToolTaskCancellation,
+    ToolTaskCanceller,
+    ToolTaskPoll,
+)
 
 UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
 """The policy of a call whose name no tool offers: it fails as ``unknown tool <name>``, unapproved."""
@@ -108,6 +116,8 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
         self.definition = definition
         self.media_store = media_store
         self._sources = {source.source_name: source for source in definition.tool_sources}
+        # Each source's tools in this runner's last RunModel, for estimate_input_tokens.
+        self._last_listings: dict[str, tuple[ListedTool, ...]] = {}
 
     @property
     def supports_plan_mode(self) -> bool:
@@ -157,6 +167,8 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
                 definition.tool_source_listing_timeout,
                 [tool.name for tool in definition.tools],
             )
+            for source, tools in listing.listings:
+                self._last_listings[source.source_name] = tools
         forced = offers_tools and self._forces_write_todos(turn, run_state.model_calls)
         response = await self._call_model(turn, items, offers_tools, listing, forced)
         model_calls = run_state.model_calls + 1
@@ -348,7 +360,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
 
 
 class _SourcePollingRunner(BuiltinLoopAgentRunner):
-    """The runner of an agent with tool sources: it also polls their tool tasks."""
+    """The runner of an agent with tool sources: it also polls and cancels their tool tasks."""
 
     async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
         """Poll the task in the source that built the call; function tools start no tasks."""
@@ -358,6 +370,15 @@ class _SourcePollingRunner(BuiltinLoopAgentRunner):
                 f"tool {poll.tool_call.tool_name} belongs to no tool source and starts no tasks"
             )
         return routed
+
+    async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
+        """Forward ``cancel_turn``'s cancellation to the call's source, if it can cancel."""
+        routed = tool_sources.route_source_call(self._sources, cancellation.tool_call)
+        if routed is None:
+            return
+        source, record = routed
+        if isinstance(source, ToolTaskCanceller):
+            await source.cancel_tool_task(dataclasses.replace(cancellation, tool_call=record))
 
 
 class _ImageRunner(BuiltinLoopAgentRunner):

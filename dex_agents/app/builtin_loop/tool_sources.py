@@ -31,7 +31,7 @@ from dex_agents.domain.runner_outcomes import (
 from dex_agents.domain.state import InteractionMode
 from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
-from dex_agents.ports.tool_source import DeclaredToolNamesSource, ToolSource
+from dex_agents.ports.tool_source import CachedToolsSource, DeclaredToolNamesSource, ToolSource
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +180,44 @@ async def _list_one(source: ToolSource, listing_timeout: timedelta) -> tuple[Lis
     return ()
 
 
+def cached_tool_listing(
+    turn: AgentTurnContext,
+    sources: Sequence[ToolSource],
+    last_listings: Mapping[str, tuple[ListedTool, ...]],
+) -> SourceToolListing:
+    """What the sources would offer in the turn's next model call, without I/O.
+
+    A source's ``cached_tools()`` when it has one, else ``last_listings`` (the
+    runner's last listing of each source, by name); nothing in a planning turn,
+    which lists nothing. A ``cached_tools()`` that raises counts the runner's last
+    listing instead, with a warning log, so an estimate never fails on a source.
+    """
+    if turn.interaction_mode is InteractionMode.PLANNING:
+        return SourceToolListing()
+    listings: list[tuple[ToolSource, tuple[ListedTool, ...]]] = []
+    for source in sources:
+        tools = last_listings.get(source.source_name, ())
+        if isinstance(source, CachedToolsSource):
+            try:
+                cached = tuple(source.cached_tools())
+                if all(isinstance(tool, ListedTool) for tool in cached):
+                    tools = cached
+                else:
+                    logger.warning(
+                        "cached_tools of tool source %s returned a value that is not a "
+                        "ListedTool; the estimate counts its last listing",
+                        source.source_name,
+                    )
+            except Exception:
+                logger.warning(
+                    "cached_tools of tool source %s failed; the estimate counts its last listing",
+                    source.source_name,
+                    exc_info=True,
+                )
+        listings.append((source, tools))
+    return SourceToolListing(tuple(listings))
+
+
 def _called_source_tools(records: Iterable[AgentToolCall]) -> set[str]:
     return {
         record.tool_name
@@ -288,6 +326,7 @@ __all__ = [
     "SOURCE_TOOL_NOT_OFFERED_RESULT",
     "TOOL_SOURCE_REFERENCE_KEY",
     "SourceToolListing",
+    "cached_tool_listing",
     "check_tool_sources",
     "decode_source_reference",
     "encode_source_reference",

@@ -1,15 +1,17 @@
-"""Fixtures of the MCP adapter tests: the test server over stdio, and a call log it writes."""
+"""Fixtures of the MCP adapter tests: the test server over stdio and HTTP, and its call log."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dex_agents.mcp import McpStdioServerConfig
+from dex_agents.mcp import McpStdioServerConfig, McpStreamableHttpServerConfig
+from tests.adapters.mcp.http_server import HttpTestServer
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_test_server.py")
 
@@ -40,3 +42,14 @@ def stdio_server(call_log: CallLog) -> McpStdioServerConfig:
         args=(str(SERVER_SCRIPT),),
         env={"MCP_TEST_CALL_LOG": str(call_log.path)},
     )
+
+
+@pytest.fixture
+def http_test_server(call_log: CallLog) -> Iterator[HttpTestServer]:
+    with HttpTestServer({"MCP_TEST_CALL_LOG": str(call_log.path)}) as server:
+        yield server
+
+
+@pytest.fixture
+def http_server(http_test_server: HttpTestServer) -> McpStreamableHttpServerConfig:
+    return McpStreamableHttpServerConfig(name="notes", url=http_test_server.url)

@@ -3,7 +3,10 @@
 Its tools cover the rows of "What a call does": a read, an annotated idempotent
 write, an unannotated write, a Dex-declared write with ``_meta`` keys, results with
 the Dex ``outcome`` key, JSON-RPC errors, an image result, progress notifications,
-and a tool that kills its own process mid-call. Every call appends one JSON line
+a tool that kills its own process mid-call, and tools answered with a task of the
+tasks extension (``TaskExtension``): ``build_report``, whose task completes after
+``seconds`` or once the file ``release-<name>`` appears next to the call log, and
+``choose_account``, whose task asks which account to use. Every call appends one JSON line
 (tool, arguments and request ``_meta``) to the file named by ``MCP_TEST_CALL_LOG``,
 so a test sees what reached the server across processes.
 """
@@ -14,11 +17,28 @@ import base64
 import json
 import os
 import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ImageContent,
+    InputRequiredResult,
+    RequestParams,
+    TextContent,
+    ToolAnnotations,
+)
 
 # A 1x1 PNG.
 PNG = base64.b64decode(
@@ -31,18 +51,155 @@ DEX_OUTCOME = "io.superdurable.dex/outcome"
 
 def _log(tool: str, ctx: Context, arguments: dict[str, Any]) -> int:
     """Append the call to the call log; return how many calls of ``tool`` came before."""
+    return _append(tool, arguments, dict(ctx.request_context.meta or {}))
+
+
+def _append(tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> int:
     path = os.environ.get("MCP_TEST_CALL_LOG")
     if not path:
         return 0
-    meta = dict(ctx.request_context.meta or {})
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps({"tool": tool, "arguments": arguments, "meta": meta}) + "\n")
     with open(path, encoding="utf-8") as log:
         return sum(1 for line in log if json.loads(line)["tool"] == tool) - 1
 
 
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+ACCOUNT_REQUEST = {
+    "method": "elicitation/create",
+    "params": {
+        "mode": "form",
+        "message": "Which account?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"account": {"type": "string", "enum": ["checking", "savings"]}},
+            "required": ["account"],
+        },
+    },
+}
+STILL_LISTED_SECONDS = 2.5
+"""How long ``choose_account`` keeps listing its answered request, as a slow server may."""
+
+
+def release_file(call_log: str | os.PathLike[str], name: str) -> Path:
+    """The file whose existence completes ``build_report``'s task for report ``name``."""
+    return Path(call_log).with_name(f"release-{name}")
+
+
+def _done(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+class _Task:
+    """One task; its status is computed on every ``tasks/get`` from the clock and files."""
+
+    def __init__(self, tool: str, arguments: dict[str, Any]) -> None:
+        self.id = uuid.uuid4().hex
+        self.tool = tool
+        self.arguments = arguments
+        self.started = time.monotonic()
+        self.created_at = datetime.now(UTC).isoformat()
+        self.cancelled = False
+        self.answer: dict[str, Any] | None = None
+        self.answered_at = 0.0
+
+    def view(self) -> dict[str, Any]:
+        base = {
+            "taskId": self.id,
+            "createdAt": self.created_at,
+            "lastUpdatedAt": datetime.now(UTC).isoformat(),
+            "ttlMs": 3_600_000,
+            "pollIntervalMs": 100,
+        }
+        if self.cancelled:
+            return {**base, "status": "cancelled"}
+        if self.tool == "build_report":
+            name = str(self.arguments.get("name", ""))
+            seconds = float(self.arguments.get("seconds") or 0)
+            log = os.environ.get("MCP_TEST_CALL_LOG")
+            released = log is not None and release_file(log, name).exists()
+            if released or (seconds > 0 and time.monotonic() - self.started >= seconds):
+                return {**base, "status": "completed", "result": _done(f"report {name} ready")}
+            return {**base, "status": "working", "statusMessage": f"building {name}"}
+        waiting = {"status": "input_required", "inputRequests": {"account": ACCOUNT_REQUEST}}
+        if self.answer is None or time.monotonic() - self.answered_at < STILL_LISTED_SECONDS:
+            return {**base, **waiting}
+        if self.answer.get("action") == "accept":
+            return {**base, "status": "completed", "result": _done(f"using {self.answer}")}
+        return {**base, "status": "completed", "result": _done(f"no account: {self.answer}")}
+
+
+_TASKS: dict[str, _Task] = {}
+
+
+class _TaskParams(RequestParams):
+    task_id: str
+
+
+class _UpdateParams(_TaskParams):
+    input_responses: dict[str, Any]
+
+
+def _task(task_id: str) -> _Task:
+    task = _TASKS.get(task_id)
+    if task is None:
+        raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
+    return task
+
+
+async def _get(ctx: ServerRequestContext[Any, Any], params: _TaskParams) -> HandlerResult:
+    return _task(params.task_id).view()
+
+
+async def _update(ctx: ServerRequestContext[Any, Any], params: _UpdateParams) -> HandlerResult:
+    _append("tasks/update", {"taskId": params.task_id, **params.input_responses}, {})
+    task = _task(params.task_id)
+    if task.answer is None and "account" in params.input_responses:
+        task.answer, task.answered_at = params.input_responses["account"], time.monotonic()
+    return {}
+
+
+async def _cancel(ctx: ServerRequestContext[Any, Any], params: _TaskParams) -> HandlerResult:
+    _append("tasks/cancel", {"taskId": params.task_id}, {})
+    _task(params.task_id).cancelled = True
+    return {}
+
+
+class TaskExtension(Extension):
+    """The tasks extension: ``build_report`` and ``choose_account`` answer with a task."""
+
+    identifier = TASKS_EXTENSION
+
+    def methods(self) -> list[MethodBinding]:
+        return [
+            MethodBinding("tasks/get", _TaskParams, _get),
+            MethodBinding("tasks/update", _UpdateParams, _update),
+            MethodBinding("tasks/cancel", _TaskParams, _cancel),
+        ]
+
+    async def intercept_tool_call(
+        self,
+        params: CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> HandlerResult:
+        declared = ctx.session.client_capabilities
+        extensions = declared.extensions if declared is not None else None
+        if (
+            params.name not in ("build_report", "choose_account")
+            or not extensions
+            or (TASKS_EXTENSION not in extensions)
+        ):
+            return await call_next(ctx)
+        arguments = dict(params.arguments or {})
+        _append(params.name, arguments, dict(params.meta or {}))
+        task = _Task(params.name, arguments)
+        _TASKS[task.id] = task
+        return {"resultType": "task", **task.view()}
+
+
 def build_server() -> MCPServer:
-    server = MCPServer("dex-test")
+    server = MCPServer("dex-test", extensions=[TaskExtension()])
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def read_note(name: str, ctx: Context) -> str:
@@ -135,6 +292,36 @@ def build_server() -> MCPServer:
         """Kill the server process on every call."""
         _log("crash_write", ctx, {})
         os._exit(3)
+
+    @server.tool(annotations=ToolAnnotations(idempotent_hint=True))
+    async def build_report(name: str, ctx: Context, seconds: float = 0) -> str:
+        """Build a report in a task; only a client without the tasks extension gets here."""
+        _log("build_report", ctx, {"name": name, "seconds": seconds})
+        return f"report {name} ready"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def choose_account(ctx: Context) -> str:
+        """Ask which account to use, in a task; only a client without tasks gets here."""
+        _log("choose_account", ctx, {})
+        return "no account chosen"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def confirm_send(ctx: Context) -> InputRequiredResult:
+        """Answer tools/call itself with an input request, outside a task."""
+        _log("confirm_send", ctx, {})
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+        request = ElicitRequest(
+            params=ElicitRequestFormParams(message="Send it?", requested_schema=schema)
+        )
+        return InputRequiredResult(input_requests={"ok": request})
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def repeat_once(ctx: Context) -> InputRequiredResult | str:
+        """Ask for the same call again once (a state-only answer), then answer."""
+        _log("repeat_once", ctx, {"request_state": ctx.request_state})
+        if ctx.request_state is None:
+            return InputRequiredResult(request_state="again")
+        return f"answered after {ctx.request_state}"
 
     @server.resource("note://greeting", description="A greeting.", mime_type="text/plain")
     def greeting() -> str:

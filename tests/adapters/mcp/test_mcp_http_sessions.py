@@ -1,0 +1,154 @@
+"""``McpToolSource`` in whole sessions on the embedded engine, against a Streamable HTTP server.
+
+The server is ``mcp_test_server.py`` under uvicorn on loopback (``http_server.py``),
+started again whenever a crash tool ends its process mid-call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import timedelta
+
+import pytest
+
+from dex_agents.builtin_loop import (
+    InMemoryMediaStore,
+    ModelRequest,
+    ScriptedModelClient,
+    ScriptedModelReply,
+)
+from dex_agents.builtin_loop import ScriptedToolCall as Call
+from dex_agents.domain.events import McpToolProgressPayload
+from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
+from dex_agents.mcp import McpStreamableHttpServerConfig, McpToolSource
+from tests.adapters.mcp.conftest import CallLog
+from tests.adapters.mcp.http_server import HttpTestServer, free_loopback_port
+from tests.adapters.mcp.session_support import (
+    SESSION,
+    approve,
+    calls_then_answer,
+    events,
+    keys,
+    outputs,
+    running,
+    session,
+    turn,
+)
+
+
+async def test_a_read_runs_without_approval_and_carries_the_idempotency_key(
+    http_server: McpStreamableHttpServerConfig, call_log: CallLog
+) -> None:
+    source = McpToolSource([http_server])
+    async with session(source, calls_then_answer(("notes__read_note", {"name": "a"}))) as s:
+        snapshot = await turn(s)
+    assert snapshot.pending_interrupts == ()
+    assert snapshot.messages[-1].text == "note a: hello"
+    (key,) = keys(call_log, "read_note")
+    assert key.startswith(f"{SESSION}/")
+    assert key.endswith("/c1")
+
+
+async def test_a_write_waits_for_approval_then_runs_once(
+    http_server: McpStreamableHttpServerConfig, call_log: CallLog
+) -> None:
+    source = McpToolSource([http_server])
+    async with session(source, calls_then_answer(("notes__send_email", {"to": "bo"}))) as s:
+        waiting = await turn(s)
+        (approval,) = waiting.pending_interrupts
+        assert approval.tool_name == "notes__send_email"
+        assert call_log.calls("send_email") == []
+        snapshot = await approve(s, waiting)
+    assert snapshot.messages[-1].text == "sent to bo"
+    assert len(call_log.calls("send_email")) == 1
+
+
+async def test_a_read_whose_server_dies_mid_call_is_sent_again_with_the_same_key(
+    http_server: McpStreamableHttpServerConfig,
+    http_test_server: HttpTestServer,
+    call_log: CallLog,
+) -> None:
+    source = McpToolSource([http_server])
+    async with session(source, calls_then_answer(("notes__crash_once_read", {}))) as s:
+        snapshot = await turn(s)
+    assert snapshot.messages[-1].text == "read after a crash"
+    first, second = keys(call_log, "crash_once_read")
+    assert first == second
+    assert http_test_server.starts == 2
+
+
+async def test_a_write_whose_server_dies_mid_call_is_outcome_unknown_and_never_resent(
+    http_server: McpStreamableHttpServerConfig, call_log: CallLog
+) -> None:
+    source = McpToolSource([http_server])
+    async with session(source, calls_then_answer(("notes__crash_write", {}))) as s:
+        snapshot = await approve(s, await turn(s))
+    assert outputs(snapshot) == [OUTCOME_UNKNOWN_TOOL_RESULT]
+    assert len(call_log.calls("crash_write")) == 1
+
+
+async def test_progress_and_an_image_come_over_the_event_stream(
+    http_server: McpStreamableHttpServerConfig,
+) -> None:
+    store = InMemoryMediaStore()
+    source = McpToolSource([http_server], media_store=store)
+    model = calls_then_answer(("notes__slow_count", {}), ("notes__picture", {}))
+    async with running(source, model, media_store=store) as (runtime, flow):
+        sessions = runtime.sessions(flow)
+        await sessions.open_session(SESSION)
+        snapshot = await turn(sessions)
+        progress = [e.payload for e in await events(runtime, flow) if e.type == "mcp.tool_progress"]
+    assert progress == [
+        McpToolProgressPayload(
+            tool_call_id="c1",
+            tool_name="notes__slow_count",
+            progress=done,
+            total=2.0,
+            message=message,
+        )
+        for done, message in ((1.0, "halfway"), (2.0, "done"))
+    ]
+    assert outputs(snapshot) == ["counted", "a dot:\n[image 1]"]
+    (picture,) = [m for m in snapshot.messages if m.tool_output == "a dot:\n[image 1]"]
+    assert len(picture.images) == 1
+
+
+def read_when_offered(request: ModelRequest) -> ScriptedModelReply:
+    """Call ``notes__read_note`` when it is offered; else say which tools are."""
+    results = ScriptedModelClient.tool_results(request)
+    if results:
+        return ScriptedModelReply(text=results[-1].output)
+    offered = [tool.name for tool in request.tools]
+    if "notes__read_note" in offered:
+        return ScriptedModelReply(tool_calls=(Call("notes__read_note", {"name": "b"}),))
+    return ScriptedModelReply(text=f"offered: {offered}")
+
+
+async def test_a_server_that_cannot_be_listed_is_left_out_until_its_backoff_passes(
+    call_log: CallLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_loopback_port()
+    config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
+    backoff = timedelta(seconds=3)
+    source = McpToolSource([config], listing_failure_backoff=backoff)
+    async with session(source, ScriptedModelClient(read_when_offered)) as s:
+        with caplog.at_level(logging.WARNING):
+            down = await turn(s)
+        failed_at = time.monotonic()
+        assert down.messages[-1].text == "offered: []"
+        assert "MCP server 'notes' could not be listed" in caplog.text
+        with HttpTestServer({"MCP_TEST_CALL_LOG": str(call_log.path)}, port=port):
+            # The server answers now, but within the backoff it is not asked.
+            within = await turn(s)
+            assert time.monotonic() - failed_at < backoff.total_seconds()
+            assert within.messages[-1].text == "offered: []"
+            # After the backoff a background listing runs; a later one returns its tools.
+            deadline = time.monotonic() + 30
+            while not await source.list_tools():
+                assert time.monotonic() < deadline, "the server was never listed again"
+                await asyncio.sleep(0.05)
+            back = await turn(s)
+    assert back.messages[-1].text == "note b: hello"
+    assert len(call_log.calls("read_note")) == 1
