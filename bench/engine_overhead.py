@@ -57,6 +57,7 @@ from dex_agents.ports.flow_store import (
     FlowStatus,
     FlowStore,
     StoreTransaction,
+    run_each,
 )
 from dex_agents.ports.persistence import ChannelDef, StreamDef
 
@@ -179,13 +180,7 @@ class CountingStore:
     ) -> Sequence[BatchOutcome]:
         # One by one, so each work is counted by its name (the engine batches only what
         # queues up while another commit runs; the no-op loop runs one Step at a time).
-        outcomes = []
-        for work in works:
-            try:
-                outcomes.append(BatchOutcome(value=self.run(work, durable=durable)))
-            except Exception as error:
-                outcomes.append(BatchOutcome(error=error))
-        return outcomes
+        return run_each(lambda work: self.run(work, durable=durable), works)
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         return self._count(work, self.inner.read, True)

@@ -325,6 +325,21 @@ class BatchOutcome:
     error: Exception | None = None
 
 
+def run_each(
+    run: Callable[[Callable[[StoreTransaction], Any]], Any],
+    works: Sequence[Callable[[StoreTransaction], Any]],
+) -> list[BatchOutcome]:
+    """``run_batch`` as one transaction per work, through ``run``: for a store with no
+    cheaper way to commit many, or a wrapper that must see each work on its own."""
+    outcomes = []
+    for work in works:
+        try:
+            outcomes.append(BatchOutcome(value=run(work)))
+        except Exception as error:
+            outcomes.append(BatchOutcome(error=error))
+    return outcomes
+
+
 class FlowStore(Protocol):
     """A store of Flow runs: atomic, serialized transactions over ``StoreTransaction``."""
 

@@ -40,6 +40,7 @@ from dex_agents.ports.flow_store import (
     ExecutionStatus,
     FlowStore,
     StoreTransaction,
+    run_each,
 )
 from tests.adapters.engine_flows import EngineTestFlow, Probe
 from tests.adapters.engine_worker import (
@@ -406,13 +407,7 @@ class _CommitsAfterTheFirstClaim:
         self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
     ) -> Sequence[BatchOutcome]:
         # One by one, so the claim round is still seen on its own.
-        outcomes = []
-        for work in works:
-            try:
-                outcomes.append(BatchOutcome(value=self.run(work, durable=durable)))
-            except Exception as error:
-                outcomes.append(BatchOutcome(error=error))
-        return outcomes
+        return run_each(lambda work: self.run(work, durable=durable), works)
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         return self._inner.read(work)

@@ -37,9 +37,16 @@ class HandOff:
     cancel_requested: set[int] = field(default_factory=set)
 
 
-def _handed(
-    tx: StoreTransaction, claimed: ExecutionRow, taken: list[claims.Claim], limit: int
+def _hand_off_after(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    claimed: ExecutionRow,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
 ) -> HandOff:
+    owner = claimed.lease_owner or ""
+    taken = hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit)
     running = tx.flow_executions(claimed.flow_id, [ExecutionStatus.RUNNING])
     cancelled = {
         row.id for row in running if row.cancel_requested and row.lease_owner == claimed.lease_owner
@@ -90,10 +97,7 @@ def commit_execute(
     """``transitions.commit_execute``, then the hand-off; not ``committed`` if the lease was lost."""
     if not transitions.commit_execute(tx, flow, claimed, staged, decision, now):
         return HandOff(False)
-    owner = claimed.lease_owner or ""
-    return _handed(
-        tx, claimed, hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit), limit
-    )
+    return _hand_off_after(tx, flow, claimed, now, lease, limit)
 
 
 def submit_wait(
@@ -109,10 +113,7 @@ def submit_wait(
     if transitions.holds_lease(tx, claimed) is None:
         return HandOff(False)
     transitions.submit_wait(tx, claimed, wait, now)
-    owner = claimed.lease_owner or ""
-    return _handed(
-        tx, claimed, hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit), limit
-    )
+    return _hand_off_after(tx, flow, claimed, now, lease, limit)
 
 
 def fail_attempt(
@@ -129,7 +130,4 @@ def fail_attempt(
     if transitions.holds_lease(tx, claimed) is None:
         return HandOff(False)
     transitions.fail_attempt(tx, flow, claimed, error_type, detail, now)
-    owner = claimed.lease_owner or ""
-    return _handed(
-        tx, claimed, hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit), limit
-    )
+    return _hand_off_after(tx, flow, claimed, now, lease, limit)

@@ -33,6 +33,7 @@ from dex_agents.ports.flow_store import (
     FlowStatus,
     MessageRow,
     StoreTransaction,
+    run_each,
 )
 
 K = TypeVar("K")
@@ -428,13 +429,7 @@ class MemoryFlowStore:
         self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
     ) -> Sequence[BatchOutcome]:
         """Run each work as a transaction of its own; a work that raises undoes only itself."""
-        outcomes = []
-        for work in works:
-            try:
-                outcomes.append(BatchOutcome(value=self.run(work)))
-            except Exception as error:
-                outcomes.append(BatchOutcome(error=error))
-        return outcomes
+        return run_each(self.run, works)
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         """Run read-only ``work``; a write in it is undone and raises ``RuntimeError``."""

@@ -3,73 +3,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from dex_agents import AgentSessionClient, AgentSnapshot
+from dex_agents import AgentSessionClient
 from dex_agents.builtin_loop import (
-    AgentDefinition,
     InMemoryMediaStore,
-    ModelRequest,
-    ScriptedModelClient,
-    ScriptedModelReply,
-    ScriptedToolCall,
-    builtin_agent_session_flow,
 )
-from dex_agents.domain.mcp_conventions import IDEMPOTENCY_KEY_META_KEY
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
-from dex_agents.local import LocalRuntime
 from dex_agents.mcp import McpStdioServerConfig, McpToolSource
+from tests.adapters.mcp import session_support
 from tests.adapters.mcp.conftest import CallLog
-
-SESSION = "s1"
-
-
-def calls_then_answer(*calls: tuple[str, dict[str, Any]]) -> ScriptedModelClient:
-    """A model that calls each tool in turn, then answers with every result joined."""
-
-    def respond(request: ModelRequest) -> ScriptedModelReply:
-        done = ScriptedModelClient.tool_results(request)
-        if len(done) < len(calls):
-            name, arguments = calls[len(done)]
-            return ScriptedModelReply(
-                tool_calls=(ScriptedToolCall(name, arguments, call_id=f"c{len(done) + 1}"),)
-            )
-        return ScriptedModelReply(text=" | ".join(result.output for result in done))
-
-    return ScriptedModelClient(respond)
+from tests.adapters.mcp.session_support import SESSION, calls_then_answer, keys, outputs, turn
 
 
-@asynccontextmanager
-async def session(
+def session(
     source: McpToolSource, *calls: tuple[str, dict[str, Any]], media_store: Any = None
-) -> AsyncIterator[AgentSessionClient]:
-    agent = AgentDefinition(
-        name="notes",
-        instructions="You manage notes.",
-        model=calls_then_answer(*calls),
-        tool_sources=[source],
-    )
-    flow = builtin_agent_session_flow(agent, flow_type="McpAgent", media_store=media_store)
-    async with LocalRuntime(None, [flow]) as runtime:
-        sessions = runtime.sessions(flow)
-        await sessions.open_session(SESSION)
-        yield sessions
-    await source.aclose()
-
-
-async def turn(sessions: AgentSessionClient, text: str = "go") -> AgentSnapshot:
-    assert await sessions.send_user_message(SESSION, text)
-    return await sessions.wait_for_user(SESSION)
-
-
-def outputs(snapshot: AgentSnapshot) -> list[str]:
-    return [m.tool_output for m in snapshot.messages if m.tool_output is not None]
-
-
-def keys(call_log: CallLog, tool: str) -> Sequence[str]:
-    return [row["meta"][IDEMPOTENCY_KEY_META_KEY] for row in call_log.calls(tool)]
+) -> AbstractAsyncContextManager[AgentSessionClient]:
+    """The open session of an agent whose model calls ``calls`` in turn, then answers."""
+    return session_support.session(source, calls_then_answer(*calls), media_store=media_store)
 
 
 async def test_a_read_runs_without_approval_and_carries_the_idempotency_key(
