@@ -20,6 +20,8 @@ from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 
 # Streams are best effort, so a quiet one still gets a fresh snapshot this often.
 _RECHECK = timedelta(seconds=1)
+# How long a stored result waits for its call's final status from the Stream.
+_CATCH_UP = timedelta(milliseconds=500)
 
 
 class Follower:
@@ -74,9 +76,24 @@ class Follower:
                 parts.append(self._status(call))
             # A result whose final status line was shown already says nothing new.
             if message.tool_call_id not in self._finished:
-                parts.append(output.line(terminal.tool_result_line(message)))
+                status = self._live.finished_status(message.tool_call_id or "")
+                parts.append(output.line(terminal.tool_result_line(message, status)))
                 self._finished.add(message.tool_call_id or "")
         return parts
+
+    def _unknown_results(self, snapshot: AgentSnapshot) -> list[str]:
+        """The calls whose new stored result would show without a status: their turn ended,
+        so their record left the snapshot, and their ``tool_call_finished`` was not read yet."""
+        recorded = {call.tool_call_id for call in snapshot.tool_calls}
+        return [
+            message.tool_call_id
+            for message in snapshot.messages
+            if message.sequence > self._last_sequence
+            and message.role == MessageRole.TOOL
+            and message.tool_call_id
+            and message.tool_call_id not in recorded
+            and message.tool_call_id not in self._finished
+        ]
 
     def show(self, snapshot: AgentSnapshot, live_text: list[tuple[LiveKey, str]]) -> None:
         """Print what changed since the last call: ``live_text`` was taken before ``snapshot``
@@ -99,6 +116,7 @@ class Follower:
             seen = self._live.event_count
             live_text = self._live.take()
             snapshot = await self._client.get_agent_snapshot(self._session)
+            await self._live.wait_for_finished(self._unknown_results(snapshot), _CATCH_UP)
             self.show(snapshot, live_text)
             attention = session_attention(snapshot)
             if attention is None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
-from dex_agents.domain.events import AgentEvent, TextDeltaPayload
+from dex_agents.domain.events import AgentEvent, TextDeltaPayload, ToolCallFinishedPayload
+from dex_agents.domain.tool_calls import ToolCallStatus
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import FlowClient, StreamMessage
@@ -37,6 +39,7 @@ class LiveText:
         self._session = session_id
         self._token = ""
         self._arrived: list[tuple[LiveKey, str]] = []
+        self._finished: dict[str, ToolCallStatus] = {}
         self._events = 0
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -71,6 +74,10 @@ class LiveText:
             ):
                 key = (event.turn_id or "", event.step_execution_id, event.attempt)
                 self._arrived.append((key, event.payload.text))
+            elif isinstance(event, AgentEvent) and isinstance(
+                event.payload, ToolCallFinishedPayload
+            ):
+                self._finished[event.payload.tool_call_id] = event.payload.status
             self._events += 1
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
@@ -87,6 +94,28 @@ class LiveText:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(within.total_seconds()):
                 await self._changed.wait()
+
+    def finished_status(self, tool_call_id: str) -> ToolCallStatus | None:
+        """The final status a ``tool_call_finished`` event gave the call, if one arrived.
+
+        A turn's call records leave the snapshot when the turn ends, so a turn that
+        ended between two snapshots leaves only the stored result and this status.
+        """
+        return self._finished.get(tool_call_id)
+
+    async def wait_for_finished(self, tool_call_ids: Collection[str], within: timedelta) -> None:
+        """Return once a ``tool_call_finished`` event of each call arrived, or after ``within``.
+
+        The event commits before the result is stored, so a snapshot that shows the
+        result only waits for this reader to catch up with the Stream.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within.total_seconds()
+        while any(call_id not in self._finished for call_id in tool_call_ids):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            await self.wait_for_event(self._events, timedelta(seconds=remaining))
 
     def take(self) -> list[tuple[LiveKey, str]]:
         """The text that arrived since the last call, in arrival order, with its model call."""

@@ -15,7 +15,7 @@ from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.plans import AgentPlan
 from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.tool_calls import AgentToolCall
+from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.usage import AgentUsage
 
 USER_PROMPT = "you> "
@@ -95,9 +95,13 @@ def tool_status_line(call: AgentToolCall, *, with_arguments: bool = False) -> st
     return line
 
 
-def tool_result_line(message: AgentMessage) -> str:
-    """``tool> <tool> -> <output>``: a stored tool result, as the model read it."""
-    return f"tool> {escaped(message.tool_name or '')} -> {_text(message.tool_output)}"
+def tool_result_line(message: AgentMessage, status: ToolCallStatus | None = None) -> str:
+    """``tool> <tool> -> <output>``: a stored tool result, as the model read it; with the
+    call's final ``status`` when it is known, ``tool> <tool> -> <status>: <output>``."""
+    shown = (
+        _text(message.tool_output) if status is None else f"{status}: {_text(message.tool_output)}"
+    )
+    return f"tool> {escaped(message.tool_name or '')} -> {shown}"
 
 
 def message_lines(message: AgentMessage) -> list[str]:

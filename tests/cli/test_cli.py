@@ -35,15 +35,14 @@ def test_chat_answers_looks_up_and_refunds_after_approval(tmp_path: Path) -> Non
         f"approve refund_order {REFUND_7}? [y/n] ",
     ]
     chat.send("Yes")
-    # "approved" shows too when a snapshot is read before the refund ran. The call's final
-    # line is its status while the turn's record of it is in the snapshot; when the turn
-    # ended before the chat looked again, the record is gone and the stored result shows.
-    lines = [line for line in chat.expect("you> ").splitlines() if "approved" not in line]
-    assert lines[0] in (
+    # "approved" shows too when a snapshot is read before the refund ran. The final status
+    # shows even when the turn ended before the chat looked again (its record is gone
+    # then, and the status comes from the call's tool_call_finished event).
+    assert [line for line in chat.expect("you> ").splitlines() if "approved" not in line] == [
         "tool> refund_order -> succeeded: refunded 1200 cents on order 7",
-        "tool> refund_order -> refunded 1200 cents on order 7",
-    )
-    assert lines[1:] == ["agent> Done. refund_order: refunded 1200 cents on order 7", "you> "]
+        "agent> Done. refund_order: refunded 1200 cents on order 7",
+        "you> ",
+    ]
     chat.send("change the address of order 7")
     assert "agent asks: What is the new shipping address for order 7?" in chat.expect("question> ")
     chat.send("2 New Road")
