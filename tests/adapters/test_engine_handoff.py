@@ -133,10 +133,14 @@ async def test_steps_a_commit_made_runnable_are_claimed_in_that_commit(
 
 
 class SuspendingWait(Step[None]):
-    """A Step whose ``wait_for`` awaits something real before it decides."""
+    """A Step whose ``wait_for`` awaits something real before it decides; ``decided`` counts
+    the runs of it that got past the await."""
+
+    decided = 0
 
     async def wait_for(self, context: WaitContext, input: None) -> Wait:
         await asyncio.sleep(0)
+        SuspendingWait.decided += 1
         return Wait.until(ChannelCondition(INBOX))
 
     async def execute(self, context: StepContext, input: None) -> StepDecision:
@@ -178,6 +182,7 @@ async def test_a_wait_for_that_suspends_runs_in_a_wait_phase(
     store, engine = recorded
     client = LocalFlowClient(engine)
     flow = engine.flow("SuspendingWait").flow
+    SuspendingWait.decided = 0
     await client.start_flow(flow, "s1", None)
     assert await client.invoke_rpc(flow, "s1", "send", "hello") is True
 
@@ -191,7 +196,9 @@ async def test_a_wait_for_that_suspends_runs_in_a_wait_phase(
         return None if row is None else row.output
 
     assert await engine.read(output) == '"hello"'
-    # Begin's commit could not decide the wait, so it leased the Step for a wait phase.
+    # Begin's commit could not decide the wait (it stopped the wait_for at its await),
+    # so it leased the Step for a wait phase, which ran it to the end once.
+    assert SuspendingWait.decided == 1
     assert "SuspendingWait-1" not in store.round_claims
 
 

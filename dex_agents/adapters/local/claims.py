@@ -110,9 +110,10 @@ def take(
     lease: timedelta,
     *,
     read_state: bool = True,
+    run_id: str | None = None,
 ) -> Claim | None:
-    """Lease one runnable execution to ``owner``, with the state its phase loads when
-    ``read_state``; ``None`` when a lock it needs is held."""
+    """Lease one runnable execution to ``owner``, with the state its phase loads and the
+    Flow run's ``run_id`` when ``read_state``; ``None`` when a lock it needs is held."""
     step = flow.step(row.step_type)
     options = flow.options(step, row.options)
     if row.status is ExecutionStatus.PENDING_WAIT:
@@ -136,8 +137,6 @@ def take(
     if not read_state:
         return Claim(row, phase, flow.flow_type)
     snapshot = read_snapshot(tx, row.flow_id, flow.flow.schema, loads)
-    flow_row = tx.get_flow(row.flow_id)
-    run_id = None if flow_row is None else flow_row.run_id
     return Claim(row, phase, flow.flow_type, snapshot, run_id)
 
 

@@ -46,12 +46,7 @@ def _hand_off_after(
     limit: int,
 ) -> HandOff:
     owner = claimed.lease_owner or ""
-    taken = hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit)
-    running = tx.flow_executions(claimed.flow_id, [ExecutionStatus.RUNNING])
-    cancelled = {
-        row.id for row in running if row.cancel_requested and row.lease_owner == claimed.lease_owner
-    }
-    return HandOff(True, taken, complete=len(taken) < limit, cancel_requested=cancelled)
+    return hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit)
 
 
 def hand_off(
@@ -62,14 +57,21 @@ def hand_off(
     now: datetime,
     lease: timedelta,
     limit: int,
-) -> list[claims.Claim]:
-    """Decide the new waits of a Flow run, then lease up to ``limit`` of its runnable executions."""
+) -> HandOff:
+    """Decide the new waits of a Flow run, lease up to ``limit`` of its runnable executions,
+    and name ``owner``'s running ones that were asked to stop; one read of its active Steps."""
     flow_row = tx.get_flow(flow_id)
-    if flow_row is None or flow_row.status is not FlowStatus.RUNNING:
-        return []
+    flow_running = flow_row is not None and flow_row.status is FlowStatus.RUNNING
     runnable = (ExecutionStatus.PENDING_WAIT, ExecutionStatus.READY)
+    wanted = [*runnable, ExecutionStatus.RUNNING] if flow_running else [ExecutionStatus.RUNNING]
     taken: list[claims.Claim] = []
-    for row in tx.flow_executions(flow_id, list(runnable)):
+    cancelled: set[int] = set()
+    for row in tx.flow_executions(flow_id, wanted):
+        if row.status is ExecutionStatus.RUNNING:
+            if row.cancel_requested and row.lease_owner == owner:
+                cancelled.add(row.id)
+            continue
+        assert flow_row is not None  # only a running Flow's runnable Steps are read
         if row.status is ExecutionStatus.PENDING_WAIT and not row.cancel_requested:
             wait = decide_wait_now(tx, flow, row, now)
             if wait is not None:
@@ -78,10 +80,11 @@ def hand_off(
             continue
         if row.not_before is not None and row.not_before > now:
             continue  # a retry's delay has not passed
-        claim = claims.take(tx, flow, row, owner, now, lease)
+        # The Flow run was read above: its run ID goes with each claim.
+        claim = claims.take(tx, flow, row, owner, now, lease, run_id=flow_row.run_id)
         if claim is not None:
             taken.append(claim)
-    return taken
+    return HandOff(True, taken, complete=len(taken) < limit, cancel_requested=cancelled)
 
 
 def commit_execute(
