@@ -24,10 +24,10 @@ from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentStatus
-from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import DeferredToolExecution
 from tests.app.scripted_runner import ScriptedRunner
+from tests.support.session_events import session_events
 
 T = TypeVar("T")
 
@@ -70,17 +70,7 @@ class Session:
 
     async def events(self, session_id: str = "s1") -> list[AgentEvent]:
         """Every event of the session's Stream so far."""
-        events: list[AgentEvent] = []
-        token = ""
-        while True:
-            try:
-                message = await self.client.read_stream(
-                    self.flow, session_id, token, poll_timeout=timedelta(milliseconds=30)
-                )
-            except StreamReadTimeoutError:
-                return events
-            events.append(message.value)
-            token = message.resume_token
+        return await session_events(self.client, self.flow, session_id)
 
 
 @contextlib.asynccontextmanager

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -21,7 +20,6 @@ from dex_agents.domain.events import AgentEvent, ToolCallDeferredPayload, ToolCa
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
-from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import EXECUTE_FAILED_EVENT
 from dex_agents.testing import (
     EXECUTE_COMPLETED_EVENT,
@@ -37,6 +35,7 @@ from tests.app.crash_agent import (
     model_gate,
     tool_gate,
 )
+from tests.support.session_events import session_events
 
 T = TypeVar("T")
 
@@ -73,17 +72,7 @@ class Crash:
 
     async def events(self) -> list[AgentEvent]:
         """Every event of the session's Stream."""
-        events: list[AgentEvent] = []
-        token = ""
-        while True:
-            try:
-                message = await self.stack.client.read_stream(
-                    self.sessions.flow, "s1", token, poll_timeout=timedelta(milliseconds=30)
-                )
-            except StreamReadTimeoutError:
-                return events
-            events.append(message.value)
-            token = message.resume_token
+        return await session_events(self.stack.client, self.sessions.flow, "s1")
 
     async def history(self, *step_types: str) -> list[tuple[str, int, str]]:
         """``(step_type, final_attempt, event_type)`` of the finished Steps of ``step_types``."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import timedelta
 from typing import Any
 
 from dex_agents import AgentSessionClient, AgentSnapshot
@@ -21,9 +20,9 @@ from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.mcp_conventions import IDEMPOTENCY_KEY_META_KEY
 from dex_agents.local import LocalRuntime
 from dex_agents.mcp import McpToolSource
-from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.model_client import ModelClient
 from tests.adapters.mcp.conftest import CallLog
+from tests.support.session_events import session_events
 
 SESSION = "s1"
 
@@ -72,17 +71,7 @@ async def session(
 
 async def events(runtime: LocalRuntime, flow: AgentSessionFlow) -> list[AgentEvent]:
     """Every event of ``SESSION``'s Stream so far."""
-    found: list[AgentEvent] = []
-    token = ""
-    while True:
-        try:
-            message = await runtime.flow_client.read_stream(
-                flow, SESSION, token, poll_timeout=timedelta(milliseconds=30)
-            )
-        except StreamReadTimeoutError:
-            return found
-        found.append(message.value)
-        token = message.resume_token
+    return await session_events(runtime.flow_client, flow, SESSION)
 
 
 async def turn(sessions: AgentSessionClient, text: str = "go") -> AgentSnapshot:

@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from typing import Any
 
 from dex_agents import AgentSessionClient
 from dex_agents.domain.events import AgentEvent, EventPayload
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
-from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.testing import wait_for_agent_snapshot
 from tests.adapters.mcp.session_support import SESSION
+from tests.support.session_events import session_events
 
 
 async def events(sessions: AgentSessionClient) -> list[AgentEvent]:
     """Every event of the session's Stream so far."""
-    found: list[AgentEvent] = []
-    token = ""
-    while True:
-        try:
-            message = await sessions.flow_client.read_stream(
-                sessions.flow, SESSION, token, poll_timeout=timedelta(milliseconds=30)
-            )
-        except StreamReadTimeoutError:
-            return found
-        found.append(message.value)
-        token = message.resume_token
+    return await session_events(sessions.flow_client, sessions.flow, SESSION)
 
 
 def payloads(found: list[AgentEvent], event_type: str) -> list[Any]:
