@@ -20,7 +20,12 @@ from dex_agents.domain.interrupts import (
     without_interrupt,
 )
 from dex_agents.domain.messages import AgentUserMessage, QueuedUserMessage
-from dex_agents.domain.paging import deleted_before_sequence, page_agent_messages, snapshot_messages
+from dex_agents.domain.paging import (
+    deleted_before_sequence,
+    page_agent_messages,
+    snapshot_floor,
+    snapshot_messages,
+)
 from dex_agents.domain.requests import (
     AgentMessagesPage,
     AgentSnapshot,
@@ -187,7 +192,9 @@ def get_agent_snapshot(runtime: SessionRuntime) -> Rpc[None, AgentSnapshot]:
         return RpcResult(
             AgentSnapshot(
                 state=agent_state,
-                messages=snapshot_messages(all_messages(state)),
+                messages=snapshot_messages(
+                    all_messages(state, after_sequence=snapshot_floor(agent_state.last_sequence))
+                ),
                 pending_interrupts=state.get(PENDING_INTERRUPTS) or (),
                 tool_calls=tuple(records),
                 usage=state.get(AGENT_USAGE) or AgentUsage(),

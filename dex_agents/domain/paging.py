@@ -69,7 +69,10 @@ def stored_messages(
                 f"chunk {message_sequence_key(info.first_sequence)} listed in"
                 " AgentMessageIndex was not loaded"
             )
-        ordered.extend(message for message in chunk.messages if message.sequence > floor)
+        if info.first_sequence > floor:
+            ordered.extend(chunk.messages)
+        else:
+            ordered.extend(message for message in chunk.messages if message.sequence > floor)
     window_first = index.window_first_sequence if index is not None else 1
     ordered.extend(
         sorted(
@@ -127,6 +130,16 @@ def page_agent_messages(
         has_more=has_more,
         deleted_before_sequence=deleted_before_sequence(index),
     )
+
+
+def snapshot_floor(last_sequence: int) -> int | None:
+    """The ``after_sequence`` that reads just the snapshot's messages: ``None`` reads them all.
+
+    A snapshot shows the last 200 of a session's messages; reading only those
+    keeps its cost flat however long the session grows.
+    """
+    floor = last_sequence - SNAPSHOT_MESSAGE_LIMIT
+    return floor if floor > 0 else None
 
 
 def snapshot_messages(messages: Sequence[AgentMessage]) -> tuple[AgentMessage, ...]:

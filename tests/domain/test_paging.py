@@ -16,6 +16,7 @@ from dex_agents.domain.paging import (
     clamp_page_limit,
     deleted_before_sequence,
     page_agent_messages,
+    snapshot_floor,
     snapshot_messages,
     stored_messages,
 )
@@ -145,6 +146,28 @@ def test_snapshot_holds_the_last_200_messages(count: int, first: int | None) -> 
     snapshot = snapshot_messages(messages)
     assert len(snapshot) == min(count, 200)
     assert (snapshot[0].sequence if snapshot else None) == first
+
+
+@pytest.mark.parametrize(
+    ("last_sequence", "floor"), [(0, None), (5, None), (200, None), (201, 1), (450, 250)]
+)
+def test_a_snapshot_reads_only_the_messages_it_shows(last_sequence: int, floor: int | None) -> None:
+    assert snapshot_floor(last_sequence) == floor
+    messages = tuple(_message(sequence) for sequence in range(1, last_sequence + 1))
+    # Sixteen-message chunks, the last of them partly in the window.
+    chunks = [_chunk(first, first + 15) for first in range(1, last_sequence - 15, 16)]
+    in_chunks = chunks[-1].last_sequence if chunks else 0
+    index = AgentMessageIndex(
+        chunks=tuple(_info(chunk.first_sequence, chunk.last_sequence) for chunk in chunks),
+        window_first_sequence=in_chunks + 1,
+        first_sequence=1,
+    )
+    window = messages[in_chunks:]
+    read = stored_messages(index, chunks, window, after_sequence=floor)
+    assert snapshot_messages(read) == snapshot_messages(messages)
+    skipped = [chunk for chunk in chunks if floor is not None and chunk.last_sequence <= floor]
+    needed = [chunk for chunk in chunks if chunk not in skipped]
+    assert stored_messages(index, needed, window, after_sequence=floor) == read
 
 
 @settings(max_examples=60, deadline=None)

@@ -12,6 +12,8 @@ from dex_agents.app.builtin_loop.compaction import context_summary_items
 from dex_agents.app.builtin_loop.items import (
     model_input_item,
 )
+from dex_agents.app.prefix_cache import PrefixCache
+from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.model_io import (
     ModelInputItem,
     ModelOutputItem,
@@ -68,6 +70,8 @@ class Conversation:
     items: list[ModelInputItem]
     previous_results: list[ToolResultItem]
     previous_output: list[ModelOutputItem]
+    has_images: bool = False
+    """Whether an item carries image references (so a runner without a media store strips them)."""
 
 
 def recorded_result(turn: AgentTurnContext, call: ModelToolCall) -> ToolResultItem:
@@ -95,16 +99,73 @@ def without_images(item: ModelInputItem) -> ModelInputItem:
     return item
 
 
+@attrs.frozen
+class _Walked:
+    """Where the walk over a session's earlier turns ended: what it built and still holds open."""
+
+    items: tuple[ModelInputItem, ...]
+    unanswered: tuple[ModelToolCall, ...]
+    trailing_output: tuple[ModelOutputItem, ...]
+    turn_ids: frozenset[str]
+    has_images: bool
+
+
+_WALKED: PrefixCache[AgentMessage, _Walked] = PrefixCache()
+"""Each session's walk over its earlier turns' messages, resumed by the next model call."""
+
+
 def turn_conversation(turn: AgentTurnContext) -> Conversation:
-    """The model input of the stored messages, every tool call paired with a result."""
+    """The model input of the stored messages, every tool call paired with a result.
+
+    Every model call walks every stored message, so the walk over earlier turns
+    is remembered per session (``PrefixCache``) and the next call starts after
+    it. Only what the messages alone decide is remembered: the walk stops being
+    kept at the first message of this turn (where the plan note goes) and at
+    the first result it takes from the turn's tool call records.
+    """
     note = build_plan_note(turn.plan, turn.interaction_mode)
-    items: list[ModelInputItem] = context_summary_items(turn)
+    messages = tuple(turn.messages)
+    items: list[ModelInputItem] = []
     unanswered: list[ModelToolCall] = []
     trailing_output: list[ModelOutputItem] = []
+    start = 0
+    known_turns: frozenset[str] = frozenset()
+    had_images = False
+    resumed = _WALKED.resume(turn.flow_id, messages)
+    if resumed is not None and turn.turn_id not in resumed[1].turn_ids:
+        start, walked = resumed
+        items = list(walked.items)
+        unanswered = list(walked.unanswered)
+        trailing_output = list(walked.trailing_output)
+        known_turns = walked.turn_ids
+        had_images = walked.has_images
+    resumed_items = len(items)
+    keeping = True
+    walked_turns: set[str] = set()
+
+    def keep(end: int) -> None:
+        if end > start:
+            _WALKED.remember(
+                turn.flow_id,
+                messages[:end],
+                _Walked(
+                    items=tuple(items),
+                    unanswered=tuple(unanswered),
+                    trailing_output=tuple(trailing_output),
+                    turn_ids=known_turns | walked_turns,
+                    has_images=had_images or _any_images(items[resumed_items:]),
+                ),
+            )
+
     note_added = False
-    for message in turn.messages:
+    for position in range(start, len(messages)):
+        message = messages[position]
         item = model_input_item(message.framework_item)
-        if isinstance(item, UserTextItem):
+        is_user_text = isinstance(item, UserTextItem)
+        if keeping and (message.turn_id == turn.turn_id or (is_user_text and unanswered)):
+            keep(position)
+            keeping = False
+        if is_user_text:
             items.extend(recorded_result(turn, call) for call in unanswered)
             unanswered = []
         if note is not None and not note_added and message.turn_id == turn.turn_id:
@@ -118,8 +179,22 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
         elif isinstance(item, ToolResultItem):
             unanswered = [call for call in unanswered if call.tool_call_id != item.tool_call_id]
         items.append(item)
+        if keeping:
+            walked_turns.add(message.turn_id)
+    if keeping:
+        keep(len(messages))
     if note is not None and not note_added:
         items.append(UserTextItem(text=note))
     results = [recorded_result(turn, call) for call in unanswered]
     items.extend(results)
-    return Conversation(items, results, trailing_output if results else [])
+    summary: list[ModelInputItem] = context_summary_items(turn)
+    return Conversation(
+        summary + items,
+        results,
+        trailing_output if results else [],
+        has_images=had_images or _any_images(items[resumed_items:]),
+    )
+
+
+def _any_images(items: list[ModelInputItem]) -> bool:
+    return any(isinstance(item, (UserTextItem, ToolResultItem)) and item.images for item in items)

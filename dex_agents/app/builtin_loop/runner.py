@@ -170,7 +170,9 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
             for source, tools in listing.listings:
                 self._last_listings[source.source_name] = tools
         forced = offers_tools and self._forces_write_todos(turn, run_state.model_calls)
-        response = await self._call_model(turn, items, offers_tools, listing, forced)
+        response = await self._call_model(
+            turn, items, offers_tools, listing, forced, has_images=conversation.has_images
+        )
         model_calls = run_state.model_calls + 1
         new_messages = stored_first + [model_output_message(item) for item in response.output]
         metadata = response.model_call_metadata
@@ -292,6 +294,8 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
         offers_tools: bool,
         listing: tool_sources.SourceToolListing,
         forced: bool = False,
+        *,
+        has_images: bool = True,
     ) -> ModelResponse:
         definition = self.definition
         settings = turn.session_settings
@@ -303,7 +307,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
                 interaction_mode=turn.interaction_mode,
             )
         )
-        if self.media_store is None:
+        if self.media_store is None and has_images:
             # Without a store a tool source's references stay stored for display only.
             items = [without_images(item) for item in items]
         request = ModelRequest(

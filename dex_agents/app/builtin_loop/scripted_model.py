@@ -18,8 +18,11 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 
+from dex_agents.app.prefix_cache import PrefixCache
 from dex_agents.domain.compaction import estimate_text_tokens
+from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.model_io import (
+    ModelInputItem,
     ModelOutputItem,
     ModelRequest,
     ModelResponse,
@@ -43,6 +46,33 @@ DEFAULT_MAX_RECORDED_REQUESTS: Final = 100
 # The LiteLLM client's ESTIMATED_IMAGE_INPUT_TOKENS, so that a scripted agent's
 # compaction triggers where a real one's would.
 _ESTIMATED_IMAGE_INPUT_TOKENS: Final = 1600
+
+
+_ItemsWalk: TypeAlias = tuple[int, tuple[AgentImageReference, ...]]
+
+_ITEMS_WALKED: PrefixCache[ModelInputItem, _ItemsWalk] = PrefixCache()
+"""The estimated tokens and the images of the items of earlier requests.
+
+A session's requests repeat its conversation's items (the same objects, from
+the built-in loop's walk), so an item is estimated once, not once per call.
+"""
+
+
+def _walk_items(items: tuple[ModelInputItem, ...]) -> _ItemsWalk:
+    """The estimated tokens of ``items``' texts and their images, in order."""
+    if not items:
+        return 0, ()
+    key = ("scripted", id(items[0]))
+    start, (tokens, images) = _ITEMS_WALKED.resume(key, items) or (0, (0, ()))
+    for item in items[start:]:
+        if isinstance(item, ModelOutputItem):
+            tokens += estimate_text_tokens(item.item)
+            continue
+        tokens += estimate_text_tokens(item.text if isinstance(item, UserTextItem) else item.output)
+        if item.images:
+            images += item.images
+    _ITEMS_WALKED.remember(key, items, (tokens, images))
+    return tokens, images
 
 
 def _arguments_json(name: str, arguments: object) -> str:
@@ -201,11 +231,14 @@ class ScriptedModelClient:
     @staticmethod
     def tool_results(request: ModelRequest) -> tuple[ToolResultItem, ...]:
         """The tool results the model is being given now: those after the last user text."""
-        start = 0
-        for position, item in enumerate(request.items):
+        results: list[ToolResultItem] = []
+        # From the end: the results of this call are after the conversation's last user text.
+        for item in reversed(request.items):
             if isinstance(item, UserTextItem):
-                start = position + 1
-        return tuple(item for item in request.items[start:] if isinstance(item, ToolResultItem))
+                break
+            if isinstance(item, ToolResultItem):
+                results.append(item)
+        return tuple(reversed(results))
 
     def supports_forced_tool_choice(self, settings: Mapping[str, Any]) -> bool:
         """A script can always call a tool, so a forced tool choice is accepted."""
@@ -218,17 +251,14 @@ class ScriptedModelClient:
         the LiteLLM client's ``ESTIMATED_IMAGE_INPUT_TOKENS``.
         """
         texts = [request.instructions]
-        for item in request.items:
-            if isinstance(item, UserTextItem):
-                texts.append(item.text)
-            elif isinstance(item, ToolResultItem):
-                texts.append(item.output)
-            else:
-                texts.append(item.item)
         for tool in request.tools:
             texts.extend((tool.name, tool.description, dumps(dict(tool.parameters_schema))))
-        images = len(request.image_references) * _ESTIMATED_IMAGE_INPUT_TOKENS
-        return sum(estimate_text_tokens(text) for text in texts) + images
+        item_tokens, images = _walk_items(request.items)
+        return (
+            sum(estimate_text_tokens(text) for text in texts)
+            + item_tokens
+            + len(images) * _ESTIMATED_IMAGE_INPUT_TOKENS
+        )
 
     async def call_model(self, request: ModelRequest, output: ModelOutputWriter) -> ModelResponse:
         """Record ``request``, ask the script, stream its text, and return its items."""
@@ -236,7 +266,7 @@ class ScriptedModelClient:
         missing = sorted(
             {
                 image.sha256
-                for image in request.image_references
+                for image in _walk_items(request.items)[1]
                 if image.sha256 not in request.image_bytes
             }
         )

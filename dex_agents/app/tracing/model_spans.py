@@ -67,8 +67,9 @@ class ModelAttempt:
         self._start_ns = time.time_ns()
         try:
             if messages:
+                # Messages come in sequence order: the newest is the last.
                 self._attributes["dex.agent.input_messages.last_key"] = message_sequence_key(
-                    max(message.sequence for message in messages)
+                    messages[-1].sequence
                 )
             if self._content:
                 items = [message_parts(message) for message in messages]

@@ -1,0 +1,264 @@
+"""The built-in loop's remembered walk over earlier turns gives the input a fresh walk gives.
+
+``turn_conversation`` resumes each session's walk where the previous model call
+left it (``PrefixCache``). Every case builds a conversation, walks it once
+after forgetting every walk and once resumed, and requires the two inputs to
+be equal; a case also says whether the resumed call found a walk to resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from dex_agents.app.builtin_loop import conversation
+from dex_agents.app.builtin_loop.conversation import Conversation, turn_conversation
+from dex_agents.app.builtin_loop.items import (
+    model_output_message,
+    tool_result_message,
+    user_text_message,
+)
+from dex_agents.app.prefix_cache import PrefixCache
+from dex_agents.domain.context_summary import ContextSummary
+from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.messages import AgentMessage, FrameworkMessage
+from dex_agents.domain.model_io import ModelOutputItem, ModelToolCall, ToolResultItem
+from dex_agents.domain.plans import AgentPlan, AgentTodo, PlanStatus
+from dex_agents.domain.state import InteractionMode
+from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
+from dex_agents.domain.tool_effects import ToolEffect
+from dex_agents.ports.runner import AgentTurnContext
+from tests.app.test_builtin_loop import RecordingWriter, no_heartbeat
+
+_NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def _call(call_id: str) -> FrameworkMessage:
+    return model_output_message(
+        ModelOutputItem(
+            item=f'{{"call":"{call_id}"}}',
+            provider="scripted",
+            api="scripted",
+            tool_calls=(ModelToolCall(tool_call_id=call_id, tool_name="lookup", arguments="{}"),),
+        )
+    )
+
+
+def _answer(text: str) -> FrameworkMessage:
+    return model_output_message(
+        ModelOutputItem(item=f'{{"text":"{text}"}}', provider="scripted", api="scripted", text=text)
+    )
+
+
+def _result(call_id: str) -> FrameworkMessage:
+    return tool_result_message(
+        ToolResultItem(tool_call_id=call_id, tool_name="lookup", output=f"result {call_id}")
+    )
+
+
+def _tool_turn(turn: int) -> list[FrameworkMessage]:
+    return [
+        user_text_message(f"question {turn}"),
+        _call(f"c{turn}"),
+        _result(f"c{turn}"),
+        _answer(f"answer {turn}"),
+    ]
+
+
+def _stored(turns: list[tuple[str, list[FrameworkMessage]]]) -> tuple[AgentMessage, ...]:
+    messages: list[AgentMessage] = []
+    for turn_id, framework_messages in turns:
+        for message in framework_messages:
+            messages.append(
+                AgentMessage.from_framework_message(
+                    message, sequence=len(messages) + 1, turn_id=turn_id
+                )
+            )
+    return tuple(messages)
+
+
+def _record(call_id: str, turn_id: str, output: str) -> AgentToolCall:
+    return AgentToolCall(
+        tool_call_id=call_id,
+        tool_name="lookup",
+        arguments="{}",
+        turn_id=turn_id,
+        effect=ToolEffect.READ,
+        requires_approval=False,
+        status=ToolCallStatus.SUCCEEDED,
+        deferral_order=0,
+        output=output,
+    )
+
+
+def _context(messages: tuple[AgentMessage, ...], turn_id: str, **fields: Any) -> AgentTurnContext:
+    return AgentTurnContext(
+        flow_id=fields.pop("flow_id", "s1"),
+        turn_id=turn_id,
+        attempt=1,
+        messages=messages,
+        events=RecordingWriter(),
+        heartbeat=no_heartbeat,
+        **fields,
+    )
+
+
+def _history(turns: int) -> list[tuple[str, list[FrameworkMessage]]]:
+    return [(f"t{turn}", _tool_turn(turn)) for turn in range(1, turns + 1)]
+
+
+def _fresh(turn: AgentTurnContext) -> Conversation:
+    conversation._WALKED.clear()
+    return turn_conversation(turn)
+
+
+@pytest.fixture(autouse=True)
+def _forget_walks() -> None:
+    conversation._WALKED.clear()
+
+
+Case = Callable[[], tuple[AgentTurnContext, AgentTurnContext, bool]]
+"""A case: the call that leaves a walk, the call that may resume it, and whether it does."""
+
+
+def _next_turn() -> tuple[AgentTurnContext, AgentTurnContext, bool]:
+    history = _history(5)
+    earlier = _stored([*history, ("t6", [user_text_message("question 6")])])
+    later = _stored([*history, ("t6", _tool_turn(6)), ("t7", [user_text_message("question 7")])])
+    return _context(earlier, "t6"), _context(later, "t7"), True
+
+
+def _same_turn_after_its_tool_result() -> tuple[AgentTurnContext, AgentTurnContext, bool]:
+    history = _history(5)
+    earlier = _stored([*history, ("t6", [user_text_message("question 6")])])
+    later = _stored([*history, ("t6", _tool_turn(6)[:3])])
+    return _context(earlier, "t6"), _context(later, "t6", framework_run_state="{}"), True
+
+
+def _unstored_result_read_from_records() -> tuple[AgentTurnContext, AgentTurnContext, bool]:
+    # Turn t2's call has no stored result: its input comes from the records,
+    # which changed between the calls, so the walk must not have kept it.
+    turns = [("t1", _tool_turn(1)), ("t2", _tool_turn(2)[:2]), ("t3", _tool_turn(3))]
+    earlier = _stored([*turns, ("t4", [user_text_message("question 4")])])
+    later = _stored([*turns, ("t4", _tool_turn(4)), ("t5", [user_text_message("question 5")])])
+    return (
+        _context(earlier, "t4"),
+        _context(later, "t5", tool_calls={"c2": _record("c2", "t2", "late output")}),
+        True,
+    )
+
+
+_PLAN = AgentPlan(
+    revision=1,
+    status=PlanStatus.ACTIVE,
+    todos=(AgentTodo(content="look it up", status="pending"),),
+)
+
+
+def _plan_note_in_this_turn() -> tuple[AgentTurnContext, AgentTurnContext, bool]:
+    history = _history(3)
+    earlier = _stored([*history, ("t4", [user_text_message("question 4")])])
+    later = _stored([*history, ("t4", _tool_turn(4)[:3])])
+    fields: dict[str, Any] = {"plan": _PLAN, "interaction_mode": InteractionMode.CHAT}
+    return _context(earlier, "t4", **fields), _context(later, "t4", **fields), True
+
+
+def _this_turn_already_walked() -> tuple[AgentTurnContext, AgentTurnContext, bool]:
+    # A walk that covered messages of the turn now running is not resumed:
+    # the plan note goes before that turn's first message.
+    history = _history(3)
+    earlier = _stored([*history, ("t4", [user_text_message("question 4")])])
+    return _context(earlier, "t9"), _context(earlier, "t4", plan=_PLAN), False
+
+
+def _oldest_messages_deleted() -> tuple[AgentTurnContext, AgentTurnContext, bool]:
+    history = _history(6)
+    earlier = _stored([*history, ("t7", [user_text_message("question 7")])])
+    later = earlier[8:]
+    return _context(earlier, "t7"), _context(later, "t7"), False
+
+
+def _another_session_with_the_same_id() -> tuple[AgentTurnContext, AgentTurnContext, bool]:
+    earlier = _stored([*_history(3), ("t4", [user_text_message("question 4")])])
+    other = [(f"t{turn}", _tool_turn(turn + 10)) for turn in range(1, 4)]
+    later = _stored([*other, ("t4", [user_text_message("question 4")])])
+    return _context(earlier, "t4"), _context(later, "t4"), False
+
+
+def _summary_first() -> tuple[AgentTurnContext, AgentTurnContext, bool]:
+    summary = ContextSummary(
+        generation=1, last_sequence=8, text="they asked about orders", created_at=_NOW
+    )
+    history = _history(4)
+    earlier = _stored([*history, ("t5", [user_text_message("question 5")])])
+    later = _stored([*history, ("t5", _tool_turn(5)), ("t6", [user_text_message("question 6")])])
+    return (
+        _context(earlier, "t5", context_summary=summary),
+        _context(later, "t6", context_summary=summary),
+        True,
+    )
+
+
+def _images_in_an_earlier_turn() -> tuple[AgentTurnContext, AgentTurnContext, bool]:
+    image = AgentImageReference(
+        uri="memory://a", mime_type="image/png", sha256="a" * 64, size_bytes=3
+    )
+    history = [("t1", [user_text_message("see this", [image]), _answer("seen")]), *_history(2)]
+    earlier = _stored([*history, ("t3", [user_text_message("question 3")])])
+    later = _stored([*history, ("t3", _tool_turn(3)), ("t4", [user_text_message("question 4")])])
+    return _context(earlier, "t3"), _context(later, "t4"), True
+
+
+CASES: dict[str, Case] = {
+    "the next turn": _next_turn,
+    "the same turn after its tool result": _same_turn_after_its_tool_result,
+    "a result read from the records": _unstored_result_read_from_records,
+    "a plan note in this turn": _plan_note_in_this_turn,
+    "this turn already walked": _this_turn_already_walked,
+    "the oldest messages deleted": _oldest_messages_deleted,
+    "another session with the same ID": _another_session_with_the_same_id,
+    "a summary first": _summary_first,
+    "images in an earlier turn": _images_in_an_earlier_turn,
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_resumed_walk_gives_the_input_a_fresh_walk_gives(name: str) -> None:
+    earlier, later, resumes = CASES[name]()
+    expected = _fresh(later)
+    conversation._WALKED.clear()
+    turn_conversation(earlier)
+    resumed = conversation._WALKED.resume(later.flow_id, tuple(later.messages))
+    walked = resumed is not None and later.turn_id not in resumed[1].turn_ids
+    assert walked is resumes
+    assert turn_conversation(later) == expected
+    assert expected.has_images is (name == "images in an earlier turn")
+
+
+def test_the_records_decide_a_result_on_every_call() -> None:
+    turns = [("t1", _tool_turn(1)), ("t2", _tool_turn(2)[:2]), ("t3", [user_text_message("q")])]
+    turn = _context(_stored(turns), "t3")
+    first = turn_conversation(turn)
+    later = turn_conversation(
+        replace(turn, tool_calls={"c2": _record("c2", "t2", "the output came late")})
+    )
+    assert "the output came late" not in str(first.items)
+    assert "the output came late" in str(later.items)
+
+
+def test_a_prefix_cache_resumes_only_an_equal_prefix() -> None:
+    cache: PrefixCache[int, str] = PrefixCache(entries=2)
+    cache.remember("a", (1, 2, 3), "after 3")
+    assert cache.resume("a", (1, 2, 3, 4)) == (3, "after 3")
+    assert cache.resume("a", (1, 2, 3)) == (3, "after 3")
+    assert cache.resume("a", (1, 2)) is None
+    assert cache.resume("a", (1, 9, 3, 4)) is None
+    assert cache.resume("b", (1, 2, 3)) is None
+    cache.remember("b", (1,), "b")
+    cache.remember("c", (1,), "c")
+    assert cache.resume("a", (1, 2, 3)) is None, "the least recently used key is dropped"
+    assert cache.resume("c", [1, 2]) == (1, "c")
