@@ -182,6 +182,10 @@ class StoreTransaction(Protocol):
         """Every instance of an AttributeMap by key."""
         ...
 
+    def get_write_once_values(self, flow_id: str, name: str) -> dict[str, str]:
+        """Every instance of a ``write_once`` AttributeMap by key; a store may keep their text."""
+        ...
+
     def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
         """The set values of these singleton Attributes by name, in one read."""
         ...

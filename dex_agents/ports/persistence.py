@@ -44,11 +44,14 @@ class AttributeDef(Generic[T]):
 class AttributeMapDef(Generic[T]):
     """Values of a session keyed by instance key (a Dex ``AttributeMap``).
 
-    Instance keys are non-empty and contain no ``/``.
+    Instance keys are non-empty and contain no ``/``. ``write_once`` declares
+    that an instance, once set, is never set again (only deleted, and its key
+    never reused), so an engine may keep the text it has read.
     """
 
     name: str
     value_type: Any
+    write_once: bool = False
 
     def __post_init__(self) -> None:
         _check_name("AttributeMap", self.name)

@@ -38,7 +38,7 @@ DEFAULT_EVENT_STREAM_CAPACITY_BYTES = 10 * 1024 * 1024
 AGENT_STATE: AttributeDef[AgentState] = AttributeDef("AgentState", AgentState)
 AGENT_MESSAGES: AttributeMapDef[AgentMessage] = AttributeMapDef("AgentMessages", AgentMessage)
 AGENT_MESSAGE_CHUNKS: AttributeMapDef[AgentMessageChunk] = AttributeMapDef(
-    "AgentMessageChunks", AgentMessageChunk
+    "AgentMessageChunks", AgentMessageChunk, write_once=True
 )
 AGENT_MESSAGE_INDEX: AttributeDef[AgentMessageIndex] = AttributeDef(
     "AgentMessageIndex", AgentMessageIndex

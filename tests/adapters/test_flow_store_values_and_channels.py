@@ -33,6 +33,30 @@ def test_attribute_values_are_set_read_listed_by_key_and_unset(store: FlowStore)
     assert store.run(lambda tx: tx.get_values("f1", "nothing")) == {}
 
 
+def test_write_once_values_read_as_every_value_does(store: FlowStore) -> None:
+    def write(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "chunks", "00002", "2")
+        tx.put_value("f1", "chunks", "00001", "1")
+        tx.put_value("f2", "chunks", "00001", "other")
+
+    store.run(write)
+    assert list(store.run(lambda tx: tx.get_write_once_values("f1", "chunks")).items()) == [
+        ("00001", "1"),
+        ("00002", "2"),
+    ]
+    store.run(lambda tx: tx.delete_value("f1", "chunks", "00001"))
+    store.run(lambda tx: tx.put_value("f1", "chunks", "00003", "3"))
+    assert store.run(lambda tx: tx.get_write_once_values("f1", "chunks")) == {
+        "00002": "2",
+        "00003": "3",
+    }
+    # A rewrite breaks the write-once contract, but through the store it is still seen.
+    store.run(lambda tx: tx.put_value("f1", "chunks", "00002", "rewritten"))
+    assert store.run(lambda tx: tx.get_write_once_values("f1", "chunks"))["00002"] == "rewritten"
+    assert store.run(lambda tx: tx.get_write_once_values("f1", "none")) == {}
+    assert store.run(lambda tx: tx.get_write_once_values("f2", "chunks")) == {"00001": "other"}
+
+
 # Channel messages
 
 

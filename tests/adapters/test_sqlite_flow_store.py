@@ -221,3 +221,30 @@ def test_a_file_made_before_the_status_index_gets_it_when_it_opens(tmp_path: Pat
     connection.close()
     assert "executions_by_flow_status" in names
     assert "executions_by_flow" not in names
+
+
+def test_sqlite_keeps_write_once_values_it_has_read(tmp_path: Path) -> None:
+    # Another connection rewrites a value behind the store's back (what the
+    # write-once contract forbids): the store that read it keeps serving the
+    # text it read, so its later loads did not read the value again.
+    path = tmp_path / "flows.sqlite3"
+    store = SqliteFlowStore(path)
+    keys = [f"{n:05d}" for n in range(1, 601)]
+
+    def write(tx: StoreTransaction) -> None:
+        for key in keys:
+            tx.put_value("f1", "chunks", key, f'"chunk {key}"')
+
+    store.run(write)
+    first = store.read(lambda tx: tx.get_write_once_values("f1", "chunks"))
+    assert list(first) == keys
+    with sqlite3.connect(path) as other:
+        other.execute("UPDATE attribute_values SET value = '\"changed\"' WHERE name = 'chunks'")
+    assert store.read(lambda tx: tx.get_write_once_values("f1", "chunks")) == first
+    assert set(store.read(lambda tx: tx.get_values("f1", "chunks")).values()) == {'"changed"'}
+    fresh = SqliteFlowStore(path)
+    assert set(fresh.read(lambda tx: tx.get_write_once_values("f1", "chunks")).values()) == {
+        '"changed"'
+    }
+    fresh.close()
+    store.close()

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from dex_agents.adapters.local.sqlite_schema import INDEXES, RETIRED_INDEXES, SCHEMA
 from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
+from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.ports.errors import EngineError
 from dex_agents.ports.flow_store import (
     BatchOutcome,
@@ -88,6 +89,7 @@ class SqliteFlowStore:
         # by any other connection, this store's own included, and waits behind no transaction.
         self._poll: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
+        self._write_once = WriteOnceValues()
         try:
             self._connection = self._connect()
             mode = self._connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -254,7 +256,7 @@ class SqliteFlowStore:
                 raise RuntimeError("FlowStore.run cannot run inside another transaction's work")
             connection = self._connection
             self._check_file()
-            tx = SqliteTransaction(connection)
+            tx = SqliteTransaction(connection, self._write_once)
             self._in_run = True
             try:
                 if read_only:

@@ -28,6 +28,7 @@ from dex_agents.adapters.local.store_rows import (
     normalized_flow,
     utc_time,
 )
+from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.ports.flow_store import (
     EventRow,
     ExecutionRow,
@@ -37,10 +38,16 @@ from dex_agents.ports.flow_store import (
     StoreTransaction,
 )
 
+_KEYS_PER_READ = 500
+"""Instance keys one ``IN`` list names, well under SQLite's variable limit."""
+
 
 class SqliteTransaction(StoreTransaction):
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(
+        self, connection: sqlite3.Connection, write_once: WriteOnceValues | None = None
+    ) -> None:
         self._connection: sqlite3.Connection | None = connection
+        self._write_once = write_once if write_once is not None else WriteOnceValues(0)
 
     def end(self) -> None:
         self._connection = None
@@ -107,6 +114,23 @@ class SqliteTransaction(StoreTransaction):
         sql = "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
         return dict(self._execute(sql, (flow_id, name)).fetchall())
 
+    def get_write_once_values(self, flow_id: str, name: str) -> dict[str, str]:
+        # Only the keys are read (the value column, with its overflow pages, is
+        # not), then the values this store has not kept.
+        sql = "SELECT key FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
+        keys = [str(row[0]) for row in self._execute(sql, (flow_id, name))]
+        found = self._write_once.known(flow_id, name, keys)
+        missing = [key for key in keys if key not in found]
+        for start in range(0, len(missing), _KEYS_PER_READ):
+            part = missing[start : start + _KEYS_PER_READ]
+            marks = ", ".join("?" for _ in part)
+            sql = f"""SELECT key, value FROM attribute_values
+                WHERE flow_id = ? AND name = ? AND key IN ({marks})"""
+            read = dict(self._execute(sql, (flow_id, name, *part)).fetchall())
+            self._write_once.keep(flow_id, name, read)
+            found.update(read)
+        return {key: found[key] for key in keys if key in found}
+
     def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
         if not names:
             return {}
@@ -118,10 +142,12 @@ class SqliteTransaction(StoreTransaction):
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
         sql = "INSERT OR REPLACE INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)"
         self._execute(sql, (flow_id, name, key, value))
+        self._write_once.forget(flow_id, name, key)
 
     def delete_value(self, flow_id: str, name: str, key: str) -> None:
         sql = "DELETE FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
         self._execute(sql, (flow_id, name, key))
+        self._write_once.forget(flow_id, name, key)
 
     # Channel messages
     def append_message(

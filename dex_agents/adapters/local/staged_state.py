@@ -184,7 +184,9 @@ def read_snapshot(
     for load in loads:
         name = load.attribute_map.name
         loaded = snapshot.maps.setdefault(name, {})
-        if load.key is None:
+        if load.key is None and load.attribute_map.write_once:
+            loaded.update(tx.get_write_once_values(flow_id, name))
+        elif load.key is None:
             loaded.update(tx.get_values(flow_id, name))
         else:
             text = tx.get_value(flow_id, name, load.key)
