@@ -9,8 +9,8 @@ SQLite); what must never happen is another kind of exception, a read that
 returns data that differ from what was stored, or a truncated file that opens
 as a silent empty store. A Worker opened on a damaged file keeps serving the
 sessions the damage did not touch. The strict ``xfail`` tests are the gaps
-found: corruption reported as other errors, no check when a file opens, and a
-file truncated to nothing opened as a new one.
+found: no check when a file opens, and a file truncated to nothing opened as a
+new one.
 
 Not covered, and not detectable by design: damage that leaves a value valid,
 such as one digit of a message changed into another. SQLite keeps no page
@@ -46,15 +46,6 @@ CLEAR = (StoreCorruptError, DatabaseFileError)
 SEEDS = list(range(soak(8, 60)))
 ROT_BYTES = [b"\xff", b"\x00"]
 TRUNCATIONS = [0.25, 0.5, 0.75, 0.9, 4096, 100, 50, 10]
-
-CORRUPTION_REPORTED_AS_OTHER_ERRORS = (
-    "damage inside a stored value is not reported as StoreCorruptError: invalid UTF-8 "
-    "surfaces as a plain StoreError ('the flow store ... failed: Could not decode to UTF-8 "
-    "column 'value''), and a value that is no longer JSON as WireFormatError ('invalid "
-    "AgentMessage: not valid JSON'), which does not even name the file "
-    "(SqliteFlowStore._translate maps only SQLITE_CORRUPT/NOTADB; the codec's decode errors "
-    "are not translated at the store boundary; nothing checks the file when it opens)"
-)
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +163,6 @@ def test_garbage_over_pages_in_the_middle_is_never_read_as_data(
     )
 
 
-@pytest.mark.xfail(strict=True, reason=CORRUPTION_REPORTED_AS_OTHER_ERRORS)
 def test_garbage_over_pages_in_the_middle_is_reported_as_corruption(
     middle_damage: dict[int, Reads],
 ) -> None:
@@ -208,7 +198,6 @@ def test_bytes_rotted_inside_a_value_are_noticed_and_never_read_as_data(
     assert damaged == {DAMAGED_SESSION}, "only the damaged session fails"
 
 
-@pytest.mark.xfail(strict=True, reason=CORRUPTION_REPORTED_AS_OTHER_ERRORS)
 @pytest.mark.parametrize("byte", ROT_BYTES, ids=["invalid-utf8", "zeros"])
 def test_bytes_rotted_inside_a_value_are_reported_as_corruption(
     rotted: dict[bytes, Reads], byte: bytes

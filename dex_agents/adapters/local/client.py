@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from dex_agents.adapters.local import transitions
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
+from dex_agents.adapters.local.decoded_values import from_stored
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.event_read_ahead import READ_AHEAD_EVENTS, EventReadAhead
 from dex_agents.adapters.local.registry import RegisteredFlow
@@ -274,7 +275,7 @@ class LocalFlowClient:
                 self._read_ahead.keep(flow_id, events)
                 event = events[0]
                 return StreamMessage(
-                    value=from_json(event.value, stream.value_type),
+                    value=from_stored(event.value, stream.value_type, engine.store),
                     resume_token=encode_resume_token(flow_id, event.id),
                     created_at=event.created_at,
                     source=event.source,
@@ -309,7 +310,7 @@ class LocalFlowClient:
             return tx.get_value(flow_id, attribute.name, "")
 
         text = await self._engine.read(read)
-        return None if text is None else from_json(text, attribute.value_type)
+        return None if text is None else from_stored(text, attribute.value_type, self._engine.store)
 
     async def read_step_history(self, flow_id: str) -> Sequence[StepHistoryEntry]:
         """Completed Step executions, oldest first."""

@@ -15,6 +15,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, TypeVar
 
+from dex_agents.adapters.local.sqlite_store import StoredValueError
+from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.wire import from_json
@@ -43,7 +45,7 @@ class DecodedValues:
     def decode(self, text: str, cls: type[T]) -> T:
         """``from_json(text, cls)``, shared with earlier decodes of the same text."""
         if cls not in CACHED_TYPES or len(text) > self._max_bytes // 4:
-            return from_json(text, cls)
+            return from_stored(text, cls)
         key = (cls, text)
         with self._lock:
             found = self._values.get(key)
@@ -51,7 +53,7 @@ class DecodedValues:
                 self._values.move_to_end(key)
                 value: T = found
                 return value
-        value = from_json(text, cls)
+        value = from_stored(text, cls)
         with self._lock:
             if key not in self._values:
                 self._values[key] = value
@@ -60,6 +62,22 @@ class DecodedValues:
                     (_, evicted), _ = self._values.popitem(last=False)
                     self._bytes -= len(evicted)
         return value
+
+
+def from_stored(text: str, cls: type[T], store: object = None) -> T:
+    """``from_json`` of text read from a store; ``StoredValueError`` when it does not decode.
+
+    Only the engine writes stored values, and always valid ones, so text that no
+    longer decodes was damaged in the file (or written by another program).
+    ``store`` (its ``path``) is named in the error when the read ran outside a
+    store transaction, which would otherwise name it.
+    """
+    try:
+        return from_json(text, cls)
+    except WireFormatError as error:
+        path = getattr(store, "path", None)
+        where = "a stored value" if path is None else f"{path} is damaged: a stored value"
+        raise StoredValueError(f"{where} does not decode: {error}") from None
 
 
 DECODED = DecodedValues()

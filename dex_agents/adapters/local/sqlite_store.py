@@ -52,6 +52,11 @@ class StoreCorruptError(StoreError):
     """The file is not a dex-agents flow store database, or its database is corrupt."""
 
 
+class StoredValueError(StoreCorruptError):
+    """A stored value is not the JSON its type needs: the file is damaged, or another
+    program wrote it. Raised where the value is decoded; the store adds its path."""
+
+
 class StoreVersionError(StoreError):
     """The file's schema is newer than this dex-agents understands."""
 
@@ -198,6 +203,9 @@ class SqliteFlowStore:
             )
         if primary == sqlite3.SQLITE_CANTOPEN:
             return StoreError(f"cannot open the flow store {self.path}: {error}")
+        if "Could not decode to UTF-8" in str(error):
+            # SQLite stores text as it was given: a value that is no longer UTF-8 was damaged.
+            return StoreCorruptError(f"{self.path} is damaged: a stored value {error}")
         if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
             return StoreCorruptError(
                 f"{self.path} is not a usable dex-agents flow store database: {error}"
@@ -268,6 +276,8 @@ class SqliteFlowStore:
                 return self._transact(connection, lambda _: work(tx))
             except sqlite3.Error as error:
                 raise self._translate(error) from error
+            except StoredValueError as error:
+                raise StoreCorruptError(f"{self.path} is damaged: {error}") from error
             finally:
                 if read_only:
                     with contextlib.suppress(sqlite3.Error):

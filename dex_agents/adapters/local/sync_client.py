@@ -30,6 +30,7 @@ from dex_agents.adapters.local.client import (
     run_rpc,
 )
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
+from dex_agents.adapters.local.decoded_values import from_stored
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.stream_pages import decode_event_page, event_stream, read_event_page
 from dex_agents.domain.wire import from_json, to_json
@@ -118,7 +119,7 @@ class SyncLocalFlowClient:
             if events:
                 event = events[0]
                 return StreamMessage(
-                    value=from_json(event.value, stream.value_type),
+                    value=from_stored(event.value, stream.value_type, store),
                     resume_token=encode_resume_token(flow_id, event.id),
                     created_at=event.created_at,
                     source=event.source,
