@@ -235,6 +235,10 @@ class StoreTransaction(Protocol):
         """
         ...
 
+    def delete_consumed_messages(self, seqs: Sequence[int]) -> None:
+        """Delete consumed messages for good (a message still waiting is left alone)."""
+        ...
+
     def delete_message(self, flow_id: str, message_id: str) -> bool:
         """Delete an unconsumed message; ``False`` when none has that ID."""
         ...
@@ -256,6 +260,10 @@ class StoreTransaction(Protocol):
         self, flow_id: str, statuses: Sequence[ExecutionStatus] | None = None
     ) -> Sequence[ExecutionRow]:
         """A Flow run's Step executions, oldest first, optionally only with these statuses."""
+        ...
+
+    def prune_finished_executions(self, flow_id: str, keep: int) -> int:
+        """Delete a Flow run's finished executions but its newest ``keep``; return how many went."""
         ...
 
     def claimable_executions(self, now: datetime, limit: int) -> Sequence[ExecutionRow]:

@@ -15,6 +15,7 @@ import pytest
 from dex_agents.adapters.local import claims
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import (
@@ -75,12 +76,20 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 
 @contextlib.asynccontextmanager
 async def running_stack(
-    store: FlowStore, *, lease: timedelta = timedelta(seconds=10), worker: bool = True
+    store: FlowStore,
+    *,
+    lease: timedelta = timedelta(seconds=10),
+    worker: bool = True,
+    step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT,
 ) -> AsyncIterator[Stack]:
     probe = Probe(release=asyncio.Event())
     flow = EngineTestFlow(probe)
     engine = LocalEngine(
-        store, [flow], lease_duration=lease, poll_interval=timedelta(milliseconds=20)
+        store,
+        [flow],
+        lease_duration=lease,
+        poll_interval=timedelta(milliseconds=20),
+        step_history_limit=step_history_limit,
     )
     client = LocalFlowClient(engine)
     task: asyncio.Task[None] | None = None

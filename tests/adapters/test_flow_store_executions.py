@@ -62,6 +62,30 @@ def test_flow_executions_come_oldest_first_and_filter_by_status(store: FlowStore
     assert store.run(lambda tx: tx.flow_executions("f1", [])) == []
 
 
+def test_pruning_keeps_a_flows_newest_finished_executions_and_every_active_one(
+    store: FlowStore,
+) -> None:
+    finals = [ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED]
+    rows = []
+    for n in range(9):
+        rows.append(execution("f1", status=finals[n % 3]))
+        if n % 4 == 0:
+            rows.append(execution("f1", status=ExecutionStatus.WAITING))
+    rows.append(execution("f2", status=ExecutionStatus.COMPLETED))
+    ids = add_executions(store, *rows)
+    finished = [row.id for row in rows if row.flow_id == "f1" and row.status.is_final]
+    active = [row.id for row in rows if not row.status.is_final]
+    assert store.run(lambda tx: tx.prune_finished_executions("f1", 4)) == 5
+    kept = [row.id for row in store.run(lambda tx: tx.flow_executions("f1"))]
+    assert kept == sorted(active + finished[-4:])
+    assert store.run(lambda tx: tx.get_execution(finished[0])) is None
+    assert store.run(lambda tx: tx.prune_finished_executions("f1", 4)) == 0
+    assert store.run(lambda tx: tx.prune_finished_executions("f1", 100)) == 0
+    assert [row.id for row in store.run(lambda tx: tx.flow_executions("f2"))] == [ids[-1]]
+    with pytest.raises(ValueError, match="keep must be at least 1, not 0"):
+        store.run(lambda tx: tx.prune_finished_executions("f1", 0))
+
+
 def test_step_numbers_count_per_flow_and_step_type(store: FlowStore) -> None:
     def number(flow_id: str, step_type: str) -> int:
         return store.run(lambda tx: tx.next_step_number(flow_id, step_type))

@@ -60,6 +60,21 @@ def test_write_once_values_read_as_every_value_does(store: FlowStore) -> None:
 # Channel messages
 
 
+def test_only_consumed_messages_are_deleted_for_good(store: FlowStore) -> None:
+    def append(tx: StoreTransaction) -> list[int]:
+        return [tx.append_message("f1", "inbox", "", f"m{n}", '"x"', at(n)) for n in range(3)]
+
+    seqs = store.run(append)
+    store.run(lambda tx: tx.consume_messages(seqs[:2]))
+    store.run(lambda tx: tx.delete_consumed_messages(seqs))
+    left = store.run(lambda tx: tx.pending_messages("f1", "inbox", ""))
+    assert [message.message_id for message in left] == ["m2"]
+    # A deleted message is gone: restoring it brings nothing back, and its ID is free.
+    store.run(lambda tx: tx.restore_messages(seqs[:2]))
+    assert len(store.run(lambda tx: tx.pending_messages("f1", "inbox", ""))) == 1
+    store.run(lambda tx: tx.append_message("f1", "inbox", "", "m0", '"y"', at(9)))
+
+
 def test_messages_are_first_in_first_out_and_consumed_once(store: FlowStore) -> None:
     def append(tx: StoreTransaction) -> list[int]:
         return [

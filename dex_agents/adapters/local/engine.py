@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from dex_agents.adapters.local.group_commit import GroupCommitQueue
+from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
 from dex_agents.adapters.local.registry import RegisteredFlow, register_flows
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError
@@ -48,11 +49,12 @@ class LocalEngine:
         poll_interval: timedelta = DEFAULT_POLL_INTERVAL,
         lease_duration: timedelta = DEFAULT_LEASE_DURATION,
         clock: Callable[[], datetime] = utc_now,
+        step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT,
     ) -> None:
         if poll_interval <= timedelta(0) or lease_duration <= timedelta(0):
             raise ValueError("poll_interval and lease_duration must be positive")
         self.store = store
-        self.flows = register_flows(flows)
+        self.flows = register_flows(flows, step_history_limit=step_history_limit)
         self.poll_interval = poll_interval
         self.lease_duration = lease_duration
         self._clock = clock

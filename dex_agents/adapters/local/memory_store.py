@@ -205,6 +205,14 @@ class _MemoryTransaction(StoreTransaction):
                 pending.add(seq)
                 self.undo.append(partial(pending.discard, seq))
 
+    def delete_consumed_messages(self, seqs: Sequence[int]) -> None:
+        for seq in seqs:
+            row = self._t.messages.get(seq)
+            if row is None or seq in self._pending_seqs(row.flow_id, row.channel, row.key):
+                continue
+            self._pop(self._t.messages, seq)
+            self._pop(self._t.message_seqs, row.message_id)
+
     def delete_message(self, flow_id: str, message_id: str) -> bool:
         seq = self._t.message_seqs.get(message_id)
         row = None if seq is None else self._t.messages[seq]
@@ -273,6 +281,19 @@ class _MemoryTransaction(StoreTransaction):
             ids = self._t.flow_executions.get(flow_id, [])
         rows = (self._t.executions[i] for i in ids)
         return [replace(row) for row in rows if statuses is None or row.status in statuses]
+
+    def prune_finished_executions(self, flow_id: str, keep: int) -> int:
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, not {keep}")
+        ids = self._t.flow_executions.get(flow_id, [])
+        finished = [i for i in ids if self._t.executions[i].status.is_final]
+        doomed = set(finished[:-keep])
+        if not doomed:
+            return 0
+        self._put(self._t.flow_executions, flow_id, [i for i in ids if i not in doomed])
+        for execution_id in doomed:
+            self._pop(self._t.executions, execution_id)
+        return len(doomed)
 
     def _flow_running(self, flow_id: str) -> bool:
         flow = self._t.flows.get(flow_id)

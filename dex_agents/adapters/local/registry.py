@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dex_agents.adapters.local.codec import SchemaItem, decode_options
+from dex_agents.adapters.local.history_retention import (
+    DEFAULT_STEP_HISTORY_LIMIT,
+    check_step_history_limit,
+)
 from dex_agents.domain.wire import from_json
 from dex_agents.ports.engine import FlowDefinition, Rpc, Step, StepOptions
 from dex_agents.ports.errors import FlowDefinitionError
@@ -25,6 +29,8 @@ class RegisteredFlow:
     flow: FlowDefinition
     steps: dict[str, Step[Any]]
     schema: dict[str, SchemaItem]
+    step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT
+    """The finished Step executions each session keeps (``history_retention.py``)."""
 
     @property
     def flow_type(self) -> str:
@@ -80,8 +86,11 @@ class RegisteredFlow:
         return item
 
 
-def register_flows(flows: Sequence[FlowDefinition]) -> dict[str, RegisteredFlow]:
+def register_flows(
+    flows: Sequence[FlowDefinition], *, step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT
+) -> dict[str, RegisteredFlow]:
     """Check and index Flow types; ``FlowDefinitionError`` names the first problem."""
+    check_step_history_limit(step_history_limit)
     registered: dict[str, RegisteredFlow] = {}
     for flow in flows:
         if flow.flow_type in registered:
@@ -116,7 +125,7 @@ def register_flows(flows: Sequence[FlowDefinition]) -> dict[str, RegisteredFlow]
         for name, rpc in flow.rpcs.items():
             if name != rpc.name:
                 raise FlowDefinitionError(f"RPC {rpc.name} is registered as {name}")
-        registered[flow.flow_type] = RegisteredFlow(flow, steps, schema)
+        registered[flow.flow_type] = RegisteredFlow(flow, steps, schema, step_history_limit)
     return registered
 
 

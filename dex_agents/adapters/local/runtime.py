@@ -25,6 +25,10 @@ from dex_agents.adapters.local.engine import (
     DEFAULT_POLL_INTERVAL,
     LocalEngine,
 )
+from dex_agents.adapters.local.history_retention import (
+    DEFAULT_STEP_HISTORY_LIMIT,
+    check_step_history_limit,
+)
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
@@ -50,6 +54,8 @@ class EngineRuntime:
     workers (``prefix``, or ``prefix-1``, ``prefix-2``, ... for several) in
     leases and logs; without it each gets a random ID. A faulty path raises
     ``DatabaseFileError`` when the runtime opens, naming the fault.
+    ``step_history_limit`` is how many finished Step executions each session
+    keeps in the file (1,000; ``None`` keeps all; see ``history_retention.py``).
 
     On exit the workers stop claiming (a running attempt is cancelled and left
     to its lease, so another process or the next start takes it over), then the
@@ -67,7 +73,9 @@ class EngineRuntime:
         lease_duration: timedelta = DEFAULT_LEASE_DURATION,
         poll_interval: timedelta = DEFAULT_POLL_INTERVAL,
         worker_id_prefix: str | None = None,
+        step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT,
     ) -> None:
+        check_step_history_limit(step_history_limit)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a whole number, 0 or more, not {workers!r}")
         if not flows:
@@ -80,6 +88,7 @@ class EngineRuntime:
         self._lease_duration = lease_duration
         self._poll_interval = poll_interval
         self._worker_id_prefix = worker_id_prefix
+        self._step_history_limit = step_history_limit
         self._store: FlowStore | None = None
         self._engine: LocalEngine | None = None
         self._client: LocalFlowClient | None = None
@@ -130,6 +139,7 @@ class EngineRuntime:
                 self._flows,
                 poll_interval=self._poll_interval,
                 lease_duration=self._lease_duration,
+                step_history_limit=self._step_history_limit,
             )
         except BaseException:
             store.close()

@@ -38,6 +38,8 @@ from dex_agents.ports.flow_store import (
     StoreTransaction,
 )
 
+_FINISHED = "('completed', 'failed', 'cancelled')"
+
 _KEYS_PER_READ = 500
 """Instance keys one ``IN`` list names, well under SQLite's variable limit."""
 
@@ -197,6 +199,10 @@ class SqliteTransaction(StoreTransaction):
         for seq in seqs:
             self._execute("UPDATE channel_messages SET consumed = 0 WHERE seq = ?", (seq,))
 
+    def delete_consumed_messages(self, seqs: Sequence[int]) -> None:
+        for seq in seqs:
+            self._execute("DELETE FROM channel_messages WHERE seq = ? AND consumed = 1", (seq,))
+
     def delete_message(self, flow_id: str, message_id: str) -> bool:
         sql = "DELETE FROM channel_messages WHERE flow_id = ? AND message_id = ? AND consumed = 0"
         return self._execute(sql, (flow_id, message_id)).rowcount > 0
@@ -229,6 +235,16 @@ class SqliteTransaction(StoreTransaction):
         marks = ", ".join("?" for _ in statuses)
         where = f"WHERE e.flow_id = ? AND e.status IN ({marks}) ORDER BY e.id"
         return self._executions(where, (flow_id, *(status.value for status in statuses)))
+
+    def prune_finished_executions(self, flow_id: str, keep: int) -> int:
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, not {keep}")
+        # Both lookups run on executions_by_flow_status (flow_id, status, id).
+        sql = f"""DELETE FROM step_executions
+            WHERE flow_id = ? AND status IN {_FINISHED} AND id < (
+                SELECT id FROM step_executions WHERE flow_id = ? AND status IN {_FINISHED}
+                ORDER BY id DESC LIMIT 1 OFFSET ?)"""
+        return int(self._execute(sql, (flow_id, flow_id, keep - 1)).rowcount)
 
     def claimable_executions(self, now: datetime, limit: int) -> Sequence[ExecutionRow]:
         check_limit(limit)

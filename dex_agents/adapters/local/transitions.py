@@ -22,6 +22,7 @@ from dex_agents.adapters.local.codec import (
     encode_wait_result,
     taken_messages,
 )
+from dex_agents.adapters.local.history_retention import retire_finished
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import to_json
@@ -302,6 +303,7 @@ def commit_execute(
         return True
     apply_staged(tx, flow, row.flow_id, staged, f"#{row.step_execution_id}", now)
     finish(tx, row, ExecutionStatus.COMPLETED, EXECUTE_COMPLETED_EVENT, now)
+    retire_finished(tx, row, flow.step_history_limit)
     apply_decision(tx, flow, row.flow_id, decision, row.step_execution_id, now, row.id)
     match_waiting(tx, row.flow_id, now)
     return True
@@ -352,6 +354,7 @@ def fail_execution(
         tx.update_execution(row)
         return
     finish(tx, row, ExecutionStatus.FAILED, EXECUTE_FAILED_EVENT, now)
+    retire_finished(tx, row, flow.step_history_limit)
     recovery = RecoveryError(detail=detail, error_type=error_type, attempt_progress=progress)
     if options.failure_step is not None:
         create_execution(

@@ -1,0 +1,72 @@
+"""The embedded engine's history-retention rule, on each store (``history_retention.py``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from dex_agents.adapters.local.history_retention import (
+    PRUNE_INTERVAL,
+    check_step_history_limit,
+    prune_due,
+)
+from dex_agents.composition.local_runtime import LocalRuntime
+from tests.adapters.engine_flows import EngineTestFlow
+from tests.adapters.test_engine import eventually, make_store, running_stack
+
+
+@pytest.mark.parametrize(
+    ("execution_id", "limit", "due"),
+    [(100, 5, True), (200, 1, True), (99, 5, False), (101, 5, False), (100, None, False)],
+)
+def test_the_check_runs_every_hundredth_execution(
+    execution_id: int, limit: int | None, due: bool
+) -> None:
+    assert PRUNE_INTERVAL == 100
+    assert prune_due(execution_id, limit) is due
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, True, "10"])
+def test_a_limit_must_be_a_whole_number_of_at_least_one(limit: object) -> None:
+    with pytest.raises(
+        ValueError, match=r"step_history_limit must be None or an int of at least 1"
+    ):
+        check_step_history_limit(limit)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"step_history_limit"):
+        LocalRuntime(None, [EngineTestFlow()], step_history_limit=limit)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_long_flow_keeps_its_newest_finished_steps_and_no_consumed_message(
+    kind: str, tmp_path: Path
+) -> None:
+    messages = 150
+    async with running_stack(make_store(kind, tmp_path), step_history_limit=10) as stack:
+        await stack.client.start_flow(stack.flow, "s1", "hello")
+        for n in range(messages):
+            await stack.client.invoke_rpc(stack.flow, "s1", "send", f"m{n}")
+
+        async def all_taken() -> bool:
+            return len(await stack.log("s1")) == messages + 1
+
+        await eventually("every message", all_taken, seconds=60)
+        history = await stack.client.read_step_history("s1")
+        # Executions 1 (Start) to 150 finished, 151 waits. Finishing execution 100
+        # kept the 10 newest finished (91 to 100); 101 to 150 came after.
+        assert [entry.step_execution_id for entry in history] == [
+            f"AwaitMessage-{n}" for n in range(90, messages + 1)
+        ]
+        assert await stack.log("s1") == ("start:hello", *(f"message:m{n}" for n in range(150)))
+        # The flow goes on as before: the waiting Step takes the next message.
+        await stack.client.invoke_rpc(stack.flow, "s1", "send", "after")
+
+        async def took_it() -> bool:
+            return (await stack.log("s1"))[-1] == "message:after"
+
+        await eventually("the next message", took_it)
+    if kind == "sqlite":
+        with sqlite3.connect(tmp_path / "engine.sqlite3") as connection:
+            (left,) = connection.execute("SELECT count(*) FROM channel_messages").fetchone()
+        assert left == 0
