@@ -143,8 +143,8 @@ class _RefusedCallContext:
     def last_heartbeat_value(self) -> str | None:
         return self._context.last_heartbeat_value
 
-    async def heartbeat(self, checkpoint: str | None = None) -> None:
-        await self._context.heartbeat(checkpoint)
+    async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
+        await self._context.heartbeat(checkpoint, durable=durable)
 
     def write_event(self, stream: StreamDef[T], value: T) -> None:
         self._context.write_event(stream, value)

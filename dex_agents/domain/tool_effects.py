@@ -174,6 +174,18 @@ def default_requires_approval(effect: ToolEffect | str) -> bool:
     return tool_effect_rules(effect).requires_approval_by_default
 
 
+def start_mark_may_be_lost(effect: ToolEffect | str) -> bool:
+    """Whether the mark a tool Step commits before the tool runs may skip waiting for the disk.
+
+    Only for ``read``: a read that runs again is harmless ("Runs again"), and
+    if a lost mark later makes the call look as if it never ran, it records
+    ``failed``, which a read records anyway. A write's mark must be on disk: a
+    write that looks as if it never ran would be recorded as safe to call
+    again, and a second call under a new tool call ID has a new idempotency key.
+    """
+    return tool_failure_status(effect) == "failed"
+
+
 def is_approval_required(policy: ToolPolicy) -> bool:
     """Whether calls under ``policy`` wait for ``AwaitToolApproval``.
 

@@ -399,11 +399,15 @@ class StepContext(Protocol):
         """The checkpoint an earlier attempt of this execution saved with ``heartbeat``."""
         ...
 
-    async def heartbeat(self, checkpoint: str | None = None) -> None:
+    async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
         """Record liveness durably; a ``checkpoint`` is kept for the next attempt.
 
         The first heartbeat or stream event marks the attempt started: from then
         on a lost worker fails the attempt instead of handing it out again.
+        ``durable=False`` (only for a Step whose code may safely run twice) lets
+        an engine commit the mark without waiting for the disk: a power failure
+        may then lose it, and the attempt runs again as one that never started.
+        A Dex server records every heartbeat itself and ignores the flag.
         """
         ...
 

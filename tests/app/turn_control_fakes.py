@@ -162,7 +162,7 @@ class FakeStepContext:
     last_heartbeat_value: str | None = None
     events: list[AgentEvent] = field(default_factory=list)
 
-    async def heartbeat(self, checkpoint: str | None = None) -> None:
+    async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
         return None
 
     def write_event(self, stream: StreamDef[Any], value: Any) -> None:

@@ -16,6 +16,7 @@ from dex_agents.domain.tool_effects import (
     is_approval_required,
     max_tool_attempts,
     resolve_tool_policy,
+    start_mark_may_be_lost,
     tool_effect_rules,
     tool_failure_route,
     tool_failure_status,
@@ -202,3 +203,17 @@ def test_tool_policy_is_positional_and_converts_wire_strings() -> None:
     policy = ToolPolicy("read")
     assert policy == ToolPolicy(ToolEffect.READ, None)
     assert policy.effect is ToolEffect.READ
+
+
+@pytest.mark.parametrize(
+    ("effect", "may_be_lost"),
+    [
+        (ToolEffect.READ, True),
+        (ToolEffect.IDEMPOTENT_WRITE, False),
+        (ToolEffect.NON_IDEMPOTENT_WRITE, False),
+        (ToolEffect.UNCLASSIFIED, False),
+        ("read", True),
+    ],
+)
+def test_only_a_reads_start_mark_may_skip_the_disk(effect: ToolEffect, may_be_lost: bool) -> None:
+    assert start_mark_may_be_lost(effect) is may_be_lost

@@ -192,8 +192,11 @@ class DexStepContext(DexHandlerView):
         """The checkpoint an earlier attempt of this execution saved with ``heartbeat``."""
         return self._checkpoint
 
-    async def heartbeat(self, checkpoint: str | None = None) -> None:
-        """Record liveness and mark the attempt started; a ``checkpoint`` is kept for the next attempt."""
+    async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
+        """Record liveness and mark the attempt started; a ``checkpoint`` is kept for the next attempt.
+
+        The server records every heartbeat, so ``durable`` changes nothing here.
+        """
         if checkpoint is not None:
             self._checkpoint = checkpoint
         await self._context.heartbeat(

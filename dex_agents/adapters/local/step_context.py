@@ -61,7 +61,7 @@ class LocalStepContext:
         state: StagedState,
         now: datetime,
         *,
-        beat: Callable[[str | None, list[str]], Awaitable[bool]],
+        beat: Callable[[str | None, list[str], bool], Awaitable[bool]],
         flush: Callable[[list[str]], Awaitable[bool]],
         flush_interval: timedelta = DEFAULT_EVENT_FLUSH_INTERVAL,
         run_id: str | None = None,
@@ -144,12 +144,16 @@ class LocalStepContext:
         """Whether an RPC or a decision cancelled this execution."""
         return self.cancellation_requested
 
-    async def heartbeat(self, checkpoint: str | None = None) -> None:
-        """Write pending live events and record liveness and the checkpoint durably, in one commit."""
+    async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
+        """Write pending live events and record liveness and the checkpoint in one commit.
+
+        The commit is fsync'd unless ``durable`` is ``False`` and no checkpoint
+        is given: a checkpoint is what a retry resumes from, so it always is.
+        """
         if self._closed:
             return
         events, self._buffer = self._buffer, []
-        if await self._beat(checkpoint, events):
+        if await self._beat(checkpoint, events, durable or checkpoint is not None):
             self.started = True
             self.last_heartbeat_at = datetime.now(self._now.tzinfo)
 

@@ -327,11 +327,12 @@ class LocalWorker:
         snapshot = await self._claimed_state(running, options.loads)
         state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
 
-        async def beat(checkpoint: str | None, events: list[str]) -> bool:
+        async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
             return await engine.run(
                 lambda tx: claims.record_heartbeat(
                     tx, flow, row, checkpoint, checkpoint is None, events, engine.now()
-                )
+                ),
+                durable=durable,
             )
 
         async def flush(events: list[str]) -> bool:

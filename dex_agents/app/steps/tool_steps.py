@@ -34,6 +34,7 @@ from dex_agents.domain.tool_calls import (
     ToolCallCancellation,
     ToolCallStatus,
 )
+from dex_agents.domain.tool_effects import start_mark_may_be_lost
 from dex_agents.domain.tool_outcomes import (
     abandon_tool_task,
     cancel_unstarted_tool_call,
@@ -109,7 +110,7 @@ class _ToolStep(Step[str]):
         writer.write_tool_call_started(record.tool_call_id, record.tool_name)
         # A heartbeat before the tool runs marks the attempt started, so a lost
         # worker from here on fails the attempt instead of handing it out again.
-        await context.heartbeat()
+        await context.heartbeat(durable=not start_mark_may_be_lost(record.effect))
         execution = DeferredToolExecution(
             flow_id=context.flow_id,
             tool_call=record,

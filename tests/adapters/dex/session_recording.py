@@ -124,9 +124,9 @@ class _RecordingContext:
     def state(self) -> StateTransaction:
         return self._inner.state
 
-    async def heartbeat(self, checkpoint: str | None = None) -> None:
+    async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
         self._record.heartbeats.append(checkpoint)
-        await self._inner.heartbeat(checkpoint)
+        await self._inner.heartbeat(checkpoint, durable=durable)
 
     def write_event(self, stream: StreamDef[T], value: T) -> None:
         self._record.events.append(to_json(value))
