@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION, DEFAULT_POLL_INTERVAL
+from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
 from dex_agents.adapters.local.runtime import DEFAULT_MAX_CONCURRENT_TASKS, EngineRuntime
 from dex_agents.adapters.local.sync_client import DEFAULT_SYNC_WAKE_INTERVAL, SyncLocalFlowClient
 from dex_agents.app.session_flow import PortableSessionFlow
@@ -34,7 +35,9 @@ class LocalRuntime(EngineRuntime):
     default; ``0`` for a client only) each run up to ``max_concurrent_tasks``
     Steps at once. ``create=False`` refuses a file that does not exist yet
     instead of creating an empty one. A faulty path raises ``DatabaseFileError``
-    when the runtime opens, naming the fault.
+    when the runtime opens, naming the fault. ``step_history_limit`` is how
+    many finished Step executions each session keeps in the file (1,000;
+    ``None`` keeps all).
 
     ``runtime.sessions(flow)`` is the ``AgentSessionClient`` of one Flow;
     ``runtime.flow_client`` lists, stops and inspects sessions. On exit the
@@ -70,6 +73,7 @@ async def serve_workers(
     lease_duration: timedelta = DEFAULT_LEASE_DURATION,
     poll_interval: timedelta = DEFAULT_POLL_INTERVAL,
     stop: asyncio.Event | None = None,
+    step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT,
 ) -> None:
     """Serve the sessions of ``flows`` in the database at ``path`` until ``stop`` is set.
 
@@ -79,7 +83,9 @@ async def serve_workers(
     error it cannot survive ends it with that error. ``lease_duration`` (10 s
     by default) is how soon another worker takes over an attempt of a worker
     that was killed; ``poll_interval`` (100 ms) how often it looks for other
-    processes' commits.
+    processes' commits. ``step_history_limit`` is how many finished Step
+    executions each session keeps (1,000; ``None`` keeps all): each process
+    prunes by its own, so give every process of one file the same.
     """
     async with EngineRuntime(
         path,
@@ -89,6 +95,7 @@ async def serve_workers(
         create=False,
         lease_duration=lease_duration,
         poll_interval=poll_interval,
+        step_history_limit=step_history_limit,
     ) as runtime:
         stopped = asyncio.create_task((stop or asyncio.Event()).wait())
         ended = asyncio.create_task(runtime.wait_for_workers())
@@ -110,6 +117,7 @@ def run_workers(
     max_concurrent_tasks: int = DEFAULT_MAX_CONCURRENT_TASKS,
     lease_duration: timedelta = DEFAULT_LEASE_DURATION,
     poll_interval: timedelta = DEFAULT_POLL_INTERVAL,
+    step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT,
 ) -> None:
     """Run ``serve_workers`` as a program's main loop until SIGTERM or SIGINT (Ctrl-C).
 
@@ -130,6 +138,7 @@ def run_workers(
             lease_duration=lease_duration,
             poll_interval=poll_interval,
             stop=stop,
+            step_history_limit=step_history_limit,
         )
 
     asyncio.run(main())

@@ -12,7 +12,7 @@ from dex_agents.adapters.local.history_retention import (
     check_step_history_limit,
     prune_due,
 )
-from dex_agents.composition.local_runtime import LocalRuntime
+from dex_agents.local import LocalRuntime, serve_workers
 from tests.adapters.engine_flows import EngineTestFlow
 from tests.adapters.test_engine import eventually, make_store, running_stack
 
@@ -36,6 +36,11 @@ def test_a_limit_must_be_a_whole_number_of_at_least_one(limit: object) -> None:
         check_step_history_limit(limit)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"step_history_limit"):
         LocalRuntime(None, [EngineTestFlow()], step_history_limit=limit)  # type: ignore[arg-type]
+
+
+async def test_worker_processes_take_the_same_limit(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"step_history_limit must be None or an int"):
+        await serve_workers(tmp_path / "none.sqlite3", [EngineTestFlow()], step_history_limit=0)
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
