@@ -22,15 +22,28 @@ S = TypeVar("S")
 DEFAULT_PREFIX_CACHE_ENTRIES = 256
 """The keys one cache keeps (least recently used dropped first): about one per active session."""
 
+DEFAULT_PREFIX_CACHE_ELEMENTS = 20_000
+"""The elements all kept prefixes hold together, at most: a kept prefix keeps its
+elements (decoded messages) alive, so this bounds the memory, about five
+sessions of 1,000 turns."""
+
 
 class PrefixCache(Generic[T, S]):
     """Per key, the longest walked prefix of a sequence and the state the walk reached there.
 
-    Thread-safe: Steps run on the event loop and RPCs on a store thread.
+    Keeps at most ``entries`` keys and ``elements`` elements in all, least
+    recently used dropped first; a longer prefix is not kept. Thread-safe:
+    Steps run on the event loop and RPCs on a store thread.
     """
 
-    def __init__(self, entries: int = DEFAULT_PREFIX_CACHE_ENTRIES) -> None:
+    def __init__(
+        self,
+        entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
+        elements: int = DEFAULT_PREFIX_CACHE_ELEMENTS,
+    ) -> None:
         self._entries = entries
+        self._elements = elements
+        self._held = 0
         self._cached: OrderedDict[Hashable, tuple[tuple[T, ...], S]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -52,12 +65,19 @@ class PrefixCache(Generic[T, S]):
         """Keep ``state`` as what walking ``prefix`` reached, for ``key``."""
         entry = (tuple(prefix), state)
         with self._lock:
+            previous = self._cached.pop(key, None)
+            if previous is not None:
+                self._held -= len(previous[0])
+            if len(entry[0]) > self._elements:
+                return
             self._cached[key] = entry
-            self._cached.move_to_end(key)
-            while len(self._cached) > self._entries:
-                self._cached.popitem(last=False)
+            self._held += len(entry[0])
+            while len(self._cached) > self._entries or self._held > self._elements:
+                _, (dropped, _) = self._cached.popitem(last=False)
+                self._held -= len(dropped)
 
     def clear(self) -> None:
         """Forget every key."""
         with self._lock:
             self._cached.clear()
+            self._held = 0

@@ -262,3 +262,18 @@ def test_a_prefix_cache_resumes_only_an_equal_prefix() -> None:
     cache.remember("c", (1,), "c")
     assert cache.resume("a", (1, 2, 3)) is None, "the least recently used key is dropped"
     assert cache.resume("c", [1, 2]) == (1, "c")
+
+
+def test_a_prefix_cache_holds_a_bounded_number_of_elements() -> None:
+    cache: PrefixCache[int, str] = PrefixCache(entries=10, elements=5)
+    cache.remember("a", (1, 2, 3), "a")
+    cache.remember("b", (1, 2), "b")
+    assert cache.resume("a", (1, 2, 3)) == (3, "a")
+    cache.remember("c", (1,), "c")
+    assert cache.resume("b", (1, 2)) is None, "the least recently used went over the bound"
+    assert cache.resume("a", (1, 2, 3)) == (3, "a")
+    cache.remember("d", tuple(range(6)), "too long")
+    assert cache.resume("d", tuple(range(6))) is None
+    cache.remember("a", (1, 2, 3, 4), "a again")
+    assert cache.resume("a", (1, 2, 3, 4)) == (4, "a again")
+    assert cache.resume("c", (1,)) == (1, "c")
