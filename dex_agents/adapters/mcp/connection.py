@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
 
 import httpx2
@@ -118,6 +119,26 @@ async def open_client(
         stack.push_async_callback(close_quietly, attempt)
         return client
     raise McpConnectionError(config.name, connection_attempts, last)
+
+
+@asynccontextmanager
+async def connected(
+    config: McpServerConfig, *, connection_timeout: timedelta, connection_attempts: int
+) -> AsyncIterator[Client]:
+    """``async with connected(...) as client``: a new connection for one request, closed quietly.
+
+    ``McpConnectionError`` when none opens, as ``open_client``.
+    """
+    stack = AsyncExitStack()
+    try:
+        yield await open_client(
+            config,
+            stack,
+            connection_timeout=connection_timeout,
+            connection_attempts=connection_attempts,
+        )
+    finally:
+        await close_quietly(stack)
 
 
 async def close_quietly(stack: AsyncExitStack) -> None:

@@ -13,13 +13,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from dex_agents.adapters.mcp.config import McpServerConfig
-from dex_agents.adapters.mcp.connection import close_quietly, open_client
+from dex_agents.adapters.mcp.connection import connected
 
 logger = logging.getLogger(__name__)
 
@@ -38,14 +37,9 @@ async def fetch_tools(
     config: McpServerConfig, *, connection_timeout: timedelta, connection_attempts: int
 ) -> tuple[Mapping[str, Any], ...]:
     """Every page of one server's ``tools/list``, each tool as the server sent it."""
-    stack = AsyncExitStack()
-    try:
-        client = await open_client(
-            config,
-            stack,
-            connection_timeout=connection_timeout,
-            connection_attempts=connection_attempts,
-        )
+    async with connected(
+        config, connection_timeout=connection_timeout, connection_attempts=connection_attempts
+    ) as client:
         tools: list[Mapping[str, Any]] = []
         cursor: str | None = None
         while True:
@@ -56,8 +50,6 @@ async def fetch_tools(
             cursor = page.next_cursor
             if not cursor:
                 return tuple(tools)
-    finally:
-        await close_quietly(stack)
 
 
 class ServerListings:

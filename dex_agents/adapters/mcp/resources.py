@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import METHOD_NOT_FOUND
 
 from dex_agents.adapters.mcp.config import McpServerConfig
-from dex_agents.adapters.mcp.connection import close_quietly, open_client
+from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.errors import McpConnectionError
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.listed_tools import ListedTool
@@ -155,19 +154,13 @@ async def run_resource_or_prompt_tool(
     config = servers.get(server_name)
     if config is None:
         raise ToolExecutionError(f"MCP server {server_name!r} is not configured")
-    stack = AsyncExitStack()
     try:
-        client = await open_client(
-            config,
-            stack,
-            connection_timeout=connection_timeout,
-            connection_attempts=connection_attempts,
-        )
-        output = await _OPERATIONS[name](client, arguments)
+        async with connected(
+            config, connection_timeout=connection_timeout, connection_attempts=connection_attempts
+        ) as client:
+            output = await _OPERATIONS[name](client, arguments)
     except McpConnectionError as error:
         raise ToolExecutionError(str(error)) from error
     except MCPError as error:
         raise ToolExecutionError(mcp_error_text(error.code, error.message)) from error
-    finally:
-        await close_quietly(stack)
     return json.dumps(output, ensure_ascii=False, sort_keys=True)

@@ -12,7 +12,6 @@ attempts the call's failure route records it the same way.
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 
 from mcp import Client
@@ -21,7 +20,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from dex_agents.adapters.mcp.calls import cancel_quietly, raise_outcome, record_outcome
 from dex_agents.adapters.mcp.config import McpServerConfig
-from dex_agents.adapters.mcp.connection import close_quietly, open_client
+from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.tasks import cancel_task, get_task, update_task
 from dex_agents.domain.mcp_tasks import (
     McpTask,
@@ -57,14 +56,9 @@ async def poll_mcp_task(
     record = poll.tool_call
     task_id = record.task_id or ""
     seconds = connection_timeout.total_seconds()
-    stack = AsyncExitStack()
-    try:
-        client = await open_client(
-            config,
-            stack,
-            connection_timeout=connection_timeout,
-            connection_attempts=connection_attempts,
-        )
+    async with connected(
+        config, connection_timeout=connection_timeout, connection_attempts=connection_attempts
+    ) as client:
         try:
             task = read_mcp_task(await get_task(client, task_id, seconds=seconds))
         except MCPError as error:
@@ -88,8 +82,6 @@ async def poll_mcp_task(
             await _send_answer(poll, task, decision, client, seconds)
         elif decision.action is McpTaskPollAction.CANCEL_THEN_FINISH:
             await cancel_quietly(client, task_id, seconds=seconds)
-    finally:
-        await close_quietly(stack)
     return await _outcome(decision, task, media_store)
 
 
@@ -166,18 +158,11 @@ async def cancel_mcp_task(
     Raises when no answer came (no connection, a broken stream, a timeout), so the
     caller's retry sends it again; a second cancel of one task is harmless.
     """
-    stack = AsyncExitStack()
-    try:
-        client = await open_client(
-            config,
-            stack,
-            connection_timeout=connection_timeout,
-            connection_attempts=connection_attempts,
-        )
+    async with connected(
+        config, connection_timeout=connection_timeout, connection_attempts=connection_attempts
+    ) as client:
         try:
             await cancel_task(client, task_id, seconds=connection_timeout.total_seconds())
         except MCPError as error:
             if error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
                 raise
-    finally:
-        await close_quietly(stack)
