@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dex_agents.app.steps.start import AwaitUserMessage
+from dex_agents.app.steps.tool_steps import CallSingleAttemptTool, CallTool
 from dex_agents.app.steps.turn_control import (
     ApplyTurnControl,
     CancelToolTask,
@@ -44,6 +45,7 @@ from dex_agents.ports.session_schema import (
     TOOL_CALL_RESULTS,
     TURN_CONTROL_REQUESTS,
 )
+from tests.app.harness import echo
 from tests.app.scripted_runner import ScriptedRunner
 from tests.app.turn_control_fakes import (
     ACTIVE,
@@ -278,3 +280,23 @@ async def test_await_user_message_on_a_wake_or_a_stale_approval(
     assert (key in state.writes and state.writes[key] is None) is pending_deleted
     assert state.get(AGENT_PLAN) == DRAFT  # a stale approval changes no plan
     assert (AGENT_STATE.name, "") not in state.writes  # and starts no turn
+
+
+@pytest.mark.parametrize(
+    ("effect", "step", "durable"),
+    [
+        ("read", CallTool, False),
+        ("idempotent_write", CallTool, True),
+        ("non_idempotent_write", CallSingleAttemptTool, True),
+        ("unclassified", CallSingleAttemptTool, True),
+    ],
+)
+async def test_a_tool_steps_start_mark_waits_for_the_disk_unless_it_is_a_read(
+    effect: str, step: type[CallTool | CallSingleAttemptTool], durable: bool
+) -> None:
+    runner = ScriptedRunner(tools={"refund": echo})
+    state = staged(ACTIVE, records=[record("c1", ToolCallStatus.APPROVED, effect=effect)])
+    context = FakeStepContext(state)
+    await step(runtime(runner)).execute(context, "c1")
+    assert len(runner.tool_calls) == 1
+    assert context.heartbeats[0] == (None, durable)

@@ -161,9 +161,10 @@ class FakeStepContext:
     recovery_error: RecoveryError | None = None
     last_heartbeat_value: str | None = None
     events: list[AgentEvent] = field(default_factory=list)
+    heartbeats: list[tuple[str | None, bool]] = field(default_factory=list)
 
     async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
-        return None
+        self.heartbeats.append((checkpoint, durable))
 
     def write_event(self, stream: StreamDef[Any], value: Any) -> None:
         self.events.append(value)
