@@ -264,12 +264,10 @@ class SqliteFlowStore:
                 raise RuntimeError("FlowStore.run cannot run inside another transaction's work")
             connection = self._connection
             self._check_file()
-            tx = SqliteTransaction(connection, self._write_once)
+            tx = SqliteTransaction(connection, self._write_once, read_only=read_only)
             self._in_run = True
             try:
                 if read_only:
-                    # query_only turns a stray write into an error instead of a silent lock upgrade.
-                    connection.execute("PRAGMA query_only = ON")
                     return self._transact(connection, lambda _: work(tx), "BEGIN DEFERRED")
                 if not durable:
                     connection.execute("PRAGMA synchronous = NORMAL")
@@ -279,9 +277,6 @@ class SqliteFlowStore:
             except StoredValueError as error:
                 raise StoreCorruptError(f"{self.path} is damaged: {error}") from error
             finally:
-                if read_only:
-                    with contextlib.suppress(sqlite3.Error):
-                        connection.execute("PRAGMA query_only = OFF")
                 if not durable:
                     with contextlib.suppress(sqlite3.Error):
                         connection.execute("PRAGMA synchronous = FULL")

@@ -40,16 +40,26 @@ from dex_agents.ports.flow_store import (
 
 _FINISHED = "('completed', 'failed', 'cancelled')"
 
+_READS = ("SELECT", "WITH")
+"""How every statement a read-only transaction may run begins."""
+
 _KEYS_PER_READ = 500
 """Instance keys one ``IN`` list names, well under SQLite's variable limit."""
 
 
 class SqliteTransaction(StoreTransaction):
     def __init__(
-        self, connection: sqlite3.Connection, write_once: WriteOnceValues | None = None
+        self,
+        connection: sqlite3.Connection,
+        write_once: WriteOnceValues | None = None,
+        *,
+        read_only: bool = False,
     ) -> None:
         self._connection: sqlite3.Connection | None = connection
         self._write_once = write_once if write_once is not None else WriteOnceValues(0)
+        # Checked here rather than with PRAGMA query_only: toggling that pragma expires every
+        # prepared statement of the connection, so each read would compile its SQL again.
+        self._read_only = read_only
 
     def end(self) -> None:
         self._connection = None
@@ -61,6 +71,8 @@ class SqliteTransaction(StoreTransaction):
             raise RuntimeError(
                 "this store transaction has ended; use it only inside the work FlowStore.run runs"
             )
+        if self._read_only and not sql.startswith(_READS):
+            raise RuntimeError("FlowStore.read work must not write")
         return self._connection.execute(sql, params)
 
     def savepoint(self) -> None:
