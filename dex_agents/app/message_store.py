@@ -40,12 +40,8 @@ CHUNKS_LOAD = MapLoad(AGENT_MESSAGE_CHUNKS)
 
 def window_messages(state: StateReader) -> list[AgentMessage]:
     """The messages in the window, in sequence order."""
-    messages = (
-        state.get_instance(AGENT_MESSAGES, key) for key in state.instance_keys(AGENT_MESSAGES)
-    )
-    return sorted(
-        (message for message in messages if message is not None), key=lambda m: m.sequence
-    )
+    # Keys are zero-padded sequences, so key order is sequence order.
+    return [message for _, message in state.instances(AGENT_MESSAGES)]
 
 
 def all_messages(

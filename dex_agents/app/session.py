@@ -80,12 +80,7 @@ def require_state(state: StateReader) -> AgentState:
 
 def turn_records(state: StateReader) -> dict[str, AgentToolCall]:
     """Every ``AgentToolCalls`` record the Step loaded, by tool call ID."""
-    records = {}
-    for key in state.instance_keys(AGENT_TOOL_CALLS):
-        record = state.get_instance(AGENT_TOOL_CALLS, key)
-        if record is not None:
-            records[key] = record
-    return records
+    return dict(state.instances(AGENT_TOOL_CALLS))
 
 
 def build_user_message(

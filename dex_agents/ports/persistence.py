@@ -130,6 +130,10 @@ class StateReader(Protocol):
         """The keys of every loaded instance of an AttributeMap, in key order."""
         ...
 
+    def instances(self, attribute_map: AttributeMapDef[T]) -> tuple[tuple[str, T], ...]:
+        """Every loaded instance of an AttributeMap that holds a value, as (key, value), in key order."""
+        ...
+
     def channel_size(self, channel: ChannelDef[Any]) -> int:
         """How many messages wait in a Channel."""
         ...

@@ -36,7 +36,10 @@ DEFAULT_EVENT_STREAM_CAPACITY_BYTES = 10 * 1024 * 1024
 """The ``AgentEvents`` Stream capacity unless the session options change it (10 MiB)."""
 
 AGENT_STATE: AttributeDef[AgentState] = AttributeDef("AgentState", AgentState)
-AGENT_MESSAGES: AttributeMapDef[AgentMessage] = AttributeMapDef("AgentMessages", AgentMessage)
+# A message is set once at its sequence's key, then deleted when it moves into a chunk.
+AGENT_MESSAGES: AttributeMapDef[AgentMessage] = AttributeMapDef(
+    "AgentMessages", AgentMessage, write_once=True
+)
 AGENT_MESSAGE_CHUNKS: AttributeMapDef[AgentMessageChunk] = AttributeMapDef(
     "AgentMessageChunks", AgentMessageChunk, write_once=True
 )

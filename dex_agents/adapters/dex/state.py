@@ -89,6 +89,14 @@ class DexState:
             raise LookupError(f"{attribute_map.name} was not loaded")
         return tuple(sorted(key for key in keys if definition.get(self._context, key) is not None))
 
+    def instances(self, attribute_map: AttributeMapDef[T]) -> tuple[tuple[str, T], ...]:
+        """Every loaded instance that holds a value, as (key, value), in key order."""
+        found = (
+            (key, self.get_instance(attribute_map, key))
+            for key in self.instance_keys(attribute_map)
+        )
+        return tuple((key, value) for key, value in found if value is not None)
+
     def channel_size(self, channel: ChannelDef[Any]) -> int:
         """How many messages wait in a Channel."""
         return self._schema.channel(channel).size(self._context)

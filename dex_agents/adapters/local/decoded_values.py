@@ -5,25 +5,51 @@ session (snapshots, pages, compaction) load every kept chunk, so the same JSON
 text was decoded again for every Step of every turn: the work grew with the
 session. A stored message never changes at its key, and a chunk that rolled
 over is immutable, so their decoded values are shared, keyed by their exact
-text. The message index changes every turn but is read by every Step of it. Only frozen values made of immutable parts are cached (``CACHED_TYPES``);
-anything holding a ``dict`` is decoded afresh, so no caller can change another's.
+text. The message index, the ``AgentState`` and the tool call records change
+during a turn but are read by most of its Steps. Only frozen values made of
+immutable parts are cached (``CACHED_TYPES``); anything holding a ``dict`` is
+decoded afresh, so no caller can change another's.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from dex_agents.adapters.local.sqlite_store import StoredValueError
+from dex_agents.domain.context_summary import ContextSummary
 from dex_agents.domain.errors import WireFormatError
+from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.plans import AgentPlan, PlanExecutionRequest
+from dex_agents.domain.state import AgentState, TurnCancellationRequest, TurnReplySequence
+from dex_agents.domain.tool_calls import AgentToolCall
+from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.wire import from_json
 
 T = TypeVar("T")
 
-CACHED_TYPES: frozenset[type[Any]] = frozenset({AgentMessage, AgentMessageChunk, AgentMessageIndex})
+CACHED_TYPES: frozenset[Any] = frozenset(
+    {
+        AgentMessage,
+        AgentMessageChunk,
+        AgentMessageIndex,
+        # Read by nearly every Step of a turn, and unchanged between most of them.
+        AgentState,
+        AgentToolCall,
+        AgentUsage,
+        AgentPlan,
+        PlanExecutionRequest,
+        ContextSummary,
+        TurnReplySequence,
+        TurnCancellationRequest,
+        tuple[AgentInterrupt, ...],
+        str,
+    }
+)
 """The value types whose decoded values are shared: frozen, and immutable all the way down."""
 
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
@@ -39,7 +65,7 @@ class DecodedValues:
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._values: OrderedDict[tuple[type[Any], str], Any] = OrderedDict()
+        self._values: OrderedDict[tuple[Any, str], Any] = OrderedDict()
         self._lock = threading.Lock()
 
     def decode(self, text: str, cls: type[T]) -> T:
@@ -62,6 +88,22 @@ class DecodedValues:
                     (_, evicted), _ = self._values.popitem(last=False)
                     self._bytes -= len(evicted)
         return value
+
+    def decode_all(self, texts: Sequence[str], cls: type[T]) -> list[T]:
+        """``decode`` of each of ``texts``, in order, looked up under one hold of the lock."""
+        if cls not in CACHED_TYPES:
+            return [from_stored(text, cls) for text in texts]
+        found: list[T | None] = []
+        with self._lock:
+            for text in texts:
+                value = self._values.get((cls, text))
+                if value is not None:
+                    self._values.move_to_end((cls, text))
+                found.append(value)
+        return [
+            self.decode(text, cls) if value is None else value
+            for text, value in zip(texts, found, strict=True)
+        ]
 
 
 def from_stored(text: str, cls: type[T], store: object = None) -> T:

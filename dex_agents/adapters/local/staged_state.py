@@ -292,6 +292,20 @@ class StagedState:
                     keys.add(key)
         return tuple(sorted(keys))
 
+    def instances(self, attribute_map: AttributeMapDef[T]) -> tuple[tuple[str, T], ...]:
+        """Every loaded instance that holds a value, as (key, value), in key order.
+
+        One pass for the whole map: a Step that reads the message window reads
+        dozens of instances, and each ``get_instance`` checks its load again.
+        """
+        name = attribute_map.name
+        if name not in self._whole_maps and not any(each == name for each, _ in self._instances):
+            self._check_loaded(attribute_map, None)  # raises: nothing of the map was loaded
+        read = [(key, self._read(name, key)) for key in self.instance_keys(attribute_map)]
+        held = [(key, text) for key, text in read if text is not None]
+        values = DECODED.decode_all([text for _, text in held], attribute_map.value_type)
+        return tuple((key, value) for (key, _), value in zip(held, values, strict=True))
+
     def channel_size(self, channel: ChannelDef[Any]) -> int:
         """How many messages wait in a Channel (as read when the transaction began)."""
         return self._source.channel_size(channel.name)

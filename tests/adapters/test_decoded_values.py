@@ -1,0 +1,126 @@
+"""The process-wide cache of decoded stored values: what it shares, what it never shares."""
+
+from __future__ import annotations
+
+import enum
+import types
+import typing
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import attrs
+import pytest
+
+from dex_agents.adapters.local.decoded_values import CACHED_TYPES, DecodedValues
+from dex_agents.adapters.local.sqlite_store import StoredValueError
+from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.state import AgentState, AgentStatus, TurnSessionSettings
+from dex_agents.domain.wire import to_json
+from dex_agents.ports.persistence import AttributeDef, AttributeMapDef
+from dex_agents.ports.session_schema import SESSION_SCHEMA
+
+_LEAVES = (str, int, float, bool, type(None), datetime, date, timedelta)
+
+
+def _frozen(cls: type[Any]) -> bool:
+    instance = object.__new__(cls)
+    try:
+        setattr(instance, attrs.fields(cls)[0].name, None)
+    except attrs.exceptions.FrozenInstanceError:
+        return True
+    return False
+
+
+def deeply_immutable(hint: Any, seen: frozenset[Any] = frozenset()) -> bool:
+    """Whether no value of ``hint`` can be changed in place, however deep."""
+    if hint in _LEAVES or hint in seen:
+        return True
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return True
+    origin = typing.get_origin(hint)
+    if origin is tuple or origin is typing.Union or origin is types.UnionType:
+        return all(
+            deeply_immutable(arg, seen) for arg in typing.get_args(hint) if arg is not Ellipsis
+        )
+    if origin is typing.Literal:
+        return True
+    if isinstance(hint, type) and attrs.has(hint):
+        if not _frozen(hint):
+            return False
+        fields = typing.get_type_hints(hint)
+        return all(deeply_immutable(field, seen | {hint}) for field in fields.values())
+    return False
+
+
+@pytest.mark.parametrize("cls", sorted(CACHED_TYPES, key=repr), ids=repr)
+def test_every_shared_type_is_immutable_all_the_way_down(cls: Any) -> None:
+    assert deeply_immutable(cls), f"{cls!r} holds a part a caller could change"
+
+
+@pytest.mark.parametrize(
+    ("hint", "immutable"),
+    [
+        (AgentState, True),
+        (tuple[AgentState, ...], True),
+        (AgentState | None, True),
+        # These hold a dict: sharing one decoded value would let a Step change another's.
+        (AgentEvent, False),
+        (TurnSessionSettings, False),
+        (dict[str, str], False),
+        (list[str], False),
+    ],
+    ids=repr,
+)
+def test_the_immutability_rule_tells_a_dict_apart(hint: Any, immutable: bool) -> None:
+    assert deeply_immutable(hint) is immutable
+
+
+def test_every_state_type_that_is_immutable_is_shared() -> None:
+    # A new immutable Attribute type decoded afresh by every Step is a slowdown nobody sees.
+    types_of_schema = {
+        definition.value_type
+        for definition in SESSION_SCHEMA
+        if isinstance(definition, AttributeDef | AttributeMapDef)
+    }
+    missed = {cls for cls in types_of_schema if deeply_immutable(cls)} - CACHED_TYPES
+    assert not missed, f"immutable Attribute types not in CACHED_TYPES: {missed}"
+
+
+def test_a_shared_type_decodes_once_and_a_mutable_one_every_time() -> None:
+    values = DecodedValues()
+    text = to_json(AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=3))
+    first = values.decode(text, AgentState)
+    assert first == AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=3)
+    assert values.decode(text, AgentState) is first
+    settings = to_json(TurnSessionSettings(turn_id="turn-1", settings={"model": "a"}))
+    fresh = values.decode(settings, TurnSessionSettings)
+    again = values.decode(settings, TurnSessionSettings)
+    assert fresh == again
+    assert fresh is not again
+
+
+def test_the_cache_forgets_the_oldest_values_beyond_its_bytes() -> None:
+    values = DecodedValues(max_bytes=1000)
+    texts = [
+        to_json(AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=n))
+        for n in range(10)
+    ]
+    decoded = [values.decode(text, AgentState) for text in texts]
+    assert values.decode(texts[-1], AgentState) is decoded[-1]
+    assert values.decode(texts[0], AgentState) is not decoded[0]
+    assert values.decode(texts[0], AgentState) == decoded[0]
+
+
+def test_a_damaged_value_is_reported_and_not_kept() -> None:
+    values = DecodedValues()
+    with pytest.raises(StoredValueError, match="a stored value does not decode"):
+        values.decode('{"status": "no such status"}', AgentState)
+    with pytest.raises(StoredValueError):
+        values.decode('{"status": "no such status"}', AgentState)
+
+
+def test_a_decoded_time_keeps_its_zone() -> None:
+    values = DecodedValues()
+    started = datetime(2026, 12, 1, 16, 0, tzinfo=UTC)
+    text = to_json(AgentState(status=AgentStatus.RUNNING_MODEL, turn_started_at=started))
+    assert values.decode(text, AgentState).turn_started_at == started
