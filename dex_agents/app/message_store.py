@@ -17,7 +17,7 @@ import attrs
 
 from dex_agents.domain.chunking import plan_store_messages
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage
-from dex_agents.domain.paging import stored_messages
+from dex_agents.domain.paging import chunks_to_load_for_model, stored_messages
 from dex_agents.domain.retention import plan_retention
 from dex_agents.domain.state import AgentState
 from dex_agents.domain.windowing import MessageStorageOptions, message_sequence_key
@@ -36,6 +36,30 @@ WINDOW_LOAD = MapLoad(AGENT_MESSAGES)
 
 CHUNKS_LOAD = MapLoad(AGENT_MESSAGE_CHUNKS)
 """The load of a Step or RPC that reads every kept message."""
+
+
+def model_input_chunk_loads(
+    state: StateReader, *, compaction_enabled: bool
+) -> tuple[MapLoad, ...] | None:
+    """The chunks a model call loads, by key; ``None`` when it loads them all (``CHUNKS_LOAD``).
+
+    Without compaction (or before the first summary) the model input is every
+    message; with a summary, it is the messages after it, so only the chunks
+    ``chunks_to_load_for_model`` names: a long session's model call never reads
+    what was summarized.
+    """
+    summary = state.get(CONTEXT_SUMMARY) if compaction_enabled else None
+    if summary is None:
+        return None
+    chunks = chunks_to_load_for_model(
+        state.get(AGENT_MESSAGE_INDEX),
+        compaction_enabled=True,
+        summary_last_sequence=summary.last_sequence,
+    )
+    return tuple(
+        MapLoad(AGENT_MESSAGE_CHUNKS, message_sequence_key(chunk.first_sequence))
+        for chunk in chunks
+    )
 
 
 def window_messages(state: StateReader) -> list[AgentMessage]:

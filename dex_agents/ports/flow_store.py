@@ -182,8 +182,11 @@ class StoreTransaction(Protocol):
         """Every instance of an AttributeMap by key."""
         ...
 
-    def get_write_once_values(self, flow_id: str, name: str) -> dict[str, str]:
-        """Every instance of a ``write_once`` AttributeMap by key; a store may keep their text."""
+    def get_write_once_values(
+        self, flow_id: str, name: str, keys: Sequence[str] | None = None
+    ) -> dict[str, str]:
+        """Every instance of a ``write_once`` AttributeMap by key (or those of ``keys`` that are
+        set); a store may keep their text."""
         ...
 
     def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:

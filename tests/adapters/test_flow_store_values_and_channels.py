@@ -57,6 +57,20 @@ def test_write_once_values_read_as_every_value_does(store: FlowStore) -> None:
     assert store.run(lambda tx: tx.get_write_once_values("f2", "chunks")) == {"00001": "other"}
 
 
+def test_write_once_values_read_by_key_are_those_set(store: FlowStore) -> None:
+    def write(tx: StoreTransaction) -> None:
+        for key in ("00001", "00002", "00003"):
+            tx.put_value("f1", "chunks", key, f"value {key}")
+
+    store.run(write)
+    keyed = store.run(lambda tx: tx.get_write_once_values("f1", "chunks", ["00003", "00001"]))
+    assert list(keyed.items()) == [("00001", "value 00001"), ("00003", "value 00003")]
+    assert store.run(lambda tx: tx.get_write_once_values("f1", "chunks", ["00009"])) == {}
+    assert store.run(lambda tx: tx.get_write_once_values("f1", "chunks", [])) == {}
+    store.run(lambda tx: tx.delete_value("f1", "chunks", "00003"))
+    assert store.run(lambda tx: tx.get_write_once_values("f1", "chunks", ["00003"])) == {}
+
+
 # Channel messages
 
 

@@ -241,6 +241,8 @@ def test_sqlite_keeps_write_once_values_it_has_read(tmp_path: Path) -> None:
     with sqlite3.connect(path) as other:
         other.execute("UPDATE attribute_values SET value = '\"changed\"' WHERE name = 'chunks'")
     assert store.read(lambda tx: tx.get_write_once_values("f1", "chunks")) == first
+    by_key = store.read(lambda tx: tx.get_write_once_values("f1", "chunks", keys[:2]))
+    assert by_key == {key: first[key] for key in keys[:2]}
     assert set(store.read(lambda tx: tx.get_values("f1", "chunks")).values()) == {'"changed"'}
     fresh = SqliteFlowStore(path)
     assert set(fresh.read(lambda tx: tx.get_write_once_values("f1", "chunks")).values()) == {

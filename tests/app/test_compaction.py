@@ -26,6 +26,7 @@ from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.registry import register_flows
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.options import AgentSessionOptions, RunModelLimit
@@ -40,8 +41,13 @@ from dex_agents.domain.events import (
 )
 from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.ports.flow_store import FlowStore
-from dex_agents.ports.session_schema import AGENT_MESSAGE_INDEX, agent_events_stream
+from dex_agents.domain.windowing import message_sequence_key
+from dex_agents.ports.flow_store import ExecutionStatus, FlowStore
+from dex_agents.ports.session_schema import (
+    AGENT_MESSAGE_CHUNKS,
+    AGENT_MESSAGE_INDEX,
+    agent_events_stream,
+)
 from tests.app.compaction_support import SUMMARY_USAGE, CompactingRunner, run_turns
 from tests.app.harness import Session, session_stack
 from tests.app.scripted_runner import ScriptedRunner
@@ -133,6 +139,62 @@ async def test_a_long_session_compacts_and_the_next_model_call_starts_after_the_
         assert [m.sequence for m in snapshot.messages] == list(range(1, 19))
         history = await session.client.read_step_history("s1")
         assert [entry.step_type for entry in history].count("CompactContext") == 2
+
+
+def run_model_chunk_loads(store: FlowStore, flow: AgentSessionFlow) -> list[tuple[str, ...] | None]:
+    """Per ``RunModel`` execution, oldest first: the chunk keys its options load, ``None`` for all."""
+    registered = register_flows([flow])[flow.flow_type]
+    step = registered.step("RunModel")
+    rows = store.read(lambda tx: tx.flow_executions("s1", list(ExecutionStatus)))
+    loads: list[tuple[str, ...] | None] = []
+    for row in sorted(rows, key=lambda row: row.id):
+        if row.step_type != "RunModel":
+            continue
+        chunks = [
+            load
+            for load in registered.options(step, row.options).loads
+            if load.attribute_map is AGENT_MESSAGE_CHUNKS
+        ]
+        keyed = tuple(load.key for load in chunks if load.key is not None)
+        loads.append(None if any(load.key is None for load in chunks) else keyed)
+    return loads
+
+
+async def test_after_a_summary_run_model_loads_only_the_chunks_after_it(store: FlowStore) -> None:
+    runner = CompactingRunner()
+    options = compacting_options(message_window_size=2, message_chunk_size=2)
+    async with session_stack(store, runner, options) as session:
+        await run_turns(session, 1, 12)
+        summary = (await session.sessions.get_agent_snapshot("s1")).context_summary
+        assert summary is not None
+        assert summary.last_sequence == 16
+        index = await session.client.read_attribute("s1", AGENT_MESSAGE_INDEX)
+        assert index is not None
+        loads = run_model_chunk_loads(store, session.flow)
+        # Before the first summary every chunk is the model input.
+        assert loads[0] is None
+        # Turn 12's model call starts after the summary through 16; the chunks before
+        # it stay stored (retention keeps the newest 1,000 messages), unread.
+        assert [m.sequence for m in runner.model_calls[-1].messages] == list(range(17, 24))
+        after = tuple(
+            message_sequence_key(chunk.first_sequence)
+            for chunk in index.chunks
+            if chunk.last_sequence > summary.last_sequence
+        )
+        assert after == tuple(message_sequence_key(first) for first in (17, 19, 21))
+        assert len(index.chunks) == 11
+        assert loads[-1] == after
+
+
+async def test_without_compaction_run_model_loads_every_chunk(store: FlowStore) -> None:
+    runner = ScriptedRunner()
+    options = AgentSessionOptions(message_window_size=4, message_chunk_size=2)
+    async with session_stack(store, runner, options) as session:
+        await run_turns(session, 1, 6)
+        index = await session.client.read_attribute("s1", AGENT_MESSAGE_INDEX)
+        assert index is not None
+        assert len(index.chunks) >= 3
+        assert set(run_model_chunk_loads(store, session.flow)) == {None}
 
 
 async def test_a_second_high_estimate_finds_no_new_cutoff(store: FlowStore) -> None:

@@ -127,9 +127,14 @@ class _MemoryTransaction(StoreTransaction):
     def get_values(self, flow_id: str, name: str) -> dict[str, str]:
         return dict(sorted(self._t.values.get((flow_id, name), {}).items()))
 
-    def get_write_once_values(self, flow_id: str, name: str) -> dict[str, str]:
+    def get_write_once_values(
+        self, flow_id: str, name: str, keys: Sequence[str] | None = None
+    ) -> dict[str, str]:
         # Values are in memory already: there is nothing to save.
-        return self.get_values(flow_id, name)
+        values = self.get_values(flow_id, name)
+        if keys is None:
+            return values
+        return {key: values[key] for key in sorted(set(keys)) if key in values}
 
     def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
         found = {name: self.get_value(flow_id, name, "") for name in names}

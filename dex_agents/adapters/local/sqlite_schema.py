@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import fields
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from typing import Any
 from dex_agents.adapters.local.store_rows import (
     EXECUTION_TIME_FIELDS,
     FLOW_TIME_FIELDS,
+    utc_time,
 )
 from dex_agents.ports.flow_store import (
     EventRow,
@@ -117,13 +119,54 @@ def decode_flow(values: Sequence[Any]) -> FlowRow:
     return FlowRow(**{**data, "status": FlowStatus(data["status"])})
 
 
+# A turn writes and reads a few dozen execution rows, so their columns are handled by
+# position, with the positions of the fields that need converting worked out once.
+_READ_DATA = operator.attrgetter(*EXECUTION_DATA)
+_DATA_TIMES = tuple(EXECUTION_DATA.index(name) for name in EXECUTION_TIME_FIELDS)
+_DATA_STATUS = EXECUTION_DATA.index("status")
+_DATA_FLAGS = (EXECUTION_DATA.index("attempt_started"), EXECUTION_DATA.index("cancel_requested"))
+_COLUMN_TIMES = tuple(EXECUTION_COLUMNS.index(name) for name in EXECUTION_TIME_FIELDS)
+_COLUMN_STATUS = EXECUTION_COLUMNS.index("status")
+_COLUMN_FLAGS = (
+    EXECUTION_COLUMNS.index("attempt_started"),
+    EXECUTION_COLUMNS.index("cancel_requested"),
+)
+
+EXECUTION_INSERT = (
+    f"INSERT INTO step_executions ({', '.join(EXECUTION_DATA)}) "
+    f"VALUES ({', '.join('?' for _ in EXECUTION_DATA)})"
+)
+EXECUTION_UPDATE = (
+    f"UPDATE step_executions SET {', '.join(f'{name} = ?' for name in EXECUTION_DATA)} WHERE id = ?"
+)
+
+
+def execution_values(row: ExecutionRow) -> list[object]:
+    """The values of ``EXECUTION_DATA`` as stored: UTC times, the status's text, 0 or 1.
+
+    Refuses what ``normalized_execution`` refuses: a naive time, an unknown status.
+    """
+    values: list[Any] = list(_READ_DATA(row))
+    for position in _DATA_TIMES:
+        value = values[position]
+        if value is not None:
+            name = EXECUTION_DATA[position]
+            values[position] = encode_time(utc_time(value, f"ExecutionRow.{name}"))
+    values[_DATA_STATUS] = ExecutionStatus(values[_DATA_STATUS]).value
+    for position in _DATA_FLAGS:
+        values[position] = int(bool(values[position]))
+    return values
+
+
 def decode_execution(values: Sequence[Any]) -> ExecutionRow:
-    data = dict(zip(EXECUTION_COLUMNS, values, strict=True))
-    data.update({name: decode_time(data[name]) for name in EXECUTION_TIME_FIELDS})
-    data["status"] = ExecutionStatus(data["status"])
-    data["attempt_started"] = bool(data["attempt_started"])
-    data["cancel_requested"] = bool(data["cancel_requested"])
-    return ExecutionRow(**data)
+    data = list(values)
+    for position in _COLUMN_TIMES:
+        if data[position] is not None:
+            data[position] = datetime.fromisoformat(data[position])
+    data[_COLUMN_STATUS] = ExecutionStatus(data[_COLUMN_STATUS])
+    for position in _COLUMN_FLAGS:
+        data[position] = bool(data[position])
+    return ExecutionRow(*data)
 
 
 def decode_message(values: Sequence[Any]) -> MessageRow:

@@ -9,9 +9,9 @@ from datetime import datetime
 from dex_agents.adapters.local.sqlite_schema import (
     CLAIMABLE,
     EVENT_SELECT,
-    EXECUTION_COLUMNS,
-    EXECUTION_DATA,
+    EXECUTION_INSERT,
     EXECUTION_SELECT,
+    EXECUTION_UPDATE,
     FLOW_COLUMNS,
     MESSAGE_SELECT,
     decode_event,
@@ -20,11 +20,11 @@ from dex_agents.adapters.local.sqlite_schema import (
     decode_message,
     decode_time,
     encode_time,
+    execution_values,
     row_params,
 )
 from dex_agents.adapters.local.store_rows import (
     check_limit,
-    normalized_execution,
     normalized_flow,
     utc_time,
 )
@@ -128,11 +128,16 @@ class SqliteTransaction(StoreTransaction):
         sql = "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
         return dict(self._execute(sql, (flow_id, name)).fetchall())
 
-    def get_write_once_values(self, flow_id: str, name: str) -> dict[str, str]:
+    def get_write_once_values(
+        self, flow_id: str, name: str, keys: Sequence[str] | None = None
+    ) -> dict[str, str]:
         # Only the keys are read (the value column, with its overflow pages, is
         # not), then the values this store has not kept.
-        sql = "SELECT key FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
-        keys = [str(row[0]) for row in self._execute(sql, (flow_id, name))]
+        if keys is None:
+            sql = "SELECT key FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
+            keys = [str(row[0]) for row in self._execute(sql, (flow_id, name))]
+        else:
+            keys = sorted(set(keys))
         found = self._write_once.known(flow_id, name, keys)
         missing = [key for key in keys if key not in found]
         for start in range(0, len(missing), _KEYS_PER_READ):
@@ -221,11 +226,8 @@ class SqliteTransaction(StoreTransaction):
 
     # Step executions
     def insert_execution(self, row: ExecutionRow) -> int:
-        params = row_params(normalized_execution(row), EXECUTION_DATA)
-        names = ", ".join(EXECUTION_DATA)
-        placeholders = ", ".join(f":{name}" for name in EXECUTION_DATA)
-        sql = f"INSERT INTO step_executions ({names}) VALUES ({placeholders})"
-        row.id = int(self._execute(sql, params).lastrowid or 0)
+        values = execution_values(row)
+        row.id = int(self._execute(EXECUTION_INSERT, values).lastrowid or 0)
         return row.id
 
     def get_execution(self, execution_id: int) -> ExecutionRow | None:
@@ -233,10 +235,9 @@ class SqliteTransaction(StoreTransaction):
         return rows[0] if rows else None
 
     def update_execution(self, row: ExecutionRow) -> None:
-        params = row_params(normalized_execution(row), EXECUTION_COLUMNS)
-        assignments = ", ".join(f"{name} = :{name}" for name in EXECUTION_DATA)
-        sql = f"UPDATE step_executions SET {assignments} WHERE id = :id"
-        if self._execute(sql, params).rowcount == 0:
+        values = execution_values(row)
+        values.append(row.id)
+        if self._execute(EXECUTION_UPDATE, values).rowcount == 0:
             raise LookupError(f"no Step execution with store ID {row.id} is stored")
 
     def flow_executions(

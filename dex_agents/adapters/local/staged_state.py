@@ -7,6 +7,7 @@ events are staged here and applied in one store transaction with the result.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -166,6 +167,14 @@ class TransactionSource:
         return self._tx.pending_messages(self._flow_id, name, _SINGLETON)
 
 
+@functools.lru_cache(maxsize=64)
+def _schema_names(schema: tuple[Any, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    # A Flow's schema never changes, and every claim reads a snapshot of it.
+    attributes = tuple(item.name for item in schema if isinstance(item, AttributeDef))
+    channels = tuple(item.name for item in schema if isinstance(item, ChannelDef))
+    return attributes, channels
+
+
 def read_snapshot(
     tx: StoreTransaction,
     flow_id: str,
@@ -174,17 +183,20 @@ def read_snapshot(
 ) -> Snapshot:
     """Read every singleton Attribute, the loaded maps and every Channel's size, in one transaction."""
     snapshot = Snapshot()
-    attributes = [item.name for item in schema if isinstance(item, AttributeDef)]
-    channels = [item.name for item in schema if isinstance(item, ChannelDef)]
+    attributes, channels = _schema_names(tuple(schema))
     for name, value in tx.get_singletons(flow_id, attributes).items():
         snapshot.values[(name, _SINGLETON)] = value
     counts = tx.pending_counts(flow_id, channels)
     for name in channels:
         snapshot.channel_sizes[name] = counts.get(name, 0)
+    # Instances of a write-once map loaded by key are read together, through what the store kept.
+    keyed: dict[str, list[str]] = {}
     for load in loads:
         name = load.attribute_map.name
         loaded = snapshot.maps.setdefault(name, {})
-        if load.key is None and load.attribute_map.write_once:
+        if load.key is not None and load.attribute_map.write_once:
+            keyed.setdefault(name, []).append(load.key)
+        elif load.key is None and load.attribute_map.write_once:
             loaded.update(tx.get_write_once_values(flow_id, name))
         elif load.key is None:
             loaded.update(tx.get_values(flow_id, name))
@@ -192,6 +204,8 @@ def read_snapshot(
             text = tx.get_value(flow_id, name, load.key)
             if text is not None:
                 loaded[load.key] = text
+    for name, keys in keyed.items():
+        snapshot.maps[name].update(tx.get_write_once_values(flow_id, name, keys))
     return snapshot
 
 

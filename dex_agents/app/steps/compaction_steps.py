@@ -160,7 +160,7 @@ class CompactContext(Step[CompactContextInput]):
         through = input.through_sequence
         if runtime.options.compaction is None or not is_new_compaction_cutoff(through, summary):
             # Already summarized (or compaction was turned off): nothing to do.
-            return self._back_to_model(context, agent_state)
+            return self._back_to_model(context, runtime, agent_state)
         _check_cutoff(through, agent_state)
         runner = _compaction_runner(runtime)
         settings = read_turn_settings(state.get(TURN_SESSION_SETTINGS), turn)
@@ -228,9 +228,11 @@ class CompactContext(Step[CompactContextInput]):
             AgentEventType.COMPACTION_FINISHED,
             CompactionFinishedPayload(generation=stored.generation, through_sequence=through),
         )
-        return self._back_to_model(context, agent_state)
+        return self._back_to_model(context, runtime, agent_state)
 
     @staticmethod
-    def _back_to_model(context: StepContext, agent_state: AgentState) -> StepDecision:
+    def _back_to_model(
+        context: StepContext, runtime: SessionRuntime, agent_state: AgentState
+    ) -> StepDecision:
         context.state.set(AGENT_STATE, attrs.evolve(agent_state, status=AgentStatus.RUNNING_MODEL))
-        return go_to(run_model.RunModel)
+        return run_model.go_to_run_model(context.state, runtime)

@@ -7,10 +7,17 @@ skipped once a write of their response did not, and then calls the model.
 
 from __future__ import annotations
 
+import dataclasses
+
 import attrs
 
 from dex_agents.app import spend, tracing
-from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
+from dex_agents.app.message_store import (
+    CHUNKS_LOAD,
+    WINDOW_LOAD,
+    all_messages,
+    model_input_chunk_loads,
+)
 from dex_agents.app.session import (
     SessionRuntime,
     background_heartbeat,
@@ -50,6 +57,7 @@ from dex_agents.ports.engine import (
     go_to_many,
 )
 from dex_agents.ports.errors import ModelCallError
+from dex_agents.ports.persistence import StateReader
 from dex_agents.ports.runner import AgentTurnContext, UnfinishedTurnMessageBuilder
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
@@ -79,6 +87,23 @@ def model_step_options(runtime: SessionRuntime) -> StepOptions:
         failure_step=turn_end.RecordTurnFailure,
         loads=(WINDOW_LOAD, CHUNKS_LOAD, MapLoad(AGENT_TOOL_CALLS)),
     )
+
+
+def go_to_run_model(state: StateReader, runtime: SessionRuntime) -> StepDecision:
+    """Move to ``RunModel`` with the loads of its model input as the moving commit leaves it.
+
+    With compaction and a summary, the movement's options load only the chunks
+    after the summary. Only Steps that store messages change the chunks, and none
+    runs between this commit and the model call, so what is loaded is what it reads.
+    """
+    chunks = model_input_chunk_loads(
+        state, compaction_enabled=runtime.options.compaction is not None
+    )
+    if chunks is None:
+        return go_to(RunModel)  # every chunk, as the Step's own options say
+    loads = (WINDOW_LOAD, *chunks, MapLoad(AGENT_TOOL_CALLS))
+    options = dataclasses.replace(model_step_options(runtime), loads=loads)
+    return go_to_many(StepMovement(RunModel, None, options))
 
 
 def build_turn_context(
@@ -214,7 +239,7 @@ class RunModel(Step[None]):
         if isinstance(outcome, TurnContinued):
             state.set(FRAMEWORK_RUN_STATE, outcome.framework_run_state)
             state.set(AGENT_STATE, agent_state)
-            return go_to(RunModel)
+            return go_to_run_model(state, runtime)
         assert isinstance(outcome, ToolCallsRequested)
         if outcome.new_messages and not isinstance(runtime.runner, UnfinishedTurnMessageBuilder):
             end_turn(context, runtime, agent_state, error=NEW_MESSAGES_WITHOUT_BUILDER_ERROR)

@@ -89,7 +89,7 @@ class StartAgentSession(Step[AgentSessionStartInput]):
         mode = new_turn_interaction_mode([message], state.get(AGENT_PLAN))
         framework_message = build_user_message(self.runtime, message.text, message.images)
         start_turn(context, self.runtime, agent_state, [framework_message], mode)
-        return go_to(run_model.RunModel)
+        return run_model.go_to_run_model(context.state, self.runtime)
 
 
 class AwaitUserMessage(Step[None]):
@@ -133,7 +133,7 @@ class AwaitUserMessage(Step[None]):
         mode = new_turn_interaction_mode([message], state.get(AGENT_PLAN))
         framework_message = build_user_message(self.runtime, message.text, message.images)
         start_turn(context, self.runtime, agent_state, [framework_message], mode)
-        return go_to(run_model.RunModel)
+        return run_model.go_to_run_model(context.state, self.runtime)
 
     def _execute_plan(self, context: StepContext, request: PlanExecutionRequest) -> StepDecision:
         runtime, state = self.runtime, context.state
@@ -170,4 +170,4 @@ class AwaitUserMessage(Step[None]):
         text = executing_turn_user_message(approved.revision)
         framework_message = build_user_message(runtime, text, ())
         start_turn(context, runtime, agent_state, [framework_message], InteractionMode.EXECUTING)
-        return go_to(run_model.RunModel)
+        return run_model.go_to_run_model(context.state, runtime)

@@ -244,7 +244,7 @@ class ApplyTurnControl(Step[None]):
         mode = new_turn_interaction_mode(steered, state.get(AGENT_PLAN))
         messages = [build_user_message(runtime, item.text, item.images) for item in steered]
         start_turn(context, runtime, agent_state, messages, mode)
-        return go_to(run_model.RunModel)
+        return run_model.go_to_run_model(state, runtime)
 
 
 class FinishTurnCancellation(Step[str]):

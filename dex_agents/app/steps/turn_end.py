@@ -94,7 +94,7 @@ class ResumeTurn(Step[int]):
         if turn_control.turn_control_reason(state, agent_state) is not None:
             return go_to(turn_control.ApplyTurnControl)
         state.set(AGENT_STATE, attrs.evolve(agent_state, status=AgentStatus.RUNNING_MODEL))
-        return go_to(run_model.RunModel)
+        return run_model.go_to_run_model(state, self.runtime)
 
 
 def cancel_steered_waits(
