@@ -49,6 +49,7 @@ class RecordingStore:
     def __init__(self, inner: FlowStore) -> None:
         self.inner = inner
         self.round_claims: list[str] = []
+        self.rounds = 0
         self.batch_sizes: list[int] = []
         self.reads = 0
         self.writes = 0
@@ -57,6 +58,7 @@ class RecordingStore:
         self.writes += 1
         result = self.inner.run(work, durable=durable)
         if getattr(work, "func", None) is claims.claim_round:
+            self.rounds += 1
             round_ = result
             assert isinstance(round_, claims.ClaimRound)
             self.round_claims += [claim.row.step_execution_id for claim in round_.claims]
@@ -67,6 +69,7 @@ class RecordingStore:
     ) -> Sequence[BatchOutcome]:
         self.writes += 1
         self.batch_sizes.append(len(works))
+        self.rounds += sum(getattr(work, "func", None) is claims.claim_round for work in works)
         return self.inner.run_batch(works, durable=durable)
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
@@ -91,7 +94,7 @@ async def _flow_status(engine: LocalEngine, flow_id: str) -> FlowStatus | None:
 @pytest.fixture
 async def recorded(tmp_path: Path) -> AsyncIterator[tuple[RecordingStore, LocalEngine]]:
     store = RecordingStore(SqliteFlowStore(tmp_path / "engine.sqlite3"))
-    flows: list[FlowDefinition] = [EngineTestFlow(), SuspendingWaitFlow()]
+    flows: list[FlowDefinition] = [EngineTestFlow(), SuspendingWaitFlow(), BeatingFlow()]
     engine = LocalEngine(store, flows)
     try:
         yield store, engine
@@ -200,6 +203,41 @@ async def test_a_wait_for_that_suspends_runs_in_a_wait_phase(
     # so it leased the Step for a wait phase, which ran it to the end once.
     assert SuspendingWait.decided == 1
     assert "SuspendingWait-1" not in store.round_claims
+
+
+class Beating(Step[None]):
+    """Sends ten heartbeats (half of them with Stream events), then completes the Flow."""
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        for beat in range(10):
+            await context.heartbeat(None if beat % 2 else f"checkpoint {beat}")
+        return complete("beaten")
+
+
+class BeatingFlow:
+    flow_type = "Beating"
+    start_step: Step[Any] = Beating()
+    steps: Sequence[Step[Any]] = (start_step,)
+    schema: Sequence[Any] = ()
+    stream: StreamDef[Any] | None = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+
+async def test_a_heartbeat_gives_the_claim_loop_nothing_to_do(
+    recorded: tuple[RecordingStore, LocalEngine],
+) -> None:
+    store, engine = recorded
+    client = LocalFlowClient(engine)
+    await client.start_flow(engine.flow("Beating").flow, "s1", None)
+
+    async def completed() -> bool:
+        return await _flow_status(engine, "s1") is FlowStatus.COMPLETED
+
+    await _run_worker_until(engine, completed)
+    # The round that claimed the Step, and none for its ten heartbeats (each commits,
+    # and each commit wakes the claim loop), nor for the commit that completed it.
+    assert store.round_claims == ["Beating-1"]
+    assert store.rounds == 1
 
 
 async def test_an_rpc_that_changes_nothing_takes_no_write_transaction(

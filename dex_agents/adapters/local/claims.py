@@ -34,10 +34,11 @@ from dex_agents.ports.flow_store import (
 class Claim:
     """An execution a worker claimed, which phase it runs, and the state that phase loads.
 
-    A hand-off reads the state in the claiming transaction, as Dex loads a Step's
-    state when it hands out the task: a snapshot that was true when the lease was
-    taken. A claim round reads none (``snapshot`` is ``None``): one session whose
-    stored state cannot be read must not stop the round that serves the others.
+    The claiming transaction reads the state, as Dex loads a Step's state when it
+    hands out the task: a snapshot that was true when the lease was taken. In a
+    claim round a session whose stored state cannot be read gets no snapshot
+    (``None``), and its worker reads it again, so one damaged session never stops
+    the round that serves the others.
     """
 
     row: ExecutionRow
@@ -92,13 +93,26 @@ def claim(
     for row in tx.claimable_executions(now, limit * 4 + 8):
         if len(claims) >= limit:
             break
-        flow = flows.get(_flow_type(tx, row.flow_id))
-        if flow is None:
+        flow_row = tx.get_flow(row.flow_id)
+        flow = None if flow_row is None else flows.get(flow_row.flow_type)
+        if flow is None or flow_row is None:
             continue  # a Flow type this process does not serve
         taken = take(tx, flow, row, owner, now, lease, read_state=False)
         if taken is not None:
-            claims.append(taken)
+            claims.append(_with_state(tx, flow, taken, flow_row.run_id))
     return claims
+
+
+def _with_state(tx: StoreTransaction, flow: RegisteredFlow, taken: Claim, run_id: str) -> Claim:
+    """``taken`` with the state its phase loads, read in the claiming transaction if it reads."""
+    step = flow.step(taken.row.step_type)
+    options = flow.options(step, taken.row.options)
+    loads = options.wait_loads if taken.phase == "wait" else options.loads
+    try:
+        snapshot = read_snapshot(tx, taken.row.flow_id, flow.flow.schema, loads)
+    except Exception:  # damaged state: the worker reads it again and fails that attempt alone
+        return taken
+    return Claim(taken.row, taken.phase, taken.flow_type, snapshot, run_id)
 
 
 def take(

@@ -63,6 +63,9 @@ class LocalEngine:
         self._last_counter: int | None = None
         self._commits = GroupCommitQueue(store, self._executor)
         self._closed = False
+        self.loud_commits = 0
+        """How many commits of this process were not quiet (see ``run_quietly``): a worker
+        skips the claim round of a quiet change only when no loud one came with it."""
 
     def now(self) -> datetime:
         """The engine's clock, in UTC."""
@@ -111,6 +114,8 @@ class LocalEngine:
         if self._closed:
             raise RuntimeError("the engine is closed")
         result, counter, all_quiet = await self._commits.run(work, durable, quiet)
+        if not all_quiet:
+            self.loud_commits += 1
         if counter != self._last_counter:
             self._last_counter = counter
             self._wake()

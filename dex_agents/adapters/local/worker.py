@@ -50,6 +50,15 @@ WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
 """How long a wait phase that raised waits before it runs again."""
 
 
+def _always(_: object) -> bool:
+    return True
+
+
+def _took_all(limit: int, round_: claims.ClaimRound) -> bool:
+    # A round that took less than it could left nothing runnable behind.
+    return len(round_.claims) < limit
+
+
 class StepTimeoutError(TimeoutError):
     """An execute attempt ran longer than its ``execute_timeout``."""
 
@@ -103,6 +112,8 @@ class LocalWorker:
         self._quiet_counter: int | None = None
         # Whether runnable work may be waiting for a free slot.
         self._starved = False
+        # The engine's count of loud commits when this worker last ran a claim round.
+        self._seen_loud = 0
         self._stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._faults = StoreFaultLog(logger, self.worker_id)
@@ -150,6 +161,22 @@ class LocalWorker:
         self._start_all(result.claims)
         self._cancel(result.cancel_requested)
         return result.committed
+
+    async def _commit_quietly(
+        self,
+        work: Callable[[StoreTransaction], R],
+        quiet: Callable[[R], bool],
+        *,
+        durable: bool,
+    ) -> tuple[R, int | None]:
+        """``_transact`` of work that ``quiet`` may say made nothing runnable; also returns the
+        change counter after it in that case (``LocalEngine.run_quietly``)."""
+        engine = self._engine
+        return await until_stored(
+            lambda: engine.run_quietly(work, durable=durable, quiet=quiet),
+            self._faults,
+            give_up=self._stopping.is_set,
+        )
 
     async def _read(self, work: Callable[[StoreTransaction], R]) -> R:
         """``engine.read(work)``, retried through store faults like ``_transact``."""
@@ -217,7 +244,13 @@ class LocalWorker:
                 engine.change_counter, self._faults, give_up=self._stopping.is_set
             )
             changed = current != counter
-            if changed and current == self._quiet_counter and not self._starved:
+            loud = engine.loud_commits
+            if (
+                changed
+                and current == self._quiet_counter
+                and not self._starved
+                and loud == self._seen_loud
+            ):
                 # Only this worker's own commit changed the store, and it took what it made
                 # runnable. A commit of another process can land between that commit and the
                 # counter read after it, so look again soon rather than never.
@@ -229,9 +262,10 @@ class LocalWorker:
                 # The counter read before the claim: a commit that lands after the claim
                 # (another process's, or a client's) then still wakes the next wait.
                 counter = current
+                self._seen_loud = loud
                 limit = self._reserve(0)
                 try:
-                    round_ = await self._transact(
+                    round_, quiet_counter = await self._commit_quietly(
                         functools.partial(
                             claims.claim_round,
                             flows=engine.flows,
@@ -240,10 +274,12 @@ class LocalWorker:
                             lease=engine.lease_duration,
                             limit=limit,
                         ),
+                        functools.partial(_took_all, limit),
                         durable=False,
                     )
                 finally:
                     self._reserved -= limit
+                self._quiet_counter = quiet_counter
                 self._starved = len(round_.claims) >= limit
                 self._start_all(round_.claims)
                 # A cancel_turn in any process stops a running model call at the next
@@ -327,20 +363,26 @@ class LocalWorker:
         snapshot = await self._claimed_state(running, options.loads)
         state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
 
+        # A heartbeat or an event flush changes only its own attempt's row and the Stream:
+        # nothing becomes runnable, so the claim loop need not look after either.
         async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
-            return await engine.run(
+            alive, self._quiet_counter = await engine.run_quietly(
                 lambda tx: claims.record_heartbeat(
                     tx, flow, row, checkpoint, checkpoint is None, events, engine.now()
                 ),
                 durable=durable,
+                quiet=_always,
             )
+            return alive
 
         async def flush(events: list[str]) -> bool:
             # Live events show progress; the attempt's commit holds its result.
-            return await engine.run(
+            alive, self._quiet_counter = await engine.run_quietly(
                 lambda tx: claims.append_events(tx, flow, row, events, engine.now()),
                 durable=False,
+                quiet=_always,
             )
+            return alive
 
         context = LocalStepContext(
             flow,
