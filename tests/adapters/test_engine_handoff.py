@@ -240,6 +240,35 @@ async def test_a_heartbeat_gives_the_claim_loop_nothing_to_do(
     assert store.rounds == 1
 
 
+async def test_a_client_commit_hands_what_it_made_runnable_to_the_worker_of_its_process(
+    recorded: tuple[RecordingStore, LocalEngine],
+) -> None:
+    store, engine = recorded
+    client = LocalFlowClient(engine)
+    flow = engine.flow("SuspendingWait").flow
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(20):
+            while engine.hand_off_target is not worker:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            rounds = store.rounds
+            # The start commit leases Begin to the worker; the RPC's commit leases the
+            # wait it satisfied. Neither waits for a claim round.
+            await client.start_flow(flow, "s1", None)
+            while await _flow_status(engine, "s1") is None:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            assert await client.invoke_rpc(flow, "s1", "send", "handed") is True
+            while await _flow_status(engine, "s1") is not FlowStatus.COMPLETED:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+    finally:
+        await worker.stop()
+        await task
+    assert engine.hand_off_target is None
+    assert store.round_claims == []
+    assert store.rounds == rounds
+
+
 async def test_an_rpc_that_changes_nothing_takes_no_write_transaction(
     recorded: tuple[RecordingStore, LocalEngine],
 ) -> None:

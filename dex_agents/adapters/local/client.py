@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from dex_agents.adapters.local import transitions
+from dex_agents.adapters.local import handoff, transitions
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
 from dex_agents.adapters.local.decoded_values import from_stored
 from dex_agents.adapters.local.engine import LocalEngine
@@ -37,6 +37,7 @@ from dex_agents.ports.flow_store import (
 from dex_agents.ports.persistence import AttributeDef, StateTransaction
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 DEFAULT_STREAM_POLL_TIMEOUT = timedelta(seconds=30)
 """How long ``read_stream`` long-polls by default."""
@@ -145,6 +146,29 @@ def run_rpc(
     return result.output
 
 
+async def commit(
+    engine: LocalEngine,
+    flow: RegisteredFlow,
+    flow_id: str,
+    work: Callable[[StoreTransaction], R],
+) -> R:
+    """Commit a client's ``work`` on session ``flow_id``, durably.
+
+    With a worker in this process, the same commit leases it the Steps the work
+    made runnable (``HandOffTarget``), so they start without a claim round.
+    """
+    target = engine.hand_off_target
+    if target is None or target.loop is not asyncio.get_running_loop():
+        return await engine.run(work)
+
+    def handing_off(tx: StoreTransaction, owner: str, limit: int) -> tuple[R, handoff.HandOff]:
+        output = work(tx)
+        now = engine.now()
+        return output, handoff.hand_off(tx, flow, flow_id, owner, now, engine.lease_duration, limit)
+
+    return await target.commit_handing_off(handing_off)
+
+
 class LocalFlowClient:
     """A ``FlowClient`` of the embedded engine. Share its ``LocalEngine`` with a worker to run in one process."""
 
@@ -176,10 +200,13 @@ class LocalFlowClient:
             for attribute, value in (initial_attributes or {}).items()
         ]
         engine = self._engine
-        return await engine.run(
+        return await commit(
+            engine,
+            registered,
+            flow_id,
             lambda tx: transitions.start_flow(
                 tx, registered, flow_id, input_json, initial, engine.now()
-            )
+            ),
         )
 
     async def invoke_rpc(self, flow: FlowDefinition, flow_id: str, rpc: str, input: Any) -> Any:
@@ -207,8 +234,11 @@ class LocalFlowClient:
                 )
             except RpcNeedsWriteError:
                 self._read_first.wrote(definition)
-        return await engine.run(
-            lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now())
+        return await commit(
+            engine,
+            registered,
+            flow_id,
+            lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now()),
         )
 
     async def stop_flow(self, flow_id: str, reason: str | None = None) -> None:

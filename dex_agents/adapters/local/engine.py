@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from dex_agents.adapters.local.group_commit import GroupCommitQueue
+from dex_agents.adapters.local.handoff import HandOffTarget
 from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
 from dex_agents.adapters.local.registry import RegisteredFlow, register_flows
 from dex_agents.ports.engine import FlowDefinition
@@ -63,6 +64,8 @@ class LocalEngine:
         self._last_counter: int | None = None
         self._commits = GroupCommitQueue(store, self._executor)
         self._closed = False
+        self.hand_off_target: HandOffTarget | None = None
+        """The worker of this process that clients' commits hand runnable Steps to, if any."""
         self.loud_commits = 0
         """How many commits of this process were not quiet (see ``run_quietly``): a worker
         skips the claim round of a quiet change only when no loud one came with it."""

@@ -11,8 +11,11 @@ attempts are handed out again, as after any claim.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol, TypeVar
 
 from dex_agents.adapters.local import claims, transitions
 from dex_agents.adapters.local.inline_waits import decide_wait_now
@@ -35,6 +38,29 @@ class HandOff:
     claims: list[claims.Claim] = field(default_factory=list)
     complete: bool = True
     cancel_requested: set[int] = field(default_factory=set)
+
+
+R = TypeVar("R")
+
+
+class HandOffTarget(Protocol):
+    """A worker of this process that leases what a client's commit makes runnable, in that commit.
+
+    Without one, a Step that an RPC or a new session made runnable waits for the
+    worker's next claim round: a second write transaction, after a wake-up. Only
+    a client on the worker's own event loop hands off.
+    """
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the worker runs on."""
+        ...
+
+    async def commit_handing_off(
+        self, work: Callable[[StoreTransaction, str, int], tuple[R, HandOff]]
+    ) -> R:
+        """Commit ``work(tx, owner, limit)`` durably and start the claims its hand-off took."""
+        ...
 
 
 def _hand_off_after(

@@ -117,6 +117,7 @@ class LocalWorker:
         self._stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._faults = StoreFaultLog(logger, self.worker_id)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def _transact(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
         """``engine.run(work)``, retried through store faults until it commits or the worker stops.
@@ -155,12 +156,16 @@ class LocalWorker:
             )
         finally:
             self._reserved -= limit
+        self._took(result, quiet_counter)
+        return result.committed
+
+    def _took(self, result: handoff.HandOff, quiet_counter: int | None) -> None:
+        """Start what a committed hand-off leased to this worker, and note what it left."""
         self._quiet_counter = quiet_counter
         if not result.complete:
             self._starved = True
         self._start_all(result.claims)
         self._cancel(result.cancel_requested)
-        return result.committed
 
     async def _commit_quietly(
         self,
@@ -177,6 +182,27 @@ class LocalWorker:
             self._faults,
             give_up=self._stopping.is_set,
         )
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop ``run`` runs on (``None`` before it starts)."""
+        return self._loop
+
+    async def commit_handing_off(
+        self, work: Callable[[StoreTransaction, str, int], tuple[R, handoff.HandOff]]
+    ) -> R:
+        """A client's durable commit that leases what it made runnable to this worker
+        (``HandOffTarget``); raises what the commit raised, with nothing leased."""
+        limit = 0 if self._stopping.is_set() else self._reserve(0, most=HANDOFF_EXTRA_SLOTS)
+        try:
+            (output, result), quiet_counter = await self._engine.run_quietly(
+                lambda tx: work(tx, self.worker_id, limit),
+                quiet=lambda done: done[1].complete,
+            )
+        finally:
+            self._reserved -= limit
+        self._took(result, quiet_counter)
+        return output
 
     async def _read(self, work: Callable[[StoreTransaction], R]) -> R:
         """``engine.read(work)``, retried through store faults like ``_transact``."""
@@ -213,10 +239,16 @@ class LocalWorker:
 
     async def run(self) -> None:
         """Claim and run Steps until ``stop`` is called."""
+        engine = self._engine
+        self._loop = asyncio.get_running_loop()
+        if engine.hand_off_target is None:
+            engine.hand_off_target = self
         renewer = asyncio.create_task(self._renew_leases())
         try:
             await self._claim_loop()
         finally:
+            if engine.hand_off_target is self:
+                engine.hand_off_target = None
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
