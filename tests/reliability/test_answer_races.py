@@ -168,7 +168,10 @@ async def test_an_answer_after_cancel_turn_returns_false(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("attempt", range(12))
 async def test_answer_races_cancel_turn_on_a_live_worker(attempt: int, tmp_path: Path) -> None:
-    """Both RPCs race the worker; whichever the answer's RPC says, the record agrees."""
+    """Both RPCs race the worker; whichever the answer's RPC says, the record agrees.
+
+    ``cancel_turn`` returns ``False`` only when the answer won and its turn ended first.
+    """
     flow = make_flow()
     async with LocalRuntime(tmp_path / "db.sqlite3", [flow], poll_interval=FAST) as runtime:
         sessions = runtime.sessions(flow)
@@ -186,7 +189,10 @@ async def test_answer_races_cancel_turn_on_a_live_worker(attempt: int, tmp_path:
             await asyncio.sleep(0)
         cancelled = await sessions.cancel_turn("s-1", turn)
         answered = await answer
-        assert cancelled
+        # The worker may run the answered turn to its end before cancel_turn commits (the
+        # answer's commit hands the Step straight to it); then there is nothing to cancel.
+        # Both refused would mean the answer was lost.
+        assert cancelled or answered
         done = await wait_for_agent_snapshot(
             sessions,
             "s-1",

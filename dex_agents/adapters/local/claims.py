@@ -35,10 +35,10 @@ class Claim:
     """An execution a worker claimed, which phase it runs, and the state that phase loads.
 
     The claiming transaction reads the state, as Dex loads a Step's state when it
-    hands out the task: a snapshot that was true when the lease was taken. In a
-    claim round a session whose stored state cannot be read gets no snapshot
-    (``None``), and its worker reads it again, so one damaged session never stops
-    the round that serves the others.
+    hands out the task: a snapshot that was true when the lease was taken. A
+    session whose stored state cannot be read gets no snapshot (``None``), and its
+    worker reads it again, so one damaged session never stops the commit that
+    serves the others.
     """
 
     row: ExecutionRow
@@ -97,22 +97,10 @@ def claim(
         flow = None if flow_row is None else flows.get(flow_row.flow_type)
         if flow is None or flow_row is None:
             continue  # a Flow type this process does not serve
-        taken = take(tx, flow, row, owner, now, lease, read_state=False)
+        taken = take(tx, flow, row, owner, now, lease, run_id=flow_row.run_id)
         if taken is not None:
-            claims.append(_with_state(tx, flow, taken, flow_row.run_id))
+            claims.append(taken)
     return claims
-
-
-def _with_state(tx: StoreTransaction, flow: RegisteredFlow, taken: Claim, run_id: str) -> Claim:
-    """``taken`` with the state its phase loads, read in the claiming transaction if it reads."""
-    step = flow.step(taken.row.step_type)
-    options = flow.options(step, taken.row.options)
-    loads = options.wait_loads if taken.phase == "wait" else options.loads
-    try:
-        snapshot = read_snapshot(tx, taken.row.flow_id, flow.flow.schema, loads)
-    except Exception:  # damaged state: the worker reads it again and fails that attempt alone
-        return taken
-    return Claim(taken.row, taken.phase, taken.flow_type, snapshot, run_id)
 
 
 def take(
@@ -123,11 +111,15 @@ def take(
     now: datetime,
     lease: timedelta,
     *,
-    read_state: bool = True,
     run_id: str | None = None,
 ) -> Claim | None:
     """Lease one runnable execution to ``owner``, with the state its phase loads and the
-    Flow run's ``run_id`` when ``read_state``; ``None`` when a lock it needs is held."""
+    Flow run's ``run_id``; ``None`` when a lock it needs is held.
+
+    A session whose stored state cannot be read is leased with no snapshot: its
+    worker reads the state again and fails that attempt alone, so the commit that
+    leases it (a claim round, or another Step's or a client's commit) still commits.
+    """
     step = flow.step(row.step_type)
     options = flow.options(step, row.options)
     if row.status is ExecutionStatus.PENDING_WAIT:
@@ -148,9 +140,10 @@ def take(
     row.lease_expires_at = now + lease
     row.not_before = None
     tx.update_execution(row)
-    if not read_state:
-        return Claim(row, phase, flow.flow_type)
-    snapshot = read_snapshot(tx, row.flow_id, flow.flow.schema, loads)
+    try:
+        snapshot = read_snapshot(tx, row.flow_id, flow.flow.schema, loads)
+    except Exception:
+        snapshot = None
     return Claim(row, phase, flow.flow_type, snapshot, run_id)
 
 

@@ -26,8 +26,12 @@ def decide_wait_now(
     """The execution's ``Wait`` when its ``wait_for`` finishes without suspending, else ``None``."""
     step = flow.step(row.step_type)
     options = flow.options(step, row.options)
-    # A store error while reading is the transaction's, so it is not caught here.
-    snapshot = read_snapshot(tx, row.flow_id, flow.flow.schema, options.wait_loads)
+    try:
+        snapshot = read_snapshot(tx, row.flow_id, flow.flow.schema, options.wait_loads)
+    except Exception:
+        # Damaged state fails only this session's wait phase, not the commit deciding it;
+        # a failure of the transaction itself fails its next statement anyway.
+        return None
     state = StagedState(row.flow_id, SnapshotSource(snapshot), options.wait_loads)
     try:
         awaitable = step.wait_for(

@@ -283,9 +283,10 @@ class LocalWorker:
                 and not self._starved
                 and loud == self._seen_loud
             ):
-                # Only this worker's own commit changed the store, and it took what it made
-                # runnable. A commit of another process can land between that commit and the
-                # counter read after it, so look again soon rather than never.
+                # Only quiet commits of this process changed the store since the last round
+                # (this worker's, or a client's that handed off to it): they left nothing
+                # runnable. A commit of another process can land between such a commit and
+                # the counter read after it, so look again soon rather than never.
                 counter, changed = current, False
                 next_check = min(next_check, engine.now() + engine.poll_interval)
             slot_freed = self._slot_freed.is_set()
