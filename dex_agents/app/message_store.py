@@ -74,7 +74,10 @@ def all_messages(
     """Every kept message in sequence order (or those after ``after_sequence``)."""
     index = state.get(AGENT_MESSAGE_INDEX)
     chunks = []
-    if index is not None:
+    if index is not None and index.chunks and after_sequence is None:
+        # Every kept chunk: one pass over the loaded map.
+        chunks = [chunk for _, chunk in state.instances(AGENT_MESSAGE_CHUNKS)]
+    elif index is not None:
         for info in index.chunks:
             if after_sequence is not None and info.last_sequence <= after_sequence:
                 continue

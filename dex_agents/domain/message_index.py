@@ -33,8 +33,21 @@ class AgentMessageIndex:
 
 @attrs.frozen(kw_only=True)
 class AgentMessageChunk:
-    """An immutable ``AgentMessageChunks`` instance: consecutive messages moved out of the window."""
+    """An immutable ``AgentMessageChunks`` instance: consecutive messages moved out of the window.
+
+    Its messages are exactly ``first_sequence`` to ``last_sequence``, checked when
+    it is built or decoded, so readers check whole chunks, not every message.
+    """
 
     first_sequence: int
     last_sequence: int
     messages: tuple[AgentMessage, ...]
+
+    def __attrs_post_init__(self) -> None:
+        sequences = [message.sequence for message in self.messages]
+        if sequences != list(range(self.first_sequence, self.last_sequence + 1)):
+            shown = f"{sequences[0]}..{sequences[-1]}" if sequences else "none"
+            raise ValueError(
+                f"chunk {self.first_sequence}..{self.last_sequence} must hold exactly those"
+                f" messages, in order; it holds {len(sequences)} ({shown})"
+            )

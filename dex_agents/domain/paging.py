@@ -8,6 +8,7 @@ messages end in ``deleted_before_sequence``.
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 
@@ -59,7 +60,13 @@ def stored_messages(
     floor = 0 if after_sequence is None else after_sequence
     listed = index.chunks if index is not None else ()
     by_first = {chunk.first_sequence: chunk for chunk in chunks}
-    ordered: list[AgentMessage] = []
+    window_first = index.window_first_sequence if index is not None else 1
+    first = index.first_sequence if index is not None and listed else window_first
+    expected = max(first, floor + 1)
+    # A chunk's messages are consecutive (AgentMessageChunk checks), so only where
+    # one part meets the next is checked: a long session's model call costs no
+    # per-message loop over its history.
+    parts: list[Sequence[AgentMessage]] = []
     for info in listed:
         if info.last_sequence <= floor:
             continue
@@ -69,31 +76,27 @@ def stored_messages(
                 f"chunk {message_sequence_key(info.first_sequence)} listed in"
                 " AgentMessageIndex was not loaded"
             )
-        if info.first_sequence > floor:
-            ordered.extend(chunk.messages)
-        else:
-            ordered.extend(message for message in chunk.messages if message.sequence > floor)
-    window_first = index.window_first_sequence if index is not None else 1
-    ordered.extend(
-        sorted(
-            (
-                message
-                for message in window
-                if message.sequence >= window_first and message.sequence > floor
-            ),
-            key=lambda message: message.sequence,
-        )
+        part = chunk.messages[max(0, floor + 1 - chunk.first_sequence) :]
+        if part:
+            _check_next(expected, part[0].sequence)
+            expected = part[-1].sequence + 1
+            parts.append(part)
+    later = sorted(
+        (m for m in window if m.sequence >= window_first and m.sequence > floor),
+        key=lambda message: message.sequence,
     )
-    first = index.first_sequence if index is not None and listed else window_first
-    expected = max(first, floor + 1)
-    for message in ordered:
-        if message.sequence != expected:
-            raise ValueError(
-                f"stored messages are not consecutive: expected sequence {expected},"
-                f" found {message.sequence}"
-            )
+    for message in later:
+        _check_next(expected, message.sequence)
         expected += 1
-    return tuple(ordered)
+    parts.append(later)
+    return tuple(itertools.chain.from_iterable(parts))
+
+
+def _check_next(expected: int, found: int) -> None:
+    if found != expected:
+        raise ValueError(
+            f"stored messages are not consecutive: expected sequence {expected}, found {found}"
+        )
 
 
 def page_agent_messages(

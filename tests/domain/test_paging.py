@@ -89,6 +89,31 @@ def test_a_gap_is_refused() -> None:
         stored_messages(INDEX, CHUNKS, [m for m in WINDOW if m.sequence != 170])
 
 
+def test_a_gap_between_chunks_is_refused() -> None:
+    index = AgentMessageIndex(
+        chunks=(_info(101, 132), _info(134, 164)), window_first_sequence=165, first_sequence=101
+    )
+    with pytest.raises(ValueError, match="expected sequence 133, found 134"):
+        stored_messages(index, [_chunk(101, 132), _chunk(134, 164)], WINDOW)
+
+
+@pytest.mark.parametrize("sequences", [[1, 3], [2, 3], [1, 2, 3, 4], [1, 3, 2], []])
+def test_a_chunk_holds_exactly_its_consecutive_messages(sequences: list[int]) -> None:
+    messages = tuple(_message(sequence) for sequence in sequences)
+    with pytest.raises(ValueError, match=r"chunk 1\.\.3 must hold exactly those messages"):
+        AgentMessageChunk(first_sequence=1, last_sequence=3, messages=messages)
+    assert _chunk(1, 3).messages[-1].sequence == 3
+
+
+def test_messages_after_a_floor_inside_a_chunk_start_after_it() -> None:
+    assert _sequences(stored_messages(INDEX, CHUNKS, WINDOW, after_sequence=150))[:3] == [
+        151,
+        152,
+        153,
+    ]
+    assert _sequences(stored_messages(INDEX, CHUNKS, WINDOW, after_sequence=150))[-1] == 300
+
+
 @pytest.mark.parametrize(
     ("request_", "sequences", "has_more"),
     [

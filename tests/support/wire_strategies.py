@@ -17,6 +17,8 @@ import attrs
 from hypothesis import strategies as st
 
 from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent
+from dex_agents.domain.message_index import AgentMessageChunk
+from dex_agents.domain.messages import AgentMessage
 
 _SCALARS: st.SearchStrategy[Any] = st.one_of(
     st.none(),
@@ -60,6 +62,8 @@ def strategy_for(hint: Any) -> st.SearchStrategy[Any]:
         return st.sampled_from(list(hint))
     if hint is AgentEvent:
         return _events()
+    if hint is AgentMessageChunk:
+        return _chunks()
     if isinstance(hint, type) and attrs.has(hint):
         return value_strategy(hint)
     if origin in (types.UnionType, typing.Union):
@@ -75,6 +79,8 @@ def value_strategy(cls: type[Any]) -> st.SearchStrategy[Any]:
     """A strategy for instances of an attrs class, one field at a time."""
     if cls is AgentEvent:
         return _events()
+    if cls is AgentMessageChunk:
+        return _chunks()
     attrs.resolve_types(cls)
     fields = {
         field.alias or field.name: strategy_for(field.type)
@@ -82,6 +88,24 @@ def value_strategy(cls: type[Any]) -> st.SearchStrategy[Any]:
         if field.init
     }
     return st.builds(cls, **fields)
+
+
+def _chunks() -> st.SearchStrategy[AgentMessageChunk]:
+    # A chunk holds exactly its consecutive messages, which random fields would not.
+    def chunk(first: int, messages: list[AgentMessage]) -> AgentMessageChunk:
+        numbered = tuple(
+            attrs.evolve(message, sequence=first + offset)
+            for offset, message in enumerate(messages)
+        )
+        return AgentMessageChunk(
+            first_sequence=first, last_sequence=first + len(numbered) - 1, messages=numbered
+        )
+
+    return st.builds(
+        chunk,
+        st.integers(min_value=1, max_value=10**6),
+        st.lists(value_strategy(AgentMessage), min_size=1, max_size=3),
+    )
 
 
 def _events() -> st.SearchStrategy[AgentEvent]:

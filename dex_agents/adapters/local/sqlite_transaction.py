@@ -135,10 +135,12 @@ class SqliteTransaction(StoreTransaction):
         # not), then the values this store has not kept.
         if keys is None:
             sql = "SELECT key FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
-            keys = [str(row[0]) for row in self._execute(sql, (flow_id, name))]
+            keys = [key for (key,) in self._execute(sql, (flow_id, name)).fetchall()]
         else:
             keys = sorted(set(keys))
         found = self._write_once.known(flow_id, name, keys)
+        if len(found) == len(keys):
+            return found  # every value kept: already in key order
         missing = [key for key in keys if key not in found]
         for start in range(0, len(missing), _KEYS_PER_READ):
             part = missing[start : start + _KEYS_PER_READ]

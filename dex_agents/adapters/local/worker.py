@@ -212,7 +212,7 @@ class LocalWorker:
         )
 
     async def _claimed_state(self, running: _Running, loads: Sequence[MapLoad]) -> Snapshot:
-        """The state a claim read with its lease, or (after a claim round) read now."""
+        """The state the claim read with its lease, or (when it could not) read now."""
         snapshot = running.snapshot
         if snapshot is None:
             row, schema = running.row, running.flow.flow.schema

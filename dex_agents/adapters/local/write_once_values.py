@@ -10,56 +10,60 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 
 DEFAULT_WRITE_ONCE_CACHE_BYTES = 16 * 1024 * 1024
 """How much value text one store keeps, at most (least recently used dropped first)."""
 
-ValueKey = tuple[str, str, str]
-"""``(flow_id, map name, instance key)``."""
+MapKey = tuple[str, str]
+"""``(flow_id, map name)``."""
 
 
 class WriteOnceValues:
-    """A least-recently-used map from ``(flow_id, name, key)`` to a value's JSON text, bounded in bytes.
+    """The kept value text of each ``(flow_id, map)``, by instance key, bounded in bytes.
 
-    A write or delete of a key through the store forgets it, so even a rewrite
-    that breaks the contract is not served stale to this process.
+    A load asks for a whole map's keys at once, so values are kept per map, and
+    the map least recently loaded is dropped first. A write or delete of a key
+    through the store forgets it, so even a rewrite that breaks the contract is
+    not served stale to this process.
     """
 
     def __init__(self, max_bytes: int = DEFAULT_WRITE_ONCE_CACHE_BYTES) -> None:
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._values: OrderedDict[ValueKey, str] = OrderedDict()
+        self._maps: OrderedDict[MapKey, dict[str, str]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def known(self, flow_id: str, name: str, keys: list[str]) -> dict[str, str]:
+    def known(self, flow_id: str, name: str, keys: Sequence[str]) -> dict[str, str]:
         """The kept values among ``keys``."""
-        found: dict[str, str] = {}
         with self._lock:
-            for key in keys:
-                text = self._values.get((flow_id, name, key))
-                if text is not None:
-                    self._values.move_to_end((flow_id, name, key))
-                    found[key] = text
-        return found
+            kept = self._maps.get((flow_id, name))
+            if kept is None:
+                return {}
+            self._maps.move_to_end((flow_id, name))
+            return {key: kept[key] for key in keys if key in kept}
 
     def keep(self, flow_id: str, name: str, values: dict[str, str]) -> None:
         """Keep ``values`` (read from the store) by key."""
         with self._lock:
+            kept = self._maps.setdefault((flow_id, name), {})
+            self._maps.move_to_end((flow_id, name))
             for key, text in values.items():
                 if len(text) > self._max_bytes // 4:
                     continue
-                previous = self._values.pop((flow_id, name, key), None)
+                previous = kept.pop(key, None)
                 if previous is not None:
                     self._bytes -= len(previous)
-                self._values[(flow_id, name, key)] = text
+                kept[key] = text
                 self._bytes += len(text)
-            while self._bytes > self._max_bytes:
-                _, evicted = self._values.popitem(last=False)
-                self._bytes -= len(evicted)
+            while self._bytes > self._max_bytes and self._maps:
+                _, evicted = self._maps.popitem(last=False)
+                self._bytes -= sum(len(text) for text in evicted.values())
 
     def forget(self, flow_id: str, name: str, key: str) -> None:
         """Drop one value, written or deleted now."""
         with self._lock:
-            previous = self._values.pop((flow_id, name, key), None)
+            kept = self._maps.get((flow_id, name))
+            previous = None if kept is None else kept.pop(key, None)
             if previous is not None:
                 self._bytes -= len(previous)

@@ -1,0 +1,38 @@
+"""The SQLite store's kept write-once text: per map, bounded, forgetting what is written."""
+
+from __future__ import annotations
+
+from dex_agents.adapters.local.write_once_values import WriteOnceValues
+
+
+def test_kept_values_come_back_in_the_order_asked_and_only_those_kept() -> None:
+    kept = WriteOnceValues()
+    kept.keep("f1", "chunks", {"002": "b", "001": "a"})
+    assert list(kept.known("f1", "chunks", ["001", "002", "003"]).items()) == [
+        ("001", "a"),
+        ("002", "b"),
+    ]
+    assert kept.known("f1", "other", ["001"]) == {}
+    assert kept.known("f2", "chunks", ["001"]) == {}
+
+
+def test_a_write_or_delete_forgets_its_key() -> None:
+    kept = WriteOnceValues()
+    kept.keep("f1", "chunks", {"001": "a", "002": "b"})
+    kept.forget("f1", "chunks", "001")
+    kept.forget("f1", "chunks", "009")
+    assert kept.known("f1", "chunks", ["001", "002"]) == {"002": "b"}
+
+
+def test_the_map_loaded_least_recently_goes_first_past_the_bound() -> None:
+    kept = WriteOnceValues(max_bytes=100)
+    kept.keep("f1", "chunks", {"001": "x" * 20})
+    kept.keep("f2", "chunks", {"001": "y" * 20})
+    kept.known("f1", "chunks", ["001"])  # f1 is now the most recently loaded
+    kept.keep("f3", "chunks", {"001": "z" * 25, "002": "z" * 25, "003": "z" * 25})
+    assert kept.known("f2", "chunks", ["001"]) == {}
+    assert kept.known("f1", "chunks", ["001"]) == {"001": "x" * 20}
+    assert len(kept.known("f3", "chunks", ["001", "002", "003"])) == 3
+    # A value larger than a quarter of the bound is never kept.
+    kept.keep("f4", "chunks", {"001": "w" * 26})
+    assert kept.known("f4", "chunks", ["001"]) == {}
