@@ -54,6 +54,10 @@ def _always(_: object) -> bool:
     return True
 
 
+def _complete(handed: handoff.HandOff) -> bool:
+    return handed.complete
+
+
 def _took_all(limit: int, round_: claims.ClaimRound) -> bool:
     # A round that took less than it could left nothing runnable behind.
     return len(round_.claims) < limit
@@ -143,16 +147,9 @@ class LocalWorker:
         # Its own slot, and a few more: Steps that finish together each keep slots for
         # what they start, so one of them taking every free slot would starve the rest.
         limit = self._reserve(1, most=HANDOFF_EXTRA_SLOTS)
-        engine = self._engine
         try:
-            result, quiet_counter = await until_stored(
-                lambda: engine.run_quietly(
-                    lambda tx: work(tx, limit),
-                    durable=durable,
-                    quiet=lambda handed: handed.complete,
-                ),
-                self._faults,
-                give_up=self._stopping.is_set,
+            result, quiet_counter = await self._commit_quietly(
+                lambda tx: work(tx, limit), _complete, durable=durable
             )
         finally:
             self._reserved -= limit
@@ -197,7 +194,7 @@ class LocalWorker:
         try:
             (output, result), quiet_counter = await self._engine.run_quietly(
                 lambda tx: work(tx, self.worker_id, limit),
-                quiet=lambda done: done[1].complete,
+                quiet=lambda done: _complete(done[1]),
             )
         finally:
             self._reserved -= limit
