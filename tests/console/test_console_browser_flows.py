@@ -54,6 +54,35 @@ async def test_questions_are_answered_from_the_page_by_choice_and_in_free_text(
         assert answer in texts(body)
 
 
+async def test_what_the_person_types_outlives_the_renders_that_events_cause(
+    tmp_path: Path,
+) -> None:
+    # Every event renders the page anew; an answer half typed must not be wiped by one.
+    app = create_console_app(tmp_path / "s.sqlite3", [question_flow()])
+    async with serve_console_and_page(app) as (_, page):
+        await page.fill("#new-id", "ship-2")
+        await page.fill("#new-message", "ship my parcel")
+        await page.click("#new-session button[type=submit]")
+        await page.wait_for_url("**/sessions/ship-2")
+        card = page.locator(".card.attention")
+        await expect(card).to_contain_text(SPEED_QUESTION, timeout=WAIT_MS)
+        await card.get_by_role("button", name="express", exact=True).click()
+        await expect(card).to_contain_text(NOTE_QUESTION, timeout=WAIT_MS)
+        await card.locator("input[type=text]").fill("leave it at the door")
+        # A message queued from the composer renders the page again, with the queue in it.
+        await page.fill("#message", "and wrap it")
+        await page.click("#send")
+        await expect(page.locator("#notice")).to_have_text("message queued")
+        queued = page.locator(".card", has=page.get_by_role("button", name="Steer now"))
+        await expect(queued).to_contain_text("and wrap it")
+        await expect(card.locator("input[type=text]")).to_have_value("leave it at the door")
+        # The message the control took is no draft any more.
+        await expect(page.locator("#message")).to_have_value("")
+        await card.get_by_role("button", name="Answer", exact=True).click()
+        answer = shipping_answer("express", "leave it at the door")
+        await expect(page.locator("#messages")).to_contain_text(answer, timeout=WAIT_MS)
+
+
 async def test_a_draft_plan_is_reviewed_and_executed_from_the_page(tmp_path: Path) -> None:
     app = create_console_app(tmp_path / "s.sqlite3", [plan_flow()])
     async with serve_console_and_page(app) as (url, page):

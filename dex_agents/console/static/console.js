@@ -127,6 +127,27 @@ class SessionView {
     this.retryTimer = null;
     this.lost = false; // the last stream or snapshot failed: the next snapshot says "reconnected"
     this.lastTick = Date.now();
+    // What the person is typing, by field: every event renders the page anew, and a draft
+    // kept only in the DOM would be wiped by the render that follows it.
+    this.drafts = new Map();
+  }
+
+  // A field whose value outlives renders: created with its draft, and its draft kept as it changes.
+  field(tag, key, attrs) {
+    const node = el(tag, { ...attrs, "data-draft": key });
+    const property = node.type === "checkbox" ? "checked" : "value";
+    if (this.drafts.has(key)) node[property] = this.drafts.get(key);
+    node.addEventListener(property === "checked" ? "change" : "input", () => this.drafts.set(key, node[property]));
+    return node;
+  }
+
+  // A control that took the draft empties its field, in whichever render shows it now.
+  clearDraft(key) {
+    this.drafts.delete(key);
+    const node = this.main.querySelector(`[data-draft="${CSS.escape(key)}"]`);
+    if (!node) return;
+    if (node.type === "checkbox") node.checked = false;
+    else node.value = "";
   }
 
   start() {
@@ -229,6 +250,8 @@ class SessionView {
 
   render() {
     const { snapshot, console: info } = this.data;
+    const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.draft : undefined;
+    const selection = focused !== undefined ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null;
     const state = snapshot.state || {};
     const writable = info.writable;
     const left = el("section", {},
@@ -247,7 +270,18 @@ class SessionView {
       el("h1", {}, info.session_id, " ", el("span", { class: "badge" }, info.flow_type)),
       el("p", { id: "status" }, info.status, state.last_turn_error ? el("span", { class: "badge bad" }, ` last turn failed: ${state.last_turn_error}`) : null),
       el("div", { class: "columns" }, left, right));
+    if (focused !== undefined) this.refocus(focused, selection);
     this.renderLive();
+  }
+
+  // The field the person was typing in keeps the caret after a render.
+  refocus(key, selection) {
+    const node = this.main.querySelector(`[data-draft="${CSS.escape(key)}"]`);
+    if (!node) return;
+    node.focus();
+    if (selection && selection[0] !== null && typeof node.setSelectionRange === "function") {
+      node.setSelectionRange(selection[0], selection[1]);
+    }
   }
 
   renderMessage(m) {
@@ -261,17 +295,17 @@ class SessionView {
   }
 
   renderComposer(state) {
-    const text = el("textarea", { id: "message", class: "grow", rows: 2, placeholder: "Message the agent" });
-    const plan = el("input", { type: "checkbox", id: "plan-mode" });
+    const text = this.field("textarea", "message", { id: "message", class: "grow", rows: 2, placeholder: "Message the agent" });
+    const plan = this.field("input", "plan-mode", { type: "checkbox", id: "plan-mode" });
     const active = state.active_turn_id;
     const send = async (event) => {
       event.preventDefault();
       const answer = await this.control("send_user_message", { text: text.value, plan_mode: plan.checked }, "message queued");
-      if (answer.ok) text.value = "";
+      if (answer.ok) this.clearDraft("message");
     };
     const steer = async () => {
       const answer = await this.control("steer_user_message", { text: text.value, plan_mode: plan.checked }, "turn steered");
-      if (answer.ok) text.value = "";
+      if (answer.ok) this.clearDraft("message");
     };
     return el("form", { id: "composer", onsubmit: send }, text,
       el("label", {}, plan, " plan mode"),
@@ -289,13 +323,19 @@ class SessionView {
         i.arguments && i.kind !== "question" ? el("pre", {}, i.arguments) : null,
         i.deadline ? el("p", { class: "muted" }, `deadline ${when(i.deadline)}`) : null];
       if (writable && i.kind === "question") {
-        const answer = el("input", { type: "text", class: "grow", placeholder: "your answer" });
-        body.push(el("form", { onsubmit: (e) => { e.preventDefault(); this.control("answer_question", { interrupt_id: i.interrupt_id, answer: answer.value }, "answered"); } },
+        const key = `answer:${i.interrupt_id}`;
+        const answer = this.field("input", key, { type: "text", class: "grow", placeholder: "your answer" });
+        const submit = async (e) => {
+          e.preventDefault();
+          const done = await this.control("answer_question", { interrupt_id: i.interrupt_id, answer: answer.value }, "answered");
+          if (done.ok) this.clearDraft(key);
+        };
+        body.push(el("form", { onsubmit: submit },
           i.choices.map((c) => el("button", { type: "button", onclick: () => this.control("answer_question", { interrupt_id: i.interrupt_id, answer: c }, "answered") }, c)),
           i.allows_free_text ? [answer, el("button", { class: "primary", type: "submit" }, "Answer")] : null,
           el("button", { type: "button", class: "danger", onclick: () => this.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: false }, "declined") }, "Decline")));
       } else if (writable) {
-        const why = el("input", { type: "text", class: "grow", placeholder: "message with a rejection (optional)" });
+        const why = this.field("input", `rejection:${i.interrupt_id}`, { type: "text", class: "grow", placeholder: "message with a rejection (optional)" });
         body.push(el("form", { onsubmit: (e) => e.preventDefault() },
           el("button", { type: "button", class: "primary", "data-approve": i.interrupt_id,
             onclick: () => this.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: true }, "approved") }, "Approve"),
