@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from dex_agents.adapters.local.sqlite_schema import ATTRIBUTE_KEYS_SELECT
 from dex_agents.adapters.local.sqlite_store import (
     SCHEMA_VERSION,
     SqliteFlowStore,
@@ -223,6 +224,23 @@ def test_a_file_made_before_the_status_index_gets_it_when_it_opens(tmp_path: Pat
     assert "executions_by_flow" not in names
 
 
+def test_listing_a_maps_keys_reads_the_key_index_not_the_values(tmp_path: Path) -> None:
+    # A file made before the key index gets it when it opens, and the listing that
+    # every model call makes of the chunks' keys is answered from it alone.
+    path = tmp_path / "old.sqlite3"
+    SqliteFlowStore(path).close()
+    with sqlite3.connect(path) as connection:
+        connection.execute("DROP INDEX attribute_keys")
+    connection.close()
+    SqliteFlowStore(path).close()
+    with sqlite3.connect(path) as connection:
+        plan = connection.execute(
+            f"EXPLAIN QUERY PLAN {ATTRIBUTE_KEYS_SELECT}", ("f1", "AgentMessageChunks")
+        ).fetchall()
+    connection.close()
+    assert "COVERING INDEX attribute_keys" in " ".join(str(row[-1]) for row in plan)
+
+
 def test_sqlite_keeps_write_once_values_it_has_read(tmp_path: Path) -> None:
     # Another connection rewrites a value behind the store's back (what the
     # write-once contract forbids): the store that read it keeps serving the
@@ -243,10 +261,35 @@ def test_sqlite_keeps_write_once_values_it_has_read(tmp_path: Path) -> None:
     assert store.read(lambda tx: tx.get_write_once_values("f1", "chunks")) == first
     by_key = store.read(lambda tx: tx.get_write_once_values("f1", "chunks", keys[:2]))
     assert by_key == {key: first[key] for key in keys[:2]}
+    # One kept instance read by key is served from what was kept too.
+    assert store.read(lambda tx: tx.get_value("f1", "chunks", keys[0])) == first[keys[0]]
     assert set(store.read(lambda tx: tx.get_values("f1", "chunks")).values()) == {'"changed"'}
     fresh = SqliteFlowStore(path)
     assert set(fresh.read(lambda tx: tx.get_write_once_values("f1", "chunks")).values()) == {
         '"changed"'
     }
     fresh.close()
+    store.close()
+
+
+def test_a_write_once_value_read_in_the_transaction_that_wrote_it_is_not_kept(
+    tmp_path: Path,
+) -> None:
+    # A commit reads back what it wrote (the hand-off reads the next Step's state).
+    # Were that kept and the transaction rolled back, this store would serve a value
+    # that was never stored.
+    store = SqliteFlowStore(tmp_path / "flows.sqlite3")
+
+    def write_read_and_fail(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "chunks", "00001", '"never stored"')
+        assert tx.get_write_once_values("f1", "chunks") == {"00001": '"never stored"'}
+        raise RuntimeError("the commit fails after its reads")
+
+    with pytest.raises(RuntimeError, match="after its reads"):
+        store.run(write_read_and_fail)
+    assert store.read(lambda tx: tx.get_value("f1", "chunks", "00001")) is None
+    assert store.read(lambda tx: tx.get_write_once_values("f1", "chunks", ["00001"])) == {}
+    store.run(lambda tx: tx.put_value("f1", "chunks", "00001", '"stored"'))
+    assert store.read(lambda tx: tx.get_write_once_values("f1", "chunks")) == {"00001": '"stored"'}
+    assert store.read(lambda tx: tx.get_value("f1", "chunks", "00001")) == '"stored"'
     store.close()

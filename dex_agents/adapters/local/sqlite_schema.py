@@ -76,10 +76,20 @@ INDEXES = (
     # It also serves every lookup by flow_id alone, so it replaces executions_by_flow.
     """CREATE INDEX IF NOT EXISTS executions_by_flow_status
         ON step_executions (flow_id, status, id)""",
+    # Every model call lists the keys of a session's message chunks. In the WITHOUT ROWID
+    # table each key sits beside its value, up to a megabyte, so listing 111 keys read
+    # about a millisecond of pages; this index of the keys alone reads a tenth of that.
+    """CREATE INDEX IF NOT EXISTS attribute_keys
+        ON attribute_values (flow_id, name, key)""",
 )
 """Indexes created on every open, so a file made before they existed gets them too."""
 
 RETIRED_INDEXES = ("executions_by_flow",)
+
+ATTRIBUTE_KEYS_SELECT = (
+    "SELECT key FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
+)
+"""The keys of one AttributeMap's instances, in key order: read from ``attribute_keys``."""
 """Indexes that an index of ``INDEXES`` replaces; dropped when a file opens."""
 
 FLOW_COLUMNS = tuple(f.name for f in fields(FlowRow))

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from dex_agents.adapters.local.sqlite_schema import (
+    ATTRIBUTE_KEYS_SELECT,
     CLAIMABLE,
     EVENT_SELECT,
     EXECUTION_INSERT,
@@ -60,6 +61,9 @@ class SqliteTransaction(StoreTransaction):
         # Checked here rather than with PRAGMA query_only: toggling that pragma expires every
         # prepared statement of the connection, so each read would compile its SQL again.
         self._read_only = read_only
+        # What this transaction wrote is not committed until it ends, so it is never kept:
+        # a rolled-back write kept would be served as if it were stored.
+        self._written: set[tuple[str, str, str]] = set()
 
     def end(self) -> None:
         self._connection = None
@@ -120,6 +124,11 @@ class SqliteTransaction(StoreTransaction):
 
     # Attribute values
     def get_value(self, flow_id: str, name: str, key: str) -> str | None:
+        # Only write-once instances are kept, and a write through this store forgets its key:
+        # a snapshot's read of one message chunk by key reads no page of it again.
+        kept = self._write_once.known(flow_id, name, (key,))
+        if kept:
+            return kept[key]
         sql = "SELECT value FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
         values = self._execute(sql, (flow_id, name, key)).fetchone()
         return None if values is None else str(values[0])
@@ -134,8 +143,8 @@ class SqliteTransaction(StoreTransaction):
         # Only the keys are read (the value column, with its overflow pages, is
         # not), then the values this store has not kept.
         if keys is None:
-            sql = "SELECT key FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
-            keys = [key for (key,) in self._execute(sql, (flow_id, name)).fetchall()]
+            rows = self._execute(ATTRIBUTE_KEYS_SELECT, (flow_id, name)).fetchall()
+            keys = [key for (key,) in rows]
         else:
             keys = sorted(set(keys))
         found = self._write_once.known(flow_id, name, keys)
@@ -148,7 +157,15 @@ class SqliteTransaction(StoreTransaction):
             sql = f"""SELECT key, value FROM attribute_values
                 WHERE flow_id = ? AND name = ? AND key IN ({marks})"""
             read = dict(self._execute(sql, (flow_id, name, *part)).fetchall())
-            self._write_once.keep(flow_id, name, read)
+            written = self._written
+            committed = (
+                read
+                if not written
+                else {
+                    key: text for key, text in read.items() if (flow_id, name, key) not in written
+                }
+            )
+            self._write_once.keep(flow_id, name, committed)
             found.update(read)
         return {key: found[key] for key in keys if key in found}
 
@@ -163,11 +180,13 @@ class SqliteTransaction(StoreTransaction):
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
         sql = "INSERT OR REPLACE INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)"
         self._execute(sql, (flow_id, name, key, value))
+        self._written.add((flow_id, name, key))
         self._write_once.forget(flow_id, name, key)
 
     def delete_value(self, flow_id: str, name: str, key: str) -> None:
         sql = "DELETE FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
         self._execute(sql, (flow_id, name, key))
+        self._written.add((flow_id, name, key))
         self._write_once.forget(flow_id, name, key)
 
     # Channel messages
