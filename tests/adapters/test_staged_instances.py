@@ -34,8 +34,18 @@ def test_staged_writes_and_deletes_show_as_get_instance_shows_them() -> None:
     state.set_instance(NOTES, "b", "changed")
     state.set_instance(NOTES, "d", "new")
     state.delete_instance(NOTES, "a")
+    state.set_instance(OTHER, "y", "elsewhere")
     assert state.instances(NOTES) == (("b", "changed"), ("c", "three"), ("d", "new"))
     assert state.instances(NOTES) == _each(state)
+
+
+def test_staged_writes_never_reach_the_snapshot_they_are_read_over() -> None:
+    snapshot = Snapshot(maps={"Notes": {"a": '"one"'}})
+    state = StagedState("s1", SnapshotSource(snapshot), [MapLoad(NOTES)])
+    state.set_instance(NOTES, "b", "two")
+    state.delete_instance(NOTES, "a")
+    assert state.instances(NOTES) == (("b", "two"),)
+    assert snapshot.maps == {"Notes": {"a": '"one"'}}
 
 
 def test_instances_loaded_one_by_one_are_the_only_ones_read() -> None:

@@ -39,7 +39,7 @@ class StateSource(Protocol):
         ...
 
     def values(self, name: str) -> dict[str, str]:
-        """Every instance of an AttributeMap."""
+        """Every instance of an AttributeMap, in a new dict the caller may change."""
         ...
 
     def channel_size(self, name: str) -> int:
@@ -313,10 +313,23 @@ class StagedState:
         dozens of instances, and each ``get_instance`` checks its load again.
         """
         name = attribute_map.name
-        if name not in self._whole_maps and not any(each == name for each, _ in self._instances):
-            self._check_loaded(attribute_map, None)  # raises: nothing of the map was loaded
-        read = [(key, self._read(name, key)) for key in self.instance_keys(attribute_map)]
-        held = [(key, text) for key, text in read if text is not None]
+        if name in self._whole_maps:
+            # The whole map in one copy with this transaction's writes over it: a model call
+            # reads every chunk of a long session, and a read per key is a call chain per key.
+            texts = self._source.values(name)
+            for (written, key), value in self.writes.items():
+                if written != name:
+                    continue
+                if value is None:
+                    texts.pop(key, None)
+                else:
+                    texts[key] = value
+            held = sorted(texts.items())
+        else:
+            if not any(each == name for each, _ in self._instances):
+                self._check_loaded(attribute_map, None)  # raises: nothing of the map was loaded
+            read = [(key, self._read(name, key)) for key in self.instance_keys(attribute_map)]
+            held = [(key, text) for key, text in read if text is not None]
         values = DECODED.decode_all([text for _, text in held], attribute_map.value_type)
         return tuple((key, value) for (key, _), value in zip(held, values, strict=True))
 
