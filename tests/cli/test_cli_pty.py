@@ -28,6 +28,22 @@ REFUND = '{"order_id": "7", "amount_cents": 1500}'
 APPROVAL_PROMPT = f"approve refund_order {REFUND}? [y/n] "
 
 
+def _as_a_shell_starts_a_foreground_job() -> None:
+    # A foreground job starts with no signal blocked and Ctrl-C at its default. The test
+    # process may have either otherwise (a library's thread that blocks signals, say),
+    # and a child inherits both across exec.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _signal_state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    return " ".join(line for line in status.splitlines() if line.startswith(("SigBlk", "SigIgn")))
+
+
 class Terminal:
     """A ``chat`` process on a pseudo-terminal, read with deadlines."""
 
@@ -40,8 +56,9 @@ class Terminal:
             stdout=slave,
             stderr=slave,
             cwd=ROOT,
-            env=cli_env(tmp_path),
+            env={**cli_env(tmp_path), "PYTHONFAULTHANDLER": "1"},
             start_new_session=True,
+            preexec_fn=_as_a_shell_starts_a_foreground_job,
         )
         os.close(slave)
         self.output = ""
@@ -78,11 +95,32 @@ class Terminal:
         os.killpg(self.process.pid, signal.SIGINT)
 
     def exit_code(self) -> int:
-        """Wait for the program to end by itself."""
+        """Wait for the program to end by itself; a program that hangs fails with its stacks."""
         try:
             return self.process.wait(timeout=DEADLINE_SECONDS)
+        except subprocess.TimeoutExpired:
+            signals = _signal_state(self.process.pid)
+            # faulthandler (PYTHONFAULTHANDLER) prints every thread's stack on SIGABRT.
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=DEADLINE_SECONDS)
+            raise AssertionError(
+                f"the program did not end ({signals}):\n{self.output}{self._rest()}"
+            ) from None
         finally:
             self.close()
+
+    def _rest(self) -> str:
+        """What the program wrote that was not read yet."""
+        rest = b""
+        while select.select([self.master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            rest += chunk
+        return rest.decode("utf-8", errors="replace")
 
     def kill(self) -> None:
         """SIGKILL the program's process group."""
