@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from playwright.async_api import expect
+from playwright.async_api import Locator, Page, expect
 
 from dex_agents.console import create_console_app
 from tests.console.agents import (
@@ -23,17 +23,23 @@ from tests.console.support import snapshot, texts
 pytestmark = needs_chromium
 
 
+async def _ship_a_parcel(page: Page, session_id: str) -> Locator:
+    """Start a shipping session from the inbox; its card, once it asks for the speed."""
+    await page.fill("#new-id", session_id)
+    await page.fill("#new-message", "ship my parcel")
+    await page.click("#new-session button[type=submit]")
+    await page.wait_for_url(f"**/sessions/{session_id}")
+    card = page.locator(".card.attention")
+    await expect(card).to_contain_text(SPEED_QUESTION, timeout=WAIT_MS)
+    return card
+
+
 async def test_questions_are_answered_from_the_page_by_choice_and_in_free_text(
     tmp_path: Path,
 ) -> None:
     app = create_console_app(tmp_path / "s.sqlite3", [question_flow()])
     async with serve_console_and_page(app) as (url, page):
-        await page.fill("#new-id", "ship-1")
-        await page.fill("#new-message", "ship my parcel")
-        await page.click("#new-session button[type=submit]")
-        await page.wait_for_url("**/sessions/ship-1")
-        card = page.locator(".card.attention")
-        await expect(card).to_contain_text(SPEED_QUESTION, timeout=WAIT_MS)
+        card = await _ship_a_parcel(page, "ship-1")
         # Choices only: one button per choice, and no box for free text.
         for speed in SPEEDS:
             await expect(card.get_by_role("button", name=speed, exact=True)).to_be_visible()
@@ -60,12 +66,7 @@ async def test_what_the_person_types_outlives_the_renders_that_events_cause(
     # Every event renders the page anew; an answer half typed must not be wiped by one.
     app = create_console_app(tmp_path / "s.sqlite3", [question_flow()])
     async with serve_console_and_page(app) as (_, page):
-        await page.fill("#new-id", "ship-2")
-        await page.fill("#new-message", "ship my parcel")
-        await page.click("#new-session button[type=submit]")
-        await page.wait_for_url("**/sessions/ship-2")
-        card = page.locator(".card.attention")
-        await expect(card).to_contain_text(SPEED_QUESTION, timeout=WAIT_MS)
+        card = await _ship_a_parcel(page, "ship-2")
         await card.get_by_role("button", name="express", exact=True).click()
         await expect(card).to_contain_text(NOTE_QUESTION, timeout=WAIT_MS)
         await card.locator("input[type=text]").fill("leave it at the door")
