@@ -9,6 +9,7 @@ that did not happen and the write that was not needed are seen, not assumed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -103,17 +104,24 @@ async def recorded(tmp_path: Path) -> AsyncIterator[tuple[RecordingStore, LocalE
         store.close()
 
 
-async def _run_worker_until(engine: LocalEngine, done: Callable[[], Any]) -> None:
+@contextlib.asynccontextmanager
+async def _running_worker(engine: LocalEngine) -> AsyncIterator[LocalWorker]:
+    """A worker running on this loop, for at most 20 s, stopped on the way out."""
     worker = LocalWorker(engine)
     task = asyncio.create_task(worker.run())
     try:
         async with asyncio.timeout(20):
-            # The state is in the store, which no Event watches: poll it.
-            while not await done():  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+            yield worker
     finally:
         await worker.stop()
         await task
+
+
+async def _run_worker_until(engine: LocalEngine, done: Callable[[], Any]) -> None:
+    async with _running_worker(engine):
+        # The state is in the store, which no Event watches: poll it.
+        while not await done():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
 
 
 async def test_steps_a_commit_made_runnable_are_claimed_in_that_commit(
@@ -246,24 +254,18 @@ async def test_a_client_commit_hands_what_it_made_runnable_to_the_worker_of_its_
     store, engine = recorded
     client = LocalFlowClient(engine)
     flow = engine.flow("SuspendingWait").flow
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
-    try:
-        async with asyncio.timeout(20):
-            while engine.hand_off_target is not worker:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-            rounds = store.rounds
-            # The start commit leases Begin to the worker; the RPC's commit leases the
-            # wait it satisfied. Neither waits for a claim round.
-            await client.start_flow(flow, "s1", None)
-            while await _flow_status(engine, "s1") is None:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-            assert await client.invoke_rpc(flow, "s1", "send", "handed") is True
-            while await _flow_status(engine, "s1") is not FlowStatus.COMPLETED:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-    finally:
-        await worker.stop()
-        await task
+    async with _running_worker(engine) as worker:
+        while engine.hand_off_target is not worker:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        rounds = store.rounds
+        # The start commit leases Begin to the worker; the RPC's commit leases the
+        # wait it satisfied. Neither waits for a claim round.
+        await client.start_flow(flow, "s1", None)
+        while await _flow_status(engine, "s1") is None:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        assert await client.invoke_rpc(flow, "s1", "send", "handed") is True
+        while await _flow_status(engine, "s1") is not FlowStatus.COMPLETED:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
     target: object = engine.hand_off_target  # read again: the loop above narrowed it
     assert target is None
     assert store.round_claims == []

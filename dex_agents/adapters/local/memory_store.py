@@ -131,10 +131,10 @@ class _MemoryTransaction(StoreTransaction):
         self, flow_id: str, name: str, keys: Sequence[str] | None = None
     ) -> dict[str, str]:
         # Values are in memory already: there is nothing to save.
-        values = self.get_values(flow_id, name)
         if keys is None:
-            return values
-        return {key: values[key] for key in sorted(set(keys)) if key in values}
+            return self.get_values(flow_id, name)
+        stored = self._t.values.get((flow_id, name), {})
+        return {key: stored[key] for key in sorted(set(keys)) if key in stored}
 
     def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
         found = {name: self.get_value(flow_id, name, "") for name in names}

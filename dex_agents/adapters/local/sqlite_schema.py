@@ -85,12 +85,12 @@ INDEXES = (
 """Indexes created on every open, so a file made before they existed gets them too."""
 
 RETIRED_INDEXES = ("executions_by_flow",)
+"""Indexes that an index of ``INDEXES`` replaces; dropped when a file opens."""
 
 ATTRIBUTE_KEYS_SELECT = (
     "SELECT key FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
 )
 """The keys of one AttributeMap's instances, in key order: read from ``attribute_keys``."""
-"""Indexes that an index of ``INDEXES`` replaces; dropped when a file opens."""
 
 FLOW_COLUMNS = tuple(f.name for f in fields(FlowRow))
 EXECUTION_COLUMNS = tuple(f.name for f in fields(ExecutionRow))

@@ -157,14 +157,9 @@ class SqliteTransaction(StoreTransaction):
             sql = f"""SELECT key, value FROM attribute_values
                 WHERE flow_id = ? AND name = ? AND key IN ({marks})"""
             read = dict(self._execute(sql, (flow_id, name, *part)).fetchall())
-            written = self._written
-            committed = (
-                read
-                if not written
-                else {
-                    key: text for key, text in read.items() if (flow_id, name, key) not in written
-                }
-            )
+            committed = {
+                key: text for key, text in read.items() if (flow_id, name, key) not in self._written
+            }
             self._write_once.keep(flow_id, name, committed)
             found.update(read)
         return {key: found[key] for key in keys if key in found}
