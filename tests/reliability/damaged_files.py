@@ -2,8 +2,8 @@
 
 ``build_database`` fills a file with sessions that each ran a few turns (a
 tool call among them), and gives session ``s-4`` one long message whose text
-is easy to find in the file's bytes (``damage_message_pages`` overwrites every
-page that holds a copy of its middle). ``read_everything`` opens a file the
+is easy to find in the file's bytes (``stored_pieces`` finds a piece of every
+stored copy of its middle, compressed or not). ``read_everything`` opens a file the
 way a restarted program would, as a client only, and reads every session it
 was told of through the public client: the messages, the snapshot, the Stream
 and the Step history, each read kept as its value or the error it raised.
@@ -12,13 +12,17 @@ and the Step history, each read kept as its value or the error it raised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import sqlite3
+import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
+from dex_agents.adapters.local.stored_text import unpack
 from dex_agents.local import LocalRuntime
 from tests.reliability.conftest import reliability_flow
 from tests.reliability.harness import finished_tool_calls, stored_messages
@@ -74,14 +78,38 @@ def overwrite_pages(data: bytes, pages: list[int], garbage: str, seed: int) -> b
     return bytes(damaged)
 
 
-def message_pages(data: bytes, session: str) -> list[int]:
-    """Every page that holds a copy of the middle of ``session``'s long message."""
-    found, start = [], data.find(needle(session))
-    while start != -1:
-        found.append(start // PAGE_SIZE)
-        start = data.find(needle(session), start + 1)
-    assert found, f"the long message of {session} is not in the file"
-    return sorted(set(found))
+def stored_pieces(data: bytes, session: str) -> list[bytes]:
+    """A piece of the file's bytes inside every stored copy of the middle of ``session``'s long message.
+
+    A copy stored as text holds ``needle(session)`` itself. The store keeps long
+    values compressed, and such a copy holds the needle only once inflated, so
+    its piece is 16 bytes from the middle of the value's stored bytes.
+    """
+    pieces = [needle(session)] if needle(session) in data else []
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "copy.sqlite3"
+        path.write_bytes(data)
+        with contextlib.closing(sqlite3.connect(path)) as connection:
+            stored = [
+                value
+                for table in ("attribute_values", "stream_events")
+                for (value,) in connection.execute(f"SELECT value FROM {table}")
+                if isinstance(value, bytes)
+            ]
+    for value in stored:
+        if needle(session).decode() not in unpack(value):
+            continue
+        # A long value spans overflow pages, each starting with a page number, so the
+        # piece is taken where the file holds 16 of its bytes together.
+        middle = len(value) // 2
+        piece = next(
+            value[at : at + 16]
+            for at in (*range(middle, len(value) - 16), *range(1, middle))
+            if value[at : at + 16] in data
+        )
+        pieces.append(piece)
+    assert pieces, f"the long message of {session} is not in the file"
+    return pieces
 
 
 @dataclass

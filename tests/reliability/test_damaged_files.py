@@ -36,9 +36,9 @@ from tests.reliability.damaged_files import (
     TURN,
     Reads,
     build_database,
-    needle,
     overwrite_pages,
     read_everything,
+    stored_pieces,
 )
 from tests.reliability.harness import record_figures, soak, wait_idle
 
@@ -96,17 +96,16 @@ def rotted(
 
 
 def rot_in_place(data: bytes, session: str, byte: bytes) -> bytes:
-    """``data`` with every copy of ``needle(session)`` overwritten in place by ``byte``s.
+    """``data`` with every stored copy of the middle of ``session``'s long message rotted by ``byte``s.
 
-    The pages keep their structure: only the text inside the values is damaged.
+    The pages keep their structure: only bytes inside the values are damaged.
     """
     damaged = bytearray(data)
-    target = needle(session)
-    start = data.find(target)
-    assert start != -1
-    while start != -1:
-        damaged[start : start + len(target)] = byte * len(target)
-        start = data.find(target, start + 1)
+    for target in stored_pieces(data, session):
+        start = data.find(target)
+        while start != -1:
+            damaged[start : start + len(target)] = byte * len(target)
+            start = data.find(target, start + 1)
     return bytes(damaged)
 
 

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from dex_agents.adapters.local.sqlite_store import StoredValueError
+from dex_agents.adapters.local.store_errors import StoredValueError
 from dex_agents.domain.context_summary import ContextSummary
 from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.interrupts import AgentInterrupt

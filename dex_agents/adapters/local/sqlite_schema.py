@@ -14,6 +14,7 @@ from dex_agents.adapters.local.store_rows import (
     FLOW_TIME_FIELDS,
     utc_time,
 )
+from dex_agents.adapters.local.stored_text import unpack
 from dex_agents.ports.flow_store import (
     EventRow,
     ExecutionRow,
@@ -188,4 +189,6 @@ def decode_message(values: Sequence[Any]) -> MessageRow:
 
 def decode_event(values: Sequence[Any]) -> EventRow:
     event_id, flow_type, flow_id, value, source, created_at = values
-    return EventRow(event_id, flow_type, flow_id, value, source, datetime.fromisoformat(created_at))
+    return EventRow(
+        event_id, flow_type, flow_id, unpack(value), source, datetime.fromisoformat(created_at)
+    )

@@ -22,8 +22,15 @@ from typing import Any, TypeVar
 
 from dex_agents.adapters.local.sqlite_schema import INDEXES, RETIRED_INDEXES, SCHEMA
 from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
+from dex_agents.adapters.local.store_errors import (
+    StoreBusyError,
+    StoreCorruptError,
+    StoredValueError,
+    StoreError,
+    StoreFileGoneError,
+    StoreVersionError,
+)
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
-from dex_agents.ports.errors import EngineError
 from dex_agents.ports.flow_store import (
     BatchOutcome,
     StoreTransaction,
@@ -31,43 +38,31 @@ from dex_agents.ports.flow_store import (
 
 R = TypeVar("R")
 
-SCHEMA_VERSION = 1
-"""The schema version this module writes to ``PRAGMA user_version``; a newer file is refused."""
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT",
+    "SCHEMA_VERSION",
+    "UPGRADED_VERSIONS",
+    "SqliteFlowStore",
+    "StoreBusyError",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreFileGoneError",
+    "StoreVersionError",
+    "StoredValueError",
+]
+
+SCHEMA_VERSION = 2
+"""The schema version this module writes to ``PRAGMA user_version``; a newer file is refused.
+
+Version 2 may store long values and Stream events compressed (``stored_text``),
+which a dex-agents that reads version 1 would take for damage.
+"""
+
+UPGRADED_VERSIONS = (1,)
+"""Versions opened by setting the version: version 1's tables and text values read as they are."""
 
 DEFAULT_BUSY_TIMEOUT = timedelta(seconds=10)
 """How long a transaction waits for another connection's write lock before ``StoreBusyError``."""
-
-
-class StoreError(EngineError):
-    """The embedded engine's SQLite store failed; the message names the file."""
-
-
-class StoreBusyError(StoreError):
-    """Another connection held the store's write lock for longer than the busy timeout; retry later."""
-
-    retryable = True
-
-
-class StoreCorruptError(StoreError):
-    """The file is not a dex-agents flow store database, or its database is corrupt."""
-
-
-class StoredValueError(StoreCorruptError):
-    """A stored value is not the JSON its type needs: the file is damaged, or another
-    program wrote it. Raised where the value is decoded; the store adds its path."""
-
-
-class StoreVersionError(StoreError):
-    """The file's schema is newer than this dex-agents understands."""
-
-
-class StoreFileGoneError(StoreError):
-    """The database file this store opened was deleted or replaced by another file.
-
-    SQLite keeps writing into the unlinked file, so a process that went on would
-    acknowledge work nobody else can see; the store refuses every transaction
-    instead, until the process opens the new file.
-    """
 
 
 class SqliteFlowStore:
@@ -151,7 +146,11 @@ class SqliteFlowStore:
 
     def _create_schema(self, connection: sqlite3.Connection) -> None:
         # Checked again under the write lock: another process may have created it meanwhile.
-        if self._schema_version(connection) == SCHEMA_VERSION:
+        version = self._schema_version(connection)
+        if version == SCHEMA_VERSION:
+            return
+        if version in UPGRADED_VERSIONS:
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return
         if connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
             raise StoreCorruptError(

@@ -29,6 +29,7 @@ from dex_agents.adapters.local.store_rows import (
     normalized_flow,
     utc_time,
 )
+from dex_agents.adapters.local.stored_text import pack_event, pack_value, unpack
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.ports.flow_store import (
     EventRow,
@@ -131,11 +132,11 @@ class SqliteTransaction(StoreTransaction):
             return kept[key]
         sql = "SELECT value FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
         values = self._execute(sql, (flow_id, name, key)).fetchone()
-        return None if values is None else str(values[0])
+        return None if values is None else unpack(values[0])
 
     def get_values(self, flow_id: str, name: str) -> dict[str, str]:
         sql = "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
-        return dict(self._execute(sql, (flow_id, name)).fetchall())
+        return {key: unpack(value) for key, value in self._execute(sql, (flow_id, name))}
 
     def get_write_once_values(
         self, flow_id: str, name: str, keys: Sequence[str] | None = None
@@ -156,7 +157,7 @@ class SqliteTransaction(StoreTransaction):
             marks = ", ".join("?" for _ in part)
             sql = f"""SELECT key, value FROM attribute_values
                 WHERE flow_id = ? AND name = ? AND key IN ({marks})"""
-            read = dict(self._execute(sql, (flow_id, name, *part)).fetchall())
+            read = {key: unpack(value) for key, value in self._execute(sql, (flow_id, name, *part))}
             committed = {
                 key: text for key, text in read.items() if (flow_id, name, key) not in self._written
             }
@@ -170,11 +171,11 @@ class SqliteTransaction(StoreTransaction):
         marks = ", ".join("?" for _ in names)
         sql = f"""SELECT name, value FROM attribute_values
             WHERE flow_id = ? AND name IN ({marks}) AND key = ''"""
-        return dict(self._execute(sql, (flow_id, *names)).fetchall())
+        return {name: unpack(value) for name, value in self._execute(sql, (flow_id, *names))}
 
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
         sql = "INSERT OR REPLACE INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)"
-        self._execute(sql, (flow_id, name, key, value))
+        self._execute(sql, (flow_id, name, key, pack_value(value)))
         self._written.add((flow_id, name, key))
         self._write_once.forget(flow_id, name, key)
 
@@ -335,7 +336,10 @@ class SqliteTransaction(StoreTransaction):
         sql = """INSERT INTO stream_events (flow_type, flow_id, value, size, source, created_at)
             VALUES (?, ?, ?, ?, ?, ?)"""
         event_id = int(
-            self._execute(sql, (flow_type, flow_id, value, size, source, when)).lastrowid or 0
+            self._execute(
+                sql, (flow_type, flow_id, pack_event(value), size, source, when)
+            ).lastrowid
+            or 0
         )
         sql = """INSERT INTO stream_sizes (flow_type, bytes) VALUES (?, ?)
             ON CONFLICT (flow_type) DO UPDATE SET bytes = bytes + excluded.bytes"""

@@ -1,0 +1,37 @@
+"""The embedded engine's store errors: each names the file and what is wrong with it."""
+
+from __future__ import annotations
+
+from dex_agents.ports.errors import EngineError
+
+
+class StoreError(EngineError):
+    """The embedded engine's SQLite store failed; the message names the file."""
+
+
+class StoreBusyError(StoreError):
+    """Another connection held the store's write lock for longer than the busy timeout; retry later."""
+
+    retryable = True
+
+
+class StoreCorruptError(StoreError):
+    """The file is not a dex-agents flow store database, or its database is corrupt."""
+
+
+class StoredValueError(StoreCorruptError):
+    """A stored value is not the JSON its type needs: the file is damaged, or another
+    program wrote it. Raised where the value is decoded; the store adds its path."""
+
+
+class StoreVersionError(StoreError):
+    """The file's schema is newer than this dex-agents understands."""
+
+
+class StoreFileGoneError(StoreError):
+    """The database file this store opened was deleted or replaced by another file.
+
+    SQLite keeps writing into the unlinked file, so a process that went on would
+    acknowledge work nobody else can see; the store refuses every transaction
+    instead, until the process opens the new file.
+    """

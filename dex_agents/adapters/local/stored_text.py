@@ -1,0 +1,142 @@
+"""How the SQLite store keeps value text: long values and Stream events compressed.
+
+A session's message chunks are JSON that repeats itself (every message names
+its fields, and its framework item holds its text again), so they took about
+four times the conversation's own JSON. Values of ``COMPRESSED_FROM_CHARS`` or
+more are stored as a zlib stream; Stream events, each a few hundred bytes of
+the same keys, are compressed with ``EVENT_DICTIONARY`` preset. A compressed value
+is a BLOB whose first byte names its format; shorter text stays TEXT, as in
+files written before, so every file this module reads stays readable.
+
+What is compressed is the stored text only: a value's size for a Stream's
+capacity is still its UTF-8 JSON, and readers get the same text back.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import OrderedDict
+
+from dex_agents.adapters.local.store_errors import StoredValueError
+
+COMPRESSED_FROM_CHARS = 2048
+"""Attribute values this long or longer are stored compressed; shorter ones as text."""
+
+ZLIB_VALUE = 0x01
+"""First byte of a value stored as ``zlib.compress`` of its UTF-8 text."""
+
+DICTIONARY_EVENT = 0x02
+"""First byte of an event stored as a zlib stream of its UTF-8 text with ``EVENT_DICTIONARY`` preset.
+
+A zlib stream, not raw deflate, for its checksum: damaged bytes in the file are
+an error when read, never other text, as the JSON of a damaged text value is.
+"""
+
+EVENT_DICTIONARY = (
+    # Deflate finds the dictionary's last bytes at the shortest distances, so the
+    # envelope every event carries comes last. Stored events need this exact text
+    # to be read: change it only together with a new format byte.
+    b'"mcp.tool_progress""mcp.task_status""compaction_started""compaction_finished"'
+    b'"plan_execution_started""plan_updated""timer_started""interrupt_resolved"'
+    b'"interrupt_raised""tool_task_started""turn_failed""turn_steered""turn_cancelled"'
+    b'"reasoning_delta""interrupt_id":"kind":"question""approval""reason":"error":'
+    b'"requires_approval":true"requires_approval":false,"effect":"write"'
+    b'"effect":"read","status":"failed""status":"succeeded","arguments":"'
+    b'"usage_recorded""tool_call_deferred"{"attempt":1,"payload":{"recorded":'
+    b'{"cached_input_tokens":0,"input_tokens":,"model_calls":1,"output_tokens":'
+    b',"reasoning_tokens":0},"session":{"cached_input_tokens":0,"input_tokens":'
+    b'"turn_completed"{"attempt":1,"payload":{"message_count":'
+    b'"turn_started"{"attempt":1,"payload":{"sequence":'
+    b'"tool_call_finished""tool_call_started"{"attempt":1,"payload":{"tool_call_id":"call_'
+    b'","tool_name":"'
+    b'"text_delta"{"attempt":1,"payload":{"text":"'
+    b'"},"step_execution_id":"CallTool-"},"step_execution_id":"RunModel-","turn_id":"turn-","type":"'
+)
+"""The preset dictionary of Stream events: the ``AgentEvent`` wire keys and types."""
+
+_INFLATED_KEPT = 256
+"""How many inflated values ``unpack`` keeps, so a value read again is the same ``str``."""
+
+_KEPT_UP_TO_CHARS = 64 * 1024
+"""Only values up to this long are kept, so the kept values stay under 16 MiB."""
+
+
+def pack_value(text: str) -> str | bytes:
+    """What the store writes for an Attribute value: long text compressed, the rest as it is."""
+    if len(text) < COMPRESSED_FROM_CHARS:
+        return text
+    return bytes((ZLIB_VALUE,)) + zlib.compress(text.encode("utf-8"))
+
+
+def pack_event(text: str) -> str | bytes:
+    """What the store writes for a Stream event: deflated when that is shorter than the text."""
+    encoded = text.encode("utf-8")
+    deflate = zlib.compressobj(zdict=EVENT_DICTIONARY)
+    packed = bytes((DICTIONARY_EVENT,)) + deflate.compress(encoded) + deflate.flush()
+    return packed if len(packed) < len(encoded) else text
+
+
+def unpack(stored: str | bytes) -> str:
+    """The text of a stored value or event, whichever way it was written.
+
+    Raises ``StoredValueError`` for a BLOB that no format here reads: the file
+    was damaged, or written by another program.
+    """
+    if isinstance(stored, str):
+        return stored
+    if not isinstance(stored, bytes):
+        raise StoredValueError(f"a stored value is {type(stored).__name__}, not text")
+    if stored[:1] == bytes((ZLIB_VALUE,)):
+        return _KEPT.inflate(stored)
+    return _inflated(stored)
+
+
+class _KeptValues:
+    """Inflated long values by their stored bytes, least recently read dropped first.
+
+    A long value read again (the message index, read by every Step) comes back
+    as the same ``str``, so the decoded-value cache finds it without hashing it
+    anew, and it is not inflated again. Events are read once each, so they are
+    not kept.
+    """
+
+    def __init__(self) -> None:
+        self._texts: OrderedDict[bytes, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def inflate(self, stored: bytes) -> str:
+        with self._lock:
+            text = self._texts.get(stored)
+            if text is not None:
+                self._texts.move_to_end(stored)
+                return text
+        text = _inflated(stored)
+        if len(text) <= _KEPT_UP_TO_CHARS:
+            with self._lock:
+                self._texts[stored] = text
+                if len(self._texts) > _INFLATED_KEPT:
+                    self._texts.popitem(last=False)
+        return text
+
+
+_KEPT = _KeptValues()
+
+
+def _inflated(stored: bytes) -> str:
+    form, body = stored[0] if stored else None, stored[1:]
+    try:
+        if form == ZLIB_VALUE:
+            return zlib.decompress(body).decode("utf-8")
+        if form == DICTIONARY_EVENT:
+            inflate = zlib.decompressobj(zdict=EVENT_DICTIONARY)
+            text = inflate.decompress(body) + inflate.flush()
+            if not inflate.eof:
+                raise zlib.error("the deflate stream ends early")
+            return text.decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as error:
+        raise StoredValueError(f"a stored value does not decompress: {error}") from None
+    raise StoredValueError(
+        f"a stored value is {len(stored)} bytes in no known format"
+        f" (first byte {form}; dex-agents writes {ZLIB_VALUE} or {DICTIONARY_EVENT})"
+    )

@@ -1,0 +1,227 @@
+"""How the SQLite store keeps value text: which values are compressed, and reading them back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import zlib
+from pathlib import Path
+
+import pytest
+
+from dex_agents.adapters.local.sqlite_store import (
+    SCHEMA_VERSION,
+    UPGRADED_VERSIONS,
+    SqliteFlowStore,
+    StoreCorruptError,
+)
+from dex_agents.adapters.local.store_errors import StoredValueError
+from dex_agents.adapters.local.stored_text import (
+    COMPRESSED_FROM_CHARS,
+    DICTIONARY_EVENT,
+    EVENT_DICTIONARY,
+    ZLIB_VALUE,
+    pack_event,
+    pack_value,
+    unpack,
+)
+from dex_agents.ports.flow_store import StoreTransaction
+from tests.adapters.flow_store_rows import add_flows, at, flow
+
+LONG = json.dumps({"messages": [{"text": f"message {n}", "role": "user"} for n in range(200)]})
+
+EVENT = json.dumps(
+    {
+        "attempt": 1,
+        "payload": {"text": "I looked it up: order 7 shipped on Monday."},
+        "step_execution_id": "RunModel-12",
+        "turn_id": "turn-6",
+        "type": "text_delta",
+    },
+    separators=(",", ":"),
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "compressed"),
+    [
+        ("", False),
+        ('"short"', False),
+        ("x" * (COMPRESSED_FROM_CHARS - 1), False),
+        ("x" * COMPRESSED_FROM_CHARS, True),
+        (LONG, True),
+        (json.dumps({"text": "Grüße, 你好, 🥾" * 400}, ensure_ascii=False), True),
+    ],
+    ids=["empty", "short", "just-under", "at-the-threshold", "long-json", "non-ascii"],
+)
+def test_a_value_is_compressed_from_the_threshold_and_reads_back_the_same(
+    text: str, compressed: bool
+) -> None:
+    stored = pack_value(text)
+    assert isinstance(stored, bytes) is compressed
+    if compressed:
+        assert stored[0] == ZLIB_VALUE
+        assert len(stored) < len(text.encode("utf-8"))
+    else:
+        assert stored is text
+    assert unpack(stored) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "compressed"),
+    [(EVENT, True), ('{"a":1}', False), ("", False)],
+    ids=["agent-event", "tiny", "empty"],
+)
+def test_an_event_is_compressed_only_when_that_makes_it_shorter(
+    text: str, compressed: bool
+) -> None:
+    stored = pack_event(text)
+    assert isinstance(stored, bytes) is compressed
+    if isinstance(stored, bytes):
+        assert stored[0] == DICTIONARY_EVENT
+        # The dictionary is what makes an event this small worth compressing at all.
+        assert len(stored) < len(text) / 2 < len(zlib.compress(text.encode()))
+    assert unpack(stored) == text
+
+
+def test_the_event_dictionary_is_the_one_stored_events_were_written_with() -> None:
+    # Every stored event of format 2 needs these exact bytes to be read again: a
+    # changed dictionary is a new format byte, never an edit of this one.
+    assert hashlib.sha256(EVENT_DICTIONARY).hexdigest() == (
+        "91563b6af2989409de780e356d0be5ac8c09660e43b285d9dbf12f245d16b338"
+    )
+
+
+def _compressed(stored: str | bytes) -> bytes:
+    assert isinstance(stored, bytes)
+    return stored
+
+
+def _flipped(stored: str | bytes, at: int) -> bytes:
+    damaged = bytearray(_compressed(stored))
+    damaged[at] ^= 0xFF
+    return bytes(damaged)
+
+
+@pytest.mark.parametrize(
+    ("stored", "message"),
+    [
+        (_flipped(pack_value(LONG), 40), "a stored value does not decompress"),
+        (_flipped(pack_event(EVENT), 20), "a stored value does not decompress"),
+        (_compressed(pack_event(EVENT))[:-6], "a stored value does not decompress"),
+        (bytes((ZLIB_VALUE,)) + zlib.compress(b"\xff\xfe"), "a stored value does not decompress"),
+        (b"\x07" + zlib.compress(b'"text"'), "a stored value is 15 bytes in no known format"),
+        (b"", "a stored value is 0 bytes in no known format"),
+    ],
+    ids=["value-checksum", "event-checksum", "event-cut-short", "not-utf8", "format", "empty"],
+)
+def test_damaged_stored_bytes_are_an_error_never_other_text(stored: bytes, message: str) -> None:
+    with pytest.raises(StoredValueError, match=re.escape(message)):
+        unpack(stored)
+
+
+def test_a_long_value_read_again_is_the_same_text_object() -> None:
+    # The decoded-value cache then finds it by identity instead of hashing it again.
+    stored = _compressed(pack_value(LONG))
+    assert unpack(stored) is unpack(bytes(stored))
+
+
+def _raw(path: Path, sql: str) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(path)
+    try:
+        return connection.execute(sql).fetchall()
+    finally:
+        connection.close()
+
+
+def test_the_store_writes_long_values_and_events_compressed_and_reads_them_as_text(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "flows.sqlite3"
+    store = SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+
+    def write(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "chunks", "0001", LONG)
+        tx.put_value("f1", "state", "", LONG)
+        tx.put_value("f1", "small", "", '"small"')
+        tx.append_event("Agent", "f1", EVENT, "s", at(1))
+
+    store.run(write)
+    store.close()
+    rows = _raw(path, "SELECT name, typeof(value) FROM attribute_values")
+    assert {str(name): kind for name, kind in rows} == {
+        "chunks": "blob",
+        "state": "blob",
+        "small": "text",
+    }
+    [(kind, size)] = _raw(path, "SELECT typeof(value), size FROM stream_events")
+    assert (kind, size) == ("blob", len(EVENT.encode("utf-8")))  # capacity counts the text
+
+    fresh = SqliteFlowStore(path)
+    try:
+        assert fresh.run(lambda tx: tx.get_value("f1", "chunks", "0001")) == LONG
+        assert fresh.run(lambda tx: tx.get_values("f1", "chunks")) == {"0001": LONG}
+        assert fresh.run(lambda tx: tx.get_write_once_values("f1", "chunks")) == {"0001": LONG}
+        assert fresh.run(lambda tx: tx.get_singletons("f1", ["state", "small"])) == {
+            "state": LONG,
+            "small": '"small"',
+        }
+        [event] = fresh.run(lambda tx: tx.events_after("f1", 0, 10))
+        assert event.value == EVENT
+        assert fresh.run(lambda tx: tx.get_event(event.id)) == event
+    finally:
+        fresh.close()
+
+
+def test_a_file_of_the_previous_schema_opens_upgraded_with_its_text_values(
+    tmp_path: Path,
+) -> None:
+    assert UPGRADED_VERSIONS == (SCHEMA_VERSION - 1,)
+    path = tmp_path / "flows.sqlite3"
+    store = SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+    store.close()
+    connection = sqlite3.connect(path)
+    with connection:
+        # What a version 1 store wrote: every value and event as text, however long.
+        connection.execute(
+            "INSERT INTO attribute_values VALUES ('f1', 'chunks', '0001', ?)", (LONG,)
+        )
+        connection.execute(
+            "INSERT INTO stream_events (flow_type, flow_id, value, size, source, created_at)"
+            " VALUES ('Agent', 'f1', ?, ?, 's', '2026-12-01T00:00:00.000000+00:00')",
+            (EVENT, len(EVENT)),
+        )
+    connection.execute(f"PRAGMA user_version = {UPGRADED_VERSIONS[0]}")
+    connection.close()
+    upgraded = SqliteFlowStore(path)
+    try:
+        assert upgraded.run(lambda tx: tx.get_value("f1", "chunks", "0001")) == LONG
+        [event] = upgraded.run(lambda tx: tx.events_after("f1", 0, 10))
+        assert event.value == EVENT
+    finally:
+        upgraded.close()
+    assert _raw(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+
+
+def test_a_damaged_compressed_value_is_reported_as_damage_of_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    store = SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+    store.run(lambda tx: tx.put_value("f1", "chunks", "0001", LONG))
+    store.close()
+    connection = sqlite3.connect(path)
+    with connection:
+        [(stored,)] = connection.execute("SELECT value FROM attribute_values").fetchall()
+        connection.execute("UPDATE attribute_values SET value = ?", (_flipped(stored, 40),))
+    connection.close()
+    damaged = SqliteFlowStore(path)
+    try:
+        with pytest.raises(StoreCorruptError) as raised:
+            damaged.run(lambda tx: tx.get_value("f1", "chunks", "0001"))
+    finally:
+        damaged.close()
+    assert str(raised.value).startswith(f"{path} is damaged: a stored value does not decompress")
