@@ -31,6 +31,7 @@ from dex_agents.adapters.local.store_errors import (
     StoreVersionError,
 )
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
+from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
 from dex_agents.ports.flow_store import (
     BatchOutcome,
     StoreTransaction,
@@ -90,6 +91,7 @@ class SqliteFlowStore:
         self._poll: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._write_once = WriteOnceValues()
+        self._turnstile: WriterTurnstile | None = None
         try:
             self._connection = self._connect()
             mode = self._connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -105,6 +107,7 @@ class SqliteFlowStore:
                 self._transact(self._connection, self._create_indexes)
             self._poll = self._connect()
             self._identity = self._file_identity()
+            self._turnstile = WriterTurnstile(self.path)
         except sqlite3.Error as error:
             self.close()
             raise self._translate(error) from error
@@ -179,9 +182,12 @@ class SqliteFlowStore:
     def _transact(
         connection: sqlite3.Connection,
         work: Callable[[sqlite3.Connection], R],
-        begin: str = "BEGIN IMMEDIATE",
+        begin: str | Callable[[sqlite3.Connection], None] = "BEGIN IMMEDIATE",
     ) -> R:
-        connection.execute(begin)
+        if isinstance(begin, str):
+            connection.execute(begin)
+        else:
+            begin(connection)
         try:
             result = work(connection)
             connection.execute("COMMIT")
@@ -270,7 +276,7 @@ class SqliteFlowStore:
                     return self._transact(connection, lambda _: work(tx), "BEGIN DEFERRED")
                 if not durable:
                     connection.execute("PRAGMA synchronous = NORMAL")
-                return self._transact(connection, lambda _: work(tx))
+                return self._transact(connection, lambda _: work(tx), self._begin_write)
             except sqlite3.Error as error:
                 raise self._translate(error) from error
             except StoredValueError as error:
@@ -281,6 +287,10 @@ class SqliteFlowStore:
                         connection.execute("PRAGMA synchronous = FULL")
                 tx.end()
                 self._in_run = False
+
+    def _begin_write(self, connection: sqlite3.Connection) -> None:
+        assert self._turnstile is not None  # set once the file opened, before any work runs
+        self._turnstile.begin(connection, self.busy_timeout.total_seconds())
 
     def change_counter(self) -> int:
         """SQLite's ``PRAGMA data_version`` on a polling connection: it changes on every commit."""
@@ -303,3 +313,6 @@ class SqliteFlowStore:
                 if connection is not None:
                     connection.close()
             self._poll = self._connection = None
+            if self._turnstile is not None:
+                self._turnstile.close()
+                self._turnstile = None

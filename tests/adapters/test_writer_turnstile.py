@@ -1,0 +1,118 @@
+"""Writers of one SQLite session database take the write lock in turn."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreBusyError
+from dex_agents.ports.flow_store import StoreTransaction
+from tests.adapters.flow_store_rows import add_flows, flow
+
+HOG_HOLDS = 0.02
+"""Seconds a hog's transaction holds the write lock: long beside the moment it lets go."""
+
+
+class Hog:
+    """A thread that commits on its own store back to back, each commit holding the lock a while."""
+
+    def __init__(self, path: Path) -> None:
+        self.store = SqliteFlowStore(path)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _commit(self, tx: StoreTransaction) -> None:
+        count = int(tx.get_value("f1", "hog", "") or "0")
+        tx.put_value("f1", "hog", "", str(count + 1))
+        self.stop.wait(HOG_HOLDS)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.store.run(self._commit)
+
+
+@pytest.fixture
+def hog(tmp_path: Path) -> Iterator[Hog]:
+    path = tmp_path / "flows.sqlite3"
+    setup = SqliteFlowStore(path)
+    add_flows(setup, flow("f1"))
+    setup.run(lambda tx: tx.put_value("f1", "hog", "", "0"))
+    setup.close()
+    running = Hog(path)
+    running.thread.start()
+    try:
+        yield running
+    finally:
+        running.stop.set()
+        running.thread.join()
+        running.store.close()
+
+
+def hog_commits(tx: StoreTransaction) -> int:
+    return int(tx.get_value("f1", "hog", "") or "0")
+
+
+def test_a_writer_beside_a_stream_of_commits_waits_for_the_one_in_flight(hog: Hog) -> None:
+    # Without the turnstile the hog takes the lock again the instant it lets go, and
+    # the other writer, pausing on SQLite's schedule, waits out its busy timeout.
+    writer = SqliteFlowStore(hog.store.path, busy_timeout=timedelta(seconds=30))
+    try:
+        while writer.read(hog_commits) < 2:
+            pass  # the hog is committing back to back
+        passed = []
+        for _ in range(5):
+            before = writer.read(hog_commits)
+            during = writer.run(hog_commits)  # a write transaction: it needs the lock
+            passed.append(during - before)
+    finally:
+        writer.close()
+    # The commit in flight when the writer came, and at most one that began between
+    # the writer's read and its wait.
+    assert max(passed) <= 2, passed
+
+
+def test_a_writer_still_gives_up_at_its_busy_timeout(hog: Hog) -> None:
+    impatient = SqliteFlowStore(hog.store.path, busy_timeout=timedelta(0))
+    try:
+        outcomes = []
+        for _ in range(20):
+            try:
+                impatient.run(hog_commits)
+            except StoreBusyError:
+                outcomes.append("busy")
+            else:
+                outcomes.append("ran")
+    finally:
+        impatient.close()
+    # The hog holds the lock nearly all the time, so a writer that will not wait is refused.
+    assert "busy" in outcomes
+
+
+def test_every_other_statement_keeps_the_stores_busy_timeout(tmp_path: Path) -> None:
+    store = SqliteFlowStore(tmp_path / "flows.sqlite3", busy_timeout=timedelta(seconds=7))
+    add_flows(store, flow("f1"))
+    connection = store._connection  # the store's own: busy_timeout is per connection
+    assert connection is not None
+    assert connection.execute("PRAGMA busy_timeout").fetchone() == (7000,)
+    store.close()
+
+
+def test_the_turnstile_file_sits_beside_the_database(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    SqliteFlowStore(path).close()
+    assert (tmp_path / "flows.sqlite3-writers").is_file()
+
+
+def test_a_store_that_cannot_make_the_turnstile_file_still_writes(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    (tmp_path / "flows.sqlite3-writers").mkdir()  # in the way: the file cannot be opened
+    store = SqliteFlowStore(path)
+    try:
+        add_flows(store, flow("f1"))
+        assert store.run(lambda tx: tx.get_flow("f1")) == flow("f1")
+    finally:
+        store.close()
