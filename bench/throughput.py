@@ -9,6 +9,11 @@ every session runs its turns one after the other, all sessions at once. The
 workers' CPU time over the timed part is read from ``/proc/<pid>/stat`` (user +
 system, every thread), so it is the workers' alone; the client's own CPU time
 (``time.process_time``) is reported beside it.
+
+Beside busy workers an RPC may wait for the write lock. A probe process
+(``rpc_probe.py``) times a write RPC every 20 ms from before the sessions
+open, so its first calls, for ``ALONE`` seconds, have nothing to wait behind;
+the workers time their write transactions (``turn_worker.py TIMES``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import workload
@@ -28,6 +33,11 @@ from dex_agents import AgentSessionClient
 
 WORKER = Path(__file__).with_name("turn_worker.py")
 _TICKS = os.sysconf("SC_CLK_TCK")
+
+PROBE = Path(__file__).with_name("rpc_probe.py")
+
+ALONE = 0.5
+"""Seconds the probe calls with the workers idle, before the sessions open."""
 
 
 @dataclass
@@ -39,6 +49,12 @@ class Throughput:
     seconds: float
     worker_cpu_seconds: float
     client_cpu_seconds: float
+    rpc_seconds: list[float] = field(default_factory=list)
+    """Each probe call that began in the timed part."""
+    rpc_alone_seconds: list[float] = field(default_factory=list)
+    """Each probe call that began before the sessions opened, the workers idle."""
+    worker_write_seconds: list[float] = field(default_factory=list)
+    """Each write transaction of the workers, over the whole run."""
 
     @property
     def turns_per_second(self) -> float:
@@ -59,7 +75,7 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
 
 
-def _holds_open(pid: int, path: Path) -> bool:
+def holds_open(pid: int, path: Path) -> bool:
     try:
         return any(
             os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd")
@@ -86,15 +102,27 @@ async def measure_throughput(path: Path, processes: int, sessions: int, turns: i
 
     async with LocalRuntime(path, [workload.flow], workers=0) as runtime:
         # Started from async code on purpose: Popen returns at once, and nothing else runs yet.
+        times = [path.with_name(f"{path.name}-worker-{n}.times") for n in range(processes)]
         workers = [
-            subprocess.Popen([sys.executable, str(WORKER), str(path)])  # noqa: ASYNC220
-            for _ in range(processes)
+            subprocess.Popen([sys.executable, str(WORKER), str(path), str(each)])  # noqa: ASYNC220
+            for each in times
         ]
+        probe_times = path.with_name(f"{path.name}-probe.times")
+        probe = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, str(PROBE), str(path), str(probe_times)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
-            while not all(_holds_open(worker.pid, path) for worker in workers):
+            while not all(holds_open(worker.pid, path) for worker in workers):
                 if any(worker.poll() is not None for worker in workers):
                     raise RuntimeError("a worker process exited before it opened the database")
                 await asyncio.sleep(0.05)
+            assert probe.stdout is not None
+            if await asyncio.to_thread(probe.stdout.readline) != "ready\n":
+                raise RuntimeError("the RPC probe exited before its session opened")
+            await asyncio.sleep(ALONE)
+            alone_until = time.monotonic()
             client = runtime.sessions(workload.flow)
             ids = [f"throughput-{n}" for n in range(sessions)]
             for session_id in ids:
@@ -102,16 +130,36 @@ async def measure_throughput(path: Path, processes: int, sessions: int, turns: i
             await asyncio.gather(*(_session(client, session_id, 1, 1) for session_id in ids))
             cpu = sum(process_cpu_seconds(worker.pid) for worker in workers)
             client_cpu = time.process_time()
-            started = time.perf_counter()
+            started, timed_from = time.perf_counter(), time.monotonic()
             await asyncio.gather(
                 *(_session(client, session_id, 2, turns + 1) for session_id in ids)
             )
             seconds = time.perf_counter() - started
+            timed_until = time.monotonic()
             cpu = sum(process_cpu_seconds(worker.pid) for worker in workers) - cpu
             client_cpu = time.process_time() - client_cpu
         finally:
-            for worker in workers:
-                worker.terminate()
-            for worker in workers:
-                worker.wait(timeout=30)
-    return Throughput(processes, sessions * turns, seconds, cpu, client_cpu)
+            processes_started: list[subprocess.Popen[str] | subprocess.Popen[bytes]] = [
+                probe,
+                *workers,
+            ]
+            for process in processes_started:
+                process.terminate()
+            for process in processes_started:
+                process.wait(timeout=30)
+    calls = [tuple(map(float, line.split())) for line in probe_times.read_text().splitlines()]
+    rpc_alone_seconds = [took for began, took in calls if began < alone_until]
+    rpc_seconds = [took for began, took in calls if timed_from <= began < timed_until]
+    worker_write_seconds = [
+        float(line) for each in times if each.exists() for line in each.read_text().split()
+    ]
+    return Throughput(
+        processes,
+        sessions * turns,
+        seconds,
+        cpu,
+        client_cpu,
+        rpc_seconds,
+        rpc_alone_seconds,
+        worker_write_seconds,
+    )

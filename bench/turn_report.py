@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from fsync_count import FsyncCount
 from throughput import Throughput
+from waiting_sessions import WaitingSessions
 
 LABELS = {
     "dex-sqlite": "dex-agents, SQLite",
@@ -61,6 +62,7 @@ class Results:
     throughput: list[Throughput] = field(default_factory=list)
     sessions: int = 0
     session_turns: int = 0
+    waiting: WaitingSessions | None = None
     machine: list[str] = field(default_factory=list)
     load_end: str = ""
 
@@ -305,6 +307,72 @@ def print_throughput(out: TextIO, results: Results) -> None:
     _table(out, ["workers", "turns/s", "seconds", "worker CPU ms/turn", "client CPU ms/turn"], rows)
 
 
+def rpc_wait(run: Throughput) -> float:
+    """The longest time a ``send_user_message`` beside the workers took beyond its time alone."""
+    return max(run.rpc_seconds) - statistics.median(run.rpc_alone_seconds)
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def print_rpc_waits(out: TextIO, results: Results) -> None:
+    runs = [run for run in results.throughput if run.rpc_seconds and run.rpc_alone_seconds]
+    if not runs:
+        return
+    print(
+        "a write RPC (update_session_settings) from an idle client process beside the busy"
+        " workers of the throughput run, and the workers'"
+        " write transactions, ms:",
+        file=out,
+    )
+    rows = [
+        [
+            f"{run.processes} worker process{'es' if run.processes > 1 else ''}",
+            _ms(statistics.median(run.rpc_alone_seconds)),
+            _ms(statistics.median(run.rpc_seconds)),
+            _ms(_quantile(run.rpc_seconds, 0.99)),
+            _ms(max(run.rpc_seconds)),
+            _ms(statistics.median(run.worker_write_seconds)) if run.worker_write_seconds else "-",
+            _ms(max(run.worker_write_seconds)) if run.worker_write_seconds else "-",
+        ]
+        for run in runs
+    ]
+    _table(
+        out,
+        ["workers", "RPC alone", "beside: median", "p99", "max", "worker tx median", "max"],
+        rows,
+    )
+
+
+def print_waiting(out: TextIO, results: Results) -> None:
+    run = results.waiting
+    if run is None:
+        return
+    print(
+        f"{run.sessions:,} sessions waiting for a message, one worker process (run_workers):",
+        file=out,
+    )
+    rows = [
+        ["time to open them all and reach their waits", f"{run.seconds_to_wait:.1f} s"],
+        [
+            "worker RSS before / all waiting / after idling",
+            f"{run.rss_before_bytes / 2**20:.1f} / {run.rss_waiting_bytes / 2**20:.1f}"
+            f" / {run.rss_after_bytes / 2**20:.1f} MiB",
+        ],
+        [
+            f"worker CPU over {run.idle_seconds:g} s idle, no session",
+            f"{run.baseline_cpu_seconds * 1000:.0f} ms",
+        ],
+        [
+            f"worker CPU over {run.idle_seconds:g} s idle, all waiting",
+            f"{run.waiting_cpu_seconds * 1000:.0f} ms",
+        ],
+    ]
+    _table(out, ["measure", "figure"], rows)
+
+
 def goals(results: Results, json_bytes: int) -> list[tuple[str, str, bool | None]]:
     """The issue's goals: (goal, figure, met), ``None`` when the run did not measure it."""
     found: list[tuple[str, str, bool | None]] = []
@@ -361,6 +429,34 @@ def goals(results: Results, json_bytes: int) -> list[tuple[str, str, bool | None
         if 2 in by_processes:
             scale = by_processes[2].turns_per_second / one.turns_per_second
             found.append(("two worker processes at least 1.5x one", f"{scale:.2f}x", scale >= 1.5))
+        if one.rpc_seconds and one.rpc_alone_seconds and one.worker_write_seconds:
+            wait, commit = rpc_wait(one), max(one.worker_write_seconds)
+            found.append(
+                (
+                    "an RPC waits behind a worker for at most one commit",
+                    f"{_ms(wait)} ms, longest commit {_ms(commit)} ms",
+                    wait <= commit,
+                )
+            )
+    if results.waiting is not None:
+        run = results.waiting
+        # The CPU clock ticks in 10 ms: "no CPU" is no more than the idle worker's, a tick allowed.
+        extra = run.waiting_cpu_seconds - run.baseline_cpu_seconds
+        growth = run.rss_growth_bytes / 2**20
+        found.append(
+            (
+                f"{run.sessions:,} waiting sessions cost no worker CPU",
+                f"{extra * 1000:+.0f} ms over {run.idle_seconds:g} s",
+                extra <= 0.01,
+            )
+        )
+        found.append(
+            (
+                f"{run.sessions:,} waiting sessions: under 10 MB of worker memory",
+                f"{growth:.1f} MiB",
+                run.rss_growth_bytes < 10 * 10**6,
+            )
+        )
     return found
 
 
@@ -377,6 +473,8 @@ def print_report(out: TextIO, results: Results, json_bytes: int) -> None:
     print_storage(out, results, json_bytes)
     print_engine(out, results)
     print_throughput(out, results)
+    print_rpc_waits(out, results)
+    print_waiting(out, results)
     print("goals (from the issue), for dex-agents on SQLite:", file=out)
     rows = [
         [goal, figure, "-" if met is None else "met" if met else "NOT MET"]

@@ -17,7 +17,9 @@ fsync calls per turn, counted with strace (``fsync_count.py``); the storage by
 table after the run next to the conversation's JSON size; dex-agents' no-op
 Step next to one fsync'd commit (``engine_overhead.py``); the throughput of 50
 sessions x 10 turns with one and with two worker processes (``throughput.py``)
-and the workers' CPU per turn. Then each of the issue's goals, met or not met
+and the workers' CPU per turn, with how long ``send_user_message`` took beside
+the busy workers; what 10,000 sessions waiting between turns cost a worker
+process (``waiting_sessions.py``). Then each of the issue's goals, met or not met
 (``turn_report.py``). ``--profile N`` instead runs N dex-agents turns under a
 stack sampler of every thread (``stack_sampler.py``), then N more under cProfile,
 and prints where the time goes. It asserts nothing.
@@ -43,6 +45,7 @@ import engine_overhead
 import fsync_count
 import throughput
 import turn_report
+import waiting_sessions
 import workload
 from stack_sampler import StackSampler
 from turn_child import SYSTEMS, DexAgents
@@ -204,7 +207,13 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--sessions", type=int, default=50, help="throughput sessions (50)")
     parser.add_argument("--session-turns", type=int, default=10, help="turns per session (10)")
     parser.add_argument("--steps", type=int, help="no-op Steps (300; 100 with --quick)")
-    parser.add_argument("--skip", default="", help="skip phases: fsync,engine,throughput")
+    parser.add_argument("--skip", default="", help="skip phases: fsync,engine,throughput,waiting")
+    parser.add_argument(
+        "--waiting-sessions", type=int, default=10_000, help="waiting sessions (10,000)"
+    )
+    parser.add_argument(
+        "--idle-seconds", type=float, default=10.0, help="idle window beside them (10 s)"
+    )
     parser.add_argument("--profile", type=int, metavar="N", help="only profile N dex-agents turns")
     parser.add_argument("--profile-top", type=int, default=30, help="functions listed (30)")
     args = parser.parse_args(argv)
@@ -248,6 +257,15 @@ def main(argv: Sequence[str]) -> int:
                         )
                     )
                 )
+        if "waiting" not in skip:
+            print(f"waiting: {args.waiting_sessions} sessions", file=sys.stderr)
+            results.waiting = asyncio.run(
+                waiting_sessions.measure_waiting_sessions(
+                    (directory / "waiting.sqlite3").resolve(),
+                    args.waiting_sessions,
+                    args.idle_seconds,
+                )
+            )
         results.load_end = turn_report.load_average()
     turn_report.print_report(sys.stdout, results, workload.conversation_json_bytes(turns))
     return 0
