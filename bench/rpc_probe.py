@@ -5,9 +5,9 @@ only, ``workers=0``), prints ``ready`` once a worker has started it, then calls
 ``update_session_settings`` on it every ``INTERVAL`` until SIGTERM: a write
 RPC that wakes no Step, so the probe adds no work for the workers. As it
 exits it writes one line per call to ``TIMES``: when the call began
-(``time.monotonic()``, the same clock in every process of the machine) and how
-long it took, in seconds. It has nothing else to do, so a call's time is its
-own plus what it waited for: the write lock, behind the workers' commits.
+(``time.monotonic()``, the same clock in every process of the machine), how
+long it took, and how long its transaction waited for the write lock
+(``transaction_timing.py``), in seconds.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import workload
+from transaction_timing import record_write_transactions
 
 from dex_agents.local import LocalRuntime
 
@@ -29,11 +30,12 @@ INTERVAL = 0.02
 SESSION = "rpc-probe"
 
 
-async def probe(path: Path) -> list[tuple[float, float]]:
-    """Time ``update_session_settings`` on ``path`` until SIGTERM: (began, seconds) per call."""
+async def probe(path: Path) -> list[tuple[float, float, float]]:
+    """Time ``update_session_settings`` on ``path`` until SIGTERM: (began, took, waited) per call."""
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    calls: list[tuple[float, float]] = []
+    calls: list[tuple[float, float, float]] = []
+    timings = record_write_transactions()
     async with LocalRuntime(path, [workload.flow], workers=0) as runtime:
         sessions = runtime.sessions(workload.flow)
         await sessions.open_session(SESSION)
@@ -45,7 +47,10 @@ async def probe(path: Path) -> list[tuple[float, float]]:
             started = time.monotonic()
             if not await sessions.update_session_settings(SESSION, {"model": f"probe-{number}"}):
                 raise RuntimeError(f"update_session_settings {number} was refused")
-            calls.append((started, time.monotonic() - started))
+            took = time.monotonic() - started
+            # The RPC is one write transaction (update_session_settings is transactional).
+            waited = timings[-1][0] if timings else 0.0
+            calls.append((started, took, waited))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), INTERVAL)
     return calls
@@ -53,4 +58,4 @@ async def probe(path: Path) -> list[tuple[float, float]]:
 
 if __name__ == "__main__":
     calls = asyncio.run(probe(Path(sys.argv[1])))
-    Path(sys.argv[2]).write_text("".join(f"{began!r} {took!r}\n" for began, took in calls))
+    Path(sys.argv[2]).write_text("".join(" ".join(map(repr, call)) + "\n" for call in calls))

@@ -13,7 +13,9 @@ system, every thread), so it is the workers' alone; the client's own CPU time
 Beside busy workers an RPC may wait for the write lock. A probe process
 (``rpc_probe.py``) times a write RPC every 20 ms from before the sessions
 open, so its first calls, for ``ALONE`` seconds, have nothing to wait behind;
-the workers time their write transactions (``turn_worker.py TIMES``).
+the probe and the workers time their write transactions
+(``transaction_timing.py``): how long the probe's waited for the write lock,
+and how long the workers' held it.
 """
 
 from __future__ import annotations
@@ -53,8 +55,10 @@ class Throughput:
     """Each probe call that began in the timed part."""
     rpc_alone_seconds: list[float] = field(default_factory=list)
     """Each probe call that began before the sessions opened, the workers idle."""
+    rpc_wait_seconds: list[float] = field(default_factory=list)
+    """How long each probe call of the timed part waited for the write lock."""
     worker_write_seconds: list[float] = field(default_factory=list)
-    """Each write transaction of the workers, over the whole run."""
+    """How long each write transaction of the workers held the write lock, over the whole run."""
 
     @property
     def turns_per_second(self) -> float:
@@ -148,8 +152,10 @@ async def measure_throughput(path: Path, processes: int, sessions: int, turns: i
             for process in processes_started:
                 process.wait(timeout=30)
     calls = [tuple(map(float, line.split())) for line in probe_times.read_text().splitlines()]
-    rpc_alone_seconds = [took for began, took in calls if began < alone_until]
-    rpc_seconds = [took for began, took in calls if timed_from <= began < timed_until]
+    rpc_alone_seconds = [took for began, took, _ in calls if began < alone_until]
+    timed_calls = [call for call in calls if timed_from <= call[0] < timed_until]
+    rpc_seconds = [took for _, took, _ in timed_calls]
+    rpc_wait_seconds = [waited for _, _, waited in timed_calls]
     worker_write_seconds = [
         float(line) for each in times if each.exists() for line in each.read_text().split()
     ]
@@ -161,5 +167,6 @@ async def measure_throughput(path: Path, processes: int, sessions: int, turns: i
         client_cpu,
         rpc_seconds,
         rpc_alone_seconds,
+        rpc_wait_seconds,
         worker_write_seconds,
     )

@@ -1,0 +1,51 @@
+"""Time this process's SQLite write transactions: how long each waited for the lock, how long it held it.
+
+``record_write_transactions()`` wraps ``SqliteFlowStore.run`` and ``run_batch``
+for the rest of the process. Each write transaction appends ``(waited, held)``:
+from the call until its work began (the store's own lock, the turnstile and
+``BEGIN IMMEDIATE``, so mostly the wait for SQLite's write lock), and from then
+until the call returned (the work, ``COMMIT`` and its fsync: the time the
+write lock was held).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.ports.flow_store import StoreTransaction
+
+
+def record_write_transactions() -> list[tuple[float, float]]:
+    """Start timing every write transaction of this process; the list fills as they run."""
+    timings: list[tuple[float, float]] = []
+
+    def begun(work: Callable[[StoreTransaction], Any], began: list[float]) -> Callable[..., Any]:
+        def run(tx: StoreTransaction) -> Any:
+            if not began:
+                began.append(time.perf_counter())
+            return work(tx)
+
+        return run
+
+    def timed(method: Callable[..., Any], batch: bool) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def run(store: SqliteFlowStore, work: Any, *args: Any, **kwargs: Any) -> Any:
+            called, began = time.perf_counter(), list[float]()
+            works: Sequence[Any] = work if batch else [work]
+            wrapped = [begun(each, began) for each in works]
+            try:
+                return method(store, wrapped if batch else wrapped[0], *args, **kwargs)
+            finally:
+                ended = time.perf_counter()
+                if began:
+                    timings.append((began[0] - called, ended - began[0]))
+
+        return run
+
+    SqliteFlowStore.run = timed(SqliteFlowStore.run, batch=False)  # type: ignore[method-assign]
+    SqliteFlowStore.run_batch = timed(SqliteFlowStore.run_batch, batch=True)  # type: ignore[method-assign]
+    return timings
