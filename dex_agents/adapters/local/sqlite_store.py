@@ -71,6 +71,9 @@ class SqliteFlowStore:
 
     The schema is created when the file is new. ``busy_timeout`` bounds how long a
     transaction waits for another connection's write lock (``StoreBusyError``).
+    Writers of the file take that lock in turn (``WriterTurnstile``, through a
+    ``<name>-writers`` file beside it), and long values and Stream events are
+    stored compressed (``stored_text``).
     """
 
     def __init__(self, path: str | Path, *, busy_timeout: timedelta = DEFAULT_BUSY_TIMEOUT) -> None:

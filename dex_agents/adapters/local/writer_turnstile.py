@@ -50,13 +50,16 @@ class WriterTurnstile:
 
         The write lock is tried every millisecond or sooner, not on SQLite's own
         schedule, whose pauses grow to 100 ms: a writer whose turn has come
-        begins within a millisecond of the transaction before it. A writer not
-        let through the turnstile within its patience tries the lock anyway.
-        Raises SQLite's busy error when the lock stays taken past ``patience``.
+        begins within a millisecond of the transaction before it. Raises
+        SQLite's busy error when the turnstile or the lock stays taken past
+        ``patience``: a writer that went ahead of the one holding the turnstile
+        would take the lock in the instants it is free between that writer's
+        tries, commit after commit, and leave it waiting out its own patience.
         """
         deadline = time.monotonic() + patience
         fd = self._fd
-        turned = fd is not None and _retried(lambda: _try_flock(fd), deadline)
+        if fd is not None and not _retried(lambda: _try_flock(fd), deadline):
+            raise _busy("another writer is waiting for the write lock")
         try:
             # The busy timeout is the connection's own patience for every other statement;
             # only this BEGIN is retried here, so it is off while that runs.
@@ -67,7 +70,7 @@ class WriterTurnstile:
             finally:
                 connection.execute(f"PRAGMA busy_timeout = {round(patience * 1000)}")
         finally:
-            if turned and fd is not None:
+            if fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
@@ -75,6 +78,14 @@ class WriterTurnstile:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _busy(reason: str) -> sqlite3.OperationalError:
+    # The error SQLite raises for a taken write lock, so the store reports both alike.
+    error = sqlite3.OperationalError(f"database is locked: {reason}")
+    error.sqlite_errorcode = sqlite3.SQLITE_BUSY
+    error.sqlite_errorname = "SQLITE_BUSY"
+    return error
 
 
 def _try_flock(fd: int) -> bool:
