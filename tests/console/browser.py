@@ -63,5 +63,13 @@ async def serve_console_and_page(app: Starlette) -> AsyncIterator[tuple[str, Pag
 
 
 async def message_texts(page: Page) -> list[str]:
-    """The transcript the page shows: each stored message's text (role label included)."""
-    return await page.locator("#messages .msg").all_inner_texts()
+    """The transcript the page shows: each stored message's role label and text, a line each.
+
+    Read from the elements' text, not ``innerText``: that follows layout (the
+    label ends in a line break only while it is laid out as a block), and once,
+    in a loaded CI run, the same transcript came back without the breaks.
+    """
+    texts = await page.locator("#messages .msg").evaluate_all(
+        "messages => messages.map((m) => Array.from(m.childNodes, (n) => n.textContent).join('\\n'))"
+    )
+    return [str(text) for text in texts]
