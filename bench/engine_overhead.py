@@ -233,12 +233,13 @@ def _work_name(work: Callable[..., Any]) -> str:
     return name.replace(".<locals>.", ".")
 
 
-def rss_bytes() -> int:
-    """This process's resident set size, from /proc/self/status."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+def rss_bytes(pid: int | str = "self") -> int:
+    """The resident set size of process ``pid`` (this one by default), from /proc/<pid>/status."""
+    status = Path(f"/proc/{pid}/status")
+    for line in status.read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    raise RuntimeError(f"no VmRSS in {status}")
 
 
 def cpu_seconds() -> float:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import workload
+from engine_overhead import rss_bytes
 from throughput import WORKER, holds_open, process_cpu_seconds
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
@@ -48,14 +49,6 @@ class WaitingSessions:
     def rss_growth_bytes(self) -> int:
         """How much more memory the worker holds with every session waiting, after idling."""
         return self.rss_after_bytes - self.rss_before_bytes
-
-
-def rss_bytes(pid: int) -> int:
-    """``VmRSS`` of process ``pid``."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"/proc/{pid}/status has no VmRSS")
 
 
 def _waiting_at_first_message(tx: StoreTransaction) -> int:
