@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -55,3 +58,30 @@ def add_flows(store: FlowStore, *rows: FlowRow) -> None:
 
 def add_executions(store: FlowStore, *rows: ExecutionRow) -> list[int]:
     return store.run(lambda tx: [tx.insert_execution(row) for row in rows])
+
+
+@contextlib.contextmanager
+def write_held_open(
+    store: FlowStore, first: Callable[[StoreTransaction], None] | None = None
+) -> Iterator[None]:
+    """For the body, a write transaction of ``store`` in another thread holds the write lock.
+
+    ``first`` runs in that transaction before it waits; nothing is committed
+    until the body ends.
+    """
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(tx: StoreTransaction) -> None:
+        if first is not None:
+            first(tx)
+        holding.set()
+        release.wait()
+
+    thread = threading.Thread(target=store.run, args=(hold,))
+    thread.start()
+    try:
+        assert holding.wait(10), "the holding transaction never began"
+        yield
+    finally:
+        release.set()
+        thread.join()

@@ -23,7 +23,7 @@ from dex_agents.adapters.local.sqlite_store import (
 )
 from dex_agents.ports.errors import EngineError
 from dex_agents.ports.flow_store import StoreTransaction
-from tests.adapters.flow_store_rows import add_flows, at, flow
+from tests.adapters.flow_store_rows import add_flows, at, flow, write_held_open
 
 
 def test_sqlite_data_survives_a_fresh_store_on_the_same_path(tmp_path: Path) -> None:
@@ -142,21 +142,8 @@ def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
 def test_sqlite_reports_a_lock_held_past_the_busy_timeout(tmp_path: Path) -> None:
     path = tmp_path / "flows.sqlite3"
     holder, waiter = SqliteFlowStore(path), SqliteFlowStore(path, busy_timeout=timedelta(0))
-    holding, release = threading.Event(), threading.Event()
-
-    def hold(tx: StoreTransaction) -> None:
-        holding.set()
-        release.wait()
-
-    thread = threading.Thread(target=holder.run, args=(hold,))
-    thread.start()
-    try:
-        holding.wait()
-        with pytest.raises(StoreBusyError) as raised:
-            waiter.run(lambda tx: tx.get_flow("f1"))
-    finally:
-        release.set()
-        thread.join()
+    with write_held_open(holder), pytest.raises(StoreBusyError) as raised:
+        waiter.run(lambda tx: tx.get_flow("f1"))
     assert isinstance(raised.value, EngineError)
     assert raised.value.retryable is True
     assert str(raised.value) == (
@@ -186,24 +173,10 @@ def test_sqlite_a_read_does_not_wait_for_another_connections_write_lock(tmp_path
     writer = SqliteFlowStore(path)
     reader = SqliteFlowStore(path, busy_timeout=timedelta(milliseconds=100))
     writer.run(lambda tx: tx.put_value("f1", "a", "", "1"))
-    holding = threading.Event()
-    release = threading.Event()
-
-    def hold(tx: StoreTransaction) -> None:
-        tx.put_value("f1", "a", "", "2")
-        holding.set()
-        release.wait(5)
-
-    thread = threading.Thread(target=lambda: writer.run(hold))
-    thread.start()
-    try:
-        assert holding.wait(5)
+    with write_held_open(writer, lambda tx: tx.put_value("f1", "a", "", "2")):
         # The writer holds the write lock with an uncommitted change: the reader sees the
         # last committed snapshot at once instead of timing out.
         assert reader.read(lambda tx: tx.get_value("f1", "a", "")) == "1"
-    finally:
-        release.set()
-        thread.join()
     assert reader.read(lambda tx: tx.get_value("f1", "a", "")) == "2"
     reader.close()
     writer.close()

@@ -16,7 +16,7 @@ import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreBusyError
 from dex_agents.ports.flow_store import StoreTransaction
-from tests.adapters.flow_store_rows import add_flows, flow
+from tests.adapters.flow_store_rows import add_flows, flow, write_held_open
 
 HOG_HOLDS = 0.02
 """Seconds a hog's transaction holds the write lock: long beside the moment it lets go."""
@@ -141,38 +141,27 @@ def test_a_writer_killed_while_it_holds_the_turnstile_holds_up_no_one(tmp_path: 
     path = tmp_path / "flows.sqlite3"
     holder = SqliteFlowStore(path)
     add_flows(holder, flow("f1"))
-    holding, release = threading.Event(), threading.Event()
-
-    def hold(tx: StoreTransaction) -> None:
-        holding.set()
-        release.wait()
-
-    thread = threading.Thread(target=holder.run, args=(hold,))
-    thread.start()
-    holding.wait()
-    waiter = subprocess.Popen(
-        [sys.executable, "-c", WAITING_WRITER, str(path)], stdout=subprocess.PIPE, text=True
-    )
-    try:
+    with write_held_open(holder):
+        waiter = subprocess.Popen(
+            [sys.executable, "-c", WAITING_WRITER, str(path)], stdout=subprocess.PIPE, text=True
+        )
         assert waiter.stdout is not None
-        assert waiter.stdout.readline() == "writing\n"
-        turnstile = os.open(tmp_path / "flows.sqlite3-writers", os.O_RDWR)
         try:
-            # The waiting writer holds the turnstile while the write lock is taken.
-            while _free(turnstile):
-                assert waiter.poll() is None
-            os.kill(waiter.pid, signal.SIGKILL)
-            waiter.wait(timeout=10)
-            assert _free(turnstile), "a killed writer's turnstile goes with its process"
+            assert waiter.stdout.readline() == "writing\n"
+            turnstile = os.open(tmp_path / "flows.sqlite3-writers", os.O_RDWR)
+            try:
+                # The waiting writer holds the turnstile while the write lock is taken.
+                while _free(turnstile):
+                    assert waiter.poll() is None
+                os.kill(waiter.pid, signal.SIGKILL)
+                waiter.wait(timeout=10)
+                assert _free(turnstile), "a killed writer's turnstile goes with its process"
+            finally:
+                os.close(turnstile)
         finally:
-            os.close(turnstile)
-    finally:
-        release.set()
-        thread.join()
-        if waiter.poll() is None:
-            waiter.kill()
-            waiter.wait()
-        if waiter.stdout is not None:
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.wait()
             waiter.stdout.close()
     after = SqliteFlowStore(path, busy_timeout=timedelta(0))  # must not wait at all
     try:
