@@ -179,3 +179,22 @@ def _free(fd: int) -> bool:
         return False
     fcntl.flock(fd, fcntl.LOCK_UN)
     return True
+
+
+def test_a_writer_that_cannot_pass_the_turnstile_in_time_never_goes_ahead(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    impatient = SqliteFlowStore(path, busy_timeout=timedelta(0))
+    add_flows(impatient, flow("f1"))
+    turnstile = os.open(tmp_path / "flows.sqlite3-writers", os.O_RDWR)
+    try:
+        # As a writer waiting for the lock holds it; the write lock itself is free.
+        fcntl.flock(turnstile, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(StoreBusyError):
+            impatient.run(lambda tx: tx.put_value("f1", "ahead", "", '"no"'))
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        impatient.run(lambda tx: tx.put_value("f1", "after", "", '"yes"'))
+        assert impatient.read(lambda tx: tx.get_value("f1", "ahead", "")) is None
+        assert impatient.read(lambda tx: tx.get_value("f1", "after", "")) == '"yes"'
+    finally:
+        os.close(turnstile)
+        impatient.close()
