@@ -33,7 +33,7 @@ class PrefixCache(Generic[T, S]):
 
     Keeps at most ``entries`` keys and ``elements`` elements in all, least
     recently used dropped first; a longer prefix is not kept. Thread-safe:
-    Steps run on the event loop and RPCs on a store thread.
+    Steps run on the event loop, and RPCs on it or on a store thread.
     """
 
     def __init__(

@@ -9,7 +9,10 @@ the same semantics except durability).
 
 Every call of ``FlowStore.run`` is one atomic transaction: either all its writes
 happen or none does, and no other transaction sees a half of it. Transactions
-are serialized. ``run`` blocks; the engine calls it from a worker thread.
+are serialized. ``run`` blocks; the engine calls it from a worker thread. A
+store that can tell at once whether a transaction would wait for a lock is also
+an ``InlineFlowStore``: the engine then runs the transactions that would not on
+its event loop's thread, and only those that would on the worker thread.
 
 Values travel as JSON text in the wire form of ``dex_agents.domain.wire``; the
 store never decodes them. Times are timezone-aware UTC datetimes.
@@ -21,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 R = TypeVar("R")
 
@@ -388,9 +391,43 @@ class FlowStore(Protocol):
         ...
 
     def change_counter(self) -> int:
-        """A number that changes whenever any process commits a change (a cheap poll)."""
+        """A number that changes whenever any process commits a change.
+
+        A cheap poll that never waits behind a transaction: the engine calls it on its
+        event loop's thread.
+        """
         ...
 
     def close(self) -> None:
         """Release the store's resources."""
+        ...
+
+
+class StoreWouldWaitError(Exception):
+    """An ``InlineFlowStore`` try found a lock taken: nothing ran; run it where waiting is fine.
+
+    Not a store fault: the same work run with ``run``, ``run_batch`` or ``read``
+    waits for the lock as usual.
+    """
+
+
+@runtime_checkable
+class InlineFlowStore(FlowStore, Protocol):
+    """A ``FlowStore`` that can try a transaction without waiting for any lock.
+
+    The engine runs the tries on its event loop's thread, so a try never waits:
+    when another thread or process holds a lock the transaction needs, it raises
+    ``StoreWouldWaitError`` before running any work, and the engine runs the same
+    work with ``run_batch`` or ``read`` on its store thread instead. A try that
+    began runs exactly as those do, its commit's flush included.
+    """
+
+    def try_run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        """``run_batch``, or ``StoreWouldWaitError`` with nothing run when it would wait."""
+        ...
+
+    def try_read(self, work: Callable[[StoreTransaction], R]) -> R:
+        """``read``, or ``StoreWouldWaitError`` with nothing run when it would wait."""
         ...

@@ -59,7 +59,7 @@ DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 class DecodedValues:
     """A least-recently-used map from (type, JSON text) to the decoded value, bounded in bytes.
 
-    Thread-safe: Steps read on the event loop, RPCs on the store thread.
+    Thread-safe: Steps read on the event loop, RPCs on it or on the store thread.
     """
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:

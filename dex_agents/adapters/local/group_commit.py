@@ -1,13 +1,19 @@
-"""Group commit: the write transactions that queue up while one commits are committed together.
+"""Group commit: the write transactions that queue up together are committed together.
 
 Each Step's result is one fsync'd commit, and on this engine a commit is mostly
-the fsync. While one commit runs on the store thread, the next ones wait; the
-store thread then takes every waiting one and runs them as one store
+the fsync. The works queued while the event loop runs one round of its ready
+callbacks, or while a commit runs, are taken together and run as one store
 transaction (``FlowStore.run_batch``), each in a savepoint of its own, so one
 fsync makes many durable and a work that raises undoes only itself. A lone
 transaction is run as it is. The outcome each caller gets is its own work's:
 its result or its exception, and for ``run_quietly`` whether the whole batch was
 quiet (nothing in it left work for a claim round).
+
+Where the commit runs: with an ``InlineFlowStore``, on the event loop's thread,
+tried without waiting for any lock (``try_run_batch``); a batch that would wait
+goes to the store thread, which then drains the queue until it is empty, and
+the loop's thread takes over again after it. A store that cannot try commits
+on the store thread only.
 """
 
 from __future__ import annotations
@@ -20,7 +26,13 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction
+from dex_agents.ports.flow_store import (
+    BatchOutcome,
+    FlowStore,
+    InlineFlowStore,
+    StoreTransaction,
+    StoreWouldWaitError,
+)
 
 R = TypeVar("R")
 
@@ -39,6 +51,7 @@ class GroupCommitQueue:
 
     def __init__(self, store: FlowStore, executor: Executor) -> None:
         self._store = store
+        self._inline = store if isinstance(store, InlineFlowStore) else None
         self._executor = executor
         self._lock = threading.Lock()
         self._queued: list[_Queued[Any]] = []
@@ -59,14 +72,19 @@ class GroupCommitQueue:
             start = not self._draining
             self._draining = True
         if start:
-            loop.run_in_executor(self._executor, self._drain)
+            if self._inline is not None:
+                # At the loop's next round, so the works its ready callbacks queue join this one.
+                loop.call_soon(self._drain_here)
+            else:
+                loop.run_in_executor(self._executor, self._drain)
         outcome, counter, quiet_batch = await future
         if outcome.error is not None:
             raise outcome.error
         result: R = outcome.value
         return result, counter, quiet_batch
 
-    def _drain(self) -> None:
+    def _drain_here(self) -> None:
+        """Commit the queue on the loop's thread, until it is empty or a batch would wait."""
         while True:
             with self._lock:
                 batch, self._queued = self._queued, []
@@ -74,25 +92,54 @@ class GroupCommitQueue:
                     self._draining = False
                     return
             try:
-                outcomes = self._commit(batch)
-                counter = self._store.change_counter()
-            except Exception as error:  # the whole transaction failed: every caller learns why
-                for queued in batch:
-                    _settle(queued, (BatchOutcome(error=_copy(error)), 0, False))
-                continue
-            except BaseException:
-                stopped = RuntimeError("the store thread stopped before this commit")
-                for queued in batch:
-                    _settle(queued, (BatchOutcome(error=stopped), 0, False))
+                if not self._commit_batch(batch, self._commit_now):
+                    return
+            except StoreWouldWaitError:
                 with self._lock:
+                    self._queued[:0] = batch  # first in line: commits stay in queue order
+                asyncio.get_running_loop().run_in_executor(self._executor, self._drain)
+                return
+
+    def _drain(self) -> None:
+        """Commit the queue on the store thread until it is empty."""
+        while True:
+            with self._lock:
+                batch, self._queued = self._queued, []
+                if not batch:
                     self._draining = False
-                raise
-            quiet = all(
-                queued.quiet is not None and outcome.error is None and queued.quiet(outcome.value)
-                for queued, outcome in zip(batch, outcomes, strict=True)
-            )
-            for queued, outcome in zip(batch, outcomes, strict=True):
-                _settle(queued, (outcome, counter, quiet))
+                    return
+            if not self._commit_batch(batch, self._commit):
+                return
+
+    def _commit_batch(
+        self,
+        batch: list[_Queued[Any]],
+        commit: Callable[[list[_Queued[Any]]], list[BatchOutcome]],
+    ) -> bool:
+        """Commit ``batch`` and settle its callers; ``False`` when draining must stop."""
+        try:
+            outcomes = commit(batch)
+            counter = self._store.change_counter()
+        except StoreWouldWaitError:
+            raise
+        except Exception as error:  # the whole transaction failed: every caller learns why
+            for queued in batch:
+                _settle(queued, (BatchOutcome(error=_copy(error)), 0, False))
+            return True
+        except BaseException:
+            stopped = RuntimeError("the store stopped before this commit")
+            for queued in batch:
+                _settle(queued, (BatchOutcome(error=stopped), 0, False))
+            with self._lock:
+                self._draining = False
+            raise
+        quiet = all(
+            queued.quiet is not None and outcome.error is None and queued.quiet(outcome.value)
+            for queued, outcome in zip(batch, outcomes, strict=True)
+        )
+        for queued, outcome in zip(batch, outcomes, strict=True):
+            _settle(queued, (outcome, counter, quiet))
+        return True
 
     def _commit(self, batch: list[_Queued[Any]]) -> list[BatchOutcome]:
         if len(batch) == 1:
@@ -103,6 +150,11 @@ class GroupCommitQueue:
                 return [BatchOutcome(error=error)]
         durable = any(queued.durable for queued in batch)
         return list(self._store.run_batch([queued.work for queued in batch], durable=durable))
+
+    def _commit_now(self, batch: list[_Queued[Any]]) -> list[BatchOutcome]:
+        assert self._inline is not None
+        durable = any(queued.durable for queued in batch)
+        return list(self._inline.try_run_batch([queued.work for queued in batch], durable=durable))
 
 
 def _copy(error: Exception) -> Exception:
@@ -120,6 +172,16 @@ def _settle(queued: _Queued[Any], outcome: tuple[BatchOutcome, int, bool]) -> No
         if not queued.future.done():
             queued.future.set_result(outcome)
 
+    if _running_loop() is queued.loop:
+        settle()  # on the caller's own loop: no wake-up through its self-pipe
+        return
     # A closed loop raises RuntimeError: nobody waits for this outcome any more.
     with contextlib.suppress(RuntimeError):
         queued.loop.call_soon_threadsafe(settle)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

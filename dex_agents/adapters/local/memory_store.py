@@ -9,9 +9,10 @@ re-entrant lock serializes transactions.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
@@ -33,6 +34,7 @@ from dex_agents.ports.flow_store import (
     FlowStatus,
     MessageRow,
     StoreTransaction,
+    StoreWouldWaitError,
     run_each,
 )
 
@@ -471,6 +473,27 @@ class MemoryFlowStore:
             return result
 
         return self.run(checked)
+
+    def try_run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        """``run_batch``, unless another thread is in a transaction: then ``StoreWouldWaitError``."""
+        with self._held_now():
+            return self.run_batch(works, durable=durable)
+
+    def try_read(self, work: Callable[[StoreTransaction], R]) -> R:
+        """``read``, unless another thread is in a transaction: then ``StoreWouldWaitError``."""
+        with self._held_now():
+            return self.read(work)
+
+    @contextlib.contextmanager
+    def _held_now(self) -> Iterator[None]:
+        if not self._lock.acquire(blocking=False):
+            raise StoreWouldWaitError("another thread is in a transaction of the memory store")
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def change_counter(self) -> int:
         """The number of committed transactions that wrote something."""

@@ -15,7 +15,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +35,7 @@ from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
 from dex_agents.ports.flow_store import (
     BatchOutcome,
     StoreTransaction,
+    StoreWouldWaitError,
 )
 
 R = TypeVar("R")
@@ -238,32 +239,50 @@ class SqliteFlowStore:
         A work that raises an ``Exception`` is rolled back to its savepoint; a
         failure of SQLite itself rolls the whole transaction back and raises.
         """
-
-        def each(tx: StoreTransaction) -> list[BatchOutcome]:
-            assert isinstance(tx, SqliteTransaction)
-            outcomes = []
-            for work in works:
-                tx.savepoint()
-                try:
-                    value = work(tx)
-                except sqlite3.Error:
-                    raise
-                except Exception as error:
-                    tx.rollback_to_savepoint()
-                    outcomes.append(BatchOutcome(error=error))
-                else:
-                    tx.release_savepoint()
-                    outcomes.append(BatchOutcome(value=value))
-            return outcomes
-
-        return self._run_work(each, read_only=False, durable=durable)
+        return self._run_work(_each_in_savepoint(works), read_only=False, durable=durable)
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         """Run read-only ``work`` on a WAL snapshot: it takes no write lock, so writers never wait for it."""
         return self._run_work(work, read_only=True)
 
+    def try_run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        """``run_batch`` if this store's connection is free and no connection holds the
+        write lock or the turnstile right now; otherwise ``StoreWouldWaitError``."""
+        with self._held_now():
+            return self._run_work(
+                _each_in_savepoint(works),
+                read_only=False,
+                durable=durable,
+                begin=self._begin_write_now,
+            )
+
+    def try_read(self, work: Callable[[StoreTransaction], R]) -> R:
+        """``read`` if this store's connection is free; otherwise ``StoreWouldWaitError``.
+
+        A WAL read never waits for another connection, only for this store's own
+        connection, which another thread may be using.
+        """
+        with self._held_now():
+            return self._run_work(work, read_only=True)
+
+    @contextlib.contextmanager
+    def _held_now(self) -> Iterator[None]:
+        if not self._lock.acquire(blocking=False):
+            raise StoreWouldWaitError(f"another thread is in a transaction of {self.path}")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
     def _run_work(
-        self, work: Callable[[StoreTransaction], R], *, read_only: bool, durable: bool = True
+        self,
+        work: Callable[[StoreTransaction], R],
+        *,
+        read_only: bool,
+        durable: bool = True,
+        begin: Callable[[sqlite3.Connection], None] | None = None,
     ) -> R:
         with self._lock:
             if self._connection is None:
@@ -279,7 +298,7 @@ class SqliteFlowStore:
                     return self._transact(connection, lambda _: work(tx), "BEGIN DEFERRED")
                 if not durable:
                     connection.execute("PRAGMA synchronous = NORMAL")
-                return self._transact(connection, lambda _: work(tx), self._begin_write)
+                return self._transact(connection, lambda _: work(tx), begin or self._begin_write)
             except sqlite3.Error as error:
                 raise self._translate(error) from error
             except StoredValueError as error:
@@ -294,6 +313,11 @@ class SqliteFlowStore:
     def _begin_write(self, connection: sqlite3.Connection) -> None:
         assert self._turnstile is not None  # set once the file opened, before any work runs
         self._turnstile.begin(connection, self.busy_timeout.total_seconds())
+
+    def _begin_write_now(self, connection: sqlite3.Connection) -> None:
+        assert self._turnstile is not None
+        if not self._turnstile.try_begin(connection, self.busy_timeout.total_seconds()):
+            raise StoreWouldWaitError(f"another connection is writing to {self.path}")
 
     def change_counter(self) -> int:
         """SQLite's ``PRAGMA data_version`` on a polling connection: it changes on every commit."""
@@ -319,3 +343,28 @@ class SqliteFlowStore:
             if self._turnstile is not None:
                 self._turnstile.close()
                 self._turnstile = None
+
+
+def _each_in_savepoint(
+    works: Sequence[Callable[[StoreTransaction], Any]],
+) -> Callable[[StoreTransaction], list[BatchOutcome]]:
+    """One transaction's work that runs ``works`` in order, each in a savepoint of its own."""
+
+    def each(tx: StoreTransaction) -> list[BatchOutcome]:
+        assert isinstance(tx, SqliteTransaction)
+        outcomes = []
+        for work in works:
+            tx.savepoint()
+            try:
+                value = work(tx)
+            except sqlite3.Error:
+                raise
+            except Exception as error:
+                tx.rollback_to_savepoint()
+                outcomes.append(BatchOutcome(error=error))
+            else:
+                tx.release_savepoint()
+                outcomes.append(BatchOutcome(value=value))
+        return outcomes
+
+    return each

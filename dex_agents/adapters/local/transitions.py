@@ -1,8 +1,9 @@
 """The embedded engine's rules, each one store transaction: start, wait, claim, commit, fail.
 
 These functions run inside ``FlowStore.run`` and do only store reads and writes;
-``LocalEngine`` calls them from its store thread, and the worker runs the Step
-code between them, outside any transaction. Every function that acts for a
+``LocalEngine`` runs them on its event loop's thread or, when they would wait for
+a lock, on its store thread, and the worker runs the Step code between them,
+outside any transaction. Every function that acts for a
 claimed attempt first checks that the attempt still holds its lease (fencing),
 so a worker that lost its lease can never commit over the attempt that replaced it.
 """

@@ -73,6 +73,25 @@ class WriterTurnstile:
             if fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
+    def try_begin(self, connection: sqlite3.Connection, busy_timeout: float) -> bool:
+        """``BEGIN IMMEDIATE`` on ``connection`` if nobody holds the turnstile or the write
+        lock right now; ``False``, with nothing begun, if somebody does.
+
+        ``busy_timeout`` (seconds) is the connection's patience to restore afterwards.
+        """
+        fd = self._fd
+        if fd is not None and not _try_flock(fd):
+            return False
+        try:
+            connection.execute("PRAGMA busy_timeout = 0")
+            try:
+                return _try_begin(connection)
+            finally:
+                connection.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
+        finally:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
     def close(self) -> None:
         """Close the file; the lock it held goes with it. The file itself stays for other processes."""
         if self._fd is not None:

@@ -1,0 +1,230 @@
+"""Store transactions that can begin at once run on the event loop's thread; the others do not.
+
+The loop must never wait for a lock held by another thread or process: such a
+transaction goes to the engine's store thread, in queue order, and the loop
+goes on meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.ports.flow_store import (
+    BatchOutcome,
+    FlowStore,
+    InlineFlowStore,
+    StoreTransaction,
+    StoreWouldWaitError,
+)
+from tests.adapters.flow_store_rows import add_flows, flow, write_held_open
+
+
+class TriedSqliteStore(SqliteFlowStore):
+    """The SQLite store, noting the size of every batch it was asked to try."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.tried: list[int] = []
+
+    def try_run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        self.tried.append(len(works))
+        return super().try_run_batch(works, durable=durable)
+
+
+def _stores(tmp_path: Path) -> dict[str, Callable[[], FlowStore]]:
+    return {
+        "sqlite": lambda: SqliteFlowStore(tmp_path / "flows.sqlite3"),
+        "memory": MemoryFlowStore,
+    }
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FlowStore]:
+    made = _stores(tmp_path)[request.param]()
+    add_flows(made, flow("f1"))
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@contextlib.contextmanager
+def in_transaction_elsewhere(store: FlowStore) -> Iterator[None]:
+    """For the body, another thread of this process is inside a transaction of ``store``."""
+    inside, release = threading.Event(), threading.Event()
+
+    def hold(_: StoreTransaction) -> None:
+        inside.set()
+        release.wait()
+
+    thread = threading.Thread(target=store.read, args=(hold,))
+    thread.start()
+    try:
+        assert inside.wait(10)
+        yield
+    finally:
+        release.set()
+        thread.join()
+
+
+def _writes(name: str, ran_on: list[int]) -> Callable[[StoreTransaction], str]:
+    def write(tx: StoreTransaction) -> str:
+        ran_on.append(threading.get_ident())
+        tx.put_value("f1", name, "", f'"{name}"')
+        return name
+
+    return write
+
+
+def test_both_stores_can_try_without_waiting(store: FlowStore) -> None:
+    assert isinstance(store, InlineFlowStore)
+
+
+def test_a_try_runs_like_the_call_it_stands_for(store: FlowStore) -> None:
+    assert isinstance(store, InlineFlowStore)
+
+    def fails(_: StoreTransaction) -> None:
+        raise ValueError("no")
+
+    outcomes = store.try_run_batch([_writes("a", []), fails, _writes("b", [])])
+    assert [outcome.value for outcome in outcomes] == ["a", None, "b"]
+    assert isinstance(outcomes[1].error, ValueError)
+    assert store.try_read(lambda tx: tx.get_value("f1", "a", "")) == '"a"'
+    assert store.read(lambda tx: tx.get_value("f1", "b", "")) == '"b"'
+
+
+def test_a_try_while_another_thread_is_in_a_transaction_runs_nothing(store: FlowStore) -> None:
+    assert isinstance(store, InlineFlowStore)
+    ran: list[int] = []
+    with in_transaction_elsewhere(store):
+        with pytest.raises(StoreWouldWaitError):
+            store.try_run_batch([_writes("a", ran)])
+        with pytest.raises(StoreWouldWaitError):
+            store.try_read(lambda tx: ran.append(1))
+    assert ran == []
+    assert store.read(lambda tx: tx.get_value("f1", "a", "")) is None
+
+
+def test_a_sqlite_try_while_another_connection_writes_runs_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    store, other = SqliteFlowStore(path), SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+    ran: list[int] = []
+    try:
+        with write_held_open(other):
+            with pytest.raises(StoreWouldWaitError):
+                store.try_run_batch([_writes("a", ran)])
+            # A WAL read waits for no writer.
+            assert store.try_read(lambda tx: tx.get_value("f1", "a", "")) is None
+        assert ran == []
+        # The try left the connection's patience as it was.
+        assert store._connection is not None
+        timeout = store._connection.execute("PRAGMA busy_timeout").fetchone()[0]
+        assert timeout == round(store.busy_timeout.total_seconds() * 1000)
+        store.try_run_batch([_writes("a", ran)])
+        assert len(ran) == 1
+    finally:
+        other.close()
+        store.close()
+
+
+def test_a_sqlite_try_while_a_writer_waits_at_the_turnstile_runs_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    store = SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+    turnstile = os.open(tmp_path / "flows.sqlite3-writers", os.O_RDWR)
+    try:
+        fcntl.flock(turnstile, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(StoreWouldWaitError):
+            store.try_run_batch([_writes("ahead", [])])
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        assert store.read(lambda tx: tx.get_value("f1", "ahead", "")) is None
+    finally:
+        os.close(turnstile)
+        store.close()
+
+
+async def test_a_free_store_commits_and_reads_on_the_loops_thread(store: FlowStore) -> None:
+    engine = LocalEngine(store, [])
+    ran_on: list[int] = []
+    try:
+        assert await engine.run(_writes("a", ran_on)) == "a"
+        read = await engine.read(lambda tx: (threading.get_ident(), tx.get_value("f1", "a", "")))
+    finally:
+        engine.close()
+    assert ran_on == [threading.get_ident()]
+    assert read == (threading.get_ident(), '"a"')
+
+
+async def test_works_queued_in_one_round_of_the_loop_commit_as_one_batch(tmp_path: Path) -> None:
+    store = TriedSqliteStore(tmp_path / "flows.sqlite3")
+    add_flows(store, flow("f1"))
+    engine = LocalEngine(store, [])
+    try:
+        names = await asyncio.gather(*(engine.run(_writes(name, [])) for name in "abc"))
+    finally:
+        engine.close()
+        store.close()
+    assert names == ["a", "b", "c"]
+    assert store.tried == [3]
+
+
+async def test_a_commit_that_would_wait_goes_to_the_store_thread_and_the_loop_goes_on(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "flows.sqlite3"
+    store, other = SqliteFlowStore(path), SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+    engine = LocalEngine(store, [])
+    ran_on: list[int] = []
+    order: list[str] = []
+    try:
+        with write_held_open(other):
+            first = asyncio.ensure_future(engine.run(_writes("first", ran_on)))
+            await asyncio.sleep(0.05)  # the loop runs on while the lock is held elsewhere
+            assert not first.done()
+            # Queued behind the waiting one, it commits after it, on the store thread too.
+            second = asyncio.ensure_future(engine.run(_writes("second", ran_on)))
+            first.add_done_callback(lambda _: order.append("first"))
+            second.add_done_callback(lambda _: order.append("second"))
+            await asyncio.sleep(0.05)
+            assert not second.done()
+        assert await first == "first"
+        assert await second == "second"
+        assert order == ["first", "second"]
+        assert threading.get_ident() not in ran_on
+        # With the queue drained, the loop's thread commits again.
+        await engine.run(_writes("third", ran_on))
+        assert ran_on[-1] == threading.get_ident()
+    finally:
+        engine.close()
+        other.close()
+        store.close()
+
+
+async def test_a_read_while_another_thread_is_in_a_transaction_waits_off_the_loop(
+    store: FlowStore,
+) -> None:
+    engine = LocalEngine(store, [])
+    try:
+        with in_transaction_elsewhere(store):
+            read = asyncio.ensure_future(engine.read(lambda tx: threading.get_ident()))
+            await asyncio.sleep(0.05)
+            assert not read.done()
+        assert await read != threading.get_ident()
+    finally:
+        engine.close()
