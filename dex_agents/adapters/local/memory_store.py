@@ -13,7 +13,7 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -39,8 +39,20 @@ from dex_agents.ports.flow_store import (
 )
 
 K = TypeVar("K")
+Row = TypeVar("Row", FlowRow, ExecutionRow)
 V = TypeVar("V")
 R = TypeVar("R")
+
+
+def _copied(row: Row) -> Row:
+    """A copy of a stored row for the caller to keep: rows are mutable, the stored ones are not.
+
+    A field-for-field copy; ``dataclasses.replace`` builds the same through
+    ``__init__`` at five times the cost, and a turn reads dozens of rows.
+    """
+    copy = object.__new__(type(row))
+    copy.__dict__.update(row.__dict__)
+    return copy
 
 _CLAIMABLE = (ExecutionStatus.PENDING_WAIT, ExecutionStatus.READY)
 
@@ -104,7 +116,7 @@ class _MemoryTransaction(StoreTransaction):
     # Flow runs
     def get_flow(self, flow_id: str) -> FlowRow | None:
         row = self._t.flows.get(flow_id)
-        return None if row is None else replace(row)
+        return None if row is None else _copied(row)
 
     def insert_flow(self, row: FlowRow) -> None:
         stored = normalized_flow(row)
@@ -120,7 +132,7 @@ class _MemoryTransaction(StoreTransaction):
 
     def list_flows(self) -> Sequence[FlowRow]:
         rows = sorted(self._t.flows.values(), key=lambda row: row.created_at)
-        return [replace(row) for row in rows]
+        return [_copied(row) for row in rows]
 
     # Attribute values
     def get_value(self, flow_id: str, name: str, key: str) -> str | None:
@@ -252,7 +264,7 @@ class _MemoryTransaction(StoreTransaction):
 
     def get_execution(self, execution_id: int) -> ExecutionRow | None:
         row = self._t.executions.get(execution_id)
-        return None if row is None else replace(row)
+        return None if row is None else _copied(row)
 
     def update_execution(self, row: ExecutionRow) -> None:
         stored = normalized_execution(row)
@@ -287,7 +299,7 @@ class _MemoryTransaction(StoreTransaction):
         else:
             ids = self._t.flow_executions.get(flow_id, [])
         rows = (self._t.executions[i] for i in ids)
-        return [replace(row) for row in rows if statuses is None or row.status in statuses]
+        return [_copied(row) for row in rows if statuses is None or row.status in statuses]
 
     def prune_finished_executions(self, flow_id: str, keep: int) -> int:
         if keep < 1:
@@ -314,23 +326,23 @@ class _MemoryTransaction(StoreTransaction):
             for row in self._active_rows(_CLAIMABLE)
             if (row.not_before is None or row.not_before <= now) and self._flow_running(row.flow_id)
         ]
-        return [replace(row) for row in rows[:limit]]
+        return [_copied(row) for row in rows[:limit]]
 
     def due_timer_executions(self, now: datetime) -> Sequence[ExecutionRow]:
         now = utc_time(now, "now")
         rows = self._active_rows((ExecutionStatus.WAITING,))
-        return [replace(r) for r in rows if r.timer_at is not None and r.timer_at <= now]
+        return [_copied(r) for r in rows if r.timer_at is not None and r.timer_at <= now]
 
     def expired_lease_executions(self, now: datetime) -> Sequence[ExecutionRow]:
         now = utc_time(now, "now")
         rows = self._active_rows((ExecutionStatus.RUNNING,))
         return [
-            replace(r) for r in rows if r.lease_expires_at is not None and r.lease_expires_at < now
+            _copied(r) for r in rows if r.lease_expires_at is not None and r.lease_expires_at < now
         ]
 
     def leased_executions(self, owner: str) -> Sequence[ExecutionRow]:
         rows = self._active_rows((ExecutionStatus.RUNNING,))
-        return [replace(row) for row in rows if row.lease_owner == owner]
+        return [_copied(row) for row in rows if row.lease_owner == owner]
 
     def next_timer_at(self) -> datetime | None:
         times: list[datetime] = []
