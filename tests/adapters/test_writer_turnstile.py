@@ -8,14 +8,15 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreBusyError
-from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.flow_store import StoreTransaction, StoreWouldWaitError
 from tests.adapters.flow_store_rows import add_flows, flow, write_held_open
 
 HOG_HOLDS = 0.02
@@ -204,3 +205,108 @@ def test_a_writer_that_cannot_pass_the_turnstile_in_time_never_goes_ahead(tmp_pa
     finally:
         os.close(turnstile)
         impatient.close()
+
+
+RANKED_CLIENT = """
+import sys
+from datetime import timedelta
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+sys.path.insert(0, sys.argv[2])
+from tests.adapters.test_writer_turnstile import take_rank
+store = SqliteFlowStore(sys.argv[1], busy_timeout=timedelta(seconds=60), client=True)
+store.run(take_rank("client"))
+store.close()
+"""
+
+
+def take_rank(name: str) -> Callable[[StoreTransaction], None]:
+    """A write that notes which writer it was: 1 for the first to commit, then 2, ..."""
+
+    def write(tx: StoreTransaction) -> None:
+        rank = int(tx.get_value("f1", "ranks", "") or "0") + 1
+        tx.put_value("f1", "ranks", "", str(rank))
+        tx.put_value("f1", name, "", str(rank))
+
+    return write
+
+
+def _flock_holders(path: Path) -> set[int]:
+    """The PIDs holding an ``flock`` on ``path`` (``/proc/locks``)."""
+    inode = os.stat(path).st_ino
+    holders = set()
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if fields[1] == "FLOCK" and fields[5].split(":")[-1] == str(inode):
+            holders.add(int(fields[4]))
+    return holders
+
+
+def test_a_client_goes_ahead_of_a_worker_waiting_for_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    holder = SqliteFlowStore(path)
+    worker = SqliteFlowStore(path, busy_timeout=timedelta(seconds=60))
+    add_flows(holder, flow("f1"))
+    writers = tmp_path / "flows.sqlite3-writers"
+    try:
+        with write_held_open(holder):
+            waiting = threading.Thread(target=worker.run, args=(take_rank("worker"),))
+            waiting.start()
+            # The worker's writer holds the turnstile while the write lock is taken.
+            give_up = time.monotonic() + 60  # a guard against a hang, not a timing
+            while os.getpid() not in _flock_holders(writers):
+                assert waiting.is_alive() and time.monotonic() < give_up
+            client = subprocess.Popen(
+                [sys.executable, "-c", RANKED_CLIENT, str(path), str(Path.cwd())]
+            )
+            try:
+                # The worker lets go of the turnstile for the client, who now waits there.
+                while client.pid not in _flock_holders(writers):
+                    assert client.poll() is None
+                    assert time.monotonic() < give_up, "the worker never let the client go first"
+            except BaseException:
+                client.kill()
+                raise
+        assert client.wait(timeout=60) == 0
+        waiting.join()
+
+        def ranks(tx: StoreTransaction) -> tuple[str | None, str | None]:
+            return tx.get_value("f1", "client", ""), tx.get_value("f1", "worker", "")
+
+        assert holder.read(ranks) == ("1", "2")
+    finally:
+        worker.close()
+        holder.close()
+
+
+def test_a_worker_steps_back_for_a_waiting_client_only_for_a_while(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    worker = SqliteFlowStore(path)
+    add_flows(worker, flow("f1"))
+    clients = os.open(tmp_path / "flows.sqlite3-clients", os.O_RDWR)
+    try:
+        # As a client waiting for the lock holds it, for ever.
+        fcntl.flock(clients, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        # A try never waits, so it leaves the write to the store's thread...
+        with pytest.raises(StoreWouldWaitError):
+            worker.try_run_batch([take_rank("tried")])
+        # ...where the worker steps back for at most MOST_YIELD, then writes in turn.
+        worker.run(take_rank("worker"))
+        assert worker.read(lambda tx: tx.get_value("f1", "worker", "")) == "1"
+        assert worker.read(lambda tx: tx.get_value("f1", "tried", "")) is None
+    finally:
+        os.close(clients)
+        worker.close()
+
+
+def test_a_client_does_not_step_back_for_other_clients(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    client = SqliteFlowStore(path, client=True)
+    add_flows(client, flow("f1"))
+    clients = os.open(tmp_path / "flows.sqlite3-clients", os.O_RDWR)
+    try:
+        fcntl.flock(clients, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        client.try_run_batch([take_rank("client")])
+        assert client.read(lambda tx: tx.get_value("f1", "client", "")) == "1"
+    finally:
+        os.close(clients)
+        client.close()

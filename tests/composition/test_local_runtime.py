@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dex_agents import AgentSessionFlow, ToolEffect
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.builtin_loop import (
     AgentDefinition,
     ModelRequest,
@@ -205,3 +206,13 @@ async def test_the_stream_tail_token_skips_every_retained_event(tmp_path: Path) 
         assert await sessions.send_user_message("s-1", "hello")
         event = await client.read_stream(flow, "s-1", tail, poll_timeout=timedelta(seconds=10))
         assert event.value.type == "turn_started"
+
+
+@pytest.mark.parametrize(("workers", "client"), [(0, True), (1, False)])
+async def test_a_runtime_without_workers_writes_as_a_client(
+    tmp_path: Path, workers: int, client: bool
+) -> None:
+    async with LocalRuntime(tmp_path / "db.sqlite3", [make_flow()], workers=workers) as runtime:
+        store = runtime.flow_client._engine.store
+        assert isinstance(store, SqliteFlowStore)
+        assert store.client is client

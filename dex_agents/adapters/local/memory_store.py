@@ -54,6 +54,7 @@ def _copied(row: Row) -> Row:
     copy.__dict__.update(row.__dict__)
     return copy
 
+
 _CLAIMABLE = (ExecutionStatus.PENDING_WAIT, ExecutionStatus.READY)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -132,7 +133,10 @@ class EngineRuntime:
             store = MemoryFlowStore()
         else:
             path = check_database_file(self._path, must_exist=not self._create)
-            store = await asyncio.to_thread(SqliteFlowStore, path)
+            # A runtime with no worker is a client: its RPCs go ahead of workers' commits.
+            store = await asyncio.to_thread(
+                functools.partial(SqliteFlowStore, path, client=self._worker_count == 0)
+            )
         try:
             engine = LocalEngine(
                 store,

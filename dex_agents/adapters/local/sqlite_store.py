@@ -74,10 +74,18 @@ class SqliteFlowStore:
     transaction waits for another connection's write lock (``StoreBusyError``).
     Writers of the file take that lock in turn (``WriterTurnstile``, through a
     ``<name>-writers`` file beside it), and long values and Stream events are
-    stored compressed (``stored_text``).
+    stored compressed (``stored_text``). ``client=True`` is for a process that
+    runs no worker: its writes (a person's RPCs) go ahead of those of worker
+    processes waiting for the lock (through a ``<name>-clients`` file).
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout: timedelta = DEFAULT_BUSY_TIMEOUT) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: timedelta = DEFAULT_BUSY_TIMEOUT,
+        client: bool = False,
+    ) -> None:
         if str(path) in ("", ":memory:") or str(path).startswith("file:"):
             raise ValueError(
                 f"SqliteFlowStore needs a file path, not {str(path)!r}; use MemoryFlowStore in memory"
@@ -86,6 +94,8 @@ class SqliteFlowStore:
             raise ValueError(f"busy_timeout cannot be negative: {busy_timeout}")
         self.path = Path(path)
         self.busy_timeout = busy_timeout
+        self.client = client
+        """Whether this store's writes go ahead of worker processes' (``client=True``)."""
         self._lock = threading.RLock()
         self._poll_lock = threading.Lock()
         self._in_run = False
@@ -111,7 +121,7 @@ class SqliteFlowStore:
                 self._transact(self._connection, self._create_indexes)
             self._poll = self._connect()
             self._identity = self._file_identity()
-            self._turnstile = WriterTurnstile(self.path)
+            self._turnstile = WriterTurnstile(self.path, client=client)
         except sqlite3.Error as error:
             self.close()
             raise self._translate(error) from error

@@ -15,6 +15,15 @@ its next transaction until the waiter has begun its own: every writer waits for
 at most the transaction in flight when it came. The turnstile only orders
 writers; SQLite's lock still makes them exclusive, so a process that does not
 use it (an older dex-agents, the ``sqlite3`` shell) is safe, merely unordered.
+
+Clients go first. A process that runs no worker is a client: its writes are
+RPCs that a person waits for. While a client's writer waits, it holds a shared
+``flock`` on a second file (``<name>-clients``), and a worker's writer that sees
+it held steps back: it does not take the turnstile, and lets go of it if it was
+waiting there for the write lock. So a client waits for the transaction in
+flight when it came and for clients ahead of it, never for a queue of worker
+commits. A worker steps back for at most ``MOST_YIELD`` per transaction, so a
+stream of client writes cannot hold the workers up for longer.
 """
 
 from __future__ import annotations
@@ -32,18 +41,24 @@ _FIRST_PAUSE = 0.0001
 _LONGEST_PAUSE = 0.001
 """Either is held for one transaction at most: look again soon."""
 
+MOST_YIELD = 0.05
+"""Seconds a worker's writer steps back for waiting clients' writers, at most, per transaction."""
+
 
 class WriterTurnstile:
-    """The ``flock`` every write transaction of one database file passes before it begins."""
+    """The ``flock`` every write transaction of one database file passes before it begins.
 
-    def __init__(self, database: Path) -> None:
+    ``client`` is for a process that runs no worker: its writers go ahead of
+    workers' (see the module's docstring).
+    """
+
+    def __init__(self, database: Path, *, client: bool = False) -> None:
         self.path = database.with_name(database.name + "-writers")
-        self._fd: int | None
-        try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError:
-            # Without the file writers are merely unordered, as SQLite alone leaves them.
-            self._fd = None
+        self.clients_path = database.with_name(database.name + "-clients")
+        self.client = client
+        # Without the files writers are merely unordered, as SQLite alone leaves them.
+        self._fd = _opened(self.path)
+        self._clients_fd = _opened(self.clients_path)
 
     def begin(self, connection: sqlite3.Connection, patience: float) -> None:
         """``BEGIN IMMEDIATE`` on ``connection`` in turn, trying for up to ``patience`` seconds.
@@ -57,21 +72,69 @@ class WriterTurnstile:
         tries, commit after commit, and leave it waiting out its own patience.
         """
         deadline = time.monotonic() + patience
+        clients = self._clients_fd
+        if clients is None:
+            self._begin_in_turn(connection, patience, deadline, lambda: False)
+        elif self.client:
+            # Shared among clients: a worker that cannot take it exclusively sees one waiting.
+            if not _retried(lambda: _try_flock(clients, fcntl.LOCK_SH), deadline):
+                raise _busy("a worker held the clients' file past the busy timeout")
+            try:
+                self._begin_in_turn(connection, patience, deadline, lambda: False)
+            finally:
+                fcntl.flock(clients, fcntl.LOCK_UN)
+        else:
+            # Counted from the first time it steps back, however long it waited before.
+            yield_until: float | None = None
+
+            def step_back() -> bool:
+                nonlocal yield_until
+                if not _clients_waiting(clients):
+                    return False
+                now = time.monotonic()
+                if yield_until is None:
+                    yield_until = now + MOST_YIELD
+                return now < yield_until
+
+            while True:
+                _retried(lambda: not step_back(), deadline)
+                if self._begin_in_turn(connection, patience, deadline, step_back):
+                    return
+
+    def _begin_in_turn(
+        self,
+        connection: sqlite3.Connection,
+        patience: float,
+        deadline: float,
+        step_back: Callable[[], bool],
+    ) -> bool:
+        """Pass the turnstile and begin; ``False`` with nothing begun when ``step_back``
+        said so while waiting for the write lock, so the caller can let a client go first."""
         fd = self._fd
         if fd is not None and not _retried(lambda: _try_flock(fd), deadline):
             raise _busy("another writer is waiting for the write lock")
+        stepped_back = False
+
+        def attempt() -> bool:
+            nonlocal stepped_back
+            if _try_begin(connection):
+                return True
+            stepped_back = step_back()
+            return stepped_back
+
         try:
             # The busy timeout is the connection's own patience for every other statement;
             # only this BEGIN is retried here, so it is off while that runs.
             connection.execute("PRAGMA busy_timeout = 0")
             try:
-                if not _retried(lambda: _try_begin(connection), deadline):
+                if not _retried(attempt, deadline):
                     connection.execute("BEGIN IMMEDIATE")  # raises the busy error
             finally:
                 connection.execute(f"PRAGMA busy_timeout = {round(patience * 1000)}")
         finally:
             if fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+        return not stepped_back
 
     def try_begin(self, connection: sqlite3.Connection, busy_timeout: float) -> bool:
         """``BEGIN IMMEDIATE`` on ``connection`` if nobody holds the turnstile or the write
@@ -80,6 +143,9 @@ class WriterTurnstile:
         ``busy_timeout`` (seconds) is the connection's patience to restore afterwards.
         """
         fd = self._fd
+        clients = self._clients_fd
+        if not self.client and clients is not None and _clients_waiting(clients):
+            return False
         if fd is not None and not _try_flock(fd):
             return False
         try:
@@ -94,9 +160,10 @@ class WriterTurnstile:
 
     def close(self) -> None:
         """Close the file; the lock it held goes with it. The file itself stays for other processes."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        for fd in (self._fd, self._clients_fd):
+            if fd is not None:
+                os.close(fd)
+        self._fd = self._clients_fd = None
 
 
 def _busy(reason: str) -> sqlite3.OperationalError:
@@ -107,12 +174,27 @@ def _busy(reason: str) -> sqlite3.OperationalError:
     return error
 
 
-def _try_flock(fd: int) -> bool:
+def _opened(path: Path) -> int | None:
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return None
+
+
+def _try_flock(fd: int, kind: int = fcntl.LOCK_EX) -> bool:
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
     return True
+
+
+def _clients_waiting(clients: int) -> bool:
+    # Each waiting client holds the file shared, so it cannot be taken exclusively.
+    if not _try_flock(clients):
+        return True
+    fcntl.flock(clients, fcntl.LOCK_UN)
+    return False
 
 
 def _try_begin(connection: sqlite3.Connection) -> bool:
