@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
@@ -56,7 +56,9 @@ from dex_agents.ports.flow_store import (
     ExecutionStatus,
     FlowStatus,
     FlowStore,
+    InlineFlowStore,
     StoreTransaction,
+    StoreWouldWaitError,
     run_each,
 )
 from dex_agents.ports.persistence import ChannelDef, StreamDef
@@ -162,6 +164,18 @@ class _WriteSpy:
         return getattr(self._tx, name)
 
 
+class _Spied(Generic[R]):
+    """A store work that runs against a ``_WriteSpy`` of its transaction."""
+
+    def __init__(self, work: Callable[[StoreTransaction], R]) -> None:
+        self.work = work
+        self.spy: _WriteSpy | None = None
+
+    def __call__(self, tx: StoreTransaction) -> R:
+        self.spy = _WriteSpy(tx)
+        return self.work(cast(StoreTransaction, self.spy))
+
+
 class CountingStore:
     """A ``FlowStore`` that counts the transactions it runs, by the work that ran them."""
 
@@ -185,30 +199,47 @@ class CountingStore:
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         return self._count(work, self.inner.read, True)
 
+    # The engine runs a transaction that can begin at once on its loop's thread, so the
+    # count must not take that away from the stores that can.
+    def try_run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        inner = self._inline()
+        spies = [_Spied(work) for work in works]
+        outcomes = inner.try_run_batch(spies, durable=durable)
+        for spied in spies:
+            self._record(spied, durable)
+        return outcomes
+
+    def try_read(self, work: Callable[[StoreTransaction], R]) -> R:
+        return self._count(work, self._inline().try_read, True)
+
+    def _inline(self) -> InlineFlowStore:
+        if not isinstance(self.inner, InlineFlowStore):
+            raise StoreWouldWaitError("the counted store cannot try without waiting")
+        return self.inner
+
     def _count(
         self,
         work: Callable[[StoreTransaction], R],
         runner: Callable[[Callable[[StoreTransaction], R]], R],
         durable: bool,
     ) -> R:
-        spy: _WriteSpy | None = None
-
-        def spied(tx: StoreTransaction) -> R:
-            nonlocal spy
-            spy = _WriteSpy(tx)
-            return work(cast(StoreTransaction, spy))
-
+        spied = _Spied(work)
         result = runner(spied)
-        name = _work_name(work)
+        self._record(spied, durable)
+        return result
+
+    def _record(self, spied: _Spied[Any], durable: bool) -> None:
+        name = _work_name(spied.work)
         if not name.startswith(_UNCOUNTED):
             self.transactions[name] += 1
-            if spy is not None and spy.wrote:
+            if spied.spy is not None and spied.spy.wrote:
                 # A write with durable=False is committed without an fsync.
                 if durable:
                     self.writes += 1
                 else:
                     self.soft_writes += 1
-        return result
 
     def change_counter(self) -> int:
         self.counter_reads += 1
