@@ -1,11 +1,13 @@
 """Time this process's SQLite write transactions: how long each waited for the lock, how long it held it.
 
-``record_write_transactions()`` wraps ``SqliteFlowStore.run`` and ``run_batch``
-for the rest of the process. Each write transaction appends ``(waited, held)``:
-from the call until its work began (the store's own lock, the turnstile and
-``BEGIN IMMEDIATE``, so mostly the wait for SQLite's write lock), and from then
-until the call returned (the work, ``COMMIT`` and its fsync: the time the
-write lock was held).
+``record_write_transactions()`` wraps ``SqliteFlowStore.run``, ``run_batch`` and
+``try_run_batch`` for the rest of the process. Each write transaction appends
+``(waited, held)``: from the call until its work began (the store's own lock,
+the turnstile and ``BEGIN IMMEDIATE``, so mostly the wait for SQLite's write
+lock), and from then until the call returned (the work, ``COMMIT`` and its
+fsync: the time the write lock was held). A try on the event loop's thread that
+found the lock taken began nothing; the wait of the transaction that then ran
+on the store thread counts from that try.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.flow_store import StoreTransaction, StoreWouldWaitError
 
 
 def record_write_transactions() -> list[tuple[float, float]]:
     """Start timing every write transaction of this process; the list fills as they run."""
     timings: list[tuple[float, float]] = []
+    # When the first try that found the lock taken was made, until a transaction begins.
+    refused: list[float] = []
 
     def begun(work: Callable[[StoreTransaction], Any], began: list[float]) -> Callable[..., Any]:
         def run(tx: StoreTransaction) -> Any:
@@ -39,13 +43,19 @@ def record_write_transactions() -> list[tuple[float, float]]:
             wrapped = [begun(each, began) for each in works]
             try:
                 return method(store, wrapped if batch else wrapped[0], *args, **kwargs)
+            except StoreWouldWaitError:
+                if not refused:
+                    refused.append(called)
+                raise
             finally:
                 ended = time.perf_counter()
                 if began:
-                    timings.append((began[0] - called, ended - began[0]))
+                    since = refused.pop() if refused else called
+                    timings.append((began[0] - since, ended - began[0]))
 
         return run
 
     SqliteFlowStore.run = timed(SqliteFlowStore.run, batch=False)  # type: ignore[method-assign]
     SqliteFlowStore.run_batch = timed(SqliteFlowStore.run_batch, batch=True)  # type: ignore[method-assign]
+    SqliteFlowStore.try_run_batch = timed(SqliteFlowStore.try_run_batch, batch=True)  # type: ignore[method-assign]
     return timings

@@ -86,6 +86,57 @@ def test_pruning_keeps_a_flows_newest_finished_executions_and_every_active_one(
         store.run(lambda tx: tx.prune_finished_executions("f1", 0))
 
 
+def test_updates_after_a_read_in_one_transaction_store_every_change(store: FlowStore) -> None:
+    (row_id,) = add_executions(store, execution(input='{"n": 1}'))
+
+    def update_twice(tx: StoreTransaction) -> None:
+        row = tx.get_execution(row_id)
+        assert row is not None
+        tx.update_execution(replace(row, status=ExecutionStatus.RUNNING, lease_owner="w1"))
+        # Against the first update, not the row as read.
+        tx.update_execution(replace(row, status=ExecutionStatus.RUNNING, attempt=2))
+        tx.update_execution(replace(row, status=ExecutionStatus.RUNNING, attempt=2))
+
+    store.run(update_twice)
+    got = store.run(lambda tx: tx.get_execution(row_id))
+    assert got is not None
+    assert (got.status, got.lease_owner, got.attempt) == (ExecutionStatus.RUNNING, None, 2)
+    assert got.input == '{"n": 1}'
+
+
+def test_an_update_after_a_rolled_back_work_of_a_batch_is_stored(store: FlowStore) -> None:
+    (row_id,) = add_executions(store, execution())
+    before = store.run(lambda tx: tx.get_execution(row_id))
+    assert before is not None
+    retried = replace(before, attempt=2)
+
+    def fails(tx: StoreTransaction) -> None:
+        row = tx.get_execution(row_id)
+        assert row is not None
+        tx.update_execution(replace(row, attempt=2))
+        raise ValueError("undone")
+
+    outcomes = store.run_batch([fails, lambda tx: tx.update_execution(retried)])
+    assert isinstance(outcomes[0].error, ValueError)
+    assert outcomes[1].error is None
+    got = store.run(lambda tx: tx.get_execution(row_id))
+    assert got is not None
+    assert got.attempt == 2
+
+
+def test_an_execution_pruned_in_the_transaction_cannot_be_updated(store: FlowStore) -> None:
+    ids = add_executions(store, *(execution(status=ExecutionStatus.COMPLETED) for _ in range(2)))
+
+    def prune_then_update(tx: StoreTransaction) -> None:
+        old = tx.get_execution(ids[0])
+        assert old is not None
+        assert tx.prune_finished_executions("f1", 1) == 1
+        tx.update_execution(old)
+
+    with pytest.raises(LookupError, match="no Step execution with store ID"):
+        store.run(prune_then_update)
+
+
 def test_step_numbers_count_per_flow_and_step_type(store: FlowStore) -> None:
     def number(flow_id: str, step_type: str) -> int:
         return store.run(lambda tx: tx.next_step_number(flow_id, step_type))

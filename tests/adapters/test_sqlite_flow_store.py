@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,7 +24,14 @@ from dex_agents.adapters.local.sqlite_store import (
 )
 from dex_agents.ports.errors import EngineError
 from dex_agents.ports.flow_store import StoreTransaction
-from tests.adapters.flow_store_rows import add_flows, at, flow, write_held_open
+from tests.adapters.flow_store_rows import (
+    add_executions,
+    add_flows,
+    at,
+    execution,
+    flow,
+    write_held_open,
+)
 
 
 def test_sqlite_data_survives_a_fresh_store_on_the_same_path(tmp_path: Path) -> None:
@@ -266,3 +274,30 @@ def test_a_write_once_value_read_in_the_transaction_that_wrote_it_is_not_kept(
     assert store.read(lambda tx: tx.get_write_once_values("f1", "chunks")) == {"00001": '"stored"'}
     assert store.read(lambda tx: tx.get_value("f1", "chunks", "00001")) == '"stored"'
     store.close()
+
+
+def test_an_update_of_a_row_read_in_the_transaction_sets_only_what_changed(
+    tmp_path: Path,
+) -> None:
+    store = SqliteFlowStore(tmp_path / "flows.sqlite3")
+    add_flows(store, flow("f1"))
+    (row_id,) = add_executions(store, execution())
+    statements: list[str] = []
+
+    def update(tx: StoreTransaction) -> None:
+        row = tx.get_execution(row_id)
+        assert row is not None
+        tx.update_execution(replace(row, attempt=2, lease_owner="w1"))
+
+    connection = store._connection
+    assert connection is not None
+    connection.set_trace_callback(statements.append)
+    try:
+        store.run(update)
+    finally:
+        connection.set_trace_callback(None)
+        store.close()
+    updates = [sql for sql in statements if sql.startswith("UPDATE step_executions")]
+    assert updates == [
+        f"UPDATE step_executions SET attempt = 2, lease_owner = 'w1' WHERE id = {row_id}"
+    ]

@@ -254,7 +254,8 @@ def test_a_client_goes_ahead_of_a_worker_waiting_for_the_lock(tmp_path: Path) ->
             # The worker's writer holds the turnstile while the write lock is taken.
             give_up = time.monotonic() + 60  # a guard against a hang, not a timing
             while os.getpid() not in _flock_holders(writers):
-                assert waiting.is_alive() and time.monotonic() < give_up
+                assert waiting.is_alive()
+                assert time.monotonic() < give_up
             client = subprocess.Popen(
                 [sys.executable, "-c", RANKED_CLIENT, str(path), str(Path.cwd())]
             )

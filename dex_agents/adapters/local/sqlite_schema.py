@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import fields
@@ -150,6 +151,17 @@ EXECUTION_INSERT = (
 EXECUTION_UPDATE = (
     f"UPDATE step_executions SET {', '.join(f'{name} = ?' for name in EXECUTION_DATA)} WHERE id = ?"
 )
+EXECUTION_DATA_POSITIONS = tuple(
+    position for position, name in enumerate(EXECUTION_COLUMNS) if name != "id"
+)
+"""Where each ``EXECUTION_DATA`` column is in a row read with ``EXECUTION_SELECT``."""
+
+
+@functools.lru_cache(maxsize=64)
+def execution_update(positions: tuple[int, ...]) -> str:
+    """The UPDATE of only the ``EXECUTION_DATA`` columns at ``positions``, by ``id``."""
+    columns = ", ".join(f"{EXECUTION_DATA[position]} = ?" for position in positions)
+    return f"UPDATE step_executions SET {columns} WHERE id = ?"
 
 
 def execution_values(row: ExecutionRow) -> list[object]:

@@ -10,6 +10,7 @@ from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
     CLAIMABLE,
     EVENT_SELECT,
+    EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
     EXECUTION_SELECT,
     EXECUTION_UPDATE,
@@ -21,6 +22,7 @@ from dex_agents.adapters.local.sqlite_schema import (
     decode_message,
     decode_time,
     encode_time,
+    execution_update,
     execution_values,
     row_params,
 )
@@ -65,6 +67,10 @@ class SqliteTransaction(StoreTransaction):
         # What this transaction wrote is not committed until it ends, so it is never kept:
         # a rolled-back write kept would be served as if it were stored.
         self._written: set[tuple[str, str, str]] = set()
+        # Step execution rows as this transaction last read or wrote them (their stored
+        # values), so an update writes only the columns it changes: a full-row UPDATE
+        # also rewrites the entry of every index of step_executions.
+        self._executions_seen: dict[int, list[object]] = {}
 
     def end(self) -> None:
         self._connection = None
@@ -92,10 +98,17 @@ class SqliteTransaction(StoreTransaction):
         """Undo what the work wrote; the rest of the batch stays."""
         self._execute("ROLLBACK TO batch_work")
         self._execute("RELEASE batch_work")
+        self._executions_seen.clear()  # they may hold what was just undone
 
     def _executions(self, where: str, params: Sequence[object] = ()) -> list[ExecutionRow]:
         sql = f"SELECT {EXECUTION_SELECT} FROM step_executions e {where}"
-        return [decode_execution(values) for values in self._execute(sql, params)]
+        rows = []
+        seen = self._executions_seen
+        for values in self._execute(sql, params):
+            row = decode_execution(values)
+            seen[row.id] = [values[position] for position in EXECUTION_DATA_POSITIONS]
+            rows.append(row)
+        return rows
 
     # Flow runs
     def get_flow(self, flow_id: str) -> FlowRow | None:
@@ -245,6 +258,7 @@ class SqliteTransaction(StoreTransaction):
     def insert_execution(self, row: ExecutionRow) -> int:
         values = execution_values(row)
         row.id = int(self._execute(EXECUTION_INSERT, values).lastrowid or 0)
+        self._executions_seen[row.id] = values
         return row.id
 
     def get_execution(self, execution_id: int) -> ExecutionRow | None:
@@ -253,9 +267,22 @@ class SqliteTransaction(StoreTransaction):
 
     def update_execution(self, row: ExecutionRow) -> None:
         values = execution_values(row)
-        values.append(row.id)
-        if self._execute(EXECUTION_UPDATE, values).rowcount == 0:
-            raise LookupError(f"no Step execution with store ID {row.id} is stored")
+        before = self._executions_seen.get(row.id)
+        if before is None:
+            if self._execute(EXECUTION_UPDATE, [*values, row.id]).rowcount == 0:
+                raise LookupError(f"no Step execution with store ID {row.id} is stored")
+        else:
+            changed = tuple(
+                position
+                for position, (new, old) in enumerate(zip(values, before, strict=True))
+                if new != old
+            )
+            # Nothing changed: the row is stored as it is, since this transaction read it.
+            if changed:
+                update = execution_update(changed)
+                if self._execute(update, [*(values[p] for p in changed), row.id]).rowcount == 0:
+                    raise LookupError(f"no Step execution with store ID {row.id} is stored")
+        self._executions_seen[row.id] = values
 
     def flow_executions(
         self, flow_id: str, statuses: Sequence[ExecutionStatus] | None = None
@@ -274,6 +301,7 @@ class SqliteTransaction(StoreTransaction):
             WHERE flow_id = ? AND status IN {_FINISHED} AND id < (
                 SELECT id FROM step_executions WHERE flow_id = ? AND status IN {_FINISHED}
                 ORDER BY id DESC LIMIT 1 OFFSET ?)"""
+        self._executions_seen.clear()  # deleted rows must not look stored
         return int(self._execute(sql, (flow_id, flow_id, keep - 1)).rowcount)
 
     def claimable_executions(self, now: datetime, limit: int) -> Sequence[ExecutionRow]:
