@@ -9,7 +9,6 @@ transaction and stage what it says. A Step that stores messages loads the whole
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -89,11 +88,22 @@ def all_messages(
     return stored_messages(index, chunks, window_messages(state), after_sequence=after_sequence)
 
 
-@functools.lru_cache(maxsize=4096)
+_SIZES_KEPT = 4096
+_sizes: dict[int, tuple[AgentMessage, int]] = {}
+
+
 def _message_size(message: AgentMessage) -> int:
     # Every commit that stores messages sizes the whole window again, and a stored
-    # message is frozen (and decoded once per process), so its size is remembered.
-    return json_size(message)
+    # message is frozen and decoded once per process, so its size is remembered by the
+    # object itself: hashing a message to look it up cost more than the rest of the plan.
+    kept = _sizes.get(id(message))
+    if kept is not None and kept[0] is message:  # the entry keeps it alive: the id is its own
+        return kept[1]
+    size = json_size(message)
+    if len(_sizes) >= _SIZES_KEPT:
+        _sizes.clear()
+    _sizes[id(message)] = (message, size)
+    return size
 
 
 def store_messages(

@@ -54,12 +54,18 @@ def encoded_chunk_size(
     the fixed keys, both sequences' digits, the message bytes, and one comma
     between messages.
     """
+    return _chunk_size(first_sequence, last_sequence, sum(message_sizes), len(message_sizes))
+
+
+def _chunk_size(first_sequence: int, last_sequence: int, total: int, count: int) -> int:
+    # encoded_chunk_size from the sum and count of the message sizes, so packing can grow
+    # a chunk by one message without summing it again.
     return (
         _CHUNK_JSON_OVERHEAD
         + len(str(first_sequence))
         + len(str(last_sequence))
-        + sum(message_sizes)
-        + max(len(message_sizes) - 1, 0)
+        + total
+        + max(count - 1, 0)
     )
 
 
@@ -119,14 +125,16 @@ def _pack(
     start = 0
     while start < len(messages):
         first = messages[start].sequence
-        size = encoded_chunk_size(first, first, sizes[start : start + 1])
+        total = sizes[start]
+        size = _chunk_size(first, first, total, 1)
         end = start + 1
         if size <= limit:
             while end < len(messages) and end - start < options.message_chunk_size:
-                grown = encoded_chunk_size(first, messages[end].sequence, sizes[start : end + 1])
+                grown_total = total + sizes[end]
+                grown = _chunk_size(first, messages[end].sequence, grown_total, end + 1 - start)
                 if grown > limit:
                     break
-                size, end = grown, end + 1
+                size, total, end = grown, grown_total, end + 1
         groups.append((start, end, size))
         start = end
     return groups
