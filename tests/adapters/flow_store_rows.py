@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from dex_agents.ports.flow_store import (
@@ -85,3 +88,16 @@ def write_held_open(
     finally:
         release.set()
         thread.join()
+
+
+@contextlib.contextmanager
+def held_flock(path: Path, kind: int = fcntl.LOCK_EX) -> Iterator[Callable[[], None]]:
+    """For the body, an ``flock`` of ``kind`` on ``path`` (a store's ``-writers`` or
+    ``-clients`` file) as another writer would hold it; the body may call the
+    function it gets to let go early."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+        yield lambda: fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -28,7 +26,7 @@ from dex_agents.ports.flow_store import (
     StoreTransaction,
     StoreWouldWaitError,
 )
-from tests.adapters.flow_store_rows import add_flows, flow, write_held_open
+from tests.adapters.flow_store_rows import add_flows, flow, held_flock, write_held_open
 
 
 class TriedSqliteStore(SqliteFlowStore):
@@ -142,20 +140,14 @@ def test_a_sqlite_try_while_another_connection_writes_runs_nothing(tmp_path: Pat
         store.close()
 
 
-def test_a_sqlite_try_while_a_writer_waits_at_the_turnstile_runs_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "flows.sqlite3"
-    store = SqliteFlowStore(path)
-    add_flows(store, flow("f1"))
-    turnstile = os.open(tmp_path / "flows.sqlite3-writers", os.O_RDWR)
-    try:
-        fcntl.flock(turnstile, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        with pytest.raises(StoreWouldWaitError):
-            store.try_run_batch([_writes("ahead", [])])
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
-        assert store.read(lambda tx: tx.get_value("f1", "ahead", "")) is None
-    finally:
-        os.close(turnstile)
-        store.close()
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_a_sqlite_try_while_a_writer_waits_at_the_turnstile_runs_nothing(
+    store: FlowStore, tmp_path: Path
+) -> None:
+    assert isinstance(store, SqliteFlowStore)
+    with held_flock(tmp_path / "flows.sqlite3-writers"), pytest.raises(StoreWouldWaitError):
+        store.try_run_batch([_writes("ahead", [])])
+    assert store.read(lambda tx: tx.get_value("f1", "ahead", "")) is None
 
 
 async def test_a_free_store_commits_and_reads_on_the_loops_thread(store: FlowStore) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreBusyError
 from dex_agents.ports.flow_store import StoreTransaction, StoreWouldWaitError
-from tests.adapters.flow_store_rows import add_flows, flow, write_held_open
+from tests.adapters.flow_store_rows import add_flows, flow, held_flock, write_held_open
 
 HOG_HOLDS = 0.02
 """Seconds a hog's transaction holds the write lock: long beside the moment it lets go."""
@@ -192,18 +192,16 @@ def test_a_writer_that_cannot_pass_the_turnstile_in_time_never_goes_ahead(tmp_pa
     path = tmp_path / "flows.sqlite3"
     impatient = SqliteFlowStore(path, busy_timeout=timedelta(0))
     add_flows(impatient, flow("f1"))
-    turnstile = os.open(tmp_path / "flows.sqlite3-writers", os.O_RDWR)
     try:
         # As a writer waiting for the lock holds it; the write lock itself is free.
-        fcntl.flock(turnstile, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        with pytest.raises(StoreBusyError):
-            impatient.run(lambda tx: tx.put_value("f1", "ahead", "", '"no"'))
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
-        impatient.run(lambda tx: tx.put_value("f1", "after", "", '"yes"'))
+        with held_flock(tmp_path / "flows.sqlite3-writers") as let_go:
+            with pytest.raises(StoreBusyError):
+                impatient.run(lambda tx: tx.put_value("f1", "ahead", "", '"no"'))
+            let_go()
+            impatient.run(lambda tx: tx.put_value("f1", "after", "", '"yes"'))
         assert impatient.read(lambda tx: tx.get_value("f1", "ahead", "")) is None
         assert impatient.read(lambda tx: tx.get_value("f1", "after", "")) == '"yes"'
     finally:
-        os.close(turnstile)
         impatient.close()
 
 
@@ -283,19 +281,17 @@ def test_a_worker_steps_back_for_a_waiting_client_only_for_a_while(tmp_path: Pat
     path = tmp_path / "flows.sqlite3"
     worker = SqliteFlowStore(path)
     add_flows(worker, flow("f1"))
-    clients = os.open(tmp_path / "flows.sqlite3-clients", os.O_RDWR)
     try:
         # As a client waiting for the lock holds it, for ever.
-        fcntl.flock(clients, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        # A try never waits, so it leaves the write to the store's thread...
-        with pytest.raises(StoreWouldWaitError):
-            worker.try_run_batch([take_rank("tried")])
-        # ...where the worker steps back for at most MOST_YIELD, then writes in turn.
-        worker.run(take_rank("worker"))
+        with held_flock(tmp_path / "flows.sqlite3-clients", fcntl.LOCK_SH):
+            # A try never waits, so it leaves the write to the store's thread...
+            with pytest.raises(StoreWouldWaitError):
+                worker.try_run_batch([take_rank("tried")])
+            # ...where the worker steps back for at most MOST_YIELD, then writes in turn.
+            worker.run(take_rank("worker"))
         assert worker.read(lambda tx: tx.get_value("f1", "worker", "")) == "1"
         assert worker.read(lambda tx: tx.get_value("f1", "tried", "")) is None
     finally:
-        os.close(clients)
         worker.close()
 
 
@@ -303,11 +299,9 @@ def test_a_client_does_not_step_back_for_other_clients(tmp_path: Path) -> None:
     path = tmp_path / "flows.sqlite3"
     client = SqliteFlowStore(path, client=True)
     add_flows(client, flow("f1"))
-    clients = os.open(tmp_path / "flows.sqlite3-clients", os.O_RDWR)
     try:
-        fcntl.flock(clients, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        client.try_run_batch([take_rank("client")])
+        with held_flock(tmp_path / "flows.sqlite3-clients", fcntl.LOCK_SH):
+            client.try_run_batch([take_rank("client")])
         assert client.read(lambda tx: tx.get_value("f1", "client", "")) == "1"
     finally:
-        os.close(clients)
         client.close()
