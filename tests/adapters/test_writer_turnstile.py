@@ -264,6 +264,7 @@ def test_a_client_goes_ahead_of_a_worker_waiting_for_the_lock(tmp_path: Path) ->
                     assert time.monotonic() < give_up, "the worker never let the client go first"
             except BaseException:
                 client.kill()
+                client.wait()
                 raise
         assert client.wait(timeout=60) == 0
         waiting.join()

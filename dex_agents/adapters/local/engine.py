@@ -7,9 +7,10 @@ more CPU than most transactions); one that would wait for a lock held by
 another thread or process runs on a store thread of its own instead, so the
 loop never waits for another writer. The loop does wait for its own commits'
 fsyncs, which the SQLite store keeps to one per group of Steps. The engine
-wakes local waiters at once after a commit that changed anything. Other processes' commits are seen by polling the store's
-change counter every ``poll_interval`` (100 ms by default), which costs one cheap
-query and nothing else while the engine is idle.
+wakes local waiters at once after a commit that changed anything. Other
+processes' commits are seen by polling the store's change counter every
+``poll_interval`` (100 ms by default), which costs one cheap query and nothing
+else while the engine is idle.
 """
 
 from __future__ import annotations
@@ -27,12 +28,7 @@ from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIM
 from dex_agents.adapters.local.registry import RegisteredFlow, register_flows
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError
-from dex_agents.ports.flow_store import (
-    FlowStore,
-    InlineFlowStore,
-    StoreTransaction,
-    StoreWouldWaitError,
-)
+from dex_agents.ports.flow_store import FlowStore, StoreTransaction, StoreWouldWaitError
 
 R = TypeVar("R")
 
@@ -71,8 +67,6 @@ class LocalEngine:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dex-agents-store")
         self._changed: asyncio.Event | None = None
         self._last_counter: int | None = None
-        # Checked once: a runtime Protocol check looks up every method.
-        self._inline = store if isinstance(store, InlineFlowStore) else None
         self._commits = GroupCommitQueue(store, self._executor)
         self._closed = False
         self.hand_off_target: HandOffTarget | None = None
@@ -143,12 +137,13 @@ class LocalEngine:
         """
         if self._closed:
             raise RuntimeError("the engine is closed")
-        if self._inline is not None:
+        inline = self._commits.inline
+        if inline is not None:
             # A read in place finishes without suspending, so let the loop's other tasks
             # run first: a caller polling in a tight loop must not starve the worker.
             await asyncio.sleep(0)
             try:
-                return self._inline.try_read(work)
+                return inline.try_read(work)
             except StoreWouldWaitError:
                 pass
         loop = asyncio.get_running_loop()

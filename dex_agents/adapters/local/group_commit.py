@@ -51,7 +51,9 @@ class GroupCommitQueue:
 
     def __init__(self, store: FlowStore, executor: Executor) -> None:
         self._store = store
-        self._inline = store if isinstance(store, InlineFlowStore) else None
+        # Checked once: a runtime Protocol check looks up every method.
+        self.inline = store if isinstance(store, InlineFlowStore) else None
+        """The store, when it can try transactions on the loop's thread; else ``None``."""
         self._executor = executor
         self._lock = threading.Lock()
         self._queued: list[_Queued[Any]] = []
@@ -72,7 +74,7 @@ class GroupCommitQueue:
             start = not self._draining
             self._draining = True
         if start:
-            if self._inline is not None:
+            if self.inline is not None:
                 # At the loop's next round, so the works its ready callbacks queue join this one.
                 loop.call_soon(self._drain_here)
             else:
@@ -85,15 +87,9 @@ class GroupCommitQueue:
 
     def _drain_here(self) -> None:
         """Commit the queue on the loop's thread, until it is empty or a batch would wait."""
-        while True:
-            with self._lock:
-                batch, self._queued = self._queued, []
-                if not batch:
-                    self._draining = False
-                    return
+        while (batch := self._take()) is not None:
             try:
-                if not self._commit_batch(batch, self._commit_now):
-                    return
+                self._commit_batch(batch, self._commit_now)
             except StoreWouldWaitError:
                 with self._lock:
                     self._queued[:0] = batch  # first in line: commits stay in queue order
@@ -102,21 +98,24 @@ class GroupCommitQueue:
 
     def _drain(self) -> None:
         """Commit the queue on the store thread until it is empty."""
-        while True:
-            with self._lock:
-                batch, self._queued = self._queued, []
-                if not batch:
-                    self._draining = False
-                    return
-            if not self._commit_batch(batch, self._commit):
-                return
+        while (batch := self._take()) is not None:
+            self._commit_batch(batch, self._commit)
+
+    def _take(self) -> list[_Queued[Any]] | None:
+        """Every queued work, or ``None`` (and draining stops) when there is none."""
+        with self._lock:
+            batch, self._queued = self._queued, []
+            if not batch:
+                self._draining = False
+                return None
+        return batch
 
     def _commit_batch(
         self,
         batch: list[_Queued[Any]],
         commit: Callable[[list[_Queued[Any]]], list[BatchOutcome]],
-    ) -> bool:
-        """Commit ``batch`` and settle its callers; ``False`` when draining must stop."""
+    ) -> None:
+        """Commit ``batch`` and settle its callers; ``StoreWouldWaitError`` settles nobody."""
         try:
             outcomes = commit(batch)
             counter = self._store.change_counter()
@@ -125,7 +124,7 @@ class GroupCommitQueue:
         except Exception as error:  # the whole transaction failed: every caller learns why
             for queued in batch:
                 _settle(queued, (BatchOutcome(error=_copy(error)), 0, False))
-            return True
+            return
         except BaseException:
             stopped = RuntimeError("the store stopped before this commit")
             for queued in batch:
@@ -139,7 +138,6 @@ class GroupCommitQueue:
         )
         for queued, outcome in zip(batch, outcomes, strict=True):
             _settle(queued, (outcome, counter, quiet))
-        return True
 
     def _commit(self, batch: list[_Queued[Any]]) -> list[BatchOutcome]:
         if len(batch) == 1:
@@ -152,9 +150,9 @@ class GroupCommitQueue:
         return list(self._store.run_batch([queued.work for queued in batch], durable=durable))
 
     def _commit_now(self, batch: list[_Queued[Any]]) -> list[BatchOutcome]:
-        assert self._inline is not None
+        assert self.inline is not None
         durable = any(queued.durable for queued in batch)
-        return list(self._inline.try_run_batch([queued.work for queued in batch], durable=durable))
+        return list(self.inline.try_run_batch([queued.work for queued in batch], durable=durable))
 
 
 def _copy(error: Exception) -> Exception:

@@ -102,12 +102,12 @@ class SqliteTransaction(StoreTransaction):
 
     def _executions(self, where: str, params: Sequence[object] = ()) -> list[ExecutionRow]:
         sql = f"SELECT {EXECUTION_SELECT} FROM step_executions e {where}"
-        rows = []
-        seen = self._executions_seen
-        for values in self._execute(sql, params):
-            row = decode_execution(values)
-            seen[row.id] = [values[position] for position in EXECUTION_DATA_POSITIONS]
-            rows.append(row)
+        read = self._execute(sql, params).fetchall()
+        rows = [decode_execution(values) for values in read]
+        if not self._read_only:  # only a write transaction updates what it read
+            seen = self._executions_seen
+            for row, values in zip(rows, read, strict=True):
+                seen[row.id] = [values[position] for position in EXECUTION_DATA_POSITIONS]
         return rows
 
     # Flow runs
@@ -269,8 +269,7 @@ class SqliteTransaction(StoreTransaction):
         values = execution_values(row)
         before = self._executions_seen.get(row.id)
         if before is None:
-            if self._execute(EXECUTION_UPDATE, [*values, row.id]).rowcount == 0:
-                raise LookupError(f"no Step execution with store ID {row.id} is stored")
+            sql, params = EXECUTION_UPDATE, [*values, row.id]
         else:
             changed = tuple(
                 position
@@ -278,10 +277,11 @@ class SqliteTransaction(StoreTransaction):
                 if new != old
             )
             # Nothing changed: the row is stored as it is, since this transaction read it.
-            if changed:
-                update = execution_update(changed)
-                if self._execute(update, [*(values[p] for p in changed), row.id]).rowcount == 0:
-                    raise LookupError(f"no Step execution with store ID {row.id} is stored")
+            if not changed:
+                return
+            sql, params = execution_update(changed), [*(values[p] for p in changed), row.id]
+        if self._execute(sql, params).rowcount == 0:
+            raise LookupError(f"no Step execution with store ID {row.id} is stored")
         self._executions_seen[row.id] = values
 
     def flow_executions(

@@ -28,11 +28,12 @@ stream of client writes cannot hold the workers up for longer.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 _FIRST_PAUSE = 0.0001
@@ -72,34 +73,50 @@ class WriterTurnstile:
         tries, commit after commit, and leave it waiting out its own patience.
         """
         deadline = time.monotonic() + patience
-        clients = self._clients_fd
-        if clients is None:
-            self._begin_in_turn(connection, patience, deadline, lambda: False)
-        elif self.client:
-            # Shared among clients: a worker that cannot take it exclusively sees one waiting.
-            if not _retried(lambda: _try_flock(clients, fcntl.LOCK_SH), deadline):
-                raise _busy("a worker held the clients' file past the busy timeout")
-            try:
-                self._begin_in_turn(connection, patience, deadline, lambda: False)
-            finally:
-                fcntl.flock(clients, fcntl.LOCK_UN)
-        else:
-            # Counted from the first time it steps back, however long it waited before.
-            yield_until: float | None = None
-
-            def step_back() -> bool:
-                nonlocal yield_until
-                if not _clients_waiting(clients):
-                    return False
-                now = time.monotonic()
-                if yield_until is None:
-                    yield_until = now + MOST_YIELD
-                return now < yield_until
-
+        step_back = self._step_back()
+        with self._waiting_as_client(deadline):
             while True:
                 _retried(lambda: not step_back(), deadline)
                 if self._begin_in_turn(connection, patience, deadline, step_back):
                     return
+
+    def _step_back(self) -> Callable[[], bool]:
+        """Whether a worker's writer should let waiting clients go first, asked as it waits.
+
+        Never for a client, nor without the clients' file. For a worker, while a
+        client waits, for ``MOST_YIELD`` from the first time it steps back, however
+        long it waited before.
+        """
+        clients = self._clients_fd
+        if self.client or clients is None:
+            return _never
+        yield_until: float | None = None
+
+        def step_back() -> bool:
+            nonlocal yield_until
+            if not _clients_waiting(clients):
+                return False
+            now = time.monotonic()
+            if yield_until is None:
+                yield_until = now + MOST_YIELD
+            return now < yield_until
+
+        return step_back
+
+    @contextlib.contextmanager
+    def _waiting_as_client(self, deadline: float) -> Iterator[None]:
+        """For a client, the clients' file held shared while its writer waits."""
+        clients = self._clients_fd
+        if not self.client or clients is None:
+            yield
+            return
+        # Shared among clients: a worker that cannot take it exclusively sees one waiting.
+        if not _retried(lambda: _try_flock(clients, fcntl.LOCK_SH), deadline):
+            raise _busy("a worker held the clients' file past the busy timeout")
+        try:
+            yield
+        finally:
+            fcntl.flock(clients, fcntl.LOCK_UN)
 
     def _begin_in_turn(
         self,
@@ -142,21 +159,16 @@ class WriterTurnstile:
 
         ``busy_timeout`` (seconds) is the connection's patience to restore afterwards.
         """
-        fd = self._fd
-        clients = self._clients_fd
-        if not self.client and clients is not None and _clients_waiting(clients):
-            return False
-        if fd is not None and not _try_flock(fd):
+        if self._step_back()():
             return False
         try:
-            connection.execute("PRAGMA busy_timeout = 0")
-            try:
-                return _try_begin(connection)
-            finally:
-                connection.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
-        finally:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            # Once, without a pause: the deadline has passed before the first try.
+            self._begin_in_turn(connection, busy_timeout, time.monotonic(), _never)
+        except sqlite3.OperationalError as error:
+            if not _is_busy(error):
+                raise
+            return False
+        return True
 
     def close(self) -> None:
         """Close the file; the lock it held goes with it. The file itself stays for other processes."""
@@ -197,11 +209,19 @@ def _clients_waiting(clients: int) -> bool:
     return False
 
 
+def _never() -> bool:
+    return False
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_BUSY
+
+
 def _try_begin(connection: sqlite3.Connection) -> bool:
     try:
         connection.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as error:
-        if (getattr(error, "sqlite_errorcode", 0) & 0xFF) != sqlite3.SQLITE_BUSY:
+        if not _is_busy(error):
             raise
         return False
     return True
