@@ -463,10 +463,17 @@ class Step(ABC, Generic[InputT]):
 
     ``input_type`` is the wire type of the Step's input (``type(None)`` for none).
     A Step without ``wait_for`` runs its execute phase at once.
+
+    ``state_only`` says that execute only reads and stages state: it does no
+    I/O, sends no heartbeat and never suspends, so whatever runs it may do so
+    in the commit that made it runnable (the embedded engine does; on Dex it is
+    a task like any other). Every attempt of it still counts and commits as
+    its own Step execution.
     """
 
     step_type: ClassVar[str] = ""
     input_type: ClassVar[Any] = type(None)
+    state_only: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -159,6 +159,12 @@ class EventRow:
 class StoreTransaction(Protocol):
     """The primitives one store transaction offers. Reads see this transaction's writes."""
 
+    def run_undoable(self, work: Callable[[], Any]) -> BatchOutcome:
+        """Run ``work`` inside this transaction; if it raises an ``Exception``, undo only what
+        it wrote and return that error in the outcome. A failure of the store itself, which
+        leaves the transaction unusable, is raised as it is."""
+        ...
+
     # Flow runs
     def get_flow(self, flow_id: str) -> FlowRow | None:
         """A Flow run, or ``None``."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dex_agents.ports.flow_store import FlowStore, StoreTransaction
+from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction
 from tests.adapters.flow_store_rows import add_flows, at, flow
 
 
@@ -105,3 +105,39 @@ def test_singletons_and_channel_sizes_in_one_read(store: FlowStore) -> None:
     assert counts == {"inbox": 2}
     assert store.read(lambda tx: tx.get_singletons("f1", [])) == {}
     assert store.read(lambda tx: tx.pending_counts("f1", [])) == {}
+
+
+def test_an_undoable_work_that_raises_undoes_only_itself_inside_its_transaction(
+    store: FlowStore,
+) -> None:
+    add_flows(store, flow("f1"))
+
+    def work(tx: StoreTransaction) -> tuple[object, ...]:
+        tx.put_value("f1", "before", "", "kept")
+        kept = tx.run_undoable(lambda: _put("inner", "kept too")(tx))
+        undone = tx.run_undoable(lambda: _failing(tx))
+        # Nested: the inner failure undoes the inner work only, the outer one keeps its write.
+
+        def outer() -> BatchOutcome:
+            tx.put_value("f1", "outer", "", "kept")
+            return tx.run_undoable(lambda: _failing(tx))
+
+        nested = tx.run_undoable(outer)
+        return kept.value, undone.error, nested.error, nested.value.error
+
+    kept, undone, nested, inner = store.run(work)
+    assert kept == "kept too"
+    assert isinstance(undone, ValueError)
+    assert nested is None
+    assert isinstance(inner, ValueError)
+
+    def read(tx: StoreTransaction) -> tuple[object, ...]:
+        return (
+            tx.get_value("f1", "before", ""),
+            tx.get_value("f1", "inner", ""),
+            tx.get_value("f1", "outer", ""),
+            tx.get_value("f1", "b", ""),
+            tx.pending_messages("f1", "inbox", ""),
+        )
+
+    assert store.read(read) == ("kept", "kept too", "kept", None, [])

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
 from dex_agents.adapters.local import claims, transitions
+from dex_agents.adapters.local.in_commit import MOST_RUNS_PER_COMMIT, run_in_commit, runs_in_commit
 from dex_agents.adapters.local.inline_waits import decide_wait_now
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
@@ -83,9 +84,53 @@ def hand_off(
     now: datetime,
     lease: timedelta,
     limit: int,
+    *,
+    durable: bool = True,
 ) -> HandOff:
     """Decide the new waits of a Flow run, lease up to ``limit`` of its runnable executions,
-    and name ``owner``'s running ones that were asked to stop; one read of its active Steps."""
+    and name ``owner``'s running ones that were asked to stop.
+
+    In a ``durable`` commit, a leased state-only Step runs in it (``in_commit``),
+    and what it made runnable is handed off in turn, up to
+    ``MOST_RUNS_PER_COMMIT`` Steps; a commit that is not fsync'd leaves them to
+    the worker, since their results are as durable as any Step's.
+    """
+    taken: list[claims.Claim] = []
+    cancelled: set[int] = set()
+    complete = True
+    runs_left = MOST_RUNS_PER_COMMIT if durable else 0
+    while True:
+        offered = limit - len(taken)
+        found, stopping = _hand_off_once(tx, flow, flow_id, owner, now, lease, offered)
+        cancelled |= stopping
+        complete = complete and len(found) < offered
+        ran = 0
+        for claim in found:
+            if (
+                runs_left > 0
+                and runs_in_commit(flow, claim)
+                and run_in_commit(tx, flow, claim, now)
+            ):
+                runs_left -= 1
+                ran += 1
+            else:
+                taken.append(claim)
+        if not ran:
+            return HandOff(True, taken, complete=complete, cancel_requested=cancelled)
+        complete = True  # the slots it freed are offered again
+
+
+def _hand_off_once(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    flow_id: str,
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> tuple[list[claims.Claim], set[int]]:
+    """One read of a Flow run's active Steps: decide new waits, lease up to ``limit`` runnable
+    executions, and name ``owner``'s running ones that were asked to stop."""
     flow_row = tx.get_flow(flow_id)
     flow_running = flow_row is not None and flow_row.status is FlowStatus.RUNNING
     runnable = (ExecutionStatus.PENDING_WAIT, ExecutionStatus.READY)
@@ -110,7 +155,7 @@ def hand_off(
         claim = claims.take(tx, flow, row, owner, now, lease, run_id=flow_row.run_id)
         if claim is not None:
             taken.append(claim)
-    return HandOff(True, taken, complete=len(taken) < limit, cancel_requested=cancelled)
+    return taken, cancelled
 
 
 def commit_execute(
@@ -142,7 +187,8 @@ def submit_wait(
     if transitions.holds_lease(tx, claimed) is None:
         return HandOff(False)
     transitions.submit_wait(tx, claimed, wait, now)
-    return _hand_off_after(tx, flow, claimed, now, lease, limit)
+    owner = claimed.lease_owner or ""
+    return hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit, durable=False)
 
 
 def fail_attempt(

@@ -97,6 +97,18 @@ class _MemoryTransaction(StoreTransaction):
     def end(self) -> None:
         self._tables = None
 
+    def run_undoable(self, work: Callable[[], Any]) -> BatchOutcome:
+        """Run ``work``; an ``Exception`` it raises undoes its writes, as far back as it began."""
+        mark = len(self.undo)
+        try:
+            value = work()
+        except Exception as error:
+            undo = self.undo
+            while len(undo) > mark:
+                undo.pop()()
+            return BatchOutcome(error=error)
+        return BatchOutcome(value=value)
+
     def _put(self, mapping: MutableMapping[K, V], key: K, value: V) -> None:
         if key in mapping:
             self.undo.append(partial(mapping.__setitem__, key, mapping[key]))

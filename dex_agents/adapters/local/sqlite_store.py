@@ -12,6 +12,7 @@ so text order is time order.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -361,20 +362,6 @@ def _each_in_savepoint(
     """One transaction's work that runs ``works`` in order, each in a savepoint of its own."""
 
     def each(tx: StoreTransaction) -> list[BatchOutcome]:
-        assert isinstance(tx, SqliteTransaction)
-        outcomes = []
-        for work in works:
-            tx.savepoint()
-            try:
-                value = work(tx)
-            except sqlite3.Error:
-                raise
-            except Exception as error:
-                tx.rollback_to_savepoint()
-                outcomes.append(BatchOutcome(error=error))
-            else:
-                tx.release_savepoint()
-                outcomes.append(BatchOutcome(value=value))
-        return outcomes
+        return [tx.run_undoable(functools.partial(work, tx)) for work in works]
 
     return each

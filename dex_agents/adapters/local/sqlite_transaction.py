@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
@@ -34,6 +35,7 @@ from dex_agents.adapters.local.store_rows import (
 from dex_agents.adapters.local.stored_text import pack_event, pack_value, unpack
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.ports.flow_store import (
+    BatchOutcome,
     EventRow,
     ExecutionRow,
     ExecutionStatus,
@@ -71,6 +73,7 @@ class SqliteTransaction(StoreTransaction):
         # values), so an update writes only the columns it changes: a full-row UPDATE
         # also rewrites the entry of every index of step_executions.
         self._executions_seen: dict[int, list[object]] = {}
+        self._depth = 0  # savepoints open
 
     def end(self) -> None:
         self._connection = None
@@ -86,19 +89,28 @@ class SqliteTransaction(StoreTransaction):
             raise RuntimeError("FlowStore.read work must not write")
         return self._connection.execute(sql, params)
 
-    def savepoint(self) -> None:
-        """Open the savepoint one work of a batch runs in."""
-        self._execute("SAVEPOINT batch_work")
+    def run_undoable(self, work: Callable[[], Any]) -> BatchOutcome:
+        """Run ``work`` in a savepoint; an ``Exception`` it raises rolls back to it.
 
-    def release_savepoint(self) -> None:
-        """Keep what the work wrote."""
-        self._execute("RELEASE batch_work")
-
-    def rollback_to_savepoint(self) -> None:
-        """Undo what the work wrote; the rest of the batch stays."""
-        self._execute("ROLLBACK TO batch_work")
-        self._execute("RELEASE batch_work")
-        self._executions_seen.clear()  # they may hold what was just undone
+        Savepoints nest (a work of a batch may run another), each named for its
+        depth. An error of SQLite itself is raised: the transaction is unusable.
+        """
+        name = f"work_{self._depth}"
+        self._execute(f"SAVEPOINT {name}")
+        self._depth += 1
+        try:
+            value = work()
+        except sqlite3.Error:
+            raise
+        except Exception as error:
+            self._execute(f"ROLLBACK TO {name}")
+            self._execute(f"RELEASE {name}")
+            self._executions_seen.clear()  # they may hold what was just undone
+            return BatchOutcome(error=error)
+        finally:
+            self._depth -= 1
+        self._execute(f"RELEASE {name}")
+        return BatchOutcome(value=value)
 
     def _executions(self, where: str, params: Sequence[object] = ()) -> list[ExecutionRow]:
         sql = f"SELECT {EXECUTION_SELECT} FROM step_executions e {where}"

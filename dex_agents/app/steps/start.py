@@ -62,6 +62,8 @@ class StartAgentSession(Step[AgentSessionStartInput]):
     """The start Step: initializes state, usage, interrupts and ``SessionSettings``."""
 
     input_type = AgentSessionStartInput
+    # It stages the session's first state (and the first turn's message); nothing else.
+    state_only = True
 
     def __init__(self, runtime: SessionRuntime) -> None:
         self.runtime = runtime
@@ -99,6 +101,10 @@ class AwaitUserMessage(Step[None]):
     ``planning`` turn; an approval marks the plan ``active`` and starts an
     ``executing`` turn. A stale approval waits again.
     """
+
+    # Starting a turn stages the user's message and the turn's state; the model call is
+    # the next Step's.
+    state_only = True
 
     def __init__(self, runtime: SessionRuntime) -> None:
         self.runtime = runtime

@@ -60,6 +60,8 @@ class ResumeTurn(Step[int]):
     model again, or moves to ``ApplyTurnControl`` when the turn is steered or cancelled."""
 
     input_type = int
+    # Deciding where the turn goes reads and stages state only.
+    state_only = True
 
     def __init__(self, runtime: SessionRuntime) -> None:
         self.runtime = runtime
