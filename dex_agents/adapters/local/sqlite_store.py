@@ -21,6 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.sqlite_schema import INDEXES, RETIRED_INDEXES, SCHEMA
 from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
 from dex_agents.adapters.local.store_errors import (
@@ -106,6 +107,7 @@ class SqliteFlowStore:
         self._poll: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._write_once = WriteOnceValues()
+        self._known = KnownRows()
         self._turnstile: WriterTurnstile | None = None
         try:
             self._connection = self._connect()
@@ -302,18 +304,30 @@ class SqliteFlowStore:
                 raise RuntimeError("FlowStore.run cannot run inside another transaction's work")
             connection = self._connection
             self._check_file()
-            tx = SqliteTransaction(connection, self._write_once, read_only=read_only)
+            known = self._known
+            tx = SqliteTransaction(connection, self._write_once, read_only=read_only, known=known)
+
+            def known_work(_: sqlite3.Connection) -> R:
+                # data_version moves only when another connection committed: then what
+                # this connection kept may be stale, and it is forgotten.
+                known.begin(connection.execute("PRAGMA data_version").fetchone()[0])
+                return work(tx)
+
             self._in_run = True
             try:
                 if read_only:
-                    return self._transact(connection, lambda _: work(tx), "BEGIN DEFERRED")
+                    return self._transact(connection, known_work, "BEGIN DEFERRED")
                 if not durable:
                     connection.execute("PRAGMA synchronous = NORMAL")
-                return self._transact(connection, lambda _: work(tx), begin or self._begin_write)
-            except sqlite3.Error as error:
-                raise self._translate(error) from error
-            except StoredValueError as error:
-                raise StoreCorruptError(f"{self.path} is damaged: {error}") from error
+                return self._transact(connection, known_work, begin or self._begin_write)
+            except BaseException as error:
+                # A rollback undid writes that were kept as they were made.
+                known.forget()
+                if isinstance(error, sqlite3.Error):
+                    raise self._translate(error) from error
+                if isinstance(error, StoredValueError):
+                    raise StoreCorruptError(f"{self.path} is damaged: {error}") from error
+                raise
             finally:
                 if not durable:
                     with contextlib.suppress(sqlite3.Error):

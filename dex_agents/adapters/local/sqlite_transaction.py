@@ -7,10 +7,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
     CLAIMABLE,
     EVENT_SELECT,
+    EXECUTION_COLUMNS,
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
     EXECUTION_SELECT,
@@ -52,6 +54,25 @@ _READS = ("SELECT", "WITH")
 _KEYS_PER_READ = 500
 """Instance keys one ``IN`` list names, well under SQLite's variable limit."""
 
+_MOST_KEPT_MAP_CHARS = 256 * 1024
+"""A whole AttributeMap read is kept (``KnownRows``) only up to this much text."""
+
+_ID = EXECUTION_COLUMNS.index("id")
+_ACTIVE_SELECT = (
+    f"SELECT {EXECUTION_SELECT} FROM step_executions e WHERE e.flow_id = ? "
+    f"AND e.status IN ({', '.join(repr(status) for status in sorted(ACTIVE_STATUSES))}) "
+    "ORDER BY e.id"
+)
+
+
+def _stored_row(execution_id: int, data: Sequence[object]) -> tuple[object, ...]:
+    """An execution's stored values in ``EXECUTION_COLUMNS`` order, from its ``EXECUTION_DATA``."""
+    full: list[object] = [None] * len(EXECUTION_COLUMNS)
+    full[_ID] = execution_id
+    for value, position in zip(data, EXECUTION_DATA_POSITIONS, strict=True):
+        full[position] = value
+    return tuple(full)
+
 
 class SqliteTransaction(StoreTransaction):
     def __init__(
@@ -60,9 +81,13 @@ class SqliteTransaction(StoreTransaction):
         write_once: WriteOnceValues | None = None,
         *,
         read_only: bool = False,
+        known: KnownRows | None = None,
     ) -> None:
         self._connection: sqlite3.Connection | None = connection
         self._write_once = write_once if write_once is not None else WriteOnceValues(0)
+        # What the connection knows across transactions; a transaction on its own knows
+        # nothing beyond itself.
+        self._known = known if known is not None else KnownRows()
         # Checked here rather than with PRAGMA query_only: toggling that pragma expires every
         # prepared statement of the connection, so each read would compile its SQL again.
         self._read_only = read_only
@@ -105,7 +130,9 @@ class SqliteTransaction(StoreTransaction):
         except Exception as error:
             self._execute(f"ROLLBACK TO {name}")
             self._execute(f"RELEASE {name}")
-            self._executions_seen.clear()  # they may hold what was just undone
+            # Both may hold what was just undone.
+            self._executions_seen.clear()
+            self._known.forget()
             return BatchOutcome(error=error)
         finally:
             self._depth -= 1
@@ -116,17 +143,24 @@ class SqliteTransaction(StoreTransaction):
         sql = f"SELECT {EXECUTION_SELECT} FROM step_executions e {where}"
         read = self._execute(sql, params).fetchall()
         rows = [decode_execution(values) for values in read]
+        self._saw(rows, read)
+        return rows
+
+    def _saw(self, rows: Sequence[ExecutionRow], stored: Sequence[Sequence[object]]) -> None:
         if not self._read_only:  # only a write transaction updates what it read
             seen = self._executions_seen
-            for row, values in zip(rows, read, strict=True):
+            for row, values in zip(rows, stored, strict=True):
                 seen[row.id] = [values[position] for position in EXECUTION_DATA_POSITIONS]
-        return rows
 
     # Flow runs
     def get_flow(self, flow_id: str) -> FlowRow | None:
-        sql = f"SELECT {', '.join(FLOW_COLUMNS)} FROM flows WHERE flow_id = ?"
-        values = self._execute(sql, (flow_id,)).fetchone()
-        return None if values is None else decode_flow(values)
+        known = self._known.flow(flow_id)
+        if not known.row_known:
+            sql = f"SELECT {', '.join(FLOW_COLUMNS)} FROM flows WHERE flow_id = ?"
+            values = self._execute(sql, (flow_id,)).fetchone()
+            known.row = None if values is None else tuple(values)
+            known.row_known = True
+        return known.flow_row()
 
     def insert_flow(self, row: FlowRow) -> None:
         params = row_params(normalized_flow(row), FLOW_COLUMNS)
@@ -136,6 +170,7 @@ class SqliteTransaction(StoreTransaction):
             self._execute(f"INSERT INTO flows ({names}) VALUES ({placeholders})", params)
         except sqlite3.IntegrityError:
             raise ValueError(f"a Flow run with ID {row.flow_id!r} is already stored") from None
+        self._keep_flow(params)
 
     def update_flow(self, row: FlowRow) -> None:
         params = row_params(normalized_flow(row), FLOW_COLUMNS)
@@ -143,6 +178,12 @@ class SqliteTransaction(StoreTransaction):
         sql = f"UPDATE flows SET {assignments} WHERE flow_id = :flow_id"
         if self._execute(sql, params).rowcount == 0:
             raise LookupError(f"no Flow run with ID {row.flow_id!r} is stored")
+        self._keep_flow(params)
+
+    def _keep_flow(self, params: dict[str, object]) -> None:
+        known = self._known.flow(str(params["flow_id"]))
+        known.row = tuple(params[name] for name in FLOW_COLUMNS)
+        known.row_known = True
 
     def list_flows(self) -> Sequence[FlowRow]:
         sql = f"SELECT {', '.join(FLOW_COLUMNS)} FROM flows ORDER BY created_at, rowid"
@@ -155,13 +196,33 @@ class SqliteTransaction(StoreTransaction):
         kept = self._write_once.known(flow_id, name, (key,))
         if kept:
             return kept[key]
+        known = self._known.peek(flow_id)
+        if known is not None:
+            if key == "" and name in known.singletons:
+                return known.singletons[name]
+            whole = known.maps.get(name)
+            if whole is not None:
+                return whole.get(key)
         sql = "SELECT value FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
         values = self._execute(sql, (flow_id, name, key)).fetchone()
-        return None if values is None else unpack(values[0])
+        text = None if values is None else unpack(values[0])
+        if key == "":
+            self._known.flow(flow_id).singletons[name] = text
+        return text
 
     def get_values(self, flow_id: str, name: str) -> dict[str, str]:
-        sql = "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
-        return {key: unpack(value) for key, value in self._execute(sql, (flow_id, name))}
+        known = self._known.flow(flow_id)
+        whole = known.maps.get(name)
+        if whole is None:
+            sql = (
+                "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? "
+                "ORDER BY key"
+            )
+            whole = {key: unpack(value) for key, value in self._execute(sql, (flow_id, name))}
+            if sum(map(len, whole.values())) <= _MOST_KEPT_MAP_CHARS:
+                known.maps[name] = whole
+            return dict(whole)
+        return dict(sorted(whole.items()))
 
     def get_write_once_values(
         self, flow_id: str, name: str, keys: Sequence[str] | None = None
@@ -169,8 +230,12 @@ class SqliteTransaction(StoreTransaction):
         # Only the keys are read (the value column, with its overflow pages, is
         # not), then the values this store has not kept.
         if keys is None:
-            rows = self._execute(ATTRIBUTE_KEYS_SELECT, (flow_id, name)).fetchall()
-            keys = [key for (key,) in rows]
+            known = self._known.flow(flow_id)
+            kept_keys = known.map_keys.get(name)
+            if kept_keys is None:
+                rows = self._execute(ATTRIBUTE_KEYS_SELECT, (flow_id, name)).fetchall()
+                kept_keys = known.map_keys[name] = {key for (key,) in rows}
+            keys = sorted(kept_keys)
         else:
             keys = sorted(set(keys))
         found = self._write_once.known(flow_id, name, keys)
@@ -193,22 +258,38 @@ class SqliteTransaction(StoreTransaction):
     def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
         if not names:
             return {}
-        marks = ", ".join("?" for _ in names)
-        sql = f"""SELECT name, value FROM attribute_values
-            WHERE flow_id = ? AND name IN ({marks}) AND key = ''"""
-        return {name: unpack(value) for name, value in self._execute(sql, (flow_id, *names))}
+        singletons = self._known.flow(flow_id).singletons
+        missing = [name for name in names if name not in singletons]
+        if missing:
+            marks = ", ".join("?" for _ in missing)
+            sql = f"""SELECT name, value FROM attribute_values
+                WHERE flow_id = ? AND name IN ({marks}) AND key = ''"""
+            read = {name: unpack(value) for name, value in self._execute(sql, (flow_id, *missing))}
+            for name in missing:
+                singletons[name] = read.get(name)
+        found = {}
+        for name in names:
+            text = singletons[name]
+            if text is not None:
+                found[name] = text
+        return found
 
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
         sql = "INSERT OR REPLACE INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)"
         self._execute(sql, (flow_id, name, key, pack_value(value)))
-        self._written.add((flow_id, name, key))
-        self._write_once.forget(flow_id, name, key)
+        self._wrote(flow_id, name, key, value)
 
     def delete_value(self, flow_id: str, name: str, key: str) -> None:
         sql = "DELETE FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
         self._execute(sql, (flow_id, name, key))
+        self._wrote(flow_id, name, key, None)
+
+    def _wrote(self, flow_id: str, name: str, key: str, value: str | None) -> None:
         self._written.add((flow_id, name, key))
         self._write_once.forget(flow_id, name, key)
+        known = self._known.peek(flow_id)
+        if known is not None:
+            known.put_value(name, key, value)
 
     # Channel messages
     def append_message(
@@ -271,9 +352,14 @@ class SqliteTransaction(StoreTransaction):
         values = execution_values(row)
         row.id = int(self._execute(EXECUTION_INSERT, values).lastrowid or 0)
         self._executions_seen[row.id] = values
+        self._known.put_execution(row.flow_id, _stored_row(row.id, values))
         return row.id
 
     def get_execution(self, execution_id: int) -> ExecutionRow | None:
+        kept = self._known.active_execution(execution_id)
+        if kept is not None:
+            self._saw([kept[0]], [kept[1]])
+            return kept[0]
         rows = self._executions("WHERE e.id = ?", (execution_id,))
         return rows[0] if rows else None
 
@@ -295,12 +381,23 @@ class SqliteTransaction(StoreTransaction):
         if self._execute(sql, params).rowcount == 0:
             raise LookupError(f"no Step execution with store ID {row.id} is stored")
         self._executions_seen[row.id] = values
+        self._known.put_execution(row.flow_id, _stored_row(row.id, values))
 
     def flow_executions(
         self, flow_id: str, statuses: Sequence[ExecutionStatus] | None = None
     ) -> Sequence[ExecutionRow]:
         if statuses is None:
             return self._executions("WHERE e.flow_id = ? ORDER BY e.id", (flow_id,))
+        wanted = frozenset(status.value for status in statuses)
+        if wanted <= ACTIVE_STATUSES:
+            known = self._known.flow(flow_id)
+            if known.active is None:
+                known = self._known.keep_active(
+                    flow_id, self._execute(_ACTIVE_SELECT, (flow_id,)).fetchall()
+                )
+            kept = known.executions(wanted)
+            self._saw([row for row, _ in kept], [stored for _, stored in kept])
+            return [row for row, _ in kept]
         marks = ", ".join("?" for _ in statuses)
         where = f"WHERE e.flow_id = ? AND e.status IN ({marks}) ORDER BY e.id"
         return self._executions(where, (flow_id, *(status.value for status in statuses)))
@@ -384,6 +481,9 @@ class SqliteTransaction(StoreTransaction):
         sql = """INSERT INTO stream_sizes (flow_type, bytes) VALUES (?, ?)
             ON CONFLICT (flow_type) DO UPDATE SET bytes = bytes + excluded.bytes"""
         self._execute(sql, (flow_type, size))
+        sizes = self._known.stream_bytes
+        if flow_type in sizes:
+            sizes[flow_type] += size
         return event_id
 
     def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
@@ -404,9 +504,13 @@ class SqliteTransaction(StoreTransaction):
     def trim_events(self, flow_type: str, capacity_bytes: int) -> int:
         if capacity_bytes < 0:
             raise ValueError(f"capacity_bytes must be 0 or more, not {capacity_bytes}")
-        sql = "SELECT bytes FROM stream_sizes WHERE flow_type = ?"
-        total_row = self._execute(sql, (flow_type,)).fetchone()
-        excess = (0 if total_row is None else int(total_row[0])) - capacity_bytes
+        sizes = self._known.stream_bytes
+        total = sizes.get(flow_type)
+        if total is None:
+            sql = "SELECT bytes FROM stream_sizes WHERE flow_type = ?"
+            total_row = self._execute(sql, (flow_type,)).fetchone()
+            total = sizes[flow_type] = 0 if total_row is None else int(total_row[0])
+        excess = total - capacity_bytes
         if excess <= 0:
             return 0
         freed = deleted = last_id = 0
@@ -422,4 +526,5 @@ class SqliteTransaction(StoreTransaction):
         )
         sql = "UPDATE stream_sizes SET bytes = bytes - ? WHERE flow_type = ?"
         self._execute(sql, (freed, flow_type))
+        sizes[flow_type] = total - freed
         return deleted

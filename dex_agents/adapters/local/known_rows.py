@@ -1,0 +1,176 @@
+"""What one SQLite connection knows of the file, kept across its transactions while no other
+connection commits.
+
+A session's Steps and its client read the same rows transaction after
+transaction: the Flow run's row, its singleton Attributes, its active Step
+executions, the Stream's running size. Within one process they all go through
+one connection, and SQLite's ``PRAGMA data_version`` on that connection changes
+exactly when another connection committed. So each transaction reads it first
+(``SqliteFlowStore``), and ``KnownRows.begin`` forgets everything when it moved.
+While it stays, what this connection read or wrote is what the file holds:
+every write of the rows kept here goes through ``SqliteTransaction``, which
+keeps them up to date, and a transaction (or savepoint) that rolls back
+forgets everything, since its writes were kept as they were made.
+
+Kept per Flow run, for the most recently used ``MOST_FLOWS`` runs: the row,
+singleton values (and which are unset), whole non-write-once AttributeMaps, the
+keys of write-once maps (their values are ``WriteOnceValues``'), and the active
+Step executions once they were read together. Values are stored text; rows are
+the stored column values, decoded into a fresh object for each caller.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from dex_agents.adapters.local.sqlite_schema import (
+    EXECUTION_COLUMNS,
+    decode_execution,
+    decode_flow,
+)
+from dex_agents.ports.flow_store import (
+    ACTIVE_EXECUTION_STATUSES,
+    ExecutionRow,
+    FlowRow,
+)
+
+MOST_FLOWS = 4096
+"""How many Flow runs' rows and values one connection keeps, the least recently used dropped."""
+
+ACTIVE_STATUSES = frozenset(status.value for status in ACTIVE_EXECUTION_STATUSES)
+"""The stored statuses of an execution that ``KnownFlow.active`` holds."""
+
+_STATUS = EXECUTION_COLUMNS.index("status")
+_ID = EXECUTION_COLUMNS.index("id")
+
+
+class KnownFlow:
+    """What is known of one Flow run; ``None`` (or a missing key) means not known."""
+
+    __slots__ = ("active", "map_keys", "maps", "row", "row_known", "singletons")
+
+    def __init__(self) -> None:
+        self.row_known = False
+        self.row: tuple[Any, ...] | None = None  # stored values, or None when there is no row
+        self.singletons: dict[str, str | None] = {}
+        self.maps: dict[str, dict[str, str]] = {}
+        self.map_keys: dict[str, set[str]] = {}
+        # Execution ID -> stored values (EXECUTION_COLUMNS), of every active execution.
+        self.active: dict[int, tuple[Any, ...]] | None = None
+
+    def flow_row(self) -> FlowRow | None:
+        """A fresh ``FlowRow`` of the kept values (the caller may change it)."""
+        return None if self.row is None else decode_flow(self.row)
+
+    def executions(self, statuses: frozenset[str]) -> list[tuple[ExecutionRow, tuple[Any, ...]]]:
+        """The kept active executions in ``statuses`` by ID: a fresh row, and its stored values."""
+        assert self.active is not None
+        return [
+            (decode_execution(values), values)
+            for _, values in sorted(self.active.items())
+            if values[_STATUS] in statuses
+        ]
+
+    def put_value(self, name: str, key: str, text: str | None) -> None:
+        """Keep a write (``None``: a delete) of one value."""
+        if key == "":
+            self.singletons[name] = text
+        kept = self.maps.get(name)
+        if kept is not None:
+            if text is None:
+                kept.pop(key, None)
+            else:
+                kept[key] = text
+        keys = self.map_keys.get(name)
+        if keys is not None:
+            if text is None:
+                keys.discard(key)
+            else:
+                keys.add(key)
+
+    def put_execution(self, values: Sequence[Any]) -> None:
+        """Keep an execution as stored now: in the active set while it is active."""
+        if self.active is None:
+            return
+        if values[_STATUS] in ACTIVE_STATUSES:
+            self.active[values[_ID]] = tuple(values)
+        else:
+            self.active.pop(values[_ID], None)
+
+
+class KnownRows:
+    """The rows and values one connection knows, valid while ``PRAGMA data_version`` holds."""
+
+    def __init__(self, most_flows: int = MOST_FLOWS) -> None:
+        self._most = most_flows
+        self._flows: OrderedDict[str, KnownFlow] = OrderedDict()
+        self._version: int | None = None
+        # Execution ID -> Flow run, for the active executions kept.
+        self._owner: dict[int, str] = {}
+        self.stream_bytes: dict[str, int] = {}
+        """Each Flow type's Stream size in bytes, as ``stream_sizes`` holds it."""
+
+    def begin(self, version: int) -> None:
+        """Start a transaction whose connection reads ``version``: forget all if it moved."""
+        if version != self._version:
+            self.forget()
+            self._version = version
+
+    def forget(self) -> None:
+        """Forget everything: another connection committed, or a rollback undid kept writes."""
+        self._flows.clear()
+        self._owner.clear()
+        self.stream_bytes.clear()
+
+    def flow(self, flow_id: str) -> KnownFlow:
+        """The entry of ``flow_id``, made when it has none; the least recently used goes."""
+        known = self._flows.get(flow_id)
+        if known is None:
+            known = self._flows[flow_id] = KnownFlow()
+            if len(self._flows) > self._most:
+                _, dropped = self._flows.popitem(last=False)
+                if dropped.active:
+                    for execution_id in dropped.active:
+                        self._owner.pop(execution_id, None)
+        else:
+            self._flows.move_to_end(flow_id)
+        return known
+
+    def peek(self, flow_id: str) -> KnownFlow | None:
+        """The entry of ``flow_id`` if there is one, without making it recently used."""
+        return self._flows.get(flow_id)
+
+    def keep_active(self, flow_id: str, rows: Sequence[Sequence[Any]]) -> KnownFlow:
+        """Keep ``rows``, the stored values of every active execution of ``flow_id``."""
+        known = self.flow(flow_id)
+        if known.active:
+            for execution_id in known.active:
+                self._owner.pop(execution_id, None)
+        known.active = {values[_ID]: tuple(values) for values in rows}
+        for execution_id in known.active:
+            self._owner[execution_id] = flow_id
+        return known
+
+    def put_execution(self, flow_id: str, values: Sequence[Any]) -> None:
+        """Keep an execution as stored now, when its Flow run's active set is kept."""
+        known = self._flows.get(flow_id)
+        if known is None or known.active is None:
+            return
+        known.put_execution(values)
+        if values[_ID] in known.active:
+            self._owner[values[_ID]] = flow_id
+        else:
+            self._owner.pop(values[_ID], None)
+
+    def active_execution(self, execution_id: int) -> tuple[ExecutionRow, tuple[Any, ...]] | None:
+        """A kept active execution, a fresh row and its stored values; ``None`` when not kept."""
+        flow_id = self._owner.get(execution_id)
+        if flow_id is None:
+            return None
+        known = self._flows.get(flow_id)
+        if known is None or known.active is None or execution_id not in known.active:
+            return None
+        values = known.active[execution_id]
+        return decode_execution(values), values

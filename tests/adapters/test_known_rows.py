@@ -1,0 +1,192 @@
+"""What a SQLite connection keeps across its transactions (``KnownRows``) is never stale.
+
+Two ``SqliteFlowStore``s on one file are two connections, as two processes
+would be: what one commits, the other must see at its next transaction, though
+it kept the same rows from before. A transaction that rolls back must leave
+nothing it wrote behind in what is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.ports.flow_store import ExecutionStatus, FlowStatus, StoreTransaction
+from tests.adapters.flow_store_rows import add_executions, add_flows, at, execution, flow
+
+ACTIVE = [ExecutionStatus.READY, ExecutionStatus.RUNNING, ExecutionStatus.WAITING]
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[SqliteFlowStore, SqliteFlowStore]]:
+    path = tmp_path / "flows.sqlite3"
+    first, second = SqliteFlowStore(path), SqliteFlowStore(path)
+    try:
+        yield first, second
+    finally:
+        first.close()
+        second.close()
+
+
+def _everything(tx: StoreTransaction) -> tuple[object, ...]:
+    row = tx.get_flow("f1")
+    return (
+        None if row is None else row.status,
+        tx.get_singletons("f1", ["a", "b"]),
+        tx.get_value("f1", "a", ""),
+        tx.get_values("f1", "m"),
+        tx.get_write_once_values("f1", "w"),
+        [(row.id, row.status) for row in tx.flow_executions("f1", ACTIVE)],
+    )
+
+
+def _fill(store: SqliteFlowStore) -> list[int]:
+    add_flows(store, flow("f1"))
+
+    def work(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "a", "", "1")
+        tx.put_value("f1", "m", "k1", "x")
+        tx.put_value("f1", "w", "k1", "first")
+
+    store.run(work)
+    return add_executions(store, execution(), execution(step_type="Other"))
+
+
+def test_a_commit_of_another_connection_is_seen_at_the_next_transaction(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    ids = _fill(first)
+    kept = first.read(_everything)  # the first connection keeps all of it now
+    assert kept == (
+        FlowStatus.RUNNING,
+        {"a": "1"},
+        "1",
+        {"k1": "x"},
+        {"k1": "first"},
+        [(ids[0], ExecutionStatus.READY), (ids[1], ExecutionStatus.READY)],
+    )
+    assert first.run(lambda tx: tx.trim_events("Agent", 10)) == 0  # it keeps the size too
+
+    def change(tx: StoreTransaction) -> None:
+        row = tx.get_flow("f1")
+        assert row is not None
+        tx.update_flow(replace(row, status=FlowStatus.STOPPED))
+        tx.put_value("f1", "a", "", "2")
+        tx.put_value("f1", "b", "", "3")
+        tx.delete_value("f1", "m", "k1")
+        tx.put_value("f1", "m", "k2", "y")
+        tx.put_value("f1", "w", "k2", "second")
+        done = tx.get_execution(ids[0])
+        assert done is not None
+        tx.update_execution(replace(done, status=ExecutionStatus.COMPLETED, finished_at=at(1)))
+        tx.insert_execution(execution(step_type="Third", status=ExecutionStatus.WAITING))
+        tx.append_event("Agent", "f1", "x" * 30, "test", at(1))
+
+    second.run(change)
+    *values, active = first.read(_everything)
+    assert values == [
+        FlowStatus.STOPPED,
+        {"a": "2", "b": "3"},
+        "2",
+        {"k2": "y"},
+        {"k1": "first", "k2": "second"},
+    ]
+    assert active == [(ids[1], ExecutionStatus.READY), (ids[1] + 1, ExecutionStatus.WAITING)]
+    # The event the second wrote is over the capacity, as the second counted its size.
+    assert first.run(lambda tx: tx.trim_events("Agent", 10)) == 1
+
+
+def test_what_a_connection_writes_it_reads_back_from_what_it_keeps(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    ids = _fill(first)
+    first.read(_everything)
+
+    def change(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "b", "", "3")
+        tx.put_value("f1", "m", "k0", "z")
+        tx.put_value("f1", "w", "k0", "zeroth")
+        row = tx.get_execution(ids[1])
+        assert row is not None
+        tx.update_execution(replace(row, status=ExecutionStatus.RUNNING, lease_owner="me"))
+
+    first.run(change)
+    # Read back through what the first keeps, and from the file by the second: the same.
+    assert first.read(_everything) == second.read(_everything)
+    running = first.read(lambda tx: tx.get_execution(ids[1]))
+    assert running is not None
+    assert running.lease_owner == "me"
+
+
+def test_a_rollback_leaves_nothing_it_wrote_in_what_is_kept(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    ids = _fill(first)
+    before = first.read(_everything)
+
+    def change(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "a", "", "lost")
+        tx.put_value("f1", "m", "k9", "lost")
+        row = tx.get_execution(ids[0])
+        assert row is not None
+        tx.update_execution(replace(row, status=ExecutionStatus.CANCELLED))
+        tx.append_event("Agent", "f1", "x" * 30, "test", at(1))
+        tx.trim_events("Agent", 100)
+
+    def undone(tx: StoreTransaction) -> None:
+        change(tx)
+        raise ValueError("roll it all back")
+
+    with pytest.raises(ValueError, match="roll it all back"):
+        first.run(undone)
+    assert first.read(_everything) == before
+    # And only the work that raised, inside a transaction that commits.
+    first.run(lambda tx: tx.run_undoable(lambda: undone(tx)))
+    assert first.read(_everything) == before == second.read(_everything)
+    assert first.run(lambda tx: tx.trim_events("Agent", 100)) == 0
+
+
+def test_a_map_a_caller_changes_is_not_changed_in_what_is_kept(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, _ = two
+    _fill(first)
+    values = first.read(lambda tx: tx.get_values("f1", "m"))
+    values["k1"] = "changed by the caller"
+    row = first.read(lambda tx: tx.get_flow("f1"))
+    assert row is not None
+    row.status = FlowStatus.FAILED
+    assert first.read(lambda tx: tx.get_values("f1", "m")) == {"k1": "x"}
+    kept = first.read(lambda tx: tx.get_flow("f1"))
+    assert kept is not None
+    assert kept.status is FlowStatus.RUNNING
+
+
+def test_the_least_recently_used_flows_are_dropped_and_read_again(
+    two: tuple[SqliteFlowStore, SqliteFlowStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = two
+    store_known = first._known  # the bound is the point of this test
+    monkeypatch.setattr(store_known, "_most", 2)
+    add_flows(first, *(flow(f"f{n}") for n in range(5)))
+
+    def statuses(tx: StoreTransaction) -> list[object]:
+        return [
+            (
+                row.status if (row := tx.get_flow(f"f{n}")) else None,
+                tx.flow_executions(f"f{n}", ACTIVE),
+            )
+            for n in range(5)
+        ]
+
+    first.read(statuses)
+    assert len(store_known._flows) == 2
+    add_executions(first, execution("f0"), execution("f4"))
+    assert first.read(statuses) == second.read(statuses)
