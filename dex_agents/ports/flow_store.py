@@ -437,3 +437,18 @@ class InlineFlowStore(FlowStore, Protocol):
     def try_read(self, work: Callable[[StoreTransaction], R]) -> R:
         """``read``, or ``StoreWouldWaitError`` with nothing run when it would wait."""
         ...
+
+
+@runtime_checkable
+class CommittedEvents(Protocol):
+    """A store that knows the Stream events its own commits appended, without a read.
+
+    A reader in the same process that follows a session's Stream gets the next
+    event from here when this store committed it right after the one the reader
+    has, with nothing between them; otherwise it reads.
+    """
+
+    def event_after(self, flow_id: str, after_id: int) -> EventRow | None:
+        """The event of ``flow_id`` right after event ``after_id`` when this store committed it
+        knowing the event before it; ``None`` when only a read can tell."""
+        ...

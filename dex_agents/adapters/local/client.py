@@ -30,6 +30,7 @@ from dex_agents.ports.errors import (
 from dex_agents.ports.flow_client import FlowInfo, StepHistoryEntry, StreamMessage
 from dex_agents.ports.flow_store import (
     ACTIVE_EXECUTION_STATUSES,
+    CommittedEvents,
     FlowRow,
     FlowStatus,
     StoreTransaction,
@@ -175,6 +176,9 @@ class LocalFlowClient:
     def __init__(self, engine: LocalEngine) -> None:
         self._engine = engine
         self._read_ahead = EventReadAhead()
+        # Checked once: a runtime Protocol check looks up every method.
+        store = engine.store
+        self._committed = store if isinstance(store, CommittedEvents) else None
         self._read_first = ReadFirstRpcs()
 
     @property
@@ -292,6 +296,9 @@ class LocalFlowClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (poll_timeout or DEFAULT_STREAM_POLL_TIMEOUT).total_seconds()
         kept = self._read_ahead.take(flow_id, after)
+        committed = self._committed
+        if kept is None and committed is not None:
+            kept = committed.event_after(flow_id, after)
         counter = 0 if kept is not None else await engine.change_counter()
         while True:
 
@@ -314,6 +321,8 @@ class LocalFlowClient:
             if remaining <= 0:
                 raise StreamReadTimeoutError(f"no new event of session {flow_id!r} arrived")
             counter = await engine.wait_for_change(counter, timedelta(seconds=remaining))
+            if committed is not None:
+                kept = committed.event_after(flow_id, after)
 
     async def stream_tail_token(self, flow: FlowDefinition, flow_id: str) -> str:
         """The resume token of the session's newest event (``""`` when it has none).

@@ -14,8 +14,9 @@ forgets everything, since its writes were kept as they were made.
 
 Kept per Flow run, for the most recently used ``MOST_FLOWS`` runs: the row,
 singleton values (and which are unset), whole non-write-once AttributeMaps, the
-keys of write-once maps (their values are ``WriteOnceValues``'), and the active
-Step executions once they were read together. Values are stored text; rows are
+keys of write-once maps (their values are ``WriteOnceValues``'), the active
+Step executions once they were read together, and the ID of the newest Stream
+event. Values are stored text; rows are
 the stored column values, decoded into a fresh object for each caller.
 """
 
@@ -49,7 +50,7 @@ _ID = EXECUTION_COLUMNS.index("id")
 class KnownFlow:
     """What is known of one Flow run; ``None`` (or a missing key) means not known."""
 
-    __slots__ = ("active", "map_keys", "maps", "row", "row_known", "singletons")
+    __slots__ = ("active", "last_event_id", "map_keys", "maps", "row", "row_known", "singletons")
 
     def __init__(self) -> None:
         self.row_known = False
@@ -59,6 +60,8 @@ class KnownFlow:
         self.map_keys: dict[str, set[str]] = {}
         # Execution ID -> stored values (EXECUTION_COLUMNS), of every active execution.
         self.active: dict[int, tuple[Any, ...]] | None = None
+        # The ID of the run's newest Stream event: the one an event appended now follows.
+        self.last_event_id: int | None = None
 
     def flow_row(self) -> FlowRow | None:
         """A fresh ``FlowRow`` of the kept values (the caller may change it)."""

@@ -16,6 +16,7 @@ import functools
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +37,7 @@ from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
 from dex_agents.ports.flow_store import (
     BatchOutcome,
+    EventRow,
     StoreTransaction,
     StoreWouldWaitError,
 )
@@ -64,6 +66,9 @@ which a dex-agents that reads version 1 would take for damage.
 
 UPGRADED_VERSIONS = (1,)
 """Versions opened by setting the version: version 1's tables and text values read as they are."""
+
+COMMITTED_EVENTS_KEPT = 4096
+"""How many of its newest committed Stream events a store keeps for readers in its process."""
 
 DEFAULT_BUSY_TIMEOUT = timedelta(seconds=10)
 """How long a transaction waits for another connection's write lock before ``StoreBusyError``."""
@@ -108,6 +113,8 @@ class SqliteFlowStore:
         self._identity: tuple[int, int] | None = None
         self._write_once = WriteOnceValues()
         self._known = KnownRows()
+        self._events_lock = threading.Lock()
+        self._events_after: OrderedDict[tuple[str, int], EventRow] = OrderedDict()
         self._turnstile: WriterTurnstile | None = None
         try:
             self._connection = self._connect()
@@ -319,7 +326,9 @@ class SqliteFlowStore:
                     return self._transact(connection, known_work, "BEGIN DEFERRED")
                 if not durable:
                     connection.execute("PRAGMA synchronous = NORMAL")
-                return self._transact(connection, known_work, begin or self._begin_write)
+                result = self._transact(connection, known_work, begin or self._begin_write)
+                self._committed_events(tx.appended)
+                return result
             except BaseException as error:
                 # A rollback undid writes that were kept as they were made.
                 known.forget()
@@ -334,6 +343,26 @@ class SqliteFlowStore:
                         connection.execute("PRAGMA synchronous = FULL")
                 tx.end()
                 self._in_run = False
+
+    def _committed_events(self, appended: Sequence[tuple[int, EventRow]]) -> None:
+        if not appended:
+            return
+        with self._events_lock:
+            after = self._events_after
+            for previous, row in appended:
+                after[(row.flow_id, previous)] = row
+            while len(after) > COMMITTED_EVENTS_KEPT:
+                after.popitem(last=False)
+
+    def event_after(self, flow_id: str, after_id: int) -> EventRow | None:
+        """The event of ``flow_id`` that this store committed right after event ``after_id``,
+        holding the write lock, so that nothing came between; ``None`` when it does not know.
+
+        The newest ``COMMITTED_EVENTS_KEPT`` events are known, so a reader in this process
+        follows a session's Stream without a read per event.
+        """
+        with self._events_lock:
+            return self._events_after.get((flow_id, after_id))
 
     def _begin_write(self, connection: sqlite3.Connection) -> None:
         assert self._turnstile is not None  # set once the file opened, before any work runs

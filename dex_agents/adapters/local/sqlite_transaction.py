@@ -99,6 +99,9 @@ class SqliteTransaction(StoreTransaction):
         # also rewrites the entry of every index of step_executions.
         self._executions_seen: dict[int, list[object]] = {}
         self._depth = 0  # savepoints open
+        self.appended: list[tuple[int, EventRow]] = []
+        """The Stream events this transaction appended, each with the ID of the event of its
+        Flow run before it, where that was known."""
 
     def end(self) -> None:
         self._connection = None
@@ -122,6 +125,7 @@ class SqliteTransaction(StoreTransaction):
         """
         name = f"work_{self._depth}"
         self._execute(f"SAVEPOINT {name}")
+        appended = len(self.appended)
         self._depth += 1
         try:
             value = work()
@@ -130,9 +134,10 @@ class SqliteTransaction(StoreTransaction):
         except Exception as error:
             self._execute(f"ROLLBACK TO {name}")
             self._execute(f"RELEASE {name}")
-            # Both may hold what was just undone.
+            # They may hold what was just undone.
             self._executions_seen.clear()
             self._known.forget()
+            del self.appended[appended:]
             return BatchOutcome(error=error)
         finally:
             self._depth -= 1
@@ -484,17 +489,30 @@ class SqliteTransaction(StoreTransaction):
         sizes = self._known.stream_bytes
         if flow_type in sizes:
             sizes[flow_type] += size
+        # This transaction holds the write lock: the event is its run's newest.
+        known = self._known.flow(flow_id)
+        if known.last_event_id is not None:
+            row = EventRow(
+                event_id, flow_type, flow_id, value, source, datetime.fromisoformat(when)
+            )
+            self.appended.append((known.last_event_id, row))
+        known.last_event_id = event_id
         return event_id
 
     def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
         check_limit(limit)
         sql = f"""SELECT {EVENT_SELECT} FROM stream_events
             WHERE flow_id = ? AND id > ? ORDER BY id LIMIT ?"""
-        return [decode_event(values) for values in self._execute(sql, (flow_id, after_id, limit))]
+        rows = [decode_event(values) for values in self._execute(sql, (flow_id, after_id, limit))]
+        if rows and len(rows) < limit:  # the read reached the run's newest event
+            self._known.flow(flow_id).last_event_id = rows[-1].id
+        return rows
 
     def last_event_id(self, flow_id: str) -> int:
         sql = "SELECT COALESCE(MAX(id), 0) FROM stream_events WHERE flow_id = ?"
-        return int(self._execute(sql, (flow_id,)).fetchone()[0])
+        last = int(self._execute(sql, (flow_id,)).fetchone()[0])
+        self._known.flow(flow_id).last_event_id = last
+        return last
 
     def get_event(self, event_id: int) -> EventRow | None:
         sql = f"SELECT {EVENT_SELECT} FROM stream_events WHERE id = ?"
