@@ -44,6 +44,7 @@ def escape_lone_surrogates(json_text: str) -> str:
     Surrogates occur only inside JSON strings (keys and values), where the
     escape means the same code point, so the text still decodes to equal data.
     """
-    if _SURROGATE.search(json_text) is None:
+    # ASCII text, nearly all of it, has none: isascii needs no scan of its characters.
+    if json_text.isascii() or _SURROGATE.search(json_text) is None:
         return json_text
     return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", json_text)

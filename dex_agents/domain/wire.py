@@ -275,15 +275,20 @@ def from_wire(data: Any, cls: type[T]) -> T:
         raise WireFormatError(f"invalid {name}: {detail}") from error
 
 
+# One encoder for every call: json.dumps with these options builds a new one each time,
+# and a turn writes dozens of values. An encoder keeps no state between calls.
+_encode = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+).encode
+
+
 def dumps(data: Any) -> str:
     """Write a JSON-compatible value as the project's canonical JSON text.
 
     Non-ASCII text stays unescaped, except lone surrogates, which have no UTF-8
     form: each is written as its ``\\uXXXX`` escape (``dex_agents.domain.unicode_text``).
     """
-    return escape_lone_surrogates(
-        json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
-    )
+    return escape_lone_surrogates(_encode(data))
 
 
 def to_json(value: object) -> str:

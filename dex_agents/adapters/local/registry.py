@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dex_agents.adapters.local.codec import SchemaItem, decode_options
@@ -21,6 +22,9 @@ from dex_agents.ports.persistence import (
     ChannelMapDef,
 )
 
+_DECODED_OPTIONS_KEPT = 256
+"""Movement options texts one Flow type keeps decoded; all are dropped when it is full."""
+
 
 @dataclass(frozen=True)
 class RegisteredFlow:
@@ -31,13 +35,16 @@ class RegisteredFlow:
     schema: dict[str, SchemaItem]
     step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT
     """The finished Step executions each session keeps (``history_retention.py``)."""
+    _decoded_options: dict[str, StepOptions] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def flow_type(self) -> str:
         """The Flow type's name."""
         return self.flow.flow_type
 
-    @property
+    @functools.cached_property
     def singleton_names(self) -> tuple[str, ...]:
         """The names of the schema's singleton Attributes."""
         return tuple(name for name, item in self.schema.items() if isinstance(item, AttributeDef))
@@ -65,7 +72,15 @@ class RegisteredFlow:
         """The options of one execution: its movement's, else the Step's own."""
         if movement_options is None:
             return step.options()
-        return decode_options(movement_options, self.steps, self.schema)
+        # A session's movements repeat the same few options, and each execution's are read
+        # at its claim, its wait and its commit: decode each text once.
+        decoded = self._decoded_options.get(movement_options)
+        if decoded is None:
+            decoded = decode_options(movement_options, self.steps, self.schema)
+            if len(self._decoded_options) >= _DECODED_OPTIONS_KEPT:
+                self._decoded_options.clear()
+            self._decoded_options[movement_options] = decoded
+        return decoded
 
     def decode_input(self, step: Step[Any], text: str) -> Any:
         """A Step's input from its JSON text."""
