@@ -8,7 +8,7 @@ nothing it wrote behind in what is kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -190,3 +190,67 @@ def test_the_least_recently_used_flows_are_dropped_and_read_again(
     assert len(store_known._flows) == 2
     add_executions(first, execution("f0"), execution("f4"))
     assert first.read(statuses) == second.read(statuses)
+
+
+def _append(flow_id: str, value: str) -> Callable[[StoreTransaction], int]:
+    return lambda tx: tx.append_event("Agent", flow_id, value, "test", at(1))
+
+
+def test_the_events_a_store_committed_follow_each_other_without_a_read(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    add_flows(first, flow("f1"), flow("f2"))
+    # The first knows no event before it has read or written one of the session.
+    unknown = first.run(_append("f1", '"a"'))
+    assert first.event_after("f1", 0) is None
+    b = first.run(_append("f1", '"b"'))
+    other = first.run(_append("f2", '"x"'))
+    c = first.run(_append("f1", '"c"'))
+    after_unknown = first.event_after("f1", unknown)
+    assert after_unknown is not None
+    assert (after_unknown.id, after_unknown.value) == (b, '"b"')
+    after_b = first.event_after("f1", b)
+    assert after_b is not None
+    assert after_b.id == c  # f2's event between them is another session's
+    assert first.event_after("f2", other) is None
+    # Each is what a read returns.
+    read = second.read(lambda tx: tx.events_after("f1", unknown, 10))
+    assert [after_unknown, after_b] == list(read)
+
+
+def test_an_event_of_another_connection_between_breaks_the_link(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    add_flows(first, flow("f1"))
+    a = first.run(_append("f1", '"a"'))
+    second.run(_append("f1", '"from the other"'))
+    b = first.run(_append("f1", '"b"'))
+    # The first saw the other's commit (data_version moved) and forgot its newest event.
+    assert first.event_after("f1", a) is None
+    events = first.read(lambda tx: tx.events_after("f1", a, 10))
+    assert [event.value for event in events] == ['"from the other"', '"b"']
+    assert events[-1].id == b
+
+
+def test_an_event_whose_work_rolled_back_is_never_offered(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, _ = two
+    add_flows(first, flow("f1"))
+    a = first.run(_append("f1", '"a"'))
+
+    def undone(tx: StoreTransaction) -> None:
+        _append("f1", '"lost"')(tx)
+        raise ValueError("undo it")
+
+    first.run(lambda tx: tx.run_undoable(lambda: undone(tx)))
+    assert first.event_after("f1", a) is None
+    # The rollback forgot what the store knew: the next event is read, the one after linked.
+    b = first.run(_append("f1", '"b"'))
+    assert first.event_after("f1", a) is None
+    c = first.run(_append("f1", '"c"'))
+    kept = first.event_after("f1", b)
+    assert kept is not None
+    assert (kept.id, kept.value) == (c, '"c"')
