@@ -37,8 +37,11 @@ from dex_agents.ports.flow_store import (
     FlowRow,
 )
 
-MOST_FLOWS = 4096
-"""How many Flow runs' rows and values one connection keeps, the least recently used dropped."""
+MOST_FLOWS = 512
+"""How many Flow runs' rows and values one connection keeps, the least recently used dropped.
+
+About 4 KiB each: a worker serving 10,000 waiting sessions keeps 2 MiB of them,
+and the sessions it is running now stay kept."""
 
 ACTIVE_STATUSES = frozenset(status.value for status in ACTIVE_EXECUTION_STATUSES)
 """The stored statuses of an execution that ``KnownFlow.active`` holds."""
