@@ -1,0 +1,104 @@
+"""CPU instructions of one dex-agents turn, counted by valgrind: a figure the machine's load cannot move.
+
+    python bench/turn_instructions.py [--store sqlite|memory] [--warm N] [--turns N]
+
+This machine's speed moves by up to four times within an hour, so two commits'
+turn latencies are comparable only side by side in one run. Instructions are
+not: ``valgrind --tool=callgrind`` counts the user-space instructions of a
+process, the same for the same code whatever else the machine does. The
+script runs ``--warm`` turns (30) in one child and ``--warm`` + ``--turns``
+(20) in another, both under callgrind, and prints the difference per turn:
+what one turn costs after the session's start and warm-up. Work in the kernel
+(fsync, pwrite, locks) is not counted; ``turns.py`` times that.
+
+Run it in two checkouts to compare two commits; it needs ``valgrind`` on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# The checkout this script is in, before an installed dex-agents: run from another
+# checkout, it counts that checkout's code.
+sys.path.insert(0, str(HERE.parent))
+
+import workload  # noqa: E402
+
+
+async def _turns(store: str, count: int) -> None:
+    from dex_agents.local import LocalRuntime
+
+    folder = Path(tempfile.mkdtemp())
+    path = None if store == "memory" else folder / "turns.sqlite3"
+    runtime = LocalRuntime(path, [workload.flow], workers=1)
+    await runtime.open()
+    try:
+        sessions = runtime.sessions(workload.flow)
+        await sessions.open_session("s")
+        await sessions.wait_for_user("s")
+        for turn in range(count):
+            await sessions.send_user_message("s", workload.user_message(turn))
+            snapshot = await sessions.wait_for_user("s")
+            answer = snapshot.messages[-1].text or ""
+            if not answer.startswith("I looked it up"):
+                raise RuntimeError(f"turn {turn} answered {answer!r}")
+    finally:
+        await runtime.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _instructions(store: str, count: int) -> int:
+    """The instructions callgrind counts in a child that runs ``count`` turns."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        store,
+        str(count),
+    ]
+    # A fixed hash seed: set and dict order, and so the work, is the same in every run.
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind printed no count:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
+    parser.add_argument("--warm", type=int, default=30)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        asyncio.run(_turns(args.child[0], int(args.child[1])))
+        return 0
+    if shutil.which("valgrind") is None:
+        print("turn_instructions.py needs valgrind (Debian: apt-get install valgrind)")
+        return 1
+    warm = _instructions(args.store, args.warm)
+    both = _instructions(args.store, args.warm + args.turns)
+    per_turn = (both - warm) / args.turns
+    print(
+        f"dex-agents, {args.store}: {per_turn / 1e6:.2f} M instructions per turn "
+        f"(turns {args.warm + 1}-{args.warm + args.turns}, callgrind, user space)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
