@@ -19,19 +19,14 @@ errors are logged and its retry policy applies there.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TypeVar
 
 from dex_agents.adapters.local import transitions
 from dex_agents.adapters.local.claims import Claim
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import SnapshotSource, StagedState
 from dex_agents.adapters.local.step_context import LocalStepContext
-from dex_agents.domain.wire import to_json
 from dex_agents.ports.engine import StepDecision
 from dex_agents.ports.flow_store import StoreTransaction
-from dex_agents.ports.persistence import StreamDef
-
-T = TypeVar("T")
 
 MOST_RUNS_PER_COMMIT = 4
 """How many state-only Steps one commit runs, one after another, before it leaves the rest
@@ -48,15 +43,6 @@ async def _refuse_beat(checkpoint: str | None, events: list[str], durable: bool)
 
 async def _refuse_flush(events: list[str]) -> bool:
     raise _NotInCommitError("a Step run in a commit writes its events with its result")
-
-
-class _InCommitContext(LocalStepContext):
-    """An execute attempt inside a commit: its live events commit with its result."""
-
-    def write_event(self, stream: StreamDef[T], value: T) -> None:
-        """Queue a live Stream event for the commit this attempt runs in (no flusher task)."""
-        if not self._closed:
-            self._buffer.append(to_json(value))
 
 
 def runs_in_commit(flow: RegisteredFlow, claim: Claim) -> bool:
@@ -80,8 +66,16 @@ def run_in_commit(tx: StoreTransaction, flow: RegisteredFlow, claim: Claim, now:
     step = flow.step(row.step_type)
     options = flow.options(step, row.options)
     state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
-    context = _InCommitContext(
-        flow, row, state, now, beat=_refuse_beat, flush=_refuse_flush, run_id=claim.run_id
+    # No flush interval: its live events wait for the commit it runs in.
+    context = LocalStepContext(
+        flow,
+        row,
+        state,
+        now,
+        beat=_refuse_beat,
+        flush=_refuse_flush,
+        flush_interval=None,
+        run_id=claim.run_id,
     )
     try:
         running = step.execute(context, flow.decode_input(step, row.input))

@@ -63,7 +63,7 @@ class LocalStepContext:
         *,
         beat: Callable[[str | None, list[str], bool], Awaitable[bool]],
         flush: Callable[[list[str]], Awaitable[bool]],
-        flush_interval: timedelta = DEFAULT_EVENT_FLUSH_INTERVAL,
+        flush_interval: timedelta | None = DEFAULT_EVENT_FLUSH_INTERVAL,
         run_id: str | None = None,
     ) -> None:
         self._run_id = run_id
@@ -158,14 +158,18 @@ class LocalStepContext:
             self.last_heartbeat_at = datetime.now(self._now.tzinfo)
 
     def write_event(self, stream: StreamDef[T], value: T) -> None:
-        """Queue a live Stream event; it is written within the flush interval, even if the attempt fails."""
+        """Queue a live Stream event; it is written within the flush interval, even if the attempt fails.
+
+        With no flush interval (an attempt run inside a commit) it waits for that commit.
+        """
         if self._closed:
             return  # writes after the attempt returned are dropped
         self._buffer.append(to_json(value))
-        if self._flusher is None or self._flusher.done():
+        if self._flush_interval is not None and (self._flusher is None or self._flusher.done()):
             self._flusher = asyncio.get_running_loop().create_task(self._flush_later())
 
     async def _flush_later(self) -> None:
+        assert self._flush_interval is not None  # write_event starts no flusher without one
         await asyncio.sleep(self._flush_interval.total_seconds())
         await self._flush_now()
 
