@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from dex_agents.adapters.local import known_rows
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_store import ExecutionStatus, FlowStatus, StoreTransaction
 from tests.adapters.flow_store_rows import add_executions, add_flows, at, execution, flow
@@ -254,3 +255,20 @@ def test_an_event_whose_work_rolled_back_is_never_offered(
     kept = first.event_after("f1", b)
     assert kept is not None
     assert (kept.id, kept.value) == (c, '"c"')
+
+
+def test_a_kept_map_that_grows_past_its_bound_is_no_longer_kept(
+    two: tuple[SqliteFlowStore, SqliteFlowStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = two
+    monkeypatch.setattr(known_rows, "MOST_MAP_CHARS", 10)
+    _fill(first)
+    assert first.read(lambda tx: tx.get_values("f1", "m")) == {"k1": "x"}
+    kept = first._known.peek("f1")  # the bound is the point of this test
+    assert kept is not None
+    assert "m" in kept.maps
+    first.run(lambda tx: tx.put_value("f1", "m", "k2", "y" * 20))
+    assert "m" not in kept.maps
+    expected = {"k1": "x", "k2": "y" * 20}
+    assert first.read(lambda tx: tx.get_values("f1", "m")) == expected
+    assert second.read(lambda tx: tx.get_values("f1", "m")) == expected

@@ -13,11 +13,11 @@ keeps them up to date, and a transaction (or savepoint) that rolls back
 forgets everything, since its writes were kept as they were made.
 
 Kept per Flow run, for the most recently used ``MOST_FLOWS`` runs: the row,
-singleton values (and which are unset), whole non-write-once AttributeMaps, the
-keys of write-once maps (their values are ``WriteOnceValues``'), the active
-Step executions once they were read together, and the ID of the newest Stream
-event. Values are stored text; rows are
-the stored column values, decoded into a fresh object for each caller.
+singleton values (and which are unset), whole AttributeMaps of up to
+``MOST_MAP_CHARS`` of text, the keys of write-once maps (their values are
+``WriteOnceValues``'), the active Step executions once they were read
+together, and the ID of the newest Stream event. Values are stored text; rows
+are the stored column values, decoded into a fresh object for each caller.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ MOST_FLOWS = 512
 About 4 KiB each: a worker serving 10,000 waiting sessions keeps 2 MiB of them,
 and the sessions it is running now stay kept."""
 
+MOST_MAP_CHARS = 256 * 1024
+"""The most text one kept AttributeMap holds; a map that grows past it is no longer kept."""
+
 ACTIVE_STATUSES = frozenset(status.value for status in ACTIVE_EXECUTION_STATUSES)
 """The stored statuses of an execution that ``KnownFlow.active`` holds."""
 
@@ -53,13 +56,23 @@ _ID = EXECUTION_COLUMNS.index("id")
 class KnownFlow:
     """What is known of one Flow run; ``None`` (or a missing key) means not known."""
 
-    __slots__ = ("active", "last_event_id", "map_keys", "maps", "row", "row_known", "singletons")
+    __slots__ = (
+        "active",
+        "last_event_id",
+        "map_chars",
+        "map_keys",
+        "maps",
+        "row",
+        "row_known",
+        "singletons",
+    )
 
     def __init__(self) -> None:
         self.row_known = False
         self.row: tuple[Any, ...] | None = None  # stored values, or None when there is no row
         self.singletons: dict[str, str | None] = {}
         self.maps: dict[str, dict[str, str]] = {}
+        self.map_chars: dict[str, int] = {}  # the text each kept map holds
         self.map_keys: dict[str, set[str]] = {}
         # Execution ID -> stored values (EXECUTION_COLUMNS), of every active execution.
         self.active: dict[int, tuple[Any, ...]] | None = None
@@ -79,16 +92,28 @@ class KnownFlow:
             if values[_STATUS] in statuses
         ]
 
+    def keep_map(self, name: str, values: dict[str, str]) -> None:
+        """Keep a whole AttributeMap as read, unless it holds more than ``MOST_MAP_CHARS``."""
+        chars = sum(map(len, values.values()))
+        if chars <= MOST_MAP_CHARS:
+            self.maps[name] = values
+            self.map_chars[name] = chars
+
     def put_value(self, name: str, key: str, text: str | None) -> None:
         """Keep a write (``None``: a delete) of one value."""
         if key == "":
             self.singletons[name] = text
         kept = self.maps.get(name)
         if kept is not None:
-            if text is None:
-                kept.pop(key, None)
-            else:
+            before = kept.pop(key, None)
+            chars = self.map_chars[name] - (0 if before is None else len(before))
+            if text is not None:
                 kept[key] = text
+                chars += len(text)
+            if chars > MOST_MAP_CHARS:  # a map that grew too large is read again when needed
+                del self.maps[name], self.map_chars[name]
+            else:
+                self.map_chars[name] = chars
         keys = self.map_keys.get(name)
         if keys is not None:
             if text is None:

@@ -54,9 +54,6 @@ _READS = ("SELECT", "WITH")
 _KEYS_PER_READ = 500
 """Instance keys one ``IN`` list names, well under SQLite's variable limit."""
 
-_MOST_KEPT_MAP_CHARS = 256 * 1024
-"""A whole AttributeMap read is kept (``KnownRows``) only up to this much text."""
-
 _ID = EXECUTION_COLUMNS.index("id")
 _ACTIVE_SELECT = (
     f"SELECT {EXECUTION_SELECT} FROM step_executions e WHERE e.flow_id = ? "
@@ -224,8 +221,7 @@ class SqliteTransaction(StoreTransaction):
                 "ORDER BY key"
             )
             whole = {key: unpack(value) for key, value in self._execute(sql, (flow_id, name))}
-            if sum(map(len, whole.values())) <= _MOST_KEPT_MAP_CHARS:
-                known.maps[name] = whole
+            known.keep_map(name, whole)
             return dict(whole)
         return dict(sorted(whole.items()))
 
