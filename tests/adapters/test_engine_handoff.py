@@ -248,8 +248,12 @@ async def test_a_heartbeat_gives_the_claim_loop_nothing_to_do(
     await _run_worker_until(engine, completed)
     # The round that claimed the Step, and none for its ten heartbeats (each commits,
     # and each commit wakes the claim loop), nor for the commit that completed it.
+    # This store commits on the store thread, so on a loaded machine the next heartbeat
+    # can commit while the woken loop reads the counter, before the attempt has noted
+    # that commit as quiet: an empty round (1 to 3 rounds in all, seen with both CPUs
+    # busy). Without the quiet-commit rule there are 12: one per commit.
     assert store.round_claims == ["Beating-1"]
-    assert store.rounds == 1
+    assert store.rounds <= 5
 
 
 async def test_a_client_commit_hands_what_it_made_runnable_to_the_worker_of_its_process(
