@@ -71,9 +71,11 @@ def _hand_off_after(
     now: datetime,
     lease: timedelta,
     limit: int,
+    *,
+    durable: bool = True,
 ) -> HandOff:
     owner = claimed.lease_owner or ""
-    return hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit)
+    return hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit, durable=durable)
 
 
 def hand_off(
@@ -187,8 +189,7 @@ def submit_wait(
     if transitions.holds_lease(tx, claimed) is None:
         return HandOff(False)
     transitions.submit_wait(tx, claimed, wait, now)
-    owner = claimed.lease_owner or ""
-    return hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit, durable=False)
+    return _hand_off_after(tx, flow, claimed, now, lease, limit, durable=False)
 
 
 def fail_attempt(
