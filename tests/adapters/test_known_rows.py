@@ -272,3 +272,28 @@ def test_a_kept_map_that_grows_past_its_bound_is_no_longer_kept(
     expected = {"k1": "x", "k2": "y" * 20}
     assert first.read(lambda tx: tx.get_values("f1", "m")) == expected
     assert second.read(lambda tx: tx.get_values("f1", "m")) == expected
+
+
+def test_a_read_that_raises_keeps_what_the_connection_knows(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, _ = two
+    _fill(first)
+    first.read(_everything)
+
+    def refused(tx: StoreTransaction) -> None:
+        tx.get_flow("f1")
+        raise LookupError("the caller gives up")
+
+    with pytest.raises(LookupError):
+        first.read(refused)
+    statements: list[str] = []
+    connection = first._connection  # the statements it runs are the point of this test
+    assert connection is not None
+    connection.set_trace_callback(statements.append)
+    try:
+        assert first.read(_everything)[0] is FlowStatus.RUNNING
+    finally:
+        connection.set_trace_callback(None)
+    # Only the transaction's own statements: every row and value came from what was kept.
+    assert [sql for sql in statements if "FROM" in sql.upper()] == []

@@ -330,8 +330,10 @@ class SqliteFlowStore:
                 self._committed_events(tx.appended)
                 return result
             except BaseException as error:
-                # A rollback undid writes that were kept as they were made.
-                known.forget()
+                # A write transaction's rollback undid writes that were kept as they were
+                # made; a read that raised (a session not found, a refused write) wrote none.
+                if not read_only:
+                    known.forget()
                 if isinstance(error, sqlite3.Error):
                     raise self._translate(error) from error
                 if isinstance(error, StoredValueError):
