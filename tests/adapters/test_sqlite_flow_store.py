@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents.adapters.local.sqlite_schema import ATTRIBUTE_KEYS_SELECT
 from dex_agents.adapters.local.sqlite_store import (
     SCHEMA_VERSION,
     SqliteFlowStore,
@@ -203,23 +202,6 @@ def test_a_file_made_before_the_status_index_gets_it_when_it_opens(tmp_path: Pat
     connection.close()
     assert "executions_by_flow_status" in names
     assert "executions_by_flow" not in names
-
-
-def test_listing_a_maps_keys_reads_the_key_index_not_the_values(tmp_path: Path) -> None:
-    # A file made before the key index gets it when it opens, and the listing that
-    # every model call makes of the chunks' keys is answered from it alone.
-    path = tmp_path / "old.sqlite3"
-    SqliteFlowStore(path).close()
-    with sqlite3.connect(path) as connection:
-        connection.execute("DROP INDEX attribute_keys")
-    connection.close()
-    SqliteFlowStore(path).close()
-    with sqlite3.connect(path) as connection:
-        plan = connection.execute(
-            f"EXPLAIN QUERY PLAN {ATTRIBUTE_KEYS_SELECT}", ("f1", "AgentMessageChunks")
-        ).fetchall()
-    connection.close()
-    assert "COVERING INDEX attribute_keys" in " ".join(str(row[-1]) for row in plan)
 
 
 def test_sqlite_keeps_write_once_values_it_has_read(tmp_path: Path) -> None:

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 from dex_agents.adapters.local.sqlite_store import (
-    SCHEMA_VERSION,
-    UPGRADED_VERSIONS,
     SqliteFlowStore,
     StoreCorruptError,
 )
@@ -174,37 +172,6 @@ def test_the_store_writes_long_values_and_events_compressed_and_reads_them_as_te
         assert fresh.run(lambda tx: tx.get_event(event.id)) == event
     finally:
         fresh.close()
-
-
-def test_a_file_of_the_previous_schema_opens_upgraded_with_its_text_values(
-    tmp_path: Path,
-) -> None:
-    assert UPGRADED_VERSIONS == (SCHEMA_VERSION - 1,)
-    path = tmp_path / "flows.sqlite3"
-    store = SqliteFlowStore(path)
-    add_flows(store, flow("f1"))
-    store.close()
-    connection = sqlite3.connect(path)
-    with connection:
-        # What a version 1 store wrote: every value and event as text, however long.
-        connection.execute(
-            "INSERT INTO attribute_values VALUES ('f1', 'chunks', '0001', ?)", (LONG,)
-        )
-        connection.execute(
-            "INSERT INTO stream_events (flow_type, flow_id, value, size, source, created_at)"
-            " VALUES ('Agent', 'f1', ?, ?, 's', '2026-12-01T00:00:00.000000+00:00')",
-            (EVENT, len(EVENT)),
-        )
-    connection.execute(f"PRAGMA user_version = {UPGRADED_VERSIONS[0]}")
-    connection.close()
-    upgraded = SqliteFlowStore(path)
-    try:
-        assert upgraded.run(lambda tx: tx.get_value("f1", "chunks", "0001")) == LONG
-        [event] = upgraded.run(lambda tx: tx.events_after("f1", 0, 10))
-        assert event.value == EVENT
-    finally:
-        upgraded.close()
-    assert _raw(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
 
 
 def test_a_damaged_compressed_value_is_reported_as_damage_of_the_file(tmp_path: Path) -> None:

@@ -25,15 +25,25 @@ from dex_agents.ports.flow_store import (
     MessageRow,
 )
 
+ATTRIBUTE_TABLE = """CREATE TABLE IF NOT EXISTS {name} (
+        flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+        PRIMARY KEY (flow_id, name, key))"""
+"""The table of Attribute values, with its name left open for the upgrade that rebuilds it.
+
+A rowid table, so a value of up to about 4 KiB (a compressed message chunk) sits
+in its row's page. Schema version 2 kept them in a WITHOUT ROWID table, whose
+rows keep only about 1 KiB in the page and the rest on an overflow page of its
+own: a 1.4 KiB chunk took two pages. Its primary key's index is what listing a
+map's keys reads, so the value column's pages are not read for it.
+"""
+
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS flows (
         flow_id TEXT PRIMARY KEY, flow_type TEXT NOT NULL, run_id TEXT NOT NULL,
         status TEXT NOT NULL, input TEXT NOT NULL, created_at TEXT NOT NULL,
         closed_at TEXT, output TEXT, failure_reason TEXT)""",
     "CREATE INDEX IF NOT EXISTS flows_by_created_at ON flows (created_at)",
-    """CREATE TABLE IF NOT EXISTS attribute_values (
-        flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-        PRIMARY KEY (flow_id, name, key)) WITHOUT ROWID""",
+    ATTRIBUTE_TABLE.format(name="attribute_values"),
     """CREATE TABLE IF NOT EXISTS channel_messages (
         seq INTEGER PRIMARY KEY AUTOINCREMENT, flow_id TEXT NOT NULL, channel TEXT NOT NULL,
         key TEXT NOT NULL, message_id TEXT NOT NULL UNIQUE, value TEXT NOT NULL,
@@ -49,10 +59,6 @@ SCHEMA = (
         not_before TEXT, lease_owner TEXT, lease_expires_at TEXT, heartbeat_at TEXT,
         checkpoint TEXT, cancel_requested INTEGER NOT NULL, recovery TEXT,
         finished_at TEXT, final_event TEXT)""",
-    "CREATE INDEX IF NOT EXISTS executions_claimable ON step_executions (status, not_before)",
-    "CREATE INDEX IF NOT EXISTS executions_timers ON step_executions (status, timer_at)",
-    "CREATE INDEX IF NOT EXISTS executions_leases ON step_executions (status, lease_expires_at)",
-    "CREATE INDEX IF NOT EXISTS executions_by_owner ON step_executions (lease_owner)",
     """CREATE TABLE IF NOT EXISTS step_counters (
         flow_id TEXT NOT NULL, step_type TEXT NOT NULL, n INTEGER NOT NULL,
         PRIMARY KEY (flow_id, step_type)) WITHOUT ROWID""",
@@ -78,21 +84,44 @@ INDEXES = (
     # It also serves every lookup by flow_id alone, so it replaces executions_by_flow.
     """CREATE INDEX IF NOT EXISTS executions_by_flow_status
         ON step_executions (flow_id, status, id)""",
-    # Every model call lists the keys of a session's message chunks. In the WITHOUT ROWID
-    # table each key sits beside its value, up to a megabyte, so listing 111 keys read
-    # about a millisecond of pages; this index of the keys alone reads a tenth of that.
-    """CREATE INDEX IF NOT EXISTS attribute_keys
-        ON attribute_values (flow_id, name, key)""",
+    # A worker looks up the few executions in one status: claimable, waiting with a
+    # timer, running with a lease. Indexes of those rows only keep the Step history's
+    # finished executions (a thousand a session) out of them. The status leads each, or
+    # SQLite's planner, finding no term of the query on the index's first column, scans
+    # the table in ID order instead.
+    """CREATE INDEX IF NOT EXISTS claimable_executions
+        ON step_executions (status, not_before) WHERE status IN ('pending_wait', 'ready')""",
+    """CREATE INDEX IF NOT EXISTS waiting_timers
+        ON step_executions (status, timer_at) WHERE status = 'waiting'""",
+    """CREATE INDEX IF NOT EXISTS running_leases
+        ON step_executions (status, lease_expires_at) WHERE status = 'running'""",
+    """CREATE INDEX IF NOT EXISTS running_by_owner
+        ON step_executions (lease_owner) WHERE status = 'running'""",
 )
 """Indexes created on every open, so a file made before they existed gets them too."""
 
-RETIRED_INDEXES = ("executions_by_flow",)
+RETIRED_INDEXES = (
+    "executions_by_flow",
+    "executions_claimable",
+    "executions_timers",
+    "executions_leases",
+    "executions_by_owner",
+)
 """Indexes that an index of ``INDEXES`` replaces; dropped when a file opens."""
 
 ATTRIBUTE_KEYS_SELECT = (
     "SELECT key FROM attribute_values WHERE flow_id = ? AND name = ? ORDER BY key"
 )
-"""The keys of one AttributeMap's instances, in key order: read from ``attribute_keys``."""
+"""The keys of one AttributeMap's instances, in key order: read from the primary key's index."""
+
+UPGRADE_TO_3 = (
+    "ALTER TABLE attribute_values RENAME TO attribute_values_2",
+    ATTRIBUTE_TABLE.format(name="attribute_values"),
+    """INSERT INTO attribute_values (flow_id, name, key, value)
+        SELECT flow_id, name, key, value FROM attribute_values_2 ORDER BY flow_id, name, key""",
+    "DROP TABLE attribute_values_2",
+)
+"""How a file of schema version 1 or 2 becomes version 3: its Attribute values move to a rowid table."""
 
 FLOW_COLUMNS = tuple(f.name for f in fields(FlowRow))
 EXECUTION_COLUMNS = tuple(f.name for f in fields(ExecutionRow))
@@ -101,6 +130,27 @@ EXECUTION_SELECT = ", ".join(f"e.{name}" for name in EXECUTION_COLUMNS)
 MESSAGE_SELECT = "seq, flow_id, channel, key, message_id, value, created_at"
 EVENT_SELECT = "id, flow_type, flow_id, value, source, created_at"
 CLAIMABLE = "('pending_wait', 'ready')"
+
+CLAIMABLE_WHERE = f"""JOIN flows f ON f.flow_id = e.flow_id
+    WHERE e.status IN {CLAIMABLE} AND f.status = 'running'
+    AND (e.not_before IS NULL OR e.not_before <= ?) ORDER BY e.id LIMIT ?"""
+"""Which executions a worker may claim (``step_executions e``): on ``claimable_executions``."""
+
+DUE_TIMERS_WHERE = "WHERE e.status = 'waiting' AND e.timer_at <= ? ORDER BY e.id"
+"""Waiting executions whose timer is due: on ``waiting_timers``."""
+
+EXPIRED_LEASES_WHERE = "WHERE e.status = 'running' AND e.lease_expires_at < ? ORDER BY e.id"
+"""Running executions whose lease expired: on ``running_leases``."""
+
+NEXT_TIMER_SELECT = f"""SELECT MIN(t) FROM (
+    SELECT MIN(timer_at) AS t FROM step_executions WHERE status = 'waiting'
+    UNION ALL
+    SELECT MIN(e.not_before) FROM step_executions e JOIN flows f ON f.flow_id = e.flow_id
+    WHERE e.status IN {CLAIMABLE} AND f.status = 'running')"""
+"""When a worker next has something to do: a timer's time, or a claimable execution's."""
+
+LEASED_WHERE = "WHERE e.lease_owner = ? AND e.status = 'running' ORDER BY e.id"
+"""Running executions of one lease owner: on ``running_by_owner``."""
 
 
 def encode_time(value: datetime) -> str:

@@ -23,7 +23,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dex_agents.adapters.local.known_rows import KnownRows
-from dex_agents.adapters.local.sqlite_schema import INDEXES, RETIRED_INDEXES, SCHEMA
+from dex_agents.adapters.local.sqlite_schema import (
+    INDEXES,
+    RETIRED_INDEXES,
+    SCHEMA,
+    UPGRADE_TO_3,
+)
 from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
 from dex_agents.adapters.local.store_errors import (
     StoreBusyError,
@@ -57,15 +62,16 @@ __all__ = [
     "StoredValueError",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this module writes to ``PRAGMA user_version``; a newer file is refused.
 
 Version 2 may store long values and Stream events compressed (``stored_text``),
-which a dex-agents that reads version 1 would take for damage.
+which a dex-agents that reads version 1 would take for damage. Version 3 keeps
+Attribute values in a rowid table (``ATTRIBUTE_TABLE``).
 """
 
-UPGRADED_VERSIONS = (1,)
-"""Versions opened by setting the version: version 1's tables and text values read as they are."""
+UPGRADED_VERSIONS = (1, 2)
+"""Versions upgraded when opened, by ``UPGRADE_TO_3``: their values and events read as they are."""
 
 COMMITTED_EVENTS_KEPT = 4096
 """How many of its newest committed Stream events a store keeps for readers in its process."""
@@ -177,6 +183,8 @@ class SqliteFlowStore:
         if version == SCHEMA_VERSION:
             return
         if version in UPGRADED_VERSIONS:
+            for statement in UPGRADE_TO_3:
+                connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return
         if connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:

@@ -10,15 +10,19 @@ from typing import Any
 from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
-    CLAIMABLE,
+    CLAIMABLE_WHERE,
+    DUE_TIMERS_WHERE,
     EVENT_SELECT,
     EXECUTION_COLUMNS,
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
     EXECUTION_SELECT,
     EXECUTION_UPDATE,
+    EXPIRED_LEASES_WHERE,
     FLOW_COLUMNS,
+    LEASED_WHERE,
     MESSAGE_SELECT,
+    NEXT_TIMER_SELECT,
     decode_event,
     decode_execution,
     decode_flow,
@@ -276,7 +280,9 @@ class SqliteTransaction(StoreTransaction):
         return found
 
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
-        sql = "INSERT OR REPLACE INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)"
+        # An upsert, not INSERT OR REPLACE, so a value written again keeps its rowid and page.
+        sql = """INSERT INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)
+            ON CONFLICT (flow_id, name, key) DO UPDATE SET value = excluded.value"""
         self._execute(sql, (flow_id, name, key, pack_value(value)))
         self._wrote(flow_id, name, key, value)
 
@@ -416,30 +422,19 @@ class SqliteTransaction(StoreTransaction):
 
     def claimable_executions(self, now: datetime, limit: int) -> Sequence[ExecutionRow]:
         check_limit(limit)
-        where = f"""JOIN flows f ON f.flow_id = e.flow_id
-            WHERE e.status IN {CLAIMABLE} AND f.status = 'running'
-            AND (e.not_before IS NULL OR e.not_before <= ?) ORDER BY e.id LIMIT ?"""
-        return self._executions(where, (encode_time(utc_time(now, "now")), limit))
+        return self._executions(CLAIMABLE_WHERE, (encode_time(utc_time(now, "now")), limit))
 
     def due_timer_executions(self, now: datetime) -> Sequence[ExecutionRow]:
-        where = "WHERE e.status = 'waiting' AND e.timer_at <= ? ORDER BY e.id"
-        return self._executions(where, (encode_time(utc_time(now, "now")),))
+        return self._executions(DUE_TIMERS_WHERE, (encode_time(utc_time(now, "now")),))
 
     def expired_lease_executions(self, now: datetime) -> Sequence[ExecutionRow]:
-        where = "WHERE e.status = 'running' AND e.lease_expires_at < ? ORDER BY e.id"
-        return self._executions(where, (encode_time(utc_time(now, "now")),))
+        return self._executions(EXPIRED_LEASES_WHERE, (encode_time(utc_time(now, "now")),))
 
     def leased_executions(self, owner: str) -> Sequence[ExecutionRow]:
-        where = "WHERE e.lease_owner = ? AND e.status = 'running' ORDER BY e.id"
-        return self._executions(where, (owner,))
+        return self._executions(LEASED_WHERE, (owner,))
 
     def next_timer_at(self) -> datetime | None:
-        sql = f"""SELECT MIN(t) FROM (
-            SELECT MIN(timer_at) AS t FROM step_executions WHERE status = 'waiting'
-            UNION ALL
-            SELECT MIN(e.not_before) FROM step_executions e JOIN flows f ON f.flow_id = e.flow_id
-            WHERE e.status IN {CLAIMABLE} AND f.status = 'running')"""
-        return decode_time(self._execute(sql).fetchone()[0])
+        return decode_time(self._execute(NEXT_TIMER_SELECT).fetchone()[0])
 
     def next_step_number(self, flow_id: str, step_type: str) -> int:
         sql = """INSERT INTO step_counters (flow_id, step_type, n) VALUES (?, ?, 1)
