@@ -29,7 +29,7 @@ from tests.adapters.flow_store_rows import add_flows, flow
 LONG = json.dumps({"messages": [{"text": f"message {n}", "role": "user"} for n in range(200)]})
 
 # What versions 1 and 2 created: Attribute values in a WITHOUT ROWID table, and an index
-# of its keys beside the primary key.
+# of its keys beside the primary key; no table of Stream blocks.
 VERSION_2_ATTRIBUTES = (
     """CREATE TABLE attribute_values (
         flow_id TEXT NOT NULL, name TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
@@ -51,6 +51,7 @@ def _older_file(path: Path, version: int, values: dict[str, str | bytes]) -> Non
     connection = sqlite3.connect(path)
     with connection:
         connection.execute("DROP TABLE attribute_values")
+        connection.execute("DROP TABLE event_blocks")
         for statement in VERSION_2_ATTRIBUTES:
             connection.execute(statement)
         for name, stored in values.items():

@@ -64,6 +64,7 @@ class KnownFlow:
         "maps",
         "row",
         "row_known",
+        "single_events",
         "singletons",
     )
 
@@ -78,6 +79,8 @@ class KnownFlow:
         self.active: dict[int, tuple[Any, ...]] | None = None
         # The ID of the run's newest Stream event: the one an event appended now follows.
         self.last_event_id: int | None = None
+        # How many of its events are single rows, not yet sealed into a block.
+        self.single_events: int | None = None
 
     def flow_row(self) -> FlowRow | None:
         """A fresh ``FlowRow`` of the kept values (the caller may change it)."""
@@ -154,6 +157,11 @@ class KnownRows:
         self._flows.clear()
         self._owner.clear()
         self.stream_bytes.clear()
+
+    def forget_single_events(self) -> None:
+        """Forget how many single events each run has: a trim deleted some of them."""
+        for known in self._flows.values():
+            known.single_events = None
 
     def flow(self, flow_id: str) -> KnownFlow:
         """The entry of ``flow_id``, made when it has none; the least recently used goes."""

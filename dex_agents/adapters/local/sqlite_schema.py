@@ -37,6 +37,14 @@ own: a 1.4 KiB chunk took two pages. Its primary key's index is what listing a
 map's keys reads, so the value column's pages are not read for it.
 """
 
+EVENT_BLOCKS_TABLE = """CREATE TABLE IF NOT EXISTS event_blocks (
+        first_id INTEGER PRIMARY KEY, last_id INTEGER NOT NULL, trimmed_to INTEGER NOT NULL,
+        flow_type TEXT NOT NULL, flow_id TEXT NOT NULL, events BLOB NOT NULL)"""
+"""A session's sealed Stream events, IDs ``first_id`` to ``last_id`` (``event_blocks.py``).
+
+Its events with IDs up to ``trimmed_to`` were trimmed from the Stream.
+"""
+
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS flows (
         flow_id TEXT PRIMARY KEY, flow_type TEXT NOT NULL, run_id TEXT NOT NULL,
@@ -72,6 +80,9 @@ SCHEMA = (
         created_at TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS stream_events_by_flow ON stream_events (flow_id, id)",
     "CREATE INDEX IF NOT EXISTS stream_events_by_type ON stream_events (flow_type, id)",
+    EVENT_BLOCKS_TABLE,
+    "CREATE INDEX IF NOT EXISTS event_blocks_by_flow ON event_blocks (flow_id, last_id)",
+    "CREATE INDEX IF NOT EXISTS event_blocks_by_type ON event_blocks (flow_type, first_id)",
     # The running total of each Flow type's event bytes, so trimming never sums the Stream.
     """CREATE TABLE IF NOT EXISTS stream_sizes (
         flow_type TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID""",
@@ -120,8 +131,15 @@ UPGRADE_TO_3 = (
     """INSERT INTO attribute_values (flow_id, name, key, value)
         SELECT flow_id, name, key, value FROM attribute_values_2 ORDER BY flow_id, name, key""",
     "DROP TABLE attribute_values_2",
+    EVENT_BLOCKS_TABLE,
+    "CREATE INDEX IF NOT EXISTS event_blocks_by_flow ON event_blocks (flow_id, last_id)",
+    "CREATE INDEX IF NOT EXISTS event_blocks_by_type ON event_blocks (flow_type, first_id)",
 )
-"""How a file of schema version 1 or 2 becomes version 3: its Attribute values move to a rowid table."""
+"""How a file of schema version 1 or 2 becomes version 3.
+
+Its Attribute values move to a rowid table, and the table of sealed Stream
+blocks is made; its Stream events stay single rows until their session seals them.
+"""
 
 FLOW_COLUMNS = tuple(f.name for f in fields(FlowRow))
 EXECUTION_COLUMNS = tuple(f.name for f in fields(ExecutionRow))

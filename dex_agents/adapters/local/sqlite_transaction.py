@@ -12,7 +12,6 @@ from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
     CLAIMABLE_WHERE,
     DUE_TIMERS_WHERE,
-    EVENT_SELECT,
     EXECUTION_COLUMNS,
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
@@ -23,7 +22,6 @@ from dex_agents.adapters.local.sqlite_schema import (
     LEASED_WHERE,
     MESSAGE_SELECT,
     NEXT_TIMER_SELECT,
-    decode_event,
     decode_execution,
     decode_flow,
     decode_message,
@@ -33,12 +31,13 @@ from dex_agents.adapters.local.sqlite_schema import (
     execution_values,
     row_params,
 )
+from dex_agents.adapters.local.sqlite_stream import SqliteStream
 from dex_agents.adapters.local.store_rows import (
     check_limit,
     normalized_flow,
     utc_time,
 )
-from dex_agents.adapters.local.stored_text import pack_event, pack_value, unpack
+from dex_agents.adapters.local.stored_text import pack_value, unpack
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.ports.flow_store import (
     BatchOutcome,
@@ -103,6 +102,7 @@ class SqliteTransaction(StoreTransaction):
         self.appended: list[tuple[int, EventRow]] = []
         """The Stream events this transaction appended, each with the ID of the event of its
         Flow run before it, where that was known."""
+        self._stream = SqliteStream(self._execute, self._known, self.appended)
 
     def end(self) -> None:
         self._connection = None
@@ -464,76 +464,16 @@ class SqliteTransaction(StoreTransaction):
     def append_event(
         self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
     ) -> int:
-        when = encode_time(utc_time(created_at, "created_at"))
-        size = len(value.encode("utf-8"))
-        sql = """INSERT INTO stream_events (flow_type, flow_id, value, size, source, created_at)
-            VALUES (?, ?, ?, ?, ?, ?)"""
-        event_id = int(
-            self._execute(
-                sql, (flow_type, flow_id, pack_event(value), size, source, when)
-            ).lastrowid
-            or 0
-        )
-        sql = """INSERT INTO stream_sizes (flow_type, bytes) VALUES (?, ?)
-            ON CONFLICT (flow_type) DO UPDATE SET bytes = bytes + excluded.bytes"""
-        self._execute(sql, (flow_type, size))
-        sizes = self._known.stream_bytes
-        if flow_type in sizes:
-            sizes[flow_type] += size
-        # This transaction holds the write lock: the event is its run's newest.
-        known = self._known.flow(flow_id)
-        if known.last_event_id is not None:
-            row = EventRow(
-                event_id, flow_type, flow_id, value, source, datetime.fromisoformat(when)
-            )
-            self.appended.append((known.last_event_id, row))
-        known.last_event_id = event_id
-        return event_id
+        return self._stream.append(flow_type, flow_id, value, source, created_at)
 
     def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
-        check_limit(limit)
-        sql = f"""SELECT {EVENT_SELECT} FROM stream_events
-            WHERE flow_id = ? AND id > ? ORDER BY id LIMIT ?"""
-        rows = [decode_event(values) for values in self._execute(sql, (flow_id, after_id, limit))]
-        if rows and len(rows) < limit:  # the read reached the run's newest event
-            self._known.flow(flow_id).last_event_id = rows[-1].id
-        return rows
+        return self._stream.events_after(flow_id, after_id, limit)
 
     def last_event_id(self, flow_id: str) -> int:
-        sql = "SELECT COALESCE(MAX(id), 0) FROM stream_events WHERE flow_id = ?"
-        last = int(self._execute(sql, (flow_id,)).fetchone()[0])
-        self._known.flow(flow_id).last_event_id = last
-        return last
+        return self._stream.last_event_id(flow_id)
 
     def get_event(self, event_id: int) -> EventRow | None:
-        sql = f"SELECT {EVENT_SELECT} FROM stream_events WHERE id = ?"
-        values = self._execute(sql, (event_id,)).fetchone()
-        return None if values is None else decode_event(values)
+        return self._stream.get_event(event_id)
 
     def trim_events(self, flow_type: str, capacity_bytes: int) -> int:
-        if capacity_bytes < 0:
-            raise ValueError(f"capacity_bytes must be 0 or more, not {capacity_bytes}")
-        sizes = self._known.stream_bytes
-        total = sizes.get(flow_type)
-        if total is None:
-            sql = "SELECT bytes FROM stream_sizes WHERE flow_type = ?"
-            total_row = self._execute(sql, (flow_type,)).fetchone()
-            total = sizes[flow_type] = 0 if total_row is None else int(total_row[0])
-        excess = total - capacity_bytes
-        if excess <= 0:
-            return 0
-        freed = deleted = last_id = 0
-        sql = "SELECT id, size FROM stream_events WHERE flow_type = ? ORDER BY id"
-        cursor = self._execute(sql, (flow_type,))
-        for event_id, size in cursor:
-            freed, deleted, last_id = freed + int(size), deleted + 1, int(event_id)
-            if freed >= excess:
-                break
-        cursor.close()
-        self._execute(
-            "DELETE FROM stream_events WHERE flow_type = ? AND id <= ?", (flow_type, last_id)
-        )
-        sql = "UPDATE stream_sizes SET bytes = bytes - ? WHERE flow_type = ?"
-        self._execute(sql, (freed, flow_type))
-        sizes[flow_type] = total - freed
-        return deleted
+        return self._stream.trim(flow_type, capacity_bytes)

@@ -33,6 +33,9 @@ A zlib stream, not raw deflate, for its checksum: damaged bytes in the file are
 an error when read, never other text, as the JSON of a damaged text value is.
 """
 
+EVENT_BLOCK = 0x03
+"""First byte of a block of Stream events (``event_blocks``), deflated as ``DICTIONARY_EVENT`` is."""
+
 EVENT_DICTIONARY = (
     # Deflate finds the dictionary's last bytes at the shortest distances, so the
     # envelope every event carries comes last. Stored events need this exact text
@@ -77,6 +80,12 @@ def pack_event(text: str) -> str | bytes:
     return packed if len(packed) < len(encoded) else text
 
 
+def pack_event_block(text: str) -> bytes:
+    """What the store writes for the text of a block of Stream events: always deflated."""
+    deflate = zlib.compressobj(level=9, zdict=EVENT_DICTIONARY)
+    return bytes((EVENT_BLOCK,)) + deflate.compress(text.encode("utf-8")) + deflate.flush()
+
+
 def unpack(stored: str | bytes) -> str:
     """The text of a stored value or event, whichever way it was written.
 
@@ -87,18 +96,22 @@ def unpack(stored: str | bytes) -> str:
         return stored
     if not isinstance(stored, bytes):
         raise StoredValueError(f"a stored value is {type(stored).__name__}, not text")
-    if stored[:1] == bytes((ZLIB_VALUE,)):
+    if stored[:1] in _KEPT_FORMATS:
         return _KEPT.inflate(stored)
     return _inflated(stored)
 
 
+_KEPT_FORMATS = (bytes((ZLIB_VALUE,)), bytes((EVENT_BLOCK,)))
+
+
 class _KeptValues:
-    """Inflated long values by their stored bytes, least recently read dropped first.
+    """Inflated long values and event blocks by their stored bytes, least recently read dropped first.
 
     A long value read again (the message index, read by every Step) comes back
     as the same ``str``, so the decoded-value cache finds it without hashing it
-    anew, and it is not inflated again. Events are read once each, so they are
-    not kept.
+    anew, and it is not inflated again; a block is read again by each trim of
+    the Stream while it is the oldest. Single events are read once each, so
+    they are not kept.
     """
 
     def __init__(self) -> None:
@@ -128,7 +141,7 @@ def _inflated(stored: bytes) -> str:
     try:
         if form == ZLIB_VALUE:
             return zlib.decompress(body).decode("utf-8")
-        if form == DICTIONARY_EVENT:
+        if form in (DICTIONARY_EVENT, EVENT_BLOCK):
             inflate = zlib.decompressobj(zdict=EVENT_DICTIONARY)
             text = inflate.decompress(body) + inflate.flush()
             if not inflate.eof:
@@ -138,5 +151,5 @@ def _inflated(stored: bytes) -> str:
         raise StoredValueError(f"a stored value does not decompress: {error}") from None
     raise StoredValueError(
         f"a stored value is {len(stored)} bytes in no known format"
-        f" (first byte {form}; dex-agents writes {ZLIB_VALUE} or {DICTIONARY_EVENT})"
+        f" (first byte {form}; dex-agents writes {ZLIB_VALUE}, {DICTIONARY_EVENT} or {EVENT_BLOCK})"
     )

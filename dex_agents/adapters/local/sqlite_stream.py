@@ -1,0 +1,186 @@
+"""The Stream's ``StoreTransaction`` primitives as SQL: single events and sealed blocks.
+
+A session's newest events are rows of ``stream_events``, one each; when it has
+``BLOCK_EVENTS`` of them, the commit that appends the last one seals them into
+one compressed row of ``event_blocks`` (``event_blocks.py``). A session's
+blocks hold its older events and its single rows the newer ones, so a read
+from an ID reads the blocks that end after it, then the rows. Event IDs come
+from ``stream_events``' AUTOINCREMENT whichever table holds the event, so they
+keep increasing across the store, as the port promises.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+
+from dex_agents.adapters.local.event_blocks import (
+    BLOCK_EVENTS,
+    BLOCK_SELECT,
+    decode_block,
+    encode_block,
+    sizes_in_id_order,
+)
+from dex_agents.adapters.local.known_rows import KnownRows
+from dex_agents.adapters.local.sqlite_schema import EVENT_SELECT, decode_event, encode_time
+from dex_agents.adapters.local.store_rows import check_limit, utc_time
+from dex_agents.adapters.local.stored_text import pack_event, unpack
+from dex_agents.ports.flow_store import EventRow
+
+Execute = Callable[[str, Sequence[object]], sqlite3.Cursor]
+
+
+class SqliteStream:
+    """The Stream part of one ``SqliteTransaction``: its SQL, on the transaction's connection."""
+
+    def __init__(
+        self, execute: Execute, known: KnownRows, appended: list[tuple[int, EventRow]]
+    ) -> None:
+        self._execute = execute
+        self._known = known
+        self._appended = appended
+
+    def append(
+        self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
+    ) -> int:
+        when = encode_time(utc_time(created_at, "created_at"))
+        size = len(value.encode("utf-8"))
+        sql = """INSERT INTO stream_events (flow_type, flow_id, value, size, source, created_at)
+            VALUES (?, ?, ?, ?, ?, ?)"""
+        cursor = self._execute(sql, (flow_type, flow_id, pack_event(value), size, source, when))
+        event_id = int(cursor.lastrowid or 0)
+        sql = """INSERT INTO stream_sizes (flow_type, bytes) VALUES (?, ?)
+            ON CONFLICT (flow_type) DO UPDATE SET bytes = bytes + excluded.bytes"""
+        self._execute(sql, (flow_type, size))
+        sizes = self._known.stream_bytes
+        if flow_type in sizes:
+            sizes[flow_type] += size
+        # This transaction holds the write lock: the event is its run's newest.
+        known = self._known.flow(flow_id)
+        if known.last_event_id is not None:
+            row = EventRow(
+                event_id, flow_type, flow_id, value, source, datetime.fromisoformat(when)
+            )
+            self._appended.append((known.last_event_id, row))
+        known.last_event_id = event_id
+        singles = known.single_events
+        if singles is None:
+            sql = "SELECT count(*) FROM stream_events WHERE flow_id = ?"
+            singles = int(self._execute(sql, (flow_id,)).fetchone()[0])
+        else:
+            singles += 1
+        if singles >= BLOCK_EVENTS:
+            self._seal(flow_type, flow_id)
+            singles = 0
+        known.single_events = singles
+        return event_id
+
+    def _seal(self, flow_type: str, flow_id: str) -> None:
+        """Move every single event of ``flow_id`` into one new block."""
+        sql = (
+            "SELECT id, source, created_at, value FROM stream_events WHERE flow_id = ? ORDER BY id"
+        )
+        events = [
+            (int(event_id), str(source), str(when), unpack(value))
+            for event_id, source, when, value in self._execute(sql, (flow_id,))
+        ]
+        first, last = events[0][0], events[-1][0]
+        sql = """INSERT INTO event_blocks (first_id, last_id, trimmed_to, flow_type, flow_id, events)
+            VALUES (?, ?, 0, ?, ?, ?)"""
+        self._execute(sql, (first, last, flow_type, flow_id, encode_block(events)))
+        self._execute("DELETE FROM stream_events WHERE flow_id = ? AND id <= ?", (flow_id, last))
+
+    def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
+        check_limit(limit)
+        rows: list[EventRow] = []
+        sql = f"""SELECT {BLOCK_SELECT} FROM event_blocks
+            WHERE flow_id = ? AND last_id > ? ORDER BY last_id"""
+        cursor = self._execute(sql, (flow_id, after_id))
+        for block in cursor:
+            rows.extend(event for event in decode_block(*block) if event.id > after_id)
+            if len(rows) >= limit:
+                cursor.close()
+                return rows[:limit]
+        sql = f"""SELECT {EVENT_SELECT} FROM stream_events
+            WHERE flow_id = ? AND id > ? ORDER BY id LIMIT ?"""
+        read = self._execute(sql, (flow_id, after_id, limit - len(rows)))
+        rows.extend(decode_event(values) for values in read)
+        if rows and len(rows) < limit:  # the read reached the run's newest event
+            self._known.flow(flow_id).last_event_id = rows[-1].id
+        return rows
+
+    def last_event_id(self, flow_id: str) -> int:
+        sql = """SELECT COALESCE(
+            (SELECT MAX(id) FROM stream_events WHERE flow_id = ?),
+            (SELECT MAX(last_id) FROM event_blocks WHERE flow_id = ?), 0)"""
+        last = int(self._execute(sql, (flow_id, flow_id)).fetchone()[0])
+        self._known.flow(flow_id).last_event_id = last
+        return last
+
+    def get_event(self, event_id: int) -> EventRow | None:
+        sql = f"SELECT {EVENT_SELECT} FROM stream_events WHERE id = ?"
+        values = self._execute(sql, (event_id,)).fetchone()
+        if values is not None:
+            return decode_event(values)
+        # Blocks of other sessions overlap its ID range, so the nearest first IDs go first.
+        sql = f"""SELECT {BLOCK_SELECT} FROM event_blocks
+            WHERE first_id <= ? AND last_id >= ? AND trimmed_to < ? ORDER BY first_id DESC"""
+        for block in self._execute(sql, (event_id, event_id, event_id)):
+            for event in decode_block(*block):
+                if event.id == event_id:
+                    return event
+        return None
+
+    def trim(self, flow_type: str, capacity_bytes: int) -> int:
+        if capacity_bytes < 0:
+            raise ValueError(f"capacity_bytes must be 0 or more, not {capacity_bytes}")
+        sizes = self._known.stream_bytes
+        total = sizes.get(flow_type)
+        if total is None:
+            sql = "SELECT bytes FROM stream_sizes WHERE flow_type = ?"
+            total_row = self._execute(sql, (flow_type,)).fetchone()
+            total = sizes[flow_type] = 0 if total_row is None else int(total_row[0])
+        excess = total - capacity_bytes
+        if excess <= 0:
+            return 0
+        freed = deleted = last_id = 0
+        blocks = self._execute(
+            f"SELECT {BLOCK_SELECT} FROM event_blocks WHERE flow_type = ? ORDER BY first_id",
+            (flow_type,),
+        )
+        singles = self._execute(
+            "SELECT id, size FROM stream_events WHERE flow_type = ? ORDER BY id", (flow_type,)
+        )
+        for event_id, size in sizes_in_id_order(_opened(blocks), _pairs(singles)):
+            freed, deleted, last_id = freed + size, deleted + 1, event_id
+            if freed >= excess:
+                break
+        blocks.close()
+        singles.close()
+        removed = self._execute(
+            "DELETE FROM stream_events WHERE flow_type = ? AND id <= ?", (flow_type, last_id)
+        )
+        if removed.rowcount:
+            self._known.forget_single_events()
+        self._execute(
+            "DELETE FROM event_blocks WHERE flow_type = ? AND last_id <= ?", (flow_type, last_id)
+        )
+        # A block trimmed in part keeps its bytes; its row says which events are gone.
+        sql = """UPDATE event_blocks SET trimmed_to = ?
+            WHERE flow_type = ? AND first_id <= ? AND trimmed_to < ?"""
+        self._execute(sql, (last_id, flow_type, last_id, last_id))
+        sql = "UPDATE stream_sizes SET bytes = bytes - ? WHERE flow_type = ?"
+        self._execute(sql, (freed, flow_type))
+        sizes[flow_type] = total - freed
+        return deleted
+
+
+def _opened(blocks: sqlite3.Cursor) -> Iterator[tuple[int, list[EventRow]]]:
+    for block in blocks:
+        yield int(block[0]), decode_block(*block)
+
+
+def _pairs(singles: sqlite3.Cursor) -> Iterator[tuple[int, int]]:
+    for event_id, size in singles:
+        yield int(event_id), int(size)

@@ -1,0 +1,198 @@
+"""The SQLite store's sealed Stream blocks: the same events as the memory store, fewer rows.
+
+The Stream contract tests (``test_flow_store_streams.py``) append a few events;
+these append enough that sessions seal blocks, interleaved with other sessions
+and trimmed across them, and compare every read with ``MemoryFlowStore``'s.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dex_agents.adapters.local.event_blocks import (
+    BLOCK_EVENTS,
+    decode_block,
+    encode_block,
+    sizes_in_id_order,
+)
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.store_errors import StoredValueError
+from dex_agents.ports.flow_store import EventRow, FlowStore, StoreTransaction
+from tests.adapters.flow_store_rows import at
+
+FLOWS = {"a1": "A", "a2": "A", "b1": "B"}
+
+
+def _reads(store: FlowStore, ids: list[int]) -> dict[str, object]:
+    def read(tx: StoreTransaction) -> dict[str, object]:
+        return {
+            "all": {flow_id: tx.events_after(flow_id, 0, 10_000) for flow_id in FLOWS},
+            "last": {flow_id: tx.last_event_id(flow_id) for flow_id in FLOWS},
+            "pages": {
+                (flow_id, after, limit): tx.events_after(flow_id, after, limit)
+                for flow_id in FLOWS
+                for after in ids[:: max(len(ids) // 7, 1)]
+                for limit in (1, 5, 70)
+            },
+            "each": [tx.get_event(event_id) for event_id in ids[:: max(len(ids) // 20, 1)]],
+        }
+
+    return store.read(read)
+
+
+appends = st.lists(
+    st.tuples(st.sampled_from(sorted(FLOWS)), st.text(alphabet='xé\n"\\', max_size=12)),
+    min_size=1,
+    max_size=90,
+)
+transactions = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), appends, st.none()),
+        st.tuples(st.just("trim"), st.sampled_from("AB"), st.integers(0, 600)),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _apply(store: FlowStore, step: tuple[str, object, object]) -> object:
+    kind, first, second = step
+
+    def append(tx: StoreTransaction) -> list[int]:
+        assert isinstance(first, list)
+        return [
+            tx.append_event(FLOWS[flow_id], flow_id, value, f"s{n}", at(n))
+            for n, (flow_id, value) in enumerate(first)
+        ]
+
+    def trim(tx: StoreTransaction) -> int:
+        assert isinstance(first, str)
+        assert isinstance(second, int)
+        return tx.trim_events(first, second)
+
+    return store.run(append if kind == "append" else trim)
+
+
+@settings(max_examples=40, deadline=None)
+@given(transactions)
+def test_sealed_blocks_read_and_trim_as_the_memory_store(
+    tmp_path_factory: pytest.TempPathFactory, work: list[tuple[str, object, object]]
+) -> None:
+    path = tmp_path_factory.mktemp("blocks") / "flows.sqlite3"
+    sqlite, memory = SqliteFlowStore(path), MemoryFlowStore()
+    ids: list[int] = []
+    try:
+        for step in work:
+            result = _apply(sqlite, step)
+            assert result == _apply(memory, step)
+            if isinstance(result, list):
+                ids.extend(result)
+            assert _reads(sqlite, ids) == _reads(memory, ids)
+    finally:
+        sqlite.close()
+
+
+def _append(store: FlowStore, flow_id: str, value: str, n: int = 0) -> int:
+    return store.run(lambda tx: tx.append_event(FLOWS[flow_id], flow_id, value, "s", at(n)))
+
+
+def _raw(path: Path, sql: str) -> int:
+    connection = sqlite3.connect(path)
+    try:
+        return int(connection.execute(sql).fetchone()[0])
+    finally:
+        connection.close()
+
+
+def test_a_long_stream_is_kept_in_blocks_and_read_back_whole(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    sqlite, memory = SqliteFlowStore(path), MemoryFlowStore()
+    chooser = random.Random(7)
+    events = [
+        (chooser.choice(sorted(FLOWS)), f'{{"n":{n},"text":"{"é" * (n % 9)}"}}') for n in range(300)
+    ]
+    try:
+        ids = [_append(sqlite, flow_id, value, n) for n, (flow_id, value) in enumerate(events)]
+        assert [
+            _append(memory, flow_id, value, n) for n, (flow_id, value) in enumerate(events)
+        ] == ids
+        assert _raw(path, "SELECT count(*) FROM event_blocks") >= 300 // BLOCK_EVENTS - len(FLOWS)
+        assert _reads(sqlite, ids) == _reads(memory, ids)
+        # Trimming part of the oldest block keeps its bytes and hides its trimmed events.
+        trimmed = sqlite.run(lambda tx: tx.trim_events("A", 4_000))
+        assert trimmed == memory.run(lambda tx: tx.trim_events("A", 4_000))
+        assert trimmed > 0
+        assert _raw(path, "SELECT count(*) FROM event_blocks WHERE trimmed_to > 0") >= 1
+        assert _reads(sqlite, ids) == _reads(memory, ids)
+    finally:
+        sqlite.close()
+
+
+def test_a_seal_that_rolls_back_leaves_the_single_events(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    store = SqliteFlowStore(path)
+    try:
+        for n in range(BLOCK_EVENTS - 1):
+            _append(store, "a1", f'"{n}"')
+
+        def seal_then_fail(tx: StoreTransaction) -> None:
+            tx.append_event("A", "a1", '"sealing"', "s", at(0))
+            raise RuntimeError("the commit fails after the seal")
+
+        with pytest.raises(RuntimeError, match="after the seal"):
+            store.run(seal_then_fail)
+        assert _raw(path, "SELECT count(*) FROM event_blocks") == 0
+        _append(store, "a1", '"last"')
+        assert _raw(path, "SELECT count(*) FROM event_blocks") == 1
+        assert _raw(path, "SELECT count(*) FROM stream_events") == 0
+        values = [event.value for event in store.read(lambda tx: tx.events_after("a1", 0, 100))]
+        assert values == [f'"{n}"' for n in range(BLOCK_EVENTS - 1)] + ['"last"']
+    finally:
+        store.close()
+
+
+def _event(event_id: int, value: str = "x") -> EventRow:
+    return EventRow(event_id, "A", "a1", value, "s", at(0))
+
+
+@pytest.mark.parametrize(
+    ("blocks", "singles", "expected"),
+    [
+        ([], [], []),
+        ([], [(3, 1), (5, 2)], [(3, 1), (5, 2)]),
+        ([(2, [_event(2), _event(9)])], [(5, 1)], [(2, 1), (5, 1), (9, 1)]),
+        (
+            [(1, [_event(1), _event(6)]), (2, [_event(2, "éé"), _event(4)])],
+            [(3, 7)],
+            [(1, 1), (2, 4), (3, 7), (4, 1), (6, 1)],
+        ),
+        ([(4, [])], [(1, 1)], [(1, 1)]),
+    ],
+    ids=["nothing", "singles-only", "block-around-a-single", "blocks-interleaved", "empty-block"],
+)
+def test_a_flow_types_events_are_walked_oldest_first(
+    blocks: list[tuple[int, list[EventRow]]],
+    singles: list[tuple[int, int]],
+    expected: list[tuple[int, int]],
+) -> None:
+    assert list(sizes_in_id_order(blocks, singles)) == expected
+
+
+def test_a_block_reads_back_its_events_and_refuses_damage() -> None:
+    events = [(5, "s1", at(1).isoformat(), '"a\\n"'), (9, "s2", at(2).isoformat(), "é\n")]
+    stored = encode_block(events)
+    read = decode_block(5, 0, "A", "a1", stored)
+    assert [(e.id, e.source, e.created_at, e.value) for e in read] == [
+        (5, "s1", at(1), '"a\\n"'),
+        (9, "s2", at(2), "é\n"),
+    ]
+    assert [e.id for e in decode_block(5, 5, "A", "a1", stored)] == [9]
+    with pytest.raises(StoredValueError, match="the Stream block 6 is damaged"):
+        decode_block(6, 0, "A", "a1", stored)
