@@ -7,6 +7,7 @@ import json
 import re
 import sqlite3
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,13 +21,16 @@ from dex_agents.adapters.local.stored_text import (
     COMPRESSED_FROM_CHARS,
     DICTIONARY_EVENT,
     EVENT_DICTIONARY,
+    HISTORY_DICTIONARY,
+    HISTORY_FIELD,
     ZLIB_VALUE,
     pack_event,
+    pack_history_field,
     pack_value,
     unpack,
 )
-from dex_agents.ports.flow_store import StoreTransaction
-from tests.adapters.flow_store_rows import add_flows, at, flow
+from dex_agents.ports.flow_store import ExecutionStatus, StoreTransaction
+from tests.adapters.flow_store_rows import add_executions, add_flows, at, execution, flow
 
 LONG = json.dumps({"messages": [{"text": f"message {n}", "role": "user"} for n in range(200)]})
 
@@ -92,6 +96,42 @@ def test_the_event_dictionary_is_the_one_stored_events_were_written_with() -> No
     )
 
 
+OPTIONS = (
+    '{"durability":"sync","execute_timeout":7200.0,"failure_step":"RecordToolFailure",'
+    '"heartbeat_timeout":60.0,"loads":[["AgentToolCalls","call_2365f0107b56baca_0"]],'
+    '"locks":[],"retry":{"backoff_coefficient":2.0,"initial_interval":1.0,'
+    '"maximum_attempts":3,"maximum_interval":60.0,"total_duration":null},"wait_loads":[]}'
+)
+WAIT = (
+    '[{"channel":"TurnControlRequests","count":1,"key":null},'
+    '{"channel":"QueuedUserMessages","count":1,"key":null}]'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "most_bytes"),
+    [(OPTIONS, 40), (WAIT, 20), ('{"other":"shape","of":["json"]}', None), ("", None)],
+    ids=["tool-options", "user-wait", "unknown-shape", "empty"],
+)
+def test_a_finished_executions_field_is_compressed_only_when_that_makes_it_shorter(
+    text: str, most_bytes: int | None
+) -> None:
+    stored = pack_history_field(text)
+    if most_bytes is None:
+        assert stored == text
+    else:
+        assert isinstance(stored, bytes)
+        assert stored[0] == HISTORY_FIELD
+        assert len(stored) <= most_bytes
+    assert unpack(stored) == text
+
+
+def test_the_history_dictionary_is_the_one_stored_fields_were_written_with() -> None:
+    assert hashlib.sha256(HISTORY_DICTIONARY).hexdigest() == (
+        "85a49ac796cbea312263fcf6815c5a4592a5941c18a64e686f80791a4066a73a"
+    )
+
+
 def _compressed(stored: str | bytes) -> bytes:
     assert isinstance(stored, bytes)
     return stored
@@ -109,11 +149,20 @@ def _flipped(stored: str | bytes, at: int) -> bytes:
         (_flipped(pack_value(LONG), 40), "a stored value does not decompress"),
         (_flipped(pack_event(EVENT), 20), "a stored value does not decompress"),
         (_compressed(pack_event(EVENT))[:-6], "a stored value does not decompress"),
+        (_flipped(pack_history_field(OPTIONS), 12), "a stored value does not decompress"),
         (bytes((ZLIB_VALUE,)) + zlib.compress(b"\xff\xfe"), "a stored value does not decompress"),
         (b"\x07" + zlib.compress(b'"text"'), "a stored value is 15 bytes in no known format"),
         (b"", "a stored value is 0 bytes in no known format"),
     ],
-    ids=["value-checksum", "event-checksum", "event-cut-short", "not-utf8", "format", "empty"],
+    ids=[
+        "value-checksum",
+        "event-checksum",
+        "event-cut-short",
+        "history-checksum",
+        "not-utf8",
+        "format",
+        "empty",
+    ],
 )
 def test_damaged_stored_bytes_are_an_error_never_other_text(stored: bytes, message: str) -> None:
     with pytest.raises(StoredValueError, match=re.escape(message)):
@@ -192,3 +241,31 @@ def test_a_damaged_compressed_value_is_reported_as_damage_of_the_file(tmp_path: 
     finally:
         damaged.close()
     assert str(raised.value).startswith(f"{path} is damaged: a stored value does not decompress")
+
+
+def test_a_finished_executions_long_fields_are_stored_compressed_and_read_as_text(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "flows.sqlite3"
+    store = SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+    fields = {"options": OPTIONS, "wait": WAIT, "wait_result": '{"channel":"x"}'}
+    try:
+        [active] = add_executions(store, execution("f1", **fields))
+        assert _raw(path, "SELECT typeof(options), typeof(wait) FROM step_executions") == [
+            ("text", "text")
+        ]
+        row = store.run(lambda tx: tx.get_execution(active))
+        assert row is not None
+        store.run(lambda tx: tx.update_execution(replace(row, status=ExecutionStatus.COMPLETED)))
+        assert _raw(path, "SELECT typeof(options), typeof(wait) FROM step_executions") == [
+            ("blob", "blob")
+        ]
+        fresh = SqliteFlowStore(path)
+        try:
+            [finished] = fresh.read(lambda tx: tx.flow_executions("f1"))
+        finally:
+            fresh.close()
+        assert finished == replace(row, status=ExecutionStatus.COMPLETED)
+    finally:
+        store.close()

@@ -15,7 +15,7 @@ from dex_agents.adapters.local.store_rows import (
     FLOW_TIME_FIELDS,
     utc_time,
 )
-from dex_agents.adapters.local.stored_text import unpack
+from dex_agents.adapters.local.stored_text import pack_history_field, unpack
 from dex_agents.ports.flow_store import (
     EventRow,
     ExecutionRow,
@@ -205,6 +205,14 @@ _READ_DATA = operator.attrgetter(*EXECUTION_DATA)
 _DATA_TIMES = tuple(EXECUTION_DATA.index(name) for name in EXECUTION_TIME_FIELDS)
 _DATA_STATUS = EXECUTION_DATA.index("status")
 _DATA_FLAGS = (EXECUTION_DATA.index("attempt_started"), EXECUTION_DATA.index("cancel_requested"))
+# A finished execution is history: its longest fields are read again only to list it.
+_HISTORY_FIELDS = ("options", "wait", "wait_result")
+_FINISHED_STATUSES = frozenset(
+    status.value
+    for status in (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED)
+)
+_DATA_HISTORY = tuple(EXECUTION_DATA.index(name) for name in _HISTORY_FIELDS)
+_COLUMN_HISTORY = tuple(EXECUTION_COLUMNS.index(name) for name in _HISTORY_FIELDS)
 _COLUMN_TIMES = tuple(EXECUTION_COLUMNS.index(name) for name in EXECUTION_TIME_FIELDS)
 _COLUMN_STATUS = EXECUTION_COLUMNS.index("status")
 _COLUMN_FLAGS = (
@@ -243,14 +251,21 @@ def execution_values(row: ExecutionRow) -> list[object]:
         if value is not None:
             name = EXECUTION_DATA[position]
             values[position] = encode_time(utc_time(value, f"ExecutionRow.{name}"))
-    values[_DATA_STATUS] = ExecutionStatus(values[_DATA_STATUS]).value
+    status = values[_DATA_STATUS] = ExecutionStatus(values[_DATA_STATUS]).value
     for position in _DATA_FLAGS:
         values[position] = int(bool(values[position]))
+    if status in _FINISHED_STATUSES:
+        for position in _DATA_HISTORY:
+            if values[position] is not None:
+                values[position] = pack_history_field(values[position])
     return values
 
 
 def decode_execution(values: Sequence[Any]) -> ExecutionRow:
     data = list(values)
+    for position in _COLUMN_HISTORY:
+        if isinstance(data[position], bytes):
+            data[position] = unpack(data[position])
     for position in _COLUMN_TIMES:
         if data[position] is not None:
             data[position] = datetime.fromisoformat(data[position])

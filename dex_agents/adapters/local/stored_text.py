@@ -36,6 +36,10 @@ an error when read, never other text, as the JSON of a damaged text value is.
 EVENT_BLOCK = 0x03
 """First byte of a block of Stream events (``event_blocks``), deflated as ``DICTIONARY_EVENT`` is."""
 
+HISTORY_FIELD = 0x04
+"""First byte of a finished Step execution's options, wait or wait result, deflated with
+``HISTORY_DICTIONARY`` preset."""
+
 EVENT_DICTIONARY = (
     # Deflate finds the dictionary's last bytes at the shortest distances, so the
     # envelope every event carries comes last. Stored events need this exact text
@@ -57,6 +61,27 @@ EVENT_DICTIONARY = (
     b'"},"step_execution_id":"CallTool-"},"step_execution_id":"RunModel-","turn_id":"turn-","type":"'
 )
 """The preset dictionary of Stream events: the ``AgentEvent`` wire keys and types."""
+
+HISTORY_DICTIONARY = (
+    # As EVENT_DICTIONARY: stored fields need this exact text to be read, so change it only
+    # together with a new format byte. The most common texts come last.
+    b'"timer_fired":true"timer_fired":false}"total_duration":null},"wait_loads":[]}'
+    b'"loads":[],"locks":[],"durability":"async","failure_step":null,'
+    b'{"channel":"TurnControlRequests","count":1,"key":null}'
+    b'{"channel":"ToolCallResults","count":1,"key":null}'
+    b'[{"channel":"TurnControlRequests","count":1,"key":null},'
+    b'{"channel":"QueuedUserMessages","count":1,"key":null}]'
+    b'{"channel":"QueuedUserMessages","index":1,"messages":["{\\"images\\":[],'
+    b'\\"plan_mode\\":false,\\"text\\":\\"'
+    b'{"channel":"ToolCallResults","index":0,"messages":["{\\"status\\":\\"succeeded\\",'
+    b'\\"tool_call_id\\":\\"call_'
+    b'\\"}"],"taken":[[,"","2026-+00:00"]],"timer_fired":false}'
+    b'{"durability":"sync","execute_timeout":7200.0,"failure_step":"RecordToolFailure",'
+    b'"heartbeat_timeout":60.0,"loads":[["AgentToolCalls","call_'
+    b'"]],"locks":[],"retry":{"backoff_coefficient":2.0,"initial_interval":1.0,'
+    b'"maximum_attempts":3,"maximum_interval":60.0,"total_duration":null},"wait_loads":[]}'
+)
+"""The preset dictionary of finished executions' fields: Step options, waits and their results."""
 
 _INFLATED_KEPT = 256
 """How many inflated values ``unpack`` keeps, so a value read again is the same ``str``."""
@@ -80,6 +105,18 @@ def pack_event(text: str) -> str | bytes:
     return packed if len(packed) < len(encoded) else text
 
 
+def pack_history_field(text: str) -> str | bytes:
+    """What the store writes for a finished execution's options, wait or wait result.
+
+    Deflated when that is shorter than the text; a field read once the
+    execution is history, so its writing, not its reading, is what it costs.
+    """
+    encoded = text.encode("utf-8")
+    deflate = zlib.compressobj(zdict=HISTORY_DICTIONARY)
+    packed = bytes((HISTORY_FIELD,)) + deflate.compress(encoded) + deflate.flush()
+    return packed if len(packed) < len(encoded) else text
+
+
 def pack_event_block(text: str) -> bytes:
     """What the store writes for the text of a block of Stream events: always deflated."""
     deflate = zlib.compressobj(level=9, zdict=EVENT_DICTIONARY)
@@ -100,6 +137,12 @@ def unpack(stored: str | bytes) -> str:
         return _KEPT.inflate(stored)
     return _inflated(stored)
 
+
+_DICTIONARIES = {
+    DICTIONARY_EVENT: EVENT_DICTIONARY,
+    EVENT_BLOCK: EVENT_DICTIONARY,
+    HISTORY_FIELD: HISTORY_DICTIONARY,
+}
 
 _KEPT_FORMATS = (bytes((ZLIB_VALUE,)), bytes((EVENT_BLOCK,)))
 
@@ -141,8 +184,8 @@ def _inflated(stored: bytes) -> str:
     try:
         if form == ZLIB_VALUE:
             return zlib.decompress(body).decode("utf-8")
-        if form in (DICTIONARY_EVENT, EVENT_BLOCK):
-            inflate = zlib.decompressobj(zdict=EVENT_DICTIONARY)
+        if form in _DICTIONARIES:
+            inflate = zlib.decompressobj(zdict=_DICTIONARIES[form])
             text = inflate.decompress(body) + inflate.flush()
             if not inflate.eof:
                 raise zlib.error("the deflate stream ends early")
@@ -151,5 +194,5 @@ def _inflated(stored: bytes) -> str:
         raise StoredValueError(f"a stored value does not decompress: {error}") from None
     raise StoredValueError(
         f"a stored value is {len(stored)} bytes in no known format"
-        f" (first byte {form}; dex-agents writes {ZLIB_VALUE}, {DICTIONARY_EVENT} or {EVENT_BLOCK})"
+        f" (first byte {form}; dex-agents writes {ZLIB_VALUE} to {HISTORY_FIELD})"
     )
