@@ -196,3 +196,30 @@ def test_a_block_reads_back_its_events_and_refuses_damage() -> None:
     assert [e.id for e in decode_block(5, 5, "A", "a1", stored)] == [9]
     with pytest.raises(StoredValueError, match="the Stream block 6 is damaged"):
         decode_block(6, 0, "A", "a1", stored)
+
+
+def test_a_file_written_before_blocks_seals_a_sessions_many_events_in_blocks_of_64(
+    tmp_path: Path,
+) -> None:
+    # A version 2 file kept every event as a row; after the upgrade, the session's next
+    # event seals them all, in blocks of BLOCK_EVENTS, and the rest stay single.
+    path = tmp_path / "flows.sqlite3"
+    SqliteFlowStore(path).close()
+    old_events = 2 * BLOCK_EVENTS + 22
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.executemany(
+            "INSERT INTO stream_events (flow_type, flow_id, value, size, source, created_at)"
+            " VALUES ('A', 'a1', ?, ?, 's', '2026-12-01T00:00:00.000000+00:00')",
+            [(f'"{n}"', len(f'"{n}"')) for n in range(old_events)],
+        )
+    connection.close()
+    store = SqliteFlowStore(path)
+    try:
+        _append(store, "a1", '"new"')
+        values = [event.value for event in store.read(lambda tx: tx.events_after("a1", 0, 500))]
+    finally:
+        store.close()
+    assert values == [f'"{n}"' for n in range(old_events)] + ['"new"']
+    assert _raw(path, "SELECT count(*) FROM event_blocks") == 2
+    assert _raw(path, "SELECT count(*) FROM stream_events") == old_events + 1 - 2 * BLOCK_EVENTS

@@ -71,13 +71,17 @@ class SqliteStream:
         else:
             singles += 1
         if singles >= BLOCK_EVENTS:
-            self._seal(flow_type, flow_id)
-            singles = 0
+            singles = self._seal(flow_type, flow_id)
         known.single_events = singles
         return event_id
 
-    def _seal(self, flow_type: str, flow_id: str) -> None:
-        """Move every single event of ``flow_id`` into one new block."""
+    def _seal(self, flow_type: str, flow_id: str) -> int:
+        """Move the oldest single events of ``flow_id`` into blocks of ``BLOCK_EVENTS``.
+
+        Returns how many stay single: fewer than ``BLOCK_EVENTS``. A session of a
+        file written before blocks existed may have thousands, which become as
+        many blocks as they fill, not one block too large to read in part.
+        """
         sql = (
             "SELECT id, source, created_at, value FROM stream_events WHERE flow_id = ? ORDER BY id"
         )
@@ -85,11 +89,18 @@ class SqliteStream:
             (int(event_id), str(source), str(when), unpack(value))
             for event_id, source, when, value in self._execute(sql, (flow_id,))
         ]
-        first, last = events[0][0], events[-1][0]
+        sealed = len(events) - len(events) % BLOCK_EVENTS
         sql = """INSERT INTO event_blocks (first_id, last_id, trimmed_to, flow_type, flow_id, events)
             VALUES (?, ?, 0, ?, ?, ?)"""
-        self._execute(sql, (first, last, flow_type, flow_id, encode_block(events)))
-        self._execute("DELETE FROM stream_events WHERE flow_id = ? AND id <= ?", (flow_id, last))
+        for start in range(0, sealed, BLOCK_EVENTS):
+            block = events[start : start + BLOCK_EVENTS]
+            self._execute(sql, (block[0][0], block[-1][0], flow_type, flow_id, encode_block(block)))
+        if sealed:
+            last = events[sealed - 1][0]
+            self._execute(
+                "DELETE FROM stream_events WHERE flow_id = ? AND id <= ?", (flow_id, last)
+            )
+        return len(events) - sealed
 
     def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
         check_limit(limit)
