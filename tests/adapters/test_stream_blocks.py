@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from dex_agents.adapters.local.event_blocks import (
     BLOCK_EVENTS,
+    block_sizes,
     decode_block,
     encode_block,
     sizes_in_id_order,
@@ -24,7 +25,7 @@ from dex_agents.adapters.local.event_blocks import (
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.store_errors import StoredValueError
-from dex_agents.ports.flow_store import EventRow, FlowStore, StoreTransaction
+from dex_agents.ports.flow_store import FlowStore, StoreTransaction
 from tests.adapters.flow_store_rows import at
 
 FLOWS = {"a1": "A", "a2": "A", "b1": "B"}
@@ -103,6 +104,10 @@ def _append(store: FlowStore, flow_id: str, value: str, n: int = 0) -> int:
     return store.run(lambda tx: tx.append_event(FLOWS[flow_id], flow_id, value, "s", at(n)))
 
 
+def _trim(store: FlowStore, capacity: int) -> int:
+    return store.run(lambda tx: tx.trim_events("A", capacity))
+
+
 def _raw(path: Path, sql: str) -> int:
     connection = sqlite3.connect(path)
     try:
@@ -158,18 +163,14 @@ def test_a_seal_that_rolls_back_leaves_the_single_events(tmp_path: Path) -> None
         store.close()
 
 
-def _event(event_id: int, value: str = "x") -> EventRow:
-    return EventRow(event_id, "A", "a1", value, "s", at(0))
-
-
 @pytest.mark.parametrize(
     ("blocks", "singles", "expected"),
     [
         ([], [], []),
         ([], [(3, 1), (5, 2)], [(3, 1), (5, 2)]),
-        ([(2, [_event(2), _event(9)])], [(5, 1)], [(2, 1), (5, 1), (9, 1)]),
+        ([(2, [(2, 1), (9, 1)])], [(5, 1)], [(2, 1), (5, 1), (9, 1)]),
         (
-            [(1, [_event(1), _event(6)]), (2, [_event(2, "éé"), _event(4)])],
+            [(1, [(1, 1), (6, 1)]), (2, [(2, 4), (4, 1)])],
             [(3, 7)],
             [(1, 1), (2, 4), (3, 7), (4, 1), (6, 1)],
         ),
@@ -178,11 +179,14 @@ def _event(event_id: int, value: str = "x") -> EventRow:
     ids=["nothing", "singles-only", "block-around-a-single", "blocks-interleaved", "empty-block"],
 )
 def test_a_flow_types_events_are_walked_oldest_first(
-    blocks: list[tuple[int, list[EventRow]]],
+    blocks: list[tuple[int, list[tuple[int, int]]]],
     singles: list[tuple[int, int]],
     expected: list[tuple[int, int]],
 ) -> None:
-    assert list(sizes_in_id_order(blocks, singles)) == expected
+    walked = list(sizes_in_id_order(blocks, singles))
+    assert [(event_id, size) for event_id, size, _ in walked] == expected
+    from_blocks = {event_id for _, events in blocks for event_id, _ in events}
+    assert [in_block for _, _, in_block in walked] == [n in from_blocks for n, _ in expected]
 
 
 def test_a_block_reads_back_its_events_and_refuses_damage() -> None:
@@ -194,6 +198,7 @@ def test_a_block_reads_back_its_events_and_refuses_damage() -> None:
         (9, "s2", at(2), "é\n"),
     ]
     assert [e.id for e in decode_block(5, 5, "A", "a1", stored)] == [9]
+    assert block_sizes(5, stored) == ((5, 5), (9, 3))  # UTF-8 bytes, trimmed or not
     with pytest.raises(StoredValueError, match="the Stream block 6 is damaged"):
         decode_block(6, 0, "A", "a1", stored)
 
@@ -223,3 +228,21 @@ def test_a_file_written_before_blocks_seals_a_sessions_many_events_in_blocks_of_
     assert values == [f'"{n}"' for n in range(old_events)] + ['"new"']
     assert _raw(path, "SELECT count(*) FROM event_blocks") == 2
     assert _raw(path, "SELECT count(*) FROM stream_events") == old_events + 1 - 2 * BLOCK_EVENTS
+
+
+def test_two_files_in_one_process_trim_by_their_own_blocks_sizes(tmp_path: Path) -> None:
+    # Event IDs restart in every file, so two files hold blocks with the same first and
+    # last IDs; what one store learned of its blocks' sizes must not trim the other's.
+    stores = {size: SqliteFlowStore(tmp_path / f"{size}.sqlite3") for size in (1, 50)}
+    memories = {size: MemoryFlowStore() for size in stores}
+    try:
+        for size in stores:
+            for store in (stores[size], memories[size]):
+                for n in range(BLOCK_EVENTS * 2):
+                    _append(store, "a1", "x" * size, n)
+        for size in stores:  # the 1-byte file first: its sizes are learned first
+            assert _trim(stores[size], 10 * size) == _trim(memories[size], 10 * size)
+            assert _reads(stores[size], []) == _reads(memories[size], [])
+    finally:
+        for store in stores.values():
+            store.close()

@@ -22,6 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     INDEXES,
@@ -118,6 +119,7 @@ class SqliteFlowStore:
         self._poll: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._write_once = WriteOnceValues()
+        self._block_sizes = BlockSizes()
         self._known = KnownRows()
         self._events_lock = threading.Lock()
         self._events_after: OrderedDict[tuple[str, int], EventRow] = OrderedDict()
@@ -320,7 +322,13 @@ class SqliteFlowStore:
             connection = self._connection
             self._check_file()
             known = self._known
-            tx = SqliteTransaction(connection, self._write_once, read_only=read_only, known=known)
+            tx = SqliteTransaction(
+                connection,
+                self._write_once,
+                read_only=read_only,
+                known=known,
+                block_sizes=self._block_sizes,
+            )
 
             def known_work(_: sqlite3.Connection) -> R:
                 # data_version moves only when another connection committed: then what

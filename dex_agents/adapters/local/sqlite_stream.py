@@ -11,6 +11,8 @@ keep increasing across the store, as the port promises.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -18,6 +20,7 @@ from datetime import datetime
 from dex_agents.adapters.local.event_blocks import (
     BLOCK_EVENTS,
     BLOCK_SELECT,
+    BlockSizes,
     decode_block,
     encode_block,
     sizes_in_id_order,
@@ -35,9 +38,14 @@ class SqliteStream:
     """The Stream part of one ``SqliteTransaction``: its SQL, on the transaction's connection."""
 
     def __init__(
-        self, execute: Execute, known: KnownRows, appended: list[tuple[int, EventRow]]
+        self,
+        execute: Execute,
+        known: KnownRows,
+        appended: list[tuple[int, EventRow]],
+        sizes: BlockSizes,
     ) -> None:
         self._execute = execute
+        self._sizes = sizes
         self._known = known
         self._appended = appended
 
@@ -102,6 +110,21 @@ class SqliteStream:
             )
         return len(events) - sealed
 
+    def _block_sizes(
+        self, blocks: sqlite3.Cursor
+    ) -> Iterator[tuple[int, Sequence[tuple[int, int]]]]:
+        """Each block's untrimmed events' ``(ID, size)``, read from the file once per store."""
+        for first_id, last_id, trimmed_to in blocks:
+            first = int(first_id)
+            sizes = self._sizes.get(
+                first, int(last_id), functools.partial(self._stored_block, first)
+            )
+            yield first, sizes[bisect.bisect_right(sizes, trimmed_to, key=_event_id) :]
+
+    def _stored_block(self, first_id: int) -> bytes:
+        sql = "SELECT events FROM event_blocks WHERE first_id = ?"
+        return bytes(self._execute(sql, (first_id,)).fetchone()[0])
+
     def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
         check_limit(limit)
         rows: list[EventRow] = []
@@ -157,39 +180,44 @@ class SqliteStream:
             return 0
         freed = deleted = last_id = 0
         blocks = self._execute(
-            f"SELECT {BLOCK_SELECT} FROM event_blocks WHERE flow_type = ? ORDER BY first_id",
+            "SELECT first_id, last_id, trimmed_to FROM event_blocks"
+            " WHERE flow_type = ? ORDER BY first_id",
             (flow_type,),
         )
         singles = self._execute(
             "SELECT id, size FROM stream_events WHERE flow_type = ? ORDER BY id", (flow_type,)
         )
-        for event_id, size in sizes_in_id_order(_opened(blocks), _pairs(singles)):
+        singles_freed = blocks_freed = False
+        for event_id, size, in_block in sizes_in_id_order(
+            self._block_sizes(blocks), _pairs(singles)
+        ):
             freed, deleted, last_id = freed + size, deleted + 1, event_id
+            blocks_freed, singles_freed = blocks_freed or in_block, singles_freed or not in_block
             if freed >= excess:
                 break
         blocks.close()
         singles.close()
-        removed = self._execute(
-            "DELETE FROM stream_events WHERE flow_type = ? AND id <= ?", (flow_type, last_id)
-        )
-        if removed.rowcount:
+        if singles_freed:
+            sql = "DELETE FROM stream_events WHERE flow_type = ? AND id <= ?"
+            self._execute(sql, (flow_type, last_id))
             self._known.forget_single_events()
-        self._execute(
-            "DELETE FROM event_blocks WHERE flow_type = ? AND last_id <= ?", (flow_type, last_id)
-        )
-        # A block trimmed in part keeps its bytes; its row says which events are gone.
-        sql = """UPDATE event_blocks SET trimmed_to = ?
-            WHERE flow_type = ? AND first_id <= ? AND trimmed_to < ?"""
-        self._execute(sql, (last_id, flow_type, last_id, last_id))
+        if blocks_freed:
+            # A block that ends by last_id began by it too: the bound keeps this to the oldest.
+            sql = """DELETE FROM event_blocks
+                WHERE flow_type = ? AND first_id <= ? AND last_id <= ?"""
+            self._execute(sql, (flow_type, last_id, last_id))
+            # A block trimmed in part keeps its bytes; its row says which events are gone.
+            sql = """UPDATE event_blocks SET trimmed_to = ?
+                WHERE flow_type = ? AND first_id <= ? AND trimmed_to < ?"""
+            self._execute(sql, (last_id, flow_type, last_id, last_id))
         sql = "UPDATE stream_sizes SET bytes = bytes - ? WHERE flow_type = ?"
         self._execute(sql, (freed, flow_type))
         sizes[flow_type] = total - freed
         return deleted
 
 
-def _opened(blocks: sqlite3.Cursor) -> Iterator[tuple[int, list[EventRow]]]:
-    for block in blocks:
-        yield int(block[0]), decode_block(*block)
+def _event_id(pair: tuple[int, int]) -> int:
+    return pair[0]
 
 
 def _pairs(singles: sqlite3.Cursor) -> Iterator[tuple[int, int]]:

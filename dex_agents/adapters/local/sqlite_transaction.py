@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
@@ -82,6 +83,7 @@ class SqliteTransaction(StoreTransaction):
         *,
         read_only: bool = False,
         known: KnownRows | None = None,
+        block_sizes: BlockSizes | None = None,
     ) -> None:
         self._connection: sqlite3.Connection | None = connection
         self._write_once = write_once if write_once is not None else WriteOnceValues(0)
@@ -102,7 +104,9 @@ class SqliteTransaction(StoreTransaction):
         self.appended: list[tuple[int, EventRow]] = []
         """The Stream events this transaction appended, each with the ID of the event of its
         Flow run before it, where that was known."""
-        self._stream = SqliteStream(self._execute, self._known, self.appended)
+        self._stream = SqliteStream(
+            self._execute, self._known, self.appended, block_sizes or BlockSizes(0)
+        )
 
     def end(self) -> None:
         self._connection = None
