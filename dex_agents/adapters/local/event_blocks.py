@@ -4,7 +4,7 @@ An event alone, even compressed, took about 185 bytes of the file after 1,000
 bench turns: its row (flow type, session ID, time, source, size) and two index
 entries around a value of about 64 compressed bytes. A session's events repeat
 each other, so the SQLite store seals each ``BLOCK_EVENTS`` of a session's
-events into one row of ``event_blocks``, compressed together (about 16 bytes
+events into one row of ``event_blocks``, compressed together (about 22 bytes
 an event), and keeps only the newest, not yet sealed events as rows of their
 own.
 
