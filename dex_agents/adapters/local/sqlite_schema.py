@@ -45,6 +45,13 @@ EVENT_BLOCKS_TABLE = """CREATE TABLE IF NOT EXISTS event_blocks (
 Its events with IDs up to ``trimmed_to`` were trimmed from the Stream.
 """
 
+EVENT_BLOCKS_SCHEMA = (
+    EVENT_BLOCKS_TABLE,
+    "CREATE INDEX IF NOT EXISTS event_blocks_by_flow ON event_blocks (flow_id, last_id)",
+    "CREATE INDEX IF NOT EXISTS event_blocks_by_type ON event_blocks (flow_type, first_id)",
+)
+"""The table of sealed blocks and its indexes, made with a new file and by the upgrade to 3."""
+
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS flows (
         flow_id TEXT PRIMARY KEY, flow_type TEXT NOT NULL, run_id TEXT NOT NULL,
@@ -80,9 +87,7 @@ SCHEMA = (
         created_at TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS stream_events_by_flow ON stream_events (flow_id, id)",
     "CREATE INDEX IF NOT EXISTS stream_events_by_type ON stream_events (flow_type, id)",
-    EVENT_BLOCKS_TABLE,
-    "CREATE INDEX IF NOT EXISTS event_blocks_by_flow ON event_blocks (flow_id, last_id)",
-    "CREATE INDEX IF NOT EXISTS event_blocks_by_type ON event_blocks (flow_type, first_id)",
+    *EVENT_BLOCKS_SCHEMA,
     # The running total of each Flow type's event bytes, so trimming never sums the Stream.
     """CREATE TABLE IF NOT EXISTS stream_sizes (
         flow_type TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID""",
@@ -131,9 +136,7 @@ UPGRADE_TO_3 = (
     """INSERT INTO attribute_values (flow_id, name, key, value)
         SELECT flow_id, name, key, value FROM attribute_values_2 ORDER BY flow_id, name, key""",
     "DROP TABLE attribute_values_2",
-    EVENT_BLOCKS_TABLE,
-    "CREATE INDEX IF NOT EXISTS event_blocks_by_flow ON event_blocks (flow_id, last_id)",
-    "CREATE INDEX IF NOT EXISTS event_blocks_by_type ON event_blocks (flow_type, first_id)",
+    *EVENT_BLOCKS_SCHEMA,
 )
 """How a file of schema version 1 or 2 becomes version 3.
 
