@@ -297,3 +297,120 @@ def test_a_read_that_raises_keeps_what_the_connection_knows(
         connection.set_trace_callback(None)
     # Only the transaction's own statements: every row and value came from what was kept.
     assert [sql for sql in statements if "FROM" in sql.upper()] == []
+
+
+def _reads(store: SqliteFlowStore, work: Callable[[StoreTransaction], object]) -> list[str]:
+    """The tables ``work`` read from in one read transaction of ``store``."""
+    statements: list[str] = []
+    connection = store._connection  # the statements it runs are the point of these tests
+    assert connection is not None
+    connection.set_trace_callback(statements.append)
+    try:
+        store.read(work)
+    finally:
+        connection.set_trace_callback(None)
+    return sorted({sql.split(" FROM ")[1].split()[0] for sql in statements if " FROM " in sql})
+
+
+def _session(flow_id: str) -> Callable[[StoreTransaction], object]:
+    return lambda tx: (
+        tx.get_flow(flow_id),
+        tx.get_singletons(flow_id, ["a"]),
+        tx.flow_executions(flow_id, ACTIVE),
+    )
+
+
+def _two_sessions(store: SqliteFlowStore) -> None:
+    add_flows(store, flow("f1"), flow("f2"))
+    add_executions(store, execution("f1"), execution("f2"))
+
+    def work(tx: StoreTransaction) -> None:
+        for flow_id in ("f1", "f2"):
+            tx.put_value(flow_id, "a", "", '"one"')
+
+    store.run(work)
+
+
+def test_another_connection_s_commit_forgets_only_the_runs_it_changed(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    _two_sessions(first)
+    first.read(_session("f1"))
+    first.read(_session("f2"))
+    second.run(lambda tx: tx.put_value("f1", "a", "", '"two"'))
+    # The second logged f1 alone: the first reads which runs changed, and f2 from what it kept.
+    assert _reads(first, _session("f2")) == ["flow_changes"]
+    assert _reads(first, _session("f1")) == ["attribute_values", "flows", "step_executions"]
+    assert first.read(lambda tx: tx.get_value("f1", "a", "")) == '"two"'
+
+
+def test_a_connection_s_own_commits_are_not_taken_for_another_s(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    _two_sessions(first)
+    first.read(_session("f2"))
+    first.run(lambda tx: tx.put_value("f2", "a", "", '"mine"'))
+    second.run(lambda tx: tx.put_value("f1", "a", "", '"theirs"'))
+    assert _reads(first, _session("f2")) == ["flow_changes"]
+    assert first.read(lambda tx: tx.get_value("f2", "a", "")) == '"mine"'
+
+
+def test_trimming_a_stream_makes_every_other_connection_forget_all(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    _two_sessions(first)
+    first.run(_append("f1", '"' + "x" * 40 + '"'))
+    first.read(_session("f2"))
+    # The trim deletes events of any session of the type, and logs so.
+    assert second.run(lambda tx: tx.trim_events("Agent", 10)) == 1
+    assert "flows" in _reads(first, _session("f2"))
+
+
+def test_a_change_another_connection_logged_in_between_is_never_taken_as_seen() -> None:
+    known = known_rows.KnownRows()
+    known.begin(1, lambda since: (None, 5))
+    assert known.change == 5
+    known.committed(6)  # this connection's commit, right after the newest it knew
+    assert known.change == 6
+    known.committed(8)  # 7 was another connection's, not read yet
+    assert known.change == 6
+    known.committed(None)
+    assert known.change == 6
+
+
+@pytest.mark.parametrize(
+    ("changed", "kept_after"),
+    [
+        (set(), {"f1", "f2"}),
+        ({"f1"}, {"f2"}),
+        ({"f1", "f2", "f3"}, set()),
+        ({""}, set()),  # EVERY_FLOW
+        (None, set()),  # not known which
+    ],
+    ids=["none", "one", "all-named", "every-flow", "unknown"],
+)
+def test_a_moved_data_version_forgets_what_was_changed(
+    changed: set[str] | None, kept_after: set[str]
+) -> None:
+    known = known_rows.KnownRows()
+    known.begin(1, lambda since: (None, 3))
+    for flow_id in ("f1", "f2"):
+        known.flow(flow_id).row_known = True
+    known.stream_bytes["Agent"] = 10
+    asked: list[int | None] = []
+
+    def changed_since(since: int | None) -> known_rows.ChangedFlows:
+        asked.append(since)
+        return changed, 4
+
+    known.begin(1, changed_since)  # the same version: nothing asked, nothing forgotten
+    assert asked == []
+    assert known.stream_bytes == {"Agent": 10}
+    known.begin(2, changed_since)
+    assert asked == [3]
+    assert {flow_id for flow_id in ("f1", "f2") if known.peek(flow_id)} == kept_after
+    assert known.stream_bytes == {}
+    assert known.change == 4

@@ -50,10 +50,12 @@ def _older_file(path: Path, version: int, values: dict[str, str | bytes]) -> Non
     SqliteFlowStore(path).close()
     connection = sqlite3.connect(path)
     with connection:
-        connection.execute("DROP TABLE attribute_values")
-        connection.execute("DROP TABLE event_blocks")
-        for statement in VERSION_2_ATTRIBUTES:
-            connection.execute(statement)
+        connection.execute("DROP TABLE flow_changes")
+        if version < 3:
+            connection.execute("DROP TABLE attribute_values")
+            connection.execute("DROP TABLE event_blocks")
+            for statement in VERSION_2_ATTRIBUTES:
+                connection.execute(statement)
         for name, stored in values.items():
             connection.execute(
                 "INSERT INTO attribute_values VALUES ('f1', ?, '', ?)", (name, stored)
@@ -62,15 +64,15 @@ def _older_file(path: Path, version: int, values: dict[str, str | bytes]) -> Non
     connection.close()
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_a_file_of_an_older_version_opens_upgraded_with_every_value(
     tmp_path: Path, version: int
 ) -> None:
-    assert UPGRADED_VERSIONS == (1, 2)
+    assert UPGRADED_VERSIONS == (1, 2, 3)
     path = tmp_path / "flows.sqlite3"
-    # Version 1 wrote every value as text; version 2 compressed the long ones.
+    # Version 1 wrote every value as text; versions 2 and 3 compressed the long ones.
     values: dict[str, str | bytes] = {"short": '"short"', "long": LONG}
-    if version == 2:
+    if version >= 2:
         values["packed"] = pack_value(LONG)
     _older_file(path, version, values)
 
@@ -88,6 +90,8 @@ def test_a_file_of_an_older_version_opens_upgraded_with_every_value(
     names = {row[0] for row in _raw(path, "SELECT name FROM sqlite_master")}
     assert "attribute_keys" not in names
     assert "attribute_values_2" not in names
+    # The write above was logged in the change log the upgrade made.
+    assert _raw(path, "SELECT flow_id, change FROM flow_changes") == [("f1", 1)]
 
 
 def test_a_value_written_again_keeps_its_row(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ transaction: the Flow run's row, its singleton Attributes, its active Step
 executions, the Stream's running size. Within one process they all go through
 one connection, and SQLite's ``PRAGMA data_version`` on that connection changes
 exactly when another connection committed. So each transaction reads it first
-(``SqliteFlowStore``), and ``KnownRows.begin`` forgets everything when it moved.
+(``SqliteFlowStore``), and when it moved, ``KnownRows.begin`` forgets the Flow
+runs that the other connections' commits logged as changed (``flow_changes.py``).
 While it stays, what this connection read or wrote is what the file holds:
 every write of the rows kept here goes through ``SqliteTransaction``, which
 keeps them up to date, and a transaction (or savepoint) that rolls back
@@ -23,9 +24,10 @@ are the stored column values, decoded into a fresh object for each caller.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from dex_agents.adapters.local.flow_changes import EVERY_FLOW
 from dex_agents.adapters.local.sqlite_schema import (
     EXECUTION_COLUMNS,
     decode_execution,
@@ -48,6 +50,9 @@ MOST_MAP_CHARS = 256 * 1024
 
 ACTIVE_STATUSES = frozenset(status.value for status in ACTIVE_EXECUTION_STATUSES)
 """The stored statuses of an execution that ``KnownFlow.active`` holds."""
+
+ChangedFlows = tuple[set[str] | None, int]
+"""The Flow runs changed since a change number (``None``: not known, so all) and the newest."""
 
 _STATUS = EXECUTION_COLUMNS.index("status")
 _ID = EXECUTION_COLUMNS.index("id")
@@ -145,18 +150,52 @@ class KnownRows:
         self._owner: dict[int, str] = {}
         self.stream_bytes: dict[str, int] = {}
         """Each Flow type's Stream size in bytes, as ``stream_sizes`` holds it."""
+        self.change: int | None = None
+        """The newest logged change (``flow_changes``) that what is kept reflects."""
 
-    def begin(self, version: int) -> None:
-        """Start a transaction whose connection reads ``version``: forget all if it moved."""
-        if version != self._version:
+    def begin(
+        self, version: int, changed_since: Callable[[int | None], ChangedFlows] | None = None
+    ) -> None:
+        """Start a transaction whose connection reads ``version``; when it moved, forget what
+        ``changed_since`` says other connections changed since ``change`` (without it, all).
+
+        ``changed_since(None)`` asks for the newest change alone: nothing is known yet.
+        """
+        if version == self._version:
+            return
+        self._version = version
+        # A Flow type's size moves with any run's events: cheap to read again.
+        self.stream_bytes.clear()
+        if changed_since is None:
             self.forget()
-            self._version = version
+            return
+        changed, self.change = changed_since(self.change)
+        if changed is None or EVERY_FLOW in changed:
+            self.forget()
+            return
+        for flow_id in changed:
+            self._drop(flow_id)
+
+    def committed(self, change: int | None) -> None:
+        """This connection committed a transaction that logged ``change`` (``None``: none).
+
+        Kept only when it directly follows the one known, so a change logged
+        by another connection in between is never taken as seen.
+        """
+        if change is not None and self.change is not None and change == self.change + 1:
+            self.change = change
 
     def forget(self) -> None:
         """Forget everything: another connection committed, or a rollback undid kept writes."""
         self._flows.clear()
         self._owner.clear()
         self.stream_bytes.clear()
+
+    def _drop(self, flow_id: str) -> None:
+        dropped = self._flows.pop(flow_id, None)
+        if dropped is not None and dropped.active:
+            for execution_id in dropped.active:
+                self._owner.pop(execution_id, None)
 
     def forget_single_events(self) -> None:
         """Forget how many single events each run has: a trim deleted some of them."""
@@ -169,10 +208,7 @@ class KnownRows:
         if known is None:
             known = self._flows[flow_id] = KnownFlow()
             if len(self._flows) > self._most:
-                _, dropped = self._flows.popitem(last=False)
-                if dropped.active:
-                    for execution_id in dropped.active:
-                        self._owner.pop(execution_id, None)
+                self._drop(next(iter(self._flows)))
         else:
             self._flows.move_to_end(flow_id)
         return known

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from dex_agents.adapters.local.flow_changes import FLOW_CHANGES_SCHEMA
 from dex_agents.adapters.local.store_rows import (
     EXECUTION_TIME_FIELDS,
     FLOW_TIME_FIELDS,
@@ -91,6 +92,7 @@ SCHEMA = (
     # The running total of each Flow type's event bytes, so trimming never sums the Stream.
     """CREATE TABLE IF NOT EXISTS stream_sizes (
         flow_type TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID""",
+    *FLOW_CHANGES_SCHEMA,
 )
 
 INDEXES = (
@@ -143,6 +145,9 @@ UPGRADE_TO_3 = (
 Its Attribute values move to a rowid table, and the table of sealed Stream
 blocks is made; its Stream events stay single rows until their session seals them.
 """
+
+UPGRADE_TO_4 = FLOW_CHANGES_SCHEMA
+"""How a file of schema version 3 becomes version 4: the change log (``flow_changes.py``)."""
 
 FLOW_COLUMNS = tuple(f.name for f in fields(FlowRow))
 EXECUTION_COLUMNS = tuple(f.name for f in fields(ExecutionRow))

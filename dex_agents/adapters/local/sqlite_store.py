@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
-from dex_agents.adapters.local.known_rows import KnownRows
+from dex_agents.adapters.local.flow_changes import changes_since, newest_change
+from dex_agents.adapters.local.known_rows import ChangedFlows, KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     INDEXES,
     RETIRED_INDEXES,
     SCHEMA,
     UPGRADE_TO_3,
+    UPGRADE_TO_4,
 )
 from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
 from dex_agents.adapters.local.store_errors import (
@@ -63,16 +65,19 @@ __all__ = [
     "StoredValueError",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this module writes to ``PRAGMA user_version``; a newer file is refused.
 
 Version 2 may store long values and Stream events compressed (``stored_text``),
 which a dex-agents that reads version 1 would take for damage. Version 3 keeps
-Attribute values in a rowid table (``ATTRIBUTE_TABLE``).
+Attribute values in a rowid table (``ATTRIBUTE_TABLE``). Version 4 logs which
+Flow runs each commit changed (``flow_changes``): a dex-agents that wrote to it
+without logging would leave other processes serving rows they kept from before.
 """
 
-UPGRADED_VERSIONS = (1, 2)
-"""Versions upgraded when opened, by ``UPGRADE_TO_3``: their values and events read as they are."""
+UPGRADED_VERSIONS = (1, 2, 3)
+"""Versions upgraded when opened, by ``UPGRADE_TO_3`` (1 and 2) and ``UPGRADE_TO_4``: their
+values and events read as they are."""
 
 COMMITTED_EVENTS_KEPT = 4096
 """How many of its newest committed Stream events a store keeps for readers in its process."""
@@ -185,7 +190,7 @@ class SqliteFlowStore:
         if version == SCHEMA_VERSION:
             return
         if version in UPGRADED_VERSIONS:
-            for statement in UPGRADE_TO_3:
+            for statement in (*(UPGRADE_TO_3 if version < 3 else ()), *UPGRADE_TO_4):
                 connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return
@@ -332,9 +337,17 @@ class SqliteFlowStore:
 
             def known_work(_: sqlite3.Connection) -> R:
                 # data_version moves only when another connection committed: then what
-                # this connection kept may be stale, and it is forgotten.
-                known.begin(connection.execute("PRAGMA data_version").fetchone()[0])
-                return work(tx)
+                # it changed of what this connection kept is forgotten.
+                known.begin(connection.execute("PRAGMA data_version").fetchone()[0], changed_since)
+                result = work(tx)
+                tx.log_changes()
+                return result
+
+            def changed_since(since: int | None) -> ChangedFlows:
+                execute = connection.execute
+                if since is None:
+                    return None, newest_change(execute)
+                return changes_since(execute, since)
 
             self._in_run = True
             try:
@@ -343,6 +356,7 @@ class SqliteFlowStore:
                 if not durable:
                     connection.execute("PRAGMA synchronous = NORMAL")
                 result = self._transact(connection, known_work, begin or self._begin_write)
+                known.committed(tx.change)
                 self._committed_events(tx.appended)
                 return result
             except BaseException as error:

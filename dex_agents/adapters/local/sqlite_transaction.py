@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
+from dex_agents.adapters.local.flow_changes import EVERY_FLOW, record_changes
 from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
@@ -101,6 +102,12 @@ class SqliteTransaction(StoreTransaction):
         # also rewrites the entry of every index of step_executions.
         self._executions_seen: dict[int, list[object]] = {}
         self._depth = 0  # savepoints open
+        # The Flow runs whose kept rows (``KnownRows``) this transaction wrote: logged in its
+        # commit, so other connections forget those alone. A write a savepoint undid stays
+        # here; that only makes them forget a run more.
+        self._changed: set[str] = set()
+        self.change: int | None = None
+        """The change number this transaction logged, if it changed any Flow run."""
         self.appended: list[tuple[int, EventRow]] = []
         """The Stream events this transaction appended, each with the ID of the event of its
         Flow run before it, where that was known."""
@@ -110,6 +117,12 @@ class SqliteTransaction(StoreTransaction):
 
     def end(self) -> None:
         self._connection = None
+
+    def log_changes(self) -> None:
+        """Log the Flow runs this transaction changed (``flow_changes``), just before it
+        commits, under the number it then holds in ``change``."""
+        if self._changed:
+            self.change = record_changes(self._execute, self._changed)
 
     def _execute(
         self, sql: str, params: Sequence[object] | dict[str, object] = ()
@@ -180,6 +193,7 @@ class SqliteTransaction(StoreTransaction):
             self._execute(f"INSERT INTO flows ({names}) VALUES ({placeholders})", params)
         except sqlite3.IntegrityError:
             raise ValueError(f"a Flow run with ID {row.flow_id!r} is already stored") from None
+        self._changed.add(row.flow_id)
         self._keep_flow(params)
 
     def update_flow(self, row: FlowRow) -> None:
@@ -188,6 +202,7 @@ class SqliteTransaction(StoreTransaction):
         sql = f"UPDATE flows SET {assignments} WHERE flow_id = :flow_id"
         if self._execute(sql, params).rowcount == 0:
             raise LookupError(f"no Flow run with ID {row.flow_id!r} is stored")
+        self._changed.add(row.flow_id)
         self._keep_flow(params)
 
     def _keep_flow(self, params: dict[str, object]) -> None:
@@ -297,6 +312,7 @@ class SqliteTransaction(StoreTransaction):
 
     def _wrote(self, flow_id: str, name: str, key: str, value: str | None) -> None:
         self._written.add((flow_id, name, key))
+        self._changed.add(flow_id)
         self._write_once.forget(flow_id, name, key)
         known = self._known.peek(flow_id)
         if known is not None:
@@ -362,6 +378,7 @@ class SqliteTransaction(StoreTransaction):
     def insert_execution(self, row: ExecutionRow) -> int:
         values = execution_values(row)
         row.id = int(self._execute(EXECUTION_INSERT, values).lastrowid or 0)
+        self._changed.add(row.flow_id)
         self._executions_seen[row.id] = values
         self._known.put_execution(row.flow_id, _stored_row(row.id, values))
         return row.id
@@ -391,6 +408,7 @@ class SqliteTransaction(StoreTransaction):
             sql, params = execution_update(changed), [*(values[p] for p in changed), row.id]
         if self._execute(sql, params).rowcount == 0:
             raise LookupError(f"no Step execution with store ID {row.id} is stored")
+        self._changed.add(row.flow_id)
         self._executions_seen[row.id] = values
         self._known.put_execution(row.flow_id, _stored_row(row.id, values))
 
@@ -422,6 +440,7 @@ class SqliteTransaction(StoreTransaction):
                 SELECT id FROM step_executions WHERE flow_id = ? AND status IN {_FINISHED}
                 ORDER BY id DESC LIMIT 1 OFFSET ?)"""
         self._executions_seen.clear()  # deleted rows must not look stored
+        self._changed.add(flow_id)
         return int(self._execute(sql, (flow_id, flow_id, keep - 1)).rowcount)
 
     def claimable_executions(self, now: datetime, limit: int) -> Sequence[ExecutionRow]:
@@ -468,6 +487,7 @@ class SqliteTransaction(StoreTransaction):
     def append_event(
         self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
     ) -> int:
+        self._changed.add(flow_id)
         return self._stream.append(flow_type, flow_id, value, source, created_at)
 
     def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
@@ -480,4 +500,7 @@ class SqliteTransaction(StoreTransaction):
         return self._stream.get_event(event_id)
 
     def trim_events(self, flow_type: str, capacity_bytes: int) -> int:
-        return self._stream.trim(flow_type, capacity_bytes)
+        deleted = self._stream.trim(flow_type, capacity_bytes)
+        if deleted:  # it may have trimmed events of any run of the type
+            self._changed.add(EVERY_FLOW)
+        return deleted
