@@ -12,9 +12,7 @@ sees ``data_version`` move reads the runs changed since the last number it knew
 and forgets only those.
 
 Only the tables ``KnownRows`` keeps are logged: Flow runs, Attribute values,
-Step executions and the Stream. A change that touches every run of a Flow type
-at once (trimming its Stream) records ``EVERY_FLOW``, which makes a reader
-forget everything.
+Step executions and the Stream (a trim logs the runs whose events it deleted).
 """
 
 from __future__ import annotations
@@ -29,13 +27,6 @@ FLOW_CHANGES_SCHEMA = (
     "CREATE INDEX IF NOT EXISTS flow_changes_by_change ON flow_changes (change)",
 )
 """The change log's table and the index a reader's range query runs on."""
-
-EVERY_FLOW = ""
-"""The logged "Flow run" of a change to every run: a reader that sees it forgets everything.
-
-Session IDs are never empty; were a run named so, its changes would only make
-readers forget more than they need to, never less.
-"""
 
 Execute = Callable[[str, Sequence[object]], sqlite3.Cursor]
 

@@ -27,7 +27,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dex_agents.adapters.local.flow_changes import EVERY_FLOW
 from dex_agents.adapters.local.sqlite_schema import (
     EXECUTION_COLUMNS,
     decode_execution,
@@ -170,7 +169,7 @@ class KnownRows:
             self.forget()
             return
         changed, self.change = changed_since(self.change)
-        if changed is None or EVERY_FLOW in changed:
+        if changed is None:
             self.forget()
             return
         for flow_id in changed:

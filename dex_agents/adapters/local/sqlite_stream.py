@@ -43,17 +43,21 @@ class SqliteStream:
         known: KnownRows,
         appended: list[tuple[int, EventRow]],
         sizes: BlockSizes,
+        changed: set[str],
     ) -> None:
         self._execute = execute
         self._sizes = sizes
         self._known = known
         self._appended = appended
+        # The transaction's changed Flow runs (``flow_changes``): each whose events it wrote.
+        self._changed = changed
 
     def append(
         self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
     ) -> int:
         when = encode_time(utc_time(created_at, "created_at"))
         size = len(value.encode("utf-8"))
+        self._changed.add(flow_id)
         sql = """INSERT INTO stream_events (flow_type, flow_id, value, size, source, created_at)
             VALUES (?, ?, ?, ?, ?, ?)"""
         cursor = self._execute(sql, (flow_type, flow_id, pack_event(value), size, source, when))
@@ -197,19 +201,25 @@ class SqliteStream:
                 break
         blocks.close()
         singles.close()
+        # The runs whose events went are logged, so other connections forget what they knew
+        # of them (how many single events each has).
         if singles_freed:
-            sql = "DELETE FROM stream_events WHERE flow_type = ? AND id <= ?"
-            self._execute(sql, (flow_type, last_id))
+            sql = "DELETE FROM stream_events WHERE flow_type = ? AND id <= ? RETURNING flow_id"
+            self._changed.update(str(row[0]) for row in self._execute(sql, (flow_type, last_id)))
             self._known.forget_single_events()
         if blocks_freed:
             # A block that ends by last_id began by it too: the bound keeps this to the oldest.
             sql = """DELETE FROM event_blocks
-                WHERE flow_type = ? AND first_id <= ? AND last_id <= ?"""
-            self._execute(sql, (flow_type, last_id, last_id))
+                WHERE flow_type = ? AND first_id <= ? AND last_id <= ? RETURNING flow_id"""
+            self._changed.update(
+                str(row[0]) for row in self._execute(sql, (flow_type, last_id, last_id))
+            )
             # A block trimmed in part keeps its bytes; its row says which events are gone.
             sql = """UPDATE event_blocks SET trimmed_to = ?
-                WHERE flow_type = ? AND first_id <= ? AND trimmed_to < ?"""
-            self._execute(sql, (last_id, flow_type, last_id, last_id))
+                WHERE flow_type = ? AND first_id <= ? AND trimmed_to < ? RETURNING flow_id"""
+            self._changed.update(
+                str(row[0]) for row in self._execute(sql, (last_id, flow_type, last_id, last_id))
+            )
         sql = "UPDATE stream_sizes SET bytes = bytes - ? WHERE flow_type = ?"
         self._execute(sql, (freed, flow_type))
         sizes[flow_type] = total - freed

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
-from dex_agents.adapters.local.flow_changes import EVERY_FLOW, record_changes
+from dex_agents.adapters.local.flow_changes import record_changes
 from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
@@ -112,7 +112,7 @@ class SqliteTransaction(StoreTransaction):
         """The Stream events this transaction appended, each with the ID of the event of its
         Flow run before it, where that was known."""
         self._stream = SqliteStream(
-            self._execute, self._known, self.appended, block_sizes or BlockSizes(0)
+            self._execute, self._known, self.appended, block_sizes or BlockSizes(0), self._changed
         )
 
     def end(self) -> None:
@@ -487,7 +487,6 @@ class SqliteTransaction(StoreTransaction):
     def append_event(
         self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
     ) -> int:
-        self._changed.add(flow_id)
         return self._stream.append(flow_type, flow_id, value, source, created_at)
 
     def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
@@ -500,7 +499,4 @@ class SqliteTransaction(StoreTransaction):
         return self._stream.get_event(event_id)
 
     def trim_events(self, flow_type: str, capacity_bytes: int) -> int:
-        deleted = self._stream.trim(flow_type, capacity_bytes)
-        if deleted:  # it may have trimmed events of any run of the type
-            self._changed.add(EVERY_FLOW)
-        return deleted
+        return self._stream.trim(flow_type, capacity_bytes)
