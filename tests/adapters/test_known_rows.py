@@ -19,6 +19,7 @@ from dex_agents.adapters.local.event_blocks import BLOCK_EVENTS
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_store import ExecutionStatus, FlowStatus, StoreTransaction
 from tests.adapters.flow_store_rows import add_executions, add_flows, at, execution, flow
+from tests.adapters.traced_sql import traced_statements
 
 ACTIVE = [ExecutionStatus.READY, ExecutionStatus.RUNNING, ExecutionStatus.WAITING]
 
@@ -288,28 +289,16 @@ def test_a_read_that_raises_keeps_what_the_connection_knows(
 
     with pytest.raises(LookupError):
         first.read(refused)
-    statements: list[str] = []
-    connection = first._connection  # the statements it runs are the point of this test
-    assert connection is not None
-    connection.set_trace_callback(statements.append)
-    try:
+    with traced_statements(first) as statements:
         assert first.read(_everything)[0] is FlowStatus.RUNNING
-    finally:
-        connection.set_trace_callback(None)
     # Only the transaction's own statements: every row and value came from what was kept.
     assert [sql for sql in statements if "FROM" in sql.upper()] == []
 
 
 def _reads(store: SqliteFlowStore, work: Callable[[StoreTransaction], object]) -> list[str]:
     """The tables ``work`` read from in one read transaction of ``store``."""
-    statements: list[str] = []
-    connection = store._connection  # the statements it runs are the point of these tests
-    assert connection is not None
-    connection.set_trace_callback(statements.append)
-    try:
+    with traced_statements(store) as statements:
         store.read(work)
-    finally:
-        connection.set_trace_callback(None)
     return sorted({sql.split(" FROM ")[1].split()[0] for sql in statements if " FROM " in sql})
 
 

@@ -31,6 +31,7 @@ from tests.adapters.flow_store_rows import (
     flow,
     write_held_open,
 )
+from tests.adapters.traced_sql import traced_statements
 
 
 def test_sqlite_data_survives_a_fresh_store_on_the_same_path(tmp_path: Path) -> None:
@@ -264,20 +265,16 @@ def test_an_update_of_a_row_read_in_the_transaction_sets_only_what_changed(
     store = SqliteFlowStore(tmp_path / "flows.sqlite3")
     add_flows(store, flow("f1"))
     (row_id,) = add_executions(store, execution())
-    statements: list[str] = []
 
     def update(tx: StoreTransaction) -> None:
         row = tx.get_execution(row_id)
         assert row is not None
         tx.update_execution(replace(row, attempt=2, lease_owner="w1"))
 
-    connection = store._connection
-    assert connection is not None
-    connection.set_trace_callback(statements.append)
     try:
-        store.run(update)
+        with traced_statements(store) as statements:
+            store.run(update)
     finally:
-        connection.set_trace_callback(None)
         store.close()
     updates = [sql for sql in statements if sql.startswith("UPDATE step_executions")]
     assert updates == [
