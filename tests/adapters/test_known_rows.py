@@ -416,3 +416,18 @@ def test_a_moved_data_version_forgets_what_was_changed(
     assert {flow_id for flow_id in ("f1", "f2") if known.peek(flow_id)} == kept_after
     assert known.stream_bytes == {}
     assert known.change == 4
+
+
+def test_a_failed_read_of_the_changes_leaves_the_version_unseen() -> None:
+    known = known_rows.KnownRows()
+    known.begin(1, lambda since: (None, 3))
+    known.flow("f1").row_known = True
+
+    def fails(since: int | None) -> known_rows.ChangedFlows:
+        raise OSError("disk I/O error")
+
+    with pytest.raises(OSError, match="disk I/O error"):
+        known.begin(2, fails)
+    known.begin(2, lambda since: ({"f1"}, 4))  # asked again, and f1 forgotten then
+    assert known.peek("f1") is None
+    assert known.change == 4

@@ -162,18 +162,19 @@ class KnownRows:
         """
         if version == self._version:
             return
-        self._version = version
         # A Flow type's size moves with any run's events: cheap to read again.
         self.stream_bytes.clear()
         if changed_since is None:
             self.forget()
-            return
-        changed, self.change = changed_since(self.change)
-        if changed is None:
-            self.forget()
-            return
-        for flow_id in changed:
-            self._drop(flow_id)
+        else:
+            # Should the read fail, the version stays unseen, and the next transaction asks again.
+            changed, self.change = changed_since(self.change)
+            if changed is None:
+                self.forget()
+            else:
+                for flow_id in changed:
+                    self._drop(flow_id)
+        self._version = version
 
     def committed(self, change: int | None) -> None:
         """This connection committed a transaction that logged ``change`` (``None``: none).
