@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -438,3 +438,39 @@ async def test_a_stopping_worker_hands_back_work_it_never_started(
         # With a 60 s lease, only the hand-back lets a new worker run it now.
         await _run_worker_until(stack, "flaky-ok:1")
         assert stack.probe.attempts["Start-1"] == [1]
+
+
+async def test_a_long_poll_wakes_for_an_event_another_connection_appended(
+    tmp_path: Path,
+) -> None:
+    # What the client's store keeps of the session (its newest event among it) must not hide
+    # an event another process appends: it wakes the long poll, and the tail includes it.
+    from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+
+    store = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    other = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    try:
+        async with running_stack(store) as stack:
+            await stack.client.start_flow(stack.flow, "s1", "x")
+            first = await stack.client.read_stream(
+                stack.flow, "s1", "", poll_timeout=timedelta(seconds=5)
+            )
+            await stack.client.stream_tail_token(stack.flow, "s1")
+            reader = asyncio.create_task(
+                stack.client.read_stream(
+                    stack.flow, "s1", first.resume_token, poll_timeout=timedelta(seconds=10)
+                )
+            )
+            await asyncio.sleep(0.05)
+            flow_type = stack.flow.flow_type
+            other.run(
+                lambda tx: tx.append_event(
+                    flow_type, "s1", '"from another"', "other", datetime.now(UTC)
+                )
+            )
+            message = await reader
+            assert message.value == "from another"
+            tail = await stack.client.stream_tail_token(stack.flow, "s1")
+            assert tail == message.resume_token
+    finally:
+        other.close()
