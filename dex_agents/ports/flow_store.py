@@ -452,3 +452,23 @@ class CommittedEvents(Protocol):
         """The event of ``flow_id`` right after event ``after_id`` when this store committed it
         knowing the event before it; ``None`` when only a read can tell."""
         ...
+
+
+ChangedFlows = tuple[set[str] | None, int]
+"""The Flow runs changed after a change number (``None``: cannot tell, so any) and the newest."""
+
+
+@runtime_checkable
+class FlowChangeLog(Protocol):
+    """A store that tells which Flow runs got new Stream events, so a reader of one run's
+    Stream wakes only for it.
+
+    Every commit that changes a run's stored rows logs the run under a change
+    number that grows with each such commit, and whether it appended to its Stream.
+    """
+
+    def flows_with_new_events(self, change: int | None) -> ChangedFlows:
+        """The runs that got Stream events after number ``change``, and the newest number;
+        ``change=None`` asks for the newest number alone. A cheap read that waits behind no
+        transaction, like ``FlowStore.change_counter``."""
+        ...

@@ -474,3 +474,157 @@ async def test_a_long_poll_wakes_for_an_event_another_connection_appended(
             assert tail == message.resume_token
     finally:
         other.close()
+
+
+async def test_a_waiting_reader_reads_again_only_when_its_own_stream_grew(
+    tmp_path: Path,
+) -> None:
+    # A client follows many sessions; another process's events for one of them must not
+    # send every other session's reader back to the store.
+    from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+    from tests.adapters.traced_sql import traced_statements
+
+    store = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    other = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    try:
+        async with running_stack(store, worker=False) as stack:
+            for session in ("s1", "s2"):
+                await stack.client.start_flow(stack.flow, session, "x")
+            flow_type = stack.flow.flow_type
+
+            def append(session: str, text: str) -> None:
+                other.run(
+                    lambda tx: tx.append_event(
+                        flow_type, session, f'"{text}"', "other", datetime.now(UTC)
+                    )
+                )
+
+            append("s1", "first")
+            first = await stack.client.read_stream(
+                stack.flow, "s1", "", poll_timeout=timedelta(seconds=5)
+            )
+            with traced_statements(store) as statements:
+                reader = asyncio.create_task(
+                    stack.client.read_stream(
+                        stack.flow, "s1", first.resume_token, poll_timeout=timedelta(seconds=10)
+                    )
+                )
+                await asyncio.sleep(0.05)
+                reads_before = sum("FROM stream_events" in sql for sql in statements)
+                for n in range(5):
+                    append("s2", f"other session {n}")
+                    await asyncio.sleep(0.05)  # more than the poll interval: each is seen
+                assert sum("FROM stream_events" in sql for sql in statements) == reads_before
+                append("s1", "second")
+                message = await reader
+            assert message.value == "second"
+    finally:
+        other.close()
+
+
+async def test_a_reader_at_the_newest_event_waits_without_reading_again(tmp_path: Path) -> None:
+    from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+    from tests.adapters.traced_sql import traced_statements
+
+    store = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    other = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    try:
+        async with running_stack(store, worker=False) as stack:
+            await stack.client.start_flow(stack.flow, "s1", "x")
+            flow_type = stack.flow.flow_type
+
+            def append(text: str) -> None:
+                other.run(
+                    lambda tx: tx.append_event(
+                        flow_type, "s1", f'"{text}"', "other", datetime.now(UTC)
+                    )
+                )
+
+            def stream_reads(statements: list[str]) -> int:
+                return sum("FROM stream_events" in sql for sql in statements)
+
+            append("first")
+            first = await stack.client.read_stream(stack.flow, "s1", "")
+            tail = await stack.client.stream_tail_token(stack.flow, "s1")
+            assert tail == first.resume_token
+            # Both reads found "first" the newest, and the Stream has not grown since.
+            for token in (first.resume_token, tail):
+                with traced_statements(store) as statements, pytest.raises(StreamReadTimeoutError):
+                    await stack.client.read_stream(
+                        stack.flow, "s1", token, poll_timeout=timedelta(milliseconds=60)
+                    )
+                assert stream_reads(statements) == 0, statements
+                await stack.client.stream_tail_token(stack.flow, "s1")  # found newest again
+            append("second")
+            with traced_statements(store) as statements:
+                second = await stack.client.read_stream(
+                    stack.flow, "s1", tail, poll_timeout=timedelta(seconds=5)
+                )
+            assert second.value == "second"
+            assert stream_reads(statements) == 1
+    finally:
+        other.close()
+
+
+async def test_many_waiting_readers_wake_only_for_their_own_session(tmp_path: Path) -> None:
+    from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+    from tests.adapters.traced_sql import traced_statements
+
+    store = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    other = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    sessions = [f"s{n}" for n in range(20)]
+    try:
+        async with running_stack(store, worker=False) as stack:
+            for session in sessions:
+                await stack.client.start_flow(stack.flow, session, "x")
+            tails = [await stack.client.stream_tail_token(stack.flow, s) for s in sessions]
+            with traced_statements(store) as statements:
+                readers = [
+                    asyncio.create_task(
+                        stack.client.read_stream(
+                            stack.flow, session, tail, poll_timeout=timedelta(seconds=10)
+                        )
+                    )
+                    for session, tail in zip(sessions, tails, strict=True)
+                ]
+                await asyncio.sleep(0.05)
+                flow_type = stack.flow.flow_type
+
+                def append(value: str) -> None:
+                    other.run(
+                        lambda tx: tx.append_event(
+                            flow_type, "s7", value, "other", datetime.now(UTC)
+                        )
+                    )
+
+                for n in range(3):
+                    append(f'"event {n}"')
+                    await asyncio.sleep(0.05)  # more than the poll interval: each is seen
+                message = await readers[7]
+                assert message.value == "event 0"
+                assert not any(reader.done() for reader in readers if reader is not readers[7])
+            # The one reader read its Stream once; no other reader read at all.
+            assert sum("FROM stream_events" in sql for sql in statements) == 1
+            for reader in readers:
+                reader.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+    finally:
+        other.close()
+
+
+async def test_a_reader_cancelled_as_it_is_woken_stays_cancelled(
+    store_kind: str, tmp_path: Path
+) -> None:
+    # A reader stopped (cancelled) in the same instant a look wakes it must end: Python
+    # 3.11's asyncio.wait_for returned the wake-up instead, and such a reader read on forever.
+    async with running_stack(make_store(store_kind, tmp_path), worker=False) as stack:
+        await stack.client.start_flow(stack.flow, "s1", "x")
+        engine = stack.engine
+        mark = await engine.flow_change_mark()
+        waiter = asyncio.create_task(engine.wait_for_flow_change("s1", mark, timedelta(seconds=10)))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        engine._flow_changes.wake_all()  # the wake-up and the cancellation in one loop step
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter

@@ -17,7 +17,7 @@ import pytest
 from dex_agents.adapters.local import known_rows
 from dex_agents.adapters.local.event_blocks import BLOCK_EVENTS
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import ExecutionStatus, FlowStatus, StoreTransaction
+from dex_agents.ports.flow_store import ChangedFlows, ExecutionStatus, FlowStatus, StoreTransaction
 from tests.adapters.flow_store_rows import add_executions, add_flows, at, execution, flow
 from tests.adapters.traced_sql import traced_statements
 
@@ -404,7 +404,7 @@ def test_a_moved_data_version_forgets_what_was_changed(
     known.stream_bytes["Agent"] = 10
     asked: list[int | None] = []
 
-    def changed_since(since: int | None) -> known_rows.ChangedFlows:
+    def changed_since(since: int | None) -> ChangedFlows:
         asked.append(since)
         return changed, 4
 
@@ -423,7 +423,7 @@ def test_a_failed_read_of_the_changes_leaves_the_version_unseen() -> None:
     known.begin(1, lambda since: (None, 3))
     known.flow("f1").row_known = True
 
-    def fails(since: int | None) -> known_rows.ChangedFlows:
+    def fails(since: int | None) -> ChangedFlows:
         raise OSError("disk I/O error")
 
     with pytest.raises(OSError, match="disk I/O error"):

@@ -299,7 +299,16 @@ class LocalFlowClient:
         committed = self._committed
         if kept is None and committed is not None:
             kept = committed.event_after(flow_id, after)
-        counter = 0 if kept is not None else await engine.change_counter()
+        mark = 0
+        # A read that found ``after`` the run's newest event need not be made again while no
+        # look since saw the run get events: the wait below looks again before it sleeps.
+        unread = False
+        if kept is None:
+            newest_at = self._read_ahead.newest_at(flow_id, after)
+            unread = newest_at is not None and not engine.flow_changed_after(flow_id, newest_at)
+            mark = (
+                newest_at if unread and newest_at is not None else await engine.flow_change_mark()
+            )
         while True:
 
             def read(tx: StoreTransaction) -> Any:
@@ -307,7 +316,14 @@ class LocalFlowClient:
                     raise FlowNotFoundError(f"no session with ID {flow_id!r}")
                 return tx.events_after(flow_id, after, READ_AHEAD_EVENTS)
 
-            events = [kept] if kept is not None else list(await engine.read(read))
+            if kept is not None:
+                events = [kept]
+            elif unread:
+                events, unread = [], False
+            else:
+                events = list(await engine.read(read))
+                if events and len(events) < READ_AHEAD_EVENTS:  # it reached the newest
+                    self._read_ahead.keep_newest(flow_id, events[-1].id, mark)
             if events:
                 self._read_ahead.keep(flow_id, events)
                 event = events[0]
@@ -320,7 +336,10 @@ class LocalFlowClient:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise StreamReadTimeoutError(f"no new event of session {flow_id!r} arrived")
-            counter = await engine.wait_for_change(counter, timedelta(seconds=remaining))
+            waited_from = mark
+            mark = await engine.wait_for_flow_change(flow_id, mark, timedelta(seconds=remaining))
+            # A wait that ran out saw no events of the run: no read can find one either.
+            unread = not engine.flow_changed_after(flow_id, waited_from)
             if committed is not None:
                 kept = committed.event_after(flow_id, after)
 
@@ -330,14 +349,18 @@ class LocalFlowClient:
         Reading from it waits for the next event, so a reader that only needs
         what happens from now on skips the retained ones in one query.
         """
-        self._engine.registered(flow)
+        engine = self._engine
+        engine.registered(flow)
 
         def tail(tx: StoreTransaction) -> int:
             if tx.get_flow(flow_id) is None:
                 raise FlowNotFoundError(f"no session with ID {flow_id!r}")
             return tx.last_event_id(flow_id)
 
-        last = await self._engine.read(tail)
+        mark = await engine.flow_change_mark()
+        last: int = await engine.read(tail)
+        # The reader that starts from it waits for the next event without reading first.
+        self._read_ahead.keep_newest(flow_id, last, mark)
         return encode_resume_token(flow_id, last) if last else ""
 
     async def read_attribute(self, flow_id: str, attribute: AttributeDef[T]) -> T | None:

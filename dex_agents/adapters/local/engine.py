@@ -22,13 +22,19 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from dex_agents.adapters.local.flow_change_waits import FlowChanges
 from dex_agents.adapters.local.group_commit import GroupCommitQueue
 from dex_agents.adapters.local.handoff import HandOffTarget
 from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
 from dex_agents.adapters.local.registry import RegisteredFlow, register_flows
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError
-from dex_agents.ports.flow_store import FlowStore, StoreTransaction, StoreWouldWaitError
+from dex_agents.ports.flow_store import (
+    FlowChangeLog,
+    FlowStore,
+    StoreTransaction,
+    StoreWouldWaitError,
+)
 
 R = TypeVar("R")
 
@@ -68,6 +74,8 @@ class LocalEngine:
         self._changed: asyncio.Event | None = None
         self._last_counter: int | None = None
         self._commits = GroupCommitQueue(store, self._executor)
+        self._flow_changes = FlowChanges(store if isinstance(store, FlowChangeLog) else None)
+        self._watcher: asyncio.Task[None] | None = None
         self._closed = False
         self.hand_off_target: HandOffTarget | None = None
         """The worker of this process that clients' commits hand runnable Steps to, if any."""
@@ -173,15 +181,76 @@ class LocalEngine:
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 return counter
-            if self._changed is None:
-                self._changed = asyncio.Event()
-            event = self._changed
+            await self._woken_or_polled(remaining)
+
+    async def _woken_or_polled(self, remaining: float) -> None:
+        """Sleep until a local commit wakes this process, the poll interval passes, or
+        ``remaining`` seconds do, whichever comes first."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        event = self._changed
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(remaining, self.poll_interval.total_seconds())):
+                await event.wait()
+
+    async def flow_change_mark(self) -> int:
+        """Look at the store's change counter now: the mark to pass to ``wait_for_flow_change``
+        after a read that found nothing new of a Flow run."""
+        return self._flow_changes.look(await self.change_counter())
+
+    def flow_changed_after(self, flow_id: str, mark: int) -> bool:
+        """Whether the looks so far saw ``flow_id`` get Stream events after ``mark``."""
+        return self._flow_changes.changed_after(flow_id, mark)
+
+    async def wait_for_flow_change(self, flow_id: str, mark: int, within: timedelta) -> int:
+        """Wait until ``flow_id`` got Stream events after ``mark`` (or may have, when the
+        store cannot tell which run did), at most ``within``; return the mark of now.
+
+        Other commits wake the wait but do not end it, so a reader of one session's
+        Stream among many reads again only when that Stream grew.
+        """
+        changes = self._flow_changes
+        now = changes.look(await self.change_counter())
+        if changes.changed_after(flow_id, mark) or within <= timedelta(0):
+            return now
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        # Nothing awaits between the look above and this: a later look sees what comes next.
+        changes.watch(flow_id, wake)
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch_flows())
+        try:
+            # asyncio.timeout, not wait_for: wait_for of Python 3.11 loses a cancellation
+            # that comes as the future completes, and a reader being stopped kept reading.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    event.wait(), min(remaining, self.poll_interval.total_seconds())
-                )
+                async with asyncio.timeout(within.total_seconds()):
+                    await woken
+        finally:
+            changes.unwatch(flow_id, wake)
+        return changes.epoch
+
+    async def _watch_flows(self) -> None:
+        """Look at the store after each local commit and each poll interval while readers wait:
+        one look wakes the readers of the runs that got events."""
+        changes = self._flow_changes
+        try:
+            while changes.watched():
+                await self._woken_or_polled(self.poll_interval.total_seconds())
+                changes.look(await self.change_counter())
+        except Exception:
+            # The readers read for themselves, and meet whatever failed there.
+            changes.wake_all()
+        finally:
+            self._watcher = None
 
     def close(self) -> None:
         """Stop the store thread; the store itself belongs to the caller."""
         self._closed = True
+        if self._watcher is not None:
+            with contextlib.suppress(RuntimeError):  # its loop may have closed before
+                self._watcher.cancel()
         self._executor.shutdown(wait=True)

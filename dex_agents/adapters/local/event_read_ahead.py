@@ -26,6 +26,9 @@ class EventReadAhead:
     def __init__(self, capacity: int = _CAPACITY) -> None:
         self._capacity = capacity
         self._next: OrderedDict[tuple[str, int], EventRow] = OrderedDict()
+        # (flow_id, event ID) -> the change mark taken before the read that found that event
+        # to be the run's newest (``LocalEngine.flow_change_mark``).
+        self._newest: OrderedDict[tuple[str, int], int] = OrderedDict()
 
     def take(self, flow_id: str, after: int) -> EventRow | None:
         """The event after ``after`` if it was read ahead (and forget it: readers move on)."""
@@ -37,3 +40,15 @@ class EventReadAhead:
             self._next[(flow_id, previous.id)] = event
         while len(self._next) > self._capacity:
             self._next.popitem(last=False)
+
+    def keep_newest(self, flow_id: str, event_id: int, mark: int) -> None:
+        """A read after change mark ``mark`` found ``event_id`` its run's newest event (0: it
+        has none): the reader that gets to it may wait from that mark instead of reading."""
+        self._newest[(flow_id, event_id)] = mark
+        while len(self._newest) > self._capacity:
+            self._newest.popitem(last=False)
+
+    def newest_at(self, flow_id: str, event_id: int) -> int | None:
+        """The change mark after which a read found ``event_id`` its run's newest (and forget
+        it); ``None`` when no read did."""
+        return self._newest.pop((flow_id, event_id), None)

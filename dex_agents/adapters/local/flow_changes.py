@@ -20,46 +20,76 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
+from typing import NamedTuple
 
 FLOW_CHANGES_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS flow_changes (
-        flow_id TEXT PRIMARY KEY, change INTEGER NOT NULL) WITHOUT ROWID""",
+        flow_id TEXT PRIMARY KEY, change INTEGER NOT NULL, events INTEGER NOT NULL)
+        WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS flow_changes_by_change ON flow_changes (change)",
 )
-"""The change log's table and the index a reader's range query runs on."""
+"""The change log's table and the index a reader's range query runs on.
+
+``change`` is the number of the newest commit that changed the run, ``events``
+that of the newest that appended to its Stream (0: none did), so a Stream reader
+waits for the one and a connection's kept rows for the other.
+"""
 
 Execute = Callable[[str, Sequence[object]], sqlite3.Cursor]
 
 # One statement, so a commit pays one round trip: every run gets the same new number,
 # one above the newest in the file (the writer holds the write lock, so none comes between).
-_RECORD = """INSERT INTO flow_changes (flow_id, change)
-    SELECT value, (SELECT coalesce(max(change), 0) + 1 FROM flow_changes) FROM json_each(?)
-    WHERE true ON CONFLICT (flow_id) DO UPDATE SET change = excluded.change
+# Each item of the JSON array is [flow ID, whether the commit appended to its Stream].
+_RECORD = """INSERT INTO flow_changes (flow_id, change, events)
+    SELECT json_extract(item.value, '$[0]'), next.n,
+        CASE WHEN json_extract(item.value, '$[1]') THEN next.n ELSE 0 END
+    FROM json_each(?) AS item, (SELECT coalesce(max(change), 0) + 1 AS n FROM flow_changes) AS next
+    WHERE true ON CONFLICT (flow_id) DO UPDATE SET change = excluded.change,
+        events = max(events, excluded.events)
     RETURNING change"""
 
-_SINCE = "SELECT flow_id, change FROM flow_changes WHERE change > ?"
+_SINCE = "SELECT flow_id, change, events FROM flow_changes WHERE change > ?"
 
 _NEWEST = "SELECT coalesce(max(change), 0) FROM flow_changes"
 
 
-def record_changes(execute: Execute, flow_ids: Collection[str]) -> int:
-    """Log that this transaction changed ``flow_ids`` (not empty); return the number it used."""
-    # json_each takes any number of IDs as one parameter, where ``?`` marks would hit
+class LoggedChanges(NamedTuple):
+    """What the log says changed after a change number."""
+
+    changed: set[str]
+    """The Flow runs whose stored rows changed."""
+    with_events: set[str]
+    """Those of them with new Stream events."""
+    newest: int
+    """The newest change number (the one asked after, when none is newer)."""
+
+
+def record_changes(
+    execute: Execute, flow_ids: Collection[str], with_events: Collection[str]
+) -> int:
+    """Log that this transaction changed ``flow_ids`` (not empty), appending Stream events of
+    ``with_events`` among them; return the number it used."""
+    # json_each takes any number of runs as one parameter, where ``?`` marks would hit
     # SQLite's variable limit in a batch of many sessions.
-    rows = execute(_RECORD, (json.dumps(sorted(flow_ids)),)).fetchall()
+    items = [[flow_id, flow_id in with_events] for flow_id in sorted(flow_ids)]
+    rows = execute(_RECORD, (json.dumps(items),)).fetchall()
     return int(rows[0][0])
 
 
-def changes_since(execute: Execute, change: int) -> tuple[set[str], int]:
-    """The Flow runs changed after number ``change``, and the newest number (``change`` if none)."""
+def changes_since(execute: Execute, change: int) -> LoggedChanges:
+    """What changed after number ``change``."""
     changed: set[str] = set()
+    with_events: set[str] = set()
     newest = change
-    for flow_id, number in execute(_SINCE, (change,)):
+    # fetchall ends the statement, so outside a transaction no read snapshot stays open.
+    for flow_id, number, events in execute(_SINCE, (change,)).fetchall():
         changed.add(str(flow_id))
+        if events > change:
+            with_events.add(str(flow_id))
         newest = max(newest, int(number))
-    return changed, newest
+    return LoggedChanges(changed, with_events, newest)
 
 
 def newest_change(execute: Execute) -> int:
     """The newest change number in the file (0 when none was logged)."""
-    return int(execute(_NEWEST, ()).fetchone()[0])
+    return int(execute(_NEWEST, ()).fetchall()[0][0])

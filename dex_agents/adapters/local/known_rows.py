@@ -34,6 +34,7 @@ from dex_agents.adapters.local.sqlite_schema import (
 )
 from dex_agents.ports.flow_store import (
     ACTIVE_EXECUTION_STATUSES,
+    ChangedFlows,
     ExecutionRow,
     FlowRow,
 )
@@ -49,9 +50,6 @@ MOST_MAP_CHARS = 256 * 1024
 
 ACTIVE_STATUSES = frozenset(status.value for status in ACTIVE_EXECUTION_STATUSES)
 """The stored statuses of an execution that ``KnownFlow.active`` holds."""
-
-ChangedFlows = tuple[set[str] | None, int]
-"""The Flow runs changed since a change number (``None``: not known, so all) and the newest."""
 
 _STATUS = EXECUTION_COLUMNS.index("status")
 _ID = EXECUTION_COLUMNS.index("id")

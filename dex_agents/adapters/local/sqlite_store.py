@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import changes_since, newest_change
-from dex_agents.adapters.local.known_rows import ChangedFlows, KnownRows
+from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     INDEXES,
     RETIRED_INDEXES,
@@ -45,6 +45,7 @@ from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
 from dex_agents.ports.flow_store import (
     BatchOutcome,
+    ChangedFlows,
     EventRow,
     StoreTransaction,
     StoreWouldWaitError,
@@ -347,7 +348,8 @@ class SqliteFlowStore:
                 execute = connection.execute
                 if since is None:
                     return None, newest_change(execute)
-                return changes_since(execute, since)
+                logged = changes_since(execute, since)
+                return logged.changed, logged.newest
 
             self._in_run = True
             try:
@@ -414,6 +416,22 @@ class SqliteFlowStore:
                 # fetchall finishes the statement, so no read snapshot stays open to hold back
                 # WAL checkpoints.
                 return int(self._poll.execute("PRAGMA data_version").fetchall()[0][0])
+            except sqlite3.Error as error:
+                raise self._translate(error) from error
+
+    def flows_with_new_events(self, change: int | None) -> ChangedFlows:
+        """The Flow runs that got Stream events after change number ``change``
+        (``flow_changes``) and the newest number, read on the polling connection: it waits
+        behind no transaction."""
+        with self._poll_lock:
+            if self._poll is None:
+                raise RuntimeError(f"the flow store {self.path} is closed")
+            execute = self._poll.execute
+            try:
+                if change is None:
+                    return None, newest_change(execute)
+                logged = changes_since(execute, change)
+                return logged.with_events, logged.newest
             except sqlite3.Error as error:
                 raise self._translate(error) from error
 

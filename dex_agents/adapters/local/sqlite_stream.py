@@ -44,6 +44,7 @@ class SqliteStream:
         appended: list[tuple[int, EventRow]],
         sizes: BlockSizes,
         changed: set[str],
+        with_events: set[str],
     ) -> None:
         self._execute = execute
         self._sizes = sizes
@@ -51,6 +52,7 @@ class SqliteStream:
         self._appended = appended
         # The transaction's changed Flow runs (``flow_changes``): each whose events it wrote.
         self._changed = changed
+        self._with_events = with_events
 
     def append(
         self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
@@ -58,6 +60,7 @@ class SqliteStream:
         when = encode_time(utc_time(created_at, "created_at"))
         size = len(value.encode("utf-8"))
         self._changed.add(flow_id)
+        self._with_events.add(flow_id)
         sql = """INSERT INTO stream_events (flow_type, flow_id, value, size, source, created_at)
             VALUES (?, ?, ?, ?, ?, ?)"""
         cursor = self._execute(sql, (flow_type, flow_id, pack_event(value), size, source, when))

@@ -106,13 +106,19 @@ class SqliteTransaction(StoreTransaction):
         # commit, so other connections forget those alone. A write a savepoint undid stays
         # here; that only makes them forget a run more.
         self._changed: set[str] = set()
+        self._with_events: set[str] = set()  # those it appended Stream events of
         self.change: int | None = None
         """The change number this transaction logged, if it changed any Flow run."""
         self.appended: list[tuple[int, EventRow]] = []
         """The Stream events this transaction appended, each with the ID of the event of its
         Flow run before it, where that was known."""
         self._stream = SqliteStream(
-            self._execute, self._known, self.appended, block_sizes or BlockSizes(0), self._changed
+            self._execute,
+            self._known,
+            self.appended,
+            block_sizes or BlockSizes(0),
+            self._changed,
+            self._with_events,
         )
 
     def end(self) -> None:
@@ -122,7 +128,7 @@ class SqliteTransaction(StoreTransaction):
         """Log the Flow runs this transaction changed (``flow_changes``), just before it
         commits, under the number it then holds in ``change``."""
         if self._changed:
-            self.change = record_changes(self._execute, self._changed)
+            self.change = record_changes(self._execute, self._changed, self._with_events)
 
     def _execute(
         self, sql: str, params: Sequence[object] | dict[str, object] = ()

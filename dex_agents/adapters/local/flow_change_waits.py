@@ -1,0 +1,96 @@
+"""Which Flow runs got Stream events, as one process has looked: a reader of one wakes for it.
+
+A Stream reader that finds no new event waits for the store to change, then
+reads again. With many sessions waiting at once (a client following each of its
+users' sessions), every commit of any session woke every reader, and each read
+its own session's Stream for nothing: in a run of 50 sessions, 7 of a turn's 10
+reads of the client found no event. Stores that log which runs each commit
+appended events to (``FlowChangeLog``) let the process read that log once per
+change of the store's counter and wake only the readers of the runs in it.
+
+A reader takes a ``mark`` after looking at the counter and before its read:
+every commit the read may have missed came after that look, so a later look
+finds it in the log, under a newer epoch than the mark. A reader that then
+waits registers a wake-up for its run (``watch``), and whichever look next
+finds the run in the log calls it: one look per change of the counter serves
+every waiting reader, however many wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dex_agents.ports.flow_store import FlowChangeLog
+
+MOST_RUNS_KEPT = 65536
+"""How many runs' last change epochs are kept; past it they are all forgotten, which wakes
+every waiter once."""
+
+
+class FlowChanges:
+    """The epoch of the last look that saw each Flow run get events (without a log: any run)."""
+
+    def __init__(self, log: FlowChangeLog | None, most_runs: int = MOST_RUNS_KEPT) -> None:
+        self._log = log
+        self._most = most_runs
+        self._counter: int | None = None  # the store's change counter at the last look
+        self._change: int | None = None  # the newest change number the log gave
+        self._epoch = 0
+        self._every_run_epoch = 0  # the last look after which any run may have changed
+        self._run_epoch: dict[str, int] = {}
+        self._watchers: dict[str, list[Callable[[], None]]] = {}
+
+    def look(self, counter: int) -> int:
+        """Take the store's change ``counter``, read just now; return the epoch it is seen at.
+
+        When it moved since the last look, the log says which runs changed.
+        """
+        if counter == self._counter:
+            return self._epoch
+        changed = None
+        if self._log is not None:
+            changed, self._change = self._log.flows_with_new_events(self._change)
+        # Only once the log was read: should that fail, the next look reads it again.
+        self._counter = counter
+        self._epoch += 1
+        if changed is None or len(self._run_epoch) + len(changed) > self._most:
+            self._run_epoch.clear()
+            self._every_run_epoch = self._epoch
+            self.wake_all()
+        else:
+            for flow_id in changed:
+                self._run_epoch[flow_id] = self._epoch
+                for wake in self._watchers.get(flow_id, ()):
+                    wake()
+        return self._epoch
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the latest look."""
+        return self._epoch
+
+    def watch(self, flow_id: str, wake: Callable[[], None]) -> None:
+        """Call ``wake`` at each later look that sees ``flow_id`` get events, until ``unwatch``."""
+        self._watchers.setdefault(flow_id, []).append(wake)
+
+    def unwatch(self, flow_id: str, wake: Callable[[], None]) -> None:
+        """Stop calling ``wake`` for ``flow_id``."""
+        wakes = self._watchers.get(flow_id)
+        if wakes is not None and wake in wakes:
+            wakes.remove(wake)
+            if not wakes:
+                del self._watchers[flow_id]
+
+    def watched(self) -> bool:
+        """Whether any reader waits for its run now."""
+        return bool(self._watchers)
+
+    def wake_all(self) -> None:
+        """Call every watcher's wake-up (a look that cannot tell which runs changed)."""
+        for wakes in list(self._watchers.values()):
+            for wake in list(wakes):
+                wake()
+
+    def changed_after(self, flow_id: str, mark: int) -> bool:
+        """Whether a look after epoch ``mark`` saw ``flow_id`` change (or could not tell)."""
+        return self._every_run_epoch > mark or self._run_epoch.get(flow_id, 0) > mark

@@ -1,0 +1,115 @@
+"""Waking a Stream reader only for its own session (``FlowChanges``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from dex_agents.adapters.local.flow_change_waits import FlowChanges
+from dex_agents.ports.flow_store import ChangedFlows
+
+
+class ScriptedLog:
+    """A ``FlowChangeLog`` that answers from a list of (runs with events, newest) per read."""
+
+    def __init__(self, *answers: ChangedFlows) -> None:
+        self.answers = list(answers)
+        self.asked: list[int | None] = []
+
+    def flows_with_new_events(self, change: int | None) -> ChangedFlows:
+        self.asked.append(change)
+        return self.answers.pop(0)
+
+
+def test_only_the_runs_the_log_names_wake_their_readers() -> None:
+    log = ScriptedLog((None, 10), ({"s1"}, 11), ({"s2", "s3"}, 13))
+    changes = FlowChanges(log)
+    mark = changes.look(100)  # the first look learns the newest number only
+    assert log.asked == [None]
+    assert not changes.changed_after("s1", mark)
+    assert changes.look(100) == mark  # the counter did not move: the log is not read
+    assert log.asked == [None]
+    later = changes.look(101)
+    assert log.asked == [None, 10]
+    assert changes.changed_after("s1", mark)
+    assert not changes.changed_after("s2", mark)
+    assert not changes.changed_after("s1", later)  # a mark taken after it: seen already
+    changes.look(102)
+    assert log.asked == [None, 10, 11]
+    assert [changes.changed_after(run, later) for run in ("s1", "s2", "s3")] == [
+        False,
+        True,
+        True,
+    ]
+
+
+def test_without_a_log_every_move_of_the_counter_wakes_every_reader() -> None:
+    changes = FlowChanges(None)
+    mark = changes.look(5)
+    assert not changes.changed_after("s1", mark)
+    changes.look(6)
+    assert changes.changed_after("s1", mark)
+    assert changes.changed_after("anything", mark)
+
+
+def test_a_log_that_cannot_tell_wakes_every_reader() -> None:
+    changes = FlowChanges(ScriptedLog((None, 1), (None, 4)))
+    mark = changes.look(1)
+    changes.look(2)
+    assert changes.changed_after("s9", mark)
+
+
+def test_past_the_runs_kept_every_reader_wakes_once() -> None:
+    changes = FlowChanges(ScriptedLog((None, 0), ({"a", "b"}, 1), ({"c", "d"}, 2)), most_runs=3)
+    mark = changes.look(1)
+    changes.look(2)
+    assert not changes.changed_after("z", mark)
+    second = changes.look(3)  # four runs would be kept: all are forgotten
+    assert changes.changed_after("z", mark)
+    assert not changes.changed_after("a", second)
+
+
+def test_a_failed_read_of_the_log_is_made_again_at_the_next_look() -> None:
+    class FailingOnce(ScriptedLog):
+        def flows_with_new_events(self, change: int | None) -> ChangedFlows:
+            if len(self.asked) == 1:
+                self.asked.append(change)
+                raise OSError("disk I/O error")
+            return super().flows_with_new_events(change)
+
+    log = FailingOnce((None, 0), ({"s1"}, 1))
+    changes = FlowChanges(log)
+    mark = changes.look(1)
+    with pytest.raises(OSError, match="disk I/O error"):
+        changes.look(2)
+    changes.look(2)
+    assert log.asked == [None, 0, 0]
+    assert changes.changed_after("s1", mark)
+
+
+def test_a_look_wakes_the_watchers_of_the_runs_it_saw_get_events() -> None:
+    changes = FlowChanges(ScriptedLog((None, 0), ({"s1"}, 1), (None, 2)))
+    changes.look(1)
+    woken: list[str] = []
+
+    def waker(name: str) -> Callable[[], None]:
+        return lambda: woken.append(name)
+
+    wakes = {name: waker(name) for name in ("s1-a", "s1-b", "s2")}
+    changes.watch("s1", wakes["s1-a"])
+    changes.watch("s1", wakes["s1-b"])
+    changes.watch("s2", wakes["s2"])
+    assert changes.watched()
+    changes.look(1)  # the counter did not move: nobody is woken
+    assert woken == []
+    changes.look(2)
+    assert woken == ["s1-a", "s1-b"]
+    changes.unwatch("s1", wakes["s1-a"])
+    woken.clear()
+    changes.look(3)  # the log cannot tell: everyone still watching
+    assert sorted(woken) == ["s1-b", "s2"]
+    changes.unwatch("s1", wakes["s1-b"])
+    changes.unwatch("s2", wakes["s2"])
+    changes.unwatch("s2", wakes["s2"])  # twice is harmless
+    assert not changes.watched()
