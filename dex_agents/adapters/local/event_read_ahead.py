@@ -3,8 +3,11 @@
 A reader follows a session's Stream one event at a time, and each event it
 asks for would cost a read transaction. Events never change once written, so
 the events after the one asked for are kept, each under the ID of the event
-before it, and the reader's next calls are answered without the store. The
-cache is bounded, oldest entries first out.
+before it, and the reader's next calls are answered without the store. A read
+that reached its run's newest event also leaves the change mark it was made
+after (``keep_newest``), so the reader that gets to that event waits for the
+next one without reading first (``LocalEngine.wait_for_flow_change``). The
+caches are bounded, oldest entries first out.
 """
 
 from __future__ import annotations
