@@ -1,0 +1,145 @@
+"""Stream readers of one process beside another process that appends: they wake for their
+own session's events only, never miss one, and read no more than they must."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.ports.errors import StreamReadTimeoutError
+from dex_agents.ports.flow_client import StreamMessage
+from tests.adapters.test_engine import Stack, running_stack
+from tests.adapters.traced_sql import traced_statements
+
+
+@dataclass
+class Beside:
+    """A running stack on a file, and a second connection to it: another process's."""
+
+    stack: Stack
+    store: SqliteFlowStore
+    other: SqliteFlowStore
+
+    def append(self, session: str, text: str) -> None:
+        """Append a Stream event of ``session`` through the other connection."""
+        flow_type = self.stack.flow.flow_type
+        self.other.run(
+            lambda tx: tx.append_event(flow_type, session, f'"{text}"', "other", datetime.now(UTC))
+        )
+
+    async def start(self, *sessions: str) -> None:
+        for session in sessions:
+            await self.stack.client.start_flow(self.stack.flow, session, "x")
+
+    def reader(self, session: str, token: str) -> asyncio.Task[StreamMessage[Any]]:
+        """A long poll of ``session``'s Stream after ``token``, as a task."""
+        return asyncio.create_task(
+            self.stack.client.read_stream(
+                self.stack.flow, session, token, poll_timeout=timedelta(seconds=10)
+            )
+        )
+
+
+def stream_reads(statements: list[str]) -> int:
+    """How many of ``statements`` read single Stream events."""
+    return sum("FROM stream_events" in sql for sql in statements)
+
+
+@contextlib.asynccontextmanager
+async def beside(tmp_path: Path, *, worker: bool = False) -> AsyncIterator[Beside]:
+    store = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    other = SqliteFlowStore(tmp_path / "engine.sqlite3")
+    try:
+        async with running_stack(store, worker=worker) as stack:
+            yield Beside(stack, store, other)
+    finally:
+        other.close()
+
+
+async def test_a_long_poll_wakes_for_an_event_another_connection_appended(
+    tmp_path: Path,
+) -> None:
+    # What the client's store keeps of the session (its newest event among it) must not hide
+    # an event another process appends: it wakes the long poll, and the tail includes it.
+    async with beside(tmp_path, worker=True) as two:
+        client, flow = two.stack.client, two.stack.flow
+        await two.start("s1")
+        first = await client.read_stream(flow, "s1", "", poll_timeout=timedelta(seconds=5))
+        await client.stream_tail_token(flow, "s1")
+        reader = two.reader("s1", first.resume_token)
+        await asyncio.sleep(0.05)
+        two.append("s1", "from another")
+        message = await reader
+        assert message.value == "from another"
+        assert await client.stream_tail_token(flow, "s1") == message.resume_token
+
+
+async def test_a_waiting_reader_reads_again_only_when_its_own_stream_grew(
+    tmp_path: Path,
+) -> None:
+    async with beside(tmp_path) as two:
+        client, flow = two.stack.client, two.stack.flow
+        await two.start("s1", "s2")
+        two.append("s1", "first")
+        first = await client.read_stream(flow, "s1", "", poll_timeout=timedelta(seconds=5))
+        with traced_statements(two.store) as statements:
+            reader = two.reader("s1", first.resume_token)
+            await asyncio.sleep(0.05)
+            reads_before = stream_reads(statements)
+            for n in range(5):
+                two.append("s2", f"other session {n}")
+                await asyncio.sleep(0.05)  # more than the poll interval: each is seen
+            assert stream_reads(statements) == reads_before
+            two.append("s1", "second")
+            message = await reader
+        assert message.value == "second"
+
+
+async def test_a_reader_at_the_newest_event_waits_without_reading_again(tmp_path: Path) -> None:
+    async with beside(tmp_path) as two:
+        client, flow = two.stack.client, two.stack.flow
+        await two.start("s1")
+        two.append("s1", "first")
+        first = await client.read_stream(flow, "s1", "")
+        tail = await client.stream_tail_token(flow, "s1")
+        assert tail == first.resume_token
+        # Both reads found "first" the newest, and the Stream has not grown since.
+        for token in (first.resume_token, tail):
+            with traced_statements(two.store) as statements, pytest.raises(StreamReadTimeoutError):
+                await client.read_stream(flow, "s1", token, poll_timeout=timedelta(milliseconds=60))
+            assert stream_reads(statements) == 0, statements
+            await client.stream_tail_token(flow, "s1")  # found the newest again
+        two.append("s1", "second")
+        with traced_statements(two.store) as statements:
+            second = await client.read_stream(flow, "s1", tail, poll_timeout=timedelta(seconds=5))
+        assert second.value == "second"
+        assert stream_reads(statements) == 1
+
+
+async def test_many_waiting_readers_wake_only_for_their_own_session(tmp_path: Path) -> None:
+    sessions = [f"s{n}" for n in range(20)]
+    async with beside(tmp_path) as two:
+        await two.start(*sessions)
+        tails = [await two.stack.client.stream_tail_token(two.stack.flow, s) for s in sessions]
+        with traced_statements(two.store) as statements:
+            readers = [two.reader(s, tail) for s, tail in zip(sessions, tails, strict=True)]
+            await asyncio.sleep(0.05)
+            for n in range(3):
+                two.append("s7", f"event {n}")
+                await asyncio.sleep(0.05)  # more than the poll interval: each is seen
+            message = await readers[7]
+            assert message.value == "event 0"
+            assert not any(reader.done() for reader in readers if reader is not readers[7])
+        # The one reader read its Stream once; no other reader read at all.
+        assert stream_reads(statements) == 1
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
