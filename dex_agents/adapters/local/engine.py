@@ -189,9 +189,11 @@ class LocalEngine:
         if self._changed is None:
             self._changed = asyncio.Event()
         event = self._changed
+        # wait_for (a task of its own for event.wait()) wakes a loop step later than awaiting
+        # the event here would: by then a worker's commit that woke it has recorded its
+        # counter as quiet, and the worker skips a claim round it does not need.
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(min(remaining, self.poll_interval.total_seconds())):
-                await event.wait()
+            await asyncio.wait_for(event.wait(), min(remaining, self.poll_interval.total_seconds()))
 
     async def flow_change_mark(self) -> int:
         """Look at the store's change counter now: the mark to pass to ``wait_for_flow_change``
