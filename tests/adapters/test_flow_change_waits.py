@@ -104,7 +104,7 @@ def test_a_look_wakes_the_watchers_of_the_runs_it_saw_get_events() -> None:
     changes.look(1)  # the counter did not move: nobody is woken
     assert woken == []
     changes.look(2)
-    assert woken == ["s1-a", "s1-b"]
+    assert sorted(woken) == ["s1-a", "s1-b"]  # each once, in no set order
     changes.unwatch("s1", wakes["s1-a"])
     woken.clear()
     changes.look(3)  # the log cannot tell: everyone still watching

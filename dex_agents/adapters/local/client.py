@@ -305,10 +305,10 @@ class LocalFlowClient:
         unread = False
         if kept is None:
             newest_at = self._read_ahead.newest_at(flow_id, after)
-            unread = newest_at is not None and not engine.flow_changed_after(flow_id, newest_at)
-            mark = (
-                newest_at if unread and newest_at is not None else await engine.flow_change_mark()
-            )
+            if newest_at is not None and not engine.flow_changed_after(flow_id, newest_at):
+                mark, unread = newest_at, True
+            else:
+                mark = await engine.flow_change_mark()
         while True:
 
             def read(tx: StoreTransaction) -> Any:

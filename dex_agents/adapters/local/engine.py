@@ -208,7 +208,7 @@ class LocalEngine:
         """Wait until ``flow_id`` got Stream events after ``mark`` (or may have, when the
         store cannot tell which run did), at most ``within``; return the mark of now.
 
-        Other commits wake the wait but do not end it, so a reader of one session's
+        Commits that give other runs events do not end it, so a reader of one session's
         Stream among many reads again only when that Stream grew.
         """
         changes = self._flow_changes

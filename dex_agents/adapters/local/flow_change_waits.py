@@ -38,7 +38,7 @@ class FlowChanges:
         self._epoch = 0
         self._every_run_epoch = 0  # the last look after which any run may have changed
         self._run_epoch: dict[str, int] = {}
-        self._watchers: dict[str, list[Callable[[], None]]] = {}
+        self._watchers: dict[str, set[Callable[[], None]]] = {}
 
     def look(self, counter: int) -> int:
         """Take the store's change ``counter``, read just now; return the epoch it is seen at.
@@ -71,15 +71,14 @@ class FlowChanges:
 
     def watch(self, flow_id: str, wake: Callable[[], None]) -> None:
         """Call ``wake`` at each later look that sees ``flow_id`` get events, until ``unwatch``."""
-        self._watchers.setdefault(flow_id, []).append(wake)
+        self._watchers.setdefault(flow_id, set()).add(wake)
 
     def unwatch(self, flow_id: str, wake: Callable[[], None]) -> None:
         """Stop calling ``wake`` for ``flow_id``."""
-        wakes = self._watchers.get(flow_id)
-        if wakes is not None and wake in wakes:
-            wakes.remove(wake)
-            if not wakes:
-                del self._watchers[flow_id]
+        wakes = self._watchers.get(flow_id, set())
+        wakes.discard(wake)
+        if not wakes:
+            self._watchers.pop(flow_id, None)
 
     def watched(self) -> bool:
         """Whether any reader waits for its run now."""

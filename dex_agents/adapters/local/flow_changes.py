@@ -22,6 +22,8 @@ import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple
 
+from dex_agents.ports.flow_store import ChangedFlows
+
 FLOW_CHANGES_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS flow_changes (
         flow_id TEXT PRIMARY KEY, change INTEGER NOT NULL, events INTEGER NOT NULL)
@@ -71,7 +73,7 @@ def record_changes(
     ``with_events`` among them; return the number it used."""
     # json_each takes any number of runs as one parameter, where ``?`` marks would hit
     # SQLite's variable limit in a batch of many sessions.
-    items = [[flow_id, flow_id in with_events] for flow_id in sorted(flow_ids)]
+    items = [[flow_id, flow_id in with_events] for flow_id in flow_ids]
     rows = execute(_RECORD, (json.dumps(items),)).fetchall()
     return int(rows[0][0])
 
@@ -93,3 +95,14 @@ def changes_since(execute: Execute, change: int) -> LoggedChanges:
 def newest_change(execute: Execute) -> int:
     """The newest change number in the file (0 when none was logged)."""
     return int(execute(_NEWEST, ()).fetchall()[0][0])
+
+
+def runs_changed_after(
+    execute: Execute, change: int | None, *, with_events: bool = False
+) -> ChangedFlows:
+    """The runs changed after ``change`` (only those with new Stream events, ``with_events``)
+    and the newest number; ``change=None`` asks for the newest number alone."""
+    if change is None:
+        return None, newest_change(execute)
+    logged = changes_since(execute, change)
+    return (logged.with_events if with_events else logged.changed), logged.newest

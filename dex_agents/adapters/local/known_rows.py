@@ -150,11 +150,9 @@ class KnownRows:
         self.change: int | None = None
         """The newest logged change (``flow_changes``) that what is kept reflects."""
 
-    def begin(
-        self, version: int, changed_since: Callable[[int | None], ChangedFlows] | None = None
-    ) -> None:
+    def begin(self, version: int, changed_since: Callable[[int | None], ChangedFlows]) -> None:
         """Start a transaction whose connection reads ``version``; when it moved, forget what
-        ``changed_since`` says other connections changed since ``change`` (without it, all).
+        ``changed_since`` says other connections changed since ``change``.
 
         ``changed_since(None)`` asks for the newest change alone: nothing is known yet.
         """
@@ -162,16 +160,13 @@ class KnownRows:
             return
         # A Flow type's size moves with any run's events: cheap to read again.
         self.stream_bytes.clear()
-        if changed_since is None:
+        # Should the read fail, the version stays unseen, and the next transaction asks again.
+        changed, self.change = changed_since(self.change)
+        if changed is None:
             self.forget()
         else:
-            # Should the read fail, the version stays unseen, and the next transaction asks again.
-            changed, self.change = changed_since(self.change)
-            if changed is None:
-                self.forget()
-            else:
-                for flow_id in changed:
-                    self._drop(flow_id)
+            for flow_id in changed:
+                self._drop(flow_id)
         self._version = version
 
     def committed(self, change: int | None) -> None:

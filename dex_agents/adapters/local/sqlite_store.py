@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
-from dex_agents.adapters.local.flow_changes import changes_since, newest_change
+from dex_agents.adapters.local.flow_changes import runs_changed_after
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     INDEXES,
@@ -339,17 +339,13 @@ class SqliteFlowStore:
             def known_work(_: sqlite3.Connection) -> R:
                 # data_version moves only when another connection committed: then what
                 # it changed of what this connection kept is forgotten.
-                known.begin(connection.execute("PRAGMA data_version").fetchone()[0], changed_since)
+                known.begin(
+                    connection.execute("PRAGMA data_version").fetchone()[0],
+                    functools.partial(runs_changed_after, connection.execute),
+                )
                 result = work(tx)
                 tx.log_changes()
                 return result
-
-            def changed_since(since: int | None) -> ChangedFlows:
-                execute = connection.execute
-                if since is None:
-                    return None, newest_change(execute)
-                logged = changes_since(execute, since)
-                return logged.changed, logged.newest
 
             self._in_run = True
             try:
@@ -426,12 +422,8 @@ class SqliteFlowStore:
         with self._poll_lock:
             if self._poll is None:
                 raise RuntimeError(f"the flow store {self.path} is closed")
-            execute = self._poll.execute
             try:
-                if change is None:
-                    return None, newest_change(execute)
-                logged = changes_since(execute, change)
-                return logged.with_events, logged.newest
+                return runs_changed_after(self._poll.execute, change, with_events=True)
             except sqlite3.Error as error:
                 raise self._translate(error) from error
 
