@@ -367,9 +367,8 @@ def test_a_trim_logs_the_runs_whose_events_it_deleted(
     assert "flows" in _reads(first, _session("f1"))
     # What the first knows of f1's Stream was read again: its next events follow on.
     first.run(_append("f1", '"after"'))
-    assert [event.value for event in second.read(lambda tx: tx.events_after("f1", 0, 500))][
-        -1
-    ] == '"after"'
+    events = second.read(lambda tx: tx.events_after("f1", 0, 500))
+    assert events[-1].value == '"after"'
 
 
 def test_a_change_another_connection_logged_in_between_is_never_taken_as_seen() -> None:
