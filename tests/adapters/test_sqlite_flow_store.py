@@ -101,16 +101,19 @@ def test_sqlite_a_killed_writer_leaves_whole_transactions(tmp_path: Path) -> Non
     connection.close()
 
 
-def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path: Path) -> None:
+def test_sqlite_runs_in_wal_mode_with_full_sync_and_savepoint_journals_in_memory(
+    tmp_path: Path,
+) -> None:
     store = SqliteFlowStore(tmp_path / "flows.sqlite3")
-    connection = store._connection  # the store's own connection: synchronous is per connection
+    connection = store._connection  # the store's own connection: these pragmas are per connection
     assert connection is not None
     pragmas = [
         connection.execute(f"PRAGMA {name}").fetchone()[0]
-        for name in ("journal_mode", "synchronous", "user_version")
+        for name in ("journal_mode", "synchronous", "temp_store", "user_version")
     ]
     store.close()
-    assert pragmas == ["wal", 2, SCHEMA_VERSION]
+    # temp_store 2 is MEMORY: a savepoint's journal is no file made and deleted per transaction.
+    assert pragmas == ["wal", 2, 2, SCHEMA_VERSION]
 
 
 def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:

@@ -139,6 +139,11 @@ class SqliteFlowStore:
                     f"journal_mode {mode!r}; keep the file on a local file system"
                 )
             self._connection.execute("PRAGMA synchronous=FULL")
+            # A savepoint (each work of a batch runs in one) keeps the pages it changes in a
+            # journal of its own: by default a temporary file, made and deleted three times a
+            # tool turn. That journal only undoes a savepoint within its live transaction, so
+            # keeping it in memory loses nothing a crash could need.
+            self._connection.execute("PRAGMA temp_store=MEMORY")
             if self._schema_version(self._connection) != SCHEMA_VERSION:
                 self._transact(self._connection, self._create_schema)
             if not self._has_indexes(self._connection):
