@@ -7,7 +7,8 @@ more CPU than most transactions); one that would wait for a lock held by
 another thread or process runs on a store thread of its own instead, so the
 loop never waits for another writer. The loop does wait for its own commits'
 fsyncs, which the SQLite store keeps to one per group of Steps. The engine
-wakes local waiters at once after a commit that changed anything. Other
+wakes local waiters at once after a commit that changed anything, except that a
+worker's claim loop sleeps through quiet commits (``wait_for_work``). Other
 processes' commits are seen by polling the store's change counter every
 ``poll_interval`` (100 ms by default), which costs one cheap query and nothing
 else while the engine is idle.
@@ -27,6 +28,8 @@ from dex_agents.adapters.local.group_commit import GroupCommitQueue
 from dex_agents.adapters.local.handoff import HandOffTarget
 from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
 from dex_agents.adapters.local.registry import RegisteredFlow, register_flows
+from dex_agents.adapters.local.store_errors import StoreError
+from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError
 from dex_agents.ports.flow_store import (
@@ -71,7 +74,8 @@ class LocalEngine:
         self.lease_duration = lease_duration
         self._clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dex-agents-store")
-        self._changed: asyncio.Event | None = None
+        self._change_wakes: set[WakeUp] = set()  # waiting for any commit of this process
+        self._work_wakes: set[WakeUp] = set()  # workers waiting for work (``wait_for_work``)
         self._last_counter: int | None = None
         self._commits = GroupCommitQueue(store, self._executor)
         self._flow_changes = FlowChanges(store if isinstance(store, FlowChangeLog) else None)
@@ -79,9 +83,19 @@ class LocalEngine:
         self._closed = False
         self.hand_off_target: HandOffTarget | None = None
         """The worker of this process that clients' commits hand runnable Steps to, if any."""
-        self.loud_commits = 0
+
+    @property
+    def loud_commits(self) -> int:
         """How many commits of this process were not quiet (see ``run_quietly``): a worker
         skips the claim round of a quiet change only when no loud one came with it."""
+        return self._commits.loud_commits
+
+    @property
+    def quiet_counter(self) -> int | None:
+        """The change counter right after this process's latest commit, when that commit was
+        quiet; ``None`` when it was not. Noted as it commits, before its callers resume."""
+        counter, quiet = self._commits.last_commit
+        return counter if quiet else None
 
     def now(self) -> datetime:
         """The engine's clock, in UTC."""
@@ -111,8 +125,7 @@ class LocalEngine:
         if self._closed:
             raise RuntimeError("the engine is closed")
 
-        result, _ = await self.run_quietly(work, durable=durable)
-        return result
+        return await self.run_quietly(work, durable=durable)
 
     async def run_quietly(
         self,
@@ -120,22 +133,23 @@ class LocalEngine:
         *,
         durable: bool = True,
         quiet: Callable[[R], bool] | None = None,
-    ) -> tuple[R, int | None]:
+    ) -> R:
         """``run``, committed with whatever else is waiting to commit (``GroupCommitQueue``).
 
-        Also returns the change counter after the commit when ``quiet`` said of this
-        work's result, and of every other work committed with it, that it leaves
-        nothing for a claim round to do; ``None`` otherwise.
+        ``quiet`` says of the work's result whether it leaves nothing for a claim round
+        to do. A commit whose every work was quiet wakes no worker's claim loop
+        (``wait_for_work``), and ``quiet_counter`` then names the counter after it.
         """
         if self._closed:
             raise RuntimeError("the engine is closed")
         result, counter, all_quiet = await self._commits.run(work, durable, quiet)
-        if not all_quiet:
-            self.loud_commits += 1
         if counter != self._last_counter:
             self._last_counter = counter
             self._wake()
-        return result, counter if all_quiet else None
+            if not all_quiet:
+                for wake in self._work_wakes:
+                    wake.set()
+        return result
 
     async def read(self, work: Callable[[StoreTransaction], R]) -> R:
         """Run read-only work on a snapshot; it never holds the write lock.
@@ -167,33 +181,56 @@ class LocalEngine:
         return self.store.change_counter()
 
     def _wake(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        for wake in self._change_wakes:
+            wake.set()
 
     async def wait_for_change(self, since: int, within: timedelta) -> int:
         """Wait until the store changed after counter ``since``, at most ``within``; return the counter."""
-        deadline = asyncio.get_running_loop().time() + within.total_seconds()
-        while True:
-            counter = await self.change_counter()
-            if counter != since:
-                return counter
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return counter
-            await self._woken_or_polled(remaining)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within.total_seconds()
+        wake = WakeUp()
+        # Registered before the counter is read: a commit after that read sets the wake-up.
+        self._change_wakes.add(wake)
+        try:
+            while True:
+                counter = await self.change_counter()
+                if counter != since:
+                    return counter
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return counter
+                await wake.wait(min(remaining, self.poll_interval.total_seconds()))
+        finally:
+            self._change_wakes.discard(wake)
 
-    async def _woken_or_polled(self, remaining: float) -> None:
-        """Sleep until a local commit wakes this process, the poll interval passes, or
-        ``remaining`` seconds do, whichever comes first."""
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        event = self._changed
-        # wait_for (a task of its own for event.wait()) wakes a loop step later than awaiting
-        # the event here would: by then a worker's commit that woke it has recorded its
-        # counter as quiet, and the worker skips a claim round it does not need.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), min(remaining, self.poll_interval.total_seconds()))
+    async def wait_for_work(self, since: int, within: timedelta, wake: WakeUp) -> None:
+        """Wait until this process makes a commit that may leave Steps to claim, ``wake`` is
+        set, the store's change counter moves from ``since`` (another process committed), or
+        ``within`` passes, whichever comes first.
+
+        Quiet commits (``run_quietly``) do not end it: they took everything they made
+        runnable, so a claim round would find nothing. Other processes' commits are seen
+        at the first poll after them.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within.total_seconds()
+        # Registered before the counter is read: a commit after that read sets the wake-up.
+        self._work_wakes.add(wake)
+        try:
+            while not await self._work_or_moved(since):
+                remaining = deadline - loop.time()
+                if remaining <= 0 or await wake.wait(
+                    min(remaining, self.poll_interval.total_seconds())
+                ):
+                    return
+        finally:
+            self._work_wakes.discard(wake)
+
+    async def _work_or_moved(self, since: int) -> bool:
+        try:
+            return await self.change_counter() != since
+        except StoreError:
+            return True  # the waiter reads the counter again, and retries what fails
 
     async def flow_change_mark(self) -> int:
         """Look at the store's change counter now: the mark to pass to ``wait_for_flow_change``
@@ -224,7 +261,10 @@ class LocalEngine:
         # Nothing awaits between the look above and this: a later look sees what comes next.
         changes.watch(flow_id, wake)
         if self._watcher is None:
-            self._watcher = asyncio.create_task(self._watch_flows())
+            # Registered now, not when the task first runs: no commit in between goes unseen.
+            watching = WakeUp()
+            self._change_wakes.add(watching)
+            self._watcher = asyncio.create_task(self._watch_flows(watching))
         try:
             # asyncio.timeout, not wait_for: wait_for of Python 3.11 loses a cancellation
             # that comes as the future completes, and a reader being stopped kept reading.
@@ -235,18 +275,19 @@ class LocalEngine:
             changes.unwatch(flow_id, wake)
         return changes.epoch
 
-    async def _watch_flows(self) -> None:
+    async def _watch_flows(self, wake: WakeUp) -> None:
         """Look at the store after each local commit and each poll interval while readers wait:
         one look wakes the readers of the runs that got events."""
         changes = self._flow_changes
         try:
             while changes.watched():
-                await self._woken_or_polled(self.poll_interval.total_seconds())
+                await wake.wait(self.poll_interval.total_seconds())
                 changes.look(await self.change_counter())
         except Exception:
             # The readers read for themselves, and meet whatever failed there.
             changes.wake_all()
         finally:
+            self._change_wakes.discard(wake)
             self._watcher = None
 
     def close(self) -> None:

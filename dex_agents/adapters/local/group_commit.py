@@ -58,6 +58,12 @@ class GroupCommitQueue:
         self._lock = threading.Lock()
         self._queued: list[_Queued[Any]] = []
         self._draining = False
+        # Noted as each batch commits, before any caller resumes: which task the loop runs
+        # first then cannot make a claim loop take a quiet commit for a loud one.
+        self.last_commit: tuple[int | None, bool] = (None, False)
+        """The change counter after the latest commit, and whether that commit was quiet."""
+        self.loud_commits = 0
+        """How many commits were not quiet."""
 
     async def run(
         self,
@@ -136,6 +142,9 @@ class GroupCommitQueue:
             queued.quiet is not None and outcome.error is None and queued.quiet(outcome.value)
             for queued, outcome in zip(batch, outcomes, strict=True)
         )
+        self.last_commit = (counter, quiet)
+        if not quiet:
+            self.loud_commits += 1
         for queued, outcome in zip(batch, outcomes, strict=True):
             _settle(queued, (outcome, counter, quiet))
 

@@ -36,6 +36,7 @@ from dex_agents.adapters.local.step_context import (
     LocalWaitContext,
 )
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
+from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions, Wait
 from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
 
@@ -111,15 +112,14 @@ class LocalWorker:
         self._running: dict[int, _Running] = {}
         # Slots promised to claims whose transaction has not returned yet.
         self._reserved = 0
-        # The change counter right after this worker's last commit that took everything it
-        # made runnable: a claim round for that change alone would find nothing.
-        self._quiet_counter: int | None = None
         # Whether runnable work may be waiting for a free slot.
         self._starved = False
         # The engine's count of loud commits when this worker last ran a claim round.
         self._seen_loud = 0
         self._stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        # Ends the claim loop's wait: set with either event above, and by loud commits.
+        self._wake = WakeUp()
         self._faults = StoreFaultLog(logger, self.worker_id)
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -148,17 +148,16 @@ class LocalWorker:
         # what they start, so one of them taking every free slot would starve the rest.
         limit = self._reserve(1, most=HANDOFF_EXTRA_SLOTS)
         try:
-            result, quiet_counter = await self._commit_quietly(
+            result = await self._commit_quietly(
                 lambda tx: work(tx, limit), _complete, durable=durable
             )
         finally:
             self._reserved -= limit
-        self._took(result, quiet_counter)
+        self._took(result)
         return result.committed
 
-    def _took(self, result: handoff.HandOff, quiet_counter: int | None) -> None:
+    def _took(self, result: handoff.HandOff) -> None:
         """Start what a committed hand-off leased to this worker, and note what it left."""
-        self._quiet_counter = quiet_counter
         if not result.complete:
             self._starved = True
         self._start_all(result.claims)
@@ -170,9 +169,9 @@ class LocalWorker:
         quiet: Callable[[R], bool],
         *,
         durable: bool,
-    ) -> tuple[R, int | None]:
-        """``_transact`` of work that ``quiet`` may say made nothing runnable; also returns the
-        change counter after it in that case (``LocalEngine.run_quietly``)."""
+    ) -> R:
+        """``_transact`` of work that ``quiet`` may say made nothing runnable
+        (``LocalEngine.run_quietly``)."""
         engine = self._engine
         return await until_stored(
             lambda: engine.run_quietly(work, durable=durable, quiet=quiet),
@@ -192,13 +191,13 @@ class LocalWorker:
         (``HandOffTarget``); raises what the commit raised, with nothing leased."""
         limit = 0 if self._stopping.is_set() else self._reserve(0, most=HANDOFF_EXTRA_SLOTS)
         try:
-            (output, result), quiet_counter = await self._engine.run_quietly(
+            output, result = await self._engine.run_quietly(
                 lambda tx: work(tx, self.worker_id, limit),
                 quiet=lambda done: _complete(done[1]),
             )
         finally:
             self._reserved -= limit
-        self._took(result, quiet_counter)
+        self._took(result)
         return output
 
     async def _read(self, work: Callable[[StoreTransaction], R]) -> R:
@@ -254,6 +253,7 @@ class LocalWorker:
     async def stop(self) -> None:
         """Stop claiming; running attempts are cancelled and left to their leases."""
         self._stopping.set()
+        self._wake.set()
 
     async def _claim_loop(self) -> None:
         try:
@@ -276,7 +276,7 @@ class LocalWorker:
             loud = engine.loud_commits
             if (
                 changed
-                and current == self._quiet_counter
+                and current == engine.quiet_counter
                 and not self._starved
                 and loud == self._seen_loud
             ):
@@ -295,7 +295,7 @@ class LocalWorker:
                 self._seen_loud = loud
                 limit = self._reserve(0)
                 try:
-                    round_, quiet_counter = await self._commit_quietly(
+                    round_ = await self._commit_quietly(
                         functools.partial(
                             claims.claim_round,
                             flows=engine.flows,
@@ -309,7 +309,6 @@ class LocalWorker:
                     )
                 finally:
                     self._reserved -= limit
-                self._quiet_counter = quiet_counter
                 self._starved = len(round_.claims) >= limit
                 self._start_all(round_.claims)
                 # A cancel_turn in any process stops a running model call at the next
@@ -322,15 +321,7 @@ class LocalWorker:
                 if next_timer is not None:
                     next_check = min(next_check, next_timer)
             timeout = max(next_check - engine.now(), timedelta(0))
-            waiter = asyncio.create_task(engine.wait_for_change(counter or 0, timeout))
-            stopper = asyncio.create_task(self._stopping.wait())
-            freed = asyncio.create_task(self._slot_freed.wait())
-            _, pending = await asyncio.wait(
-                {waiter, stopper, freed}, return_when=asyncio.FIRST_COMPLETED
-            )
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await engine.wait_for_work(counter or 0, timeout, self._wake)
 
     def _start(self, claim: claims.Claim) -> None:
         flow = self._engine.flow(claim.flow_type)
@@ -354,6 +345,7 @@ class LocalWorker:
             # Only a store fault while stopping gets here: its lease lapses and it is taken over.
             logger.warning("an attempt ended without a result: %s", task.exception())
         self._slot_freed.set()
+        self._wake.set()
 
     async def _run_wait(self, flow: RegisteredFlow, running: _Running) -> None:
         engine, row = self._engine, running.row
@@ -396,23 +388,21 @@ class LocalWorker:
         # A heartbeat or an event flush changes only its own attempt's row and the Stream:
         # nothing becomes runnable, so the claim loop need not look after either.
         async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
-            alive, self._quiet_counter = await engine.run_quietly(
+            return await engine.run_quietly(
                 lambda tx: claims.record_heartbeat(
                     tx, flow, row, checkpoint, checkpoint is None, events, engine.now()
                 ),
                 durable=durable,
                 quiet=_always,
             )
-            return alive
 
         async def flush(events: list[str]) -> bool:
             # Live events show progress; the attempt's commit holds its result.
-            alive, self._quiet_counter = await engine.run_quietly(
+            return await engine.run_quietly(
                 lambda tx: claims.append_events(tx, flow, row, events, engine.now()),
                 durable=False,
                 quiet=_always,
             )
-            return alive
 
         context = LocalStepContext(
             flow,
