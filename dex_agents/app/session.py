@@ -233,20 +233,31 @@ async def background_heartbeat(
     context: StepContext, interval: timedelta = BACKGROUND_HEARTBEAT_INTERVAL
 ) -> AsyncIterator[None]:
     """Heartbeat every ``interval`` while the body runs (a long model or tool call)."""
+    loop = asyncio.get_running_loop()
+    seconds = interval.total_seconds()
+    beating: asyncio.Task[None] | None = None
 
     async def beat() -> None:
         while True:
-            await asyncio.sleep(interval.total_seconds())
             with contextlib.suppress(Exception):  # a missed heartbeat is the timeout's to judge
                 await context.heartbeat()
+            await asyncio.sleep(seconds)
 
-    task = asyncio.create_task(beat())
+    def start() -> None:
+        nonlocal beating
+        beating = loop.create_task(beat())
+
+    # Most calls end long before the first beat is due: until then a timer, not a Task
+    # created and cancelled for every model and tool call.
+    timer = loop.call_later(seconds, start)
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        timer.cancel()
+        if beating is not None:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
 
 
 def deadline_from(now: datetime, options: AgentSessionOptions) -> datetime | None:
