@@ -10,6 +10,7 @@ from typing import Any
 from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import record_changes
 from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows
+from dex_agents.adapters.local.sqlite_channels import SqliteChannels
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
     CLAIMABLE_WHERE,
@@ -22,11 +23,9 @@ from dex_agents.adapters.local.sqlite_schema import (
     EXPIRED_LEASES_WHERE,
     FLOW_COLUMNS,
     LEASED_WHERE,
-    MESSAGE_SELECT,
     NEXT_TIMER_SELECT,
     decode_execution,
     decode_flow,
-    decode_message,
     decode_time,
     encode_time,
     execution_update,
@@ -47,7 +46,6 @@ from dex_agents.ports.flow_store import (
     ExecutionRow,
     ExecutionStatus,
     FlowRow,
-    MessageRow,
     StoreTransaction,
 )
 
@@ -76,7 +74,7 @@ def _stored_row(execution_id: int, data: Sequence[object]) -> tuple[object, ...]
     return tuple(full)
 
 
-class SqliteTransaction(StoreTransaction):
+class SqliteTransaction(SqliteChannels, StoreTransaction):
     def __init__(
         self,
         connection: sqlite3.Connection,
@@ -102,6 +100,9 @@ class SqliteTransaction(StoreTransaction):
         # also rewrites the entry of every index of step_executions.
         self._executions_seen: dict[int, list[object]] = {}
         self._depth = 0  # savepoints open
+        # What this transaction read of Channels and locks (``SqliteChannels``).
+        self._channel_reads = {}
+        self._lock_holders = {}
         # The Flow runs whose kept rows (``KnownRows``) this transaction wrote: logged in its
         # commit, so other connections forget those alone. A write a savepoint undid stays
         # here; that only makes them forget a run more.
@@ -160,6 +161,7 @@ class SqliteTransaction(StoreTransaction):
             self._execute(f"RELEASE {name}")
             # They may hold what was just undone.
             self._executions_seen.clear()
+            self._forget_channel_reads()
             self._known.forget()
             del self.appended[appended:]
             return BatchOutcome(error=error)
@@ -324,62 +326,6 @@ class SqliteTransaction(StoreTransaction):
         if known is not None:
             known.put_value(name, key, value)
 
-    # Channel messages
-    def append_message(
-        self,
-        flow_id: str,
-        channel: str,
-        key: str,
-        message_id: str,
-        value: str,
-        created_at: datetime,
-    ) -> int:
-        when = encode_time(utc_time(created_at, "created_at"))
-        sql = """INSERT INTO channel_messages (flow_id, channel, key, message_id, value, created_at)
-            VALUES (?, ?, ?, ?, ?, ?)"""
-        try:
-            cursor = self._execute(sql, (flow_id, channel, key, message_id, value, when))
-        except sqlite3.IntegrityError:
-            raise ValueError(
-                f"a Channel message with ID {message_id!r} is already stored"
-            ) from None
-        return int(cursor.lastrowid or 0)
-
-    def pending_messages(self, flow_id: str, channel: str, key: str) -> Sequence[MessageRow]:
-        sql = f"""SELECT {MESSAGE_SELECT} FROM channel_messages
-            WHERE flow_id = ? AND channel = ? AND key = ? AND consumed = 0 ORDER BY seq"""
-        return [decode_message(values) for values in self._execute(sql, (flow_id, channel, key))]
-
-    def pending_counts(self, flow_id: str, channels: Sequence[str]) -> dict[str, int]:
-        if not channels:
-            return {}
-        marks = ", ".join("?" for _ in channels)
-        sql = f"""SELECT channel, count(*) FROM channel_messages
-            WHERE flow_id = ? AND channel IN ({marks}) AND key = '' AND consumed = 0
-            GROUP BY channel"""
-        return {str(name): int(count) for name, count in self._execute(sql, (flow_id, *channels))}
-
-    def pending_channel_keys(self, flow_id: str, channel: str) -> Sequence[str]:
-        sql = """SELECT key FROM channel_messages WHERE flow_id = ? AND channel = ? AND consumed = 0
-            GROUP BY key ORDER BY MIN(seq)"""
-        return [str(values[0]) for values in self._execute(sql, (flow_id, channel))]
-
-    def consume_messages(self, seqs: Sequence[int]) -> None:
-        for seq in seqs:
-            self._execute("UPDATE channel_messages SET consumed = 1 WHERE seq = ?", (seq,))
-
-    def restore_messages(self, seqs: Sequence[int]) -> None:
-        for seq in seqs:
-            self._execute("UPDATE channel_messages SET consumed = 0 WHERE seq = ?", (seq,))
-
-    def delete_consumed_messages(self, seqs: Sequence[int]) -> None:
-        for seq in seqs:
-            self._execute("DELETE FROM channel_messages WHERE seq = ? AND consumed = 1", (seq,))
-
-    def delete_message(self, flow_id: str, message_id: str) -> bool:
-        sql = "DELETE FROM channel_messages WHERE flow_id = ? AND message_id = ? AND consumed = 0"
-        return self._execute(sql, (flow_id, message_id)).rowcount > 0
-
     # Step executions
     def insert_execution(self, row: ExecutionRow) -> int:
         values = execution_values(row)
@@ -469,25 +415,6 @@ class SqliteTransaction(StoreTransaction):
         sql = """INSERT INTO step_counters (flow_id, step_type, n) VALUES (?, ?, 1)
             ON CONFLICT (flow_id, step_type) DO UPDATE SET n = n + 1 RETURNING n"""
         return int(self._execute(sql, (flow_id, step_type)).fetchall()[0][0])
-
-    # Locks
-    def lock_holder(self, flow_id: str, lock_name: str) -> int | None:
-        sql = "SELECT execution_id FROM locks WHERE flow_id = ? AND lock_name = ?"
-        values = self._execute(sql, (flow_id, lock_name)).fetchone()
-        return None if values is None else int(values[0])
-
-    def acquire_lock(self, flow_id: str, lock_name: str, execution_id: int) -> None:
-        holder = self.lock_holder(flow_id, lock_name)
-        if holder is None:
-            sql = "INSERT INTO locks (flow_id, lock_name, execution_id) VALUES (?, ?, ?)"
-            self._execute(sql, (flow_id, lock_name, execution_id))
-        elif holder != execution_id:
-            raise ValueError(
-                f"lock {lock_name!r} of Flow run {flow_id!r} is held by Step execution {holder}"
-            )
-
-    def release_locks(self, execution_id: int) -> None:
-        self._execute("DELETE FROM locks WHERE execution_id = ?", (execution_id,))
 
     # Stream events
     def append_event(
