@@ -453,9 +453,21 @@ class CommittedEvents(Protocol):
         knowing the event before it; ``None`` when only a read can tell."""
         ...
 
+    def newest_committed_event(self, flow_id: str) -> tuple[int, int] | None:
+        """The ID of the last event this store's commits appended to ``flow_id``'s Stream and
+        the change number (``FlowChangeLog``) of that commit; ``None`` when it does not know.
+
+        While the log names that commit as the run's newest to append events, the
+        event is the run's newest, and a reader that has it need not read to know."""
+        ...
+
 
 ChangedFlows = tuple[set[str] | None, int]
 """The Flow runs changed after a change number (``None``: cannot tell, so any) and the newest."""
+
+FlowsWithEvents = tuple[dict[str, int] | None, int]
+"""The Flow runs that got Stream events after a change number, each with the number of its
+newest commit that appended events (``None``: cannot tell, so any), and the newest number."""
 
 
 @runtime_checkable
@@ -467,8 +479,9 @@ class FlowChangeLog(Protocol):
     number that grows with each such commit, and whether it appended to its Stream.
     """
 
-    def flows_with_new_events(self, change: int | None) -> ChangedFlows:
-        """The runs that got Stream events after number ``change``, and the newest number;
+    def flows_with_new_events(self, change: int | None) -> FlowsWithEvents:
+        """The runs that got Stream events after number ``change``, each with the number of
+        its newest commit that appended events, and the newest number;
         ``change=None`` asks for the newest number alone. A cheap read that waits behind no
         transaction, like ``FlowStore.change_counter``."""
         ...

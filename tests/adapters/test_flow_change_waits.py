@@ -7,23 +7,23 @@ from collections.abc import Callable
 import pytest
 
 from dex_agents.adapters.local.flow_change_waits import FlowChanges
-from dex_agents.ports.flow_store import ChangedFlows
+from dex_agents.ports.flow_store import FlowsWithEvents
 
 
 class ScriptedLog:
     """A ``FlowChangeLog`` that answers from a list of (runs with events, newest) per read."""
 
-    def __init__(self, *answers: ChangedFlows) -> None:
+    def __init__(self, *answers: FlowsWithEvents) -> None:
         self.answers = list(answers)
         self.asked: list[int | None] = []
 
-    def flows_with_new_events(self, change: int | None) -> ChangedFlows:
+    def flows_with_new_events(self, change: int | None) -> FlowsWithEvents:
         self.asked.append(change)
         return self.answers.pop(0)
 
 
 def test_only_the_runs_the_log_names_wake_their_readers() -> None:
-    log = ScriptedLog((None, 10), ({"s1"}, 11), ({"s2", "s3"}, 13))
+    log = ScriptedLog((None, 10), ({"s1": 11}, 11), ({"s2": 12, "s3": 13}, 13))
     changes = FlowChanges(log)
     mark = changes.look(100)  # the first look learns the newest number only
     assert log.asked == [None]
@@ -61,7 +61,9 @@ def test_a_log_that_cannot_tell_wakes_every_reader() -> None:
 
 
 def test_past_the_runs_kept_every_reader_wakes_once() -> None:
-    changes = FlowChanges(ScriptedLog((None, 0), ({"a", "b"}, 1), ({"c", "d"}, 2)), most_runs=3)
+    changes = FlowChanges(
+        ScriptedLog((None, 0), ({"a": 1, "b": 1}, 1), ({"c": 2, "d": 2}, 2)), most_runs=3
+    )
     mark = changes.look(1)
     changes.look(2)
     assert not changes.changed_after("z", mark)
@@ -72,13 +74,13 @@ def test_past_the_runs_kept_every_reader_wakes_once() -> None:
 
 def test_a_failed_read_of_the_log_is_made_again_at_the_next_look() -> None:
     class FailingOnce(ScriptedLog):
-        def flows_with_new_events(self, change: int | None) -> ChangedFlows:
+        def flows_with_new_events(self, change: int | None) -> FlowsWithEvents:
             if len(self.asked) == 1:
                 self.asked.append(change)
                 raise OSError("disk I/O error")
             return super().flows_with_new_events(change)
 
-    log = FailingOnce((None, 0), ({"s1"}, 1))
+    log = FailingOnce((None, 0), ({"s1": 1}, 1))
     changes = FlowChanges(log)
     mark = changes.look(1)
     with pytest.raises(OSError, match="disk I/O error"):
@@ -89,7 +91,7 @@ def test_a_failed_read_of_the_log_is_made_again_at_the_next_look() -> None:
 
 
 def test_a_look_wakes_the_watchers_of_the_runs_it_saw_get_events() -> None:
-    changes = FlowChanges(ScriptedLog((None, 0), ({"s1"}, 1), (None, 2)))
+    changes = FlowChanges(ScriptedLog((None, 0), ({"s1": 1}, 1), (None, 2)))
     changes.look(1)
     woken: list[str] = []
 
@@ -113,3 +115,30 @@ def test_a_look_wakes_the_watchers_of_the_runs_it_saw_get_events() -> None:
     changes.unwatch("s2", wakes["s2"])
     changes.unwatch("s2", wakes["s2"])  # twice is harmless
     assert not changes.watched()
+
+
+def test_each_run_s_newest_commit_with_events_is_known_from_the_looks_that_saw_it() -> None:
+    log = ScriptedLog((None, 10), ({"s1": 11}, 11), ({"s2": 12}, 12), ({"s1": 14}, 14), (None, 15))
+    changes = FlowChanges(log)
+    changes.look(1)  # the first look learns the newest number only: no run is known
+    assert changes.last_events_change("s1") is None
+    changes.look(2)
+    assert changes.last_events_change("s1") == 11
+    assert changes.last_events_change("s2") is None
+    changes.look(3)  # a look that does not name s1 leaves what is known of it
+    assert (changes.last_events_change("s1"), changes.last_events_change("s2")) == (11, 12)
+    changes.look(4)
+    assert changes.last_events_change("s1") == 14
+    changes.look(5)  # the log cannot tell: nothing is known any more
+    assert changes.last_events_change("s1") is None
+    assert changes.last_events_change("s2") is None
+
+
+def test_past_the_runs_kept_no_run_s_newest_commit_is_known() -> None:
+    log = ScriptedLog((None, 0), ({"a": 1}, 1), ({"b": 2, "c": 2}, 2))
+    changes = FlowChanges(log, most_runs=2)
+    changes.look(1)
+    changes.look(2)
+    assert changes.last_events_change("a") == 1
+    changes.look(3)
+    assert [changes.last_events_change(run) for run in "abc"] == [None, None, None]

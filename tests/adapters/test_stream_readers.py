@@ -143,3 +143,73 @@ async def test_many_waiting_readers_wake_only_for_their_own_session(tmp_path: Pa
         for reader in readers:
             reader.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
+
+
+def _append_here(two: Beside, session: str, text: str) -> None:
+    """Append a Stream event of ``session`` through the stack's own store, as its worker does."""
+    flow_type = two.stack.flow.flow_type
+    two.store.run(
+        lambda tx: tx.append_event(flow_type, session, f'"{text}"', "here", datetime.now(UTC))
+    )
+
+
+async def test_a_reader_at_the_event_its_own_process_committed_last_waits_without_a_read(
+    tmp_path: Path,
+) -> None:
+    async with beside(tmp_path) as two:
+        client, flow = two.stack.client, two.stack.flow
+        await two.start("s1")
+        _append_here(two, "s1", "first")
+        first = await client.read_stream(flow, "s1", "")
+        _append_here(two, "s1", "second")
+        with traced_statements(two.store) as statements:
+            second = await client.read_stream(flow, "s1", first.resume_token)
+            assert second.value == "second"  # the store committed it right after "first"
+            # It committed "second" as the newest, and the log names no later commit.
+            with pytest.raises(StreamReadTimeoutError):
+                await client.read_stream(
+                    flow, "s1", second.resume_token, poll_timeout=timedelta(milliseconds=60)
+                )
+        assert stream_reads(statements) == 0, statements
+        _append_here(two, "s1", "third")
+        third = await client.read_stream(flow, "s1", second.resume_token)
+        assert third.value == "third"
+        # Nor does the tail need a read: no transaction at all.
+        with traced_statements(two.store) as statements:
+            assert await client.stream_tail_token(flow, "s1") == third.resume_token
+        assert statements == []
+        two.append("s1", "from another")
+        with traced_statements(two.store) as statements:
+            tail = await client.stream_tail_token(flow, "s1")
+        assert stream_reads(statements) == 1
+        assert (await client.read_stream(flow, "s1", third.resume_token)).resume_token == tail
+
+
+async def test_an_event_another_process_appended_after_this_one_s_newest_is_read(
+    tmp_path: Path,
+) -> None:
+    # What this process committed last is no longer the run's newest: the log names the
+    # other's commit, so the reader reads instead of waiting for a change that came already.
+    async with beside(tmp_path) as two:
+        client, flow = two.stack.client, two.stack.flow
+        await two.start("s1")
+        _append_here(two, "s1", "first")
+        first = await client.read_stream(flow, "s1", "")
+        _append_here(two, "s1", "mine")
+        mine = await client.read_stream(flow, "s1", first.resume_token)
+        two.append("s1", "from another")
+        with traced_statements(two.store) as statements:
+            message = await client.read_stream(
+                flow, "s1", mine.resume_token, poll_timeout=timedelta(seconds=2)
+            )
+        assert message.value == "from another"
+        assert stream_reads(statements) == 1
+        # Appended after the other's, this process's event is the newest again.
+        _append_here(two, "s1", "mine again")
+        again = await client.read_stream(flow, "s1", message.resume_token)
+        assert again.value == "mine again"
+        with traced_statements(two.store) as statements, pytest.raises(StreamReadTimeoutError):
+            await client.read_stream(
+                flow, "s1", again.resume_token, poll_timeout=timedelta(milliseconds=60)
+            )
+        assert stream_reads(statements) == 0, statements

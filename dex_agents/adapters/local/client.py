@@ -309,6 +309,7 @@ class LocalFlowClient:
                 mark, unread = newest_at, True
             else:
                 mark = await engine.flow_change_mark()
+                unread = self._own_newest_event(flow_id) == after  # a read would find nothing
         while True:
 
             def read(tx: StoreTransaction) -> Any:
@@ -343,6 +344,15 @@ class LocalFlowClient:
             if committed is not None:
                 kept = committed.event_after(flow_id, after)
 
+    def _own_newest_event(self, flow_id: str) -> int | None:
+        """The run's newest event when this process's store committed it, and the change log,
+        as the latest look read it, names no later commit that appended to the run; ``None``
+        when only a read can tell. Call it right after a look (``flow_change_mark``)."""
+        newest = self._committed.newest_committed_event(flow_id) if self._committed else None
+        if newest is not None and newest[1] == self._engine.last_events_change(flow_id):
+            return newest[0]
+        return None
+
     async def stream_tail_token(self, flow: FlowDefinition, flow_id: str) -> str:
         """The resume token of the session's newest event (``""`` when it has none).
 
@@ -358,7 +368,9 @@ class LocalFlowClient:
             return tx.last_event_id(flow_id)
 
         mark = await engine.flow_change_mark()
-        last: int = await engine.read(tail)
+        last = self._own_newest_event(flow_id)
+        if last is None:
+            last = await engine.read(tail)
         # The reader that starts from it waits for the next event without reading first.
         self._read_ahead.keep_newest(flow_id, last, mark)
         return encode_resume_token(flow_id, last) if last else ""

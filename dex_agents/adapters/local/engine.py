@@ -241,6 +241,11 @@ class LocalEngine:
         """Whether the looks so far saw ``flow_id`` get Stream events after ``mark``."""
         return self._flow_changes.changed_after(flow_id, mark)
 
+    def last_events_change(self, flow_id: str) -> int | None:
+        """The number of the newest commit the looks so far saw append to ``flow_id``'s Stream
+        (``FlowChangeLog``); ``None`` when they cannot tell."""
+        return self._flow_changes.last_events_change(flow_id)
+
     async def wait_for_flow_change(self, flow_id: str, mark: int, within: timedelta) -> int:
         """Wait until ``flow_id`` got Stream events after ``mark`` (or may have, when the
         store cannot tell which run did), at most ``within``; return the mark of now.

@@ -38,6 +38,8 @@ class FlowChanges:
         self._epoch = 0
         self._every_run_epoch = 0  # the last look after which any run may have changed
         self._run_epoch: dict[str, int] = {}
+        # Each run the looks saw get events -> the number of its newest commit that did.
+        self._events_change: dict[str, int] = {}
         self._watchers: dict[str, set[Callable[[], None]]] = {}
 
     def look(self, counter: int) -> int:
@@ -55,14 +57,21 @@ class FlowChanges:
         self._epoch += 1
         if changed is None or len(self._run_epoch) + len(changed) > self._most:
             self._run_epoch.clear()
+            self._events_change.clear()
             self._every_run_epoch = self._epoch
             self.wake_all()
         else:
+            self._events_change.update(changed)
             for flow_id in changed:
                 self._run_epoch[flow_id] = self._epoch
                 for wake in self._watchers.get(flow_id, ()):
                     wake()
         return self._epoch
+
+    def last_events_change(self, flow_id: str) -> int | None:
+        """The number of the newest commit that appended to ``flow_id``'s Stream, as of the
+        latest look; ``None`` when no look since the last that could not tell saw it get any."""
+        return self._events_change.get(flow_id)
 
     @property
     def epoch(self) -> int:

@@ -22,7 +22,7 @@ import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple
 
-from dex_agents.ports.flow_store import ChangedFlows
+from dex_agents.ports.flow_store import ChangedFlows, FlowsWithEvents
 
 FLOW_CHANGES_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS flow_changes (
@@ -60,8 +60,8 @@ class LoggedChanges(NamedTuple):
 
     changed: set[str]
     """The Flow runs whose stored rows changed."""
-    with_events: set[str]
-    """Those of them with new Stream events."""
+    with_events: dict[str, int]
+    """Those of them with new Stream events, each with its newest commit that appended some."""
     newest: int
     """The newest change number (the one asked after, when none is newer)."""
 
@@ -81,13 +81,13 @@ def record_changes(
 def changes_since(execute: Execute, change: int) -> LoggedChanges:
     """What changed after number ``change``."""
     changed: set[str] = set()
-    with_events: set[str] = set()
+    with_events: dict[str, int] = {}
     newest = change
     # fetchall ends the statement, so outside a transaction no read snapshot stays open.
     for flow_id, number, events in execute(_SINCE, (change,)).fetchall():
         changed.add(str(flow_id))
         if events > change:
-            with_events.add(str(flow_id))
+            with_events[str(flow_id)] = int(events)
         newest = max(newest, int(number))
     return LoggedChanges(changed, with_events, newest)
 
@@ -97,12 +97,19 @@ def newest_change(execute: Execute) -> int:
     return int(execute(_NEWEST, ()).fetchall()[0][0])
 
 
-def runs_changed_after(
-    execute: Execute, change: int | None, *, with_events: bool = False
-) -> ChangedFlows:
-    """The runs changed after ``change`` (only those with new Stream events, ``with_events``)
-    and the newest number; ``change=None`` asks for the newest number alone."""
+def runs_changed_after(execute: Execute, change: int | None) -> ChangedFlows:
+    """The runs changed after ``change`` and the newest number; ``change=None`` asks for the
+    newest number alone."""
     if change is None:
         return None, newest_change(execute)
     logged = changes_since(execute, change)
-    return (logged.with_events if with_events else logged.changed), logged.newest
+    return logged.changed, logged.newest
+
+
+def runs_with_events_after(execute: Execute, change: int | None) -> FlowsWithEvents:
+    """The runs that got Stream events after ``change``, each with the number of its newest
+    commit that did, and the newest number; ``change=None`` asks for the newest alone."""
+    if change is None:
+        return None, newest_change(execute)
+    logged = changes_since(execute, change)
+    return logged.with_events, logged.newest

@@ -16,15 +16,15 @@ import functools
 import os
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
-from dex_agents.adapters.local.flow_changes import runs_changed_after
+from dex_agents.adapters.local.flow_changes import runs_changed_after, runs_with_events_after
 from dex_agents.adapters.local.known_rows import KnownRows
+from dex_agents.adapters.local.own_events import OwnEvents
 from dex_agents.adapters.local.sqlite_schema import (
     INDEXES,
     RETIRED_INDEXES,
@@ -45,8 +45,8 @@ from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
 from dex_agents.ports.flow_store import (
     BatchOutcome,
-    ChangedFlows,
     EventRow,
+    FlowsWithEvents,
     StoreTransaction,
     StoreWouldWaitError,
 )
@@ -79,9 +79,6 @@ without logging would leave other processes serving rows they kept from before.
 UPGRADED_VERSIONS = (1, 2, 3)
 """Versions upgraded when opened, by ``UPGRADE_TO_3`` (1 and 2) and ``UPGRADE_TO_4``: their
 values and events read as they are."""
-
-COMMITTED_EVENTS_KEPT = 4096
-"""How many of its newest committed Stream events a store keeps for readers in its process."""
 
 DEFAULT_BUSY_TIMEOUT = timedelta(seconds=10)
 """How long a transaction waits for another connection's write lock before ``StoreBusyError``."""
@@ -127,8 +124,7 @@ class SqliteFlowStore:
         self._write_once = WriteOnceValues()
         self._block_sizes = BlockSizes()
         self._known = KnownRows()
-        self._events_lock = threading.Lock()
-        self._events_after: OrderedDict[tuple[str, int], EventRow] = OrderedDict()
+        self._own_events = OwnEvents()
         self._turnstile: WriterTurnstile | None = None
         try:
             self._connection = self._connect()
@@ -360,7 +356,7 @@ class SqliteFlowStore:
                     connection.execute("PRAGMA synchronous = NORMAL")
                 result = self._transact(connection, known_work, begin or self._begin_write)
                 known.committed(tx.change)
-                self._committed_events(tx.appended)
+                self._own_events.committed(tx.appended, tx.change)
                 return result
             except BaseException as error:
                 # A write transaction's rollback undid writes that were kept as they were
@@ -379,25 +375,19 @@ class SqliteFlowStore:
                 tx.end()
                 self._in_run = False
 
-    def _committed_events(self, appended: Sequence[tuple[int, EventRow]]) -> None:
-        if not appended:
-            return
-        with self._events_lock:
-            after = self._events_after
-            for previous, row in appended:
-                after[(row.flow_id, previous)] = row
-            while len(after) > COMMITTED_EVENTS_KEPT:
-                after.popitem(last=False)
-
     def event_after(self, flow_id: str, after_id: int) -> EventRow | None:
         """The event of ``flow_id`` that this store committed right after event ``after_id``,
         holding the write lock, so that nothing came between; ``None`` when it does not know.
 
-        The newest ``COMMITTED_EVENTS_KEPT`` events are known, so a reader in this process
+        The newest ``own_events.COMMITTED_EVENTS_KEPT`` events are known, so a reader in this process
         follows a session's Stream without a read per event.
         """
-        with self._events_lock:
-            return self._events_after.get((flow_id, after_id))
+        return self._own_events.event_after(flow_id, after_id)
+
+    def newest_committed_event(self, flow_id: str) -> tuple[int, int] | None:
+        """The last event this store's commits appended to ``flow_id``'s Stream and the change
+        number (``flows_with_new_events``) of that commit; ``None`` when it does not know."""
+        return self._own_events.newest(flow_id)
 
     def _begin_write(self, connection: sqlite3.Connection) -> None:
         assert self._turnstile is not None  # set once the file opened, before any work runs
@@ -420,7 +410,7 @@ class SqliteFlowStore:
             except sqlite3.Error as error:
                 raise self._translate(error) from error
 
-    def flows_with_new_events(self, change: int | None) -> ChangedFlows:
+    def flows_with_new_events(self, change: int | None) -> FlowsWithEvents:
         """The Flow runs that got Stream events after change number ``change``
         (``flow_changes``) and the newest number, read on the polling connection: it waits
         behind no transaction."""
@@ -428,7 +418,7 @@ class SqliteFlowStore:
             if self._poll is None:
                 raise RuntimeError(f"the flow store {self.path} is closed")
             try:
-                return runs_changed_after(self._poll.execute, change, with_events=True)
+                return runs_with_events_after(self._poll.execute, change)
             except sqlite3.Error as error:
                 raise self._translate(error) from error
 
