@@ -153,14 +153,19 @@ def _append_here(two: Beside, session: str, text: str) -> None:
     )
 
 
+async def _read_first_of_mine(two: Beside) -> StreamMessage[Any]:
+    """Start session "s1", append "first" through the stack's own store, and read it."""
+    await two.start("s1")
+    _append_here(two, "s1", "first")
+    return await two.stack.client.read_stream(two.stack.flow, "s1", "")
+
+
 async def test_a_reader_at_the_event_its_own_process_committed_last_waits_without_a_read(
     tmp_path: Path,
 ) -> None:
     async with beside(tmp_path) as two:
         client, flow = two.stack.client, two.stack.flow
-        await two.start("s1")
-        _append_here(two, "s1", "first")
-        first = await client.read_stream(flow, "s1", "")
+        first = await _read_first_of_mine(two)
         _append_here(two, "s1", "second")
         with traced_statements(two.store) as statements:
             second = await client.read_stream(flow, "s1", first.resume_token)
@@ -192,9 +197,7 @@ async def test_an_event_another_process_appended_after_this_one_s_newest_is_read
     # other's commit, so the reader reads instead of waiting for a change that came already.
     async with beside(tmp_path) as two:
         client, flow = two.stack.client, two.stack.flow
-        await two.start("s1")
-        _append_here(two, "s1", "first")
-        first = await client.read_stream(flow, "s1", "")
+        first = await _read_first_of_mine(two)
         _append_here(two, "s1", "mine")
         mine = await client.read_stream(flow, "s1", first.resume_token)
         two.append("s1", "from another")
