@@ -13,7 +13,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from dex_agents.adapters.local.sqlite_schema import MESSAGE_SELECT, decode_message, encode_time
 from dex_agents.adapters.local.store_rows import utc_time
@@ -21,10 +20,8 @@ from dex_agents.ports.flow_store import MessageRow
 
 
 class SqliteChannels:
-    """Mixed into ``SqliteTransaction``, which sets the two dicts and ``_execute``."""
-
-    _channel_reads: dict[tuple[object, ...], Any]
-    _lock_holders: dict[tuple[str, str], int | None]
+    """Mixed into ``SqliteTransaction``, which provides ``_execute`` and calls
+    ``_forget_channel_reads`` once before any other method and when a savepoint undoes."""
 
     def _execute(
         self, sql: str, params: Sequence[object] | dict[str, object] = ()
@@ -32,8 +29,14 @@ class SqliteChannels:
         raise NotImplementedError
 
     def _forget_channel_reads(self) -> None:
-        self._channel_reads.clear()
-        self._lock_holders.clear()
+        """Forget every Channel and lock read (the first call starts with none)."""
+        self._pending_reads: dict[tuple[str, str, str], list[MessageRow]] = {}
+        self._count_reads: dict[tuple[str, ...], dict[str, int]] = {}
+        self._lock_holders: dict[tuple[str, str], int | None] = {}
+
+    def _forget_message_reads(self) -> None:
+        self._pending_reads.clear()
+        self._count_reads.clear()
 
     def append_message(
         self,
@@ -47,7 +50,7 @@ class SqliteChannels:
         when = encode_time(utc_time(created_at, "created_at"))
         sql = """INSERT INTO channel_messages (flow_id, channel, key, message_id, value, created_at)
             VALUES (?, ?, ?, ?, ?, ?)"""
-        self._channel_reads.clear()
+        self._forget_message_reads()
         try:
             cursor = self._execute(sql, (flow_id, channel, key, message_id, value, when))
         except sqlite3.IntegrityError:
@@ -57,29 +60,28 @@ class SqliteChannels:
         return int(cursor.lastrowid or 0)
 
     def pending_messages(self, flow_id: str, channel: str, key: str) -> Sequence[MessageRow]:
-        read = ("pending", flow_id, channel, key)
-        rows: list[MessageRow] | None = self._channel_reads.get(read)
+        read = (flow_id, channel, key)
+        rows = self._pending_reads.get(read)
         if rows is None:
             sql = f"""SELECT {MESSAGE_SELECT} FROM channel_messages
                 WHERE flow_id = ? AND channel = ? AND key = ? AND consumed = 0 ORDER BY seq"""
-            params = (flow_id, channel, key)
-            rows = [decode_message(values) for values in self._execute(sql, params)]
-            self._channel_reads[read] = rows
+            rows = [decode_message(values) for values in self._execute(sql, read)]
+            self._pending_reads[read] = rows
         return list(rows)  # the rows are frozen; the list is the caller's
 
     def pending_counts(self, flow_id: str, channels: Sequence[str]) -> dict[str, int]:
         if not channels:
             return {}
-        read = ("counts", flow_id, *channels)
-        counts: dict[str, int] | None = self._channel_reads.get(read)
+        read = (flow_id, *channels)
+        counts = self._count_reads.get(read)
         if counts is None:
             marks = ", ".join("?" for _ in channels)
             sql = f"""SELECT channel, count(*) FROM channel_messages
                 WHERE flow_id = ? AND channel IN ({marks}) AND key = '' AND consumed = 0
                 GROUP BY channel"""
-            rows = self._execute(sql, (flow_id, *channels))
+            rows = self._execute(sql, read)
             counts = {str(name): int(count) for name, count in rows}
-            self._channel_reads[read] = counts
+            self._count_reads[read] = counts
         return dict(counts)
 
     def pending_channel_keys(self, flow_id: str, channel: str) -> Sequence[str]:
@@ -88,23 +90,23 @@ class SqliteChannels:
         return [str(values[0]) for values in self._execute(sql, (flow_id, channel))]
 
     def consume_messages(self, seqs: Sequence[int]) -> None:
-        self._channel_reads.clear()
+        self._forget_message_reads()
         for seq in seqs:
             self._execute("UPDATE channel_messages SET consumed = 1 WHERE seq = ?", (seq,))
 
     def restore_messages(self, seqs: Sequence[int]) -> None:
-        self._channel_reads.clear()
+        self._forget_message_reads()
         for seq in seqs:
             self._execute("UPDATE channel_messages SET consumed = 0 WHERE seq = ?", (seq,))
 
     def delete_consumed_messages(self, seqs: Sequence[int]) -> None:
-        self._channel_reads.clear()
+        self._forget_message_reads()
         for seq in seqs:
             self._execute("DELETE FROM channel_messages WHERE seq = ? AND consumed = 1", (seq,))
 
     def delete_message(self, flow_id: str, message_id: str) -> bool:
         sql = "DELETE FROM channel_messages WHERE flow_id = ? AND message_id = ? AND consumed = 0"
-        self._channel_reads.clear()
+        self._forget_message_reads()
         return self._execute(sql, (flow_id, message_id)).rowcount > 0
 
     def lock_holder(self, flow_id: str, lock_name: str) -> int | None:

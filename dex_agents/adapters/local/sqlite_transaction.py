@@ -100,9 +100,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         # also rewrites the entry of every index of step_executions.
         self._executions_seen: dict[int, list[object]] = {}
         self._depth = 0  # savepoints open
-        # What this transaction read of Channels and locks (``SqliteChannels``).
-        self._channel_reads = {}
-        self._lock_holders = {}
+        self._forget_channel_reads()  # none read yet (``SqliteChannels``)
         # The Flow runs whose kept rows (``KnownRows``) this transaction wrote: logged in its
         # commit, so other connections forget those alone. A write a savepoint undid stays
         # here; that only makes them forget a run more.
