@@ -37,9 +37,9 @@ class FlowChanges:
         self._change: int | None = None  # the newest change number the log gave
         self._epoch = 0
         self._every_run_epoch = 0  # the last look after which any run may have changed
-        self._run_epoch: dict[str, int] = {}
-        # Each run the looks saw get events -> the number of its newest commit that did.
-        self._events_change: dict[str, int] = {}
+        # Each run a look saw get events -> (that look's epoch, the number of the newest
+        # commit that appended to the run).
+        self._runs: dict[str, tuple[int, int]] = {}
         self._watchers: dict[str, set[Callable[[], None]]] = {}
 
     def look(self, counter: int) -> int:
@@ -55,15 +55,13 @@ class FlowChanges:
         # Only once the log was read: should that fail, the next look reads it again.
         self._counter = counter
         self._epoch += 1
-        if changed is None or len(self._run_epoch) + len(changed) > self._most:
-            self._run_epoch.clear()
-            self._events_change.clear()
+        if changed is None or len(self._runs) + len(changed) > self._most:
+            self._runs.clear()
             self._every_run_epoch = self._epoch
             self.wake_all()
         else:
-            self._events_change.update(changed)
-            for flow_id in changed:
-                self._run_epoch[flow_id] = self._epoch
+            for flow_id, number in changed.items():
+                self._runs[flow_id] = (self._epoch, number)
                 for wake in self._watchers.get(flow_id, ()):
                     wake()
         return self._epoch
@@ -71,7 +69,8 @@ class FlowChanges:
     def last_events_change(self, flow_id: str) -> int | None:
         """The number of the newest commit that appended to ``flow_id``'s Stream, as of the
         latest look; ``None`` when no look since the last that could not tell saw it get any."""
-        return self._events_change.get(flow_id)
+        seen = self._runs.get(flow_id)
+        return None if seen is None else seen[1]
 
     @property
     def epoch(self) -> int:
@@ -101,4 +100,5 @@ class FlowChanges:
 
     def changed_after(self, flow_id: str, mark: int) -> bool:
         """Whether a look after epoch ``mark`` saw ``flow_id`` change (or could not tell)."""
-        return self._every_run_epoch > mark or self._run_epoch.get(flow_id, 0) > mark
+        seen = self._runs.get(flow_id)
+        return self._every_run_epoch > mark or (seen is not None and seen[0] > mark)

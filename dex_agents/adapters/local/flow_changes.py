@@ -97,19 +97,22 @@ def newest_change(execute: Execute) -> int:
     return int(execute(_NEWEST, ()).fetchall()[0][0])
 
 
+def _logged_after(execute: Execute, change: int | None) -> tuple[LoggedChanges | None, int]:
+    if change is None:  # asks for the newest number alone
+        return None, newest_change(execute)
+    logged = changes_since(execute, change)
+    return logged, logged.newest
+
+
 def runs_changed_after(execute: Execute, change: int | None) -> ChangedFlows:
     """The runs changed after ``change`` and the newest number; ``change=None`` asks for the
     newest number alone."""
-    if change is None:
-        return None, newest_change(execute)
-    logged = changes_since(execute, change)
-    return logged.changed, logged.newest
+    logged, newest = _logged_after(execute, change)
+    return (None if logged is None else logged.changed), newest
 
 
 def runs_with_events_after(execute: Execute, change: int | None) -> FlowsWithEvents:
     """The runs that got Stream events after ``change``, each with the number of its newest
     commit that did, and the newest number; ``change=None`` asks for the newest alone."""
-    if change is None:
-        return None, newest_change(execute)
-    logged = changes_since(execute, change)
-    return logged.with_events, logged.newest
+    logged, newest = _logged_after(execute, change)
+    return (None if logged is None else logged.with_events), newest
