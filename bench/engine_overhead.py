@@ -344,15 +344,17 @@ async def _spin(engine: LocalEngine, client: LocalFlowClient, flow_id: str, step
         await asyncio.sleep(STATUS_CHECK_INTERVAL)
 
 
-async def _run_loop(store: FlowStore, flow_id: str, steps: int) -> float:
+async def _run_loop(
+    store: FlowStore, flow_id: str, steps: int, warmed_up: Callable[[], None] = lambda: None
+) -> float:
+    """A worker and the Spin Flow on ``store``: a warm-up, ``warmed_up()``, then ``_spin``."""
     engine = LocalEngine(store, [SPIN_FLOW, IDLE_FLOW])
     client = LocalFlowClient(engine)
     worker = LocalWorker(engine)
     task = asyncio.create_task(worker.run())
     try:
         await _spin(engine, client, f"{flow_id}-warm-up", min(20, steps))
-        if isinstance(store, CountingStore):
-            store.reset()
+        warmed_up()
         return await _spin(engine, client, flow_id, steps)
     finally:
         await worker.stop()
@@ -367,7 +369,7 @@ async def measure_loop(store: FlowStore, steps: int) -> LoopResult:
     counting = CountingStore(store)
     try:
         seconds = await _run_loop(store, "loop", steps)
-        await _run_loop(counting, "counted", steps)
+        await _run_loop(counting, "counted", steps, counting.reset)
     finally:
         counting.close()
     transactions = sum(counting.transactions.values())

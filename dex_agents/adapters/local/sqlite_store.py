@@ -379,8 +379,8 @@ class SqliteFlowStore:
         """The event of ``flow_id`` that this store committed right after event ``after_id``,
         holding the write lock, so that nothing came between; ``None`` when it does not know.
 
-        The newest ``own_events.COMMITTED_EVENTS_KEPT`` events are known, so a reader in this process
-        follows a session's Stream without a read per event.
+        The newest ``own_events.COMMITTED_EVENTS_KEPT`` events are known, so a reader in
+        this process follows a session's Stream without a read per event.
         """
         return self._own_events.event_after(flow_id, after_id)
 
