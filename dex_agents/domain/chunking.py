@@ -150,6 +150,22 @@ def _chunks_within_caps(groups: Sequence[tuple[int, int, int]]) -> int:
     return allowed
 
 
+def _checked_size(message: AgentMessage, message_size: Callable[[AgentMessage], int]) -> int:
+    size = message_size(message)
+    if size < 0:
+        raise ValueError(f"message {message.sequence} has a negative size {size}")
+    return size
+
+
+def _any_oversized(
+    messages: Sequence[AgentMessage], message_size: Callable[[AgentMessage], int], limit: int
+) -> bool:
+    return any(
+        is_oversized_message(message.sequence, _checked_size(message, message_size), limit)
+        for message in messages
+    )
+
+
 def plan_store_messages(
     *,
     index: AgentMessageIndex | None,
@@ -166,15 +182,25 @@ def plan_store_messages(
     ``message_size`` gives a message's encoded JSON size (``json_size`` by
     default; pass stored byte lengths to avoid re-encoding). See the module
     docstring for the rules. Raises ``ValueError`` for sequences that do not line
-    up or a negative size.
+    up or a negative size (of a message it sizes: the window's messages are sized
+    only when some may move into a chunk).
     """
     first = index.window_first_sequence if index is not None else 1
     _check_sequences(first, window, new_messages)
+    if len(window) + len(new_messages) <= options.message_window_size and not _any_oversized(
+        new_messages, message_size, options.message_chunk_max_bytes
+    ):
+        # The window keeps every message and no new one must go to a chunk of its own, so
+        # nothing moves: most commits store messages this way, and need not size the window.
+        return StoreMessagesPlan(
+            window_messages=tuple(new_messages),
+            chunks=(),
+            deleted_window_keys=(),
+            index=index,
+            index_changed=False,
+        )
     messages = (*window, *new_messages)
-    sizes = [message_size(message) for message in messages]
-    for message, size in zip(messages, sizes, strict=True):
-        if size < 0:
-            raise ValueError(f"message {message.sequence} has a negative size {size}")
+    sizes = [_checked_size(message, message_size) for message in messages]
 
     groups = _pack(messages, sizes, options)
     allowed = _chunks_within_caps(groups)

@@ -225,6 +225,34 @@ def test_an_oversized_new_message_skips_the_window_with_the_older_messages_moved
     assert plan.index.chunks[2].size_bytes == 50 + 2 + 2 + 2 * MIB
 
 
+@pytest.mark.parametrize(
+    ("window_count", "new_count", "sized"),
+    [
+        (40, 3, [41, 42, 43]),  # room in the window: only the new messages are sized
+        (62, 2, [63, 64]),  # exactly full (64 messages)
+        (63, 2, list(range(1, 66))),  # one over: the window is packed
+    ],
+)
+def test_a_commit_sizes_the_window_only_when_messages_may_move(
+    window_count: int, new_count: int, sized: list[int]
+) -> None:
+    seen: list[int] = []
+
+    def size(message: AgentMessage) -> int:
+        seen.append(message.sequence)
+        return 100
+
+    plan = plan_store_messages(
+        index=None,
+        window=_messages(1, window_count),
+        new_messages=_messages(window_count + 1, new_count),
+        options=DEFAULTS,
+        message_size=size,
+    )
+    assert seen == sized
+    assert bool(plan.chunks) is (window_count + new_count > DEFAULTS.message_window_size)
+
+
 def test_an_oversized_message_chunk_is_the_real_json_of_a_large_message() -> None:
     large = _message(3, "x" * (MIB + 10))
     plan = plan_store_messages(
