@@ -104,6 +104,13 @@ class KnownFlow:
             self.maps[name] = values
             self.map_chars[name] = chars
 
+    def holds(self, name: str, key: str, text: str | None) -> bool:
+        """Whether the value at ``name``/``key`` is known to be ``text`` (``None``: unset)."""
+        if key == "":
+            return name in self.singletons and self.singletons[name] == text
+        whole = self.maps.get(name)
+        return whole is not None and whole.get(key) == text
+
     def put_value(self, name: str, key: str, text: str | None) -> None:
         """Keep a write (``None``: a delete) of one value."""
         if key == "":

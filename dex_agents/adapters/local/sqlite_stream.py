@@ -53,6 +53,9 @@ class SqliteStream:
         # The transaction's changed Flow runs (``flow_changes``): each whose events it wrote.
         self._changed = changed
         self._with_events = with_events
+        # Bytes appended per Flow type and not yet added to ``stream_sizes``: one upsert for
+        # the events of one commit, made before anything reads the size (``trim``).
+        self._unsaved_bytes: dict[str, int] = {}
 
     def append(
         self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
@@ -65,9 +68,7 @@ class SqliteStream:
             VALUES (?, ?, ?, ?, ?, ?)"""
         cursor = self._execute(sql, (flow_type, flow_id, pack_event(value), size, source, when))
         event_id = int(cursor.lastrowid or 0)
-        sql = """INSERT INTO stream_sizes (flow_type, bytes) VALUES (?, ?)
-            ON CONFLICT (flow_type) DO UPDATE SET bytes = bytes + excluded.bytes"""
-        self._execute(sql, (flow_type, size))
+        self._unsaved_bytes[flow_type] = self._unsaved_bytes.get(flow_type, 0) + size
         sizes = self._known.stream_bytes
         if flow_type in sizes:
             sizes[flow_type] += size
@@ -89,6 +90,18 @@ class SqliteStream:
             singles = self._seal(flow_type, flow_id)
         known.single_events = singles
         return event_id
+
+    def save_sizes(self) -> None:
+        """Add the bytes appended since the last call to ``stream_sizes``."""
+        sql = """INSERT INTO stream_sizes (flow_type, bytes) VALUES (?, ?)
+            ON CONFLICT (flow_type) DO UPDATE SET bytes = bytes + excluded.bytes"""
+        for flow_type, size in self._unsaved_bytes.items():
+            self._execute(sql, (flow_type, size))
+        self._unsaved_bytes.clear()
+
+    def drop_unsaved_sizes(self) -> None:
+        """Forget the bytes of events a savepoint's rollback undid."""
+        self._unsaved_bytes.clear()
 
     def _seal(self, flow_type: str, flow_id: str) -> int:
         """Move the oldest single events of ``flow_id`` into blocks of ``BLOCK_EVENTS``.
@@ -176,6 +189,7 @@ class SqliteStream:
     def trim(self, flow_type: str, capacity_bytes: int) -> int:
         if capacity_bytes < 0:
             raise ValueError(f"capacity_bytes must be 0 or more, not {capacity_bytes}")
+        self.save_sizes()
         sizes = self._known.stream_bytes
         total = sizes.get(flow_type)
         if total is None:

@@ -126,6 +126,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
     def log_changes(self) -> None:
         """Log the Flow runs this transaction changed (``flow_changes``), just before it
         commits, under the number it then holds in ``change``."""
+        self._stream.save_sizes()
         if self._changed:
             self.change = record_changes(self._execute, self._changed, self._with_events)
 
@@ -147,6 +148,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         depth. An error of SQLite itself is raised: the transaction is unusable.
         """
         name = f"work_{self._depth}"
+        self._stream.save_sizes()  # what is unsaved then belongs to this savepoint alone
         self._execute(f"SAVEPOINT {name}")
         appended = len(self.appended)
         self._depth += 1
@@ -161,10 +163,12 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             self._executions_seen.clear()
             self._forget_channel_reads()
             self._known.forget()
+            self._stream.drop_unsaved_sizes()
             del self.appended[appended:]
             return BatchOutcome(error=error)
         finally:
             self._depth -= 1
+        self._stream.save_sizes()
         self._execute(f"RELEASE {name}")
         return BatchOutcome(value=value)
 
@@ -305,6 +309,8 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         return found
 
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
+        if self._holds(flow_id, name, key, value):
+            return
         # An upsert, not INSERT OR REPLACE, so a value written again keeps its rowid and page.
         sql = """INSERT INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)
             ON CONFLICT (flow_id, name, key) DO UPDATE SET value = excluded.value"""
@@ -312,9 +318,18 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         self._wrote(flow_id, name, key, value)
 
     def delete_value(self, flow_id: str, name: str, key: str) -> None:
+        if self._holds(flow_id, name, key, None):
+            return
         sql = "DELETE FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
         self._execute(sql, (flow_id, name, key))
         self._wrote(flow_id, name, key, None)
+
+    def _holds(self, flow_id: str, name: str, key: str, value: str | None) -> bool:
+        # A Step writes back what it staged whether or not it changed (its turn's state, the
+        # interrupts it locked), and deletes what may be unset: when the file is known to hold
+        # that already, the statement would change nothing.
+        known = self._known.peek(flow_id)
+        return known is not None and known.holds(name, key, value)
 
     def _wrote(self, flow_id: str, name: str, key: str, value: str | None) -> None:
         self._written.add((flow_id, name, key))
