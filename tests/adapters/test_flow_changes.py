@@ -62,6 +62,9 @@ def test_any_flow_id_is_logged_as_it_is(connection: sqlite3.Connection, flow_id:
     assert changes_since(connection.execute, 0) == LoggedChanges(
         {flow_id, "other"}, {flow_id: 1}, 1
     )
+    # Alone, as most commits log it (a statement of its own, without JSON).
+    record_changes(connection.execute, {flow_id}, {flow_id})
+    assert changes_since(connection.execute, 1) == LoggedChanges({flow_id}, {flow_id: 2}, 2)
 
 
 def test_a_batch_of_many_runs_is_one_statement(connection: sqlite3.Connection) -> None:

@@ -50,6 +50,14 @@ _RECORD = """INSERT INTO flow_changes (flow_id, change, events)
         events = max(events, excluded.events)
     RETURNING change"""
 
+# The same for the one run most commits change, without the JSON.
+_RECORD_ONE = """INSERT INTO flow_changes (flow_id, change, events)
+    SELECT ?, next.n, CASE WHEN ? THEN next.n ELSE 0 END
+    FROM (SELECT coalesce(max(change), 0) + 1 AS n FROM flow_changes) AS next
+    WHERE true ON CONFLICT (flow_id) DO UPDATE SET change = excluded.change,
+        events = max(events, excluded.events)
+    RETURNING change"""
+
 _SINCE = "SELECT flow_id, change, events FROM flow_changes WHERE change > ?"
 
 _NEWEST = "SELECT coalesce(max(change), 0) FROM flow_changes"
@@ -73,8 +81,12 @@ def record_changes(
     ``with_events`` among them; return the number it used."""
     # json_each takes any number of runs as one parameter, where ``?`` marks would hit
     # SQLite's variable limit in a batch of many sessions.
-    items = [[flow_id, flow_id in with_events] for flow_id in flow_ids]
-    rows = execute(_RECORD, (json.dumps(items),)).fetchall()
+    if len(flow_ids) == 1:
+        (flow_id,) = flow_ids
+        rows = execute(_RECORD_ONE, (flow_id, flow_id in with_events)).fetchall()
+    else:
+        items = [[flow_id, flow_id in with_events] for flow_id in flow_ids]
+        rows = execute(_RECORD, (json.dumps(items),)).fetchall()
     return int(rows[0][0])
 
 
