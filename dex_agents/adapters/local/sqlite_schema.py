@@ -248,12 +248,19 @@ def execution_update(positions: tuple[int, ...]) -> str:
     return f"UPDATE step_executions SET {columns} WHERE id = ?"
 
 
-def execution_values(row: ExecutionRow) -> list[object]:
-    """The values of ``EXECUTION_DATA`` as stored: UTC times, the status's text, 0 or 1.
+def execution_fields(row: ExecutionRow) -> tuple[Any, ...]:
+    """The row's ``EXECUTION_DATA`` fields as they are now, before encoding."""
+    fields_now: tuple[Any, ...] = _READ_DATA(row)
+    return fields_now
+
+
+def stored_execution_values(fields_now: Sequence[Any]) -> list[object]:
+    """The values of ``EXECUTION_DATA`` as stored, from a row's ``execution_fields``: UTC
+    times, the status's text, 0 or 1.
 
     Refuses what ``normalized_execution`` refuses: a naive time, an unknown status.
     """
-    values: list[Any] = list(_READ_DATA(row))
+    values: list[Any] = list(fields_now)
     for position in _DATA_TIMES:
         value = values[position]
         if value is not None:
@@ -267,6 +274,47 @@ def execution_values(row: ExecutionRow) -> list[object]:
             if values[position] is not None:
                 values[position] = pack_history_field(values[position])
     return values
+
+
+_DATA_HISTORY_SET = frozenset(_DATA_HISTORY)
+
+
+def changed_execution_values(
+    fields_now: Sequence[Any], fields_before: Sequence[Any], stored_before: Sequence[object]
+) -> tuple[list[object], list[int]]:
+    """The stored values of a row whose fields went from ``fields_before`` (stored as
+    ``stored_before``) to ``fields_now``, and the ``EXECUTION_DATA`` positions that changed.
+
+    Equal to ``stored_execution_values(fields_now)``, but a field that did not change is not
+    encoded (or checked) again: an update of a Step's row changes a few of its fields.
+    """
+    stored = list(stored_before)
+    changed: list[int] = []
+    for position, (new, old) in enumerate(zip(fields_now, fields_before, strict=True)):
+        if new is old or new == old or position in _DATA_HISTORY_SET:
+            continue
+        if position == _DATA_STATUS:
+            new = ExecutionStatus(new).value
+        elif position in _DATA_FLAGS:
+            new = int(bool(new))
+        elif position in _DATA_TIMES and new is not None:
+            new = encode_time(utc_time(new, f"ExecutionRow.{EXECUTION_DATA[position]}"))
+        if new != stored[position]:
+            stored[position] = new
+            changed.append(position)
+    # A finished execution's longest fields are stored packed: the status decides how.
+    status_changed = _DATA_STATUS in changed
+    finished = stored[_DATA_STATUS] in _FINISHED_STATUSES
+    for position in _DATA_HISTORY:
+        text, before = fields_now[position], fields_before[position]
+        if not status_changed and (text is before or text == before):
+            continue
+        value = pack_history_field(text) if finished and text is not None else text
+        if value != stored[position]:
+            stored[position] = value
+            changed.append(position)
+    changed.sort()
+    return stored, changed
 
 
 def decode_execution(values: Sequence[Any]) -> ExecutionRow:

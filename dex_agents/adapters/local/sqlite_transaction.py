@@ -24,13 +24,15 @@ from dex_agents.adapters.local.sqlite_schema import (
     FLOW_COLUMNS,
     LEASED_WHERE,
     NEXT_TIMER_SELECT,
+    changed_execution_values,
     decode_execution,
     decode_flow,
     decode_time,
     encode_time,
+    execution_fields,
     execution_update,
-    execution_values,
     row_params,
+    stored_execution_values,
 )
 from dex_agents.adapters.local.sqlite_stream import SqliteStream
 from dex_agents.adapters.local.store_rows import (
@@ -98,7 +100,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         # Step execution rows as this transaction last read or wrote them (their stored
         # values), so an update writes only the columns it changes: a full-row UPDATE
         # also rewrites the entry of every index of step_executions.
-        self._executions_seen: dict[int, list[object]] = {}
+        self._executions_seen: dict[int, tuple[tuple[object, ...], list[object]]] = {}
         self._depth = 0  # savepoints open
         self._forget_channel_reads()  # none read yet (``SqliteChannels``)
         # The Flow runs whose kept rows (``KnownRows``) this transaction wrote: logged in its
@@ -183,7 +185,9 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         if not self._read_only:  # only a write transaction updates what it read
             seen = self._executions_seen
             for row, values in zip(rows, stored, strict=True):
-                seen[row.id] = [values[position] for position in EXECUTION_DATA_POSITIONS]
+                # Each row is as decoded: no caller has changed it yet.
+                data = [values[position] for position in EXECUTION_DATA_POSITIONS]
+                seen[row.id] = (execution_fields(row), data)
 
     # Flow runs
     def get_flow(self, flow_id: str) -> FlowRow | None:
@@ -341,10 +345,11 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
 
     # Step executions
     def insert_execution(self, row: ExecutionRow) -> int:
-        values = execution_values(row)
+        fields_now = execution_fields(row)
+        values = stored_execution_values(fields_now)
         row.id = int(self._execute(EXECUTION_INSERT, values).lastrowid or 0)
         self._changed.add(row.flow_id)
-        self._executions_seen[row.id] = values
+        self._executions_seen[row.id] = (fields_now, values)
         self._known.put_execution(row.flow_id, _stored_row(row.id, values))
         return row.id
 
@@ -357,24 +362,22 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         return rows[0] if rows else None
 
     def update_execution(self, row: ExecutionRow) -> None:
-        values = execution_values(row)
+        fields_now = execution_fields(row)
         before = self._executions_seen.get(row.id)
         if before is None:
+            values = stored_execution_values(fields_now)
             sql, params = EXECUTION_UPDATE, [*values, row.id]
         else:
-            changed = tuple(
-                position
-                for position, (new, old) in enumerate(zip(values, before, strict=True))
-                if new != old
-            )
+            values, changed = changed_execution_values(fields_now, *before)
             # Nothing changed: the row is stored as it is, since this transaction read it.
             if not changed:
                 return
-            sql, params = execution_update(changed), [*(values[p] for p in changed), row.id]
+            sql = execution_update(tuple(changed))
+            params = [*(values[position] for position in changed), row.id]
         if self._execute(sql, params).rowcount == 0:
             raise LookupError(f"no Step execution with store ID {row.id} is stored")
         self._changed.add(row.flow_id)
-        self._executions_seen[row.id] = values
+        self._executions_seen[row.id] = (fields_now, values)
         self._known.put_execution(row.flow_id, _stored_row(row.id, values))
 
     def flow_executions(

@@ -1,0 +1,99 @@
+"""How a Step execution's row is stored: an update encodes only the fields it changed.
+
+``changed_execution_values`` must store exactly what encoding the whole row
+(``stored_execution_values``) stores, and name every column whose stored value
+moved, whichever fields changed, including a status that makes the row history
+(its longest fields are then stored packed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dex_agents.adapters.local.sqlite_schema import (
+    EXECUTION_DATA,
+    changed_execution_values,
+    execution_fields,
+    stored_execution_values,
+)
+from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus
+from tests.adapters.flow_store_rows import execution
+
+_TIMES = st.one_of(
+    st.none(),
+    st.datetimes(
+        min_value=datetime(2026, 1, 1),
+        max_value=datetime(2026, 12, 31),
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=2))]),
+    ),
+)
+_TEXTS = st.one_of(st.none(), st.sampled_from(["{}", '{"durability":"sync"}', "x" * 300]))
+_CHANGES: dict[str, st.SearchStrategy[Any]] = {
+    "status": st.sampled_from(list(ExecutionStatus)),
+    "options": _TEXTS,
+    "wait": _TEXTS,
+    "wait_result": _TEXTS,
+    "attempt": st.integers(1, 5),
+    "attempt_started": st.booleans(),
+    "cancel_requested": st.booleans(),
+    "lease_owner": st.one_of(st.none(), st.sampled_from(["w1", "w2"])),
+    "first_attempt_at": _TIMES,
+    "lease_expires_at": _TIMES,
+    "heartbeat_at": _TIMES,
+    "finished_at": _TIMES,
+    "final_event": st.one_of(st.none(), st.just("completed")),
+}
+_ROWS = st.fixed_dictionaries({}, optional=_CHANGES).map(lambda changes: execution(**changes))
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=_ROWS, after=st.fixed_dictionaries({}, optional=_CHANGES))
+def test_an_update_stores_what_the_whole_row_would(
+    before: ExecutionRow, after: dict[str, Any]
+) -> None:
+    fields_before = execution_fields(before)
+    stored_before = stored_execution_values(fields_before)
+    fields_now = execution_fields(replace(before, **after))
+    stored, changed = changed_execution_values(fields_now, fields_before, stored_before)
+    assert stored == stored_execution_values(fields_now)
+    assert changed == [
+        position
+        for position, (new, old) in enumerate(zip(stored, stored_before, strict=True))
+        if new != old
+    ]
+
+
+def test_a_finished_status_packs_the_unchanged_long_fields() -> None:
+    before = execution(options="x" * 300, status=ExecutionStatus.RUNNING)
+    fields_before = execution_fields(before)
+    finished = replace(before, status=ExecutionStatus.COMPLETED)
+    stored, changed = changed_execution_values(
+        execution_fields(finished), fields_before, stored_execution_values(fields_before)
+    )
+    options = EXECUTION_DATA.index("options")
+    assert isinstance(stored[options], bytes)
+    assert changed == sorted([EXECUTION_DATA.index("status"), options])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("heartbeat_at", datetime(2026, 1, 1), "timezone-aware"),
+        ("status", "resting", "resting"),
+    ],
+)
+def test_a_changed_field_is_checked_as_a_whole_row_is(field: str, value: Any, error: str) -> None:
+    before = execution()
+    fields_before = execution_fields(before)
+    with pytest.raises(ValueError, match=error):
+        changed_execution_values(
+            execution_fields(replace(before, **{field: value})),
+            fields_before,
+            stored_execution_values(fields_before),
+        )
