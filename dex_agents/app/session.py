@@ -18,6 +18,7 @@ import attrs
 
 from dex_agents.app.message_store import store_messages
 from dex_agents.app.options import AgentSessionOptions
+from dex_agents.app.runner_capabilities import RunnerCapabilities
 from dex_agents.app.session_events import commit_event
 from dex_agents.app.tracing import TracerSlot, start_activation
 from dex_agents.domain.events import (
@@ -64,6 +65,11 @@ class SessionRuntime:
     stream: StreamDef[AgentEvent]
     flow_type: str
     tracing: TracerSlot = field(default_factory=TracerSlot)
+    capabilities: RunnerCapabilities = field(init=False)
+    """The optional ports ``runner`` implements, checked once (``RunnerCapabilities``)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capabilities", RunnerCapabilities.of(self.runner))
 
 
 class SessionStateError(RuntimeError):

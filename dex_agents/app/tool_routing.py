@@ -67,7 +67,6 @@ from dex_agents.ports.engine import (
     StepMovement,
     StepOptions,
 )
-from dex_agents.ports.runner import ToolCallStepOptionsProvider
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
     AGENT_TOOL_CALLS,
@@ -91,8 +90,9 @@ def tool_step_movement(runtime: SessionRuntime, record: AgentToolCall) -> StepMo
     """The movement to a call's tool Step, with its own options and its record's load."""
     rules = tool_effect_rules(record.effect)
     provided = None
-    if isinstance(runtime.runner, ToolCallStepOptionsProvider):
-        provided = runtime.runner.tool_call_step_options(record)
+    options_provider = runtime.capabilities.tool_call_step_options
+    if options_provider is not None:
+        provided = options_provider.tool_call_step_options(record)
     timeout = (
         DEFAULT_TOOL_STEP_TIMEOUT
         if provided is None or provided.timeout is None

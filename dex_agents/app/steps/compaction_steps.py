@@ -79,7 +79,7 @@ def _check_cutoff(cutoff: object, agent_state: AgentState) -> int | None:
 
 
 def _warn_deleted_messages_without_summary(context: StepContext, runtime: SessionRuntime) -> None:
-    if isinstance(runtime.runner, ContextCompactionRunner):
+    if runtime.capabilities.context_compaction is not None:
         return
     deleted_before = deleted_before_sequence(context.state.get(AGENT_MESSAGE_INDEX))
     if deleted_before is not None:

@@ -58,7 +58,7 @@ from dex_agents.ports.engine import (
 )
 from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.persistence import StateReader
-from dex_agents.ports.runner import AgentTurnContext, UnfinishedTurnMessageBuilder
+from dex_agents.ports.runner import AgentTurnContext
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
     AGENT_STATE,
@@ -241,7 +241,7 @@ class RunModel(Step[None]):
             state.set(AGENT_STATE, agent_state)
             return go_to_run_model(state, runtime)
         assert isinstance(outcome, ToolCallsRequested)
-        if outcome.new_messages and not isinstance(runtime.runner, UnfinishedTurnMessageBuilder):
+        if outcome.new_messages and runtime.capabilities.unfinished_turn_messages is None:
             end_turn(context, runtime, agent_state, error=NEW_MESSAGES_WITHOUT_BUILDER_ERROR)
             return go_to(start.AwaitUserMessage)
         state.set(FRAMEWORK_RUN_STATE, outcome.framework_run_state)

@@ -122,7 +122,7 @@ class _ToolStep(Step[str]):
             heartbeat_checkpoint=context.last_heartbeat_value,
             input_answers=record.input_answers,
             context=context,
-            supports_tool_tasks=isinstance(runtime.runner, ToolTaskPoller),
+            supports_tool_tasks=runtime.capabilities.tool_task_poller is not None,
         )
         try:
             async with background_heartbeat(context):
