@@ -166,6 +166,18 @@ def _any_oversized(
     )
 
 
+def _nothing_moves(
+    index: AgentMessageIndex | None, new_messages: Sequence[AgentMessage]
+) -> StoreMessagesPlan:
+    return StoreMessagesPlan(
+        window_messages=tuple(new_messages),
+        chunks=(),
+        deleted_window_keys=(),
+        index=index,
+        index_changed=False,
+    )
+
+
 def plan_store_messages(
     *,
     index: AgentMessageIndex | None,
@@ -192,13 +204,7 @@ def plan_store_messages(
     ):
         # The window keeps every message and no new one must go to a chunk of its own, so
         # nothing moves: most commits store messages this way, and need not size the window.
-        return StoreMessagesPlan(
-            window_messages=tuple(new_messages),
-            chunks=(),
-            deleted_window_keys=(),
-            index=index,
-            index_changed=False,
-        )
+        return _nothing_moves(index, new_messages)
     messages = (*window, *new_messages)
     sizes = [_checked_size(message, message_size) for message in messages]
 
@@ -215,13 +221,7 @@ def plan_store_messages(
     written = groups[: min(needed, allowed)]
 
     if not written:
-        return StoreMessagesPlan(
-            window_messages=tuple(new_messages),
-            chunks=(),
-            deleted_window_keys=(),
-            index=index,
-            index_changed=False,
-        )
+        return _nothing_moves(index, new_messages)
     moved_through = written[-1][1]
     chunks = tuple(
         AgentMessageChunk(

@@ -15,16 +15,14 @@ import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_store import StoreTransaction
-from tests.adapters.flow_store_rows import add_flows, at, flow
-from tests.adapters.traced_sql import traced_statements
+from tests.adapters.flow_store_rows import at
+from tests.adapters.traced_sql import sqlite_store_with_a_flow, traced_statements
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqliteFlowStore]:
-    store = SqliteFlowStore(tmp_path / "flows.sqlite3")
-    add_flows(store, flow("f1"))
-    yield store
-    store.close()
+    with sqlite_store_with_a_flow(tmp_path) as store:
+        yield store
 
 
 def _writes(statements: list[str], table: str) -> int:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from tests.adapters.flow_store_rows import add_flows, flow
 
 
 @contextlib.contextmanager
@@ -19,3 +21,14 @@ def traced_statements(store: SqliteFlowStore) -> Iterator[list[str]]:
         yield statements
     finally:
         connection.set_trace_callback(None)
+
+
+@contextlib.contextmanager
+def sqlite_store_with_a_flow(folder: Path) -> Iterator[SqliteFlowStore]:
+    """A ``SqliteFlowStore`` in ``folder`` holding one running Flow run, ``f1``."""
+    store = SqliteFlowStore(folder / "flows.sqlite3")
+    add_flows(store, flow("f1"))
+    try:
+        yield store
+    finally:
+        store.close()
