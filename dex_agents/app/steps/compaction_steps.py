@@ -50,8 +50,8 @@ logger = logging.getLogger("dex_agents.session")
 
 
 def _compaction_runner(runtime: SessionRuntime) -> ContextCompactionRunner:
-    runner = runtime.runner
-    if not isinstance(runner, ContextCompactionRunner):
+    runner = runtime.capabilities.context_compaction
+    if runner is None:
         # AgentSessionFlow refuses this combination; only a changed runtime gets here.
         raise SessionStateError(
             "a compaction policy needs a runner that implements ContextCompactionRunner"

@@ -60,7 +60,7 @@ from dex_agents.ports.engine import (
     go_to_many,
     timer,
 )
-from dex_agents.ports.runner import DeferredToolExecution, ToolTaskPoller
+from dex_agents.ports.runner import DeferredToolExecution
 from dex_agents.ports.session_schema import (
     AGENT_TOOL_CALLS,
     INTERRUPT_RESOLUTIONS,
@@ -141,9 +141,7 @@ class _ToolStep(Step[str]):
                 record, status=ToolCallStatus.SUCCEEDED, output=outcome.output, images=images
             )
             tool_routing.finish_record(context, runtime, done)
-        elif isinstance(outcome, ToolTaskStarted) and not isinstance(
-            runtime.runner, ToolTaskPoller
-        ):
+        elif isinstance(outcome, ToolTaskStarted) and runtime.capabilities.tool_task_poller is None:
             tool_routing.finish_record(context, runtime, record_missing_tool_task_poller(record))
         else:
             return await self._continue_later(context, record, outcome)

@@ -69,7 +69,7 @@ from dex_agents.ports.engine import (
     timer,
 )
 from dex_agents.ports.persistence import StateReader
-from dex_agents.ports.runner import ToolTaskPoll, ToolTaskPoller
+from dex_agents.ports.runner import ToolTaskPoll
 from dex_agents.ports.session_schema import AGENT_STATE, AGENT_TOOL_CALLS, TOOL_CALL_CANCELLATIONS
 
 POLL_TOOL_TASK_ATTEMPTS = 3
@@ -93,7 +93,7 @@ def continue_after(
         asking = ask_tool_question(record, outcome)
         context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, asking)
         return go_to_many(questions.question_movement(asking))
-    if not isinstance(runtime.runner, ToolTaskPoller):
+    if runtime.capabilities.tool_task_poller is None:
         tool_routing.finish_record(context, runtime, record_missing_tool_task_poller(record))
         return dead_end()
     waiting = start_tool_task(record, outcome)
@@ -199,8 +199,8 @@ class PollToolTask(Step[str]):
         ):
             # A started task is never cancelled by a steer: it runs to its result.
             return go_to_many(poll_movement(runtime, record))
-        runner = runtime.runner
-        if not isinstance(runner, ToolTaskPoller):
+        runner = runtime.capabilities.tool_task_poller
+        if runner is None:
             tool_routing.finish_record(context, runtime, record_missing_tool_task_poller(record))
             return dead_end()
         traced.begin(record)

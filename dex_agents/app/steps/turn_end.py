@@ -42,7 +42,6 @@ from dex_agents.ports.engine import (
     WaitContext,
     go_to,
 )
-from dex_agents.ports.runner import UnfinishedTurnMessageBuilder
 from dex_agents.ports.session_schema import (
     AGENT_STATE,
     AGENT_TOOL_CALLS,
@@ -166,8 +165,8 @@ def unfinished_turn_messages(
     anything but valid ``FrameworkMessage`` values (a warning is logged), so the
     caller stores only its note.
     """
-    runner = runtime.runner
-    if not isinstance(runner, UnfinishedTurnMessageBuilder):
+    runner = runtime.capabilities.unfinished_turn_messages
+    if runner is None:
         return None
     writer = SessionEventWriter(context, runtime.stream, agent_state.active_turn_id)
     try:
