@@ -170,7 +170,6 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             return BatchOutcome(error=error)
         finally:
             self._depth -= 1
-        self._stream.save_sizes()
         self._execute(f"RELEASE {name}")
         return BatchOutcome(value=value)
 
