@@ -142,3 +142,20 @@ def test_events_a_savepoint_undid_do_not_count(store: SqliteFlowStore) -> None:
     # The size the store then keeps in memory agrees with the file: trimming to 6 frees nothing.
     assert store.run(lambda tx: tx.trim_events("T", 6)) == 0
     assert store.run(lambda tx: tx.trim_events("T", 5)) == 1
+
+
+def test_events_of_a_released_savepoint_count_only_if_the_one_around_it_commits(
+    store: SqliteFlowStore,
+) -> None:
+    def inner(tx: StoreTransaction, text: str) -> None:
+        tx.append_event("T", "f1", text, "s", at(1))
+
+    def undone(tx: StoreTransaction) -> None:
+        assert tx.run_undoable(lambda: inner(tx, '"inner"')).error is None
+        raise ValueError("undo the savepoint around it")
+
+    def kept(tx: StoreTransaction) -> None:
+        assert tx.run_undoable(lambda: inner(tx, '"kept"')).error is None
+
+    store.run_batch([undone, kept])
+    assert _stream_bytes(store) == 6
