@@ -7,13 +7,17 @@ without an fsync but keeps everything else; ``get_singletons`` and
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dex_agents.adapters.local.store_errors import StoreError
 from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction
 from tests.adapters.flow_store_rows import add_flows, at, flow
+from tests.adapters.traced_sql import sqlite_store_with_a_flow, traced_statements
 
 
 def _put(name: str, value: str) -> Callable[[StoreTransaction], str]:
@@ -51,6 +55,59 @@ def test_a_batch_undoes_only_the_work_that_raised(store: FlowStore) -> None:
         )
 
     assert store.read(read) == ("1", None, "3", [])
+
+
+@pytest.mark.parametrize("tries", [False, True], ids=["run_batch", "try_run_batch"])
+def test_a_batch_of_one_work_that_raises_gets_its_error_and_writes_nothing(
+    store: FlowStore, tries: bool
+) -> None:
+    add_flows(store, flow("f1"))
+    run_batch = getattr(store, "try_run_batch" if tries else "run_batch")
+    (outcome,) = run_batch([_failing])
+    assert outcome.value is None
+    assert isinstance(outcome.error, ValueError)
+    assert str(outcome.error) == "this work fails alone"
+    (after,) = run_batch([_put("a", "1")])
+    assert after.value == "1"
+
+    def read(tx: StoreTransaction) -> tuple[object, ...]:
+        return (
+            tx.get_value("f1", "a", ""),
+            tx.get_value("f1", "b", ""),
+            tx.pending_messages("f1", "inbox", ""),
+        )
+
+    assert store.read(read) == ("1", None, [])
+
+
+def test_only_a_batch_of_more_than_one_work_uses_savepoints(tmp_path: Path) -> None:
+    with sqlite_store_with_a_flow(tmp_path) as store:
+        with traced_statements(store) as alone:
+            store.try_run_batch([_put("a", "1")])
+        with traced_statements(store) as failed:
+            store.try_run_batch([_failing])
+        with traced_statements(store) as two:
+            store.try_run_batch([_put("a", "2"), _put("c", "3")])
+    assert not [statement for statement in alone if "SAVEPOINT" in statement]
+    assert alone[-1] == "COMMIT"
+    # A lone work's failure is its transaction's: rolled back, not committed empty.
+    assert "ROLLBACK" in failed
+    assert "COMMIT" not in failed
+    assert [statement for statement in two if statement.startswith("SAVEPOINT")] == [
+        "SAVEPOINT work_0",
+        "SAVEPOINT work_0",
+    ]
+
+
+def test_a_failure_of_sqlite_in_a_lone_work_is_the_stores_error(tmp_path: Path) -> None:
+    def broken(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "b", "", "never")
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with sqlite_store_with_a_flow(tmp_path) as store:
+        with pytest.raises(StoreError, match="disk I/O error"):
+            store.run_batch([broken])
+        assert store.read(lambda tx: tx.get_value("f1", "b", "")) is None
 
 
 def test_a_later_work_of_a_batch_sees_the_earlier_ones(store: FlowStore) -> None:
