@@ -124,3 +124,51 @@ def test_a_decoded_time_keeps_its_zone() -> None:
     started = datetime(2026, 12, 1, 16, 0, tzinfo=UTC)
     text = to_json(AgentState(status=AgentStatus.RUNNING_MODEL, turn_started_at=started))
     assert values.decode(text, AgentState).turn_started_at == started
+
+
+def _states(first: int, count: int) -> list[str]:
+    return [
+        to_json(AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=n))
+        for n in range(first, first + count)
+    ]
+
+
+def test_a_sequence_read_again_gives_the_same_values_in_a_list_of_its_own() -> None:
+    values = DecodedValues()
+    texts = _states(0, 3)
+    first = values.decode_all(texts, AgentState)
+    again = values.decode_all(list(texts), AgentState)
+    assert again == first
+    assert again is not first
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    again.clear()  # a caller's list is its own
+    assert values.decode_all(texts, AgentState) == first
+    changed = [*texts[:2], *_states(99, 1)]
+    decoded = values.decode_all(changed, AgentState)
+    assert [state.turn_count for state in decoded] == [0, 1, 99]
+    assert decoded[0] is first[0]
+
+
+def test_a_mutable_type_is_decoded_afresh_in_a_sequence_too() -> None:
+    values = DecodedValues()
+    texts = [to_json(TurnSessionSettings(turn_id="turn-1", settings={"model": "a"}))]
+    first = values.decode_all(texts, TurnSessionSettings)
+    again = values.decode_all(texts, TurnSessionSettings)
+    assert first == again
+    assert first[0] is not again[0]
+    assert values.sequences_kept == 0
+
+
+def test_the_kept_sequences_are_bounded_in_count_and_in_bytes() -> None:
+    by_count = DecodedValues(max_sequences=2)
+    for first in range(5):
+        by_count.decode_all(_states(first, 2), AgentState)
+    assert by_count.sequences_kept == 2
+    size = len(_states(0, 1)[0])
+    # A quarter of the cache's bytes: two texts' worth here.
+    by_bytes = DecodedValues(max_bytes=4 * 2 * size)
+    by_bytes.decode_all(_states(0, 3), AgentState)
+    assert by_bytes.sequences_kept == 0
+    for first in range(3):
+        by_bytes.decode_all(_states(first, 1), AgentState)
+    assert by_bytes.sequences_kept == 2

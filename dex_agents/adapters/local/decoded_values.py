@@ -55,6 +55,9 @@ CACHED_TYPES: frozenset[Any] = frozenset(
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 """How much JSON text the cache holds the decoded values of, at most."""
 
+DEFAULT_SEQUENCES_KEPT = 256
+"""How many sequences of texts read together (``decode_all``) are kept whole, at most."""
+
 
 class DecodedValues:
     """A least-recently-used map from (type, JSON text) to the decoded value, bounded in bytes.
@@ -62,11 +65,21 @@ class DecodedValues:
     Thread-safe: Steps read on the event loop, RPCs on it or on the store thread.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(
+        self, max_bytes: int = DEFAULT_CACHE_BYTES, max_sequences: int = DEFAULT_SEQUENCES_KEPT
+    ) -> None:
         self._max_bytes = max_bytes
         self._bytes = 0
         self._values: OrderedDict[tuple[Any, str], Any] = OrderedDict()
+        self._max_sequences = max_sequences
+        self._sequence_bytes = 0
+        self._sequences: OrderedDict[tuple[Any, tuple[str, ...]], tuple[Any, ...]] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def sequences_kept(self) -> int:
+        """How many sequences ``decode_all`` keeps whole now."""
+        return len(self._sequences)
 
     def decode(self, text: str, cls: type[T]) -> T:
         """``from_json(text, cls)``, shared with earlier decodes of the same text."""
@@ -90,20 +103,48 @@ class DecodedValues:
         return value
 
     def decode_all(self, texts: Sequence[str], cls: type[T]) -> list[T]:
-        """``decode`` of each of ``texts``, in order, looked up under one hold of the lock."""
+        """``decode`` of each of ``texts``, in order, looked up under one hold of the lock.
+
+        The same sequence again is one lookup: a session's message window is read
+        whole by several Steps and RPCs between two commits that change it, and a
+        lookup per message was most of what such a read cost.
+        """
         if cls not in CACHED_TYPES:
             return [from_stored(text, cls) for text in texts]
+        whole = (cls, tuple(texts))
         found: list[T | None] = []
         with self._lock:
+            kept = self._sequences.get(whole)
+            if kept is not None:
+                self._sequences.move_to_end(whole)
+                return list(kept)
             for text in texts:
                 value = self._values.get((cls, text))
                 if value is not None:
                     self._values.move_to_end((cls, text))
                 found.append(value)
-        return [
+        values = [
             self.decode(text, cls) if value is None else value
             for text, value in zip(texts, found, strict=True)
         ]
+        self._keep_sequence(whole, values)
+        return values
+
+    def _keep_sequence(self, whole: tuple[Any, tuple[str, ...]], values: list[Any]) -> None:
+        # The kept texts stay alive with their sequence, so the sequences are bounded in
+        # bytes too: a quarter of the cache's.
+        size = sum(map(len, whole[1]))
+        limit = self._max_bytes // 4
+        if size > limit:
+            return
+        with self._lock:
+            if whole in self._sequences:
+                return
+            self._sequences[whole] = tuple(values)
+            self._sequence_bytes += size
+            while len(self._sequences) > self._max_sequences or self._sequence_bytes > limit:
+                (_, evicted), _ = self._sequences.popitem(last=False)
+                self._sequence_bytes -= sum(map(len, evicted))
 
 
 def from_stored(text: str, cls: type[T], store: object = None) -> T:
