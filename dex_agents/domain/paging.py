@@ -9,6 +9,7 @@ messages end in ``deleted_before_sequence``.
 from __future__ import annotations
 
 import itertools
+import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 
@@ -81,15 +82,21 @@ def stored_messages(
             _check_next(expected, part[0].sequence)
             expected = part[-1].sequence + 1
             parts.append(part)
-    later = sorted(
-        (m for m in window if m.sequence >= window_first and m.sequence > floor),
-        key=lambda message: message.sequence,
-    )
-    for message in later:
-        _check_next(expected, message.sequence)
-        expected += 1
+    lowest = max(window_first, floor + 1)
+    later = [message for message in window if message.sequence >= lowest]
+    # The window comes in key order, which is sequence order: one comparison of the
+    # sequences with the run they must be tells it, and only a window that is not
+    # (sorted or not consecutive) costs a sort and a check per message.
+    if [message.sequence for message in later] != list(range(expected, expected + len(later))):
+        later.sort(key=_sequence)
+        for message in later:
+            _check_next(expected, message.sequence)
+            expected += 1
     parts.append(later)
     return tuple(itertools.chain.from_iterable(parts))
+
+
+_sequence = operator.attrgetter("sequence")
 
 
 def _check_next(expected: int, found: int) -> None:

@@ -73,6 +73,27 @@ def test_a_0_1_0_session_is_all_window() -> None:
     assert _sequences(stored_messages(None, [], window)) == [1, 2, 3]
 
 
+@pytest.mark.parametrize(
+    ("order", "error"),
+    [
+        ((1, 2, 3), None),
+        ((2, 3, 1), None),
+        ((1, 2, 2, 3), "expected sequence 3, found 2"),
+        ((3, 1), "expected sequence 2, found 3"),
+        ((2, 3), "expected sequence 1, found 2"),
+    ],
+)
+def test_a_window_in_any_order_is_sorted_and_checked(
+    order: tuple[int, ...], error: str | None
+) -> None:
+    window = [_message(sequence) for sequence in order]
+    if error is None:
+        assert _sequences(stored_messages(None, [], window)) == sorted(order)
+    else:
+        with pytest.raises(ValueError, match=error):
+            stored_messages(None, [], window)
+
+
 def test_window_messages_before_the_window_start_are_ignored() -> None:
     index = AgentMessageIndex(chunks=(_info(1, 2),), window_first_sequence=3)
     stored = stored_messages(index, [_chunk(1, 2)], [_message(2), _message(3)])
