@@ -118,14 +118,17 @@ def test_a_value_written_again_keeps_its_row(tmp_path: Path) -> None:
             f"SELECT {EXECUTION_SELECT} FROM step_executions e {CLAIMABLE_WHERE}",
             "claimable_executions",
         ),
-        (f"SELECT {EXECUTION_SELECT} FROM step_executions e {DUE_TIMERS_WHERE}", "waiting_timers"),
+        (f"SELECT {EXECUTION_SELECT} FROM step_executions e {DUE_TIMERS_WHERE}", "timed_waits"),
         (
             f"SELECT {EXECUTION_SELECT} FROM step_executions e {EXPIRED_LEASES_WHERE}",
-            "running_leases",
+            "running_executions",
         ),
-        (f"SELECT {EXECUTION_SELECT} FROM step_executions e {LEASED_WHERE}", "running_by_owner"),
+        (
+            f"SELECT {EXECUTION_SELECT} FROM step_executions e {LEASED_WHERE}",
+            "running_executions",
+        ),
         (NEXT_TIMER_SELECT, "claimable_executions"),
-        (NEXT_TIMER_SELECT, "waiting_timers"),
+        (NEXT_TIMER_SELECT, "timed_waits"),
         (ATTRIBUTE_KEYS_SELECT, "COVERING INDEX sqlite_autoindex_attribute_values_1"),
     ],
     ids=[
@@ -155,13 +158,26 @@ def test_a_file_with_the_retired_indexes_gets_the_new_ones_when_it_opens(tmp_pat
     SqliteFlowStore(path).close()
     connection = sqlite3.connect(path)
     with connection:
-        for name in ("claimable_executions", "waiting_timers", "running_leases"):
+        for name in ("claimable_executions", "timed_waits", "running_executions"):
             connection.execute(f"DROP INDEX {name}")
         connection.execute(
             "CREATE INDEX executions_claimable ON step_executions (status, not_before)"
         )
+        # As files made before 2026-12-03 hold them.
+        connection.execute(
+            "CREATE INDEX waiting_timers ON step_executions (status, timer_at)"
+            " WHERE status = 'waiting'"
+        )
+        connection.execute(
+            "CREATE INDEX running_leases ON step_executions (status, lease_expires_at)"
+            " WHERE status = 'running'"
+        )
+        connection.execute(
+            "CREATE INDEX running_by_owner ON step_executions (lease_owner)"
+            " WHERE status = 'running'"
+        )
     connection.close()
     SqliteFlowStore(path).close()
     names = {row[0] for row in _raw(path, "SELECT name FROM sqlite_master")}
-    assert {"claimable_executions", "waiting_timers", "running_leases"} <= names
+    assert {"claimable_executions", "timed_waits", "running_executions"} <= names
     assert not names & set(RETIRED_INDEXES)

@@ -109,12 +109,16 @@ INDEXES = (
     # the table in ID order instead.
     """CREATE INDEX IF NOT EXISTS claimable_executions
         ON step_executions (status, not_before) WHERE status IN ('pending_wait', 'ready')""",
-    """CREATE INDEX IF NOT EXISTS waiting_timers
-        ON step_executions (status, timer_at) WHERE status = 'waiting'""",
-    """CREATE INDEX IF NOT EXISTS running_leases
-        ON step_executions (status, lease_expires_at) WHERE status = 'running'""",
-    """CREATE INDEX IF NOT EXISTS running_by_owner
-        ON step_executions (lease_owner) WHERE status = 'running'""",
+    # Only executions waiting with a timer: most waits (a user's message, a tool's
+    # result) have none, and a row that enters or leaves an index dirties one of its pages
+    # in the commit, which is a page more in the WAL.
+    """CREATE INDEX IF NOT EXISTS timed_waits
+        ON step_executions (status, timer_at) WHERE status = 'waiting' AND timer_at IS NOT NULL""",
+    # One index for both lookups of running executions: by owner, and the expired among
+    # them. A few rows at most run at once, so the expired ones are found by reading them
+    # all, and each lease that starts or ends changes one index instead of two.
+    """CREATE INDEX IF NOT EXISTS running_executions
+        ON step_executions (status, lease_owner) WHERE status = 'running'""",
 )
 """Indexes created on every open, so a file made before they existed gets them too."""
 
@@ -124,6 +128,9 @@ RETIRED_INDEXES = (
     "executions_timers",
     "executions_leases",
     "executions_by_owner",
+    "waiting_timers",
+    "running_leases",
+    "running_by_owner",
 )
 """Indexes that an index of ``INDEXES`` replaces; dropped when a file opens."""
 
@@ -163,20 +170,21 @@ CLAIMABLE_WHERE = f"""JOIN flows f ON f.flow_id = e.flow_id
 """Which executions a worker may claim (``step_executions e``): on ``claimable_executions``."""
 
 DUE_TIMERS_WHERE = "WHERE e.status = 'waiting' AND e.timer_at <= ? ORDER BY e.id"
-"""Waiting executions whose timer is due: on ``waiting_timers``."""
+"""Waiting executions whose timer is due: on ``timed_waits``."""
 
 EXPIRED_LEASES_WHERE = "WHERE e.status = 'running' AND e.lease_expires_at < ? ORDER BY e.id"
-"""Running executions whose lease expired: on ``running_leases``."""
+"""Running executions whose lease expired: on ``running_executions``."""
 
 NEXT_TIMER_SELECT = f"""SELECT MIN(t) FROM (
-    SELECT MIN(timer_at) AS t FROM step_executions WHERE status = 'waiting'
+    SELECT MIN(timer_at) AS t FROM step_executions
+    WHERE status = 'waiting' AND timer_at IS NOT NULL
     UNION ALL
     SELECT MIN(e.not_before) FROM step_executions e JOIN flows f ON f.flow_id = e.flow_id
     WHERE e.status IN {CLAIMABLE} AND f.status = 'running')"""
 """When a worker next has something to do: a timer's time, or a claimable execution's."""
 
 LEASED_WHERE = "WHERE e.lease_owner = ? AND e.status = 'running' ORDER BY e.id"
-"""Running executions of one lease owner: on ``running_by_owner``."""
+"""Running executions of one lease owner: on ``running_executions``."""
 
 
 def encode_time(value: datetime) -> str:
