@@ -129,9 +129,10 @@ def test_a_sqlite_try_while_another_connection_writes_runs_nothing(tmp_path: Pat
             # A WAL read waits for no writer.
             assert store.try_read(lambda tx: tx.get_value("f1", "a", "")) is None
         assert ran == []
-        # The try left the connection's patience as it was.
-        assert store._connection is not None
-        timeout = store._connection.execute("PRAGMA busy_timeout").fetchone()[0]
+        # A read after the try still waits with the store's patience.
+        connection = store._connection
+        assert connection is not None
+        timeout = store.read(lambda _: connection.execute("PRAGMA busy_timeout").fetchone()[0])
         assert timeout == round(store.busy_timeout.total_seconds() * 1000)
         store.try_run_batch([_writes("a", ran)])
         assert len(ran) == 1

@@ -107,13 +107,27 @@ def test_a_writer_still_gives_up_at_its_busy_timeout(tmp_path: Path, patience: t
         holder.close()
 
 
-def test_every_other_statement_keeps_the_stores_busy_timeout(tmp_path: Path) -> None:
+def test_a_read_waits_with_the_stores_busy_timeout_and_a_begun_write_with_none(
+    tmp_path: Path,
+) -> None:
     store = SqliteFlowStore(tmp_path / "flows.sqlite3", busy_timeout=timedelta(seconds=7))
     add_flows(store, flow("f1"))
     connection = store._connection  # the store's own: busy_timeout is per connection
     assert connection is not None
-    assert connection.execute("PRAGMA busy_timeout").fetchone() == (7000,)
-    store.close()
+
+    def busy_timeout(_: object) -> int:
+        return int(connection.execute("PRAGMA busy_timeout").fetchone()[0])
+
+    try:
+        for _ in range(2):  # and again after the other kind
+            assert store.run(busy_timeout) == 0
+            assert store.run(busy_timeout) == 0
+            assert store.read(busy_timeout) == 7000
+            assert store.read(busy_timeout) == 7000
+        assert store.try_run_batch([busy_timeout])[0].value == 0
+        assert store.try_read(busy_timeout) == 7000
+    finally:
+        store.close()
 
 
 def test_the_turnstile_file_sits_beside_the_database(tmp_path: Path) -> None:

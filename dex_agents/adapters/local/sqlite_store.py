@@ -126,6 +126,11 @@ class SqliteFlowStore:
         self._known = KnownRows()
         self._own_events = OwnEvents()
         self._turnstile: WriterTurnstile | None = None
+        # The connection's busy timeout as last set: a read waits up to the store's, and a
+        # write's BEGIN is retried by the turnstile with none. Once begun, a write
+        # transaction holds every lock it needs (WAL's automatic checkpoint never waits),
+        # so writes in a row set it once, not twice each.
+        self._busy_ms: int | None = None
         try:
             self._connection = self._connect()
             mode = self._connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -368,6 +373,7 @@ class SqliteFlowStore:
             self._in_run = True
             try:
                 if read_only:
+                    self._set_busy_timeout(connection, self._patience_ms())
                     return self._transact(connection, known_work, "BEGIN DEFERRED")
                 if not durable:
                     connection.execute("PRAGMA synchronous = NORMAL")
@@ -406,13 +412,23 @@ class SqliteFlowStore:
         number (``flows_with_new_events``) of that commit; ``None`` when it does not know."""
         return self._own_events.newest(flow_id)
 
+    def _patience_ms(self) -> int:
+        return round(self.busy_timeout.total_seconds() * 1000)
+
+    def _set_busy_timeout(self, connection: sqlite3.Connection, milliseconds: int) -> None:
+        if self._busy_ms != milliseconds:
+            connection.execute(f"PRAGMA busy_timeout = {milliseconds}")
+            self._busy_ms = milliseconds
+
     def _begin_write(self, connection: sqlite3.Connection) -> None:
         assert self._turnstile is not None  # set once the file opened, before any work runs
+        self._set_busy_timeout(connection, 0)
         self._turnstile.begin(connection, self.busy_timeout.total_seconds())
 
     def _begin_write_now(self, connection: sqlite3.Connection) -> None:
         assert self._turnstile is not None
-        if not self._turnstile.try_begin(connection, self.busy_timeout.total_seconds()):
+        self._set_busy_timeout(connection, 0)
+        if not self._turnstile.try_begin(connection):
             raise StoreWouldWaitError(f"another connection is writing to {self.path}")
 
     def change_counter(self) -> int:

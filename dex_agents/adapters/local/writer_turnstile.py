@@ -64,6 +64,8 @@ class WriterTurnstile:
     def begin(self, connection: sqlite3.Connection, patience: float) -> None:
         """``BEGIN IMMEDIATE`` on ``connection`` in turn, trying for up to ``patience`` seconds.
 
+        ``connection``'s busy timeout must be zero: the BEGIN is retried here.
+
         The write lock is tried every millisecond or sooner, not on SQLite's own
         schedule, whose pauses grow to 100 ms: a writer whose turn has come
         begins within a millisecond of the transaction before it. Raises
@@ -77,7 +79,7 @@ class WriterTurnstile:
         with self._waiting_as_client(deadline):
             while True:
                 _retried(lambda: not step_back(), deadline)
-                if self._begin_in_turn(connection, patience, deadline, step_back):
+                if self._begin_in_turn(connection, deadline, step_back):
                     return
 
     def _step_back(self) -> Callable[[], bool]:
@@ -119,11 +121,7 @@ class WriterTurnstile:
             fcntl.flock(clients, fcntl.LOCK_UN)
 
     def _begin_in_turn(
-        self,
-        connection: sqlite3.Connection,
-        patience: float,
-        deadline: float,
-        step_back: Callable[[], bool],
+        self, connection: sqlite3.Connection, deadline: float, step_back: Callable[[], bool]
     ) -> bool:
         """Pass the turnstile and begin; ``False`` with nothing begun when ``step_back``
         said so while waiting for the write lock, so the caller can let a client go first."""
@@ -140,30 +138,24 @@ class WriterTurnstile:
             return stepped_back
 
         try:
-            # The busy timeout is the connection's own patience for every other statement;
-            # only this BEGIN is retried here, so it is off while that runs.
-            connection.execute("PRAGMA busy_timeout = 0")
-            try:
-                if not _retried(attempt, deadline):
-                    connection.execute("BEGIN IMMEDIATE")  # raises the busy error
-            finally:
-                connection.execute(f"PRAGMA busy_timeout = {round(patience * 1000)}")
+            if not _retried(attempt, deadline):
+                connection.execute("BEGIN IMMEDIATE")  # raises the busy error
         finally:
             if fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         return not stepped_back
 
-    def try_begin(self, connection: sqlite3.Connection, busy_timeout: float) -> bool:
+    def try_begin(self, connection: sqlite3.Connection) -> bool:
         """``BEGIN IMMEDIATE`` on ``connection`` if nobody holds the turnstile or the write
         lock right now; ``False``, with nothing begun, if somebody does.
 
-        ``busy_timeout`` (seconds) is the connection's patience to restore afterwards.
+        ``connection``'s busy timeout must be zero, as for ``begin``.
         """
         if self._step_back()():
             return False
         try:
             # Once, without a pause: the deadline has passed before the first try.
-            self._begin_in_turn(connection, busy_timeout, time.monotonic(), _never)
+            self._begin_in_turn(connection, time.monotonic(), _never)
         except sqlite3.OperationalError as error:
             if not _is_busy(error):
                 raise
