@@ -4,9 +4,9 @@ Each Step's result is one fsync'd commit, and on this engine a commit is mostly
 the fsync. The works queued while the event loop runs one round of its ready
 callbacks, or while a commit runs, are taken together and run as one store
 transaction (``FlowStore.run_batch``), each in a savepoint of its own, so one
-fsync makes many durable and a work that raises undoes only itself (a lone work
-needs no savepoint: its failure rolls back its transaction). A lone
-transaction is run as it is. The outcome each caller gets is its own work's:
+fsync makes many durable and a work that raises undoes only itself. A lone work
+is a transaction of its own, with no savepoint: its failure rolls that
+transaction back. The outcome each caller gets is its own work's:
 its result or its exception, and for ``run_quietly`` whether the whole batch was
 quiet (nothing in it left work for a claim round).
 

@@ -270,18 +270,24 @@ def stored_execution_values(fields_now: Sequence[Any]) -> list[object]:
     """
     values: list[Any] = list(fields_now)
     for position in _DATA_TIMES:
-        value = values[position]
-        if value is not None:
-            name = EXECUTION_DATA[position]
-            values[position] = encode_time(utc_time(value, f"ExecutionRow.{name}"))
+        if values[position] is not None:
+            values[position] = _stored_time(position, values[position])
     status = values[_DATA_STATUS] = ExecutionStatus(values[_DATA_STATUS]).value
     for position in _DATA_FLAGS:
         values[position] = int(bool(values[position]))
-    if status in _FINISHED_STATUSES:
-        for position in _DATA_HISTORY:
-            if values[position] is not None:
-                values[position] = pack_history_field(values[position])
+    finished = status in _FINISHED_STATUSES
+    for position in _DATA_HISTORY:
+        values[position] = _stored_history(values[position], finished)
     return values
+
+
+def _stored_time(position: int, value: datetime) -> str:
+    return encode_time(utc_time(value, f"ExecutionRow.{EXECUTION_DATA[position]}"))
+
+
+def _stored_history(text: str | None, finished: bool) -> str | bytes | None:
+    # A finished execution is history: its longest fields are stored packed.
+    return pack_history_field(text) if finished and text is not None else text
 
 
 _DATA_HISTORY_SET = frozenset(_DATA_HISTORY)
@@ -306,18 +312,18 @@ def changed_execution_values(
         elif position in _DATA_FLAGS:
             new = int(bool(new))
         elif position in _DATA_TIMES and new is not None:
-            new = encode_time(utc_time(new, f"ExecutionRow.{EXECUTION_DATA[position]}"))
+            new = _stored_time(position, new)
         if new != stored[position]:
             stored[position] = new
             changed.append(position)
-    # A finished execution's longest fields are stored packed: the status decides how.
+    # The status decides how the history fields are stored: a change of it stores them anew.
     status_changed = _DATA_STATUS in changed
     finished = stored[_DATA_STATUS] in _FINISHED_STATUSES
     for position in _DATA_HISTORY:
         text, before = fields_now[position], fields_before[position]
         if not status_changed and (text is before or text == before):
             continue
-        value = pack_history_field(text) if finished and text is not None else text
+        value = _stored_history(text, finished)
         if value != stored[position]:
             stored[position] = value
             changed.append(position)
