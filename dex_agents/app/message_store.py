@@ -1,7 +1,7 @@
 """Reading and storing a session's messages: the window, the chunks and the index.
 
 The domain decides (``plan_store_messages``, ``plan_retention``,
-``stored_messages``); these functions read what the decision needs from a
+``stored_messages``, in two parts); these functions read what the decision needs from a
 transaction and stage what it says. A Step that stores messages loads the whole
 ``AgentMessages`` window; one that reads every message also loads
 ``AgentMessageChunks``.
@@ -14,9 +14,10 @@ from datetime import datetime
 
 import attrs
 
+from dex_agents.app.chunk_runs import ChunkRuns
 from dex_agents.domain.chunking import plan_store_messages
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage
-from dex_agents.domain.paging import chunks_to_load_for_model, stored_messages
+from dex_agents.domain.paging import chunked_messages, chunks_to_load_for_model, with_window
 from dex_agents.domain.retention import plan_retention
 from dex_agents.domain.state import AgentState
 from dex_agents.domain.windowing import MessageStorageOptions, message_sequence_key
@@ -68,9 +69,14 @@ def window_messages(state: StateReader) -> list[AgentMessage]:
 
 
 def all_messages(
-    state: StateReader, *, after_sequence: int | None = None
+    state: StateReader, *, after_sequence: int | None = None, keep_chunks: bool = True
 ) -> tuple[AgentMessage, ...]:
-    """Every kept message in sequence order (or those after ``after_sequence``)."""
+    """Every kept message in sequence order (or those after ``after_sequence``).
+
+    The chunks' part is kept for the next call (``CHUNK_RUNS``) unless
+    ``keep_chunks`` is false: a snapshot's floor moves every turn, so its part
+    would never be asked for again and would only push out the model calls'.
+    """
     index = state.get(AGENT_MESSAGE_INDEX)
     chunks = []
     if index is not None and index.chunks and after_sequence is None:
@@ -85,7 +91,15 @@ def all_messages(
             )
             if chunk is not None:
                 chunks.append(chunk)
-    return stored_messages(index, chunks, window_messages(state), after_sequence=after_sequence)
+    if keep_chunks:
+        run = CHUNK_RUNS.get(index, chunks, after_sequence=after_sequence)
+    else:
+        run = chunked_messages(index, chunks, after_sequence=after_sequence)
+    return with_window(index, run, window_messages(state), after_sequence=after_sequence)
+
+
+CHUNK_RUNS = ChunkRuns()
+"""This process's joined chunks, shared by every session it serves (``chunk_runs.py``)."""
 
 
 _SIZES_KEPT = 4096

@@ -57,7 +57,12 @@ class PrefixCache(Generic[T, S]):
             return None
         prefix, state = found
         walked = len(prefix)
-        if walked > len(sequence) or tuple(sequence[:walked]) != prefix:
+        if walked > len(sequence):
+            return None
+        head = sequence[:walked]
+        # The very tuple that was remembered (a tuple's whole slice is itself) needs no
+        # look at its elements: a request's items are walked twice per model call.
+        if head is not prefix and tuple(head) != prefix:
             return None
         return walked, state
 

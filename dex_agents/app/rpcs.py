@@ -193,7 +193,11 @@ def get_agent_snapshot(runtime: SessionRuntime) -> Rpc[None, AgentSnapshot]:
             AgentSnapshot(
                 state=agent_state,
                 messages=snapshot_messages(
-                    all_messages(state, after_sequence=snapshot_floor(agent_state.last_sequence))
+                    all_messages(
+                        state,
+                        after_sequence=snapshot_floor(agent_state.last_sequence),
+                        keep_chunks=False,
+                    )
                 ),
                 pending_interrupts=state.get(PENDING_INTERRUPTS) or (),
                 tool_calls=tuple(records),

@@ -13,6 +13,8 @@ import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 
+import attrs
+
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex, MessageChunkInfo
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.requests import AgentMessagesPage, ListAgentMessagesRequest
@@ -42,6 +44,81 @@ def deleted_before_sequence(index: AgentMessageIndex | None) -> int | None:
     return index.first_sequence
 
 
+@attrs.frozen
+class ChunkedMessages:
+    """The kept chunks' messages after a floor, checked consecutive (``chunked_messages``)."""
+
+    messages: tuple[AgentMessage, ...]
+    next_sequence: int
+    """The sequence the window's first message after the floor must have."""
+
+
+def chunked_messages(
+    index: AgentMessageIndex | None,
+    chunks: Iterable[AgentMessageChunk],
+    *,
+    after_sequence: int | None = None,
+) -> ChunkedMessages:
+    """The messages of the chunks ``index`` lists, in sequence order, after ``after_sequence``.
+
+    The first part of ``stored_messages``: it depends on the kept chunks alone,
+    which never change at their keys, so a caller may keep its result while the
+    index and the chunks it was given are the same objects. Raises
+    ``ValueError`` for a missing chunk or a gap.
+    """
+    floor = 0 if after_sequence is None else after_sequence
+    listed = index.chunks if index is not None else ()
+    by_first = {chunk.first_sequence: chunk for chunk in chunks}
+    window_first = index.window_first_sequence if index is not None else 1
+    first = index.first_sequence if index is not None and listed else window_first
+    expected = max(first, floor + 1)
+    # A chunk's messages are consecutive (AgentMessageChunk checks), so only where
+    # one part meets the next is checked, not every message.
+    parts: list[Sequence[AgentMessage]] = []
+    for info in listed:
+        if info.last_sequence <= floor:
+            continue
+        chunk = by_first.get(info.first_sequence)
+        if chunk is None:
+            raise ValueError(
+                f"chunk {message_sequence_key(info.first_sequence)} listed in"
+                " AgentMessageIndex was not loaded"
+            )
+        part = chunk.messages[max(0, floor + 1 - chunk.first_sequence) :]
+        if part:
+            _check_next(expected, part[0].sequence)
+            expected = part[-1].sequence + 1
+            parts.append(part)
+    return ChunkedMessages(tuple(itertools.chain.from_iterable(parts)), expected)
+
+
+def with_window(
+    index: AgentMessageIndex | None,
+    chunked: ChunkedMessages,
+    window: Iterable[AgentMessage],
+    *,
+    after_sequence: int | None = None,
+) -> tuple[AgentMessage, ...]:
+    """``chunked`` (``chunked_messages`` of the same index and floor) followed by the window.
+
+    The second part of ``stored_messages``. Raises ``ValueError`` for a gap.
+    """
+    floor = 0 if after_sequence is None else after_sequence
+    window_first = index.window_first_sequence if index is not None else 1
+    lowest = max(window_first, floor + 1)
+    expected = chunked.next_sequence
+    later = [message for message in window if message.sequence >= lowest]
+    # The window comes in key order, which is sequence order: one comparison of the
+    # sequences with the run they must be tells it, and only a window that is not
+    # (sorted or not consecutive) costs a sort and a check per message.
+    if [message.sequence for message in later] != list(range(expected, expected + len(later))):
+        later.sort(key=_sequence)
+        for message in later:
+            _check_next(expected, message.sequence)
+            expected += 1
+    return chunked.messages + tuple(later)
+
+
 def stored_messages(
     index: AgentMessageIndex | None,
     chunks: Iterable[AgentMessageChunk],
@@ -58,42 +135,8 @@ def stored_messages(
     returned, and only the chunks ``chunks_to_load_for_model`` names are needed.
     Raises ``ValueError`` for a missing chunk or a gap.
     """
-    floor = 0 if after_sequence is None else after_sequence
-    listed = index.chunks if index is not None else ()
-    by_first = {chunk.first_sequence: chunk for chunk in chunks}
-    window_first = index.window_first_sequence if index is not None else 1
-    first = index.first_sequence if index is not None and listed else window_first
-    expected = max(first, floor + 1)
-    # A chunk's messages are consecutive (AgentMessageChunk checks), so only where
-    # one part meets the next is checked: a long session's model call costs no
-    # per-message loop over its history.
-    parts: list[Sequence[AgentMessage]] = []
-    for info in listed:
-        if info.last_sequence <= floor:
-            continue
-        chunk = by_first.get(info.first_sequence)
-        if chunk is None:
-            raise ValueError(
-                f"chunk {message_sequence_key(info.first_sequence)} listed in"
-                " AgentMessageIndex was not loaded"
-            )
-        part = chunk.messages[max(0, floor + 1 - chunk.first_sequence) :]
-        if part:
-            _check_next(expected, part[0].sequence)
-            expected = part[-1].sequence + 1
-            parts.append(part)
-    lowest = max(window_first, floor + 1)
-    later = [message for message in window if message.sequence >= lowest]
-    # The window comes in key order, which is sequence order: one comparison of the
-    # sequences with the run they must be tells it, and only a window that is not
-    # (sorted or not consecutive) costs a sort and a check per message.
-    if [message.sequence for message in later] != list(range(expected, expected + len(later))):
-        later.sort(key=_sequence)
-        for message in later:
-            _check_next(expected, message.sequence)
-            expected += 1
-    parts.append(later)
-    return tuple(itertools.chain.from_iterable(parts))
+    chunked = chunked_messages(index, chunks, after_sequence=after_sequence)
+    return with_window(index, chunked, window, after_sequence=after_sequence)
 
 
 _sequence = operator.attrgetter("sequence")

@@ -189,7 +189,7 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
     items.extend(results)
     summary: list[ModelInputItem] = context_summary_items(turn)
     return Conversation(
-        summary + items,
+        summary + items if summary else items,
         results,
         trailing_output if results else [],
         has_images=had_images or _any_images(items[resumed_items:]),

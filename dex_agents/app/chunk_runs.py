@@ -1,0 +1,90 @@
+"""A process cache of each session's kept chunks joined into one run of messages.
+
+Every model call reads every stored message: the kept chunks, then the window.
+Joining the chunks (``chunked_messages``) walks each of them, and a long session
+keeps over a hundred, so its model calls, two a turn, did that walk again and
+again, and the garbage collector then traversed each new run of thousands of
+messages. A chunk never changes at its key and the ``AgentMessageIndex`` changes
+only when messages roll over into a new chunk, about every tenth turn, so the
+joined run is kept while the index and the chunks given are the same objects
+(values decoded once per process are): the check is an identity test of the
+index and a tuple comparison of the chunks, element identity first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
+from dex_agents.domain.paging import ChunkedMessages, chunked_messages
+
+DEFAULT_CHUNK_RUNS_KEPT = 256
+"""The runs one cache keeps (least recently used dropped first): about one per active session."""
+
+DEFAULT_CHUNK_RUN_MESSAGES = 20_000
+"""The messages all kept runs hold together, at most: a kept run keeps its messages
+alive, so this bounds the memory, as ``DEFAULT_PREFIX_CACHE_ELEMENTS`` does."""
+
+_Kept = tuple[AgentMessageIndex, tuple[AgentMessageChunk, ...], ChunkedMessages]
+
+
+class ChunkRuns:
+    """``chunked_messages``, kept per (index, floor) while the chunks given stay the same.
+
+    Thread-safe: Steps read on the event loop, RPCs on it or on a store thread.
+    """
+
+    def __init__(
+        self,
+        entries: int = DEFAULT_CHUNK_RUNS_KEPT,
+        messages: int = DEFAULT_CHUNK_RUN_MESSAGES,
+    ) -> None:
+        self._entries = entries
+        self._messages = messages
+        self._held = 0
+        # Keyed by the index's id; each entry holds the index, so the id is not reused.
+        self._kept: OrderedDict[tuple[int, int | None], _Kept] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(
+        self,
+        index: AgentMessageIndex | None,
+        chunks: Sequence[AgentMessageChunk],
+        *,
+        after_sequence: int | None = None,
+    ) -> ChunkedMessages:
+        """``chunked_messages(index, chunks, after_sequence=after_sequence)``, computed once."""
+        if index is None or not index.chunks:
+            return chunked_messages(index, chunks, after_sequence=after_sequence)
+        key = (id(index), after_sequence)
+        given = tuple(chunks)
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None:
+                self._kept.move_to_end(key)
+        if found is not None and found[0] is index and found[1] == given:
+            return found[2]
+        run = chunked_messages(index, given, after_sequence=after_sequence)
+        with self._lock:
+            previous = self._kept.pop(key, None)
+            if previous is not None:
+                self._held -= len(previous[2].messages)
+            if len(run.messages) > self._messages:
+                return run
+            self._kept[key] = (index, given, run)
+            self._held += len(run.messages)
+            while len(self._kept) > self._entries or self._held > self._messages:
+                _, (_, _, dropped) = self._kept.popitem(last=False)
+                self._held -= len(dropped.messages)
+        return run
+
+    def clear(self) -> None:
+        """Forget every run."""
+        with self._lock:
+            self._kept.clear()
+            self._held = 0

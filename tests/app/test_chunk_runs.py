@@ -1,0 +1,177 @@
+"""ChunkRuns: each session's kept chunks joined once while its index and chunks stay the same."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import pytest
+
+from dex_agents.app.chunk_runs import ChunkRuns
+from dex_agents.app.message_store import CHUNK_RUNS, all_messages
+from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex, MessageChunkInfo
+from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.paging import chunked_messages
+from dex_agents.domain.windowing import message_sequence_key
+from dex_agents.ports.persistence import AttributeDef, AttributeMapDef, ChannelDef, ChannelMessage
+from dex_agents.ports.session_schema import (
+    AGENT_MESSAGE_CHUNKS,
+    AGENT_MESSAGE_INDEX,
+    AGENT_MESSAGES,
+)
+
+T = TypeVar("T")
+
+
+def _message(sequence: int, text: str = "{}") -> AgentMessage:
+    return AgentMessage(
+        sequence=sequence, turn_id="turn-1", role=MessageRole.USER, framework_item=text
+    )
+
+
+def _chunk(first: int, last: int, text: str = "{}") -> AgentMessageChunk:
+    messages = tuple(_message(sequence, text) for sequence in range(first, last + 1))
+    return AgentMessageChunk(first_sequence=first, last_sequence=last, messages=messages)
+
+
+def _index(*spans: tuple[int, int]) -> AgentMessageIndex:
+    infos = tuple(
+        MessageChunkInfo(first_sequence=a, last_sequence=b, message_count=b - a + 1, size_bytes=1)
+        for a, b in spans
+    )
+    return AgentMessageIndex(chunks=infos, window_first_sequence=spans[-1][1] + 1)
+
+
+INDEX = _index((1, 32), (33, 64), (65, 96))
+CHUNKS = (_chunk(1, 32), _chunk(33, 64), _chunk(65, 96))
+
+
+@pytest.mark.parametrize("after_sequence", [None, 0, 10, 32, 40, 96, 200])
+def test_a_run_is_what_chunked_messages_gives(after_sequence: int | None) -> None:
+    runs = ChunkRuns()
+    expected = chunked_messages(INDEX, CHUNKS, after_sequence=after_sequence)
+    assert runs.get(INDEX, CHUNKS, after_sequence=after_sequence) == expected
+    assert runs.get(INDEX, list(CHUNKS), after_sequence=after_sequence) == expected
+
+
+def test_the_same_index_and_chunks_get_the_kept_run() -> None:
+    runs = ChunkRuns()
+    first = runs.get(INDEX, CHUNKS)
+    assert runs.get(INDEX, list(CHUNKS)) is first
+    # Equal chunks decoded again (a cache dropped them) still match, element by element.
+    again = (_chunk(1, 32), _chunk(33, 64), _chunk(65, 96))
+    assert runs.get(INDEX, again) is first
+    assert len(runs) == 1
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param((_chunk(1, 32), _chunk(33, 64), _chunk(65, 96, "{}\n")), id="other text"),
+        pytest.param((*CHUNKS, _chunk(97, 128)), id="one more given"),
+    ],
+)
+def test_other_chunks_under_the_same_index_are_joined_again(
+    changed: tuple[AgentMessageChunk, ...],
+) -> None:
+    runs = ChunkRuns()
+    first = runs.get(INDEX, CHUNKS)
+    other = runs.get(INDEX, changed)
+    assert other is not first
+    assert other == chunked_messages(INDEX, changed)
+
+
+def test_another_index_or_floor_is_joined_again() -> None:
+    runs = ChunkRuns()
+    first = runs.get(INDEX, CHUNKS)
+    equal_index = _index((1, 32), (33, 64), (65, 96))
+    assert runs.get(equal_index, CHUNKS) is not first
+    assert runs.get(INDEX, CHUNKS, after_sequence=40).messages[0].sequence == 41
+    assert len(runs) == 3
+
+
+def test_a_missing_chunk_is_refused_every_time() -> None:
+    runs = ChunkRuns()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="chunk 000000000033 listed in AgentMessageIndex"):
+            runs.get(INDEX, (CHUNKS[0], CHUNKS[2]))
+    assert len(runs) == 0
+
+
+def test_no_index_or_no_chunks_keeps_nothing() -> None:
+    runs = ChunkRuns()
+    assert runs.get(None, ()).messages == ()
+    assert runs.get(AgentMessageIndex(), ()).next_sequence == 1
+    assert len(runs) == 0
+
+
+def test_runs_are_bounded_by_count_and_by_messages() -> None:
+    by_count = ChunkRuns(entries=2)
+    indexes = [_index((1, 32), (33, 64), (65, 96)) for _ in range(3)]
+    kept = [by_count.get(index, CHUNKS) for index in indexes]
+    assert len(by_count) == 2
+    assert by_count.get(indexes[0], CHUNKS) is not kept[0]  # the oldest was dropped
+    assert by_count.get(indexes[2], CHUNKS) is kept[2]
+
+    by_messages = ChunkRuns(messages=100)
+    first = by_messages.get(indexes[0], CHUNKS)  # 96 messages
+    by_messages.get(indexes[1], CHUNKS)
+    assert len(by_messages) == 1
+    assert by_messages.get(indexes[0], CHUNKS) is not first
+    too_long = ChunkRuns(messages=50)
+    too_long.get(INDEX, CHUNKS)
+    assert len(too_long) == 0
+    by_count.clear()
+    assert len(by_count) == 0
+
+
+class _State:
+    """A StateReader of one session's message index, chunks and window, in memory."""
+
+    def __init__(self, index: AgentMessageIndex, chunks: tuple[AgentMessageChunk, ...]) -> None:
+        self.values: dict[str, Any] = {AGENT_MESSAGE_INDEX.name: index}
+        self.maps: dict[str, dict[str, Any]] = {
+            AGENT_MESSAGE_CHUNKS.name: {
+                message_sequence_key(chunk.first_sequence): chunk for chunk in chunks
+            },
+            AGENT_MESSAGES.name: {
+                message_sequence_key(sequence): _message(sequence)
+                for sequence in range(index.window_first_sequence, index.window_first_sequence + 3)
+            },
+        }
+
+    @property
+    def flow_id(self) -> str:
+        return "session-1"
+
+    def get(self, attribute: AttributeDef[T]) -> T | None:
+        value: T | None = self.values.get(attribute.name)
+        return value
+
+    def get_instance(self, attribute_map: AttributeMapDef[T], key: str) -> T | None:
+        value: T | None = self.maps.get(attribute_map.name, {}).get(key)
+        return value
+
+    def instance_keys(self, attribute_map: AttributeMapDef[Any]) -> tuple[str, ...]:
+        return tuple(sorted(self.maps.get(attribute_map.name, {})))
+
+    def instances(self, attribute_map: AttributeMapDef[T]) -> tuple[tuple[str, T], ...]:
+        return tuple(sorted(self.maps.get(attribute_map.name, {}).items()))
+
+    def channel_size(self, channel: ChannelDef[Any]) -> int:
+        return 0
+
+    def pending_messages(self, channel: ChannelDef[T]) -> Sequence[ChannelMessage[T]]:
+        return ()
+
+
+@pytest.mark.parametrize(("keep_chunks", "kept"), [(True, 1), (False, 0)])
+def test_all_messages_keeps_a_model_calls_chunks_not_a_snapshots(
+    keep_chunks: bool, kept: int
+) -> None:
+    state = _State(_index((1, 32), (33, 64), (65, 96)), CHUNKS)
+    before = len(CHUNK_RUNS)
+    messages = all_messages(state, after_sequence=50, keep_chunks=keep_chunks)
+    assert [message.sequence for message in messages] == list(range(51, 100))
+    assert len(CHUNK_RUNS) == before + kept
+    assert all_messages(state) == tuple(_message(sequence) for sequence in range(1, 100))
