@@ -5,10 +5,12 @@ Joining the chunks (``chunked_messages``) walks each of them, and a long session
 keeps over a hundred, so its model calls, two a turn, did that walk again and
 again, and the garbage collector then traversed each new run of thousands of
 messages. A chunk never changes at its key and the ``AgentMessageIndex`` changes
-only when messages roll over into a new chunk, about every tenth turn, so the
-joined run is kept while the index and the chunks given are the same objects
-(values decoded once per process are): the check is an identity test of the
-index and a tuple comparison of the chunks, element identity first.
+only when messages roll over into a new chunk, about every tenth turn, so each
+session's run is kept while the index and the chunks given are the same objects
+(the embedded engine decodes a value once per process): the check is an identity
+test of the index, then a tuple comparison of the chunks, element identity first.
+An engine that decodes afresh for every read (Dex) never matches, and keeps one
+run per session, replaced at each call.
 """
 
 from __future__ import annotations
@@ -21,17 +23,18 @@ from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.paging import ChunkedMessages, chunked_messages
 
 DEFAULT_CHUNK_RUNS_KEPT = 256
-"""The runs one cache keeps (least recently used dropped first): about one per active session."""
+"""The runs one cache keeps (least recently used dropped first): one per active session."""
 
 DEFAULT_CHUNK_RUN_MESSAGES = 20_000
 """The messages all kept runs hold together, at most: a kept run keeps its messages
 alive, so this bounds the memory, as ``DEFAULT_PREFIX_CACHE_ELEMENTS`` does."""
 
 _Kept = tuple[AgentMessageIndex, tuple[AgentMessageChunk, ...], ChunkedMessages]
+_Key = tuple[str, int | None]
 
 
 class ChunkRuns:
-    """``chunked_messages``, kept per (index, floor) while the chunks given stay the same.
+    """``chunked_messages``, kept per (session, floor) while the index and chunks stay the same.
 
     Thread-safe: Steps read on the event loop, RPCs on it or on a store thread.
     """
@@ -44,8 +47,7 @@ class ChunkRuns:
         self._entries = entries
         self._messages = messages
         self._held = 0
-        # Keyed by the index's id; each entry holds the index, so the id is not reused.
-        self._kept: OrderedDict[tuple[int, int | None], _Kept] = OrderedDict()
+        self._kept: OrderedDict[_Key, _Kept] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -53,15 +55,17 @@ class ChunkRuns:
 
     def get(
         self,
+        session_id: str,
         index: AgentMessageIndex | None,
         chunks: Sequence[AgentMessageChunk],
         *,
         after_sequence: int | None = None,
     ) -> ChunkedMessages:
-        """``chunked_messages(index, chunks, after_sequence=after_sequence)``, computed once."""
+        """``chunked_messages(index, chunks, after_sequence=after_sequence)`` of session
+        ``session_id``, computed once while the index and the chunks are the same."""
         if index is None or not index.chunks:
             return chunked_messages(index, chunks, after_sequence=after_sequence)
-        key = (id(index), after_sequence)
+        key = (session_id, after_sequence)
         given = tuple(chunks)
         with self._lock:
             found = self._kept.get(key)

@@ -92,7 +92,7 @@ def all_messages(
             if chunk is not None:
                 chunks.append(chunk)
     if keep_chunks:
-        run = CHUNK_RUNS.get(index, chunks, after_sequence=after_sequence)
+        run = CHUNK_RUNS.get(state.flow_id, index, chunks, after_sequence=after_sequence)
     else:
         run = chunked_messages(index, chunks, after_sequence=after_sequence)
     return with_window(index, run, window_messages(state), after_sequence=after_sequence)

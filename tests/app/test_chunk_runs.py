@@ -1,7 +1,8 @@
-"""ChunkRuns: each session's kept chunks joined once while its index and chunks stay the same."""
+"""ChunkRuns: a session's kept chunks joined once while its index and chunks stay the same."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -50,17 +51,17 @@ CHUNKS = (_chunk(1, 32), _chunk(33, 64), _chunk(65, 96))
 def test_a_run_is_what_chunked_messages_gives(after_sequence: int | None) -> None:
     runs = ChunkRuns()
     expected = chunked_messages(INDEX, CHUNKS, after_sequence=after_sequence)
-    assert runs.get(INDEX, CHUNKS, after_sequence=after_sequence) == expected
-    assert runs.get(INDEX, list(CHUNKS), after_sequence=after_sequence) == expected
+    assert runs.get("s1", INDEX, CHUNKS, after_sequence=after_sequence) == expected
+    assert runs.get("s1", INDEX, list(CHUNKS), after_sequence=after_sequence) == expected
 
 
 def test_the_same_index_and_chunks_get_the_kept_run() -> None:
     runs = ChunkRuns()
-    first = runs.get(INDEX, CHUNKS)
-    assert runs.get(INDEX, list(CHUNKS)) is first
+    first = runs.get("s1", INDEX, CHUNKS)
+    assert runs.get("s1", INDEX, list(CHUNKS)) is first
     # Equal chunks decoded again (a cache dropped them) still match, element by element.
     again = (_chunk(1, 32), _chunk(33, 64), _chunk(65, 96))
-    assert runs.get(INDEX, again) is first
+    assert runs.get("s1", INDEX, again) is first
     assert len(runs) == 1
 
 
@@ -75,18 +76,24 @@ def test_other_chunks_under_the_same_index_are_joined_again(
     changed: tuple[AgentMessageChunk, ...],
 ) -> None:
     runs = ChunkRuns()
-    first = runs.get(INDEX, CHUNKS)
-    other = runs.get(INDEX, changed)
+    first = runs.get("s1", INDEX, CHUNKS)
+    other = runs.get("s1", INDEX, changed)
     assert other is not first
     assert other == chunked_messages(INDEX, changed)
 
 
-def test_another_index_or_floor_is_joined_again() -> None:
+def test_a_session_keeps_one_run_per_floor_and_an_index_read_afresh_replaces_it() -> None:
     runs = ChunkRuns()
-    first = runs.get(INDEX, CHUNKS)
+    first = runs.get("s1", INDEX, CHUNKS)
+    # An engine that decodes every read afresh (Dex) gives an equal index, never the same one.
     equal_index = _index((1, 32), (33, 64), (65, 96))
-    assert runs.get(equal_index, CHUNKS) is not first
-    assert runs.get(INDEX, CHUNKS, after_sequence=40).messages[0].sequence == 41
+    again = runs.get("s1", equal_index, CHUNKS)
+    assert again is not first
+    assert again == first
+    assert runs.get("s1", equal_index, CHUNKS) is again
+    assert len(runs) == 1
+    assert runs.get("s1", equal_index, CHUNKS, after_sequence=40).messages[0].sequence == 41
+    assert runs.get("s2", INDEX, CHUNKS) is not again
     assert len(runs) == 3
 
 
@@ -94,32 +101,32 @@ def test_a_missing_chunk_is_refused_every_time() -> None:
     runs = ChunkRuns()
     for _ in range(2):
         with pytest.raises(ValueError, match="chunk 000000000033 listed in AgentMessageIndex"):
-            runs.get(INDEX, (CHUNKS[0], CHUNKS[2]))
+            runs.get("s1", INDEX, (CHUNKS[0], CHUNKS[2]))
     assert len(runs) == 0
 
 
 def test_no_index_or_no_chunks_keeps_nothing() -> None:
     runs = ChunkRuns()
-    assert runs.get(None, ()).messages == ()
-    assert runs.get(AgentMessageIndex(), ()).next_sequence == 1
+    assert runs.get("s1", None, ()).messages == ()
+    assert runs.get("s1", AgentMessageIndex(), ()).next_sequence == 1
     assert len(runs) == 0
 
 
 def test_runs_are_bounded_by_count_and_by_messages() -> None:
     by_count = ChunkRuns(entries=2)
     indexes = [_index((1, 32), (33, 64), (65, 96)) for _ in range(3)]
-    kept = [by_count.get(index, CHUNKS) for index in indexes]
+    kept = [by_count.get(f"s{n}", index, CHUNKS) for n, index in enumerate(indexes)]
     assert len(by_count) == 2
-    assert by_count.get(indexes[0], CHUNKS) is not kept[0]  # the oldest was dropped
-    assert by_count.get(indexes[2], CHUNKS) is kept[2]
+    assert by_count.get("s0", indexes[0], CHUNKS) is not kept[0]  # the oldest was dropped
+    assert by_count.get("s2", indexes[2], CHUNKS) is kept[2]
 
     by_messages = ChunkRuns(messages=100)
-    first = by_messages.get(indexes[0], CHUNKS)  # 96 messages
-    by_messages.get(indexes[1], CHUNKS)
+    first = by_messages.get("s0", indexes[0], CHUNKS)  # 96 messages
+    by_messages.get("s1", indexes[1], CHUNKS)
     assert len(by_messages) == 1
-    assert by_messages.get(indexes[0], CHUNKS) is not first
+    assert by_messages.get("s0", indexes[0], CHUNKS) is not first
     too_long = ChunkRuns(messages=50)
-    too_long.get(INDEX, CHUNKS)
+    too_long.get("s1", INDEX, CHUNKS)
     assert len(too_long) == 0
     by_count.clear()
     assert len(by_count) == 0
@@ -129,6 +136,7 @@ class _State:
     """A StateReader of one session's message index, chunks and window, in memory."""
 
     def __init__(self, index: AgentMessageIndex, chunks: tuple[AgentMessageChunk, ...]) -> None:
+        self.session_id = f"session-{uuid.uuid4()}"  # its own entries in the process's cache
         self.values: dict[str, Any] = {AGENT_MESSAGE_INDEX.name: index}
         self.maps: dict[str, dict[str, Any]] = {
             AGENT_MESSAGE_CHUNKS.name: {
@@ -142,7 +150,7 @@ class _State:
 
     @property
     def flow_id(self) -> str:
-        return "session-1"
+        return self.session_id
 
     def get(self, attribute: AttributeDef[T]) -> T | None:
         value: T | None = self.values.get(attribute.name)
