@@ -15,10 +15,9 @@ run per session, replaced at each call.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
+from dex_agents.app.sized_lru import SizedLru
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.paging import ChunkedMessages, chunked_messages
 
@@ -30,7 +29,6 @@ DEFAULT_CHUNK_RUN_MESSAGES = 20_000
 alive, so this bounds the memory, as ``DEFAULT_PREFIX_CACHE_ELEMENTS`` does."""
 
 _Kept = tuple[AgentMessageIndex, tuple[AgentMessageChunk, ...], ChunkedMessages]
-_Key = tuple[str, int | None]
 
 
 class ChunkRuns:
@@ -44,11 +42,9 @@ class ChunkRuns:
         entries: int = DEFAULT_CHUNK_RUNS_KEPT,
         messages: int = DEFAULT_CHUNK_RUN_MESSAGES,
     ) -> None:
-        self._entries = entries
-        self._messages = messages
-        self._held = 0
-        self._kept: OrderedDict[_Key, _Kept] = OrderedDict()
-        self._lock = threading.Lock()
+        self._kept: SizedLru[_Kept] = SizedLru(
+            entries, messages, lambda kept: len(kept[2].messages)
+        )
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -67,28 +63,13 @@ class ChunkRuns:
             return chunked_messages(index, chunks, after_sequence=after_sequence)
         key = (session_id, after_sequence)
         given = tuple(chunks)
-        with self._lock:
-            found = self._kept.get(key)
-            if found is not None:
-                self._kept.move_to_end(key)
+        found = self._kept.get(key)
         if found is not None and found[0] is index and found[1] == given:
             return found[2]
         run = chunked_messages(index, given, after_sequence=after_sequence)
-        with self._lock:
-            previous = self._kept.pop(key, None)
-            if previous is not None:
-                self._held -= len(previous[2].messages)
-            if len(run.messages) > self._messages:
-                return run
-            self._kept[key] = (index, given, run)
-            self._held += len(run.messages)
-            while len(self._kept) > self._entries or self._held > self._messages:
-                _, (_, _, dropped) = self._kept.popitem(last=False)
-                self._held -= len(dropped.messages)
+        self._kept.put(key, (index, given, run))
         return run
 
     def clear(self) -> None:
         """Forget every run."""
-        with self._lock:
-            self._kept.clear()
-            self._held = 0
+        self._kept.clear()

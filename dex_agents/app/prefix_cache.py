@@ -11,10 +11,10 @@ never wrong, only sometimes missed.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from typing import Generic, TypeVar
+
+from dex_agents.app.sized_lru import SizedLru
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -41,18 +41,13 @@ class PrefixCache(Generic[T, S]):
         entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
         elements: int = DEFAULT_PREFIX_CACHE_ELEMENTS,
     ) -> None:
-        self._entries = entries
-        self._elements = elements
-        self._held = 0
-        self._cached: OrderedDict[Hashable, tuple[tuple[T, ...], S]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cached: SizedLru[tuple[tuple[T, ...], S]] = SizedLru(
+            entries, elements, lambda entry: len(entry[0])
+        )
 
     def resume(self, key: Hashable, sequence: Sequence[T]) -> tuple[int, S] | None:
         """How many elements of ``sequence`` were walked, and the state there; ``None`` for none."""
-        with self._lock:
-            found = self._cached.get(key)
-            if found is not None:
-                self._cached.move_to_end(key)
+        found = self._cached.get(key)
         if found is None:
             return None
         prefix, state = found
@@ -68,21 +63,8 @@ class PrefixCache(Generic[T, S]):
 
     def remember(self, key: Hashable, prefix: Sequence[T], state: S) -> None:
         """Keep ``state`` as what walking ``prefix`` reached, for ``key``."""
-        entry = (tuple(prefix), state)
-        with self._lock:
-            previous = self._cached.pop(key, None)
-            if previous is not None:
-                self._held -= len(previous[0])
-            if len(entry[0]) > self._elements:
-                return
-            self._cached[key] = entry
-            self._held += len(entry[0])
-            while len(self._cached) > self._entries or self._held > self._elements:
-                _, (dropped, _) = self._cached.popitem(last=False)
-                self._held -= len(dropped)
+        self._cached.put(key, (tuple(prefix), state))
 
     def clear(self) -> None:
         """Forget every key."""
-        with self._lock:
-            self._cached.clear()
-            self._held = 0
+        self._cached.clear()

@@ -1,0 +1,41 @@
+"""SizedLru: bounded in entries and in the size of its values, least recently used dropped first."""
+
+from __future__ import annotations
+
+from dex_agents.app.sized_lru import SizedLru
+
+
+def _lru(entries: int = 3, total: int = 10) -> SizedLru[str]:
+    return SizedLru(entries, total, len)
+
+
+def test_the_least_recently_used_goes_first_when_entries_run_out() -> None:
+    lru = _lru(entries=2)
+    lru.put("a", "x")
+    lru.put("b", "y")
+    assert lru.get("a") == "x"  # now the most recently used
+    lru.put("c", "z")
+    assert (lru.get("a"), lru.get("b"), lru.get("c")) == ("x", None, "z")
+    assert len(lru) == 2
+
+
+def test_values_together_stay_within_the_total_size() -> None:
+    lru = _lru(total=10)
+    lru.put("a", "xxxx")
+    lru.put("b", "yyyy")
+    lru.put("c", "zzzz")  # 12 > 10: "a" goes
+    assert (lru.get("a"), lru.get("b"), lru.get("c")) == (None, "yyyy", "zzzz")
+    lru.put("b", "y")  # a smaller value for a key frees what the old one held
+    lru.put("d", "ddddd")
+    assert (lru.get("b"), lru.get("c"), lru.get("d")) == ("y", "zzzz", "ddddd")
+
+
+def test_a_value_larger_than_the_total_is_not_kept_and_drops_the_keys_old_one() -> None:
+    lru = _lru(total=10)
+    lru.put("a", "x")
+    lru.put("a", "x" * 11)
+    assert lru.get("a") is None
+    assert len(lru) == 0
+    lru.put("b", "y")
+    lru.clear()
+    assert (len(lru), lru.get("b")) == (0, None)
