@@ -95,7 +95,7 @@ def all_messages(
         run = CHUNK_RUNS.get(state.flow_id, index, chunks, after_sequence=after_sequence)
     else:
         run = chunked_messages(index, chunks, after_sequence=after_sequence)
-    return with_window(index, run, window_messages(state), after_sequence=after_sequence)
+    return with_window(run, window_messages(state))
 
 
 CHUNK_RUNS = ChunkRuns()

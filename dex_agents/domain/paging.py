@@ -51,6 +51,9 @@ class ChunkedMessages:
     messages: tuple[AgentMessage, ...]
     next_sequence: int
     """The sequence the window's first message after the floor must have."""
+    window_from: int
+    """The lowest sequence of a window message that follows: the window's start, or the
+    floor's next when the floor is past it (a window message before it is ignored)."""
 
 
 def chunked_messages(
@@ -59,7 +62,8 @@ def chunked_messages(
     *,
     after_sequence: int | None = None,
 ) -> ChunkedMessages:
-    """The messages of the chunks ``index`` lists, in sequence order, after ``after_sequence``.
+    """The messages of the chunks ``index`` lists, in sequence order, after ``after_sequence``,
+    and where the window's part must go on from (``with_window``).
 
     The first part of ``stored_messages``: it depends on the kept chunks alone,
     which never change at their keys, so a caller may keep its result while the
@@ -89,25 +93,20 @@ def chunked_messages(
             _check_next(expected, part[0].sequence)
             expected = part[-1].sequence + 1
             parts.append(part)
-    return ChunkedMessages(tuple(itertools.chain.from_iterable(parts)), expected)
+    return ChunkedMessages(
+        tuple(itertools.chain.from_iterable(parts)), expected, max(window_first, floor + 1)
+    )
 
 
 def with_window(
-    index: AgentMessageIndex | None,
-    chunked: ChunkedMessages,
-    window: Iterable[AgentMessage],
-    *,
-    after_sequence: int | None = None,
+    chunked: ChunkedMessages, window: Iterable[AgentMessage]
 ) -> tuple[AgentMessage, ...]:
-    """``chunked`` (``chunked_messages`` of the same index and floor) followed by the window.
+    """``chunked`` followed by the ``AgentMessages`` values of ``window`` it leaves for them.
 
     The second part of ``stored_messages``. Raises ``ValueError`` for a gap.
     """
-    floor = 0 if after_sequence is None else after_sequence
-    window_first = index.window_first_sequence if index is not None else 1
-    lowest = max(window_first, floor + 1)
     expected = chunked.next_sequence
-    later = [message for message in window if message.sequence >= lowest]
+    later = [message for message in window if message.sequence >= chunked.window_from]
     # The window comes in key order, which is sequence order: one comparison of the
     # sequences with the run they must be tells it, and only a window that is not
     # (sorted or not consecutive) costs a sort and a check per message.
@@ -135,8 +134,7 @@ def stored_messages(
     returned, and only the chunks ``chunks_to_load_for_model`` names are needed.
     Raises ``ValueError`` for a missing chunk or a gap.
     """
-    chunked = chunked_messages(index, chunks, after_sequence=after_sequence)
-    return with_window(index, chunked, window, after_sequence=after_sequence)
+    return with_window(chunked_messages(index, chunks, after_sequence=after_sequence), window)
 
 
 _sequence = operator.attrgetter("sequence")

@@ -12,6 +12,7 @@ from dex_agents.domain.paging import (
     MAX_PAGE_LIMIT,
     MIN_PAGE_LIMIT,
     SNAPSHOT_MESSAGE_LIMIT,
+    chunked_messages,
     chunks_to_load_for_model,
     clamp_page_limit,
     deleted_before_sequence,
@@ -19,6 +20,7 @@ from dex_agents.domain.paging import (
     snapshot_floor,
     snapshot_messages,
     stored_messages,
+    with_window,
 )
 from dex_agents.domain.requests import ListAgentMessagesRequest
 
@@ -133,6 +135,15 @@ def test_messages_after_a_floor_inside_a_chunk_start_after_it() -> None:
         153,
     ]
     assert _sequences(stored_messages(INDEX, CHUNKS, WINDOW, after_sequence=150))[-1] == 300
+
+
+def test_a_floor_inside_the_window_leaves_the_window_messages_after_it() -> None:
+    chunked = chunked_messages(INDEX, CHUNKS, after_sequence=250)
+    assert (chunked.messages, chunked.next_sequence, chunked.window_from) == ((), 251, 251)
+    assert _sequences(with_window(chunked, WINDOW)) == list(range(251, 301))
+    assert with_window(chunked, WINDOW) == stored_messages(
+        INDEX, CHUNKS, WINDOW, after_sequence=250
+    )
 
 
 @pytest.mark.parametrize(
