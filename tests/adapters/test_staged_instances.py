@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from dex_agents.adapters.local.staged_state import Snapshot, SnapshotSource, StagedState
+from dex_agents.adapters.local.registry import register_flows
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.staged_state import (
+    Snapshot,
+    SnapshotSource,
+    StagedState,
+    TransactionSource,
+    read_snapshot,
+)
+from dex_agents.builtin_loop import (
+    AgentDefinition,
+    ScriptedModelReply,
+    builtin_agent_session_flow,
+)
+from dex_agents.domain.model_io import ModelRequest
 from dex_agents.ports.engine import MapLoad
+from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.persistence import AttributeMapDef
+from dex_agents.testing import ScriptedModelClient
 
 NOTES: AttributeMapDef[str] = AttributeMapDef("Notes", str)
 OTHER: AttributeMapDef[str] = AttributeMapDef("Other", str)
@@ -57,3 +75,45 @@ def test_a_map_that_was_not_loaded_is_refused() -> None:
     state = _state(MapLoad(NOTES))
     with pytest.raises(LookupError, match="AttributeMap Other was not loaded"):
         state.instances(OTHER)
+
+
+def test_an_rpc_reads_a_write_once_map_through_what_the_store_keeps(tmp_path: Path) -> None:
+    # A Step's load and an RPC's read of the message window must give the same text
+    # objects: the decoded-value cache finds those by identity, and equal texts that are
+    # other objects cost a compare of every message.
+    store = SqliteFlowStore(tmp_path / "s.sqlite3")
+    try:
+
+        def write(tx: StoreTransaction) -> None:
+            tx.put_value("s1", "Chunks", "00001", '"one"')
+            tx.put_value("s1", "Chunks", "00002", '"two"')
+            tx.put_value("s1", "Notes", "a", '"note"')
+
+        store.run(write)
+        chunks: AttributeMapDef[str] = AttributeMapDef("Chunks", str, write_once=True)
+        loaded = store.run(lambda tx: read_snapshot(tx, "s1", [chunks], [MapLoad(chunks)]))
+        by_step = loaded.maps["Chunks"]
+
+        def rpc_reads(tx: StoreTransaction) -> tuple[dict[str, str], dict[str, str]]:
+            source = TransactionSource(tx, "s1", (), frozenset({"Chunks"}))
+            return source.values("Chunks"), source.values("Notes")
+
+        by_rpc, notes = store.run(rpc_reads)
+        assert by_rpc == by_step == {"00001": '"one"', "00002": '"two"'}
+        assert all(by_rpc[key] is by_step[key] for key in by_step)
+        assert notes == {"a": '"note"'}
+    finally:
+        store.close()
+
+
+def _never_called(request: ModelRequest) -> ScriptedModelReply:
+    raise AssertionError("no model call is made")
+
+
+def test_the_session_flow_registers_its_write_once_maps() -> None:
+    definition = AgentDefinition(
+        name="notes", instructions="Take notes.", model=ScriptedModelClient(_never_called)
+    )
+    session_flow = builtin_agent_session_flow(definition, flow_type="Notes")
+    flow = register_flows([session_flow])["Notes"]
+    assert flow.write_once_map_names == {"AgentMessages", "AgentMessageChunks"}

@@ -125,7 +125,7 @@ def run_rpc(
             raise RpcLockConflictError(
                 f"{rpc.name}: a running Step of session {flow_id!r} holds {lock.lock_name}"
             )
-    source = TransactionSource(tx, flow_id, flow.singleton_names)
+    source = TransactionSource(tx, flow_id, flow.singleton_names, flow.write_once_map_names)
     state = StagedState(flow_id, source, rpc.loads, rpc.channel_loads)
     result = rpc.handler(LocalRpcContext(flow_id, now, active, state), input_value)
     if not isinstance(result, RpcResult):

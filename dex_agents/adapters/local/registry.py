@@ -49,6 +49,15 @@ class RegisteredFlow:
         """The names of the schema's singleton Attributes."""
         return tuple(name for name, item in self.schema.items() if isinstance(item, AttributeDef))
 
+    @functools.cached_property
+    def write_once_map_names(self) -> frozenset[str]:
+        """The names of the schema's ``write_once`` AttributeMaps."""
+        return frozenset(
+            name
+            for name, item in self.schema.items()
+            if isinstance(item, AttributeMapDef) and item.write_once
+        )
+
     def step(self, step_type: str) -> Step[Any]:
         """The registered Step of a type."""
         try:

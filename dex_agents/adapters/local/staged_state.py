@@ -8,7 +8,7 @@ events are staged here and applied in one store transaction with the result.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -104,9 +104,16 @@ class SnapshotSource:
 class TransactionSource:
     """A ``StateSource`` that reads the store inside the current transaction (RPCs)."""
 
-    def __init__(self, tx: StoreTransaction, flow_id: str, singletons: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        tx: StoreTransaction,
+        flow_id: str,
+        singletons: Sequence[str] = (),
+        write_once_maps: Collection[str] = (),
+    ) -> None:
         self._tx = tx
         self._flow_id = flow_id
+        self._write_once_maps = write_once_maps
         # An RPC reads before it writes, and its writes are staged until the end of its
         # transaction, so what it has read stays true while it reads: each value is read once,
         # and the singleton Attributes of ``singletons`` all in the first read of one.
@@ -134,7 +141,14 @@ class TransactionSource:
         """Every instance of an AttributeMap."""
         whole = self._maps.get(name)
         if whole is None:
-            whole = self._maps[name] = self._tx.get_values(self._flow_id, name)
+            # A write-once map is read through what the store keeps of it, as a Step's load
+            # is: the same text objects, so decoding them again is one lookup, not a compare
+            # of every message's text.
+            if name in self._write_once_maps:
+                whole = self._tx.get_write_once_values(self._flow_id, name)
+            else:
+                whole = self._tx.get_values(self._flow_id, name)
+            self._maps[name] = whole
         return dict(whole)
 
     def channel_size(self, name: str) -> int:
