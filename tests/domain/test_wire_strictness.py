@@ -242,3 +242,18 @@ def test_cattrs_errors_keep_their_own_detail() -> None:
         "invalid FrameworkMessage: role: invalid value for type, expected MessageRole"
         " ('robot' is not a valid MessageRole)"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("0", "invalid NoneType: expected null, not int"),
+        ('"null"', "invalid NoneType: expected null, not str"),
+        (" nul", "invalid NoneType: not valid JSON"),
+    ],
+)
+def test_no_input_decodes_only_from_null(text: str, message: str) -> None:
+    assert from_json("null", type(None)) is None
+    assert from_json(" null ", type(None)) is None
+    with pytest.raises(WireFormatError, match=message):
+        from_json(text, type(None))
