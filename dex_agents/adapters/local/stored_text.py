@@ -97,10 +97,24 @@ def pack_value(text: str) -> str | bytes:
     return bytes((ZLIB_VALUE,)) + zlib.compress(text.encode("utf-8"))
 
 
+def _primed(dictionary: bytes) -> zlib._Compress:
+    # A compressor with its dictionary already set, copied for each value: setting it
+    # anew hashed the whole dictionary every time. A 4 KiB window (zlib's default is
+    # 32 KiB) holds the dictionary and a usual value, and a small hash table keeps the
+    # state near 30 KiB: the default's 270 KiB was cleared for every event, pushing
+    # the rest of a turn's work out of the CPU's caches. Readers take the window from
+    # the stream's header, so values written either way read alike.
+    return zlib.compressobj(6, zlib.DEFLATED, 12, 5, zdict=dictionary)
+
+
+_EVENT_DEFLATE = _primed(EVENT_DICTIONARY)
+_HISTORY_DEFLATE = _primed(HISTORY_DICTIONARY)
+
+
 def pack_event(text: str) -> str | bytes:
     """What the store writes for a Stream event: deflated when that is shorter than the text."""
     encoded = text.encode("utf-8")
-    deflate = zlib.compressobj(zdict=EVENT_DICTIONARY)
+    deflate = _EVENT_DEFLATE.copy()
     packed = bytes((DICTIONARY_EVENT,)) + deflate.compress(encoded) + deflate.flush()
     return packed if len(packed) < len(encoded) else text
 
@@ -112,7 +126,7 @@ def pack_history_field(text: str) -> str | bytes:
     execution is history, so its writing, not its reading, is what it costs.
     """
     encoded = text.encode("utf-8")
-    deflate = zlib.compressobj(zdict=HISTORY_DICTIONARY)
+    deflate = _HISTORY_DEFLATE.copy()
     packed = bytes((HISTORY_FIELD,)) + deflate.compress(encoded) + deflate.flush()
     return packed if len(packed) < len(encoded) else text
 
