@@ -34,6 +34,7 @@ from cattrs.preconf.json import make_converter
 from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent
 from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.unicode_text import escape_lone_surrogates
 
 T = TypeVar("T")
@@ -294,9 +295,25 @@ def dumps(data: Any) -> str:
 _NONE_TYPE = type(None)
 
 
+_TEXTS_KEPT = 4096
+_texts: dict[int, tuple[AgentMessage, str]] = {}
+
+
 def to_json(value: object) -> str:
     """Encode a session value as canonical JSON text."""
-    return dumps(to_wire(value))
+    if type(value) is not AgentMessage:
+        return dumps(to_wire(value))
+    # A commit sizes its new messages (json_size) and then stores them: each is encoded
+    # once. A message is frozen all the way down, so its text stays true; the entry keeps
+    # the message alive, so the id is its own.
+    kept = _texts.get(id(value))
+    if kept is not None and kept[0] is value:
+        return kept[1]
+    text = dumps(to_wire(value))
+    if len(_texts) >= _TEXTS_KEPT:
+        _texts.clear()
+    _texts[id(value)] = (value, text)
+    return text
 
 
 def from_json(text: str | bytes, cls: type[T]) -> T:

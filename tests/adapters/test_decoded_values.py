@@ -11,11 +11,13 @@ from typing import Any
 import attrs
 import pytest
 
-from dex_agents.adapters.local.decoded_values import CACHED_TYPES, DecodedValues
+from dex_agents.adapters.local.decoded_values import CACHED_TYPES, WRITTEN_TYPES, DecodedValues
 from dex_agents.adapters.local.sqlite_store import StoredValueError
 from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.state import AgentState, AgentStatus, TurnSessionSettings
-from dex_agents.domain.wire import to_json
+from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.persistence import AttributeDef, AttributeMapDef
 from dex_agents.ports.session_schema import SESSION_SCHEMA
 
@@ -172,3 +174,53 @@ def test_the_kept_sequences_are_bounded_in_count_and_in_bytes() -> None:
     for first in range(3):
         by_bytes.decode_all(_states(first, 1), AgentState)
     assert by_bytes.sequences_kept == 2
+
+
+def _message(sequence: int) -> AgentMessage:
+    return AgentMessage(
+        sequence=sequence,
+        turn_id="turn-1",
+        role=MessageRole.TOOL,
+        framework_item='{"type": "function_call_output"}',
+        tool_call_id="call-1",
+        tool_output="shipped",
+        images=(
+            AgentImageReference(
+                uri="mem://a", mime_type="image/png", sha256="0" * 64, size_bytes=3
+            ),
+        ),
+        created_at=datetime(2026, 12, 3, 17, 0, tzinfo=UTC),
+    )
+
+
+def test_a_written_message_is_what_a_read_of_its_text_gives() -> None:
+    values = DecodedValues()
+    message = _message(1)
+    text = to_json(message)
+    values.written(text, AgentMessage, message)
+    # A read gets the text from the store: an equal string, not the same object.
+    read = "".join(list(text))
+    assert read is not text
+    assert values.decode(read, AgentMessage) is message
+    assert values.decode_all([read], AgentMessage)[0] is message
+
+
+def test_only_written_types_stand_for_their_decoded_values() -> None:
+    values = DecodedValues()
+    state = AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=1)
+    values.written(to_json(state), AgentState, state)
+    assert values.decode(to_json(state), AgentState) is not state
+    # A value of another type than the map's is never kept for it.
+    message = _message(2)
+    values.written(to_json(message), AgentState, message)
+    with pytest.raises(StoredValueError):
+        values.decode(to_json(message), AgentState)
+
+
+@pytest.mark.parametrize("cls", sorted(WRITTEN_TYPES, key=repr), ids=repr)
+def test_every_written_type_is_shared_and_decodes_back_equal(cls: Any) -> None:
+    # A written object stands for its decode only if nothing in it can change and JSON
+    # gives back every field equal; test_wire's round trip covers the second for all types.
+    assert cls in CACHED_TYPES
+    message = _message(3)
+    assert from_json(to_json(message), AgentMessage) == message

@@ -16,7 +16,7 @@ import dex_agents.domain
 from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.events import AgentEvent, AgentEventType, TurnStartedPayload
 from dex_agents.domain.images import AgentImageReference
-from dex_agents.domain.messages import AgentUserMessage
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageRole
 from dex_agents.domain.state import AgentState, AgentStatus
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
@@ -162,3 +162,16 @@ def test_state_defaults() -> None:
     assert state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
     assert state.accepts_turn_control is True
     assert state.last_sequence == 0
+
+
+def test_a_message_is_encoded_once_and_its_text_kept_with_it() -> None:
+    message = AgentMessage(
+        sequence=7, turn_id="turn-1", role=MessageRole.ASSISTANT, framework_item="{}", text="hé"
+    )
+    text = to_json(message)
+    assert to_json(message) is text
+    # An equal message that is another object has its own entry, with equal text.
+    twin = attrs.evolve(message)
+    assert twin is not message
+    assert to_json(twin) == text
+    assert from_json(text, AgentMessage) == message

@@ -52,6 +52,15 @@ CACHED_TYPES: frozenset[Any] = frozenset(
 )
 """The value types whose decoded values are shared: frozen, and immutable all the way down."""
 
+WRITTEN_TYPES: frozenset[Any] = frozenset({AgentMessage})
+"""The value types whose written objects stand for their decoded ones (``DecodedValues.written``).
+
+A stored message is frozen, and each of its fields a string, number, enum, time
+or tuple of frozen image references, which JSON gives back equal: a Step that
+stores a message and the next that reads it share one object, so the message
+is neither decoded nor sized (``message_store``) again.
+"""
+
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 """How much JSON text the cache holds the decoded values of, at most."""
 
@@ -93,14 +102,24 @@ class DecodedValues:
                 value: T = found
                 return value
         value = from_stored(text, cls)
+        self._keep(key, value)
+        return value
+
+    def written(self, text: str, cls: type[T], value: T) -> None:
+        """Keep ``value`` as the decoded value of ``text``, the JSON it was just written as,
+        when ``cls`` is one of ``WRITTEN_TYPES``: the next read of the text is the object
+        itself, not a decode of it."""
+        if cls in WRITTEN_TYPES and type(value) is cls and len(text) <= self._max_bytes // 4:
+            self._keep((cls, text), value)
+
+    def _keep(self, key: tuple[Any, str], value: Any) -> None:
         with self._lock:
             if key not in self._values:
                 self._values[key] = value
-                self._bytes += len(text)
+                self._bytes += len(key[1])
                 while self._bytes > self._max_bytes:
                     (_, evicted), _ = self._values.popitem(last=False)
                     self._bytes -= len(evicted)
-        return value
 
     def decode_all(self, texts: Sequence[str], cls: type[T]) -> list[T]:
         """``decode`` of each of ``texts``, in order, looked up under one hold of the lock.

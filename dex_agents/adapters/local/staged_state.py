@@ -371,7 +371,8 @@ class StagedState:
     def set_instance(self, attribute_map: AttributeMapDef[T], key: str, value: T) -> None:
         """Stage a new value for one AttributeMap instance."""
         _check_key(attribute_map.name, key)
-        self.writes[(attribute_map.name, key)] = to_json(value)
+        text = self.writes[(attribute_map.name, key)] = to_json(value)
+        DECODED.written(text, attribute_map.value_type, value)
 
     def delete_instance(self, attribute_map: AttributeMapDef[Any], key: str) -> None:
         """Stage the deletion of one AttributeMap instance."""
