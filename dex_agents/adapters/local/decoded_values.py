@@ -18,6 +18,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import attrs
+
 from dex_agents.adapters.local.store_errors import StoredValueError
 from dex_agents.domain.context_summary import ContextSummary
 from dex_agents.domain.errors import WireFormatError
@@ -52,13 +54,13 @@ CACHED_TYPES: frozenset[Any] = frozenset(
 )
 """The value types whose decoded values are shared: frozen, and immutable all the way down."""
 
-WRITTEN_TYPES: frozenset[Any] = frozenset({AgentMessage})
+WRITTEN_TYPES: frozenset[Any] = frozenset(cls for cls in CACHED_TYPES if attrs.has(cls))
 """The value types whose written objects stand for their decoded ones (``DecodedValues.written``).
 
-A stored message is frozen, and each of its fields a string, number, enum, time
-or tuple of frozen image references, which JSON gives back equal: a Step that
-stores a message and the next that reads it share one object, so the message
-is neither decoded nor sized (``message_store``) again.
+Each is frozen all the way down (as every one of ``CACHED_TYPES``), and JSON
+gives back each of its fields equal: a Step that stores a message or the
+``AgentState`` and the Step that reads it next share one object, so it is not
+decoded again, nor a message sized again (``message_store``).
 """
 
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024

@@ -362,7 +362,8 @@ class StagedState:
 
     def set(self, attribute: AttributeDef[T], value: T) -> None:
         """Stage a new value for an Attribute."""
-        self.writes[(attribute.name, _SINGLETON)] = to_json(value)
+        text = self.writes[(attribute.name, _SINGLETON)] = to_json(value)
+        DECODED.written(text, attribute.value_type, value)
 
     def delete(self, attribute: AttributeDef[Any]) -> None:
         """Stage the deletion of an Attribute."""
