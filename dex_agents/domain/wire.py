@@ -301,6 +301,8 @@ _texts: dict[int, tuple[AgentMessage, str]] = {}
 
 def to_json(value: object) -> str:
     """Encode a session value as canonical JSON text."""
+    if value is None:  # no input, no output: most Steps' and RPCs'
+        return "null"
     if type(value) is not AgentMessage:
         return dumps(to_wire(value))
     # A commit sizes its new messages (json_size) and then stores them: each is encoded

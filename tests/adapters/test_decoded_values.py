@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dex_agents.adapters.local.decoded_values import CACHED_TYPES, WRITTEN_TYPES, DecodedValues
 from dex_agents.adapters.local.sqlite_store import StoredValueError
-from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.events import AgentEvent, TurnStartedPayload
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.state import AgentState, AgentStatus, TurnSessionSettings
@@ -234,3 +234,32 @@ def test_a_written_value_stands_for_an_equal_decode(cls: Any, data: st.DataObjec
     values = DecodedValues()
     values.written(text, cls, value)
     assert values.decode("".join(list(text)), cls) is value
+
+
+def test_a_written_event_with_its_types_payload_is_what_its_reader_gets() -> None:
+    values = DecodedValues()
+    event = AgentEvent(
+        type="turn_started",
+        payload=TurnStartedPayload(sequence=4),
+        turn_id="turn-1",
+        step_execution_id="RunModel-1",
+        attempt=1,
+    )
+    text = to_json(event)
+    assert values.decode(text, AgentEvent) is not values.decode(text, AgentEvent)
+    values.written(text, AgentEvent, event)
+    assert values.decode("".join(list(text)), AgentEvent) is event
+
+
+def test_an_event_with_a_mapping_payload_is_decoded_for_each_reader() -> None:
+    # A payload of a type of the session's own is a dict: a reader could change it.
+    values = DecodedValues()
+    event = AgentEvent(
+        type="order.packed", payload={"boxes": 2}, turn_id=None, step_execution_id="S-1", attempt=1
+    )
+    text = to_json(event)
+    values.written(text, AgentEvent, event)
+    first, second = values.decode(text, AgentEvent), values.decode(text, AgentEvent)
+    assert first == second == event
+    assert first is not event
+    assert second is not first

@@ -16,7 +16,7 @@ from dex_agents.domain.requests import (
     ResolveInterruptRequest,
 )
 from dex_agents.domain.state import AgentSessionStartInput
-from dex_agents.domain.wire import from_json, from_wire
+from dex_agents.domain.wire import from_json, from_wire, to_json
 
 
 @attrs.frozen(kw_only=True)
@@ -253,6 +253,7 @@ def test_cattrs_errors_keep_their_own_detail() -> None:
     ],
 )
 def test_no_input_decodes_only_from_null(text: str, message: str) -> None:
+    assert to_json(None) == "null"
     assert from_json("null", type(None)) is None
     assert from_json(" null ", type(None)) is None
     with pytest.raises(WireFormatError, match=message):

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from dex_agents.adapters.local import handoff, transitions
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
-from dex_agents.adapters.local.decoded_values import from_stored
+from dex_agents.adapters.local.decoded_values import DECODED, from_stored
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.event_read_ahead import READ_AHEAD_EVENTS, EventReadAhead
 from dex_agents.adapters.local.registry import RegisteredFlow
@@ -329,7 +329,7 @@ class LocalFlowClient:
                 self._read_ahead.keep(flow_id, events)
                 event = events[0]
                 return StreamMessage(
-                    value=from_stored(event.value, stream.value_type, engine.store),
+                    value=DECODED.decode(event.value, stream.value_type, engine.store),
                     resume_token=encode_resume_token(flow_id, event.id),
                     created_at=event.created_at,
                     source=event.source,

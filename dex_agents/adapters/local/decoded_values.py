@@ -14,6 +14,7 @@ decoded afresh, so no caller can change another's.
 from __future__ import annotations
 
 import threading
+import typing
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ import attrs
 from dex_agents.adapters.local.store_errors import StoredValueError
 from dex_agents.domain.context_summary import ContextSummary
 from dex_agents.domain.errors import WireFormatError
+from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.messages import AgentMessage
@@ -63,6 +65,25 @@ gives back each of its fields equal: a Step that stores a message or the
 decoded again, nor a message sized again (``message_store``).
 """
 
+WRITTEN_ONLY_TYPES: frozenset[Any] = frozenset({AgentEvent})
+"""Value types whose written objects are kept when frozen, though decodes of them are not.
+
+An ``AgentEvent`` with its type's payload class is frozen all the way down, and
+a client that follows a session reads each event its own process wrote; an event
+of a type of its own carries a mapping, so it is never shared.
+"""
+
+
+def _stands_for_its_decode(cls: Any, value: object) -> bool:
+    if type(value) is not cls:
+        return False
+    if cls in WRITTEN_TYPES:
+        return True
+    return isinstance(value, AgentEvent) and type(value.payload) is EVENT_PAYLOAD_TYPES.get(
+        value.type
+    )
+
+
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 """How much JSON text the cache holds the decoded values of, at most."""
 
@@ -92,27 +113,38 @@ class DecodedValues:
         """How many sequences ``decode_all`` keeps whole now."""
         return len(self._sequences)
 
-    def decode(self, text: str, cls: type[T]) -> T:
-        """``from_json(text, cls)``, shared with earlier decodes of the same text."""
+    def decode(self, text: str, cls: type[T], store: object = None) -> T:
+        """``from_json(text, cls)``, shared with earlier decodes of the same text.
+
+        ``store`` is named in the error for text that does not decode (``from_stored``).
+        """
         if cls not in CACHED_TYPES or len(text) > self._max_bytes // 4:
-            return from_stored(text, cls)
+            if cls in WRITTEN_ONLY_TYPES:
+                found = self._kept((cls, text))
+                if found is not None:
+                    return typing.cast(T, found)
+            return from_stored(text, cls, store)
         key = (cls, text)
-        with self._lock:
-            found = self._values.get(key)
-            if found is not None:
-                self._values.move_to_end(key)
-                value: T = found
-                return value
-        value = from_stored(text, cls)
+        found = self._kept(key)
+        if found is not None:
+            return typing.cast(T, found)
+        value = from_stored(text, cls, store)
         self._keep(key, value)
         return value
 
     def written(self, text: str, cls: type[T], value: T) -> None:
         """Keep ``value`` as the decoded value of ``text``, the JSON it was just written as,
-        when ``cls`` is one of ``WRITTEN_TYPES``: the next read of the text is the object
-        itself, not a decode of it."""
-        if cls in WRITTEN_TYPES and type(value) is cls and len(text) <= self._max_bytes // 4:
+        when nothing in it can change (``WRITTEN_TYPES``, or an event with a typed
+        payload): the next read of the text is the object itself, not a decode of it."""
+        if len(text) <= self._max_bytes // 4 and _stands_for_its_decode(cls, value):
             self._keep((cls, text), value)
+
+    def _kept(self, key: tuple[Any, str]) -> Any:
+        with self._lock:
+            found = self._values.get(key)
+            if found is not None:
+                self._values.move_to_end(key)
+            return found
 
     def _keep(self, key: tuple[Any, str], value: Any) -> None:
         with self._lock:

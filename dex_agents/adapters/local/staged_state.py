@@ -400,7 +400,9 @@ class StagedState:
 
     def write_event(self, stream: StreamDef[T], value: T) -> None:
         """Stage an event for the session's Stream."""
-        self.events.append((stream, to_json(value)))
+        text = to_json(value)
+        DECODED.written(text, stream.value_type, value)
+        self.events.append((stream, text))
 
 
 def _check_key(name: str, key: str) -> None:
