@@ -154,6 +154,28 @@ def test_a_sequence_read_again_gives_the_same_values_in_a_list_of_its_own() -> N
     assert decoded[0] is first[0]
 
 
+@pytest.mark.parametrize(
+    ("kept", "read"),
+    [
+        ((0, 10), (0, 11)),  # a commit added one message
+        ((0, 10), (0, 14)),  # four: the most looked for
+        ((0, 10), (0, 15)),  # five: each new text looked up alone
+        ((0, 10), (2, 12)),  # the window lost its oldest
+        ((0, 10), (0, 9)),  # shorter
+        ((0, 1), (0, 3)),
+    ],
+)
+def test_a_sequence_that_extends_a_kept_one_decodes_as_each_text_does(
+    kept: tuple[int, int], read: tuple[int, int]
+) -> None:
+    values = DecodedValues()
+    texts = _states(0, 20)
+    values.decode_all(texts[kept[0] : kept[1]], AgentState)
+    decoded = values.decode_all(texts[read[0] : read[1]], AgentState)
+    assert [state.turn_count for state in decoded] == list(range(*read))
+    assert values.decode_all(texts[read[0] : read[1]], AgentState) == decoded
+
+
 def test_a_mutable_type_is_decoded_afresh_in_a_sequence_too() -> None:
     values = DecodedValues()
     texts = [to_json(TurnSessionSettings(turn_id="turn-1", settings={"model": "a"}))]

@@ -87,6 +87,9 @@ def _stands_for_its_decode(cls: Any, value: object) -> bool:
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 """How much JSON text the cache holds the decoded values of, at most."""
 
+PREFIX_TRIES = 4
+"""How many texts shorter a kept sequence ``decode_all`` looks for when the whole is not kept."""
+
 DEFAULT_SEQUENCES_KEPT = 256
 """How many sequences of texts read together (``decode_all``) are kept whole, at most."""
 
@@ -160,7 +163,9 @@ class DecodedValues:
 
         The same sequence again is one lookup: a session's message window is read
         whole by several Steps and RPCs between two commits that change it, and a
-        lookup per message was most of what such a read cost.
+        lookup per message was most of what such a read cost. A commit adds a few
+        messages to the window, so a sequence that extends a kept one by up to
+        ``PREFIX_TRIES`` texts looks up only those.
         """
         if cls not in CACHED_TYPES:
             return [from_stored(text, cls) for text in texts]
@@ -171,7 +176,14 @@ class DecodedValues:
             if kept is not None:
                 self._sequences.move_to_end(whole)
                 return list(kept)
-            for text in texts:
+            for back in range(1, min(PREFIX_TRIES, len(texts) - 1) + 1):
+                prefix = (cls, whole[1][:-back])
+                kept = self._sequences.get(prefix)
+                if kept is not None:
+                    self._sequences.move_to_end(prefix)
+                    found.extend(kept)
+                    break
+            for text in texts[len(found) :]:
                 value = self._values.get((cls, text))
                 if value is not None:
                     self._values.move_to_end((cls, text))
