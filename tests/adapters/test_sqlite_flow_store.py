@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import subprocess
@@ -259,6 +260,42 @@ def test_a_write_once_value_read_in_the_transaction_that_wrote_it_is_not_kept(
     store.run(lambda tx: tx.put_value("f1", "chunks", "00001", '"stored"'))
     assert store.read(lambda tx: tx.get_write_once_values("f1", "chunks")) == {"00001": '"stored"'}
     assert store.read(lambda tx: tx.get_value("f1", "chunks", "00001")) == '"stored"'
+    store.close()
+
+
+def test_a_committed_write_to_a_kept_map_is_kept_as_written(tmp_path: Path) -> None:
+    # A Step stores messages into the window that the next Step and the client's snapshot
+    # read: they take the text it wrote, reading no row. As above, a value changed behind
+    # the store's back shows which text is served.
+    path = tmp_path / "flows.sqlite3"
+    store = SqliteFlowStore(path)
+    store.run(lambda tx: tx.put_value("f1", "chunks", "00001", '"one"'))
+    store.read(lambda tx: tx.get_write_once_values("f1", "chunks"))  # now kept
+    written = json.dumps("two " * 3)
+
+    def undone(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "chunks", "00003", '"undone"')
+        raise RuntimeError("this work's savepoint is rolled back")
+
+    outcomes = store.run_batch([undone, lambda tx: tx.put_value("f1", "chunks", "00002", written)])
+    assert isinstance(outcomes[0].error, RuntimeError)
+    with sqlite3.connect(path) as other:
+        other.execute("UPDATE attribute_values SET value = '\"changed\"' WHERE name = 'chunks'")
+    read = store.read(lambda tx: tx.get_write_once_values("f1", "chunks"))
+    assert read == {"00001": '"one"', "00002": written}
+    assert read["00002"] is written
+    assert store.read(lambda tx: tx.get_value("f1", "chunks", "00003")) is None
+
+    def write_and_fail(tx: StoreTransaction) -> None:
+        tx.put_value("f1", "chunks", "00004", '"never stored"')
+        raise RuntimeError("the whole transaction rolls back")
+
+    with pytest.raises(RuntimeError, match="whole transaction"):
+        store.run(write_and_fail)
+    assert store.read(lambda tx: tx.get_value("f1", "chunks", "00004")) is None
+    # A delete is forgotten once it commits.
+    store.run(lambda tx: tx.delete_value("f1", "chunks", "00002"))
+    assert store.read(lambda tx: tx.get_write_once_values("f1", "chunks")) == {"00001": '"one"'}
     store.close()
 
 

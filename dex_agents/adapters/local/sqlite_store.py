@@ -379,6 +379,7 @@ class SqliteFlowStore:
                     connection.execute("PRAGMA synchronous = NORMAL")
                 result = self._transact(connection, known_work, begin or self._begin_write)
                 known.committed(tx.change)
+                self._write_once.committed(tx.written_once)
                 self._own_events.committed(tx.appended, tx.change)
                 return result
             except BaseException as error:

@@ -97,6 +97,9 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         # What this transaction wrote is not committed until it ends, so it is never kept:
         # a rolled-back write kept would be served as if it were stored.
         self._written: set[tuple[str, str, str]] = set()
+        self.written_once: list[tuple[str, str, str, str | None]] = []
+        """Writes to maps the store keeps the values of (``WriteOnceValues``), in order: kept
+        once the transaction commits, so the Step that reads a message next reads no row."""
         # Step execution rows as this transaction last read or wrote them (their stored
         # values), so an update writes only the columns it changes: a full-row UPDATE
         # also rewrites the entry of every index of step_executions.
@@ -152,7 +155,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         name = f"work_{self._depth}"
         self._stream.save_sizes()  # what is unsaved then belongs to this savepoint alone
         self._execute(f"SAVEPOINT {name}")
-        appended = len(self.appended)
+        appended, written_once = len(self.appended), len(self.written_once)
         self._depth += 1
         try:
             value = work()
@@ -167,6 +170,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             self._known.forget()
             self._stream.drop_unsaved_sizes()
             del self.appended[appended:]
+            del self.written_once[written_once:]
             return BatchOutcome(error=error)
         finally:
             self._depth -= 1
@@ -337,6 +341,8 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
     def _wrote(self, flow_id: str, name: str, key: str, value: str | None) -> None:
         self._written.add((flow_id, name, key))
         self._changed.add(flow_id)
+        if self._write_once.tracks(flow_id, name):
+            self.written_once.append((flow_id, name, key, value))
         self._write_once.forget(flow_id, name, key)
         known = self._known.peek(flow_id)
         if known is not None:

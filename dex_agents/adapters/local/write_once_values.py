@@ -60,6 +60,19 @@ class WriteOnceValues:
                 _, evicted = self._maps.popitem(last=False)
                 self._bytes -= sum(len(text) for text in evicted.values())
 
+    def tracks(self, flow_id: str, name: str) -> bool:
+        """Whether values of this map are kept (it was loaded, and not dropped since)."""
+        return (flow_id, name) in self._maps
+
+    def committed(self, writes: Sequence[tuple[str, str, str, str | None]]) -> None:
+        """Keep each ``(flow_id, name, key, text)`` a transaction wrote and committed, in
+        order; a ``None`` text was a delete, forgotten. A map not kept is left unkept."""
+        for flow_id, name, key, text in writes:
+            if text is None:
+                self.forget(flow_id, name, key)
+            elif self.tracks(flow_id, name):
+                self.keep(flow_id, name, {key: text})
+
     def forget(self, flow_id: str, name: str, key: str) -> None:
         """Drop one value, written or deleted now."""
         with self._lock:
