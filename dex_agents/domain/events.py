@@ -278,7 +278,8 @@ class AgentEvent:
     only the highest ``attempt`` of one ``step_execution_id``.
     """
 
-    type: str
+    # A plain string, as decoding gives it, even when built from an ``AgentEventType``.
+    type: str = attrs.field(converter=str)
     payload: EventPayload | Mapping[str, Any] = attrs.field(validator=_check_payload)
     turn_id: str | None
     step_execution_id: str

@@ -296,11 +296,14 @@ _NONE_TYPE = type(None)
 
 
 _TEXTS_KEPT = 4096
+_TEXTS_MOST_CHARS = 16 * 1024 * 1024
 _texts: dict[int, tuple[AgentMessage, str]] = {}
+_texts_chars = 0
 
 
 def to_json(value: object) -> str:
     """Encode a session value as canonical JSON text."""
+    global _texts_chars
     if value is None:  # no input, no output: most Steps' and RPCs'
         return "null"
     if type(value) is not AgentMessage:
@@ -312,9 +315,11 @@ def to_json(value: object) -> str:
     if kept is not None and kept[0] is value:
         return kept[1]
     text = dumps(to_wire(value))
-    if len(_texts) >= _TEXTS_KEPT:
+    if len(_texts) >= _TEXTS_KEPT or _texts_chars + len(text) > _TEXTS_MOST_CHARS:
         _texts.clear()
+        _texts_chars = 0
     _texts[id(value)] = (value, text)
+    _texts_chars += len(text)
     return text
 
 

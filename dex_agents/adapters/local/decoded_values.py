@@ -24,7 +24,8 @@ import attrs
 from dex_agents.adapters.local.store_errors import StoredValueError
 from dex_agents.domain.context_summary import ContextSummary
 from dex_agents.domain.errors import WireFormatError
-from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent
+from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.exact_values import exactly_decodable
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.messages import AgentMessage
@@ -75,13 +76,12 @@ of a type of its own carries a mapping, so it is never shared.
 
 
 def _stands_for_its_decode(cls: Any, value: object) -> bool:
-    if type(value) is not cls:
+    if cls not in WRITTEN_TYPES and cls not in WRITTEN_ONLY_TYPES:
         return False
-    if cls in WRITTEN_TYPES:
-        return True
-    return isinstance(value, AgentEvent) and type(value.payload) is EVENT_PAYLOAD_TYPES.get(
-        value.type
-    )
+    # Only a value its text gives back type for type: a Step may have stored a float
+    # where an int belongs, which the file's next reader refuses, and this process must
+    # refuse it as well.
+    return exactly_decodable(value, cls)
 
 
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
