@@ -34,19 +34,25 @@ def exactly_decodable(value: object, cls: Any) -> bool:
 
 @functools.cache
 def _check(hint: Any) -> Check:
-    if hint in (str, int, float, bool):
-        return lambda value: type(value) is hint
-    if hint is type(None):
-        return lambda value: value is None
+    plain = _plain_types(hint)
+    if plain is not None:
+        return lambda value: type(value) in plain
     if hint is datetime:
-        return lambda value: type(value) is datetime and value.tzinfo is UTC
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        return lambda value: type(value) is hint
+        return _utc_time
     origin = typing.get_origin(hint)
     arguments = typing.get_args(hint)
     if origin is typing.Union or origin is types.UnionType:
         alternatives = tuple(_check(argument) for argument in arguments)
-        return lambda value: any(check(value) for check in alternatives)
+
+        def any_of(value: object) -> bool:
+            # Loops, not any() and all() over generators, here and below: they run for
+            # every field of every value a Step writes.
+            for alternative in alternatives:  # noqa: SIM110
+                if alternative(value):
+                    return True
+            return False
+
+        return any_of
     if origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis:
         each = _check(arguments[0])
         return lambda value: type(value) is tuple and all(map(each, value))
@@ -55,17 +61,46 @@ def _check(hint: Any) -> Check:
     return lambda value: False
 
 
+def _plain_types(hint: Any) -> tuple[type, ...] | None:
+    """The exact types a field of ``hint`` may hold when all are plain (strings, numbers,
+    ``None``, enums), so one ``type(...) in`` answers; ``None`` when some part is not."""
+    if hint in (str, int, float, bool, type(None)):
+        return (hint,)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return (hint,)
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        parts = [_plain_types(argument) for argument in typing.get_args(hint)]
+        if all(part is not None for part in parts):
+            return tuple(kind for part in parts if part is not None for kind in part)
+    return None
+
+
+def _utc_time(value: object) -> bool:
+    return type(value) is datetime and value.tzinfo is UTC
+
+
 def _fields_check(cls: Any) -> Check:
     hints = typing.get_type_hints(cls)
     names = [field.name for field in attrs.fields(cls)]
-    # Each field's check is made when first used, so a class may name itself.
-    checks: list[tuple[str, Check]] = []
+    # Made when first used, so a class may name itself. Fields of plain types are checked
+    # in one loop, the rest each by its own check.
+    plain: list[tuple[str, tuple[type, ...]]] = []
+    other: list[tuple[str, Check]] = []
 
     def check(value: object) -> bool:
         if type(value) is not cls:
             return False
-        if not checks:
-            checks[:] = [(name, _check(hints[name])) for name in names]
-        return all(field_check(getattr(value, name)) for name, field_check in checks)
+        if not plain and not other:
+            kinds = {name: _plain_types(hints[name]) for name in names}
+            other[:] = [(name, _check(hints[name])) for name in names if kinds[name] is None]
+            plain[:] = [(name, kind) for name, kind in kinds.items() if kind is not None]
+        for name, allowed in plain:
+            if type(getattr(value, name)) not in allowed:
+                return False
+        for name, field_check in other:  # noqa: SIM110
+            if not field_check(getattr(value, name)):
+                return False
+        return True
 
     return check
