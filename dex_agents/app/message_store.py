@@ -21,7 +21,6 @@ from dex_agents.domain.paging import chunked_messages, chunks_to_load_for_model,
 from dex_agents.domain.retention import plan_retention
 from dex_agents.domain.state import AgentState
 from dex_agents.domain.windowing import MessageStorageOptions, message_sequence_key
-from dex_agents.domain.wire import json_size
 from dex_agents.ports.engine import MapLoad
 from dex_agents.ports.persistence import StateReader, StateTransaction
 from dex_agents.ports.session_schema import (
@@ -102,24 +101,6 @@ CHUNK_RUNS = ChunkRuns()
 """This process's joined chunks, shared by every session it serves (``chunk_runs.py``)."""
 
 
-_SIZES_KEPT = 4096
-_sizes: dict[int, tuple[AgentMessage, int]] = {}
-
-
-def _message_size(message: AgentMessage) -> int:
-    # Every commit that stores messages sizes the whole window again, and a stored
-    # message is frozen and decoded once per process, so its size is remembered by the
-    # object itself: hashing a message to look it up cost more than the rest of the plan.
-    kept = _sizes.get(id(message))
-    if kept is not None and kept[0] is message:  # the entry keeps it alive: the id is its own
-        return kept[1]
-    size = json_size(message)
-    if len(_sizes) >= _SIZES_KEPT:
-        _sizes.clear()
-    _sizes[id(message)] = (message, size)
-    return size
-
-
 def store_messages(
     state: StateTransaction,
     agent_state: AgentState,
@@ -150,7 +131,6 @@ def store_messages(
         window=window_messages(state),
         new_messages=new,
         options=options,
-        message_size=_message_size,
     )
     last_sequence = new[-1].sequence
     summary = state.get(CONTEXT_SUMMARY) if compaction_enabled else None

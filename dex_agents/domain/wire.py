@@ -297,30 +297,36 @@ _NONE_TYPE = type(None)
 
 _TEXTS_KEPT = 4096
 _TEXTS_MOST_CHARS = 16 * 1024 * 1024
-_texts: dict[int, tuple[AgentMessage, str]] = {}
+_texts: dict[int, tuple[AgentMessage, str, int]] = {}
 _texts_chars = 0
+
+
+def _message_text(message: AgentMessage) -> tuple[str, int]:
+    # A commit sizes the whole window for its chunk plan (json_size) and stores its new
+    # messages: each message is encoded and sized once. A message is frozen all the way
+    # down, so its text stays true; the entry keeps the message alive, so the id is its
+    # own (hashing a message to look it up cost more than encoding it).
+    global _texts_chars
+    kept = _texts.get(id(message))
+    if kept is not None and kept[0] is message:
+        return kept[1], kept[2]
+    text = dumps(to_wire(message))
+    size = len(text.encode("utf-8"))
+    if len(_texts) >= _TEXTS_KEPT or _texts_chars + len(text) > _TEXTS_MOST_CHARS:
+        _texts.clear()
+        _texts_chars = 0
+    _texts[id(message)] = (message, text, size)
+    _texts_chars += len(text)
+    return text, size
 
 
 def to_json(value: object) -> str:
     """Encode a session value as canonical JSON text."""
-    global _texts_chars
     if value is None:  # no input, no output: most Steps' and RPCs'
         return "null"
-    if type(value) is not AgentMessage:
-        return dumps(to_wire(value))
-    # A commit sizes its new messages (json_size) and then stores them: each is encoded
-    # once. A message is frozen all the way down, so its text stays true; the entry keeps
-    # the message alive, so the id is its own.
-    kept = _texts.get(id(value))
-    if kept is not None and kept[0] is value:
-        return kept[1]
-    text = dumps(to_wire(value))
-    if len(_texts) >= _TEXTS_KEPT or _texts_chars + len(text) > _TEXTS_MOST_CHARS:
-        _texts.clear()
-        _texts_chars = 0
-    _texts[id(value)] = (value, text)
-    _texts_chars += len(text)
-    return text
+    if type(value) is AgentMessage:
+        return _message_text(value)[0]
+    return dumps(to_wire(value))
 
 
 def from_json(text: str | bytes, cls: type[T]) -> T:
@@ -337,4 +343,6 @@ def from_json(text: str | bytes, cls: type[T]) -> T:
 
 def json_size(value: object) -> int:
     """The size in bytes of a value's canonical UTF-8 JSON text."""
+    if type(value) is AgentMessage:
+        return _message_text(value)[1]
     return len(to_json(value).encode("utf-8"))

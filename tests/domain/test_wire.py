@@ -20,7 +20,7 @@ from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageRo
 from dex_agents.domain.state import AgentState, AgentStatus
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
-from dex_agents.domain.wire import from_json, from_wire, to_json, to_wire
+from dex_agents.domain.wire import from_json, from_wire, json_size, to_json, to_wire
 from tests.support.wire_strategies import value_strategy
 
 
@@ -170,6 +170,7 @@ def test_a_message_is_encoded_once_and_its_text_kept_with_it() -> None:
     )
     text = to_json(message)
     assert to_json(message) is text
+    assert json_size(message) == len(text.encode("utf-8"))
     # An equal message that is another object has its own entry, with equal text.
     twin = attrs.evolve(message)
     assert twin is not message
