@@ -141,14 +141,9 @@ class TransactionSource:
         """Every instance of an AttributeMap."""
         whole = self._maps.get(name)
         if whole is None:
-            # A write-once map is read through what the store keeps of it, as a Step's load
-            # is: the same text objects, so decoding them again is one lookup, not a compare
-            # of every message's text.
-            if name in self._write_once_maps:
-                whole = self._tx.get_write_once_values(self._flow_id, name)
-            else:
-                whole = self._tx.get_values(self._flow_id, name)
-            self._maps[name] = whole
+            whole = self._maps[name] = _whole_map(
+                self._tx, self._flow_id, name, write_once=name in self._write_once_maps
+            )
         return dict(whole)
 
     def channel_size(self, name: str) -> int:
@@ -210,10 +205,8 @@ def read_snapshot(
         loaded = snapshot.maps.setdefault(name, {})
         if load.key is not None and load.attribute_map.write_once:
             keyed.setdefault(name, []).append(load.key)
-        elif load.key is None and load.attribute_map.write_once:
-            loaded.update(tx.get_write_once_values(flow_id, name))
         elif load.key is None:
-            loaded.update(tx.get_values(flow_id, name))
+            loaded.update(_whole_map(tx, flow_id, name, write_once=load.attribute_map.write_once))
         else:
             text = tx.get_value(flow_id, name, load.key)
             if text is not None:
@@ -221,6 +214,17 @@ def read_snapshot(
     for name, keys in keyed.items():
         snapshot.maps[name].update(tx.get_write_once_values(flow_id, name, keys))
     return snapshot
+
+
+def _whole_map(
+    tx: StoreTransaction, flow_id: str, name: str, *, write_once: bool
+) -> dict[str, str]:
+    # A write-once map is read through what the store keeps of it, by Steps and RPCs alike:
+    # the same text objects, so decoding them again is one lookup, not a compare of every
+    # message's text.
+    if write_once:
+        return tx.get_write_once_values(flow_id, name)
+    return tx.get_values(flow_id, name)
 
 
 @dataclass(frozen=True)
