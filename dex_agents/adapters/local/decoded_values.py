@@ -63,7 +63,7 @@ WRITTEN_TYPES: frozenset[Any] = frozenset(cls for cls in CACHED_TYPES if attrs.h
 Each is frozen all the way down (as every one of ``CACHED_TYPES``), and JSON
 gives back each of its fields equal: a Step that stores a message or the
 ``AgentState`` and the Step that reads it next share one object, so it is not
-decoded again, nor a message sized again (``message_store``).
+decoded again, nor a message sized again (``wire.json_size`` keeps its size by object).
 """
 
 WRITTEN_ONLY_TYPES: frozenset[Any] = frozenset({AgentEvent})
