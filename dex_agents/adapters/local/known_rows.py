@@ -17,7 +17,9 @@ Kept per Flow run, for the most recently used ``MOST_FLOWS`` runs: the row,
 singleton values (and which are unset), whole AttributeMaps of up to
 ``MOST_MAP_CHARS`` of text, the keys of write-once maps (their values are
 ``WriteOnceValues``'), the active Step executions once they were read
-together, and the ID of the newest Stream event. Values are stored text; rows
+together, the unconsumed messages of Channels that hold at most
+``MOST_PENDING_KEPT``, how many wait in each Channel, and the ID of the newest
+Stream event. Values are stored text; rows
 are the stored column values, decoded into a fresh object for each caller.
 """
 
@@ -37,6 +39,7 @@ from dex_agents.ports.flow_store import (
     ChangedFlows,
     ExecutionRow,
     FlowRow,
+    MessageRow,
 )
 
 MOST_FLOWS = 512
@@ -47,6 +50,10 @@ and the sessions it is running now stay kept."""
 
 MOST_MAP_CHARS = 256 * 1024
 """The most text one kept AttributeMap holds; a map that grows past it is no longer kept."""
+
+MOST_PENDING_KEPT = 64
+"""The most unconsumed messages of one Channel (or ChannelMap instance) kept; a Channel that
+holds more is read again each time (a session's Channels hold a few at a time)."""
 
 ACTIVE_STATUSES = frozenset(status.value for status in ACTIVE_EXECUTION_STATUSES)
 """The stored statuses of an execution that ``KnownFlow.active`` holds."""
@@ -64,6 +71,8 @@ class KnownFlow:
         "map_chars",
         "map_keys",
         "maps",
+        "pending",
+        "pending_counts",
         "row",
         "row_known",
         "single_events",
@@ -83,6 +92,9 @@ class KnownFlow:
         self.last_event_id: int | None = None
         # How many of its events are single rows, not yet sealed into a block.
         self.single_events: int | None = None
+        # (channel, key) -> its unconsumed messages by seq; channel -> how many of key "".
+        self.pending: dict[tuple[str, str], list[MessageRow]] = {}
+        self.pending_counts: dict[str, int] = {}
 
     def flow_row(self) -> FlowRow | None:
         """A fresh ``FlowRow`` of the kept values (the caller may change it)."""
@@ -132,6 +144,51 @@ class KnownFlow:
                 keys.discard(key)
             else:
                 keys.add(key)
+
+    def keep_pending(self, channel: str, key: str, rows: list[MessageRow]) -> None:
+        """Keep the unconsumed messages of a Channel as read, unless there are too many."""
+        if len(rows) <= MOST_PENDING_KEPT:
+            self.pending[(channel, key)] = rows
+            if key == "":
+                self.pending_counts[channel] = len(rows)
+
+    def pending_count(self, channel: str) -> int | None:
+        """How many unconsumed messages a plain Channel holds; ``None`` when not known."""
+        count = self.pending_counts.get(channel)
+        if count is None:
+            rows = self.pending.get((channel, ""))
+            count = None if rows is None else len(rows)
+        return count
+
+    def message_added(self, row: MessageRow) -> None:
+        """Keep a message appended now (its ``seq`` is the newest)."""
+        rows = self.pending.get((row.channel, row.key))
+        if rows is not None:
+            if len(rows) < MOST_PENDING_KEPT:
+                rows.append(row)
+            else:
+                del self.pending[(row.channel, row.key)]
+        if row.key == "" and row.channel in self.pending_counts:
+            self.pending_counts[row.channel] += 1
+
+    def message_taken(self, channel: str, key: str, seq: int) -> None:
+        """Keep that the unconsumed message ``seq`` was consumed or deleted."""
+        rows = self.pending.get((channel, key))
+        if rows is not None:
+            kept = [row for row in rows if row.seq != seq]
+            if len(kept) == len(rows):  # not the message kept: what is kept cannot be trusted
+                del self.pending[(channel, key)]
+                self.pending_counts.pop(channel, None)
+                return
+            self.pending[(channel, key)] = kept
+        if key == "" and channel in self.pending_counts:
+            self.pending_counts[channel] -= 1
+
+    def message_back(self, channel: str, key: str) -> None:
+        """Forget a Channel's messages: a consumed one is pending again, in its old place."""
+        self.pending.pop((channel, key), None)
+        if key == "":
+            self.pending_counts.pop(channel, None)
 
     def put_execution(self, values: Sequence[Any]) -> None:
         """Keep an execution as stored now: in the active set while it is active."""

@@ -1,11 +1,17 @@
 """The Channel and lock primitives of a SQLite store transaction, each read made once.
 
-One commit checks the same wait and the same locks several times: a claim reads
-its locks and then acquires them, and the snapshot of each Step it claims counts
-the session's waiting messages again. Nothing but the transaction itself
-changes these tables while it holds its snapshot, so it keeps what it read
-until it writes the table (a Channel write forgets every Channel read) or a
-savepoint undoes its writes.
+A session's Steps, its RPCs and its worker's hand-offs check the same Channels
+commit after commit: each Step's snapshot counts the session's waiting messages,
+each wait looks for its message, each snapshot RPC lists the queued ones. So
+the connection keeps what it read of a Flow run's unconsumed messages across
+its transactions, with the run's other rows (``KnownFlow.pending``,
+``KnownFlow.pending_counts``). Every write of ``channel_messages`` goes through
+here: it updates what is kept and logs the run as changed, so that another
+connection's next transaction forgets what it kept of that run. A rollback
+forgets everything kept (``KnownRows``).
+
+Locks are kept for one transaction: nothing but the transaction itself changes
+them while it holds its snapshot, until a savepoint undoes its writes.
 """
 
 from __future__ import annotations
@@ -14,14 +20,26 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
+from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.sqlite_schema import MESSAGE_SELECT, decode_message, encode_time
 from dex_agents.adapters.local.store_rows import utc_time
 from dex_agents.ports.flow_store import MessageRow
 
+_CONSUME = """UPDATE channel_messages SET consumed = 1 WHERE seq = ? AND consumed = 0
+    RETURNING flow_id, channel, key"""
+_RESTORE = """UPDATE channel_messages SET consumed = 0 WHERE seq = ? AND consumed = 1
+    RETURNING flow_id, channel, key"""
+_DELETE_PENDING = """DELETE FROM channel_messages
+    WHERE flow_id = ? AND message_id = ? AND consumed = 0 RETURNING seq, channel, key"""
+
 
 class SqliteChannels:
-    """Mixed into ``SqliteTransaction``, which provides ``_execute`` and calls
+    """Mixed into ``SqliteTransaction``, which provides ``_execute``, ``_known`` (what the
+    connection keeps) and ``_changed`` (the runs its commit logs), and calls
     ``_forget_channel_reads`` once before any other method and when a savepoint undoes."""
+
+    _known: KnownRows
+    _changed: set[str]
 
     def _execute(
         self, sql: str, params: Sequence[object] | dict[str, object] = ()
@@ -29,14 +47,8 @@ class SqliteChannels:
         raise NotImplementedError
 
     def _forget_channel_reads(self) -> None:
-        """Forget every Channel and lock read (the first call starts with none)."""
-        self._pending_reads: dict[tuple[str, str, str], list[MessageRow]] = {}
-        self._count_reads: dict[tuple[str, ...], dict[str, int]] = {}
+        """Forget every lock read (the first call starts with none)."""
         self._lock_holders: dict[tuple[str, str], int | None] = {}
-
-    def _forget_message_reads(self) -> None:
-        self._pending_reads.clear()
-        self._count_reads.clear()
 
     def append_message(
         self,
@@ -50,39 +62,55 @@ class SqliteChannels:
         when = encode_time(utc_time(created_at, "created_at"))
         sql = """INSERT INTO channel_messages (flow_id, channel, key, message_id, value, created_at)
             VALUES (?, ?, ?, ?, ?, ?)"""
-        self._forget_message_reads()
         try:
             cursor = self._execute(sql, (flow_id, channel, key, message_id, value, when))
         except sqlite3.IntegrityError:
             raise ValueError(
                 f"a Channel message with ID {message_id!r} is already stored"
             ) from None
-        return int(cursor.lastrowid or 0)
+        seq = int(cursor.lastrowid or 0)
+        self._changed.add(flow_id)
+        known = self._known.peek(flow_id)
+        if known is not None:
+            # The row as a read of it decodes it.
+            known.message_added(
+                decode_message((seq, flow_id, channel, key, message_id, value, when))
+            )
+        return seq
 
     def pending_messages(self, flow_id: str, channel: str, key: str) -> Sequence[MessageRow]:
-        read = (flow_id, channel, key)
-        rows = self._pending_reads.get(read)
+        known = self._known.flow(flow_id)
+        rows = known.pending.get((channel, key))
         if rows is None:
             sql = f"""SELECT {MESSAGE_SELECT} FROM channel_messages
                 WHERE flow_id = ? AND channel = ? AND key = ? AND consumed = 0 ORDER BY seq"""
-            rows = [decode_message(values) for values in self._execute(sql, read)]
-            self._pending_reads[read] = rows
+            read = self._execute(sql, (flow_id, channel, key))
+            rows = [decode_message(values) for values in read]
+            known.keep_pending(channel, key, rows)
         return list(rows)  # the rows are frozen; the list is the caller's
 
     def pending_counts(self, flow_id: str, channels: Sequence[str]) -> dict[str, int]:
-        if not channels:
-            return {}
-        read = (flow_id, *channels)
-        counts = self._count_reads.get(read)
-        if counts is None:
-            marks = ", ".join("?" for _ in channels)
+        known = self._known.flow(flow_id)
+        counts: dict[str, int] = {}
+        unknown: list[str] = []
+        for channel in channels:
+            count = known.pending_count(channel)
+            if count is None:
+                unknown.append(channel)
+            elif count:
+                counts[channel] = count
+        if unknown:
+            marks = ", ".join("?" for _ in unknown)
             sql = f"""SELECT channel, count(*) FROM channel_messages
                 WHERE flow_id = ? AND channel IN ({marks}) AND key = '' AND consumed = 0
                 GROUP BY channel"""
-            rows = self._execute(sql, read)
-            counts = {str(name): int(count) for name, count in rows}
-            self._count_reads[read] = counts
-        return dict(counts)
+            read = {
+                str(name): int(count) for name, count in self._execute(sql, (flow_id, *unknown))
+            }
+            for channel in unknown:
+                known.pending_counts[channel] = read.get(channel, 0)
+            counts.update(read)
+        return counts
 
     def pending_channel_keys(self, flow_id: str, channel: str) -> Sequence[str]:
         sql = """SELECT key FROM channel_messages WHERE flow_id = ? AND channel = ? AND consumed = 0
@@ -90,24 +118,35 @@ class SqliteChannels:
         return [str(values[0]) for values in self._execute(sql, (flow_id, channel))]
 
     def consume_messages(self, seqs: Sequence[int]) -> None:
-        self._forget_message_reads()
         for seq in seqs:
-            self._execute("UPDATE channel_messages SET consumed = 1 WHERE seq = ?", (seq,))
+            for flow_id, channel, key in self._execute(_CONSUME, (seq,)).fetchall():
+                self._changed.add(flow_id)
+                known = self._known.peek(flow_id)
+                if known is not None:
+                    known.message_taken(channel, key, seq)
 
     def restore_messages(self, seqs: Sequence[int]) -> None:
-        self._forget_message_reads()
         for seq in seqs:
-            self._execute("UPDATE channel_messages SET consumed = 0 WHERE seq = ?", (seq,))
+            for flow_id, channel, key in self._execute(_RESTORE, (seq,)).fetchall():
+                self._changed.add(flow_id)
+                known = self._known.peek(flow_id)
+                if known is not None:
+                    known.message_back(channel, key)
 
     def delete_consumed_messages(self, seqs: Sequence[int]) -> None:
-        self._forget_message_reads()
+        # A consumed message is in nothing kept: the pending ones stay as they are.
         for seq in seqs:
             self._execute("DELETE FROM channel_messages WHERE seq = ? AND consumed = 1", (seq,))
 
     def delete_message(self, flow_id: str, message_id: str) -> bool:
-        sql = "DELETE FROM channel_messages WHERE flow_id = ? AND message_id = ? AND consumed = 0"
-        self._forget_message_reads()
-        return self._execute(sql, (flow_id, message_id)).rowcount > 0
+        deleted = self._execute(_DELETE_PENDING, (flow_id, message_id)).fetchall()
+        if deleted:
+            self._changed.add(flow_id)
+        known = self._known.peek(flow_id)
+        for seq, channel, key in deleted:
+            if known is not None:
+                known.message_taken(channel, key, seq)
+        return bool(deleted)
 
     def lock_holder(self, flow_id: str, lock_name: str) -> int | None:
         lock = (flow_id, lock_name)
