@@ -44,6 +44,10 @@ R = TypeVar("R")
 DEFAULT_POLL_INTERVAL = timedelta(milliseconds=100)
 """How often an idle process looks for other processes' commits."""
 
+COUNTER_REUSE = timedelta(milliseconds=1)
+"""How long a change counter read stands for the next reads while this engine commits nothing:
+another process's commit is seen that much later at most, a hundredth of ``poll_interval``."""
+
 DEFAULT_LEASE_DURATION = timedelta(seconds=10)
 """How long a worker's claim on a running attempt lasts without renewal."""
 
@@ -172,13 +176,25 @@ class LocalEngine:
         return await loop.run_in_executor(self._executor, self.store.read, work)
 
     async def change_counter(self) -> int:
-        """The store's change counter, read on the calling thread.
+        """The store's change counter, read now on the calling thread.
 
         ``FlowStore.change_counter`` is a cheap poll that waits behind no
         transaction (SQLite reads it on a connection of its own), and a hop to
         the store thread and back costs far more than the poll itself.
         """
-        return self.store.change_counter()
+        return self._commits.change_counter(0)
+
+    async def recent_change_counter(self) -> int:
+        """``change_counter`` for a waiter: a read within ``COUNTER_REUSE`` of the last, with
+        no commit of this engine between, gives the same number
+        (``GroupCommitQueue.change_counter``).
+
+        For waits alone: a waiter that sees no change sleeps until a wake-up or its
+        next poll, so an earlier look only makes it notice another process's commit
+        at that poll. A caller that decides from the counter whether a read is
+        needed now (``flow_change_mark``) reads it fresh.
+        """
+        return self._commits.change_counter(COUNTER_REUSE.total_seconds())
 
     def _wake(self) -> None:
         for wake in self._change_wakes:
@@ -193,7 +209,7 @@ class LocalEngine:
         self._change_wakes.add(wake)
         try:
             while True:
-                counter = await self.change_counter()
+                counter = await self.recent_change_counter()
                 if counter != since:
                     return counter
                 remaining = deadline - loop.time()
@@ -228,7 +244,7 @@ class LocalEngine:
 
     async def _work_or_moved(self, since: int) -> bool:
         try:
-            return await self.change_counter() != since
+            return await self.recent_change_counter() != since
         except StoreError:
             return True  # the waiter reads the counter again, and retries what fails
 
@@ -254,7 +270,7 @@ class LocalEngine:
         Stream among many reads again only when that Stream grew.
         """
         changes = self._flow_changes
-        now = changes.look(await self.change_counter())
+        now = changes.look(await self.recent_change_counter())
         if changes.changed_after(flow_id, mark) or within <= timedelta(0):
             return now
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -287,7 +303,7 @@ class LocalEngine:
         try:
             while changes.watched():
                 await wake.wait(self.poll_interval.total_seconds())
-                changes.look(await self.change_counter())
+                changes.look(await self.recent_change_counter())
         except Exception:
             # The readers read for themselves, and meet whatever failed there.
             changes.wake_all()

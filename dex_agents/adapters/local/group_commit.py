@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -65,6 +66,29 @@ class GroupCommitQueue:
         """The change counter after the latest commit, and whether that commit was quiet."""
         self.loud_commits = 0
         """How many commits were not quiet."""
+        self._commits = 0  # batches committed (or tried), counted once each is done
+        # The last counter read: (monotonic time before the read, commits then, counter).
+        self._kept_counter: tuple[float, int, int] | None = None
+
+    def change_counter(self, reuse: float) -> int:
+        """The store's change counter: the one read at most ``reuse`` seconds ago when no
+        batch committed since, otherwise read now.
+
+        After each commit the counter is read, and the callbacks that commit resumes
+        read it again within microseconds (a claim loop, a Stream reader, the waits).
+        A commit of this queue always gets a fresh read; a commit of another
+        process is seen up to ``reuse`` later, as if it came that much later.
+        """
+        commits = self._commits
+        kept = self._kept_counter
+        now = time.monotonic()
+        if kept is not None and kept[1] == commits and now - kept[0] < reuse:
+            return kept[2]
+        # ``commits`` was taken before the read: a commit that ends during it is not
+        # taken as seen by it.
+        counter = self._store.change_counter()
+        self._kept_counter = (now, commits, counter)
+        return counter
 
     async def run(
         self,
@@ -124,8 +148,11 @@ class GroupCommitQueue:
     ) -> None:
         """Commit ``batch`` and settle its callers; ``StoreWouldWaitError`` settles nobody."""
         try:
-            outcomes = commit(batch)
-            counter = self._store.change_counter()
+            try:
+                outcomes = commit(batch)
+            finally:
+                self._commits += 1
+            counter = self.change_counter(0)
         except StoreWouldWaitError:
             raise
         except Exception as error:  # the whole transaction failed: every caller learns why

@@ -270,7 +270,7 @@ class LocalWorker:
         while not self._stopping.is_set():
             now = engine.now()
             current = await until_stored(
-                engine.change_counter, self._faults, give_up=self._stopping.is_set
+                engine.recent_change_counter, self._faults, give_up=self._stopping.is_set
             )
             changed = current != counter
             loud = engine.loud_commits
