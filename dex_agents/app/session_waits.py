@@ -4,9 +4,13 @@ The snapshot is the source of truth and the Stream only says when to look
 again: the wait skips to the Stream's newest event, reads the snapshot, and
 then long-polls the Stream for the next event, so an event committed after
 the snapshot was read always wakes it. A quiet Stream still gets a fresh
-snapshot, after ``FIRST_SNAPSHOT_RECHECK`` and then at doubling intervals up to
-``SNAPSHOT_RECHECK_INTERVAL``: Streams are best effort on both engines, and some
-changes write no event (``StartAgentSession`` committing the session's state).
+snapshot, once it has been quiet for ``FIRST_SNAPSHOT_RECHECK`` and then for
+doubling intervals up to ``SNAPSHOT_RECHECK_INTERVAL``: Streams are best effort
+on both engines, and some changes write no event (``StartAgentSession``
+committing the session's state). Events of a turn in progress keep the Stream
+from being quiet, but a wait never goes longer than
+``SNAPSHOT_RECHECK_INTERVAL`` (or its current interval, when longer) without a
+snapshot.
 """
 
 from __future__ import annotations
@@ -26,10 +30,10 @@ DEFAULT_WAIT_FOR_USER_TIMEOUT = timedelta(minutes=5)
 """How long ``wait_for_user`` waits when no ``timeout`` is given."""
 
 FIRST_SNAPSHOT_RECHECK = timedelta(milliseconds=50)
-"""How soon a wait reads the snapshot again when the Stream stays quiet."""
+"""How long the Stream must stay quiet before a wait first reads the snapshot again."""
 
 SNAPSHOT_RECHECK_INTERVAL = timedelta(seconds=2)
-"""The longest a wait goes without reading the snapshot, even when the Stream is quiet."""
+"""The longest a wait goes without reading the snapshot, whatever the Stream does."""
 
 _NO_WAIT = timedelta(milliseconds=1)
 # Events of a turn in progress: none of them makes a session need a person, which takes a
@@ -96,17 +100,25 @@ async def wait_for_person(
             raise SessionWaitTimeoutError(
                 f"session {session_id!r} did not need a person within {timeout}"
             )
-        poll = timedelta(seconds=min(remaining, recheck.total_seconds()))
+        quiet = min(remaining, recheck.total_seconds())
+        longest = min(remaining, max(recheck, SNAPSHOT_RECHECK_INTERVAL).total_seconds())
         recheck = min(recheck * 2, SNAPSHOT_RECHECK_INTERVAL)
-        token = await _next_relevant_event(client, flow, session_id, token, poll)
+        token = await _next_relevant_event(client, flow, session_id, token, quiet, longest)
 
 
 async def _next_relevant_event(
-    client: FlowClient, flow: FlowDefinition, session_id: str, token: str, poll: timedelta
+    client: FlowClient,
+    flow: FlowDefinition,
+    session_id: str,
+    token: str,
+    quiet: float,
+    longest: float,
 ) -> str:
-    """The token after the next event that may change the answer, or after the poll ran out."""
+    """The token after the next event that may change the answer, or once the Stream was
+    quiet for ``quiet`` seconds, or after ``longest`` seconds."""
     loop = asyncio.get_running_loop()
-    until = loop.time() + poll.total_seconds()
+    last_look = loop.time() + longest
+    until = min(loop.time() + quiet, last_look)
     while True:
         left = until - loop.time()
         if left <= 0:
@@ -120,3 +132,5 @@ async def _next_relevant_event(
         token = message.resume_token
         if getattr(message.value, "type", None) not in _IN_TURN_EVENTS:
             return token
+        # A turn in progress: the Stream is not quiet, and the snapshot would say it is busy.
+        until = min(loop.time() + quiet, last_look)

@@ -1,0 +1,157 @@
+"""``wait_for_person`` reads the snapshot when the Stream says something may have changed,
+and again once the Stream has been quiet, never going longer than
+``SNAPSHOT_RECHECK_INTERVAL`` without one.
+
+The client here is a fake ``FlowClient`` whose Stream plays a script of events
+at set times; the snapshot is whatever the test says the session is now. The
+windows are set far apart (milliseconds of events against seconds of quiet), so
+a slow machine cannot turn one case into another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import pytest
+
+from dex_agents.app import session_waits
+from dex_agents.app.session_waits import wait_for_person
+from dex_agents.domain.events import AgentEventType
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentState, AgentStatus
+from dex_agents.ports.engine import FlowDefinition
+from dex_agents.ports.errors import StreamReadTimeoutError
+from dex_agents.ports.flow_client import FlowClient
+
+BUSY = AgentSnapshot(state=AgentState(status=AgentStatus.RUNNING_MODEL, active_turn_id="t1"))
+IDLE = AgentSnapshot(state=AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=1))
+WAIT = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class _Event:
+    """All the wait looks at of an ``AgentEvent``: its type."""
+
+    type: str
+
+
+class ScriptedStream:
+    """A ``FlowClient``'s Stream side: event ``n`` comes ``gap`` seconds after event ``n - 1``."""
+
+    def __init__(self, kinds: Sequence[AgentEventType], gap: float) -> None:
+        self._kinds = list(kinds)
+        self._gap = gap
+        self._sent = 0
+        self._next_at: float | None = None
+
+    async def stream_tail_token(self, flow: Any, session_id: str) -> str:
+        return ""
+
+    async def read_stream(
+        self, flow: Any, session_id: str, resume_token: str = "", poll_timeout: Any = None
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._next_at is None:
+            self._next_at = loop.time() + self._gap
+        deadline = loop.time() + poll_timeout.total_seconds()
+        if self._sent >= len(self._kinds) or self._next_at > deadline:
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
+            raise StreamReadTimeoutError("quiet")
+        await asyncio.sleep(max(0.0, self._next_at - loop.time()))
+        kind = self._kinds[self._sent]
+        self._sent += 1
+        self._next_at = loop.time() + self._gap
+        return _Message(_Event(kind.value), str(self._sent), datetime.now(UTC), "Step")
+
+    @property
+    def sent(self) -> int:
+        return self._sent
+
+
+class _Message:
+    def __init__(self, value: _Event, token: str, created_at: datetime, source: str) -> None:
+        self.value, self.resume_token, self.created_at, self.source = (
+            value,
+            token,
+            created_at,
+            source,
+        )
+
+
+class Snapshots:
+    """The session's snapshot, counting reads; ``now`` is what the next read returns."""
+
+    def __init__(self) -> None:
+        self.now = BUSY
+        self.reads = 0
+
+    async def read(self) -> AgentSnapshot:
+        self.reads += 1
+        return self.now
+
+
+async def _wait(
+    stream: ScriptedStream, read_snapshot: Callable[[], Awaitable[AgentSnapshot]]
+) -> AgentSnapshot:
+    # The wait uses the Stream side of a client alone, and passes the flow through untouched.
+    client = cast(FlowClient, stream)
+    return await wait_for_person(client, cast(FlowDefinition, None), "s1", read_snapshot, WAIT)
+
+
+def _windows(monkeypatch: pytest.MonkeyPatch, quiet: float, longest: float) -> None:
+    monkeypatch.setattr(session_waits, "FIRST_SNAPSHOT_RECHECK", timedelta(seconds=quiet))
+    monkeypatch.setattr(session_waits, "SNAPSHOT_RECHECK_INTERVAL", timedelta(seconds=longest))
+
+
+async def test_events_of_a_turn_in_progress_put_off_the_recheck(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Text pieces 1 ms apart for over a second, against a quiet window of 0.3 s.
+    _windows(monkeypatch, quiet=0.3, longest=60.0)
+    pieces = [AgentEventType.TEXT_DELTA] * 1000
+    stream = ScriptedStream([*pieces, AgentEventType.TURN_COMPLETED], 0.001)
+    snapshots = Snapshots()
+
+    async def finish_when_the_turn_ends() -> AgentSnapshot:
+        if stream.sent == len(pieces) + 1:
+            snapshots.now = IDLE
+        return await snapshots.read()
+
+    assert await _wait(stream, finish_when_the_turn_ends) is IDLE
+    # The first read, then the one the turn's end asked for: the text pieces asked for none.
+    assert snapshots.reads == 2
+
+
+async def test_a_quiet_stream_gets_a_recheck(monkeypatch: pytest.MonkeyPatch) -> None:
+    _windows(monkeypatch, quiet=0.01, longest=60.0)
+    stream = ScriptedStream([], 1.0)
+    snapshots = Snapshots()
+
+    async def idle_on_the_second_read() -> AgentSnapshot:
+        if snapshots.reads == 1:
+            snapshots.now = IDLE  # a change that wrote no event
+        return await snapshots.read()
+
+    assert await _wait(stream, idle_on_the_second_read) is IDLE
+    assert snapshots.reads == 2
+
+
+async def test_a_stream_that_never_goes_quiet_still_gets_a_recheck(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _windows(monkeypatch, quiet=0.2, longest=0.4)
+    stream = ScriptedStream([AgentEventType.TEXT_DELTA] * 100_000, 0.001)
+    snapshots = Snapshots()
+
+    async def idle_on_the_second_read() -> AgentSnapshot:
+        if snapshots.reads == 1:
+            snapshots.now = IDLE
+        return await snapshots.read()
+
+    assert await _wait(stream, idle_on_the_second_read) is IDLE
+    assert snapshots.reads == 2
+    assert stream.sent < 100_000  # the recheck came while the events still came
