@@ -12,7 +12,8 @@ sees ``data_version`` move reads the runs changed since the last number it knew
 and forgets only those.
 
 Only the tables ``KnownRows`` keeps are logged: Flow runs, Attribute values,
-Step executions and the Stream (a trim logs the runs whose events it deleted).
+Step executions, unconsumed Channel messages and the Stream (a trim logs the
+runs whose events it deleted).
 """
 
 from __future__ import annotations
