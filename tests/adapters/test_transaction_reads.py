@@ -146,22 +146,31 @@ def test_another_connection_s_channel_write_is_seen_at_the_next_transaction(
             second.close()
 
 
-def test_a_channel_too_full_to_keep_is_read_each_time(store: SqliteFlowStore) -> None:
+@pytest.mark.parametrize(
+    ("count", "value"),
+    [
+        pytest.param(known_rows.MOST_PENDING_KEPT, '"x"', id="too-many"),
+        # Two such values fit in MOST_PENDING_CHARS, three do not.
+        pytest.param(2, '"' + "x" * (known_rows.MOST_PENDING_CHARS // 2 - 3) + '"', id="too-long"),
+    ],
+)
+def test_a_channel_too_full_to_keep_is_read_each_time_and_its_count_kept(
+    store: SqliteFlowStore, count: int, value: str
+) -> None:
     def fill(tx: StoreTransaction) -> None:
-        for n in range(known_rows.MOST_PENDING_KEPT):
-            tx.append_message("f1", "a", "", f"m{n}", '"x"', at(n))
+        for n in range(count - 1):
+            tx.append_message("f1", "a", "", f"m{n}", value, at(n))
 
     store.run(fill)
-    assert len(store.read(_messages_of_a)) == known_rows.MOST_PENDING_KEPT
-    store.run(lambda tx: tx.append_message("f1", "a", "", "one-more", '"x"', at(99)))
+    assert len(store.read(_messages_of_a)) == count - 1  # kept, with room for one more
+    store.run(lambda tx: tx.append_message("f1", "a", "", "last", value, at(98)))
+    store.run(lambda tx: tx.append_message("f1", "a", "", "one-more", value, at(99)))
     with traced_statements(store) as statements:
         for _ in range(2):
             rows = store.read(_messages_of_a)
-            assert [row.message_id for row in rows][-1] == "one-more"
-    assert _selects(statements, "channel_messages") == 2
-    assert store.read(lambda tx: tx.pending_counts("f1", ["a"])) == {
-        "a": known_rows.MOST_PENDING_KEPT + 1
-    }
+            assert [row.message_id for row in rows][-2:] == ["last", "one-more"]
+        assert store.read(lambda tx: tx.pending_counts("f1", ["a"])) == {"a": count + 1}
+    assert _selects(statements, "channel_messages") == 2  # the count needed no read
 
 
 def test_a_lock_is_read_once_and_its_holder_follows_acquire_and_release(

@@ -18,8 +18,8 @@ singleton values (and which are unset), whole AttributeMaps of up to
 ``MOST_MAP_CHARS`` of text, the keys of write-once maps (their values are
 ``WriteOnceValues``'), the active Step executions once they were read
 together, the unconsumed messages of Channels that hold at most
-``MOST_PENDING_KEPT``, how many wait in each Channel, and the ID of the newest
-Stream event. Values are stored text; rows
+``MOST_PENDING_KEPT`` of at most ``MOST_PENDING_CHARS`` of text, how many wait
+in each Channel, and the ID of the newest Stream event. Values are stored text; rows
 are the stored column values, decoded into a fresh object for each caller.
 """
 
@@ -45,8 +45,9 @@ from dex_agents.ports.flow_store import (
 MOST_FLOWS = 512
 """How many Flow runs' rows and values one connection keeps, the least recently used dropped.
 
-About 4 KiB each: a worker serving 10,000 waiting sessions keeps 2 MiB of them,
-and the sessions it is running now stay kept."""
+About 4 KiB each, and the waiting Channel messages each keeps (a session's are a few
+queued user messages and tool results): a worker serving 10,000 waiting sessions keeps
+2 MiB of them, and the sessions it is running now stay kept."""
 
 MOST_MAP_CHARS = 256 * 1024
 """The most text one kept AttributeMap holds; a map that grows past it is no longer kept."""
@@ -54,6 +55,10 @@ MOST_MAP_CHARS = 256 * 1024
 MOST_PENDING_KEPT = 64
 """The most unconsumed messages of one Channel (or ChannelMap instance) kept; a Channel that
 holds more is read again each time (a session's Channels hold a few at a time)."""
+
+MOST_PENDING_CHARS = 64 * 1024
+"""The most text the kept unconsumed messages of one Channel hold; past it, as past
+``MOST_PENDING_KEPT``, the Channel is read again each time (its count is still kept)."""
 
 ACTIVE_STATUSES = frozenset(status.value for status in ACTIVE_EXECUTION_STATUSES)
 """The stored statuses of an execution that ``KnownFlow.active`` holds."""
@@ -72,6 +77,7 @@ class KnownFlow:
         "map_keys",
         "maps",
         "pending",
+        "pending_chars",
         "pending_counts",
         "row",
         "row_known",
@@ -94,6 +100,7 @@ class KnownFlow:
         self.single_events: int | None = None
         # (channel, key) -> its unconsumed messages by seq; channel -> how many of key "".
         self.pending: dict[tuple[str, str], list[MessageRow]] = {}
+        self.pending_chars: dict[tuple[str, str], int] = {}
         self.pending_counts: dict[str, int] = {}
 
     def flow_row(self) -> FlowRow | None:
@@ -147,27 +154,28 @@ class KnownFlow:
 
     def keep_pending(self, channel: str, key: str, rows: list[MessageRow]) -> None:
         """Keep the unconsumed messages of a Channel as read, unless there are too many."""
-        if len(rows) <= MOST_PENDING_KEPT:
+        if key == "":
+            self.pending_counts[channel] = len(rows)
+        chars = sum(len(row.value) for row in rows)
+        if len(rows) <= MOST_PENDING_KEPT and chars <= MOST_PENDING_CHARS:
             self.pending[(channel, key)] = rows
-            if key == "":
-                self.pending_counts[channel] = len(rows)
+            self.pending_chars[(channel, key)] = chars
 
     def pending_count(self, channel: str) -> int | None:
         """How many unconsumed messages a plain Channel holds; ``None`` when not known."""
-        count = self.pending_counts.get(channel)
-        if count is None:
-            rows = self.pending.get((channel, ""))
-            count = None if rows is None else len(rows)
-        return count
+        return self.pending_counts.get(channel)
 
     def message_added(self, row: MessageRow) -> None:
         """Keep a message appended now (its ``seq`` is the newest)."""
-        rows = self.pending.get((row.channel, row.key))
+        kept = (row.channel, row.key)
+        rows = self.pending.get(kept)
         if rows is not None:
-            if len(rows) < MOST_PENDING_KEPT:
+            chars = self.pending_chars[kept] + len(row.value)
+            if len(rows) < MOST_PENDING_KEPT and chars <= MOST_PENDING_CHARS:
                 rows.append(row)
+                self.pending_chars[kept] = chars
             else:
-                del self.pending[(row.channel, row.key)]
+                self._forget_pending(kept)
         if row.key == "" and row.channel in self.pending_counts:
             self.pending_counts[row.channel] += 1
 
@@ -177,18 +185,22 @@ class KnownFlow:
         if rows is not None:
             kept = [row for row in rows if row.seq != seq]
             if len(kept) == len(rows):  # not the message kept: what is kept cannot be trusted
-                del self.pending[(channel, key)]
-                self.pending_counts.pop(channel, None)
+                self.message_back(channel, key)
                 return
             self.pending[(channel, key)] = kept
+            self.pending_chars[(channel, key)] = sum(len(row.value) for row in kept)
         if key == "" and channel in self.pending_counts:
             self.pending_counts[channel] -= 1
 
     def message_back(self, channel: str, key: str) -> None:
         """Forget a Channel's messages: a consumed one is pending again, in its old place."""
-        self.pending.pop((channel, key), None)
+        self._forget_pending((channel, key))
         if key == "":
             self.pending_counts.pop(channel, None)
+
+    def _forget_pending(self, kept: tuple[str, str]) -> None:
+        self.pending.pop(kept, None)
+        self.pending_chars.pop(kept, None)
 
     def put_execution(self, values: Sequence[Any]) -> None:
         """Keep an execution as stored now: in the active set while it is active."""

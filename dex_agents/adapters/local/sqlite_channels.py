@@ -90,6 +90,8 @@ class SqliteChannels:
         return list(rows)  # the rows are frozen; the list is the caller's
 
     def pending_counts(self, flow_id: str, channels: Sequence[str]) -> dict[str, int]:
+        if not channels:
+            return {}
         known = self._known.flow(flow_id)
         counts: dict[str, int] = {}
         unknown: list[str] = []

@@ -66,7 +66,7 @@ __all__ = [
     "StoredValueError",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this module writes to ``PRAGMA user_version``; a newer file is refused.
 
 Version 2 may store long values and Stream events compressed (``stored_text``),
@@ -74,11 +74,14 @@ which a dex-agents that reads version 1 would take for damage. Version 3 keeps
 Attribute values in a rowid table (``ATTRIBUTE_TABLE``). Version 4 logs which
 Flow runs each commit changed (``flow_changes``): a dex-agents that wrote to it
 without logging would leave other processes serving rows they kept from before.
+Version 5 logs Channel message writes too, since a connection keeps a run's
+waiting messages: a dex-agents of version 4 queueing a user message would leave
+another process's worker not seeing it. The tables are version 4's.
 """
 
-UPGRADED_VERSIONS = (1, 2, 3)
-"""Versions upgraded when opened, by ``UPGRADE_TO_3`` (1 and 2) and ``UPGRADE_TO_4``: their
-values and events read as they are."""
+UPGRADED_VERSIONS = (1, 2, 3, 4)
+"""Versions upgraded when opened, by ``UPGRADE_TO_3`` (1 and 2) and ``UPGRADE_TO_4`` (1 to 3);
+version 4 needs no change but its number: their values and events read as they are."""
 
 DEFAULT_BUSY_TIMEOUT = timedelta(seconds=10)
 """How long a transaction waits for another connection's write lock before ``StoreBusyError``."""
@@ -197,7 +200,11 @@ class SqliteFlowStore:
         if version == SCHEMA_VERSION:
             return
         if version in UPGRADED_VERSIONS:
-            for statement in (*(UPGRADE_TO_3 if version < 3 else ()), *UPGRADE_TO_4):
+            upgrades = (
+                *(UPGRADE_TO_3 if version < 3 else ()),
+                *(UPGRADE_TO_4 if version < 4 else ()),
+            )
+            for statement in upgrades:
                 connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return
