@@ -8,9 +8,8 @@ snapshot, once it has been quiet for ``FIRST_SNAPSHOT_RECHECK`` and then for
 doubling intervals up to ``SNAPSHOT_RECHECK_INTERVAL``: Streams are best effort
 on both engines, and some changes write no event (``StartAgentSession``
 committing the session's state). Events of a turn in progress keep the Stream
-from being quiet, but a wait never goes longer than
-``SNAPSHOT_RECHECK_INTERVAL`` (or its current interval, when longer) without a
-snapshot.
+from being quiet, but a wait never goes longer than ``SNAPSHOT_RECHECK_INTERVAL``
+without a snapshot.
 """
 
 from __future__ import annotations
@@ -101,7 +100,7 @@ async def wait_for_person(
                 f"session {session_id!r} did not need a person within {timeout}"
             )
         quiet = min(remaining, recheck.total_seconds())
-        longest = min(remaining, max(recheck, SNAPSHOT_RECHECK_INTERVAL).total_seconds())
+        longest = min(remaining, SNAPSHOT_RECHECK_INTERVAL.total_seconds())
         recheck = min(recheck * 2, SNAPSHOT_RECHECK_INTERVAL)
         token = await _next_relevant_event(client, flow, session_id, token, quiet, longest)
 

@@ -161,10 +161,6 @@ class KnownFlow:
             self.pending[(channel, key)] = rows
             self.pending_chars[(channel, key)] = chars
 
-    def pending_count(self, channel: str) -> int | None:
-        """How many unconsumed messages a plain Channel holds; ``None`` when not known."""
-        return self.pending_counts.get(channel)
-
     def message_added(self, row: MessageRow) -> None:
         """Keep a message appended now (its ``seq`` is the newest)."""
         kept = (row.channel, row.key)

@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
-from dex_agents.adapters.local.known_rows import KnownRows
+from dex_agents.adapters.local.known_rows import KnownFlow, KnownRows
 from dex_agents.adapters.local.sqlite_schema import MESSAGE_SELECT, decode_message, encode_time
 from dex_agents.adapters.local.store_rows import utc_time
 from dex_agents.ports.flow_store import MessageRow
@@ -69,8 +69,7 @@ class SqliteChannels:
                 f"a Channel message with ID {message_id!r} is already stored"
             ) from None
         seq = int(cursor.lastrowid or 0)
-        self._changed.add(flow_id)
-        known = self._known.peek(flow_id)
+        known = self._channel_written(flow_id)
         if known is not None:
             # The row as a read of it decodes it.
             known.message_added(
@@ -96,7 +95,7 @@ class SqliteChannels:
         counts: dict[str, int] = {}
         unknown: list[str] = []
         for channel in channels:
-            count = known.pending_count(channel)
+            count = known.pending_counts.get(channel)
             if count is None:
                 unknown.append(channel)
             elif count:
@@ -122,16 +121,14 @@ class SqliteChannels:
     def consume_messages(self, seqs: Sequence[int]) -> None:
         for seq in seqs:
             for flow_id, channel, key in self._execute(_CONSUME, (seq,)).fetchall():
-                self._changed.add(flow_id)
-                known = self._known.peek(flow_id)
+                known = self._channel_written(flow_id)
                 if known is not None:
                     known.message_taken(channel, key, seq)
 
     def restore_messages(self, seqs: Sequence[int]) -> None:
         for seq in seqs:
             for flow_id, channel, key in self._execute(_RESTORE, (seq,)).fetchall():
-                self._changed.add(flow_id)
-                known = self._known.peek(flow_id)
+                known = self._channel_written(flow_id)
                 if known is not None:
                     known.message_back(channel, key)
 
@@ -142,13 +139,17 @@ class SqliteChannels:
 
     def delete_message(self, flow_id: str, message_id: str) -> bool:
         deleted = self._execute(_DELETE_PENDING, (flow_id, message_id)).fetchall()
-        if deleted:
-            self._changed.add(flow_id)
-        known = self._known.peek(flow_id)
         for seq, channel, key in deleted:
+            known = self._channel_written(flow_id)
             if known is not None:
                 known.message_taken(channel, key, seq)
         return bool(deleted)
+
+    def _channel_written(self, flow_id: str) -> KnownFlow | None:
+        """Log ``flow_id`` as changed by this Channel write (other connections then forget
+        what they keep of it); return what this connection keeps of it, to update."""
+        self._changed.add(flow_id)
+        return self._known.peek(flow_id)
 
     def lock_holder(self, flow_id: str, lock_name: str) -> int | None:
         lock = (flow_id, lock_name)
