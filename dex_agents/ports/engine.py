@@ -407,7 +407,9 @@ class StepContext(Protocol):
         ``durable=False`` (only for a Step whose code may safely run twice) lets
         an engine commit the mark without waiting for the disk: a power failure
         may then lose it, and the attempt runs again as one that never started.
-        A Dex server records every heartbeat itself and ignores the flag.
+        The embedded engine then leaves the pending Stream events to its event
+        flush interval, as it does any event. A Dex server records every
+        heartbeat itself and ignores the flag.
         """
         ...
 

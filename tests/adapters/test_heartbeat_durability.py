@@ -1,16 +1,19 @@
 """A heartbeat's commit waits for the disk unless the Step says it need not, and never
-when it carries a checkpoint (``LocalStepContext.heartbeat``)."""
+when it carries a checkpoint (``LocalStepContext.heartbeat``); one that need not leaves
+the pending live events to the flush interval."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from dex_agents.adapters.local.registry import register_flows
 from dex_agents.adapters.local.staged_state import Snapshot, SnapshotSource, StagedState
 from dex_agents.adapters.local.step_context import LocalStepContext
-from tests.adapters.engine_flows import EngineTestFlow
+from tests.adapters.engine_flows import EVENTS, EngineTestFlow
 from tests.adapters.flow_store_rows import execution
 
 
@@ -30,12 +33,83 @@ async def test_a_heartbeat_is_synced_unless_it_may_be_lost(
     async def flush(events: list[str]) -> bool:
         return True
 
-    flow = register_flows([EngineTestFlow()])["EngineTest"]
-    row = execution()
-    state = StagedState(row.flow_id, SnapshotSource(Snapshot()), ())
-    context = LocalStepContext(
-        flow, row, state, datetime(2026, 12, 1, tzinfo=UTC), beat=beat, flush=flush
-    )
+    context = _context(beat, flush)
     await context.heartbeat(checkpoint, durable=durable)
     assert beats == [(checkpoint, synced)]
     assert context.started
+
+
+class _Commits:
+    """The events each heartbeat and each flush committed, in order."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[str, list[str]]] = []
+        self.flushed = asyncio.Event()
+
+    async def beat(self, checkpoint: str | None, events: list[str], durable: bool) -> bool:
+        self.commits.append(("beat", events))
+        return True
+
+    async def flush(self, events: list[str]) -> bool:
+        self.commits.append(("flush", events))
+        self.flushed.set()
+        return True
+
+
+def _context(
+    beat: Callable[[str | None, list[str], bool], Awaitable[bool]],
+    flush: Callable[[list[str]], Awaitable[bool]],
+    flush_interval: timedelta | None = timedelta(milliseconds=20),
+) -> LocalStepContext:
+    flow = register_flows([EngineTestFlow()])["EngineTest"]
+    row = execution()
+    state = StagedState(row.flow_id, SnapshotSource(Snapshot()), ())
+    return LocalStepContext(
+        flow,
+        row,
+        state,
+        datetime(2026, 12, 1, tzinfo=UTC),
+        beat=beat,
+        flush=flush,
+        flush_interval=flush_interval,
+    )
+
+
+async def test_a_synced_heartbeat_commits_the_pending_events_with_it() -> None:
+    commits = _Commits()
+    context = _context(commits.beat, commits.flush)
+    context.write_event(EVENTS, "started")
+    await context.heartbeat(durable=True)
+    assert commits.commits == [("beat", ['"started"'])]
+    assert context.close() == []
+
+
+async def test_a_mark_that_may_be_lost_leaves_the_events_to_the_flush_interval() -> None:
+    commits = _Commits()
+    context = _context(commits.beat, commits.flush)
+    context.write_event(EVENTS, "started")
+    await context.heartbeat(durable=False)
+    assert commits.commits == [("beat", [])]
+    await asyncio.wait_for(commits.flushed.wait(), timeout=10)
+    assert commits.commits == [("beat", []), ("flush", ['"started"'])]
+    assert context.started
+
+
+async def test_an_attempt_that_ends_within_the_interval_commits_the_events_with_its_result() -> (
+    None
+):
+    commits = _Commits()
+    context = _context(commits.beat, commits.flush, flush_interval=timedelta(hours=1))
+    context.write_event(EVENTS, "started")
+    await context.heartbeat(durable=False)
+    assert context.close() == ['"started"']
+    await context.wait_closed()
+    assert commits.commits == [("beat", [])]
+
+
+async def test_without_a_flush_interval_every_heartbeat_carries_the_events() -> None:
+    commits = _Commits()
+    context = _context(commits.beat, commits.flush, flush_interval=None)
+    context.write_event(EVENTS, "started")
+    await context.heartbeat(durable=False)
+    assert commits.commits == [("beat", ['"started"'])]

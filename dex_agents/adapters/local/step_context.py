@@ -145,15 +145,23 @@ class LocalStepContext:
         return self.cancellation_requested
 
     async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
-        """Write pending live events and record liveness and the checkpoint in one commit.
+        """Record liveness and the checkpoint in one commit, with the pending live events.
 
         The commit is fsync'd unless ``durable`` is ``False`` and no checkpoint
         is given: a checkpoint is what a retry resumes from, so it always is.
+        Such a mark (a ``read`` tool's, before the tool runs) leaves the pending
+        events to the flush interval, as any other live event: a read that ends
+        within it commits them with its result, and no reader wakes up twice.
         """
         if self._closed:
             return
-        events, self._buffer = self._buffer, []
-        if await self._beat(checkpoint, events, durable or checkpoint is not None):
+        synced = durable or checkpoint is not None
+        if synced or self._flush_interval is None:
+            events, self._buffer = self._buffer, []
+        else:
+            events = []
+            self._flush_soon()
+        if await self._beat(checkpoint, events, synced):
             self.started = True
             self.last_heartbeat_at = datetime.now(self._now.tzinfo)
 
@@ -165,7 +173,13 @@ class LocalStepContext:
         if self._closed:
             return  # writes after the attempt returned are dropped
         self._buffer.append(to_json(value))
-        if self._flush_interval is not None and (self._flusher is None or self._flusher.done()):
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        # One flusher at a time: the events written while it sleeps go with its flush.
+        if not self._buffer or self._flush_interval is None:
+            return
+        if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush_later())
 
     async def _flush_later(self) -> None:
