@@ -115,7 +115,8 @@ def test_a_read_waits_with_the_stores_busy_timeout_and_a_begun_write_with_none(
     connection = store._connection  # the store's own: busy_timeout is per connection
     assert connection is not None
 
-    def busy_timeout(_: object) -> int:
+    def busy_timeout(tx: StoreTransaction) -> int:
+        tx.list_flows()  # a statement: a read served from the kept rows would begin nothing
         return int(connection.execute("PRAGMA busy_timeout").fetchone()[0])
 
     try:

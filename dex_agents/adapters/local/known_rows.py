@@ -241,6 +241,10 @@ class KnownRows:
                 self._drop(flow_id)
         self._version = version
 
+    def holds_version(self, version: int) -> bool:
+        """Whether what is kept was valid at ``version`` of ``PRAGMA data_version``."""
+        return version == self._version
+
     def committed(self, change: int | None) -> None:
         """This connection committed a transaction that logged ``change`` (``None``: none).
 

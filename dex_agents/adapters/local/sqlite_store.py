@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import runs_changed_after, runs_with_events_after
@@ -358,13 +358,18 @@ class SqliteFlowStore:
             connection = self._connection
             self._check_file()
             known = self._known
-            tx = SqliteTransaction(
-                connection,
-                self._write_once,
-                read_only=read_only,
-                known=known,
-                block_sizes=self._block_sizes,
-            )
+
+            def transaction(begin: Callable[[], None] | None = None) -> SqliteTransaction:
+                return SqliteTransaction(
+                    connection,
+                    self._write_once,
+                    read_only=read_only,
+                    known=known,
+                    block_sizes=self._block_sizes,
+                    begin=begin,
+                )
+
+            tx = transaction()
 
             def known_work(_: sqlite3.Connection) -> R:
                 # data_version moves only when another connection committed: then what
@@ -380,6 +385,9 @@ class SqliteFlowStore:
             self._in_run = True
             try:
                 if read_only:
+                    done, value = self._read_kept(connection, work, transaction)
+                    if done:
+                        return cast(R, value)
                     self._set_busy_timeout(connection, self._patience_ms())
                     return self._transact(connection, known_work, "BEGIN DEFERRED")
                 if not durable:
@@ -405,6 +413,48 @@ class SqliteFlowStore:
                         connection.execute("PRAGMA synchronous = FULL")
                 tx.end()
                 self._in_run = False
+
+    def _read_kept(
+        self,
+        connection: sqlite3.Connection,
+        work: Callable[[StoreTransaction], R],
+        transaction: Callable[[Callable[[], None]], SqliteTransaction],
+    ) -> tuple[bool, R | None]:
+        """Run read-only ``work`` with no transaction until its first statement, when nothing
+        kept is stale; ``(False, None)`` when it must run in a transaction from the start.
+
+        Most reads (a client's snapshot of its session) are served from the kept rows
+        alone: they then cost one statement, not a transaction's four. A statement
+        begins the transaction, and if another connection committed since the check,
+        what was served from the kept rows may not match its snapshot: the work is
+        dropped and runs again in a transaction of its own.
+        """
+        try:
+            version = connection.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error:
+            return False, None  # the transaction's read says why, with the busy timeout
+        if not self._known.holds_version(version):
+            return False, None
+
+        def begin() -> None:
+            self._set_busy_timeout(connection, self._patience_ms())
+            connection.execute("BEGIN DEFERRED")
+            if connection.execute("PRAGMA data_version").fetchone()[0] != version:
+                raise _SnapshotMoved
+
+        tx = transaction(begin)
+        try:
+            value = work(tx)
+            if connection.in_transaction:
+                connection.execute("COMMIT")
+            return True, value
+        except _SnapshotMoved:
+            return False, None
+        finally:
+            if connection.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+            tx.end()
 
     def event_after(self, flow_id: str, after_id: int) -> EventRow | None:
         """The event of ``flow_id`` that this store committed right after event ``after_id``,
@@ -475,6 +525,12 @@ class SqliteFlowStore:
             if self._turnstile is not None:
                 self._turnstile.close()
                 self._turnstile = None
+
+
+class _SnapshotMoved(BaseException):
+    """Another connection committed between a read's check of the kept rows and its first
+    statement. A ``BaseException``, so that no ``except Exception`` in the work keeps it
+    from running again."""
 
 
 class _WorkRaised(Exception):

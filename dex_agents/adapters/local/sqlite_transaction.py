@@ -85,8 +85,12 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         read_only: bool = False,
         known: KnownRows | None = None,
         block_sizes: BlockSizes | None = None,
+        begin: Callable[[], None] | None = None,
     ) -> None:
         self._connection: sqlite3.Connection | None = connection
+        # Called before the first statement: a read served from the kept rows alone
+        # begins no transaction (``SqliteFlowStore.read``).
+        self._begin = begin
         self._write_once = write_once if write_once is not None else WriteOnceValues(0)
         # What the connection knows across transactions; a transaction on its own knows
         # nothing beyond itself.
@@ -144,6 +148,9 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             )
         if self._read_only and not sql.startswith(_READS):
             raise RuntimeError("FlowStore.read work must not write")
+        if self._begin is not None:
+            begin, self._begin = self._begin, None
+            begin()
         return self._connection.execute(sql, params)
 
     def run_undoable(self, work: Callable[[], Any]) -> BatchOutcome:
