@@ -209,10 +209,18 @@ def row_params(row: FlowRow | ExecutionRow, columns: Sequence[str]) -> dict[str,
     return {name: encode_value(getattr(row, name)) for name in columns}
 
 
+_FLOW_TIMES = tuple(FLOW_COLUMNS.index(name) for name in FLOW_TIME_FIELDS)
+_FLOW_STATUS = FLOW_COLUMNS.index("status")
+
+
 def decode_flow(values: Sequence[Any]) -> FlowRow:
-    data = dict(zip(FLOW_COLUMNS, values, strict=True))
-    data.update({name: decode_time(data[name]) for name in FLOW_TIME_FIELDS})
-    return FlowRow(**{**data, "status": FlowStatus(data["status"])})
+    # By position (FLOW_COLUMNS is FlowRow's fields in order): the kept row of a session is
+    # decoded afresh for each of the dozen reads of it a turn makes.
+    data = list(values)
+    for position in _FLOW_TIMES:
+        data[position] = decode_time(data[position])
+    data[_FLOW_STATUS] = FlowStatus(data[_FLOW_STATUS])
+    return FlowRow(*data)
 
 
 # A turn writes and reads a few dozen execution rows, so their columns are handled by

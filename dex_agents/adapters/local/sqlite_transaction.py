@@ -69,11 +69,8 @@ _ACTIVE_SELECT = (
 
 def _stored_row(execution_id: int, data: Sequence[object]) -> tuple[object, ...]:
     """An execution's stored values in ``EXECUTION_COLUMNS`` order, from its ``EXECUTION_DATA``."""
-    full: list[object] = [None] * len(EXECUTION_COLUMNS)
-    full[_ID] = execution_id
-    for value, position in zip(data, EXECUTION_DATA_POSITIONS, strict=True):
-        full[position] = value
-    return tuple(full)
+    # EXECUTION_DATA is EXECUTION_COLUMNS in their order, less the ID.
+    return (*data[:_ID], execution_id, *data[_ID:])
 
 
 class SqliteTransaction(SqliteChannels, StoreTransaction):

@@ -253,7 +253,12 @@ class StagedState:
             None if channel_loads is None else {channel.name for channel in channel_loads}
         )
         self._whole_maps = {load.attribute_map.name for load in loads if load.key is None}
-        self._instances = {(load.attribute_map.name, load.key) for load in loads if load.key}
+        # Map name -> the keys loaded one by one: a Step that reads the message window asks
+        # for one map's keys many times, and a set of (name, key) pairs is a scan each time.
+        self._instances: dict[str, set[str]] = {}
+        for load in loads:
+            if load.key:
+                self._instances.setdefault(load.attribute_map.name, set()).add(load.key)
         self.writes: dict[tuple[str, str], str | None] = {}
         self.publishes: list[Publish] = []
         self.deleted_messages: list[str] = []
@@ -271,7 +276,7 @@ class StagedState:
 
     def loaded_instance_keys(self, attribute_map: str) -> tuple[str, ...]:
         """The instance keys of ``attribute_map`` this transaction loaded one by one."""
-        return tuple(sorted(key for name, key in self._instances if name == attribute_map))
+        return tuple(sorted(self._instances.get(attribute_map, ())))
 
     @property
     def has_effects(self) -> bool:
@@ -280,7 +285,7 @@ class StagedState:
 
     def _check_loaded(self, attribute_map: AttributeMapDef[Any], key: str | None) -> None:
         name = attribute_map.name
-        if name in self._whole_maps or (key is not None and (name, key) in self._instances):
+        if name in self._whole_maps or (key is not None and key in self._instances.get(name, ())):
             return
         what = f"instance {key!r} of AttributeMap {name}" if key else f"AttributeMap {name}"
         raise LookupError(f"{what} was not loaded; declare it in the Step's or RPC's loads")
@@ -314,8 +319,8 @@ class StagedState:
         if name in self._whole_maps:
             keys = set(self._source.values(name))
         else:
-            keys = {key for map_name, key in self._instances if map_name == name}
-            keys = {key for key in keys if self._source.value(name, key) is not None}
+            loaded = self._instances.get(name, ())
+            keys = {key for key in loaded if self._source.value(name, key) is not None}
         for (written_name, key), value in self.writes.items():
             if written_name == name:
                 if value is None:
@@ -344,7 +349,7 @@ class StagedState:
                     texts[key] = value
             held = sorted(texts.items())
         else:
-            if not any(each == name for each, _ in self._instances):
+            if name not in self._instances:
                 self._check_loaded(attribute_map, None)  # raises: nothing of the map was loaded
             read = [(key, self._read(name, key)) for key in self.instance_keys(attribute_map)]
             held = [(key, text) for key, text in read if text is not None]
