@@ -3,7 +3,10 @@
 The snapshot is the source of truth and the Stream only says when to look
 again: the wait skips to the Stream's newest event, reads the snapshot, and
 then long-polls the Stream for the next event, so an event committed after
-the snapshot was read always wakes it. A quiet Stream still gets a fresh
+the snapshot was read always wakes it. When that newest event is one of a
+turn in progress (a client that has just sent a message), the snapshot would
+say the session is busy, so the first read waits for the next event that is
+not, or for the Stream to be quiet. A quiet Stream still gets a fresh
 snapshot, once it has been quiet for ``FIRST_SNAPSHOT_RECHECK`` and then for
 doubling intervals up to ``SNAPSHOT_RECHECK_INTERVAL``: Streams are best effort
 on both engines, and some changes write no event (``StartAgentSession``
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from dex_agents.domain.attention import session_attention
 from dex_agents.domain.events import AgentEventType
@@ -58,19 +62,25 @@ _IN_TURN_EVENTS = frozenset(
 )
 
 
-async def _newest_token(client: FlowClient, flow: FlowDefinition, session_id: str) -> str:
-    tail = getattr(client, "stream_tail_token", None)
-    if tail is not None:  # the embedded engine finds it in one query
-        token: str = await tail(flow, session_id)
-        return token
+async def _newest(client: FlowClient, flow: FlowDefinition, session_id: str) -> tuple[str, Any]:
+    """The resume token of the session's newest event, and its value when the client knows it
+    (``None``: it has none, or the client does not say)."""
+    tail = getattr(client, "stream_tail", None)
+    if tail is not None:  # the embedded engine: one query, or none for its own commits
+        found: tuple[str, Any] = await tail(flow, session_id)
+        return found
+    tail_token = getattr(client, "stream_tail_token", None)
+    if tail_token is not None:
+        token: str = await tail_token(flow, session_id)
+        return token, None
     # Otherwise skip the retained events one read at a time (Dex keeps few).
-    token = ""
+    token, newest = "", None
     while True:
         try:
             message = await client.read_stream(flow, session_id, token, poll_timeout=_NO_WAIT)
         except StreamReadTimeoutError:
-            return token
-        token = message.resume_token
+            return token, newest
+        token, newest = message.resume_token, message.value
 
 
 async def wait_for_person(
@@ -88,12 +98,17 @@ async def wait_for_person(
         raise ValueError(f"timeout must be positive, not {timeout}")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout.total_seconds()
-    token = await _newest_token(client, flow, session_id)
+    token, newest = await _newest(client, flow, session_id)
+    # After an event of a turn in progress the snapshot would say the session is busy (a
+    # client that just sent a message): the first read waits for the next relevant event.
+    read_now = getattr(newest, "type", None) not in _IN_TURN_EVENTS
     recheck = FIRST_SNAPSHOT_RECHECK
     while True:
-        snapshot = await read_snapshot()
-        if session_attention(snapshot) is not None:
-            return snapshot
+        if read_now:
+            snapshot = await read_snapshot()
+            if session_attention(snapshot) is not None:
+                return snapshot
+        read_now = True
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise SessionWaitTimeoutError(

@@ -453,9 +453,9 @@ class CommittedEvents(Protocol):
         knowing the event before it; ``None`` when only a read can tell."""
         ...
 
-    def newest_committed_event(self, flow_id: str) -> tuple[int, int] | None:
-        """The ID of the last event this store's commits appended to ``flow_id``'s Stream and
-        the change number (``FlowChangeLog``) of that commit; ``None`` when it does not know.
+    def newest_committed_event(self, flow_id: str) -> tuple[EventRow, int] | None:
+        """The last event this store's commits appended to ``flow_id``'s Stream and the change
+        number (``FlowChangeLog``) of that commit; ``None`` when it does not know.
 
         While the log names that commit as the run's newest to append events, the
         event is the run's newest, and a reader that has it need not read to know."""

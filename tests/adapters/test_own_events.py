@@ -19,11 +19,11 @@ def test_each_commit_links_its_events_and_leaves_its_last_the_newest() -> None:
     own.committed([(1, event(2)), (2, event(3)), (7, event(8, "s2"))], change=5)
     assert own.event_after("s1", 2) == event(3)
     assert own.event_after("s1", 3) is None
-    assert own.newest("s1") == (3, 5)
-    assert own.newest("s2") == (8, 5)
+    assert own.newest("s1") == (event(3), 5)
+    assert own.newest("s2") == (event(8, "s2"), 5)
     own.committed([(3, event(4))], change=6)
-    assert own.newest("s1") == (4, 6)
-    assert own.newest("s2") == (8, 5)
+    assert own.newest("s1") == (event(4), 6)
+    assert own.newest("s2") == (event(8, "s2"), 5)
     assert own.newest("s3") is None
 
 
@@ -43,6 +43,6 @@ def test_past_its_bound_the_oldest_are_forgotten_first() -> None:
     own.committed([(0, event(2, "b"))], change=2)
     own.committed([(1, event(3, "a"))], change=3)  # "a" is the most recent again
     own.committed([(0, event(4, "c"))], change=4)
-    assert [own.newest(run) for run in "abc"] == [(3, 3), None, (4, 4)]
+    assert [own.newest(run) for run in "abc"] == [(event(3, "a"), 3), None, (event(4, "c"), 4)]
     assert own.event_after("a", 0) is None
     assert own.event_after("a", 1) == event(3, "a")

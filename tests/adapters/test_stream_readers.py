@@ -216,3 +216,28 @@ async def test_an_event_another_process_appended_after_this_one_s_newest_is_read
                 flow, "s1", again.resume_token, poll_timeout=timedelta(milliseconds=60)
             )
         assert stream_reads(statements) == 0, statements
+
+
+async def test_the_stream_tail_names_the_newest_event_and_reads_none_of_its_own(
+    tmp_path: Path,
+) -> None:
+    async with beside(tmp_path) as two:
+        client, flow = two.stack.client, two.stack.flow
+        await two.start("s1")
+        assert await client.stream_tail(flow, "s1") == ("", None)
+        two.append("s1", "from another")  # another process's commit: read
+        token, value = await client.stream_tail(flow, "s1")
+        assert value == "from another"
+        assert token == await client.stream_tail_token(flow, "s1")
+        flow_type = flow.flow_type
+        two.store.run(  # this process's own commit: known without a read
+            lambda tx: tx.append_event(flow_type, "s1", '"own"', "test", datetime.now(UTC))
+        )
+        with traced_statements(two.store) as statements:
+            token, value = await client.stream_tail(flow, "s1")
+        assert value == "own"
+        assert stream_reads(statements) == 0, statements
+        message = await client.read_stream(flow, "s1", "", poll_timeout=timedelta(seconds=5))
+        while message.value != "own":
+            message = await client.read_stream(flow, "s1", message.resume_token)
+        assert token == message.resume_token

@@ -155,3 +155,55 @@ async def test_a_stream_that_never_goes_quiet_still_gets_a_recheck(
     assert await _wait(stream, idle_on_the_second_read) is IDLE
     assert snapshots.reads == 2
     assert stream.sent < 100_000  # the recheck came while the events still came
+
+
+class StreamWithTail(ScriptedStream):
+    """A client that also names its Stream's newest event, as the embedded engine does."""
+
+    def __init__(self, newest: AgentEventType | None, kinds: Sequence[AgentEventType]) -> None:
+        super().__init__(kinds, 0.01)
+        self._newest = None if newest is None else _Event(newest.value)
+
+    async def stream_tail(self, flow: Any, session_id: str) -> tuple[str, _Event | None]:
+        return ("0" if self._newest else ""), self._newest
+
+
+async def test_after_an_event_of_a_turn_in_progress_the_first_read_waits_for_the_turns_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _windows(monkeypatch, quiet=30.0, longest=60.0)
+    in_turn = [AgentEventType.TOOL_CALL_STARTED, AgentEventType.TOOL_CALL_FINISHED]
+    stream = StreamWithTail(AgentEventType.TURN_STARTED, [*in_turn, AgentEventType.TURN_COMPLETED])
+    snapshots = Snapshots()
+
+    async def idle_once_the_turn_ended() -> AgentSnapshot:
+        if stream.sent == len(in_turn) + 1:
+            snapshots.now = IDLE
+        return await snapshots.read()
+
+    assert await _wait(stream, idle_once_the_turn_ended) is IDLE
+    assert snapshots.reads == 1  # the one the turn's end asked for
+
+
+@pytest.mark.parametrize("newest", [None, AgentEventType.TURN_COMPLETED])
+async def test_after_any_other_newest_event_the_snapshot_is_read_at_once(
+    newest: AgentEventType | None,
+) -> None:
+    stream = StreamWithTail(newest, [])
+    snapshots = Snapshots()
+    snapshots.now = IDLE
+    assert await _wait(stream, snapshots.read) is IDLE
+    assert snapshots.reads == 1
+    assert stream.sent == 0
+
+
+async def test_a_session_idle_after_an_event_of_a_turn_in_progress_is_found_by_the_recheck(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The turn's end wrote no event the wait saw: the quiet Stream's recheck still finds it.
+    _windows(monkeypatch, quiet=0.01, longest=60.0)
+    stream = StreamWithTail(AgentEventType.TEXT_DELTA, [])
+    snapshots = Snapshots()
+    snapshots.now = IDLE
+    assert await _wait(stream, snapshots.read) is IDLE
+    assert snapshots.reads == 1

@@ -31,6 +31,7 @@ from dex_agents.ports.flow_client import FlowInfo, StepHistoryEntry, StreamMessa
 from dex_agents.ports.flow_store import (
     ACTIVE_EXECUTION_STATUSES,
     CommittedEvents,
+    EventRow,
     FlowRow,
     FlowStatus,
     StoreTransaction,
@@ -309,7 +310,8 @@ class LocalFlowClient:
                 mark, unread = newest_at, True
             else:
                 mark = await engine.flow_change_mark()
-                unread = self._own_newest_event(flow_id) == after  # a read would find nothing
+                own = self._own_newest_event(flow_id)
+                unread = own is not None and own.id == after  # a read would find nothing
         while True:
 
             def read(tx: StoreTransaction) -> Any:
@@ -344,7 +346,7 @@ class LocalFlowClient:
             if committed is not None:
                 kept = committed.event_after(flow_id, after)
 
-    def _own_newest_event(self, flow_id: str) -> int | None:
+    def _own_newest_event(self, flow_id: str) -> EventRow | None:
         """The run's newest event when this process's store committed it, and the change log,
         as the latest look read it, names no later commit that appended to the run; ``None``
         when only a read can tell. Call it right after a look (``flow_change_mark``)."""
@@ -359,21 +361,43 @@ class LocalFlowClient:
         Reading from it waits for the next event, so a reader that only needs
         what happens from now on skips the retained ones in one query.
         """
-        engine = self._engine
-        engine.registered(flow)
+        token, _ = await self._tail(flow, flow_id, with_event=False)
+        return token
 
-        def tail(tx: StoreTransaction) -> int:
+    async def stream_tail(self, flow: FlowDefinition, flow_id: str) -> tuple[str, Any | None]:
+        """``stream_tail_token``, and the value of that newest event (``None`` when it has none).
+
+        A wait for a person looks at it: after an event of a turn in progress, the
+        session's snapshot would say it is busy, so the wait need not read it yet.
+        """
+        return await self._tail(flow, flow_id, with_event=True)
+
+    async def _tail(
+        self, flow: FlowDefinition, flow_id: str, *, with_event: bool
+    ) -> tuple[str, Any | None]:
+        engine = self._engine
+        stream = engine.registered(flow).flow.stream
+
+        def tail(tx: StoreTransaction) -> tuple[int, EventRow | None]:
             if tx.get_flow(flow_id) is None:
                 raise FlowNotFoundError(f"no session with ID {flow_id!r}")
-            return tx.last_event_id(flow_id)
+            last = tx.last_event_id(flow_id)
+            if not (with_event and last):
+                return last, None
+            rows = tx.events_after(flow_id, last - 1, 1)
+            return last, rows[0] if rows and rows[0].id == last else None
 
         mark = await engine.flow_change_mark()
-        last = self._own_newest_event(flow_id)
-        if last is None:
-            last = await engine.read(tail)
+        own = self._own_newest_event(flow_id)
+        last, row = (own.id, own) if own is not None else await engine.read(tail)
         # The reader that starts from it waits for the next event without reading first.
         self._read_ahead.keep_newest(flow_id, last, mark)
-        return encode_resume_token(flow_id, last) if last else ""
+        if not last:
+            return "", None
+        value = None
+        if with_event and row is not None and stream is not None:
+            value = DECODED.decode(row.value, stream.value_type, engine.store)
+        return encode_resume_token(flow_id, last), value
 
     async def read_attribute(self, flow_id: str, attribute: AttributeDef[T]) -> T | None:
         """An Attribute's committed value, or ``None`` when it is unset."""

@@ -28,7 +28,8 @@ class OwnEvents:
         self._most = most
         self._lock = threading.Lock()  # commits and readers run on different threads
         self._after: OrderedDict[tuple[str, int], EventRow] = OrderedDict()
-        self._newest: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        # Run -> (its newest event, the change number of the commit that appended it).
+        self._newest: OrderedDict[str, tuple[EventRow, int]] = OrderedDict()
 
     def committed(self, appended: Sequence[tuple[int, EventRow]], change: int | None) -> None:
         """A commit appended ``appended`` (``(previous event ID, event)``, in order) and logged
@@ -42,7 +43,7 @@ class OwnEvents:
                 if change is None:
                     newest.pop(row.flow_id, None)
                 else:
-                    newest[row.flow_id] = (row.id, change)
+                    newest[row.flow_id] = (row, change)
                     newest.move_to_end(row.flow_id)
             while len(after) > self._most:
                 after.popitem(last=False)
@@ -54,8 +55,8 @@ class OwnEvents:
         with self._lock:
             return self._after.get((flow_id, after_id))
 
-    def newest(self, flow_id: str) -> tuple[int, int] | None:
-        """The ID of the last event this store's commits appended to ``flow_id`` and the change
-        number of that commit; ``None`` when not known."""
+    def newest(self, flow_id: str) -> tuple[EventRow, int] | None:
+        """The last event this store's commits appended to ``flow_id`` and the change number of
+        that commit; ``None`` when not known."""
         with self._lock:
             return self._newest.get(flow_id)

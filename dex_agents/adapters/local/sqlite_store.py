@@ -465,7 +465,7 @@ class SqliteFlowStore:
         """
         return self._own_events.event_after(flow_id, after_id)
 
-    def newest_committed_event(self, flow_id: str) -> tuple[int, int] | None:
+    def newest_committed_event(self, flow_id: str) -> tuple[EventRow, int] | None:
         """The last event this store's commits appended to ``flow_id``'s Stream and the change
         number (``flows_with_new_events``) of that commit; ``None`` when it does not know."""
         return self._own_events.newest(flow_id)
