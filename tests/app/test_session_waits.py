@@ -93,6 +93,18 @@ class Snapshots:
         self.reads += 1
         return self.now
 
+    def idle_once_sent(
+        self, stream: ScriptedStream, sent: int
+    ) -> Callable[[], Awaitable[AgentSnapshot]]:
+        """A read that finds the session idle once ``stream`` has sent ``sent`` events."""
+
+        async def read() -> AgentSnapshot:
+            if stream.sent == sent:
+                self.now = IDLE
+            return await self.read()
+
+        return read
+
 
 async def _wait(
     stream: ScriptedStream, read_snapshot: Callable[[], Awaitable[AgentSnapshot]]
@@ -115,13 +127,7 @@ async def test_events_of_a_turn_in_progress_put_off_the_recheck(
     pieces = [AgentEventType.TEXT_DELTA] * 1000
     stream = ScriptedStream([*pieces, AgentEventType.TURN_COMPLETED], 0.001)
     snapshots = Snapshots()
-
-    async def finish_when_the_turn_ends() -> AgentSnapshot:
-        if stream.sent == len(pieces) + 1:
-            snapshots.now = IDLE
-        return await snapshots.read()
-
-    assert await _wait(stream, finish_when_the_turn_ends) is IDLE
+    assert await _wait(stream, snapshots.idle_once_sent(stream, len(pieces) + 1)) is IDLE
     # The first read, then the one the turn's end asked for: the text pieces asked for none.
     assert snapshots.reads == 2
 
@@ -175,13 +181,7 @@ async def test_after_an_event_of_a_turn_in_progress_the_first_read_waits_for_the
     in_turn = [AgentEventType.TOOL_CALL_STARTED, AgentEventType.TOOL_CALL_FINISHED]
     stream = StreamWithTail(AgentEventType.TURN_STARTED, [*in_turn, AgentEventType.TURN_COMPLETED])
     snapshots = Snapshots()
-
-    async def idle_once_the_turn_ended() -> AgentSnapshot:
-        if stream.sent == len(in_turn) + 1:
-            snapshots.now = IDLE
-        return await snapshots.read()
-
-    assert await _wait(stream, idle_once_the_turn_ended) is IDLE
+    assert await _wait(stream, snapshots.idle_once_sent(stream, len(in_turn) + 1)) is IDLE
     assert snapshots.reads == 1  # the one the turn's end asked for
 
 
