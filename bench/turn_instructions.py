@@ -5,7 +5,10 @@
 This machine's speed moves by up to four times within an hour, so two commits'
 turn latencies are comparable only side by side in one run. Instructions are
 not: ``valgrind --tool=callgrind`` counts the user-space instructions of a
-process, the same for the same code whatever else the machine does. The
+process, whatever else the machine does. They still move by a few percent
+from run to run of one commit (how the event loop and the store's threads
+hand work to each other under valgrind), so compare the medians of several
+runs. The
 script runs ``--warm`` turns (30) in one child and ``--warm`` + ``--turns``
 (20) in another, both under callgrind, and prints the difference per turn:
 what one turn costs after the session's start and warm-up. Work in the kernel
