@@ -69,10 +69,6 @@ async def _newest(client: FlowClient, flow: FlowDefinition, session_id: str) -> 
     if tail is not None:  # the embedded engine: one query, or none for its own commits
         found: tuple[str, Any] = await tail(flow, session_id)
         return found
-    tail_token = getattr(client, "stream_tail_token", None)
-    if tail_token is not None:
-        token: str = await tail_token(flow, session_id)
-        return token, None
     # Otherwise skip the retained events one read at a time (Dex keeps few).
     token, newest = "", None
     while True:

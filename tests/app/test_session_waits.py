@@ -48,8 +48,8 @@ class ScriptedStream:
         self._sent = 0
         self._next_at: float | None = None
 
-    async def stream_tail_token(self, flow: Any, session_id: str) -> str:
-        return ""
+    async def stream_tail(self, flow: Any, session_id: str) -> tuple[str, _Event | None]:
+        return "", None
 
     async def read_stream(
         self, flow: Any, session_id: str, resume_token: str = "", poll_timeout: Any = None
@@ -94,7 +94,7 @@ class Snapshots:
         return self.now
 
     def idle_once_sent(
-        self, stream: ScriptedStream, sent: int
+        self, stream: ScriptedStream | RetainedStream, sent: int
     ) -> Callable[[], Awaitable[AgentSnapshot]]:
         """A read that finds the session idle once ``stream`` has sent ``sent`` events."""
 
@@ -164,7 +164,7 @@ async def test_a_stream_that_never_goes_quiet_still_gets_a_recheck(
 
 
 class StreamWithTail(ScriptedStream):
-    """A client that also names its Stream's newest event, as the embedded engine does."""
+    """A client whose Stream's newest event, as ``stream_tail`` names it, is ``newest``."""
 
     def __init__(self, newest: AgentEventType | None, kinds: Sequence[AgentEventType]) -> None:
         super().__init__(kinds, 0.01)
@@ -207,3 +207,43 @@ async def test_a_session_idle_after_an_event_of_a_turn_in_progress_is_found_by_t
     snapshots.now = IDLE
     assert await _wait(stream, snapshots.read) is IDLE
     assert snapshots.reads == 1
+
+
+class RetainedStream:
+    """A client without ``stream_tail`` (Dex's): the wait reads the retained events up to the
+    newest, then the turn's ``later`` events come 10 ms apart."""
+
+    def __init__(self, retained: Sequence[AgentEventType], later: Sequence[AgentEventType]):
+        self._events = [*retained, *later]
+        self._retained = len(retained)
+        self.sent = 0
+
+    async def read_stream(
+        self, flow: Any, session_id: str, resume_token: str = "", poll_timeout: Any = None
+    ) -> Any:
+        n = int(resume_token or 0)
+        wait = poll_timeout.total_seconds()
+        if n >= len(self._events) or (n >= self._retained and wait < 0.01):
+            await asyncio.sleep(wait)
+            raise StreamReadTimeoutError("quiet")
+        if n >= self._retained:
+            await asyncio.sleep(0.01)
+        self.sent = max(self.sent, n + 1)
+        return _Message(_Event(self._events[n].value), str(n + 1), datetime.now(UTC), "Step")
+
+
+@pytest.mark.parametrize(
+    ("newest", "reads"), [(AgentEventType.TURN_STARTED, 1), (AgentEventType.TURN_COMPLETED, 2)]
+)
+async def test_without_a_tail_the_newest_retained_event_decides_the_first_read(
+    monkeypatch: pytest.MonkeyPatch, newest: AgentEventType, reads: int
+) -> None:
+    _windows(monkeypatch, quiet=30.0, longest=60.0)
+    stream = RetainedStream([AgentEventType.USAGE_RECORDED, newest], [AgentEventType.TURN_FAILED])
+    snapshots = Snapshots()
+    client = cast(FlowClient, stream)
+    read = snapshots.idle_once_sent(stream, 3)
+    assert await wait_for_person(client, cast(FlowDefinition, None), "s1", read, WAIT) is IDLE
+    # After turn_started only the turn's end asks for a read; after turn_completed the wait
+    # reads at once (busy here), and again at the end.
+    assert snapshots.reads == reads

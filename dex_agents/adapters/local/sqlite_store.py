@@ -369,9 +369,7 @@ class SqliteFlowStore:
                     begin=begin,
                 )
 
-            tx = transaction()
-
-            def known_work(_: sqlite3.Connection) -> R:
+            def known_work(tx: SqliteTransaction, _: sqlite3.Connection) -> R:
                 # data_version moves only when another connection committed: then what
                 # it changed of what this connection kept is forgotten.
                 known.begin(
@@ -383,16 +381,23 @@ class SqliteFlowStore:
                 return result
 
             self._in_run = True
+            tx: SqliteTransaction | None = None
             try:
                 if read_only:
                     done, value = self._read_kept(connection, work, transaction)
                     if done:
                         return cast(R, value)
+                    tx = transaction()
                     self._set_busy_timeout(connection, self._patience_ms())
-                    return self._transact(connection, known_work, "BEGIN DEFERRED")
+                    return self._transact(
+                        connection, functools.partial(known_work, tx), "BEGIN DEFERRED"
+                    )
                 if not durable:
                     connection.execute("PRAGMA synchronous = NORMAL")
-                result = self._transact(connection, known_work, begin or self._begin_write)
+                tx = transaction()
+                result = self._transact(
+                    connection, functools.partial(known_work, tx), begin or self._begin_write
+                )
                 known.committed(tx.change)
                 self._write_once.committed(tx.written_once)
                 self._own_events.committed(tx.appended, tx.change)
@@ -411,7 +416,8 @@ class SqliteFlowStore:
                 if not durable:
                     with contextlib.suppress(sqlite3.Error):
                         connection.execute("PRAGMA synchronous = FULL")
-                tx.end()
+                if tx is not None:
+                    tx.end()
                 self._in_run = False
 
     def _read_kept(
