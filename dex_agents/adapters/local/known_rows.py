@@ -221,6 +221,10 @@ class KnownRows:
         """Each Flow type's Stream size in bytes, as ``stream_sizes`` holds it."""
         self.change: int | None = None
         """The newest logged change (``flow_changes``) that what is kept reflects."""
+        self.next_execution_id: int | None = None
+        """The store ID the next Step execution inserted gets, known since this connection
+        inserted the last one: ``AUTOINCREMENT`` gives one past it while no other connection
+        inserts (``SqliteTransaction.insert_execution``)."""
 
     def begin(self, version: int, changed_since: Callable[[int | None], ChangedFlows]) -> None:
         """Start a transaction whose connection reads ``version``; when it moved, forget what
@@ -232,6 +236,7 @@ class KnownRows:
             return
         # A Flow type's size moves with any run's events: cheap to read again.
         self.stream_bytes.clear()
+        self.next_execution_id = None  # another connection may have inserted one
         # Should the read fail, the version stays unseen, and the next transaction asks again.
         changed, self.change = changed_since(self.change)
         if changed is None:
@@ -259,6 +264,7 @@ class KnownRows:
         self._flows.clear()
         self._owner.clear()
         self.stream_bytes.clear()
+        self.next_execution_id = None
 
     def _drop(self, flow_id: str) -> None:
         dropped = self._flows.pop(flow_id, None)

@@ -248,6 +248,11 @@ EXECUTION_INSERT = (
     f"INSERT INTO step_executions ({', '.join(EXECUTION_DATA)}) "
     f"VALUES ({', '.join('?' for _ in EXECUTION_DATA)})"
 )
+EXECUTION_INSERT_WITH_ID = (
+    f"INSERT INTO step_executions ({', '.join(EXECUTION_DATA)}, id) "
+    f"VALUES ({', '.join('?' for _ in EXECUTION_COLUMNS)})"
+)
+"""``EXECUTION_INSERT`` with the ID given last, after the ``EXECUTION_DATA`` values."""
 EXECUTION_UPDATE = (
     f"UPDATE step_executions SET {', '.join(f'{name} = ?' for name in EXECUTION_DATA)} WHERE id = ?"
 )

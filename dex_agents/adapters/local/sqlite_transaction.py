@@ -18,6 +18,7 @@ from dex_agents.adapters.local.sqlite_schema import (
     EXECUTION_COLUMNS,
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
+    EXECUTION_INSERT_WITH_ID,
     EXECUTION_SELECT,
     EXECUTION_UPDATE,
     EXPIRED_LEASES_WHERE,
@@ -58,6 +59,9 @@ _READS = ("SELECT", "WITH")
 
 _KEYS_PER_READ = 500
 """Instance keys one ``IN`` list names, well under SQLite's variable limit."""
+
+_EXECUTIONS = "step_executions"
+"""What the SQL of every statement that reads or writes Step execution rows names."""
 
 _ID = EXECUTION_COLUMNS.index("id")
 _ACTIVE_SELECT = (
@@ -105,6 +109,11 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         # values), so an update writes only the columns it changes: a full-row UPDATE
         # also rewrites the entry of every index of step_executions.
         self._executions_seen: dict[int, tuple[tuple[object, ...], list[object]]] = {}
+        # Step executions this transaction inserted and has not written yet, by ID: their
+        # stored values now. Most are claimed (or finished, or put to wait) in the commit
+        # that creates them, so their INSERT waits for the commit, or for the first
+        # statement that reads step_executions, and carries what the updates changed.
+        self._unwritten: dict[int, list[object]] = {}
         self._depth = 0  # savepoints open
         self._forget_channel_reads()  # none read yet (``SqliteChannels``)
         # The Flow runs whose kept rows (``KnownRows``) this transaction wrote: logged in its
@@ -132,6 +141,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
     def log_changes(self) -> None:
         """Log the Flow runs this transaction changed (``flow_changes``), just before it
         commits, under the number it then holds in ``change``."""
+        self._write_unwritten()
         self._stream.save_sizes()
         if self._changed:
             self.change = record_changes(self._execute, self._changed, self._with_events)
@@ -148,7 +158,14 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         if self._begin is not None:
             begin, self._begin = self._begin, None
             begin()
+        if self._unwritten and _EXECUTIONS in sql:
+            self._write_unwritten()
         return self._connection.execute(sql, params)
+
+    def _write_unwritten(self) -> None:
+        unwritten, self._unwritten = self._unwritten, {}
+        for execution_id, values in unwritten.items():
+            self._execute(EXECUTION_INSERT_WITH_ID, [*values, execution_id])
 
     def run_undoable(self, work: Callable[[], Any]) -> BatchOutcome:
         """Run ``work`` in a savepoint; an ``Exception`` it raises rolls back to it.
@@ -157,7 +174,9 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         depth. An error of SQLite itself is raised: the transaction is unusable.
         """
         name = f"work_{self._depth}"
-        self._stream.save_sizes()  # what is unsaved then belongs to this savepoint alone
+        # What is unsaved or unwritten then belongs to this savepoint alone.
+        self._write_unwritten()
+        self._stream.save_sizes()
         self._execute(f"SAVEPOINT {name}")
         appended, written_once = len(self.appended), len(self.written_once)
         self._depth += 1
@@ -169,6 +188,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             self._execute(f"ROLLBACK TO {name}")
             self._execute(f"RELEASE {name}")
             # They may hold what was just undone.
+            self._unwritten.clear()
             self._executions_seen.clear()
             self._forget_channel_reads()
             self._known.forget()
@@ -356,7 +376,13 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
     def insert_execution(self, row: ExecutionRow) -> int:
         fields_now = execution_fields(row)
         values = stored_execution_values(fields_now)
-        row.id = int(self._execute(EXECUTION_INSERT, values).lastrowid or 0)
+        next_id = self._known.next_execution_id
+        if next_id is None or self._read_only:
+            row.id = int(self._execute(EXECUTION_INSERT, values).lastrowid or 0)
+        else:
+            row.id = next_id
+            self._unwritten[row.id] = values
+        self._known.next_execution_id = row.id + 1
         self._changed.add(row.flow_id)
         self._executions_seen[row.id] = (fields_now, values)
         self._known.put_execution(row.flow_id, _stored_row(row.id, values))
@@ -383,7 +409,9 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
                 return
             sql = execution_update(tuple(changed))
             params = [*(values[position] for position in changed), row.id]
-        if self._execute(sql, params).rowcount == 0:
+        if row.id in self._unwritten:
+            self._unwritten[row.id] = values
+        elif self._execute(sql, params).rowcount == 0:
             raise LookupError(f"no Step execution with store ID {row.id} is stored")
         self._changed.add(row.flow_id)
         self._executions_seen[row.id] = (fields_now, values)
