@@ -40,6 +40,11 @@ def _claimed_in_its_own_commit(tx: StoreTransaction, step_execution_id: str) -> 
     return row.id
 
 
+def _fails_after_a_claim(tx: StoreTransaction) -> None:
+    _claimed_in_its_own_commit(tx, "Lost-1")
+    raise ValueError("this work fails")
+
+
 def _stored(path: Path) -> list[tuple[int, str, str, str | None]]:
     # Another connection, so nothing this store keeps answers for the file.
     with sqlite3.connect(path) as connection:
@@ -104,11 +109,9 @@ def test_an_insert_after_another_connection_inserted_gets_a_new_id(
 def test_a_work_rolled_back_to_its_savepoint_leaves_no_execution(
     store: SqliteFlowStore,
 ) -> None:
-    def fails(tx: StoreTransaction) -> None:
-        _claimed_in_its_own_commit(tx, "Lost-1")
-        raise ValueError("this work fails")
-
-    outcomes = store.run_batch([lambda tx: _claimed_in_its_own_commit(tx, "Step-1"), fails])
+    outcomes = store.run_batch(
+        [lambda tx: _claimed_in_its_own_commit(tx, "Step-1"), _fails_after_a_claim]
+    )
     assert isinstance(outcomes[1].error, ValueError)
     kept_id = outcomes[0].value
     then = store.run(lambda tx: _claimed_in_its_own_commit(tx, "Step-2"))
@@ -119,12 +122,8 @@ def test_a_work_rolled_back_to_its_savepoint_leaves_no_execution(
 def test_a_transaction_that_rolls_back_leaves_no_execution_and_the_next_insert_works(
     store: SqliteFlowStore,
 ) -> None:
-    def fails(tx: StoreTransaction) -> None:
-        _claimed_in_its_own_commit(tx, "Lost-1")
-        raise ValueError("this work fails")
-
     with pytest.raises(ValueError, match="this work fails"):
-        store.run(fails)
+        store.run(_fails_after_a_claim)
     store.run(lambda tx: _claimed_in_its_own_commit(tx, "Step-1"))
     assert [row[1:] for row in _stored(store.path)] == [
         ("Step-0", "ready", None),
