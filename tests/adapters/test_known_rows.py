@@ -17,8 +17,21 @@ import pytest
 from dex_agents.adapters.local import known_rows
 from dex_agents.adapters.local.event_blocks import BLOCK_EVENTS
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import ChangedFlows, ExecutionStatus, FlowStatus, StoreTransaction
-from tests.adapters.flow_store_rows import add_executions, add_flows, at, execution, flow
+from dex_agents.ports.flow_store import (
+    ChangedFlows,
+    ExecutionStatus,
+    FlowStatus,
+    StoreTransaction,
+    StoreWouldWaitError,
+)
+from tests.adapters.flow_store_rows import (
+    add_executions,
+    add_flows,
+    at,
+    execution,
+    flow,
+    write_held_open,
+)
 from tests.adapters.traced_sql import traced_statements
 
 ACTIVE = [ExecutionStatus.READY, ExecutionStatus.RUNNING, ExecutionStatus.WAITING]
@@ -333,6 +346,19 @@ def test_another_connection_s_commit_forgets_only_the_runs_it_changed(
     assert _reads(first, _session("f2")) == ["flow_changes"]
     assert _reads(first, _session("f1")) == ["attribute_values", "flows", "step_executions"]
     assert first.read(lambda tx: tx.get_value("f1", "a", "")) == '"two"'
+
+
+def test_a_write_that_would_wait_for_another_writer_forgets_nothing(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    _two_sessions(first)
+    first.read(_session("f1"))
+    # It never began, so it wrote nothing that a rollback undid: what was kept still holds.
+    with write_held_open(second), pytest.raises(StoreWouldWaitError):
+        first.try_run_batch([lambda tx: tx.put_value("f1", "a", "", '"two"')])
+    assert _reads(first, _session("f1")) == []
+    assert first.read(lambda tx: tx.get_value("f1", "a", "")) == '"one"'
 
 
 def test_a_connection_s_own_commits_are_not_taken_for_another_s(

@@ -369,13 +369,17 @@ class SqliteFlowStore:
                     begin=begin,
                 )
 
+            worked = False
+
             def known_work(tx: SqliteTransaction, _: sqlite3.Connection) -> R:
+                nonlocal worked
                 # data_version moves only when another connection committed: then what
                 # it changed of what this connection kept is forgotten.
                 known.begin(
                     connection.execute("PRAGMA data_version").fetchone()[0],
                     functools.partial(runs_changed_after, connection.execute),
                 )
+                worked = True
                 result = work(tx)
                 tx.log_changes()
                 return result
@@ -404,8 +408,10 @@ class SqliteFlowStore:
                 return result
             except BaseException as error:
                 # A write transaction's rollback undid writes that were kept as they were
-                # made; a read that raised (a session not found, a refused write) wrote none.
-                if not read_only:
+                # made; a read that raised (a session not found, a refused write) wrote none,
+                # and neither did a write that never began (another connection was writing:
+                # forgetting then made a worker beside a client read every session again).
+                if worked and not read_only:
                     known.forget()
                 if isinstance(error, sqlite3.Error):
                     raise self._translate(error) from error
