@@ -462,8 +462,9 @@ class CommittedEvents(Protocol):
         ...
 
 
-ChangedFlows = tuple[set[str] | None, int]
-"""The Flow runs changed after a change number (``None``: cannot tell, so any) and the newest."""
+ChangedFlows = tuple[dict[str, bool] | None, int]
+"""The Flow runs changed after a change number, each with whether its row or Attribute values
+changed (``None``: cannot tell, so any, wholly), and the newest number."""
 
 FlowsWithEvents = tuple[dict[str, int] | None, int]
 """The Flow runs that got Stream events after a change number, each with the number of its

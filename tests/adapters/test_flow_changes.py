@@ -30,27 +30,29 @@ def connection() -> Iterator[sqlite3.Connection]:
 def test_each_commit_logs_its_runs_under_one_new_number(connection: sqlite3.Connection) -> None:
     execute = connection.execute
     assert newest_change(execute) == 0
-    assert record_changes(execute, {"a", "b"}, {"a"}) == 1
-    assert record_changes(execute, {"b", "c"}, set()) == 2
-    assert record_changes(execute, {"c"}, {"c"}) == 3
+    assert record_changes(execute, {"a", "b"}, {"a"}, {"b"}) == 1
+    assert record_changes(execute, {"b", "c"}, set(), set()) == 2
+    assert record_changes(execute, {"c"}, {"c"}, {"c"}) == 3
     assert newest_change(execute) == 3
-    assert changes_since(execute, 0) == LoggedChanges({"a", "b", "c"}, {"a": 1, "c": 3}, 3)
-    # b changed after 1, without events; a's events were at 1, so not after it.
-    assert changes_since(execute, 1) == LoggedChanges({"b", "c"}, {"c": 3}, 3)
-    assert changes_since(execute, 3) == LoggedChanges(set(), {}, 3)
-    # A run keeps one row: its newest change, and its newest change with events.
+    assert changes_since(execute, 0) == LoggedChanges(
+        {"a": False, "b": True, "c": True}, {"a": 1, "c": 3}, 3
+    )
+    # b changed after 1, without events, and its state at 1, not after; c's state at 3.
+    assert changes_since(execute, 1) == LoggedChanges({"b": False, "c": True}, {"c": 3}, 3)
+    assert changes_since(execute, 3) == LoggedChanges({}, {}, 3)
+    # A run keeps one row: its newest change, its newest with events, its newest with state.
     rows = connection.execute("SELECT * FROM flow_changes ORDER BY flow_id").fetchall()
-    assert rows == [("a", 1, 1), ("b", 2, 0), ("c", 3, 3)]
+    assert rows == [("a", 1, 1, 0), ("b", 2, 0, 1), ("c", 3, 3, 3)]
 
 
 def test_a_later_change_without_events_keeps_the_run_s_newest_events(
     connection: sqlite3.Connection,
 ) -> None:
     execute = connection.execute
-    record_changes(execute, {"a"}, {"a"})
-    record_changes(execute, {"a"}, set())
-    assert changes_since(execute, 0) == LoggedChanges({"a"}, {"a": 1}, 2)
-    assert changes_since(execute, 1) == LoggedChanges({"a"}, {}, 2)
+    record_changes(execute, {"a"}, {"a"}, {"a"})
+    record_changes(execute, {"a"}, set(), set())
+    assert changes_since(execute, 0) == LoggedChanges({"a": True}, {"a": 1}, 2)
+    assert changes_since(execute, 1) == LoggedChanges({"a": False}, {}, 2)
 
 
 @pytest.mark.parametrize(
@@ -58,13 +60,15 @@ def test_a_later_change_without_events_keeps_the_run_s_newest_events(
     ['quote"d', "back\\slash", "new\nline", "tab\t", "ünïcødé ☃", "[1, 2]", "", " ", "$[0]"],
 )
 def test_any_flow_id_is_logged_as_it_is(connection: sqlite3.Connection, flow_id: str) -> None:
-    record_changes(connection.execute, {flow_id, "other"}, {flow_id})
+    record_changes(connection.execute, {flow_id, "other"}, {flow_id}, {"other"})
     assert changes_since(connection.execute, 0) == LoggedChanges(
-        {flow_id, "other"}, {flow_id: 1}, 1
+        {flow_id: False, "other": True}, {flow_id: 1}, 1
     )
     # Alone, as most commits log it (a statement of its own, without JSON).
-    record_changes(connection.execute, {flow_id}, {flow_id})
-    assert changes_since(connection.execute, 1) == LoggedChanges({flow_id}, {flow_id: 2}, 2)
+    record_changes(connection.execute, {flow_id}, {flow_id}, {flow_id})
+    assert changes_since(connection.execute, 1) == LoggedChanges({flow_id: True}, {flow_id: 2}, 2)
+    record_changes(connection.execute, {flow_id}, set(), set())
+    assert changes_since(connection.execute, 2) == LoggedChanges({flow_id: False}, {}, 3)
 
 
 def test_a_batch_of_many_runs_is_one_statement(connection: sqlite3.Connection) -> None:
@@ -72,8 +76,11 @@ def test_a_batch_of_many_runs_is_one_statement(connection: sqlite3.Connection) -
     connection.set_trace_callback(statements.append)
     flow_ids = {f"session-{n}" for n in range(5000)}  # past SQLite's variable limit
     with_events = {f"session-{n}" for n in range(0, 5000, 2)}
-    assert record_changes(connection.execute, flow_ids, with_events) == 1
+    with_state = {f"session-{n}" for n in range(0, 5000, 3)}
+    assert record_changes(connection.execute, flow_ids, with_events, with_state) == 1
     assert len(statements) == 1
     assert changes_since(connection.execute, 0) == LoggedChanges(
-        flow_ids, dict.fromkeys(with_events, 1), 1
+        {flow_id: flow_id in with_state for flow_id in flow_ids},
+        dict.fromkeys(with_events, 1),
+        1,
     )

@@ -8,7 +8,7 @@ nothing it wrote behind in what is kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,11 +16,17 @@ import pytest
 
 from dex_agents.adapters.local import known_rows
 from dex_agents.adapters.local.event_blocks import BLOCK_EVENTS
+from dex_agents.adapters.local.sqlite_schema import (
+    EXECUTION_COLUMNS,
+    execution_fields,
+    stored_execution_values,
+)
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_store import (
     ChangedFlows,
     ExecutionStatus,
     FlowStatus,
+    MessageRow,
     StoreTransaction,
     StoreWouldWaitError,
 )
@@ -361,6 +367,48 @@ def test_a_write_that_would_wait_for_another_writer_forgets_nothing(
     assert first.read(lambda tx: tx.get_value("f1", "a", "")) == '"one"'
 
 
+def _queue_message(flow_id: str, message_id: str) -> Callable[[StoreTransaction], object]:
+    return lambda tx: tx.append_message(flow_id, "user", "", message_id, '"hi"', at(1))
+
+
+def test_another_connection_s_message_or_step_keeps_the_run_s_row_and_values(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    _two_sessions(first)
+    first.read(_session("f1"))
+    # A client queues a message and a worker creates a Step: neither writes the state.
+    second.run(_queue_message("f1", "m1"))
+    add_executions(second, execution("f1", step_execution_id="Step-2"))
+    assert _reads(first, _session("f1")) == ["flow_changes", "step_executions"]
+    listed = first.read(lambda tx: tx.flow_executions("f1", ACTIVE))
+    assert [row.step_execution_id for row in listed] == ["Step-1", "Step-2"]
+    assert [row.message_id for row in first.read(_pending("f1"))] == ["m1"]
+
+
+def test_a_state_write_before_another_change_of_the_run_is_not_taken_for_activity(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    first, second = two
+    _two_sessions(first)
+    first.read(_session("f1"))
+    # The log keeps one row a run: its newest change queued a message, an older one wrote.
+    second.run(lambda tx: tx.put_value("f1", "a", "", '"two"'))
+    second.run(_queue_message("f1", "m1"))
+    assert first.read(lambda tx: tx.get_value("f1", "a", "")) == '"two"'
+
+
+def _pending(flow_id: str) -> Callable[[StoreTransaction], Sequence[MessageRow]]:
+    return lambda tx: tx.pending_messages(flow_id, "user", "")
+
+
+def _active_row(flow_id: str, execution_id: int) -> tuple[object, ...]:
+    row = execution(flow_id, id=execution_id)
+    values = stored_execution_values(execution_fields(row))
+    position = EXECUTION_COLUMNS.index("id")
+    return (*values[:position], execution_id, *values[position:])
+
+
 def test_a_connection_s_own_commits_are_not_taken_for_another_s(
     two: tuple[SqliteFlowStore, SqliteFlowStore],
 ) -> None:
@@ -390,7 +438,8 @@ def test_a_trim_logs_the_runs_whose_events_it_deleted(
     first.read(_session("f2"))
     assert second.run(lambda tx: tx.trim_events("Agent", capacity)) >= 1
     assert _reads(first, _session("f2")) == ["flow_changes"]
-    assert "flows" in _reads(first, _session("f1"))
+    # A trim changes no run's row or values: those of f1 stay kept, its Stream is read again.
+    assert _reads(first, _session("f1")) == ["step_executions"]
     # What the first knows of f1's Stream was read again: its next events follow on.
     first.run(_append("f1", '"after"'))
     events = second.read(lambda tx: tx.events_after("f1", 0, 500))
@@ -410,22 +459,27 @@ def test_a_change_another_connection_logged_in_between_is_never_taken_as_seen() 
 
 
 @pytest.mark.parametrize(
-    ("changed", "kept_after"),
+    ("changed", "kept_after", "active_after"),
     [
-        (set(), {"f1", "f2"}),
-        ({"f1"}, {"f2"}),
-        ({"f1", "f2", "f3"}, set()),
-        (None, set()),  # not known which
+        ({}, {"f1", "f2"}, {"f1", "f2"}),
+        ({"f1": True}, {"f2"}, {"f2"}),
+        ({"f1": False}, {"f1", "f2"}, {"f2"}),  # its Steps, Channels or Stream alone
+        ({"f1": True, "f2": False, "f3": True}, {"f2"}, set()),
+        ({"f1": False, "f2": False}, {"f1", "f2"}, set()),
+        (None, set(), set()),  # not known which
     ],
-    ids=["none", "one", "all-named", "unknown"],
+    ids=["none", "one", "one-s-activity", "all-named", "all-activity", "unknown"],
 )
 def test_a_moved_data_version_forgets_what_was_changed(
-    changed: set[str] | None, kept_after: set[str]
+    changed: dict[str, bool] | None, kept_after: set[str], active_after: set[str]
 ) -> None:
     known = known_rows.KnownRows()
     known.begin(1, lambda since: (None, 3))
-    for flow_id in ("f1", "f2"):
+    for execution_id, flow_id in enumerate(("f1", "f2")):
         known.flow(flow_id).row_known = True
+        known.flow(flow_id).singletons["a"] = '"one"'
+        known.keep_active(flow_id, [])
+        known.put_execution(flow_id, _active_row(flow_id, execution_id))
     known.stream_bytes["Agent"] = 10
     asked: list[int | None] = []
 
@@ -439,6 +493,16 @@ def test_a_moved_data_version_forgets_what_was_changed(
     known.begin(2, changed_since)
     assert asked == [3]
     assert {flow_id for flow_id in ("f1", "f2") if known.peek(flow_id)} == kept_after
+    for flow_id in kept_after:
+        kept = known.peek(flow_id)
+        assert kept is not None
+        assert kept.row_known
+        assert kept.singletons == {"a": '"one"'}
+    assert {
+        flow_id
+        for execution_id, flow_id in enumerate(("f1", "f2"))
+        if known.active_execution(execution_id) is not None
+    } == active_after
     assert known.stream_bytes == {}
     assert known.change == 4
 
@@ -453,6 +517,6 @@ def test_a_failed_read_of_the_changes_leaves_the_version_unseen() -> None:
 
     with pytest.raises(OSError, match="disk I/O error"):
         known.begin(2, fails)
-    known.begin(2, lambda since: ({"f1"}, 4))  # asked again, and f1 forgotten then
+    known.begin(2, lambda since: ({"f1": True}, 4))  # asked again, and f1 forgotten then
     assert known.peek("f1") is None
     assert known.change == 4

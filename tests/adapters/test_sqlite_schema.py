@@ -52,6 +52,8 @@ def _older_file(path: Path, version: int, values: dict[str, str | bytes]) -> Non
     with connection:
         if version < 4:
             connection.execute("DROP TABLE flow_changes")
+        else:  # versions 4 and 5 logged no run's newest state change
+            connection.execute("ALTER TABLE flow_changes DROP COLUMN state")
         if version < 3:
             connection.execute("DROP TABLE attribute_values")
             connection.execute("DROP TABLE event_blocks")
@@ -65,11 +67,11 @@ def _older_file(path: Path, version: int, values: dict[str, str | bytes]) -> Non
     connection.close()
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 def test_a_file_of_an_older_version_opens_upgraded_with_every_value(
     tmp_path: Path, version: int
 ) -> None:
-    assert UPGRADED_VERSIONS == (1, 2, 3, 4)
+    assert UPGRADED_VERSIONS == (1, 2, 3, 4, 5)
     path = tmp_path / "flows.sqlite3"
     # Version 1 wrote every value as text; versions 2 and 3 compressed the long ones.
     values: dict[str, str | bytes] = {"short": '"short"', "long": LONG}
@@ -91,8 +93,25 @@ def test_a_file_of_an_older_version_opens_upgraded_with_every_value(
     names = {row[0] for row in _raw(path, "SELECT name FROM sqlite_master")}
     assert "attribute_keys" not in names
     assert "attribute_values_2" not in names
-    # The write above was logged in the change log the upgrade made.
-    assert _raw(path, "SELECT flow_id, change FROM flow_changes") == [("f1", 1)]
+    # The write above was logged in the change log the upgrade made, as a write of state.
+    assert _raw(path, "SELECT flow_id, change, state FROM flow_changes") == [("f1", 1, 1)]
+
+
+def test_a_change_log_of_version_5_counts_every_logged_change_as_one_of_state(
+    tmp_path: Path,
+) -> None:
+    # Version 5 logged no part: a connection that kept a run's values must forget them.
+    path = tmp_path / "flows.sqlite3"
+    _older_file(path, 5, {})
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute("INSERT INTO flow_changes VALUES ('f1', 7, 0), ('f2', 8, 8)")
+    connection.close()
+    SqliteFlowStore(path).close()
+    assert _raw(path, "SELECT flow_id, change, events, state FROM flow_changes") == [
+        ("f1", 7, 0, 7),
+        ("f2", 8, 8, 8),
+    ]
 
 
 def test_a_value_written_again_keeps_its_row(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ again. So every write transaction that changed a kept row also records, in the
 same commit, the Flow runs it changed under one new change number
 (``flow_changes``: one row per Flow run, its newest number); a connection that
 sees ``data_version`` move reads the runs changed since the last number it knew
-and forgets only those.
+and forgets only those. Of a run whose row and Attribute values no such commit
+wrote (a client queued a message, a worker claimed a Step) it forgets only the
+Step executions, Channel messages and Stream position, and keeps its state.
 
 Only the tables ``KnownRows`` keeps are logged: Flow runs, Attribute values,
 Step executions, unconsumed Channel messages and the Stream (a trim logs the
@@ -27,39 +29,49 @@ from dex_agents.ports.flow_store import ChangedFlows, FlowsWithEvents
 
 FLOW_CHANGES_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS flow_changes (
-        flow_id TEXT PRIMARY KEY, change INTEGER NOT NULL, events INTEGER NOT NULL)
-        WITHOUT ROWID""",
+        flow_id TEXT PRIMARY KEY, change INTEGER NOT NULL, events INTEGER NOT NULL,
+        state INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS flow_changes_by_change ON flow_changes (change)",
 )
 """The change log's table and the index a reader's range query runs on.
 
 ``change`` is the number of the newest commit that changed the run, ``events``
 that of the newest that appended to its Stream (0: none did), so a Stream reader
-waits for the one and a connection's kept rows for the other.
+waits for the one and a connection's kept rows for the other; ``state`` that of
+the newest that wrote its row or an Attribute value (schema version 6).
 """
+
+UPGRADE_TO_6 = (
+    "ALTER TABLE flow_changes ADD COLUMN state INTEGER NOT NULL DEFAULT 0",
+    # What versions 4 and 5 logged does not say which part changed: any may have.
+    "UPDATE flow_changes SET state = change",
+)
+"""How a change log of schema version 4 or 5 becomes version 6's."""
 
 Execute = Callable[[str, Sequence[object]], sqlite3.Cursor]
 
 # One statement, so a commit pays one round trip: every run gets the same new number,
 # one above the newest in the file (the writer holds the write lock, so none comes between).
-# Each item of the JSON array is [flow ID, whether the commit appended to its Stream].
-_RECORD = """INSERT INTO flow_changes (flow_id, change, events)
+# Each item of the JSON array is [flow ID, whether the commit appended to its Stream,
+# whether it wrote the run's row or Attribute values].
+_RECORD = """INSERT INTO flow_changes (flow_id, change, events, state)
     SELECT json_extract(item.value, '$[0]'), next.n,
-        CASE WHEN json_extract(item.value, '$[1]') THEN next.n ELSE 0 END
+        CASE WHEN json_extract(item.value, '$[1]') THEN next.n ELSE 0 END,
+        CASE WHEN json_extract(item.value, '$[2]') THEN next.n ELSE 0 END
     FROM json_each(?) AS item, (SELECT coalesce(max(change), 0) + 1 AS n FROM flow_changes) AS next
     WHERE true ON CONFLICT (flow_id) DO UPDATE SET change = excluded.change,
-        events = max(events, excluded.events)
+        events = max(events, excluded.events), state = max(state, excluded.state)
     RETURNING change"""
 
 # The same for the one run most commits change, without the JSON.
-_RECORD_ONE = """INSERT INTO flow_changes (flow_id, change, events)
-    SELECT ?, next.n, CASE WHEN ? THEN next.n ELSE 0 END
+_RECORD_ONE = """INSERT INTO flow_changes (flow_id, change, events, state)
+    SELECT ?, next.n, CASE WHEN ? THEN next.n ELSE 0 END, CASE WHEN ? THEN next.n ELSE 0 END
     FROM (SELECT coalesce(max(change), 0) + 1 AS n FROM flow_changes) AS next
     WHERE true ON CONFLICT (flow_id) DO UPDATE SET change = excluded.change,
-        events = max(events, excluded.events)
+        events = max(events, excluded.events), state = max(state, excluded.state)
     RETURNING change"""
 
-_SINCE = "SELECT flow_id, change, events FROM flow_changes WHERE change > ?"
+_SINCE = "SELECT flow_id, change, events, state FROM flow_changes WHERE change > ?"
 
 _NEWEST = "SELECT coalesce(max(change), 0) FROM flow_changes"
 
@@ -67,8 +79,9 @@ _NEWEST = "SELECT coalesce(max(change), 0) FROM flow_changes"
 class LoggedChanges(NamedTuple):
     """What the log says changed after a change number."""
 
-    changed: set[str]
-    """The Flow runs whose stored rows changed."""
+    changed: dict[str, bool]
+    """The Flow runs whose stored rows changed, each with whether its row or Attribute
+    values did."""
     with_events: dict[str, int]
     """Those of them with new Stream events, each with its newest commit that appended some."""
     newest: int
@@ -76,29 +89,35 @@ class LoggedChanges(NamedTuple):
 
 
 def record_changes(
-    execute: Execute, flow_ids: Collection[str], with_events: Collection[str]
+    execute: Execute,
+    flow_ids: Collection[str],
+    with_events: Collection[str],
+    with_state: Collection[str],
 ) -> int:
     """Log that this transaction changed ``flow_ids`` (not empty), appending Stream events of
-    ``with_events`` among them; return the number it used."""
+    ``with_events`` among them and writing the row or Attribute values of ``with_state``;
+    return the number it used."""
     # json_each takes any number of runs as one parameter, where ``?`` marks would hit
     # SQLite's variable limit in a batch of many sessions.
     if len(flow_ids) == 1:
         (flow_id,) = flow_ids
-        rows = execute(_RECORD_ONE, (flow_id, flow_id in with_events)).fetchall()
+        rows = execute(
+            _RECORD_ONE, (flow_id, flow_id in with_events, flow_id in with_state)
+        ).fetchall()
     else:
-        items = [[flow_id, flow_id in with_events] for flow_id in flow_ids]
+        items = [[flow_id, flow_id in with_events, flow_id in with_state] for flow_id in flow_ids]
         rows = execute(_RECORD, (json.dumps(items),)).fetchall()
     return int(rows[0][0])
 
 
 def changes_since(execute: Execute, change: int) -> LoggedChanges:
     """What changed after number ``change``."""
-    changed: set[str] = set()
+    changed: dict[str, bool] = {}
     with_events: dict[str, int] = {}
     newest = change
     # fetchall ends the statement, so outside a transaction no read snapshot stays open.
-    for flow_id, number, events in execute(_SINCE, (change,)).fetchall():
-        changed.add(str(flow_id))
+    for flow_id, number, events, state in execute(_SINCE, (change,)).fetchall():
+        changed[str(flow_id)] = state > change
         if events > change:
             with_events[str(flow_id)] = int(events)
         newest = max(newest, int(number))

@@ -7,7 +7,9 @@ executions, the Stream's running size. Within one process they all go through
 one connection, and SQLite's ``PRAGMA data_version`` on that connection changes
 exactly when another connection committed. So each transaction reads it first
 (``SqliteFlowStore``), and when it moved, ``KnownRows.begin`` forgets the Flow
-runs that the other connections' commits logged as changed (``flow_changes.py``).
+runs that the other connections' commits logged as changed (``flow_changes.py``),
+or of a run whose row and Attribute values they did not write, only its Step
+executions, Channel messages and Stream position.
 While it stays, what this connection read or wrote is what the file holds:
 every write of the rows kept here goes through ``SqliteTransaction``, which
 keeps them up to date, and a transaction (or savepoint) that rolls back
@@ -102,6 +104,16 @@ class KnownFlow:
         self.pending: dict[tuple[str, str], list[MessageRow]] = {}
         self.pending_chars: dict[tuple[str, str], int] = {}
         self.pending_counts: dict[str, int] = {}
+
+    def forget_activity(self) -> None:
+        """Forget all but the row and the Attribute values: the Step executions, the Channel
+        messages and the Stream's newest event."""
+        self.active = None
+        self.last_event_id = None
+        self.single_events = None
+        self.pending = {}
+        self.pending_chars = {}
+        self.pending_counts = {}
 
     def flow_row(self) -> FlowRow | None:
         """A fresh ``FlowRow`` of the kept values (the caller may change it)."""
@@ -242,8 +254,11 @@ class KnownRows:
         if changed is None:
             self.forget()
         else:
-            for flow_id in changed:
-                self._drop(flow_id)
+            for flow_id, state in changed.items():
+                if state:
+                    self._drop(flow_id)
+                else:
+                    self._drop_activity(flow_id)
         self._version = version
 
     def holds_version(self, version: int) -> bool:
@@ -271,6 +286,17 @@ class KnownRows:
         if dropped is not None and dropped.active:
             for execution_id in dropped.active:
                 self._owner.pop(execution_id, None)
+
+    def _drop_activity(self, flow_id: str) -> None:
+        # Another connection changed the run's Step executions, Channel messages or Stream,
+        # not its row or Attribute values (a client queued a message, a worker claimed).
+        known = self._flows.get(flow_id)
+        if known is None:
+            return
+        if known.active:
+            for execution_id in known.active:
+                self._owner.pop(execution_id, None)
+        known.forget_activity()
 
     def forget_single_events(self) -> None:
         """Forget how many single events each run has: a trim deleted some of them."""

@@ -22,7 +22,11 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
-from dex_agents.adapters.local.flow_changes import runs_changed_after, runs_with_events_after
+from dex_agents.adapters.local.flow_changes import (
+    UPGRADE_TO_6,
+    runs_changed_after,
+    runs_with_events_after,
+)
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.own_events import OwnEvents
 from dex_agents.adapters.local.sqlite_schema import (
@@ -66,7 +70,7 @@ __all__ = [
     "StoredValueError",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The schema version this module writes to ``PRAGMA user_version``; a newer file is refused.
 
 Version 2 may store long values and Stream events compressed (``stored_text``),
@@ -76,12 +80,15 @@ Flow runs each commit changed (``flow_changes``): a dex-agents that wrote to it
 without logging would leave other processes serving rows they kept from before.
 Version 5 logs Channel message writes too, since a connection keeps a run's
 waiting messages: a dex-agents of version 4 queueing a user message would leave
-another process's worker not seeing it. The tables are version 4's.
+another process's worker not seeing it. Version 6 logs, for each run, the newest
+commit that wrote its row or an Attribute value (``flow_changes.state``), and a
+connection keeps those of a run that other commits changed otherwise: a
+dex-agents of version 5 writing a value would leave it kept as it was.
 """
 
-UPGRADED_VERSIONS = (1, 2, 3, 4)
-"""Versions upgraded when opened, by ``UPGRADE_TO_3`` (1 and 2) and ``UPGRADE_TO_4`` (1 to 3);
-version 4 needs no change but its number: their values and events read as they are."""
+UPGRADED_VERSIONS = (1, 2, 3, 4, 5)
+"""Versions upgraded when opened, by ``UPGRADE_TO_3`` (1 and 2), ``UPGRADE_TO_4`` (1 to 3)
+and ``UPGRADE_TO_6`` (4 and 5): their values and events read as they are."""
 
 DEFAULT_BUSY_TIMEOUT = timedelta(seconds=10)
 """How long a transaction waits for another connection's write lock before ``StoreBusyError``."""
@@ -203,6 +210,8 @@ class SqliteFlowStore:
             upgrades = (
                 *(UPGRADE_TO_3 if version < 3 else ()),
                 *(UPGRADE_TO_4 if version < 4 else ()),
+                # Version 4's log is made with the column already.
+                *(UPGRADE_TO_6 if 4 <= version < 6 else ()),
             )
             for statement in upgrades:
                 connection.execute(statement)

@@ -121,6 +121,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         # here; that only makes them forget a run more.
         self._changed: set[str] = set()
         self._with_events: set[str] = set()  # those it appended Stream events of
+        self._with_state: set[str] = set()  # those whose row or Attribute values it wrote
         self.change: int | None = None
         """The change number this transaction logged, if it changed any Flow run."""
         self.appended: list[tuple[int, EventRow]] = []
@@ -144,7 +145,9 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         self._write_unwritten()
         self._stream.save_sizes()
         if self._changed:
-            self.change = record_changes(self._execute, self._changed, self._with_events)
+            self.change = record_changes(
+                self._execute, self._changed, self._with_events, self._with_state
+            )
 
     def _execute(
         self, sql: str, params: Sequence[object] | dict[str, object] = ()
@@ -235,6 +238,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         except sqlite3.IntegrityError:
             raise ValueError(f"a Flow run with ID {row.flow_id!r} is already stored") from None
         self._changed.add(row.flow_id)
+        self._with_state.add(row.flow_id)
         self._keep_flow(params)
 
     def update_flow(self, row: FlowRow) -> None:
@@ -244,6 +248,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         if self._execute(sql, params).rowcount == 0:
             raise LookupError(f"no Flow run with ID {row.flow_id!r} is stored")
         self._changed.add(row.flow_id)
+        self._with_state.add(row.flow_id)
         self._keep_flow(params)
 
     def _keep_flow(self, params: dict[str, object]) -> None:
@@ -365,6 +370,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
     def _wrote(self, flow_id: str, name: str, key: str, value: str | None) -> None:
         self._written.add((flow_id, name, key))
         self._changed.add(flow_id)
+        self._with_state.add(flow_id)
         if self._write_once.tracks(flow_id, name):
             self.written_once.append((flow_id, name, key, value))
         self._write_once.forget(flow_id, name, key)
