@@ -343,9 +343,7 @@ def _two_sessions(store: SqliteFlowStore) -> None:
 def test_another_connection_s_commit_forgets_only_the_runs_it_changed(
     two: tuple[SqliteFlowStore, SqliteFlowStore],
 ) -> None:
-    first, second = two
-    _two_sessions(first)
-    first.read(_session("f1"))
+    first, second = _f1_kept(two)
     first.read(_session("f2"))
     second.run(lambda tx: tx.put_value("f1", "a", "", '"two"'))
     # The second logged f1 alone: the first reads which runs changed, and f2 from what it kept.
@@ -357,14 +355,22 @@ def test_another_connection_s_commit_forgets_only_the_runs_it_changed(
 def test_a_write_that_would_wait_for_another_writer_forgets_nothing(
     two: tuple[SqliteFlowStore, SqliteFlowStore],
 ) -> None:
-    first, second = two
-    _two_sessions(first)
-    first.read(_session("f1"))
+    first, second = _f1_kept(two)
     # It never began, so it wrote nothing that a rollback undid: what was kept still holds.
     with write_held_open(second), pytest.raises(StoreWouldWaitError):
         first.try_run_batch([lambda tx: tx.put_value("f1", "a", "", '"two"')])
     assert _reads(first, _session("f1")) == []
     assert first.read(lambda tx: tx.get_value("f1", "a", "")) == '"one"'
+
+
+def _f1_kept(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> tuple[SqliteFlowStore, SqliteFlowStore]:
+    """Both stores, the first keeping session f1 (of ``_two_sessions``) as it read it."""
+    first, _ = two
+    _two_sessions(first)
+    first.read(_session("f1"))
+    return two
 
 
 def _queue_message(flow_id: str, message_id: str) -> Callable[[StoreTransaction], object]:
@@ -374,9 +380,7 @@ def _queue_message(flow_id: str, message_id: str) -> Callable[[StoreTransaction]
 def test_another_connection_s_message_or_step_keeps_the_run_s_row_and_values(
     two: tuple[SqliteFlowStore, SqliteFlowStore],
 ) -> None:
-    first, second = two
-    _two_sessions(first)
-    first.read(_session("f1"))
+    first, second = _f1_kept(two)
     # A client queues a message and a worker creates a Step: neither writes the state.
     second.run(_queue_message("f1", "m1"))
     add_executions(second, execution("f1", step_execution_id="Step-2"))
@@ -389,9 +393,7 @@ def test_another_connection_s_message_or_step_keeps_the_run_s_row_and_values(
 def test_a_state_write_before_another_change_of_the_run_is_not_taken_for_activity(
     two: tuple[SqliteFlowStore, SqliteFlowStore],
 ) -> None:
-    first, second = two
-    _two_sessions(first)
-    first.read(_session("f1"))
+    first, second = _f1_kept(two)
     # The log keeps one row a run: its newest change queued a message, an older one wrote.
     second.run(lambda tx: tx.put_value("f1", "a", "", '"two"'))
     second.run(_queue_message("f1", "m1"))
