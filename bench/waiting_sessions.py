@@ -8,7 +8,9 @@ is the baseline. The client opens ``sessions`` sessions of the workload's Flow,
 waiting in ``AwaitUserMessage`` (the worker ran each session's first Step and
 left it at its wait). The worker then idles again for ``idle_seconds``, with
 every session waiting. Reported: the worker's CPU time over each idle window
-(``/proc/<pid>/stat``, every thread) and its resident memory (``VmRSS``) before
+(``/proc/<pid>/task/*/schedstat``, every thread, to the nanosecond: the clock
+ticks of ``/proc/<pid>/stat`` are 10 ms, as large as the difference sought)
+and its resident memory (``VmRSS``) before
 the sessions, once they all wait, and after the second idle window.
 """
 
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import workload
 from engine_overhead import rss_bytes
-from throughput import WORKER, holds_open, process_cpu_seconds
+from throughput import WORKER, holds_open, process_run_seconds
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_store import ExecutionStatus, StoreTransaction
@@ -61,9 +63,9 @@ def _waiting_at_first_message(tx: StoreTransaction) -> int:
 
 
 async def _idle_cpu(pid: int, seconds: float) -> float:
-    before = process_cpu_seconds(pid)
+    before = process_run_seconds(pid)
     await asyncio.sleep(seconds)
-    return process_cpu_seconds(pid) - before
+    return process_run_seconds(pid) - before
 
 
 async def measure_waiting_sessions(
