@@ -17,8 +17,8 @@ import pytest
 from dex_agents.adapters.local import known_rows
 from dex_agents.adapters.local.event_blocks import BLOCK_EVENTS
 from dex_agents.adapters.local.sqlite_schema import (
-    EXECUTION_COLUMNS,
     execution_fields,
+    stored_execution_row,
     stored_execution_values,
 )
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
@@ -406,9 +406,7 @@ def _pending(flow_id: str) -> Callable[[StoreTransaction], Sequence[MessageRow]]
 
 def _active_row(flow_id: str, execution_id: int) -> tuple[object, ...]:
     row = execution(flow_id, id=execution_id)
-    values = stored_execution_values(execution_fields(row))
-    position = EXECUTION_COLUMNS.index("id")
-    return (*values[:position], execution_id, *values[position:])
+    return stored_execution_row(execution_id, stored_execution_values(execution_fields(row)))
 
 
 def test_a_connection_s_own_commits_are_not_taken_for_another_s(

@@ -283,20 +283,21 @@ class KnownRows:
 
     def _drop(self, flow_id: str) -> None:
         dropped = self._flows.pop(flow_id, None)
-        if dropped is not None and dropped.active:
-            for execution_id in dropped.active:
-                self._owner.pop(execution_id, None)
+        if dropped is not None:
+            self._forget_owners(dropped)
 
     def _drop_activity(self, flow_id: str) -> None:
         # Another connection changed the run's Step executions, Channel messages or Stream,
         # not its row or Attribute values (a client queued a message, a worker claimed).
         known = self._flows.get(flow_id)
-        if known is None:
-            return
-        if known.active:
-            for execution_id in known.active:
-                self._owner.pop(execution_id, None)
-        known.forget_activity()
+        if known is not None:
+            self._forget_owners(known)
+            known.forget_activity()
+
+    def _forget_owners(self, known: KnownFlow) -> None:
+        """Forget which run owns each active execution ``known`` holds."""
+        for execution_id in known.active or ():
+            self._owner.pop(execution_id, None)
 
     def forget_single_events(self) -> None:
         """Forget how many single events each run has: a trim deleted some of them."""
@@ -321,9 +322,7 @@ class KnownRows:
     def keep_active(self, flow_id: str, rows: Sequence[Sequence[Any]]) -> KnownFlow:
         """Keep ``rows``, the stored values of every active execution of ``flow_id``."""
         known = self.flow(flow_id)
-        if known.active:
-            for execution_id in known.active:
-                self._owner.pop(execution_id, None)
+        self._forget_owners(known)
         known.active = {values[_ID]: tuple(values) for values in rows}
         for execution_id in known.active:
             self._owner[execution_id] = flow_id

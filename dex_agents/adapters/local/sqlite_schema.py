@@ -261,6 +261,15 @@ EXECUTION_DATA_POSITIONS = tuple(
 )
 """Where each ``EXECUTION_DATA`` column is in a row read with ``EXECUTION_SELECT``."""
 
+_ID = EXECUTION_COLUMNS.index("id")
+
+
+def stored_execution_row(execution_id: int, data: Sequence[object]) -> tuple[object, ...]:
+    """An execution's stored values in ``EXECUTION_COLUMNS`` order, as ``EXECUTION_SELECT``
+    reads them, from its stored ``EXECUTION_DATA`` values (``stored_execution_values``)."""
+    # EXECUTION_DATA is EXECUTION_COLUMNS in their order, less the ID.
+    return (*data[:_ID], execution_id, *data[_ID:])
+
 
 @functools.lru_cache(maxsize=64)
 def execution_update(positions: tuple[int, ...]) -> str:

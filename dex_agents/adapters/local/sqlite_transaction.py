@@ -15,7 +15,6 @@ from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
     CLAIMABLE_WHERE,
     DUE_TIMERS_WHERE,
-    EXECUTION_COLUMNS,
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
     EXECUTION_INSERT_WITH_ID,
@@ -33,6 +32,7 @@ from dex_agents.adapters.local.sqlite_schema import (
     execution_fields,
     execution_update,
     row_params,
+    stored_execution_row,
     stored_execution_values,
 )
 from dex_agents.adapters.local.sqlite_stream import SqliteStream
@@ -63,18 +63,11 @@ _KEYS_PER_READ = 500
 _EXECUTIONS = "step_executions"
 """What the SQL of every statement that reads or writes Step execution rows names."""
 
-_ID = EXECUTION_COLUMNS.index("id")
 _ACTIVE_SELECT = (
     f"SELECT {EXECUTION_SELECT} FROM step_executions e WHERE e.flow_id = ? "
     f"AND e.status IN ({', '.join(repr(status) for status in sorted(ACTIVE_STATUSES))}) "
     "ORDER BY e.id"
 )
-
-
-def _stored_row(execution_id: int, data: Sequence[object]) -> tuple[object, ...]:
-    """An execution's stored values in ``EXECUTION_COLUMNS`` order, from its ``EXECUTION_DATA``."""
-    # EXECUTION_DATA is EXECUTION_COLUMNS in their order, less the ID.
-    return (*data[:_ID], execution_id, *data[_ID:])
 
 
 class SqliteTransaction(SqliteChannels, StoreTransaction):
@@ -391,7 +384,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         self._known.next_execution_id = row.id + 1
         self._changed.add(row.flow_id)
         self._executions_seen[row.id] = (fields_now, values)
-        self._known.put_execution(row.flow_id, _stored_row(row.id, values))
+        self._known.put_execution(row.flow_id, stored_execution_row(row.id, values))
         return row.id
 
     def get_execution(self, execution_id: int) -> ExecutionRow | None:
@@ -421,7 +414,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             raise LookupError(f"no Step execution with store ID {row.id} is stored")
         self._changed.add(row.flow_id)
         self._executions_seen[row.id] = (fields_now, values)
-        self._known.put_execution(row.flow_id, _stored_row(row.id, values))
+        self._known.put_execution(row.flow_id, stored_execution_row(row.id, values))
 
     def flow_executions(
         self, flow_id: str, statuses: Sequence[ExecutionStatus] | None = None
