@@ -294,6 +294,12 @@ class StoreTransaction(Protocol):
         """``running`` executions that ``owner`` holds."""
         ...
 
+    def cancel_requested_executions(self, owner: str) -> Sequence[int]:
+        """The IDs of the ``running`` executions ``owner`` holds whose cancellation was
+        requested, in ID order: what ``leased_executions`` tells of cancellations, for a
+        worker that looks at every commit without reading each row."""
+        ...
+
     def next_timer_at(self) -> datetime | None:
         """The earliest instant the engine must wake without a commit: a ``waiting`` execution's
         ``timer_at``, or the ``not_before`` of a ``pending_wait`` or ``ready`` execution of a

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,9 +39,17 @@ from dex_agents.ports.engine import (
     complete,
     go_to,
 )
-from dex_agents.ports.flow_store import BatchOutcome, FlowStatus, FlowStore, StoreTransaction
+from dex_agents.ports.flow_store import (
+    BatchOutcome,
+    ExecutionStatus,
+    FlowStatus,
+    FlowStore,
+    StoreTransaction,
+)
 from dex_agents.ports.persistence import StreamDef
-from tests.adapters.engine_flows import INBOX, EngineTestFlow
+from tests.adapters.engine_flows import INBOX, EngineTestFlow, Probe
+from tests.adapters.flow_store_rows import execution
+from tests.adapters.flow_store_rows import flow as flow_row
 
 R = TypeVar("R")
 
@@ -55,6 +64,7 @@ class RecordingStore:
         self.batch_sizes: list[int] = []
         self.reads = 0
         self.writes = 0
+        self.capacity_rounds: list[set[int]] = []  # the cancellations each one read
 
     def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
         self.writes += 1
@@ -76,7 +86,10 @@ class RecordingStore:
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         self.reads += 1
-        return self.inner.read(work)
+        result = self.inner.read(work)
+        if isinstance(result, claims.ClaimRound):
+            self.capacity_rounds.append(result.cancel_requested)
+        return result
 
     def change_counter(self) -> int:
         return self.inner.change_counter()
@@ -254,6 +267,106 @@ async def test_a_heartbeat_gives_the_claim_loop_nothing_to_do(
     # busy). Without the quiet-commit rule there are 12: one per commit.
     assert store.round_claims == ["Beating-1"]
     assert store.rounds <= 5
+
+
+async def test_a_worker_with_no_free_slot_reads_its_cancellations_instead_of_a_claim_round(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "engine.sqlite3"
+    store = RecordingStore(SqliteFlowStore(path))
+    flow = EngineTestFlow(Probe(release=asyncio.Event()))
+    # Leases renewed every 20 s and a full round every 30 s, so within this test only the
+    # look a commit wakes can see the cancellation; another process's commit is seen
+    # at the next poll.
+    engine = LocalEngine(
+        store, [flow], lease_duration=timedelta(minutes=1), poll_interval=timedelta(seconds=0.02)
+    )
+    # Another process's client: its commits hand nothing to this process's worker.
+    same_flow = EngineTestFlow()
+    elsewhere = LocalEngine(SqliteFlowStore(path), [same_flow])
+    client = LocalFlowClient(elsewhere)
+    worker = LocalWorker(engine, max_concurrent_tasks=1)
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(20):
+            await client.start_flow(same_flow, "s1", "long")
+            while "Long-1" not in flow.probe.attempts:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            rounds, looks = store.rounds, len(store.capacity_rounds)
+            # Another session's start leaves a Step to claim, and wakes the claim loop,
+            # whose one slot the long Step holds: it looks without the write lock.
+            await client.start_flow(same_flow, "s2", "waits")
+            while store.rounds == rounds and len(store.capacity_rounds) == looks:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            assert store.rounds == rounds
+            # The commit that asks the long Step to stop is seen by such a look too.
+            assert await client.invoke_rpc(same_flow, "s1", "cancel_long", None) is True
+            while flow.probe.cancelled != ["Long-1"]:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            (long,) = await engine.read(
+                lambda tx: [row.id for row in tx.flow_executions("s1") if row.step_type == "Long"]
+            )
+            assert [ids for ids in store.capacity_rounds if ids] == [{long}]
+            # Its slot freed, the worker runs full rounds again and takes the waiting start.
+            while len(flow.probe.attempts["Start-1"]) < 2:  # noqa: ASYNC110 (one per session)
+                await asyncio.sleep(0.01)
+    finally:
+        await worker.stop()
+        await task
+        for each in (engine, elsewhere):
+            each.close()
+            each.store.close()
+
+
+async def test_a_worker_with_no_free_slot_still_recovers_lost_leases_on_its_cadence(
+    tmp_path: Path,
+) -> None:
+    store = RecordingStore(SqliteFlowStore(tmp_path / "engine.sqlite3"))
+    flow = EngineTestFlow(Probe(release=asyncio.Event()))
+    lease = timedelta(seconds=0.6)
+    engine = LocalEngine(store, [flow], lease_duration=lease, poll_interval=timedelta(seconds=30))
+    client = LocalFlowClient(engine)
+    # A Step another worker leased, whose lease runs out once this worker is busy.
+    lost = execution(
+        "lost",
+        "Work",
+        input='"x"',
+        status=ExecutionStatus.RUNNING,
+        lease_owner="gone",
+        lease_expires_at=engine.now() + lease / 2,
+    )
+
+    def add_lost(tx: StoreTransaction) -> int:
+        tx.insert_flow(replace(flow_row("lost"), flow_type=flow.flow_type, input='"x"'))
+        return tx.insert_execution(lost)
+
+    lost_id = await engine.run(add_lost)
+
+    async def status() -> ExecutionStatus | None:
+        row = await engine.read(lambda tx: tx.get_execution(lost_id))
+        return None if row is None else row.status
+
+    worker = LocalWorker(engine, max_concurrent_tasks=1)
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(20):
+            await client.start_flow(flow, "s1", "long")
+            while "Long-1" not in flow.probe.attempts:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            # Commits that wake the claim loop keep coming; each is looked at as a read,
+            # and none may put off the full round that finds the lost lease.
+            for n in range(100):
+                if await status() is ExecutionStatus.READY:
+                    break
+                await client.start_flow(flow, f"busy-{n}", "waits")
+                await asyncio.sleep(0.05)
+            assert await status() is ExecutionStatus.READY  # the same attempt, handed out again
+            assert store.capacity_rounds
+    finally:
+        await worker.stop()
+        await task
+        engine.close()
+        store.close()
 
 
 async def test_a_client_commit_hands_what_it_made_runnable_to_the_worker_of_its_process(

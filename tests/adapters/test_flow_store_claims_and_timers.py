@@ -55,6 +55,9 @@ def test_due_timers_expired_leases_and_leases_by_owner(store: FlowStore) -> None
         execution(status=running, lease_owner="w2", lease_expires_at=at(7)),  # 5
         execution(status=ExecutionStatus.COMPLETED, lease_owner="w1", lease_expires_at=at(1)),
         execution(status=running, lease_owner="w1", lease_expires_at=at(8)),  # 7
+        execution(status=running, lease_owner="w1", cancel_requested=True),  # 8
+        execution(status=running, lease_owner="w2", cancel_requested=True),  # 9
+        execution(status=ExecutionStatus.READY, lease_owner="w1", cancel_requested=True),
     )
 
     def due(now: datetime) -> list[int]:
@@ -71,8 +74,12 @@ def test_due_timers_expired_leases_and_leases_by_owner(store: FlowStore) -> None
     assert due(at(9)) == [ids[0], ids[1]]
     assert expired(at(5)) == []  # a lease expires strictly before now
     assert expired(at(7.5)) == [ids[4], ids[5]]
-    assert leased("w1") == [ids[4], ids[7]]
+    assert leased("w1") == [ids[4], ids[7], ids[8]]
     assert leased("w3") == []
+    # What leased_executions tells of cancellations, as IDs alone.
+    assert store.run(lambda tx: tx.cancel_requested_executions("w1")) == [ids[8]]
+    assert store.run(lambda tx: tx.cancel_requested_executions("w2")) == [ids[9]]
+    assert store.run(lambda tx: tx.cancel_requested_executions("w3")) == []
 
 
 @pytest.mark.parametrize(

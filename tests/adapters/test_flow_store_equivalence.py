@@ -49,6 +49,7 @@ operations = st.one_of(
         optional_times,
         optional_times,
         st.sampled_from((None, "w1", "w2")),
+        st.booleans(),
     ),
     st.tuples(
         st.just("update_execution"),
@@ -94,9 +95,11 @@ def apply(tx: StoreTransaction, operation: tuple[Any, ...]) -> object:
         tx.consume_messages(seqs)
         return seqs
     if name == "insert_execution":
-        flow_id, status, not_before, timer_at, owner = args
+        flow_id, status, not_before, timer_at, owner, cancel = args
         row = execution(flow_id, status=status, not_before=not_before, timer_at=timer_at)
-        return tx.insert_execution(replace(row, lease_owner=owner, lease_expires_at=timer_at))
+        return tx.insert_execution(
+            replace(row, lease_owner=owner, lease_expires_at=timer_at, cancel_requested=cancel)
+        )
     if name == "update_execution":
         execution_id, status, not_before, timer_at = args
         old = tx.get_execution(execution_id) or replace(execution(), id=execution_id)
@@ -121,6 +124,7 @@ def everything(tx: StoreTransaction) -> dict[str, object]:
         "timers": [tx.due_timer_executions(at(n)) for n in (0, 3, 6)],
         "leases": [tx.expired_lease_executions(at(n)) for n in (0, 3, 6)],
         "leased": [tx.leased_executions(owner) for owner in ("w1", "w2")],
+        "cancel_requested": [tx.cancel_requested_executions(owner) for owner in ("w1", "w2")],
         "next_timer_at": tx.next_timer_at(),
         "locks": [tx.lock_holder(f, n) for f in FLOW_IDS for n in ("n1", "n2")],
         "events": [tx.events_after(f, 0, 100) for f in FLOW_IDS],

@@ -68,8 +68,19 @@ def claim_round(
 ) -> ClaimRound:
     """``claim``, plus the cancellations of ``owner``'s running attempts and the next Timer."""
     claims = claim(tx, flows, owner, now, lease, limit)
-    cancelled = {row.id for row in tx.leased_executions(owner) if row.cancel_requested}
+    cancelled = set(tx.cancel_requested_executions(owner))
     return ClaimRound(claims, cancelled, tx.next_timer_at())
+
+
+def capacity_round(tx: StoreTransaction, owner: str) -> ClaimRound:
+    """The round of a worker with no free slot, as a read: the cancellations of ``owner``'s
+    running attempts, and the next Timer.
+
+    Such a worker could claim nothing, so another process's commit gives it only
+    cancellations to look for. Lost leases and due Timers wait for its next full
+    round (``claim_round``): on its cadence, or when a slot frees.
+    """
+    return ClaimRound([], set(tx.cancel_requested_executions(owner)), tx.next_timer_at())
 
 
 def claim(

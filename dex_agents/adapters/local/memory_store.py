@@ -357,6 +357,10 @@ class _MemoryTransaction(StoreTransaction):
         rows = self._active_rows((ExecutionStatus.RUNNING,))
         return [_copied(row) for row in rows if row.lease_owner == owner]
 
+    def cancel_requested_executions(self, owner: str) -> Sequence[int]:
+        rows = self._active_rows((ExecutionStatus.RUNNING,))
+        return [row.id for row in rows if row.lease_owner == owner and row.cancel_requested]
+
     def next_timer_at(self) -> datetime | None:
         times: list[datetime] = []
         for row in self._active_rows(ACTIVE_EXECUTION_STATUSES):

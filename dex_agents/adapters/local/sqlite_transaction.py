@@ -460,6 +460,11 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
     def leased_executions(self, owner: str) -> Sequence[ExecutionRow]:
         return self._executions(LEASED_WHERE, (owner,))
 
+    def cancel_requested_executions(self, owner: str) -> Sequence[int]:
+        sql = """SELECT id FROM step_executions
+            WHERE status = 'running' AND lease_owner = ? AND cancel_requested = 1 ORDER BY id"""
+        return [int(execution_id) for (execution_id,) in self._execute(sql, (owner,))]
+
     def next_timer_at(self) -> datetime | None:
         return decode_time(self._execute(NEXT_TIMER_SELECT).fetchone()[0])
 

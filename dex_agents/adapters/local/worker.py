@@ -17,7 +17,7 @@ import logging
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from dex_agents.adapters.local import claims, handoff
@@ -266,7 +266,9 @@ class LocalWorker:
     async def _claim_until_stopped(self) -> None:
         engine = self._engine
         counter: int | None = None
-        next_check = engine.now()
+        # When the loop wakes without a commit, and when its next full round is due: lost
+        # leases are recovered and Timers fired by full rounds alone.
+        next_check = next_full = engine.now()
         while not self._stopping.is_set():
             now = engine.now()
             current = await until_stored(
@@ -294,19 +296,15 @@ class LocalWorker:
                 counter = current
                 self._seen_loud = loud
                 limit = self._reserve(0)
+                # With no free slot a round could claim nothing: until its cadence comes,
+                # a commit elsewhere is looked at for cancellations alone, without the
+                # write lock (busy workers of many sessions took it at every such commit).
+                full = limit > 0 or now >= next_full
                 try:
-                    round_ = await self._commit_quietly(
-                        functools.partial(
-                            claims.claim_round,
-                            flows=engine.flows,
-                            owner=self.worker_id,
-                            now=now,
-                            lease=engine.lease_duration,
-                            limit=limit,
-                        ),
-                        functools.partial(_took_all, limit),
-                        durable=False,
-                    )
+                    if full:
+                        round_ = await self._claim_round(now, limit)
+                    else:
+                        round_ = await self._read_at_capacity()
                 finally:
                     self._reserved -= limit
                 self._starved = len(round_.claims) >= limit
@@ -317,11 +315,36 @@ class LocalWorker:
                 next_timer = round_.next_timer_at
                 # Lost leases of other workers are found on this cadence even when
                 # nothing else changes; timers fire when they are due.
-                next_check = engine.now() + engine.lease_duration / 2
+                if full:
+                    next_full = engine.now() + engine.lease_duration / 2
                 if next_timer is not None:
-                    next_check = min(next_check, next_timer)
+                    next_full = min(next_full, next_timer)
+                next_check = next_full
             timeout = max(next_check - engine.now(), timedelta(0))
             await engine.wait_for_work(counter or 0, timeout, self._wake)
+
+    async def _claim_round(self, now: datetime, limit: int) -> claims.ClaimRound:
+        """``claims.claim_round`` for up to ``limit`` claims, committed quietly when it took
+        everything it found."""
+        engine = self._engine
+        work = functools.partial(
+            claims.claim_round,
+            flows=engine.flows,
+            owner=self.worker_id,
+            now=now,
+            lease=engine.lease_duration,
+            limit=limit,
+        )
+        return await self._commit_quietly(work, functools.partial(_took_all, limit), durable=False)
+
+    async def _read_at_capacity(self) -> claims.ClaimRound:
+        """``claims.capacity_round`` for this worker's running attempts, read through store
+        faults until it answers or the worker stops."""
+        engine = self._engine
+        work = functools.partial(claims.capacity_round, owner=self.worker_id)
+        return await until_stored(
+            lambda: engine.read(work), self._faults, give_up=self._stopping.is_set
+        )
 
     def _start(self, claim: claims.Claim) -> None:
         flow = self._engine.flow(claim.flow_type)
