@@ -369,6 +369,42 @@ async def test_a_worker_with_no_free_slot_still_recovers_lost_leases_on_its_cade
         store.close()
 
 
+async def test_a_worker_with_no_free_slot_does_not_spin_on_a_due_step_it_cannot_take(
+    tmp_path: Path,
+) -> None:
+    store = RecordingStore(SqliteFlowStore(tmp_path / "engine.sqlite3"))
+    flow = EngineTestFlow(Probe(release=asyncio.Event()))
+    engine = LocalEngine(store, [flow], poll_interval=timedelta(seconds=30))
+    client = LocalFlowClient(engine)
+    # A retry whose delay has passed: due now, and claimable once a slot frees.
+    due = execution("due", "Work", input='"x"', not_before=engine.now())
+
+    def add_due(tx: StoreTransaction) -> None:
+        tx.insert_flow(replace(flow_row("due"), flow_type=flow.flow_type, input='"x"'))
+        tx.insert_execution(due)
+
+    worker = LocalWorker(engine, max_concurrent_tasks=1)
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(20):
+            await client.start_flow(flow, "s1", "long")
+            while "Long-1" not in flow.probe.attempts:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            await engine.run(add_due)
+            await asyncio.sleep(0.5)
+            # The round the insert woke found it and no slot; the next waits for a slot,
+            # a commit or the cadence, not for a time that has passed.
+            assert store.rounds <= 3
+            flow.probe.release.set()
+            while "Work-1" not in flow.probe.attempts:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+    finally:
+        await worker.stop()
+        await task
+        engine.close()
+        store.close()
+
+
 async def test_a_client_commit_hands_what_it_made_runnable_to_the_worker_of_its_process(
     recorded: tuple[RecordingStore, LocalEngine],
 ) -> None:

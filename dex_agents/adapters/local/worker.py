@@ -269,6 +269,7 @@ class LocalWorker:
         # When the loop wakes without a commit, and when its next full round is due: lost
         # leases are recovered and Timers fired by full rounds alone.
         next_check = next_full = engine.now()
+        last_full = next_full - engine.lease_duration  # the time the latest full round ran at
         while not self._stopping.is_set():
             now = engine.now()
             current = await until_stored(
@@ -316,8 +317,13 @@ class LocalWorker:
                 # Lost leases of other workers are found on this cadence even when
                 # nothing else changes; timers fire when they are due.
                 if full:
+                    last_full = now
                     next_full = engine.now() + engine.lease_duration / 2
-                if next_timer is not None:
+                # A time no later than the latest full round's was dealt with there: its Timer
+                # fired, or its Step was due and could not be taken (no free slot, a lock
+                # held, a Flow type served elsewhere). Waking for it again would spin; a slot
+                # that frees or a commit wakes the loop instead.
+                if next_timer is not None and next_timer > last_full:
                     next_full = min(next_full, next_timer)
                 next_check = next_full
             timeout = max(next_check - engine.now(), timedelta(0))
