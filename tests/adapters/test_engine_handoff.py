@@ -373,7 +373,8 @@ async def test_a_worker_with_no_free_slot_does_not_spin_on_a_due_step_it_cannot_
     tmp_path: Path,
 ) -> None:
     store = RecordingStore(SqliteFlowStore(tmp_path / "engine.sqlite3"))
-    flow = EngineTestFlow(Probe(release=asyncio.Event()))
+    release = asyncio.Event()
+    flow = EngineTestFlow(Probe(release=release))
     engine = LocalEngine(store, [flow], poll_interval=timedelta(seconds=30))
     client = LocalFlowClient(engine)
     # A retry whose delay has passed: due now, and claimable once a slot frees.
@@ -395,7 +396,7 @@ async def test_a_worker_with_no_free_slot_does_not_spin_on_a_due_step_it_cannot_
             # The round the insert woke found it and no slot; the next waits for a slot,
             # a commit or the cadence, not for a time that has passed.
             assert store.rounds <= 3
-            flow.probe.release.set()
+            release.set()
             while "Work-1" not in flow.probe.attempts:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
     finally:
