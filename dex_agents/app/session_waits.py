@@ -12,7 +12,10 @@ doubling intervals up to ``SNAPSHOT_RECHECK_INTERVAL``: Streams are best effort
 on both engines, and some changes write no event (``StartAgentSession``
 committing the session's state). Events of a turn in progress keep the Stream
 from being quiet, but a wait never goes longer than ``SNAPSHOT_RECHECK_INTERVAL``
-without a snapshot.
+without a snapshot, or, with a client that can tell (the embedded engine's
+``session_changed_since``), without a look that says no commit changed the
+session since the last snapshot: then the snapshot would be the same, and a
+wait beside a busy worker (or on a session waiting for a tool) reads none.
 """
 
 from __future__ import annotations
@@ -99,12 +102,17 @@ async def wait_for_person(
     # client that just sent a message): the first read waits for the next relevant event.
     read_now = getattr(newest, "type", None) not in _IN_TURN_EVENTS
     recheck = FIRST_SNAPSHOT_RECHECK
+    # Taken before each read: a commit after it makes a quiet Stream's recheck read again.
+    take_mark = getattr(client, "session_change_mark", None)
+    changed_since = getattr(client, "session_changed_since", None)
+    mark: int | None = None
     while True:
         if read_now:
+            if take_mark is not None:
+                mark = await take_mark()
             snapshot = await read_snapshot()
             if session_attention(snapshot) is not None:
                 return snapshot
-        read_now = True
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise SessionWaitTimeoutError(
@@ -113,7 +121,15 @@ async def wait_for_person(
         quiet = min(remaining, recheck.total_seconds())
         longest = min(remaining, SNAPSHOT_RECHECK_INTERVAL.total_seconds())
         recheck = min(recheck * 2, SNAPSHOT_RECHECK_INTERVAL)
-        token = await _next_relevant_event(client, flow, session_id, token, quiet, longest)
+        token, relevant = await _next_relevant_event(
+            client, flow, session_id, token, quiet, longest
+        )
+        read_now = (
+            relevant
+            or mark is None
+            or changed_since is None
+            or await changed_since(session_id, mark)
+        )
 
 
 async def _next_relevant_event(
@@ -123,24 +139,24 @@ async def _next_relevant_event(
     token: str,
     quiet: float,
     longest: float,
-) -> str:
-    """The token after the next event that may change the answer, or once the Stream was
-    quiet for ``quiet`` seconds, or after ``longest`` seconds."""
+) -> tuple[str, bool]:
+    """The token after the next event that may change the answer (and ``True``), or once the
+    Stream was quiet for ``quiet`` seconds, or after ``longest`` seconds (and ``False``)."""
     loop = asyncio.get_running_loop()
     last_look = loop.time() + longest
     until = min(loop.time() + quiet, last_look)
     while True:
         left = until - loop.time()
         if left <= 0:
-            return token
+            return token, False
         try:
             message = await client.read_stream(
                 flow, session_id, token, poll_timeout=timedelta(seconds=left)
             )
         except StreamReadTimeoutError:
-            return token
+            return token, False
         token = message.resume_token
         if getattr(message.value, "type", None) not in _IN_TURN_EVENTS:
-            return token
+            return token, True
         # A turn in progress: the Stream is not quiet, and the snapshot would say it is busy.
         until = min(loop.time() + quiet, last_look)

@@ -472,23 +472,25 @@ ChangedFlows = tuple[dict[str, bool] | None, int]
 """The Flow runs changed after a change number, each with whether its row or Attribute values
 changed (``None``: cannot tell, so any, wholly), and the newest number."""
 
-FlowsWithEvents = tuple[dict[str, int] | None, int]
-"""The Flow runs that got Stream events after a change number, each with the number of its
-newest commit that appended events (``None``: cannot tell, so any), and the newest number."""
+LoggedRuns = tuple[dict[str, int] | None, frozenset[str] | None, int]
+"""What the change log holds after a change number: the Flow runs that got Stream events, each
+with the number of its newest commit that appended events; every run changed at all, events or
+not; and the newest number. ``None``: cannot tell, so any."""
 
 
 @runtime_checkable
 class FlowChangeLog(Protocol):
-    """A store that tells which Flow runs got new Stream events, so a reader of one run's
-    Stream wakes only for it.
+    """A store that tells which Flow runs changed and which got new Stream events, so a reader
+    of one run's Stream wakes only for it, and a wait on one run looks again only when it
+    changed.
 
     Every commit that changes a run's stored rows logs the run under a change
     number that grows with each such commit, and whether it appended to its Stream.
     """
 
-    def flows_with_new_events(self, change: int | None) -> FlowsWithEvents:
-        """The runs that got Stream events after number ``change``, each with the number of
-        its newest commit that appended events, and the newest number;
-        ``change=None`` asks for the newest number alone. A cheap read that waits behind no
-        transaction, like ``FlowStore.change_counter``."""
+    def runs_logged_since(self, change: int | None) -> LoggedRuns:
+        """The runs that got Stream events after number ``change`` (each with the number of
+        its newest commit that appended events), every run changed after it, and the newest
+        number; ``change=None`` asks for the newest number alone. A cheap read that waits
+        behind no transaction, like ``FlowStore.change_counter``."""
         ...

@@ -1,4 +1,5 @@
-"""Waking a Stream reader only for its own session (``FlowChanges``)."""
+"""Waking a Stream reader only for its own session, and telling a wait whether its session
+changed (``FlowChanges``)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,26 @@ from collections.abc import Callable
 import pytest
 
 from dex_agents.adapters.local.flow_change_waits import FlowChanges
-from dex_agents.ports.flow_store import FlowsWithEvents
+from dex_agents.ports.flow_store import LoggedRuns
+
+Answer = tuple[dict[str, int] | None, int] | LoggedRuns
 
 
 class ScriptedLog:
-    """A ``FlowChangeLog`` that answers from a list of (runs with events, newest) per read."""
+    """A ``FlowChangeLog`` that answers from a list, one per read: (runs with events, newest),
+    those runs being all that changed, or (runs with events, runs changed, newest)."""
 
-    def __init__(self, *answers: FlowsWithEvents) -> None:
+    def __init__(self, *answers: Answer) -> None:
         self.answers = list(answers)
         self.asked: list[int | None] = []
 
-    def flows_with_new_events(self, change: int | None) -> FlowsWithEvents:
+    def runs_logged_since(self, change: int | None) -> LoggedRuns:
         self.asked.append(change)
-        return self.answers.pop(0)
+        answer = self.answers.pop(0)
+        if len(answer) == 3:
+            return answer
+        with_events, newest = answer
+        return with_events, None if with_events is None else frozenset(with_events), newest
 
 
 def test_only_the_runs_the_log_names_wake_their_readers() -> None:
@@ -74,11 +82,11 @@ def test_past_the_runs_kept_every_reader_wakes_once() -> None:
 
 def test_a_failed_read_of_the_log_is_made_again_at_the_next_look() -> None:
     class FailingOnce(ScriptedLog):
-        def flows_with_new_events(self, change: int | None) -> FlowsWithEvents:
+        def runs_logged_since(self, change: int | None) -> LoggedRuns:
             if len(self.asked) == 1:
                 self.asked.append(change)
                 raise OSError("disk I/O error")
-            return super().flows_with_new_events(change)
+            return super().runs_logged_since(change)
 
     log = FailingOnce((None, 0), ({"s1": 1}, 1))
     changes = FlowChanges(log)
@@ -142,3 +150,42 @@ def test_past_the_runs_kept_no_run_s_newest_commit_is_known() -> None:
     assert changes.last_events_change("a") == 1
     changes.look(3)
     assert [changes.last_events_change(run) for run in "abc"] == [None, None, None]
+
+
+def test_a_run_that_changed_without_events_is_told_apart_from_one_that_got_events() -> None:
+    log = ScriptedLog((None, 10), ({"s1": 11}, frozenset({"s1", "s2"}), 12), ({}, frozenset(), 12))
+    changes = FlowChanges(log)
+    mark = changes.look(1)
+    assert not changes.run_changed_after("s1", mark)
+    later = changes.look(2)
+    # s2 changed (a claim, a queued message) without an event: its readers sleep on,
+    # but a wait that read its snapshot before must read it again.
+    assert [changes.changed_after(run, mark) for run in ("s1", "s2", "s3")] == [True, False, False]
+    assert [changes.run_changed_after(run, mark) for run in ("s1", "s2", "s3")] == [
+        True,
+        True,
+        False,
+    ]
+    assert not changes.run_changed_after("s2", later)
+    changes.look(3)  # a commit of no run (nothing logged)
+    assert not changes.run_changed_after("s2", later)
+
+
+def test_without_a_log_any_move_of_the_counter_may_have_changed_any_run() -> None:
+    changes = FlowChanges(None)
+    mark = changes.look(5)
+    assert not changes.run_changed_after("s1", mark)
+    changes.look(5)  # the counter did not move
+    assert not changes.run_changed_after("s1", mark)
+    changes.look(6)
+    assert changes.run_changed_after("s1", mark)
+
+
+def test_past_the_runs_kept_every_run_may_have_changed() -> None:
+    log = ScriptedLog((None, 0), ({}, frozenset({"a", "b"}), 1), ({}, frozenset({"c", "d"}), 2))
+    changes = FlowChanges(log, most_runs=3)
+    mark = changes.look(1)
+    changes.look(2)
+    assert not changes.run_changed_after("z", mark)
+    changes.look(3)
+    assert changes.run_changed_after("z", mark)

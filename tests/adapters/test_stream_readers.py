@@ -241,3 +241,27 @@ async def test_the_stream_tail_names_the_newest_event_and_reads_none_of_its_own(
         while message.value != "own":
             message = await client.read_stream(flow, "s1", message.resume_token)
         assert token == message.resume_token
+
+
+async def test_a_session_changed_since_a_mark_only_when_a_commit_changed_it(
+    tmp_path: Path,
+) -> None:
+    # What a wait for a person asks before it rereads a snapshot on a quiet Stream.
+    async with beside(tmp_path) as two:
+        client = two.stack.client
+        await two.start("s1", "s2")
+        mark = await client.session_change_mark()
+        assert not await client.session_changed_since("s1", mark)
+        # Another process's commits: a value of s2 (no event), then an event of s1.
+        two.other.run(lambda tx: tx.put_value("s2", "Guarded", "", '"by another"'))
+        assert [await client.session_changed_since(s, mark) for s in ("s1", "s2")] == [False, True]
+        later = await client.session_change_mark()
+        two.append("s1", "from another")
+        assert [await client.session_changed_since(s, later) for s in ("s1", "s2")] == [True, False]
+        # A commit of this process counts too: an RPC that writes s2's state.
+        latest = await client.session_change_mark()
+        assert await client.invoke_rpc(two.stack.flow, "s2", "guarded_write", "mine") is True
+        assert [await client.session_changed_since(s, latest) for s in ("s1", "s2")] == [
+            False,
+            True,
+        ]

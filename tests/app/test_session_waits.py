@@ -247,3 +247,56 @@ async def test_without_a_tail_the_newest_retained_event_decides_the_first_read(
     # After turn_started only the turn's end asks for a read; after turn_completed the wait
     # reads at once (busy here), and again at the end.
     assert snapshots.reads == reads
+
+
+class LoggedStream(ScriptedStream):
+    """A quiet Stream of a client that can tell whether the session changed since a mark: it
+    did not for the first ``unchanged`` looks, and did from then on."""
+
+    def __init__(self, unchanged: int, kinds: Sequence[AgentEventType] = ()) -> None:
+        super().__init__(kinds, 1.0)
+        self.unchanged = unchanged
+        self.marks: list[int] = []
+        self.looks: list[int] = []
+
+    async def session_change_mark(self) -> int:
+        self.marks.append(len(self.looks))
+        return len(self.marks)
+
+    async def session_changed_since(self, session_id: str, mark: int) -> bool:
+        assert session_id == "s1"
+        assert mark == len(self.marks)  # the mark of the latest read
+        self.looks.append(mark)
+        return len(self.looks) > self.unchanged
+
+
+async def test_a_quiet_stream_rereads_the_snapshot_only_once_the_session_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _windows(monkeypatch, quiet=0.01, longest=60.0)
+    stream = LoggedStream(unchanged=5)
+    snapshots = Snapshots()
+
+    async def idle_once_changed() -> AgentSnapshot:
+        # Without the looks, the sixth read would find it idle all the same.
+        if len(stream.looks) > stream.unchanged or snapshots.reads == 5:
+            snapshots.now = IDLE
+        return await snapshots.read()
+
+    assert await _wait(stream, idle_once_changed) is IDLE
+    # The first read, then the one after the look that saw the session change; each read
+    # took its mark first, and the five quiet windows before that read nothing.
+    assert snapshots.reads == 2
+    assert stream.marks == [0, 6]
+    assert len(stream.looks) == 6
+
+
+async def test_an_event_that_may_change_the_answer_is_read_without_a_look(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _windows(monkeypatch, quiet=30.0, longest=60.0)
+    stream = LoggedStream(unchanged=1000, kinds=[AgentEventType.TURN_COMPLETED])  # in 1 s
+    snapshots = Snapshots()
+    assert await _wait(stream, snapshots.idle_once_sent(stream, 1)) is IDLE
+    assert snapshots.reads == 2
+    assert stream.looks == []

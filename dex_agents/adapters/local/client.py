@@ -399,6 +399,22 @@ class LocalFlowClient:
             value = DECODED.decode(row.value, stream.value_type, engine.store)
         return encode_resume_token(flow_id, last), value
 
+    async def session_change_mark(self) -> int:
+        """A mark of the store as of now, to take before reading a session's state:
+        ``session_changed_since`` then says whether any commit changed it after."""
+        return await self._engine.flow_change_mark()
+
+    async def session_changed_since(self, flow_id: str, mark: int) -> bool:
+        """Whether a commit changed session ``flow_id`` after ``mark`` (``True`` when the store
+        cannot tell which sessions a commit changed).
+
+        A wait for a person rereads the snapshot once the session's Stream has been
+        quiet a while, since some changes write no event; when no commit changed the
+        session, the snapshot would be the one it read.
+        """
+        await self._engine.flow_change_mark()  # a look now: the commits until then are seen
+        return self._engine.run_changed_after(flow_id, mark)
+
     async def read_attribute(self, flow_id: str, attribute: AttributeDef[T]) -> T | None:
         """An Attribute's committed value, or ``None`` when it is unset."""
 

@@ -257,6 +257,11 @@ class LocalEngine:
         """Whether the looks so far saw ``flow_id`` get Stream events after ``mark``."""
         return self._flow_changes.changed_after(flow_id, mark)
 
+    def run_changed_after(self, flow_id: str, mark: int) -> bool:
+        """Whether the looks so far saw any commit change ``flow_id`` after ``mark`` (or could
+        not tell which runs a commit changed)."""
+        return self._flow_changes.run_changed_after(flow_id, mark)
+
     def last_events_change(self, flow_id: str) -> int | None:
         """The number of the newest commit the looks so far saw append to ``flow_id``'s Stream
         (``FlowChangeLog``); ``None`` when they cannot tell."""

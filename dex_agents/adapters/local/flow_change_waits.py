@@ -8,6 +8,11 @@ reads of the client found no event. Stores that log which runs each commit
 appended events to (``FlowChangeLog``) let the process read that log once per
 change of the store's counter and wake only the readers of the runs in it.
 
+The same looks say which runs changed at all, events or not: a wait for a
+session to need a person, which rereads its snapshot when its Stream has been
+quiet for a while, skips the reread when no commit changed the session since
+the mark it took before its last read (``run_changed_after``).
+
 A reader takes a ``mark`` after looking at the counter and before its read:
 every commit the read may have missed came after that look, so a later look
 finds it in the log, under a newer epoch than the mark. A reader that then
@@ -28,7 +33,8 @@ every waiter once."""
 
 
 class FlowChanges:
-    """The epoch of the last look that saw each Flow run get events (without a log: any run)."""
+    """The epoch of the last look that saw each Flow run get events, and that saw it change at
+    all (without a log: any run)."""
 
     def __init__(self, log: FlowChangeLog | None, most_runs: int = MOST_RUNS_KEPT) -> None:
         self._log = log
@@ -40,6 +46,7 @@ class FlowChanges:
         # Each run a look saw get events -> (that look's epoch, the number of the newest
         # commit that appended to the run).
         self._runs: dict[str, tuple[int, int]] = {}
+        self._changed: dict[str, int] = {}  # each run a look saw change -> that look's epoch
         self._watchers: dict[str, set[Callable[[], None]]] = {}
 
     def look(self, counter: int) -> int:
@@ -49,18 +56,26 @@ class FlowChanges:
         """
         if counter == self._counter:
             return self._epoch
-        changed = None
+        with_events: dict[str, int] | None = None
+        changed: frozenset[str] | None = None
         if self._log is not None:
-            changed, self._change = self._log.flows_with_new_events(self._change)
+            with_events, changed, self._change = self._log.runs_logged_since(self._change)
         # Only once the log was read: should that fail, the next look reads it again.
         self._counter = counter
         self._epoch += 1
-        if changed is None or len(self._runs) + len(changed) > self._most:
+        if (
+            with_events is None
+            or changed is None
+            or max(len(self._runs), len(self._changed)) + len(changed) > self._most
+        ):
             self._runs.clear()
+            self._changed.clear()
             self._every_run_epoch = self._epoch
             self.wake_all()
         else:
-            for flow_id, number in changed.items():
+            for flow_id in changed:
+                self._changed[flow_id] = self._epoch
+            for flow_id, number in with_events.items():
                 self._runs[flow_id] = (self._epoch, number)
                 for wake in self._watchers.get(flow_id, ()):
                     wake()
@@ -99,6 +114,11 @@ class FlowChanges:
                 wake()
 
     def changed_after(self, flow_id: str, mark: int) -> bool:
-        """Whether a look after epoch ``mark`` saw ``flow_id`` change (or could not tell)."""
+        """Whether a look after epoch ``mark`` saw ``flow_id`` get events (or could not tell)."""
         seen = self._runs.get(flow_id)
         return self._every_run_epoch > mark or (seen is not None and seen[0] > mark)
+
+    def run_changed_after(self, flow_id: str, mark: int) -> bool:
+        """Whether a look after epoch ``mark`` saw ``flow_id`` change at all, events or not
+        (or could not tell)."""
+        return self._every_run_epoch > mark or self._changed.get(flow_id, 0) > mark

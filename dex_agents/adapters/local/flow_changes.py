@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple
 
-from dex_agents.ports.flow_store import ChangedFlows, FlowsWithEvents
+from dex_agents.ports.flow_store import ChangedFlows, LoggedRuns
 
 FLOW_CHANGES_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS flow_changes (
@@ -143,8 +143,11 @@ def runs_changed_after(execute: Execute, change: int | None) -> ChangedFlows:
     return (None if logged is None else logged.changed), newest
 
 
-def runs_with_events_after(execute: Execute, change: int | None) -> FlowsWithEvents:
-    """The runs that got Stream events after ``change``, each with the number of its newest
-    commit that did, and the newest number; ``change=None`` asks for the newest alone."""
+def runs_logged_after(execute: Execute, change: int | None) -> LoggedRuns:
+    """The runs that got Stream events after ``change`` (each with the number of its newest
+    commit that did), every run changed after it, and the newest number; ``change=None``
+    asks for the newest alone."""
     logged, newest = _logged_after(execute, change)
-    return (None if logged is None else logged.with_events), newest
+    if logged is None:
+        return None, None, newest
+    return logged.with_events, frozenset(logged.changed), newest

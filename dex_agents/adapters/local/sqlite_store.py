@@ -25,7 +25,7 @@ from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import (
     UPGRADE_TO_6,
     runs_changed_after,
-    runs_with_events_after,
+    runs_logged_after,
 )
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.own_events import OwnEvents
@@ -50,7 +50,7 @@ from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
 from dex_agents.ports.flow_store import (
     BatchOutcome,
     EventRow,
-    FlowsWithEvents,
+    LoggedRuns,
     StoreTransaction,
     StoreWouldWaitError,
 )
@@ -488,7 +488,7 @@ class SqliteFlowStore:
 
     def newest_committed_event(self, flow_id: str) -> tuple[EventRow, int] | None:
         """The last event this store's commits appended to ``flow_id``'s Stream and the change
-        number (``flows_with_new_events``) of that commit; ``None`` when it does not know."""
+        number (``runs_logged_since``) of that commit; ``None`` when it does not know."""
         return self._own_events.newest(flow_id)
 
     def _patience_ms(self) -> int:
@@ -522,15 +522,15 @@ class SqliteFlowStore:
             except sqlite3.Error as error:
                 raise self._translate(error) from error
 
-    def flows_with_new_events(self, change: int | None) -> FlowsWithEvents:
+    def runs_logged_since(self, change: int | None) -> LoggedRuns:
         """The Flow runs that got Stream events after change number ``change``
-        (``flow_changes``) and the newest number, read on the polling connection: it waits
-        behind no transaction."""
+        (``flow_changes``), every run changed after it, and the newest number, read on the
+        polling connection: it waits behind no transaction."""
         with self._poll_lock:
             if self._poll is None:
                 raise RuntimeError(f"the flow store {self.path} is closed")
             try:
-                return runs_with_events_after(self._poll.execute, change)
+                return runs_logged_after(self._poll.execute, change)
             except sqlite3.Error as error:
                 raise self._translate(error) from error
 
