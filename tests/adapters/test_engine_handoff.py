@@ -13,7 +13,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,7 +22,7 @@ import pytest
 
 from dex_agents.adapters.local import claims
 from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION, LocalEngine
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import (
@@ -269,29 +269,59 @@ async def test_a_heartbeat_gives_the_claim_loop_nothing_to_do(
     assert store.rounds <= 5
 
 
-async def test_a_worker_with_no_free_slot_reads_its_cancellations_instead_of_a_claim_round(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "engine.sqlite3"
+@dataclass
+class _OneSlotHeld:
+    """A worker with one slot, held by session ``s1``'s long Step until ``release`` is set."""
+
+    store: RecordingStore
+    engine: LocalEngine
+    flow: EngineTestFlow
+    release: asyncio.Event
+
+
+@contextlib.asynccontextmanager
+async def _one_slot_held(
+    path: Path,
+    *,
+    lease: timedelta = DEFAULT_LEASE_DURATION,
+    poll: timedelta = timedelta(seconds=30),
+) -> AsyncIterator[_OneSlotHeld]:
+    """An engine on the file ``path`` whose worker's one slot a long Step holds, for at most
+    20 s; stopped and closed on the way out."""
     store = RecordingStore(SqliteFlowStore(path))
-    flow = EngineTestFlow(Probe(release=asyncio.Event()))
-    # Leases renewed every 20 s and a full round every 30 s, so within this test only the
-    # look a commit wakes can see the cancellation; another process's commit is seen
-    # at the next poll.
-    engine = LocalEngine(
-        store, [flow], lease_duration=timedelta(minutes=1), poll_interval=timedelta(seconds=0.02)
-    )
-    # Another process's client: its commits hand nothing to this process's worker.
-    same_flow = EngineTestFlow()
-    elsewhere = LocalEngine(SqliteFlowStore(path), [same_flow])
-    client = LocalFlowClient(elsewhere)
+    release = asyncio.Event()
+    flow = EngineTestFlow(Probe(release=release))
+    engine = LocalEngine(store, [flow], lease_duration=lease, poll_interval=poll)
     worker = LocalWorker(engine, max_concurrent_tasks=1)
     task = asyncio.create_task(worker.run())
     try:
         async with asyncio.timeout(20):
-            await client.start_flow(same_flow, "s1", "long")
+            await LocalFlowClient(engine).start_flow(flow, "s1", "long")
             while "Long-1" not in flow.probe.attempts:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
+            yield _OneSlotHeld(store, engine, flow, release)
+    finally:
+        await worker.stop()
+        await task
+        engine.close()
+        store.close()
+
+
+async def test_a_worker_with_no_free_slot_reads_its_cancellations_instead_of_a_claim_round(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "engine.sqlite3"
+    # Leases renewed every 20 s and a full round every 30 s, so within this test only the
+    # look a commit wakes can see the cancellation; another process's commit is seen
+    # at the next poll.
+    held = _one_slot_held(path, lease=timedelta(minutes=1), poll=timedelta(seconds=0.02))
+    # Another process's client: its commits hand nothing to this process's worker.
+    same_flow = EngineTestFlow()
+    elsewhere = LocalEngine(SqliteFlowStore(path), [same_flow])
+    client = LocalFlowClient(elsewhere)
+    try:
+        async with held as busy:
+            store = busy.store
             rounds, looks = store.rounds, len(store.capacity_rounds)
             # Another session's start leaves a Step to claim, and wakes the claim loop,
             # whose one slot the long Step holds: it looks without the write lock.
@@ -301,109 +331,79 @@ async def test_a_worker_with_no_free_slot_reads_its_cancellations_instead_of_a_c
             assert store.rounds == rounds
             # The commit that asks the long Step to stop is seen by such a look too.
             assert await client.invoke_rpc(same_flow, "s1", "cancel_long", None) is True
-            while flow.probe.cancelled != ["Long-1"]:  # noqa: ASYNC110
+            while busy.flow.probe.cancelled != ["Long-1"]:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
-            (long,) = await engine.read(
+            (long,) = await busy.engine.read(
                 lambda tx: [row.id for row in tx.flow_executions("s1") if row.step_type == "Long"]
             )
             assert [ids for ids in store.capacity_rounds if ids] == [{long}]
             # Its slot freed, the worker runs full rounds again and takes the waiting start.
-            while len(flow.probe.attempts["Start-1"]) < 2:  # noqa: ASYNC110 (one per session)
+            while len(busy.flow.probe.attempts["Start-1"]) < 2:  # noqa: ASYNC110 (one per session)
                 await asyncio.sleep(0.01)
     finally:
-        await worker.stop()
-        await task
-        for each in (engine, elsewhere):
-            each.close()
-            each.store.close()
+        elsewhere.close()
+        elsewhere.store.close()
 
 
 async def test_a_worker_with_no_free_slot_still_recovers_lost_leases_on_its_cadence(
     tmp_path: Path,
 ) -> None:
-    store = RecordingStore(SqliteFlowStore(tmp_path / "engine.sqlite3"))
-    flow = EngineTestFlow(Probe(release=asyncio.Event()))
     lease = timedelta(seconds=0.6)
-    engine = LocalEngine(store, [flow], lease_duration=lease, poll_interval=timedelta(seconds=30))
-    client = LocalFlowClient(engine)
-    # A Step another worker leased, whose lease runs out once this worker is busy.
-    lost = execution(
-        "lost",
-        "Work",
-        input='"x"',
-        status=ExecutionStatus.RUNNING,
-        lease_owner="gone",
-        lease_expires_at=engine.now() + lease / 2,
-    )
+    async with _one_slot_held(tmp_path / "engine.sqlite3", lease=lease) as busy:
+        engine, flow = busy.engine, busy.flow
+        # A Step another worker leased, whose lease runs out while this worker is busy.
+        lost = execution(
+            "lost",
+            "Work",
+            input='"x"',
+            status=ExecutionStatus.RUNNING,
+            lease_owner="gone",
+            lease_expires_at=engine.now() + lease / 2,
+        )
 
-    def add_lost(tx: StoreTransaction) -> int:
-        tx.insert_flow(replace(flow_row("lost"), flow_type=flow.flow_type, input='"x"'))
-        return tx.insert_execution(lost)
+        def add_lost(tx: StoreTransaction) -> int:
+            tx.insert_flow(replace(flow_row("lost"), flow_type=flow.flow_type, input='"x"'))
+            return tx.insert_execution(lost)
 
-    lost_id = await engine.run(add_lost)
+        lost_id = await engine.run(add_lost)
 
-    async def status() -> ExecutionStatus | None:
-        row = await engine.read(lambda tx: tx.get_execution(lost_id))
-        return None if row is None else row.status
+        async def status() -> ExecutionStatus | None:
+            row = await engine.read(lambda tx: tx.get_execution(lost_id))
+            return None if row is None else row.status
 
-    worker = LocalWorker(engine, max_concurrent_tasks=1)
-    task = asyncio.create_task(worker.run())
-    try:
-        async with asyncio.timeout(20):
-            await client.start_flow(flow, "s1", "long")
-            while "Long-1" not in flow.probe.attempts:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-            # Commits that wake the claim loop keep coming; each is looked at as a read,
-            # and none may put off the full round that finds the lost lease.
-            for n in range(100):
-                if await status() is ExecutionStatus.READY:
-                    break
-                await client.start_flow(flow, f"busy-{n}", "waits")
-                await asyncio.sleep(0.05)
-            assert await status() is ExecutionStatus.READY  # the same attempt, handed out again
-            assert store.capacity_rounds
-    finally:
-        await worker.stop()
-        await task
-        engine.close()
-        store.close()
+        # Commits that wake the claim loop keep coming; each is looked at as a read,
+        # and none may put off the full round that finds the lost lease.
+        client = LocalFlowClient(engine)
+        for n in range(100):
+            if await status() is ExecutionStatus.READY:
+                break
+            await client.start_flow(flow, f"busy-{n}", "waits")
+            await asyncio.sleep(0.05)
+        assert await status() is ExecutionStatus.READY  # the same attempt, handed out again
+        assert busy.store.capacity_rounds
 
 
 async def test_a_worker_with_no_free_slot_does_not_spin_on_a_due_step_it_cannot_take(
     tmp_path: Path,
 ) -> None:
-    store = RecordingStore(SqliteFlowStore(tmp_path / "engine.sqlite3"))
-    release = asyncio.Event()
-    flow = EngineTestFlow(Probe(release=release))
-    engine = LocalEngine(store, [flow], poll_interval=timedelta(seconds=30))
-    client = LocalFlowClient(engine)
-    # A retry whose delay has passed: due now, and claimable once a slot frees.
-    due = execution("due", "Work", input='"x"', not_before=engine.now())
+    async with _one_slot_held(tmp_path / "engine.sqlite3") as busy:
+        engine, flow = busy.engine, busy.flow
+        # A retry whose delay has passed: due now, and claimable once a slot frees.
+        due = execution("due", "Work", input='"x"', not_before=engine.now())
 
-    def add_due(tx: StoreTransaction) -> None:
-        tx.insert_flow(replace(flow_row("due"), flow_type=flow.flow_type, input='"x"'))
-        tx.insert_execution(due)
+        def add_due(tx: StoreTransaction) -> None:
+            tx.insert_flow(replace(flow_row("due"), flow_type=flow.flow_type, input='"x"'))
+            tx.insert_execution(due)
 
-    worker = LocalWorker(engine, max_concurrent_tasks=1)
-    task = asyncio.create_task(worker.run())
-    try:
-        async with asyncio.timeout(20):
-            await client.start_flow(flow, "s1", "long")
-            while "Long-1" not in flow.probe.attempts:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-            await engine.run(add_due)
-            await asyncio.sleep(0.5)
-            # The round the insert woke found it and no slot; the next waits for a slot,
-            # a commit or the cadence, not for a time that has passed.
-            assert store.rounds <= 3
-            release.set()
-            while "Work-1" not in flow.probe.attempts:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-    finally:
-        await worker.stop()
-        await task
-        engine.close()
-        store.close()
+        rounds = busy.store.rounds
+        await engine.run(add_due)
+        await asyncio.sleep(0.5)
+        # The round the insert woke found it and no slot; the next waits for a slot,
+        # a commit or the cadence, not for a time that has passed.
+        assert busy.store.rounds - rounds <= 2
+        busy.release.set()
+        while "Work-1" not in flow.probe.attempts:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
 
 
 async def test_a_client_commit_hands_what_it_made_runnable_to_the_worker_of_its_process(
