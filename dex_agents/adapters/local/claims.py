@@ -8,7 +8,7 @@ code is handed out again as the same attempt; one that did has failed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from dex_agents.adapters.local.registry import RegisteredFlow
@@ -66,10 +66,10 @@ def claim_round(
     lease: timedelta,
     limit: int,
 ) -> ClaimRound:
-    """``claim``, plus the cancellations of ``owner``'s running attempts and the next Timer."""
+    """``claim``, then the look of ``capacity_round``: the cancellations of ``owner``'s running
+    attempts and the next Timer."""
     claims = claim(tx, flows, owner, now, lease, limit)
-    cancelled = set(tx.cancel_requested_executions(owner))
-    return ClaimRound(claims, cancelled, tx.next_timer_at())
+    return replace(capacity_round(tx, owner), claims=claims)
 
 
 def capacity_round(tx: StoreTransaction, owner: str) -> ClaimRound:

@@ -66,7 +66,8 @@ class FlowChanges:
         if (
             with_events is None
             or changed is None
-            or max(len(self._runs), len(self._changed)) + len(changed) > self._most
+            # Every run a look saw get events it saw change: _changed holds _runs' keys.
+            or len(self._changed) + len(changed) > self._most
         ):
             self._runs.clear()
             self._changed.clear()

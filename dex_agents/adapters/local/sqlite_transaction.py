@@ -70,6 +70,15 @@ _ACTIVE_SELECT = (
 )
 
 
+def _execution_update(
+    execution_id: int, values: Sequence[object], changed: Sequence[int] | None
+) -> tuple[str, list[object]]:
+    """The UPDATE of an execution's ``changed`` columns (``None``: all) to ``values``."""
+    if changed is None:
+        return EXECUTION_UPDATE, [*values, execution_id]
+    return execution_update(tuple(changed)), [*(values[i] for i in changed), execution_id]
+
+
 class SqliteTransaction(SqliteChannels, StoreTransaction):
     def __init__(
         self,
@@ -398,19 +407,17 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
     def update_execution(self, row: ExecutionRow) -> None:
         fields_now = execution_fields(row)
         before = self._executions_seen.get(row.id)
+        changed: list[int] | None = None  # None: every column, as this transaction never saw it
         if before is None:
             values = stored_execution_values(fields_now)
-            sql, params = EXECUTION_UPDATE, [*values, row.id]
         else:
             values, changed = changed_execution_values(fields_now, *before)
             # Nothing changed: the row is stored as it is, since this transaction read it.
             if not changed:
                 return
-            sql = execution_update(tuple(changed))
-            params = [*(values[position] for position in changed), row.id]
         if row.id in self._unwritten:
-            self._unwritten[row.id] = values
-        elif self._execute(sql, params).rowcount == 0:
+            self._unwritten[row.id] = values  # its INSERT, at the commit, carries them
+        elif self._execute(*_execution_update(row.id, values, changed)).rowcount == 0:
             raise LookupError(f"no Step execution with store ID {row.id} is stored")
         self._changed.add(row.flow_id)
         self._executions_seen[row.id] = (fields_now, values)
