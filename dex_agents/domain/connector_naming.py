@@ -16,9 +16,9 @@ from typing import Any
 
 import attrs
 
+from dex_agents.domain.canonical_json import dumps
 from dex_agents.domain.tool_calls import ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
-from dex_agents.domain.wire import dumps
 
 DEFAULT_CONNECTOR_RESULT_MAX_BYTES = 64 * 1024
 """The default ``max_result_bytes`` of a connector tool's result, in bytes of UTF-8 text."""

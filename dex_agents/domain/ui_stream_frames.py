@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from dex_agents.domain.canonical_json import dumps
 from dex_agents.domain.events import AgentEvent
-from dex_agents.domain.wire import dumps, to_wire
+from dex_agents.domain.wire import to_wire
 
 KEEP_ALIVE_FRAME = ": keep-alive\n\n"
 """The SSE comment sent after each long poll that saw no event."""

@@ -31,11 +31,11 @@ from cattrs.cols import homogenous_tuple_structure_factory as tuple_factory
 from cattrs.cols import list_structure_factory
 from cattrs.preconf.json import make_converter
 
+from dex_agents.domain.canonical_json import dumps, loads
 from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.messages import AgentMessage
-from dex_agents.domain.unicode_text import escape_lone_surrogates
 
 T = TypeVar("T")
 
@@ -276,22 +276,6 @@ def from_wire(data: Any, cls: type[T]) -> T:
         raise WireFormatError(f"invalid {name}: {detail}") from error
 
 
-# One encoder for every call: json.dumps with these options builds a new one each time,
-# and a turn writes dozens of values. An encoder keeps no state between calls.
-_encode = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-).encode
-
-
-def dumps(data: Any) -> str:
-    """Write a JSON-compatible value as the project's canonical JSON text.
-
-    Non-ASCII text stays unescaped, except lone surrogates, which have no UTF-8
-    form: each is written as its ``\\uXXXX`` escape (``dex_agents.domain.unicode_text``).
-    """
-    return escape_lone_surrogates(_encode(data))
-
-
 _NONE_TYPE = type(None)
 
 
@@ -335,7 +319,7 @@ def from_json(text: str | bytes, cls: type[T]) -> T:
         # Most Steps and RPCs take no input and return none: a turn decodes about six.
         return typing.cast(T, None)
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as error:
         raise WireFormatError(f"invalid {cls.__name__}: not valid JSON ({error})") from error
     return from_wire(data, cls)

@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from dex_agents.adapters.local.sqlite_schema import (
     EXECUTION_DATA,
     changed_execution_values,
+    decode_execution,
     execution_fields,
+    stored_execution_row,
     stored_execution_values,
 )
 from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus
@@ -97,3 +99,29 @@ def test_a_changed_field_is_checked_as_a_whole_row_is(field: str, value: Any, er
             fields_before,
             stored_execution_values(fields_before),
         )
+
+
+@pytest.mark.parametrize(
+    ("status", "stored"),
+    [(status, status.value) for status in ExecutionStatus]
+    + [(status.value, status.value) for status in ExecutionStatus],
+)
+def test_a_status_or_its_text_is_stored_as_plain_text_and_read_back_as_the_member(
+    status: Any, stored: str
+) -> None:
+    values = stored_execution_values(execution_fields(execution(status=status)))
+    text = values[EXECUTION_DATA.index("status")]
+    assert text == stored
+    assert type(text) is str  # bound to SQLite as text, compared with what SQLite returns
+    read = decode_execution(stored_execution_row(1, values))
+    assert read.status is ExecutionStatus(stored)
+
+
+@pytest.mark.parametrize("status", ["resting", "RUNNING", "", 1, None, ("running",)])
+def test_a_status_that_is_no_member_is_refused_on_write_and_on_read(status: Any) -> None:
+    with pytest.raises(ValueError, match="is not a valid ExecutionStatus"):
+        stored_execution_values(execution_fields(execution(status=status)))
+    values = stored_execution_values(execution_fields(execution()))
+    values[EXECUTION_DATA.index("status")] = status
+    with pytest.raises(ValueError, match="is not a valid ExecutionStatus"):
+        decode_execution(stored_execution_row(1, values))

@@ -7,12 +7,12 @@ import os
 
 import pytest
 
+from dex_agents.domain.canonical_json import dumps
 from dex_agents.domain.unicode_text import (
     escape_lone_surrogates,
     first_lone_surrogate,
     require_storable_text,
 )
-from dex_agents.domain.wire import dumps
 
 FILE_NAME = os.fsdecode(b"report-\xff.txt")  # 'report-\udcff.txt' on a UTF-8 file system
 

@@ -23,7 +23,8 @@ import dex
 
 from dex_agents.adapters.dex.schema import DexSchema, map_loads
 from dex_agents.adapters.dex.wire_values import from_dex, to_dex
-from dex_agents.domain.wire import dumps, to_json
+from dex_agents.domain.canonical_json import dumps
+from dex_agents.domain.wire import to_json
 from dex_agents.ports.engine import (
     ChannelCondition,
     DecisionKind,

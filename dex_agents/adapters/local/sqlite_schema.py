@@ -213,13 +213,38 @@ _FLOW_TIMES = tuple(FLOW_COLUMNS.index(name) for name in FLOW_TIME_FIELDS)
 _FLOW_STATUS = FLOW_COLUMNS.index("status")
 
 
+# A status read or written a hundred times a turn is looked up here: calling the enum
+# costs about ten times as much. A StrEnum member hashes and compares as its text, so
+# either finds its entry; anything else goes to the enum, which raises ValueError.
+_FLOW_STATUSES = {status.value: status for status in FlowStatus}
+_EXECUTION_STATUSES = {status.value: status for status in ExecutionStatus}
+_EXECUTION_STATUS_TEXTS = {status.value: status.value for status in ExecutionStatus}
+
+
+def _flow_status(text: Any) -> FlowStatus:
+    found = _FLOW_STATUSES.get(text) if isinstance(text, str) else None
+    return found if found is not None else FlowStatus(text)
+
+
+def _execution_status(value: Any) -> ExecutionStatus:
+    # A status or its stored text; ValueError (from the enum) for anything else.
+    found = _EXECUTION_STATUSES.get(value) if isinstance(value, str) else None
+    return found if found is not None else ExecutionStatus(value)
+
+
+def _execution_status_text(value: Any) -> str:
+    # The member's text without the enum's value property, which costs as much as the lookup.
+    found = _EXECUTION_STATUS_TEXTS.get(value) if isinstance(value, str) else None
+    return found if found is not None else ExecutionStatus(value).value
+
+
 def decode_flow(values: Sequence[Any]) -> FlowRow:
     # By position (FLOW_COLUMNS is FlowRow's fields in order): the kept row of a session is
     # decoded afresh for each of the dozen reads of it a turn makes.
     data = list(values)
     for position in _FLOW_TIMES:
         data[position] = decode_time(data[position])
-    data[_FLOW_STATUS] = FlowStatus(data[_FLOW_STATUS])
+    data[_FLOW_STATUS] = _flow_status(data[_FLOW_STATUS])
     return FlowRow(*data)
 
 
@@ -294,7 +319,7 @@ def stored_execution_values(fields_now: Sequence[Any]) -> list[object]:
     for position in _DATA_TIMES:
         if values[position] is not None:
             values[position] = _stored_time(position, values[position])
-    status = values[_DATA_STATUS] = ExecutionStatus(values[_DATA_STATUS]).value
+    status = values[_DATA_STATUS] = _execution_status_text(values[_DATA_STATUS])
     for position in _DATA_FLAGS:
         values[position] = int(bool(values[position]))
     finished = status in _FINISHED_STATUSES
@@ -330,7 +355,7 @@ def changed_execution_values(
         if new is old or new == old or position in _DATA_HISTORY_SET:
             continue
         if position == _DATA_STATUS:
-            new = ExecutionStatus(new).value
+            new = _execution_status_text(new)
         elif position in _DATA_FLAGS:
             new = int(bool(new))
         elif position in _DATA_TIMES and new is not None:
@@ -361,7 +386,7 @@ def decode_execution(values: Sequence[Any]) -> ExecutionRow:
     for position in _COLUMN_TIMES:
         if data[position] is not None:
             data[position] = datetime.fromisoformat(data[position])
-    data[_COLUMN_STATUS] = ExecutionStatus(data[_COLUMN_STATUS])
+    data[_COLUMN_STATUS] = _execution_status(data[_COLUMN_STATUS])
     for position in _COLUMN_FLAGS:
         data[position] = bool(data[position])
     return ExecutionRow(*data)

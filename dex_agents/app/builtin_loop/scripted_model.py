@@ -19,6 +19,7 @@ from typing import Any, Final, TypeAlias
 import attrs
 
 from dex_agents.app.prefix_cache import PrefixCache
+from dex_agents.domain.canonical_json import dumps
 from dex_agents.domain.compaction import estimate_text_tokens
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.model_io import (
@@ -31,7 +32,7 @@ from dex_agents.domain.model_io import (
     UserTextItem,
 )
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.domain.wire import dumps, to_wire
+from dex_agents.domain.wire import to_wire
 from dex_agents.ports.model_client import ModelOutputWriter
 
 SCRIPTED_PROVIDER: Final = "scripted"
