@@ -11,12 +11,14 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.group_commit import GroupCommitQueue
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_store import (
@@ -32,8 +34,8 @@ from tests.adapters.flow_store_rows import add_flows, flow, held_flock, write_he
 class TriedSqliteStore(SqliteFlowStore):
     """The SQLite store, noting the size of every batch it was asked to try."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, *, client: bool = False) -> None:
+        super().__init__(path, client=client)
         self.tried: list[int] = []
 
     def try_run_batch(
@@ -176,43 +178,39 @@ async def test_works_queued_in_one_round_of_the_loop_commit_as_one_batch(tmp_pat
     assert store.tried == [3]
 
 
-async def test_a_commit_that_would_wait_goes_to_the_store_thread_and_the_loop_goes_on(
+async def test_a_commit_that_keeps_waiting_goes_to_the_store_thread_and_the_loop_goes_on(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "flows.sqlite3"
     store, other = SqliteFlowStore(path), SqliteFlowStore(path)
     add_flows(store, flow("f1"))
-    engine = LocalEngine(store, [])
+    loop_thread = threading.get_ident()
     ran_on: list[int] = []
     order: list[str] = []
-    try:
-        with write_held_open(other):
-            first = asyncio.ensure_future(engine.run(_writes("first", ran_on)))
-            await asyncio.sleep(0.05)  # the loop runs on while the lock is held elsewhere
-            assert not first.done()
-            # Queued behind the waiting one, it commits after it, on the store thread too.
-            second = asyncio.ensure_future(engine.run(_writes("second", ran_on)))
-            first.add_done_callback(lambda _: order.append("first"))
-            second.add_done_callback(lambda _: order.append("second"))
-            await asyncio.sleep(0.05)
-            assert not second.done()
-        assert await first == "first"
-        assert await second == "second"
-        assert order == ["first", "second"]
-        assert threading.get_ident() not in ran_on
-        # With the queue drained, the loop's thread commits again. The store thread settles
-        # `second` a moment before it sees the queue empty, and a commit queued in that
-        # moment is still its own, so the loop's thread takes over by the next one at most.
-        for _ in range(50):
-            await engine.run(_writes("third", ran_on))
-            if ran_on[-1] == threading.get_ident():
-                break
-            await asyncio.sleep(0.01)
-        assert ran_on[-1] == threading.get_ident()
-    finally:
-        engine.close()
-        other.close()
-        store.close()
+    with ThreadPoolExecutor(1) as executor:
+        # No tries on the loop: the first try that would wait spends the budget.
+        queue = GroupCommitQueue(store, executor, loop_retry_budget=0.0)
+        try:
+            with write_held_open(other):
+                first = asyncio.ensure_future(queue.run(_writes("first", ran_on), True))
+                await asyncio.sleep(0.05)  # the loop runs on while the lock is held elsewhere
+                assert not first.done()
+                # Queued behind the waiting one, it commits after it.
+                second = asyncio.ensure_future(queue.run(_writes("second", ran_on), True))
+                first.add_done_callback(lambda _: order.append("first"))
+                second.add_done_callback(lambda _: order.append("second"))
+                await asyncio.sleep(0.05)
+                assert not second.done()
+            done = await asyncio.gather(first, second)
+            assert [result for result, _, _ in done] == ["first", "second"]
+            assert order == ["first", "second"]
+        finally:
+            other.close()
+            store.close()
+    # The one that waited committed on the store thread, which then handed the queue back:
+    # the loop's thread committed the next.
+    assert ran_on == [ran_on[0], loop_thread]
+    assert ran_on[0] != loop_thread
 
 
 async def test_a_read_while_another_thread_is_in_a_transaction_waits_off_the_loop(
@@ -227,3 +225,71 @@ async def test_a_read_while_another_thread_is_in_a_transaction_waits_off_the_loo
         assert await read != threading.get_ident()
     finally:
         engine.close()
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the condition never held")
+
+
+def _clients_waiting(path: Path) -> bool:
+    # A client's writer waiting in turn holds the clients' file shared (WriterTurnstile).
+    try:
+        with held_flock(path.with_name(path.name + "-clients")):
+            return False
+    except BlockingIOError:
+        return True
+
+
+async def test_a_commit_that_would_wait_briefly_is_tried_again_on_the_loops_thread(
+    tmp_path: Path,
+) -> None:
+    # Waiting on the store thread, the works would run there beside the loop's Steps.
+    path = tmp_path / "flows.sqlite3"
+    store, other = TriedSqliteStore(path), SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+    ran_on: list[int] = []
+    with ThreadPoolExecutor(1) as executor:
+        queue = GroupCommitQueue(store, executor, loop_retry_budget=60.0)
+        try:
+            with write_held_open(other):
+                first = asyncio.ensure_future(queue.run(_writes("first", ran_on), True))
+                await _until(lambda: len(store.tried) >= 2)  # tried, and tried again
+                # Queued while the first waits, it joins the first's next try.
+                second = asyncio.ensure_future(queue.run(_writes("second", ran_on), True))
+                await _until(lambda: store.tried[-1] == 2)
+                assert not first.done()
+                assert not _clients_waiting(path)
+            assert (await first)[0] == "first"
+            assert (await second)[0] == "second"
+        finally:
+            other.close()
+            store.close()
+    assert ran_on == [threading.get_ident()] * 2
+    assert store.tried[-1] == 2
+
+
+async def test_a_clients_commit_tried_again_on_the_loop_is_seen_waiting_meanwhile(
+    tmp_path: Path,
+) -> None:
+    # So the workers' writers step back for it, as for a client waiting on the store thread.
+    path = tmp_path / "flows.sqlite3"
+    store, other = TriedSqliteStore(path, client=True), SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+    ran_on: list[int] = []
+    with ThreadPoolExecutor(1) as executor:
+        queue = GroupCommitQueue(store, executor, loop_retry_budget=60.0)
+        try:
+            with write_held_open(other):
+                written = asyncio.ensure_future(queue.run(_writes("first", ran_on), True))
+                await _until(lambda: len(store.tried) >= 2)
+                assert _clients_waiting(path)
+            assert (await written)[0] == "first"
+            assert not _clients_waiting(path)
+        finally:
+            other.close()
+            store.close()
+    assert ran_on == [threading.get_ident()]

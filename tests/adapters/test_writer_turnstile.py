@@ -321,3 +321,71 @@ def test_a_client_does_not_step_back_for_other_clients(tmp_path: Path) -> None:
         assert client.read(lambda tx: tx.get_value("f1", "client", "")) == "1"
     finally:
         client.close()
+
+
+def _client_seen_waiting(tmp_path: Path) -> bool:
+    # What a worker's writer checks before it goes on (WriterTurnstile._clients_waiting).
+    try:
+        with held_flock(tmp_path / "flows.sqlite3-clients"):
+            return False
+    except BlockingIOError:
+        return True
+
+
+@pytest.mark.parametrize("client", [True, False])
+def test_a_clients_failed_try_leaves_it_seen_waiting_until_a_try_begins(
+    tmp_path: Path, client: bool
+) -> None:
+    # The engine tries a client's write again on its loop; meanwhile the workers must step
+    # back for it as for a client blocked in begin. A worker's failed try is no such wait.
+    path = tmp_path / "flows.sqlite3"
+    holder = SqliteFlowStore(path)
+    store = SqliteFlowStore(path, client=client)
+    add_flows(holder, flow("f1"))
+    try:
+        with write_held_open(holder):
+            with pytest.raises(StoreWouldWaitError):
+                store.try_run_batch([take_rank("tried")])
+            assert _client_seen_waiting(tmp_path) is client
+            with pytest.raises(StoreWouldWaitError):
+                store.try_run_batch([take_rank("tried")])
+            assert _client_seen_waiting(tmp_path) is client
+        store.try_run_batch([take_rank("written")])
+        assert not _client_seen_waiting(tmp_path)
+        assert store.read(lambda tx: tx.get_value("f1", "written", "")) == "1"
+    finally:
+        store.close()
+        holder.close()
+
+
+def test_a_clients_wait_on_the_store_thread_ends_an_announced_one(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    holder = SqliteFlowStore(path)
+    store = SqliteFlowStore(path, client=True)
+    add_flows(holder, flow("f1"))
+    try:
+        with write_held_open(holder):
+            with pytest.raises(StoreWouldWaitError):
+                store.try_run_batch([take_rank("tried")])
+            assert _client_seen_waiting(tmp_path)
+        store.run(take_rank("written"))  # begin(): waits as a client, then lets go
+        assert not _client_seen_waiting(tmp_path)
+    finally:
+        store.close()
+        holder.close()
+
+
+def test_closing_a_client_store_ends_its_announced_wait(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    holder = SqliteFlowStore(path)
+    store = SqliteFlowStore(path, client=True)
+    add_flows(holder, flow("f1"))
+    try:
+        with write_held_open(holder), pytest.raises(StoreWouldWaitError):
+            store.try_run_batch([take_rank("tried")])
+        assert _client_seen_waiting(tmp_path)
+        store.close()
+        assert not _client_seen_waiting(tmp_path)
+    finally:
+        store.close()
+        holder.close()

@@ -11,10 +11,18 @@ its result or its exception, and for ``run_quietly`` whether the whole batch was
 quiet (nothing in it left work for a claim round).
 
 Where the commit runs: with an ``InlineFlowStore``, on the event loop's thread,
-tried without waiting for any lock (``try_run_batch``); a batch that would wait
-goes to the store thread, which then drains the queue until it is empty, and
-the loop's thread takes over again after it. A store that cannot try commits
-on the store thread only.
+tried without waiting for any lock (``try_run_batch``). A batch that would wait
+is tried again on the loop's thread, after pauses of 0.1 ms doubling up to 1 ms,
+for up to ``LOOP_RETRY_BUDGET``, and what is queued meanwhile joins it; only then
+does it go to the store thread, which waits for the lock in turn, commits it, and
+hands the queue back to the loop's thread. Commits on the store thread cost the
+processes of one file CPU: the works of a batch ran on that thread while the
+loop's thread ran Steps, both wanting the GIL, each outcome came back through
+the loop's self-pipe, and reads that found the store's connection busy went
+there too. (A client's SQLite store stays seen as waiting between its tries, so
+workers still step back for it: ``WriterTurnstile.try_begin``.) A store that
+cannot try commits on the store thread only, draining the queue there until it
+is empty.
 """
 
 from __future__ import annotations
@@ -38,6 +46,23 @@ from dex_agents.ports.flow_store import (
 
 R = TypeVar("R")
 
+LOOP_RETRY_FIRST_PAUSE = 0.0001
+"""Seconds before a batch that would wait is tried again on the loop's thread; doubled each
+time up to ``LOOP_RETRY_LONGEST_PAUSE``."""
+
+LOOP_RETRY_LONGEST_PAUSE = 0.001
+"""The longest pause between tries on the loop's thread: a write lock is held for one commit."""
+
+LOOP_RETRY_BUDGET = 0.2
+"""Seconds a batch is tried on the loop's thread before it waits in turn on the store thread.
+
+Longer than any commit of a busy worker (the longest held the lock 20 to 30 ms),
+so the store thread waits only for a writer that holds the lock far longer, up
+to the store's busy timeout. Between worker processes the tries are not in turn:
+one may pass another's tries for up to this long. Two worker processes on one
+file ran 10, 50 and 200 ms side by side; each longer one did better.
+"""
+
 
 @dataclass
 class _Queued(Generic[R]):
@@ -51,12 +76,19 @@ class _Queued(Generic[R]):
 class GroupCommitQueue:
     """Write transactions of one process, committed in groups on the store's thread."""
 
-    def __init__(self, store: FlowStore, executor: Executor) -> None:
+    def __init__(
+        self, store: FlowStore, executor: Executor, *, loop_retry_budget: float = LOOP_RETRY_BUDGET
+    ) -> None:
         self._store = store
         # Checked once: a runtime Protocol check looks up every method.
         self.inline = store if isinstance(store, InlineFlowStore) else None
         """The store, when it can try transactions on the loop's thread; else ``None``."""
         self._executor = executor
+        self._retry_budget = loop_retry_budget
+        # The monotonic time of the first try of the batch being tried again, and the pause
+        # before its next try; None while no batch waits.
+        self._retrying_since: float | None = None
+        self._retry_pause = LOOP_RETRY_FIRST_PAUSE
         self._lock = threading.Lock()
         self._queued: list[_Queued[Any]] = []
         self._draining = False
@@ -124,11 +156,48 @@ class GroupCommitQueue:
             except StoreWouldWaitError:
                 with self._lock:
                     self._queued[:0] = batch  # first in line: commits stay in queue order
-                asyncio.get_running_loop().run_in_executor(self._executor, self._drain)
+                self._try_again_or_wait(asyncio.get_running_loop())
                 return
+            self._retrying_since = None
+
+    def _try_again_or_wait(self, loop: asyncio.AbstractEventLoop) -> None:
+        """After a try that would wait: try again on the loop's thread soon, or, once the
+        budget is spent, wait in turn on the store thread."""
+        now = time.monotonic()
+        if self._retrying_since is None:
+            self._retrying_since = now
+            self._retry_pause = LOOP_RETRY_FIRST_PAUSE
+        if now - self._retrying_since < self._retry_budget:
+            loop.call_later(self._retry_pause, self._drain_here)
+            self._retry_pause = min(self._retry_pause * 2, LOOP_RETRY_LONGEST_PAUSE)
+            return
+        self._retrying_since = None
+        loop.run_in_executor(self._executor, self._commit_in_turn, loop)
+
+    def _commit_in_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the store thread: commit the queue's next batch, waiting for the lock in turn,
+        then hand what queued meanwhile back to the loop's thread.
+
+        Not the whole queue: a busy worker's queue is seldom empty, and draining it
+        here kept every later commit on this thread.
+        """
+        batch = self._take()
+        if batch is None:
+            return
+        self._commit_batch(batch, self._commit)
+        with self._lock:
+            more = bool(self._queued)
+            if not more:
+                self._draining = False
+        if more:
+            try:
+                loop.call_soon_threadsafe(self._drain_here)
+            except RuntimeError:  # the loop closed: nobody waits for these outcomes any more
+                with self._lock:
+                    self._draining = False
 
     def _drain(self) -> None:
-        """Commit the queue on the store thread until it is empty."""
+        """Commit the queue on the store thread until it is empty (a store that cannot try)."""
         while (batch := self._take()) is not None:
             self._commit_batch(batch, self._commit)
 

@@ -18,8 +18,9 @@ use it (an older dex-agents, the ``sqlite3`` shell) is safe, merely unordered.
 
 Clients go first. A process that runs no worker is a client: its writes are
 RPCs that a person waits for. While a client's writer waits, it holds a shared
-``flock`` on a second file (``<name>-clients``), and a worker's writer that sees
-it held steps back: it does not take the turnstile, and lets go of it if it was
+``flock`` on a second file (``<name>-clients``), whether it waits in ``begin``
+or tries again and again on its event loop (``try_begin``), and a worker's
+writer that sees it held steps back: it does not take the turnstile, and lets go of it if it was
 waiting there for the write lock. So a client waits for the transaction in
 flight when it came and for clients ahead of it, never for a queue of worker
 commits. A worker steps back for at most ``MOST_YIELD`` per transaction, so a
@@ -60,6 +61,7 @@ class WriterTurnstile:
         # Without the files writers are merely unordered, as SQLite alone leaves them.
         self._fd = _opened(self.path)
         self._clients_fd = _opened(self.clients_path)
+        self._announced = False  # the clients' file kept held after a failed try_begin
 
     def begin(self, connection: sqlite3.Connection, patience: float) -> None:
         """``BEGIN IMMEDIATE`` on ``connection`` in turn, trying for up to ``patience`` seconds.
@@ -118,7 +120,8 @@ class WriterTurnstile:
         try:
             yield
         finally:
-            fcntl.flock(clients, fcntl.LOCK_UN)
+            fcntl.flock(clients, fcntl.LOCK_UN)  # an announced wait ends with it
+            self._announced = False
 
     def _begin_in_turn(
         self, connection: sqlite3.Connection, deadline: float, step_back: Callable[[], bool]
@@ -149,6 +152,11 @@ class WriterTurnstile:
         """``BEGIN IMMEDIATE`` on ``connection`` if nobody holds the turnstile or the write
         lock right now; ``False``, with nothing begun, if somebody does.
 
+        A client whose try finds them taken is waiting as much as one blocked in
+        ``begin``, only on its event loop, trying again: it keeps the clients'
+        file held shared, so workers' writers step back for it, until one of its
+        tries begins or ``stop_waiting`` is called.
+
         ``connection``'s busy timeout must be zero, as for ``begin``.
         """
         if self._step_back()():
@@ -159,8 +167,24 @@ class WriterTurnstile:
         except sqlite3.OperationalError as error:
             if not _is_busy(error):
                 raise
+            self._announce_waiting()
             return False
+        self.stop_waiting()
         return True
+
+    def _announce_waiting(self) -> None:
+        clients = self._clients_fd
+        if self.client and clients is not None and not self._announced:
+            # A worker testing for waiting clients holds the file for an instant; the next
+            # try announces then.
+            self._announced = _try_flock(clients, fcntl.LOCK_SH)
+
+    def stop_waiting(self) -> None:
+        """Let go of the clients' file a client's failed ``try_begin`` kept held."""
+        if self._announced:
+            self._announced = False
+            if self._clients_fd is not None:
+                fcntl.flock(self._clients_fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         """Close the file; the lock it held goes with it. The file itself stays for other processes."""
@@ -168,6 +192,7 @@ class WriterTurnstile:
             if fd is not None:
                 os.close(fd)
         self._fd = self._clients_fd = None
+        self._announced = False
 
 
 def _busy(reason: str) -> sqlite3.OperationalError:
