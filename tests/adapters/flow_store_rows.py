@@ -101,3 +101,13 @@ def held_flock(path: Path, kind: int = fcntl.LOCK_EX) -> Iterator[Callable[[], N
         yield lambda: fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def clients_seen_waiting(database: Path) -> bool:
+    """Whether a client's writer waits on ``database`` as a worker's writer checks it: the
+    clients' file is held shared (``WriterTurnstile``)."""
+    try:
+        with held_flock(database.with_name(database.name + "-clients")):
+            return False
+    except BlockingIOError:
+        return True

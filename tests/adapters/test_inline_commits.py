@@ -28,7 +28,13 @@ from dex_agents.ports.flow_store import (
     StoreTransaction,
     StoreWouldWaitError,
 )
-from tests.adapters.flow_store_rows import add_flows, flow, held_flock, write_held_open
+from tests.adapters.flow_store_rows import (
+    add_flows,
+    clients_seen_waiting,
+    flow,
+    held_flock,
+    write_held_open,
+)
 
 
 class TriedSqliteStore(SqliteFlowStore):
@@ -181,32 +187,24 @@ async def test_works_queued_in_one_round_of_the_loop_commit_as_one_batch(tmp_pat
 async def test_a_commit_that_keeps_waiting_goes_to_the_store_thread_and_the_loop_goes_on(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "flows.sqlite3"
-    store, other = SqliteFlowStore(path), SqliteFlowStore(path)
-    add_flows(store, flow("f1"))
     loop_thread = threading.get_ident()
     ran_on: list[int] = []
     order: list[str] = []
-    with ThreadPoolExecutor(1) as executor:
-        # No tries on the loop: the first try that would wait spends the budget.
-        queue = GroupCommitQueue(store, executor, loop_retry_budget=0.0)
-        try:
-            with write_held_open(other):
-                first = asyncio.ensure_future(queue.run(_writes("first", ran_on), True))
-                await asyncio.sleep(0.05)  # the loop runs on while the lock is held elsewhere
-                assert not first.done()
-                # Queued behind the waiting one, it commits after it.
-                second = asyncio.ensure_future(queue.run(_writes("second", ran_on), True))
-                first.add_done_callback(lambda _: order.append("first"))
-                second.add_done_callback(lambda _: order.append("second"))
-                await asyncio.sleep(0.05)
-                assert not second.done()
-            done = await asyncio.gather(first, second)
-            assert [result for result, _, _ in done] == ["first", "second"]
-            assert order == ["first", "second"]
-        finally:
-            other.close()
-            store.close()
+    # No tries on the loop: the first try that would wait spends the budget.
+    with _queue_beside_a_writer(tmp_path, budget=0.0) as (_, queue, end_the_write):
+        first = asyncio.ensure_future(queue.run(_writes("first", ran_on), True))
+        await asyncio.sleep(0.05)  # the loop runs on while the lock is held elsewhere
+        assert not first.done()
+        # Queued behind the waiting one, it commits after it.
+        second = asyncio.ensure_future(queue.run(_writes("second", ran_on), True))
+        first.add_done_callback(lambda _: order.append("first"))
+        second.add_done_callback(lambda _: order.append("second"))
+        await asyncio.sleep(0.05)
+        assert not second.done()
+        end_the_write()
+        done = await asyncio.gather(first, second)
+    assert [result for result, _, _ in done] == ["first", "second"]
+    assert order == ["first", "second"]
     # The one that waited committed on the store thread, which then handed the queue back:
     # the loop's thread committed the next.
     assert ran_on == [ran_on[0], loop_thread]
@@ -235,39 +233,41 @@ async def _until(condition: Callable[[], bool]) -> None:
     raise AssertionError("the condition never held")
 
 
-def _clients_waiting(path: Path) -> bool:
-    # A client's writer waiting in turn holds the clients' file shared (WriterTurnstile).
+@contextlib.contextmanager
+def _queue_beside_a_writer(
+    tmp_path: Path, *, budget: float, client: bool = False
+) -> Iterator[tuple[TriedSqliteStore, GroupCommitQueue, Callable[[], None]]]:
+    """A commit queue of a store whose file another connection is writing to: the body gets
+    the store, the queue (``loop_retry_budget=budget``) and the function that ends the write."""
+    path = tmp_path / "flows.sqlite3"
+    store, other = TriedSqliteStore(path, client=client), SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
     try:
-        with held_flock(path.with_name(path.name + "-clients")):
-            return False
-    except BlockingIOError:
-        return True
+        # The write ends before the store thread is joined: a commit may be waiting there.
+        with ThreadPoolExecutor(1) as executor, contextlib.ExitStack() as held:
+            held.enter_context(write_held_open(other))
+            yield store, GroupCommitQueue(store, executor, loop_retry_budget=budget), held.close
+    finally:
+        other.close()
+        store.close()
 
 
 async def test_a_commit_that_would_wait_briefly_is_tried_again_on_the_loops_thread(
     tmp_path: Path,
 ) -> None:
     # Waiting on the store thread, the works would run there beside the loop's Steps.
-    path = tmp_path / "flows.sqlite3"
-    store, other = TriedSqliteStore(path), SqliteFlowStore(path)
-    add_flows(store, flow("f1"))
     ran_on: list[int] = []
-    with ThreadPoolExecutor(1) as executor:
-        queue = GroupCommitQueue(store, executor, loop_retry_budget=60.0)
-        try:
-            with write_held_open(other):
-                first = asyncio.ensure_future(queue.run(_writes("first", ran_on), True))
-                await _until(lambda: len(store.tried) >= 2)  # tried, and tried again
-                # Queued while the first waits, it joins the first's next try.
-                second = asyncio.ensure_future(queue.run(_writes("second", ran_on), True))
-                await _until(lambda: store.tried[-1] == 2)
-                assert not first.done()
-                assert not _clients_waiting(path)
-            assert (await first)[0] == "first"
-            assert (await second)[0] == "second"
-        finally:
-            other.close()
-            store.close()
+    with _queue_beside_a_writer(tmp_path, budget=60.0) as (store, queue, end_the_write):
+        first = asyncio.ensure_future(queue.run(_writes("first", ran_on), True))
+        await _until(lambda: len(store.tried) >= 2)  # tried, and tried again
+        # Queued while the first waits, it joins the first's next try.
+        second = asyncio.ensure_future(queue.run(_writes("second", ran_on), True))
+        await _until(lambda: store.tried[-1] == 2)
+        assert not first.done()
+        assert not clients_seen_waiting(store.path)
+        end_the_write()
+        assert (await first)[0] == "first"
+        assert (await second)[0] == "second"
     assert ran_on == [threading.get_ident()] * 2
     assert store.tried[-1] == 2
 
@@ -276,20 +276,16 @@ async def test_a_clients_commit_tried_again_on_the_loop_is_seen_waiting_meanwhil
     tmp_path: Path,
 ) -> None:
     # So the workers' writers step back for it, as for a client waiting on the store thread.
-    path = tmp_path / "flows.sqlite3"
-    store, other = TriedSqliteStore(path, client=True), SqliteFlowStore(path)
-    add_flows(store, flow("f1"))
     ran_on: list[int] = []
-    with ThreadPoolExecutor(1) as executor:
-        queue = GroupCommitQueue(store, executor, loop_retry_budget=60.0)
-        try:
-            with write_held_open(other):
-                written = asyncio.ensure_future(queue.run(_writes("first", ran_on), True))
-                await _until(lambda: len(store.tried) >= 2)
-                assert _clients_waiting(path)
-            assert (await written)[0] == "first"
-            assert not _clients_waiting(path)
-        finally:
-            other.close()
-            store.close()
+    with _queue_beside_a_writer(tmp_path, budget=60.0, client=True) as (
+        store,
+        queue,
+        end_the_write,
+    ):
+        written = asyncio.ensure_future(queue.run(_writes("first", ran_on), True))
+        await _until(lambda: len(store.tried) >= 2)
+        assert clients_seen_waiting(store.path)
+        end_the_write()
+        assert (await written)[0] == "first"
+        assert not clients_seen_waiting(store.path)
     assert ran_on == [threading.get_ident()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -17,7 +18,13 @@ import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreBusyError
 from dex_agents.ports.flow_store import StoreTransaction, StoreWouldWaitError
-from tests.adapters.flow_store_rows import add_flows, flow, held_flock, write_held_open
+from tests.adapters.flow_store_rows import (
+    add_flows,
+    clients_seen_waiting,
+    flow,
+    held_flock,
+    write_held_open,
+)
 
 HOG_HOLDS = 0.02
 """Seconds a hog's transaction holds the write lock: long beside the moment it lets go."""
@@ -323,13 +330,25 @@ def test_a_client_does_not_step_back_for_other_clients(tmp_path: Path) -> None:
         client.close()
 
 
-def _client_seen_waiting(tmp_path: Path) -> bool:
-    # What a worker's writer checks before it goes on (WriterTurnstile._clients_waiting).
+@contextlib.contextmanager
+def _trying_beside_a_writer(
+    tmp_path: Path, *, client: bool
+) -> Iterator[tuple[SqliteFlowStore, Callable[[], None]]]:
+    """A store whose try at a write failed because another connection holds the write lock;
+    the body gets it and the function that ends the other connection's write."""
+    path = tmp_path / "flows.sqlite3"
+    holder = SqliteFlowStore(path)
+    store = SqliteFlowStore(path, client=client)
+    add_flows(holder, flow("f1"))
     try:
-        with held_flock(tmp_path / "flows.sqlite3-clients"):
-            return False
-    except BlockingIOError:
-        return True
+        with contextlib.ExitStack() as held:
+            held.enter_context(write_held_open(holder))
+            with pytest.raises(StoreWouldWaitError):
+                store.try_run_batch([take_rank("tried")])
+            yield store, held.close
+    finally:
+        store.close()
+        holder.close()
 
 
 @pytest.mark.parametrize("client", [True, False])
@@ -338,54 +357,31 @@ def test_a_clients_failed_try_leaves_it_seen_waiting_until_a_try_begins(
 ) -> None:
     # The engine tries a client's write again on its loop; meanwhile the workers must step
     # back for it as for a client blocked in begin. A worker's failed try is no such wait.
-    path = tmp_path / "flows.sqlite3"
-    holder = SqliteFlowStore(path)
-    store = SqliteFlowStore(path, client=client)
-    add_flows(holder, flow("f1"))
-    try:
-        with write_held_open(holder):
-            with pytest.raises(StoreWouldWaitError):
-                store.try_run_batch([take_rank("tried")])
-            assert _client_seen_waiting(tmp_path) is client
-            with pytest.raises(StoreWouldWaitError):
-                store.try_run_batch([take_rank("tried")])
-            assert _client_seen_waiting(tmp_path) is client
+    database = tmp_path / "flows.sqlite3"
+    with _trying_beside_a_writer(tmp_path, client=client) as (store, end_the_write):
+        assert clients_seen_waiting(database) is client
+        with pytest.raises(StoreWouldWaitError):
+            store.try_run_batch([take_rank("tried")])
+        assert clients_seen_waiting(database) is client
+        end_the_write()
         store.try_run_batch([take_rank("written")])
-        assert not _client_seen_waiting(tmp_path)
+        assert not clients_seen_waiting(database)
         assert store.read(lambda tx: tx.get_value("f1", "written", "")) == "1"
-    finally:
-        store.close()
-        holder.close()
 
 
 def test_a_clients_wait_on_the_store_thread_ends_an_announced_one(tmp_path: Path) -> None:
-    path = tmp_path / "flows.sqlite3"
-    holder = SqliteFlowStore(path)
-    store = SqliteFlowStore(path, client=True)
-    add_flows(holder, flow("f1"))
-    try:
-        with write_held_open(holder):
-            with pytest.raises(StoreWouldWaitError):
-                store.try_run_batch([take_rank("tried")])
-            assert _client_seen_waiting(tmp_path)
+    database = tmp_path / "flows.sqlite3"
+    with _trying_beside_a_writer(tmp_path, client=True) as (store, end_the_write):
+        assert clients_seen_waiting(database)
+        end_the_write()
         store.run(take_rank("written"))  # begin(): waits as a client, then lets go
-        assert not _client_seen_waiting(tmp_path)
-    finally:
-        store.close()
-        holder.close()
+        assert not clients_seen_waiting(database)
 
 
 def test_closing_a_client_store_ends_its_announced_wait(tmp_path: Path) -> None:
-    path = tmp_path / "flows.sqlite3"
-    holder = SqliteFlowStore(path)
-    store = SqliteFlowStore(path, client=True)
-    add_flows(holder, flow("f1"))
-    try:
-        with write_held_open(holder), pytest.raises(StoreWouldWaitError):
-            store.try_run_batch([take_rank("tried")])
-        assert _client_seen_waiting(tmp_path)
+    database = tmp_path / "flows.sqlite3"
+    with _trying_beside_a_writer(tmp_path, client=True) as (store, end_the_write):
+        assert clients_seen_waiting(database)
+        end_the_write()
         store.close()
-        assert not _client_seen_waiting(tmp_path)
-    finally:
-        store.close()
-        holder.close()
+        assert not clients_seen_waiting(database)
