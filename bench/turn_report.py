@@ -60,6 +60,9 @@ class Results:
     noop_step: float | None = None
     noop_writes: float | None = None
     throughput: list[Throughput] = field(default_factory=list)
+    """The median run (by turns a second) of each number of worker processes."""
+    throughput_runs: list[Throughput] = field(default_factory=list)
+    """Every throughput run, in the order they ran: rounds of one and two worker processes."""
     sessions: int = 0
     session_turns: int = 0
     waiting: WaitingSessions | None = None
@@ -313,6 +316,43 @@ def print_throughput(out: TextIO, results: Results) -> None:
         "together; no number of worker processes can pass it on this machine)",
         file=out,
     )
+    ratios = two_over_one(results)
+    if len(ratios) > 1:
+        for processes in (1, 2):
+            rates = [
+                f"{run.turns_per_second:.1f}"
+                for run in results.throughput_runs
+                if run.processes == processes
+            ]
+            workers = f"{processes} worker process{'es' if processes > 1 else ''}"
+            print(f"turns/s, {workers}, round by round: {', '.join(rates)}", file=out)
+        print(
+            f"two over one, round by round: {', '.join(f'{ratio:.2f}x' for ratio in ratios)} "
+            f"(median {statistics.median(ratios):.2f}x); each row above is its median run",
+            file=out,
+        )
+
+
+def median_runs(runs: Sequence[Throughput]) -> list[Throughput]:
+    """The median run (by turns a second; the lower of two middle ones) of each number of
+    worker processes, fewest processes first."""
+    chosen = []
+    for processes in sorted({run.processes for run in runs}):
+        same = sorted(
+            (run for run in runs if run.processes == processes),
+            key=lambda run: run.turns_per_second,
+        )
+        chosen.append(same[(len(same) - 1) // 2])
+    return chosen
+
+
+def two_over_one(results: Results) -> list[float]:
+    """Each round's two-worker turns a second over its one-worker turns a second."""
+    ones = [run for run in results.throughput_runs if run.processes == 1]
+    twos = [run for run in results.throughput_runs if run.processes == 2]
+    return [
+        two.turns_per_second / one.turns_per_second for one, two in zip(ones, twos, strict=True)
+    ]
 
 
 def cpu_ceiling(cpus: int, worker_cpu: float, client_cpu: float) -> float:
@@ -461,7 +501,11 @@ def goals(results: Results, json_bytes: int) -> list[tuple[str, str, bool | None
         )
         if 2 in by_processes:
             two = by_processes[2]
-            scale = two.turns_per_second / one.turns_per_second
+            # Paired round by round when there are rounds: the machine drifts between them.
+            ratios = two_over_one(results)
+            scale = (
+                statistics.median(ratios) if ratios else two.turns_per_second / one.turns_per_second
+            )
             # What the CPUs allow two workers beside the client, over one worker's rate.
             ceiling = cpu_ceiling(
                 len(os.sched_getaffinity(0)), two.cpu_per_turn, two.client_cpu_per_turn

@@ -206,6 +206,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--fsync-turns", type=int, help="turns counted under strace (50; 20)")
     parser.add_argument("--sessions", type=int, default=50, help="throughput sessions (50)")
     parser.add_argument("--session-turns", type=int, default=10, help="turns per session (10)")
+    parser.add_argument(
+        "--throughput-rounds",
+        type=int,
+        default=3,
+        help="rounds of one and two worker processes, alternating (3)",
+    )
     parser.add_argument("--steps", type=int, help="no-op Steps (300; 100 with --quick)")
     parser.add_argument("--skip", default="", help="skip phases: fsync,engine,throughput,waiting")
     parser.add_argument(
@@ -245,18 +251,25 @@ def main(argv: Sequence[str]) -> int:
             results.fsyncs = count_all_fsyncs(directory, systems, 3, fsync_turns)
         if "throughput" not in skip:
             results.sessions, results.session_turns = args.sessions, args.session_turns
-            for processes in (1, 2):
-                print(f"throughput: {processes} worker processes", file=sys.stderr)
-                results.throughput.append(
-                    asyncio.run(
-                        throughput.measure_throughput(
-                            (directory / f"throughput-{processes}.sqlite3").resolve(),
-                            processes,
-                            args.sessions,
-                            args.session_turns,
+            # A run's 500 turns take two seconds, and the machine's speed drifts by more than
+            # a change moves them: one and two workers alternate, round by round, and each
+            # round's two runs make one ratio.
+            for round_number in range(max(1, args.throughput_rounds)):
+                order = (1, 2) if round_number % 2 == 0 else (2, 1)
+                for processes in order:
+                    print(
+                        f"throughput: round {round_number + 1}, {processes} worker processes",
+                        file=sys.stderr,
+                    )
+                    path = directory / f"throughput-{round_number}-{processes}.sqlite3"
+                    results.throughput_runs.append(
+                        asyncio.run(
+                            throughput.measure_throughput(
+                                path.resolve(), processes, args.sessions, args.session_turns
+                            )
                         )
                     )
-                )
+            results.throughput = turn_report.median_runs(results.throughput_runs)
         if "waiting" not in skip:
             print(f"waiting: {args.waiting_sessions} sessions", file=sys.stderr)
             results.waiting = asyncio.run(
