@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,42 @@ def test_staged_writes_never_reach_the_snapshot_they_are_read_over() -> None:
     state.delete_instance(NOTES, "a")
     assert state.instances(NOTES) == (("b", "two"),)
     assert snapshot.maps == {"Notes": {"a": '"one"'}}
+
+
+def test_a_map_read_again_with_no_write_between_is_the_same_tuple() -> None:
+    state = _state(MapLoad(NOTES), MapLoad(OTHER))
+    first = state.instances(NOTES)
+    assert state.instances(NOTES) is first
+    state.set_instance(OTHER, "y", "elsewhere")  # another map's write leaves it
+    assert state.instances(NOTES) is first
+
+
+@pytest.mark.parametrize(
+    ("write", "expected"),
+    [
+        (lambda state: state.set_instance(NOTES, "b", "changed"), ("one", "changed", "three")),
+        (lambda state: state.set_instance(NOTES, "d", "new"), ("one", "two", "three", "new")),
+        (lambda state: state.delete_instance(NOTES, "a"), ("two", "three")),
+    ],
+)
+def test_a_write_staged_after_a_read_shows_in_the_next_read(
+    write: Callable[[StagedState], None], expected: tuple[str, ...]
+) -> None:
+    state = _state(MapLoad(NOTES))
+    assert state.instances(NOTES) == (("a", "one"), ("b", "two"), ("c", "three"))
+    write(state)
+    assert tuple(value for _, value in state.instances(NOTES)) == expected
+    assert state.instances(NOTES) == _each(state)
+
+
+def test_values_that_are_not_shared_are_decoded_afresh_for_each_read() -> None:
+    # A dict may be changed by whoever holds it: two reads must not share one.
+    counts: AttributeMapDef[dict[str, int]] = AttributeMapDef("Counts", dict[str, int])
+    snapshot = Snapshot(maps={"Counts": {"a": '{"n":1}'}})
+    state = StagedState("s1", SnapshotSource(snapshot), [MapLoad(counts)])
+    first, second = state.instances(counts), state.instances(counts)
+    assert first == second == (("a", {"n": 1}),)
+    assert first[0][1] is not second[0][1]
 
 
 def test_instances_loaded_one_by_one_are_the_only_ones_read() -> None:

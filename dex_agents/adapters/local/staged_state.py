@@ -8,12 +8,13 @@ events are staged here and applied in one store transaction with the result.
 from __future__ import annotations
 
 import functools
+import typing
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from dex_agents.adapters.local.codec import taken_messages
-from dex_agents.adapters.local.decoded_values import DECODED
+from dex_agents.adapters.local.decoded_values import CACHED_TYPES, DECODED
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import MapLoad
 from dex_agents.ports.flow_store import ExecutionStatus, MessageRow, StoreTransaction
@@ -260,6 +261,10 @@ class StagedState:
             if load.key:
                 self._instances.setdefault(load.attribute_map.name, set()).add(load.key)
         self.writes: dict[tuple[str, str], str | None] = {}
+        # A map's instances as last read, by map name, with the value type they were decoded
+        # as; dropped when a write to the map is staged. A Step reads the message window and
+        # the tool calls several times between its writes.
+        self._read_instances: dict[str, tuple[Any, tuple[tuple[str, Any], ...]]] = {}
         self.publishes: list[Publish] = []
         self.deleted_messages: list[str] = []
         self.events: list[tuple[StreamDef[Any], str]] = []
@@ -333,9 +338,15 @@ class StagedState:
         """Every loaded instance that holds a value, as (key, value), in key order.
 
         One pass for the whole map: a Step that reads the message window reads
-        dozens of instances, and each ``get_instance`` checks its load again.
+        dozens of instances, and each ``get_instance`` checks its load again. Read
+        again with no write to the map staged since, it is the same tuple, when its
+        values are shared ones anyway (``CACHED_TYPES``: immutable all the way down).
         """
         name = attribute_map.name
+        value_type = attribute_map.value_type
+        kept = self._read_instances.get(name)
+        if kept is not None and kept[0] is value_type:
+            return typing.cast(tuple[tuple[str, T], ...], kept[1])
         if name in self._whole_maps:
             # The whole map in one copy with this transaction's writes over it: a model call
             # reads every chunk of a long session, and a read per key is a call chain per key.
@@ -353,8 +364,11 @@ class StagedState:
                 self._check_loaded(attribute_map, None)  # raises: nothing of the map was loaded
             read = [(key, self._read(name, key)) for key in self.instance_keys(attribute_map)]
             held = [(key, text) for key, text in read if text is not None]
-        values = DECODED.decode_all([text for _, text in held], attribute_map.value_type)
-        return tuple((key, value) for (key, _), value in zip(held, values, strict=True))
+        values = DECODED.decode_all([text for _, text in held], value_type)
+        found = tuple((key, value) for (key, _), value in zip(held, values, strict=True))
+        if value_type in CACHED_TYPES:
+            self._read_instances[name] = (value_type, found)
+        return found
 
     def channel_size(self, channel: ChannelDef[Any]) -> int:
         """How many messages wait in a Channel (as read when the transaction began)."""
@@ -371,22 +385,26 @@ class StagedState:
 
     def set(self, attribute: AttributeDef[T], value: T) -> None:
         """Stage a new value for an Attribute."""
+        self._read_instances.pop(attribute.name, None)
         text = self.writes[(attribute.name, _SINGLETON)] = to_json(value)
         DECODED.written(text, attribute.value_type, value)
 
     def delete(self, attribute: AttributeDef[Any]) -> None:
         """Stage the deletion of an Attribute."""
+        self._read_instances.pop(attribute.name, None)
         self.writes[(attribute.name, _SINGLETON)] = None
 
     def set_instance(self, attribute_map: AttributeMapDef[T], key: str, value: T) -> None:
         """Stage a new value for one AttributeMap instance."""
         _check_key(attribute_map.name, key)
+        self._read_instances.pop(attribute_map.name, None)
         text = self.writes[(attribute_map.name, key)] = to_json(value)
         DECODED.written(text, attribute_map.value_type, value)
 
     def delete_instance(self, attribute_map: AttributeMapDef[Any], key: str) -> None:
         """Stage the deletion of one AttributeMap instance."""
         _check_key(attribute_map.name, key)
+        self._read_instances.pop(attribute_map.name, None)
         self.writes[(attribute_map.name, key)] = None
 
     def publish(self, channel: ChannelDef[T], value: T) -> None:
