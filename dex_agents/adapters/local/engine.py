@@ -3,9 +3,11 @@
 A ``LocalEngine`` is shared by the clients and workers of one process. A store
 transaction that can begin at once runs on the event loop's thread, where it
 costs no hand-over between threads (on this machine a hop there and back took
-more CPU than most transactions); one that would wait for a lock held by
-another thread or process runs on a store thread of its own instead, so the
-loop never waits for another writer. The loop does wait for its own commits'
+more CPU than most transactions). A write that would wait for a lock held by
+another thread or process is tried again there shortly, and only one still
+waiting after ``LOOP_RETRY_BUDGET`` runs on a store thread of its own (as a
+read that would wait does at once), so the loop never waits for another
+writer (``GroupCommitQueue``). The loop does wait for its own commits'
 fsyncs, which the SQLite store keeps to one per group of Steps. The engine
 wakes local waiters at once after a commit that changed anything, except that a
 worker's claim loop sleeps through quiet commits (``wait_for_work``). Other
