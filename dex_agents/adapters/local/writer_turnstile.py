@@ -20,10 +20,10 @@ Clients go first. A process that runs no worker is a client: its writes are
 RPCs that a person waits for. While a client's writer waits, it holds a shared
 ``flock`` on a second file (``<name>-clients``), whether it waits in ``begin``
 or tries again and again on its event loop (``try_begin``), and a worker's
-writer that sees it held steps back: it does not take the turnstile, and lets go of it if it was
-waiting there for the write lock. So a client waits for the transaction in
-flight when it came and for clients ahead of it, never for a queue of worker
-commits. A worker steps back for at most ``MOST_YIELD`` per transaction, so a
+writer that sees it held steps back: it does not take the turnstile, and lets
+go of it if it was waiting there for the write lock. So a client waits for the
+transaction in flight when it came and for clients ahead of it, never for a
+queue of worker commits. A worker steps back for at most ``MOST_YIELD`` per transaction, so a
 stream of client writes cannot hold the workers up for longer.
 """
 
@@ -155,7 +155,7 @@ class WriterTurnstile:
         A client whose try finds them taken is waiting as much as one blocked in
         ``begin``, only on its event loop, trying again: it keeps the clients'
         file held shared, so workers' writers step back for it, until one of its
-        tries begins or ``stop_waiting`` is called.
+        tries begins, it waits in ``begin``, or the turnstile closes.
 
         ``connection``'s busy timeout must be zero, as for ``begin``.
         """
@@ -169,7 +169,7 @@ class WriterTurnstile:
                 raise
             self._announce_waiting()
             return False
-        self.stop_waiting()
+        self._stop_waiting()
         return True
 
     def _announce_waiting(self) -> None:
@@ -179,7 +179,7 @@ class WriterTurnstile:
             # try announces then.
             self._announced = _try_flock(clients, fcntl.LOCK_SH)
 
-    def stop_waiting(self) -> None:
+    def _stop_waiting(self) -> None:
         """Let go of the clients' file a client's failed ``try_begin`` kept held."""
         if self._announced:
             self._announced = False
