@@ -13,7 +13,8 @@ Each sync call is classified, per thread, by what that thread wrote since its
 previous sync call:
 
 - ``commit``: a sync of the ``-wal`` file after WAL frames were written. In WAL
-  mode with ``synchronous=FULL`` that is the one fsync of one committed write
+  mode with ``synchronous=FULL``, or with dex-agents' own sync after a durable
+  ``COMMIT`` (``wal_sync.py``), that is the one fsync of one durable write
   transaction;
 - ``wal header``: a sync of the ``-wal`` file after only its 32-byte header was
   written, which SQLite does once each time it starts the WAL over;

@@ -12,7 +12,7 @@ times ``--calls`` (20) rounds, interleaved, each of:
 - direct: ``mcp.Client`` opens a new connection (a new process over stdio),
   calls ``read_note`` and closes, as ``McpToolSource`` does for every request;
 - durable: one session turn on the embedded SQLite engine (a temporary file,
-  ``synchronous=FULL``) whose scripted model calls ``read_note`` through an
+  each durable commit synced) whose scripted model calls ``read_note`` through an
   ``McpToolSource`` and then answers with its result, from ``send_user_message``
   until ``wait_for_user`` returns; the listing is cached by a warm-up turn;
 - plain turn: the same session's turn whose model answers without a tool call,

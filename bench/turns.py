@@ -6,8 +6,8 @@ Run it from the repository root, with the ``bench`` dependency group installed:
 
 The workload (``workload.py``): one ~200-character user message, the model
 (a script, no network) calls one read tool, then answers. Every system runs it
-with its worker in the same process, on SQLite in WAL mode with
-``synchronous=FULL`` (or in memory), each in a process of its own
+with its worker in the same process, on SQLite in WAL mode with each durable
+commit synced before it returns (or in memory), each in a process of its own
 (``turn_child.py``). The systems take turns in batches of ``--batch`` turns, so
 a change in the machine's load falls on all of them alike.
 

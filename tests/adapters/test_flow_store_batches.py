@@ -128,7 +128,7 @@ def test_a_commit_without_fsync_is_still_a_commit(store: FlowStore) -> None:
     store.run(lambda tx: tx.put_value("f1", "soft", "", "kept"), durable=False)
     assert store.change_counter() != counter
     assert store.read(lambda tx: tx.get_value("f1", "soft", "")) == "kept"
-    # A durable commit after it works as before (SQLite is back to synchronous=FULL).
+    # A durable commit after it works as before (it is synced; test_wal_sync.py).
     store.run(lambda tx: tx.put_value("f1", "hard", "", "kept"))
     assert store.read(lambda tx: tx.get_value("f1", "hard", "")) == "kept"
 

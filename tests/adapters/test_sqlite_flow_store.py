@@ -102,7 +102,7 @@ def test_sqlite_a_killed_writer_leaves_whole_transactions(tmp_path: Path) -> Non
     connection.close()
 
 
-def test_sqlite_runs_in_wal_mode_with_full_sync_and_savepoint_journals_in_memory(
+def test_sqlite_runs_in_wal_mode_with_normal_sync_and_savepoint_journals_in_memory(
     tmp_path: Path,
 ) -> None:
     store = SqliteFlowStore(tmp_path / "flows.sqlite3")
@@ -113,8 +113,10 @@ def test_sqlite_runs_in_wal_mode_with_full_sync_and_savepoint_journals_in_memory
         for name in ("journal_mode", "synchronous", "temp_store", "user_version")
     ]
     store.close()
-    # temp_store 2 is MEMORY: a savepoint's journal is no file made and deleted per transaction.
-    assert pragmas == ["wal", 2, 2, SCHEMA_VERSION]
+    # synchronous 1 is NORMAL: SQLite syncs nothing inside COMMIT, the store syncs a durable
+    # commit after it (test_wal_sync.py). temp_store 2 is MEMORY: a savepoint's journal is no
+    # file made and deleted per transaction.
+    assert pragmas == ["wal", 1, 2, SCHEMA_VERSION]
 
 
 def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """The SQLite ``FlowStore``: the embedded engine's durable state in one file that several processes share.
 
 The file is the server. It runs in WAL mode, so readers see a snapshot and never
-block the writer, with ``synchronous=FULL``, so a commit is on disk when it
-returns and a process killed at any moment leaves a consistent database. Every
+block the writer; a durable commit returns once the WAL is synced, which it is
+after the write lock is let go (``wal_sync.py``), and a process killed at any
+moment leaves a consistent database. Every
 transaction begins with ``BEGIN IMMEDIATE``: it takes the write lock up front,
 which serializes transactions across processes and rules out lock-upgrade
 deadlocks. Times are stored as fixed-width ISO 8601 UTC text with microseconds,
@@ -45,6 +46,7 @@ from dex_agents.adapters.local.store_errors import (
     StoreFileGoneError,
     StoreVersionError,
 )
+from dex_agents.adapters.local.wal_sync import WalSync
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
 from dex_agents.ports.flow_store import (
@@ -136,6 +138,7 @@ class SqliteFlowStore:
         self._known = KnownRows()
         self._own_events = OwnEvents()
         self._turnstile: WriterTurnstile | None = None
+        self._wal = WalSync(self.path)
         # The connection's busy timeout as last set: a read waits up to the store's, and a
         # write's BEGIN is retried by the turnstile with none. Once begun, a write
         # transaction holds every lock it needs (WAL's automatic checkpoint never waits),
@@ -149,7 +152,8 @@ class SqliteFlowStore:
                     f"the flow store {self.path} needs write-ahead logging, but SQLite kept "
                     f"journal_mode {mode!r}; keep the file on a local file system"
                 )
-            self._connection.execute("PRAGMA synchronous=FULL")
+            # A durable commit is synced by WalSync once COMMIT has let the write lock go.
+            self._connection.execute("PRAGMA synchronous=NORMAL")
             # A savepoint (each work of a batch runs in one) keeps the pages it changes in a
             # journal of its own: by default a temporary file, made and deleted three times a
             # tool turn. That journal only undoes a savepoint within its live transaction, so
@@ -157,8 +161,10 @@ class SqliteFlowStore:
             self._connection.execute("PRAGMA temp_store=MEMORY")
             if self._schema_version(self._connection) != SCHEMA_VERSION:
                 self._transact(self._connection, self._create_schema)
+                self._wal.sync()
             if not self._has_indexes(self._connection):
                 self._transact(self._connection, self._create_indexes)
+                self._wal.sync()
             self._poll = self._connect()
             self._identity = self._file_identity()
             self._turnstile = WriterTurnstile(self.path, client=client)
@@ -282,10 +288,11 @@ class SqliteFlowStore:
     def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
         """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction and commit it; roll back if it raises.
 
-        ``durable=False`` commits with ``synchronous=NORMAL``: no fsync of the WAL.
-        A process crash keeps the commit (it is in the WAL file); a power failure
-        may lose it together with every later commit that was not synced, never
-        alone, because the WAL is replayed in order up to its last valid frame.
+        It returns once the WAL is synced, after ``COMMIT`` let the write lock go
+        (``wal_sync.py``). ``durable=False`` commits without that fsync: a process
+        crash keeps the commit (it is in the WAL file); a power failure may lose it
+        together with every later commit that was not synced, never alone, because
+        the WAL is replayed in order up to its last valid frame.
         """
         return self._run_work(work, read_only=False, durable=durable)
 
@@ -366,6 +373,7 @@ class SqliteFlowStore:
                 raise RuntimeError("FlowStore.run cannot run inside another transaction's work")
             connection = self._connection
             self._check_file()
+            self._wal.check()
             known = self._known
 
             def transaction(begin: Callable[[], None] | None = None) -> SqliteTransaction:
@@ -405,12 +413,14 @@ class SqliteFlowStore:
                     return self._transact(
                         connection, functools.partial(known_work, tx), "BEGIN DEFERRED"
                     )
-                if not durable:
-                    connection.execute("PRAGMA synchronous = NORMAL")
                 tx = transaction()
+                changes = connection.total_changes
                 result = self._transact(
                     connection, functools.partial(known_work, tx), begin or self._begin_write
                 )
+                # A commit that changed no row wrote no WAL frame: there is nothing to sync.
+                if durable and connection.total_changes != changes:
+                    self._wal.sync()
                 known.committed(tx.change)
                 self._write_once.committed(tx.written_once)
                 self._own_events.committed(tx.appended, tx.change)
@@ -428,9 +438,6 @@ class SqliteFlowStore:
                     raise StoreCorruptError(f"{self.path} is damaged: {error}") from error
                 raise
             finally:
-                if not durable:
-                    with contextlib.suppress(sqlite3.Error):
-                        connection.execute("PRAGMA synchronous = FULL")
                 if tx is not None:
                     tx.end()
                 self._in_run = False
@@ -543,6 +550,7 @@ class SqliteFlowStore:
                 if connection is not None:
                     connection.close()
             self._poll = self._connection = None
+            self._wal.close()
             if self._turnstile is not None:
                 self._turnstile.close()
                 self._turnstile = None

@@ -35,3 +35,9 @@ class StoreFileGoneError(StoreError):
     acknowledge work nobody else can see; the store refuses every transaction
     instead, until the process opens the new file.
     """
+
+
+class StoreNotDurableError(StoreError):
+    """Syncing a commit to disk failed: it may be read but lost in a power failure, with every
+    commit after it. The store refuses every transaction until the process opens the file
+    again (``wal_sync.py``)."""
