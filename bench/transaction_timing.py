@@ -4,8 +4,9 @@
 ``try_run_batch`` for the rest of the process. Each write transaction appends
 ``(waited, held)``: from the call until its work began (the store's own lock,
 the turnstile and ``BEGIN IMMEDIATE``, so mostly the wait for SQLite's write
-lock), and from then until the call returned (the work, ``COMMIT`` and its
-fsync: the time the write lock was held). A try on the event loop's thread that
+lock), and from then until ``COMMIT`` returned (the work and the commit: the
+time the write lock was held; a durable commit's fsync runs after that, once
+the lock is free, ``wal_sync.py``). A try on the event loop's thread that
 found the lock taken began nothing; the wait of the transaction that then ran
 on the store thread counts from that try.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.wal_sync import WalSync
 from dex_agents.ports.flow_store import StoreTransaction, StoreWouldWaitError
 
 
@@ -26,6 +28,14 @@ def record_write_transactions() -> list[tuple[float, float]]:
     timings: list[tuple[float, float]] = []
     # When the first try that found the lock taken was made, until a transaction begins.
     refused: list[float] = []
+    # When each sync began: the store's lock keeps one call in it at a time, so the syncs
+    # after a call's start are its own.
+    synced: list[float] = []
+    sync = WalSync.sync
+
+    def timed_sync(wal: WalSync) -> None:
+        synced.append(time.perf_counter())
+        sync(wal)
 
     def begun(work: Callable[[StoreTransaction], Any], began: list[float]) -> Callable[..., Any]:
         def run(tx: StoreTransaction) -> Any:
@@ -39,6 +49,7 @@ def record_write_transactions() -> list[tuple[float, float]]:
         @functools.wraps(method)
         def run(store: SqliteFlowStore, work: Any, *args: Any, **kwargs: Any) -> Any:
             called, began = time.perf_counter(), list[float]()
+            syncs_before = len(synced)
             works: Sequence[Any] = work if batch else [work]
             wrapped = [begun(each, began) for each in works]
             try:
@@ -48,7 +59,7 @@ def record_write_transactions() -> list[tuple[float, float]]:
                     refused.append(called)
                 raise
             finally:
-                ended = time.perf_counter()
+                ended = synced[syncs_before] if len(synced) > syncs_before else time.perf_counter()
                 if began:
                     since = refused.pop() if refused else called
                     timings.append((began[0] - since, ended - began[0]))
@@ -58,4 +69,5 @@ def record_write_transactions() -> list[tuple[float, float]]:
     SqliteFlowStore.run = timed(SqliteFlowStore.run, batch=False)  # type: ignore[method-assign]
     SqliteFlowStore.run_batch = timed(SqliteFlowStore.run_batch, batch=True)  # type: ignore[method-assign]
     SqliteFlowStore.try_run_batch = timed(SqliteFlowStore.try_run_batch, batch=True)  # type: ignore[method-assign]
+    WalSync.sync = timed_sync  # type: ignore[method-assign,assignment]
     return timings
