@@ -23,6 +23,7 @@ import pytest
 from dex_agents.adapters.local import claims
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION, LocalEngine
+from dex_agents.adapters.local.handoff import HandOff
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import (
@@ -60,6 +61,8 @@ class RecordingStore:
     def __init__(self, inner: FlowStore) -> None:
         self.inner = inner
         self.round_claims: list[str] = []
+        # Claims that a commit without an fsync handed out (a claim round's or a hand-off's).
+        self.soft_claims: list[str] = []
         self.rounds = 0
         self.batch_sizes: list[int] = []
         self.reads = 0
@@ -69,6 +72,8 @@ class RecordingStore:
     def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
         self.writes += 1
         result = self.inner.run(work, durable=durable)
+        if not durable:
+            self._note_soft_claims(result)
         if getattr(work, "func", None) is claims.claim_round:
             self.rounds += 1
             round_ = result
@@ -82,7 +87,15 @@ class RecordingStore:
         self.writes += 1
         self.batch_sizes.append(len(works))
         self.rounds += sum(getattr(work, "func", None) is claims.claim_round for work in works)
-        return self.inner.run_batch(works, durable=durable)
+        outcomes = self.inner.run_batch(works, durable=durable)
+        if not durable:
+            for outcome in outcomes:
+                self._note_soft_claims(outcome.value)
+        return outcomes
+
+    def _note_soft_claims(self, result: object) -> None:
+        if isinstance(result, claims.ClaimRound | HandOff):
+            self.soft_claims += [claim.row.step_execution_id for claim in result.claims]
 
     def read(self, work: Callable[[StoreTransaction], R]) -> R:
         self.reads += 1
@@ -158,6 +171,9 @@ async def test_steps_a_commit_made_runnable_are_claimed_in_that_commit(
     # Join (whose wait was decided in Start's commit and ended by the last Work's)
     # were leased by the commits that made them runnable.
     assert store.round_claims == ["Start-1"]
+    # Every commit whose claims the worker started was synced first: a claim may rest on
+    # another process's commit whose sync is still running (wal_sync.py).
+    assert store.soft_claims == []
 
 
 class SuspendingWait(Step[None]):
@@ -228,6 +244,8 @@ async def test_a_wait_for_that_suspends_runs_in_a_wait_phase(
     # so it leased the Step for a wait phase, which ran it to the end once.
     assert SuspendingWait.decided == 1
     assert "SuspendingWait-1" not in store.round_claims
+    # The wait phase's commit handed the execute phase on, durably.
+    assert store.soft_claims == []
 
 
 class Beating(Step[None]):

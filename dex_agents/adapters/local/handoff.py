@@ -185,11 +185,14 @@ def submit_wait(
     lease: timedelta,
     limit: int,
 ) -> HandOff:
-    """``transitions.submit_wait``, then the hand-off: a wait ready at once runs at once."""
+    """``transitions.submit_wait``, then the hand-off: a wait ready at once runs at once.
+
+    The worker commits it durably, as every commit whose claims it starts.
+    """
     if transitions.holds_lease(tx, claimed) is None:
         return HandOff(False)
     transitions.submit_wait(tx, claimed, wait, now)
-    return _hand_off_after(tx, flow, claimed, now, lease, limit, durable=False)
+    return _hand_off_after(tx, flow, claimed, now, lease, limit)
 
 
 def fail_attempt(

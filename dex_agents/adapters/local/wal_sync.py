@@ -16,7 +16,10 @@ system's cache then) in that instant loses that commit with every later one,
 never alone: the WAL is replayed in order up to its last synced frame, and any
 commit that another process made durable after reading it synced the frames
 before its own. So nothing durable ever depends on a commit that was lost; a
-person may only have seen it (a Stream event, a snapshot) before it was.
+person may only have seen it (a Stream event, a snapshot) before it was. A
+worker starts a Step only once the commit that claimed it is synced (every
+commit that hands out claims is durable), so no call goes out on a commit that
+a power failure could take back.
 
 A sync that fails leaves a commit that others can read but that may not be on
 disk, and Linux reports such an error once and may mark the pages clean, so a

@@ -126,19 +126,22 @@ class LocalWorker:
     async def _transact(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
         """``engine.run(work)``, retried through store faults until it commits or the worker stops.
 
-        ``durable=False`` for the worker's own bookkeeping: leases, claims and waits
-        decided from state, which a power failure may take back without harm.
+        ``durable=False`` for the worker's own bookkeeping that starts nothing: leases,
+        waits decided from state, live events; a power failure may take it back without
+        harm. A commit that hands out claims is durable (``_handing_off``, ``_claim_round``):
+        what it claimed from may be another process's commit whose sync is still running
+        (``wal_sync.py``), and the Steps it starts may call out before a power failure would
+        take back both.
         """
         engine = self._engine
         return await until_stored(
             lambda: engine.run(work, durable=durable), self._faults, give_up=self._stopping.is_set
         )
 
-    async def _handing_off(
-        self, work: Callable[[StoreTransaction, int], handoff.HandOff], *, durable: bool
-    ) -> bool:
-        """Run a transaction that ends an attempt and may claim what it made runnable, up to
-        this worker's free slots plus the one the attempt frees; start those claims.
+    async def _handing_off(self, work: Callable[[StoreTransaction, int], handoff.HandOff]) -> bool:
+        """Run a durable transaction that ends an attempt or a wait phase and may claim what it
+        made runnable, up to this worker's free slots plus the one the attempt frees; start
+        those claims.
 
         The slots are reserved until it returns, so claims never overlap. When it took
         everything it made runnable, the change it commits gives the claim loop nothing
@@ -148,9 +151,7 @@ class LocalWorker:
         # what they start, so one of them taking every free slot would starve the rest.
         limit = self._reserve(1, most=HANDOFF_EXTRA_SLOTS)
         try:
-            result = await self._commit_quietly(
-                lambda tx: work(tx, limit), _complete, durable=durable
-            )
+            result = await self._commit_quietly(lambda tx: work(tx, limit), _complete, durable=True)
         finally:
             self._reserved -= limit
         self._took(result)
@@ -331,7 +332,7 @@ class LocalWorker:
 
     async def _claim_round(self, now: datetime, limit: int) -> claims.ClaimRound:
         """``claims.claim_round`` for up to ``limit`` claims, committed quietly when it took
-        everything it found."""
+        everything it found, and durably: a round that claimed nothing wrote nothing to sync."""
         engine = self._engine
         work = functools.partial(
             claims.claim_round,
@@ -341,7 +342,7 @@ class LocalWorker:
             lease=engine.lease_duration,
             limit=limit,
         )
-        return await self._commit_quietly(work, functools.partial(_took_all, limit), durable=False)
+        return await self._commit_quietly(work, functools.partial(_took_all, limit), durable=True)
 
     async def _read_at_capacity(self) -> claims.ClaimRound:
         """``claims.capacity_round`` for this worker's running attempts, read through store
@@ -403,7 +404,6 @@ class LocalWorker:
             lambda tx, limit: handoff.submit_wait(
                 tx, flow, row, wait, engine.now(), engine.lease_duration, limit
             ),
-            durable=False,
         )
 
     async def _run_execute(self, flow: RegisteredFlow, running: _Running) -> None:
@@ -486,7 +486,6 @@ class LocalWorker:
                 lambda tx, limit: handoff.commit_execute(
                     tx, flow, row, state, decision, engine.now(), engine.lease_duration, limit
                 ),
-                durable=True,
             )
         except StoreError:
             raise  # only while stopping: the lease lapses and the attempt is taken over
@@ -508,7 +507,6 @@ class LocalWorker:
             lambda tx, limit: handoff.fail_attempt(
                 tx, flow, row, error_type, detail, engine.now(), engine.lease_duration, limit
             ),
-            durable=True,
         )
 
     async def _after_cancel(self, running: _Running) -> None:
