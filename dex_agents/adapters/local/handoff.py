@@ -71,11 +71,9 @@ def _hand_off_after(
     now: datetime,
     lease: timedelta,
     limit: int,
-    *,
-    durable: bool = True,
 ) -> HandOff:
     owner = claimed.lease_owner or ""
-    return hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit, durable=durable)
+    return hand_off(tx, flow, claimed.flow_id, owner, now, lease, limit)
 
 
 def hand_off(
@@ -86,21 +84,18 @@ def hand_off(
     now: datetime,
     lease: timedelta,
     limit: int,
-    *,
-    durable: bool = True,
 ) -> HandOff:
     """Decide the new waits of a Flow run, lease up to ``limit`` of its runnable executions,
     and name ``owner``'s running ones that were asked to stop.
 
-    In a ``durable`` commit, a leased state-only Step runs in it (``in_commit``),
-    and what it made runnable is handed off in turn, up to
-    ``MOST_RUNS_PER_COMMIT`` Steps; a commit that is not fsync'd leaves them to
-    the worker, since their results are as durable as any Step's.
+    A leased state-only Step runs in the commit (``in_commit``), and what it made
+    runnable is handed off in turn, up to ``MOST_RUNS_PER_COMMIT`` Steps: every
+    commit that hands off is durable, so their results are as durable as any Step's.
     """
     taken: list[claims.Claim] = []
     cancelled: set[int] = set()
     complete = True
-    runs_left = MOST_RUNS_PER_COMMIT if durable else 0
+    runs_left = MOST_RUNS_PER_COMMIT
     while True:
         offered = limit - len(taken)
         found, stopping = _hand_off_once(tx, flow, flow_id, owner, now, lease, offered)
