@@ -385,13 +385,11 @@ class StagedState:
 
     def set(self, attribute: AttributeDef[T], value: T) -> None:
         """Stage a new value for an Attribute."""
-        self._read_instances.pop(attribute.name, None)
         text = self.writes[(attribute.name, _SINGLETON)] = to_json(value)
         DECODED.written(text, attribute.value_type, value)
 
     def delete(self, attribute: AttributeDef[Any]) -> None:
         """Stage the deletion of an Attribute."""
-        self._read_instances.pop(attribute.name, None)
         self.writes[(attribute.name, _SINGLETON)] = None
 
     def set_instance(self, attribute_map: AttributeMapDef[T], key: str, value: T) -> None:
