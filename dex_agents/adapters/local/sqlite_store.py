@@ -23,21 +23,18 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
-from dex_agents.adapters.local.flow_changes import (
-    UPGRADE_TO_6,
-    runs_changed_after,
-    runs_logged_after,
-)
+from dex_agents.adapters.local.flow_changes import runs_changed_after, runs_logged_after
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.own_events import OwnEvents
-from dex_agents.adapters.local.sqlite_schema import (
-    INDEXES,
-    RETIRED_INDEXES,
-    SCHEMA,
-    UPGRADE_TO_3,
-    UPGRADE_TO_4,
-)
 from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
+from dex_agents.adapters.local.sqlite_versions import (
+    SCHEMA_VERSION,
+    UPGRADED_VERSIONS,
+    create_indexes,
+    create_or_upgrade,
+    has_indexes,
+    schema_version,
+)
 from dex_agents.adapters.local.store_errors import (
     StoreBusyError,
     StoreCorruptError,
@@ -71,26 +68,6 @@ __all__ = [
     "StoreVersionError",
     "StoredValueError",
 ]
-
-SCHEMA_VERSION = 6
-"""The schema version this module writes to ``PRAGMA user_version``; a newer file is refused.
-
-Version 2 may store long values and Stream events compressed (``stored_text``),
-which a dex-agents that reads version 1 would take for damage. Version 3 keeps
-Attribute values in a rowid table (``ATTRIBUTE_TABLE``). Version 4 logs which
-Flow runs each commit changed (``flow_changes``): a dex-agents that wrote to it
-without logging would leave other processes serving rows they kept from before.
-Version 5 logs Channel message writes too, since a connection keeps a run's
-waiting messages: a dex-agents of version 4 queueing a user message would leave
-another process's worker not seeing it. Version 6 logs, for each run, the newest
-commit that wrote its row or an Attribute value (``flow_changes.state``), and a
-connection keeps those of a run that other commits changed otherwise: a
-dex-agents of version 5 writing a value would leave it kept as it was.
-"""
-
-UPGRADED_VERSIONS = (1, 2, 3, 4, 5)
-"""Versions upgraded when opened, by ``UPGRADE_TO_3`` (1 and 2), ``UPGRADE_TO_4`` (1 to 3)
-and ``UPGRADE_TO_6`` (4 and 5): their values and events read as they are."""
 
 DEFAULT_BUSY_TIMEOUT = timedelta(seconds=10)
 """How long a transaction waits for another connection's write lock before ``StoreBusyError``."""
@@ -159,11 +136,13 @@ class SqliteFlowStore:
             # tool turn. That journal only undoes a savepoint within its live transaction, so
             # keeping it in memory loses nothing a crash could need.
             self._connection.execute("PRAGMA temp_store=MEMORY")
-            if self._schema_version(self._connection) != SCHEMA_VERSION:
-                self._transact(self._connection, self._create_schema)
+            if schema_version(self._connection, self.path) != SCHEMA_VERSION:
+                self._transact(
+                    self._connection, functools.partial(create_or_upgrade, path=self.path)
+                )
                 self._wal.sync()
-            if not self._has_indexes(self._connection):
-                self._transact(self._connection, self._create_indexes)
+            if not has_indexes(self._connection):
+                self._transact(self._connection, create_indexes)
                 self._wal.sync()
             self._poll = self._connect()
             self._identity = self._file_identity()
@@ -197,54 +176,6 @@ class SqliteFlowStore:
             isolation_level=None,
             check_same_thread=False,
         )
-
-    def _schema_version(self, connection: sqlite3.Connection) -> int:
-        version = int(connection.execute("PRAGMA user_version").fetchall()[0][0])
-        if version > SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"the flow store {self.path} has schema version {version}, newer than "
-                f"{SCHEMA_VERSION}, the newest this dex-agents reads; upgrade dex-agents"
-            )
-        return version
-
-    def _create_schema(self, connection: sqlite3.Connection) -> None:
-        # Checked again under the write lock: another process may have created it meanwhile.
-        version = self._schema_version(connection)
-        if version == SCHEMA_VERSION:
-            return
-        if version in UPGRADED_VERSIONS:
-            upgrades = (
-                *(UPGRADE_TO_3 if version < 3 else ()),
-                *(UPGRADE_TO_4 if version < 4 else ()),
-                # Version 4's log is made with the column already.
-                *(UPGRADE_TO_6 if 4 <= version < 6 else ()),
-            )
-            for statement in upgrades:
-                connection.execute(statement)
-            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            return
-        if connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-            raise StoreCorruptError(
-                f"{self.path} is an SQLite database but not a dex-agents flow store "
-                "(it has tables and no schema version)"
-            )
-        for statement in SCHEMA:
-            connection.execute(statement)
-        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    @staticmethod
-    def _has_indexes(connection: sqlite3.Connection) -> bool:
-        names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-        return all(statement.split()[5] in names for statement in INDEXES) and not any(
-            name in names for name in RETIRED_INDEXES
-        )
-
-    @staticmethod
-    def _create_indexes(connection: sqlite3.Connection) -> None:
-        for statement in INDEXES:
-            connection.execute(statement)
-        for name in RETIRED_INDEXES:
-            connection.execute(f"DROP INDEX IF EXISTS {name}")
 
     @staticmethod
     def _transact(
