@@ -151,7 +151,7 @@ class LocalWorker:
         # what they start, so one of them taking every free slot would starve the rest.
         limit = self._reserve(1, most=HANDOFF_EXTRA_SLOTS)
         try:
-            result = await self._commit_quietly(lambda tx: work(tx, limit), _complete, durable=True)
+            result = await self._commit_quietly(lambda tx: work(tx, limit), _complete)
         finally:
             self._reserved -= limit
         self._took(result)
@@ -165,17 +165,13 @@ class LocalWorker:
         self._cancel(result.cancel_requested)
 
     async def _commit_quietly(
-        self,
-        work: Callable[[StoreTransaction], R],
-        quiet: Callable[[R], bool],
-        *,
-        durable: bool,
+        self, work: Callable[[StoreTransaction], R], quiet: Callable[[R], bool]
     ) -> R:
-        """``_transact`` of work that ``quiet`` may say made nothing runnable
-        (``LocalEngine.run_quietly``)."""
+        """A durable ``_transact`` of work that hands out claims, which ``quiet`` may say made
+        nothing runnable (``LocalEngine.run_quietly``)."""
         engine = self._engine
         return await until_stored(
-            lambda: engine.run_quietly(work, durable=durable, quiet=quiet),
+            lambda: engine.run_quietly(work, quiet=quiet),
             self._faults,
             give_up=self._stopping.is_set,
         )
@@ -342,7 +338,7 @@ class LocalWorker:
             lease=engine.lease_duration,
             limit=limit,
         )
-        return await self._commit_quietly(work, functools.partial(_took_all, limit), durable=True)
+        return await self._commit_quietly(work, functools.partial(_took_all, limit))
 
     async def _read_at_capacity(self) -> claims.ClaimRound:
         """``claims.capacity_round`` for this worker's running attempts, read through store
