@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from dex_agents.adapters.local.known_rows import KnownFlow, KnownRows
-from dex_agents.adapters.local.sqlite_schema import MESSAGE_SELECT, decode_message, encode_time
-from dex_agents.adapters.local.store_rows import utc_time
+from dex_agents.adapters.local.sqlite_schema import MESSAGE_SELECT, decode_message, stored_time
 from dex_agents.ports.flow_store import MessageRow
 
 _CONSUME = """UPDATE channel_messages SET consumed = 1 WHERE seq = ? AND consumed = 0
@@ -59,7 +58,7 @@ class SqliteChannels:
         value: str,
         created_at: datetime,
     ) -> int:
-        when = encode_time(utc_time(created_at, "created_at"))
+        when = stored_time(created_at, "created_at")
         sql = """INSERT INTO channel_messages (flow_id, channel, key, message_id, value, created_at)
             VALUES (?, ?, ?, ?, ?, ?)"""
         try:

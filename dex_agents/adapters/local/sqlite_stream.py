@@ -26,8 +26,8 @@ from dex_agents.adapters.local.event_blocks import (
     sizes_in_id_order,
 )
 from dex_agents.adapters.local.known_rows import KnownRows
-from dex_agents.adapters.local.sqlite_schema import EVENT_SELECT, decode_event, encode_time
-from dex_agents.adapters.local.store_rows import check_limit, utc_time
+from dex_agents.adapters.local.sqlite_schema import EVENT_SELECT, decode_event, stored_time
+from dex_agents.adapters.local.store_rows import check_limit
 from dex_agents.adapters.local.stored_text import pack_event, unpack
 from dex_agents.ports.flow_store import EventRow
 
@@ -60,7 +60,7 @@ class SqliteStream:
     def append(
         self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
     ) -> int:
-        when = encode_time(utc_time(created_at, "created_at"))
+        when = stored_time(created_at, "created_at")
         size = len(value.encode("utf-8"))
         self._changed.add(flow_id)
         self._with_events.add(flow_id)
