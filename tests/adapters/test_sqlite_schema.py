@@ -23,7 +23,9 @@ from dex_agents.adapters.local.sqlite_store import (
     UPGRADED_VERSIONS,
     SqliteFlowStore,
 )
+from dex_agents.adapters.local.sqlite_versions import NEW_FILE_PAGE_SIZE
 from dex_agents.adapters.local.stored_text import pack_value
+from dex_agents.ports.flow_store import StoreTransaction
 from tests.adapters.flow_store_rows import add_flows, flow
 
 LONG = json.dumps({"messages": [{"text": f"message {n}", "role": "user"} for n in range(200)]})
@@ -129,6 +131,46 @@ def test_a_value_written_again_keeps_its_row(tmp_path: Path) -> None:
     finally:
         store.close()
     assert after == before
+
+
+def test_a_new_file_has_pages_of_the_new_file_size(tmp_path: Path) -> None:
+    assert NEW_FILE_PAGE_SIZE == 2048
+    path = tmp_path / "flows.sqlite3"
+    SqliteFlowStore(path).close()
+    assert _raw(path, "PRAGMA page_size") == [(NEW_FILE_PAGE_SIZE,)]
+
+
+@pytest.mark.parametrize("page_size", [1024, 4096, 8192])
+def test_a_file_made_with_other_pages_keeps_them_and_every_value(
+    tmp_path: Path, page_size: int
+) -> None:
+    path = tmp_path / "flows.sqlite3"
+    connection = sqlite3.connect(path)
+    connection.execute(f"PRAGMA page_size = {page_size}")
+    connection.execute("PRAGMA journal_mode=WAL")  # writes the header: the size is the file's
+    connection.close()
+    # Longer than any of the pages once compressed: it spills to overflow pages.
+    spilling = json.dumps([f"{n:08x}{n * 7919 % 65521:08x}" for n in range(1500)])
+    assert len(pack_value(spilling)) > 8192
+    values = {"short": '"short"', "long": LONG, "spilling": spilling}
+    store = SqliteFlowStore(path)
+    try:
+        add_flows(store, flow("f1"))
+
+        def put_all(tx: StoreTransaction) -> None:
+            for name, text in values.items():
+                tx.put_value("f1", name, "", text)
+
+        store.run(put_all)
+    finally:
+        store.close()
+    store = SqliteFlowStore(path)
+    try:
+        read = store.read(lambda tx: tx.get_singletons("f1", sorted(values)))
+    finally:
+        store.close()
+    assert read == values
+    assert _raw(path, "PRAGMA page_size") == [(page_size,)]
 
 
 @pytest.mark.parametrize(

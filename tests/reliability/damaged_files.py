@@ -22,13 +22,14 @@ from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
+from dex_agents.adapters.local.sqlite_versions import NEW_FILE_PAGE_SIZE
 from dex_agents.adapters.local.stored_text import unpack
 from dex_agents.local import LocalRuntime
 from tests.reliability.conftest import reliability_flow
 from tests.reliability.harness import finished_tool_calls, stored_messages
 
-PAGE_SIZE = 4096
-"""SQLite's default page size, which the session database keeps."""
+PAGE_SIZE = NEW_FILE_PAGE_SIZE
+"""The page size of a session database the store creates."""
 
 SESSIONS = [f"s-{n}" for n in range(10)]
 DAMAGED_SESSION = "s-4"

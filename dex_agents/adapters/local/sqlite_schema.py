@@ -31,10 +31,11 @@ ATTRIBUTE_TABLE = """CREATE TABLE IF NOT EXISTS {name} (
         PRIMARY KEY (flow_id, name, key))"""
 """The table of Attribute values, with its name left open for the upgrade that rebuilds it.
 
-A rowid table, so a value of up to about 4 KiB (a compressed message chunk) sits
-in its row's page. Schema version 2 kept them in a WITHOUT ROWID table, whose
-rows keep only about 1 KiB in the page and the rest on an overflow page of its
-own: a 1.4 KiB chunk took two pages. Its primary key's index is what listing a
+A rowid table, so a value of up to nearly a page (``NEW_FILE_PAGE_SIZE``, 2 KiB;
+4 KiB in files made before) sits in its row's page, a compressed message chunk
+of the benchmark's workload (about 1.4 KiB) among them. Schema version 2 kept
+them in a WITHOUT ROWID table, whose rows keep only about a quarter of a page in
+the page and the rest on overflow pages: a 1.4 KiB chunk took two 4 KiB pages. Its primary key's index is what listing a
 map's keys reads, so the value column's pages are not read for it.
 """
 

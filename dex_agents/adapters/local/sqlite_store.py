@@ -28,6 +28,7 @@ from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.own_events import OwnEvents
 from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
 from dex_agents.adapters.local.sqlite_versions import (
+    NEW_FILE_PAGE_SIZE,
     SCHEMA_VERSION,
     UPGRADED_VERSIONS,
     create_indexes,
@@ -123,6 +124,8 @@ class SqliteFlowStore:
         self._busy_ms: int | None = None
         try:
             self._connection = self._connect()
+            # Before anything writes the file's header: a file that has one keeps its size.
+            self._connection.execute(f"PRAGMA page_size = {NEW_FILE_PAGE_SIZE}")
             mode = self._connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(
