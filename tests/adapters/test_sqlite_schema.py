@@ -134,13 +134,13 @@ def test_a_value_written_again_keeps_its_row(tmp_path: Path) -> None:
 
 
 def test_a_new_file_has_pages_of_the_new_file_size(tmp_path: Path) -> None:
-    assert NEW_FILE_PAGE_SIZE == 2048
+    assert NEW_FILE_PAGE_SIZE == 1024
     path = tmp_path / "flows.sqlite3"
     SqliteFlowStore(path).close()
     assert _raw(path, "PRAGMA page_size") == [(NEW_FILE_PAGE_SIZE,)]
 
 
-@pytest.mark.parametrize("page_size", [1024, 4096, 8192])
+@pytest.mark.parametrize("page_size", [512, 4096, 8192])
 def test_a_file_made_with_other_pages_keeps_them_and_every_value(
     tmp_path: Path, page_size: int
 ) -> None:

@@ -31,12 +31,11 @@ ATTRIBUTE_TABLE = """CREATE TABLE IF NOT EXISTS {name} (
         PRIMARY KEY (flow_id, name, key))"""
 """The table of Attribute values, with its name left open for the upgrade that rebuilds it.
 
-A rowid table, so a value of up to nearly a page (``NEW_FILE_PAGE_SIZE``, 2 KiB;
-4 KiB in files made before) sits in its row's page, a compressed message chunk
-of the benchmark's workload (about 1.4 KiB) among them. Schema version 2 kept
-them in a WITHOUT ROWID table, whose rows keep only about a quarter of a page in
-the page and the rest on overflow pages: a 1.4 KiB chunk took two 4 KiB pages. Its primary key's index is what listing a
-map's keys reads, so the value column's pages are not read for it.
+A rowid table, so a value up to nearly a page long sits in its row's page, and
+of a longer one SQLite keeps in the row's page what leaves its overflow pages
+full. Schema version 2 kept them in a WITHOUT ROWID table, whose rows keep only
+about a quarter of a page in the page and the rest on overflow pages: a 1.4 KiB
+chunk took two 4 KiB pages. Files made now have 1 KiB pages (``NEW_FILE_PAGE_SIZE``).
 """
 
 EVENT_BLOCKS_TABLE = """CREATE TABLE IF NOT EXISTS event_blocks (
