@@ -6,8 +6,8 @@ Run it from the repository root:
 
 It measures, on temporary files in one directory (so on one disk):
 
-1. the floor: the mean time of one fsync'd SQLite commit (WAL, ``synchronous=FULL``)
-   that inserts one row of about the size a Step's commit writes;
+1. the floor: the mean time of one fsync'd SQLite commit (WAL, ``synchronous=FULL``,
+   the store's page size) that inserts one row of about the size a Step's commit writes;
 2. the per-Step overhead of the embedded engine: a Flow whose one Step does
    nothing and goes to itself ``--steps`` times, with a worker in this process,
    end to end, divided by the Steps it ran; and how many store transactions
@@ -39,6 +39,7 @@ from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.sqlite_versions import NEW_FILE_PAGE_SIZE
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import (
     ChannelCondition,
@@ -285,9 +286,12 @@ def cpu_seconds() -> float:
 
 
 def measure_floor(directory: Path, commits: int, row_bytes: int) -> float:
-    """The mean seconds of one fsync'd WAL commit inserting one ``row_bytes`` row."""
+    """The mean seconds of one fsync'd WAL commit inserting one ``row_bytes`` row, in a file
+    of the page size the store gives its files (``NEW_FILE_PAGE_SIZE``), so that the floor
+    and the Steps it is set against write pages of one size."""
     connection = sqlite3.connect(directory / "floor.sqlite3", isolation_level=None)
     try:
+        connection.execute(f"PRAGMA page_size = {NEW_FILE_PAGE_SIZE}")
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
         connection.execute(
