@@ -71,16 +71,30 @@ def test_an_update_stores_what_the_whole_row_would(
     ]
 
 
-def test_a_finished_status_packs_the_unchanged_long_fields() -> None:
-    before = execution(options="x" * 300, status=ExecutionStatus.RUNNING)
+def test_a_finished_status_packs_the_unchanged_wait_fields() -> None:
+    before = execution(options="x" * 300, wait_result="y" * 300, status=ExecutionStatus.RUNNING)
     fields_before = execution_fields(before)
     finished = replace(before, status=ExecutionStatus.COMPLETED)
     stored, changed = changed_execution_values(
         execution_fields(finished), fields_before, stored_execution_values(fields_before)
     )
-    options = EXECUTION_DATA.index("options")
+    options, wait_result = EXECUTION_DATA.index("options"), EXECUTION_DATA.index("wait_result")
     assert isinstance(stored[options], bytes)
-    assert changed == sorted([EXECUTION_DATA.index("status"), options])
+    assert isinstance(stored[wait_result], bytes)
+    # The options were packed when the row was written: finishing does not write them again.
+    assert changed == sorted([EXECUTION_DATA.index("status"), wait_result])
+
+
+@pytest.mark.parametrize("status", [ExecutionStatus.READY, ExecutionStatus.RUNNING])
+def test_options_are_stored_packed_from_the_first_write(status: ExecutionStatus) -> None:
+    # A row that shrank when it finished left its page part empty: options are written
+    # packed at once, so a row is about its final size from the first write.
+    row = execution(options="x" * 300, wait="w" * 300, wait_result="y" * 300, status=status)
+    stored = stored_execution_values(execution_fields(row))
+    assert isinstance(stored[EXECUTION_DATA.index("options")], bytes)
+    assert stored[EXECUTION_DATA.index("wait")] == "w" * 300
+    assert stored[EXECUTION_DATA.index("wait_result")] == "y" * 300
+    assert decode_execution(stored_execution_row(7, stored)) == replace(row, id=7)
 
 
 @pytest.mark.parametrize(

@@ -37,8 +37,8 @@ EVENT_BLOCK = 0x03
 """First byte of a block of Stream events (``event_blocks``), deflated as ``DICTIONARY_EVENT`` is."""
 
 HISTORY_FIELD = 0x04
-"""First byte of a finished Step execution's options, wait or wait result, deflated with
-``HISTORY_DICTIONARY`` preset."""
+"""First byte of a Step execution's options, or a finished one's wait or wait result, deflated
+with ``HISTORY_DICTIONARY`` preset."""
 
 EVENT_DICTIONARY = (
     # Deflate finds the dictionary's last bytes at the shortest distances, so the
@@ -120,10 +120,11 @@ def pack_event(text: str) -> str | bytes:
 
 
 def pack_history_field(text: str) -> str | bytes:
-    """What the store writes for a finished execution's options, wait or wait result.
+    """What the store writes for an execution's options, or a finished one's wait or wait result.
 
-    Deflated when that is shorter than the text; a field read once the
-    execution is history, so its writing, not its reading, is what it costs.
+    Deflated when that is shorter than the text. A finished execution's fields
+    are read once it is history; a running one's options are read again while it
+    runs, and ``unpack`` keeps what it inflated of them.
     """
     encoded = text.encode("utf-8")
     deflate = _HISTORY_DEFLATE.copy()
@@ -147,8 +148,11 @@ def unpack(stored: str | bytes) -> str:
         return stored
     if not isinstance(stored, bytes):
         raise StoredValueError(f"a stored value is {type(stored).__name__}, not text")
-    if stored[:1] in _KEPT_FORMATS:
+    head = stored[:1]
+    if head in _KEPT_FORMATS:
         return _KEPT.inflate(stored)
+    if head == _FIELD_FORMAT:
+        return _KEPT_FIELDS.inflate(stored)
     return _inflated(stored)
 
 
@@ -159,6 +163,7 @@ _DICTIONARIES = {
 }
 
 _KEPT_FORMATS = (bytes((ZLIB_VALUE,)), bytes((EVENT_BLOCK,)))
+_FIELD_FORMAT = bytes((HISTORY_FIELD,))
 
 
 class _KeptValues:
@@ -191,6 +196,10 @@ class _KeptValues:
 
 
 _KEPT = _KeptValues()
+# Apart from the long values, so that listing a Step history (a few fields of each of up to
+# 1,000 executions) does not push the message index out: a running execution's options,
+# read while it runs, are the fields read again.
+_KEPT_FIELDS = _KeptValues()
 
 
 def _inflated(stored: bytes) -> str:
