@@ -282,15 +282,14 @@ _READ_DATA = operator.attrgetter(*EXECUTION_DATA)
 _DATA_TIMES = tuple(EXECUTION_DATA.index(name) for name in EXECUTION_TIME_FIELDS)
 _DATA_STATUS = EXECUTION_DATA.index("status")
 _DATA_FLAGS = (EXECUTION_DATA.index("attempt_started"), EXECUTION_DATA.index("cancel_requested"))
-# A finished execution is history: its longest fields are read again only to list it. Its
-# options are stored packed from the start: they are written once, and the rows of a session
-# with compaction carry its model calls' loads there (see ``_stored_history``).
+# A finished execution is history: its longest fields are read again only to list it.
 _HISTORY_FIELDS = ("options", "wait", "wait_result")
 _FINISHED_STATUSES = frozenset(
     status.value
     for status in (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED)
 )
 _DATA_HISTORY = tuple(EXECUTION_DATA.index(name) for name in _HISTORY_FIELDS)
+_DATA_OPTIONS = EXECUTION_DATA.index("options")
 _COLUMN_HISTORY = tuple(EXECUTION_COLUMNS.index(name) for name in _HISTORY_FIELDS)
 _COLUMN_TIMES = tuple(EXECUTION_COLUMNS.index(name) for name in EXECUTION_TIME_FIELDS)
 _COLUMN_STATUS = EXECUTION_COLUMNS.index("status")
@@ -373,7 +372,6 @@ def _stored_history(position: int, text: str | None, finished: bool) -> str | by
 
 
 _DATA_HISTORY_SET = frozenset(_DATA_HISTORY)
-_DATA_OPTIONS = EXECUTION_DATA.index("options")
 
 
 def changed_execution_values(

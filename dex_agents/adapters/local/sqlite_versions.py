@@ -43,7 +43,7 @@ NEW_FILE_PAGE_SIZE = 1024
 """The page size, in bytes, of a file this store creates; a file keeps the one it was made with.
 
 A commit writes every page it changed to the WAL whole, and a turn changes
-about 80 pages in 5 commits, most of them for a row or two: with SQLite's
+80 to 100 pages in 5 commits, most of them for a row or two: with SQLite's
 default of 4 KiB a turn wrote and synced 327 KB, with 1 KiB pages 103 KB. Side
 by side the in-process turn took 4.6% less time and a no-op Step 9% less, and
 after 1,000 turns the file held 10% less: a long value's overflow pages are

@@ -148,12 +148,8 @@ def unpack(stored: str | bytes) -> str:
         return stored
     if not isinstance(stored, bytes):
         raise StoredValueError(f"a stored value is {type(stored).__name__}, not text")
-    head = stored[:1]
-    if head in _KEPT_FORMATS:
-        return _KEPT.inflate(stored)
-    if head == _FIELD_FORMAT:
-        return _KEPT_FIELDS.inflate(stored)
-    return _inflated(stored)
+    kept = _KEPT_BY_FORMAT.get(stored[:1])
+    return _inflated(stored) if kept is None else kept.inflate(stored)
 
 
 _DICTIONARIES = {
@@ -162,18 +158,15 @@ _DICTIONARIES = {
     HISTORY_FIELD: HISTORY_DICTIONARY,
 }
 
-_KEPT_FORMATS = (bytes((ZLIB_VALUE,)), bytes((EVENT_BLOCK,)))
-_FIELD_FORMAT = bytes((HISTORY_FIELD,))
-
 
 class _KeptValues:
-    """Inflated long values and event blocks by their stored bytes, least recently read dropped first.
+    """Inflated texts read again, by their stored bytes, least recently read dropped first.
 
     A long value read again (the message index, read by every Step) comes back
     as the same ``str``, so the decoded-value cache finds it without hashing it
     anew, and it is not inflated again; a block is read again by each trim of
-    the Stream while it is the oldest. Single events are read once each, so
-    they are not kept.
+    the Stream while it is the oldest; a running execution's options by each
+    read of its row. Single events are read once each, so they are not kept.
     """
 
     def __init__(self) -> None:
@@ -200,6 +193,12 @@ _KEPT = _KeptValues()
 # 1,000 executions) does not push the message index out: a running execution's options,
 # read while it runs, are the fields read again.
 _KEPT_FIELDS = _KeptValues()
+_KEPT_BY_FORMAT = {
+    bytes((ZLIB_VALUE,)): _KEPT,
+    bytes((EVENT_BLOCK,)): _KEPT,
+    bytes((HISTORY_FIELD,)): _KEPT_FIELDS,
+}
+"""Where the inflated text of each format read again is kept; single events are not."""
 
 
 def _inflated(stored: bytes) -> str:
