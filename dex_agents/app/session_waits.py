@@ -15,7 +15,11 @@ from being quiet, but a wait never goes longer than ``SNAPSHOT_RECHECK_INTERVAL`
 without a snapshot, or, with a client that can tell (the embedded engine's
 ``session_changed_since``), without a look that says no commit changed the
 session since the last snapshot: then the snapshot would be the same, and a
-wait beside a busy worker (or on a session waiting for a tool) reads none.
+wait beside a busy worker (or on a session waiting for a tool) reads none. A
+first read put off after an event of a turn in progress is put off the same way
+while no commit changed the session since that event was looked up (the
+embedded engine's ``stream_tail_marked``), but for ``SNAPSHOT_RECHECK_INTERVAL``
+at most: it stands on the event alone, not on a snapshot.
 """
 
 from __future__ import annotations
@@ -65,20 +69,27 @@ _IN_TURN_EVENTS = frozenset(
 )
 
 
-async def _newest(client: FlowClient, flow: FlowDefinition, session_id: str) -> tuple[str, Any]:
-    """The resume token of the session's newest event, and its value when the client knows it
-    (``None``: it has none, or the client does not say)."""
-    tail = getattr(client, "stream_tail", None)
-    if tail is not None:  # the embedded engine: one query, or none for its own commits
-        found: tuple[str, Any] = await tail(flow, session_id)
+async def _newest(
+    client: FlowClient, flow: FlowDefinition, session_id: str
+) -> tuple[str, Any, int | None]:
+    """The resume token of the session's newest event, its value when the client knows it
+    (``None``: it has none, or the client does not say), and a mark taken before it was
+    read, for ``session_changed_since`` (``None`` when the client gives none)."""
+    marked = getattr(client, "stream_tail_marked", None)
+    if marked is not None:  # the embedded engine: one query, or none for its own commits
+        found: tuple[str, Any, int] = await marked(flow, session_id)
         return found
+    tail = getattr(client, "stream_tail", None)
+    if tail is not None:
+        token, value = await tail(flow, session_id)
+        return token, value, None
     # Otherwise skip the retained events one read at a time (Dex keeps few).
     token, newest = "", None
     while True:
         try:
             message = await client.read_stream(flow, session_id, token, poll_timeout=_NO_WAIT)
         except StreamReadTimeoutError:
-            return token, newest
+            return token, newest, None
         token, newest = message.resume_token, message.value
 
 
@@ -97,7 +108,8 @@ async def wait_for_person(
         raise ValueError(f"timeout must be positive, not {timeout}")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout.total_seconds()
-    token, newest = await _newest(client, flow, session_id)
+    started = loop.time()
+    token, newest, tail_mark = await _newest(client, flow, session_id)
     # After an event of a turn in progress the snapshot would say the session is busy (a
     # client that just sent a message): the first read waits for the next relevant event.
     read_now = getattr(newest, "type", None) not in _IN_TURN_EVENTS
@@ -105,12 +117,18 @@ async def wait_for_person(
     # Taken before each read: a commit after it makes a quiet Stream's recheck read again.
     take_mark = getattr(client, "session_change_mark", None)
     changed_since = getattr(client, "session_changed_since", None)
-    mark: int | None = None
+    # A first read put off stands on the newest event alone, taken with its own mark: a
+    # turn slower than the first quiet window (any real model's) then reads no snapshot
+    # that would say busy. Until a snapshot is read, one is read at the latest after
+    # SNAPSHOT_RECHECK_INTERVAL, whatever the looks say.
+    mark: int | None = None if read_now else tail_mark
+    unread = True
     while True:
         if read_now:
             if take_mark is not None:
                 mark = await take_mark()
             snapshot = await read_snapshot()
+            unread = False
             if session_attention(snapshot) is not None:
                 return snapshot
         remaining = deadline - loop.time()
@@ -128,6 +146,7 @@ async def wait_for_person(
             relevant
             or mark is None
             or changed_since is None
+            or (unread and loop.time() - started >= SNAPSHOT_RECHECK_INTERVAL.total_seconds())
             or await changed_since(session_id, mark)
         )
 

@@ -243,6 +243,25 @@ async def test_the_stream_tail_names_the_newest_event_and_reads_none_of_its_own(
         assert token == message.resume_token
 
 
+async def test_the_marked_stream_tail_gives_a_mark_of_before_the_tail_was_read(
+    tmp_path: Path,
+) -> None:
+    # A wait for a person that puts off its first read asks, with this mark, whether the
+    # session changed since the newest event was looked up.
+    async with beside(tmp_path) as two:
+        client, flow = two.stack.client, two.stack.flow
+        await two.start("s1", "s2")
+        two.append("s1", "from another")
+        token, value, mark = await client.stream_tail_marked(flow, "s1")
+        assert (token, value) == await client.stream_tail(flow, "s1")
+        assert value == "from another"
+        assert not await client.session_changed_since("s1", mark)
+        two.other.run(lambda tx: tx.put_value("s2", "Guarded", "", '"by another"'))
+        assert not await client.session_changed_since("s1", mark)
+        two.other.run(lambda tx: tx.put_value("s1", "Guarded", "", '"by another"'))
+        assert await client.session_changed_since("s1", mark)
+
+
 async def test_a_session_changed_since_a_mark_only_when_a_commit_changed_it(
     tmp_path: Path,
 ) -> None:

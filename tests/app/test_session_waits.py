@@ -300,3 +300,68 @@ async def test_an_event_that_may_change_the_answer_is_read_without_a_look(
     assert await _wait(stream, snapshots.idle_once_sent(stream, 1)) is IDLE
     assert snapshots.reads == 2
     assert stream.looks == []
+
+
+class MarkedTail(LoggedStream):
+    """A ``LoggedStream`` whose newest event is ``newest``, looked up with a mark of its own
+    (the embedded engine's ``stream_tail_marked``)."""
+
+    def __init__(
+        self, newest: AgentEventType, unchanged: int, kinds: Sequence[AgentEventType] = ()
+    ) -> None:
+        super().__init__(unchanged, kinds)
+        self._newest = _Event(newest.value)
+
+    async def stream_tail_marked(self, flow: Any, session_id: str) -> tuple[str, _Event, int]:
+        return "0", self._newest, await self.session_change_mark()
+
+
+async def test_a_first_read_put_off_stays_off_while_the_session_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A turn slower than the quiet window: the Stream is quiet until the turn's end, 1 s on,
+    # and no commit changed the session before it. Without the tail's mark each quiet
+    # window's end read a snapshot that said busy.
+    _windows(monkeypatch, quiet=0.01, longest=60.0)
+    stream = MarkedTail(AgentEventType.TURN_STARTED, 1000, [AgentEventType.TURN_COMPLETED])
+    snapshots = Snapshots()
+    assert await _wait(stream, snapshots.idle_once_sent(stream, 1)) is IDLE
+    assert snapshots.reads == 1  # the one the turn's end asked for
+    # The tail's mark, then the read's; between them, quiet windows of 10, 20, 40, 80, 160 ms
+    # and more each ended in a look.
+    assert len(stream.marks) == 2
+    assert len(stream.looks) >= 5
+
+
+async def test_a_first_read_put_off_reads_once_the_session_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _windows(monkeypatch, quiet=0.01, longest=60.0)
+    stream = MarkedTail(AgentEventType.TURN_STARTED, unchanged=2)
+    snapshots = Snapshots()
+
+    async def idle_once_changed() -> AgentSnapshot:
+        if len(stream.looks) > stream.unchanged:
+            snapshots.now = IDLE  # a change that wrote no event
+        return await snapshots.read()
+
+    assert await _wait(stream, idle_once_changed) is IDLE
+    assert snapshots.reads == 1
+    assert len(stream.looks) == 3
+
+
+async def test_a_first_read_put_off_on_the_newest_event_alone_comes_after_the_longest_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The newest event says a turn is in progress, but the session is idle and no commit
+    # changes it: no look would ever ask for a read, and the longest interval still does.
+    _windows(monkeypatch, quiet=0.01, longest=0.3)
+    stream = MarkedTail(AgentEventType.TEXT_DELTA, unchanged=1_000_000)
+    snapshots = Snapshots()
+    snapshots.now = IDLE
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    assert await _wait(stream, snapshots.read) is IDLE
+    assert loop.time() - began >= 0.3
+    assert snapshots.reads == 1
+    assert stream.looks  # it looked first, and the looks said unchanged

@@ -361,7 +361,7 @@ class LocalFlowClient:
         Reading from it waits for the next event, so a reader that only needs
         what happens from now on skips the retained ones in one query.
         """
-        token, _ = await self._tail(flow, flow_id, with_event=False)
+        token, _, _ = await self._tail(flow, flow_id, with_event=False)
         return token
 
     async def stream_tail(self, flow: FlowDefinition, flow_id: str) -> tuple[str, Any | None]:
@@ -370,11 +370,24 @@ class LocalFlowClient:
         A wait for a person looks at it: after an event of a turn in progress, the
         session's snapshot would say it is busy, so the wait need not read it yet.
         """
+        token, value, _ = await self._tail(flow, flow_id, with_event=True)
+        return token, value
+
+    async def stream_tail_marked(
+        self, flow: FlowDefinition, flow_id: str
+    ) -> tuple[str, Any | None, int]:
+        """``stream_tail``, and a mark (``session_change_mark``) taken before the tail was read.
+
+        ``session_changed_since`` with it then says whether any commit changed the
+        session after the state the newest event tells of: a wait that puts off its
+        first read after an event of a turn in progress needs no snapshot to know the
+        session is still as it was.
+        """
         return await self._tail(flow, flow_id, with_event=True)
 
     async def _tail(
         self, flow: FlowDefinition, flow_id: str, *, with_event: bool
-    ) -> tuple[str, Any | None]:
+    ) -> tuple[str, Any | None, int]:
         engine = self._engine
         stream = engine.registered(flow).flow.stream
 
@@ -393,11 +406,11 @@ class LocalFlowClient:
         # The reader that starts from it waits for the next event without reading first.
         self._read_ahead.keep_newest(flow_id, last, mark)
         if not last:
-            return "", None
+            return "", None, mark
         value = None
         if with_event and row is not None and stream is not None:
             value = DECODED.decode(row.value, stream.value_type, engine.store)
-        return encode_resume_token(flow_id, last), value
+        return encode_resume_token(flow_id, last), value, mark
 
     async def session_change_mark(self) -> int:
         """A mark of the store as of now, to take before reading a session's state:
