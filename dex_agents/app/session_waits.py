@@ -107,8 +107,8 @@ async def wait_for_person(
     if timeout <= timedelta(0):
         raise ValueError(f"timeout must be positive, not {timeout}")
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout.total_seconds()
     started = loop.time()
+    deadline = started + timeout.total_seconds()
     token, newest, tail_mark = await _newest(client, flow, session_id)
     # After an event of a turn in progress the snapshot would say the session is busy (a
     # client that just sent a message): the first read waits for the next relevant event.
@@ -119,8 +119,8 @@ async def wait_for_person(
     changed_since = getattr(client, "session_changed_since", None)
     # A first read put off stands on the newest event alone, taken with its own mark: a
     # turn slower than the first quiet window (any real model's) then reads no snapshot
-    # that would say busy. Until a snapshot is read, one is read at the latest after
-    # SNAPSHOT_RECHECK_INTERVAL, whatever the looks say.
+    # that would say busy. Until a snapshot is read, one is read SNAPSHOT_RECHECK_INTERVAL
+    # after the start at the latest, whatever the looks say.
     mark: int | None = None if read_now else tail_mark
     unread = True
     while True:
@@ -138,6 +138,9 @@ async def wait_for_person(
             )
         quiet = min(remaining, recheck.total_seconds())
         longest = min(remaining, SNAPSHOT_RECHECK_INTERVAL.total_seconds())
+        if unread:  # the put-off read is due SNAPSHOT_RECHECK_INTERVAL after the start
+            due = started + SNAPSHOT_RECHECK_INTERVAL.total_seconds()
+            longest = min(longest, max(due - loop.time(), 0.0))
         recheck = min(recheck * 2, SNAPSHOT_RECHECK_INTERVAL)
         token, relevant = await _next_relevant_event(
             client, flow, session_id, token, quiet, longest
