@@ -107,8 +107,7 @@ async def wait_for_person(
     if timeout <= timedelta(0):
         raise ValueError(f"timeout must be positive, not {timeout}")
     loop = asyncio.get_running_loop()
-    started = loop.time()
-    deadline = started + timeout.total_seconds()
+    deadline = loop.time() + timeout.total_seconds()
     token, newest, tail_mark = await _newest(client, flow, session_id)
     # After an event of a turn in progress the snapshot would say the session is busy (a
     # client that just sent a message): the first read waits for the next relevant event.
@@ -119,16 +118,16 @@ async def wait_for_person(
     changed_since = getattr(client, "session_changed_since", None)
     # A first read put off stands on the newest event alone, taken with its own mark: a
     # turn slower than the first quiet window (any real model's) then reads no snapshot
-    # that would say busy. Until a snapshot is read, one is read SNAPSHOT_RECHECK_INTERVAL
-    # after the start at the latest, whatever the looks say.
+    # that would say busy. It is due SNAPSHOT_RECHECK_INTERVAL after the start at the
+    # latest, whatever the looks say (None: no read is put off).
     mark: int | None = None if read_now else tail_mark
-    unread = True
+    read_due = None if read_now else loop.time() + SNAPSHOT_RECHECK_INTERVAL.total_seconds()
     while True:
         if read_now:
             if take_mark is not None:
                 mark = await take_mark()
             snapshot = await read_snapshot()
-            unread = False
+            read_due = None
             if session_attention(snapshot) is not None:
                 return snapshot
         remaining = deadline - loop.time()
@@ -138,9 +137,8 @@ async def wait_for_person(
             )
         quiet = min(remaining, recheck.total_seconds())
         longest = min(remaining, SNAPSHOT_RECHECK_INTERVAL.total_seconds())
-        if unread:  # the put-off read is due SNAPSHOT_RECHECK_INTERVAL after the start
-            due = started + SNAPSHOT_RECHECK_INTERVAL.total_seconds()
-            longest = min(longest, max(due - loop.time(), 0.0))
+        if read_due is not None:
+            longest = min(longest, max(read_due - loop.time(), 0.0))
         recheck = min(recheck * 2, SNAPSHOT_RECHECK_INTERVAL)
         token, relevant = await _next_relevant_event(
             client, flow, session_id, token, quiet, longest
@@ -149,7 +147,7 @@ async def wait_for_person(
             relevant
             or mark is None
             or changed_since is None
-            or (unread and loop.time() - started >= SNAPSHOT_RECHECK_INTERVAL.total_seconds())
+            or (read_due is not None and loop.time() >= read_due)
             or await changed_since(session_id, mark)
         )
 
