@@ -253,8 +253,10 @@ class LoggedStream(ScriptedStream):
     """A quiet Stream of a client that can tell whether the session changed since a mark: it
     did not for the first ``unchanged`` looks, and did from then on."""
 
-    def __init__(self, unchanged: int, kinds: Sequence[AgentEventType] = ()) -> None:
-        super().__init__(kinds, 1.0)
+    def __init__(
+        self, unchanged: int, kinds: Sequence[AgentEventType] = (), gap: float = 1.0
+    ) -> None:
+        super().__init__(kinds, gap)
         self.unchanged = unchanged
         self.marks: list[int] = []
         self.looks: list[int] = []
@@ -307,9 +309,13 @@ class MarkedTail(LoggedStream):
     (the embedded engine's ``stream_tail_marked``)."""
 
     def __init__(
-        self, newest: AgentEventType, unchanged: int, kinds: Sequence[AgentEventType] = ()
+        self,
+        newest: AgentEventType,
+        unchanged: int,
+        kinds: Sequence[AgentEventType] = (),
+        gap: float = 1.0,
     ) -> None:
-        super().__init__(unchanged, kinds)
+        super().__init__(unchanged, kinds, gap)
         self._newest = _Event(newest.value)
 
     async def stream_tail_marked(self, flow: Any, session_id: str) -> tuple[str, _Event, int]:
@@ -365,3 +371,20 @@ async def test_a_first_read_put_off_on_the_newest_event_alone_comes_after_the_lo
     assert loop.time() - began >= 0.3
     assert snapshots.reads == 1
     assert stream.looks  # it looked first, and the looks said unchanged
+
+
+async def test_a_first_read_put_off_on_the_newest_event_alone_is_due_at_the_longest_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Quiet windows of 0.6 s then 0.9 s would end at 0.6 and 1.5 s, and the turn's end comes
+    # at 1.25 s. The put-off read is due at 0.9 s: it finds the session busy, and the turn's
+    # end asks for a second. Were it read only at the first recheck after 0.9 s, the turn's
+    # end would come first and one read would do.
+    _windows(monkeypatch, quiet=0.6, longest=0.9)
+    stream = MarkedTail(
+        AgentEventType.TEXT_DELTA, 1_000_000, [AgentEventType.TURN_COMPLETED], gap=1.25
+    )
+    snapshots = Snapshots()
+    assert await _wait(stream, snapshots.idle_once_sent(stream, 1)) is IDLE
+    assert snapshots.reads == 2
+    assert len(stream.looks) == 1  # at 0.6 s, which said unchanged
