@@ -72,17 +72,13 @@ _IN_TURN_EVENTS = frozenset(
 async def _newest(
     client: FlowClient, flow: FlowDefinition, session_id: str
 ) -> tuple[str, Any, int | None]:
-    """The resume token of the session's newest event, its value when the client knows it
-    (``None``: it has none, or the client does not say), and a mark taken before it was
-    read, for ``session_changed_since`` (``None`` when the client gives none)."""
+    """The resume token of the session's newest event, its value (``None`` when it has
+    none), and a mark taken before it was read, for ``session_changed_since`` (``None``
+    when the client gives none)."""
     marked = getattr(client, "stream_tail_marked", None)
     if marked is not None:  # the embedded engine: one query, or none for its own commits
         found: tuple[str, Any, int] = await marked(flow, session_id)
         return found
-    tail = getattr(client, "stream_tail", None)
-    if tail is not None:
-        token, value = await tail(flow, session_id)
-        return token, value, None
     # Otherwise skip the retained events one read at a time (Dex keeps few).
     token, newest = "", None
     while True:

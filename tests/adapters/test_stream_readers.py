@@ -224,9 +224,9 @@ async def test_the_stream_tail_names_the_newest_event_and_reads_none_of_its_own(
     async with beside(tmp_path) as two:
         client, flow = two.stack.client, two.stack.flow
         await two.start("s1")
-        assert await client.stream_tail(flow, "s1") == ("", None)
+        assert (await client.stream_tail_marked(flow, "s1"))[:2] == ("", None)
         two.append("s1", "from another")  # another process's commit: read
-        token, value = await client.stream_tail(flow, "s1")
+        token, value, _ = await client.stream_tail_marked(flow, "s1")
         assert value == "from another"
         assert token == await client.stream_tail_token(flow, "s1")
         flow_type = flow.flow_type
@@ -234,7 +234,7 @@ async def test_the_stream_tail_names_the_newest_event_and_reads_none_of_its_own(
             lambda tx: tx.append_event(flow_type, "s1", '"own"', "test", datetime.now(UTC))
         )
         with traced_statements(two.store) as statements:
-            token, value = await client.stream_tail(flow, "s1")
+            token, value, _ = await client.stream_tail_marked(flow, "s1")
         assert value == "own"
         assert stream_reads(statements) == 0, statements
         message = await client.read_stream(flow, "s1", "", poll_timeout=timedelta(seconds=5))
@@ -253,7 +253,7 @@ async def test_the_marked_stream_tail_gives_a_mark_of_before_the_tail_was_read(
         await two.start("s1", "s2")
         two.append("s1", "from another")
         token, value, mark = await client.stream_tail_marked(flow, "s1")
-        assert (token, value) == await client.stream_tail(flow, "s1")
+        assert token == await client.stream_tail_token(flow, "s1")
         assert value == "from another"
         assert not await client.session_changed_since("s1", mark)
         two.other.run(lambda tx: tx.put_value("s2", "Guarded", "", '"by another"'))

@@ -48,8 +48,11 @@ class ScriptedStream:
         self._sent = 0
         self._next_at: float | None = None
 
-    async def stream_tail(self, flow: Any, session_id: str) -> tuple[str, _Event | None]:
-        return "", None
+    async def stream_tail_marked(
+        self, flow: Any, session_id: str
+    ) -> tuple[str, _Event | None, int]:
+        # No events yet; the mark goes unused, as this client has no session_changed_since.
+        return "", None, 0
 
     async def read_stream(
         self, flow: Any, session_id: str, resume_token: str = "", poll_timeout: Any = None
@@ -164,14 +167,16 @@ async def test_a_stream_that_never_goes_quiet_still_gets_a_recheck(
 
 
 class StreamWithTail(ScriptedStream):
-    """A client whose Stream's newest event, as ``stream_tail`` names it, is ``newest``."""
+    """A client whose Stream's newest event, as ``stream_tail_marked`` names it, is ``newest``."""
 
     def __init__(self, newest: AgentEventType | None, kinds: Sequence[AgentEventType]) -> None:
         super().__init__(kinds, 0.01)
         self._newest = None if newest is None else _Event(newest.value)
 
-    async def stream_tail(self, flow: Any, session_id: str) -> tuple[str, _Event | None]:
-        return ("0" if self._newest else ""), self._newest
+    async def stream_tail_marked(
+        self, flow: Any, session_id: str
+    ) -> tuple[str, _Event | None, int]:
+        return ("0" if self._newest else ""), self._newest, 0
 
 
 async def test_after_an_event_of_a_turn_in_progress_the_first_read_waits_for_the_turns_end(
@@ -210,7 +215,7 @@ async def test_a_session_idle_after_an_event_of_a_turn_in_progress_is_found_by_t
 
 
 class RetainedStream:
-    """A client without ``stream_tail`` (Dex's): the wait reads the retained events up to the
+    """A client without ``stream_tail_marked`` (Dex's): the wait reads the retained events up to the
     newest, then the turn's ``later`` events come 10 ms apart."""
 
     def __init__(self, retained: Sequence[AgentEventType], later: Sequence[AgentEventType]):

@@ -364,24 +364,16 @@ class LocalFlowClient:
         token, _, _ = await self._tail(flow, flow_id, with_event=False)
         return token
 
-    async def stream_tail(self, flow: FlowDefinition, flow_id: str) -> tuple[str, Any | None]:
-        """``stream_tail_token``, and the value of that newest event (``None`` when it has none).
-
-        A wait for a person looks at it: after an event of a turn in progress, the
-        session's snapshot would say it is busy, so the wait need not read it yet.
-        """
-        token, value, _ = await self._tail(flow, flow_id, with_event=True)
-        return token, value
-
     async def stream_tail_marked(
         self, flow: FlowDefinition, flow_id: str
     ) -> tuple[str, Any | None, int]:
-        """``stream_tail``, and a mark (``session_change_mark``) taken before the tail was read.
+        """``stream_tail_token``, the value of that newest event (``None`` when it has none),
+        and a mark (``session_change_mark``) taken before the tail was read.
 
-        ``session_changed_since`` with it then says whether any commit changed the
-        session after the state the newest event tells of: a wait that puts off its
-        first read after an event of a turn in progress needs no snapshot to know the
-        session is still as it was.
+        A wait for a person looks at the event: after one of a turn in progress, the
+        session's snapshot would say it is busy, so the wait need not read it yet; and
+        ``session_changed_since`` with the mark then says whether any commit changed
+        the session after the state that event tells of.
         """
         return await self._tail(flow, flow_id, with_event=True)
 
