@@ -21,14 +21,20 @@ from dex_agents.app.sized_lru import SizedLru
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.paging import ChunkedMessages, chunked_messages
 
-DEFAULT_CHUNK_RUNS_KEPT = 256
-"""The runs one cache keeps (least recently used dropped first): one per active session."""
+DEFAULT_CHUNK_RUNS_KEPT = 4096
+"""The runs one cache keeps (least recently used dropped first): one per session whose
+model calls a process serves."""
 
-DEFAULT_CHUNK_RUN_MESSAGES = 20_000
-"""The messages all kept runs hold together, at most: a kept run keeps its messages
-alive, so this bounds the memory, as ``DEFAULT_PREFIX_CACHE_ELEMENTS`` does."""
+DEFAULT_CHUNK_RUN_BYTES = 32 * 1024 * 1024
+"""What all kept runs weigh together, at most: the stored size of their messages
+(``MessageChunkInfo.size_bytes``) and one for each. A kept run keeps its messages
+alive, so this bounds the memory, as ``DEFAULT_PREFIX_CACHE_WEIGHT`` does."""
 
-_Kept = tuple[AgentMessageIndex, tuple[AgentMessageChunk, ...], ChunkedMessages]
+_Kept = tuple[AgentMessageIndex, tuple[AgentMessageChunk, ...], ChunkedMessages, int]
+
+
+def _weight(kept: _Kept) -> int:
+    return len(kept[2].messages) + kept[3]
 
 
 class ChunkRuns:
@@ -38,13 +44,9 @@ class ChunkRuns:
     """
 
     def __init__(
-        self,
-        entries: int = DEFAULT_CHUNK_RUNS_KEPT,
-        messages: int = DEFAULT_CHUNK_RUN_MESSAGES,
+        self, entries: int = DEFAULT_CHUNK_RUNS_KEPT, most_bytes: int = DEFAULT_CHUNK_RUN_BYTES
     ) -> None:
-        self._kept: SizedLru[_Kept] = SizedLru(
-            entries, messages, lambda kept: len(kept[2].messages)
-        )
+        self._kept: SizedLru[_Kept] = SizedLru(entries, most_bytes, _weight)
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -67,7 +69,9 @@ class ChunkRuns:
         if found is not None and found[0] is index and found[1] == given:
             return found[2]
         run = chunked_messages(index, given, after_sequence=after_sequence)
-        self._kept.put(key, (index, given, run))
+        floor = 0 if after_sequence is None else after_sequence
+        size = sum(info.size_bytes for info in index.chunks if info.last_sequence > floor)
+        self._kept.put(key, (index, given, run, size))
         return run
 
     def clear(self) -> None:

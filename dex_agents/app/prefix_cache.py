@@ -11,7 +11,7 @@ never wrong, only sometimes missed.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, TypeVar
 
 from dex_agents.app.sized_lru import SizedLru
@@ -19,30 +19,37 @@ from dex_agents.app.sized_lru import SizedLru
 T = TypeVar("T")
 S = TypeVar("S")
 
-DEFAULT_PREFIX_CACHE_ENTRIES = 256
-"""The keys one cache keeps (least recently used dropped first): about one per active session."""
+DEFAULT_PREFIX_CACHE_ENTRIES = 4096
+"""The keys one cache keeps (least recently used dropped first): one per session whose
+model calls a process serves. A session's entry costs little when it is short, and
+a worker serving more sessions than this walked each one's messages anew at each call."""
 
-DEFAULT_PREFIX_CACHE_ELEMENTS = 20_000
-"""The elements all kept prefixes hold together, at most: a kept prefix keeps its
-elements (decoded messages) alive, so this bounds the memory, about five
-sessions of 1,000 turns."""
+DEFAULT_PREFIX_CACHE_WEIGHT = 32 * 1024 * 1024
+"""What all kept walks weigh together, at most: about the characters of the stored
+text they were walked from, as much text as the embedded engine keeps decoded. A
+count of elements (20,000) bounded the memory only for short messages, and made a
+worker serving 30 sessions of 200 turns walk every message again at each model
+call (``bench/session_working_set.py``)."""
 
 
 class PrefixCache(Generic[T, S]):
     """Per key, the longest walked prefix of a sequence and the state the walk reached there.
 
-    Keeps at most ``entries`` keys and ``elements`` elements in all, least
-    recently used dropped first; a longer prefix is not kept. Thread-safe:
-    Steps run on the event loop, and RPCs on it or on a store thread.
+    Keeps at most ``entries`` keys and ``most_weight`` of weight in all, least
+    recently used dropped first; a heavier walk is not kept. A kept walk weighs
+    what ``weigh`` says of its state, plus one for each element it walked.
+    Thread-safe: Steps run on the event loop, and RPCs on it or on a store thread.
     """
 
     def __init__(
         self,
+        weigh: Callable[[S], int],
+        *,
         entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
-        elements: int = DEFAULT_PREFIX_CACHE_ELEMENTS,
+        most_weight: int = DEFAULT_PREFIX_CACHE_WEIGHT,
     ) -> None:
         self._cached: SizedLru[tuple[tuple[T, ...], S]] = SizedLru(
-            entries, elements, lambda entry: len(entry[0])
+            entries, most_weight, lambda entry: len(entry[0]) + weigh(entry[1])
         )
 
     def resume(self, key: Hashable, sequence: Sequence[T]) -> tuple[int, S] | None:

@@ -35,9 +35,11 @@ def _chunk(first: int, last: int, text: str = "{}") -> AgentMessageChunk:
     return AgentMessageChunk(first_sequence=first, last_sequence=last, messages=messages)
 
 
-def _index(*spans: tuple[int, int]) -> AgentMessageIndex:
+def _index(*spans: tuple[int, int], size: int = 1) -> AgentMessageIndex:
     infos = tuple(
-        MessageChunkInfo(first_sequence=a, last_sequence=b, message_count=b - a + 1, size_bytes=1)
+        MessageChunkInfo(
+            first_sequence=a, last_sequence=b, message_count=b - a + 1, size_bytes=size
+        )
         for a, b in spans
     )
     return AgentMessageIndex(chunks=infos, window_first_sequence=spans[-1][1] + 1)
@@ -112,7 +114,7 @@ def test_no_index_or_no_chunks_keeps_nothing() -> None:
     assert len(runs) == 0
 
 
-def test_runs_are_bounded_by_count_and_by_messages() -> None:
+def test_runs_are_bounded_by_count_and_by_weight() -> None:
     by_count = ChunkRuns(entries=2)
     indexes = [_index((1, 32), (33, 64), (65, 96)) for _ in range(3)]
     kept = [by_count.get(f"s{n}", index, CHUNKS) for n, index in enumerate(indexes)]
@@ -120,16 +122,40 @@ def test_runs_are_bounded_by_count_and_by_messages() -> None:
     assert by_count.get("s0", indexes[0], CHUNKS) is not kept[0]  # the oldest was dropped
     assert by_count.get("s2", indexes[2], CHUNKS) is kept[2]
 
-    by_messages = ChunkRuns(messages=100)
-    first = by_messages.get("s0", indexes[0], CHUNKS)  # 96 messages
-    by_messages.get("s1", indexes[1], CHUNKS)
-    assert len(by_messages) == 1
-    assert by_messages.get("s0", indexes[0], CHUNKS) is not first
-    too_long = ChunkRuns(messages=50)
+    by_bytes = ChunkRuns(most_bytes=100)
+    first = by_bytes.get("s0", indexes[0], CHUNKS)  # 96 messages in 3 chunks of 1 byte: 99
+    by_bytes.get("s1", indexes[1], CHUNKS)
+    assert len(by_bytes) == 1
+    assert by_bytes.get("s0", indexes[0], CHUNKS) is not first
+    too_long = ChunkRuns(most_bytes=50)
     too_long.get("s1", INDEX, CHUNKS)
     assert len(too_long) == 0
     by_count.clear()
     assert len(by_count) == 0
+
+
+def test_a_run_weighs_the_stored_size_of_the_chunks_after_its_floor() -> None:
+    heavy = _index((1, 32), (33, 64), (65, 96), size=40)
+    runs = ChunkRuns(most_bytes=100)
+    runs.get("s0", heavy, CHUNKS)  # 96 messages and 120 bytes: not kept
+    assert len(runs) == 0
+    kept = runs.get("s0", heavy, CHUNKS, after_sequence=64)  # 32 and 40
+    assert runs.get("s0", heavy, CHUNKS, after_sequence=64) is kept
+
+
+def test_by_default_a_process_keeps_the_runs_of_many_sessions() -> None:
+    # 30 sessions of 200 turns (800 messages of 250 bytes each) and 1,000 short ones.
+    spans = [(first, first + 31) for first in range(1, 800, 32)]
+    index = _index(*spans, size=32 * 250)
+    chunks = tuple(_chunk(a, b) for a, b in spans)
+    short_index, short_chunks = _index((1, 8), size=8 * 250), (_chunk(1, 8),)
+    runs = ChunkRuns()
+    long = [runs.get(f"long-{n}", index, chunks) for n in range(30)]
+    short = [runs.get(f"short-{n}", short_index, short_chunks) for n in range(1000)]
+    assert all(runs.get(f"long-{n}", index, chunks) is run for n, run in enumerate(long))
+    assert all(
+        runs.get(f"short-{n}", short_index, short_chunks) is run for n, run in enumerate(short)
+    )
 
 
 class _State:

@@ -239,6 +239,19 @@ def test_a_resumed_walk_gives_the_input_a_fresh_walk_gives(name: str) -> None:
     assert expected.has_images is (name == "images in an earlier turn")
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_kept_walk_weighs_the_stored_text_of_the_messages_it_walked(name: str) -> None:
+    # What bounds the cache's memory: the walked messages' items, parsed from that text.
+    earlier, later, _ = CASES[name]()
+    conversation._WALKED.clear()
+    for turn in (earlier, later):  # a fresh walk, then one that may resume it
+        turn_conversation(turn)
+        kept = conversation._WALKED.resume(turn.flow_id, tuple(turn.messages))
+        assert kept is not None
+        walked, state = kept
+        assert state.chars == sum(len(m.framework_item) for m in turn.messages[:walked])
+
+
 def test_the_records_decide_a_result_on_every_call() -> None:
     turns = [("t1", _tool_turn(1)), ("t2", _tool_turn(2)[:2]), ("t3", [user_text_message("q")])]
     turn = _context(_stored(turns), "t3")
@@ -250,8 +263,12 @@ def test_the_records_decide_a_result_on_every_call() -> None:
     assert "the output came late" in str(later.items)
 
 
+def _weightless(state: str) -> int:
+    return 0
+
+
 def test_a_prefix_cache_resumes_only_an_equal_prefix() -> None:
-    cache: PrefixCache[int, str] = PrefixCache(entries=2)
+    cache: PrefixCache[int, str] = PrefixCache(_weightless, entries=2)
     cache.remember("a", (1, 2, 3), "after 3")
     assert cache.resume("a", (1, 2, 3, 4)) == (3, "after 3")
     assert cache.resume("a", (1, 2, 3)) == (3, "after 3")
@@ -265,7 +282,7 @@ def test_a_prefix_cache_resumes_only_an_equal_prefix() -> None:
 
 
 def test_a_prefix_cache_holds_a_bounded_number_of_elements() -> None:
-    cache: PrefixCache[int, str] = PrefixCache(entries=10, elements=5)
+    cache: PrefixCache[int, str] = PrefixCache(_weightless, entries=10, most_weight=5)
     cache.remember("a", (1, 2, 3), "a")
     cache.remember("b", (1, 2), "b")
     assert cache.resume("a", (1, 2, 3)) == (3, "a")
@@ -277,3 +294,28 @@ def test_a_prefix_cache_holds_a_bounded_number_of_elements() -> None:
     cache.remember("a", (1, 2, 3, 4), "a again")
     assert cache.resume("a", (1, 2, 3, 4)) == (4, "a again")
     assert cache.resume("c", (1,)) == (1, "c")
+
+
+def test_a_kept_walk_weighs_what_weigh_says_of_its_state_and_one_for_each_element() -> None:
+    cache: PrefixCache[int, str] = PrefixCache(len, entries=10, most_weight=12)
+    cache.remember("a", (1, 2), "12345")  # 7
+    cache.remember("b", (1,), "12")  # 3
+    assert cache.resume("a", (1, 2)) == (2, "12345")
+    cache.remember("c", (1,), "123")  # 4: 14 in all, over the bound
+    assert cache.resume("b", (1,)) is None, "the least recently used went over the bound"
+    assert cache.resume("a", (1, 2)) == (2, "12345")
+    cache.remember("d", (1, 2, 3), "1234567890")  # 13: heavier than the bound, not kept
+    assert cache.resume("d", (1, 2, 3)) is None
+
+
+def test_by_default_a_process_keeps_the_walks_of_many_sessions() -> None:
+    # 30 sessions of 200 turns (800 messages of 250 characters each) and 1,000 short
+    # ones: a worker serving them walks each message once, not at every model call.
+    cache: PrefixCache[int, int] = PrefixCache(lambda chars: chars)
+    long = tuple(range(800))
+    for session in range(30):
+        cache.remember(f"long-{session}", long, 800 * 250)
+    for session in range(1000):
+        cache.remember(f"short-{session}", long[:8], 8 * 250)
+    assert all(cache.resume(f"long-{session}", long) for session in range(30))
+    assert all(cache.resume(f"short-{session}", long[:8]) for session in range(1000))

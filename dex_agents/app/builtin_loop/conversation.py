@@ -108,9 +108,11 @@ class _Walked:
     trailing_output: tuple[ModelOutputItem, ...]
     turn_ids: frozenset[str]
     has_images: bool
+    chars: int
+    """The characters of the walked messages' stored items: what the kept items weigh."""
 
 
-_WALKED: PrefixCache[AgentMessage, _Walked] = PrefixCache()
+_WALKED: PrefixCache[AgentMessage, _Walked] = PrefixCache(lambda walked: walked.chars)
 """Each session's walk over its earlier turns' messages, resumed by the next model call."""
 
 
@@ -131,6 +133,7 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
     start = 0
     known_turns: frozenset[str] = frozenset()
     had_images = False
+    chars = 0
     resumed = _WALKED.resume(turn.flow_id, messages)
     if resumed is not None and turn.turn_id not in resumed[1].turn_ids:
         start, walked = resumed
@@ -139,6 +142,7 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
         trailing_output = list(walked.trailing_output)
         known_turns = walked.turn_ids
         had_images = walked.has_images
+        chars = walked.chars
     resumed_items = len(items)
     keeping = True
     walked_turns: set[str] = set()
@@ -154,6 +158,7 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
                     trailing_output=tuple(trailing_output),
                     turn_ids=known_turns | walked_turns,
                     has_images=had_images or _any_images(items[resumed_items:]),
+                    chars=chars,
                 ),
             )
 
@@ -181,6 +186,7 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
         items.append(item)
         if keeping:
             walked_turns.add(message.turn_id)
+            chars += len(message.framework_item)
     if keeping:
         keep(len(messages))
     if note is not None and not note_added:

@@ -20,7 +20,7 @@ import attrs
 
 from dex_agents.app.prefix_cache import PrefixCache
 from dex_agents.domain.canonical_json import dumps
-from dex_agents.domain.compaction import estimate_text_tokens
+from dex_agents.domain.compaction import UTF8_BYTES_PER_TOKEN, estimate_text_tokens
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.model_io import (
     ModelInputItem,
@@ -51,11 +51,14 @@ _ESTIMATED_IMAGE_INPUT_TOKENS: Final = 1600
 
 _ItemsWalk: TypeAlias = tuple[int, tuple[AgentImageReference, ...]]
 
-_ITEMS_WALKED: PrefixCache[ModelInputItem, _ItemsWalk] = PrefixCache()
+_ITEMS_WALKED: PrefixCache[ModelInputItem, _ItemsWalk] = PrefixCache(
+    lambda walk: walk[0] * UTF8_BYTES_PER_TOKEN
+)
 """The estimated tokens and the images of the items of earlier requests.
 
 A session's requests repeat its conversation's items (the same objects, from
-the built-in loop's walk), so an item is estimated once, not once per call.
+the built-in loop's walk), so an item is estimated once, not once per call. A
+kept walk weighs the bytes its tokens were estimated from.
 """
 
 

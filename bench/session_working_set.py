@@ -1,0 +1,106 @@
+"""What a turn costs when one process serves many sessions with long histories.
+
+    uv run --frozen python bench/session_working_set.py [--sessions N,N,...] [--depth N]
+        [--rounds N]
+
+Every model call reads its session's whole conversation, and the process keeps,
+per session, what it built from it (the chunks joined, the walk over earlier
+turns, the model input's estimate), so the next call starts where the last one
+ended. Those caches are bounded; once the sessions a process serves outgrow
+them, every model call builds everything again. For each count of
+``--sessions`` (1, 10 and 30 by default), one process runs
+``LocalRuntime(path, [workload.flow], workers=1)``, gives each session
+``--depth`` (200) turns of history one session after another, then runs
+``--rounds`` (3) rounds of one turn in each session in turn, and reports the
+median of those turns' wall time, the process's CPU time per turn over them,
+and its resident memory (``VmRSS``) after them, each beside the first count's.
+Each count runs in a fresh process and file, one after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import workload
+from engine_overhead import rss_bytes
+from turn_child import EXPECTED_ANSWER
+
+from dex_agents.local import LocalRuntime
+
+
+async def measure(path: Path, sessions: int, depth: int, rounds: int) -> dict[str, float]:
+    """Median wall and mean CPU seconds of a round-robin turn, and the RSS after them."""
+    async with LocalRuntime(path, [workload.flow], workers=1) as runtime:
+        client = runtime.sessions(workload.flow)
+        ids = [f"session-{n}" for n in range(sessions)]
+        number = 0
+
+        async def turn(session_id: str) -> float:
+            nonlocal number
+            number += 1
+            started = time.perf_counter()
+            await client.send_user_message(session_id, workload.user_message(number))
+            snapshot = await client.wait_for_user(session_id)
+            if snapshot.messages[-1].text != EXPECTED_ANSWER:
+                raise RuntimeError(f"turn {number} answered {snapshot.messages[-1].text!r}")
+            return time.perf_counter() - started
+
+        for session_id in ids:
+            await client.open_session(session_id)
+            await client.wait_for_user(session_id)
+            for _ in range(depth):
+                await turn(session_id)
+        cpu = time.process_time()
+        walls = [await turn(session_id) for _ in range(rounds) for session_id in ids]
+        return {
+            "wall": statistics.median(walls),
+            "cpu": (time.process_time() - cpu) / len(walls),
+            "rss": float(rss_bytes()),
+        }
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", default="1,10,30", help="counts of sessions (1,10,30)")
+    parser.add_argument("--depth", type=int, default=200, help="turns of history each (200)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed turns per session (3)")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's count
+    args = parser.parse_args(argv)
+    if args.one is not None:
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "s.sqlite3"
+            figures = asyncio.run(measure(path, args.one, args.depth, args.rounds))
+        print(json.dumps(figures))
+        return 0
+    counts = [int(count) for count in args.sessions.split(",")]
+    results = {}
+    for count in counts:
+        command = [sys.executable, __file__, "--one", str(count)]
+        command += ["--depth", str(args.depth), "--rounds", str(args.rounds)]
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        results[count] = json.loads(out.splitlines()[-1])
+    base = results[counts[0]]
+    print(f"a turn in each of N sessions of {args.depth} turns, in turn ({args.rounds} rounds)")
+    print("sessions  wall ms/turn  CPU ms/turn  RSS MiB  wall / first  CPU / first")
+    print("--------  ------------  -----------  -------  ------------  -----------")
+    for count in counts:
+        row = results[count]
+        print(
+            f"{count:>8}  {row['wall'] * 1000:12.2f}  {row['cpu'] * 1000:11.2f}"
+            f"  {row['rss'] / 2**20:7.0f}  {row['wall'] / base['wall']:11.2f}x"
+            f"  {row['cpu'] / base['cpu']:10.2f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
