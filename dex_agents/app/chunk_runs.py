@@ -25,7 +25,7 @@ DEFAULT_CHUNK_RUNS_KEPT = 4096
 """The runs one cache keeps (least recently used dropped first): one per session whose
 model calls a process serves."""
 
-DEFAULT_CHUNK_RUN_BYTES = 32 * 1024 * 1024
+DEFAULT_CHUNK_RUN_WEIGHT = 32 * 1024 * 1024
 """What all kept runs weigh together, at most: the stored size of their messages
 (``MessageChunkInfo.size_bytes``) and one for each. A kept run keeps its messages
 alive, so this bounds the memory, as ``DEFAULT_PREFIX_CACHE_WEIGHT`` does."""
@@ -44,9 +44,9 @@ class ChunkRuns:
     """
 
     def __init__(
-        self, entries: int = DEFAULT_CHUNK_RUNS_KEPT, most_bytes: int = DEFAULT_CHUNK_RUN_BYTES
+        self, entries: int = DEFAULT_CHUNK_RUNS_KEPT, most_weight: int = DEFAULT_CHUNK_RUN_WEIGHT
     ) -> None:
-        self._kept: SizedLru[_Kept] = SizedLru(entries, most_bytes, _weight)
+        self._kept: SizedLru[_Kept] = SizedLru(entries, most_weight, _weight)
 
     def __len__(self) -> int:
         return len(self._kept)

@@ -122,12 +122,12 @@ def test_runs_are_bounded_by_count_and_by_weight() -> None:
     assert by_count.get("s0", indexes[0], CHUNKS) is not kept[0]  # the oldest was dropped
     assert by_count.get("s2", indexes[2], CHUNKS) is kept[2]
 
-    by_bytes = ChunkRuns(most_bytes=100)
-    first = by_bytes.get("s0", indexes[0], CHUNKS)  # 96 messages in 3 chunks of 1 byte: 99
-    by_bytes.get("s1", indexes[1], CHUNKS)
-    assert len(by_bytes) == 1
-    assert by_bytes.get("s0", indexes[0], CHUNKS) is not first
-    too_long = ChunkRuns(most_bytes=50)
+    by_weight = ChunkRuns(most_weight=100)
+    first = by_weight.get("s0", indexes[0], CHUNKS)  # 96 messages in 3 chunks of 1 byte: 99
+    by_weight.get("s1", indexes[1], CHUNKS)
+    assert len(by_weight) == 1
+    assert by_weight.get("s0", indexes[0], CHUNKS) is not first
+    too_long = ChunkRuns(most_weight=50)
     too_long.get("s1", INDEX, CHUNKS)
     assert len(too_long) == 0
     by_count.clear()
@@ -136,7 +136,7 @@ def test_runs_are_bounded_by_count_and_by_weight() -> None:
 
 def test_a_run_weighs_the_stored_size_of_the_chunks_after_its_floor() -> None:
     heavy = _index((1, 32), (33, 64), (65, 96), size=40)
-    runs = ChunkRuns(most_bytes=100)
+    runs = ChunkRuns(most_weight=100)
     runs.get("s0", heavy, CHUNKS)  # 96 messages and 120 bytes: not kept
     assert len(runs) == 0
     kept = runs.get("s0", heavy, CHUNKS, after_sequence=64)  # 32 and 40
