@@ -25,7 +25,7 @@ from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION, LocalEngine
 from dex_agents.adapters.local.handoff import HandOff
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.adapters.local.worker import HANDOFF_EXTRA_SLOTS, LocalWorker
 from dex_agents.ports.engine import (
     ChannelCondition,
     FlowDefinition,
@@ -446,6 +446,86 @@ async def test_a_client_commit_hands_what_it_made_runnable_to_the_worker_of_its_
     assert target is None
     assert store.round_claims == []
     assert store.rounds == rounds
+
+
+class HeldRound(RecordingStore):
+    """A ``RecordingStore`` whose next claim round, once armed, waits on the store's thread
+    until released: before its transaction begins, or after it committed (``after``)."""
+
+    def __init__(self, inner: FlowStore, *, after: bool) -> None:
+        super().__init__(inner)
+        self.after = after
+        self.armed = False
+        self.arrived = threading.Event()
+        self.release = threading.Event()
+
+    def _holds(self, works: Sequence[Callable[[StoreTransaction], Any]]) -> bool:
+        held = self.armed and any(
+            getattr(work, "func", None) is claims.claim_round for work in works
+        )
+        if held:
+            self.armed = False
+        return held
+
+    def _wait(self) -> None:
+        self.arrived.set()
+        self.release.wait(10)
+
+    def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        held = self._holds([work])
+        if held and not self.after:
+            self._wait()
+        result = super().run(work, durable=durable)
+        if held and self.after:
+            self._wait()
+        return result
+
+    def run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        held = self._holds(works)
+        if held and not self.after:
+            self._wait()
+        outcomes = super().run_batch(works, durable=durable)
+        if held and self.after:
+            self._wait()
+        return outcomes
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-it-begins", "after-it-claimed"])
+async def test_a_client_commit_takes_the_slots_a_claim_round_does_not_need(
+    tmp_path: Path, after: bool
+) -> None:
+    # A claim round reserves every free slot until the claim loop resumes after its
+    # commit; a user's message committed meanwhile found none, and its Step waited for
+    # the next round.
+    store = HeldRound(SqliteFlowStore(tmp_path / "engine.sqlite3"), after=after)
+    engine = LocalEngine(store, [EngineTestFlow()], poll_interval=timedelta(seconds=30))
+    store.armed = True
+    worker = LocalWorker(engine, max_concurrent_tasks=HANDOFF_EXTRA_SLOTS + 1)
+    running = asyncio.create_task(worker.run())
+    offered: list[int] = []
+
+    def work(tx: StoreTransaction, owner: str, limit: int) -> tuple[None, HandOff]:
+        offered.append(limit)
+        return None, HandOff(committed=True)
+
+    try:
+        # The worker's first claim round holds its free slots, and found nothing to claim.
+        assert await asyncio.to_thread(store.arrived.wait, 10)
+        handing = asyncio.create_task(worker.commit_handing_off(work))
+        for _ in range(3):  # the hand-off reserves before its first await
+            await asyncio.sleep(0)
+        store.release.set()
+        async with asyncio.timeout(10):
+            await handing
+    finally:
+        store.release.set()
+        await worker.stop()
+        await running
+        engine.close()
+        store.close()
+    assert offered == [HANDOFF_EXTRA_SLOTS]
 
 
 async def test_an_rpc_that_changes_nothing_takes_no_write_transaction(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import Snapshot, read_snapshot
@@ -58,17 +59,32 @@ class ClaimRound:
     next_timer_at: datetime | None
 
 
+class RoundLimit(Protocol):
+    """The slots a claim round may fill (``round_slots.RoundSlots``)."""
+
+    def begin(self) -> int:
+        """The round's transaction begins: the most it may claim."""
+        ...
+
+    def took(self, claimed: int) -> None:
+        """The round claimed ``claimed`` Steps."""
+        ...
+
+
 def claim_round(
     tx: StoreTransaction,
     flows: dict[str, RegisteredFlow],
     owner: str,
     now: datetime,
     lease: timedelta,
-    limit: int,
+    slots: RoundLimit,
 ) -> ClaimRound:
-    """``claim``, then the look of ``capacity_round``: the cancellations of ``owner``'s running
-    attempts and the next Timer."""
-    claims = claim(tx, flows, owner, now, lease, limit)
+    """``claim`` of up to ``slots.begin()`` Steps, asked as the transaction runs (a worker
+    lends slots to hand-offs until then and once it has claimed, ``round_slots.py``), then
+    the look of ``capacity_round``: the cancellations of ``owner``'s running attempts and
+    the next Timer."""
+    claims = claim(tx, flows, owner, now, lease, slots.begin())
+    slots.took(len(claims))
     return replace(capacity_round(tx, owner), claims=claims)
 
 

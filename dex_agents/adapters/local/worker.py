@@ -23,6 +23,7 @@ from typing import TypeVar
 from dex_agents.adapters.local import claims, handoff
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.round_slots import RoundSlots
 from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.staged_state import (
     Snapshot,
@@ -112,6 +113,8 @@ class LocalWorker:
         self._running: dict[int, _Running] = {}
         # Slots promised to claims whose transaction has not returned yet.
         self._reserved = 0
+        # The slots of the claim round in flight, which a client's hand-off may borrow.
+        self._round: RoundSlots | None = None
         # Whether runnable work may be waiting for a free slot.
         self._starved = False
         # The engine's count of loud commits when this worker last ran a claim round.
@@ -187,6 +190,10 @@ class LocalWorker:
         """A client's durable commit that leases what it made runnable to this worker
         (``HandOffTarget``); raises what the commit raised, with nothing leased."""
         limit = 0 if self._stopping.is_set() else self._reserve(0, most=HANDOFF_EXTRA_SLOTS)
+        if limit == 0 and self._round is not None and not self._stopping.is_set():
+            # A claim round holds the free slots, and does not need them yet or any more:
+            # this commit's Steps start in it, not in the next round. They stay reserved.
+            limit = self._round.lend(HANDOFF_EXTRA_SLOTS)
         try:
             output, result = await self._engine.run_quietly(
                 lambda tx: work(tx, self.worker_id, limit),
@@ -293,19 +300,21 @@ class LocalWorker:
                 # (another process's, or a client's) then still wakes the next wait.
                 counter = current
                 self._seen_loud = loud
-                limit = self._reserve(0)
+                slots = RoundSlots(self._reserve(0))
                 # With no free slot a round could claim nothing: until its cadence comes,
                 # a commit elsewhere is looked at for cancellations alone, without the
                 # write lock (busy workers of many sessions took it at every such commit).
-                full = limit > 0 or now >= next_full
+                full = slots.limit > 0 or now >= next_full
                 try:
                     if full:
-                        round_ = await self._claim_round(now, limit)
+                        self._round = slots
+                        round_ = await self._claim_round(now, slots)
                     else:
                         round_ = await self._read_at_capacity()
                 finally:
-                    self._reserved -= limit
-                self._starved = len(round_.claims) >= limit
+                    self._round = None
+                    self._reserved -= slots.limit
+                self._starved = len(round_.claims) >= slots.claim_limit
                 self._start_all(round_.claims)
                 # A cancel_turn in any process stops a running model call at the next
                 # commit anyone makes, not at the next lease renewal.
@@ -326,9 +335,10 @@ class LocalWorker:
             timeout = max(next_check - engine.now(), timedelta(0))
             await engine.wait_for_work(counter or 0, timeout, self._wake)
 
-    async def _claim_round(self, now: datetime, limit: int) -> claims.ClaimRound:
-        """``claims.claim_round`` for up to ``limit`` claims, committed quietly when it took
-        everything it found, and durably: a round that claimed nothing wrote nothing to sync."""
+    async def _claim_round(self, now: datetime, slots: RoundSlots) -> claims.ClaimRound:
+        """``claims.claim_round`` for up to the slots it holds as its transaction begins,
+        committed quietly when it took everything it found, and durably: a round that
+        claimed nothing wrote nothing to sync."""
         engine = self._engine
         work = functools.partial(
             claims.claim_round,
@@ -336,9 +346,9 @@ class LocalWorker:
             owner=self.worker_id,
             now=now,
             lease=engine.lease_duration,
-            limit=limit,
+            slots=slots,
         )
-        return await self._commit_quietly(work, functools.partial(_took_all, limit))
+        return await self._commit_quietly(work, lambda round_: _took_all(slots.claim_limit, round_))
 
     async def _read_at_capacity(self) -> claims.ClaimRound:
         """``claims.capacity_round`` for this worker's running attempts, read through store
