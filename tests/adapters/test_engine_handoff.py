@@ -53,6 +53,7 @@ from tests.adapters.flow_store_rows import execution
 from tests.adapters.flow_store_rows import flow as flow_row
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class RecordingStore:
@@ -459,37 +460,32 @@ class HeldRound(RecordingStore):
         self.arrived = threading.Event()
         self.release = threading.Event()
 
-    def _holds(self, works: Sequence[Callable[[StoreTransaction], Any]]) -> bool:
+    def _around(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], run: Callable[[], T]
+    ) -> T:
         held = self.armed and any(
             getattr(work, "func", None) is claims.claim_round for work in works
         )
         if held:
             self.armed = False
-        return held
+        if held and not self.after:
+            self._wait()
+        result = run()
+        if held and self.after:
+            self._wait()
+        return result
 
     def _wait(self) -> None:
         self.arrived.set()
         self.release.wait(10)
 
     def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
-        held = self._holds([work])
-        if held and not self.after:
-            self._wait()
-        result = super().run(work, durable=durable)
-        if held and self.after:
-            self._wait()
-        return result
+        return self._around([work], lambda: super(HeldRound, self).run(work, durable=durable))
 
     def run_batch(
         self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
     ) -> Sequence[BatchOutcome]:
-        held = self._holds(works)
-        if held and not self.after:
-            self._wait()
-        outcomes = super().run_batch(works, durable=durable)
-        if held and self.after:
-            self._wait()
-        return outcomes
+        return self._around(works, lambda: super(HeldRound, self).run_batch(works, durable=durable))
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before-it-begins", "after-it-claimed"])
