@@ -147,11 +147,26 @@ class OrdinaryFlow(InCommitFlow):
     steps: Sequence[Step[Any]] = (start_step, OrdinaryDecide(), Finish())
 
 
+class DecideFirstFlow(InCommitFlow):
+    """Decide first: a claim round (a start with no worker of the client's process) takes it."""
+
+    flow_type = "DecideFirst"
+    start_step: Step[Any] = Decide()
+    steps: Sequence[Step[Any]] = (start_step, Finish())
+
+
+class OrdinaryDecideFirstFlow(InCommitFlow):
+    flow_type = "OrdinaryDecideFirst"
+    start_step: Step[Any] = OrdinaryDecide()
+    steps: Sequence[Step[Any]] = (start_step, Finish())
+
+
 @pytest.fixture
 def counted(store: FlowStore) -> Iterator[tuple[DurableCounter, LocalEngine]]:
     Decide.runs.clear()
     counter = DurableCounter(store)
-    engine = LocalEngine(counter, [InCommitFlow(), OrdinaryFlow()])
+    flows = [InCommitFlow(), OrdinaryFlow(), DecideFirstFlow(), OrdinaryDecideFirstFlow()]
+    engine = LocalEngine(counter, flows)
     try:
         yield counter, engine
     finally:
@@ -260,3 +275,34 @@ async def test_one_commit_runs_a_bounded_number_of_state_only_steps(
     per_commit = collections.Counter(row.finished_at for row in rows)
     # The Step that committed, and at most MOST_RUNS_PER_COMMIT that ran in its commit.
     assert max(per_commit.values()) == MOST_RUNS_PER_COMMIT + 1
+
+
+async def test_a_state_only_step_a_claim_round_takes_runs_in_the_round_s_commit(
+    counted: tuple[DurableCounter, LocalEngine],
+) -> None:
+    # Started with no worker in the client's process (as a client process beside worker
+    # processes starts a turn), Decide is claimed by the worker's claim round.
+    store, engine = counted
+    await _run(engine, "DecideFirst", "s1", "plain")
+    in_round = store.durable_writes
+    await _run(engine, "OrdinaryDecideFirst", "s2", "plain")
+    ordinary = store.durable_writes - in_round
+    assert ordinary - in_round == 1
+    for flow_type, flow_id in (("DecideFirst", "s1"), ("OrdinaryDecideFirst", "s2")):
+        assert await _log(engine, flow_type, flow_id) == ("decide:plain", "finish")
+        assert await _events(engine, flow_id) == ['"decided plain"']
+    decide = next(row for row in await _executions(engine, "s1") if row.step_type == "Decide")
+    assert decide.status is ExecutionStatus.COMPLETED
+    assert decide.attempt == 1
+    assert Decide.runs["plain"] == 2  # once per Flow run
+
+
+async def test_a_step_that_suspends_in_a_claim_round_is_left_to_its_worker(
+    counted: tuple[DurableCounter, LocalEngine],
+) -> None:
+    _, engine = counted
+    await _run(engine, "DecideFirst", "s1", "suspend")
+    # Tried in the round's commit, undone there, then run to the end by the worker.
+    assert Decide.runs["suspend"] == 2
+    assert await _log(engine, "DecideFirst", "s1") == ("decide:suspend", "finish")
+    assert await _events(engine, "s1") == ['"decided suspend"']

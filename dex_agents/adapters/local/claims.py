@@ -71,6 +71,13 @@ class RoundLimit(Protocol):
         ...
 
 
+class RunClaimed(Protocol):
+    """What a claim round does with its claims in its own transaction, given its limit:
+    the claims it leaves for the worker to start (``handoff.run_claimed``)."""
+
+    def __call__(self, tx: StoreTransaction, claimed: list[Claim], limit: int) -> list[Claim]: ...
+
+
 def claim_round(
     tx: StoreTransaction,
     flows: dict[str, RegisteredFlow],
@@ -78,12 +85,17 @@ def claim_round(
     now: datetime,
     lease: timedelta,
     slots: RoundLimit,
+    run_claimed: RunClaimed | None = None,
 ) -> ClaimRound:
     """``claim`` of up to ``slots.begin()`` Steps, asked as the transaction runs (a worker
     lends slots to hand-offs until then and once it has claimed, ``round_slots.py``), then
-    the look of ``capacity_round``: the cancellations of ``owner``'s running attempts and
-    the next Timer."""
-    claims = claim(tx, flows, owner, now, lease, slots.begin())
+    ``run_claimed`` of them (the claims it leaves for the worker to start), then the look
+    of ``capacity_round``: the cancellations of ``owner``'s running attempts and the next
+    Timer."""
+    limit = slots.begin()
+    claims = claim(tx, flows, owner, now, lease, limit)
+    if run_claimed is not None:
+        claims = run_claimed(tx, claims, limit)
     slots.took(len(claims))
     return replace(capacity_round(tx, owner), claims=claims)
 

@@ -117,6 +117,37 @@ def hand_off(
         complete = True  # the slots it freed are offered again
 
 
+def run_claimed(
+    tx: StoreTransaction,
+    claimed: list[claims.Claim],
+    limit: int,
+    *,
+    flows: dict[str, RegisteredFlow],
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+) -> list[claims.Claim]:
+    """Run each claimed state-only Step in the claim round's commit (``in_commit``), and hand
+    off what it made runnable: the claims left for the worker to start, ``limit`` at most.
+
+    A claim round takes the Steps that another process's commit made runnable (a
+    client process's message, in a deployment of client and worker processes), so
+    ``AwaitUserMessage`` ran in a task of its own and committed in a second durable
+    commit, as every Step did before hand-offs. It now runs as it would have run in the
+    commit of a client of the worker's own process.
+    """
+    left: list[claims.Claim] = []
+    for index, claim in enumerate(claimed):
+        flow = flows[claim.flow_type]
+        if not (runs_in_commit(flow, claim) and run_in_commit(tx, flow, claim, now)):
+            left.append(claim)
+            continue
+        # Its slot is free again: what the claims still to come leave is offered.
+        free = limit - len(left) - (len(claimed) - index - 1)
+        left += hand_off(tx, flow, claim.row.flow_id, owner, now, lease, free).claims
+    return left
+
+
 def _hand_off_once(
     tx: StoreTransaction,
     flow: RegisteredFlow,
