@@ -188,6 +188,27 @@ async def _run(engine: LocalEngine, flow_type: str, flow_id: str, input: str) ->
         await task
 
 
+async def _one_commit_saved(
+    store: DurableCounter,
+    engine: LocalEngine,
+    in_commit: str,
+    ordinary: str,
+    log: tuple[str, ...],
+) -> None:
+    """Run a ``plain`` Flow of type ``in_commit`` as ``s1``, then of type ``ordinary`` as
+    ``s2``: the same log and events, and one durable write transaction fewer for ``s1``."""
+    runs = ((in_commit, "s1"), (ordinary, "s2"))
+    writes = []
+    for flow_type, flow_id in runs:
+        before = store.durable_writes
+        await _run(engine, flow_type, flow_id, "plain")
+        writes.append(store.durable_writes - before)
+    assert writes[1] - writes[0] == 1
+    for flow_type, flow_id in runs:
+        assert await _log(engine, flow_type, flow_id) == (*log, "finish")
+        assert await _events(engine, flow_id) == ['"decided plain"']
+
+
 async def _status(engine: LocalEngine, flow_id: str) -> FlowStatus | None:
     def status(tx: StoreTransaction) -> FlowStatus | None:
         row = tx.get_flow(flow_id)
@@ -217,15 +238,8 @@ async def test_a_state_only_step_commits_with_the_step_that_made_it_runnable(
     counted: tuple[DurableCounter, LocalEngine],
 ) -> None:
     store, engine = counted
-    await _run(engine, "InCommit", "s1", "plain")
-    in_commit = store.durable_writes
-    await _run(engine, "Ordinary", "s2", "plain")
-    ordinary = store.durable_writes - in_commit
     # Start, Decide and Finish each committed a result; Decide's shared Start's commit.
-    assert ordinary - in_commit == 1
-    for flow_type, flow_id in (("InCommit", "s1"), ("Ordinary", "s2")):
-        assert await _log(engine, flow_type, flow_id) == ("start", "decide:plain", "finish")
-        assert await _events(engine, flow_id) == ['"decided plain"']
+    await _one_commit_saved(store, engine, "InCommit", "Ordinary", ("start", "decide:plain"))
     rows = {row.step_type: row for row in await _executions(engine, "s1")}
     # Its own execution, completed at its first attempt in the instant Start's commit did.
     decide, start = rows["Decide"], rows["Start"]
@@ -283,14 +297,7 @@ async def test_a_state_only_step_a_claim_round_takes_runs_in_the_round_s_commit(
     # Started with no worker in the client's process (as a client process beside worker
     # processes starts a turn), Decide is claimed by the worker's claim round.
     store, engine = counted
-    await _run(engine, "DecideFirst", "s1", "plain")
-    in_round = store.durable_writes
-    await _run(engine, "OrdinaryDecideFirst", "s2", "plain")
-    ordinary = store.durable_writes - in_round
-    assert ordinary - in_round == 1
-    for flow_type, flow_id in (("DecideFirst", "s1"), ("OrdinaryDecideFirst", "s2")):
-        assert await _log(engine, flow_type, flow_id) == ("decide:plain", "finish")
-        assert await _events(engine, flow_id) == ['"decided plain"']
+    await _one_commit_saved(store, engine, "DecideFirst", "OrdinaryDecideFirst", ("decide:plain",))
     decide = next(row for row in await _executions(engine, "s1") if row.step_type == "Decide")
     assert decide.status is ExecutionStatus.COMPLETED
     assert decide.attempt == 1

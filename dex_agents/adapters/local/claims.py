@@ -75,7 +75,17 @@ class RunClaimed(Protocol):
     """What a claim round does with its claims in its own transaction, given its limit:
     the claims it leaves for the worker to start (``handoff.run_claimed``)."""
 
-    def __call__(self, tx: StoreTransaction, claimed: list[Claim], limit: int) -> list[Claim]: ...
+    def __call__(
+        self,
+        tx: StoreTransaction,
+        claimed: list[Claim],
+        limit: int,
+        *,
+        flows: dict[str, RegisteredFlow],
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+    ) -> list[Claim]: ...
 
 
 def claim_round(
@@ -95,7 +105,7 @@ def claim_round(
     limit = slots.begin()
     claims = claim(tx, flows, owner, now, lease, limit)
     if run_claimed is not None:
-        claims = run_claimed(tx, claims, limit)
+        claims = run_claimed(tx, claims, limit, flows=flows, owner=owner, now=now, lease=lease)
     slots.took(len(claims))
     return replace(capacity_round(tx, owner), claims=claims)
 

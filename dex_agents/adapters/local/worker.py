@@ -347,13 +347,7 @@ class LocalWorker:
             now=now,
             lease=engine.lease_duration,
             slots=slots,
-            run_claimed=functools.partial(
-                handoff.run_claimed,
-                flows=engine.flows,
-                owner=self.worker_id,
-                now=now,
-                lease=engine.lease_duration,
-            ),
+            run_claimed=handoff.run_claimed,
         )
         return await self._commit_quietly(work, lambda round_: _took_all(slots.claim_limit, round_))
 
