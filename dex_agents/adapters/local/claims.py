@@ -95,7 +95,7 @@ def claim_round(
     now: datetime,
     lease: timedelta,
     slots: RoundLimit,
-    run_claimed: RunClaimed | None = None,
+    run_claimed: RunClaimed,
 ) -> ClaimRound:
     """``claim`` of up to ``slots.begin()`` Steps, asked as the transaction runs (a worker
     lends slots to hand-offs until then and once it has claimed, ``round_slots.py``), then
@@ -103,9 +103,8 @@ def claim_round(
     of ``capacity_round``: the cancellations of ``owner``'s running attempts and the next
     Timer."""
     limit = slots.begin()
-    claims = claim(tx, flows, owner, now, lease, limit)
-    if run_claimed is not None:
-        claims = run_claimed(tx, claims, limit, flows=flows, owner=owner, now=now, lease=lease)
+    claimed = claim(tx, flows, owner, now, lease, limit)
+    claims = run_claimed(tx, claimed, limit, flows=flows, owner=owner, now=now, lease=lease)
     slots.took(len(claims))
     return replace(capacity_round(tx, owner), claims=claims)
 

@@ -189,11 +189,14 @@ class LocalWorker:
     ) -> R:
         """A client's durable commit that leases what it made runnable to this worker
         (``HandOffTarget``); raises what the commit raised, with nothing leased."""
-        limit = 0 if self._stopping.is_set() else self._reserve(0, most=HANDOFF_EXTRA_SLOTS)
-        if limit == 0 and self._round is not None and not self._stopping.is_set():
-            # A claim round holds the free slots, and does not need them yet or any more:
-            # this commit's Steps start in it, not in the next round. They stay reserved.
-            limit = self._round.lend(HANDOFF_EXTRA_SLOTS)
+        limit = 0
+        if not self._stopping.is_set():
+            limit = self._reserve(0, most=HANDOFF_EXTRA_SLOTS)
+            if limit == 0 and self._round is not None:
+                # A claim round holds the free slots, and does not need them yet or any
+                # more: this commit's Steps start in it, not in the next round. They stay
+                # reserved.
+                limit = self._round.lend(HANDOFF_EXTRA_SLOTS)
         try:
             output, result = await self._engine.run_quietly(
                 lambda tx: work(tx, self.worker_id, limit),
