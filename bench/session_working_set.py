@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import workload
+from count_sweep import print_counts, run_counts
 from engine_overhead import rss_bytes
 from turn_child import EXPECTED_ANSWER
 
@@ -82,23 +82,20 @@ def main(argv: Sequence[str]) -> int:
         print(json.dumps(figures))
         return 0
     counts = [int(count) for count in args.sessions.split(",")]
-    results = {}
-    for count in counts:
-        command = [sys.executable, __file__, "--one", str(count)]
-        command += ["--depth", str(args.depth), "--rounds", str(args.rounds)]
-        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        results[count] = json.loads(out.splitlines()[-1])
-    base = results[counts[0]]
+    extra = ["--depth", str(args.depth), "--rounds", str(args.rounds)]
+    results = run_counts(__file__, counts, extra)
     print(f"a turn in each of N sessions of {args.depth} turns, in turn ({args.rounds} rounds)")
-    print("sessions  wall ms/turn  CPU ms/turn  RSS MiB  wall / first  CPU / first")
-    print("--------  ------------  -----------  -------  ------------  -----------")
-    for count in counts:
-        row = results[count]
-        print(
-            f"{count:>8}  {row['wall'] * 1000:12.2f}  {row['cpu'] * 1000:11.2f}"
-            f"  {row['rss'] / 2**20:7.0f}  {row['wall'] / base['wall']:11.2f}x"
-            f"  {row['cpu'] / base['cpu']:10.2f}x"
-        )
+    print_counts(
+        "sessions",
+        counts,
+        results,
+        [
+            ("wall ms/turn", "wall", 1000, 2),
+            ("CPU ms/turn", "cpu", 1000, 2),
+            ("RSS MiB", "rss", 2**-20, 0),
+        ],
+        [("wall / first", "wall"), ("CPU / first", "cpu")],
+    )
     return 0
 
 

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import workload
+from count_sweep import print_counts, run_counts
 from turn_child import EXPECTED_ANSWER
 
 from dex_agents.local import LocalRuntime
@@ -91,25 +91,15 @@ def main(argv: Sequence[str]) -> int:
         print(json.dumps(figures))
         return 0
     counts = [int(count) for count in args.followers.split(",")]
-    results = {}
-    for count in counts:
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", str(count), "--turns", str(args.turns)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        results[count] = json.loads(out.splitlines()[-1])
-    base = results[counts[0]]
+    results = run_counts(__file__, counts, ["--turns", str(args.turns)])
     print(f"a turn of one session while readers follow other, idle sessions ({args.turns} turns)")
-    print("followers  CPU ms/turn  wall ms/turn  CPU / first  wall / first")
-    print("---------  -----------  ------------  -----------  ------------")
-    for count in counts:
-        row = results[count]
-        print(
-            f"{count:>9}  {row['cpu'] * 1000:11.2f}  {row['wall'] * 1000:12.2f}"
-            f"  {row['cpu'] / base['cpu']:10.2f}x  {row['wall'] / base['wall']:11.2f}x"
-        )
+    print_counts(
+        "followers",
+        counts,
+        results,
+        [("CPU ms/turn", "cpu", 1000, 2), ("wall ms/turn", "wall", 1000, 2)],
+        [("CPU / first", "cpu"), ("wall / first", "wall")],
+    )
     return 0
 
 
