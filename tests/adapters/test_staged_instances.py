@@ -67,6 +67,16 @@ def test_staged_writes_never_reach_the_snapshot_they_are_read_over() -> None:
     assert snapshot.maps == {"Notes": {"a": '"one"'}}
 
 
+def test_equal_text_read_in_another_transaction_is_the_same_tuple() -> None:
+    # A chunk map read by every model call of a long session is paired and sorted once.
+    first = _state(MapLoad(NOTES)).instances(NOTES)
+    assert _state(MapLoad(NOTES)).instances(NOTES) is first
+    changed = _state(MapLoad(NOTES))
+    changed.set_instance(NOTES, "b", "changed")
+    assert changed.instances(NOTES) == (("a", "one"), ("b", "changed"), ("c", "three"))
+    assert _state(MapLoad(NOTES)).instances(NOTES) == first
+
+
 def test_a_map_read_again_with_no_write_between_is_the_same_tuple() -> None:
     state = _state(MapLoad(NOTES), MapLoad(OTHER))
     first = state.instances(NOTES)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from dex_agents.adapters.local.codec import taken_messages
+from dex_agents.adapters.local.decoded_maps import DECODED_MAPS
 from dex_agents.adapters.local.decoded_values import CACHED_TYPES, DECODED
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import MapLoad
@@ -358,14 +359,15 @@ class StagedState:
                     texts.pop(key, None)
                 else:
                     texts[key] = value
-            held = sorted(texts.items())
+            # Equal text as this session's last read of the map gives that read's tuple.
+            found = DECODED_MAPS.instances(self._flow_id, name, texts, value_type)
         else:
             if name not in self._instances:
                 self._check_loaded(attribute_map, None)  # raises: nothing of the map was loaded
             read = [(key, self._read(name, key)) for key in self.instance_keys(attribute_map)]
             held = [(key, text) for key, text in read if text is not None]
-        values = DECODED.decode_all([text for _, text in held], value_type)
-        found = tuple((key, value) for (key, _), value in zip(held, values, strict=True))
+            values = DECODED.decode_all([text for _, text in held], value_type)
+            found = tuple((key, value) for (key, _), value in zip(held, values, strict=True))
         if value_type in CACHED_TYPES:
             self._read_instances[name] = (value_type, found)
         return found

@@ -1,0 +1,108 @@
+"""Each session's whole-map reads, decoded and put in key order once while their text stays the same.
+
+A ``RunModel`` loads every kept message chunk, and the Steps that store messages
+load the whole window. Each chunk is decoded once per process
+(``decoded_values.py``), yet every Step still sorted the map's keys, looked each
+text up and paired it with its key again: a walk over every chunk at every
+model call, so a long session's calls cost more with each chunk that rolled
+over. The map's text changes only when a Step writes to it (a chunk only when
+messages roll over), so each session's last read of each whole map is kept
+with the tuple it gave, and a read of equal text gets that very tuple: one
+comparison of two dicts, in C, instead of a walk in Python.
+"""
+
+from __future__ import annotations
+
+import threading
+import typing
+from collections import OrderedDict
+from typing import Any, TypeVar
+
+from dex_agents.adapters.local.decoded_values import CACHED_TYPES, DECODED, DecodedValues
+
+T = TypeVar("T")
+
+DEFAULT_MAPS_KEPT = 1024
+"""How many whole-map reads are kept, at most: a few maps of each session a process serves."""
+
+DEFAULT_MAP_CHARS_KEPT = 8 * 1024 * 1024
+"""How much text the kept reads hold together, at most (least recently read dropped first):
+a kept read keeps its texts alive, as ``DecodedValues`` keeps its sequences' (a quarter of
+its bytes)."""
+
+_Kept = tuple[dict[str, str], tuple[tuple[str, Any], ...], int]
+
+
+class DecodedMaps:
+    """Per (session, map, value type), the last whole read: its texts by key, the
+    ``(key, value)`` pairs in key order it gave, and how many characters it holds.
+
+    Only values of ``CACHED_TYPES`` are kept: they are immutable all the way
+    down, so every reader may share them. Thread-safe: Steps read on the event
+    loop, RPCs on it or on a store thread.
+    """
+
+    def __init__(
+        self,
+        decoded: DecodedValues = DECODED,
+        *,
+        entries: int = DEFAULT_MAPS_KEPT,
+        most_chars: int = DEFAULT_MAP_CHARS_KEPT,
+    ) -> None:
+        self._decoded = decoded
+        self._entries = entries
+        self._most_chars = most_chars
+        self._chars = 0
+        self._kept: OrderedDict[tuple[str, str, Any], _Kept] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def instances(
+        self, flow_id: str, name: str, texts: dict[str, str], cls: type[T]
+    ) -> tuple[tuple[str, T], ...]:
+        """Every ``(key, value)`` of ``texts`` (a whole map's JSON by key) in key order,
+        each value decoded as ``cls``: the same tuple as the last read of ``flow_id``'s
+        map ``name`` when that read's texts were equal.
+
+        ``texts`` is kept as given: the caller must not change it afterwards.
+        """
+        key = (flow_id, name, cls)
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None and kept[0] == texts:
+                self._kept.move_to_end(key)
+                return typing.cast(tuple[tuple[str, T], ...], kept[1])
+        held = sorted(texts.items())
+        values = self._decoded.decode_all([text for _, text in held], cls)
+        found = tuple((key, value) for (key, _), value in zip(held, values, strict=True))
+        if cls in CACHED_TYPES:
+            self._keep(key, texts, found)
+        return found
+
+    def _keep(
+        self, key: tuple[str, str, Any], texts: dict[str, str], found: tuple[Any, ...]
+    ) -> None:
+        chars = sum(map(len, texts.values()))
+        if chars > self._most_chars:
+            return
+        with self._lock:
+            previous = self._kept.pop(key, None)
+            if previous is not None:
+                self._chars -= previous[2]
+            self._kept[key] = (texts, found, chars)
+            self._chars += chars
+            while len(self._kept) > self._entries or self._chars > self._most_chars:
+                _, (_, _, dropped) = self._kept.popitem(last=False)
+                self._chars -= dropped
+
+    def clear(self) -> None:
+        """Forget every kept read."""
+        with self._lock:
+            self._kept.clear()
+            self._chars = 0
+
+
+DECODED_MAPS = DecodedMaps()
+"""This process's kept whole-map reads, shared by every transaction's ``StagedState``."""

@@ -1,0 +1,108 @@
+"""Whole-map reads kept per session: equal text gives the very tuple, any change a new one."""
+
+from __future__ import annotations
+
+import pytest
+
+from dex_agents.adapters.local.decoded_maps import DecodedMaps
+from dex_agents.adapters.local.decoded_values import DecodedValues
+from dex_agents.domain.state import AgentState, AgentStatus, TurnSessionSettings
+from dex_agents.domain.wire import to_json
+
+TEXTS = {"b": '"two"', "a": '"one"', "c": '"three"'}
+
+
+def _maps(**bounds: int) -> DecodedMaps:
+    return DecodedMaps(DecodedValues(), **bounds)
+
+
+def test_a_map_reads_in_key_order_decoded() -> None:
+    maps = _maps()
+    assert maps.instances("s1", "Notes", dict(TEXTS), str) == (
+        ("a", "one"),
+        ("b", "two"),
+        ("c", "three"),
+    )
+
+
+def test_equal_text_read_again_is_the_same_tuple() -> None:
+    maps = _maps()
+    first = maps.instances("s1", "Notes", dict(TEXTS), str)
+    # Another transaction's copy, in another order: equal text all the same.
+    again = maps.instances("s1", "Notes", dict(reversed(list(TEXTS.items()))), str)
+    assert again is first
+
+
+@pytest.mark.parametrize(
+    ("texts", "expected"),
+    [
+        ({**TEXTS, "b": '"changed"'}, (("a", "one"), ("b", "changed"), ("c", "three"))),
+        ({**TEXTS, "d": '"four"'}, (("a", "one"), ("b", "two"), ("c", "three"), ("d", "four"))),
+        ({"a": '"one"', "c": '"three"'}, (("a", "one"), ("c", "three"))),
+        (
+            {"a": '"one"', "b": '"two"', "z": '"three"'},
+            (("a", "one"), ("b", "two"), ("z", "three")),
+        ),
+        ({}, ()),
+    ],
+    ids=["a value changed", "a key added", "a key deleted", "a key renamed", "emptied"],
+)
+def test_any_change_to_the_text_reads_anew(
+    texts: dict[str, str], expected: tuple[tuple[str, str], ...]
+) -> None:
+    maps = _maps()
+    maps.instances("s1", "Notes", dict(TEXTS), str)
+    assert maps.instances("s1", "Notes", texts, str) == expected
+    # The changed read is now the one kept.
+    assert maps.instances("s1", "Notes", dict(texts), str) == expected
+
+
+def test_sessions_maps_and_value_types_are_kept_apart() -> None:
+    maps = _maps()
+    notes = maps.instances("s1", "Notes", dict(TEXTS), str)
+    other_session = maps.instances("s2", "Notes", {"a": '"elsewhere"'}, str)
+    other_map = maps.instances("s1", "Other", {"a": '"other"'}, str)
+    assert other_session == (("a", "elsewhere"),)
+    assert other_map == (("a", "other"),)
+    assert maps.instances("s1", "Notes", dict(TEXTS), str) is notes
+    state = AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=3)
+    assert maps.instances("s1", "Notes", {"a": to_json(state)}, AgentState) == (("a", state),)
+    assert len(maps) == 4
+
+
+def test_a_mutable_value_type_is_decoded_afresh_and_not_kept() -> None:
+    maps = _maps()
+    texts = {"a": to_json(TurnSessionSettings(turn_id="turn-1", settings={"model": "a"}))}
+    first = maps.instances("s1", "Settings", dict(texts), TurnSessionSettings)
+    again = maps.instances("s1", "Settings", dict(texts), TurnSessionSettings)
+    assert again == first
+    assert again[0][1] is not first[0][1]
+    assert len(maps) == 0
+
+
+def test_the_kept_reads_are_bounded_in_count_and_in_text() -> None:
+    by_count = _maps(entries=2)
+    for session in ("s1", "s2", "s3"):
+        by_count.instances(session, "Notes", dict(TEXTS), str)
+    assert len(by_count) == 2
+    first = by_count.instances("s2", "Notes", dict(TEXTS), str)
+    by_count.instances("s4", "Notes", dict(TEXTS), str)  # drops s3, read before s2
+    assert by_count.instances("s2", "Notes", dict(TEXTS), str) is first
+    chars = sum(map(len, TEXTS.values()))
+    by_chars = _maps(most_chars=2 * chars)
+    too_long = {**TEXTS, "d": '"' + "1" * 2 * chars + '"'}
+    by_chars.instances("s1", "Notes", too_long, str)  # more text than all may hold: not kept
+    assert len(by_chars) == 0
+    for session in ("s1", "s2", "s3"):
+        by_chars.instances(session, "Notes", dict(TEXTS), str)
+    assert len(by_chars) == 2
+
+
+def test_a_map_read_again_replaces_what_it_weighed() -> None:
+    chars = sum(map(len, TEXTS.values()))
+    maps = _maps(most_chars=2 * chars)
+    for _ in range(5):  # one session's read replaced again and again: never over its bound
+        maps.instances("s1", "Notes", dict(TEXTS), str)
+        maps.instances("s1", "Notes", {**TEXTS, "b": '"six"'}, str)
+    maps.instances("s2", "Notes", dict(TEXTS), str)
+    assert len(maps) == 2
