@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -239,6 +240,39 @@ def test_sqlite_keeps_write_once_values_it_has_read(tmp_path: Path) -> None:
         '"changed"'
     }
     fresh.close()
+    store.close()
+
+
+def test_keys_another_connection_adds_or_deletes_change_the_whole_kept_map(
+    tmp_path: Path,
+) -> None:
+    # A session's chunks are kept whole once read; another process rolls messages over
+    # into a new chunk, or retention deletes the oldest: the next whole read has those keys.
+    path = tmp_path / "flows.sqlite3"
+    store, other = SqliteFlowStore(path), SqliteFlowStore(path)
+
+    def whole() -> dict[str, str]:
+        return store.read(lambda tx: tx.get_write_once_values("f1", "chunks"))
+
+    def put(*keys: str) -> Callable[[StoreTransaction], None]:
+        def write(tx: StoreTransaction) -> None:
+            for key in keys:
+                tx.put_value("f1", "chunks", key, f'"{key}"')
+
+        return write
+
+    store.run(put("00001", "00002"))
+    assert whole() == {"00001": '"00001"', "00002": '"00002"'}
+    assert whole() == {"00001": '"00001"', "00002": '"00002"'}  # served from what was kept
+    other.run(put("00003"))
+    assert whole() == {"00001": '"00001"', "00002": '"00002"', "00003": '"00003"'}
+    other.run(lambda tx: tx.delete_value("f1", "chunks", "00001"))
+    assert whole() == {"00002": '"00002"', "00003": '"00003"'}
+    # This store kept 00001 through the other's delete: as many keys kept as the map
+    # holds now, but not the same ones.
+    other.run(put("00004"))
+    assert whole() == {"00002": '"00002"', "00003": '"00003"', "00004": '"00004"'}
+    other.close()
     store.close()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
 
 
@@ -36,3 +38,32 @@ def test_the_map_loaded_least_recently_goes_first_past_the_bound() -> None:
     # A value larger than a quarter of the bound is never kept.
     kept.keep("f4", "chunks", {"001": "w" * 26})
     assert kept.known("f4", "chunks", ["001"]) == {}
+
+
+@pytest.mark.parametrize(
+    ("keys", "whole"),
+    [
+        ({"001", "002"}, {"001": "a", "002": "b"}),
+        ({"001"}, None),  # a key kept beyond those asked
+        ({"001", "002", "003"}, None),  # a key not kept
+        ({"001", "003"}, None),
+        (set(), None),
+    ],
+    ids=["exactly the kept keys", "fewer", "one more", "another", "none"],
+)
+def test_the_whole_map_comes_back_only_when_every_key_and_no_other_is_kept(
+    keys: set[str], whole: dict[str, str] | None
+) -> None:
+    kept = WriteOnceValues()
+    kept.keep("f1", "chunks", {"002": "b", "001": "a"})
+    assert kept.known_all("f1", "chunks", keys) == whole
+    assert kept.known_all("f2", "chunks", keys) is None
+
+
+def test_the_whole_map_is_a_copy_the_caller_may_change() -> None:
+    kept = WriteOnceValues()
+    kept.keep("f1", "chunks", {"001": "a"})
+    whole = kept.known_all("f1", "chunks", {"001"})
+    assert whole == {"001": "a"}
+    whole["002"] = "b"
+    assert kept.known_all("f1", "chunks", {"001"}) == {"001": "a"}

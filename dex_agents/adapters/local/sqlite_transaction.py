@@ -307,6 +307,11 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             if kept_keys is None:
                 rows = self._execute(ATTRIBUTE_KEYS_SELECT, (flow_id, name)).fetchall()
                 kept_keys = known.map_keys[name] = {key for (key,) in rows}
+            # A long session's chunks are all kept, and sorting and picking them one by one
+            # was a walk over every chunk at every model call.
+            whole = self._write_once.known_all(flow_id, name, kept_keys)
+            if whole is not None:
+                return whole
             keys = sorted(kept_keys)
         else:
             keys = sorted(set(keys))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 DEFAULT_WRITE_ONCE_CACHE_BYTES = 16 * 1024 * 1024
 """How much value text one store keeps, at most (least recently used dropped first)."""
@@ -42,6 +42,16 @@ class WriteOnceValues:
                 return {}
             self._maps.move_to_end((flow_id, name))
             return {key: kept[key] for key in keys if key in kept}
+
+    def known_all(self, flow_id: str, name: str, keys: Collection[str]) -> dict[str, str] | None:
+        """Every kept value of the map, when the keys kept are exactly ``keys`` (all the map
+        holds); otherwise ``None``, and ``known`` tells which of them are kept."""
+        with self._lock:
+            kept = self._maps.get((flow_id, name))
+            if kept is None or len(kept) != len(keys) or kept.keys() != keys:
+                return None
+            self._maps.move_to_end((flow_id, name))
+            return dict(kept)
 
     def keep(self, flow_id: str, name: str, values: dict[str, str]) -> None:
         """Keep ``values`` (read from the store) by key."""
