@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from dex_agents.adapters.local.decoded_maps import DecodedMaps
@@ -106,3 +108,38 @@ def test_a_map_read_again_replaces_what_it_weighed() -> None:
         maps.instances("s1", "Notes", {**TEXTS, "b": '"six"'}, str)
     maps.instances("s2", "Notes", dict(TEXTS), str)
     assert len(maps) == 2
+
+
+@pytest.mark.parametrize(
+    ("texts", "extends"),
+    [
+        ({**TEXTS, "d": '"four"'}, True),
+        ({**TEXTS, "e": '"five"', "d": '"four"'}, True),
+        ({**TEXTS, "bb": '"between"'}, False),  # a key among the kept ones
+        ({**TEXTS, "0": '"first"'}, False),
+        ({**TEXTS, "b": '"changed"', "d": '"four"'}, False),  # a kept text changed
+        ({"a": '"one"', "c": '"three"', "d": '"four"'}, False),  # one kept key gone
+    ],
+    ids=["one key after", "two after", "one between", "one before", "changed", "dropped"],
+)
+def test_a_read_that_only_adds_keys_after_the_last_extends_its_tuple(
+    texts: dict[str, str], extends: bool
+) -> None:
+    maps = _maps()
+    first = maps.instances("s1", "Notes", dict(TEXTS), str)
+    read = maps.instances("s1", "Notes", dict(texts), str)
+    assert read == tuple((key, json.loads(texts[key])) for key in sorted(texts))
+    assert all(a is b for a, b in zip(first, read, strict=False)) is extends
+    # The extended read is the one kept now, whichever way it was made.
+    assert maps.instances("s1", "Notes", dict(texts), str) is read
+
+
+def test_an_extended_read_weighs_its_whole_text() -> None:
+    chars = sum(map(len, TEXTS.values()))
+    maps = _maps(most_chars=chars + 6)
+    maps.instances("s1", "Notes", dict(TEXTS), str)
+    four = {**TEXTS, "d": '"four"'}  # six characters more: the bound
+    assert maps.instances("s1", "Notes", four, str) is maps.instances("s1", "Notes", four, str)
+    five = {**four, "e": '"e"'}
+    # Past the bound: not kept, so read again it is paired again.
+    assert maps.instances("s1", "Notes", five, str) is not maps.instances("s1", "Notes", five, str)

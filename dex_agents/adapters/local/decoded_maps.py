@@ -8,7 +8,9 @@ model call, so a long session's calls cost more with each chunk that rolled
 over. The map's text changes only when a Step writes to it (a chunk only when
 messages roll over), so each session's last read of each whole map is kept
 with the tuple it gave, and a read of equal text gets that very tuple: one
-comparison of two dicts, in C, instead of a walk in Python.
+comparison of two dicts, in C, instead of a walk in Python. A read that only
+adds keys after the last read's (a Step stored messages: the window's new
+messages have the highest sequences) extends that tuple by the new pairs.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ class DecodedMaps:
     ) -> tuple[tuple[str, T], ...]:
         """Every ``(key, value)`` of ``texts`` (a whole map's JSON by key) in key order,
         each value decoded as ``cls``: the same tuple as the last read of ``flow_id``'s
-        map ``name`` when that read's texts were equal.
+        map ``name`` when that read's texts were equal, and that tuple extended when
+        ``texts`` only adds keys after its own.
 
         ``texts`` is kept as given: the caller must not change it afterwards.
         """
@@ -74,17 +77,27 @@ class DecodedMaps:
             if kept is not None and kept[0] == texts:
                 self._kept.move_to_end(key)
                 return typing.cast(tuple[tuple[str, T], ...], kept[1])
+        if kept is not None and (added := _appended(kept, texts)) is not None:
+            # A Step stored messages: the window is the last read with keys after its own.
+            found = kept[1] + tuple(
+                (each, self._decoded.decode(texts[each], cls)) for each in added
+            )
+            self._keep(key, texts, found, kept[2] + sum(len(texts[each]) for each in added))
+            return typing.cast(tuple[tuple[str, T], ...], found)
         held = sorted(texts.items())
         values = self._decoded.decode_all([text for _, text in held], cls)
         found = tuple((key, value) for (key, _), value in zip(held, values, strict=True))
         if cls in CACHED_TYPES:
-            self._keep(key, texts, found)
+            self._keep(key, texts, found, sum(map(len, texts.values())))
         return found
 
     def _keep(
-        self, key: tuple[str, str, Any], texts: dict[str, str], found: tuple[Any, ...]
+        self,
+        key: tuple[str, str, Any],
+        texts: dict[str, str],
+        found: tuple[Any, ...],
+        chars: int,
     ) -> None:
-        chars = sum(map(len, texts.values()))
         if chars > self._most_chars:
             return
         with self._lock:
@@ -102,6 +115,18 @@ class DecodedMaps:
         with self._lock:
             self._kept.clear()
             self._chars = 0
+
+
+def _appended(kept: _Kept, texts: dict[str, str]) -> list[str] | None:
+    """The keys of ``texts`` beyond the kept read's, in key order, when ``texts`` holds every
+    kept text unchanged and only keys after the kept ones besides; otherwise ``None``."""
+    before, found, _ = kept
+    if len(texts) <= len(before) or not before.items() <= texts.items():
+        return None
+    added = sorted(texts.keys() - before.keys())
+    if found and added[0] <= found[-1][0]:
+        return None  # a key among the kept ones: the pairs are sorted again
+    return added
 
 
 DECODED_MAPS = DecodedMaps()
