@@ -294,3 +294,14 @@ def test_an_event_with_a_mapping_payload_is_decoded_for_each_reader() -> None:
     assert first == second == event
     assert first is not event
     assert second is not first
+
+
+def test_pairs_keep_their_keys_in_order_with_the_values_decode_all_gives() -> None:
+    values = DecodedValues()
+    texts = _states(0, 3)
+    held = [("c", texts[0]), ("a", texts[1]), ("b", texts[2])]
+    pairs = values.decode_pairs(held, AgentState)
+    assert [key for key, _ in pairs] == ["c", "a", "b"]
+    assert all(
+        a is b for (_, a), b in zip(pairs, values.decode_all(texts, AgentState), strict=True)
+    )

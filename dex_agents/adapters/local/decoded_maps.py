@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import typing
 from collections import OrderedDict
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from dex_agents.adapters.local.decoded_values import CACHED_TYPES, DECODED, DecodedValues
 
@@ -32,7 +32,13 @@ DEFAULT_MAP_CHARS_KEPT = 8 * 1024 * 1024
 a kept read keeps its texts alive, as ``DecodedValues`` keeps its sequences' (a quarter of
 its bytes)."""
 
-_Kept = tuple[dict[str, str], tuple[tuple[str, Any], ...], int]
+
+class _Read(NamedTuple):
+    """One kept whole-map read."""
+
+    texts: dict[str, str]
+    pairs: tuple[tuple[str, Any], ...]
+    chars: int
 
 
 class DecodedMaps:
@@ -55,7 +61,7 @@ class DecodedMaps:
         self._entries = entries
         self._most_chars = most_chars
         self._chars = 0
-        self._kept: OrderedDict[tuple[str, str, Any], _Kept] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, str, Any], _Read] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -74,19 +80,17 @@ class DecodedMaps:
         key = (flow_id, name, cls)
         with self._lock:
             kept = self._kept.get(key)
-            if kept is not None and kept[0] == texts:
+            if kept is not None and kept.texts == texts:
                 self._kept.move_to_end(key)
-                return typing.cast(tuple[tuple[str, T], ...], kept[1])
+                return typing.cast(tuple[tuple[str, T], ...], kept.pairs)
         if kept is not None and (added := _appended(kept, texts)) is not None:
             # A Step stored messages: the window is the last read with keys after its own.
-            found = kept[1] + tuple(
+            found = kept.pairs + tuple(
                 (each, self._decoded.decode(texts[each], cls)) for each in added
             )
-            self._keep(key, texts, found, kept[2] + sum(len(texts[each]) for each in added))
+            self._keep(key, texts, found, kept.chars + sum(len(texts[each]) for each in added))
             return typing.cast(tuple[tuple[str, T], ...], found)
-        held = sorted(texts.items())
-        values = self._decoded.decode_all([text for _, text in held], cls)
-        found = tuple((key, value) for (key, _), value in zip(held, values, strict=True))
+        found = self._decoded.decode_pairs(sorted(texts.items()), cls)
         if cls in CACHED_TYPES:
             self._keep(key, texts, found, sum(map(len, texts.values())))
         return found
@@ -103,12 +107,12 @@ class DecodedMaps:
         with self._lock:
             previous = self._kept.pop(key, None)
             if previous is not None:
-                self._chars -= previous[2]
-            self._kept[key] = (texts, found, chars)
+                self._chars -= previous.chars
+            self._kept[key] = _Read(texts, found, chars)
             self._chars += chars
             while len(self._kept) > self._entries or self._chars > self._most_chars:
-                _, (_, _, dropped) = self._kept.popitem(last=False)
-                self._chars -= dropped
+                _, dropped = self._kept.popitem(last=False)
+                self._chars -= dropped.chars
 
     def clear(self) -> None:
         """Forget every kept read."""
@@ -117,14 +121,14 @@ class DecodedMaps:
             self._chars = 0
 
 
-def _appended(kept: _Kept, texts: dict[str, str]) -> list[str] | None:
+def _appended(kept: _Read, texts: dict[str, str]) -> list[str] | None:
     """The keys of ``texts`` beyond the kept read's, in key order, when ``texts`` holds every
     kept text unchanged and only keys after the kept ones besides; otherwise ``None``."""
-    before, found, _ = kept
+    before = kept.texts
     if len(texts) <= len(before) or not before.items() <= texts.items():
         return None
     added = sorted(texts.keys() - before.keys())
-    if found and added[0] <= found[-1][0]:
+    if kept.pairs and added[0] <= kept.pairs[-1][0]:
         return None  # a key among the kept ones: the pairs are sorted again
     return added
 

@@ -158,6 +158,14 @@ class DecodedValues:
                     (_, evicted), _ = self._values.popitem(last=False)
                     self._bytes -= len(evicted)
 
+    def decode_pairs(
+        self, held: Sequence[tuple[str, str]], cls: type[T]
+    ) -> tuple[tuple[str, T], ...]:
+        """Each ``(key, text)`` of ``held`` as ``(key, value)``, in order, the texts decoded
+        together as ``decode_all`` decodes them: an AttributeMap's instances as read."""
+        values = self.decode_all([text for _, text in held], cls)
+        return tuple((key, value) for (key, _), value in zip(held, values, strict=True))
+
     def decode_all(self, texts: Sequence[str], cls: type[T]) -> list[T]:
         """``decode`` of each of ``texts``, in order, looked up under one hold of the lock.
 

@@ -366,8 +366,7 @@ class StagedState:
                 self._check_loaded(attribute_map, None)  # raises: nothing of the map was loaded
             read = [(key, self._read(name, key)) for key in self.instance_keys(attribute_map)]
             held = [(key, text) for key, text in read if text is not None]
-            values = DECODED.decode_all([text for _, text in held], value_type)
-            found = tuple((key, value) for (key, _), value in zip(held, values, strict=True))
+            found = DECODED.decode_pairs(held, value_type)
         if value_type in CACHED_TYPES:
             self._read_instances[name] = (value_type, found)
         return found
