@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence, Set
 
 DEFAULT_WRITE_ONCE_CACHE_BYTES = 16 * 1024 * 1024
 """How much value text one store keeps, at most (least recently used dropped first)."""
@@ -43,12 +43,12 @@ class WriteOnceValues:
             self._maps.move_to_end((flow_id, name))
             return {key: kept[key] for key in keys if key in kept}
 
-    def known_all(self, flow_id: str, name: str, keys: Collection[str]) -> dict[str, str] | None:
+    def known_all(self, flow_id: str, name: str, keys: Set[str]) -> dict[str, str] | None:
         """Every kept value of the map, when the keys kept are exactly ``keys`` (all the map
         holds); otherwise ``None``, and ``known`` tells which of them are kept."""
         with self._lock:
             kept = self._maps.get((flow_id, name))
-            if kept is None or len(kept) != len(keys) or kept.keys() != keys:
+            if kept is None or kept.keys() != keys:
                 return None
             self._maps.move_to_end((flow_id, name))
             return dict(kept)
