@@ -7,19 +7,24 @@ is. The ID it hands out before the row is written is one past the last this
 connection inserted, which is what ``AUTOINCREMENT`` gives while no other
 connection inserts; after another connection commits, or a rollback, the next
 insert runs at once and learns it again.
+
+An update of a row the transaction read or wrote waits the same way, merged
+with the updates after it: a Step run in a commit goes from ready to running
+and finished in it, in one UPDATE. Neither is written when a savepoint begins;
+a rollback to the savepoint brings back what was unwritten when it began.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import ExecutionStatus, StoreTransaction
-from tests.adapters.flow_store_rows import add_executions, at, execution
+from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus, StoreTransaction
+from tests.adapters.flow_store_rows import T0, add_executions, at, execution
 from tests.adapters.traced_sql import sqlite_store_with_a_flow, traced_statements
 
 
@@ -129,3 +134,154 @@ def test_a_transaction_that_rolls_back_leaves_no_execution_and_the_next_insert_w
         ("Step-0", "ready", None),
         ("Step-1", "running", "worker-1"),
     ]
+
+
+def _ran(tx: StoreTransaction, execution_id: int) -> ExecutionRow:
+    """Claim the stored execution ``execution_id`` as a claim does; return its row."""
+    row = tx.get_execution(execution_id)
+    assert row is not None
+    row.status = ExecutionStatus.RUNNING
+    row.first_attempt_at = at(1)
+    row.lease_owner = "worker-1"
+    row.lease_expires_at = at(30)
+    tx.update_execution(row)
+    return row
+
+
+def _finished(tx: StoreTransaction, row: ExecutionRow) -> None:
+    row.status = ExecutionStatus.COMPLETED
+    row.lease_owner = None
+    row.lease_expires_at = None
+    row.finished_at = at(2)
+    tx.update_execution(row)
+
+
+def _fails(tx: StoreTransaction, first: Callable[[], object]) -> Callable[[], None]:
+    def work() -> None:
+        first()
+        raise ValueError("this work fails")
+
+    return work
+
+
+def _status(path: Path, execution_id: int) -> tuple[str, str | None]:
+    rows = {row[0]: (row[2], row[3]) for row in _stored(path)}
+    return rows[execution_id]
+
+
+def _first_id(store: SqliteFlowStore) -> int:
+    return store.read(lambda tx: tx.flow_executions("f1")[0].id)
+
+
+def test_a_stored_execution_claimed_and_finished_in_one_commit_is_updated_once(
+    store: SqliteFlowStore,
+) -> None:
+    execution_id = _first_id(store)
+
+    def work(tx: StoreTransaction) -> None:
+        _finished(tx, _ran(tx, execution_id))
+
+    with traced_statements(store) as statements:
+        store.run(work)
+    assert _step_execution_writes(statements) == ["UPDATE step_executions"]
+    assert _status(store.path, execution_id) == ("completed", None)
+    read = store.read(lambda tx: tx.get_execution(execution_id))
+    assert read is not None
+    assert (read.first_attempt_at, read.finished_at) == (at(1), at(2))
+    assert read.created_at == T0
+
+
+def test_a_statement_that_reads_executions_sees_the_unwritten_updates(
+    store: SqliteFlowStore,
+) -> None:
+    execution_id = _first_id(store)
+
+    def work(tx: StoreTransaction) -> list[ExecutionStatus]:
+        row = _ran(tx, execution_id)
+        listed = [row.status for row in tx.flow_executions("f1")]  # a query of the table
+        _finished(tx, row)
+        return listed
+
+    with traced_statements(store) as statements:
+        assert store.run(work) == [ExecutionStatus.RUNNING]
+    assert _step_execution_writes(statements) == ["UPDATE step_executions"] * 2
+    assert _status(store.path, execution_id) == ("completed", None)
+
+
+def test_updates_before_and_in_a_savepoint_that_holds_are_one_update(
+    store: SqliteFlowStore,
+) -> None:
+    execution_id = _first_id(store)
+
+    def work(tx: StoreTransaction) -> None:
+        row = _ran(tx, execution_id)
+        assert tx.run_undoable(lambda: _finished(tx, row)).error is None
+
+    with traced_statements(store) as statements:
+        store.run(work)
+    assert _step_execution_writes(statements) == ["UPDATE step_executions"]
+    assert _status(store.path, execution_id) == ("completed", None)
+
+
+@pytest.mark.parametrize("read_in_it", [False, True], ids=["nothing read", "a read wrote them"])
+def test_a_savepoint_rolled_back_keeps_the_updates_from_before_it(
+    store: SqliteFlowStore, read_in_it: bool
+) -> None:
+    execution_id = _first_id(store)
+
+    def in_savepoint(tx: StoreTransaction, row: ExecutionRow) -> None:
+        if read_in_it:  # the claim's UPDATE runs in the savepoint, and is rolled back with it
+            tx.flow_executions("f1")
+        _finished(tx, row)
+
+    def work(tx: StoreTransaction) -> None:
+        row = _ran(tx, execution_id)
+        outcome = tx.run_undoable(_fails(tx, lambda: in_savepoint(tx, row)))
+        assert isinstance(outcome.error, ValueError)
+
+    store.run(work)
+    assert _status(store.path, execution_id) == ("running", "worker-1")
+
+
+@pytest.mark.parametrize("read_in_it", [False, True], ids=["nothing read", "a read wrote it"])
+def test_a_savepoint_rolled_back_keeps_the_insert_from_before_it(
+    store: SqliteFlowStore, read_in_it: bool
+) -> None:
+    def in_savepoint(tx: StoreTransaction) -> None:
+        if read_in_it:
+            tx.flow_executions("f1")
+
+    def work(tx: StoreTransaction) -> int:
+        new_id = _claimed_in_its_own_commit(tx, "Step-1")
+        outcome = tx.run_undoable(_fails(tx, lambda: in_savepoint(tx)))
+        assert isinstance(outcome.error, ValueError)
+        return new_id
+
+    new_id = store.run(work)
+    assert _status(store.path, new_id) == ("running", "worker-1")
+    then = store.run(lambda tx: _claimed_in_its_own_commit(tx, "Step-2"))
+    assert then > new_id
+
+
+def test_an_update_after_a_rolled_back_savepoint_lands_after_the_kept_one(
+    store: SqliteFlowStore,
+) -> None:
+    execution_id = _first_id(store)
+
+    def work(tx: StoreTransaction) -> None:
+        row = _ran(tx, execution_id)
+        tx.run_undoable(_fails(tx, lambda: _finished(tx, row)))
+        # What the transaction saw was forgotten with the rollback: this update writes anew.
+        _finished(tx, row)
+
+    store.run(work)
+    assert _status(store.path, execution_id) == ("completed", None)
+
+
+def test_a_read_that_updates_an_execution_it_read_is_refused_at_once(
+    store: SqliteFlowStore,
+) -> None:
+    execution_id = _first_id(store)
+    with pytest.raises(RuntimeError, match="must not write"):
+        store.read(lambda tx: _ran(tx, execution_id))
+    assert _status(store.path, execution_id) == ("ready", None)

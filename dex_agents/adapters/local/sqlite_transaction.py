@@ -116,6 +116,12 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         # that creates them, so their INSERT waits for the commit, or for the first
         # statement that reads step_executions, and carries what the updates changed.
         self._unwritten: dict[int, list[object]] = {}
+        # Stored executions this transaction changed and has not written yet, by ID: their
+        # stored values now and the ``EXECUTION_DATA`` positions changed since they were
+        # written. A Step run in a commit goes from waiting to ready, running and finished
+        # in it: one UPDATE, at the commit or before the next statement that names
+        # step_executions, carries all three.
+        self._unupdated: dict[int, tuple[list[object], frozenset[int]]] = {}
         self._depth = 0  # savepoints open
         self._forget_channel_reads()  # none read yet (``SqliteChannels``)
         # The Flow runs whose kept rows (``KnownRows``) this transaction wrote: logged in its
@@ -163,7 +169,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         if self._begin is not None:
             begin, self._begin = self._begin, None
             begin()
-        if self._unwritten and _EXECUTIONS in sql:
+        if (self._unwritten or self._unupdated) and _EXECUTIONS in sql:
             self._write_unwritten()
         return self._connection.execute(sql, params)
 
@@ -171,6 +177,9 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         unwritten, self._unwritten = self._unwritten, {}
         for execution_id, values in unwritten.items():
             self._execute(EXECUTION_INSERT_WITH_ID, [*values, execution_id])
+        unupdated, self._unupdated = self._unupdated, {}
+        for execution_id, (values, changed) in unupdated.items():
+            self._execute(*_execution_update(execution_id, values, sorted(changed)))
 
     def run_undoable(self, work: Callable[[], Any]) -> BatchOutcome:
         """Run ``work`` in a savepoint; an ``Exception`` it raises rolls back to it.
@@ -179,9 +188,11 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         depth. An error of SQLite itself is raised: the transaction is unusable.
         """
         name = f"work_{self._depth}"
-        # What is unsaved or unwritten then belongs to this savepoint alone.
-        self._write_unwritten()
+        # What is unsaved then belongs to this savepoint alone. Executions not yet written
+        # stay so: a rollback to it brings back what they were when it began (their values
+        # are replaced, never changed in place, so a copy of each map holds them).
         self._stream.save_sizes()
+        unwritten, unupdated = dict(self._unwritten), dict(self._unupdated)
         self._execute(f"SAVEPOINT {name}")
         appended, written_once = len(self.appended), len(self.written_once)
         self._depth += 1
@@ -193,7 +204,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             self._execute(f"ROLLBACK TO {name}")
             self._execute(f"RELEASE {name}")
             # They may hold what was just undone.
-            self._unwritten.clear()
+            self._unwritten, self._unupdated = unwritten, unupdated
             self._executions_seen.clear()
             self._forget_channel_reads()
             self._known.forget()
@@ -422,6 +433,12 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
                 return
         if row.id in self._unwritten:
             self._unwritten[row.id] = values  # its INSERT, at the commit, carries them
+        elif changed is not None:
+            # Read or written in this write transaction (a read keeps no rows seen), so
+            # stored: its UPDATE can wait.
+            pending = self._unupdated.get(row.id)
+            positions = frozenset(changed) if pending is None else pending[1].union(changed)
+            self._unupdated[row.id] = (values, positions)
         elif self._execute(*_execution_update(row.id, values, changed)).rowcount == 0:
             raise LookupError(f"no Step execution with store ID {row.id} is stored")
         self._changed.add(row.flow_id)
