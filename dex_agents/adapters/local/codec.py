@@ -219,16 +219,39 @@ def decode_recovery(text: str | None) -> RecoveryError | None:
     )
 
 
+_MOST_TOKENS_KEPT = 4096
+"""How many resume tokens this process made are kept with what they name, to read back."""
+
+# Token -> (session, event ID), of tokens this process made: a Stream reader hands back the
+# token of the event it was given, several times a turn, and decoding it (base64, then JSON)
+# cost as much as the read that served the event. Emptied when full.
+_made_tokens: dict[str, tuple[str, int]] = {}
+
+
 def encode_resume_token(flow_id: str, event_id: int) -> str:
     """An opaque Stream resume token that names its session, so another session's is refused."""
-    raw = _dumps([flow_id, event_id]).encode("utf-8")
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    # The compact JSON of [flow_id, event_id], as tokens always were.
+    raw = f"[{json.dumps(flow_id)},{int(event_id)}]".encode()
+    token = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    if len(_made_tokens) >= _MOST_TOKENS_KEPT:
+        _made_tokens.clear()
+    _made_tokens[token] = (flow_id, event_id)
+    return token
 
 
 def decode_resume_token(flow_id: str, token: str) -> int:
     """The event ID a token resumes after; ``InvalidResumeTokenError`` for any other token."""
     if token == "":
         return 0
+    made = _made_tokens.get(token)
+    parts: tuple[object, int] = made if made is not None else _token_parts(token)
+    named, event_id = parts
+    if named != flow_id:
+        raise InvalidResumeTokenError(f"the resume token belongs to another session, not {flow_id}")
+    return event_id
+
+
+def _token_parts(token: str) -> tuple[object, int]:
     try:
         padded = token + "=" * (-len(token) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
@@ -241,6 +264,4 @@ def decode_resume_token(flow_id: str, token: str) -> int:
         or isinstance(data[1], bool)
     ):
         raise InvalidResumeTokenError(f"malformed stream resume token {token!r}")
-    if data[0] != flow_id:
-        raise InvalidResumeTokenError(f"the resume token belongs to another session, not {flow_id}")
-    return int(data[1])
+    return data[0], int(data[1])
