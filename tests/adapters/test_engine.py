@@ -275,6 +275,30 @@ async def test_stream_events_resume_without_repeats_and_refuse_bad_tokens(stack:
         await stack.client.read_stream(stack.flow, "s1", "not a token!")
 
 
+async def test_reading_the_stream_of_an_unknown_session_is_refused(stack: Stack) -> None:
+    await stack.client.start_flow(stack.flow, "s1", "x")
+    with pytest.raises(FlowNotFoundError, match="no session with ID 'nope'"):
+        await stack.client.read_stream(stack.flow, "nope", "", poll_timeout=timedelta(seconds=1))
+
+
+async def test_a_stream_read_that_finds_events_does_not_look_the_session_up(
+    tmp_path: Path,
+) -> None:
+    from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+    from tests.adapters.traced_sql import traced_statements
+
+    async with running_stack(SqliteFlowStore(tmp_path / "engine.sqlite3")) as writer:
+        await writer.client.start_flow(writer.flow, "s1", "x")
+        await writer.client.invoke_rpc(writer.flow, "s1", "send", "a")
+        # Another connection reads, as a client in another process: no kept row, no own event.
+        reader_store = SqliteFlowStore(tmp_path / "engine.sqlite3")
+        async with running_stack(reader_store, worker=False) as reader:
+            with traced_statements(reader_store) as statements:
+                first = await reader.client.read_stream(reader.flow, "s1", "")
+            assert first.value == "started x"
+            assert not [sql for sql in statements if "FROM flows" in sql]
+
+
 async def test_a_long_poll_wakes_for_a_new_event(stack: Stack) -> None:
     await stack.client.start_flow(stack.flow, "s1", "x")
     first = await stack.client.read_stream(stack.flow, "s1", "", poll_timeout=timedelta(seconds=5))

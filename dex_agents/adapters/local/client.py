@@ -315,9 +315,12 @@ class LocalFlowClient:
         while True:
 
             def read(tx: StoreTransaction) -> Any:
-                if tx.get_flow(flow_id) is None:
+                events = tx.events_after(flow_id, after, READ_AHEAD_EVENTS)
+                # A run is never deleted, so its events show it exists: only a read that
+                # found none looks the run up (a statement when its row is not kept).
+                if not events and tx.get_flow(flow_id) is None:
                     raise FlowNotFoundError(f"no session with ID {flow_id!r}")
-                return tx.events_after(flow_id, after, READ_AHEAD_EVENTS)
+                return events
 
             if kept is not None:
                 events = [kept]
