@@ -156,7 +156,7 @@ def _finished(tx: StoreTransaction, row: ExecutionRow) -> None:
     tx.update_execution(row)
 
 
-def _fails(tx: StoreTransaction, first: Callable[[], object]) -> Callable[[], None]:
+def _fails(first: Callable[[], object]) -> Callable[[], None]:
     def work() -> None:
         first()
         raise ValueError("this work fails")
@@ -236,7 +236,7 @@ def test_a_savepoint_rolled_back_keeps_the_updates_from_before_it(
 
     def work(tx: StoreTransaction) -> None:
         row = _ran(tx, execution_id)
-        outcome = tx.run_undoable(_fails(tx, lambda: in_savepoint(tx, row)))
+        outcome = tx.run_undoable(_fails(lambda: in_savepoint(tx, row)))
         assert isinstance(outcome.error, ValueError)
 
     store.run(work)
@@ -253,7 +253,7 @@ def test_a_savepoint_rolled_back_keeps_the_insert_from_before_it(
 
     def work(tx: StoreTransaction) -> int:
         new_id = _claimed_in_its_own_commit(tx, "Step-1")
-        outcome = tx.run_undoable(_fails(tx, lambda: in_savepoint(tx)))
+        outcome = tx.run_undoable(_fails(lambda: in_savepoint(tx)))
         assert isinstance(outcome.error, ValueError)
         return new_id
 
@@ -270,7 +270,7 @@ def test_an_update_after_a_rolled_back_savepoint_lands_after_the_kept_one(
 
     def work(tx: StoreTransaction) -> None:
         row = _ran(tx, execution_id)
-        tx.run_undoable(_fails(tx, lambda: _finished(tx, row)))
+        tx.run_undoable(_fails(lambda: _finished(tx, row)))
         # What the transaction saw was forgotten with the rollback: this update writes anew.
         _finished(tx, row)
 
