@@ -355,7 +355,11 @@ async def test_a_worker_with_no_free_slot_reads_its_cancellations_instead_of_a_c
             (long,) = await busy.engine.read(
                 lambda tx: [row.id for row in tx.flow_executions("s1") if row.step_type == "Long"]
             )
-            assert [ids for ids in store.capacity_rounds if ids] == [{long}]
+            # A look woken again before the cancelled attempt gives its slot back sees the
+            # same request (seen once in a CI run of a loaded machine): each may, none other.
+            seen = [ids for ids in store.capacity_rounds if ids]
+            assert seen
+            assert all(ids == {long} for ids in seen)
             # Its slot freed, the worker runs full rounds again and takes the waiting start.
             while len(busy.flow.probe.attempts["Start-1"]) < 2:  # noqa: ASYNC110 (one per session)
                 await asyncio.sleep(0.01)
