@@ -77,6 +77,8 @@ class DecodedMaps:
 
         ``texts`` is kept as given: the caller must not change it afterwards.
         """
+        if cls not in CACHED_TYPES:  # decoded afresh for each reader, so never kept
+            return self._decoded.decode_pairs(sorted(texts.items()), cls)
         key = (flow_id, name, cls)
         with self._lock:
             kept = self._kept.get(key)
@@ -91,8 +93,7 @@ class DecodedMaps:
             self._keep(key, texts, found, kept.chars + sum(len(texts[each]) for each in added))
             return typing.cast(tuple[tuple[str, T], ...], found)
         found = self._decoded.decode_pairs(sorted(texts.items()), cls)
-        if cls in CACHED_TYPES:
-            self._keep(key, texts, found, sum(map(len, texts.values())))
+        self._keep(key, texts, found, sum(map(len, texts.values())))
         return found
 
     def _keep(

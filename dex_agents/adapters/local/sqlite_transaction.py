@@ -150,7 +150,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
     def log_changes(self) -> None:
         """Log the Flow runs this transaction changed (``flow_changes``), just before it
         commits, under the number it then holds in ``change``."""
-        self._write_unwritten()
+        self._write_pending()
         self._stream.save_sizes()
         if self._changed:
             self.change = record_changes(
@@ -170,10 +170,11 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             begin, self._begin = self._begin, None
             begin()
         if (self._unwritten or self._unupdated) and _EXECUTIONS in sql:
-            self._write_unwritten()
+            self._write_pending()
         return self._connection.execute(sql, params)
 
-    def _write_unwritten(self) -> None:
+    def _write_pending(self) -> None:
+        """Write the kept INSERTs of new executions, then the kept UPDATEs of stored ones."""
         unwritten, self._unwritten = self._unwritten, {}
         for execution_id, values in unwritten.items():
             self._execute(EXECUTION_INSERT_WITH_ID, [*values, execution_id])
