@@ -19,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -26,6 +27,8 @@ from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus, StoreTransaction
 from tests.adapters.flow_store_rows import T0, add_executions, at, execution
 from tests.adapters.traced_sql import sqlite_store_with_a_flow, traced_statements
+
+R = TypeVar("R")
 
 
 @pytest.fixture
@@ -60,20 +63,26 @@ def _stored(path: Path) -> list[tuple[int, str, str, str | None]]:
     return [(int(a), str(b), str(c), d) for a, b, c, d in rows]
 
 
-def _step_execution_writes(statements: list[str]) -> list[str]:
-    return [
+def _run_traced(
+    store: SqliteFlowStore, work: Callable[[StoreTransaction], R]
+) -> tuple[R, list[str]]:
+    """``store.run(work)``'s result, and the statements it wrote ``step_executions`` with, each
+    cut to its verb and table."""
+    with traced_statements(store) as statements:
+        result = store.run(work)
+    writes = [
         sql.split("(")[0].split(" SET")[0]
         for sql in statements
         if "step_executions" in sql and not sql.startswith("SELECT")
     ]
+    return result, writes
 
 
 def test_an_execution_claimed_in_the_commit_that_creates_it_is_written_once(
     store: SqliteFlowStore,
 ) -> None:
-    with traced_statements(store) as statements:
-        new_id = store.run(lambda tx: _claimed_in_its_own_commit(tx, "Step-1"))
-    assert _step_execution_writes(statements) == ["INSERT INTO step_executions "]
+    new_id, writes = _run_traced(store, lambda tx: _claimed_in_its_own_commit(tx, "Step-1"))
+    assert writes == ["INSERT INTO step_executions "]
     assert _stored(store.path)[-1] == (new_id, "Step-1", "running", "worker-1")
     read = store.read(lambda tx: tx.get_execution(new_id))
     assert read is not None
@@ -181,9 +190,8 @@ def test_a_stored_execution_claimed_and_finished_in_one_commit_is_updated_once(
     def work(tx: StoreTransaction) -> None:
         _finished(tx, _ran(tx, execution_id))
 
-    with traced_statements(store) as statements:
-        store.run(work)
-    assert _step_execution_writes(statements) == ["UPDATE step_executions"]
+    _, writes = _run_traced(store, work)
+    assert writes == ["UPDATE step_executions"]
     assert _status(store.path, execution_id) == ("completed", None)
     read = store.read(lambda tx: tx.get_execution(execution_id))
     assert read is not None
@@ -202,9 +210,9 @@ def test_a_statement_that_reads_executions_sees_the_unwritten_updates(
         _finished(tx, row)
         return listed
 
-    with traced_statements(store) as statements:
-        assert store.run(work) == [ExecutionStatus.RUNNING]
-    assert _step_execution_writes(statements) == ["UPDATE step_executions"] * 2
+    listed, writes = _run_traced(store, work)
+    assert listed == [ExecutionStatus.RUNNING]
+    assert writes == ["UPDATE step_executions"] * 2
     assert _status(store.path, execution_id) == ("completed", None)
 
 
@@ -217,9 +225,8 @@ def test_updates_before_and_in_a_savepoint_that_holds_are_one_update(
         row = _ran(tx, execution_id)
         assert tx.run_undoable(lambda: _finished(tx, row)).error is None
 
-    with traced_statements(store) as statements:
-        store.run(work)
-    assert _step_execution_writes(statements) == ["UPDATE step_executions"]
+    _, writes = _run_traced(store, work)
+    assert writes == ["UPDATE step_executions"]
     assert _status(store.path, execution_id) == ("completed", None)
 
 
