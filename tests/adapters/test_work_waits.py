@@ -70,6 +70,19 @@ async def test_a_cancelled_wait_leaves_a_later_set_for_the_next_wait() -> None:
     assert await wake.wait(3600) is True
 
 
+async def test_a_set_after_the_time_ran_out_but_before_the_waiter_resumed_is_kept() -> None:
+    # The wait's timer and the set fall in one pass of the loop, timer first: the wait's
+    # future is already settled when the set comes, and its waiter has not run since. The
+    # set was lost, and a stopping worker then slept until its next full claim round.
+    wake = WakeUp()
+    waiter = asyncio.create_task(wake.wait(0))
+    await asyncio.sleep(0)  # the waiter's timer is scheduled first
+    asyncio.get_running_loop().call_later(0, wake.set)
+    assert await waiter is False  # its time ran out before the set
+    assert await wake.wait(0) is True
+    assert await wake.wait(0) is False  # the set is used once
+
+
 @pytest.mark.parametrize(
     ("commit", "ends_the_wait"),
     [

@@ -33,8 +33,12 @@ class WakeUp:
         future = self._future
         if future is None:
             self._pending = True
-        else:
-            _settle(future, True)
+        elif not future.done():
+            future.set_result(True)
+        elif not future.result():
+            # The wait's time ran out and its waiter has not resumed yet: it returns that it
+            # was not woken, so this set is kept for the next wait.
+            self._pending = True
 
     async def wait(self, seconds: float) -> bool:
         """Wait at most ``seconds``; whether ``set`` was called since the last wait ended."""
