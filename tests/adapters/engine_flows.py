@@ -73,6 +73,8 @@ class Probe:
     recovery: list[Any] = field(default_factory=list)
     events_before_failing: bool = False
     state_dir: Path | None = None
+    options_reads: int = 0
+    """How many times ``Flaky.options`` was called."""
 
     def record(self, context: StepContext) -> int:
         attempts = self.attempts.setdefault(context.step_execution_id, [])
@@ -221,6 +223,7 @@ class Flaky(Step[str]):
         self.probe = probe
 
     def options(self) -> StepOptions:
+        self.probe.options_reads += 1
         return StepOptions(
             retry=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=10)),
             failure_step=Recover,

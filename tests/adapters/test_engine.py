@@ -184,6 +184,22 @@ async def test_a_failed_attempt_retries_with_its_checkpoint(stack: Stack) -> Non
     ]
 
 
+async def test_a_steps_own_options_are_read_once_when_its_flow_type_registers(
+    stack: Stack,
+) -> None:
+    # Static options: the ones the registry checked are the ones every claim, wait and
+    # commit of every attempt runs by.
+    assert stack.probe.options_reads == 1
+    stack.probe.fail_first["flaky"] = 2
+    await stack.client.start_flow(stack.flow, "s1", "flaky")
+
+    async def done() -> bool:
+        return "flaky-ok:3" in await stack.log("s1")
+
+    await eventually("the third attempt", done)
+    assert stack.probe.options_reads == 1
+
+
 async def test_spent_retries_take_the_failure_route_with_the_recovery_error(stack: Stack) -> None:
     stack.probe.fail_first["flaky"] = 5
     await stack.client.start_flow(stack.flow, "s1", "flaky")

@@ -35,6 +35,9 @@ class RegisteredFlow:
     schema: dict[str, SchemaItem]
     step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT
     """The finished Step executions each session keeps (``history_retention.py``)."""
+    own_options: dict[str, StepOptions] = field(default_factory=dict)
+    """Each Step type's static options, read and checked once at registration
+    (``register_flows``); a Step missing here is asked for its own."""
     _decoded_options: dict[str, StepOptions] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -80,7 +83,10 @@ class RegisteredFlow:
     def options(self, step: Step[Any], movement_options: str | None) -> StepOptions:
         """The options of one execution: its movement's, else the Step's own."""
         if movement_options is None:
-            return step.options()
+            # Read once at registration: a turn's claims, waits and commits asked each Step
+            # for new options about ten times, each a few nested dataclasses built again.
+            own = self.own_options.get(step.step_type)
+            return step.options() if own is None else own
         # A session's movements repeat the same few options, and each execution's are read
         # at its claim, its wait and its commit: decode each text once.
         decoded = self._decoded_options.get(movement_options)
@@ -144,12 +150,15 @@ def register_flows(
             raise FlowDefinitionError(
                 f"Flow type {flow.flow_type} declares {flow.stream.name} twice"
             )
-        for step in steps.values():
-            _check_options(flow.flow_type, step, step.options(), steps, schema)
+        own_options = {step_type: step.options() for step_type, step in steps.items()}
+        for step_type, options in own_options.items():
+            _check_options(flow.flow_type, steps[step_type], options, steps, schema)
         for name, rpc in flow.rpcs.items():
             if name != rpc.name:
                 raise FlowDefinitionError(f"RPC {rpc.name} is registered as {name}")
-        registered[flow.flow_type] = RegisteredFlow(flow, steps, schema, step_history_limit)
+        registered[flow.flow_type] = RegisteredFlow(
+            flow, steps, schema, step_history_limit, own_options
+        )
     return registered
 
 

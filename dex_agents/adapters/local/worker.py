@@ -419,7 +419,7 @@ class LocalWorker:
     async def _run_execute(self, flow: RegisteredFlow, running: _Running) -> None:
         engine, row = self._engine, running.row
         step = flow.step(row.step_type)
-        options = running.options or step.options()
+        options = running.options or flow.options(step, row.options)
         # The claim read the state and the run ID (the spans' dex.run.id) with the lease.
         snapshot = await self._claimed_state(running, options.loads)
         state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
