@@ -83,6 +83,20 @@ async def test_a_set_after_the_time_ran_out_but_before_the_waiter_resumed_is_kep
     assert await wake.wait(0) is False  # the set is used once
 
 
+async def test_a_set_after_the_waiter_was_cancelled_but_before_it_resumed_is_kept() -> None:
+    # Cancelling the waiter cancels the future it awaits at once; the waiter runs its
+    # cleanup only later. A set in between must neither raise the cancellation into the
+    # one who sets (a commit waking every waiter) nor be lost.
+    wake = WakeUp()
+    waiter = asyncio.create_task(wake.wait(3600))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    wake.set()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert await wake.wait(0) is True
+
+
 @pytest.mark.parametrize(
     ("commit", "ends_the_wait"),
     [

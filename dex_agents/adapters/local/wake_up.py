@@ -35,9 +35,10 @@ class WakeUp:
             self._pending = True
         elif not future.done():
             future.set_result(True)
-        elif not future.result():
-            # The wait's time ran out and its waiter has not resumed yet: it returns that it
-            # was not woken, so this set is kept for the next wait.
+        elif future.cancelled() or not future.result():
+            # The wait's time ran out, or its waiter was cancelled, and the waiter has not
+            # resumed yet: it will not return that it was woken, so this set is kept for the
+            # next wait.
             self._pending = True
 
     async def wait(self, seconds: float) -> bool:
