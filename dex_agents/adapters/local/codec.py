@@ -243,9 +243,7 @@ def decode_resume_token(flow_id: str, token: str) -> int:
     """The event ID a token resumes after; ``InvalidResumeTokenError`` for any other token."""
     if token == "":
         return 0
-    made = _made_tokens.get(token)
-    parts: tuple[object, int] = made if made is not None else _token_parts(token)
-    named, event_id = parts
+    named, event_id = _made_tokens.get(token) or _token_parts(token)
     if named != flow_id:
         raise InvalidResumeTokenError(f"the resume token belongs to another session, not {flow_id}")
     return event_id

@@ -33,11 +33,11 @@ class RegisteredFlow:
     flow: FlowDefinition
     steps: dict[str, Step[Any]]
     schema: dict[str, SchemaItem]
+    own_options: dict[str, StepOptions]
+    """Each Step type's static options, read and checked once at registration
+    (``register_flows``)."""
     step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT
     """The finished Step executions each session keeps (``history_retention.py``)."""
-    own_options: dict[str, StepOptions] = field(default_factory=dict)
-    """Each Step type's static options, read and checked once at registration
-    (``register_flows``); a Step missing here is asked for its own."""
     _decoded_options: dict[str, StepOptions] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -83,10 +83,9 @@ class RegisteredFlow:
     def options(self, step: Step[Any], movement_options: str | None) -> StepOptions:
         """The options of one execution: its movement's, else the Step's own."""
         if movement_options is None:
-            # Read once at registration: a turn's claims, waits and commits asked each Step
-            # for new options about ten times, each a few nested dataclasses built again.
-            own = self.own_options.get(step.step_type)
-            return step.options() if own is None else own
+            # Static, so read once: every claim, wait and commit runs by the options the
+            # registration checked, and none builds them again.
+            return self.own_options[step.step_type]
         # A session's movements repeat the same few options, and each execution's are read
         # at its claim, its wait and its commit: decode each text once.
         decoded = self._decoded_options.get(movement_options)
@@ -157,7 +156,7 @@ def register_flows(
             if name != rpc.name:
                 raise FlowDefinitionError(f"RPC {rpc.name} is registered as {name}")
         registered[flow.flow_type] = RegisteredFlow(
-            flow, steps, schema, step_history_limit, own_options
+            flow, steps, schema, own_options, step_history_limit
         )
     return registered
 
