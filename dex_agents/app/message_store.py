@@ -15,6 +15,7 @@ from datetime import datetime
 import attrs
 
 from dex_agents.app.chunk_runs import ChunkRuns
+from dex_agents.app.message_lineage import MessageLineage
 from dex_agents.domain.chunking import plan_store_messages
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage
 from dex_agents.domain.paging import chunked_messages, chunks_to_load_for_model, with_window
@@ -90,15 +91,22 @@ def all_messages(
             )
             if chunk is not None:
                 chunks.append(chunk)
-    if keep_chunks:
-        run = CHUNK_RUNS.get(state.flow_id, index, chunks, after_sequence=after_sequence)
-    else:
-        run = chunked_messages(index, chunks, after_sequence=after_sequence)
-    return with_window(run, window_messages(state))
+    if not keep_chunks:
+        return with_window(
+            chunked_messages(index, chunks, after_sequence=after_sequence), window_messages(state)
+        )
+    run = CHUNK_RUNS.get(state.flow_id, index, chunks, after_sequence=after_sequence)
+    messages = with_window(run, window_messages(state))
+    MESSAGE_LINEAGE.note(state.flow_id, run.messages, messages)
+    return messages
 
 
 CHUNK_RUNS = ChunkRuns()
 """This process's joined chunks, shared by every session it serves (``chunk_runs.py``)."""
+
+MESSAGE_LINEAGE = MessageLineage()
+"""Which of this process's reads of a session's messages start with the read before
+(``message_lineage.py``): the built-in loop resumes its walk on them unchecked."""
 
 
 def store_messages(

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 
@@ -13,13 +11,7 @@ from dex_agents.app.message_store import CHUNK_RUNS, all_messages
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex, MessageChunkInfo
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.paging import chunked_messages
-from dex_agents.domain.windowing import message_sequence_key
-from dex_agents.ports.persistence import AttributeDef, AttributeMapDef, ChannelDef, ChannelMessage
-from dex_agents.ports.session_schema import (
-    AGENT_MESSAGE_CHUNKS,
-    AGENT_MESSAGE_INDEX,
-    AGENT_MESSAGES,
-)
+from tests.app.stored_messages_state import StoredMessagesState
 
 T = TypeVar("T")
 
@@ -158,52 +150,12 @@ def test_by_default_a_process_keeps_the_runs_of_many_sessions() -> None:
     )
 
 
-class _State:
-    """A StateReader of one session's message index, chunks and window, in memory."""
-
-    def __init__(self, index: AgentMessageIndex, chunks: tuple[AgentMessageChunk, ...]) -> None:
-        self.session_id = f"session-{uuid.uuid4()}"  # its own entries in the process's cache
-        self.values: dict[str, Any] = {AGENT_MESSAGE_INDEX.name: index}
-        self.maps: dict[str, dict[str, Any]] = {
-            AGENT_MESSAGE_CHUNKS.name: {
-                message_sequence_key(chunk.first_sequence): chunk for chunk in chunks
-            },
-            AGENT_MESSAGES.name: {
-                message_sequence_key(sequence): _message(sequence)
-                for sequence in range(index.window_first_sequence, index.window_first_sequence + 3)
-            },
-        }
-
-    @property
-    def flow_id(self) -> str:
-        return self.session_id
-
-    def get(self, attribute: AttributeDef[T]) -> T | None:
-        value: T | None = self.values.get(attribute.name)
-        return value
-
-    def get_instance(self, attribute_map: AttributeMapDef[T], key: str) -> T | None:
-        value: T | None = self.maps.get(attribute_map.name, {}).get(key)
-        return value
-
-    def instance_keys(self, attribute_map: AttributeMapDef[Any]) -> tuple[str, ...]:
-        return tuple(sorted(self.maps.get(attribute_map.name, {})))
-
-    def instances(self, attribute_map: AttributeMapDef[T]) -> tuple[tuple[str, T], ...]:
-        return tuple(sorted(self.maps.get(attribute_map.name, {}).items()))
-
-    def channel_size(self, channel: ChannelDef[Any]) -> int:
-        return 0
-
-    def pending_messages(self, channel: ChannelDef[T]) -> Sequence[ChannelMessage[T]]:
-        return ()
-
-
 @pytest.mark.parametrize(("keep_chunks", "kept"), [(True, 1), (False, 0)])
 def test_all_messages_keeps_a_model_calls_chunks_not_a_snapshots(
     keep_chunks: bool, kept: int
 ) -> None:
-    state = _State(_index((1, 32), (33, 64), (65, 96)), CHUNKS)
+    index = _index((1, 32), (33, 64), (65, 96))
+    state = StoredMessagesState(index, CHUNKS, (_message(sequence) for sequence in (97, 98, 99)))
     before = len(CHUNK_RUNS)
     messages = all_messages(state, after_sequence=50, keep_chunks=keep_chunks)
     assert [message.sequence for message in messages] == list(range(51, 100))

@@ -22,6 +22,7 @@ from dex_agents.app.builtin_loop.items import (
     tool_result_message,
     user_text_message,
 )
+from dex_agents.app.message_store import MESSAGE_LINEAGE, all_messages
 from dex_agents.app.prefix_cache import PrefixCache
 from dex_agents.domain.context_summary import ContextSummary
 from dex_agents.domain.images import AgentImageReference
@@ -32,6 +33,7 @@ from dex_agents.domain.state import InteractionMode
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.ports.runner import AgentTurnContext
+from tests.app.stored_messages_state import StoredMessagesState
 from tests.app.test_builtin_loop import RecordingWriter, no_heartbeat
 
 _NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -319,3 +321,37 @@ def test_by_default_a_process_keeps_the_walks_of_many_sessions() -> None:
         cache.remember(f"short-{session}", long[:8], 8 * 250)
     assert all(cache.resume(f"long-{session}", long) for session in range(30))
     assert all(cache.resume(f"short-{session}", long[:8]) for session in range(1000))
+
+
+def test_a_prefix_cache_trusts_the_lineage_it_remembered_a_walk_with() -> None:
+    cache: PrefixCache[int, str] = PrefixCache(_weightless)
+    lineage = object()
+    cache.remember("a", (1, 2, 3, 4), "after 2", walked=2, lineage=lineage)
+    # The lineage vouches that the sequence starts with the walked one: nothing is compared.
+    assert cache.resume("a", (7, 8, 9), lineage=lineage) == (2, "after 2")
+    assert cache.resume("a", (7,), lineage=lineage) is None, "shorter than the walk"
+    assert cache.resume("a", (7, 8, 9), lineage=object()) is None
+    assert cache.resume("a", (1, 2, 9)) == (2, "after 2"), "without it, the walked two compared"
+    cache.remember("b", [1, 2, 3], "after 1", walked=1, lineage=lineage)  # a list is copied
+    assert cache.resume("b", (1, 5)) == (1, "after 1")
+
+
+def test_a_walk_over_all_messages_reads_resumes_on_their_lineage() -> None:
+    earlier = _history(3)
+    state = StoredMessagesState(
+        None, (), _stored([*earlier, ("t4", [user_text_message("question 4")])])
+    )
+    first = all_messages(state)
+    turn_conversation(_context(first, "t4", flow_id=state.flow_id))
+    # The model asked for a tool and its result is stored: the turn's second model call.
+    state.store(*_stored([*earlier, ("t4", _tool_turn(4)[:3])])[len(first) :])
+    second = all_messages(state)
+    lineage = MESSAGE_LINEAGE.lineage(state.flow_id, second)
+    assert lineage is not None
+    # The walk was kept with the lineage of the read it walked, which this read continues.
+    kept = conversation._WALKED.resume(state.flow_id, second)
+    assert kept is not None
+    assert conversation._WALKED.resume(state.flow_id, second[::-1], lineage=lineage) == kept
+    resumed = turn_conversation(_context(second, "t4", flow_id=state.flow_id))
+    copy = (*second,)  # not the read all_messages noted: walked afresh, compared
+    assert resumed == _fresh(_context(copy, "t4", flow_id=state.flow_id))

@@ -12,6 +12,7 @@ from dex_agents.app.builtin_loop.compaction import context_summary_items
 from dex_agents.app.builtin_loop.items import (
     model_input_item,
 )
+from dex_agents.app.message_store import MESSAGE_LINEAGE
 from dex_agents.app.prefix_cache import PrefixCache
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.model_io import (
@@ -134,7 +135,9 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
     known_turns: frozenset[str] = frozenset()
     had_images = False
     chars = 0
-    resumed = _WALKED.resume(turn.flow_id, messages)
+    # A read of all_messages vouches for itself: its walk resumes with no look at the messages.
+    lineage = MESSAGE_LINEAGE.lineage(turn.flow_id, messages)
+    resumed = _WALKED.resume(turn.flow_id, messages, lineage=lineage)
     if resumed is not None and turn.turn_id not in resumed[1].turn_ids:
         start, walked = resumed
         items = list(walked.items)
@@ -151,7 +154,7 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
         if end > start:
             _WALKED.remember(
                 turn.flow_id,
-                messages[:end],
+                messages,
                 _Walked(
                     items=tuple(items),
                     unanswered=tuple(unanswered),
@@ -160,6 +163,8 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
                     has_images=had_images or _any_images(items[resumed_items:]),
                     chars=chars,
                 ),
+                walked=end,
+                lineage=lineage,
             )
 
     note_added = False
