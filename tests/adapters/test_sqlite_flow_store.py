@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import sqlite3
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
@@ -356,3 +358,29 @@ def test_an_update_of_a_row_read_in_the_transaction_sets_only_what_changed(
     assert updates == [
         f"UPDATE step_executions SET attempt = 2, lease_owner = 'w1' WHERE id = {row_id}"
     ]
+
+
+def test_an_ended_transaction_is_freed_without_a_garbage_collection(tmp_path: Path) -> None:
+    # A transaction and its Stream part referred to each other, so each one, several a turn,
+    # stayed alive with its dicts and sets until a collection, and made collections come
+    # twice as often.
+    store = SqliteFlowStore(tmp_path / "flows.sqlite3")
+    add_flows(store, flow("f1"))
+    ended: list[weakref.ref[StoreTransaction]] = []
+
+    def write(tx: StoreTransaction) -> int:
+        ended.append(weakref.ref(tx))
+        return tx.append_event("Agent", "f1", "1", "s", at(1))
+
+    def read(tx: StoreTransaction) -> int:
+        ended.append(weakref.ref(tx))
+        return len(tx.events_after("f1", 0, 10))
+
+    gc.disable()
+    try:
+        store.run(write)
+        assert store.read(read) == 1
+        assert [ref() for ref in ended] == [None, None]
+    finally:
+        gc.enable()
+        store.close()

@@ -34,6 +34,10 @@ from dex_agents.ports.flow_store import EventRow
 Execute = Callable[[str, Sequence[object]], sqlite3.Cursor]
 
 
+def _ended(sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+    raise RuntimeError("the Stream of an ended store transaction was used")
+
+
 class SqliteStream:
     """The Stream part of one ``SqliteTransaction``: its SQL, on the transaction's connection."""
 
@@ -90,6 +94,12 @@ class SqliteStream:
             singles = self._seal(flow_type, flow_id)
         known.single_events = singles
         return event_id
+
+    def end(self) -> None:
+        """Let go of the transaction's ``execute`` once it has ended: the stream is the
+        transaction's, and the bound method back to it kept both, and their dicts, sets and
+        lists, alive until a garbage collection, several transactions a turn."""
+        self._execute = _ended
 
     def save_sizes(self) -> None:
         """Add the bytes appended since the last call to ``stream_sizes``."""

@@ -146,6 +146,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
 
     def end(self) -> None:
         self._connection = None
+        self._stream.end()
 
     def log_changes(self) -> None:
         """Log the Flow runs this transaction changed (``flow_changes``), just before it
