@@ -70,7 +70,10 @@ async def _counted(store: str, count: int, history: Path | None) -> None:
         path = None if store == "memory" else folder / "turns.sqlite3"
         first = 0
         if history is not None and path is not None:
-            shutil.copyfile(history, path)  # closed, so checkpointed: the file is all of it
+            shutil.copyfile(history, path)
+            wal = history.with_name(history.name + "-wal")  # a close checkpoints it away
+            if wal.exists():
+                shutil.copyfile(wal, path.with_name(path.name + "-wal"))
             first = int(history.with_suffix(".turns").read_text())
         await _turns(path, first, count)
     finally:
