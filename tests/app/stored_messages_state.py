@@ -1,4 +1,5 @@
-"""A StateReader of one session's stored messages in memory: its index, chunks and window."""
+"""A StateReader of one session's stored messages in memory (its index, chunks and window),
+and builders of the messages, chunks and index it holds."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
-from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
-from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex, MessageChunkInfo
+from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.windowing import message_sequence_key
 from dex_agents.ports.persistence import AttributeDef, AttributeMapDef, ChannelDef, ChannelMessage
 from dex_agents.ports.session_schema import (
@@ -17,6 +18,30 @@ from dex_agents.ports.session_schema import (
 )
 
 T = TypeVar("T")
+
+
+def stored_message(sequence: int, text: str = "{}") -> AgentMessage:
+    """A user message of ``turn-1`` at ``sequence`` whose stored item is ``text``."""
+    return AgentMessage(
+        sequence=sequence, turn_id="turn-1", role=MessageRole.USER, framework_item=text
+    )
+
+
+def message_chunk(first: int, last: int, text: str = "{}") -> AgentMessageChunk:
+    """The chunk of messages ``first`` to ``last``."""
+    messages = tuple(stored_message(sequence, text) for sequence in range(first, last + 1))
+    return AgentMessageChunk(first_sequence=first, last_sequence=last, messages=messages)
+
+
+def message_index(*spans: tuple[int, int], size: int = 1) -> AgentMessageIndex:
+    """The index of chunks spanning ``spans`` (each ``size`` bytes), the window after the last."""
+    infos = tuple(
+        MessageChunkInfo(
+            first_sequence=a, last_sequence=b, message_count=b - a + 1, size_bytes=size
+        )
+        for a, b in spans
+    )
+    return AgentMessageIndex(chunks=infos, window_first_sequence=spans[-1][1] + 1)
 
 
 class StoredMessagesState:

@@ -8,37 +8,20 @@ import pytest
 
 from dex_agents.app.chunk_runs import ChunkRuns
 from dex_agents.app.message_store import CHUNK_RUNS, all_messages
-from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex, MessageChunkInfo
-from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.paging import chunked_messages
-from tests.app.stored_messages_state import StoredMessagesState
+from tests.app.stored_messages_state import (
+    StoredMessagesState,
+    message_chunk,
+    message_index,
+    stored_message,
+)
 
 T = TypeVar("T")
 
 
-def _message(sequence: int, text: str = "{}") -> AgentMessage:
-    return AgentMessage(
-        sequence=sequence, turn_id="turn-1", role=MessageRole.USER, framework_item=text
-    )
-
-
-def _chunk(first: int, last: int, text: str = "{}") -> AgentMessageChunk:
-    messages = tuple(_message(sequence, text) for sequence in range(first, last + 1))
-    return AgentMessageChunk(first_sequence=first, last_sequence=last, messages=messages)
-
-
-def _index(*spans: tuple[int, int], size: int = 1) -> AgentMessageIndex:
-    infos = tuple(
-        MessageChunkInfo(
-            first_sequence=a, last_sequence=b, message_count=b - a + 1, size_bytes=size
-        )
-        for a, b in spans
-    )
-    return AgentMessageIndex(chunks=infos, window_first_sequence=spans[-1][1] + 1)
-
-
-INDEX = _index((1, 32), (33, 64), (65, 96))
-CHUNKS = (_chunk(1, 32), _chunk(33, 64), _chunk(65, 96))
+INDEX = message_index((1, 32), (33, 64), (65, 96))
+CHUNKS = (message_chunk(1, 32), message_chunk(33, 64), message_chunk(65, 96))
 
 
 @pytest.mark.parametrize("after_sequence", [None, 0, 10, 32, 40, 96, 200])
@@ -54,7 +37,7 @@ def test_the_same_index_and_chunks_get_the_kept_run() -> None:
     first = runs.get("s1", INDEX, CHUNKS)
     assert runs.get("s1", INDEX, list(CHUNKS)) is first
     # Equal chunks decoded again (a cache dropped them) still match, element by element.
-    again = (_chunk(1, 32), _chunk(33, 64), _chunk(65, 96))
+    again = (message_chunk(1, 32), message_chunk(33, 64), message_chunk(65, 96))
     assert runs.get("s1", INDEX, again) is first
     assert len(runs) == 1
 
@@ -62,8 +45,11 @@ def test_the_same_index_and_chunks_get_the_kept_run() -> None:
 @pytest.mark.parametrize(
     "changed",
     [
-        pytest.param((_chunk(1, 32), _chunk(33, 64), _chunk(65, 96, "{}\n")), id="other text"),
-        pytest.param((*CHUNKS, _chunk(97, 128)), id="one more given"),
+        pytest.param(
+            (message_chunk(1, 32), message_chunk(33, 64), message_chunk(65, 96, "{}\n")),
+            id="other text",
+        ),
+        pytest.param((*CHUNKS, message_chunk(97, 128)), id="one more given"),
     ],
 )
 def test_other_chunks_under_the_same_index_are_joined_again(
@@ -80,7 +66,7 @@ def test_a_session_keeps_one_run_per_floor_and_an_index_read_afresh_replaces_it(
     runs = ChunkRuns()
     first = runs.get("s1", INDEX, CHUNKS)
     # An engine that decodes every read afresh (Dex) gives an equal index, never the same one.
-    equal_index = _index((1, 32), (33, 64), (65, 96))
+    equal_index = message_index((1, 32), (33, 64), (65, 96))
     again = runs.get("s1", equal_index, CHUNKS)
     assert again is not first
     assert again == first
@@ -108,7 +94,7 @@ def test_no_index_or_no_chunks_keeps_nothing() -> None:
 
 def test_runs_are_bounded_by_count_and_by_weight() -> None:
     by_count = ChunkRuns(entries=2)
-    indexes = [_index((1, 32), (33, 64), (65, 96)) for _ in range(3)]
+    indexes = [message_index((1, 32), (33, 64), (65, 96)) for _ in range(3)]
     kept = [by_count.get(f"s{n}", index, CHUNKS) for n, index in enumerate(indexes)]
     assert len(by_count) == 2
     assert by_count.get("s0", indexes[0], CHUNKS) is not kept[0]  # the oldest was dropped
@@ -127,7 +113,7 @@ def test_runs_are_bounded_by_count_and_by_weight() -> None:
 
 
 def test_a_run_weighs_the_stored_size_of_the_chunks_after_its_floor() -> None:
-    heavy = _index((1, 32), (33, 64), (65, 96), size=40)
+    heavy = message_index((1, 32), (33, 64), (65, 96), size=40)
     runs = ChunkRuns(most_weight=100)
     runs.get("s0", heavy, CHUNKS)  # 96 messages and 120 bytes: not kept
     assert len(runs) == 0
@@ -138,9 +124,9 @@ def test_a_run_weighs_the_stored_size_of_the_chunks_after_its_floor() -> None:
 def test_by_default_a_process_keeps_the_runs_of_many_sessions() -> None:
     # 30 sessions of 200 turns (800 messages of 250 bytes each) and 1,000 short ones.
     spans = [(first, first + 31) for first in range(1, 800, 32)]
-    index = _index(*spans, size=32 * 250)
-    chunks = tuple(_chunk(a, b) for a, b in spans)
-    short_index, short_chunks = _index((1, 8), size=8 * 250), (_chunk(1, 8),)
+    index = message_index(*spans, size=32 * 250)
+    chunks = tuple(message_chunk(a, b) for a, b in spans)
+    short_index, short_chunks = message_index((1, 8), size=8 * 250), (message_chunk(1, 8),)
     runs = ChunkRuns()
     long = [runs.get(f"long-{n}", index, chunks) for n in range(30)]
     short = [runs.get(f"short-{n}", short_index, short_chunks) for n in range(1000)]
@@ -154,10 +140,12 @@ def test_by_default_a_process_keeps_the_runs_of_many_sessions() -> None:
 def test_all_messages_keeps_a_model_calls_chunks_not_a_snapshots(
     keep_chunks: bool, kept: int
 ) -> None:
-    index = _index((1, 32), (33, 64), (65, 96))
-    state = StoredMessagesState(index, CHUNKS, (_message(sequence) for sequence in (97, 98, 99)))
+    index = message_index((1, 32), (33, 64), (65, 96))
+    state = StoredMessagesState(
+        index, CHUNKS, (stored_message(sequence) for sequence in (97, 98, 99))
+    )
     before = len(CHUNK_RUNS)
     messages = all_messages(state, after_sequence=50, keep_chunks=keep_chunks)
     assert [message.sequence for message in messages] == list(range(51, 100))
     assert len(CHUNK_RUNS) == before + kept
-    assert all_messages(state) == tuple(_message(sequence) for sequence in range(1, 100))
+    assert all_messages(state) == tuple(stored_message(sequence) for sequence in range(1, 100))

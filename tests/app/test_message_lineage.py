@@ -14,21 +14,19 @@ import pytest
 
 from dex_agents.app.message_lineage import MessageLineage
 from dex_agents.app.message_store import CHUNK_RUNS, MESSAGE_LINEAGE, all_messages
-from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex, MessageChunkInfo
-from dex_agents.domain.messages import AgentMessage, MessageRole
-from tests.app.stored_messages_state import StoredMessagesState
+from dex_agents.domain.messages import AgentMessage
+from tests.app.stored_messages_state import (
+    StoredMessagesState,
+    message_chunk,
+    message_index,
+    stored_message,
+)
 
 Read = tuple[AgentMessage, ...]
 
 
-def _message(sequence: int, text: str = "{}") -> AgentMessage:
-    return AgentMessage(
-        sequence=sequence, turn_id="turn-1", role=MessageRole.USER, framework_item=text
-    )
-
-
 def _run(first: int, last: int) -> Read:
-    return tuple(_message(sequence) for sequence in range(first, last + 1))
+    return tuple(stored_message(sequence) for sequence in range(first, last + 1))
 
 
 HEAD = _run(1, 4)
@@ -36,9 +34,12 @@ WINDOW = _run(5, 6)
 
 # Each case: the second read's head and messages, given the first read (HEAD + WINDOW).
 CASES: dict[str, tuple[Callable[[], tuple[Read, Read]], bool]] = {
-    "the window grew": (lambda: (HEAD, HEAD + WINDOW + (_message(7),)), True),
+    "the window grew": (lambda: (HEAD, HEAD + WINDOW + (stored_message(7),)), True),
     "an equal read": (lambda: (HEAD, HEAD + _run(5, 6)), True),
-    "a window message changed": (lambda: (HEAD, (*HEAD, WINDOW[0], _message(6, "[]"))), False),
+    "a window message changed": (
+        lambda: (HEAD, (*HEAD, WINDOW[0], stored_message(6, "[]"))),
+        False,
+    ),
     "the window shrank": (lambda: (HEAD, HEAD + WINDOW[:1]), False),
     # Equal chunks read afresh (another engine, or a cache dropped them): not the same object.
     "an equal head read afresh": (lambda: (_run(1, 4), _run(1, 4) + WINDOW), False),
@@ -65,13 +66,16 @@ def test_a_read_continues_the_lineage_only_when_it_starts_with_the_last(name: st
 
 @pytest.mark.parametrize(
     ("second", "continues"),
-    [((_message(1), _message(2), _message(3)), True), ((_message(1), _message(9)), False)],
+    [
+        ((stored_message(1), stored_message(2), stored_message(3)), True),
+        ((stored_message(1), stored_message(9)), False),
+    ],
     ids=["grew", "changed"],
 )
 def test_without_chunks_the_whole_read_is_the_window(second: Read, continues: bool) -> None:
     # The empty head is one object in every read, so the window's part is all that is compared.
     lineages = MessageLineage()
-    first = (_message(1), _message(2))
+    first = (stored_message(1), stored_message(2))
     lineages.note("s1", (), first)
     before = lineages.lineage("s1", first)
     lineages.note("s1", (), second)
@@ -80,11 +84,11 @@ def test_without_chunks_the_whole_read_is_the_window(second: Read, continues: bo
 
 def test_only_the_newest_read_of_a_session_has_a_lineage() -> None:
     lineages = MessageLineage()
-    first, second = HEAD + WINDOW, HEAD + WINDOW + (_message(7),)
+    first, second = HEAD + WINDOW, HEAD + WINDOW + (stored_message(7),)
     lineages.note("s1", HEAD, first)
     lineages.note("s1", HEAD, second)
     assert lineages.lineage("s1", first) is None
-    assert lineages.lineage("s1", HEAD + WINDOW + (_message(7),)) is None, "an equal tuple"
+    assert lineages.lineage("s1", HEAD + WINDOW + (stored_message(7),)) is None, "an equal tuple"
     assert lineages.lineage("s2", second) is None
     lineages.note("s2", HEAD, second)
     assert lineages.lineage("s2", second) is not lineages.lineage("s1", second)
@@ -110,39 +114,26 @@ def test_reads_are_bounded_by_sessions_and_by_messages() -> None:
     by_messages = MessageLineage(most_elements=10)
     read = HEAD + WINDOW
     by_messages.note("s1", HEAD, read)
-    by_messages.note("s2", HEAD, HEAD + WINDOW)  # 6 + 6 > 10: s1's is dropped
+    later = HEAD + WINDOW
+    by_messages.note("s2", HEAD, later)  # 6 + 6 > 10: s1's is dropped
     assert by_messages.lineage("s1", read) is None
+    assert by_messages.lineage("s2", later) is not None
     by_messages.clear()
-
-
-def _chunk(first: int, last: int) -> AgentMessageChunk:
-    return AgentMessageChunk(first_sequence=first, last_sequence=last, messages=_run(first, last))
-
-
-def _index(*spans: tuple[int, int], window_first: int) -> AgentMessageIndex:
-    return AgentMessageIndex(
-        chunks=tuple(
-            MessageChunkInfo(
-                first_sequence=a, last_sequence=b, message_count=b - a + 1, size_bytes=1
-            )
-            for a, b in spans
-        ),
-        window_first_sequence=window_first,
-    )
+    assert by_messages.lineage("s2", later) is None
 
 
 def test_all_messages_notes_a_model_calls_reads_in_one_lineage_until_messages_roll_over() -> None:
-    state = StoredMessagesState(_index((1, 4), window_first=5), [_chunk(1, 4)], _run(5, 6))
+    state = StoredMessagesState(message_index((1, 4)), [message_chunk(1, 4)], _run(5, 6))
     first = all_messages(state)
     lineage = MESSAGE_LINEAGE.lineage(state.flow_id, first)
     assert lineage is not None
-    state.store(_message(7))
+    state.store(stored_message(7))
     snapshot = all_messages(state, keep_chunks=False)  # a snapshot's read is not noted
     assert MESSAGE_LINEAGE.lineage(state.flow_id, snapshot) is None
     second = all_messages(state)
     assert MESSAGE_LINEAGE.lineage(state.flow_id, second) is lineage
     assert second[: len(first)] == first
-    state.roll_over(_index((1, 4), (5, 6), window_first=7), _chunk(5, 6))
+    state.roll_over(message_index((1, 4), (5, 6)), message_chunk(5, 6))
     third = all_messages(state)
     assert third == second
     assert MESSAGE_LINEAGE.lineage(state.flow_id, third) not in (None, lineage)
