@@ -63,18 +63,17 @@ async def _turns(path: Path | None, first: int, count: int) -> None:
         await runtime.close()
 
 
-async def _counted(store: str, count: int, history: Path | None) -> None:
-    """A counted child: ``count`` turns in a new file (or memory), or in a copy of ``history``."""
+async def _counted(store: str, count: int, history: Path | None, first: int) -> None:
+    """A counted child: ``count`` turns in a new file (or memory), or in a copy of ``history``,
+    whose session ran ``first`` turns."""
     folder = Path(tempfile.mkdtemp())
     try:
         path = None if store == "memory" else folder / "turns.sqlite3"
-        first = 0
         if history is not None and path is not None:
             shutil.copyfile(history, path)
             wal = history.with_name(history.name + "-wal")  # a close checkpoints it away
             if wal.exists():
                 shutil.copyfile(wal, path.with_name(path.name + "-wal"))
-            first = int(history.with_suffix(".turns").read_text())
         await _turns(path, first, count)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -87,11 +86,10 @@ def _history(turns: int) -> Path:
         [sys.executable, str(Path(__file__).resolve()), "--history-file", str(path), str(turns)],
         check=True,
     )
-    path.with_suffix(".turns").write_text(str(turns))
     return path
 
 
-def _instructions(store: str, count: int, history: Path | None = None) -> int:
+def _instructions(store: str, count: int, history: Path | None, history_turns: int) -> int:
     """The instructions callgrind counts in a child that runs ``count`` turns."""
     command = [
         "valgrind",
@@ -103,6 +101,7 @@ def _instructions(store: str, count: int, history: Path | None = None) -> int:
         store,
         str(count),
         "" if history is None else str(history),
+        str(history_turns),
     ]
     # A fixed hash seed: set and dict order, and so the work, is the same in every run.
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -119,12 +118,12 @@ def main() -> int:
     parser.add_argument("--warm", type=int, default=30)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--history", type=int, default=0)
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--history-file", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        store, count, history = args.child
-        asyncio.run(_counted(store, int(count), Path(history) if history else None))
+        store, count, history, first = args.child
+        asyncio.run(_counted(store, int(count), Path(history) if history else None, int(first)))
         return 0
     if args.history_file:
         asyncio.run(_turns(Path(args.history_file[0]), 0, int(args.history_file[1])))
@@ -136,8 +135,8 @@ def main() -> int:
         return 1
     history = _history(args.history) if args.history else None
     try:
-        warm = _instructions(args.store, args.warm, history)
-        both = _instructions(args.store, args.warm + args.turns, history)
+        warm = _instructions(args.store, args.warm, history, args.history)
+        both = _instructions(args.store, args.warm + args.turns, history, args.history)
     finally:
         if history is not None:
             shutil.rmtree(history.parent, ignore_errors=True)
