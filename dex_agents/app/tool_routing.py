@@ -189,9 +189,15 @@ def route_tool_calls(
     agent_state: AgentState,
     calls: Sequence[DeferredToolCall],
     first_order: int,
+    trace_context: str | None,
 ) -> RoutedCalls:
     """Record each call, settle those that settle now, queue every ordered write but the
-    first, and plan a Step for each of the others."""
+    first, and plan a Step for each of the others.
+
+    ``trace_context`` is the activation's root span (``AgentTraceContext``) when the
+    session is traced: each record carries it from its first write, and its tool Step's
+    ``execute_tool`` span is parented from it.
+    """
     turn = agent_state.active_turn_id or ""
     options = runtime.options
     routed = RoutedCalls()
@@ -201,7 +207,7 @@ def route_tool_calls(
     built_ins = [enabled_built_in_tool(call.tool_name, options.built_in_tools) for call in calls]
     fresh: list[AgentToolCall] = []
     for order, (call, built_in) in enumerate(zip(calls, built_ins, strict=True), first_order):
-        record = _new_record(call, turn, order, built_in is not None)
+        record = _new_record(call, turn, order, built_in is not None, trace_context)
         if is_rejected_in_planning_turn(call.tool_name, agent_state.interaction_mode):
             record = attrs.evolve(
                 record, status=ToolCallStatus.REJECTED, rejection_message=PLANNING_TURN_REJECTION
@@ -267,7 +273,9 @@ def start_queued_write(
     return movement
 
 
-def _new_record(call: DeferredToolCall, turn: str, order: int, built_in: bool) -> AgentToolCall:
+def _new_record(
+    call: DeferredToolCall, turn: str, order: int, built_in: bool, trace_context: str | None
+) -> AgentToolCall:
     policy = call.policy
     if built_in:
         # Built-ins are session features: no approval, the read effect.
@@ -286,6 +294,7 @@ def _new_record(call: DeferredToolCall, turn: str, order: int, built_in: bool) -
         built_in=built_in,
         tool_source_reference=call.tool_source_reference,
         runner_tool_state=call.runner_tool_state,
+        trace_context=trace_context,
     )
 
 

@@ -192,11 +192,7 @@ class RunModel(Step[None]):
         await spend.record_model_usage(
             context, runtime, turn.turn_id, turn.session_settings, outcome.usage
         )
-        decision = self._commit(context, agent_state, outcome, len(turn.tool_calls))
-        if isinstance(outcome, ToolCallsRequested):
-            ids = [call.tool_call_id for call in outcome.tool_calls]
-            tracing.stamp_tool_calls(context, ids, chat.parent)
-        return decision
+        return self._commit(context, agent_state, outcome, len(turn.tool_calls), chat.parent)
 
     def _settle_queued_writes(
         self, context: StepContext, agent_state: AgentState
@@ -226,6 +222,7 @@ class RunModel(Step[None]):
         agent_state: AgentState,
         outcome: AgentTurnOutcome,
         recorded: int,
+        trace_context: str | None,
     ) -> StepDecision:
         runtime = self.runtime
         state = context.state
@@ -247,6 +244,8 @@ class RunModel(Step[None]):
         state.set(FRAMEWORK_RUN_STATE, outcome.framework_run_state)
         agent_state = attrs.evolve(agent_state, status=AgentStatus.RUNNING_TOOLS)
         state.set(AGENT_STATE, agent_state)
-        routed = route_tool_calls(context, runtime, agent_state, outcome.tool_calls, recorded)
+        routed = route_tool_calls(
+            context, runtime, agent_state, outcome.tool_calls, recorded, trace_context
+        )
         resume = StepMovement(turn_end.ResumeTurn, routed.expected_results)
         return go_to_many(*routed.movements, resume)

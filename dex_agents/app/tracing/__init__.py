@@ -7,13 +7,13 @@ with ``report_tracing_failure`` and skips its span.
 
 The activation's root (``invoke_agent``) stores its ``traceparent`` in
 ``AgentTraceContext`` in the commit of the Step that starts the activation;
-``RunModel`` parents its ``chat`` span from it and copies it onto each tool call
-record it creates; each tool Step parents its ``execute_tool`` span from its record.
+``RunModel`` parents its ``chat`` span from it and creates each tool call record
+with it; each tool Step parents its ``execute_tool`` span from its record.
 """
 
 from dex_agents.app.tracing.activation import start_activation
 from dex_agents.app.tracing.common import TracerSlot
-from dex_agents.app.tracing.model_spans import ModelAttempt, model_attempt, stamp_tool_calls
+from dex_agents.app.tracing.model_spans import ModelAttempt, model_attempt
 from dex_agents.app.tracing.tool_spans import ToolAttempt, tool_attempt
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "ToolAttempt",
     "TracerSlot",
     "model_attempt",
-    "stamp_tool_calls",
     "start_activation",
     "tool_attempt",
 ]

@@ -1,4 +1,4 @@
-"""``chat`` spans of ``RunModel`` and ``CompactContext`` attempts; tool records get the root."""
+"""``chat`` spans of ``RunModel`` and ``CompactContext`` attempts."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import contextlib
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-
-import attrs
 
 from dex_agents.app.tracing.common import (
     captures_content,
@@ -26,7 +24,7 @@ from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
 from dex_agents.ports.engine import StepContext
-from dex_agents.ports.session_schema import AGENT_TOOL_CALLS, AGENT_TRACE_CONTEXT
+from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
 from dex_agents.ports.tracing import (
     AttributeValue,
     SessionTracer,
@@ -235,21 +233,3 @@ def model_attempt(
             raise
         finally:
             attempt.emit()
-
-
-def stamp_tool_calls(
-    context: StepContext, tool_call_ids: Sequence[str], parent: str | None
-) -> None:
-    """Copy the activation's root onto the tool call records this commit created."""
-    if parent is None:
-        return
-    state = context.state
-    for tool_call_id in tool_call_ids:
-        try:
-            record = state.get_instance(AGENT_TOOL_CALLS, tool_call_id)
-        except LookupError:
-            continue
-        if record is not None and record.trace_context != parent:
-            state.set_instance(
-                AGENT_TOOL_CALLS, tool_call_id, attrs.evolve(record, trace_context=parent)
-            )
