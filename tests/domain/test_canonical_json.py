@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dex_agents.domain import canonical_json
-from dex_agents.domain.canonical_json import dumps, loads
+from dex_agents.domain.canonical_json import compact_encoder, dumps, loads
 from dex_agents.domain.unicode_text import escape_lone_surrogates
 
 
@@ -22,7 +23,7 @@ def standard_dumps(value: Any) -> str:
 
 def test_the_c_encoder_and_scanner_are_in_use() -> None:
     # Every other test here would pass on the standard library's entry points alone.
-    assert canonical_json._FAST_ENCODE is not None
+    assert canonical_json._CANONICAL.__qualname__ == "compact_encoder.<locals>.encode"
     assert type(canonical_json._scan).__module__ == "_json"
 
 
@@ -140,3 +141,84 @@ def test_any_json_value_round_trips_as_the_standard_library_writes_and_reads_it(
     text = dumps(value)
     assert text == escape_lone_surrogates(standard_dumps(value))
     assert loads(text) == json.loads(text)
+
+
+_OPTIONS = [
+    {"sort_keys": sort_keys, "ensure_ascii": ensure_ascii, "allow_nan": allow_nan}
+    for sort_keys in (False, True)
+    for ensure_ascii in (False, True)
+    for allow_nan in (False, True)
+]
+
+
+def json_dumps(value: Any, options: dict[str, bool]) -> str:
+    return json.dumps(
+        value,
+        separators=(",", ":"),
+        sort_keys=options["sort_keys"],
+        ensure_ascii=options["ensure_ascii"],
+        allow_nan=options["allow_nan"],
+    )
+
+
+def outcome(encode: Callable[[], str]) -> tuple[str, str]:
+    """The text written, or the error raised, as a pair to compare."""
+    try:
+        return "text", encode()
+    except Exception as error:
+        return type(error).__name__, str(error)
+
+
+@pytest.mark.parametrize("options", _OPTIONS)
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "plain",
+        "non-ASCII é 日本 🚀 and a lone surrogate \udcff",
+        -0.0,
+        10**30,
+        [1, "two", None, [3.25, {"b": 1, "a": 2}]],
+        {"z": 1, "a": {"y": [True, False], "b": "é"}, "m": None},
+        {2: "int key", 1.5: "float key", True: "bool key", None: "null key"},
+        (1, ("nested", "tuple")),
+    ],
+)
+def test_a_compact_encoder_writes_what_json_dumps_writes(
+    value: Any, options: dict[str, bool]
+) -> None:
+    encode = compact_encoder(**options)
+    assert encode.__qualname__ == "compact_encoder.<locals>.encode"
+    # Keys of mixed types cannot be sorted: both raise the same TypeError then.
+    assert outcome(lambda: encode(value)) == outcome(lambda: json_dumps(value, options))
+
+
+@pytest.mark.parametrize("options", _OPTIONS)
+def test_a_compact_encoder_writes_or_refuses_nan_as_json_dumps_does(
+    options: dict[str, bool],
+) -> None:
+    value = [float("nan"), float("inf"), float("-inf")]
+    encode = compact_encoder(**options)
+    if options["allow_nan"]:
+        assert encode(value) == "[NaN,Infinity,-Infinity]"
+    else:
+        with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+            encode(value)
+
+
+@pytest.mark.parametrize("options", _OPTIONS)
+def test_a_compact_encoder_raises_what_json_dumps_raises(options: dict[str, bool]) -> None:
+    encode = compact_encoder(**options)
+    with pytest.raises(TypeError, match="Object of type set is not JSON serializable"):
+        encode({"a": {1, 2}})
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        encode(circular)
+
+
+@given(_json_values, st.sampled_from(_OPTIONS))
+def test_any_json_value_is_written_as_json_dumps_writes_it(
+    value: Any, options: dict[str, bool]
+) -> None:
+    assert compact_encoder(**options)(value) == json_dumps(value, options)

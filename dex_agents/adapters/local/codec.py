@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from dex_agents.domain.canonical_json import compact_encoder
 from dex_agents.ports.engine import (
     AttemptProgress,
     AttributeLock,
@@ -34,8 +35,8 @@ from dex_agents.ports.persistence import AttributeDef, AttributeMapDef, ChannelD
 SchemaItem = AttributeDef[Any] | AttributeMapDef[Any] | ChannelDef[Any] | ChannelMapDef[Any]
 
 
-def _dumps(data: Any) -> str:
-    return json.dumps(data, separators=(",", ":"), sort_keys=True)
+# json.dumps(data, separators=(",", ":"), sort_keys=True), as the engine always wrote these.
+_dumps = compact_encoder(sort_keys=True, ensure_ascii=True, allow_nan=True)
 
 
 def _seconds(value: timedelta | None) -> float | None:

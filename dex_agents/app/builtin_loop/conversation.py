@@ -14,6 +14,7 @@ from dex_agents.app.builtin_loop.items import (
 )
 from dex_agents.app.message_store import MESSAGE_LINEAGE
 from dex_agents.app.prefix_cache import PrefixCache
+from dex_agents.domain.canonical_json import compact_encoder
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.model_io import (
     ModelInputItem,
@@ -32,6 +33,10 @@ UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=Fals
 """The policy of a call whose name no tool offers: it fails as ``unknown tool <name>``, unapproved."""
 
 
+# json.dumps(value, separators=(",", ":")): the run state's text as it was always stored.
+_compact = compact_encoder(sort_keys=False, ensure_ascii=True, allow_nan=True)
+
+
 @dataclass(frozen=True)
 class RunState:
     """``FrameworkRunState`` of the built-in loop: the turn's model calls and the
@@ -42,12 +47,11 @@ class RunState:
 
     def dumps(self) -> str:
         """The run state as the JSON text the session stores."""
-        return json.dumps(
+        return _compact(
             {
                 "model_calls": self.model_calls,
                 "consecutive_continuations": self.consecutive_continuations,
-            },
-            separators=(",", ":"),
+            }
         )
 
     @classmethod

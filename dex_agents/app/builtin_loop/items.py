@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from dex_agents.domain.canonical_json import compact_encoder
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.messages import FrameworkMessage, MessageRole
 from dex_agents.domain.model_io import (
@@ -42,13 +43,16 @@ TOOL_RESULT_ITEM = "tool_result"
 MODEL_INPUT_ITEM_CACHE_SIZE = 4096
 """How many stored items' parsed forms a process keeps (least recently used go first)."""
 
+# json.dumps(data, ensure_ascii=False, separators=(",", ":")), as items were always stored.
+_compact = compact_encoder(sort_keys=False, ensure_ascii=False, allow_nan=True)
+
 
 def _dumps(data: dict[str, Any], images: Sequence[AgentImageReference] = ()) -> str:
     # Images come after the item's other fields, and an item without images has no
     # ``images`` key, so its bytes are those of an item stored before images existed.
     if images:
         data = {**data, "images": _images_wire(images)}
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return _compact(data)
 
 
 def _images_wire(images: Sequence[AgentImageReference]) -> list[Any]:

@@ -19,7 +19,7 @@ from typing import Any, Final, TypeAlias
 import attrs
 
 from dex_agents.app.prefix_cache import PrefixCache
-from dex_agents.domain.canonical_json import dumps
+from dex_agents.domain.canonical_json import compact_encoder, dumps
 from dex_agents.domain.compaction import UTF8_BYTES_PER_TOKEN, estimate_text_tokens
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.model_io import (
@@ -177,8 +177,12 @@ def _request_digest(request: ModelRequest) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+# json.dumps(data, ensure_ascii=False, separators=(",", ":")): the items' text as stored.
+_compact = compact_encoder(sort_keys=False, ensure_ascii=False, allow_nan=True)
+
+
 def _item_json(data: Mapping[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return _compact(data)
 
 
 def _respond_name(respond: object) -> str:
