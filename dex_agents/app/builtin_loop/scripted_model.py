@@ -178,11 +178,7 @@ def _request_digest(request: ModelRequest) -> str:
 
 
 # json.dumps(data, ensure_ascii=False, separators=(",", ":")): the items' text as stored.
-_compact = compact_encoder(sort_keys=False, ensure_ascii=False, allow_nan=True)
-
-
-def _item_json(data: Mapping[str, Any]) -> str:
-    return _compact(data)
+_item_json = compact_encoder(sort_keys=False, ensure_ascii=False, allow_nan=True)
 
 
 def _respond_name(respond: object) -> str:
