@@ -1,7 +1,7 @@
 """What a turn costs when one process serves many sessions with long histories.
 
     uv run --frozen python bench/session_working_set.py [--sessions N,N,...] [--depth N]
-        [--rounds N]
+        [--rounds N] [--same-start]
 
 Every model call reads its session's whole conversation, and the process keeps,
 per session, what it built from it (the chunks joined, the walk over earlier
@@ -14,7 +14,11 @@ them, every model call builds everything again. For each count of
 ``--rounds`` (3) rounds of one turn in each session in turn, and reports the
 median of those turns' wall time, the process's CPU time per turn over them,
 and its resident memory (``VmRSS``) after them, each beside the first count's.
-Each count runs in a fresh process and file, one after the other.
+Each count runs in a fresh process and file, one after the other. The messages
+are numbered across all sessions, so no two sessions share one; with
+``--same-start`` every session's first message is the same (the next ones
+differ), as when many people open with "hi": equal stored items decode to one
+object, so the model requests of all sessions start with the same item.
 """
 
 from __future__ import annotations
@@ -37,18 +41,24 @@ from turn_child import EXPECTED_ANSWER
 from dex_agents.local import LocalRuntime
 
 
-async def measure(path: Path, sessions: int, depth: int, rounds: int) -> dict[str, float]:
+async def measure(
+    path: Path, sessions: int, depth: int, rounds: int, same_start: bool = False
+) -> dict[str, float]:
     """Median wall and mean CPU seconds of a round-robin turn, and the RSS after them."""
     async with LocalRuntime(path, [workload.flow], workers=1) as runtime:
         client = runtime.sessions(workload.flow)
         ids = [f"session-{n}" for n in range(sessions)]
         number = 0
+        started_sessions: set[str] = set()
 
         async def turn(session_id: str) -> float:
             nonlocal number
             number += 1
+            first = same_start and session_id not in started_sessions
+            started_sessions.add(session_id)
+            message = workload.user_message(0 if first else number)
             started = time.perf_counter()
-            await client.send_user_message(session_id, workload.user_message(number))
+            await client.send_user_message(session_id, message)
             snapshot = await client.wait_for_user(session_id)
             if snapshot.messages[-1].text != EXPECTED_ANSWER:
                 raise RuntimeError(f"turn {number} answered {snapshot.messages[-1].text!r}")
@@ -73,18 +83,26 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--sessions", default="1,10,30", help="counts of sessions (1,10,30)")
     parser.add_argument("--depth", type=int, default=200, help="turns of history each (200)")
     parser.add_argument("--rounds", type=int, default=3, help="timed turns per session (3)")
+    parser.add_argument(
+        "--same-start", action="store_true", help="every session's first message is the same"
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's count
     args = parser.parse_args(argv)
     if args.one is not None:
         with tempfile.TemporaryDirectory() as directory:
             path = Path(directory) / "s.sqlite3"
-            figures = asyncio.run(measure(path, args.one, args.depth, args.rounds))
+            figures = asyncio.run(measure(path, args.one, args.depth, args.rounds, args.same_start))
         print(json.dumps(figures))
         return 0
     counts = [int(count) for count in args.sessions.split(",")]
     extra = ["--depth", str(args.depth), "--rounds", str(args.rounds)]
+    if args.same_start:
+        extra.append("--same-start")
     results = run_counts(__file__, counts, extra)
-    print(f"a turn in each of N sessions of {args.depth} turns, in turn ({args.rounds} rounds)")
+    same = ", every session's first message the same" if args.same_start else ""
+    print(
+        f"a turn in each of N sessions of {args.depth} turns, in turn ({args.rounds} rounds{same})"
+    )
     print_counts(
         "sessions",
         counts,

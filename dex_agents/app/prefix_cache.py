@@ -13,6 +13,7 @@ source vouches that each of its sequences starts with the one before
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
@@ -40,7 +41,12 @@ class PrefixCache(Generic[T, S]):
     Keeps at most ``entries`` keys and ``most_weight`` of weight in all, least
     recently used dropped first; a heavier walk is not kept. A kept walk weighs
     what ``weigh`` says of its state, plus one for each element it keeps.
-    Thread-safe: Steps run on the event loop, and RPCs on it or on a store thread.
+    With ``walks_per_key`` above one, a key keeps that many walks of different
+    sequences, the oldest kept dropped first, and a resume takes the longest
+    that the sequence starts with: for a key that sequences of different
+    sessions share. Thread-safe: Steps run on the event loop, and RPCs on it or
+    on a store thread (two threads that remember walks of one key at once may
+    keep only one of them: a later resume misses, never errs).
     """
 
     def __init__(
@@ -49,10 +55,14 @@ class PrefixCache(Generic[T, S]):
         *,
         entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
         most_weight: int = DEFAULT_PREFIX_CACHE_WEIGHT,
+        walks_per_key: int = 1,
     ) -> None:
-        self._cached: SizedLru[_Walk[T, S]] = SizedLru(
-            entries, most_weight, lambda walk: len(walk.elements) + weigh(walk.state)
-        )
+        if walks_per_key < 1:
+            raise ValueError(f"walks_per_key must be at least 1, not {walks_per_key}")
+        self._weigh = weigh
+        self._walks_per_key = walks_per_key
+        self._remembered = itertools.count()
+        self._cached: SizedLru[tuple[_Walk[T, S], ...]] = SizedLru(entries, most_weight, _weight)
 
     def resume(
         self, key: Hashable, sequence: Sequence[T], *, lineage: object | None = None
@@ -63,22 +73,15 @@ class PrefixCache(Generic[T, S]):
         ``sequence`` starts with the walked sequence (``message_lineage.py``), so
         no element is looked at.
         """
-        found = self._cached.get(key)
-        if found is None:
+        walks = self._cached.get(key)
+        if walks is None:
             return None
-        walked = found.walked
-        if walked > len(sequence):
-            return None
-        if lineage is not None and lineage is found.lineage:
-            return walked, found.state
-        elements = found.elements
-        prefix = elements if len(elements) == walked else elements[:walked]
-        head = sequence[:walked]
-        # The very tuple that was remembered (a tuple's whole slice is itself) needs no
-        # look at its elements: a request's items are walked twice per model call.
-        if head is not prefix and tuple(head) != prefix:
-            return None
-        return walked, found.state
+        for walk in walks:  # longest first
+            if walk.walked > len(sequence):
+                continue
+            if (lineage is not None and lineage is walk.lineage) or _starts(sequence, walk):
+                return walk.resumed
+        return None
 
     def remember(
         self,
@@ -88,17 +91,41 @@ class PrefixCache(Generic[T, S]):
         *,
         walked: int | None = None,
         lineage: object | None = None,
+        replacing: tuple[int, S] | None = None,
     ) -> None:
         """Keep ``state`` as what walking the first ``walked`` elements of ``sequence`` (all of
         them by default) reached, for ``key``. With a ``lineage`` (``resume``) the whole
         tuple is kept, not copied up to ``walked``: it is not looked at again while the
-        lineage holds."""
+        lineage holds. ``replacing`` is what ``resume`` gave for ``sequence``: with
+        ``walks_per_key`` above one, the walk it came from (a session's walk of its
+        previous call) is of no more use, and the new walk takes its place."""
         end = len(sequence) if walked is None else walked
         if lineage is not None and isinstance(sequence, tuple):
             elements: tuple[T, ...] = sequence
         else:
             elements = tuple(sequence[:end])
-        self._cached.put(key, _Walk(elements, end, lineage, state))
+        walk = _Walk(
+            elements,
+            end,
+            lineage,
+            (end, state),
+            next(self._remembered),
+            len(elements) + self._weigh(state),
+        )
+        kept: tuple[_Walk[T, S], ...] = ()
+        if self._walks_per_key > 1:
+            kept = self._cached.get(key) or ()
+            for position, earlier in enumerate(kept):
+                if earlier.resumed is replacing:
+                    kept = kept[:position] + kept[position + 1 :]
+                    break
+            if len(kept) >= self._walks_per_key:
+                oldest = min(range(len(kept)), key=lambda position: kept[position].remembered)
+                kept = kept[:oldest] + kept[oldest + 1 :]
+        longer = 0  # the walks stay longest first
+        while longer < len(kept) and kept[longer].walked >= end:
+            longer += 1
+        self._cached.put(key, (*kept[:longer], walk, *kept[longer:]))
 
     def clear(self) -> None:
         """Forget every key."""
@@ -110,4 +137,26 @@ class _Walk(NamedTuple, Generic[T, S]):
     """The walked sequence: its first ``walked`` elements were walked."""
     walked: int
     lineage: object | None
-    state: S
+    resumed: tuple[int, S]
+    """What ``resume`` gives for it: ``walked`` and the state the walk reached there."""
+    remembered: int
+    """When it was remembered, in the cache's order: the oldest of a key goes first."""
+    weight: int
+    """What ``weigh`` says of its state, plus one for each element it keeps."""
+
+
+def _weight(walks: tuple[_Walk[T, S], ...]) -> int:
+    if len(walks) == 1:  # every key of a cache that keeps one walk a key
+        return walks[0].weight
+    return sum(walk.weight for walk in walks)
+
+
+def _starts(sequence: Sequence[T], walk: _Walk[T, S]) -> bool:
+    """Whether ``sequence`` starts with ``walk``'s walked elements."""
+    walked = walk.walked
+    elements = walk.elements
+    prefix = elements if len(elements) == walked else elements[:walked]
+    head = sequence[:walked]
+    # The very tuple that was remembered (a tuple's whole slice is itself) needs no
+    # look at its elements: a request's items are walked twice per model call.
+    return head is prefix or tuple(head) == prefix

@@ -323,6 +323,78 @@ def test_by_default_a_process_keeps_the_walks_of_many_sessions() -> None:
     assert all(cache.resume(f"short-{session}", long[:8]) for session in range(1000))
 
 
+class _Item:
+    """An element compared by identity, as the decoded items and messages of sessions are."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _session(first: _Item, name: str, length: int) -> tuple[_Item, ...]:
+    return (first, *(_Item(f"{name}{number}") for number in range(1, length)))
+
+
+def test_a_key_keeps_the_walks_of_sessions_that_start_with_one_element() -> None:
+    first = _Item("hi")
+    a, b = _session(first, "a", 6), _session(first, "b", 6)
+    shared: PrefixCache[_Item, str] = PrefixCache(_weightless, walks_per_key=2)
+    single: PrefixCache[_Item, str] = PrefixCache(_weightless)
+    for cache in (shared, single):
+        cache.remember("hi", a[:4], "a after 4")
+        cache.remember("hi", b[:2], "b after 2")
+    assert shared.resume("hi", a[:5]) == (4, "a after 4")
+    assert shared.resume("hi", b[:3]) == (2, "b after 2")
+    assert shared.resume("hi", b) == (2, "b after 2"), "the longer walk of a is no prefix of b"
+    assert shared.resume("hi", (first, _Item("c1"))) is None
+    assert single.resume("hi", a[:5]) is None, "one walk a key: b's took a's place"
+
+
+def test_a_walk_takes_the_place_of_the_walk_it_resumed() -> None:
+    first = _Item("hi")
+    a, b = _session(first, "a", 6), _session(first, "b", 6)
+    cache: PrefixCache[_Item, str] = PrefixCache(_weightless, walks_per_key=2)
+    cache.remember("hi", a[:2], "a after 2")
+    cache.remember("hi", b[:2], "b after 2")
+    for end in (3, 4):
+        resumed = cache.resume("hi", a[:end])
+        assert resumed == (end - 1, f"a after {end - 1}")
+        cache.remember("hi", a[:end], f"a after {end}", replacing=resumed)
+    assert cache.resume("hi", a) == (4, "a after 4")
+    assert cache.resume("hi", b) == (2, "b after 2"), "a's walks did not push b's out"
+    cache.remember("hi", a[:5], "a after 5", replacing=(4, "a after 4"))
+    assert cache.resume("hi", b) is None, "an equal answer is not the one resume gave"
+
+
+def test_a_key_drops_its_oldest_walk_beyond_walks_per_key() -> None:
+    first = _Item("hi")
+    a, b, c = (_session(first, name, 4) for name in "abc")
+    cache: PrefixCache[_Item, str] = PrefixCache(_weightless, walks_per_key=2)
+    cache.remember("hi", a, "a")
+    cache.remember("hi", b[:3], "b")
+    cache.remember("hi", c[:2], "c")
+    assert cache.resume("hi", a) is None, "the oldest walk was dropped"
+    assert cache.resume("hi", b) == (3, "b")
+    assert cache.resume("hi", c) == (2, "c")
+    with pytest.raises(ValueError, match="walks_per_key must be at least 1, not 0"):
+        PrefixCache(_weightless, walks_per_key=0)
+
+
+def test_a_keys_walks_weigh_together() -> None:
+    first = _Item("hi")
+    a, b = _session(first, "a", 3), _session(first, "b", 3)
+    cache: PrefixCache[_Item, str] = PrefixCache(len, walks_per_key=2, most_weight=10)
+    cache.remember("hi", a, "12")  # 5
+    cache.remember("hi", b, "123")  # 6: 11 in all, over the bound, not kept
+    assert cache.resume("hi", a) is None
+    cache.remember("hi", a, "1")  # 4
+    cache.remember("hi", b[:2], "1")  # 3: 7 in all
+    assert cache.resume("hi", a) == (3, "1")
+    assert cache.resume("hi", b) == (2, "1")
+
+
 def test_a_prefix_cache_trusts_the_lineage_it_remembered_a_walk_with() -> None:
     cache: PrefixCache[int, str] = PrefixCache(_weightless)
     lineage = object()

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dex_agents.app.builtin_loop import scripted_model
 from dex_agents.app.builtin_loop.scripted_model import (
     DEFAULT_MAX_RECORDED_REQUESTS,
     SCRIPTED_API,
@@ -334,6 +335,31 @@ def test_estimate_input_tokens_is_deterministic_and_grows_with_text(
     assert (
         model.estimate_input_tokens(_request(*texts, "more", instructions=instructions)) > estimate
     )
+
+
+def test_sessions_that_began_alike_each_resume_the_walk_of_their_own_requests() -> None:
+    # Equal stored items decode to one object: two sessions' requests share their first item.
+    first = UserTextItem(text="hi")
+    long = (first, *(UserTextItem(text=f"long {number}" * 3) for number in range(1, 41)))
+    short = (first, *(UserTextItem(text=f"short {number}") for number in range(1, 11)))
+    model = ScriptedModelClient(reply_as_demo_model)
+
+    def estimate(items: tuple[UserTextItem, ...]) -> None:
+        tokens = model.estimate_input_tokens(ModelRequest(instructions="", items=items))
+        assert tokens == _text_tokens(items)
+
+    for end in range(2, 11):
+        estimate(long[: end * 4])
+        estimate(short[:end])
+    for end in range(11, 21):  # the long one's later walks each take the place of its last
+        estimate(long[: end * 2])
+    walked = scripted_model._ITEMS_WALKED
+    assert walked.resume(("scripted", id(first)), long) == (40, (_text_tokens(long[:40]), ()))
+    assert walked.resume(("scripted", id(first)), short) == (10, (_text_tokens(short[:10]), ()))
+
+
+def _text_tokens(items: tuple[UserTextItem, ...]) -> int:
+    return sum(estimate_text_tokens(item.text) for item in items)
 
 
 async def test_missing_image_bytes_raise() -> None:

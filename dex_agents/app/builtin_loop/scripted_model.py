@@ -51,14 +51,25 @@ _ESTIMATED_IMAGE_INPUT_TOKENS: Final = 1600
 
 _ItemsWalk: TypeAlias = tuple[int, tuple[AgentImageReference, ...]]
 
+_WALKS_PER_FIRST_ITEM: Final = 8
+"""The walks kept for requests that start with one item object: of as many sessions.
+
+Equal stored items decode to one object, so sessions that began alike (a
+benchmark's or a test's, or two users' "hi") send requests with the same first
+item. With one walk kept for them, the requests of two such sessions took turns
+replacing each other's walk, and each walked its items again from where the two
+part: the whole history of the longer, at every call.
+"""
+
 _ITEMS_WALKED: PrefixCache[ModelInputItem, _ItemsWalk] = PrefixCache(
-    lambda walk: walk[0] * UTF8_BYTES_PER_TOKEN
+    lambda walk: walk[0] * UTF8_BYTES_PER_TOKEN, walks_per_key=_WALKS_PER_FIRST_ITEM
 )
 """The estimated tokens and the images of the items of earlier requests.
 
 A session's requests repeat its conversation's items (the same objects, from
 the built-in loop's walk), so an item is estimated once, not once per call. A
-kept walk weighs the bytes its tokens were estimated from.
+kept walk weighs the bytes its tokens were estimated from. Requests have no
+session, so the first item's object is the key.
 """
 
 
@@ -67,7 +78,8 @@ def _walk_items(items: tuple[ModelInputItem, ...]) -> _ItemsWalk:
     if not items:
         return 0, ()
     key = ("scripted", id(items[0]))
-    start, (tokens, images) = _ITEMS_WALKED.resume(key, items) or (0, (0, ()))
+    resumed = _ITEMS_WALKED.resume(key, items)
+    start, (tokens, images) = resumed or (0, (0, ()))
     for item in items[start:]:
         if isinstance(item, ModelOutputItem):
             tokens += estimate_text_tokens(item.item)
@@ -75,7 +87,8 @@ def _walk_items(items: tuple[ModelInputItem, ...]) -> _ItemsWalk:
         tokens += estimate_text_tokens(item.text if isinstance(item, UserTextItem) else item.output)
         if item.images:
             images += item.images
-    _ITEMS_WALKED.remember(key, items, (tokens, images))
+    if start < len(items):  # the second walk of a call's items finds them all walked
+        _ITEMS_WALKED.remember(key, items, (tokens, images), replacing=resumed)
     return tokens, images
 
 
