@@ -8,7 +8,7 @@ connection wrote last and whatever a savepoint undid.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -122,6 +122,55 @@ def test_the_events_of_one_commit_add_to_the_streams_size_once(store: SqliteFlow
         store.run(append)
     assert _writes(statements, "stream_sizes") == 1
     assert _stream_bytes(store) == 3 + 4 + 5
+
+
+def test_the_events_of_a_batch_add_to_the_streams_size_once(store: SqliteFlowStore) -> None:
+    def append(text: str) -> Callable[[StoreTransaction], None]:
+        def work(tx: StoreTransaction) -> None:
+            tx.append_event("T", "f1", text, "s", at(1))
+            assert tx.trim_events("T", 1024) == 0  # as a Step's commit does: frees nothing
+
+        return work
+
+    def nested(tx: StoreTransaction) -> None:
+        assert tx.run_undoable(lambda: append('"dddd"')(tx)).error is None
+
+    with traced_statements(store) as statements:
+        store.run_batch([append('"a"'), append('"bb"'), nested, append('"ccc"')])
+    assert _writes(statements, "stream_sizes") == 1
+    assert _stream_bytes(store) == 3 + 4 + 6 + 5
+
+
+def test_a_trim_of_events_of_the_same_transaction_counts_them_first(
+    store: SqliteFlowStore,
+) -> None:
+    def append_and_trim(tx: StoreTransaction) -> int:
+        for text in ('"a"', '"bb"', '"ccc"'):
+            tx.append_event("T", "f1", text, "s", at(1))
+        return tx.trim_events("T", 5)
+
+    assert store.run(append_and_trim) == 2
+    assert _stream_bytes(store) == 5
+    assert [event.value for event in store.run(lambda tx: tx.events_after("f1", 0, 10))] == [
+        '"ccc"'
+    ]
+
+
+def test_a_trim_a_savepoint_undid_leaves_the_earlier_works_bytes_to_count(
+    store: SqliteFlowStore,
+) -> None:
+    def appended(tx: StoreTransaction) -> None:
+        tx.append_event("T", "f1", '"a"', "s", at(1))
+
+    def trimmed_then_undone(tx: StoreTransaction) -> None:
+        tx.append_event("T", "f1", '"undone"', "s", at(2))
+        assert tx.trim_events("T", 1024) == 0  # saves the sizes of both works so far
+        raise ValueError("undo it")
+
+    store.run_batch([appended, trimmed_then_undone])
+    assert _stream_bytes(store) == 3
+    assert store.run(lambda tx: tx.trim_events("T", 3)) == 0
+    assert store.run(lambda tx: tx.trim_events("T", 2)) == 1
 
 
 def test_events_appended_without_a_trim_still_count(store: SqliteFlowStore) -> None:

@@ -58,7 +58,7 @@ class SqliteStream:
         self._changed = changed
         self._with_events = with_events
         # Bytes appended per Flow type and not yet added to ``stream_sizes``: one upsert for
-        # the events of one commit, made before anything reads the size (``trim``).
+        # the events of one commit, or before a trim frees some (``trim``).
         self._unsaved_bytes: dict[str, int] = {}
 
     def append(
@@ -109,9 +109,18 @@ class SqliteStream:
             self._execute(sql, (flow_type, size))
         self._unsaved_bytes.clear()
 
-    def drop_unsaved_sizes(self) -> None:
-        """Forget the bytes of events a savepoint's rollback undid."""
-        self._unsaved_bytes.clear()
+    def unsaved_sizes(self) -> dict[str, int]:
+        """The bytes appended per Flow type and not yet saved, as a copy: what a savepoint's
+        rollback brings back (``restore_unsaved_sizes``)."""
+        return dict(self._unsaved_bytes)
+
+    def restore_unsaved_sizes(self, unsaved: dict[str, int]) -> None:
+        """Make the unsaved bytes what ``unsaved_sizes`` gave when a rolled-back savepoint began.
+
+        Bytes a trim inside it saved were taken back with its statements, so they are
+        unsaved again; the bytes of its own events are gone.
+        """
+        self._unsaved_bytes = dict(unsaved)
 
     def _seal(self, flow_type: str, flow_id: str) -> int:
         """Move the oldest single events of ``flow_id`` into blocks of ``BLOCK_EVENTS``.
@@ -199,16 +208,18 @@ class SqliteStream:
     def trim(self, flow_type: str, capacity_bytes: int) -> int:
         if capacity_bytes < 0:
             raise ValueError(f"capacity_bytes must be 0 or more, not {capacity_bytes}")
-        self.save_sizes()
         sizes = self._known.stream_bytes
         total = sizes.get(flow_type)
         if total is None:
             sql = "SELECT bytes FROM stream_sizes WHERE flow_type = ?"
             total_row = self._execute(sql, (flow_type,)).fetchone()
-            total = sizes[flow_type] = 0 if total_row is None else int(total_row[0])
+            saved = 0 if total_row is None else int(total_row[0])
+            total = sizes[flow_type] = saved + self._unsaved_bytes.get(flow_type, 0)
         excess = total - capacity_bytes
         if excess <= 0:
             return 0
+        # The size goes down by what is freed, from a row that must then hold every byte.
+        self.save_sizes()
         freed = deleted = last_id = 0
         blocks = self._execute(
             "SELECT first_id, last_id, trimmed_to FROM event_blocks"

@@ -190,11 +190,12 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         depth. An error of SQLite itself is raised: the transaction is unusable.
         """
         name = f"work_{self._depth}"
-        # What is unsaved then belongs to this savepoint alone. Executions not yet written
-        # stay so: a rollback to it brings back what they were when it began (their values
-        # are replaced, never changed in place, so a copy of each map holds them).
-        self._stream.save_sizes()
+        # Executions not yet written stay so, and the Stream's sizes stay unsaved (one upsert
+        # a commit, not one a work of a batch): a rollback to it brings back what they were
+        # when it began (values are replaced, never changed in place, so a copy of each map
+        # holds them).
         unwritten, unupdated = dict(self._unwritten), dict(self._unupdated)
+        unsaved_sizes = self._stream.unsaved_sizes()
         self._execute(f"SAVEPOINT {name}")
         appended, written_once = len(self.appended), len(self.written_once)
         self._depth += 1
@@ -210,7 +211,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             self._executions_seen.clear()
             self._forget_channel_reads()
             self._known.forget()
-            self._stream.drop_unsaved_sizes()
+            self._stream.restore_unsaved_sizes(unsaved_sizes)
             del self.appended[appended:]
             del self.written_once[written_once:]
             return BatchOutcome(error=error)
