@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -130,6 +131,37 @@ def test_a_commit_that_ends_during_a_read_is_not_taken_as_seen() -> None:
         reads = store.counter_reads
         queue.change_counter(LONG)
         assert store.counter_reads == reads + 1
+
+
+class ReadDuringCommit(CountedStore):
+    """A store that, once its commit is done and before the queue notes it, has the queue's
+    counter read, as a claim loop on the event loop does while the store thread commits."""
+
+    queue: GroupCommitQueue
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_during: list[int] = []
+
+    def run(self, work: Any, *, durable: bool = True) -> Any:
+        result = super().run(work, durable=durable)
+        self.read_during.append(self.queue.change_counter(0))
+        return result
+
+
+async def test_a_read_while_a_batch_commits_gets_the_counter_before_it() -> None:
+    # Read after its COMMIT and before last_commit names it, the new counter would be one
+    # that no commit of this process names: a claim loop would take this quiet commit
+    # for another process's and run a round for nothing.
+    store = ReadDuringCommit()
+    with ThreadPoolExecutor(1) as executor:
+        store.queue = queue = GroupCommitQueue(store, executor)
+        before = queue.change_counter(0)
+        _, after_commit, _ = await queue.run(_write, durable=True)
+        assert store.read_during == [before]
+        assert after_commit != before
+        assert queue.last_commit[0] == after_commit
+        assert queue.change_counter(0) == after_commit
 
 
 async def test_the_engine_reads_fresh_for_a_decision_and_reuses_for_a_wait(

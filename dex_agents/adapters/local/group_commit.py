@@ -99,6 +99,7 @@ class GroupCommitQueue:
         self.loud_commits = 0
         """How many commits were not quiet."""
         self._commits = 0  # batches committed (or tried), counted once each is done
+        self._committing = False  # from a batch's start until ``last_commit`` names it
         # The last counter read: (monotonic time before the read, commits then, counter).
         self._kept_counter: tuple[float, int, int] | None = None
 
@@ -114,8 +115,16 @@ class GroupCommitQueue:
         commits = self._commits
         kept = self._kept_counter
         now = time.monotonic()
-        if kept is not None and kept[1] == commits and now - kept[0] < reuse:
+        # While a batch commits (on a store thread) the counter from before it stands: a
+        # read between its COMMIT and ``last_commit`` would be a counter no commit of this
+        # process names, and a claim loop would take this quiet commit for another's.
+        if kept is not None and (
+            self._committing or (kept[1] == commits and now - kept[0] < reuse)
+        ):
             return kept[2]
+        return self._read_counter(now, commits)
+
+    def _read_counter(self, now: float, commits: int) -> int:
         # ``commits`` was taken before the read: a commit that ends during it is not
         # taken as seen by it.
         counter = self._store.change_counter()
@@ -216,12 +225,23 @@ class GroupCommitQueue:
         commit: Callable[[list[_Queued[Any]]], list[BatchOutcome]],
     ) -> None:
         """Commit ``batch`` and settle its callers; ``StoreWouldWaitError`` settles nobody."""
+        self._committing = True
+        try:
+            self._commit_and_settle(batch, commit)
+        finally:
+            self._committing = False
+
+    def _commit_and_settle(
+        self,
+        batch: list[_Queued[Any]],
+        commit: Callable[[list[_Queued[Any]]], list[BatchOutcome]],
+    ) -> None:
         try:
             try:
                 outcomes = commit(batch)
             finally:
                 self._commits += 1
-            counter = self.change_counter(0)
+            counter = self._read_counter(time.monotonic(), self._commits)
         except StoreWouldWaitError:
             raise
         except Exception as error:  # the whole transaction failed: every caller learns why
