@@ -106,7 +106,6 @@ class PrefixCache(Generic[T, S]):
             elements = tuple(sequence[:end])
         walk = _Walk(
             elements,
-            end,
             lineage,
             (end, state),
             next(self._remembered),
@@ -135,7 +134,6 @@ class PrefixCache(Generic[T, S]):
 class _Walk(NamedTuple, Generic[T, S]):
     elements: tuple[T, ...]
     """The walked sequence: its first ``walked`` elements were walked."""
-    walked: int
     lineage: object | None
     resumed: tuple[int, S]
     """What ``resume`` gives for it: ``walked`` and the state the walk reached there."""
@@ -143,6 +141,11 @@ class _Walk(NamedTuple, Generic[T, S]):
     """When it was remembered, in the cache's order: the oldest of a key goes first."""
     weight: int
     """What ``weigh`` says of its state, plus one for each element it keeps."""
+
+    @property
+    def walked(self) -> int:
+        """How many of ``elements`` were walked."""
+        return self.resumed[0]
 
 
 def _weight(walks: tuple[_Walk[T, S], ...]) -> int:

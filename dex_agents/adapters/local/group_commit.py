@@ -105,19 +105,20 @@ class GroupCommitQueue:
 
     def change_counter(self, reuse: float) -> int:
         """The store's change counter: the one read at most ``reuse`` seconds ago when no
-        batch committed since, otherwise read now.
+        batch committed since, or the one from before the batch committing now (on a store
+        thread); otherwise read now.
 
         After each commit the counter is read, and the callbacks that commit resumes
         read it again within microseconds (a claim loop, a Stream reader, the waits).
-        A commit of this queue always gets a fresh read; a commit of another
-        process is seen up to ``reuse`` later, as if it came that much later.
+        A commit of this queue is seen once it is noted in ``last_commit``: read
+        between its COMMIT and that note, the counter would be one no commit of this
+        process names, and a claim loop would take a quiet commit for another
+        process's. A commit of another process is seen up to ``reuse`` later, as if
+        it came that much later.
         """
         commits = self._commits
         kept = self._kept_counter
         now = time.monotonic()
-        # While a batch commits (on a store thread) the counter from before it stands: a
-        # read between its COMMIT and ``last_commit`` would be a counter no commit of this
-        # process names, and a claim loop would take this quiet commit for another's.
         if kept is not None and (
             self._committing or (kept[1] == commits and now - kept[0] < reuse)
         ):
