@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
 import pytest
@@ -161,6 +162,22 @@ class OrdinaryDecideFirstFlow(InCommitFlow):
     steps: Sequence[Step[Any]] = (start_step, Finish())
 
 
+class Conclude(Step[str]):
+    """State-only, and ends its Flow run: a claim round that takes it leaves nothing to start."""
+
+    input_type = str
+    state_only = True
+
+    async def execute(self, context: StepContext, input: str) -> StepDecision:
+        return complete(input)
+
+
+class ConcludeFlow(InCommitFlow):
+    flow_type = "Conclude"
+    start_step: Step[Any] = Conclude()
+    steps: Sequence[Step[Any]] = (start_step,)
+
+
 @pytest.fixture
 def counted(store: FlowStore) -> Iterator[tuple[DurableCounter, LocalEngine]]:
     Decide.runs.clear()
@@ -302,6 +319,42 @@ async def test_a_state_only_step_a_claim_round_takes_runs_in_the_round_s_commit(
     assert decide.status is ExecutionStatus.COMPLETED
     assert decide.attempt == 1
     assert Decide.runs["plain"] == 2  # once per Flow run
+
+
+async def test_a_claim_round_that_filled_its_slots_with_steps_it_ran_claims_again_at_once(
+    store: FlowStore,
+) -> None:
+    # Five runs started with no worker of the client's process (as a client process starts
+    # sessions beside worker processes). The worker has two slots, and would look again by
+    # itself only after an hour: each round ran the two Steps it claimed in its commit and
+    # left nothing to start, and the rest waited for that look.
+    flow = ConcludeFlow()
+    engine = LocalEngine(
+        store,
+        [flow],
+        poll_interval=timedelta(hours=1),
+        lease_duration=timedelta(hours=2),
+    )
+    try:
+        client = LocalFlowClient(engine)
+        flow_ids = [f"s{n}" for n in range(5)]
+        for flow_id in flow_ids:
+            await client.start_flow(flow, flow_id, "done")
+        worker = LocalWorker(engine, max_concurrent_tasks=2)
+        task = asyncio.create_task(worker.run())
+        try:
+            async with asyncio.timeout(20):
+                for flow_id in flow_ids:
+                    while await _status(engine, flow_id) is not FlowStatus.COMPLETED:  # noqa: ASYNC110
+                        await asyncio.sleep(0.01)
+        finally:
+            await worker.stop()
+            await task
+        for flow_id in flow_ids:
+            (row,) = await _executions(engine, flow_id)
+            assert (row.status, row.attempt) == (ExecutionStatus.COMPLETED, 1)
+    finally:
+        engine.close()
 
 
 async def test_a_step_that_suspends_in_a_claim_round_is_left_to_its_worker(

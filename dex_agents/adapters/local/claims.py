@@ -51,12 +51,21 @@ class Claim:
 
 @dataclass(frozen=True)
 class ClaimRound:
-    """One round of a worker's claim loop, in one transaction: what it claimed, which of its
-    running attempts were cancelled, and when it must look again without a commit."""
+    """One round of a worker's claim loop, in one transaction: what it left for the worker to
+    start, which of its running attempts were cancelled, when it must look again without a
+    commit, and whether it took everything runnable it found.
+
+    ``complete`` is ``False`` when the round claimed as many Steps as it could, or left
+    as many claims as it had slots: more may be runnable. Count what it claimed, not
+    only what it left to start: Steps it ran in its commit (``handoff.run_claimed``)
+    freed their slots, and a round that filled its limit with them saw no more than
+    that limit of a larger burst (a client process starting many sessions at once).
+    """
 
     claims: list[Claim]
     cancel_requested: set[int]
     next_timer_at: datetime | None
+    complete: bool = False
 
 
 class RoundLimit(Protocol):
@@ -106,12 +115,13 @@ def claim_round(
     claimed = claim(tx, flows, owner, now, lease, limit)
     claims = run_claimed(tx, claimed, limit, flows=flows, owner=owner, now=now, lease=lease)
     slots.took(len(claims))
-    return replace(capacity_round(tx, owner), claims=claims)
+    complete = len(claimed) < limit and len(claims) < limit
+    return replace(capacity_round(tx, owner), claims=claims, complete=complete)
 
 
 def capacity_round(tx: StoreTransaction, owner: str) -> ClaimRound:
     """The round of a worker with no free slot, as a read: the cancellations of ``owner``'s
-    running attempts, and the next Timer.
+    running attempts, and the next Timer; not ``complete``, since it could claim nothing.
 
     Such a worker could claim nothing, so another process's commit gives it only
     cancellations to look for. Lost leases and due Timers wait for its next full

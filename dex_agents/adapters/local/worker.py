@@ -60,9 +60,8 @@ def _complete(handed: handoff.HandOff) -> bool:
     return handed.complete
 
 
-def _took_all(limit: int, round_: claims.ClaimRound) -> bool:
-    # A round that took less than it could left nothing runnable behind.
-    return len(round_.claims) < limit
+def _took_all(round_: claims.ClaimRound) -> bool:
+    return round_.complete
 
 
 class StepTimeoutError(TimeoutError):
@@ -317,7 +316,7 @@ class LocalWorker:
                 finally:
                     self._round = None
                     self._reserved -= slots.limit
-                self._starved = len(round_.claims) >= slots.claim_limit
+                self._starved = not round_.complete
                 self._start_all(round_.claims)
                 # A cancel_turn in any process stops a running model call at the next
                 # commit anyone makes, not at the next lease renewal.
@@ -352,7 +351,7 @@ class LocalWorker:
             slots=slots,
             run_claimed=handoff.run_claimed,
         )
-        return await self._commit_quietly(work, lambda round_: _took_all(slots.claim_limit, round_))
+        return await self._commit_quietly(work, _took_all)
 
     async def _read_at_capacity(self) -> claims.ClaimRound:
         """``claims.capacity_round`` for this worker's running attempts, read through store
