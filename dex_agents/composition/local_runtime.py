@@ -83,7 +83,8 @@ async def serve_workers(
     error it cannot survive ends it with that error. ``lease_duration`` (10 s
     by default) is how soon another worker takes over an attempt of a worker
     that was killed; ``poll_interval`` (100 ms) how often it looks for other
-    processes' commits. ``step_history_limit`` is how many finished Step
+    processes' commits where it cannot watch the file's writes (on Linux it sees
+    them as they land, and polls for whatever that misses). ``step_history_limit`` is how many finished Step
     executions each session keeps (1,000; ``None`` keeps all): each process
     prunes by its own, so give every process of one file the same.
     """

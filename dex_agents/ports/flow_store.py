@@ -468,6 +468,37 @@ class CommittedEvents(Protocol):
         ...
 
 
+class WriteWatch(Protocol):
+    """A descriptor that becomes readable when some process may have written the store."""
+
+    def fileno(self) -> int:
+        """The descriptor to wait on for reading."""
+        ...
+
+    def drain(self) -> None:
+        """Take what made it readable; it is not readable again until the next write."""
+        ...
+
+    def close(self) -> None:
+        """Stop watching."""
+        ...
+
+
+@runtime_checkable
+class WatchableWrites(Protocol):
+    """A store that several processes may write, and that can say when one may have.
+
+    The engine still reads ``FlowStore.change_counter`` to know whether anything
+    changed (the writes of its own process are signalled too), and still polls it:
+    the signal only makes another process's commit seen sooner.
+    """
+
+    def watch_writes(self) -> WriteWatch | None:
+        """A new watch of this store's writes, which the caller closes; ``None`` when this
+        system cannot watch them."""
+        ...
+
+
 ChangedFlows = tuple[dict[str, bool] | None, int]
 """The Flow runs changed after a change number, each with whether its row or Attribute values
 changed (``None``: cannot tell, so any, wholly), and the newest number."""

@@ -11,9 +11,11 @@ writer (``GroupCommitQueue``). The loop does wait for its own commits'
 fsyncs, which the SQLite store keeps to one per group of Steps. The engine
 wakes local waiters at once after a commit that changed anything, except that a
 worker's claim loop sleeps through quiet commits (``wait_for_work``). Other
-processes' commits are seen by polling the store's change counter every
-``poll_interval`` (100 ms by default), which costs one cheap query and nothing
-else while the engine is idle.
+processes' commits are seen as they land where the store signals its writes
+(``WatchableWrites``: SQLite on Linux), and otherwise by polling the store's
+change counter every ``poll_interval`` (100 ms by default), which costs one
+cheap query and nothing else while the engine is idle; the polls stay beside the
+signal, for whatever it misses.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from dex_agents.ports.flow_store import (
     FlowStore,
     StoreTransaction,
     StoreWouldWaitError,
+    WatchableWrites,
+    WriteWatch,
 )
 
 R = TypeVar("R")
@@ -49,6 +53,10 @@ DEFAULT_POLL_INTERVAL = timedelta(milliseconds=100)
 COUNTER_REUSE = timedelta(milliseconds=1)
 """How long a change counter read stands for the next reads while this engine commits nothing:
 another process's commit is seen that much later at most, a hundredth of ``poll_interval``."""
+
+WRITE_RECHECK = timedelta(milliseconds=1)
+"""How soon a write signal that came while this process committed on a store thread is looked
+at again: a counter read then could not tell that commit from another process's."""
 
 DEFAULT_LEASE_DURATION = timedelta(seconds=10)
 """How long a worker's claim on a running attempt lasts without renewal."""
@@ -86,6 +94,11 @@ class LocalEngine:
         self._commits = GroupCommitQueue(store, self._executor)
         self._flow_changes = FlowChanges(store if isinstance(store, FlowChangeLog) else None)
         self._watcher: asyncio.Task[None] | None = None
+        # The store's write signal, read on the loop of the first wait (``_watch_writes``).
+        self._writes: WriteWatch | None = None
+        self._writes_loop: asyncio.AbstractEventLoop | None = None
+        self._writes_tried = False
+        self._recheck: asyncio.TimerHandle | None = None
         self._closed = False
         self.hand_off_target: HandOffTarget | None = None
         """The worker of this process that clients' commits hand runnable Steps to, if any."""
@@ -206,6 +219,7 @@ class LocalEngine:
         """Wait until the store changed after counter ``since``, at most ``within``; return the counter."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within.total_seconds()
+        self._watch_writes(loop)
         wake = WakeUp()
         # Registered before the counter is read: a commit after that read sets the wake-up.
         self._change_wakes.add(wake)
@@ -232,6 +246,7 @@ class LocalEngine:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within.total_seconds()
+        self._watch_writes(loop)
         # Registered before the counter is read: a commit after that read sets the wake-up.
         self._work_wakes.add(wake)
         try:
@@ -277,6 +292,7 @@ class LocalEngine:
         Stream among many reads again only when that Stream grew.
         """
         changes = self._flow_changes
+        self._watch_writes(asyncio.get_running_loop())
         now = changes.look(await self.recent_change_counter())
         if changes.changed_after(flow_id, mark) or within <= timedelta(0):
             return now
@@ -318,6 +334,81 @@ class LocalEngine:
             self._change_wakes.discard(wake)
             self._watcher = None
 
+    def _watch_writes(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the store's write signal on ``loop`` from now on, once per engine.
+
+        Another process's commit is then seen as it lands, not at the next poll: a
+        client process's message reaches a worker process at once, and the worker's
+        reply the client. The polls stay, for a store or a system with no signal, and
+        for a signal read before the commit it came from was visible.
+        """
+        if self._writes_tried or self._closed:
+            return
+        self._writes_tried = True
+        if not isinstance(self.store, WatchableWrites):
+            return
+        watch = self.store.watch_writes()
+        if watch is None:
+            return
+        self._writes, self._writes_loop = watch, loop
+        loop.add_reader(watch.fileno(), self._written)
+        self._commits.after_commit_read = watch.drain
+
+    def _written(self) -> None:
+        """Another process wrote the store: wake every waiter if the change counter moved since
+        this process last read it. The signals of this process's own commits are taken
+        right after the counter read that follows each (``after_commit_read``)."""
+        watch = self._writes
+        if watch is None:
+            return
+        watch.drain()
+        self._look_after_write()
+
+    def _look_after_write(self) -> None:
+        self._recheck = None
+        if self._closed:
+            return
+        try:
+            moved = self._commits.counter_moved()
+        except Exception:
+            moved = True  # the waiters read the counter again, and meet what failed there
+        if moved is None:
+            # A batch of this process commits on a store thread: look once it is noted.
+            if self._recheck is None and self._writes_loop is not None:
+                self._recheck = self._writes_loop.call_later(
+                    WRITE_RECHECK.total_seconds(), self._look_after_write
+                )
+            return
+        if moved:
+            self._wake()
+            for wake in self._work_wakes:
+                wake.set()
+
+    def _stop_watching_writes(self) -> None:
+        """Close the write signal; call it once no commit runs on the store thread."""
+        watch, loop = self._writes, self._writes_loop
+        self._writes = self._writes_loop = None
+        if watch is None or loop is None:
+            return
+        self._commits.after_commit_read = None
+
+        def stop() -> None:
+            if self._recheck is not None:
+                self._recheck.cancel()
+                self._recheck = None
+            if not loop.is_closed():
+                loop.remove_reader(watch.fileno())
+            watch.close()
+
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if loop.is_running() and loop is not here:
+            loop.call_soon_threadsafe(stop)  # its selector belongs to the loop's own thread
+        else:
+            stop()
+
     def close(self) -> None:
         """Stop the store thread; the store itself belongs to the caller."""
         self._closed = True
@@ -325,3 +416,4 @@ class LocalEngine:
             with contextlib.suppress(RuntimeError):  # its loop may have closed before
                 self._watcher.cancel()
         self._executor.shutdown(wait=True)
+        self._stop_watching_writes()

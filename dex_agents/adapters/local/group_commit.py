@@ -98,6 +98,10 @@ class GroupCommitQueue:
         """The change counter after the latest commit, and whether that commit was quiet."""
         self.loud_commits = 0
         """How many commits were not quiet."""
+        self.after_commit_read: Callable[[], None] | None = None
+        """Called right after the counter read that follows each commit: ``LocalEngine``
+        takes the store's write signals there, so the signals of this process's own commit
+        wake nothing (another process's that came before the read are in the read too)."""
         self._commits = 0  # batches committed (or tried), counted once each is done
         self._committing = False  # from a batch's start until ``last_commit`` names it
         # The last counter read: (monotonic time before the read, commits then, counter).
@@ -124,6 +128,18 @@ class GroupCommitQueue:
         ):
             return kept[2]
         return self._read_counter(now, commits)
+
+    def counter_moved(self) -> bool | None:
+        """Read the counter now: whether it moved since the last read. ``None``, with no read,
+        while a batch commits on a store thread: a read then could not tell that commit
+        from another process's.
+
+        Every commit of this queue is read right after it lands, so a counter that moved
+        since the last read is another process's commit (or another engine's)."""
+        if self._committing:
+            return None
+        kept = self._kept_counter
+        return kept is None or self._read_counter(time.monotonic(), self._commits) != kept[2]
 
     def _read_counter(self, now: float, commits: int) -> int:
         # ``commits`` was taken before the read: a commit that ends during it is not
@@ -261,6 +277,9 @@ class GroupCommitQueue:
             for queued, outcome in zip(batch, outcomes, strict=True)
         )
         self.last_commit = (counter, quiet)
+        taken = self.after_commit_read
+        if taken is not None:
+            taken()
         if not quiet:
             self.loud_commits += 1
         for queued, outcome in zip(batch, outcomes, strict=True):

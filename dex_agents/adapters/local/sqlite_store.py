@@ -45,6 +45,7 @@ from dex_agents.adapters.local.store_errors import (
     StoreVersionError,
 )
 from dex_agents.adapters.local.wal_sync import WalSync
+from dex_agents.adapters.local.wal_writes import WalWrites
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
 from dex_agents.ports.flow_store import (
@@ -450,6 +451,11 @@ class SqliteFlowStore:
         self._set_busy_timeout(connection, 0)
         if not self._turnstile.try_begin(connection):
             raise StoreWouldWaitError(f"another connection is writing to {self.path}")
+
+    def watch_writes(self) -> WalWrites | None:
+        """A watch of this file's ``-wal`` writes by any process (``wal_writes.py``); ``None``
+        where inotify is missing or refused."""
+        return WalWrites.open(self.path)
 
     def change_counter(self) -> int:
         """SQLite's ``PRAGMA data_version`` on a polling connection: it changes on every commit."""

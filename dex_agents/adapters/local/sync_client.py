@@ -12,9 +12,10 @@ that another thread cannot wait on, so ``read_stream`` polls the store's change
 counter every ``wake_interval`` (50 ms by default): a new event reaches a
 waiting reader within that interval, and an idle long poll costs one cheap
 counter query per interval. A write this client commits (an RPC such as
-``send_user_message``) is seen by the engine's workers at their next poll
-(``LocalEngine.poll_interval``, 100 ms by default), not at once as after a
-``LocalFlowClient`` commit.
+``send_user_message``) is seen by the engine's workers as the engine's own
+commits are where the engine watches the file's writes (Linux, ``wal_writes.py``),
+and at their next poll (``LocalEngine.poll_interval``, 100 ms by default)
+elsewhere.
 """
 
 from __future__ import annotations

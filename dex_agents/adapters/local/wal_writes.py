@@ -1,0 +1,97 @@
+"""Word that some process wrote a database's ``-wal`` file, from Linux's inotify.
+
+A process learns of another process's commit only by reading the store's change
+counter, which an idle engine does every ``poll_interval`` (100 ms): a client
+process beside a worker process waited up to that long for the worker to see
+its message, and as long again to see the reply. Every commit writes its pages
+to the WAL file first, so a descriptor that becomes readable at each write tells
+the engine when a read of the counter is worth making (``LocalEngine``); the
+polls stay, for whatever this misses.
+
+inotify takes a path, not a descriptor of the file: the process opens no
+descriptor of SQLite's files that it would close (closing one drops every POSIX
+lock the process holds on that file, SQLite's own included). Where inotify is
+missing (not Linux) or refused (no instance left, the file not there yet),
+``open`` gives ``None`` and the engine polls alone, as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+_IN_MODIFY = 0x00000002
+_READ_SIZE = 4096
+
+
+_Init = Callable[[int], int]
+_AddWatch = Callable[[int, bytes, int], int]
+
+
+def _inotify() -> tuple[_Init, _AddWatch] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        raw_init, raw_add_watch = libc.inotify_init1, libc.inotify_add_watch
+    except (OSError, AttributeError):
+        return None
+    raw_init.argtypes = [ctypes.c_int]
+    raw_init.restype = ctypes.c_int
+    raw_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+    raw_add_watch.restype = ctypes.c_int
+    init: _Init = raw_init
+    add_watch: _AddWatch = raw_add_watch
+    return init, add_watch
+
+
+_CALLS = _inotify()
+
+
+class WalWrites:
+    """A descriptor that becomes readable when any process writes the database's ``-wal`` file.
+
+    The writes of this process count too: the engine reads the change counter to
+    tell them apart. ``drain`` empties it before the next wait.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        # An engine dropped without close() must not keep its inotify instance: a user has
+        # few of them (128 by default).
+        self._closing = weakref.finalize(self, os.close, fd)
+
+    @classmethod
+    def open(cls, database: Path) -> WalWrites | None:
+        """Watch ``database``'s ``-wal`` file; ``None`` when this system cannot."""
+        if _CALLS is None:
+            return None
+        init, add_watch = _CALLS
+        fd = init(os.O_NONBLOCK | os.O_CLOEXEC)
+        if fd < 0:
+            return None
+        wal = database.with_name(database.name + "-wal")
+        if add_watch(fd, os.fsencode(wal), _IN_MODIFY) < 0:
+            os.close(fd)
+            return None
+        return cls(fd)
+
+    def fileno(self) -> int:
+        """The descriptor to wait on for reading."""
+        return self._fd
+
+    def drain(self) -> None:
+        """Read every event queued so far; the descriptor is not readable until the next write."""
+        if self._fd < 0:
+            return
+        try:
+            while os.read(self._fd, _READ_SIZE):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        """Stop watching; closing twice does nothing."""
+        self._fd = -1
+        self._closing()

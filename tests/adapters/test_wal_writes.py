@@ -1,0 +1,174 @@
+"""The write signal of a SQLite store's ``-wal`` file (``wal_writes.py``), and what the engine does with it.
+
+Two stores of one file stand for two processes: each has its own connections,
+and the engine of one learns of the other's commits only from the file. Every
+engine here polls once an hour, so only the signal can make it see such a commit
+within a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import sqlite3
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.wal_writes import WalWrites
+from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.ports.flow_store import ExecutionStatus, StoreTransaction
+from tests.adapters.engine_flows import EngineTestFlow
+
+NEVER = timedelta(hours=1)
+
+
+def _readable(watch: WalWrites) -> bool:
+    return bool(select.select([watch], [], [], 0)[0])
+
+
+def _write(tx: StoreTransaction) -> None:
+    tx.put_value("run", "Name", "", "value")
+
+
+class RecordingStore(SqliteFlowStore):
+    """A SQLite store that keeps the write watch it gave out."""
+
+    watch: WalWrites | None = None
+
+    def watch_writes(self) -> WalWrites | None:
+        self.watch = super().watch_writes()
+        return self.watch
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "flows.sqlite3"
+
+
+@pytest.fixture
+def other(path: Path) -> Iterator[SqliteFlowStore]:
+    """A second store of the file: another process's connections."""
+    store = SqliteFlowStore(path)
+    yield store
+    store.close()
+
+
+def test_a_commit_of_another_connection_makes_the_watch_readable_until_drained(
+    path: Path, other: SqliteFlowStore
+) -> None:
+    watch = WalWrites.open(path)
+    assert watch is not None
+    try:
+        assert not _readable(watch)
+        other.run(_write)
+        assert _readable(watch)
+        watch.drain()
+        assert not _readable(watch)
+        other.read(lambda tx: tx.get_value("run", "Name", ""))
+        assert not _readable(watch)  # a read writes nothing
+    finally:
+        watch.close()
+    watch.close()  # a second close does nothing
+    watch.drain()  # nor does a drain once closed
+
+
+def test_a_file_with_no_write_ahead_log_gives_no_watch(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.sqlite3"
+    sqlite3.connect(plain).close()
+    assert WalWrites.open(plain) is None
+
+
+async def test_another_connection_s_commit_ends_a_change_wait_and_this_engine_s_leaves_no_signal(
+    path: Path, other: SqliteFlowStore
+) -> None:
+    store = RecordingStore(path)
+    engine = LocalEngine(store, [], poll_interval=NEVER)
+    try:
+        since = await engine.change_counter()
+        waiting = asyncio.create_task(engine.wait_for_change(since, NEVER))
+        await asyncio.sleep(0)  # the wait began and watches the file
+        assert store.watch is not None
+        await engine.run(_write)
+        # This engine's commit was read right after it landed, and its signal taken then.
+        assert not _readable(store.watch)
+        since = await waiting
+        waiting = asyncio.create_task(engine.wait_for_change(since, NEVER))
+        await asyncio.sleep(0)
+        other.run(_write)
+        async with asyncio.timeout(20):
+            assert await waiting != since
+    finally:
+        engine.close()
+        store.close()
+    assert store.watch.fileno() == -1  # closed with the engine
+
+
+async def test_another_engine_s_new_flow_run_reaches_a_waiting_worker_at_once(path: Path) -> None:
+    # Engine B's worker waits between rounds; engine A (a client process) starts a run.
+    flow_a, flow_b = EngineTestFlow(), EngineTestFlow()
+    store_a, store_b = SqliteFlowStore(path), SqliteFlowStore(path)
+    a = LocalEngine(store_a, [flow_a], poll_interval=NEVER, lease_duration=2 * NEVER)
+    b = LocalEngine(store_b, [flow_b], poll_interval=NEVER, lease_duration=2 * NEVER)
+    worker = LocalWorker(b)
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(20):
+            # A run started by B's own client is handed to its worker, which then waits.
+            await LocalFlowClient(b).start_flow(flow_b, "warm", "warm")
+            await _started(b, "warm")
+            await LocalFlowClient(a).start_flow(flow_a, "x", "x")
+            await _started(b, "x")
+    finally:
+        await worker.stop()
+        await task
+        for engine in (a, b):
+            engine.close()
+        for store in (store_a, store_b):
+            store.close()
+
+
+async def test_a_stream_reader_sees_another_engine_s_event_at_once(path: Path) -> None:
+    flow_a, flow_b = EngineTestFlow(), EngineTestFlow()
+    store_a, store_b = SqliteFlowStore(path), SqliteFlowStore(path)
+    a = LocalEngine(store_a, [flow_a], poll_interval=NEVER, lease_duration=2 * NEVER)
+    b = LocalEngine(store_b, [flow_b], poll_interval=NEVER, lease_duration=2 * NEVER)
+    worker = LocalWorker(a)
+    try:
+        # Started with no worker yet: the run has no event when B's reader begins.
+        await LocalFlowClient(a).start_flow(flow_a, "y", "y")
+        reading = asyncio.create_task(
+            LocalFlowClient(b).read_stream(flow_b, "y", poll_timeout=timedelta(seconds=20))
+        )
+        await asyncio.sleep(0.05)
+        assert not reading.done()
+        task = asyncio.create_task(worker.run())
+        try:
+            message = await reading
+        finally:
+            await worker.stop()
+            await task
+        assert message.value == "started y"
+    finally:
+        for engine in (a, b):
+            engine.close()
+        for store in (store_a, store_b):
+            store.close()
+
+
+async def _started(engine: LocalEngine, flow_id: str) -> None:
+    """Wait until ``flow_id``'s first Step completed."""
+
+    def start_done(tx: StoreTransaction) -> bool:
+        return any(
+            row.step_type == "Start" and row.status is ExecutionStatus.COMPLETED
+            for row in tx.flow_executions(flow_id)
+        )
+
+    while not await engine.read(start_done):  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
