@@ -475,8 +475,9 @@ class WriteWatch(Protocol):
         """The descriptor to wait on for reading."""
         ...
 
-    def drain(self) -> None:
-        """Take what made it readable; it is not readable again until the next write."""
+    def drain(self) -> bool:
+        """Take what made it readable, and say whether anything did; it is not readable again
+        until the next write."""
         ...
 
     def close(self) -> None:
@@ -496,6 +497,13 @@ class WatchableWrites(Protocol):
     def watch_writes(self) -> WriteWatch | None:
         """A new watch of this store's writes, which the caller closes; ``None`` when this
         system cannot watch them."""
+        ...
+
+    def written_elsewhere(self) -> bool:
+        """Whether another connection committed since this store's latest transaction began
+        (``True`` when it cannot tell now). Asked right after a commit: another process's
+        commit that landed between it and the counter read after it is in that read, so
+        the commit must not pass for one that changed nothing but this process's rows."""
         ...
 
 

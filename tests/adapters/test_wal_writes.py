@@ -11,18 +11,28 @@ from __future__ import annotations
 import asyncio
 import select
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.group_commit import GroupCommitQueue
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.sync_client import SyncLocalFlowClient
 from dex_agents.adapters.local.wal_writes import WalWrites
 from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.ports.flow_store import ExecutionStatus, StoreTransaction
+from dex_agents.ports.flow_store import (
+    BatchOutcome,
+    ExecutionStatus,
+    StoreTransaction,
+    StoreWouldWaitError,
+)
 from tests.adapters.engine_flows import EngineTestFlow
 
 NEVER = timedelta(hours=1)
@@ -44,6 +54,82 @@ class RecordingStore(SqliteFlowStore):
     def watch_writes(self) -> WalWrites | None:
         self.watch = super().watch_writes()
         return self.watch
+
+
+class PendingSignals:
+    """A write watch whose next drains find a write pending, as many times as asked."""
+
+    def __init__(self) -> None:
+        self.pending = 0
+
+    def fileno(self) -> int:
+        return -1
+
+    def drain(self) -> bool:
+        found, self.pending = self.pending > 0, max(self.pending - 1, 0)
+        return found
+
+    def close(self) -> None:
+        pass
+
+
+class SharedMemoryStore(MemoryFlowStore):
+    """A memory store that says, as told, that another process committed during a commit, and
+    whose next tries would wait, as many as told."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elsewhere = False
+        self.tries_that_wait = 0
+
+    def watch_writes(self) -> PendingSignals:
+        return PendingSignals()
+
+    def written_elsewhere(self) -> bool:
+        return self.elsewhere
+
+    def try_run_batch(
+        self, works: Sequence[Any], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        if self.tries_that_wait:
+            self.tries_that_wait -= 1
+            raise StoreWouldWaitError("another writer holds the lock")
+        return super().try_run_batch(works, durable=durable)
+
+
+def _quiet(_: object) -> bool:
+    return True
+
+
+@pytest.mark.parametrize(
+    ("pending_before", "elsewhere_during", "tries_that_wait", "quiet"),
+    [
+        (0, False, 0, True),  # nothing but this commit: it stays quiet
+        (1, False, 0, False),  # another process wrote before it, unseen yet
+        (0, True, 0, False),  # another process committed after it began
+        (1, False, 1, False),  # the signal came before a try that would wait
+        (1, False, 3, False),
+    ],
+)
+async def test_a_commit_that_another_process_s_commit_may_hide_behind_is_not_quiet(
+    pending_before: int, elsewhere_during: bool, tries_that_wait: int, quiet: bool
+) -> None:
+    store = SharedMemoryStore()
+    signals = PendingSignals()
+    with ThreadPoolExecutor(1) as executor:
+        queue = GroupCommitQueue(store, executor)
+        queue.write_signals = signals
+        signals.pending = pending_before
+        store.elsewhere = elsewhere_during
+        store.tries_that_wait = tries_that_wait
+        loud = queue.loud_commits
+        _, counter, all_quiet = await queue.run(_write, True, _quiet)
+        assert all_quiet is quiet
+        assert queue.last_commit == (counter, quiet)
+        assert queue.loud_commits == loud + (not quiet)
+        # What made one loud is used up: the next commit is quiet again.
+        store.elsewhere = False
+        assert (await queue.run(_write, True, _quiet))[2] is True
 
 
 @pytest.fixture
@@ -78,6 +164,21 @@ def test_a_commit_of_another_connection_makes_the_watch_readable_until_drained(
     watch.drain()  # nor does a drain once closed
 
 
+def test_the_store_tells_whether_another_connection_committed_since_its_last_transaction(
+    path: Path, other: SqliteFlowStore
+) -> None:
+    store = SqliteFlowStore(path)
+    try:
+        store.run(_write)
+        assert not store.written_elsewhere()  # its own commit does not count
+        other.run(_write)
+        assert store.written_elsewhere()
+        store.run(_write)
+        assert not store.written_elsewhere()
+    finally:
+        store.close()
+
+
 def test_a_file_with_no_write_ahead_log_gives_no_watch(tmp_path: Path) -> None:
     plain = tmp_path / "plain.sqlite3"
     sqlite3.connect(plain).close()
@@ -100,9 +201,12 @@ async def test_another_connection_s_commit_ends_a_change_wait_and_this_engine_s_
         since = await waiting
         waiting = asyncio.create_task(engine.wait_for_change(since, NEVER))
         await asyncio.sleep(0)
+        loud = engine.loud_commits
         other.run(_write)
         async with asyncio.timeout(20):
             assert await waiting != since
+        # Counted as a loud commit: a claim loop woken for it never takes it for a quiet one.
+        assert engine.loud_commits == loud + 1
     finally:
         engine.close()
         store.close()
@@ -159,6 +263,33 @@ async def test_a_stream_reader_sees_another_engine_s_event_at_once(path: Path) -
             engine.close()
         for store in (store_a, store_b):
             store.close()
+
+
+async def test_a_blocking_client_s_rpc_reaches_the_engine_s_waiting_worker_at_once(
+    path: Path,
+) -> None:
+    # SyncLocalFlowClient commits through the engine's store from another thread, not
+    # through the engine: only the signal of its write tells the worker.
+    flow = EngineTestFlow()
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=NEVER, lease_duration=2 * NEVER)
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(20):
+            await LocalFlowClient(engine).start_flow(flow, "s", "s")
+            await _started(engine, "s")
+            blocking = SyncLocalFlowClient(engine)
+            assert await asyncio.to_thread(blocking.invoke_rpc, flow, "s", "send", "hello")
+            while "message:hello" not in await LocalFlowClient(engine).invoke_rpc(  # noqa: ASYNC110
+                flow, "s", "read_log", None
+            ):
+                await asyncio.sleep(0.01)
+    finally:
+        await worker.stop()
+        await task
+        engine.close()
+        store.close()
 
 
 async def _started(engine: LocalEngine, flow_id: str) -> None:

@@ -55,8 +55,10 @@ COUNTER_REUSE = timedelta(milliseconds=1)
 another process's commit is seen that much later at most, a hundredth of ``poll_interval``."""
 
 WRITE_RECHECK = timedelta(milliseconds=1)
-"""How soon a write signal that came while this process committed on a store thread is looked
-at again: a counter read then could not tell that commit from another process's."""
+"""How soon a write signal is looked at again when the counter had not moved (the commit that
+wrote was not visible yet), or this process was committing on a store thread (a read then could
+not tell that commit from another process's). A look that finds nothing the second time leaves
+the rest to the polls."""
 
 DEFAULT_LEASE_DURATION = timedelta(seconds=10)
 """How long a worker's claim on a running attempt lasts without renewal."""
@@ -352,37 +354,39 @@ class LocalEngine:
             return
         self._writes, self._writes_loop = watch, loop
         loop.add_reader(watch.fileno(), self._written)
-        self._commits.after_commit_read = watch.drain
+        self._commits.write_signals = watch
 
     def _written(self) -> None:
         """Another process wrote the store: wake every waiter if the change counter moved since
         this process last read it. The signals of this process's own commits are taken
-        right after the counter read that follows each (``after_commit_read``)."""
+        right before the counter read that follows each (``GroupCommitQueue.write_signals``)."""
         watch = self._writes
         if watch is None:
             return
         watch.drain()
-        self._look_after_write()
+        self._look_after_write(again=True)
 
-    def _look_after_write(self) -> None:
+    def _rechecked(self, again: bool) -> None:
         self._recheck = None
+        self._look_after_write(again)
+
+    def _look_after_write(self, again: bool) -> None:
+        """Wake every waiter if the counter moved; if it did not, look ``again`` shortly."""
         if self._closed:
             return
         try:
             moved = self._commits.counter_moved()
         except Exception:
             moved = True  # the waiters read the counter again, and meet what failed there
-        if moved is None:
-            # A batch of this process commits on a store thread: look once it is noted.
-            if self._recheck is None and self._writes_loop is not None:
-                self._recheck = self._writes_loop.call_later(
-                    WRITE_RECHECK.total_seconds(), self._look_after_write
-                )
-            return
         if moved:
+            self._commits.note_commit_elsewhere()
             self._wake()
             for wake in self._work_wakes:
                 wake.set()
+        elif (moved is None or again) and self._recheck is None and self._writes_loop is not None:
+            self._recheck = self._writes_loop.call_later(
+                WRITE_RECHECK.total_seconds(), self._rechecked, moved is None
+            )
 
     def _stop_watching_writes(self) -> None:
         """Close the write signal; call it once no commit runs on the store thread."""
@@ -390,7 +394,7 @@ class LocalEngine:
         self._writes = self._writes_loop = None
         if watch is None or loop is None:
             return
-        self._commits.after_commit_read = None
+        self._commits.write_signals = None
 
         def stop() -> None:
             if self._recheck is not None:

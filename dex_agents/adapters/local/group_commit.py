@@ -42,6 +42,8 @@ from dex_agents.ports.flow_store import (
     InlineFlowStore,
     StoreTransaction,
     StoreWouldWaitError,
+    WatchableWrites,
+    WriteWatch,
 )
 
 R = TypeVar("R")
@@ -97,13 +99,20 @@ class GroupCommitQueue:
         self.last_commit: tuple[int | None, bool] = (None, False)
         """The change counter after the latest commit, and whether that commit was quiet."""
         self.loud_commits = 0
-        """How many commits were not quiet."""
-        self.after_commit_read: Callable[[], None] | None = None
-        """Called right after the counter read that follows each commit: ``LocalEngine``
-        takes the store's write signals there, so the signals of this process's own commit
-        wake nothing (another process's that came before the read are in the read too)."""
+        """How many commits were not quiet, counting those of other processes that a write
+        signal showed (``note_commit_elsewhere``)."""
+        self.write_signals: WriteWatch | None = None
+        """The store's write signal while ``LocalEngine`` watches it. Taken right before the
+        counter read that follows each commit, so the signals of this process's own commit
+        wake nothing. Another process's commit that the read after this one holds makes
+        this one not quiet, or a claim loop would take the other's for this quiet one: one
+        whose signal was pending before this commit, or one that landed after it began
+        (``WatchableWrites.written_elsewhere``, asked after the read: most often while this
+        commit's fsync ran)."""
+        self._shared = store if isinstance(store, WatchableWrites) else None
         self._commits = 0  # batches committed (or tried), counted once each is done
         self._committing = False  # from a batch's start until ``last_commit`` names it
+        self._written_elsewhere = False  # a write signal came before the commit being tried
         # The last counter read: (monotonic time before the read, commits then, counter).
         self._kept_counter: tuple[float, int, int] | None = None
 
@@ -128,6 +137,20 @@ class GroupCommitQueue:
         ):
             return kept[2]
         return self._read_counter(now, commits)
+
+    def _others_committed(self) -> bool:
+        shared = self._shared
+        if shared is None:
+            return False
+        try:
+            return shared.written_elsewhere()
+        except Exception:
+            return True  # it cannot tell: a claim round too many, rather than one too few
+
+    def note_commit_elsewhere(self) -> None:
+        """Another process committed: count it as a loud commit, so a claim loop that wakes for
+        it does not skip its round should a quiet commit of this process land first."""
+        self.loud_commits += 1
 
     def counter_moved(self) -> bool | None:
         """Read the counter now: whether it moved since the last read. ``None``, with no read,
@@ -253,11 +276,17 @@ class GroupCommitQueue:
         batch: list[_Queued[Any]],
         commit: Callable[[list[_Queued[Any]]], list[BatchOutcome]],
     ) -> None:
+        signals = self.write_signals
+        # Kept through tries that would wait: the writer they waited for signalled then.
+        if signals is not None and signals.drain():
+            self._written_elsewhere = True
         try:
             try:
                 outcomes = commit(batch)
             finally:
                 self._commits += 1
+            if signals is not None:
+                signals.drain()
             counter = self._read_counter(time.monotonic(), self._commits)
         except StoreWouldWaitError:
             raise
@@ -276,10 +305,10 @@ class GroupCommitQueue:
             queued.quiet is not None and outcome.error is None and queued.quiet(outcome.value)
             for queued, outcome in zip(batch, outcomes, strict=True)
         )
+        written_elsewhere, self._written_elsewhere = self._written_elsewhere, False
+        if quiet and signals is not None:
+            quiet = not (written_elsewhere or self._others_committed())
         self.last_commit = (counter, quiet)
-        taken = self.after_commit_read
-        if taken is not None:
-            taken()
         if not quiet:
             self.loud_commits += 1
         for queued, outcome in zip(batch, outcomes, strict=True):

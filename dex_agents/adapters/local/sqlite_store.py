@@ -457,6 +457,24 @@ class SqliteFlowStore:
         where inotify is missing or refused."""
         return WalWrites.open(self.path)
 
+    def written_elsewhere(self) -> bool:
+        """``PRAGMA data_version`` on this store's own connection, which its own commits do not
+        move, against the one its latest transaction began at; ``True`` while another
+        thread holds the connection (it cannot tell without waiting)."""
+        if not self._lock.acquire(blocking=False):
+            return True
+        try:
+            connection = self._connection
+            if connection is None:
+                return True
+            try:
+                version = connection.execute("PRAGMA data_version").fetchall()[0][0]
+            except sqlite3.Error:
+                return True
+            return not self._known.holds_version(version)
+        finally:
+            self._lock.release()
+
     def change_counter(self) -> int:
         """SQLite's ``PRAGMA data_version`` on a polling connection: it changes on every commit."""
         with self._poll_lock:

@@ -81,15 +81,18 @@ class WalWrites:
         """The descriptor to wait on for reading."""
         return self._fd
 
-    def drain(self) -> None:
-        """Read every event queued so far; the descriptor is not readable until the next write."""
+    def drain(self) -> bool:
+        """Read every event queued so far, and say whether there was any; the descriptor is not
+        readable until the next write."""
         if self._fd < 0:
-            return
+            return False
+        any_write = False
         try:
             while os.read(self._fd, _READ_SIZE):
-                pass
-        except BlockingIOError:
+                any_write = True
+        except OSError:  # nothing left (EAGAIN); the engine's counter read decides anyway
             pass
+        return any_write
 
     def close(self) -> None:
         """Stop watching; closing twice does nothing."""
