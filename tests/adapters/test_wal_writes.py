@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from dex_agents.adapters.local import engine as engine_module
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.group_commit import GroupCommitQueue
@@ -213,12 +214,56 @@ async def test_another_connection_s_commit_ends_a_change_wait_and_this_engine_s_
     assert store.watch.fileno() == -1  # closed with the engine
 
 
-async def test_another_engine_s_new_flow_run_reaches_a_waiting_worker_at_once(path: Path) -> None:
-    # Engine B's worker waits between rounds; engine A (a client process) starts a run.
+async def test_signals_that_come_sooner_than_the_spacing_are_looked_at_together(
+    path: Path, other: SqliteFlowStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "WRITE_LOOK_SPACING", timedelta(seconds=1))
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [], poll_interval=NEVER)
+    try:
+        waiting = asyncio.create_task(engine.wait_for_change(-1, NEVER))  # arms the watch
+        await asyncio.sleep(0)
+        loud = engine.loud_commits
+        other.run(_write)
+        while engine.loud_commits == loud:  # noqa: ASYNC110
+            await asyncio.sleep(0.001)  # the first signal is looked at as it comes
+        for _ in range(2):
+            other.run(_write)
+            await asyncio.sleep(0.01)  # each signal arrives, within the spacing
+        assert engine.loud_commits == loud + 1
+        async with asyncio.timeout(20):
+            while engine.loud_commits == loud + 1:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        assert engine.loud_commits == loud + 2  # one look for both
+        waiting.cancel()
+    finally:
+        engine.close()
+        store.close()
+
+
+Engines = tuple[EngineTestFlow, LocalEngine, EngineTestFlow, LocalEngine]
+
+
+@pytest.fixture
+def engines(path: Path) -> Iterator[Engines]:
+    """Engines A and B on one file, each with a store of its own: two processes."""
     flow_a, flow_b = EngineTestFlow(), EngineTestFlow()
     store_a, store_b = SqliteFlowStore(path), SqliteFlowStore(path)
     a = LocalEngine(store_a, [flow_a], poll_interval=NEVER, lease_duration=2 * NEVER)
     b = LocalEngine(store_b, [flow_b], poll_interval=NEVER, lease_duration=2 * NEVER)
+    yield flow_a, a, flow_b, b
+    for engine in (a, b):
+        engine.close()
+    for store in (store_a, store_b):
+        store.close()
+
+
+async def test_another_engine_s_new_flow_run_reaches_a_waiting_worker_at_once(
+    engines: Engines,
+) -> None:
+    # Engine B's worker waits between rounds; engine A (a client process) starts a run.
+    flow_a, a, flow_b, b = engines
     worker = LocalWorker(b)
     task = asyncio.create_task(worker.run())
     try:
@@ -231,38 +276,25 @@ async def test_another_engine_s_new_flow_run_reaches_a_waiting_worker_at_once(pa
     finally:
         await worker.stop()
         await task
-        for engine in (a, b):
-            engine.close()
-        for store in (store_a, store_b):
-            store.close()
 
 
-async def test_a_stream_reader_sees_another_engine_s_event_at_once(path: Path) -> None:
-    flow_a, flow_b = EngineTestFlow(), EngineTestFlow()
-    store_a, store_b = SqliteFlowStore(path), SqliteFlowStore(path)
-    a = LocalEngine(store_a, [flow_a], poll_interval=NEVER, lease_duration=2 * NEVER)
-    b = LocalEngine(store_b, [flow_b], poll_interval=NEVER, lease_duration=2 * NEVER)
+async def test_a_stream_reader_sees_another_engine_s_event_at_once(engines: Engines) -> None:
+    flow_a, a, flow_b, b = engines
+    # Started with no worker yet: the run has no event when B's reader begins.
+    await LocalFlowClient(a).start_flow(flow_a, "y", "y")
+    reading = asyncio.create_task(
+        LocalFlowClient(b).read_stream(flow_b, "y", poll_timeout=timedelta(seconds=20))
+    )
+    await asyncio.sleep(0.05)
+    assert not reading.done()
     worker = LocalWorker(a)
+    task = asyncio.create_task(worker.run())
     try:
-        # Started with no worker yet: the run has no event when B's reader begins.
-        await LocalFlowClient(a).start_flow(flow_a, "y", "y")
-        reading = asyncio.create_task(
-            LocalFlowClient(b).read_stream(flow_b, "y", poll_timeout=timedelta(seconds=20))
-        )
-        await asyncio.sleep(0.05)
-        assert not reading.done()
-        task = asyncio.create_task(worker.run())
-        try:
-            message = await reading
-        finally:
-            await worker.stop()
-            await task
-        assert message.value == "started y"
+        message = await reading
     finally:
-        for engine in (a, b):
-            engine.close()
-        for store in (store_a, store_b):
-            store.close()
+        await worker.stop()
+        await task
+    assert message.value == "started y"
 
 
 async def test_a_blocking_client_s_rpc_reaches_the_engine_s_waiting_worker_at_once(

@@ -54,6 +54,11 @@ COUNTER_REUSE = timedelta(milliseconds=1)
 """How long a change counter read stands for the next reads while this engine commits nothing:
 another process's commit is seen that much later at most, a hundredth of ``poll_interval``."""
 
+WRITE_LOOK_SPACING = timedelta(milliseconds=2)
+"""The least time between two looks that write signals make: the signals that come sooner are
+looked at together when it has passed. A process beside a busy one got a signal every
+millisecond or two, and a look for each woke its waiters each time, where one look serves many."""
+
 WRITE_RECHECK = timedelta(milliseconds=1)
 """How soon a write signal is looked at again when the counter had not moved (the commit that
 wrote was not visible yet), or this process was committing on a store thread (a read then could
@@ -101,6 +106,8 @@ class LocalEngine:
         self._writes_loop: asyncio.AbstractEventLoop | None = None
         self._writes_tried = False
         self._recheck: asyncio.TimerHandle | None = None
+        self._recheck_again = False  # whether the look scheduled may be tried once more
+        self._last_write_look = float("-inf")  # the loop time of the latest look
         self._closed = False
         self.hand_off_target: HandOffTarget | None = None
         """The worker of this process that clients' commits hand runnable Steps to, if any."""
@@ -358,22 +365,35 @@ class LocalEngine:
 
     def _written(self) -> None:
         """Another process wrote the store: wake every waiter if the change counter moved since
-        this process last read it. The signals of this process's own commits are taken
-        right before the counter read that follows each (``GroupCommitQueue.write_signals``)."""
-        watch = self._writes
-        if watch is None:
+        this process last read it, now or once ``WRITE_LOOK_SPACING`` has passed since the
+        latest look. The signals of this process's own commits are taken right before the
+        counter read that follows each (``GroupCommitQueue.write_signals``)."""
+        watch, loop = self._writes, self._writes_loop
+        if watch is None or loop is None:
             return
         watch.drain()
-        self._look_after_write(again=True)
+        wait = self._last_write_look + WRITE_LOOK_SPACING.total_seconds() - loop.time()
+        if self._recheck is not None:
+            self._recheck_again = True  # the look scheduled covers this signal too
+        elif wait > 0:
+            self._schedule_look(wait, again=True)
+        else:
+            self._look_after_write(again=True)
 
-    def _rechecked(self, again: bool) -> None:
+    def _schedule_look(self, delay: float, again: bool) -> None:
+        assert self._writes_loop is not None
+        self._recheck_again = again
+        self._recheck = self._writes_loop.call_later(delay, self._rechecked)
+
+    def _rechecked(self) -> None:
         self._recheck = None
-        self._look_after_write(again)
+        self._look_after_write(self._recheck_again)
 
     def _look_after_write(self, again: bool) -> None:
         """Wake every waiter if the counter moved; if it did not, look ``again`` shortly."""
-        if self._closed:
+        if self._closed or self._writes_loop is None:
             return
+        self._last_write_look = self._writes_loop.time()
         try:
             moved = self._commits.counter_moved()
         except Exception:
@@ -383,10 +403,8 @@ class LocalEngine:
             self._wake()
             for wake in self._work_wakes:
                 wake.set()
-        elif (moved is None or again) and self._recheck is None and self._writes_loop is not None:
-            self._recheck = self._writes_loop.call_later(
-                WRITE_RECHECK.total_seconds(), self._rechecked, moved is None
-            )
+        elif (moved is None or again) and self._recheck is None:
+            self._schedule_look(WRITE_RECHECK.total_seconds(), again=moved is None)
 
     def _stop_watching_writes(self) -> None:
         """Close the write signal; call it once no commit runs on the store thread."""
