@@ -13,13 +13,16 @@ The start input picks the branch: ``"fan-out"``, ``"timer"``, ``"flaky"``,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import (
     AttributeLock,
     ChannelCondition,
@@ -457,3 +460,16 @@ class EngineTestFlow:
     @property
     def rpcs(self) -> Mapping[str, Rpc[Any, Any]]:
         return self._rpcs
+
+
+@contextlib.asynccontextmanager
+async def running_worker(engine: LocalEngine) -> AsyncIterator[LocalWorker]:
+    """A worker running on this loop, for at most 20 s, stopped on the way out."""
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(20):
+            yield worker
+    finally:
+        await worker.stop()
+        await task

@@ -48,7 +48,7 @@ from dex_agents.ports.flow_store import (
     StoreTransaction,
 )
 from dex_agents.ports.persistence import StreamDef
-from tests.adapters.engine_flows import INBOX, EngineTestFlow, Probe
+from tests.adapters.engine_flows import INBOX, EngineTestFlow, Probe, running_worker
 from tests.adapters.flow_store_rows import execution
 from tests.adapters.flow_store_rows import flow as flow_row
 
@@ -135,21 +135,8 @@ async def recorded(tmp_path: Path) -> AsyncIterator[tuple[RecordingStore, LocalE
         store.close()
 
 
-@contextlib.asynccontextmanager
-async def _running_worker(engine: LocalEngine) -> AsyncIterator[LocalWorker]:
-    """A worker running on this loop, for at most 20 s, stopped on the way out."""
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
-    try:
-        async with asyncio.timeout(20):
-            yield worker
-    finally:
-        await worker.stop()
-        await task
-
-
 async def _run_worker_until(engine: LocalEngine, done: Callable[[], Any]) -> None:
-    async with _running_worker(engine):
+    async with running_worker(engine):
         # The state is in the store, which no Event watches: poll it.
         while not await done():  # noqa: ASYNC110
             await asyncio.sleep(0.01)
@@ -435,7 +422,7 @@ async def test_a_client_commit_hands_what_it_made_runnable_to_the_worker_of_its_
     store, engine = recorded
     client = LocalFlowClient(engine)
     flow = engine.flow("SuspendingWait").flow
-    async with _running_worker(engine) as worker:
+    async with running_worker(engine) as worker:
         while engine.hand_off_target is not worker:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         rounds = store.rounds

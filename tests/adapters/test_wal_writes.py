@@ -27,14 +27,13 @@ from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.sync_client import SyncLocalFlowClient
 from dex_agents.adapters.local.wal_writes import WalWrites
-from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.flow_store import (
     BatchOutcome,
     ExecutionStatus,
     StoreTransaction,
     StoreWouldWaitError,
 )
-from tests.adapters.engine_flows import EngineTestFlow
+from tests.adapters.engine_flows import EngineTestFlow, running_worker
 
 NEVER = timedelta(hours=1)
 
@@ -264,18 +263,12 @@ async def test_another_engine_s_new_flow_run_reaches_a_waiting_worker_at_once(
 ) -> None:
     # Engine B's worker waits between rounds; engine A (a client process) starts a run.
     flow_a, a, flow_b, b = engines
-    worker = LocalWorker(b)
-    task = asyncio.create_task(worker.run())
-    try:
-        async with asyncio.timeout(20):
-            # A run started by B's own client is handed to its worker, which then waits.
-            await LocalFlowClient(b).start_flow(flow_b, "warm", "warm")
-            await _started(b, "warm")
-            await LocalFlowClient(a).start_flow(flow_a, "x", "x")
-            await _started(b, "x")
-    finally:
-        await worker.stop()
-        await task
+    async with running_worker(b):
+        # A run started by B's own client is handed to its worker, which then waits.
+        await LocalFlowClient(b).start_flow(flow_b, "warm", "warm")
+        await _started(b, "warm")
+        await LocalFlowClient(a).start_flow(flow_a, "x", "x")
+        await _started(b, "x")
 
 
 async def test_a_stream_reader_sees_another_engine_s_event_at_once(engines: Engines) -> None:
@@ -287,13 +280,8 @@ async def test_a_stream_reader_sees_another_engine_s_event_at_once(engines: Engi
     )
     await asyncio.sleep(0.05)
     assert not reading.done()
-    worker = LocalWorker(a)
-    task = asyncio.create_task(worker.run())
-    try:
+    async with running_worker(a):
         message = await reading
-    finally:
-        await worker.stop()
-        await task
     assert message.value == "started y"
 
 
@@ -305,10 +293,8 @@ async def test_a_blocking_client_s_rpc_reaches_the_engine_s_waiting_worker_at_on
     flow = EngineTestFlow()
     store = SqliteFlowStore(path)
     engine = LocalEngine(store, [flow], poll_interval=NEVER, lease_duration=2 * NEVER)
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
     try:
-        async with asyncio.timeout(20):
+        async with running_worker(engine):
             await LocalFlowClient(engine).start_flow(flow, "s", "s")
             await _started(engine, "s")
             blocking = SyncLocalFlowClient(engine)
@@ -318,8 +304,6 @@ async def test_a_blocking_client_s_rpc_reaches_the_engine_s_waiting_worker_at_on
             ):
                 await asyncio.sleep(0.01)
     finally:
-        await worker.stop()
-        await task
         engine.close()
         store.close()
 
