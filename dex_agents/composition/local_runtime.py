@@ -84,9 +84,10 @@ async def serve_workers(
     by default) is how soon another worker takes over an attempt of a worker
     that was killed; ``poll_interval`` (100 ms) how often it looks for other
     processes' commits where it cannot watch the file's writes (on Linux it sees
-    them as they land, and polls for whatever that misses). ``step_history_limit`` is how many finished Step
-    executions each session keeps (1,000; ``None`` keeps all): each process
-    prunes by its own, so give every process of one file the same.
+    them as they land, and polls for whatever that misses). ``step_history_limit``
+    is how many finished Step executions each session keeps (1,000; ``None``
+    keeps all): each process prunes by its own, so give every process of one file
+    the same.
     """
     async with EngineRuntime(
         path,

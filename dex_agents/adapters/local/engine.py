@@ -105,8 +105,9 @@ class LocalEngine:
         self._writes: WriteWatch | None = None
         self._writes_loop: asyncio.AbstractEventLoop | None = None
         self._writes_tried = False
-        self._recheck: asyncio.TimerHandle | None = None
-        self._recheck_again = False  # whether the look scheduled may be tried once more
+        self._pending_look: asyncio.TimerHandle | None = None
+        # Whether the look scheduled is tried once more if it finds the counter unmoved.
+        self._pending_look_again = False
         self._last_write_look = float("-inf")  # the loop time of the latest look
         self._closed = False
         self.hand_off_target: HandOffTarget | None = None
@@ -373,8 +374,8 @@ class LocalEngine:
             return
         watch.drain()
         wait = self._last_write_look + WRITE_LOOK_SPACING.total_seconds() - loop.time()
-        if self._recheck is not None:
-            self._recheck_again = True  # the look scheduled covers this signal too
+        if self._pending_look is not None:
+            self._pending_look_again = True  # the look scheduled covers this signal too
         elif wait > 0:
             self._schedule_look(wait, again=True)
         else:
@@ -382,12 +383,12 @@ class LocalEngine:
 
     def _schedule_look(self, delay: float, again: bool) -> None:
         assert self._writes_loop is not None
-        self._recheck_again = again
-        self._recheck = self._writes_loop.call_later(delay, self._rechecked)
+        self._pending_look_again = again
+        self._pending_look = self._writes_loop.call_later(delay, self._look_due)
 
-    def _rechecked(self) -> None:
-        self._recheck = None
-        self._look_after_write(self._recheck_again)
+    def _look_due(self) -> None:
+        self._pending_look = None
+        self._look_after_write(self._pending_look_again)
 
     def _look_after_write(self, again: bool) -> None:
         """Wake every waiter if the counter moved; if it did not, look ``again`` shortly."""
@@ -403,7 +404,7 @@ class LocalEngine:
             self._wake()
             for wake in self._work_wakes:
                 wake.set()
-        elif (moved is None or again) and self._recheck is None:
+        elif (moved is None or again) and self._pending_look is None:
             self._schedule_look(WRITE_RECHECK.total_seconds(), again=moved is None)
 
     def _stop_watching_writes(self) -> None:
@@ -415,9 +416,9 @@ class LocalEngine:
         self._commits.write_signals = None
 
         def stop() -> None:
-            if self._recheck is not None:
-                self._recheck.cancel()
-                self._recheck = None
+            if self._pending_look is not None:
+                self._pending_look.cancel()
+                self._pending_look = None
             if not loop.is_closed():
                 loop.remove_reader(watch.fileno())
             watch.close()

@@ -56,12 +56,9 @@ def _always(_: object) -> bool:
     return True
 
 
-def _complete(handed: handoff.HandOff) -> bool:
-    return handed.complete
-
-
-def _took_all(round_: claims.ClaimRound) -> bool:
-    return round_.complete
+def _complete(done: handoff.HandOff | claims.ClaimRound) -> bool:
+    # A commit that took everything it made runnable, or everything a round found, is quiet.
+    return done.complete
 
 
 class StepTimeoutError(TimeoutError):
@@ -351,7 +348,7 @@ class LocalWorker:
             slots=slots,
             run_claimed=handoff.run_claimed,
         )
-        return await self._commit_quietly(work, _took_all)
+        return await self._commit_quietly(work, _complete)
 
     async def _read_at_capacity(self) -> claims.ClaimRound:
         """``claims.capacity_round`` for this worker's running attempts, read through store
