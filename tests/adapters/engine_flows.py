@@ -463,9 +463,11 @@ class EngineTestFlow:
 
 
 @contextlib.asynccontextmanager
-async def running_worker(engine: LocalEngine) -> AsyncIterator[LocalWorker]:
+async def running_worker(
+    engine: LocalEngine, *, max_concurrent_tasks: int = 16
+) -> AsyncIterator[LocalWorker]:
     """A worker running on this loop, for at most 20 s, stopped on the way out."""
-    worker = LocalWorker(engine)
+    worker = LocalWorker(engine, max_concurrent_tasks=max_concurrent_tasks)
     task = asyncio.create_task(worker.run())
     try:
         async with asyncio.timeout(20):

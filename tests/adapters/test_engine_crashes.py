@@ -455,6 +455,19 @@ async def test_a_commit_landing_just_after_a_claim_still_wakes_the_worker(crash:
         store.close()
 
 
+async def test_a_worker_process_that_polls_hourly_sees_this_process_s_commits_as_they_land(
+    crash: Crash,
+) -> None:
+    # Neither its polls nor its lease's rounds come within the test: only the write signal of
+    # the file (wal_writes.py) tells the worker process of a new run and of a message.
+    crash.worker_env.update({POLL_ENV: "3600", LEASE_ENV: "7200"})
+    await crash.start_worker()
+    await crash.client.start_flow(crash.flow, "signalled", "s")
+    await crash.logged("signalled", "start:s")
+    await crash.client.invoke_rpc(crash.flow, "signalled", "send", "hello")
+    await crash.logged("signalled", "message:hello")
+
+
 async def test_an_rpc_in_this_process_cancels_a_step_running_in_a_worker_process(
     crash: Crash,
 ) -> None:

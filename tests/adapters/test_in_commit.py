@@ -39,7 +39,7 @@ from dex_agents.ports.flow_store import (
     StoreTransaction,
 )
 from dex_agents.ports.persistence import StreamDef
-from tests.adapters.engine_flows import LOG, append_log
+from tests.adapters.engine_flows import LOG, append_log, running_worker
 
 R = TypeVar("R")
 
@@ -340,16 +340,10 @@ async def test_a_claim_round_that_filled_its_slots_with_steps_it_ran_claims_agai
         flow_ids = [f"s{n}" for n in range(5)]
         for flow_id in flow_ids:
             await client.start_flow(flow, flow_id, "done")
-        worker = LocalWorker(engine, max_concurrent_tasks=2)
-        task = asyncio.create_task(worker.run())
-        try:
-            async with asyncio.timeout(20):
-                for flow_id in flow_ids:
-                    while await _status(engine, flow_id) is not FlowStatus.COMPLETED:  # noqa: ASYNC110
-                        await asyncio.sleep(0.01)
-        finally:
-            await worker.stop()
-            await task
+        async with running_worker(engine, max_concurrent_tasks=2):
+            for flow_id in flow_ids:
+                while await _status(engine, flow_id) is not FlowStatus.COMPLETED:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
         for flow_id in flow_ids:
             (row,) = await _executions(engine, flow_id)
             assert (row.status, row.attempt) == (ExecutionStatus.COMPLETED, 1)
