@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from dex_agents.adapters.local import engine as engine_module
+from dex_agents.adapters.local import write_looks
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.group_commit import GroupCommitQueue
@@ -216,7 +216,7 @@ async def test_another_connection_s_commit_ends_a_change_wait_and_this_engine_s_
 async def test_signals_that_come_sooner_than_the_spacing_are_looked_at_together(
     path: Path, other: SqliteFlowStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine_module, "WRITE_LOOK_SPACING", timedelta(seconds=1))
+    monkeypatch.setattr(write_looks, "WRITE_LOOK_SPACING", timedelta(seconds=1))
     store = SqliteFlowStore(path)
     engine = LocalEngine(store, [], poll_interval=NEVER)
     try:

@@ -34,6 +34,7 @@ from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIM
 from dex_agents.adapters.local.registry import RegisteredFlow, register_flows
 from dex_agents.adapters.local.store_errors import StoreError
 from dex_agents.adapters.local.wake_up import WakeUp
+from dex_agents.adapters.local.write_looks import WriteLooks
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError
 from dex_agents.ports.flow_store import (
@@ -41,8 +42,6 @@ from dex_agents.ports.flow_store import (
     FlowStore,
     StoreTransaction,
     StoreWouldWaitError,
-    WatchableWrites,
-    WriteWatch,
 )
 
 R = TypeVar("R")
@@ -53,17 +52,6 @@ DEFAULT_POLL_INTERVAL = timedelta(milliseconds=100)
 COUNTER_REUSE = timedelta(milliseconds=1)
 """How long a change counter read stands for the next reads while this engine commits nothing:
 another process's commit is seen that much later at most, a hundredth of ``poll_interval``."""
-
-WRITE_LOOK_SPACING = timedelta(milliseconds=2)
-"""The least time between two looks that write signals make: the signals that come sooner are
-looked at together when it has passed. A process beside a busy one got a signal every
-millisecond or two, and a look for each woke its waiters each time, where one look serves many."""
-
-WRITE_RECHECK = timedelta(milliseconds=1)
-"""How soon a write signal is looked at again when the counter had not moved (the commit that
-wrote was not visible yet), or this process was committing on a store thread (a read then could
-not tell that commit from another process's). A look that finds nothing the second time leaves
-the rest to the polls."""
 
 DEFAULT_LEASE_DURATION = timedelta(seconds=10)
 """How long a worker's claim on a running attempt lasts without renewal."""
@@ -101,14 +89,8 @@ class LocalEngine:
         self._commits = GroupCommitQueue(store, self._executor)
         self._flow_changes = FlowChanges(store if isinstance(store, FlowChangeLog) else None)
         self._watcher: asyncio.Task[None] | None = None
-        # The store's write signal, read on the loop of the first wait (``_watch_writes``).
-        self._writes: WriteWatch | None = None
-        self._writes_loop: asyncio.AbstractEventLoop | None = None
-        self._writes_tried = False
-        self._pending_look: asyncio.TimerHandle | None = None
-        # Whether the look scheduled is tried once more if it finds the counter unmoved.
-        self._pending_look_again = False
-        self._last_write_look = float("-inf")  # the loop time of the latest look
+        # The store's write signal, read on the loop of the first wait.
+        self._write_looks = WriteLooks(self._commits, self._wake_everyone)
         self._closed = False
         self.hand_off_target: HandOffTarget | None = None
         """The worker of this process that clients' commits hand runnable Steps to, if any."""
@@ -229,7 +211,7 @@ class LocalEngine:
         """Wait until the store changed after counter ``since``, at most ``within``; return the counter."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within.total_seconds()
-        self._watch_writes(loop)
+        self._write_looks.start(self.store, loop)
         wake = WakeUp()
         # Registered before the counter is read: a commit after that read sets the wake-up.
         self._change_wakes.add(wake)
@@ -256,7 +238,7 @@ class LocalEngine:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within.total_seconds()
-        self._watch_writes(loop)
+        self._write_looks.start(self.store, loop)
         # Registered before the counter is read: a commit after that read sets the wake-up.
         self._work_wakes.add(wake)
         try:
@@ -302,7 +284,7 @@ class LocalEngine:
         Stream among many reads again only when that Stream grew.
         """
         changes = self._flow_changes
-        self._watch_writes(asyncio.get_running_loop())
+        self._write_looks.start(self.store, asyncio.get_running_loop())
         now = changes.look(await self.recent_change_counter())
         if changes.changed_after(flow_id, mark) or within <= timedelta(0):
             return now
@@ -344,99 +326,17 @@ class LocalEngine:
             self._change_wakes.discard(wake)
             self._watcher = None
 
-    def _watch_writes(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Read the store's write signal on ``loop`` from now on, once per engine.
-
-        Another process's commit is then seen as it lands, not at the next poll: a
-        client process's message reaches a worker process at once, and the worker's
-        reply the client. The polls stay, for a store or a system with no signal, and
-        for a signal read before the commit it came from was visible.
-        """
-        if self._writes_tried or self._closed:
-            return
-        self._writes_tried = True
-        if not isinstance(self.store, WatchableWrites):
-            return
-        watch = self.store.watch_writes()
-        if watch is None:
-            return
-        self._writes, self._writes_loop = watch, loop
-        loop.add_reader(watch.fileno(), self._written)
-        self._commits.write_signals = watch
-
-    def _written(self) -> None:
-        """Another process wrote the store: wake every waiter if the change counter moved since
-        this process last read it, now or once ``WRITE_LOOK_SPACING`` has passed since the
-        latest look. The signals of this process's own commits are taken right before the
-        counter read that follows each (``GroupCommitQueue.write_signals``)."""
-        watch, loop = self._writes, self._writes_loop
-        if watch is None or loop is None:
-            return
-        watch.drain()
-        wait = self._last_write_look + WRITE_LOOK_SPACING.total_seconds() - loop.time()
-        if self._pending_look is not None:
-            self._pending_look_again = True  # the look scheduled covers this signal too
-        elif wait > 0:
-            self._schedule_look(wait, again=True)
-        else:
-            self._look_after_write(again=True)
-
-    def _schedule_look(self, delay: float, again: bool) -> None:
-        assert self._writes_loop is not None
-        self._pending_look_again = again
-        self._pending_look = self._writes_loop.call_later(delay, self._look_due)
-
-    def _look_due(self) -> None:
-        self._pending_look = None
-        self._look_after_write(self._pending_look_again)
-
-    def _look_after_write(self, again: bool) -> None:
-        """Wake every waiter if the counter moved; if it did not, look ``again`` shortly."""
-        if self._closed or self._writes_loop is None:
-            return
-        self._last_write_look = self._writes_loop.time()
-        try:
-            moved = self._commits.counter_moved()
-        except Exception:
-            moved = True  # the waiters read the counter again, and meet what failed there
-        if moved:
-            self._commits.note_commit_elsewhere()
-            self._wake()
-            for wake in self._work_wakes:
-                wake.set()
-        elif (moved is None or again) and self._pending_look is None:
-            self._schedule_look(WRITE_RECHECK.total_seconds(), again=moved is None)
-
-    def _stop_watching_writes(self) -> None:
-        """Close the write signal; call it once no commit runs on the store thread."""
-        watch, loop = self._writes, self._writes_loop
-        self._writes = self._writes_loop = None
-        if watch is None or loop is None:
-            return
-        self._commits.write_signals = None
-
-        def stop() -> None:
-            if self._pending_look is not None:
-                self._pending_look.cancel()
-                self._pending_look = None
-            if not loop.is_closed():
-                loop.remove_reader(watch.fileno())
-            watch.close()
-
-        try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if loop.is_running() and loop is not here:
-            loop.call_soon_threadsafe(stop)  # its selector belongs to the loop's own thread
-        else:
-            stop()
+    def _wake_everyone(self) -> None:
+        self._wake()
+        for wake in self._work_wakes:
+            wake.set()
 
     def close(self) -> None:
         """Stop the store thread; the store itself belongs to the caller."""
         self._closed = True
+        self._write_looks.end()
         if self._watcher is not None:
             with contextlib.suppress(RuntimeError):  # its loop may have closed before
                 self._watcher.cancel()
         self._executor.shutdown(wait=True)
-        self._stop_watching_writes()
+        self._write_looks.close()
