@@ -25,6 +25,7 @@ from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.local import LocalRuntime
+from dex_agents.ports.errors import FlowNotFoundError
 from dex_agents.ports.flow_client import FlowInfo
 from dex_agents.ports.flow_store import StoreTransaction
 
@@ -83,6 +84,15 @@ class InboxRow:
         }
 
 
+@dataclass(frozen=True)
+class _InboxBuild:
+    """The inbox as built at a change mark: each session's row, and all of them in order."""
+
+    mark: int
+    rows: dict[str, InboxRow]
+    ordered: list[InboxRow]
+
+
 def _waits_for(snapshot: AgentSnapshot) -> str | None:
     if not snapshot.pending_interrupts:
         return None
@@ -98,7 +108,7 @@ class SessionCatalog:
     def __init__(self, reader: LocalRuntime, flows: Sequence[ConsoleFlow]) -> None:
         self._reader = reader
         self._flows = {entry.flow.flow_type: entry for entry in flows}
-        self._inbox: tuple[int, list[InboxRow]] | None = None
+        self._inbox: _InboxBuild | None = None
         self._inbox_lock = asyncio.Lock()
 
     @property
@@ -157,25 +167,44 @@ class SessionCatalog:
         return activities
 
     async def inbox(self) -> list[InboxRow]:
-        """Every session's inbox row, in ``inbox_order``, rebuilt only after the file changed.
+        """Every session's inbox row, in ``inbox_order``; rows are rebuilt only for the sessions
+        that changed since the last build.
 
-        Pages poll the inbox every few seconds, and a row costs a snapshot read
-        per session; while the store's change counter (any commit, by any
-        process) stays put, the rows of the last build are still exact.
+        Pages poll the inbox every few seconds, and a row costs a snapshot read.
+        While any session works the file changes all the time, and rebuilding every
+        row after each change cost 0.8 ms a session (1,000 sessions: 0.8 s a
+        refresh). The engine's looks at the store's change log say which runs any
+        commit, by any process, changed since the mark taken before the last build
+        (``runs_changed_after``); the other rows are still exact. When the looks
+        cannot tell, every row is rebuilt.
         """
         engine = self._reader.flow_client.engine
         # One build at a time: pages that poll together share it.
         async with self._inbox_lock:
-            # Read before building: a change during the build makes the next call rebuild.
-            counter = await engine.change_counter()
-            if self._inbox is not None and self._inbox[0] == counter:
-                return self._inbox[1]
-            infos = await self.list_sessions()
+            # Marked before reading: a change during the build makes the next call rebuild it.
+            mark = await engine.flow_change_mark()
+            built = self._inbox
+            if built is not None and built.mark == mark:
+                return built.ordered
+            changed = None if built is None else engine.runs_changed_after(built.mark)
+            if built is None or changed is None:
+                rows: dict[str, InboxRow] = {}
+                infos = await self.list_sessions()
+            else:
+                rows = dict(built.rows)
+                infos = await self._describe_all(sorted(changed))
             activities = await self.last_activities(infos)
-            rows = [await self.inbox_row(info, activities[info.flow_id]) for info in infos]
-            ordered = inbox_order(rows)
-            self._inbox = (counter, ordered)
-            return ordered
+            for info in infos:
+                rows[info.flow_id] = await self.inbox_row(info, activities[info.flow_id])
+            self._inbox = _InboxBuild(mark, rows, inbox_order(list(rows.values())))
+            return self._inbox.ordered
+
+    async def _describe_all(self, session_ids: Sequence[str]) -> list[FlowInfo]:
+        infos = []
+        for session_id in session_ids:
+            with contextlib.suppress(FlowNotFoundError):
+                infos.append(await self.describe(session_id))
+        return infos
 
     async def inbox_row(self, info: FlowInfo, last_activity: datetime | None = None) -> InboxRow:
         """The inbox row of one session; ``last_activity`` when the caller read it already."""

@@ -169,6 +169,28 @@ def test_a_run_that_changed_without_events_is_told_apart_from_one_that_got_event
     assert not changes.run_changed_after("s2", later)
     changes.look(3)  # a commit of no run (nothing logged)
     assert not changes.run_changed_after("s2", later)
+    assert changes.runs_changed_after(mark) == {"s1", "s2"}
+    assert changes.runs_changed_after(later) == frozenset()
+
+
+def test_the_runs_changed_after_a_mark_are_those_of_later_looks_only() -> None:
+    log = ScriptedLog(
+        (None, 0),
+        ({}, frozenset({"a", "b"}), 1),
+        ({}, frozenset({"b", "c"}), 2),
+        ({}, frozenset(), 2),
+    )
+    changes = FlowChanges(log)
+    first = changes.look(1)  # the first look cannot tell which runs changed before it
+    assert changes.runs_changed_after(first - 1) is None
+    assert changes.runs_changed_after(first) == frozenset()
+    second = changes.look(2)
+    third = changes.look(3)
+    assert changes.runs_changed_after(first) == {"a", "b", "c"}
+    assert changes.runs_changed_after(second) == {"b", "c"}  # b again, in the later look
+    assert changes.runs_changed_after(third) == frozenset()
+    changes.look(4)  # the counter moved for a commit that changed no run
+    assert changes.runs_changed_after(third) == frozenset()
 
 
 def test_without_a_log_any_move_of_the_counter_may_have_changed_any_run() -> None:
@@ -179,6 +201,7 @@ def test_without_a_log_any_move_of_the_counter_may_have_changed_any_run() -> Non
     assert not changes.run_changed_after("s1", mark)
     changes.look(6)
     assert changes.run_changed_after("s1", mark)
+    assert changes.runs_changed_after(mark) is None
 
 
 def test_past_the_runs_kept_every_run_may_have_changed() -> None:
@@ -189,3 +212,4 @@ def test_past_the_runs_kept_every_run_may_have_changed() -> None:
     assert not changes.run_changed_after("z", mark)
     changes.look(3)
     assert changes.run_changed_after("z", mark)
+    assert changes.runs_changed_after(mark) is None

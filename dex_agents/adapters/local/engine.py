@@ -271,6 +271,11 @@ class LocalEngine:
         not tell which runs a commit changed)."""
         return self._flow_changes.run_changed_after(flow_id, mark)
 
+    def runs_changed_after(self, mark: int) -> frozenset[str] | None:
+        """Every run the looks so far saw a commit change after ``mark``; ``None`` when they
+        cannot tell which runs changed (any may have)."""
+        return self._flow_changes.runs_changed_after(mark)
+
     def last_events_change(self, flow_id: str) -> int | None:
         """The number of the newest commit the looks so far saw append to ``flow_id``'s Stream
         (``FlowChangeLog``); ``None`` when they cannot tell."""

@@ -11,7 +11,9 @@ change of the store's counter and wake only the readers of the runs in it.
 The same looks say which runs changed at all, events or not: a wait for a
 session to need a person, which rereads its snapshot when its Stream has been
 quiet for a while, skips the reread when no commit changed the session since
-the mark it took before its last read (``run_changed_after``).
+the mark it took before its last read (``run_changed_after``), and a list of
+every session rebuilds only the rows of the runs changed since its last build
+(``runs_changed_after``).
 
 A reader takes a ``mark`` after looking at the counter and before its read:
 every commit the read may have missed came after that look, so a later look
@@ -123,3 +125,10 @@ class FlowChanges:
         """Whether a look after epoch ``mark`` saw ``flow_id`` change at all, events or not
         (or could not tell)."""
         return self._every_run_epoch > mark or self._changed.get(flow_id, 0) > mark
+
+    def runs_changed_after(self, mark: int) -> frozenset[str] | None:
+        """Every run a look after epoch ``mark`` saw change; ``None`` when one could not tell
+        which runs changed (then any may have)."""
+        if self._every_run_epoch > mark:
+            return None
+        return frozenset(flow_id for flow_id, epoch in self._changed.items() if epoch > mark)
