@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +35,7 @@ import httpx
 
 from dex_agents.adapters.local.codec import decode_resume_token
 from dex_agents.cli.database import demo_flow
+from dex_agents.composition.session_client import AgentSessionClient
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.flow_store import StoreTransaction
 
@@ -157,15 +158,35 @@ async def timed_get(client: httpx.AsyncClient, path: str) -> tuple[float, bytes]
     return time.perf_counter() - started, response.content
 
 
-def touch(db: Path) -> None:
+async def touch(db: Path) -> None:
     """Commit one row to a table of the benchmark's own in ``db``: the file changed, no session did.
 
-    The console rebuilds its inbox only after the file changed (any commit);
-    this makes the next inbox request rebuild it, as after a session moved.
+    The console looks at the file again only after it changed (any commit), and
+    then rebuilds the inbox rows of the sessions that changed: none here.
     """
     with contextlib.closing(sqlite3.connect(db, timeout=30)) as connection, connection:
         connection.execute("CREATE TABLE IF NOT EXISTS bench_touch (at REAL)")
         connection.execute("INSERT INTO bench_touch VALUES (?)", (time.time(),))
+
+
+class TurnTaker:
+    """One idle session's turn before each load, sent from this process as another client's
+    would be, and waited for: the console rebuilds that session's inbox row."""
+
+    def __init__(self, clients: Mapping[str, AgentSessionClient], sessions: Mapping[str, int]):
+        self._clients = clients
+        self._sessions = sessions  # sessions in each file
+        self._turns = 0
+
+    async def __call__(self, name: str) -> None:
+        self._turns += 1
+        # Numbers that are no multiple of APPROVAL_EVERY: those sessions are idle.
+        number = 1 + self._turns % (self._sessions[name] - 1)
+        if number % APPROVAL_EVERY == 0:
+            number += 1
+        client = self._clients[name]
+        await client.send_user_message(session_id(number), f"where is order {number}")
+        await client.wait_for_user(session_id(number))
 
 
 async def page_loads(
@@ -173,7 +194,7 @@ async def page_loads(
     page: str,
     api: str,
     repetitions: int,
-    before: Callable[[str], None] | None = None,
+    before: Callable[[str], Awaitable[None]] | None = None,
 ) -> dict[str, Load]:
     """Load ``page`` with its script and style, then ``api``, from each server in turn.
 
@@ -191,7 +212,7 @@ async def page_loads(
         for repetition in range(repetitions + 2):
             for name, client in clients.items():
                 if before is not None:
-                    before(name)
+                    await before(name)
                 page_seconds = 0.0
                 for path in (page, *STATIC):
                     seconds, _ = await timed_get(client, path)
@@ -345,18 +366,19 @@ def print_loads(small: int, large: int, loads: dict[str, Load]) -> None:
     ]
     kinds = {
         "inbox": "inbox, file unchanged",
-        "rebuilt": "inbox, after a commit",
+        "rebuilt": "inbox, after another program's commit",
+        "moved": "inbox, after one session's turn",
         "session": "session page + snapshot",
     }
     for kind, title in kinds.items():
         for label, measure in measures:
-            if kind == "rebuilt" and label.startswith("page"):
+            if kind in ("rebuilt", "moved") and label.startswith("page"):
                 continue  # the same files as the row above
             a, b = measure(loads[f"{kind} small"]), measure(loads[f"{kind} large"])
             print(row([f"{title}: {label}", f"{a:.2f}", f"{b:.2f}", ratio(b, a)]))
         a_kb = loads[f"{kind} small"].api_bytes / 1024
         b_kb = loads[f"{kind} large"].api_bytes / 1024
-        if kind != "rebuilt":
+        if kind not in ("rebuilt", "moved"):
             print(row([f"{title}: JSON KiB", f"{a_kb:.1f}", f"{b_kb:.1f}", ratio(b_kb, a_kb)]))
 
 
@@ -425,6 +447,22 @@ async def main() -> None:
             snapshot = f"/api/sessions/{TURN_SESSION}/snapshot"
             for name, load in (await page_loads(urls, session, snapshot, count)).items():
                 loads[f"session {name}"] = load
+            flow = demo_flow()
+            async with contextlib.AsyncExitStack() as clients:
+                runtimes = {
+                    name: await clients.enter_async_context(
+                        LocalRuntime(path, [flow], workers=0, create=False)
+                    )
+                    for name, path in files.items()
+                }
+                taker = TurnTaker(
+                    {name: runtime.sessions(flow) for name, runtime in runtimes.items()},
+                    {"small": arguments.small, "large": arguments.sessions},
+                )
+                for name, load in (
+                    await page_loads(urls, "/", "/api/sessions", count, taker)
+                ).items():
+                    loads[f"moved {name}"] = load
         db = files["large"]
         spread = [session_id(number) for number in range(1, arguments.streams + 1)]
         async with serving(db) as (url, pid):
@@ -454,7 +492,7 @@ async def main() -> None:
     print_loads(arguments.small, arguments.sessions, loads)
     for label, load, alone in (
         ("file unchanged", busy, loads["inbox large"]),
-        ("after a commit", busy_rebuilt, loads["rebuilt large"]),
+        ("after another program's commit", busy_rebuilt, loads["rebuilt large"]),
     ):
         print(
             row(
