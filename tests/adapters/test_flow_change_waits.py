@@ -169,7 +169,7 @@ def test_a_run_that_changed_without_events_is_told_apart_from_one_that_got_event
     assert not changes.run_changed_after("s2", later)
     changes.look(3)  # a commit of no run (nothing logged)
     assert not changes.run_changed_after("s2", later)
-    assert changes.runs_changed_after(mark) == {"s1", "s2"}
+    assert changes.runs_changed_after(mark) == frozenset({"s1", "s2"})
     assert changes.runs_changed_after(later) == frozenset()
 
 
@@ -186,8 +186,8 @@ def test_the_runs_changed_after_a_mark_are_those_of_later_looks_only() -> None:
     assert changes.runs_changed_after(first) == frozenset()
     second = changes.look(2)
     third = changes.look(3)
-    assert changes.runs_changed_after(first) == {"a", "b", "c"}
-    assert changes.runs_changed_after(second) == {"b", "c"}  # b again, in the later look
+    assert changes.runs_changed_after(first) == frozenset({"a", "b", "c"})
+    assert changes.runs_changed_after(second) == frozenset({"b", "c"})  # b again, in the later look
     assert changes.runs_changed_after(third) == frozenset()
     changes.look(4)  # the counter moved for a commit that changed no run
     assert changes.runs_changed_after(third) == frozenset()
