@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from datetime import timedelta
+from typing import Any
 
+import httpcore2
 import pytest
 
+from dex_agents.adapters.mcp.connection import shared_tls_context
 from dex_agents.builtin_loop import (
     InMemoryMediaStore,
     ModelRequest,
@@ -49,6 +53,28 @@ async def test_a_read_runs_without_approval_and_carries_the_idempotency_key(
     (key,) = keys(call_log, "read_note")
     assert key.startswith(f"{SESSION}/")
     assert key.endswith("/c1")
+
+
+async def test_every_connection_shares_the_tls_settings_loaded_once(
+    http_server: McpStreamableHttpServerConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each request opens a new connection (the listing, then each call); loading the
+    # system's certificates for each took about 50 ms, most of a call on loopback.
+    loads: list[bool] = []
+    load = httpcore2.default_ssl_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        loads.append(True)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
+    shared_tls_context.cache_clear()
+    calls = (("notes__read_note", {"name": "a"}), ("notes__read_note", {"name": "b"}))
+    source = McpToolSource([http_server])
+    async with session(source, calls_then_answer(*calls)) as s:
+        snapshot = await turn(s)
+    assert snapshot.messages[-1].text == "note a: hello | note b: hello"
+    assert loads == [True]
 
 
 async def test_a_write_waits_for_approval_then_runs_once(
