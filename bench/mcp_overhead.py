@@ -11,6 +11,9 @@ times ``--calls`` (20) rounds, interleaved, each of:
 
 - direct: ``mcp.Client`` opens a new connection (a new process over stdio),
   calls ``read_note`` and closes, as ``McpToolSource`` does for every request;
+- direct, TLS kept (HTTP): the same with one SSL context for every call, as
+  ``McpToolSource`` keeps one (the SDK's default HTTP client loads the system's
+  certificates for each connection); durable over direct uses this one over HTTP;
 - durable: one session turn on the embedded SQLite engine (a temporary file,
   each durable commit synced) whose scripted model calls ``read_note`` through an
   ``McpToolSource`` and then answers with its result, from ``send_user_message``
@@ -28,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import ssl
 import statistics
 import sys
 import tempfile
@@ -69,18 +74,27 @@ def respond(request: ModelRequest) -> ScriptedModelReply:
     return ScriptedModelReply(text="no call")
 
 
-async def direct_call(config: McpConfig) -> float:
-    """One new connection, one ``tools/call`` and its close, with the MCP SDK alone."""
+async def direct_call(config: McpConfig, tls: ssl.SSLContext | None = None) -> float:
+    """One new connection, one ``tools/call`` and its close, with the MCP SDK alone; over
+    HTTP with ``tls`` kept from call to call when given (the SDK's default HTTP client
+    loads the system's certificates anew for each connection)."""
+    import httpx2
     from mcp import Client, StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
 
     started = time.perf_counter()
-    if isinstance(config, McpStdioServerConfig):
-        target = Client(StdioServerParameters(command=config.command, args=list(config.args)))
-    else:
-        target = Client(streamable_http_client(config.url))
-    async with target as client:
-        result = await client.call_tool("read_note", {"name": "a"})
+    async with contextlib.AsyncExitStack() as stack:
+        if isinstance(config, McpStdioServerConfig):
+            params = StdioServerParameters(command=config.command, args=list(config.args))
+            target = Client(params)
+        elif tls is None:
+            target = Client(streamable_http_client(config.url))
+        else:
+            timeout = httpx2.Timeout(30, read=None)
+            http = await stack.enter_async_context(httpx2.AsyncClient(verify=tls, timeout=timeout))
+            target = Client(streamable_http_client(config.url, http_client=http))
+        async with target as client:
+            result = await client.call_tool("read_note", {"name": "a"})
     elapsed = time.perf_counter() - started
     assert not result.is_error, result
     return elapsed
@@ -137,7 +151,16 @@ async def measure(
     transport: str, calls: int, directory: Path, floor: Callable[[], float]
 ) -> dict[str, list[float]]:
     """Interleaved times of direct calls, durable calls, plain turns and fsync'd commits."""
-    times: dict[str, list[float]] = {"direct": [], "durable": [], "plain": [], "floor": []}
+    times: dict[str, list[float]] = {
+        "direct": [],
+        "kept": [],
+        "durable": [],
+        "plain": [],
+        "floor": [],
+    }
+    import httpx2
+
+    tls = httpx2.create_ssl_context()  # once, as McpToolSource does
     with served(transport) as config:
         async with agent_session(config, directory / f"{transport}.sqlite3") as sessions:
             # Warm up: the server (its first start), the listing cache, the engine's files.
@@ -146,12 +169,13 @@ async def measure(
             await timed_turn(sessions, "hi", "no call")
             rounds: list[tuple[str, Callable[[], Awaitable[float]]]] = [
                 ("direct", lambda: direct_call(config)),
+                ("kept", lambda: direct_call(config, tls)),
                 ("durable", lambda: timed_turn(sessions, CALL, "note a: hello")),
                 ("plain", lambda: timed_turn(sessions, "hi", "no call")),
             ]
             for n in range(calls):
                 # Rotate the order so no kind always follows the same one.
-                for name, run in rounds[n % 3 :] + rounds[: n % 3]:
+                for name, run in rounds[n % 4 :] + rounds[: n % 4]:
                     times[name].append(await run())
                 times["floor"].append(floor())
     return times
@@ -175,19 +199,23 @@ async def main(argv: Sequence[str]) -> int:
             return floor_sample(directory, arguments.floor_commits, arguments.row_bytes)
 
         print(
-            "| transport | direct | durable call | plain turn | durable / direct "
-            "| added | fsync'd commit | added in commits | call's own part |"
+            "| transport | direct | direct, TLS kept | durable call | plain turn "
+            "| durable / direct | added | fsync'd commit | added in commits | call's own part |"
         )
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for transport in arguments.transports.split(","):
             times = await measure(transport, arguments.calls, directory, floor)
-            direct, durable, plain, commit = (
-                statistics.median(times[kind]) for kind in ("direct", "durable", "plain", "floor")
+            default, kept, durable, plain, commit = (
+                statistics.median(times[kind])
+                for kind in ("direct", "kept", "durable", "plain", "floor")
             )
+            # What McpToolSource does, the TLS settings kept as it keeps them (stdio has none).
+            direct = kept if transport == "http" else default
             added = durable - direct
             own = durable - plain - direct
+            shown_kept = _ms(kept) if transport == "http" else "-"
             print(
-                f"| {transport} | {_ms(direct)} | {_ms(durable)} | {_ms(plain)} "
+                f"| {transport} | {_ms(default)} | {shown_kept} | {_ms(durable)} | {_ms(plain)} "
                 f"| {durable / direct:.2f}x | {_ms(added)} | {_ms(commit)} | {added / commit:.1f} "
                 f"| {_ms(own)} ({own / commit:.1f} commits) |"
             )
