@@ -3,7 +3,9 @@
 An image's object key is ``<prefix>/sha256/<sha256>``; ``s3_location`` makes keys and
 URIs from the same bucket and prefix. The store talks to S3 through aiobotocore, the
 asyncio client under aioboto3, opening one client per call, so one store is safe to use
-from any event loop and needs no closing.
+from any event loop and needs no closing. The clients share their TLS settings
+(``_SharedTlsSession``): each new client built its own SSL context on its first
+request, and loading the system's certificates into it took about 50 ms of CPU.
 
 Writes are conditional: ``PutObject`` with ``If-None-Match: *``. ``412`` means the same
 content-addressed object already exists, which is success; ``409`` (a concurrent
@@ -19,10 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
+import threading
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
+from aiobotocore.httpsession import AIOHTTPSession  # type: ignore[import-untyped]
 from aiobotocore.session import AioSession  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
@@ -43,6 +48,31 @@ CONDITIONAL_WRITE_ATTEMPTS: Final = 3
 _CONFLICT_BACKOFF_SECONDS: Final = 0.05
 _READ_CHUNK: Final = 1 << 20
 _TRANSPORT_ERRORS: Final = (BotoCoreError, OSError, asyncio.TimeoutError)
+
+
+_TLS_CONTEXTS: dict[object, ssl.SSLContext] = {}
+_TLS_LOCK = threading.Lock()
+
+
+class _SharedTlsSession(AIOHTTPSession):  # type: ignore[misc]
+    """aiobotocore's HTTP session, whose endpoint TLS context is made once per process for
+    each ``verify`` setting instead of once per client.
+
+    A context is shared only where nothing changes it after it is made: a proxy or a
+    client certificate gets a context of its own, as before. An aiobotocore without
+    ``_build_ssl_contexts`` never calls this, and builds one per client as it did.
+    """
+
+    def _build_ssl_contexts(self, proxy_url: str | None) -> tuple[ssl.SSLContext, None]:
+        if proxy_url or getattr(self, "_cert_file", None):
+            built: tuple[ssl.SSLContext, None] = super()._build_ssl_contexts(proxy_url)
+            return built
+        verify = self._verify
+        with _TLS_LOCK:
+            context = _TLS_CONTEXTS.get(verify)
+            if context is None:
+                context = _TLS_CONTEXTS[verify] = self._build_verify_context()
+        return context, None
 
 
 class _ConditionalWritesRefused(Exception):
@@ -161,6 +191,7 @@ class S3MediaStore:
             # default; get_image checks the SHA-256 of every read itself.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
+            http_session_cls=_SharedTlsSession,
         )
         self._conditional_writes = True
 

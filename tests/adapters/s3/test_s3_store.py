@@ -11,7 +11,9 @@ import logging
 from typing import Any
 
 import pytest
+from aiobotocore import httpsession  # type: ignore[import-untyped]
 
+from dex_agents.adapters.media import s3_store as s3_store_module
 from dex_agents.domain.errors import ImageValidationError, MediaStoreError
 from dex_agents.domain.images import build_image_reference, image_uri
 from dex_agents.ports.media_store import MediaStore, load_images
@@ -49,6 +51,28 @@ async def test_the_same_bytes_make_one_object_however_often_they_are_put(
     assert [item["Key"] for item in listed] == [f"sessions/sha256/{references[0].sha256}"]
     loaded = await load_images(s3_store, [references[0], await s3_store.put_image(JPEG)])
     assert list(loaded.values()) == [PNG, JPEG]
+
+
+async def test_every_client_shares_the_tls_settings_made_once(
+    moto_endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One client per call; each built an SSL context and loaded the system's
+    # certificates on its first request, about 50 ms of CPU per image read or written.
+    loads: list[object] = []
+    cert_path = httpsession.get_cert_path
+
+    def counted(verify: object) -> object:
+        loads.append(verify)
+        return cert_path(verify)
+
+    monkeypatch.setattr(httpsession, "get_cert_path", counted)
+    monkeypatch.setattr(s3_store_module, "_TLS_CONTEXTS", {})
+    store, other = moto_store(moto_endpoint, bucket), moto_store(moto_endpoint, bucket, "b")
+    reference = await store.put_image(PNG)
+    for _ in range(3):
+        assert await store.get_image(reference) == PNG
+    await other.put_image(JPEG)
+    assert len(loads) == 1  # one context, for the one verify setting of both stores
 
 
 async def test_a_second_store_on_the_same_prefix_reads_the_first_ones_images(
