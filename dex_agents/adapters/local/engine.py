@@ -158,8 +158,7 @@ class LocalEngine:
             self._last_counter = counter
             self._wake()
             if not all_quiet:
-                for wake in self._work_wakes:
-                    wake.set()
+                self._wake_workers()
         return result
 
     async def read(self, work: Callable[[StoreTransaction], R]) -> R:
@@ -331,10 +330,13 @@ class LocalEngine:
             self._change_wakes.discard(wake)
             self._watcher = None
 
-    def _wake_everyone(self) -> None:
-        self._wake()
+    def _wake_workers(self) -> None:
         for wake in self._work_wakes:
             wake.set()
+
+    def _wake_everyone(self) -> None:
+        self._wake()
+        self._wake_workers()
 
     def close(self) -> None:
         """Stop the store thread; the store itself belongs to the caller."""
