@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
@@ -190,6 +190,9 @@ class SessionCatalog:
             if built is None or changed is None:
                 rows: dict[str, InboxRow] = {}
                 infos = await self.list_sessions()
+            elif not changed:  # a commit of no session: nothing to read or order again
+                self._inbox = replace(built, mark=mark)
+                return built.ordered
             else:
                 rows = dict(built.rows)
                 infos = await self._describe_all(sorted(changed))

@@ -79,6 +79,7 @@ async def test_a_commit_that_changed_no_session_rebuilds_no_row(
     other.close()
     after = await catalog.inbox()
     assert after == before
+    assert after is before  # nothing was read or ordered again
     assert all(new is old for new, old in zip(after, before, strict=True))
 
 
