@@ -191,6 +191,13 @@ async def call_mcp_tool(
             )
         except McpConnectionError as error:
             raise ToolExecutionError(f"the MCP tool call was not sent: {error}") from error
+        try:
+            await list_until(client, tool)
+        except Exception as error:
+            raise ToolExecutionError(
+                "the MCP tool call was not sent: listing the server's tools failed: "
+                f"{type(error).__name__}: {error}"
+            ) from error
         uploads = media_store is not None
         answer = await _send(client, tool, arguments, meta, request_timeout, progress, uploads)
         if isinstance(answer, TaskHandle):
@@ -203,6 +210,27 @@ async def call_mcp_tool(
     finally:
         await close_quietly(stack)
     return await record_outcome(answer.outcome, answer.result, media_store)
+
+
+async def list_until(client: Client, tool: str) -> None:
+    """List the server's tools on the call's connection, page by page, up to ``tool``'s page.
+
+    The SDK takes two things from a listing on the same connection: the arguments it
+    mirrors into ``Mcp-Param-*`` headers (``x-mcp-header``, MCP 2026-07-28: a server
+    refuses a call whose header is missing), and the output schema it checks a
+    structured result against, for which it would list after the call otherwise, where
+    a failed listing would make a call that ran look interrupted.
+    """
+    cursor: str | None = None
+    seen: set[str] = set()
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        if any(listed.name == tool for listed in page.tools):
+            return
+        cursor = page.next_cursor
+        if not cursor or cursor in seen:
+            return  # unlisted: the SDK sends the call without headers or a schema
+        seen.add(cursor)
 
 
 async def _send(

@@ -3,12 +3,14 @@
 Its tools cover the rows of "What a call does": a read, an annotated idempotent
 write, an unannotated write, a Dex-declared write with ``_meta`` keys, results with
 the Dex ``outcome`` key, JSON-RPC errors, an image result, progress notifications,
-a tool that kills its own process mid-call, and tools answered with a task of the
-tasks extension (``TaskExtension``): ``build_report``, whose task completes after
-``seconds`` or once the file ``release-<name>`` appears next to the call log, and
-``choose_account``, whose task asks which account to use. Every call appends one JSON line
-(tool, arguments and request ``_meta``) to the file named by ``MCP_TEST_CALL_LOG``,
-so a test sees what reached the server across processes.
+a tool that kills its own process mid-call, a read whose argument a call mirrors
+into an ``Mcp-Param-Region`` header (``x-mcp-header``, MCP 2026-07-28), and tools
+answered with a task of the tasks extension (``TaskExtension``): ``build_report``,
+whose task completes after ``seconds`` or once the file ``release-<name>`` appears
+next to the call log, and ``choose_account``, whose task asks which account to use.
+Every call appends one JSON line (tool, arguments and request ``_meta``) to the
+file named by ``MCP_TEST_CALL_LOG``, so a test sees what reached the server across
+processes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
@@ -39,6 +41,7 @@ from mcp.types import (
     TextContent,
     ToolAnnotations,
 )
+from pydantic import Field
 
 # A 1x1 PNG.
 PNG = base64.b64decode(
@@ -206,6 +209,14 @@ def build_server() -> MCPServer:
         """Read a note."""
         _log("read_note", ctx, {"name": name})
         return f"note {name}: hello"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def regional_note(
+        region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})], ctx: Context
+    ) -> str:
+        """Read a region's note; a gateway may route on the ``Mcp-Param-Region`` header."""
+        _log("regional_note", ctx, {"region": region})
+        return f"note of {region}: hello"
 
     @server.tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=True))
     async def set_flag(flag: str, ctx: Context) -> str:

@@ -77,6 +77,20 @@ async def test_every_connection_shares_the_tls_settings_loaded_once(
     assert loads == [True]
 
 
+async def test_an_argument_a_tool_mirrors_into_a_header_reaches_a_2026_server(
+    http_server: McpStreamableHttpServerConfig, call_log: CallLog
+) -> None:
+    # MCP 2026-07-28: a client sends each argument annotated with x-mcp-header as an
+    # Mcp-Param-* header too, and the server refuses a call whose header is missing.
+    # The SDK takes the annotations from a listing on the call's own connection.
+    source = McpToolSource([http_server])
+    model = calls_then_answer(("notes__regional_note", {"region": "eu"}))
+    async with session(source, model) as s:
+        snapshot = await turn(s)
+    assert snapshot.messages[-1].text == "note of eu: hello"
+    assert [c["arguments"] for c in call_log.calls("regional_note")] == [{"region": "eu"}]
+
+
 async def test_a_write_waits_for_approval_then_runs_once(
     http_server: McpStreamableHttpServerConfig, call_log: CallLog
 ) -> None:
