@@ -27,8 +27,15 @@ from typing import Any, NoReturn, cast
 import anyio
 import attrs
 from mcp import Client
+from mcp.client.caching import CacheMode
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, InputRequiredResult
+from mcp_types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    InputRequiredResult,
+    ListToolsResult,
+)
 
 from dex_agents.adapters.mcp.config import McpServerConfig
 from dex_agents.adapters.mcp.connection import close_quietly, open_client
@@ -167,10 +174,14 @@ async def call_mcp_tool(
     request_timeout: timedelta,
     tasks: TaskHandling,
     progress: ProgressWriter | None = None,
+    listing: ListToolsResult | None = None,
 ) -> ToolExecutionResult | ToolTaskStarted:
     """Send one ``tools/call`` to ``config`` and return or raise what it records.
 
-    ``ToolExecutionError`` when no connection opened (never sent), for an ``isError``
+    ``listing``, the server's tools as the Worker holds them, spares the connection
+    the listing it makes before the call (``list_until``).
+    ``ToolExecutionError`` when no connection opened or the listing failed (never
+    sent), for an ``isError``
     or ``rejected`` answer and for a JSON-RPC error other than ``-32603``/``-32700``;
     ``ToolOutcomeUnknownError`` for the Dex ``unknown`` outcome;
     ``McpToolCallInterruptedError`` for a call that was sent and may have run, and for
@@ -188,11 +199,12 @@ async def call_mcp_tool(
                 stack,
                 connection_timeout=connection_timeout,
                 connection_attempts=connection_attempts,
+                listing=listing,
             )
         except McpConnectionError as error:
             raise ToolExecutionError(f"the MCP tool call was not sent: {error}") from error
         try:
-            await list_until(client, tool)
+            await list_until(client, tool, held=listing is not None)
         except Exception as error:
             raise ToolExecutionError(
                 "the MCP tool call was not sent: listing the server's tools failed: "
@@ -212,24 +224,32 @@ async def call_mcp_tool(
     return await record_outcome(answer.outcome, answer.result, media_store)
 
 
-async def list_until(client: Client, tool: str) -> None:
+async def list_until(client: Client, tool: str, *, held: bool = False) -> None:
     """List the server's tools on the call's connection, page by page, up to ``tool``'s page.
 
     The SDK takes two things from a listing on the same connection: the arguments it
     mirrors into ``Mcp-Param-*`` headers (``x-mcp-header``, MCP 2026-07-28: a server
     refuses a call whose header is missing), and the output schema it checks a
     structured result against, for which it would list after the call otherwise, where
-    a failed listing would make a call that ran look interrupted.
+    a failed listing would make a call that ran look interrupted. ``held``: the client
+    answers with the Worker's listing (``held_listing.py``), so only a listing that
+    lacks ``tool`` sends a request.
     """
+    if held and await _pages_to(client, tool, "use"):
+        return
+    await _pages_to(client, tool, "refresh")
+
+
+async def _pages_to(client: Client, tool: str, cache_mode: CacheMode) -> bool:
     cursor: str | None = None
     seen: set[str] = set()
     while True:
-        page = await client.list_tools(cursor=cursor)
+        page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
         if any(listed.name == tool for listed in page.tools):
-            return
+            return True
         cursor = page.next_cursor
         if not cursor or cursor in seen:
-            return  # unlisted: the SDK sends the call without headers or a schema
+            return False  # unlisted: the SDK sends the call without headers or a schema
         seen.add(cursor)
 
 

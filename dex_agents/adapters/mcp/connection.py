@@ -30,11 +30,13 @@ from datetime import timedelta
 
 import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.caching import CacheConfig
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, ListToolsResult
 
 from dex_agents.adapters.mcp.config import McpServerConfig, McpStdioServerConfig
 from dex_agents.adapters.mcp.errors import McpConnectionError
+from dex_agents.adapters.mcp.held_listing import held_listing_cache
 from dex_agents.adapters.mcp.tasks import tasks_extension
 
 logger = logging.getLogger(__name__)
@@ -85,7 +87,9 @@ class _AnsweringTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def _client(config: McpServerConfig, stack: AsyncExitStack, timeout: float) -> Client:
+def _client(
+    config: McpServerConfig, stack: AsyncExitStack, timeout: float, cache: CacheConfig | None
+) -> Client:
     if isinstance(config, McpStdioServerConfig):
         params = StdioServerParameters(
             command=config.command,
@@ -94,7 +98,7 @@ def _client(config: McpServerConfig, stack: AsyncExitStack, timeout: float) -> C
             cwd=config.cwd,
         )
         return Client(
-            params, cache=None, read_timeout_seconds=timeout, extensions=[tasks_extension()]
+            params, cache=cache, read_timeout_seconds=timeout, extensions=[tasks_extension()]
         )
     http = httpx2.AsyncClient(
         headers=dict(config.headers),
@@ -104,7 +108,7 @@ def _client(config: McpServerConfig, stack: AsyncExitStack, timeout: float) -> C
     stack.push_async_callback(http.aclose)
     return Client(
         streamable_http_client(config.url, http_client=http),
-        cache=None,
+        cache=cache,
         read_timeout_seconds=timeout,
         extensions=[tasks_extension()],
     )
@@ -116,16 +120,22 @@ async def open_client(
     *,
     connection_timeout: timedelta,
     connection_attempts: int,
+    listing: ListToolsResult | None = None,
 ) -> Client:
-    """A connected client whose closing ``stack`` owns; ``McpConnectionError`` when none opens."""
+    """A connected client whose closing ``stack`` owns; ``McpConnectionError`` when none opens.
+
+    With ``listing``, the client's ``list_tools()`` answers with it, without a request
+    (``held_listing.py``); without, the client caches nothing.
+    """
     last: BaseException | None = None
     for _ in range(connection_attempts):
         attempt = AsyncExitStack()
         try:
             # The SDK bounds each handshake request; a timeout scope around entering the
             # client would be exited while the client's own task group is still open.
+            cache = None if listing is None else held_listing_cache(config, listing)
             client = await attempt.enter_async_context(
-                _client(config, attempt, connection_timeout.total_seconds())
+                _client(config, attempt, connection_timeout.total_seconds(), cache)
             )
         except Exception as error:
             last = error

@@ -4,7 +4,9 @@ The first listing of a server is awaited. After ``listing_ttl`` the server is
 listed again in the background while its earlier tools are returned. A server
 that cannot be listed is left out with a warning and not tried again for
 ``listing_failure_backoff``, then in the background. One listing per server runs
-at a time; ``refresh`` lists now.
+at a time; ``refresh`` lists now. ``held`` is a server's last listing as the SDK
+reads it, for a call's connection to take its headers and schemas from
+(``held_listing.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from mcp_types import ListToolsResult, Tool
+
 from dex_agents.adapters.mcp.config import McpServerConfig
 from dex_agents.adapters.mcp.connection import connected
 
@@ -28,6 +32,7 @@ Clock = Callable[[], float]
 @dataclass
 class _ServerState:
     tools: tuple[Mapping[str, Any], ...] | None = None
+    listing: ListToolsResult | None = None
     listed_at: float = 0.0
     failed_at: float | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -35,18 +40,16 @@ class _ServerState:
 
 async def fetch_tools(
     config: McpServerConfig, *, connection_timeout: timedelta, connection_attempts: int
-) -> tuple[Mapping[str, Any], ...]:
-    """Every page of one server's ``tools/list``, each tool as the server sent it."""
+) -> tuple[Tool, ...]:
+    """Every page of one server's ``tools/list``, in the server's order."""
     async with connected(
         config, connection_timeout=connection_timeout, connection_attempts=connection_attempts
     ) as client:
-        tools: list[Mapping[str, Any]] = []
+        tools: list[Tool] = []
         cursor: str | None = None
         while True:
             page = await client.list_tools(cursor=cursor)
-            tools.extend(
-                t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools
-            )
+            tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return tuple(tools)
@@ -77,6 +80,11 @@ class ServerListings:
     def cached(self) -> list[tuple[McpServerConfig, tuple[Mapping[str, Any], ...]]]:
         """Each server's last listing, without I/O; a server never listed has none."""
         return [(s, self._states[s.name].tools or ()) for s in self._servers]
+
+    def held(self, server: str) -> ListToolsResult | None:
+        """``server``'s last listing, every page in one, without I/O; ``None`` before the first."""
+        state = self._states.get(server)
+        return None if state is None else state.listing
 
     async def list(
         self, *, refresh: bool = False
@@ -125,7 +133,11 @@ class ServerListings:
                     exc_info=True,
                 )
                 return
-            state.tools, state.listed_at, state.failed_at = tools, self.clock(), None
+            state.tools = tuple(
+                t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools
+            )
+            state.listing = ListToolsResult(tools=list(tools))
+            state.listed_at, state.failed_at = self.clock(), None
 
     async def aclose(self) -> None:
         """Wait for the background listings to end."""

@@ -257,6 +257,7 @@ class McpToolSource:
             request_timeout=self._request_timeout,
             tasks=tasks,
             progress=progress_writer(call.events, record),
+            listing=self._listings.held(config.name),
         )
 
     @staticmethod
@@ -352,6 +353,7 @@ class McpToolSource:
             connection_attempts=self._connection_attempts,
             request_timeout=self._request_timeout,
             tasks=WaitForTask(timeout=self._task_wait_timeout),
+            listing=self._listings.held(tool.server),
         )
         assert isinstance(result, ToolExecutionResult)  # WaitForTask never returns a task
         return result

@@ -15,7 +15,10 @@ from typing import Any
 
 import httpcore2
 import pytest
+from mcp.client.session import ClientSession
+from mcp_types import ListToolsResult, PaginatedRequestParams
 
+from dex_agents.adapters.mcp.calls import WaitForTask, call_mcp_tool
 from dex_agents.adapters.mcp.connection import shared_tls_context
 from dex_agents.builtin_loop import (
     InMemoryMediaStore,
@@ -24,7 +27,9 @@ from dex_agents.builtin_loop import (
     ScriptedModelReply,
 )
 from dex_agents.builtin_loop import ScriptedToolCall as Call
+from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import McpToolProgressPayload
+from dex_agents.domain.runner_outcomes import ToolExecutionResult
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.mcp import McpStreamableHttpServerConfig, McpToolSource
 from tests.adapters.mcp.conftest import CallLog
@@ -77,18 +82,83 @@ async def test_every_connection_shares_the_tls_settings_loaded_once(
     assert loads == [True]
 
 
+@pytest.fixture
+def list_requests(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """The cursor of each ``tools/list`` request any client sends, in order."""
+    sent: list[str | None] = []
+    send = ClientSession.list_tools
+
+    async def counted(
+        self: ClientSession, *, params: PaginatedRequestParams | None = None
+    ) -> ListToolsResult:
+        sent.append(None if params is None else params.cursor)
+        return await send(self, params=params)
+
+    monkeypatch.setattr(ClientSession, "list_tools", counted)
+    return sent
+
+
 async def test_an_argument_a_tool_mirrors_into_a_header_reaches_a_2026_server(
-    http_server: McpStreamableHttpServerConfig, call_log: CallLog
+    http_server: McpStreamableHttpServerConfig, call_log: CallLog, list_requests: list[str | None]
 ) -> None:
     # MCP 2026-07-28: a client sends each argument annotated with x-mcp-header as an
     # Mcp-Param-* header too, and the server refuses a call whose header is missing.
-    # The SDK takes the annotations from a listing on the call's own connection.
+    # The SDK takes the annotations from a listing on the call's own connection: the
+    # listing the Worker holds, so the calls send no tools/list of their own.
     source = McpToolSource([http_server])
-    model = calls_then_answer(("notes__regional_note", {"region": "eu"}))
-    async with session(source, model) as s:
+    calls = (("notes__regional_note", {"region": "eu"}), ("notes__read_note", {"name": "a"}))
+    async with session(source, calls_then_answer(*calls)) as s:
         snapshot = await turn(s)
-    assert snapshot.messages[-1].text == "note of eu: hello"
+    assert snapshot.messages[-1].text == "note of eu: hello | note a: hello"
     assert [c["arguments"] for c in call_log.calls("regional_note")] == [{"region": "eu"}]
+    assert list_requests == [None]
+
+
+async def test_a_call_lists_the_server_when_the_held_listing_lacks_its_tool(
+    http_server: McpStreamableHttpServerConfig, call_log: CallLog, list_requests: list[str | None]
+) -> None:
+    # A listing held from before the server added the tool: the call's connection
+    # lists again, so the header still reaches the server.
+    result = await call_mcp_tool(
+        http_server,
+        "regional_note",
+        {"region": "us"},
+        idempotency_key="k",
+        media_store=None,
+        connection_timeout=timedelta(seconds=30),
+        connection_attempts=1,
+        request_timeout=timedelta(seconds=30),
+        tasks=WaitForTask(timeout=timedelta(seconds=30)),
+        listing=ListToolsResult(tools=[]),
+    )
+    assert result == ToolExecutionResult("note of us: hello")
+    assert [c["arguments"] for c in call_log.calls("regional_note")] == [{"region": "us"}]
+    assert list_requests == [None]
+
+
+async def test_a_call_whose_listing_fails_is_never_sent(call_log: CallLog) -> None:
+    # Listed after the call (the SDK's own order), the failure made a call that ran
+    # look interrupted, and a read was sent again.
+    env = {"MCP_TEST_CALL_LOG": str(call_log.path)}
+    with HttpTestServer(env, module="tests.adapters.mcp.unlistable_server") as server:
+        config = McpStreamableHttpServerConfig(name="down", url=server.url)
+        with pytest.raises(ToolExecutionError) as raised:
+            await call_mcp_tool(
+                config,
+                "lookup",
+                {},
+                idempotency_key="k",
+                media_store=None,
+                connection_timeout=timedelta(seconds=30),
+                connection_attempts=1,
+                request_timeout=timedelta(seconds=30),
+                tasks=WaitForTask(timeout=timedelta(seconds=30)),
+            )
+    assert str(raised.value) == (
+        "the MCP tool call was not sent: listing the server's tools failed: "
+        "MCPError: the tool registry is down"
+    )
+    assert call_log.calls() == []
 
 
 async def test_a_write_waits_for_approval_then_runs_once(
