@@ -12,6 +12,8 @@ tests), so its CPU time is in the figures too; compare the rows of one run. For
   bytes verified against the reference), what every model call does for each image of
   its input;
 - ``put_image``: the store's conditional write of an image already stored (``412``);
+- ``load_images``, ``--images`` (4) images: what a model call whose input holds them
+  does, printed per image too;
 - kept client: one ``GetObject`` of the same object on an aiobotocore client opened
   once before the rounds, read to its end: the floor of a read.
 
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT))  # the tests' image helper and moto settings
 import boto3  # type: ignore[import-untyped]  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
+from dex_agents.ports.media_store import load_images  # noqa: E402
 from dex_agents.s3 import S3MediaStore  # noqa: E402
 from tests.adapters.s3.conftest import (  # noqa: E402
     ACCESS_KEY_ID,
@@ -55,13 +58,16 @@ async def _timed(call: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
     return time.perf_counter() - started, time.process_time() - cpu
 
 
-async def measure(endpoint: str, calls: int) -> dict[str, list[tuple[float, float]]]:
+async def measure(endpoint: str, calls: int, images: int) -> dict[str, list[tuple[float, float]]]:
     """Interleaved (wall, CPU) seconds of each kind of call."""
     store: S3MediaStore = moto_store(endpoint, BUCKET)
     data = png()
     reference = await store.put_image(data)
+    several = [png(total_size=len(data) + 20 * n) for n in range(images)]
+    references = [await store.put_image(image) for image in several]
     key = store.object_key(reference.sha256)
-    async with store._client() as kept:
+    # Another store's client: one of the measured store would be shared by its calls.
+    async with moto_store(endpoint, BUCKET)._client() as kept:
 
         async def get_image() -> None:
             assert await store.get_image(reference) == data
@@ -69,19 +75,28 @@ async def measure(endpoint: str, calls: int) -> dict[str, list[tuple[float, floa
         async def put_image() -> None:
             assert await store.put_image(data) == reference
 
+        async def load_several() -> None:
+            assert list((await load_images(store, references)).values()) == several
+
         async def kept_get() -> None:
             response = await kept.get_object(Bucket=BUCKET, Key=key)
             async with response["Body"] as body:
                 assert await body.read() == data
 
-        kinds = {"get_image": get_image, "put_image": put_image, "kept client GET": kept_get}
+        kinds = {
+            "get_image": get_image,
+            "put_image": put_image,
+            f"load_images, {images} images": load_several,
+            "kept client GET": kept_get,
+        }
         for call in kinds.values():  # warm-up: imports, the service model, moto's first answers
             for _ in range(3):
                 await call()
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in kinds}
         order = list(kinds.items())
         for n in range(calls):
-            for name, call in order[n % 3 :] + order[: n % 3]:
+            turn = n % len(order)
+            for name, call in order[turn:] + order[:turn]:
                 times[name].append(await _timed(call))
     return times
 
@@ -89,6 +104,7 @@ async def measure(endpoint: str, calls: int) -> dict[str, list[tuple[float, floa
 async def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=30, help="timed rounds (30)")
+    parser.add_argument("--images", type=int, default=4, help="images per load_images (4)")
     arguments = parser.parse_args(argv)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -103,7 +119,7 @@ async def main(argv: Sequence[str]) -> int:
             aws_secret_access_key=SECRET_ACCESS_KEY,
         )
         admin.create_bucket(Bucket=BUCKET)
-        times = await measure(endpoint, arguments.calls)
+        times = await measure(endpoint, arguments.calls, arguments.images)
     finally:
         server.stop()
     floor = statistics.median(wall for wall, _ in times["kept client GET"])
@@ -113,6 +129,11 @@ async def main(argv: Sequence[str]) -> int:
         wall = statistics.median(wall for wall, _ in samples)
         cpu = statistics.median(cpu for _, cpu in samples)
         print(f"| {name} | {wall * 1000:.2f} | {wall / floor:.2f}x | {cpu * 1000:.2f} |")
+        if name.startswith("load_images"):
+            each, each_cpu = wall / arguments.images, cpu / arguments.images
+            print(
+                f"| per image | {each * 1000:.2f} | {each / floor:.2f}x | {each_cpu * 1000:.2f} |"
+            )
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ from dex_agents.domain.images import (
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
-from dex_agents.ports.media_store import MediaStore, load_images
+from dex_agents.ports.media_store import LOAD_IMAGES_AT_ONCE, MediaStore, load_images
 from dex_agents.ports.runner import AgentTurnContext
 from tests.domain.images_support import png
 
@@ -95,13 +96,79 @@ async def test_no_references_read_nothing() -> None:
     assert store.reads == []
 
 
-async def test_a_failing_read_raises_its_error_and_stops() -> None:
+class OverlapStore(CountingMediaStore):
+    """Reads that yield to the loop a few times, so overlapping reads show in ``most``.
+
+    ``fails`` maps a SHA-256 to how many yields its read makes before it fails.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.most = 0
+        self.fails: dict[str, int] = {}
+
+    async def get_image(self, reference: AgentImageReference) -> bytes:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            for _ in range(self.fails.get(reference.sha256, 3)):
+                await asyncio.sleep(0)
+            if reference.sha256 in self.fails:
+                raise MediaStoreError(f"read of {reference.sha256} failed")
+            return await super().get_image(reference)
+        finally:
+            self.in_flight -= 1
+
+
+def _images(count: int) -> list[bytes]:
+    # Valid PNGs of different sizes: a private chunk pads each.
+    return [png(total_size=len(png()) + 20 * (n + 1)) for n in range(count)]
+
+
+async def test_the_reads_of_one_call_overlap_up_to_the_limit() -> None:
+    store = OverlapStore()
+    references = [await store.put_image(data) for data in _images(LOAD_IMAGES_AT_ONCE + 4)]
+    loaded = await load_images(store, references[:3])
+    assert store.most == 3
+    assert list(loaded) == [r.sha256 for r in references[:3]]
+    store.most = 0
+    loaded = await load_images(store, references)
+    assert store.most == LOAD_IMAGES_AT_ONCE
+    assert list(loaded) == [r.sha256 for r in references]
+    assert store.in_flight == 0
+
+
+async def test_a_failure_raises_the_first_failing_references_error_after_every_read_ends() -> None:
+    store = OverlapStore()
+    fine, slow_bad, quick_bad = [await store.put_image(data) for data in _images(3)]
+    store.fails = {slow_bad.sha256: 6, quick_bad.sha256: 0}
+    with pytest.raises(MediaStoreError, match=f"^read of {slow_bad.sha256} failed$"):
+        await load_images(store, [fine, slow_bad, quick_bad])
+    assert store.in_flight == 0
+    assert store.reads == [fine.sha256]  # the counted part of a read that did not fail
+
+
+async def test_a_missing_image_raises_its_error() -> None:
     store = CountingMediaStore()
     red = await store.put_image(RED)
     missing = build_image_reference(BLUE, STORE_URI)  # never stored
     with pytest.raises(MediaStoreError, match=f"^image {missing.sha256} is not stored$"):
         await load_images(store, [missing, red])
-    assert store.reads == [missing.sha256]
+
+
+async def test_a_cancelled_call_leaves_no_read_running() -> None:
+    store = OverlapStore()
+    references = [await store.put_image(data) for data in _images(3)]
+    store.fails = {r.sha256: 1000 for r in references}  # reads that outlast the call
+    call = asyncio.create_task(load_images(store, references))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert store.in_flight == 3
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert store.in_flight == 0
 
 
 async def test_a_runner_loads_the_images_of_its_turn() -> None:

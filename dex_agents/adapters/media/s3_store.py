@@ -2,8 +2,9 @@
 
 An image's object key is ``<prefix>/sha256/<sha256>``; ``s3_location`` makes keys and
 URIs from the same bucket and prefix. The store talks to S3 through aiobotocore, the
-asyncio client under aioboto3, opening one client per call, so one store is safe to use
-from any event loop and needs no closing. The clients share their TLS settings
+asyncio client under aioboto3, opening a client for its calls (calls that overlap on one
+event loop share it, ``s3_clients.py``), so one store is safe to use from any event loop
+and needs no closing. The clients share their TLS settings
 (``_SharedTlsSession``): each new client built its own SSL context on its first
 request, and loading the system's certificates into it took about 50 ms of CPU.
 
@@ -23,7 +24,6 @@ import asyncio
 import contextlib
 import ssl
 import threading
-from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
@@ -31,6 +31,7 @@ from aiobotocore.httpsession import AIOHTTPSession  # type: ignore[import-untype
 from aiobotocore.session import AioSession  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
+from dex_agents.adapters.media.s3_clients import SharedClients
 from dex_agents.adapters.media.s3_location import S3Location, parse_s3_store_uri
 from dex_agents.domain.errors import ImageValidationError, MediaStoreError
 from dex_agents.domain.images import (
@@ -194,6 +195,7 @@ class S3MediaStore:
             http_session_cls=_SharedTlsSession,
         )
         self._conditional_writes = True
+        self._clients = SharedClients(self._open_client)
 
     @classmethod
     def from_store_uri(
@@ -255,8 +257,10 @@ class S3MediaStore:
             shown.append("credentials=<explicit>")
         return f"S3MediaStore({', '.join(shown)})"
 
-    @contextlib.asynccontextmanager
-    async def _client(self) -> AsyncIterator[Any]:
+    def _client(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self._clients.client()
+
+    async def _open_client(self) -> tuple[Any, Any]:
         keys: dict[str, str | None] = {}
         if self._credentials is not None:
             keys = {
@@ -272,15 +276,11 @@ class S3MediaStore:
                 config=self._config,
                 **keys,
             )
-            client = await creator.__aenter__()
+            return creator, await creator.__aenter__()
         except _TRANSPORT_ERRORS as error:
             raise MediaStoreError(
                 f"could not open an S3 client for {self.store_uri!r}: {_describe(error)}"
             ) from error
-        try:
-            yield client
-        finally:
-            await creator.__aexit__(None, None, None)
 
     async def put_image(self, data: bytes) -> AgentImageReference:
         """Store the image and return its reference.
