@@ -120,6 +120,7 @@ class McpToolSource:
             connection_attempts=connection_attempts,
         )
         self._last: tuple[ListedTool, ...] = ()
+        self._offered_from: tuple[tuple[Mapping[str, Any], ...], ...] | None = None
 
     @property
     def source_name(self) -> str:
@@ -167,7 +168,19 @@ class McpToolSource:
 
         ``refresh=True`` lists every server again now.
         """
-        self._last = self._offer(await self._listings.list(refresh=refresh))
+        listing = await self._listings.list(refresh=refresh)
+        offered_from = tuple(tools for _, tools in listing)
+        # A server's tools are the same tuple until it is listed again, so the tools
+        # are built (and their warnings logged) once per listing, not per model call:
+        # about 50 us a tool, which a model call with many MCP tools paid each time.
+        before = self._offered_from
+        if (
+            before is None
+            or len(offered_from) != len(before)
+            or any(now is not then for now, then in zip(offered_from, before, strict=True))
+        ):
+            self._last = self._offer(listing)
+            self._offered_from = offered_from
         return self._last
 
     def cached_tools(self) -> Sequence[ListedTool]:

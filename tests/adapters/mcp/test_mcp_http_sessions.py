@@ -161,6 +161,22 @@ async def test_a_call_whose_listing_fails_is_never_sent(call_log: CallLog) -> No
     assert call_log.calls() == []
 
 
+async def test_the_tools_are_built_once_per_listing(
+    http_server: McpStreamableHttpServerConfig,
+) -> None:
+    # Every model call lists the source; building each tool (its name, effect and
+    # policy) cost about 50 us a tool in each call, for tools that had not changed.
+    source = McpToolSource([http_server])
+    first = await source.list_tools()
+    again = await source.list_tools()
+    assert len(first) > 10
+    assert all(now is then for now, then in zip(again, first, strict=True))
+    relisted = await source.list_tools(refresh=True)
+    assert relisted == first
+    assert not any(now is then for now, then in zip(relisted, first, strict=True))
+    await source.aclose()
+
+
 async def test_a_write_waits_for_approval_then_runs_once(
     http_server: McpStreamableHttpServerConfig, call_log: CallLog
 ) -> None:
