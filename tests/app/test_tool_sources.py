@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import weakref
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
@@ -20,6 +23,7 @@ from dex_agents.app.builtin_loop.tool_sources import (
     TOOL_SOURCE_REFERENCE_KEY,
     decode_source_reference,
     encode_source_reference,
+    model_tool_definition,
 )
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.listed_tools import ListedTool
@@ -348,3 +352,30 @@ def test_an_agent_without_sources_has_none() -> None:
     definition = agent(call_then_answer("x", {}), tools=[lookup_order, refund_order])
     assert definition.tool_sources == ()
     assert definition.tool_source("files") is None
+
+
+def test_a_tool_object_is_defined_once_for_every_model_call_while_it_lives() -> None:
+    # A source offers the same objects until it lists again; copying each schema in
+    # every model call cost about 30 us a tool.
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ("path",)}
+    tool = ListedTool(name="read_file", description="Read a file.", input_schema=schema)
+    definition = model_tool_definition(tool)
+    assert definition.parameters_schema == {**schema, "required": ["path"]}  # plain JSON
+    assert definition.parameters_schema is not schema
+    assert model_tool_definition(tool) is definition
+    twin = ListedTool(name="read_file", description="Read a file.", input_schema=schema)
+    assert model_tool_definition(twin) == definition
+    assert model_tool_definition(twin) is not definition
+    changed = attrs.evolve(tool, description="Read a text file.")
+    assert model_tool_definition(changed).description == "Read a text file."
+
+
+def test_a_definition_keeps_no_tool_alive() -> None:
+    tool = ListedTool(name="read_file", description="Read a file.")
+    model_tool_definition(tool)
+    gone = weakref.ref(tool)
+    del tool
+    gc.collect()
+    assert gone() is None
+    later = ListedTool(name="other", description="Another tool.")
+    assert model_tool_definition(later).name == "other"

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import weakref
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -145,16 +146,36 @@ class SourceToolListing:
         )
 
     def definitions(self) -> list[ModelToolDefinition]:
-        """The model definitions of the listed tools, in order."""
-        return [
-            ModelToolDefinition(
-                name=tool.name,
-                description=tool.description,
-                parameters_schema=json.loads(json.dumps(dict(tool.input_schema))),
-            )
-            for _, tools in self.listings
-            for tool in tools
-        ]
+        """The model definitions of the listed tools, in order (``model_tool_definition``)."""
+        return [model_tool_definition(tool) for _, tools in self.listings for tool in tools]
+
+
+_DEFINED: dict[int, tuple[weakref.ref[ListedTool], ModelToolDefinition]] = {}
+
+
+def model_tool_definition(tool: ListedTool) -> ModelToolDefinition:
+    """The definition the model is offered for ``tool``, made once per ``ListedTool`` object.
+
+    Its schema is a copy through JSON, so the model client gets plain JSON values that
+    the source's own mapping does not share, and a schema that is not JSON raises here.
+    A source offers the same objects until it lists again (``McpToolSource`` does), and
+    copying every schema in every model call cost about 30 us a tool; a definition is
+    kept while its tool object lives, and model calls share it, as they share the
+    request's other frozen values.
+    """
+    key = id(tool)
+    made = _DEFINED.get(key)
+    if made is not None and made[0]() is tool:
+        return made[1]
+    definition = ModelToolDefinition(
+        name=tool.name,
+        description=tool.description,
+        parameters_schema=json.loads(json.dumps(dict(tool.input_schema))),
+    )
+    # The entry goes with its tool (a ListedTool takes weak references): an ID is
+    # reused only after its object is gone.
+    _DEFINED[key] = (weakref.ref(tool, lambda _: _DEFINED.pop(key, None)), definition)
+    return definition
 
 
 async def _list_one(source: ToolSource, listing_timeout: timedelta) -> tuple[ListedTool, ...]:
