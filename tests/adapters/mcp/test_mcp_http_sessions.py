@@ -29,7 +29,7 @@ from dex_agents.builtin_loop import (
 from dex_agents.builtin_loop import ScriptedToolCall as Call
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import McpToolProgressPayload
-from dex_agents.domain.runner_outcomes import ToolExecutionResult
+from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolTaskStarted
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.mcp import McpStreamableHttpServerConfig, McpToolSource
 from tests.adapters.mcp.conftest import CallLog
@@ -114,22 +114,35 @@ async def test_an_argument_a_tool_mirrors_into_a_header_reaches_a_2026_server(
     assert list_requests == [None]
 
 
-async def test_a_call_lists_the_server_when_the_held_listing_lacks_its_tool(
-    http_server: McpStreamableHttpServerConfig, call_log: CallLog, list_requests: list[str | None]
-) -> None:
-    # A listing held from before the server added the tool: the call's connection
-    # lists again, so the header still reaches the server.
-    result = await call_mcp_tool(
-        http_server,
-        "regional_note",
-        {"region": "us"},
+async def call_once(
+    config: McpStreamableHttpServerConfig,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    listing: ListToolsResult | None = None,
+) -> ToolExecutionResult | ToolTaskStarted:
+    """One ``tools/call`` of ``tool`` as a tool Step sends it, on one connection attempt."""
+    return await call_mcp_tool(
+        config,
+        tool,
+        arguments,
         idempotency_key="k",
         media_store=None,
         connection_timeout=timedelta(seconds=30),
         connection_attempts=1,
         request_timeout=timedelta(seconds=30),
         tasks=WaitForTask(timeout=timedelta(seconds=30)),
-        listing=ListToolsResult(tools=[]),
+        listing=listing,
+    )
+
+
+async def test_a_call_lists_the_server_when_the_held_listing_lacks_its_tool(
+    http_server: McpStreamableHttpServerConfig, call_log: CallLog, list_requests: list[str | None]
+) -> None:
+    # A listing held from before the server added the tool: the call's connection
+    # lists again, so the header still reaches the server.
+    result = await call_once(
+        http_server, "regional_note", {"region": "us"}, listing=ListToolsResult(tools=[])
     )
     assert result == ToolExecutionResult("note of us: hello")
     assert [c["arguments"] for c in call_log.calls("regional_note")] == [{"region": "us"}]
@@ -143,17 +156,7 @@ async def test_a_call_whose_listing_fails_is_never_sent(call_log: CallLog) -> No
     with HttpTestServer(env, module="tests.adapters.mcp.unlistable_server") as server:
         config = McpStreamableHttpServerConfig(name="down", url=server.url)
         with pytest.raises(ToolExecutionError) as raised:
-            await call_mcp_tool(
-                config,
-                "lookup",
-                {},
-                idempotency_key="k",
-                media_store=None,
-                connection_timeout=timedelta(seconds=30),
-                connection_attempts=1,
-                request_timeout=timedelta(seconds=30),
-                tasks=WaitForTask(timeout=timedelta(seconds=30)),
-            )
+            await call_once(config, "lookup", {})
     assert str(raised.value) == (
         "the MCP tool call was not sent: listing the server's tools failed: "
         "MCPError: the tool registry is down"
