@@ -14,6 +14,8 @@ tests), so its CPU time is in the figures too; compare the rows of one run. For
 - ``put_image``: the store's conditional write of an image already stored (``412``);
 - ``load_images``, ``--images`` (4) images: what a model call whose input holds them
   does, printed per image too;
+- ``upload_images``, as many images already stored: what a tool Step does with an MCP
+  result that holds them;
 - kept client: one ``GetObject`` of the same object on an aiobotocore client opened
   once before the rounds, read to its end: the floor of a read.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import statistics
 import sys
 import time
@@ -38,6 +41,7 @@ sys.path.insert(0, str(ROOT))  # the tests' image helper and moto settings
 import boto3  # type: ignore[import-untyped]  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
+from dex_agents.adapters.mcp.images import upload_images  # noqa: E402
 from dex_agents.ports.media_store import load_images  # noqa: E402
 from dex_agents.s3 import S3MediaStore  # noqa: E402
 from tests.adapters.s3.conftest import (  # noqa: E402
@@ -65,6 +69,10 @@ async def measure(endpoint: str, calls: int, images: int) -> dict[str, list[tupl
     reference = await store.put_image(data)
     several = [png(total_size=len(data) + 20 * n) for n in range(images)]
     references = [await store.put_image(image) for image in several]
+    content = [
+        {"type": "image", "data": base64.b64encode(image).decode("ascii"), "mimeType": "image/png"}
+        for image in several
+    ]
     key = store.object_key(reference.sha256)
     # Another store's client: one of the measured store would be shared by its calls.
     async with moto_store(endpoint, BUCKET)._client() as kept:
@@ -78,6 +86,9 @@ async def measure(endpoint: str, calls: int, images: int) -> dict[str, list[tupl
         async def load_several() -> None:
             assert list((await load_images(store, references)).values()) == several
 
+        async def upload_several() -> None:
+            assert await upload_images(store, content) == tuple(references)
+
         async def kept_get() -> None:
             response = await kept.get_object(Bucket=BUCKET, Key=key)
             async with response["Body"] as body:
@@ -87,6 +98,7 @@ async def measure(endpoint: str, calls: int, images: int) -> dict[str, list[tupl
             "get_image": get_image,
             "put_image": put_image,
             f"load_images, {images} images": load_several,
+            f"upload_images, {images} images": upload_several,
             "kept client GET": kept_get,
         }
         for call in kinds.values():  # warm-up: imports, the service model, moto's first answers
@@ -129,7 +141,7 @@ async def main(argv: Sequence[str]) -> int:
         wall = statistics.median(wall for wall, _ in samples)
         cpu = statistics.median(cpu for _, cpu in samples)
         print(f"| {name} | {wall * 1000:.2f} | {wall / floor:.2f}x | {cpu * 1000:.2f} |")
-        if name.startswith("load_images"):
+        if name.startswith(("load_images", "upload_images")):
             each, each_cpu = wall / arguments.images, cpu / arguments.images
             print(
                 f"| per image | {each * 1000:.2f} | {each / floor:.2f}x | {each_cpu * 1000:.2f} |"

@@ -2,7 +2,8 @@
 
 It does the I/O of "MCP tools (dex_agents.mcp)" with the MCP SDK: ``config``
 (the servers), ``connection`` (one new connection per request), ``listing`` (the
-per-Worker cache of each server's tools), ``tools`` (``McpTool``, names, policies
+per-Worker cache of each server's tools), ``held_listing`` (a call's connection
+answered with that cache), ``tools`` (``McpTool``, names, policies
 and stored references), ``calls`` (one ``tools/call`` and what it records),
 ``tasks`` (the tasks extension on the wire), ``task_polls`` (``PollToolTask``'s
 poll of a Streamable HTTP task and ``cancel_turn``'s ``tasks/cancel``), ``images``

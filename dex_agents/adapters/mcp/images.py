@@ -1,13 +1,15 @@
 """Image content of a successful ``tools/call`` result, uploaded through a media store ("Images").
 
-Each ``image`` block is decoded, checked and stored; the text shows ``[image <n>]``
-in its place. More than ``MAX_IMAGES_PER_MESSAGE`` images, base64 that is invalid
-or not canonical, or bytes that are not a supported image fail the call with
-``ToolExecutionError``, so nothing half-uploaded is recorded as a success.
+Each ``image`` block is decoded, checked and stored (the images of one result at
+once); the text shows ``[image <n>]`` in its place. More than
+``MAX_IMAGES_PER_MESSAGE`` images, base64 that is invalid or not canonical, or
+bytes that are not a supported image fail the call with ``ToolExecutionError``,
+so nothing half-uploaded is recorded as a success.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from collections.abc import Mapping, Sequence
@@ -49,10 +51,17 @@ async def upload_images(store: MediaStore, content: object) -> tuple[AgentImageR
             f"the MCP tool returned {len(blocks)} images, more than {MAX_IMAGES_PER_MESSAGE}"
         )
     decoded = [_image_bytes(number, block) for number, block in enumerate(blocks, start=1)]
+    # Stored at once (at most MAX_IMAGES_PER_MESSAGE): a store may share one connection
+    # among them (S3MediaStore). Every write ends before this returns or raises, and
+    # the first failing image's error is the one raised.
+    stored = await asyncio.gather(
+        *(store.put_image(data) for data in decoded), return_exceptions=True
+    )
     references = []
-    for number, data in enumerate(decoded, start=1):
-        try:
-            references.append(await store.put_image(data))
-        except ImageValidationError as error:
-            raise ToolExecutionError(f"MCP image {number} is not a supported image") from error
+    for number, result in enumerate(stored, start=1):
+        if isinstance(result, ImageValidationError):
+            raise ToolExecutionError(f"MCP image {number} is not a supported image") from result
+        if isinstance(result, BaseException):
+            raise result
+        references.append(result)
     return tuple(references)
