@@ -8,16 +8,16 @@ The service is moto's S3 server on 127.0.0.1 in a thread of this process (as in 
 tests), so its CPU time is in the figures too; compare the rows of one run. For
 ``--calls`` (30) rounds after a warm-up, interleaved, it times:
 
-- ``get_image``: the store's read of one small PNG (a new client, ``GetObject``, the
-  bytes verified against the reference), what every model call does for each image of
-  its input;
+- ``get_image``: the store's read of one small PNG (a new client, as for a call that
+  overlaps no other, ``GetObject``, the bytes verified against the reference), what a
+  model call with one image in its input does;
 - ``put_image``: the store's conditional write of an image already stored (``412``);
 - ``load_images``, ``--images`` (4) images: what a model call whose input holds them
   does, printed per image too;
 - ``upload_images``, as many images already stored: what a tool Step does with an MCP
   result that holds them;
-- kept client: one ``GetObject`` of the same object on an aiobotocore client opened
-  once before the rounds, read to its end: the floor of a read.
+- kept client: one ``GetObject`` of the same object on an aiobotocore client another
+  store opened once before the rounds, read to its end: the floor of a read.
 
 It prints the medians, each store call over the floor, and the CPU time of the
 process per call. It asserts nothing.
