@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+from collections.abc import Awaitable, Iterable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from dex_agents.domain.images import AgentImageReference
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -65,20 +67,28 @@ async def load_images(
     firsts: dict[str, AgentImageReference] = {}
     for reference in references:
         firsts.setdefault(reference.sha256, reference)
-    if not firsts:
-        return {}
     slots = asyncio.Semaphore(LOAD_IMAGES_AT_ONCE)
 
     async def read(reference: AgentImageReference) -> bytes:
         async with slots:
             return await store.get_image(reference)
 
-    # gather waits for every read; its cancellation cancels and awaits them all.
-    read_all = asyncio.gather(*(read(r) for r in firsts.values()), return_exceptions=True)
-    results = await read_all
-    loaded: dict[str, bytes] = {}
-    for sha256, result in zip(firsts, results, strict=True):
+    contents = await all_in_order(read(r) for r in firsts.values())
+    return dict(zip(firsts, contents, strict=True))
+
+
+async def all_in_order(calls: Iterable[Awaitable[T]]) -> list[T]:
+    """Run ``calls`` at once and return their results in order.
+
+    Every call ends before this returns or raises, and the error raised is the first
+    call's in order that failed, as running them one at a time would raise it; the
+    media store helpers (``load_images``, an MCP result's uploads) run on it.
+    """
+    # gather waits for every call; its cancellation cancels and awaits them all.
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    done: list[T] = []
+    for result in results:
         if isinstance(result, BaseException):
             raise result
-        loaded[sha256] = result
-    return loaded
+        done.append(result)
+    return done

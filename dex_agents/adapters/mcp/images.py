@@ -9,7 +9,6 @@ so nothing half-uploaded is recorded as a success.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 from collections.abc import Mapping, Sequence
@@ -18,7 +17,7 @@ from typing import Any
 from dex_agents.domain.errors import ImageValidationError, ToolExecutionError
 from dex_agents.domain.image_detection import detect_image_mime_type
 from dex_agents.domain.images import MAX_IMAGES_PER_MESSAGE, AgentImageReference
-from dex_agents.ports.media_store import MediaStore
+from dex_agents.ports.media_store import MediaStore, all_in_order
 
 
 def _image_bytes(number: int, block: Mapping[str, Any]) -> bytes:
@@ -51,17 +50,13 @@ async def upload_images(store: MediaStore, content: object) -> tuple[AgentImageR
             f"the MCP tool returned {len(blocks)} images, more than {MAX_IMAGES_PER_MESSAGE}"
         )
     decoded = [_image_bytes(number, block) for number, block in enumerate(blocks, start=1)]
+
+    async def put(number: int, data: bytes) -> AgentImageReference:
+        try:
+            return await store.put_image(data)
+        except ImageValidationError as error:
+            raise ToolExecutionError(f"MCP image {number} is not a supported image") from error
+
     # Stored at once (at most MAX_IMAGES_PER_MESSAGE): a store may share one connection
-    # among them (S3MediaStore). Every write ends before this returns or raises, and
-    # the first failing image's error is the one raised.
-    stored = await asyncio.gather(
-        *(store.put_image(data) for data in decoded), return_exceptions=True
-    )
-    references = []
-    for number, result in enumerate(stored, start=1):
-        if isinstance(result, ImageValidationError):
-            raise ToolExecutionError(f"MCP image {number} is not a supported image") from result
-        if isinstance(result, BaseException):
-            raise result
-        references.append(result)
-    return tuple(references)
+    # among them (S3MediaStore).
+    return tuple(await all_in_order(put(n, data) for n, data in enumerate(decoded, start=1)))
