@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 
 import litellm
 
+from dex_agents.adapters.litellm.batched_output import BatchedOutput
 from dex_agents.adapters.litellm.chat_request import chat_arguments
 from dex_agents.adapters.litellm.errors import translate_error
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
@@ -122,8 +123,11 @@ class LiteLLMModelClient:
     async def call_model(self, request: ModelRequest, output: ModelOutputWriter) -> ModelResponse:
         """Make one streaming request and return its output items; see the class docstring.
 
-        A provider error raises ``ModelProviderError``, whose ``retryable`` says
-        whether a retry can help, with the provider's message and no credential.
+        Text and reasoning pieces read from the provider in one go are written
+        to ``output`` as one delta, and a piece read alone at once
+        (``BatchedOutput``). A provider error raises ``ModelProviderError``,
+        whose ``retryable`` says whether a retry can help, with the provider's
+        message and no credential.
         """
         route = self._route
         options = merged_options(self._options, request.settings)
@@ -138,15 +142,16 @@ class LiteLLMModelClient:
             arguments["api_base"] = self._api_base
         arguments.update(NO_RETRIES)
         streaming = False
+        batched = BatchedOutput(output)
         try:
             if route.api == RESPONSES_API:
                 stream: Any = await litellm.aresponses(**arguments)
                 streaming = True
-                answer = await read_responses_stream(stream, output, route.provider)
+                answer = await read_responses_stream(stream, batched, route.provider)
             else:
                 stream = await litellm.acompletion(**arguments)
                 streaming = True
-                answer = await read_chat_stream(stream, output, route.provider)
+                answer = await read_chat_stream(stream, batched, route.provider)
         except Exception as error:
             secrets = environment_secrets(os.environ)
             if api_key is not None:
@@ -157,6 +162,8 @@ class LiteLLMModelClient:
             if translated is None or translated is error:
                 raise
             raise translated from error
+        finally:
+            batched.flush()  # the writer drops what comes after the call
         return ModelResponse(
             output=answer.output,
             usage=answer.usage,

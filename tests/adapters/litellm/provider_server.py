@@ -4,7 +4,8 @@
 request per connection) that LiteLLM reaches through ``api_base``. Each request
 takes the next scripted ``Reply``: a JSON answer with a status, or Server-Sent
 Events sent with chunked transfer encoding, optionally cut after some events by
-closing the connection without the final chunk, as a dropped stream looks. A
+closing the connection without the final chunk, as a dropped stream looks, or
+paced: each event sent only once the test lets it (``before_event``). A
 request with no reply left is answered 500 and counted in ``unscripted``, and
 ``assert_script_used`` fails when a reply was not used, so a test never passes
 on a request it did not expect.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -39,6 +40,7 @@ class Reply:
     body: Any = None
     events: Sequence[tuple[str | None, Any]] | None = None
     cut_after: int | None = None
+    before_event: Callable[[int], Awaitable[None]] | None = None
 
 
 def json_reply(status: int, body: Any) -> Reply:
@@ -46,9 +48,19 @@ def json_reply(status: int, body: Any) -> Reply:
     return Reply(status=status, body=body)
 
 
-def sse_reply(events: Sequence[tuple[str | None, Any]], *, cut_after: int | None = None) -> Reply:
-    """A stream of ``events``; ``cut_after`` drops the connection after that many."""
-    return Reply(events=tuple(events), cut_after=cut_after)
+def sse_reply(
+    events: Sequence[tuple[str | None, Any]],
+    *,
+    cut_after: int | None = None,
+    before_event: Callable[[int], Awaitable[None]] | None = None,
+) -> Reply:
+    """A stream of ``events``; ``cut_after`` drops the connection after that many.
+
+    Without ``before_event`` the events go out in one burst; with it, every
+    event after the first waits for ``before_event(its index)``, the ones before
+    it sent and drained: a stream whose pieces come apart.
+    """
+    return Reply(events=tuple(events), cut_after=cut_after, before_event=before_event)
 
 
 @dataclass
@@ -146,6 +158,9 @@ async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
         if reply.cut_after is not None and sent == reply.cut_after:
             await writer.drain()
             return  # no final chunk: the client sees a connection dropped mid-answer
+        if reply.before_event is not None and sent:
+            await writer.drain()
+            await reply.before_event(sent)
         text = (f"event: {name}\n" if name else "") + f"data: {_data(data)}\n\n"
         chunk = text.encode()
         writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
