@@ -17,6 +17,20 @@ from dex_agents.ports.persistence import AttributeDef
 T = TypeVar("T")
 
 
+def check_poll_timeout(poll_timeout: timedelta | None) -> timedelta | None:
+    """``read_stream``'s ``poll_timeout`` as given: ``None`` (the client's default) or 0 or more.
+
+    Zero reads once without waiting. Raises ``ValueError`` for anything else.
+    """
+    if poll_timeout is not None and (
+        not isinstance(poll_timeout, timedelta) or poll_timeout < timedelta(0)
+    ):
+        raise ValueError(
+            f"poll_timeout must be None or a timedelta of 0 or more, not {poll_timeout!r}"
+        )
+    return poll_timeout
+
+
 @dataclass(frozen=True)
 class StreamMessage(Generic[T]):
     """One Stream event with the token that resumes after it."""
@@ -94,7 +108,7 @@ class FlowClient(Protocol):
     ) -> StreamMessage[Any]:
         """The next event after ``resume_token`` (the oldest retained one for ``""``).
 
-        Long-polls up to ``poll_timeout``; raises ``StreamReadTimeoutError`` when none
+        Long-polls up to ``poll_timeout`` (``check_poll_timeout``: zero reads once); raises ``StreamReadTimeoutError`` when none
         arrives and ``InvalidResumeTokenError`` for a token this Stream never issued.
         """
         ...

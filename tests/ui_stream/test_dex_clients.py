@@ -145,6 +145,11 @@ def test_a_wait_is_rounded_up_to_the_whole_seconds_dex_takes(
     assert dex_poll_timeout(wait) == expected
 
 
+def test_a_negative_wait_is_refused_as_the_embedded_engine_refuses_it() -> None:
+    with pytest.raises(ValueError, match="poll_timeout must be None or a timedelta of 0 or more"):
+        dex_poll_timeout(timedelta(seconds=-1))
+
+
 @pytest.fixture
 def flow() -> AgentSessionFlow:
     return make_flow(threading.Event())

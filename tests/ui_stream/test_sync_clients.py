@@ -83,6 +83,28 @@ async def test_a_quiet_read_times_out_after_its_poll_timeout(engine: Engine) -> 
     assert time.monotonic() - started < 5
 
 
+async def test_a_zero_poll_timeout_reads_once_without_waiting(engine: Engine) -> None:
+    sessions = engine.runtime.sessions(engine.flow)
+    await sessions.start_session("s-1", "hello")
+    await sessions.wait_for_user("s-1", timeout=WAIT)
+    client, flow = engine.runtime.flow_client, engine.flow
+    zero = timedelta(0)
+    first = await client.read_stream(flow, "s-1", "", zero)  # an event that is there
+    assert first == await asyncio.to_thread(engine.sync.read_stream, flow, "s-1", "", zero)
+    tail = await client.stream_tail_token(flow, "s-1")
+    # Nothing after the tail: both clients say so at once (they waited the 30 s default).
+    async with asyncio.timeout(WAIT.total_seconds()):
+        with pytest.raises(StreamReadTimeoutError):
+            await client.read_stream(flow, "s-1", tail, zero)
+        with pytest.raises(StreamReadTimeoutError):
+            await asyncio.to_thread(engine.sync.read_stream, flow, "s-1", tail, zero)
+    refused = "poll_timeout must be None or a timedelta of 0 or more"
+    with pytest.raises(ValueError, match=refused):
+        await client.read_stream(flow, "s-1", tail, timedelta(seconds=-1))
+    with pytest.raises(ValueError, match=refused):
+        engine.sync.read_stream(flow, "s-1", tail, timedelta(seconds=-1))
+
+
 async def test_a_bad_token_or_an_unknown_session_is_refused(engine: Engine) -> None:
     sessions = engine.runtime.sessions(engine.flow)
     await sessions.start_session("s-1")

@@ -34,7 +34,12 @@ from dex_agents.ports.errors import (
     FlowNotFoundError,
     InvalidResumeTokenError,
 )
-from dex_agents.ports.flow_client import FlowInfo, StepHistoryEntry, StreamMessage
+from dex_agents.ports.flow_client import (
+    FlowInfo,
+    StepHistoryEntry,
+    StreamMessage,
+    check_poll_timeout,
+)
 from dex_agents.ports.flow_store import FlowStatus
 from dex_agents.ports.persistence import AttributeDef
 
@@ -54,9 +59,10 @@ def dex_poll_timeout(poll_timeout: timedelta | None) -> timedelta:
     The SDK raises ``ValueError`` for any other wait, so ``wait_for_user``'s short
     reads and the browser stream's token check wait up to a second on Dex.
     """
-    if poll_timeout is None:
+    checked = check_poll_timeout(poll_timeout)
+    if checked is None:
         return DEX_STREAM_POLL_TIMEOUT
-    return max(timedelta(seconds=math.ceil(poll_timeout.total_seconds())), MIN_DEX_POLL_TIMEOUT)
+    return max(timedelta(seconds=math.ceil(checked.total_seconds())), MIN_DEX_POLL_TIMEOUT)
 
 
 _PORT_STATUS: Mapping[dex.FlowStatus, FlowStatus] = {

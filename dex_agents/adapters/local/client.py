@@ -27,7 +27,12 @@ from dex_agents.ports.errors import (
     RpcLockConflictError,
     StreamReadTimeoutError,
 )
-from dex_agents.ports.flow_client import FlowInfo, StepHistoryEntry, StreamMessage
+from dex_agents.ports.flow_client import (
+    FlowInfo,
+    StepHistoryEntry,
+    StreamMessage,
+    check_poll_timeout,
+)
 from dex_agents.ports.flow_store import (
     ACTIVE_EXECUTION_STATUSES,
     CommittedEvents,
@@ -43,6 +48,12 @@ R = TypeVar("R")
 
 DEFAULT_STREAM_POLL_TIMEOUT = timedelta(seconds=30)
 """How long ``read_stream`` long-polls by default."""
+
+
+def poll_seconds(poll_timeout: timedelta | None) -> float:
+    """The seconds ``read_stream`` waits for an event: 30 for ``None``; zero reads once, at once."""
+    checked = check_poll_timeout(poll_timeout)
+    return (DEFAULT_STREAM_POLL_TIMEOUT if checked is None else checked).total_seconds()
 
 
 class LocalRpcContext:
@@ -295,7 +306,7 @@ class LocalFlowClient:
         after = decode_resume_token(flow_id, resume_token)
         engine = self._engine
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + (poll_timeout or DEFAULT_STREAM_POLL_TIMEOUT).total_seconds()
+        deadline = loop.time() + poll_seconds(poll_timeout)
         kept = self._read_ahead.take(flow_id, after)
         committed = self._committed
         if kept is None and committed is not None:

@@ -25,9 +25,9 @@ from datetime import timedelta
 from typing import Any
 
 from dex_agents.adapters.local.client import (
-    DEFAULT_STREAM_POLL_TIMEOUT,
     ReadFirstRpcs,
     RpcNeedsWriteError,
+    poll_seconds,
     run_rpc,
 )
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
@@ -106,7 +106,7 @@ class SyncLocalFlowClient:
         stream = event_stream(self._engine.registered(flow))
         after = decode_resume_token(flow_id, resume_token)
         store = self._engine.store
-        deadline = time.monotonic() + (poll_timeout or DEFAULT_STREAM_POLL_TIMEOUT).total_seconds()
+        deadline = time.monotonic() + poll_seconds(poll_timeout)
 
         def read(tx: StoreTransaction) -> list[EventRow]:
             if tx.get_flow(flow_id) is None:
