@@ -43,18 +43,24 @@ KEY = "sk-bench-0123456789"
 # The provider
 
 
-def _responses_events(pieces: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+def responses_events(pieces: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The Responses API stream events of a message answer of ``pieces``."""
     text = "".join(pieces)
-    item = {
+    item: dict[str, Any] = {
         "id": "msg_1",
         "type": "message",
         "status": "completed",
         "role": "assistant",
         "content": [{"type": "output_text", "text": text, "annotations": []}],
     }
-    response = {"id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-5-mini"}
+    response: dict[str, Any] = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-5-mini",
+    }
     usage = {"input_tokens": 50, "output_tokens": 40, "total_tokens": 90}
-    events = [
+    events: list[tuple[str, dict[str, Any]]] = [
         ("response.created", {"response": {**response, "status": "in_progress", "output": []}})
     ]
     events.append(
@@ -80,7 +86,9 @@ def _responses_events(pieces: Sequence[str]) -> list[tuple[str, dict[str, Any]]]
     ]
 
 
-def _chat_events(pieces: Sequence[str]) -> list[tuple[None, Any]]:
+def chat_events(pieces: Sequence[str]) -> list[tuple[None, Any]]:
+    """The Chat Completions chunks of an answer of ``pieces``, its usage, then ``[DONE]``."""
+
     def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> tuple[None, Any]:
         data: dict[str, Any] = {
             "id": "c1",
@@ -101,7 +109,8 @@ def _chat_events(pieces: Sequence[str]) -> list[tuple[None, Any]]:
     return events
 
 
-def _sse_bytes(events: Sequence[tuple[str | None, Any]]) -> bytes:
+def sse_bytes(events: Sequence[tuple[str | None, Any]]) -> bytes:
+    """A whole HTTP response streaming ``events``, chunked, as one ``bytes``."""
     body = b""
     for name, data in events:
         text = (f"event: {name}\n" if name else "") + "data: "
@@ -121,8 +130,8 @@ class Provider:
     def __init__(self, deltas: int) -> None:
         pieces = [f"word{n} " for n in range(deltas)]
         self.answers = {
-            "/v1/responses": _sse_bytes(_responses_events(pieces)),
-            "/v1/chat/completions": _sse_bytes(_chat_events(pieces)),
+            "/v1/responses": sse_bytes(responses_events(pieces)),
+            "/v1/chat/completions": sse_bytes(chat_events(pieces)),
         }
         self.server: asyncio.Server | None = None
 
