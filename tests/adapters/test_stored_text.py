@@ -21,6 +21,7 @@ from dex_agents.adapters.local.stored_text import (
     COMPRESSED_FROM_CHARS,
     DICTIONARY_EVENT,
     EVENT_DICTIONARY,
+    FAST_COMPRESSION_FROM_CHARS,
     HISTORY_DICTIONARY,
     HISTORY_FIELD,
     ZLIB_VALUE,
@@ -68,6 +69,27 @@ def test_a_value_is_compressed_from_the_threshold_and_reads_back_the_same(
         assert len(stored) < len(text.encode("utf-8"))
     else:
         assert stored is text
+    assert unpack(stored) == text
+
+
+_BIG = json.dumps({"output": " ".join(f"line {n} of a file a tool read" for n in range(4000))})
+
+
+@pytest.mark.parametrize(
+    ("text", "level"),
+    [
+        (LONG, 6),
+        (_BIG[: FAST_COMPRESSION_FROM_CHARS - 1], 6),
+        (_BIG[:FAST_COMPRESSION_FROM_CHARS], 1),
+        (_BIG, 1),
+    ],
+    ids=["long", "just-under-fast", "at-fast", "big"],
+)
+def test_a_big_value_is_compressed_at_the_fastest_level_and_reads_back_the_same(
+    text: str, level: int
+) -> None:
+    stored = pack_value(text)
+    assert stored == bytes((ZLIB_VALUE,)) + zlib.compress(text.encode("utf-8"), level)
     assert unpack(stored) == text
 
 
