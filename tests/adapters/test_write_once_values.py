@@ -26,7 +26,7 @@ def test_a_write_or_delete_forgets_its_key() -> None:
     assert kept.known("f1", "chunks", ["001", "002"]) == {"002": "b"}
 
 
-def test_the_map_loaded_least_recently_goes_first_past_the_bound() -> None:
+def test_the_map_loaded_least_recently_loses_its_values_first_past_the_bound() -> None:
     kept = WriteOnceValues(max_bytes=100)
     kept.keep("f1", "chunks", {"001": "x" * 20})
     kept.keep("f2", "chunks", {"001": "y" * 20})
@@ -38,6 +38,23 @@ def test_the_map_loaded_least_recently_goes_first_past_the_bound() -> None:
     # A value larger than a quarter of the bound is never kept.
     kept.keep("f4", "chunks", {"001": "w" * 26})
     assert kept.known("f4", "chunks", ["001"]) == {}
+
+
+def test_a_map_that_alone_outgrows_the_bound_keeps_its_newest_values() -> None:
+    kept = WriteOnceValues(max_bytes=100)
+    keys = [f"00{n}" for n in range(1, 10)]
+    kept.keep("f1", "chunks", {key: key[-1] * 20 for key in keys[:7]})  # 140 bytes
+    assert list(kept.known("f1", "chunks", keys)) == keys[2:7]
+    # The oldest, read again from the file, do not push out the newer ones.
+    kept.keep("f1", "chunks", {key: key[-1] * 20 for key in keys[:2]})
+    assert list(kept.known("f1", "chunks", keys)) == keys[2:7]
+    # A newer value is kept, and the oldest kept one goes.
+    kept.keep("f1", "chunks", {"008": "8" * 20})
+    assert list(kept.known("f1", "chunks", keys)) == keys[3:8]
+    # A map loaded after it takes the room of its oldest values, not of all of them.
+    kept.keep("f1", "window", {"009": "9" * 25})
+    assert list(kept.known("f1", "chunks", keys)) == keys[5:8]
+    assert kept.known("f1", "window", ["009"]) == {"009": "9" * 25}
 
 
 @pytest.mark.parametrize(

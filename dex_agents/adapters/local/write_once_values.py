@@ -22,8 +22,9 @@ MapKey = tuple[str, str]
 class WriteOnceValues:
     """The kept value text of each ``(flow_id, map)``, by instance key, bounded in bytes.
 
-    A load asks for a whole map's keys at once, so values are kept per map, and
-    the map least recently loaded is dropped first. A write or delete of a key
+    A load asks for a whole map's keys at once, so values are kept per map. Past
+    the bound, the map least recently loaded loses its values first, those of the
+    smallest keys (a session's oldest messages) first. A write or delete of a key
     through the store forgets it, so even a rewrite that breaks the contract is
     not served stale to this process.
     """
@@ -66,9 +67,22 @@ class WriteOnceValues:
                     self._bytes -= len(previous)
                 kept[key] = text
                 self._bytes += len(text)
-            while self._bytes > self._max_bytes and self._maps:
-                _, evicted = self._maps.popitem(last=False)
-                self._bytes -= sum(len(text) for text in evicted.values())
+            self._shrink()
+
+    def _shrink(self) -> None:
+        # Past the bound, values go oldest first (the smallest keys) from the map loaded
+        # least recently, then the next; this one, loaded now, is the last. A map that
+        # must shrink keeps its newest values (a model call after a summary loads those),
+        # and a later load of it reads only the dropped ones from the file. Dropping whole
+        # maps made a session past the bound thrash: loading its window pushed out its
+        # chunks, which every model call then read and inflated from the file again.
+        while self._bytes > self._max_bytes and self._maps:
+            map_key, kept = next(iter(self._maps.items()))
+            for key in sorted(kept):
+                if self._bytes <= self._max_bytes:
+                    return
+                self._bytes -= len(kept.pop(key))
+            del self._maps[map_key]
 
     def tracks(self, flow_id: str, name: str) -> bool:
         """Whether values of this map are kept (it was loaded, and not dropped since)."""
