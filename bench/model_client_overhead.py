@@ -124,40 +124,66 @@ def sse_bytes(events: Sequence[tuple[str | None, Any]]) -> bytes:
     return head + body + b"0\r\n\r\n"
 
 
-class Provider:
+async def read_request_path(reader: asyncio.StreamReader) -> str:
+    """Read one HTTP/1.1 request with its body; return its path."""
+    line = await reader.readline()
+    length = 0
+    while (header := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = header.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return line.split()[1].decode()
+
+
+class LoopbackServer:
+    """An asyncio server on ``127.0.0.1`` whose ``handle`` answers each connection."""
+
+    def __init__(self) -> None:
+        self.server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        assert self.server is not None
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def start(self) -> None:
+        """Listen on a free port."""
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+
+    async def stop(self) -> None:
+        """Stop listening."""
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer one connection."""
+        raise NotImplementedError
+
+
+class Provider(LoopbackServer):
     """Answers each request with the stream of its path."""
 
     def __init__(self, deltas: int) -> None:
+        super().__init__()
         pieces = [f"word{n} " for n in range(deltas)]
         self.answers = {
             "/v1/responses": sse_bytes(responses_events(pieces)),
             "/v1/chat/completions": sse_bytes(chat_events(pieces)),
         }
-        self.server: asyncio.Server | None = None
 
     @property
     def url(self) -> str:
-        assert self.server is not None
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+        """The provider's ``api_base``."""
+        return f"http://127.0.0.1:{self.port}/v1"
 
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-
-    async def stop(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Send the whole stream of the request's path at once."""
         try:
-            line = await reader.readline()
-            length = 0
-            while (header := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = header.decode("latin-1").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            await reader.readexactly(length)
-            writer.write(self.answers[line.split()[1].decode()])
+            writer.write(self.answers[await read_request_path(reader)])
             await writer.drain()
         finally:
             writer.close()

@@ -36,15 +36,23 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price map download
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model_client_overhead import KEY, chat_events, responses_events, sse_bytes
+from model_client_overhead import (
+    KEY,
+    LoopbackServer,
+    chat_events,
+    read_request_path,
+    responses_events,
+    sse_bytes,
+)
 
 SHAPES = ("one piece", "burst", "paced")
 
 
-class PacedProvider:
-    """Answers ``/v1/<api>/<shape>/...`` with that shape's stream."""
+class PacedProvider(LoopbackServer):
+    """Answers ``/<shape index>/v1/<api path>`` with that shape's stream."""
 
     def __init__(self, pieces: int, pause: float) -> None:
+        super().__init__()
         words = [f"word{n} " for n in range(pieces)]
         self.pause = pause
         # By API and whether the answer is one piece.
@@ -62,43 +70,19 @@ class PacedProvider:
                     chunks.append(rest[position:end])
                     position = end
                 self.streams[(api, single)] = [head + b"\r\n\r\n", *chunks]
-        self.server: asyncio.Server | None = None
 
     def url(self, shape: str) -> str:
-        assert self.server is not None
-        port = self.server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/{SHAPES.index(shape)}/v1"
+        """The ``api_base`` of ``shape``'s answers."""
+        return f"http://127.0.0.1:{self.port}/{SHAPES.index(shape)}/v1"
 
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-
-    async def stop(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Send the stream of the request's shape and API: at once, or piece by piece."""
         try:
-            line = await reader.readline()
-            length = 0
-            while (header := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = header.decode("latin-1").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            await reader.readexactly(length)
-            _, shape_index, _, endpoint = line.split()[1].decode().split("/", 3)
+            _, shape_index, _, endpoint = (await read_request_path(reader)).split("/", 3)
             shape = SHAPES[int(shape_index)]
-            api = "responses" if endpoint.startswith("responses") else "chat"
-            stream = self.streams[(api, shape == "one piece")]
-        except (ConnectionError, asyncio.IncompleteReadError):
-            writer.close()
-            return
-        await self._send(writer, shape, api, stream)
-
-    async def _send(
-        self, writer: asyncio.StreamWriter, shape: str, api: str, stream: list[bytes]
-    ) -> None:
-        try:
+            stream = self.streams[
+                ("responses" if endpoint.startswith("responses") else "chat", shape == "one piece")
+            ]
             if shape != "paced":
                 writer.write(b"".join(stream))
             else:
@@ -107,6 +91,8 @@ class PacedProvider:
                     await writer.drain()
                     await asyncio.sleep(self.pause)
             await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
         finally:
             writer.close()
 
