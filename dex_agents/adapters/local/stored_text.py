@@ -29,9 +29,10 @@ at its default (6).
 
 A value is compressed whole each time it is written, so its cost grows with its
 size: a tool's 200 KB result is compressed into its call record, its message and
-later its chunk, and at the default level that took half of such a turn's CPU.
-The fastest level is four times as fast on such text and stores about a fifth
-more; the small values of a usual turn keep the default's smaller size.
+later its chunk, and at the default level that took a third of such a turn's
+CPU. The fastest level is about four times as fast on such text and stores
+about a quarter more; the small values of a usual turn keep the default's
+smaller size.
 """
 
 ZLIB_VALUE = 0x01
