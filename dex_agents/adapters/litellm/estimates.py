@@ -9,12 +9,10 @@ sends, so not for a Gemini model's tool result images.
 
 from __future__ import annotations
 
-import json
-
 from dex_agents.adapters.litellm.images import ESTIMATED_IMAGE_INPUT_TOKENS, with_omitted_images
 from dex_agents.adapters.litellm.replay import replays_exactly
 from dex_agents.adapters.litellm.routing import ModelRoute, ToolResultImages
-from dex_agents.adapters.litellm.tools import plain_json
+from dex_agents.adapters.litellm.tools import schema_text
 from dex_agents.domain.compaction import estimate_text_tokens
 from dex_agents.domain.model_io import ModelOutputItem, ModelRequest, ToolResultItem, UserTextItem
 
@@ -44,6 +42,6 @@ def estimate_input_tokens(request: ModelRequest, route: ModelRoute) -> int:
         else:
             total += _output_tokens(item, route)
     for tool in request.tools:
-        schema = json.dumps(plain_json(tool.parameters_schema), separators=(",", ":"))
-        total += sum(estimate_text_tokens(text) for text in (tool.name, tool.description, schema))
+        texts = (tool.name, tool.description, schema_text(tool))
+        total += sum(estimate_text_tokens(text) for text in texts)
     return total
