@@ -2,10 +2,11 @@
 
 Run it from the repository root, with the ``litellm`` extra installed:
 
-    uv run --frozen python bench/model_client_overhead.py [--calls N] [--deltas N]
+    uv run --frozen python bench/model_client_overhead.py [--calls N] [--deltas N] [--tools N]
 
 A provider on ``127.0.0.1`` answers every request with the same streamed answer
-of ``--deltas`` text pieces (40) and usage. For each API the benchmark times, in
+of ``--deltas`` text pieces (40) and usage; each request offers ``--tools`` tools
+(1: ``lookup``; more have ``mcp_many_tools.py``'s shape). For each API the benchmark times, in
 one run and interleaved call by call, ``--calls`` (200) raw LiteLLM calls
 (``litellm.aresponses`` or ``litellm.acompletion`` with ``stream=True``, read to
 the end) and as many ``LiteLLMModelClient.call_model`` calls with the same
@@ -25,6 +26,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -203,32 +205,51 @@ class Discard:
         pass
 
 
-REQUEST = ModelRequest(
-    instructions="You help with orders.",
-    items=(UserTextItem(text="Where is order 7?"),),
-    tools=(
-        ModelToolDefinition(
-            name="lookup",
-            description="Look an order up.",
-            parameters_schema={"type": "object", "properties": {"order_id": {"type": "string"}}},
-        ),
-    ),
+LOOKUP = ModelToolDefinition(
+    name="lookup",
+    description="Look an order up.",
+    parameters_schema={"type": "object", "properties": {"order_id": {"type": "string"}}},
 )
+_PROPERTIES = {f"p{n}": {"type": "string", "description": "a parameter " * 6} for n in range(6)}
 
 
-def calls(api: str, base: str) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]]:
+def request_with(tools: int) -> ModelRequest:
+    """The benchmark's request, offering ``lookup`` and ``tools - 1`` more tools.
+
+    The more tools have the shape of ``mcp_many_tools.py``'s: about 170 characters
+    of description and six string parameters. The request is made once, so every
+    call offers the same definition objects, as a tool source's listing does.
+    """
+    more = tuple(
+        ModelToolDefinition(
+            name=f"tool_{n}",
+            description="Does a thing. " * 12,
+            parameters_schema={"type": "object", "properties": _PROPERTIES, "required": ["p0"]},
+        )
+        for n in range(tools - 1)
+    )
+    return ModelRequest(
+        instructions="You help with orders.",
+        items=(UserTextItem(text="Where is order 7?"),),
+        tools=(LOOKUP, *more),
+    )
+
+
+def calls(
+    api: str, base: str, request: ModelRequest
+) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]]:
     """The raw LiteLLM call and the client's call of ``api``, with the same arguments."""
     if api == "responses":
         client = LiteLLMModelClient(
             "openai/gpt-5-mini", api_base=base, api_key_provider=lambda: KEY
         )
-        arguments = responses_arguments(REQUEST, client.route, {})
+        arguments = responses_arguments(request, client.route, {})
         call: Any = litellm.aresponses
     else:
         client = LiteLLMModelClient(
             "openai/gpt-4.1", api="chat_completions", api_base=base, api_key_provider=lambda: KEY
         )
-        arguments = chat_arguments(REQUEST, client.route, {})
+        arguments = chat_arguments(request, client.route, {})
         call = litellm.acompletion
     arguments.update(api_key=KEY, api_base=base, num_retries=0, max_retries=0)
     # Every raw call gets new argument objects, as a real caller's would: LiteLLM
@@ -241,14 +262,16 @@ def calls(api: str, base: str) -> tuple[Callable[[], Awaitable[Any]], Callable[[
             pass
 
     async def wrapped() -> None:
-        await client.call_model(REQUEST, output)
+        await client.call_model(request, output)
 
     return raw, wrapped
 
 
-async def measure(api: str, base: str, count: int) -> tuple[list[float], list[float]]:
+async def measure(
+    api: str, base: str, count: int, request: ModelRequest
+) -> tuple[list[float], list[float]]:
     """Interleaved timings of the raw call and the client's call, in seconds."""
-    raw, wrapped = calls(api, base)
+    raw, wrapped = calls(api, base, request)
     for _ in range(10):  # warm-up: LiteLLM imports lazily and builds its clients
         await raw()
         await wrapped()
@@ -268,23 +291,28 @@ async def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200, help="calls of each kind (200)")
     parser.add_argument("--deltas", type=int, default=40, help="text pieces per answer (40)")
+    parser.add_argument("--tools", type=int, default=1, help="tools each call offers (1)")
     args = parser.parse_args(argv)
-    if args.calls < 1 or args.deltas < 1:
-        parser.error("--calls and --deltas must be at least 1")
+    if args.calls < 1 or args.deltas < 1 or args.tools < 1:
+        parser.error("--calls, --deltas and --tools must be at least 1")
+    request = request_with(args.tools)
     litellm.suppress_debug_info = True
+    # LiteLLM's own Responses usage object warns on every call; it is LiteLLM's noise.
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
     provider = Provider(args.deltas)
     await provider.start()
     try:
         rows = []
         for api in ("responses", "chat_completions"):
-            raw, client = await measure(api, provider.url, args.calls)
+            raw, client = await measure(api, provider.url, args.calls, request)
             raw_median, client_median = statistics.median(raw), statistics.median(client)
             paired = statistics.median(c - r for r, c in zip(raw, client, strict=True))
             rows.append((api, raw_median, client_median, paired))
     finally:
         await provider.stop()
     print(
-        f"{args.calls} calls of each kind, {args.deltas} text deltas per answer, loopback provider"
+        f"{args.calls} calls of each kind, {args.deltas} text deltas per answer, "
+        f"{args.tools} tools offered, loopback provider"
     )
     print(
         f"{'API':<18}{'raw LiteLLM':>14}{'client':>14}{'overhead':>14}{'paired':>14}{'ratio':>10}"
