@@ -118,6 +118,7 @@ async def measure(sizes: Sequence[int], turns: int) -> dict[int, tuple[list[floa
 
 
 async def main(argv: Sequence[str]) -> int:
+    """Run the benchmark and print its table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--sizes", default="100,20000,200000", help="result sizes in characters (100,20000,200000)"

@@ -170,6 +170,7 @@ async def measure(pieces: int, turns: int, pause: float) -> dict[tuple[str, str]
 
 
 async def main(argv: Sequence[str]) -> int:
+    """Run the benchmark and print its table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--pieces", type=int, default=200, help="pieces of an answer (200)")
     parser.add_argument("--turns", type=int, default=20, help="timed turns per case (20)")
