@@ -9,11 +9,11 @@ them strict, which refuses most JSON Schemas that ``@function_tool`` derives.
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dex_agents.domain.model_io import ModelToolChoice, ModelToolDefinition
+from dex_agents.domain.object_memo import ObjectMemo
 
 
 def plain_json(value: Any) -> Any:
@@ -25,7 +25,7 @@ def plain_json(value: Any) -> Any:
     return value
 
 
-_SCHEMA_TEXTS: dict[int, tuple[weakref.ref[ModelToolDefinition], str]] = {}
+_SCHEMA_TEXTS: ObjectMemo[ModelToolDefinition, str] = ObjectMemo()
 
 
 def schema_text(tool: ModelToolDefinition) -> str:
@@ -36,14 +36,11 @@ def schema_text(tool: ModelToolDefinition) -> str:
     in every call cost about 13 us a tool, four times parsing its text. The
     text is kept while its definition object lives.
     """
-    key = id(tool)
-    kept = _SCHEMA_TEXTS.get(key)
-    if kept is not None and kept[0]() is tool:
-        return kept[1]
-    text = json.dumps(plain_json(tool.parameters_schema), separators=(",", ":"))
-    # The entry goes with its definition: an ID is reused only after its object is gone.
-    _SCHEMA_TEXTS[key] = (weakref.ref(tool, lambda _: _SCHEMA_TEXTS.pop(key, None)), text)
-    return text
+    return _SCHEMA_TEXTS.get(tool, _plain_schema_text)
+
+
+def _plain_schema_text(tool: ModelToolDefinition) -> str:
+    return json.dumps(plain_json(tool.parameters_schema), separators=(",", ":"))
 
 
 def _schema(tool: ModelToolDefinition) -> dict[str, Any]:

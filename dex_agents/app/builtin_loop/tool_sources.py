@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import weakref
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -24,6 +23,7 @@ import attrs
 
 from dex_agents.domain.listed_tools import ListedTool, check_listed_tool_names
 from dex_agents.domain.model_io import ModelToolDefinition
+from dex_agents.domain.object_memo import ObjectMemo
 from dex_agents.domain.runner_outcomes import (
     DeferredToolCall,
     DeferredToolOutcome,
@@ -150,7 +150,7 @@ class SourceToolListing:
         return [model_tool_definition(tool) for _, tools in self.listings for tool in tools]
 
 
-_DEFINED: dict[int, tuple[weakref.ref[ListedTool], ModelToolDefinition]] = {}
+_DEFINED: ObjectMemo[ListedTool, ModelToolDefinition] = ObjectMemo()
 
 
 def model_tool_definition(tool: ListedTool) -> ModelToolDefinition:
@@ -163,19 +163,15 @@ def model_tool_definition(tool: ListedTool) -> ModelToolDefinition:
     kept while its tool object lives, and model calls share it, as they share the
     request's other frozen values.
     """
-    key = id(tool)
-    made = _DEFINED.get(key)
-    if made is not None and made[0]() is tool:
-        return made[1]
-    definition = ModelToolDefinition(
+    return _DEFINED.get(tool, _define)
+
+
+def _define(tool: ListedTool) -> ModelToolDefinition:
+    return ModelToolDefinition(
         name=tool.name,
         description=tool.description,
         parameters_schema=json.loads(json.dumps(dict(tool.input_schema))),
     )
-    # The entry goes with its tool (a ListedTool takes weak references): an ID is
-    # reused only after its object is gone.
-    _DEFINED[key] = (weakref.ref(tool, lambda _: _DEFINED.pop(key, None)), definition)
-    return definition
 
 
 async def _list_one(source: ToolSource, listing_timeout: timedelta) -> tuple[ListedTool, ...]:
