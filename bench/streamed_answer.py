@@ -138,7 +138,7 @@ async def measure(pieces: int, turns: int, pause: float) -> dict[tuple[str, str]
                                 flows[position],
                                 sessions[position],
                                 tokens[position],
-                                poll_timeout=timedelta(milliseconds=1),
+                                poll_timeout=timedelta(0),
                             )
                         except StreamReadTimeoutError:
                             return count
