@@ -274,6 +274,12 @@ class StoreTransaction(Protocol):
         """A Flow run's Step executions, oldest first, optionally only with these statuses."""
         ...
 
+    def last_step_activity(self, flow_id: str) -> datetime | None:
+        """When a Step execution of the Flow run was last created or last finished (the
+        later of the two), ``None`` when it has none: what a listing shows as a session's
+        last activity, without reading its executions."""
+        ...
+
     def prune_finished_executions(self, flow_id: str, keep: int) -> int:
         """Delete a Flow run's finished executions but its newest ``keep``; return how many went."""
         ...

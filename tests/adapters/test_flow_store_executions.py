@@ -86,6 +86,34 @@ def test_pruning_keeps_a_flows_newest_finished_executions_and_every_active_one(
         store.run(lambda tx: tx.prune_finished_executions("f1", 0))
 
 
+def test_last_step_activity_is_the_latest_creation_or_finish_of_the_flows_executions(
+    store: FlowStore,
+) -> None:
+    # Times that differ only in their microseconds, or that cross a second, must order as
+    # times: the SQLite store compares their stored text.
+    add_executions(
+        store,
+        execution("f1", created_at=at(1), finished_at=at(2.000001)),
+        execution("f1", created_at=at(2), status=ExecutionStatus.WAITING),
+        execution("f2", created_at=at(50)),
+        execution("f3", created_at=at(3), finished_at=at(9.5)),
+        execution("f3", created_at=at(10)),
+    )
+    assert store.read(lambda tx: tx.last_step_activity("f1")) == at(2.000001)
+    assert store.read(lambda tx: tx.last_step_activity("f3")) == at(10)
+    assert store.read(lambda tx: tx.last_step_activity("none")) is None
+
+    def finished_later(tx: StoreTransaction) -> tuple[object, object]:
+        # The transaction's own writes count, the SQLite store's kept ones too.
+        (row,) = tx.flow_executions("f1", [ExecutionStatus.WAITING])
+        tx.update_execution(replace(row, finished_at=at(30), status=ExecutionStatus.COMPLETED))
+        tx.insert_execution(execution("f4", created_at=at(40)))
+        return tx.last_step_activity("f1"), tx.last_step_activity("f4")
+
+    assert store.run(finished_later) == (at(30), at(40))
+    assert store.read(lambda tx: tx.last_step_activity("f1")) == at(30)
+
+
 def test_updates_after_a_read_in_one_transaction_store_every_change(store: FlowStore) -> None:
     (row_id,) = add_executions(store, execution(input='{"n": 1}'))
 

@@ -314,6 +314,11 @@ class _MemoryTransaction(StoreTransaction):
         rows = (self._t.executions[i] for i in ids)
         return [_copied(row) for row in rows if statuses is None or row.status in statuses]
 
+    def last_step_activity(self, flow_id: str) -> datetime | None:
+        rows = (self._t.executions[i] for i in self._t.flow_executions.get(flow_id, ()))
+        moments = [moment for row in rows for moment in (row.created_at, row.finished_at) if moment]
+        return max(moments, default=None)
+
     def prune_finished_executions(self, flow_id: str, keep: int) -> int:
         if keep < 1:
             raise ValueError(f"keep must be at least 1, not {keep}")
