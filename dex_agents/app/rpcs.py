@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
 from dex_agents.app.session import SessionRuntime, turn_records
 from dex_agents.domain.builtin_tools import is_allowed_answer
@@ -178,20 +180,55 @@ def update_session_settings(runtime: SessionRuntime) -> Rpc[UpdateSessionSetting
     )
 
 
+def _attention_snapshot(context: RpcContext, _: None) -> RpcResult[AgentSnapshot]:
+    state = context.state
+    agent_state = state.get(AGENT_STATE)
+    if agent_state is None:
+        return RpcResult(AgentSnapshot(state=None))
+    queued = _queued(context, QUEUED_USER_MESSAGES)
+    return RpcResult(
+        AgentSnapshot(
+            state=agent_state,
+            pending_interrupts=state.get(PENDING_INTERRUPTS) or (),
+            queued_message_count=len(queued),
+            queued_messages=queued,
+            steered_messages=_queued(context, STEERED_USER_MESSAGES),
+        )
+    )
+
+
+ATTENTION_SNAPSHOT: Rpc[None, AgentSnapshot] = Rpc(
+    "attention_snapshot",
+    type(None),
+    AgentSnapshot,
+    _attention_snapshot,
+    channel_loads=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES),
+)
+"""The part of ``get_agent_snapshot`` that says whether a session needs a person.
+
+Its ``AgentSnapshot`` has the state, the pending interrupts and the queued and
+steered messages that ``session_attention`` and a listing's status read, and
+leaves out the messages, tool call records, usage, plan, settings and summary,
+so it reads none of the session's message chunks. It is no RPC of the session
+Flow (Dex never registers it): the embedded engine's listings, the console's
+inbox and ``dex-agents sessions``, run it read-only on many sessions at once.
+"""
+
+
 def get_agent_snapshot(runtime: SessionRuntime) -> Rpc[None, AgentSnapshot]:
     """``get_agent_snapshot``: state, the last 200 messages, interrupts, the turn's calls, and more."""
 
     def handle(context: RpcContext, _: None) -> RpcResult[AgentSnapshot]:
-        state = context.state
-        agent_state = state.get(AGENT_STATE)
+        attention = _attention_snapshot(context, None).output
+        agent_state = attention.state
         if agent_state is None:
-            return RpcResult(AgentSnapshot(state=None))
+            return RpcResult(attention)
+        state = context.state
         records = sorted(turn_records(state).values(), key=lambda record: record.deferral_order)
-        queued = _queued(context, QUEUED_USER_MESSAGES)
         settings: Mapping[str, Any] = state.get(SESSION_SETTINGS) or {}
         return RpcResult(
-            AgentSnapshot(
-                state=agent_state,
+            attrs.evolve(
+                attention,
                 messages=snapshot_messages(
                     all_messages(
                         state,
@@ -199,12 +236,8 @@ def get_agent_snapshot(runtime: SessionRuntime) -> Rpc[None, AgentSnapshot]:
                         keep_chunks=False,
                     )
                 ),
-                pending_interrupts=state.get(PENDING_INTERRUPTS) or (),
                 tool_calls=tuple(records),
                 usage=state.get(AGENT_USAGE) or AgentUsage(),
-                queued_message_count=len(queued),
-                queued_messages=queued,
-                steered_messages=_queued(context, STEERED_USER_MESSAGES),
                 plan=state.get(AGENT_PLAN),
                 session_settings=dict(settings),
                 context_summary=state.get(CONTEXT_SUMMARY),

@@ -95,14 +95,12 @@ def _time(moment: datetime | None) -> str:
     return "-" if moment is None else f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
 
 
-async def _row(reader: Reader, info: FlowInfo) -> list[str]:
-    snapshot = await reader.snapshot(info)
+def _row(info: FlowInfo, snapshot: AgentSnapshot | None, last_activity: datetime) -> list[str]:
     if snapshot is None or snapshot.state is None:
         status = step_status(info)
     else:
         status = snapshot_status(info, snapshot)
-    last = await reader.last_step_at(info.flow_id)
-    return [info.flow_id, info.flow_type, status, _time(last or info.started_at)]
+    return [info.flow_id, info.flow_type, status, _time(last_activity)]
 
 
 async def run_sessions(db: str | os.PathLike[str]) -> int:
@@ -112,8 +110,10 @@ async def run_sessions(db: str | os.PathLike[str]) -> int:
         if not infos:
             print(f"no sessions in {terminal.escaped(os.fspath(db))}")
             return 0
+        snapshots = await reader.attention_snapshots(infos)
+        activities = await reader.last_activities(infos)
         rows = [list(SESSIONS_HEADER)]
-        rows.extend([await _row(reader, info) for info in infos])
+        rows.extend(_row(i, snapshots.get(i.flow_id), activities[i.flow_id]) for i in infos)
     print("\n".join(table_lines(rows)))
     return 0
 

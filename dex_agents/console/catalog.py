@@ -16,18 +16,17 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
-from dex_agents.cli.database import viewer_flow
+from dex_agents.cli.database import attention_snapshots, last_activities, viewer_flow
 from dex_agents.cli.listing import snapshot_status, step_status
 from dex_agents.composition.session_client import AgentSessionClient
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.domain.attention import SessionAttention, session_attention
-from dex_agents.domain.errors import DexAgentsError
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import FlowNotFoundError
 from dex_agents.ports.flow_client import FlowInfo
-from dex_agents.ports.flow_store import StoreTransaction
 
 _PROBE_FLOW_TYPE = "DexAgentsConsoleProbe"
 
@@ -128,43 +127,9 @@ class SessionCatalog:
         """Every Flow run in the file."""
         return await self._reader.flow_client.list_flows()
 
-    async def snapshot(self, info: FlowInfo) -> AgentSnapshot | None:
-        """The session's snapshot, or ``None`` when it is not an agent session the console reads.
-
-        Through the engine's client: IDs come from the file, and another program
-        may have started a session with an ID the session client would refuse.
-        """
-        entry = self._flows.get(info.flow_type)
-        if entry is None:
-            return None
-        try:
-            snapshot = await entry.runtime.flow_client.invoke_rpc(
-                entry.flow, info.flow_id, "get_agent_snapshot", None
-            )
-        except DexAgentsError:
-            return None
-        return snapshot if isinstance(snapshot, AgentSnapshot) else None
-
-    async def last_activities(self, infos: Sequence[FlowInfo]) -> dict[str, datetime]:
-        """When a Step of each session was last scheduled or finished (its start before any).
-
-        One read for them all: the inbox asks for every session at once.
-        """
-
-        def newest(tx: StoreTransaction) -> dict[str, datetime]:
-            found: dict[str, datetime] = {}
-            for info in infos:
-                times = [
-                    moment
-                    for row in tx.flow_executions(info.flow_id)
-                    for moment in (row.created_at, row.finished_at)
-                    if moment is not None
-                ]
-                found[info.flow_id] = max(times, default=info.started_at)
-            return found
-
-        activities: dict[str, datetime] = await self._reader.flow_client.engine.read(newest)
-        return activities
+    def _reach(self, flow_type: str) -> tuple[LocalFlowClient, AgentSessionFlow] | None:
+        entry = self._flows.get(flow_type)
+        return None if entry is None else (entry.runtime.flow_client, entry.flow)
 
     async def inbox(self) -> list[InboxRow]:
         """Every session's inbox row, in ``inbox_order``; rows are rebuilt only for the sessions
@@ -196,9 +161,7 @@ class SessionCatalog:
             else:
                 rows = dict(built.rows)
                 infos = await self._describe_all(sorted(changed))
-            activities = await self.last_activities(infos)
-            for info in infos:
-                rows[info.flow_id] = await self.inbox_row(info, activities[info.flow_id])
+            rows.update(await self._rows(infos))
             self._inbox = _InboxBuild(mark, rows, inbox_order(list(rows.values())))
             return self._inbox.ordered
 
@@ -209,11 +172,22 @@ class SessionCatalog:
                 infos.append(await self.describe(session_id))
         return infos
 
-    async def inbox_row(self, info: FlowInfo, last_activity: datetime | None = None) -> InboxRow:
-        """The inbox row of one session; ``last_activity`` when the caller read it already."""
-        if last_activity is None:
-            last_activity = (await self.last_activities([info]))[info.flow_id]
-        snapshot = await self.snapshot(info)
+    async def inbox_row(self, info: FlowInfo) -> InboxRow:
+        """The inbox row of one session."""
+        return (await self._rows([info]))[info.flow_id]
+
+    async def _rows(self, infos: Sequence[FlowInfo]) -> dict[str, InboxRow]:
+        # Two reads for all of them, not two a session: a first build reads every session.
+        activities = await last_activities(self._reader.flow_client, infos)
+        snapshots = await attention_snapshots(infos, self._reach)
+        return {
+            info.flow_id: self._row(info, snapshots.get(info.flow_id), activities[info.flow_id])
+            for info in infos
+        }
+
+    def _row(
+        self, info: FlowInfo, snapshot: AgentSnapshot | None, last_activity: datetime
+    ) -> InboxRow:
         entry = self._flows.get(info.flow_type)
         attention = None if snapshot is None else session_attention(snapshot)
         if snapshot is None or snapshot.state is None:

@@ -14,6 +14,7 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.event_read_ahead import READ_AHEAD_EVENTS, EventReadAhead
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState, TransactionSource
+from dex_agents.domain.errors import DexAgentsError
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import (
     FlowDefinition,
@@ -256,6 +257,34 @@ class LocalFlowClient:
             flow_id,
             lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now()),
         )
+
+    async def read_each(
+        self, flow: FlowDefinition, flow_ids: Sequence[str], view: Rpc[None, T]
+    ) -> dict[str, T]:
+        """The output of ``view``, a handler that writes nothing, for each session in one read.
+
+        ``view`` need not be one of the Flow's RPCs: a listing runs a part of a
+        snapshot (``ATTENTION_SNAPSHOT``) on every session at once, where an RPC
+        each would read them one transaction at a time. A session the view cannot
+        read (no longer there, of another Flow type, or state it cannot decode:
+        a ``DexAgentsError``) is left out; a view that writes raises.
+        """
+        registered = self._engine.registered(flow)
+        engine = self._engine
+
+        def each(tx: StoreTransaction) -> dict[str, T]:
+            now = engine.now()
+            outputs: dict[str, T] = {}
+            for flow_id in flow_ids:
+                try:
+                    outputs[flow_id] = run_rpc(
+                        tx, registered, flow_id, view, None, now, read_only=True
+                    )
+                except DexAgentsError:
+                    continue
+            return outputs
+
+        return await engine.read(each)
 
     async def stop_flow(self, flow_id: str, reason: str | None = None) -> None:
         """Stop a Flow run; its Steps are cancelled and its state stays readable."""
