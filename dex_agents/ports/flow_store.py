@@ -300,6 +300,10 @@ class StoreTransaction(Protocol):
         """``running`` executions that ``owner`` holds."""
         ...
 
+    def lease_owners(self) -> set[str]:
+        """The owners of the leases of running executions."""
+        ...
+
     def cancel_requested_executions(self, owner: str) -> Sequence[int]:
         """The IDs of the ``running`` executions ``owner`` holds whose cancellation was
         requested, in ID order: what ``leased_executions`` tells of cancellations, for a
@@ -510,6 +514,39 @@ class WatchableWrites(Protocol):
         (``True`` when it cannot tell now). Asked right after a commit: another process's
         commit that landed between it and the counter read after it is in that read, so
         the commit must not pass for one that changed nothing but this process's rows."""
+        ...
+
+
+class WorkerMark(Protocol):
+    """A running worker's mark (``WorkerMarks.hold_worker_mark``)."""
+
+    def release(self) -> None:
+        """Stop marking: the worker has stopped and commits nothing more."""
+        ...
+
+
+@runtime_checkable
+class WorkerMarks(Protocol):
+    """A store whose workers each hold a mark that the operating system drops when the
+    worker's process ends, however it ends (SIGKILL too).
+
+    A lease whose owner's mark was dropped was lost when that process ended: the
+    engine recovers it then, as if it had lapsed, instead of when it lapses. Without
+    marks, or for an owner that holds none, leases are recovered when they lapse.
+    """
+
+    def hold_worker_mark(self, owner: str) -> WorkerMark | None:
+        """Mark ``owner`` as running until its process ends or the mark is released;
+        ``None`` when it cannot be marked (then its leases lapse as before)."""
+        ...
+
+    def worker_gone(self, owner: str) -> bool:
+        """Whether ``owner`` held a mark and its process has ended; ``False`` while it runs
+        and whenever this cannot tell."""
+        ...
+
+    def forget_worker_mark(self, owner: str) -> None:
+        """Remove the dropped mark of ``owner``, whose leases were recovered."""
         ...
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -12,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from dex_agents.adapters.local import claims
+from dex_agents.adapters.local import claims, handoff
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.round_slots import RoundSlots
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import (
     AttemptProgress,
@@ -404,6 +406,44 @@ async def test_a_lost_lease_before_the_step_started_runs_the_same_attempt(
         assert stack.probe.attempts["Start-1"] == [1]
         history = await stack.client.read_step_history("s1")
         assert (history[0].step_execution_id, history[0].final_attempt) == ("Start-1", 1)
+
+
+async def test_a_round_recovers_the_leases_of_gone_owners_only(
+    store_kind: str, tmp_path: Path
+) -> None:
+    async with running_stack(make_store(store_kind, tmp_path), worker=False) as stack:
+        await stack.client.start_flow(stack.flow, "s1", "x")
+        await _ghost_claims_start(stack)
+        engine = stack.engine
+
+        async def round_(gone: Callable[[str], bool]) -> claims.ClaimRound:
+            work = functools.partial(
+                claims.claim_round,
+                flows=engine.flows,
+                owner="me",
+                now=engine.now(),
+                lease=engine.lease_duration,
+                slots=RoundSlots(1),
+                run_claimed=handoff.run_claimed,
+                gone=gone,
+            )
+            return await engine.run(work)
+
+        looked: list[str] = []
+
+        def alive_owner(owner: str) -> bool:
+            looked.append(owner)
+            return False
+
+        alive = await round_(alive_owner)
+        assert looked == ["ghost"]  # never "me": a worker does not look at its own mark
+        assert (alive.claims, alive.gone_owners) == ([], frozenset())
+        gone = await round_(lambda owner: owner == "ghost")
+        # The ghost never reached the Step's code: its attempt runs again, as a lapsed
+        # lease's would, and this round took it.
+        assert [(c.row.step_execution_id, c.row.attempt) for c in gone.claims] == [("Start-1", 1)]
+        assert gone.claims[0].row.lease_owner == "me"
+        assert gone.gone_owners == {"ghost"}
 
 
 async def test_a_lost_lease_after_the_step_started_fails_the_attempt(

@@ -485,3 +485,60 @@ async def test_an_rpc_in_this_process_cancels_a_step_running_in_a_worker_process
     assert "gated:1" not in await crash.log("s1")
     assert crash.invocations("Gated-") == [Invocation(worker.pid, "Gated-1", 1)]
     assert worker.poll() is None
+
+
+# A killed worker's mark (``worker_marks.py``) is free at once: its leases are recovered
+# then, not when they lapse. These workers' leases last an hour, past every deadline here.
+
+
+async def test_a_restarted_worker_takes_the_attempt_of_the_killed_one_before_its_lease_lapses(
+    crash: Crash,
+) -> None:
+    crash.worker_env[LEASE_ENV] = "3600"
+    first = await crash.start_worker()
+    await crash.client.start_flow(crash.flow, "s1", "gate")
+    await crash.eventually("attempt 1 at the gate", lambda: crash.read("gate.reached") == "1")
+    crash.kill(first)
+    second = await crash.start_worker()
+    # Its first claim round looks at the marks of the leases' owners.
+    await crash.eventually("attempt 2 at the gate", lambda: crash.read("gate.reached") == "2")
+    crash.release("gate.release")
+    await crash.logged("s1", "gated:2")
+
+    # What a lapsed lease means, only sooner: attempt 1 had started, so it failed and
+    # attempt 2 ran, once.
+    assert crash.invocations("Gated-") == [
+        Invocation(first.pid, "Gated-1", 1),
+        Invocation(second.pid, "Gated-1", 2),
+    ]
+    assert await crash.history("s1") == _completed(("Start-1", 1), ("Gated-1", 2))
+    # The killed worker's mark went with its leases; the live worker's stays.
+    marks = list((crash.db_path.parent / "engine.sqlite3-workers").iterdir())
+    assert len(marks) == 1
+
+
+async def test_a_surviving_worker_sees_a_killed_one_gone_before_its_leases_lapse(
+    crash: Crash,
+) -> None:
+    crash.worker_env[LEASE_ENV] = "3600"
+    crash.worker_env[MAX_TASKS_ENV] = "2"
+    doomed = await crash.start_worker()
+    survivor = await crash.start_worker()
+    await crash.client.start_flow(crash.flow, "s1", "gated-fan-out:4")
+    reached = {f"w{i}": f"work-w{i}.reached" for i in range(4)}
+    await crash.eventually(
+        "four gated Steps running", lambda: all(crash.read(name) for name in reached.values())
+    )
+    # Both live: neither took the other's Steps while they ran.
+    assert sorted(str(crash.read(name)) for name in reached.values()) == sorted(
+        [str(doomed.pid)] * 2 + [str(survivor.pid)] * 2
+    )
+    crash.kill(doomed)
+    crash.release("work.release")
+    await crash.logged("s1", "joined:w0,w1,w2,w3")
+
+    invoked = Counter(i.step_execution_id for i in crash.invocations("GatedWork-"))
+    assert sorted(invoked.values()) == [1, 1, 2, 2]
+    for step_execution_id, count in invoked.items():
+        pids = [i.pid for i in crash.invocations(step_execution_id)]
+        assert pids == ([doomed.pid, survivor.pid] if count == 2 else [survivor.pid])

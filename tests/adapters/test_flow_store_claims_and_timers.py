@@ -11,7 +11,13 @@ from datetime import datetime
 
 import pytest
 
-from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus, FlowStatus, FlowStore
+from dex_agents.ports.flow_store import (
+    ExecutionRow,
+    ExecutionStatus,
+    FlowStatus,
+    FlowStore,
+    StoreTransaction,
+)
 from tests.adapters.flow_store_rows import add_executions, add_flows, at, execution, flow
 
 
@@ -76,10 +82,20 @@ def test_due_timers_expired_leases_and_leases_by_owner(store: FlowStore) -> None
     assert expired(at(7.5)) == [ids[4], ids[5]]
     assert leased("w1") == [ids[4], ids[7], ids[8]]
     assert leased("w3") == []
+    # The owners of running executions' leases; a finished or ready row's owner is none.
+    assert store.read(lambda tx: tx.lease_owners()) == {"w1", "w2"}
     # What leased_executions tells of cancellations, as IDs alone.
     assert store.run(lambda tx: tx.cancel_requested_executions("w1")) == [ids[8]]
     assert store.run(lambda tx: tx.cancel_requested_executions("w2")) == [ids[9]]
     assert store.run(lambda tx: tx.cancel_requested_executions("w3")) == []
+
+    def w2_finished(tx: StoreTransaction) -> set[str]:
+        for row in tx.leased_executions("w2"):
+            row.status = ExecutionStatus.COMPLETED
+            tx.update_execution(row)
+        return tx.lease_owners()
+
+    assert store.run(w2_finished) == {"w1"}
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ code is handed out again as the same attempt; one that did has failed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -66,6 +66,8 @@ class ClaimRound:
     cancel_requested: set[int]
     next_timer_at: datetime | None
     complete: bool = False
+    gone_owners: frozenset[str] = frozenset()
+    """Other workers whose process ended and whose every lease the round recovered."""
 
 
 class RoundLimit(Protocol):
@@ -105,18 +107,54 @@ def claim_round(
     lease: timedelta,
     slots: RoundLimit,
     run_claimed: RunClaimed,
+    gone: Callable[[str], bool] | None = None,
 ) -> ClaimRound:
     """``claim`` of up to ``slots.begin()`` Steps, asked as the transaction runs (a worker
     lends slots to hand-offs until then and once it has claimed, ``round_slots.py``), then
     ``run_claimed`` of them (the claims it leaves for the worker to start), then the look
     of ``capacity_round``: the cancellations of ``owner``'s running attempts and the next
-    Timer."""
+    Timer. With ``gone`` it first recovers the leases of other workers that it says are
+    gone (``recover_gone_leases``)."""
+    gone_owners = frozenset() if gone is None else recover_gone_leases(tx, flows, owner, now, gone)
     limit = slots.begin()
     claimed = claim(tx, flows, owner, now, lease, limit)
     claims = run_claimed(tx, claimed, limit, flows=flows, owner=owner, now=now, lease=lease)
     slots.took(len(claims))
     complete = len(claimed) < limit and len(claims) < limit
-    return replace(capacity_round(tx, owner), claims=claims, complete=complete)
+    return replace(
+        capacity_round(tx, owner), claims=claims, complete=complete, gone_owners=gone_owners
+    )
+
+
+def recover_gone_leases(
+    tx: StoreTransaction,
+    flows: dict[str, RegisteredFlow],
+    owner: str,
+    now: datetime,
+    gone: Callable[[str], bool],
+) -> frozenset[str]:
+    """Recover, as if they lapsed now, the leases of other workers whose process ended (``gone``,
+    a look at their marks: ``WorkerMarks``); return the owners none of whose leases is left.
+
+    The look runs inside this write transaction: a worker holds its mark before its
+    first claim, so a lease committed before this transaction began belongs to a
+    process the look sees, and none can be committed until it ends. A lease of a
+    Flow type this process does not serve is left to lapse.
+    """
+    recovered: set[str] = set()
+    for other in sorted(tx.lease_owners() - {owner}):
+        if not gone(other):
+            continue
+        left = False
+        for row in tx.leased_executions(other):
+            flow = flows.get(_flow_type(tx, row.flow_id))
+            if flow is None:
+                left = True
+            else:
+                _recover_lost_lease(tx, flow, row, now)
+        if not left:
+            recovered.add(other)
+    return frozenset(recovered)
 
 
 def capacity_round(tx: StoreTransaction, owner: str) -> ClaimRound:

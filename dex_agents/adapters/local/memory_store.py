@@ -362,6 +362,10 @@ class _MemoryTransaction(StoreTransaction):
         rows = self._active_rows((ExecutionStatus.RUNNING,))
         return [_copied(row) for row in rows if row.lease_owner == owner]
 
+    def lease_owners(self) -> set[str]:
+        rows = self._active_rows((ExecutionStatus.RUNNING,))
+        return {row.lease_owner for row in rows if row.lease_owner is not None}
+
     def cancel_requested_executions(self, owner: str) -> Sequence[int]:
         rows = self._active_rows((ExecutionStatus.RUNNING,))
         return [row.id for row in rows if row.lease_owner == owner and row.cancel_requested]

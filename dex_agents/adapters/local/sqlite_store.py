@@ -46,6 +46,7 @@ from dex_agents.adapters.local.store_errors import (
 )
 from dex_agents.adapters.local.wal_sync import WalSync
 from dex_agents.adapters.local.wal_writes import WalWrites
+from dex_agents.adapters.local.worker_marks import HeldMark, WorkerMarkFiles, marks_directory
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
 from dex_agents.ports.flow_store import (
@@ -118,6 +119,7 @@ class SqliteFlowStore:
         self._own_events = OwnEvents()
         self._turnstile: WriterTurnstile | None = None
         self._wal = WalSync(self.path)
+        self._marks = WorkerMarkFiles(marks_directory(self.path))
         # The connection's busy timeout as last set: a read waits up to the store's, and a
         # write's BEGIN is retried by the turnstile with none. Once begun, a write
         # transaction holds every lock it needs (WAL's automatic checkpoint never waits),
@@ -451,6 +453,18 @@ class SqliteFlowStore:
         self._set_busy_timeout(connection, 0)
         if not self._turnstile.try_begin(connection):
             raise StoreWouldWaitError(f"another connection is writing to {self.path}")
+
+    def hold_worker_mark(self, owner: str) -> HeldMark | None:
+        """``WorkerMarks``: a file of the owner's own under ``<path>-workers``, ``flock``ed."""
+        return self._marks.hold_worker_mark(owner)
+
+    def worker_gone(self, owner: str) -> bool:
+        """``WorkerMarks``: the owner's mark file exists and no process holds it."""
+        return self._marks.worker_gone(owner)
+
+    def forget_worker_mark(self, owner: str) -> None:
+        """``WorkerMarks``: remove the owner's mark file if no process holds it."""
+        self._marks.forget_worker_mark(owner)
 
     def watch_writes(self) -> WalWrites | None:
         """A watch of this file's ``-wal`` writes by any process (``wal_writes.py``); ``None``

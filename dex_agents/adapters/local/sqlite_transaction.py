@@ -503,6 +503,11 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
     def leased_executions(self, owner: str) -> Sequence[ExecutionRow]:
         return self._executions(LEASED_WHERE, (owner,))
 
+    def lease_owners(self) -> set[str]:
+        # On the index of running executions by lease owner.
+        sql = "SELECT DISTINCT lease_owner FROM step_executions WHERE status = 'running'"
+        return {owner for (owner,) in self._execute(sql) if owner is not None}
+
     def cancel_requested_executions(self, owner: str) -> Sequence[int]:
         sql = """SELECT id FROM step_executions
             WHERE status = 'running' AND lease_owner = ? AND cancel_requested = 1 ORDER BY id"""

@@ -39,7 +39,12 @@ from dex_agents.adapters.local.step_context import (
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
 from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions, Wait
-from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
+from dex_agents.ports.flow_store import (
+    ExecutionRow,
+    StoreTransaction,
+    WorkerMark,
+    WorkerMarks,
+)
 
 R = TypeVar("R")
 
@@ -47,6 +52,10 @@ logger = logging.getLogger("dex_agents.engine")
 
 HANDOFF_EXTRA_SLOTS = 3
 """How many free slots, besides its own, a committing attempt may fill with the Steps it starts."""
+
+MARK_LOOK_INTERVAL = timedelta(seconds=1)
+"""How often a worker looks at the marks of the workers holding leases (``WorkerMarks``):
+a worker whose process ended loses its leases then, not when they lapse."""
 
 WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
 """How long a wait phase that raised waits before it runs again."""
@@ -121,6 +130,9 @@ class LocalWorker:
         self._wake = WakeUp()
         self._faults = StoreFaultLog(logger, self.worker_id)
         self._loop: asyncio.AbstractEventLoop | None = None
+        store = engine.store
+        self._marks = store if isinstance(store, WorkerMarks) else None
+        self._mark: WorkerMark | None = None
 
     async def _transact(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
         """``engine.run(work)``, retried through store faults until it commits or the worker stops.
@@ -242,6 +254,9 @@ class LocalWorker:
         self._loop = asyncio.get_running_loop()
         if engine.hand_off_target is None:
             engine.hand_off_target = self
+        # Before the first claim: a lease of this worker's is never older than its mark.
+        if self._marks is not None and self._mark is None:
+            self._mark = self._marks.hold_worker_mark(self.worker_id)
         renewer = asyncio.create_task(self._renew_leases())
         try:
             await self._claim_loop()
@@ -252,6 +267,10 @@ class LocalWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
             await self._abandon_running()
+            # Only once nothing of this worker can commit: a released mark says nothing.
+            if self._mark is not None:
+                self._mark.release()
+                self._mark = None
 
     async def stop(self) -> None:
         """Stop claiming; running attempts are cancelled and left to their leases."""
@@ -273,8 +292,17 @@ class LocalWorker:
         # leases are recovered and Timers fired by full rounds alone.
         next_check = next_full = engine.now()
         last_full = next_full - engine.lease_duration  # the time the latest full round ran at
+        # A worker's first round looks for workers that are gone (a restart finds the
+        # leases of the process it replaces); later, a read once a second decides.
+        next_look = next_full + MARK_LOOK_INTERVAL
+        look_for_gone = self._marks is not None
         while not self._stopping.is_set():
             now = engine.now()
+            if self._marks is not None and now >= next_look:
+                next_look = now + MARK_LOOK_INTERVAL
+                if not look_for_gone and await self._sees_gone_workers():
+                    look_for_gone = True
+                    next_check = now
             current = await until_stored(
                 engine.recent_change_counter, self._faults, give_up=self._stopping.is_set
             )
@@ -303,16 +331,18 @@ class LocalWorker:
                 # With no free slot a round could claim nothing: until its cadence comes,
                 # a commit elsewhere is looked at for cancellations alone, without the
                 # write lock (busy workers of many sessions took it at every such commit).
-                full = slots.limit > 0 or now >= next_full
+                full = slots.limit > 0 or now >= next_full or look_for_gone
                 try:
                     if full:
                         self._round = slots
-                        round_ = await self._claim_round(now, slots)
+                        round_ = await self._claim_round(now, slots, look_for_gone)
+                        look_for_gone = False
                     else:
                         round_ = await self._read_at_capacity()
                 finally:
                     self._round = None
                     self._reserved -= slots.limit
+                self._forget_marks(round_.gone_owners)
                 self._starved = not round_.complete
                 self._start_all(round_.claims)
                 # A cancel_turn in any process stops a running model call at the next
@@ -331,14 +361,19 @@ class LocalWorker:
                 if next_timer is not None and next_timer > last_full:
                     next_full = min(next_full, next_timer)
                 next_check = next_full
-            timeout = max(next_check - engine.now(), timedelta(0))
+            wake_at = next_check if self._marks is None else min(next_check, next_look)
+            timeout = max(wake_at - engine.now(), timedelta(0))
             await engine.wait_for_work(counter or 0, timeout, self._wake)
 
-    async def _claim_round(self, now: datetime, slots: RoundSlots) -> claims.ClaimRound:
+    async def _claim_round(
+        self, now: datetime, slots: RoundSlots, look_for_gone: bool = False
+    ) -> claims.ClaimRound:
         """``claims.claim_round`` for up to the slots it holds as its transaction begins,
         committed quietly when it took everything it found, and durably: a round that
-        claimed nothing wrote nothing to sync."""
+        claimed nothing wrote nothing to sync. With ``look_for_gone`` it first recovers the
+        leases of workers whose marks say their process ended."""
         engine = self._engine
+        gone = self._marks.worker_gone if look_for_gone and self._marks is not None else None
         work = functools.partial(
             claims.claim_round,
             flows=engine.flows,
@@ -347,8 +382,23 @@ class LocalWorker:
             lease=engine.lease_duration,
             slots=slots,
             run_claimed=handoff.run_claimed,
+            gone=gone,
         )
         return await self._commit_quietly(work, _complete)
+
+    async def _sees_gone_workers(self) -> bool:
+        """Whether another worker holding leases is gone, by its mark: a read, and a look at
+        the marks of the owners it names (none while no other worker runs a Step)."""
+        marks = self._marks
+        if marks is None:
+            return False
+        owners = await self._read(lambda tx: tx.lease_owners())
+        return any(marks.worker_gone(owner) for owner in owners - {self.worker_id})
+
+    def _forget_marks(self, owners: frozenset[str]) -> None:
+        if self._marks is not None:
+            for owner in owners:
+                self._marks.forget_worker_mark(owner)
 
     async def _read_at_capacity(self) -> claims.ClaimRound:
         """``claims.capacity_round`` for this worker's running attempts, read through store

@@ -1,0 +1,156 @@
+"""Worker marks: each running worker holds an exclusive ``flock`` on a file of its own.
+
+The kernel drops a ``flock`` when the last descriptor of its open file closes, so
+the mark of a worker whose process ended, by SIGKILL too, is free at once. SQLite's
+WAL mode needs every process of a database on one machine, so every worker of a
+file can look at every other's mark: a lease whose owner's mark is free was lost
+when that process ended, and need not wait until it lapses.
+
+The marks live in ``<database>-workers/``, one file per lease owner, named by a
+hash of the owner's ID. A look gives one of three answers, and only a mark that
+exists and is free says an owner is gone:
+
+- a held mark: the owner runs (or a process it forked still holds the file);
+- no mark: the owner never held one, released it when it stopped, or its mark
+  was removed; its leases lapse as before;
+- a free mark: the owner's process ended.
+
+A mark is made under a temporary name, locked, then linked to its name, so its
+name never shows an unlocked file of a running worker. A worker holds its mark
+before its first claim and releases it (name first, then the lock) when it has
+stopped, so a release never looks like a death.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Final
+
+logger = logging.getLogger(__name__)
+
+MARKS_DIRECTORY_SUFFIX: Final = "-workers"
+"""The marks' directory is the database file's path with this suffix."""
+
+_LINK_TRIES: Final = 3
+
+
+def marks_directory(database: Path) -> Path:
+    """Where the workers of ``database`` keep their marks."""
+    return database.with_name(database.name + MARKS_DIRECTORY_SUFFIX)
+
+
+def _mark_name(owner: str) -> str:
+    # Owners are any text (a worker_id of the caller's choosing); a hash names a file.
+    return hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:40] + ".lock"
+
+
+def _is_free(path: Path) -> bool | None:
+    """Whether the mark at ``path`` is free (``True``), held (``False``), or absent or
+    unreadable (``None``)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)  # also drops the lock this look may have taken
+    return True
+
+
+class HeldMark:
+    """A worker's mark while it runs; ``release`` it when the worker has stopped."""
+
+    def __init__(self, descriptor: int, path: Path) -> None:
+        self._descriptor: int | None = descriptor
+        self._path = path
+
+    @property
+    def path(self) -> Path:
+        """The mark's file."""
+        return self._path
+
+    def release(self) -> None:
+        """Remove the mark's name, then drop its lock; a second call does nothing."""
+        descriptor, self._descriptor = self._descriptor, None
+        if descriptor is None:
+            return
+        # The name goes first: a look between the two steps finds no mark, never a free one.
+        with contextlib.suppress(OSError):
+            os.unlink(self._path)
+        os.close(descriptor)
+
+
+class WorkerMarkFiles:
+    """The marks of one database's workers (``WorkerMarks`` of ``SqliteFlowStore``)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+
+    def hold_worker_mark(self, owner: str) -> HeldMark | None:
+        """Hold ``owner``'s mark until its process ends or the mark is released.
+
+        ``None``, with a warning, when another running worker holds a mark for the
+        same owner or the file system refuses: the worker then runs without one,
+        and its leases lapse as before.
+        """
+        final = self._directory / _mark_name(owner)
+        temporary = self._directory / f".{uuid.uuid4().hex}.tmp"
+        try:
+            self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            descriptor = os.open(
+                temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
+            )
+        except OSError as error:
+            logger.warning("worker %r runs without a mark: %s", owner, error)
+            return None
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: never held
+            os.write(descriptor, f"{owner}\n{os.getpid()}\n".encode("utf-8", "backslashreplace"))
+            for _ in range(_LINK_TRIES):
+                try:
+                    os.link(temporary, final)
+                except FileExistsError:
+                    if _is_free(final) is False:
+                        logger.warning(
+                            "worker %r runs without a mark: a running worker holds one "
+                            "with the same ID",
+                            owner,
+                        )
+                        break
+                    # A mark of an earlier process with this owner ID, which ended.
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(final)
+                    continue
+                return HeldMark(descriptor, final)
+        except OSError as error:
+            logger.warning("worker %r runs without a mark: %s", owner, error)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        os.close(descriptor)
+        return None
+
+    def worker_gone(self, owner: str) -> bool:
+        """Whether ``owner`` held a mark and its process has ended; ``False`` while it runs and
+        whenever the marks cannot tell."""
+        return _is_free(self._directory / _mark_name(owner)) is True
+
+    def forget_worker_mark(self, owner: str) -> None:
+        """Remove the mark of ``owner`` when it is free: its leases were recovered."""
+        path = self._directory / _mark_name(owner)
+        if _is_free(path) is True:
+            # A new process of the same owner may have linked its own mark since the look:
+            # removing it only makes that worker's marks say nothing, never that it is gone.
+            with contextlib.suppress(OSError):
+                os.unlink(path)
