@@ -123,8 +123,9 @@ def run_workers(
 ) -> None:
     """Run ``serve_workers`` as a program's main loop until SIGTERM or SIGINT (Ctrl-C).
 
-    The workers stop claiming when the signal arrives; an attempt still running
-    is left to its lease, so another worker takes it over.
+    The workers stop claiming when the signal arrives and hand back at once what
+    they had not started; an attempt still running keeps its lease, which another
+    worker takes over once this process has exited.
     """
 
     async def main() -> None:

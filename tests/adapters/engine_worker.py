@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -36,7 +37,7 @@ def ready_file(state_dir: Path, pid: int) -> Path:
 
 
 async def serve(db_path: Path, state_dir: Path) -> None:
-    """Run a worker over ``db_path`` until the process is killed."""
+    """Run a worker over ``db_path`` until the process is killed or gets SIGTERM."""
     lease = timedelta(seconds=float(os.environ.get(LEASE_ENV, "1")))
     poll = timedelta(seconds=float(os.environ.get(POLL_ENV, "0.05")))
     max_tasks = int(os.environ.get(MAX_TASKS_ENV, "16"))
@@ -45,6 +46,9 @@ async def serve(db_path: Path, state_dir: Path) -> None:
     engine = LocalEngine(store, [flow], poll_interval=poll, lease_duration=lease)
     worker = LocalWorker(engine, max_concurrent_tasks=max_tasks, worker_id=f"pid-{os.getpid()}")
     task = asyncio.create_task(worker.run())
+    # SIGTERM stops the worker as run_workers does: running attempts are cancelled.
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(worker.stop()))
     ready_file(state_dir, os.getpid()).write_text("ready")
     try:
         await task

@@ -542,3 +542,24 @@ async def test_a_surviving_worker_sees_a_killed_one_gone_before_its_leases_lapse
     for step_execution_id, count in invoked.items():
         pids = [i.pid for i in crash.invocations(step_execution_id)]
         assert pids == ([doomed.pid, survivor.pid] if count == 2 else [survivor.pid])
+
+
+async def test_a_worker_stopped_during_a_started_attempt_hands_it_over_when_its_process_ends(
+    crash: Crash,
+) -> None:
+    crash.worker_env[LEASE_ENV] = "3600"
+    first = await crash.start_worker()
+    await crash.client.start_flow(crash.flow, "s1", "gate")
+    await crash.eventually("attempt 1 at the gate", lambda: crash.read("gate.reached") == "1")
+    # A clean stop cancels the attempt, which had started: its lease stays, and so does
+    # the worker's mark until its process ends.
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=DEADLINE_SECONDS) == 0
+    second = await crash.start_worker()
+    await crash.eventually("attempt 2 at the gate", lambda: crash.read("gate.reached") == "2")
+    crash.release("gate.release")
+    await crash.logged("s1", "gated:2")
+    assert crash.invocations("Gated-") == [
+        Invocation(first.pid, "Gated-1", 1),
+        Invocation(second.pid, "Gated-1", 2),
+    ]

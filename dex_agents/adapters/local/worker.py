@@ -266,9 +266,12 @@ class LocalWorker:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-            await self._abandon_running()
-            # Only once nothing of this worker can commit: a released mark says nothing.
-            if self._mark is not None:
+            holds_leases = await self._abandon_running()
+            # A started attempt's lease is not handed back: a cancelled attempt may still
+            # run on in a thread until the process ends. Its mark stays held until then,
+            # so the process's exit, not the lease's end, gives it to another worker. With
+            # no lease left, nothing of this worker can commit: its mark goes now.
+            if self._mark is not None and not holds_leases:
                 self._mark.release()
                 self._mark = None
 
@@ -623,21 +626,23 @@ class LocalWorker:
                 running.context.cancellation_requested = True
             running.task.cancel()
 
-    async def _abandon_running(self) -> None:
+    async def _abandon_running(self) -> bool:
+        """Cancel the running attempts and hand back what never started; return whether this
+        worker still holds leases (of started attempts, or because the store failed)."""
         tasks = [running.task for running in self._running.values() if running.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         engine = self._engine
+        owner = self.worker_id
+
+        def release(tx: StoreTransaction) -> bool:
+            claims.release_unstarted(tx, engine.flows, owner, engine.now())
+            return bool(tx.leased_executions(owner))
+
         # Work that never started goes back at once rather than after its lease
         # lapses, so another worker (or this one, restarted) takes it over promptly.
-        with contextlib.suppress(Exception):
-            await engine.run(
-                functools.partial(
-                    claims.release_unstarted,
-                    flows=engine.flows,
-                    owner=self.worker_id,
-                    now=engine.now(),
-                ),
-                durable=False,
-            )
+        try:
+            return await engine.run(release, durable=False)
+        except Exception:
+            return True
