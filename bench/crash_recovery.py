@@ -1,19 +1,22 @@
 """How long a session waits after its worker process is killed with SIGKILL and started again.
 
     uv run --frozen python bench/crash_recovery.py [--rounds N] [--lease SECONDS]
+        [--signal kill|term]
 
 This process is the client (``LocalRuntime`` with no worker). Each round starts
 a worker process (``run_workers``, with a ``--lease`` of 10 s, the default),
 sends a session a message whose turn calls a read tool, and kills the worker
 with SIGKILL while the tool runs (the tool's first call of the round waits
-forever; its file says when it began). Then it starts a worker process again
+forever; its file says when it began); ``--signal term`` stops it with SIGTERM
+instead, as a deploy or ``systemctl restart`` does (``run_workers`` then stops
+its worker and exits). Then it starts a worker process again
 and waits for the turn to end: the read tool runs again as a new attempt, and
 the model answers. It prints, per round and as medians:
 
 | column | what it is |
 | --- | --- |
-| restart | from the SIGKILL until the new worker process is ready (Python's start and imports, then the runtime's open) |
-| kill to answer | from the SIGKILL until ``wait_for_user`` returned the answered turn: what the person in the session waits |
+| restart | from the signal until the new worker process is ready (the old one's exit, Python's start and imports, then the runtime's open) |
+| kill to answer | from the signal until ``wait_for_user`` returned the answered turn: what the person in the session waits |
 
 Run it in two checkouts (``PYTHONPATH``) to compare two commits.
 """
@@ -97,9 +100,11 @@ async def until(check: Path, deadline: float) -> None:
         await asyncio.sleep(0.005)
 
 
-async def one_round(db: Path, state: Path, number: int, lease: float) -> tuple[float, float]:
-    """Kill the worker while round ``number``'s tool runs; the seconds until a new worker is
-    ready and until the turn answered."""
+async def one_round(
+    db: Path, state: Path, number: int, lease: float, stop: signal.Signals
+) -> tuple[float, float]:
+    """Stop the worker with ``stop`` while round ``number``'s tool runs; the seconds until a
+    new worker is ready and until the turn answered."""
     worker = start_worker(db, state, lease)
     try:
         async with LocalRuntime(db, [flow], workers=0, create=False) as runtime:
@@ -107,8 +112,8 @@ async def one_round(db: Path, state: Path, number: int, lease: float) -> tuple[f
             await sessions.send_user_message("recovery", f"where is order {number}")
             await until(state / f"began-{number}", 60)
             killed = time.perf_counter()
-            worker.send_signal(signal.SIGKILL)
-            worker.wait()
+            worker.send_signal(stop)
+            await asyncio.to_thread(worker.wait)
             worker = start_worker(db, state, lease)
             ready = state / f"ready-{worker.pid}"
             await until(ready, 60)
@@ -123,13 +128,13 @@ async def one_round(db: Path, state: Path, number: int, lease: float) -> tuple[f
         worker.wait()
 
 
-async def measure(rounds: int, lease: float) -> list[tuple[float, float]]:
+async def measure(rounds: int, lease: float, stop: signal.Signals) -> list[tuple[float, float]]:
     """Run ``rounds`` rounds on a new file; the first turn (no crash) warms it up."""
     with tempfile.TemporaryDirectory() as folder:
         db, state = Path(folder) / "recovery.sqlite3", Path(folder)
         async with LocalRuntime(db, [flow], workers=0, create=True) as runtime:
             await runtime.sessions(flow).open_session("recovery")
-        return [await one_round(db, state, n, lease) for n in range(1, rounds + 1)]
+        return [await one_round(db, state, n, lease, stop) for n in range(1, rounds + 1)]
 
 
 def serve(db: str, lease: float) -> None:
@@ -150,6 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="kills (3)")
     parser.add_argument("--lease", type=float, default=10.0, help="the workers' lease (10 s)")
+    parser.add_argument("--signal", choices=("kill", "term"), default="kill", help="(kill)")
     parser.add_argument("--worker", metavar="DB", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -157,8 +163,9 @@ def main() -> None:
         return
     if args.rounds < 1 or args.lease <= 0:
         parser.error("--rounds must be at least 1 and --lease positive")
-    results = asyncio.run(measure(args.rounds, args.lease))
-    print(f"lease {args.lease:g} s, {args.rounds} rounds")
+    stop = signal.SIGKILL if args.signal == "kill" else signal.SIGTERM
+    results = asyncio.run(measure(args.rounds, args.lease, stop))
+    print(f"lease {args.lease:g} s, {args.rounds} rounds, {stop.name}")
     print()
     print("| round | restart s | kill to answer s |")
     print("| --- | ---: | ---: |")
