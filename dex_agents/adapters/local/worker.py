@@ -252,11 +252,12 @@ class LocalWorker:
         """Claim and run Steps until ``stop`` is called."""
         engine = self._engine
         self._loop = asyncio.get_running_loop()
-        if engine.hand_off_target is None:
-            engine.hand_off_target = self
-        # Before the first claim: a lease of this worker's is never older than its mark.
+        # Before the first claim or hand-off: a lease of this worker's is never older than
+        # its mark.
         if self._marks is not None and self._mark is None:
             self._mark = self._marks.hold_worker_mark(self.worker_id)
+        if engine.hand_off_target is None:
+            engine.hand_off_target = self
         renewer = asyncio.create_task(self._renew_leases())
         try:
             await self._claim_loop()
@@ -276,7 +277,9 @@ class LocalWorker:
                 self._mark = None
 
     async def stop(self) -> None:
-        """Stop claiming; running attempts are cancelled and left to their leases."""
+        """Stop claiming; running attempts are cancelled, what never started is handed back,
+        and a started attempt is left to its lease, or to this process's exit when the store
+        keeps worker marks (``WorkerMarks``)."""
         self._stopping.set()
         self._wake.set()
 

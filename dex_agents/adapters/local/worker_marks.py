@@ -89,6 +89,10 @@ class HeldMark:
         with contextlib.suppress(OSError):
             os.unlink(self._path)
         os.close(descriptor)
+        # The directory too when no other mark is in it, so a database whose workers all
+        # stopped leaves nothing beside it; a worker making its mark meanwhile tries again.
+        with contextlib.suppress(OSError):
+            self._path.parent.rmdir()
 
 
 class WorkerMarkFiles:
@@ -107,10 +111,7 @@ class WorkerMarkFiles:
         final = self._directory / _mark_name(owner)
         temporary = self._directory / f".{uuid.uuid4().hex}.tmp"
         try:
-            self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            descriptor = os.open(
-                temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
-            )
+            descriptor = self._create(temporary)
         except OSError as error:
             logger.warning("worker %r runs without a mark: %s", owner, error)
             return None
@@ -140,6 +141,15 @@ class WorkerMarkFiles:
                 os.unlink(temporary)
         os.close(descriptor)
         return None
+
+    def _create(self, temporary: Path) -> int:
+        for _ in range(_LINK_TRIES):
+            self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                return os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileNotFoundError:
+                continue  # the last worker's release removed the directory just now
+        raise FileNotFoundError(f"{self._directory} keeps disappearing")
 
     def worker_gone(self, owner: str) -> bool:
         """Whether ``owner`` held a mark and its process has ended; ``False`` while it runs and
