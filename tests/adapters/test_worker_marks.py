@@ -6,6 +6,7 @@ the point is what the kernel does when a process ends without cleaning up.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -164,3 +165,14 @@ def test_a_sqlite_store_keeps_its_workers_marks_beside_its_file(tmp_path: Path) 
 def test_a_directory_that_cannot_be_made_gives_no_mark(tmp_path: Path) -> None:
     (tmp_path / "db-workers").write_text("a file where the directory would be")
     assert WorkerMarkFiles(tmp_path / "db-workers").hold_worker_mark("worker-1") is None
+
+
+def test_a_file_system_whose_locks_lock_nothing_gives_no_mark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Such a file system would show a live worker's mark free, as if it had died.
+    monkeypatch.setattr(fcntl, "flock", lambda descriptor, operation: None)
+    marks = WorkerMarkFiles(tmp_path / "db-workers")
+    assert marks.hold_worker_mark("worker-1") is None
+    assert list((tmp_path / "db-workers").iterdir()) == []
+    assert not marks.worker_gone("worker-1")

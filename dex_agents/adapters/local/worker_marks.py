@@ -117,6 +117,12 @@ class WorkerMarkFiles:
             return None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: never held
+            if _is_free(temporary) is not False:
+                # A file system whose locks lock nothing would show a live worker's mark
+                # free: no mark is better than one that says a running worker is gone.
+                logger.warning("worker %r runs without a mark: %s does not lock", owner, temporary)
+                os.close(descriptor)
+                return None
             os.write(descriptor, f"{owner}\n{os.getpid()}\n".encode("utf-8", "backslashreplace"))
             for _ in range(_LINK_TRIES):
                 try:
