@@ -173,6 +173,16 @@ async def last_activities(
     return await client.engine.read(newest)
 
 
+async def flow_types_in(client: LocalFlowClient) -> set[str]:
+    """The Flow types of the file's runs, from their Flow rows alone: ``list_flows`` also
+    reads each run's active Steps, which the types do not need."""
+
+    def types(tx: StoreTransaction) -> set[str]:
+        return {row.flow_type for row in tx.list_flows()}
+
+    return await client.engine.read(types)
+
+
 @contextlib.asynccontextmanager
 async def open_reader(
     db: str | os.PathLike[str], flow_types: Iterable[str] | None = None
@@ -185,8 +195,7 @@ async def open_reader(
     demo = demo_flow()
     if flow_types is None:
         async with LocalRuntime(db, [demo], workers=0, create=False) as probe:
-            infos = await probe.flow_client.list_flows()
-            others = {info.flow_type for info in infos} - {DEMO_FLOW_TYPE}
+            others = await flow_types_in(probe.flow_client) - {DEMO_FLOW_TYPE}
             if not others:
                 yield Reader(probe, {DEMO_FLOW_TYPE: demo})
                 return

@@ -18,7 +18,12 @@ from datetime import datetime, timedelta
 
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
-from dex_agents.cli.database import attention_snapshots, last_activities, viewer_flow
+from dex_agents.cli.database import (
+    attention_snapshots,
+    flow_types_in,
+    last_activities,
+    viewer_flow,
+)
 from dex_agents.cli.listing import snapshot_status, step_status
 from dex_agents.composition.session_client import AgentSessionClient
 from dex_agents.composition.session_flow import AgentSessionFlow
@@ -246,7 +251,7 @@ async def open_catalog(
             reader = await stack.enter_async_context(
                 LocalRuntime(db, [probe_flow], workers=0, create=create)
             )
-        other_types = {info.flow_type for info in await reader.flow_client.list_flows()}
+        other_types = await flow_types_in(reader.flow_client)
         viewers = [
             viewer
             for flow_type in sorted(other_types - served_types)
