@@ -15,10 +15,13 @@ exists and is free says an owner is gone:
   was removed; its leases lapse as before;
 - a free mark: the owner's process ended.
 
-A mark is made under a temporary name, locked, then linked to its name, so its
-name never shows an unlocked file of a running worker. A worker holds its mark
-before its first claim and releases it (name first, then the lock) when it has
-stopped, so a release never looks like a death.
+A mark is made under a temporary name, locked, checked from a second descriptor
+(a file system whose locks lock nothing gets no mark), then linked to its name,
+so its name never shows an unlocked file of a running worker. A worker holds its
+mark before its first claim. When it stops holding no lease it releases the mark
+(name first, then the lock), so a release never looks like a death; when it
+stops while a started attempt keeps its lease, it holds the mark until its
+process ends.
 """
 
 from __future__ import annotations
