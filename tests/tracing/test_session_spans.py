@@ -10,6 +10,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -408,3 +409,64 @@ def test_the_tracing_module_names_the_logger_failures_go_to() -> None:
     assert tracing.TRACING_LOGGER.name == "dex_agents.tracing"
     assert tracing.AgentTracingOptions is dex_agents.AgentTracingOptions
     assert tracing.GenAISemanticConventionsVersion is dex_agents.GenAISemanticConventionsVersion
+
+
+def test_with_no_provider_set_yet_the_tracer_starts_no_span_until_one_is() -> None:
+    # In a process of its own: a global provider can be set once per process.
+    program = """
+import asyncio
+from datetime import timedelta
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from dex_agents import AgentSessionFlow, AgentTracingOptions, GenAISemanticConventionsVersion
+from dex_agents.adapters.otel.tracer import OpenTelemetrySessionTracer
+from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
+from dex_agents.builtin_loop import BuiltinLoopAgentRunner
+from dex_agents.local import LocalRuntime
+from dex_agents.app.builtin_loop.definition import AgentDefinition
+from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient
+from tests.tracing.test_session_spans import lookup_order, lookup_script
+
+version = GenAISemanticConventionsVersion.V1_42_0_DEV
+assert not OpenTelemetrySessionTracer(None, version).enabled
+assert not OpenTelemetrySessionTracer(trace.NoOpTracerProvider(), version).enabled
+assert OpenTelemetrySessionTracer(TracerProvider(), version).enabled
+
+
+async def main():
+    definition = AgentDefinition(
+        name="support",
+        instructions="Help.",
+        model=ScriptedModelClient(lookup_script),
+        tools=[lookup_order],
+    )
+    flow = AgentSessionFlow(
+        BuiltinLoopAgentRunner(definition),
+        flow_type="SupportAgent",
+        options=builtin_agent_session_options(definition),
+    )
+    tracer = flow.runtime.tracing.tracer
+    assert not tracer.enabled
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s1")
+        await sessions.send_user_message("s1", "where is order 7?")
+        await sessions.wait_for_user("s1")
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        assert tracer.enabled
+        await sessions.send_user_message("s1", "and order 8?")
+        await sessions.wait_for_user("s1")
+    names = sorted(span.name.split()[0] for span in exporter.get_finished_spans())
+    assert names == ["chat", "chat", "execute_tool", "invoke_agent"], names
+
+
+asyncio.run(main())
+"""
+    subprocess.run(
+        [sys.executable, "-c", program], check=True, cwd=Path(__file__).resolve().parents[2]
+    )

@@ -29,6 +29,7 @@ INSTRUMENTATION_SCOPE = "dex_agents"
 """The instrumentation scope name of every span the session emits."""
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+_NO_OP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 _KINDS = {SpanKind.INTERNAL: trace.SpanKind.INTERNAL, SpanKind.CLIENT: trace.SpanKind.CLIENT}
 
 
@@ -116,9 +117,10 @@ def _attached(make: Any) -> Iterator[None]:
 class OpenTelemetrySessionTracer:
     """Emits the session's spans through ``tracer_provider`` (``None``: the global provider).
 
-    The tracer is looked up at the first span and kept. A global provider set
-    after that still gets the spans: before the global provider is set, the API
-    hands out a proxy tracer that delegates to it once it is.
+    The tracer is looked up at the first span and kept. While no provider is
+    given and none is set globally, or the provider is a no-op one, it is not
+    ``enabled`` and the session starts no span; a global provider set later gets
+    the spans from then on (the API's proxy tracer delegates to it too).
     """
 
     def __init__(
@@ -132,7 +134,12 @@ class OpenTelemetrySessionTracer:
 
     @property
     def enabled(self) -> bool:
-        return True
+        # With no provider given and none set globally (the API's proxy), or a no-op one,
+        # every span is a no-op: building the spans' attributes and entering their
+        # contexts cost a scripted turn about 2% of its CPU for nothing. Asked per span,
+        # so a global provider set later gets the spans from then on.
+        provider = self._provider if self._provider is not None else trace.get_tracer_provider()
+        return not isinstance(provider, _NO_OP_PROVIDERS)
 
     def _tracer(self) -> trace.Tracer:
         # Looking the tracer up builds a Tracer and its scope each time: a third of the
