@@ -108,8 +108,9 @@ class FlowClient(Protocol):
     ) -> StreamMessage[Any]:
         """The next event after ``resume_token`` (the oldest retained one for ``""``).
 
-        Long-polls up to ``poll_timeout`` (``check_poll_timeout``: zero reads once); raises ``StreamReadTimeoutError`` when none
-        arrives and ``InvalidResumeTokenError`` for a token this Stream never issued.
+        Long-polls up to ``poll_timeout`` (``check_poll_timeout``: zero reads once);
+        raises ``StreamReadTimeoutError`` when none arrives and
+        ``InvalidResumeTokenError`` for a token this Stream never issued.
         """
         ...
 
