@@ -13,6 +13,7 @@ import attrs
 
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
 from dex_agents.app.session import SessionRuntime, turn_records
+from dex_agents.domain.attention import session_attention
 from dex_agents.domain.builtin_tools import is_allowed_answer
 from dex_agents.domain.images import validate_image_references
 from dex_agents.domain.interrupts import (
@@ -180,6 +181,10 @@ def update_session_settings(runtime: SessionRuntime) -> Rpc[UpdateSessionSetting
     )
 
 
+_SNAPSHOT_LOADS = (WINDOW_LOAD, CHUNKS_LOAD, MapLoad(AGENT_TOOL_CALLS))
+_SNAPSHOT_CHANNEL_LOADS = (QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES)
+
+
 def _attention_snapshot(context: RpcContext, _: None) -> RpcResult[AgentSnapshot]:
     state = context.state
     agent_state = state.get(AGENT_STATE)
@@ -202,7 +207,7 @@ ATTENTION_SNAPSHOT: Rpc[None, AgentSnapshot] = Rpc(
     type(None),
     AgentSnapshot,
     _attention_snapshot,
-    channel_loads=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES),
+    channel_loads=_SNAPSHOT_CHANNEL_LOADS,
 )
 """The part of ``get_agent_snapshot`` that says whether a session needs a person.
 
@@ -215,44 +220,73 @@ inbox and ``dex-agents sessions``, run it read-only on many sessions at once.
 """
 
 
+def _full_snapshot(context: RpcContext, attention: AgentSnapshot) -> AgentSnapshot:
+    """``get_agent_snapshot``'s answer: ``attention`` with the rest of the snapshot read."""
+    agent_state = attention.state
+    if agent_state is None:
+        return attention
+    state = context.state
+    records = sorted(turn_records(state).values(), key=lambda record: record.deferral_order)
+    settings: Mapping[str, Any] = state.get(SESSION_SETTINGS) or {}
+    return attrs.evolve(
+        attention,
+        messages=snapshot_messages(
+            all_messages(
+                state,
+                after_sequence=snapshot_floor(agent_state.last_sequence),
+                keep_chunks=False,
+            )
+        ),
+        tool_calls=tuple(records),
+        usage=state.get(AGENT_USAGE) or AgentUsage(),
+        plan=state.get(AGENT_PLAN),
+        session_settings=dict(settings),
+        context_summary=state.get(CONTEXT_SUMMARY),
+        deleted_before_sequence=deleted_before_sequence(state.get(AGENT_MESSAGE_INDEX)),
+    )
+
+
 def get_agent_snapshot(runtime: SessionRuntime) -> Rpc[None, AgentSnapshot]:
     """``get_agent_snapshot``: state, the last 200 messages, interrupts, the turn's calls, and more."""
 
     def handle(context: RpcContext, _: None) -> RpcResult[AgentSnapshot]:
-        attention = _attention_snapshot(context, None).output
-        agent_state = attention.state
-        if agent_state is None:
-            return RpcResult(attention)
-        state = context.state
-        records = sorted(turn_records(state).values(), key=lambda record: record.deferral_order)
-        settings: Mapping[str, Any] = state.get(SESSION_SETTINGS) or {}
-        return RpcResult(
-            attrs.evolve(
-                attention,
-                messages=snapshot_messages(
-                    all_messages(
-                        state,
-                        after_sequence=snapshot_floor(agent_state.last_sequence),
-                        keep_chunks=False,
-                    )
-                ),
-                tool_calls=tuple(records),
-                usage=state.get(AGENT_USAGE) or AgentUsage(),
-                plan=state.get(AGENT_PLAN),
-                session_settings=dict(settings),
-                context_summary=state.get(CONTEXT_SUMMARY),
-                deleted_before_sequence=deleted_before_sequence(state.get(AGENT_MESSAGE_INDEX)),
-            )
-        )
+        return RpcResult(_full_snapshot(context, _attention_snapshot(context, None).output))
 
     return Rpc(
         "get_agent_snapshot",
         type(None),
         AgentSnapshot,
         handle,
-        loads=(WINDOW_LOAD, CHUNKS_LOAD, MapLoad(AGENT_TOOL_CALLS)),
-        channel_loads=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES),
+        loads=_SNAPSHOT_LOADS,
+        channel_loads=_SNAPSHOT_CHANNEL_LOADS,
     )
+
+
+def _snapshot_when_needed(context: RpcContext, _: None) -> RpcResult[AgentSnapshot]:
+    attention = _attention_snapshot(context, None).output
+    if session_attention(attention) is None:
+        return RpcResult(attention)
+    return RpcResult(_full_snapshot(context, attention))
+
+
+SNAPSHOT_WHEN_NEEDED: Rpc[None, AgentSnapshot] = Rpc(
+    "snapshot_when_needed",
+    type(None),
+    AgentSnapshot,
+    _snapshot_when_needed,
+    loads=_SNAPSHOT_LOADS,
+    channel_loads=_SNAPSHOT_CHANNEL_LOADS,
+)
+"""``get_agent_snapshot`` while the session needs a person, else ``ATTENTION_SNAPSHOT``.
+
+What ``wait_for_user`` reads on the embedded engine: most of its reads find the
+session busy (the first, right after ``send_user_message``, always does), and
+``session_attention`` then says so from the attention part alone, so they read
+none of the session's messages. A session that needs a person gets the whole
+snapshot, read in the same transaction. Like ``ATTENTION_SNAPSHOT`` it is no RPC
+of the session Flow: Dex never registers it, and ``wait_for_user`` on Dex reads
+``get_agent_snapshot`` each time.
+"""
 
 
 def list_agent_messages(

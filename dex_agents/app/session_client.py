@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from dex_agents.app.rpcs import SNAPSHOT_WHEN_NEEDED
 from dex_agents.app.session_flow import PortableSessionFlow
 from dex_agents.app.session_waits import DEFAULT_WAIT_FOR_USER_TIMEOUT, wait_for_person
 from dex_agents.domain.arguments import (
@@ -332,10 +334,18 @@ class PortableSessionClient:
             raise TypeError(
                 f"wait_for_user: timeout must be a timedelta, not {type(timeout).__name__}"
             )
+        read_view = getattr(self._client, "read_view", None)
+        read_snapshot: Callable[[], Awaitable[AgentSnapshot]]
+        if read_view is None:
+            read_snapshot = functools.partial(self.get_agent_snapshot, session_id)
+        else:  # the embedded engine: a busy session's reads leave its messages alone
+            read_snapshot = functools.partial(
+                read_view, self._flow, session_id, SNAPSHOT_WHEN_NEEDED
+            )
         return await wait_for_person(
             self._client,
             self._flow,
             session_id,
-            lambda: self.get_agent_snapshot(session_id),
+            read_snapshot,
             timeout,
         )

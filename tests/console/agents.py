@@ -7,6 +7,7 @@ deterministic and needs no key; only the model is scripted, the session is real.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from dex_agents.app.builtin_loop.definition import AgentDefinition
 from dex_agents.app.builtin_loop.scripted_model import (
@@ -15,9 +16,11 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedToolCall,
 )
 from dex_agents.builtin_loop import builtin_agent_session_flow
+from dex_agents.cli.database import demo_flow
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.model_io import ModelRequest
+from dex_agents.local import LocalRuntime
 
 SPEED_QUESTION = "Which shipping speed?"
 SPEEDS = ("standard", "express")
@@ -85,3 +88,25 @@ def plan_flow() -> AgentSessionFlow:
         plan_mode_enabled=True,
     )
     return builtin_agent_session_flow(definition, flow_type="MigrationAgent")
+
+
+async def sessions_in_every_situation(path: Path) -> None:
+    """Sessions in ``path`` in each situation a snapshot tells apart: ``idle``, ``approval``,
+    ``queued`` (an approval and a queued message) and ``starting`` (no ``AgentState`` yet) of
+    ``demo_flow()``, and ``question`` of ``question_flow()``."""
+    demo, asking = demo_flow(), question_flow()
+    async with LocalRuntime(path, [demo, asking], workers=1) as runtime:
+        sessions, questions = runtime.sessions(demo), runtime.sessions(asking)
+        for session_id, message in (
+            ("idle", "where is order 7"),
+            ("approval", "refund order 8 $2"),
+        ):
+            await sessions.start_session(session_id, message)
+            await sessions.wait_for_user(session_id)
+        await sessions.start_session("queued", "refund order 9 $3")
+        await sessions.wait_for_user("queued")
+        assert await sessions.send_user_message("queued", "where is order 9")
+        await questions.start_session("question", "ship it")
+        await questions.wait_for_user("question")
+    async with LocalRuntime(path, [demo], workers=0, create=False) as runtime:
+        await runtime.sessions(demo).start_session("starting", "where is order 1")

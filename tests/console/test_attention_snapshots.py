@@ -20,7 +20,7 @@ from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.local import LocalRuntime
 from tests.adapters.traced_sql import traced_statements
-from tests.console.agents import question_flow
+from tests.console.agents import question_flow, sessions_in_every_situation
 
 
 def _without_messages(snapshot: AgentSnapshot) -> AgentSnapshot:
@@ -36,30 +36,11 @@ def _without_messages(snapshot: AgentSnapshot) -> AgentSnapshot:
     )
 
 
-async def _sessions_in_every_situation(path: Path) -> None:
-    demo, asking = demo_flow(), question_flow()
-    async with LocalRuntime(path, [demo, asking], workers=1) as runtime:
-        sessions, questions = runtime.sessions(demo), runtime.sessions(asking)
-        for session_id, message in (
-            ("idle", "where is order 7"),
-            ("approval", "refund order 8 $2"),
-        ):
-            await sessions.start_session(session_id, message)
-            await sessions.wait_for_user(session_id)
-        await sessions.start_session("queued", "refund order 9 $3")
-        await sessions.wait_for_user("queued")
-        assert await sessions.send_user_message("queued", "where is order 9")
-        await questions.start_session("question", "ship it")
-        await questions.wait_for_user("question")
-    async with LocalRuntime(path, [demo], workers=0, create=False) as runtime:
-        await runtime.sessions(demo).start_session("starting", "where is order 1")
-
-
 async def test_each_session_gets_its_snapshot_without_messages_in_one_read_per_flow_type(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "s.sqlite3"
-    await _sessions_in_every_situation(path)
+    await sessions_in_every_situation(path)
     flows: dict[str, AgentSessionFlow] = {f.flow_type: f for f in (demo_flow(), question_flow())}
     async with LocalRuntime(path, list(flows.values()), workers=0, create=False) as runtime:
         client = runtime.flow_client
@@ -94,7 +75,7 @@ async def test_each_session_gets_its_snapshot_without_messages_in_one_read_per_f
 
 async def test_an_inbox_reads_no_message_of_any_session(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite3"
-    await _sessions_in_every_situation(path)
+    await sessions_in_every_situation(path)
     demo = demo_flow()
     # A reader of its own: its store has kept no row of the file yet.
     async with LocalRuntime(path, [demo], workers=0, create=False) as runtime:

@@ -258,6 +258,19 @@ class LocalFlowClient:
             lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now()),
         )
 
+    async def read_view(self, flow: FlowDefinition, flow_id: str, view: Rpc[None, T]) -> T:
+        """The output of ``view``, a handler that writes nothing, on one session, in one read.
+
+        ``view`` need not be one of the Flow's RPCs (``wait_for_user`` reads
+        ``SNAPSHOT_WHEN_NEEDED``); it raises as an RPC would (``FlowNotFoundError``
+        for a session that is not there), and a view that writes raises.
+        """
+        registered = self._engine.registered(flow)
+        engine = self._engine
+        return await engine.read(
+            lambda tx: run_rpc(tx, registered, flow_id, view, None, engine.now(), read_only=True)
+        )
+
     async def read_each(
         self, flow: FlowDefinition, flow_ids: Sequence[str], view: Rpc[None, T]
     ) -> dict[str, T]:
