@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from dex_agents.adapters.local.decoded_values import DEFAULT_CACHE_BYTES
 from dex_agents.adapters.local.sqlite_store import (
     SCHEMA_VERSION,
     SqliteFlowStore,
@@ -242,6 +243,35 @@ def test_sqlite_keeps_write_once_values_it_has_read(tmp_path: Path) -> None:
         '"changed"'
     }
     fresh.close()
+    store.close()
+
+
+def test_sqlite_keeps_as_much_write_once_text_as_the_decoded_values_it_reads_into(
+    tmp_path: Path,
+) -> None:
+    # Many sessions' chunks, three quarters of what DecodedValues keeps decoded: a
+    # second load of each reads only their keys, none of their values, again.
+    store = SqliteFlowStore(tmp_path / "flows.sqlite3")
+    chunk_chars, per_flow = 64 * 1024, 8
+    flows = [f"f{n}" for n in range(DEFAULT_CACHE_BYTES * 3 // 4 // (chunk_chars * per_flow))]
+    assert len(flows) == 48
+
+    def write(tx: StoreTransaction) -> None:
+        for flow_id in flows:
+            for n in range(per_flow):
+                tx.put_value(flow_id, "chunks", f"{n:05d}", f'"{flow_id}-{n}"'.ljust(chunk_chars))
+
+    store.run(write)
+
+    def load(flow_id: str) -> dict[str, str]:
+        return store.read(lambda tx: tx.get_write_once_values(flow_id, "chunks"))
+
+    for flow_id in flows:
+        load(flow_id)
+    with traced_statements(store) as statements:
+        for flow_id in flows:
+            assert len(load(flow_id)) == per_flow
+    assert [sql for sql in statements if sql.startswith("SELECT key, value")] == []
     store.close()
 
 

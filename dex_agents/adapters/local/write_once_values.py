@@ -12,8 +12,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence, Set
 
-DEFAULT_WRITE_ONCE_CACHE_BYTES = 16 * 1024 * 1024
-"""How much value text one store keeps, at most (least recently used dropped first)."""
+from dex_agents.adapters.local.decoded_values import DEFAULT_CACHE_BYTES
+
+DEFAULT_WRITE_ONCE_CACHE_BYTES = DEFAULT_CACHE_BYTES
+"""How much value text one store keeps, at most (least recently used dropped first).
+
+As much as ``DecodedValues`` keeps: the texts kept here are the very strings it
+holds as the keys of their decoded values, so keeping them costs little memory
+of its own. A smaller bound made a process serving more long sessions than it
+fits read and inflate their chunks again at every model call, only to find them
+decoded already, and the text read again was a second copy of the one kept there.
+"""
 
 MapKey = tuple[str, str]
 """``(flow_id, map name)``."""
