@@ -20,8 +20,10 @@ refused everywhere rather than read as ``True``.
 from __future__ import annotations
 
 import json
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -84,7 +86,8 @@ def _structure_object_factory(cls: type[Any]) -> Callable[[Any, Any], Any]:
 
     def structure_object(data: Any, target: Any) -> Any:
         # The generated function would fail on ``data.keys()`` with an AttributeError.
-        if not isinstance(data, Mapping):
+        # (A dict first: JSON objects decode to one, and the ABC's check costs a call.)
+        if type(data) is not dict and not isinstance(data, Mapping):
             raise WireFormatError(f"expected a JSON object, not {_kind(data)}")
         return structure(data, target)
 
@@ -113,6 +116,30 @@ def _structure_array_factory(hint: Any) -> Callable[[Any, Any], Any]:
     return structure_array
 
 
+_SCALARS = (str, int, bool, float, datetime)
+
+
+def _is_optional_scalar(hint: Any) -> bool:
+    args = typing.get_args(hint)
+    return (
+        typing.get_origin(hint) in (typing.Union, types.UnionType)
+        and len(args) == 2
+        and type(None) in args
+        and any(arg in _SCALARS for arg in args)
+    )
+
+
+def _structure_optional_factory(hint: Any) -> Callable[[Any, Any], Any]:
+    inner = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    structure = converter.get_structure_hook(inner)
+
+    def structure_optional(data: Any, _target: Any) -> Any:
+        # cattrs' own Optional hook looks the inner type's hook up again at every value.
+        return None if data is None else structure(data, inner)
+
+    return structure_optional
+
+
 # Registered before any structure function is generated (the image hook below is
 # built at import), because generated functions bind their field hooks once.
 converter.register_structure_hook(str, _structure_str)
@@ -121,6 +148,7 @@ converter.register_structure_hook(bool, _structure_bool)
 converter.register_structure_hook(float, _structure_float)
 converter.register_structure_hook_factory(attrs.has, _structure_object_factory)
 converter.register_structure_hook_factory(_is_array, _structure_array_factory)
+converter.register_structure_hook_factory(_is_optional_scalar, _structure_optional_factory)
 
 _IMAGE_TYPE = "image"
 
