@@ -514,7 +514,7 @@ async def test_a_stopping_worker_hands_back_work_it_never_started(
         released = await engine.run(
             lambda tx: claims.release_unstarted(tx, engine.flows, "ghost", engine.now())
         )
-        assert released == 1
+        assert released == claims.HandBack(released=1, kept=0)
         # With a 60 s lease, only the hand-back lets a new worker run it now.
         await _run_worker_until(stack, "flaky-ok:1")
         assert stack.probe.attempts["Start-1"] == [1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import Snapshot, read_snapshot
@@ -145,16 +145,22 @@ def recover_gone_leases(
     for other in sorted(tx.lease_owners() - {owner}):
         if not gone(other):
             continue
-        left = False
-        for row in tx.leased_executions(other):
-            flow = flows.get(_flow_type(tx, row.flow_id))
-            if flow is None:
-                left = True
-            else:
-                _recover_lost_lease(tx, flow, row, now)
-        if not left:
+        served = [_recover_if_served(tx, flows, row, now) for row in tx.leased_executions(other)]
+        if all(served):
             recovered.add(other)
     return frozenset(recovered)
+
+
+def _recover_if_served(
+    tx: StoreTransaction, flows: dict[str, RegisteredFlow], row: ExecutionRow, now: datetime
+) -> bool:
+    """``_recover_lost_lease`` of ``row`` when this process serves its Flow type; whether it did
+    (a lease of another type is left to lapse, for a process that serves it)."""
+    flow = flows.get(_flow_type(tx, row.flow_id))
+    if flow is None:
+        return False
+    _recover_lost_lease(tx, flow, row, now)
+    return True
 
 
 def capacity_round(tx: StoreTransaction, owner: str) -> ClaimRound:
@@ -178,9 +184,7 @@ def claim(
 ) -> list[Claim]:
     """Recover lost leases, fire due Timers, then claim up to ``limit`` runnable executions."""
     for row in tx.expired_lease_executions(now):
-        flow = flows.get(_flow_type(tx, row.flow_id))
-        if flow is not None:
-            _recover_lost_lease(tx, flow, row, now)
+        _recover_if_served(tx, flows, row, now)
     for row in tx.due_timer_executions(now):
         satisfy_wait(tx, row, now)
     claims: list[Claim] = []
@@ -386,19 +390,30 @@ def cancelled_while_running(tx: StoreTransaction, claimed: ExecutionRow, now: da
         finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
 
 
+class HandBack(NamedTuple):
+    """What ``release_unstarted`` did with a stopping worker's leases."""
+
+    released: int
+    """Leases handed back: work that never started."""
+    kept: int
+    """Leases the worker still holds: started attempts, and Steps of Flow types it does not
+    serve or whose cancellation was requested."""
+
+
 def release_unstarted(
     tx: StoreTransaction, flows: dict[str, RegisteredFlow], owner: str, now: datetime
-) -> int:
-    """Hand back at once the work a stopping worker holds but never started; return how much.
+) -> HandBack:
+    """Hand back at once the work a stopping worker holds but never started.
 
     A wait phase goes back to waiting for a worker, and an execute attempt that sent
     no heartbeat or event is handed out again as the same attempt. A started attempt
     keeps its lease until it lapses, because its effects may have happened.
     """
-    released = 0
+    released = kept = 0
     for row in tx.leased_executions(owner):
         flow = flows.get(_flow_type(tx, row.flow_id))
         if flow is None or row.attempt_started or row.cancel_requested:
+            kept += 1
             continue
         in_wait_phase = (
             row.wait is None and row.wait_result is None and flow.step(row.step_type).has_wait()
@@ -409,4 +424,4 @@ def release_unstarted(
         tx.update_execution(row)
         tx.release_locks(row.id)
         released += 1
-    return released
+    return HandBack(released, kept)

@@ -640,8 +640,7 @@ class LocalWorker:
         owner = self.worker_id
 
         def release(tx: StoreTransaction) -> bool:
-            claims.release_unstarted(tx, engine.flows, owner, engine.now())
-            return bool(tx.leased_executions(owner))
+            return claims.release_unstarted(tx, engine.flows, owner, engine.now()).kept > 0
 
         # Work that never started goes back at once rather than after its lease
         # lapses, so another worker (or this one, restarted) takes it over promptly.
