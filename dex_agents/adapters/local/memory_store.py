@@ -22,6 +22,7 @@ from dex_agents.adapters.local.store_rows import (
     check_limit,
     normalized_execution,
     normalized_flow,
+    row_copy,
     utc_time,
 )
 from dex_agents.ports.flow_store import (
@@ -42,17 +43,6 @@ K = TypeVar("K")
 Row = TypeVar("Row", FlowRow, ExecutionRow)
 V = TypeVar("V")
 R = TypeVar("R")
-
-
-def _copied(row: Row) -> Row:
-    """A copy of a stored row for the caller to keep: rows are mutable, the stored ones are not.
-
-    A field-for-field copy; ``dataclasses.replace`` builds the same through
-    ``__init__`` at five times the cost, and a turn reads dozens of rows.
-    """
-    copy = object.__new__(type(row))
-    copy.__dict__.update(row.__dict__)
-    return copy
 
 
 _CLAIMABLE = (ExecutionStatus.PENDING_WAIT, ExecutionStatus.READY)
@@ -129,7 +119,7 @@ class _MemoryTransaction(StoreTransaction):
     # Flow runs
     def get_flow(self, flow_id: str) -> FlowRow | None:
         row = self._t.flows.get(flow_id)
-        return None if row is None else _copied(row)
+        return None if row is None else row_copy(row)
 
     def insert_flow(self, row: FlowRow) -> None:
         stored = normalized_flow(row)
@@ -145,7 +135,7 @@ class _MemoryTransaction(StoreTransaction):
 
     def list_flows(self) -> Sequence[FlowRow]:
         rows = sorted(self._t.flows.values(), key=lambda row: row.created_at)
-        return [_copied(row) for row in rows]
+        return [row_copy(row) for row in rows]
 
     # Attribute values
     def get_value(self, flow_id: str, name: str, key: str) -> str | None:
@@ -277,7 +267,7 @@ class _MemoryTransaction(StoreTransaction):
 
     def get_execution(self, execution_id: int) -> ExecutionRow | None:
         row = self._t.executions.get(execution_id)
-        return None if row is None else _copied(row)
+        return None if row is None else row_copy(row)
 
     def update_execution(self, row: ExecutionRow) -> None:
         stored = normalized_execution(row)
@@ -312,7 +302,7 @@ class _MemoryTransaction(StoreTransaction):
         else:
             ids = self._t.flow_executions.get(flow_id, [])
         rows = (self._t.executions[i] for i in ids)
-        return [_copied(row) for row in rows if statuses is None or row.status in statuses]
+        return [row_copy(row) for row in rows if statuses is None or row.status in statuses]
 
     def last_step_activity(self, flow_id: str) -> datetime | None:
         rows = (self._t.executions[i] for i in self._t.flow_executions.get(flow_id, ()))
@@ -344,23 +334,23 @@ class _MemoryTransaction(StoreTransaction):
             for row in self._active_rows(_CLAIMABLE)
             if (row.not_before is None or row.not_before <= now) and self._flow_running(row.flow_id)
         ]
-        return [_copied(row) for row in rows[:limit]]
+        return [row_copy(row) for row in rows[:limit]]
 
     def due_timer_executions(self, now: datetime) -> Sequence[ExecutionRow]:
         now = utc_time(now, "now")
         rows = self._active_rows((ExecutionStatus.WAITING,))
-        return [_copied(r) for r in rows if r.timer_at is not None and r.timer_at <= now]
+        return [row_copy(r) for r in rows if r.timer_at is not None and r.timer_at <= now]
 
     def expired_lease_executions(self, now: datetime) -> Sequence[ExecutionRow]:
         now = utc_time(now, "now")
         rows = self._active_rows((ExecutionStatus.RUNNING,))
         return [
-            _copied(r) for r in rows if r.lease_expires_at is not None and r.lease_expires_at < now
+            row_copy(r) for r in rows if r.lease_expires_at is not None and r.lease_expires_at < now
         ]
 
     def leased_executions(self, owner: str) -> Sequence[ExecutionRow]:
         rows = self._active_rows((ExecutionStatus.RUNNING,))
-        return [_copied(row) for row in rows if row.lease_owner == owner]
+        return [row_copy(row) for row in rows if row.lease_owner == owner]
 
     def lease_owners(self) -> set[str]:
         rows = self._active_rows((ExecutionStatus.RUNNING,))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -41,27 +40,42 @@ def utc_time(value: datetime, what: str) -> datetime:
     return value.astimezone(UTC)
 
 
+def row_copy(row: RowT) -> RowT:
+    """A field-for-field copy of a row: rows are mutable, and a store's kept ones must not be.
+
+    ``dataclasses.replace`` builds the same through ``__init__`` at five times the cost,
+    and a turn copies dozens of rows.
+    """
+    copy = object.__new__(type(row))
+    copy.__dict__.update(row.__dict__)
+    return copy
+
+
 def _with_utc_times(row: RowT, names: Sequence[str]) -> RowT:
+    fields = row.__dict__
     for name in names:
-        value = getattr(row, name)
-        if value is not None:
-            setattr(row, name, utc_time(value, f"{type(row).__name__}.{name}"))
+        value = fields[name]
+        # A time already in UTC stays as it is (``astimezone`` would return it unchanged).
+        if value is not None and not (type(value) is datetime and value.tzinfo is UTC):
+            fields[name] = utc_time(value, f"{type(row).__name__}.{name}")
     return row
 
 
 def normalized_flow(row: FlowRow) -> FlowRow:
     """A copy of a Flow run's row as a store returns it: UTC times, the status as a ``FlowStatus``."""
-    return _with_utc_times(replace(row, status=FlowStatus(row.status)), FLOW_TIME_FIELDS)
+    copy = row_copy(row)
+    if type(row.status) is not FlowStatus:
+        copy.status = FlowStatus(row.status)
+    return _with_utc_times(copy, FLOW_TIME_FIELDS)
 
 
 def normalized_execution(row: ExecutionRow) -> ExecutionRow:
     """A copy of a Step execution's row as a store returns it: UTC times, a status, real booleans."""
-    copy = replace(
-        row,
-        status=ExecutionStatus(row.status),
-        attempt_started=bool(row.attempt_started),
-        cancel_requested=bool(row.cancel_requested),
-    )
+    copy = row_copy(row)
+    if type(row.status) is not ExecutionStatus:
+        copy.status = ExecutionStatus(row.status)
+    copy.attempt_started = bool(row.attempt_started)
+    copy.cancel_requested = bool(row.cancel_requested)
     return _with_utc_times(copy, EXECUTION_TIME_FIELDS)
 
 
