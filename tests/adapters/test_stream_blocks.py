@@ -25,8 +25,9 @@ from dex_agents.adapters.local.event_blocks import (
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.store_errors import StoredValueError
-from dex_agents.ports.flow_store import FlowStore, StoreTransaction
+from dex_agents.ports.flow_store import EventRow, FlowStore, StoreTransaction
 from tests.adapters.flow_store_rows import at
+from tests.adapters.traced_sql import traced_statements
 
 FLOWS = {"a1": "A", "a2": "A", "b1": "B"}
 
@@ -246,3 +247,38 @@ def test_two_files_in_one_process_trim_by_their_own_blocks_sizes(tmp_path: Path)
     finally:
         for store in stores.values():
             store.close()
+
+
+def test_a_reader_at_a_single_event_reads_no_block_and_every_position_reads_what_follows(
+    tmp_path: Path,
+) -> None:
+    # A seal moves a run's single events into a block, and every event a block holds is
+    # older than its single ones: a reader following its session (from its newest event)
+    # needs no look at the blocks, and one from any other position still gets them.
+    store = SqliteFlowStore(tmp_path / "flows.sqlite3")
+    try:
+        ids = [_append(store, "a1", f'"{n}"', n) for n in range(BLOCK_EVENTS + 6)]
+        _append(store, "b1", '"other"')
+        whole = store.read(lambda tx: tx.events_after("a1", 0, 1_000))
+        assert [event.id for event in whole] == ids
+
+        def pages(tx: StoreTransaction) -> list[list[EventRow]]:
+            return [
+                list(tx.events_after("a1", after, limit))
+                for after in (0, *ids)
+                for limit in (1, 3, 1_000)
+            ]
+
+        assert store.read(pages) == [
+            list(whole[position : position + limit])
+            for position in range(len(ids) + 1)
+            for limit in (1, 3, 1_000)
+        ]
+        with traced_statements(store) as statements:
+            store.read(lambda tx: tx.events_after("a1", ids[-3], 10))
+        assert not [sql for sql in statements if "event_blocks" in sql]
+        with traced_statements(store) as statements:
+            store.read(lambda tx: tx.events_after("a1", ids[3], 10))
+        assert [sql for sql in statements if "event_blocks" in sql]
+    finally:
+        store.close()

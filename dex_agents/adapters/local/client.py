@@ -445,8 +445,7 @@ class LocalFlowClient:
             last = tx.last_event_id(flow_id)
             if not (with_event and last):
                 return last, None
-            rows = tx.events_after(flow_id, last - 1, 1)
-            return last, rows[0] if rows and rows[0].id == last else None
+            return last, tx.get_event(last)
 
         mark = await engine.flow_change_mark()
         own = self._own_newest_event(flow_id)

@@ -166,7 +166,10 @@ class SqliteStream:
 
     def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
         check_limit(limit)
-        rows: list[EventRow] = []
+        rows = self._singles_after_single(flow_id, after_id, limit)
+        if rows is not None:
+            return rows
+        rows = []
         sql = f"""SELECT {BLOCK_SELECT} FROM event_blocks
             WHERE flow_id = ? AND last_id > ? ORDER BY last_id"""
         cursor = self._execute(sql, (flow_id, after_id))
@@ -179,6 +182,31 @@ class SqliteStream:
             WHERE flow_id = ? AND id > ? ORDER BY id LIMIT ?"""
         read = self._execute(sql, (flow_id, after_id, limit - len(rows)))
         rows.extend(decode_event(values) for values in read)
+        if rows and len(rows) < limit:  # the read reached the run's newest event
+            self._known.flow(flow_id).last_event_id = rows[-1].id
+        return rows
+
+    def _singles_after_single(
+        self, flow_id: str, after_id: int, limit: int
+    ) -> list[EventRow] | None:
+        """``events_after`` read from single events alone when event ``after_id`` of ``flow_id``
+        is still one of them; ``None`` when it is not (then blocks may hold what follows).
+
+        A seal moves a run's oldest single events into blocks, all of them, and event IDs
+        only grow, so every event in its blocks is older than each of its single events: a
+        reader at its newest event (a client following its session) needs no look at the
+        blocks, and reading the blocks first cost a statement on every read.
+        """
+        if after_id <= 0 or limit <= 0:
+            return None
+        sql = f"""SELECT {EVENT_SELECT} FROM stream_events
+            WHERE flow_id = ? AND id >= ? ORDER BY id LIMIT ?"""
+        read = self._execute(sql, (flow_id, after_id, limit + 1))
+        first = read.fetchone()
+        if first is None or first[0] != after_id:
+            read.close()
+            return None
+        rows = [decode_event(values) for values in read]
         if rows and len(rows) < limit:  # the read reached the run's newest event
             self._known.flow(flow_id).last_event_id = rows[-1].id
         return rows
