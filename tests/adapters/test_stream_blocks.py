@@ -7,6 +7,7 @@ and trimmed across them, and compare every read with ``MemoryFlowStore``'s.
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 from pathlib import Path
@@ -249,34 +250,43 @@ def test_two_files_in_one_process_trim_by_their_own_blocks_sizes(tmp_path: Path)
             store.close()
 
 
-def test_a_reader_at_a_single_event_reads_no_block_and_every_position_reads_what_follows(
+def _events_after(flow_id: str, after: int, tx: StoreTransaction) -> list[EventRow]:
+    return list(tx.events_after(flow_id, after, 10))
+
+
+def test_a_read_from_past_a_single_event_reads_no_block_and_any_position_reads_what_follows(
     tmp_path: Path,
 ) -> None:
-    # A seal moves a run's single events into a block, and every event a block holds is
-    # older than its single ones: a reader following its session (from its newest event)
-    # needs no look at the blocks, and one from any other position still gets them.
+    # A seal moves a run's single events into a block, so every event a block holds is
+    # older than its single ones: a read from at or past one of them (a reader following
+    # its session, from the newest event it saw) needs no look at the blocks, and a read
+    # from any other position still gets them.
     store = SqliteFlowStore(tmp_path / "flows.sqlite3")
     try:
-        ids = [_append(store, "a1", f'"{n}"', n) for n in range(BLOCK_EVENTS + 6)]
-        _append(store, "b1", '"other"')
+        ids = []
+        for n in range(BLOCK_EVENTS + 6):
+            ids.append(_append(store, "a1", f'"{n}"', n))
+            _append(store, "b1", f'"other {n}"', n)  # so a1's IDs have gaps
         whole = store.read(lambda tx: tx.events_after("a1", 0, 1_000))
         assert [event.id for event in whole] == ids
+        positions = sorted({0, *ids, *(event_id + 1 for event_id in ids)})
 
         def pages(tx: StoreTransaction) -> list[list[EventRow]]:
             return [
                 list(tx.events_after("a1", after, limit))
-                for after in (0, *ids)
+                for after in positions
                 for limit in (1, 3, 1_000)
             ]
 
         assert store.read(pages) == [
-            list(whole[position : position + limit])
-            for position in range(len(ids) + 1)
+            [event for event in whole if event.id > after][:limit]
+            for after in positions
             for limit in (1, 3, 1_000)
         ]
-        with traced_statements(store) as statements:
-            store.read(lambda tx: tx.events_after("a1", ids[-3], 10))
-        assert not [sql for sql in statements if "event_blocks" in sql]
+        for after in (ids[-3], ids[-1] - 1, ids[-1], ids[-1] + 5):
+            with traced_statements(store) as statements:
+                store.read(functools.partial(_events_after, "a1", after))
+            assert not [sql for sql in statements if "event_blocks" in sql], after
         with traced_statements(store) as statements:
             store.read(lambda tx: tx.events_after("a1", ids[3], 10))
         assert [sql for sql in statements if "event_blocks" in sql]

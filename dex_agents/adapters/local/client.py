@@ -445,7 +445,8 @@ class LocalFlowClient:
             last = tx.last_event_id(flow_id)
             if not (with_event and last):
                 return last, None
-            return last, tx.get_event(last)
+            rows = tx.events_after(flow_id, last - 1, 1)
+            return last, rows[0] if rows and rows[0].id == last else None
 
         mark = await engine.flow_change_mark()
         own = self._own_newest_event(flow_id)

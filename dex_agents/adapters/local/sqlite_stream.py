@@ -189,21 +189,26 @@ class SqliteStream:
     def _singles_after_single(
         self, flow_id: str, after_id: int, limit: int
     ) -> list[EventRow] | None:
-        """``events_after`` read from single events alone when event ``after_id`` of ``flow_id``
-        is still one of them; ``None`` when it is not (then blocks may hold what follows).
+        """``events_after`` read from single events alone when ``flow_id`` has a single event
+        at ``after_id`` or before it; ``None`` when it has none (then blocks may hold what
+        follows).
 
-        A seal moves a run's oldest single events into blocks, all of them, and event IDs
-        only grow, so every event in its blocks is older than each of its single events: a
-        reader at its newest event (a client following its session) needs no look at the
-        blocks, and reading the blocks first cost a statement on every read.
+        A seal moves all of a run's single events into blocks, and event IDs only grow, so
+        every event in its blocks is older than each of its single events: a reader at or
+        past its oldest single event (a client following its session, from the newest event
+        it saw) needs no look at the blocks, and reading the blocks first cost a statement
+        on every read. The read starts from the newest single at or before ``after_id``,
+        whose row, returned first, shows that one exists.
         """
         if after_id <= 0 or limit <= 0:
             return None
         sql = f"""SELECT {EVENT_SELECT} FROM stream_events
-            WHERE flow_id = ? AND id >= ? ORDER BY id LIMIT ?"""
+            WHERE flow_id = ?1 AND id >= coalesce(
+                (SELECT max(id) FROM stream_events WHERE flow_id = ?1 AND id <= ?2), ?2 + 1)
+            ORDER BY id LIMIT ?3"""
         read = self._execute(sql, (flow_id, after_id, limit + 1))
         first = read.fetchone()
-        if first is None or first[0] != after_id:
+        if first is None or first[0] > after_id:
             read.close()
             return None
         rows = [decode_event(values) for values in read]
