@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,10 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import workload
-from throughput import WORKER, holds_open
-from turn_child import EXPECTED_ANSWER
+from throughput import session_turns, worker_beside
 
-from dex_agents import AgentSessionClient
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.local import LocalRuntime
 
@@ -49,15 +46,6 @@ def statement_kind(sql: str) -> str:
     return f"{head} ... {table.group(1)}"
 
 
-async def _turns(client: AgentSessionClient, session_id: str, first: int, last: int) -> None:
-    for number in range(first, last + 1):
-        if not await client.send_user_message(session_id, workload.user_message(number)):
-            raise RuntimeError(f"{session_id}: turn {number} refused")
-        text = (await client.wait_for_user(session_id)).messages[-1].text
-        if text != EXPECTED_ANSWER:
-            raise RuntimeError(f"{session_id}: turn {number} answered {text!r}")
-
-
 async def measure(path: Path, sessions: int, turns: int) -> tuple[Counter[str], float]:
     """The client's statements over ``sessions`` x ``turns`` turns, by kind, and its CPU seconds."""
     async with LocalRuntime(path, [workload.flow], workers=0) as runtime:
@@ -66,32 +54,25 @@ async def measure(path: Path, sessions: int, turns: int) -> tuple[Counter[str], 
         store = runtime._store
         assert isinstance(store, SqliteFlowStore)
         connections = [store._connection, store._poll]
-        # Started from async code on purpose: Popen returns at once, and nothing else runs yet.
-        worker = subprocess.Popen([sys.executable, str(WORKER), str(path)])  # noqa: ASYNC220
-        try:
-            while not holds_open(worker.pid, path):
-                if worker.poll() is not None:
-                    raise RuntimeError("the worker process exited before it opened the database")
-                await asyncio.sleep(0.05)
+        async with worker_beside(path):
             client = runtime.sessions(workload.flow)
             ids = [f"client-{n}" for n in range(sessions)]
             for session_id in ids:
                 await client.open_session(session_id)
-            await asyncio.gather(*(_turns(client, session_id, 1, 1) for session_id in ids))
+            await asyncio.gather(*(session_turns(client, session_id, 1, 1) for session_id in ids))
             counted: Counter[str] = Counter()
             for connection in connections:
                 assert connection is not None
                 connection.set_trace_callback(lambda sql: counted.update((statement_kind(sql),)))
             cpu = time.process_time()
-            await asyncio.gather(*(_turns(client, session_id, 2, turns + 1) for session_id in ids))
+            await asyncio.gather(
+                *(session_turns(client, session_id, 2, turns + 1) for session_id in ids)
+            )
             cpu = time.process_time() - cpu
             for connection in connections:
                 assert connection is not None
                 connection.set_trace_callback(None)
             return counted, cpu
-        finally:
-            worker.terminate()
-            worker.wait(timeout=30)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import workload
-from throughput import WORKER, holds_open
+from throughput import worker_beside
 from turn_child import EXPECTED_ANSWER
 
 from dex_agents.local import LocalRuntime
@@ -61,18 +60,8 @@ async def in_process(path: Path, turns: int) -> float:
 
 async def beside(path: Path, turns: int) -> float:
     """The median turn, in seconds, with this process a client beside one worker process."""
-    async with LocalRuntime(path, [workload.flow], workers=0) as runtime:
-        # Started from async code on purpose: Popen returns at once, and nothing else runs yet.
-        worker = subprocess.Popen([sys.executable, str(WORKER), str(path)])  # noqa: ASYNC220
-        try:
-            while not holds_open(worker.pid, path):
-                if worker.poll() is not None:
-                    raise RuntimeError("the worker process exited before it opened the database")
-                await asyncio.sleep(0.05)
-            return await _median_turn(runtime, turns)
-        finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+    async with LocalRuntime(path, [workload.flow], workers=0) as runtime, worker_beside(path):
+        return await _median_turn(runtime, turns)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -21,10 +21,12 @@ and how long the workers' held it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,7 +104,27 @@ def holds_open(pid: int, path: Path) -> bool:
         return False
 
 
-async def _session(sessions: AgentSessionClient, session_id: str, first: int, last: int) -> None:
+@contextlib.asynccontextmanager
+async def worker_beside(path: Path) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """One ``turn_worker.py`` process serving ``path``, yielded once it has the file open and
+    stopped at the end: the worker a client process of a benchmark runs beside."""
+    # Started from async code on purpose: Popen returns at once, and nothing else runs yet.
+    worker = subprocess.Popen([sys.executable, str(WORKER), str(path)])  # noqa: ASYNC220
+    try:
+        while not holds_open(worker.pid, path):
+            if worker.poll() is not None:
+                raise RuntimeError("the worker process exited before it opened the database")
+            await asyncio.sleep(0.05)
+        yield worker
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+
+async def session_turns(
+    sessions: AgentSessionClient, session_id: str, first: int, last: int
+) -> None:
+    """Run turns ``first`` to ``last`` of ``session_id``, checking each answer."""
     for number in range(first, last + 1):
         if not await sessions.send_user_message(session_id, workload.user_message(number)):
             raise RuntimeError(f"{session_id}: turn {number} refused")
@@ -145,12 +167,12 @@ async def measure_throughput(path: Path, processes: int, sessions: int, turns: i
             ids = [f"throughput-{n}" for n in range(sessions)]
             for session_id in ids:
                 await client.open_session(session_id)
-            await asyncio.gather(*(_session(client, session_id, 1, 1) for session_id in ids))
+            await asyncio.gather(*(session_turns(client, session_id, 1, 1) for session_id in ids))
             cpu = sum(process_cpu_seconds(worker.pid) for worker in workers)
             client_cpu = time.process_time()
             started, timed_from = time.perf_counter(), time.monotonic()
             await asyncio.gather(
-                *(_session(client, session_id, 2, turns + 1) for session_id in ids)
+                *(session_turns(client, session_id, 2, turns + 1) for session_id in ids)
             )
             seconds = time.perf_counter() - started
             timed_until = time.monotonic()
