@@ -40,7 +40,6 @@ from dex_agents.ports.flow_store import (
 )
 
 K = TypeVar("K")
-Row = TypeVar("Row", FlowRow, ExecutionRow)
 V = TypeVar("V")
 R = TypeVar("R")
 
