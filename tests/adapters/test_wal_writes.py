@@ -9,8 +9,10 @@ within a test.
 from __future__ import annotations
 
 import asyncio
+import os
 import select
 import sqlite3
+import struct
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -26,6 +28,7 @@ from dex_agents.adapters.local.group_commit import GroupCommitQueue
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.sync_client import SyncLocalFlowClient
+from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.adapters.local.wal_writes import WalWrites
 from dex_agents.ports.flow_store import (
     BatchOutcome,
@@ -36,6 +39,7 @@ from dex_agents.ports.flow_store import (
 from tests.adapters.engine_flows import EngineTestFlow, running_worker
 
 NEVER = timedelta(hours=1)
+IN_MODIFY, IN_ATTRIB = 0x2, 0x4  # <sys/inotify.h>
 
 
 def _readable(watch: WalWrites) -> bool:
@@ -213,29 +217,88 @@ async def test_another_connection_s_commit_ends_a_change_wait_and_this_engine_s_
     assert store.watch.fileno() == -1  # closed with the engine
 
 
-async def test_signals_that_come_sooner_than_the_spacing_are_looked_at_together(
+def _event_masks(raw: bytes) -> list[int]:
+    """The masks of the inotify events in ``raw``, in order (struct inotify_event each)."""
+    masks, position = [], 0
+    while position < len(raw):
+        _, mask, _, name_length = struct.unpack_from("iIII", raw, position)
+        masks.append(mask)
+        position += 16 + name_length
+    return masks
+
+
+def test_a_commit_signals_its_watchers_last_once_it_is_visible(
+    path: Path, other: SqliteFlowStore
+) -> None:
+    # The page writes signal while the commit is not visible yet; a look then finds
+    # nothing. The store's last signal of a commit, once it is visible, sets the file's
+    # times, so a watcher that looks at it finds the commit.
+    other.run(_write)  # the WAL file is there to watch
+    watch = WalWrites.open(path)
+    assert watch is not None
+    try:
+        other.run(_write)
+        masks = _event_masks(os.read(watch.fileno(), 65536))
+        assert masks[-1] & IN_ATTRIB, masks
+        assert any(mask & IN_MODIFY for mask in masks[:-1]), masks
+        other.read(lambda tx: tx.get_value("run", "Name", ""))
+        other.run(lambda tx: tx.get_value("run", "Name", ""))  # a write that changed nothing
+        assert not _readable(watch)
+    finally:
+        watch.close()
+
+
+async def test_a_signal_after_a_look_that_came_too_early_is_looked_at_as_it_comes(
     path: Path, other: SqliteFlowStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(write_looks, "WRITE_LOOK_SPACING", timedelta(seconds=1))
+    # A look that finds the counter unmoved looks again later; a signal that comes before
+    # then (the commit, now visible) is looked at at once, not at that later look.
+    monkeypatch.setattr(write_looks, "WRITE_RECHECK", NEVER)
+    other.run(_write)  # the WAL file is there to watch
     store = SqliteFlowStore(path)
     engine = LocalEngine(store, [], poll_interval=NEVER)
     try:
-        waiting = asyncio.create_task(engine.wait_for_change(-1, NEVER))  # arms the watch
+        since = await engine.change_counter()
+        waiting = asyncio.create_task(engine.wait_for_change(since, NEVER))  # arms the watch
         await asyncio.sleep(0)
-        loud = engine.loud_commits
+        os.utime(path.with_name(path.name + "-wal"))  # a signal with no commit behind it
+        await asyncio.sleep(0.05)  # looked at: the counter has not moved
+        assert not waiting.done()
         other.run(_write)
-        while engine.loud_commits == loud:  # noqa: ASYNC110
-            await asyncio.sleep(0.001)  # the first signal is looked at as it comes
-        for _ in range(2):
-            other.run(_write)
-            await asyncio.sleep(0.01)  # each signal arrives, within the spacing
-        assert engine.loud_commits == loud + 1
         async with asyncio.timeout(20):
-            while engine.loud_commits == loud + 1:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+            assert await waiting != since
+    finally:
+        engine.close()
+        store.close()
+
+
+async def test_commits_within_the_spacing_wake_the_readers_each_time_and_the_workers_once(
+    path: Path, other: SqliteFlowStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reader (a client following its session) sees each commit as it lands; the claim
+    # loops are woken once per spacing, so a worker beside a busy client claims many
+    # messages a round.
+    monkeypatch.setattr(write_looks, "WORKER_WAKE_SPACING", NEVER)
+    other.run(_write)  # the WAL file is there to watch
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [], poll_interval=NEVER)
+    try:
+        since = await engine.change_counter()
+        first_work = asyncio.create_task(engine.wait_for_work(since, NEVER, WakeUp()))
+        await asyncio.sleep(0)
+        other.run(_write)
+        async with asyncio.timeout(20):
+            await first_work  # the first commit in a while wakes the workers at once
+        since = await engine.change_counter()
+        work = asyncio.create_task(engine.wait_for_work(since, NEVER, WakeUp()))
+        change = asyncio.create_task(engine.wait_for_change(since, NEVER))
+        await asyncio.sleep(0)
+        other.run(_write)
+        async with asyncio.timeout(20):
+            assert await change != since  # the reader, at once
         await asyncio.sleep(0.05)
-        assert engine.loud_commits == loud + 2  # one look for both
-        waiting.cancel()
+        assert not work.done()  # the workers, not before the spacing has passed
+        work.cancel()
     finally:
         engine.close()
         store.close()

@@ -90,7 +90,7 @@ class LocalEngine:
         self._flow_changes = FlowChanges(store if isinstance(store, FlowChangeLog) else None)
         self._watcher: asyncio.Task[None] | None = None
         # The store's write signal, read on the loop of the first wait.
-        self._write_looks = WriteLooks(self._commits, self._wake_everyone)
+        self._write_looks = WriteLooks(self._commits, self._wake, self._wake_workers)
         self._closed = False
         self.hand_off_target: HandOffTarget | None = None
         """The worker of this process that clients' commits hand runnable Steps to, if any."""
@@ -333,10 +333,6 @@ class LocalEngine:
     def _wake_workers(self) -> None:
         for wake in self._work_wakes:
             wake.set()
-
-    def _wake_everyone(self) -> None:
-        self._wake()
-        self._wake_workers()
 
     def close(self) -> None:
         """Stop the store thread; the store itself belongs to the caller."""

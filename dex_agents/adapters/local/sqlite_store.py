@@ -355,9 +355,12 @@ class SqliteFlowStore:
                 result = self._transact(
                     connection, functools.partial(known_work, tx), begin or self._begin_write
                 )
-                # A commit that changed no row wrote no WAL frame: there is nothing to sync.
-                if durable and connection.total_changes != changes:
-                    self._wal.sync()
+                # A commit that changed no row wrote no WAL frame: there is nothing to sync,
+                # and nothing for another process to see.
+                if connection.total_changes != changes:
+                    self._wal.signal()
+                    if durable:
+                        self._wal.sync()
                 known.committed(tx.change)
                 self._write_once.committed(tx.written_once)
                 self._own_events.committed(tx.appended, tx.change)

@@ -30,6 +30,7 @@ file again, which reads back what the disk kept.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -38,6 +39,9 @@ from dex_agents.adapters.local.store_errors import StoreNotDurableError
 # Linux syncs a file's data (and its size) without its other metadata; macOS has no
 # fdatasync, and a full fsync is what its SQLite does there.
 _sync_data = getattr(os, "fdatasync", os.fsync)
+
+# Setting a file's times through a descriptor (futimens); where it is missing, no signal is sent.
+_TIMES_BY_DESCRIPTOR = os.utime in os.supports_fd
 
 
 class WalSync:
@@ -56,13 +60,27 @@ class WalSync:
         if self._failure is not None:
             raise StoreNotDurableError(self._failure)
 
+    def signal(self) -> None:
+        """Say to the processes watching the WAL file that a commit has landed: set the file's
+        times, which inotify reports to them (``wal_writes.py``).
+
+        A commit's page writes signal them too, but before the commit is visible, and a
+        look then finds nothing and looks again a millisecond later (an event loop sleeps
+        no shorter): a client beside a worker process lost that millisecond at each hop,
+        its message to the worker and the reply back. This signal comes once the commit is
+        visible, before its fsync (what another process may read then is as above). Best
+        effort: a failure here loses nothing, the watchers' polls still see the commit.
+        """
+        if not _TIMES_BY_DESCRIPTOR:
+            return
+        with contextlib.suppress(OSError):
+            os.utime(self._descriptor())
+
     def sync(self) -> None:
         """Sync the WAL file to disk, or raise ``StoreNotDurableError`` now and from then on."""
         self.check()
         try:
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            _sync_data(self._fd)
+            _sync_data(self._descriptor())
         except OSError as error:
             self._failure = (
                 f"a commit to {self.database} was written "
@@ -70,6 +88,11 @@ class WalSync:
                 "are on disk is unknown; restart the process to open the file again"
             )
             raise StoreNotDurableError(self._failure) from error
+
+    def _descriptor(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        return self._fd
 
     def close(self) -> None:
         """Close the descriptor; a failed sync's refusal stays."""

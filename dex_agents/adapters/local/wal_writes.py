@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 _IN_MODIFY = 0x00000002
+_IN_ATTRIB = 0x00000004  # the file's times set: a commit landed (``WalSync.signal``)
 _READ_SIZE = 65536
 
 
@@ -72,7 +73,7 @@ class WalWrites:
         if fd < 0:
             return None
         wal = database.with_name(database.name + "-wal")
-        if add_watch(fd, os.fsencode(wal), _IN_MODIFY) < 0:
+        if add_watch(fd, os.fsencode(wal), _IN_MODIFY | _IN_ATTRIB) < 0:
             os.close(fd)
             return None
         return cls(fd)

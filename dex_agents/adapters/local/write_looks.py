@@ -3,7 +3,8 @@
 Where the store signals its writes (``WatchableWrites``: SQLite on Linux), the
 engine reads that signal on the event loop of its first wait. A signal is looked
 at by reading the change counter: when it moved since this process last read it,
-another process committed, and every waiter wakes. The signals of this process's
+another process committed, and the waiters wake: the readers at once, the claim
+loops at most once per ``WORKER_WAKE_SPACING``. The signals of this process's
 own commits never get here: ``GroupCommitQueue`` takes them right before the
 counter read that follows each commit.
 """
@@ -17,32 +18,45 @@ from datetime import timedelta
 from dex_agents.adapters.local.group_commit import GroupCommitQueue
 from dex_agents.ports.flow_store import FlowStore, WatchableWrites, WriteWatch
 
-WRITE_LOOK_SPACING = timedelta(milliseconds=2)
-"""The least time between two looks that write signals make: the signals that come sooner are
-looked at together when it has passed. A process beside a busy one got a signal every
-millisecond or two, and a look for each woke its waiters each time, where one look serves many."""
+WORKER_WAKE_SPACING = timedelta(milliseconds=2)
+"""The least time between two wakes of this process's claim loops that other processes'
+commits make: the commits that come sooner wake them together once it has passed. Beside a
+busy client process a worker got a commit every millisecond or two, and a claim round for each
+cost the throughput run 5% when this spacing came in (it then spaced every look). Readers (a
+client following its sessions' Streams) are woken for each commit as it lands: an event loop
+sleeps no shorter than a millisecond, so a wake put off to the spacing's end saw a turn's last
+commit 1 to 2 ms late."""
 
 WRITE_RECHECK = timedelta(milliseconds=1)
 """How soon a write signal is looked at again when the counter had not moved (the commit that
 wrote was not visible yet), or this process was committing on a store thread (a read then could
 not tell that commit from another process's). A look that finds nothing the second time leaves
-the rest to the polls."""
+the rest to the polls. A commit of this store signals again once it is visible
+(``WalSync.signal``), and that signal is looked at as it comes: the recheck is for writers that
+do not."""
 
 
 class WriteLooks:
     """One engine's reading of its store's write signal, from the first wait to ``close``."""
 
-    def __init__(self, commits: GroupCommitQueue, wake_all: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        commits: GroupCommitQueue,
+        wake_readers: Callable[[], None],
+        wake_workers: Callable[[], None],
+    ) -> None:
         self._commits = commits
-        self._wake_all = wake_all  # wakes every waiter of the engine
+        self._wake_readers = wake_readers  # wakes the engine's change waiters (Stream readers)
+        self._wake_workers = wake_workers  # wakes its claim loops
         self._watch: WriteWatch | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tried = False
         self._ended = False
-        self._pending: asyncio.TimerHandle | None = None
+        self._pending: asyncio.TimerHandle | None = None  # a look again after an early one
         # Whether the look scheduled is tried once more if it finds the counter unmoved.
         self._pending_again = False
-        self._last_look = float("-inf")  # the loop time of the latest look
+        self._last_worker_wake = float("-inf")  # the loop time of the latest wake of the workers
+        self._worker_wake: asyncio.TimerHandle | None = None  # the workers' wake put off
 
     def start(self, store: FlowStore, loop: asyncio.AbstractEventLoop) -> None:
         """Read ``store``'s write signal on ``loop`` from now on; only the first call counts.
@@ -65,19 +79,16 @@ class WriteLooks:
         self._commits.write_signals = watch
 
     def _written(self) -> None:
-        """Another process wrote: look now, or once ``WRITE_LOOK_SPACING`` has passed since the
-        latest look."""
-        watch, loop = self._watch, self._loop
-        if watch is None or loop is None:
+        """Another process wrote: look now. A look is one ``PRAGMA data_version`` read; what a
+        look that finds a commit wakes is spaced (``WORKER_WAKE_SPACING``), not the look."""
+        watch = self._watch
+        if watch is None:
             return
         watch.drain()
-        wait = self._last_look + WRITE_LOOK_SPACING.total_seconds() - loop.time()
-        if self._pending is not None:
-            self._pending_again = True  # the look scheduled covers this signal too
-        elif wait > 0:
-            self._schedule(wait, again=True)
-        else:
-            self._look(again=True)
+        if self._pending is not None:  # a look again after an early one: this one is sooner
+            self._pending.cancel()
+            self._pending = None
+        self._look(again=True)
 
     def _schedule(self, delay: float, again: bool) -> None:
         assert self._loop is not None
@@ -89,19 +100,36 @@ class WriteLooks:
         self._look(self._pending_again)
 
     def _look(self, again: bool) -> None:
-        """Wake every waiter if the counter moved; if it did not, look ``again`` shortly."""
+        """Wake the readers, and the claim loops spaced, if the counter moved; if it did not,
+        look ``again`` shortly."""
         if self._ended or self._loop is None:
             return
-        self._last_look = self._loop.time()
         try:
             moved = self._commits.counter_moved()
         except Exception:
             moved = True  # the waiters read the counter again, and meet what failed there
         if moved:
             self._commits.note_commit_elsewhere()
-            self._wake_all()
+            self._wake_readers()
+            self._wake_workers_spaced()
         elif (moved is None or again) and self._pending is None:
             self._schedule(WRITE_RECHECK.total_seconds(), again=moved is None)
+
+    def _wake_workers_spaced(self) -> None:
+        if self._worker_wake is not None or self._loop is None:
+            return  # a wake is due already, and serves this commit too
+        wait = self._last_worker_wake + WORKER_WAKE_SPACING.total_seconds() - self._loop.time()
+        if wait > 0:
+            self._worker_wake = self._loop.call_later(wait, self._wake_workers_now)
+        else:
+            self._wake_workers_now()
+
+    def _wake_workers_now(self) -> None:
+        self._worker_wake = None
+        if self._ended or self._loop is None:
+            return
+        self._last_worker_wake = self._loop.time()
+        self._wake_workers()
 
     def end(self) -> None:
         """Look no more: the engine is closing. ``close`` frees the signal afterwards."""
@@ -118,9 +146,10 @@ class WriteLooks:
         self._commits.write_signals = None
 
         def stop() -> None:
-            if self._pending is not None:
-                self._pending.cancel()
-                self._pending = None
+            for timer in (self._pending, self._worker_wake):
+                if timer is not None:
+                    timer.cancel()
+            self._pending = self._worker_wake = None
             if not loop.is_closed():
                 loop.remove_reader(watch.fileno())
             watch.close()
