@@ -248,60 +248,57 @@ def test_a_commit_signals_its_watchers_last_once_it_is_visible(
         watch.close()
 
 
+@pytest.fixture
+def watching(path: Path, other: SqliteFlowStore) -> Iterator[LocalEngine]:
+    """An engine of the file, with a store of its own, that never polls: only the signal
+    shows it the other store's commits."""
+    other.run(_write)  # the WAL file is there to watch
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [], poll_interval=NEVER)
+    yield engine
+    engine.close()
+    store.close()
+
+
 async def test_a_signal_after_a_look_that_came_too_early_is_looked_at_as_it_comes(
-    path: Path, other: SqliteFlowStore, monkeypatch: pytest.MonkeyPatch
+    path: Path, other: SqliteFlowStore, watching: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A look that finds the counter unmoved looks again later; a signal that comes before
     # then (the commit, now visible) is looked at at once, not at that later look.
     monkeypatch.setattr(write_looks, "WRITE_RECHECK", NEVER)
-    other.run(_write)  # the WAL file is there to watch
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [], poll_interval=NEVER)
-    try:
-        since = await engine.change_counter()
-        waiting = asyncio.create_task(engine.wait_for_change(since, NEVER))  # arms the watch
-        await asyncio.sleep(0)
-        os.utime(path.with_name(path.name + "-wal"))  # a signal with no commit behind it
-        await asyncio.sleep(0.05)  # looked at: the counter has not moved
-        assert not waiting.done()
-        other.run(_write)
-        async with asyncio.timeout(20):
-            assert await waiting != since
-    finally:
-        engine.close()
-        store.close()
+    since = await watching.change_counter()
+    waiting = asyncio.create_task(watching.wait_for_change(since, NEVER))  # arms the watch
+    await asyncio.sleep(0)
+    os.utime(path.with_name(path.name + "-wal"))  # a signal with no commit behind it
+    await asyncio.sleep(0.05)  # looked at: the counter has not moved
+    assert not waiting.done()
+    other.run(_write)
+    async with asyncio.timeout(20):
+        assert await waiting != since
 
 
 async def test_commits_within_the_spacing_wake_the_readers_each_time_and_the_workers_once(
-    path: Path, other: SqliteFlowStore, monkeypatch: pytest.MonkeyPatch
+    other: SqliteFlowStore, watching: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A reader (a client following its session) sees each commit as it lands; the claim
-    # loops are woken once per spacing, so a worker beside a busy client claims many
-    # messages a round.
+    # loops are woken once per spacing, however many commits came in it.
     monkeypatch.setattr(write_looks, "WORKER_WAKE_SPACING", NEVER)
-    other.run(_write)  # the WAL file is there to watch
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [], poll_interval=NEVER)
-    try:
-        since = await engine.change_counter()
-        first_work = asyncio.create_task(engine.wait_for_work(since, NEVER, WakeUp()))
-        await asyncio.sleep(0)
-        other.run(_write)
-        async with asyncio.timeout(20):
-            await first_work  # the first commit in a while wakes the workers at once
-        since = await engine.change_counter()
-        work = asyncio.create_task(engine.wait_for_work(since, NEVER, WakeUp()))
-        change = asyncio.create_task(engine.wait_for_change(since, NEVER))
-        await asyncio.sleep(0)
-        other.run(_write)
-        async with asyncio.timeout(20):
-            assert await change != since  # the reader, at once
-        await asyncio.sleep(0.05)
-        assert not work.done()  # the workers, not before the spacing has passed
-        work.cancel()
-    finally:
-        engine.close()
-        store.close()
+    since = await watching.change_counter()
+    first_work = asyncio.create_task(watching.wait_for_work(since, NEVER, WakeUp()))
+    await asyncio.sleep(0)
+    other.run(_write)
+    async with asyncio.timeout(20):
+        await first_work  # the first commit in a while wakes the workers at once
+    since = await watching.change_counter()
+    work = asyncio.create_task(watching.wait_for_work(since, NEVER, WakeUp()))
+    change = asyncio.create_task(watching.wait_for_change(since, NEVER))
+    await asyncio.sleep(0)
+    other.run(_write)
+    async with asyncio.timeout(20):
+        assert await change != since  # the reader, at once
+    await asyncio.sleep(0.05)
+    assert not work.done()  # the workers, not before the spacing has passed
+    work.cancel()
 
 
 Engines = tuple[EngineTestFlow, LocalEngine, EngineTestFlow, LocalEngine]
