@@ -166,10 +166,30 @@ class SqliteStream:
 
     def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
         check_limit(limit)
-        rows = self._singles_after_single(flow_id, after_id, limit)
-        if rows is not None:
+        # A seal moves all of a run's single events into blocks, and event IDs only grow, so
+        # every event in its blocks is older than each of its single events. The singles are
+        # read from the newest one at or before ``after_id``: when that row comes back first,
+        # no block holds a later event, and a reader following its session (from the newest
+        # event it saw) reads one statement, not the blocks too.
+        sql = f"""SELECT {EVENT_SELECT} FROM stream_events
+            WHERE flow_id = ?1 AND id >= coalesce(
+                (SELECT max(id) FROM stream_events WHERE flow_id = ?1 AND id <= ?2), ?2 + 1)
+            ORDER BY id LIMIT ?3"""
+        singles = self._execute(sql, (flow_id, after_id, limit + 1)).fetchall()
+        if singles and singles[0][0] <= after_id:
+            rows = [decode_event(values) for values in singles[1:]]
+        else:
+            rows = self._block_events(flow_id, after_id, limit)
+            rows.extend(decode_event(values) for values in singles[: limit - len(rows)])
+        if rows and len(rows) < limit:  # the read reached the run's newest event
+            self._known.flow(flow_id).last_event_id = rows[-1].id
+        return rows
+
+    def _block_events(self, flow_id: str, after_id: int, limit: int) -> list[EventRow]:
+        """The events after ``after_id`` that ``flow_id``'s blocks hold, up to ``limit``."""
+        rows: list[EventRow] = []
+        if limit == 0:
             return rows
-        rows = []
         sql = f"""SELECT {BLOCK_SELECT} FROM event_blocks
             WHERE flow_id = ? AND last_id > ? ORDER BY last_id"""
         cursor = self._execute(sql, (flow_id, after_id))
@@ -178,42 +198,6 @@ class SqliteStream:
             if len(rows) >= limit:
                 cursor.close()
                 return rows[:limit]
-        sql = f"""SELECT {EVENT_SELECT} FROM stream_events
-            WHERE flow_id = ? AND id > ? ORDER BY id LIMIT ?"""
-        read = self._execute(sql, (flow_id, after_id, limit - len(rows)))
-        rows.extend(decode_event(values) for values in read)
-        if rows and len(rows) < limit:  # the read reached the run's newest event
-            self._known.flow(flow_id).last_event_id = rows[-1].id
-        return rows
-
-    def _singles_after_single(
-        self, flow_id: str, after_id: int, limit: int
-    ) -> list[EventRow] | None:
-        """``events_after`` read from single events alone when ``flow_id`` has a single event
-        at ``after_id`` or before it; ``None`` when it has none (then blocks may hold what
-        follows).
-
-        A seal moves all of a run's single events into blocks, and event IDs only grow, so
-        every event in its blocks is older than each of its single events: a reader at or
-        past its oldest single event (a client following its session, from the newest event
-        it saw) needs no look at the blocks, and reading the blocks first cost a statement
-        on every read. The read starts from the newest single at or before ``after_id``,
-        whose row, returned first, shows that one exists.
-        """
-        if after_id <= 0 or limit <= 0:
-            return None
-        sql = f"""SELECT {EVENT_SELECT} FROM stream_events
-            WHERE flow_id = ?1 AND id >= coalesce(
-                (SELECT max(id) FROM stream_events WHERE flow_id = ?1 AND id <= ?2), ?2 + 1)
-            ORDER BY id LIMIT ?3"""
-        read = self._execute(sql, (flow_id, after_id, limit + 1))
-        first = read.fetchone()
-        if first is None or first[0] > after_id:
-            read.close()
-            return None
-        rows = [decode_event(values) for values in read]
-        if rows and len(rows) < limit:  # the read reached the run's newest event
-            self._known.flow(flow_id).last_event_id = rows[-1].id
         return rows
 
     def last_event_id(self, flow_id: str) -> int:
