@@ -17,15 +17,13 @@ the sessions, once they all wait, and after the second idle window.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import workload
 from engine_overhead import rss_bytes
-from throughput import WORKER, holds_open, process_run_seconds
+from throughput import process_run_seconds, worker_beside
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_store import ExecutionStatus, StoreTransaction
@@ -77,15 +75,12 @@ async def measure_waiting_sessions(
     """
     from dex_agents.local import LocalRuntime
 
-    async with LocalRuntime(path, [workload.flow], workers=0) as runtime:
-        # Started from async code on purpose: Popen returns at once, and nothing else runs yet.
-        worker = subprocess.Popen([sys.executable, str(WORKER), str(path)])  # noqa: ASYNC220
+    async with (
+        LocalRuntime(path, [workload.flow], workers=0) as runtime,
+        worker_beside(path) as worker,
+    ):
         reader = SqliteFlowStore(path)
         try:
-            while not holds_open(worker.pid, path):
-                if worker.poll() is not None:
-                    raise RuntimeError("the worker process exited before it opened the database")
-                await asyncio.sleep(0.05)
             baseline = await _idle_cpu(worker.pid, idle_seconds)
             rss_before = rss_bytes(worker.pid)
             client = runtime.sessions(workload.flow)
@@ -107,8 +102,6 @@ async def measure_waiting_sessions(
             rss_after = rss_bytes(worker.pid)
         finally:
             reader.close()
-            worker.terminate()
-            worker.wait(timeout=30)
     return WaitingSessions(
         sessions,
         seconds_to_wait,
