@@ -64,12 +64,12 @@ class WalSync:
         """Say to the processes watching the WAL file that a commit has landed: set the file's
         times, which inotify reports to them (``wal_writes.py``).
 
-        A commit's page writes signal them too, but before the commit is visible, and a
-        look then finds nothing and looks again a millisecond later (an event loop sleeps
-        no shorter): a client beside a worker process lost that millisecond at each hop,
-        its message to the worker and the reply back. This signal comes once the commit is
-        visible, before its fsync (what another process may read then is as above). Best
-        effort: a failure here loses nothing, the watchers' polls still see the commit.
+        It comes once the commit is visible, before its fsync (what another process may
+        read then is as above): a look then finds the commit. The watchers heard the page
+        writes until 2026-12-06, which come before the commit is visible: a look found
+        nothing and looked again a millisecond later (an event loop sleeps no shorter), and
+        a reader woke three or four times a commit. Best effort: a failure here loses
+        nothing, the watchers' polls still see the commit.
         """
         if not _TIMES_BY_DESCRIPTOR:
             return

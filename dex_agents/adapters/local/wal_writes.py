@@ -1,12 +1,20 @@
-"""Word that some process wrote a database's ``-wal`` file, from Linux's inotify.
+"""Word that some process committed to a database's ``-wal`` file, from Linux's inotify.
 
 A process learns of another process's commit only by reading the store's change
 counter, which an idle engine does every ``poll_interval`` (100 ms): a client
 process beside a worker process waited up to that long for the worker to see
-its message, and as long again to see the reply. Every commit writes its pages
-to the WAL file first, so a descriptor that becomes readable at each write tells
-the engine when a read of the counter is worth making (``LocalEngine``); the
-polls stay, for whatever this misses.
+its message, and as long again to see the reply. A store sets the ``-wal``
+file's times once each commit that changed rows is visible (``WalSync.signal``),
+so a descriptor that becomes readable then tells the engine when a read of the
+counter is worth making (``LocalEngine``); the polls stay, for whatever this
+misses.
+
+Only those times are watched, not the file's page writes: a commit writes its
+pages before it is visible, and a watch of the writes woke a reader three or
+four times a commit (a client following its session, 16 times a turn beside a
+worker process), each look but the last finding nothing. A writer that does not
+set the times (a program other than dex-agents, or one from before 2026-12-06)
+is seen by the polls alone.
 
 inotify takes a path, not a descriptor of the file: the process opens no
 descriptor of SQLite's files that it would close (closing one drops every POSIX
@@ -23,7 +31,6 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-_IN_MODIFY = 0x00000002
 _IN_ATTRIB = 0x00000004  # the file's times set: a commit landed (``WalSync.signal``)
 _READ_SIZE = 65536
 
@@ -51,9 +58,10 @@ _CALLS = _inotify()
 
 
 class WalWrites:
-    """A descriptor that becomes readable when any process writes the database's ``-wal`` file.
+    """A descriptor that becomes readable when any process signals a commit to the database's
+    ``-wal`` file (sets its times).
 
-    The writes of this process count too: the engine reads the change counter to
+    The commits of this process count too: the engine reads the change counter to
     tell them apart. ``drain`` empties it before the next wait.
     """
 
@@ -65,7 +73,8 @@ class WalWrites:
 
     @classmethod
     def open(cls, database: Path) -> WalWrites | None:
-        """Watch ``database``'s ``-wal`` file; ``None`` when this system cannot."""
+        """Watch the signals of commits to ``database``'s ``-wal`` file; ``None`` when this
+        system cannot."""
         if _CALLS is None:
             return None
         init, add_watch = _CALLS
@@ -73,7 +82,7 @@ class WalWrites:
         if fd < 0:
             return None
         wal = database.with_name(database.name + "-wal")
-        if add_watch(fd, os.fsencode(wal), _IN_MODIFY | _IN_ATTRIB) < 0:
+        if add_watch(fd, os.fsencode(wal), _IN_ATTRIB) < 0:
             os.close(fd)
             return None
         return cls(fd)
@@ -84,13 +93,13 @@ class WalWrites:
 
     def drain(self) -> bool:
         """Read the events queued so far, and say whether there was any; the descriptor is not
-        readable until the next write."""
+        readable until the next signal."""
         if self._fd < 0:
             return False
         try:
-            # One read takes every event queued (16 bytes each, and a writer's events
+            # One read takes every event queued (16 bytes each, and a watched file's events
             # coalesce while unread): a second one would only fail with EAGAIN, or take the
-            # events of writes made since, which a wait that follows would see anyway.
+            # signals of commits made since, which a wait that follows would see anyway.
             return bool(os.read(self._fd, _READ_SIZE))
         except OSError:  # nothing queued (EAGAIN); the engine's counter read decides anyway
             return False

@@ -1,12 +1,14 @@
 """Looks at the store after another process's commit signals that it wrote.
 
-Where the store signals its writes (``WatchableWrites``: SQLite on Linux), the
+Where the store signals its commits (``WatchableWrites``: SQLite on Linux), the
 engine reads that signal on the event loop of its first wait. A signal is looked
 at by reading the change counter: when it moved since this process last read it,
 another process committed, and the waiters wake: the readers at once, the claim
-loops at most once per ``WORKER_WAKE_SPACING``. The signals of this process's
-own commits never get here: ``GroupCommitQueue`` takes them right before the
-counter read that follows each commit.
+loops at most once per ``WORKER_WAKE_SPACING``. A signal comes once its commit
+is visible, so a look that finds the counter unmoved has nothing left to find:
+this process had read that commit already. The signals of this process's own
+commits never get here: ``GroupCommitQueue`` takes them right before the counter
+read that follows each commit.
 """
 
 from __future__ import annotations
@@ -28,12 +30,9 @@ sleeps no shorter than a millisecond, so a wake put off to the spacing's end saw
 commit 1 to 2 ms late."""
 
 WRITE_RECHECK = timedelta(milliseconds=1)
-"""How soon a write signal is looked at again when the counter had not moved (the commit that
-wrote was not visible yet), or this process was committing on a store thread (a read then could
-not tell that commit from another process's). A look that finds nothing the second time leaves
-the rest to the polls. A commit of this store signals again once it is visible
-(``WalSync.signal``), and that signal is looked at as it comes: the recheck is for writers that
-do not."""
+"""How soon a write signal is looked at again when this process was committing on a store thread
+at the look (a read then could not tell that commit from another process's), and again after
+that until a look can tell."""
 
 
 class WriteLooks:
@@ -52,9 +51,8 @@ class WriteLooks:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tried = False
         self._ended = False
-        self._pending: asyncio.TimerHandle | None = None  # a look again after an early one
-        # Whether the look scheduled is tried once more if it finds the counter unmoved.
-        self._pending_again = False
+        # A look again after one that could not tell (this process committing on a store thread).
+        self._pending: asyncio.TimerHandle | None = None
         self._last_worker_wake = float("-inf")  # the loop time of the latest wake of the workers
         self._worker_wake: asyncio.TimerHandle | None = None  # the workers' wake put off
 
@@ -79,29 +77,24 @@ class WriteLooks:
         self._commits.write_signals = watch
 
     def _written(self) -> None:
-        """Another process wrote: look now. A look is one ``PRAGMA data_version`` read; what a
-        look that finds a commit wakes is spaced (``WORKER_WAKE_SPACING``), not the look."""
+        """Another process committed: look now. A look is one ``PRAGMA data_version`` read; what
+        a look that finds a commit wakes is spaced (``WORKER_WAKE_SPACING``), not the look."""
         watch = self._watch
         if watch is None:
             return
         watch.drain()
-        if self._pending is not None:  # a look again after an early one: this one is sooner
+        if self._pending is not None:  # a look again after one that could not tell: sooner
             self._pending.cancel()
             self._pending = None
-        self._look(again=True)
-
-    def _schedule(self, delay: float, again: bool) -> None:
-        assert self._loop is not None
-        self._pending_again = again
-        self._pending = self._loop.call_later(delay, self._look_due)
+        self._look()
 
     def _look_due(self) -> None:
         self._pending = None
-        self._look(self._pending_again)
+        self._look()
 
-    def _look(self, again: bool) -> None:
-        """Wake the readers, and the claim loops spaced, if the counter moved; if it did not,
-        look ``again`` shortly."""
+    def _look(self) -> None:
+        """Wake the readers, and the claim loops spaced, if the counter moved; if this process
+        was committing on a store thread, look again shortly."""
         if self._ended or self._loop is None:
             return
         try:
@@ -112,8 +105,8 @@ class WriteLooks:
             self._commits.note_commit_elsewhere()
             self._wake_readers()
             self._wake_workers_spaced()
-        elif (moved is None or again) and self._pending is None:
-            self._schedule(WRITE_RECHECK.total_seconds(), again=moved is None)
+        elif moved is None and self._pending is None:
+            self._pending = self._loop.call_later(WRITE_RECHECK.total_seconds(), self._look_due)
 
     def _wake_workers_spaced(self) -> None:
         if self._worker_wake is not None or self._loop is None:
