@@ -470,8 +470,8 @@ class SqliteFlowStore:
         self._marks.forget_worker_mark(owner)
 
     def watch_writes(self) -> WalWrites | None:
-        """A watch of this file's ``-wal`` writes by any process (``wal_writes.py``); ``None``
-        where inotify is missing or refused."""
+        """A watch of the commits any process signals on this file's ``-wal`` file
+        (``WalSync.signal``, ``wal_writes.py``); ``None`` where inotify is missing or refused."""
         return WalWrites.open(self.path)
 
     def written_elsewhere(self) -> bool:

@@ -13,8 +13,8 @@ Only those times are watched, not the file's page writes: a commit writes its
 pages before it is visible, and a watch of the writes woke a reader three or
 four times a commit (a client following its session, 16 times a turn beside a
 worker process), each look but the last finding nothing. A writer that does not
-set the times (a program other than dex-agents, or one from before 2026-12-06)
-is seen by the polls alone.
+set the times (a program other than dex-agents, or a dex-agents from before the
+signal came in, 2026-12-06) is seen by the polls alone.
 
 inotify takes a path, not a descriptor of the file: the process opens no
 descriptor of SQLite's files that it would close (closing one drops every POSIX
