@@ -304,6 +304,28 @@ async def test_a_signal_whose_look_finds_nothing_is_not_looked_at_again(
     assert looks == 2
 
 
+async def test_a_look_that_cannot_tell_looks_again_until_it_can(
+    other: SqliteFlowStore, watching: LocalEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # While this process commits on a store thread a counter read cannot tell that commit
+    # from another process's (``counter_moved`` gives None): the look is made again later,
+    # or the other process's commit would wait for the next poll.
+    answers: list[bool | None] = [None, None]
+    counter_moved = GroupCommitQueue.counter_moved
+
+    def busy_at_first(queue: GroupCommitQueue) -> bool | None:
+        return answers.pop(0) if answers else counter_moved(queue)
+
+    monkeypatch.setattr(GroupCommitQueue, "counter_moved", busy_at_first)
+    since = await watching.change_counter()
+    waiting = asyncio.create_task(watching.wait_for_change(since, NEVER))  # arms the watch
+    await asyncio.sleep(0)
+    other.run(_write)
+    async with asyncio.timeout(20):
+        assert await waiting != since
+    assert not answers  # looked at three times: twice unable to tell, then the commit
+
+
 async def test_commits_within_the_spacing_wake_the_readers_each_time_and_the_workers_once(
     other: SqliteFlowStore, watching: LocalEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -62,7 +62,7 @@ class WriteLooks:
         Another process's commit is then seen as it lands, not at the next poll: a
         client process's message reaches a worker process at once, and the worker's
         reply the client. The polls stay, for a store or a system with no signal, and
-        for a signal read before the commit it came from was visible.
+        for a writer that does not signal (``wal_writes.py``).
         """
         if self._tried or self._ended:
             return
