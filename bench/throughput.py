@@ -105,11 +105,15 @@ def holds_open(pid: int, path: Path) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def worker_beside(path: Path) -> AsyncIterator[subprocess.Popen[bytes]]:
+async def worker_beside(
+    path: Path, times: Path | None = None
+) -> AsyncIterator[subprocess.Popen[bytes]]:
     """One ``turn_worker.py`` process serving ``path``, yielded once it has the file open and
-    stopped at the end: the worker a client process of a benchmark runs beside."""
+    stopped at the end: the worker a client process of a benchmark runs beside. Given
+    ``times``, the worker writes its write transactions' lock times there as it exits."""
+    command = [sys.executable, str(WORKER), str(path), *([] if times is None else [str(times)])]
     # Started from async code on purpose: Popen returns at once, and nothing else runs yet.
-    worker = subprocess.Popen([sys.executable, str(WORKER), str(path)])  # noqa: ASYNC220
+    worker = subprocess.Popen(command)  # noqa: ASYNC220
     try:
         while not holds_open(worker.pid, path):
             if worker.poll() is not None:
@@ -140,24 +144,20 @@ async def measure_throughput(path: Path, processes: int, sessions: int, turns: i
     """
     from dex_agents.local import LocalRuntime
 
-    async with LocalRuntime(path, [workload.flow], workers=0) as runtime:
-        # Started from async code on purpose: Popen returns at once, and nothing else runs yet.
-        times = [path.with_name(f"{path.name}-worker-{n}.times") for n in range(processes)]
-        workers = [
-            subprocess.Popen([sys.executable, str(WORKER), str(path), str(each)])  # noqa: ASYNC220
-            for each in times
-        ]
+    times = [path.with_name(f"{path.name}-worker-{n}.times") for n in range(processes)]
+    async with (
+        LocalRuntime(path, [workload.flow], workers=0) as runtime,
+        contextlib.AsyncExitStack() as beside,
+    ):
+        workers = [await beside.enter_async_context(worker_beside(path, each)) for each in times]
         probe_times = path.with_name(f"{path.name}-probe.times")
+        # Started from async code on purpose: Popen returns at once.
         probe = subprocess.Popen(  # noqa: ASYNC220
             [sys.executable, str(PROBE), str(path), str(probe_times)],
             stdout=subprocess.PIPE,
             text=True,
         )
         try:
-            while not all(holds_open(worker.pid, path) for worker in workers):
-                if any(worker.poll() is not None for worker in workers):
-                    raise RuntimeError("a worker process exited before it opened the database")
-                await asyncio.sleep(0.05)
             assert probe.stdout is not None
             if await asyncio.to_thread(probe.stdout.readline) != "ready\n":
                 raise RuntimeError("the RPC probe exited before its session opened")
@@ -179,14 +179,8 @@ async def measure_throughput(path: Path, processes: int, sessions: int, turns: i
             cpu = sum(process_cpu_seconds(worker.pid) for worker in workers) - cpu
             client_cpu = time.process_time() - client_cpu
         finally:
-            processes_started: list[subprocess.Popen[str] | subprocess.Popen[bytes]] = [
-                probe,
-                *workers,
-            ]
-            for process in processes_started:
-                process.terminate()
-            for process in processes_started:
-                process.wait(timeout=30)
+            probe.terminate()
+            probe.wait(timeout=30)
     calls = [tuple(map(float, line.split())) for line in probe_times.read_text().splitlines()]
     rpc_alone_seconds = [took for began, took, _ in calls if began < alone_until]
     timed_calls = [call for call in calls if timed_from <= call[0] < timed_until]
