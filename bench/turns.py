@@ -47,7 +47,7 @@ import throughput
 import turn_report
 import waiting_sessions
 import workload
-from stack_sampler import StackSampler
+from stack_sampler import StackSampler, most
 from turn_child import SYSTEMS, DexAgents
 from turn_report import Results, SystemRun
 
@@ -172,13 +172,18 @@ async def profile(directory: Path, turns: int, top: int) -> None:
     print(
         f"dex-agents on SQLite, {turns} turns, every thread sampled: "
         f"{sampler.elapsed / turns * 1000:.1f} ms/turn, of which some thread was busy "
-        f"{sampler.seconds(sampler.busy) / turns * 1000:.1f} ms/turn (summed over threads)"
+        f"{sampler.busy / turns * 1000:.1f} ms/turn (summed over threads) and the sampler "
+        f"{sampler.overhead / turns * 1000:.2f} ms/turn ({sampler.samples / turns:.1f} samples a turn)"
     )
     print(f"\ntop {top} functions on a busy thread's stack, ms/turn (inclusive, self):")
-    for label, count in sampler.inclusive.most_common(top):
-        inclusive = sampler.seconds(count) / turns * 1000
-        own = sampler.seconds(sampler.self_time[label]) / turns * 1000
-        print(f"  {inclusive:7.2f} {own:7.2f}  {label}")
+    for label, spent in most(sampler.inclusive, top):
+        own = sampler.self_time[label]
+        print(f"  {spent / turns * 1000:7.2f} {own / turns * 1000:7.2f}  {label}")
+    print(f"\ntop {top} functions on top of a busy thread's stack, ms/turn (self, inclusive):")
+    for label, spent in most(sampler.self_time, top):
+        print(
+            f"  {spent / turns * 1000:7.2f} {sampler.inclusive[label] / turns * 1000:7.2f}  {label}"
+        )
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
