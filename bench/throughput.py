@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import workload
 from turn_child import EXPECTED_ANSWER
@@ -106,12 +108,15 @@ def holds_open(pid: int, path: Path) -> bool:
 
 @contextlib.asynccontextmanager
 async def worker_beside(
-    path: Path, times: Path | None = None
+    path: Path, times: Path | None = None, profile: Path | None = None
 ) -> AsyncIterator[subprocess.Popen[bytes]]:
     """One ``turn_worker.py`` process serving ``path``, yielded once it has the file open and
     stopped at the end: the worker a client process of a benchmark runs beside. Given
-    ``times``, the worker writes its write transactions' lock times there as it exits."""
+    ``times``, the worker writes its write transactions' lock times there as it exits; given
+    ``profile``, its ``stack_sampler.py`` profile."""
     command = [sys.executable, str(WORKER), str(path), *([] if times is None else [str(times)])]
+    if profile is not None:
+        command += ["--profile", str(profile)]
     # Started from async code on purpose: Popen returns at once, and nothing else runs yet.
     worker = subprocess.Popen(command)  # noqa: ASYNC220
     try:
@@ -200,3 +205,26 @@ async def measure_throughput(path: Path, processes: int, sessions: int, turns: i
         rpc_wait_seconds,
         worker_write_seconds,
     )
+
+
+async def profile_worker(path: Path, sessions: int, turns: int) -> dict[str, Any]:
+    """Run ``sessions`` x ``turns`` turns against one worker process that runs under
+    ``stack_sampler.py``, after a warm-up turn each; return its profile (``turn_worker.py``)
+    with ``"turns"``, the turns it covers (the warm-up's among them)."""
+    from dex_agents.local import LocalRuntime
+
+    out = path.with_name(f"{path.name}-worker.profile.json")
+    async with (
+        LocalRuntime(path, [workload.flow], workers=0) as runtime,
+        worker_beside(path, profile=out),
+    ):
+        client = runtime.sessions(workload.flow)
+        ids = [f"profiled-{n}" for n in range(sessions)]
+        for session_id in ids:
+            await client.open_session(session_id)
+        await asyncio.gather(
+            *(session_turns(client, session_id, 1, turns + 1) for session_id in ids)
+        )
+    profile: dict[str, Any] = json.loads(out.read_text())
+    profile["turns"] = sessions * (turns + 1)
+    return profile

@@ -22,7 +22,8 @@ the busy workers; what 10,000 sessions waiting between turns cost a worker
 process (``waiting_sessions.py``). Then each of the issue's goals, met or not met
 (``turn_report.py``). ``--profile N`` instead runs N dex-agents turns under a
 stack sampler of every thread (``stack_sampler.py``), then N more under cProfile,
-and prints where the time goes. It asserts nothing.
+and prints where the time goes; ``--profile-worker N`` samples the worker
+process of a throughput run of N turns a session. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -160,6 +161,31 @@ async def measure_engine(directory: Path, steps: int, commits: int, results: Res
     results.noop_writes = loop.writes_per_step
 
 
+def print_sampled(inclusive: dict[str, float], own: dict[str, float], turns: int, top: int) -> None:
+    """Print a ``stack_sampler.py`` profile's top functions, inclusive and self, in ms a turn."""
+    print(f"\ntop {top} functions on a busy thread's stack, ms/turn (inclusive, self):")
+    for label, spent in most(inclusive, top):
+        print(f"  {spent / turns * 1000:7.2f} {own.get(label, 0.0) / turns * 1000:7.2f}  {label}")
+    print(f"\ntop {top} functions on top of a busy thread's stack, ms/turn (self, inclusive):")
+    for label, spent in most(own, top):
+        print(
+            f"  {spent / turns * 1000:7.2f} {inclusive.get(label, 0.0) / turns * 1000:7.2f}  {label}"
+        )
+
+
+async def profile_worker(directory: Path, sessions: int, turns: int, top: int) -> None:
+    """Profile the worker process of a throughput run of ``sessions`` x ``turns``; print the top."""
+    sampled = await throughput.profile_worker(directory / "profile-worker.sqlite3", sessions, turns)
+    count = sampled["turns"]
+    print(
+        f"one worker process, {sessions} sessions x {turns + 1} turns (the first a warm-up), "
+        f"sampled over its whole run, the sessions' starts too: "
+        f"{sampled['elapsed'] / count * 1000:.2f} ms/turn of its run, of which some thread was "
+        f"busy {sampled['busy'] / count * 1000:.2f} ms/turn"
+    )
+    print_sampled(sampled["inclusive"], sampled["self"], count, top)
+
+
 async def profile(directory: Path, turns: int, top: int) -> None:
     """Run dex-agents on SQLite for ``turns`` turns twice, under each profiler; print the top."""
     system = DexAgents(directory / "profile.sqlite3")
@@ -175,15 +201,7 @@ async def profile(directory: Path, turns: int, top: int) -> None:
         f"{sampler.busy / turns * 1000:.1f} ms/turn (summed over threads) and the sampler "
         f"{sampler.overhead / turns * 1000:.2f} ms/turn ({sampler.samples / turns:.1f} samples a turn)"
     )
-    print(f"\ntop {top} functions on a busy thread's stack, ms/turn (inclusive, self):")
-    for label, spent in most(sampler.inclusive, top):
-        own = sampler.self_time[label]
-        print(f"  {spent / turns * 1000:7.2f} {own / turns * 1000:7.2f}  {label}")
-    print(f"\ntop {top} functions on top of a busy thread's stack, ms/turn (self, inclusive):")
-    for label, spent in most(sampler.self_time, top):
-        print(
-            f"  {spent / turns * 1000:7.2f} {sampler.inclusive[label] / turns * 1000:7.2f}  {label}"
-        )
+    print_sampled(sampler.inclusive, sampler.self_time, turns, top)
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
@@ -226,6 +244,12 @@ def main(argv: Sequence[str]) -> int:
         "--idle-seconds", type=float, default=10.0, help="idle window beside them (10 s)"
     )
     parser.add_argument("--profile", type=int, metavar="N", help="only profile N dex-agents turns")
+    parser.add_argument(
+        "--profile-worker",
+        type=int,
+        metavar="N",
+        help="only profile the worker process of --sessions x N throughput turns",
+    )
     parser.add_argument("--profile-top", type=int, default=30, help="functions listed (30)")
     args = parser.parse_args(argv)
     turns = args.turns or (200 if args.quick else 1000)
@@ -241,6 +265,11 @@ def main(argv: Sequence[str]) -> int:
         directory = Path(name)
         if args.profile:
             asyncio.run(profile(directory, args.profile, args.profile_top))
+            return 0
+        if args.profile_worker:
+            asyncio.run(
+                profile_worker(directory, args.sessions, args.profile_worker, args.profile_top)
+            )
             return 0
         results = Results(turns=turns, batch=args.batch, runs={}, machine=turn_report.machine())
         # First, while no other phase has left dirty pages for the disk to write back.
