@@ -26,7 +26,10 @@ the handler itself runs go to no function: the sampler's overhead. Other threads
 (a store thread, ``asyncio.to_thread``) are read at the same moments, which come
 as the main thread runs Python: where another thread holds the GIL long, its
 samples lean towards its own releases, as the old sampler's did. Most of a turn
-runs on the event loop's thread.
+runs on the event loop's thread. Where that loop handles a signal of its own
+(``run_workers`` stops on SIGTERM), Python also writes each tick to the loop's
+wake-up pipe, so the loop wakes once a tick: in a busy process, a wake-up it
+would mostly make anyway.
 """
 
 from __future__ import annotations
