@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import workload
-from throughput import session_turns, worker_beside
+from throughput import all_sessions_turns, open_sessions, worker_beside
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.local import LocalRuntime
@@ -56,18 +56,14 @@ async def measure(path: Path, sessions: int, turns: int) -> tuple[Counter[str], 
         connections = [store._connection, store._poll]
         async with worker_beside(path):
             client = runtime.sessions(workload.flow)
-            ids = [f"client-{n}" for n in range(sessions)]
-            for session_id in ids:
-                await client.open_session(session_id)
-            await asyncio.gather(*(session_turns(client, session_id, 1, 1) for session_id in ids))
+            ids = await open_sessions(client, "client", sessions)
+            await all_sessions_turns(client, ids, 1, 1)
             counted: Counter[str] = Counter()
             for connection in connections:
                 assert connection is not None
                 connection.set_trace_callback(lambda sql: counted.update((statement_kind(sql),)))
             cpu = time.process_time()
-            await asyncio.gather(
-                *(session_turns(client, session_id, 2, turns + 1) for session_id in ids)
-            )
+            await all_sessions_turns(client, ids, 2, turns + 1)
             cpu = time.process_time() - cpu
             for connection in connections:
                 assert connection is not None

@@ -70,20 +70,20 @@ def main(argv: Sequence[str]) -> int:
             for each in work:
                 each()
     round_seconds = sum(timed.values())
-    sampled_total = sum(
-        spent
-        for label, spent in sampler.inclusive.items()
-        if label.endswith(tuple(f"({each.__name__})" for each in work))
-    )
-    print(f"{'function':12}  {'one call, ms':>12}  {'timed share':>11}  {'sampled share':>13}")
-    for each in work:
-        name = each.__name__
-        sampled = sum(
-            spent for label, spent in sampler.inclusive.items() if label.endswith(f"({name})")
+    sampled = {
+        each.__name__: sum(
+            spent
+            for label, spent in sampler.inclusive.items()
+            if label.endswith(f"({each.__name__})")
         )
+        for each in work
+    }
+    sampled_total = max(sum(sampled.values()), 1e-9)
+    print(f"{'function':12}  {'one call, ms':>12}  {'timed share':>11}  {'sampled share':>13}")
+    for name, seconds in timed.items():
         print(
-            f"{name:12}  {timed[name] * 1000:12.3f}  {timed[name] / round_seconds:11.1%}"
-            f"  {sampled / max(sampled_total, 1e-9):13.1%}"
+            f"{name:12}  {seconds * 1000:12.3f}  {seconds / round_seconds:11.1%}"
+            f"  {sampled[name] / sampled_total:13.1%}"
         )
     print(
         f"{sampler.samples} samples over {sampler.elapsed:.2f} s; "

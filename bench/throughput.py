@@ -142,6 +142,21 @@ async def session_turns(
             raise RuntimeError(f"{session_id}: turn {number} answered {text!r}")
 
 
+async def open_sessions(sessions: AgentSessionClient, prefix: str, count: int) -> list[str]:
+    """Open ``count`` sessions named ``<prefix>-<n>``, one after another; return their IDs."""
+    ids = [f"{prefix}-{n}" for n in range(count)]
+    for session_id in ids:
+        await sessions.open_session(session_id)
+    return ids
+
+
+async def all_sessions_turns(
+    sessions: AgentSessionClient, ids: list[str], first: int, last: int
+) -> None:
+    """Run turns ``first`` to ``last`` of every session in ``ids``, all sessions at once."""
+    await asyncio.gather(*(session_turns(sessions, session_id, first, last) for session_id in ids))
+
+
 async def measure_throughput(path: Path, processes: int, sessions: int, turns: int) -> Throughput:
     """Run ``sessions`` x ``turns`` turns against ``processes`` worker processes on ``path``.
 
@@ -169,16 +184,12 @@ async def measure_throughput(path: Path, processes: int, sessions: int, turns: i
             await asyncio.sleep(ALONE)
             alone_until = time.monotonic()
             client = runtime.sessions(workload.flow)
-            ids = [f"throughput-{n}" for n in range(sessions)]
-            for session_id in ids:
-                await client.open_session(session_id)
-            await asyncio.gather(*(session_turns(client, session_id, 1, 1) for session_id in ids))
+            ids = await open_sessions(client, "throughput", sessions)
+            await all_sessions_turns(client, ids, 1, 1)
             cpu = sum(process_cpu_seconds(worker.pid) for worker in workers)
             client_cpu = time.process_time()
             started, timed_from = time.perf_counter(), time.monotonic()
-            await asyncio.gather(
-                *(session_turns(client, session_id, 2, turns + 1) for session_id in ids)
-            )
+            await all_sessions_turns(client, ids, 2, turns + 1)
             seconds = time.perf_counter() - started
             timed_until = time.monotonic()
             cpu = sum(process_cpu_seconds(worker.pid) for worker in workers) - cpu
@@ -219,12 +230,8 @@ async def profile_worker(path: Path, sessions: int, turns: int) -> dict[str, Any
         worker_beside(path, profile=out),
     ):
         client = runtime.sessions(workload.flow)
-        ids = [f"profiled-{n}" for n in range(sessions)]
-        for session_id in ids:
-            await client.open_session(session_id)
-        await asyncio.gather(
-            *(session_turns(client, session_id, 1, turns + 1) for session_id in ids)
-        )
+        ids = await open_sessions(client, "profiled", sessions)
+        await all_sessions_turns(client, ids, 1, turns + 1)
     profile: dict[str, Any] = json.loads(out.read_text())
     profile["turns"] = sessions * (turns + 1)
     return profile
