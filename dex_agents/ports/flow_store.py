@@ -510,10 +510,13 @@ class WatchableWrites(Protocol):
         ...
 
     def written_elsewhere(self) -> bool:
-        """Whether another connection committed since this store's latest transaction began
-        (``True`` when it cannot tell now). Asked right after a commit: another process's
-        commit that landed between it and the counter read after it is in that read, so
-        the commit must not pass for one that changed nothing but this process's rows."""
+        """Whether another connection committed since this was last asked (``True`` at the
+        first ask and when it cannot tell now). Asked after each commit of the engine and
+        at each look at a write signal, before that look's counter read: a commit of
+        another process that neither has seen yet may be in the counter read after a
+        commit (landed before it began, its signal still to come, or landed during it),
+        so that commit must not pass for one that changed nothing but this process's
+        rows; and a look must not take such a commit for one already seen."""
         ...
 
 

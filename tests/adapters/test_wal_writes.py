@@ -168,14 +168,21 @@ def test_a_commit_of_another_connection_makes_the_watch_readable_until_drained(
     watch.drain()  # nor does a drain once closed
 
 
-def test_the_store_tells_whether_another_connection_committed_since_its_last_transaction(
+def test_the_store_tells_whether_another_connection_committed_since_it_was_last_asked(
     path: Path, other: SqliteFlowStore
 ) -> None:
     store = SqliteFlowStore(path)
     try:
+        assert store.written_elsewhere()  # never asked: it cannot tell
         store.run(_write)
         assert not store.written_elsewhere()  # its own commit does not count
         other.run(_write)
+        assert store.written_elsewhere()
+        assert not store.written_elsewhere()  # told once
+        # Another connection's commit before this store's next transaction began counts
+        # too: its signal may still be to come when this store's commit is read.
+        other.run(_write)
+        store.run(_write)
         assert store.written_elsewhere()
         store.run(_write)
         assert not store.written_elsewhere()
@@ -302,6 +309,54 @@ async def test_a_signal_whose_look_finds_nothing_is_not_looked_at_again(
     async with asyncio.timeout(20):
         assert await waiting != since
     assert looks == 2
+
+
+@pytest.mark.parametrize("waiter", ["worker", "reader"])
+async def test_a_counter_read_of_this_process_hides_no_commit_of_another_from_the_waiters(
+    other: SqliteFlowStore, watching: LocalEngine, waiter: str
+) -> None:
+    # Between another process's commit and the look at its signal, something else of
+    # this process reads the counter (a Stream reader's mark, a claim loop's top): the
+    # look must still wake the waiters, which that read woke none of.
+    since = await watching.change_counter()
+    waiting: asyncio.Task[Any] = asyncio.create_task(
+        watching.wait_for_work(since, NEVER, WakeUp())
+        if waiter == "worker"
+        else watching.wait_for_change(since, NEVER)
+    )
+    await asyncio.sleep(0)  # the wait began and watches the file
+    other.run(_write)
+    await watching.flow_change_mark()  # reads the counter now, before the look
+    async with asyncio.timeout(20):
+        await waiting
+
+
+async def test_a_quiet_commit_after_another_process_s_commit_whose_signal_is_to_come_is_loud(
+    path: Path, watching: LocalEngine
+) -> None:
+    # Another process's commit lands, and this process commits quietly before that
+    # commit's signal comes (the other was preempted between its COMMIT and its signal).
+    # The counter read after the quiet commit holds the other's: were it taken as quiet,
+    # the signal's look would find the counter unmoved, and a waiting claim loop would
+    # sleep until its poll.
+    plain = sqlite3.connect(path, isolation_level=None)
+    try:
+        # Opened before the watch: SQLite running as root gives the -wal file its
+        # database's owner as it opens it, which sets its times too.
+        plain.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        since = await watching.change_counter()
+        work = asyncio.create_task(watching.wait_for_work(since, NEVER, WakeUp()))
+        await asyncio.sleep(0)  # the wait began and watches the file
+        await watching.run_quietly(_write, quiet=_quiet)  # asked once: what comes next is new
+        plain.execute("CREATE TABLE unsignalled (x)")  # committed, not signalled yet
+        loud = watching.loud_commits
+        await watching.run_quietly(_write, quiet=_quiet)
+        assert watching.loud_commits == loud + 1
+        os.utime(path.with_name(path.name + "-wal"))  # the other's signal, late
+        async with asyncio.timeout(20):
+            await work
+    finally:
+        plain.close()
 
 
 async def test_a_look_that_cannot_tell_looks_again_until_it_can(

@@ -106,15 +106,20 @@ class GroupCommitQueue:
         counter read that follows each commit, so the signals of this process's own commit
         wake nothing. Another process's commit that the read after this one holds makes
         this one not quiet, or a claim loop would take the other's for this quiet one: one
-        whose signal was pending before this commit, or one that landed after it began
-        (``WatchableWrites.written_elsewhere``, asked after the read: most often while this
-        commit's fsync ran)."""
+        whose signal was pending before this commit, or one that no look or commit has
+        seen yet (``WatchableWrites.written_elsewhere``, asked after the read: a commit
+        that landed while this one's fsync ran, or before it began with its signal still
+        to come)."""
         self._shared = store if isinstance(store, WatchableWrites) else None
         self._commits = 0  # batches committed (or tried), counted once each is done
         self._committing = False  # from a batch's start until ``last_commit`` names it
         self._written_elsewhere = False  # a write signal came before the commit being tried
         # The last counter read: (monotonic time before the read, commits then, counter).
         self._kept_counter: tuple[float, int, int] | None = None
+        # The counter that this process's waiters were last woken for, or that its latest
+        # commit was read at: a look wakes them when the counter moved from it. Not the
+        # last read: a waiter's own read must not hide a commit from the others.
+        self._announced: int | None = None
 
     def change_counter(self, reuse: float) -> int:
         """The store's change counter: the one read at most ``reuse`` seconds ago when no
@@ -153,16 +158,23 @@ class GroupCommitQueue:
         self.loud_commits += 1
 
     def counter_moved(self) -> bool | None:
-        """Read the counter now: whether it moved since the last read. ``None``, with no read,
-        while a batch commits on a store thread: a read then could not tell that commit
-        from another process's.
+        """At a write signal: whether another process committed since this process's waiters
+        were last woken or its latest commit was read. ``None``, with no read, while a
+        batch commits on a store thread: a read then could not tell that commit from
+        another process's.
 
         Every commit of this queue is read right after it lands, so a counter that moved
-        since the last read is another process's commit (or another engine's)."""
+        since then is another process's commit (or another engine's). Asked first, the
+        store says whether another connection committed since a commit or look last
+        asked: that catches a commit the counter read after one of this process's
+        commits holds but that commit did not take for another's.
+        """
         if self._committing:
             return None
-        kept = self._kept_counter
-        return kept is None or self._read_counter(time.monotonic(), self._commits) != kept[2]
+        elsewhere = self._others_committed()
+        counter = self._read_counter(time.monotonic(), self._commits)
+        announced, self._announced = self._announced, counter
+        return elsewhere or announced is None or counter != announced
 
     def _read_counter(self, now: float, commits: int) -> int:
         # ``commits`` was taken before the read: a commit that ends during it is not
@@ -288,6 +300,7 @@ class GroupCommitQueue:
             if signals is not None:
                 signals.drain()
             counter = self._read_counter(time.monotonic(), self._commits)
+            self._announced = counter
         except StoreWouldWaitError:
             raise
         except Exception as error:  # the whole transaction failed: every caller learns why
@@ -306,8 +319,11 @@ class GroupCommitQueue:
             for queued, outcome in zip(batch, outcomes, strict=True)
         )
         written_elsewhere, self._written_elsewhere = self._written_elsewhere, False
-        if quiet and signals is not None:
-            quiet = not (written_elsewhere or self._others_committed())
+        if signals is not None:
+            # Asked after a loud commit too: what it answers then is seen (the commit wakes
+            # every waiter), and a quiet commit after it asks only about what came since.
+            others = self._others_committed()
+            quiet = quiet and not (written_elsewhere or others)
         self.last_commit = (counter, quiet)
         if not quiet:
             self.loud_commits += 1

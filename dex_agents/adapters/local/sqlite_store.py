@@ -116,6 +116,8 @@ class SqliteFlowStore:
         self._write_once = WriteOnceValues()
         self._block_sizes = BlockSizes()
         self._known = KnownRows()
+        # PRAGMA data_version on this store's connection when written_elsewhere last read it.
+        self._elsewhere_seen: int | None = None
         self._own_events = OwnEvents()
         self._turnstile: WriterTurnstile | None = None
         self._wal = WalSync(self.path)
@@ -475,9 +477,10 @@ class SqliteFlowStore:
         return WalWrites.open(self.path)
 
     def written_elsewhere(self) -> bool:
-        """``PRAGMA data_version`` on this store's own connection, which its own commits do not
-        move, against the one its latest transaction began at; ``True`` while another
-        thread holds the connection (it cannot tell without waiting)."""
+        """Whether another connection committed since this was last asked: ``PRAGMA
+        data_version`` on this store's own connection, which its own commits do not move.
+        ``True`` at the first ask and while another thread holds the connection (it cannot
+        tell without waiting); an answer that cannot tell leaves the next one unchanged."""
         if not self._lock.acquire(blocking=False):
             return True
         try:
@@ -485,10 +488,11 @@ class SqliteFlowStore:
             if connection is None:
                 return True
             try:
-                version = connection.execute("PRAGMA data_version").fetchall()[0][0]
+                version = int(connection.execute("PRAGMA data_version").fetchall()[0][0])
             except sqlite3.Error:
                 return True
-            return not self._known.holds_version(version)
+            seen, self._elsewhere_seen = self._elsewhere_seen, version
+            return version != seen
         finally:
             self._lock.release()
 
