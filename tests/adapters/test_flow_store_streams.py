@@ -64,3 +64,40 @@ def test_trimming_drops_a_flow_types_oldest_events_across_its_flows(store: FlowS
     assert store.run(lambda tx: tx.trim_events("Agent", 1)) == 0
     with pytest.raises(ValueError, match="capacity_bytes must be 0 or more, not -1"):
         store.run(lambda tx: tx.trim_events("Agent", -1))
+
+
+class _Undone(Exception):
+    pass
+
+
+@pytest.mark.parametrize("undone_by", ["transaction", "savepoint"])
+def test_a_block_sealed_in_a_rolled_back_commit_leaves_no_trace_in_later_trims(
+    store: FlowStore, undone_by: str
+) -> None:
+    # A rollback hands the IDs of the events it undid out again: a block sealed and
+    # walked by a trim in it, then undone, has the IDs of a later block whose events
+    # differ. That later block must be trimmed by its own events' sizes (a Step whose
+    # result the store refused is rolled back and runs again, appending its events anew).
+    def seal_trim_and_fail(tx: StoreTransaction) -> None:
+        for _ in range(64):
+            tx.append_event("Agent", "f1", "x" * 10, "s", at(0))
+        tx.trim_events("Agent", 0)
+        raise _Undone
+
+    if undone_by == "transaction":
+        with pytest.raises(_Undone):
+            store.run(seal_trim_and_fail)
+    else:
+        outcome, kept = store.run_batch(
+            [seal_trim_and_fail, lambda tx: tx.put_value("f1", "Name", "", '"kept"')]
+        )
+        assert isinstance(outcome.error, _Undone) and kept.error is None
+    ids = store.run(
+        lambda tx: [tx.append_event("Agent", "f1", "y" * 100, "s", at(1)) for _ in range(64)]
+    )
+    assert store.run(lambda tx: tx.trim_events("Agent", 5_400)) == 10
+    left = store.run(lambda tx: tx.events_after("f1", 0, 100))
+    assert [event.id for event in left] == ids[10:]
+    # The Flow type's size stayed right: ten more events fit under a capacity of 64.
+    store.run(lambda tx: [tx.append_event("Agent", "f1", "y" * 100, "s", at(2)) for _ in range(10)])
+    assert store.run(lambda tx: tx.trim_events("Agent", 6_400)) == 0

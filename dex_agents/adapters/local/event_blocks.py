@@ -144,9 +144,13 @@ class BlockSizes:
     """The event sizes of the blocks one store walked, the least recently used dropped.
 
     A trim at a Stream's capacity walks the oldest block again in every commit; a
-    block's events never change (a trim only raises its ``trimmed_to``) and its
-    first and last IDs name them within one file, so what was read of it stays
-    true in any process. Event IDs restart in every file, so each store keeps its own.
+    block's events never change (a trim only raises its ``trimmed_to``) and, once
+    committed, its first and last IDs name them within one file, so what was read
+    of it stays true in any process. Event IDs restart in every file, so each store
+    keeps its own. A rollback (of a transaction, or of a batch's work to its
+    savepoint) hands the IDs of the events it undid out again, and a block it
+    sealed is gone: a later block may then have the same IDs and other events, so
+    the store forgets every size at a rollback (``forget``).
     """
 
     def __init__(self, most: int = 256) -> None:
@@ -170,3 +174,8 @@ class BlockSizes:
             if len(self._sizes) > self._most:
                 self._sizes.popitem(last=False)
         return sizes
+
+    def forget(self) -> None:
+        """Forget every block's sizes: a rollback undid what some of them were read from."""
+        with self._lock:
+            self._sizes.clear()

@@ -369,11 +369,13 @@ class SqliteFlowStore:
                 return result
             except BaseException as error:
                 # A write transaction's rollback undid writes that were kept as they were
-                # made; a read that raised (a session not found, a refused write) wrote none,
-                # and neither did a write that never began (another connection was writing:
-                # forgetting then made a worker beside a client read every session again).
+                # made, and Stream blocks it sealed, whose event IDs come again; a read that
+                # raised (a session not found, a refused write) wrote none, and neither did a
+                # write that never began (another connection was writing: forgetting then
+                # made a worker beside a client read every session again).
                 if worked and not read_only:
                     known.forget()
+                    self._block_sizes.forget()
                 if isinstance(error, sqlite3.Error):
                     raise self._translate(error) from error
                 if isinstance(error, StoredValueError):

@@ -118,9 +118,11 @@ class SqliteStream:
         """Make the unsaved bytes what ``unsaved_sizes`` gave when a rolled-back savepoint began.
 
         Bytes a trim inside it saved were taken back with its statements, so they are
-        unsaved again; the bytes of its own events are gone.
+        unsaved again; the bytes of its own events are gone. So may be a block it
+        sealed, whose event IDs later events get: the blocks' sizes are forgotten.
         """
         self._unsaved_bytes = dict(unsaved)
+        self._sizes.forget()
 
     def _seal(self, flow_type: str, flow_id: str) -> int:
         """Move the oldest single events of ``flow_id`` into blocks of ``BLOCK_EVENTS``.
