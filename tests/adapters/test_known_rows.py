@@ -123,6 +123,31 @@ def test_a_commit_of_another_connection_is_seen_at_the_next_transaction(
     assert first.run(lambda tx: tx.trim_events("Agent", 10)) == 1
 
 
+def test_a_write_once_instance_another_connection_deleted_is_not_served_from_kept_text(
+    two: tuple[SqliteFlowStore, SqliteFlowStore],
+) -> None:
+    # A write-once instance is only ever deleted (retention, in any process); the text this
+    # connection keeps of it must go with its key, however the instance is asked for.
+    first, second = two
+    _fill(first)
+    first.run(lambda tx: tx.put_value("f1", "w", "k2", "second"))
+    assert first.read(lambda tx: tx.get_write_once_values("f1", "w")) == {
+        "k1": "first",
+        "k2": "second",
+    }
+    second.run(lambda tx: tx.delete_value("f1", "w", "k1"))
+
+    def reads(tx: StoreTransaction) -> tuple[object, ...]:
+        return (
+            tx.get_write_once_values("f1", "w", ["k1", "k2"]),
+            tx.get_value("f1", "w", "k1"),
+            tx.get_write_once_values("f1", "w"),
+        )
+
+    assert first.read(reads) == ({"k2": "second"}, None, {"k2": "second"})
+    assert first.run(reads) == ({"k2": "second"}, None, {"k2": "second"})
+
+
 def test_what_a_connection_writes_it_reads_back_from_what_it_keeps(
     two: tuple[SqliteFlowStore, SqliteFlowStore],
 ) -> None:

@@ -286,7 +286,7 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         # a snapshot's read of one message chunk by key reads no page of it again.
         kept = self._write_once.known(flow_id, name, (key,))
         if kept:
-            return kept[key]
+            return kept[key] if key in self._map_keys(flow_id, name) else None
         known = self._known.peek(flow_id)
         if known is not None:
             if key == "" and name in known.singletons:
@@ -320,20 +320,21 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         # Only the keys are read (the value column, with its overflow pages, is
         # not), then the values this store has not kept.
         if keys is None:
-            known = self._known.flow(flow_id)
-            kept_keys = known.map_keys.get(name)
-            if kept_keys is None:
-                rows = self._execute(ATTRIBUTE_KEYS_SELECT, (flow_id, name)).fetchall()
-                kept_keys = known.map_keys[name] = {key for (key,) in rows}
+            kept_keys = self._map_keys(flow_id, name)
             # A long session's chunks are all kept, and sorting and picking them one by one
             # was a walk over every chunk at every model call.
             whole = self._write_once.known_all(flow_id, name, kept_keys)
             if whole is not None:
                 return whole
             keys = sorted(kept_keys)
+            found = self._write_once.known(flow_id, name, keys)
         else:
             keys = sorted(set(keys))
-        found = self._write_once.known(flow_id, name, keys)
+            found = self._write_once.known(flow_id, name, keys)
+            if found:
+                present = self._map_keys(flow_id, name)
+                keys = [key for key in keys if key in present]
+                found = {key: text for key, text in found.items() if key in present}
         if len(found) == len(keys):
             return found  # every value kept: already in key order
         missing = [key for key in keys if key not in found]
@@ -349,6 +350,17 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             self._write_once.keep(flow_id, name, committed)
             found.update(read)
         return {key: found[key] for key in keys if key in found}
+
+    def _map_keys(self, flow_id: str, name: str) -> set[str]:
+        """Every key of an AttributeMap, kept with the run's rows: the text of a write-once
+        instance this process keeps outlives its key when another connection deletes it
+        (``WriteOnceValues`` hears only this store's writes), and this says whether it is."""
+        known = self._known.flow(flow_id)
+        keys = known.map_keys.get(name)
+        if keys is None:
+            rows = self._execute(ATTRIBUTE_KEYS_SELECT, (flow_id, name)).fetchall()
+            keys = known.map_keys[name] = {key for (key,) in rows}
+        return keys
 
     def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
         if not names:
