@@ -265,7 +265,9 @@ class StoreTransaction(Protocol):
         ...
 
     def update_execution(self, row: ExecutionRow) -> None:
-        """Replace a Step execution's row."""
+        """Replace a Step execution's row (``LookupError`` when none has its ID). Its Flow
+        run stays the one it was created in: ``ValueError`` when ``row.flow_id`` names
+        another."""
         ...
 
     def flow_executions(

@@ -6,6 +6,7 @@ the same results.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -163,6 +164,33 @@ def test_an_execution_pruned_in_the_transaction_cannot_be_updated(store: FlowSto
 
     with pytest.raises(LookupError, match="no Step execution with store ID"):
         store.run(prune_then_update)
+
+
+@pytest.mark.parametrize("read_first", [True, False])
+def test_an_execution_stays_in_the_flow_run_that_created_it(
+    store: FlowStore, read_first: bool
+) -> None:
+    # Read first or not, an update that names another run is refused and changes nothing:
+    # what a store keeps of a run's active Steps must never hold another run's.
+    (row_id,) = add_executions(store, execution())
+    stored = store.run(lambda tx: tx.get_execution(row_id))
+    assert stored is not None
+    moved = replace(stored, flow_id="f2", status=ExecutionStatus.RUNNING)
+
+    def move(tx: StoreTransaction) -> None:
+        if read_first:
+            tx.get_execution(row_id)
+        tx.update_execution(moved)
+
+    message = (
+        f"Step execution {row_id} belongs to Flow run 'f1'; update_execution cannot move it to 'f2'"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        store.run(move)
+    assert store.run(lambda tx: tx.get_execution(row_id)) == stored
+    active = [ExecutionStatus.READY, ExecutionStatus.RUNNING]
+    assert [row.id for row in store.run(lambda tx: tx.flow_executions("f1", active))] == [row_id]
+    assert store.run(lambda tx: tx.flow_executions("f2")) == []
 
 
 def test_step_numbers_count_per_flow_and_step_type(store: FlowStore) -> None:

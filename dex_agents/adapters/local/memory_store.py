@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from dex_agents.adapters.local.store_rows import (
     check_limit,
+    moved_execution_message,
     normalized_execution,
     normalized_flow,
     row_copy,
@@ -273,21 +274,9 @@ class _MemoryTransaction(StoreTransaction):
         old = self._t.executions.get(row.id)
         if old is None:
             raise LookupError(f"no Step execution with store ID {row.id} is stored")
-        self._store_execution(stored)
         if old.flow_id != row.flow_id:
-            self._move_execution(row.id, old.flow_id, row.flow_id)
-
-    def _move_execution(self, execution_id: int, old_flow: str, new_flow: str) -> None:
-        leaving = self._t.flow_executions[old_flow]
-        leaving.remove(execution_id)
-        self.undo.append(partial(bisect.insort, leaving, execution_id))
-        joining = self._t.flow_executions.setdefault(new_flow, [])
-        bisect.insort(joining, execution_id)
-        self.undo.append(partial(joining.remove, execution_id))
-        was_active = self._t.active_by_flow.get(old_flow, set())
-        if execution_id in was_active:
-            was_active.discard(execution_id)
-            self.undo.append(partial(was_active.add, execution_id))
+            raise ValueError(moved_execution_message(row.id, old.flow_id, row.flow_id))
+        self._store_execution(stored)
 
     def _active_rows(self, statuses: Sequence[ExecutionStatus]) -> list[ExecutionRow]:
         rows = (self._t.executions[i] for i in sorted(self._t.active))

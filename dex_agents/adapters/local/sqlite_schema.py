@@ -308,8 +308,11 @@ EXECUTION_INSERT_WITH_ID = (
 )
 """``EXECUTION_INSERT`` with the ID given last, after the ``EXECUTION_DATA`` values."""
 EXECUTION_UPDATE = (
-    f"UPDATE step_executions SET {', '.join(f'{name} = ?' for name in EXECUTION_DATA)} WHERE id = ?"
+    f"UPDATE step_executions SET {', '.join(f'{name} = ?' for name in EXECUTION_DATA)} "
+    "WHERE id = ? AND flow_id = ?"
 )
+"""Every column of one execution, by ``id``, where its Flow run is the one given: a Step
+execution never moves to another run."""
 EXECUTION_DATA_POSITIONS = tuple(
     position for position, name in enumerate(EXECUTION_COLUMNS) if name != "id"
 )

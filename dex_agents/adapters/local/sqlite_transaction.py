@@ -15,6 +15,7 @@ from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
     CLAIMABLE_WHERE,
     DUE_TIMERS_WHERE,
+    EXECUTION_DATA,
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
     EXECUTION_INSERT_WITH_ID,
@@ -38,6 +39,7 @@ from dex_agents.adapters.local.sqlite_schema import (
 from dex_agents.adapters.local.sqlite_stream import SqliteStream
 from dex_agents.adapters.local.store_rows import (
     check_limit,
+    moved_execution_message,
     normalized_flow,
     utc_time,
 )
@@ -52,6 +54,7 @@ from dex_agents.ports.flow_store import (
     StoreTransaction,
 )
 
+_FLOW_FIELD = EXECUTION_DATA.index("flow_id")  # in ``execution_fields`` and stored values
 _FINISHED = "('completed', 'failed', 'cancelled')"
 
 _READS = ("SELECT", "WITH")
@@ -77,9 +80,10 @@ _LAST_STEP_ACTIVITY = (
 def _execution_update(
     execution_id: int, values: Sequence[object], changed: Sequence[int] | None
 ) -> tuple[str, list[object]]:
-    """The UPDATE of an execution's ``changed`` columns (``None``: all) to ``values``."""
+    """The UPDATE of an execution's ``changed`` columns (``None``: all, where its Flow run is
+    still ``values``' own) to ``values``."""
     if changed is None:
-        return EXECUTION_UPDATE, [*values, execution_id]
+        return EXECUTION_UPDATE, [*values, execution_id, values[_FLOW_FIELD]]
     return execution_update(tuple(changed)), [*(values[i] for i in changed), execution_id]
 
 
@@ -445,6 +449,9 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
         changed: list[int] | None = None  # None: every column, as this transaction never saw it
         if before is None:
             values = stored_execution_values(fields_now)
+        elif before[0][_FLOW_FIELD] != row.flow_id:
+            stored_flow = str(before[0][_FLOW_FIELD])
+            raise ValueError(moved_execution_message(row.id, stored_flow, row.flow_id))
         else:
             values, changed = changed_execution_values(fields_now, *before)
             # Nothing changed: the row is stored as it is, since this transaction read it.
@@ -459,7 +466,13 @@ class SqliteTransaction(SqliteChannels, StoreTransaction):
             positions = frozenset(changed) if pending is None else pending[1].union(changed)
             self._unupdated[row.id] = (values, positions)
         elif self._execute(*_execution_update(row.id, values, changed)).rowcount == 0:
-            raise LookupError(f"no Step execution with store ID {row.id} is stored")
+            # Every column, and only where the row's Flow run is the stored one.
+            stored = self._execute(
+                "SELECT flow_id FROM step_executions WHERE id = ?", (row.id,)
+            ).fetchone()
+            if stored is None:
+                raise LookupError(f"no Step execution with store ID {row.id} is stored")
+            raise ValueError(moved_execution_message(row.id, str(stored[0]), row.flow_id))
         self._changed.add(row.flow_id)
         self._executions_seen[row.id] = (fields_now, values)
         self._known.put_execution(row.flow_id, stored_execution_row(row.id, values))

@@ -79,6 +79,15 @@ def normalized_execution(row: ExecutionRow) -> ExecutionRow:
     return _with_utc_times(copy, EXECUTION_TIME_FIELDS)
 
 
+def moved_execution_message(execution_id: int, stored_flow: str, asked_flow: str) -> str:
+    """Why ``update_execution`` refuses a row whose Flow run is not the stored one: a Step
+    execution belongs to the run that created it, for good."""
+    return (
+        f"Step execution {execution_id} belongs to Flow run {stored_flow!r}; "
+        f"update_execution cannot move it to {asked_flow!r}"
+    )
+
+
 def check_limit(limit: int) -> None:
     """Refuse a negative row limit, which SQLite would read as "no limit"."""
     if limit < 0:
