@@ -91,7 +91,8 @@ def test_a_block_sealed_in_a_rolled_back_commit_leaves_no_trace_in_later_trims(
         outcome, kept = store.run_batch(
             [seal_trim_and_fail, lambda tx: tx.put_value("f1", "Name", "", '"kept"')]
         )
-        assert isinstance(outcome.error, _Undone) and kept.error is None
+        assert isinstance(outcome.error, _Undone)
+        assert kept.error is None
     ids = store.run(
         lambda tx: [tx.append_event("Agent", "f1", "y" * 100, "s", at(1)) for _ in range(64)]
     )
