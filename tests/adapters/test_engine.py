@@ -421,7 +421,7 @@ async def test_a_round_recovers_the_leases_of_gone_owners_only(
                 claims.claim_round,
                 flows=engine.flows,
                 owner="me",
-                now=engine.now(),
+                clock=engine.now,
                 lease=engine.lease_duration,
                 slots=RoundSlots(1),
                 run_claimed=handoff.run_claimed,

@@ -103,7 +103,7 @@ def claim_round(
     tx: StoreTransaction,
     flows: dict[str, RegisteredFlow],
     owner: str,
-    now: datetime,
+    clock: Callable[[], datetime],
     lease: timedelta,
     slots: RoundLimit,
     run_claimed: RunClaimed,
@@ -114,7 +114,13 @@ def claim_round(
     ``run_claimed`` of them (the claims it leaves for the worker to start), then the look
     of ``capacity_round``: the cancellations of ``owner``'s running attempts and the next
     Timer. With ``gone`` it first recovers the leases of other workers that it says are
-    gone (``recover_gone_leases``)."""
+    gone (``recover_gone_leases``).
+
+    The time is ``clock()`` as the transaction runs, not when the round was asked for: a
+    round that waited for the write lock, or was tried again after a busy store, would
+    lease from a time already past (by default the busy timeout is as long as a lease),
+    and another worker would take over attempts that still run."""
+    now = clock()
     gone_owners = frozenset() if gone is None else recover_gone_leases(tx, flows, owner, now, gone)
     limit = slots.begin()
     claimed = claim(tx, flows, owner, now, lease, limit)

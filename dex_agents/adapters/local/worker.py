@@ -17,7 +17,7 @@ import logging
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TypeVar
 
 from dex_agents.adapters.local import claims, handoff
@@ -341,7 +341,7 @@ class LocalWorker:
                 try:
                     if full:
                         self._round = slots
-                        round_ = await self._claim_round(now, slots, look_for_gone)
+                        round_ = await self._claim_round(slots, look_for_gone)
                         look_for_gone = False
                     else:
                         round_ = await self._read_at_capacity()
@@ -372,7 +372,7 @@ class LocalWorker:
             await engine.wait_for_work(counter or 0, timeout, self._wake)
 
     async def _claim_round(
-        self, now: datetime, slots: RoundSlots, look_for_gone: bool = False
+        self, slots: RoundSlots, look_for_gone: bool = False
     ) -> claims.ClaimRound:
         """``claims.claim_round`` for up to the slots it holds as its transaction begins,
         committed quietly when it took everything it found, and durably: a round that
@@ -384,7 +384,7 @@ class LocalWorker:
             claims.claim_round,
             flows=engine.flows,
             owner=self.worker_id,
-            now=now,
+            clock=engine.now,
             lease=engine.lease_duration,
             slots=slots,
             run_claimed=handoff.run_claimed,
@@ -594,14 +594,7 @@ class LocalWorker:
             ids = list(self._running)
             try:
                 cancelled = await engine.run(
-                    functools.partial(
-                        claims.renew_leases,
-                        owner=self.worker_id,
-                        ids=ids,
-                        now=engine.now(),
-                        lease=engine.lease_duration,
-                    ),
-                    durable=False,
+                    functools.partial(self._renewed, ids=ids), durable=False
                 )
             except StoreError as error:
                 # The next renewal tries again; a lease that lapses meanwhile is taken over.
@@ -619,6 +612,14 @@ class LocalWorker:
                             f"no heartbeat for {running.options.heartbeat_timeout}"
                         )
                         running.task.cancel()
+
+    def _renewed(self, tx: StoreTransaction, ids: Sequence[int]) -> set[int]:
+        # From the time it commits at: queued behind another process's write, a renewal
+        # timed from when it was asked would renew for less than a lease.
+        engine = self._engine
+        return claims.renew_leases(
+            tx, owner=self.worker_id, ids=ids, now=engine.now(), lease=engine.lease_duration
+        )
 
     def _cancel(self, ids: set[int]) -> None:
         for key in ids:
