@@ -23,6 +23,7 @@ from dex_agents.adapters.local import engine as engine_module
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.group_commit import GroupCommitQueue
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.store_errors import StoreBusyError
 from dex_agents.ports.flow_store import StoreTransaction
 
 LONG = 3600.0  # no test lasts that long: only a commit makes the queue read again
@@ -99,6 +100,48 @@ async def test_a_commit_that_failed_still_ends_the_reuse(
     reads = store.counter_reads
     queue.change_counter(LONG)
     assert store.counter_reads == reads  # the failed commit's own read stands for it
+
+
+class FailingCounterStore(CountedStore):
+    """A memory store whose next change-counter read fails, as a busy or failing file's may."""
+
+    fail_next = False
+
+    def change_counter(self) -> int:
+        if self.fail_next:
+            self.fail_next = False
+            raise StoreBusyError("the counter's read failed")
+        return super().change_counter()
+
+
+async def test_a_commit_whose_counter_read_fails_still_gives_its_callers_their_outcome() -> None:
+    # The commit landed: its caller must not be told it failed (a client would send its
+    # message again, a worker lose the Steps the commit leased to it). Every waiter looks
+    # at the store again instead: the counter is one none has seen and the commit is loud.
+    store = FailingCounterStore()
+    with ThreadPoolExecutor(1) as executor:
+        queue = GroupCommitQueue(store, executor)
+        before = queue.change_counter(LONG)
+        loud = queue.loud_commits
+        store.fail_next = True
+        result, counter, quiet = await queue.run(_write_done, True, _quiet)
+        assert (result, quiet) == ("done", False)
+        assert counter < 0
+        assert counter != before
+        assert queue.loud_commits == loud + 1
+        reads = store.counter_reads
+        assert queue.change_counter(LONG) == store.change_counter()  # read again, not reused
+        assert store.counter_reads == reads + 2
+        assert store.run(lambda tx: tx.get_value("run", "Name", "")) is not None
+
+
+def _write_done(tx: StoreTransaction) -> str:
+    _write(tx)
+    return "done"
+
+
+def _quiet(_: object) -> bool:
+    return True
 
 
 def test_another_connection_s_commit_is_seen_once_the_window_passes(

@@ -297,10 +297,6 @@ class GroupCommitQueue:
                 outcomes = commit(batch)
             finally:
                 self._commits += 1
-            if signals is not None:
-                signals.drain()
-            counter = self._read_counter(time.monotonic(), self._commits)
-            self._announced = counter
         except StoreWouldWaitError:
             raise
         except Exception as error:  # the whole transaction failed: every caller learns why
@@ -314,7 +310,8 @@ class GroupCommitQueue:
             with self._lock:
                 self._draining = False
             raise
-        quiet = all(
+        counter = self._counter_after_commit(signals)
+        quiet = counter >= 0 and all(
             queued.quiet is not None and outcome.error is None and queued.quiet(outcome.value)
             for queued, outcome in zip(batch, outcomes, strict=True)
         )
@@ -329,6 +326,21 @@ class GroupCommitQueue:
             self.loud_commits += 1
         for queued, outcome in zip(batch, outcomes, strict=True):
             _settle(queued, (outcome, counter, quiet))
+
+    def _counter_after_commit(self, signals: WriteWatch | None) -> int:
+        """The change counter right after a commit, its own signals taken first; when the
+        read fails, a number no counter is (below zero), and nothing kept: the commit
+        landed, so its callers get their outcomes, and with a counter no waiter has seen
+        and the commit loud, every waiter looks at the store again."""
+        try:
+            if signals is not None:
+                signals.drain()
+            counter = self._read_counter(time.monotonic(), self._commits)
+        except Exception:
+            self._kept_counter = self._announced = None
+            return -self._commits
+        self._announced = counter
+        return counter
 
     def _commit(self, batch: list[_Queued[Any]]) -> list[BatchOutcome]:
         if len(batch) == 1:
