@@ -16,9 +16,9 @@ import functools
 import logging
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from dex_agents.adapters.local import claims, handoff
 from dex_agents.adapters.local.engine import LocalEngine
@@ -118,6 +118,8 @@ class LocalWorker:
         self._running: dict[int, _Running] = {}
         # Slots promised to claims whose transaction has not returned yet.
         self._reserved = 0
+        # Commits that lease Steps to this worker, awaited apart from their callers (``_then_take``).
+        self._taking: set[asyncio.Task[Any]] = set()
         # The slots of the claim round in flight, which a client's hand-off may borrow.
         self._round: RoundSlots | None = None
         # Whether runnable work may be waiting for a free slot.
@@ -161,15 +163,49 @@ class LocalWorker:
         # Its own slot, and a few more: Steps that finish together each keep slots for
         # what they start, so one of them taking every free slot would starve the rest.
         limit = self._reserve(1, most=HANDOFF_EXTRA_SLOTS)
-        try:
+
+        async def commit() -> tuple[bool, handoff.HandOff]:
             result = await self._commit_quietly(lambda tx: work(tx, limit), _complete)
-        finally:
-            self._reserved -= limit
-        self._took(result)
-        return result.committed
+            return result.committed, result
+
+        return await self._then_take(commit(), limit)
+
+    async def _then_take(self, commit: Awaitable[tuple[R, handoff.HandOff]], limit: int) -> R:
+        """Await ``commit``, which leases Steps to this worker on ``limit`` reserved slots, then
+        start what it leased; the commit's own output.
+
+        In a task of its own, which the caller's cancellation does not reach: the commit
+        lands whether or not its caller still waits (a client's request dropped, an attempt
+        cancelled as its result commits), and what it leased would wait for its lease to
+        lapse with nobody running it. ``_abandon_running`` waits for these tasks before it
+        hands back what never started.
+        """
+
+        async def commit_and_take() -> R:
+            try:
+                output, result = await commit
+            finally:
+                self._reserved -= limit
+            self._took(result)
+            return output
+
+        task = asyncio.create_task(commit_and_take())
+        self._taking.add(task)
+        task.add_done_callback(self._taken)
+        return await asyncio.shield(task)
+
+    def _taken(self, task: asyncio.Task[Any]) -> None:
+        self._taking.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: its caller, if it still waits, gets it as well
 
     def _took(self, result: handoff.HandOff) -> None:
-        """Start what a committed hand-off leased to this worker, and note what it left."""
+        """Start what a committed hand-off leased to this worker, and note what it left.
+
+        Once the worker stops it starts nothing: what it was leased stays unstarted, and
+        ``_abandon_running`` hands it back to other workers."""
+        if self._stopping.is_set():
+            return
         if not result.complete:
             self._starved = True
         self._start_all(result.claims)
@@ -205,15 +241,13 @@ class LocalWorker:
                 # more: this commit's Steps start in it, not in the next round. They stay
                 # reserved.
                 limit = self._round.lend(HANDOFF_EXTRA_SLOTS)
-        try:
-            output, result = await self._engine.run_quietly(
+        return await self._then_take(
+            self._engine.run_quietly(
                 lambda tx: work(tx, self.worker_id, limit),
                 quiet=lambda done: _complete(done[1]),
-            )
-        finally:
-            self._reserved -= limit
-        self._took(result)
-        return output
+            ),
+            limit,
+        )
 
     async def _read(self, work: Callable[[StoreTransaction], R]) -> R:
         """``engine.read(work)``, retried through store faults like ``_transact``."""
@@ -637,6 +671,9 @@ class LocalWorker:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # Commits that lease to this worker and are still on their way (a client's, or an
+        # attempt's whose task was just cancelled): what they lease must be handed back too.
+        await asyncio.gather(*self._taking, return_exceptions=True)
         engine = self._engine
         owner = self.worker_id
 
