@@ -51,6 +51,46 @@ def test_sqlite_data_survives_a_fresh_store_on_the_same_path(tmp_path: Path) -> 
     second.close()
 
 
+def test_a_store_opened_through_a_link_syncs_and_shares_the_real_file(tmp_path: Path) -> None:
+    # SQLite keeps the -wal file beside the link's target: the store must sync that one, and
+    # a process that names the file by its link works with one that names it directly.
+    real = tmp_path / "real.sqlite3"
+    link = tmp_path / "link.sqlite3"
+    direct = SqliteFlowStore(real)
+    link.symlink_to(real)
+    linked = SqliteFlowStore(link)
+    try:
+        add_flows(linked, flow("f1"))
+        add_flows(linked, flow("f2"))  # the first durable commit did not break the store
+        assert [row.flow_id for row in direct.read(lambda tx: tx.list_flows())] == ["f1", "f2"]
+        watch = linked.watch_writes()
+        assert watch is not None
+        try:
+            add_flows(direct, flow("f3"))
+            assert watch.drain()  # the link's store hears the real file's commits
+        finally:
+            watch.close()
+        assert linked.path == real
+    finally:
+        linked.close()
+        direct.close()
+
+
+def test_a_store_named_by_a_relative_path_keeps_its_file_after_a_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = SqliteFlowStore("sessions.sqlite3")
+    try:
+        (tmp_path / "elsewhere").mkdir()
+        monkeypatch.chdir(tmp_path / "elsewhere")  # a tool of the process may change it
+        add_flows(store, flow("f1"))
+        assert [row.flow_id for row in store.read(lambda tx: tx.list_flows())] == ["f1"]
+        assert store.path == tmp_path / "sessions.sqlite3"
+    finally:
+        store.close()
+
+
 def test_sqlite_sees_commits_of_another_connection(tmp_path: Path) -> None:
     path = tmp_path / "flows.sqlite3"
     one, two = SqliteFlowStore(path), SqliteFlowStore(path)

@@ -101,7 +101,11 @@ class SqliteFlowStore:
             )
         if busy_timeout < timedelta(0):
             raise ValueError(f"busy_timeout cannot be negative: {busy_timeout}")
-        self.path = Path(path)
+        # Absolute, its links resolved: SQLite keeps the -wal file beside the real file, and
+        # the files derived from the path (the WAL this store syncs, the turnstile, the
+        # workers' marks, the write watch) must be those every process of the file uses,
+        # whatever name it was given; and a relative name stays right after a chdir.
+        self.path = Path(os.path.realpath(path))
         self.busy_timeout = busy_timeout
         self.client = client
         """Whether this store's writes go ahead of worker processes' (``client=True``)."""
