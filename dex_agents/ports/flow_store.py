@@ -525,6 +525,13 @@ class WatchableWrites(Protocol):
 class WorkerMark(Protocol):
     """A running worker's mark (``WorkerMarks.hold_worker_mark``)."""
 
+    @property
+    def took_over(self) -> bool:
+        """Whether it replaced the mark of an earlier process of the same owner ID, which
+        ended: that process's leases bear this ID, and the worker recovers them before it
+        claims anything."""
+        ...
+
     def release(self) -> None:
         """Stop marking: the worker has stopped and commits nothing more."""
         ...
@@ -542,7 +549,9 @@ class WorkerMarks(Protocol):
 
     def hold_worker_mark(self, owner: str) -> WorkerMark | None:
         """Mark ``owner`` as running until its process ends or the mark is released;
-        ``None`` when it cannot be marked (then its leases lapse as before)."""
+        ``None`` when it cannot be marked (then its leases lapse as before). Raises when
+        a running worker of another process holds ``owner``'s mark: two live workers
+        with one ID would take over each other's leases."""
         ...
 
     def worker_gone(self, owner: str) -> bool:

@@ -8,7 +8,9 @@ It serves ``EngineTestFlow`` over the SQLite flow store at ``<db>`` with a
 - ``ENGINE_WORKER_LEASE_SECONDS``: the lease duration (1 s), so a killed worker's
   attempts are taken over quickly;
 - ``ENGINE_WORKER_POLL_SECONDS``: how often it looks for other processes' commits (0.05 s);
-- ``ENGINE_WORKER_MAX_TASKS``: how many Step methods it runs at once (16).
+- ``ENGINE_WORKER_MAX_TASKS``: how many Step methods it runs at once (16);
+- ``ENGINE_WORKER_ID``: its worker ID (``pid-<its pid>``), fixed to play a process restarted
+  under the same ID.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tests.adapters.engine_flows import EngineTestFlow, Probe
 LEASE_ENV = "ENGINE_WORKER_LEASE_SECONDS"
 POLL_ENV = "ENGINE_WORKER_POLL_SECONDS"
 MAX_TASKS_ENV = "ENGINE_WORKER_MAX_TASKS"
+WORKER_ID_ENV = "ENGINE_WORKER_ID"
 
 
 def ready_file(state_dir: Path, pid: int) -> Path:
@@ -44,7 +47,8 @@ async def serve(db_path: Path, state_dir: Path) -> None:
     flow = EngineTestFlow(Probe(state_dir=state_dir))
     store = SqliteFlowStore(db_path)
     engine = LocalEngine(store, [flow], poll_interval=poll, lease_duration=lease)
-    worker = LocalWorker(engine, max_concurrent_tasks=max_tasks, worker_id=f"pid-{os.getpid()}")
+    worker_id = os.environ.get(WORKER_ID_ENV, f"pid-{os.getpid()}")
+    worker = LocalWorker(engine, max_concurrent_tasks=max_tasks, worker_id=worker_id)
     task = asyncio.create_task(worker.run())
     # SIGTERM stops the worker as run_workers does: running attempts are cancelled.
     loop = asyncio.get_running_loop()

@@ -47,6 +47,7 @@ from tests.adapters.engine_worker import (
     LEASE_ENV,
     MAX_TASKS_ENV,
     POLL_ENV,
+    WORKER_ID_ENV,
     ready_file,
 )
 
@@ -499,11 +500,16 @@ async def test_an_rpc_in_this_process_cancels_a_step_running_in_a_worker_process
 # deadline here.
 
 
+@pytest.mark.parametrize("worker_ids", ["own", "same"])
 @pytest.mark.parametrize("end", ["sigkill", "sigterm"])
 async def test_a_new_worker_process_takes_a_started_attempt_over_before_its_lease_lapses(
-    crash: Crash, end: str
+    crash: Crash, end: str, worker_ids: str
 ) -> None:
+    # "same": the new process has the ended one's worker ID (a fixed worker_id_prefix), so
+    # the leases to recover bear its own ID.
     crash.worker_env[LEASE_ENV] = "3600"
+    if worker_ids == "same":
+        crash.worker_env[WORKER_ID_ENV] = "svc"
     first = await crash.start_worker()
     await crash.client.start_flow(crash.flow, "s1", "gate")
     await crash.eventually("attempt 1 at the gate", lambda: crash.read("gate.reached") == "1")

@@ -25,9 +25,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 _HOLDER = """
 import sys, time
 from pathlib import Path
+from dex_agents.adapters.local.store_errors import WorkerIdInUseError
 from dex_agents.adapters.local.worker_marks import WorkerMarkFiles
-mark = WorkerMarkFiles(Path(sys.argv[1])).hold_worker_mark(sys.argv[2])
-print("held" if mark is not None else "refused", flush=True)
+try:
+    mark = WorkerMarkFiles(Path(sys.argv[1])).hold_worker_mark(sys.argv[2])
+except WorkerIdInUseError as error:
+    print("in use:", error, flush=True)
+    sys.exit(0)
+if mark is None:
+    print("refused", flush=True)
+else:
+    print("took over" if mark.took_over else "held", flush=True)
 time.sleep(600)
 """
 
@@ -113,12 +121,20 @@ def test_a_released_mark_leaves_nothing_that_looks_gone(tmp_path: Path) -> None:
     other.release()
 
 
-def test_a_second_live_worker_with_the_same_id_gets_no_mark(
+def test_a_second_live_worker_with_the_same_id_is_refused_with_the_first_s_process(
     tmp_path: Path, holders: list[Holder]
 ) -> None:
+    # Running on without a mark, it would recover the first's running attempts as its own
+    # once another process of that ID ended, and release or renew them as its own.
     first = _hold(holders, tmp_path / "db-workers", "worker-1")
     second = _hold(holders, tmp_path / "db-workers", "worker-1")
-    assert (first.answer, second.answer) == ("held", "refused")
+    assert first.answer == "held"
+    assert second.answer == (
+        f"in use: worker ID 'worker-1' is held by a running worker of another process "
+        f"(pid {first.process.pid}) on {tmp_path / 'db-workers'}: two workers with one ID "
+        "would take over each other's leases; give each process its own worker_id_prefix, "
+        "or none"
+    )
     marks = WorkerMarkFiles(tmp_path / "db-workers")
     # The refused one left the first's mark alone, and no temporary file.
     assert not marks.worker_gone("worker-1")
@@ -132,7 +148,7 @@ def test_a_new_process_with_a_dead_workers_id_takes_its_mark_over(
     _hold(holders, tmp_path / "db-workers", "pid-42").kill()
     assert marks.worker_gone("pid-42")
     again = _hold(holders, tmp_path / "db-workers", "pid-42")
-    assert again.answer == "held"
+    assert again.answer == "took over"  # the dead one's leases are its to recover
     assert not marks.worker_gone("pid-42")
 
 

@@ -157,6 +157,20 @@ def recover_gone_leases(
     return frozenset(recovered)
 
 
+def recover_predecessor_leases(
+    tx: StoreTransaction, flows: dict[str, RegisteredFlow], owner: str, now: datetime
+) -> None:
+    """Recover, as if they lapsed now, the leases that bear ``owner``'s ID, for a worker that
+    took over the mark of an earlier process of that ID, which ended (``WorkerMark.took_over``).
+
+    Run before the worker claims anything or is handed anything: every such lease is the
+    earlier process's. ``recover_gone_leases`` passes over its own owner, so without this
+    a restart with a fixed ID waited for those leases to lapse.
+    """
+    for row in tx.leased_executions(owner):
+        _recover_if_served(tx, flows, row, now)
+
+
 def _recover_if_served(
     tx: StoreTransaction, flows: dict[str, RegisteredFlow], row: ExecutionRow, now: datetime
 ) -> bool:

@@ -53,7 +53,9 @@ class EngineRuntime:
     ``max_concurrent_tasks`` Steps at once. ``create=False`` refuses a file that
     does not exist yet instead of creating it. ``worker_id_prefix`` names the
     workers (``prefix``, or ``prefix-1``, ``prefix-2``, ... for several) in
-    leases and logs; without it each gets a random ID. A faulty path raises
+    leases and logs; without it each gets a random ID. Two running processes of
+    one file cannot share a prefix: the second one's workers stop at once with
+    ``WorkerIdInUseError``. A faulty path raises
     ``DatabaseFileError`` when the runtime opens, naming the fault.
     ``step_history_limit`` is how many finished Step executions each session
     keeps in the file (1,000; ``None`` keeps all; see ``history_retention.py``).

@@ -41,3 +41,12 @@ class StoreNotDurableError(StoreError):
     """Syncing a commit to disk failed: it may be read but lost in a power failure, with every
     commit after it. The store refuses every transaction until the process opens the file
     again (``wal_sync.py``)."""
+
+
+class WorkerIdInUseError(EngineError):
+    """A running worker of another process holds the mark of this worker's ID on this file.
+
+    Two live workers with one ID would renew, release and recover each other's
+    leases, so one could run an attempt the other is running; the second one does
+    not start. Give each process its own ``worker_id_prefix``, or none (a random ID).
+    """

@@ -290,6 +290,14 @@ class LocalWorker:
         # its mark.
         if self._marks is not None and self._mark is None:
             self._mark = self._marks.hold_worker_mark(self.worker_id)
+            if self._mark is not None and self._mark.took_over:
+                # Before anything is leased to this worker: every lease with its ID now is
+                # the ended process's.
+                await self._transact(
+                    lambda tx: claims.recover_predecessor_leases(
+                        tx, engine.flows, self.worker_id, engine.now()
+                    )
+                )
         if engine.hand_off_target is None:
             engine.hand_off_target = self
         renewer = asyncio.create_task(self._renew_leases())

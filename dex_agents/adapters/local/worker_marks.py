@@ -35,6 +35,8 @@ import uuid
 from pathlib import Path
 from typing import Final
 
+from dex_agents.adapters.local.store_errors import WorkerIdInUseError
+
 logger = logging.getLogger(__name__)
 
 MARKS_DIRECTORY_SUFFIX: Final = "-workers"
@@ -46,6 +48,19 @@ _LINK_TRIES: Final = 3
 def marks_directory(database: Path) -> Path:
     """Where the workers of ``database`` keep their marks."""
     return database.with_name(database.name + MARKS_DIRECTORY_SUFFIX)
+
+
+def _in_use_message(owner: str, mark: Path) -> str:
+    # The mark holds its owner and its process's ID, one a line.
+    try:
+        process = mark.read_text(encoding="utf-8", errors="replace").split("\n")[1].strip()
+    except (OSError, IndexError):
+        process = "unknown"
+    return (
+        f"worker ID {owner!r} is held by a running worker of another process (pid {process}) "
+        f"on {mark.parent}: two workers with one ID would take over each other's leases; "
+        "give each process its own worker_id_prefix, or none"
+    )
 
 
 def _mark_name(owner: str) -> str:
@@ -74,9 +89,13 @@ def _is_free(path: Path) -> bool | None:
 class HeldMark:
     """A worker's mark while it runs; ``release`` it when the worker has stopped."""
 
-    def __init__(self, descriptor: int, path: Path) -> None:
+    def __init__(self, descriptor: int, path: Path, *, took_over: bool = False) -> None:
         self._descriptor: int | None = descriptor
         self._path = path
+        self.took_over = took_over
+        """Whether it replaced the mark of an earlier process of the same owner ID, which
+        ended: that process's leases bear this ID, and the worker recovers them before it
+        claims anything (``LocalWorker.run``)."""
 
     @property
     def path(self) -> Path:
@@ -107,9 +126,10 @@ class WorkerMarkFiles:
     def hold_worker_mark(self, owner: str) -> HeldMark | None:
         """Hold ``owner``'s mark until its process ends or the mark is released.
 
-        ``None``, with a warning, when another running worker holds a mark for the
-        same owner or the file system refuses: the worker then runs without one,
-        and its leases lapse as before.
+        ``None``, with a warning, when the file system refuses: the worker then runs
+        without one, and its leases lapse as before. ``WorkerIdInUseError`` when a
+        running worker of another process holds the same owner's mark: the two would
+        take each other's leases.
         """
         final = self._directory / _mark_name(owner)
         temporary = self._directory / f".{uuid.uuid4().hex}.tmp"
@@ -127,22 +147,22 @@ class WorkerMarkFiles:
                 os.close(descriptor)
                 return None
             os.write(descriptor, f"{owner}\n{os.getpid()}\n".encode("utf-8", "backslashreplace"))
+            took_over = False
             for _ in range(_LINK_TRIES):
                 try:
                     os.link(temporary, final)
                 except FileExistsError:
                     if _is_free(final) is False:
-                        logger.warning(
-                            "worker %r runs without a mark: a running worker holds one "
-                            "with the same ID",
-                            owner,
-                        )
-                        break
+                        raise WorkerIdInUseError(_in_use_message(owner, final)) from None
                     # A mark of an earlier process with this owner ID, which ended.
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(final)
+                    took_over = True
                     continue
-                return HeldMark(descriptor, final)
+                return HeldMark(descriptor, final, took_over=took_over)
+        except WorkerIdInUseError:
+            os.close(descriptor)
+            raise
         except OSError as error:
             logger.warning("worker %r runs without a mark: %s", owner, error)
         finally:
