@@ -166,14 +166,20 @@ async def test_steps_a_commit_made_runnable_are_claimed_in_that_commit(
 
 class SuspendingWait(Step[None]):
     """A Step whose ``wait_for`` awaits something real before it decides; ``decided`` counts
-    the runs of it that got past the await."""
+    the runs of it that got past the await. With ``awaits_in_cleanup`` it awaits again as it
+    cleans up, so a coroutine of it stopped at its first await refuses to close."""
 
     decided = 0
+    awaits_in_cleanup = False
 
     async def wait_for(self, context: WaitContext, input: None) -> Wait:
-        await asyncio.sleep(0)
-        SuspendingWait.decided += 1
-        return Wait.until(ChannelCondition(INBOX))
+        try:
+            await asyncio.sleep(0)
+            SuspendingWait.decided += 1
+            return Wait.until(ChannelCondition(INBOX))
+        finally:
+            if SuspendingWait.awaits_in_cleanup:
+                await asyncio.sleep(0)
 
     async def execute(self, context: StepContext, input: None) -> StepDecision:
         (message,) = context.wait_result.messages
@@ -208,13 +214,19 @@ class SuspendingWaitFlow:
     }
 
 
+@pytest.mark.parametrize("awaits_in_cleanup", [False, True])
 async def test_a_wait_for_that_suspends_runs_in_a_wait_phase(
     recorded: tuple[RecordingStore, LocalEngine],
+    monkeypatch: pytest.MonkeyPatch,
+    awaits_in_cleanup: bool,
 ) -> None:
+    # One that awaits as it cleans up made Begin's commit fail: Begin ran three times and
+    # the Flow failed (until 2026-12-06).
     store, engine = recorded
     client = LocalFlowClient(engine)
     flow = engine.flow("SuspendingWait").flow
     SuspendingWait.decided = 0
+    monkeypatch.setattr(SuspendingWait, "awaits_in_cleanup", awaits_in_cleanup)
     await client.start_flow(flow, "s1", None)
     assert await client.invoke_rpc(flow, "s1", "send", "hello") is True
 

@@ -84,8 +84,9 @@ class Start(Step[str]):
 
 class Decide(Step[str]):
     """``plain`` logs and writes a live event; ``suspend`` awaits the loop first;
-    ``flaky`` raises on its first attempt; ``beat`` sends a heartbeat; ``loop:<n>``
-    goes to itself n more times."""
+    ``suspend-and-clean-up`` awaits it again as it cleans up (stopped at its first await,
+    it refuses to close); ``flaky`` raises on its first attempt; ``beat`` sends a
+    heartbeat; ``loop:<n>`` goes to itself n more times."""
 
     input_type = str
     state_only = True
@@ -95,6 +96,11 @@ class Decide(Step[str]):
         Decide.runs[input] += 1
         if input == "suspend":
             await asyncio.sleep(0)
+        if input == "suspend-and-clean-up":
+            try:
+                await asyncio.sleep(0)
+            finally:
+                await asyncio.sleep(0)
         if input == "flaky" and context.attempt == 1:
             raise RuntimeError("the first attempt fails")
         if input == "beat":
@@ -266,7 +272,7 @@ async def test_a_state_only_step_commits_with_the_step_that_made_it_runnable(
     assert Decide.runs["plain"] == 2  # once per Flow run: nothing ran twice
 
 
-@pytest.mark.parametrize("behaviour", ["suspend", "beat"])
+@pytest.mark.parametrize("behaviour", ["suspend", "suspend-and-clean-up", "beat"])
 async def test_a_step_that_suspends_is_left_to_its_worker(
     counted: tuple[DurableCounter, LocalEngine], behaviour: str
 ) -> None:

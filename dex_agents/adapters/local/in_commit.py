@@ -18,6 +18,7 @@ errors are logged and its retry policy applies there.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 
 from dex_agents.adapters.local import transitions
@@ -88,7 +89,10 @@ def run_in_commit(tx: StoreTransaction, flow: RegisteredFlow, claim: Claim, now:
     except Exception:
         return False  # the worker runs it again, logs what it raised and retries
     else:
-        running.close()  # it awaited something outside the store
+        # It awaited something outside the store: the worker runs it. One that awaits as
+        # it cleans up refuses to close, which must not fail the commit either.
+        with contextlib.suppress(Exception):
+            running.close()
         return False
     if not isinstance(decision, StepDecision):
         return False
