@@ -444,6 +444,31 @@ async def test_without_compaction_a_summarized_session_keeps_its_messages_and_wa
     ]
 
 
+async def test_without_compaction_a_summarized_session_s_model_input_is_every_stored_message(
+    tmp_path: Path,
+) -> None:
+    """ "Without compaction, the model input is every message": none was deleted here (no
+    retention limit), so the input starts at the first, with no summary."""
+    path = tmp_path / "sessions.sqlite3"
+    storage = {**SMALL_STORAGE, "retained_message_limit": None}
+    async with short_lease_stack(
+        path, CompactingRunner(), compacting_options(**storage)
+    ) as session:
+        await run_turns(session, 1, 10)
+        snapshot = await session.sessions.get_agent_snapshot("s1")
+        assert snapshot.context_summary is not None
+        assert snapshot.context_summary.last_sequence > 1
+    runner = ScriptedRunner()
+    async with short_lease_stack(
+        path, runner, replace(AgentSessionOptions(), **storage)
+    ) as session:
+        assert await session.sessions.send_user_message("s1", "m11")
+        await session.idle(turns=11)
+    turn = runner.model_calls[-1]
+    assert [message.sequence for message in turn.messages] == list(range(1, 22))
+    assert turn.context_summary is None
+
+
 async def run_long_session(turns: int, retained_message_limit: int) -> float:
     """Queue ``turns`` messages at once and run them all; return the seconds it took.
 

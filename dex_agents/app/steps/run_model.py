@@ -115,7 +115,10 @@ def build_turn_context(
     """The committed state ``run_model_step`` (and friends) work from."""
     state = context.state
     turn = agent_state.active_turn_id or ""
-    summary = state.get(CONTEXT_SUMMARY)
+    # Without compaction the model input is every stored message, and no summary: a session
+    # compacted before, now served without it, keeps its summarized messages until retention
+    # (which only compaction runs) deletes them.
+    summary = state.get(CONTEXT_SUMMARY) if runtime.options.compaction is not None else None
     return AgentTurnContext(
         flow_id=context.flow_id,
         turn_id=turn,
