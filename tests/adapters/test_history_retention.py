@@ -18,14 +18,21 @@ from tests.adapters.test_engine import eventually, make_store, running_stack
 
 
 @pytest.mark.parametrize(
-    ("execution_id", "limit", "due"),
-    [(100, 5, True), (200, 1, True), (99, 5, False), (101, 5, False), (100, None, False)],
+    ("step_execution_id", "limit", "due"),
+    [
+        ("RunModel-100", 5, True),
+        ("Await-Message-200", 1, True),
+        ("RunModel-99", 5, False),
+        ("RunModel-101", 5, False),
+        ("RunModel-100", None, False),
+        ("RunModel", 5, False),
+    ],
 )
-def test_the_check_runs_every_hundredth_execution(
-    execution_id: int, limit: int | None, due: bool
+def test_the_check_runs_at_every_hundredth_execution_of_a_step_type_in_a_session(
+    step_execution_id: str, limit: int | None, due: bool
 ) -> None:
     assert PRUNE_INTERVAL == 100
-    assert prune_due(execution_id, limit) is due
+    assert prune_due(step_execution_id, limit) is due
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1.5, True, "10"])
@@ -58,10 +65,10 @@ async def test_a_long_flow_keeps_its_newest_finished_steps_and_no_consumed_messa
 
         await eventually("every message", all_taken, seconds=60)
         history = await stack.client.read_step_history("s1")
-        # Executions 1 (Start) to 150 finished, 151 waits. Finishing execution 100
-        # kept the 10 newest finished (91 to 100); 101 to 150 came after.
+        # Start and AwaitMessage-1 to 149 finished, 150 waits. Finishing AwaitMessage-100
+        # kept the 10 newest finished (91 to 100); 101 to 149 came after.
         assert [entry.step_execution_id for entry in history] == [
-            f"AwaitMessage-{n}" for n in range(90, messages + 1)
+            f"AwaitMessage-{n}" for n in range(91, messages + 1)
         ]
         assert await stack.log("s1") == ("start:hello", *(f"message:m{n}" for n in range(150)))
         # The flow goes on as before: the waiting Step takes the next message.
@@ -75,3 +82,26 @@ async def test_a_long_flow_keeps_its_newest_finished_steps_and_no_consumed_messa
         with sqlite3.connect(tmp_path / "engine.sqlite3") as connection:
             (left,) = connection.execute("SELECT count(*) FROM channel_messages").fetchone()
         assert left == 0
+
+
+async def test_sessions_that_take_turns_each_keep_a_bounded_history(tmp_path: Path) -> None:
+    # Two sessions, one Step each in turn: every other store ID is each one's, so a check that
+    # went by the store-wide ID never ran for one of them, which kept every finished Step.
+    messages, limit = 120, 10
+    async with running_stack(make_store("sqlite", tmp_path), step_history_limit=limit) as stack:
+        for flow_id in ("s1", "s2"):
+            await stack.client.start_flow(stack.flow, flow_id, "hello")
+        for n in range(messages):
+            for flow_id in ("s1", "s2"):
+                await stack.client.invoke_rpc(stack.flow, flow_id, "send", f"m{n}")
+
+                async def taken(flow_id: str = flow_id, n: int = n) -> bool:
+                    return len(await stack.log(flow_id)) == n + 2
+
+                await eventually(f"{flow_id} to take m{n}", taken)
+        for flow_id in ("s1", "s2"):
+            history = await stack.client.read_step_history(flow_id)
+            # AwaitMessage-100 kept the 10 newest finished (91 to 100); 101 to 120 came after.
+            assert [entry.step_execution_id for entry in history] == [
+                f"AwaitMessage-{n}" for n in range(91, messages + 1)
+            ]

@@ -7,11 +7,16 @@ Channel message it ever consumed. The rule:
   wait took it (completed or failed): it has been acted on, and its value lives
   on in the Step's result. A cancelled execution hands its messages back instead.
 - Each session keeps its newest ``step_history_limit`` finished Step executions
-  (1,000 by default); older ones are deleted. The check runs in the commit of
-  every ``PRUNE_INTERVAL``-th execution the store numbers, so it costs one
-  indexed statement per hundred Steps, and a session holds at most
-  ``step_history_limit + PRUNE_INTERVAL`` finished executions between checks.
-  ``None`` keeps every one. Step history lists what is kept.
+  (1,000 by default); older ones are deleted. The check runs in the commit that
+  finishes a session's ``PRUNE_INTERVAL``-th, 200th, ... execution of one Step
+  type (the number in its Step execution ID), so it costs one indexed statement
+  per hundred Steps of a type, and a session holds at most
+  ``step_history_limit + (PRUNE_INTERVAL - 1) x its Flow's Step types``
+  finished executions between checks. ``None`` keeps every one. Step history
+  lists what is kept. Until 2026-12-06 the check went by the store-wide ID of
+  the execution, and a session whose executions never got an ID that was a
+  multiple of a hundred (two sessions taking turns, each turn two Steps) kept
+  every finished one.
 - Stream events are trimmed to the Flow type's capacity as they are written.
 
 Active executions (pending, waiting, ready, running) are never pruned.
@@ -28,7 +33,8 @@ DEFAULT_STEP_HISTORY_LIMIT: Final = 1_000
 """The finished Step executions each session keeps by default."""
 
 PRUNE_INTERVAL: Final = 100
-"""The rule's check runs when the finished execution's store ID is a multiple of this."""
+"""The rule's check runs when the finished execution's number (per session and Step type) is a
+multiple of this."""
 
 
 def check_step_history_limit(limit: int | None) -> int | None:
@@ -40,9 +46,13 @@ def check_step_history_limit(limit: int | None) -> int | None:
     return limit
 
 
-def prune_due(execution_id: int, limit: int | None) -> bool:
-    """Whether finishing execution ``execution_id`` runs the history check."""
-    return limit is not None and execution_id % PRUNE_INTERVAL == 0
+def prune_due(step_execution_id: str, limit: int | None) -> bool:
+    """Whether finishing the execution ``step_execution_id`` (``<StepType>-<n>``, ``n`` counted
+    per session and Step type) runs the history check."""
+    if limit is None:
+        return False
+    _, _, number = step_execution_id.rpartition("-")
+    return number.isdigit() and int(number) % PRUNE_INTERVAL == 0
 
 
 def retire_finished(tx: StoreTransaction, row: ExecutionRow, limit: int | None) -> None:
@@ -50,5 +60,5 @@ def retire_finished(tx: StoreTransaction, row: ExecutionRow, limit: int | None) 
     taken = taken_messages(row)
     if taken:
         tx.delete_consumed_messages([message.seq for message in taken])
-    if limit is not None and prune_due(row.id, limit):
+    if limit is not None and prune_due(row.step_execution_id, limit):
         tx.prune_finished_executions(row.flow_id, limit)
