@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,24 +20,12 @@ import pytest
 
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
-from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.flow_store import FlowStore
 from tests.adapters.engine_flows import EngineTestFlow, running_worker
 
 HOUR = timedelta(hours=1)
-
-
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FlowStore]:
-    made: FlowStore = (
-        SqliteFlowStore(tmp_path / "flows.sqlite3")
-        if request.param == "sqlite"
-        else MemoryFlowStore()
-    )
-    yield made
-    made.close()
 
 
 async def _log(client: LocalFlowClient, flow: EngineTestFlow, flow_id: str) -> tuple[str, ...]:

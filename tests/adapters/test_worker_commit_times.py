@@ -47,30 +47,13 @@ class BlockedFlow:
 
     def __init__(self) -> None:
         self.step = Blocked()
+        self.start_step: Step[Any] = self.step
+        self.steps: Sequence[Step[Any]] = (self.step,)
 
-    @property
-    def flow_type(self) -> str:
-        return "Blocked"
-
-    @property
-    def start_step(self) -> Step[Any]:
-        return self.step
-
-    @property
-    def steps(self) -> Sequence[Step[Any]]:
-        return (self.step,)
-
-    @property
-    def schema(self) -> Sequence[Any]:
-        return ()
-
-    @property
-    def stream(self) -> StreamDef[Any] | None:
-        return None
-
-    @property
-    def rpcs(self) -> Mapping[str, Rpc[Any, Any]]:
-        return {}
+    flow_type = "Blocked"
+    schema: Sequence[Any] = ()
+    stream: StreamDef[Any] | None = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
 
 
 class Clock:
