@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +24,9 @@ from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.ports.engine import Rpc, Step, StepContext, StepDecision, complete, go_to
 from dex_agents.ports.flow_store import FlowStore
+from dex_agents.ports.persistence import StreamDef
 from tests.adapters.engine_flows import EngineTestFlow, running_worker
 
 HOUR = timedelta(hours=1)
@@ -96,6 +100,72 @@ async def test_a_hand_off_that_commits_as_its_worker_stops_is_handed_back_not_ru
         async with running_worker(engine):
             await _logged(client, flow, "s1", "start:x")
         assert flow.probe.attempts == {"Start-1": [1]}
+    finally:
+        other.close()
+        engine.close()
+        store.close()
+
+
+class Held(Step[None]):
+    """Runs until the test releases it, then goes to ``After``."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        self.started.set()
+        await self.release.wait()
+        return go_to(After, None)
+
+
+class After(Step[None]):
+    """Notes that it ran."""
+
+    ran = asyncio.Event()
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        After.ran.set()
+        return complete(None)
+
+
+class HeldFlow:
+    """``Held``, then ``After``."""
+
+    def __init__(self) -> None:
+        self.held = Held()
+        self.start_step: Step[Any] = self.held
+        self.steps: Sequence[Step[Any]] = (self.held, After())
+
+    flow_type = "Held"
+    schema: Sequence[Any] = ()
+    stream: StreamDef[Any] | None = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+
+async def test_an_attempt_cancelled_while_its_result_commits_still_starts_what_it_handed_off(
+    tmp_path: Path,
+) -> None:
+    # A cancellation (cancel_turn, a heartbeat timeout) that reaches an attempt whose result
+    # is committing cannot stop that commit; it must not stop the start of what it leased.
+    path = tmp_path / "flows.sqlite3"
+    flow = HeldFlow()
+    After.ran = asyncio.Event()
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=HOUR, lease_duration=HOUR)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        async with running_worker(engine) as worker:
+            await LocalFlowClient(engine).start_flow(flow, "s1", None)
+            async with asyncio.timeout(20):
+                await flow.held.started.wait()
+            other.execute("BEGIN IMMEDIATE")  # another process's write holds the lock
+            flow.held.release.set()
+            await _commit_queued(engine)  # Held's result, waiting for the lock
+            worker._cancel(set(worker._running))  # a cancellation comes now
+            other.execute("COMMIT")
+            async with asyncio.timeout(20):
+                await After.ran.wait()
     finally:
         other.close()
         engine.close()
