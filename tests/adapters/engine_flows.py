@@ -38,6 +38,7 @@ from dex_agents.ports.engine import (
     StepOptions,
     Wait,
     WaitContext,
+    complete,
     dead_end,
     go_to,
     go_to_many,
@@ -460,6 +461,46 @@ class EngineTestFlow:
     @property
     def rpcs(self) -> Mapping[str, Rpc[Any, Any]]:
         return self._rpcs
+
+
+class Held(Step[None]):
+    """Runs until the test releases it, then goes to ``After``; notes each attempt."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.attempts: list[int] = []
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        self.attempts.append(context.attempt)
+        self.started.set()
+        await self.release.wait()
+        return go_to(After, None)
+
+
+class After(Step[None]):
+    """Sets its ``ran`` event."""
+
+    def __init__(self) -> None:
+        self.ran = asyncio.Event()
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        self.ran.set()
+        return complete(None)
+
+
+class HeldFlow:
+    """``Held``, which the test releases, then ``After``: a Step whose commit hands one off."""
+
+    flow_type = "Held"
+    schema: Sequence[Any] = ()
+    stream: StreamDef[Any] | None = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.held, self.after = Held(), After()
+        self.start_step: Step[Any] = self.held
+        self.steps: Sequence[Step[Any]] = (self.held, self.after)
 
 
 @contextlib.asynccontextmanager

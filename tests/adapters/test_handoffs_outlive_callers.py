@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,10 +22,8 @@ from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.ports.engine import Rpc, Step, StepContext, StepDecision, complete, go_to
 from dex_agents.ports.flow_store import FlowStore
-from dex_agents.ports.persistence import StreamDef
-from tests.adapters.engine_flows import EngineTestFlow, running_worker
+from tests.adapters.engine_flows import EngineTestFlow, HeldFlow, running_worker
 
 HOUR = timedelta(hours=1)
 
@@ -106,43 +102,6 @@ async def test_a_hand_off_that_commits_as_its_worker_stops_is_handed_back_not_ru
         store.close()
 
 
-class Held(Step[None]):
-    """Runs until the test releases it, then goes to ``After``."""
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def execute(self, context: StepContext, input: None) -> StepDecision:
-        self.started.set()
-        await self.release.wait()
-        return go_to(After, None)
-
-
-class After(Step[None]):
-    """Notes that it ran."""
-
-    ran = asyncio.Event()
-
-    async def execute(self, context: StepContext, input: None) -> StepDecision:
-        After.ran.set()
-        return complete(None)
-
-
-class HeldFlow:
-    """``Held``, then ``After``."""
-
-    def __init__(self) -> None:
-        self.held = Held()
-        self.start_step: Step[Any] = self.held
-        self.steps: Sequence[Step[Any]] = (self.held, After())
-
-    flow_type = "Held"
-    schema: Sequence[Any] = ()
-    stream: StreamDef[Any] | None = None
-    rpcs: Mapping[str, Rpc[Any, Any]] = {}
-
-
 async def test_an_attempt_cancelled_while_its_result_commits_still_starts_what_it_handed_off(
     tmp_path: Path,
 ) -> None:
@@ -150,7 +109,6 @@ async def test_an_attempt_cancelled_while_its_result_commits_still_starts_what_i
     # is committing cannot stop that commit; it must not stop the start of what it leased.
     path = tmp_path / "flows.sqlite3"
     flow = HeldFlow()
-    After.ran = asyncio.Event()
     store = SqliteFlowStore(path)
     engine = LocalEngine(store, [flow], poll_interval=HOUR, lease_duration=HOUR)
     other = sqlite3.connect(path, isolation_level=None)
@@ -165,7 +123,7 @@ async def test_an_attempt_cancelled_while_its_result_commits_still_starts_what_i
             worker._cancel(set(worker._running))  # a cancellation comes now
             other.execute("COMMIT")
             async with asyncio.timeout(20):
-                await After.ran.wait()
+                await flow.after.ran.wait()
     finally:
         other.close()
         engine.close()
