@@ -11,49 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.engine import Rpc, Step, StepContext, StepDecision, complete
 from dex_agents.ports.flow_store import ExecutionRow
-from dex_agents.ports.persistence import StreamDef
-from tests.adapters.engine_flows import running_worker
+from tests.adapters.engine_flows import HeldFlow, running_worker
 
 LEASE = timedelta(seconds=10)
-
-
-class Blocked(Step[None]):
-    """Runs until the test releases it."""
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-        self.attempts: list[int] = []
-
-    async def execute(self, context: StepContext, input: None) -> StepDecision:
-        self.attempts.append(context.attempt)
-        self.started.set()
-        await self.release.wait()
-        return complete(None)
-
-
-class BlockedFlow:
-    """One Step that blocks."""
-
-    def __init__(self) -> None:
-        self.step = Blocked()
-        self.start_step: Step[Any] = self.step
-        self.steps: Sequence[Step[Any]] = (self.step,)
-
-    flow_type = "Blocked"
-    schema: Sequence[Any] = ()
-    stream: StreamDef[Any] | None = None
-    rpcs: Mapping[str, Rpc[Any, Any]] = {}
 
 
 class Clock:
@@ -76,7 +43,7 @@ async def test_a_claim_round_that_waited_for_the_write_lock_leases_from_when_it_
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "flows.sqlite3"
-    flow, clock = BlockedFlow(), Clock()
+    flow, clock = HeldFlow(), Clock()
     store = SqliteFlowStore(path, busy_timeout=timedelta(milliseconds=100))
     engine = LocalEngine(store, [flow], lease_duration=LEASE, clock=clock)
     other = sqlite3.connect(path, isolation_level=None)
@@ -86,18 +53,57 @@ async def test_a_claim_round_that_waited_for_the_write_lock_leases_from_when_it_
         async with running_worker(engine):
             # The worker's first round waits for the lock, and is tried again while busy.
             await asyncio.sleep(0.5)
-            assert not flow.step.started.is_set()
+            assert not flow.held.started.is_set()
             clock.now += timedelta(minutes=5)
             other.execute("COMMIT")
             async with asyncio.timeout(20):
-                await flow.step.started.wait()
+                await flow.held.started.wait()
             # Leased until a time already past, the attempt would be taken over by the next
             # round, which the commit that claimed it wakes.
             await asyncio.sleep(0.3)
-            assert flow.step.attempts == [1]
+            assert flow.held.attempts == [1]
             row = await _running_row(engine, "f1")
             assert row.lease_expires_at == clock.now + LEASE
-            flow.step.release.set()
+            flow.held.release.set()
+    finally:
+        other.close()
+        engine.close()
+        store.close()
+
+
+async def test_a_lease_renewal_that_waited_for_the_write_lock_renews_from_when_it_commits(
+    tmp_path: Path,
+) -> None:
+    # A worker renews its leases every third of a lease: here at 4 s, 8 s, ... of its run.
+    path = tmp_path / "flows.sqlite3"
+    flow, clock = HeldFlow(), Clock()
+    lease = timedelta(seconds=12)
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], lease_duration=lease, clock=clock)
+    other = sqlite3.connect(path, isolation_level=None)
+    loop = asyncio.get_running_loop()
+    try:
+        began = loop.time()
+        async with running_worker(engine):
+            await LocalFlowClient(engine).start_flow(flow, "f1", None)
+            async with asyncio.timeout(20):
+                await flow.held.started.wait()
+            claimed = (await _running_row(engine, "f1")).lease_expires_at
+            other.execute("BEGIN IMMEDIATE")  # another process's write holds the lock
+            # The first renewal is asked for at 4 s and waits for the lock; then time moves on.
+            await asyncio.sleep(began + 5 - loop.time())
+            clock.now += timedelta(minutes=5)
+            other.execute("COMMIT")
+            # Timed from when it was asked, it would renew to the lease the claim gave, already
+            # past: the full round at 6 s would take the running attempt over.
+            async with asyncio.timeout(3):
+                while (await _running_row(engine, "f1")).lease_expires_at == claimed:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+            await asyncio.sleep(began + 7 - loop.time())  # past that round
+            row = await _running_row(engine, "f1")
+            assert (row.attempt, flow.held.attempts) == (1, [1])
+            assert row.lease_expires_at == clock.now + lease
+            flow.held.release.set()
     finally:
         other.close()
         engine.close()
