@@ -213,6 +213,51 @@ def test_sqlite_reports_a_lock_held_past_the_busy_timeout(tmp_path: Path) -> Non
     waiter.close()
 
 
+def _switching(path: Path) -> sqlite3.Connection:
+    """A connection holding the write lock of a file still in rollback mode, as another
+    process's store does while it switches a new file to WAL."""
+    holder = sqlite3.connect(path, isolation_level=None, timeout=0, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_a_first_open_waits_while_another_process_switches_the_new_file(tmp_path: Path) -> None:
+    # SQLite refuses the switch at once, without its busy handler, when another connection
+    # writes the file: two processes opening a new file together failed one of them.
+    path = tmp_path / "flows.sqlite3"
+    holder = _switching(path)
+    releaser = threading.Timer(0.2, lambda: holder.execute("ROLLBACK"))
+    releaser.start()
+    try:
+        store = SqliteFlowStore(path, busy_timeout=timedelta(seconds=30))
+    finally:
+        releaser.join()
+        holder.close()
+    add_flows(store, flow("f1"))
+    assert store.run(lambda tx: tx.get_flow("f1")) == flow("f1")
+    store.close()
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    connection.close()
+
+
+def test_a_first_open_reports_a_switch_held_past_the_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "flows.sqlite3"
+    holder = _switching(path)
+    with pytest.raises(StoreBusyError) as raised:
+        SqliteFlowStore(path, busy_timeout=timedelta(milliseconds=50))
+    assert str(raised.value) == (
+        f"the flow store {path} stayed locked by another connection for longer than "
+        "the busy timeout (0.05 s); retry later"
+    )
+    holder.execute("ROLLBACK")
+    holder.close()
+    store = SqliteFlowStore(path)
+    add_flows(store, flow("f1"))
+    assert store.run(lambda tx: tx.get_flow("f1")) == flow("f1")
+    store.close()
+
+
 @pytest.mark.parametrize("path", ["", ":memory:", "file:flows?mode=memory"])
 def test_sqlite_needs_a_file_path(path: str) -> None:
     with pytest.raises(ValueError, match="SqliteFlowStore needs a file path"):

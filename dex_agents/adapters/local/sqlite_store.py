@@ -44,6 +44,7 @@ from dex_agents.adapters.local.store_errors import (
     StoreFileGoneError,
     StoreVersionError,
 )
+from dex_agents.adapters.local.wal_mode import enter_wal
 from dex_agents.adapters.local.wal_sync import WalSync
 from dex_agents.adapters.local.wal_writes import WalWrites
 from dex_agents.adapters.local.worker_marks import HeldMark, WorkerMarkFiles, marks_directory
@@ -135,8 +136,8 @@ class SqliteFlowStore:
             self._connection = self._connect()
             # Before anything writes the file's header: a file that has one keeps its size.
             self._connection.execute(f"PRAGMA page_size = {NEW_FILE_PAGE_SIZE}")
-            mode = self._connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
+            mode = enter_wal(self._connection, busy_timeout.total_seconds())
+            if mode.lower() != "wal":
                 raise StoreError(
                     f"the flow store {self.path} needs write-ahead logging, but SQLite kept "
                     f"journal_mode {mode!r}; keep the file on a local file system"

@@ -80,7 +80,7 @@ class WriterTurnstile:
         step_back = self._step_back()
         with self._waiting_as_client(deadline):
             while True:
-                _retried(lambda: not step_back(), deadline)
+                retried(lambda: not step_back(), deadline)
                 if self._begin_in_turn(connection, deadline, step_back):
                     return
 
@@ -115,7 +115,7 @@ class WriterTurnstile:
             yield
             return
         # Shared among clients: a worker that cannot take it exclusively sees one waiting.
-        if not _retried(lambda: _try_flock(clients, fcntl.LOCK_SH), deadline):
+        if not retried(lambda: _try_flock(clients, fcntl.LOCK_SH), deadline):
             raise _busy("a worker held the clients' file past the busy timeout")
         try:
             yield
@@ -129,7 +129,7 @@ class WriterTurnstile:
         """Pass the turnstile and begin; ``False`` with nothing begun when ``step_back``
         said so while waiting for the write lock, so the caller can let a client go first."""
         fd = self._fd
-        if fd is not None and not _retried(lambda: _try_flock(fd), deadline):
+        if fd is not None and not retried(lambda: _try_flock(fd), deadline):
             raise _busy("another writer is waiting for the write lock")
         stepped_back = False
 
@@ -141,7 +141,7 @@ class WriterTurnstile:
             return stepped_back
 
         try:
-            if not _retried(attempt, deadline):
+            if not retried(attempt, deadline):
                 connection.execute("BEGIN IMMEDIATE")  # raises the busy error
         finally:
             if fd is not None:
@@ -244,7 +244,8 @@ def _try_begin(connection: sqlite3.Connection) -> bool:
     return True
 
 
-def _retried(attempt: Callable[[], bool], deadline: float) -> bool:
+def retried(attempt: Callable[[], bool], deadline: float) -> bool:
+    """Whether ``attempt`` succeeded before ``deadline`` (``time.monotonic()``), tried again after pauses."""
     # Tried without blocking, so no writer waits past its busy timeout, and with
     # short pauses, because a turnstile or write lock is held for one transaction.
     pause = _FIRST_PAUSE
