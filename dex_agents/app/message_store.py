@@ -62,6 +62,24 @@ def model_input_chunk_loads(
     )
 
 
+def model_input_loaded(state: StateReader, *, compaction_enabled: bool) -> bool:
+    """Whether every chunk of the model input was loaded, as ``compaction_enabled`` has it.
+
+    Not so only for a ``RunModel`` moved to with compaction and a summary (its
+    loads are the chunks after the summary) and run without compaction (its
+    input is every message): a worker restarted with another configuration.
+    """
+    if compaction_enabled or state.get(CONTEXT_SUMMARY) is None:
+        return True  # moved to with the loads this input reads, or with every chunk
+    index = state.get(AGENT_MESSAGE_INDEX)
+    try:
+        for chunk in () if index is None else index.chunks:
+            state.get_instance(AGENT_MESSAGE_CHUNKS, message_sequence_key(chunk.first_sequence))
+    except LookupError:
+        return False
+    return True
+
+
 def window_messages(state: StateReader) -> list[AgentMessage]:
     """The messages in the window, in sequence order."""
     # Keys are zero-padded sequences, so key order is sequence order.

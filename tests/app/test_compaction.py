@@ -39,10 +39,12 @@ from dex_agents.domain.events import (
     CompactionStartedPayload,
     UsageRecordedPayload,
 )
+from dex_agents.domain.runner_outcomes import AgentTurnOutcome
 from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
 from dex_agents.ports.flow_store import ExecutionStatus, FlowStore
+from dex_agents.ports.runner import AgentTurnContext
 from dex_agents.ports.session_schema import (
     AGENT_MESSAGE_CHUNKS,
     AGENT_MESSAGE_INDEX,
@@ -464,6 +466,46 @@ async def test_without_compaction_a_summarized_session_s_model_input_is_every_st
     ) as session:
         assert await session.sessions.send_user_message("s1", "m11")
         await session.idle(turns=11)
+    turn = runner.model_calls[-1]
+    assert [message.sequence for message in turn.messages] == list(range(1, 22))
+    assert turn.context_summary is None
+
+
+class _HoldsModelCall(CompactingRunner):
+    """Holds the model call for ``held`` until the Worker stops, as a killed process would."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held = held
+        self.reached = asyncio.Event()
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        if turn.messages and turn.messages[-1].text == self.held:
+            self.reached.set()
+            await asyncio.Event().wait()
+        return await super().run_model_step(turn)
+
+
+async def test_a_model_call_moved_to_with_compaction_runs_without_it(tmp_path: Path) -> None:
+    """The move to ``RunModel`` loaded only the chunks after the summary; the Worker that
+    runs it has no compaction, so its model input is every message: it loads them first."""
+    path = tmp_path / "sessions.sqlite3"
+    storage = {**SMALL_STORAGE, "retained_message_limit": None}
+    held = _HoldsModelCall("m11")
+    async with short_lease_stack(path, held, compacting_options(**storage)) as session:
+        await run_turns(session, 1, 10)
+        assert await session.sessions.send_user_message("s1", "m11")
+        await held.reached.wait()
+        snapshot = await session.sessions.get_agent_snapshot("s1")
+        assert snapshot.context_summary is not None
+        assert snapshot.context_summary.last_sequence > 1
+    runner = ScriptedRunner()
+    async with short_lease_stack(
+        path, runner, replace(AgentSessionOptions(), **storage)
+    ) as session:
+        snapshot = await session.idle(turns=11)
+    assert snapshot.state is not None
+    assert snapshot.state.last_turn_error is None
     turn = runner.model_calls[-1]
     assert [message.sequence for message in turn.messages] == list(range(1, 22))
     assert turn.context_summary is None

@@ -17,6 +17,7 @@ from dex_agents.app.message_store import (
     WINDOW_LOAD,
     all_messages,
     model_input_chunk_loads,
+    model_input_loaded,
 )
 from dex_agents.app.session import (
     SessionRuntime,
@@ -165,6 +166,11 @@ class RunModel(Step[None]):
             decision = self._settle_queued_writes(context, agent_state)
         if decision is not None:
             return decision
+        if not model_input_loaded(
+            context.state, compaction_enabled=runtime.options.compaction is not None
+        ):
+            # Moved to under another configuration: move again, loading what this one reads.
+            return go_to_run_model(context.state, runtime)
         writer = SessionEventWriter(context, runtime.stream, agent_state.active_turn_id)
         turn = build_turn_context(context, runtime, agent_state, writer)
         # Compaction replaces this model call; the spend limit is asked only before a real one.
