@@ -239,6 +239,24 @@ async def test_tool_calls_get_stable_ids_for_the_same_request() -> None:
     }
 
 
+async def test_calls_of_one_turn_that_compaction_made_alike_get_different_ids() -> None:
+    """After a mid-turn summary, two calls of one turn can be as long and end with the same
+    ``ContinueTurn`` text; the rounds before that text differ, so the IDs do."""
+
+    def respond(request: ModelRequest) -> ScriptedModelReply:
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall("lookup_order", {}),))
+
+    def after(call_id: str, output: str) -> ModelRequest:
+        result = ToolResultItem(tool_call_id=call_id, tool_name="lookup_order", output=output)
+        items = (UserTextItem(text="summary"), _call_item(call_id), result)
+        return ModelRequest(instructions="You help.", items=(*items, UserTextItem(text="go on")))
+
+    client = ScriptedModelClient(respond)
+    first = await client.call_model(after("c8", "page 8"), RecordingOutput())
+    second = await client.call_model(after("c16", "page 16"), RecordingOutput())
+    assert first.tool_calls[0].tool_call_id != second.tool_calls[0].tool_call_id
+
+
 async def test_async_respond_is_awaited() -> None:
     async def respond(request: ModelRequest) -> ScriptedModelReply:
         return ScriptedModelReply(text=f"async: {request.user_texts[-1]}")

@@ -173,18 +173,20 @@ ScriptedRespond: TypeAlias = Callable[
 
 
 def _request_digest(request: ModelRequest) -> str:
-    """A digest of the request's current turn, the same for the same request in any process.
+    """A digest of the request's latest rounds, the same for the same request in any process.
 
-    It covers the number of items and the items from the last user text on: the
-    same for a rerun of the same call (so a crashed ``RunModel`` derives the same
-    IDs), different for every later call of the turn (each has more items), and
-    O(turn) rather than O(history) to compute. Tool call IDs need only be unique
-    within a turn.
+    It covers the number of items and the items from the user text before the
+    last one on: the same for a rerun of the same call (so a crashed ``RunModel``
+    derives the same IDs), and O(turn) rather than O(history) to compute. Tool
+    call IDs need only be unique within a turn, and two calls of one turn differ
+    within that span even when compaction made them as long and both end with
+    the same continuation text (``ContinueTurn``): each holds the round before
+    that text, whose tool calls have IDs unique in the turn.
     """
     items = request.items
-    start = next(
-        (i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], UserTextItem)), 0
-    )
+    user_texts = (i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], UserTextItem))
+    next(user_texts, None)
+    start = next(user_texts, 0)
     wire_items = [[type(item).__name__, to_wire(item)] for item in items[start:]]
     text = dumps([len(items), wire_items])
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
