@@ -232,22 +232,43 @@ def model_response_cuts(
     ``tool_call_id``) and its result (a tool message with the same turn and
     ``tool_call_id``). A call of ``running_turn_id`` with no stored result yet is
     still open, so nothing after it is cut; a call of an ended turn that never got
-    a result is not, as its result will never be stored.
+    a result is not, as its result will never be stored. A result whose call no
+    assistant message names (a message that holds several calls, as one Chat
+    Completions output item does, names none) stays with the last assistant
+    message of its turn before it: its call is in that model response.
     """
     result_at: dict[tuple[str, str], int] = {}
+    named_calls: set[tuple[str, str]] = set()
     for position, message in enumerate(messages):
-        if message.role is MessageRole.TOOL and message.tool_call_id is not None:
+        if message.tool_call_id is None:
+            continue
+        if message.role is MessageRole.TOOL:
             result_at.setdefault((message.turn_id, message.tool_call_id), position)
+        elif message.role is MessageRole.ASSISTANT:
+            named_calls.add((message.turn_id, message.tool_call_id))
     open_until = 0
+    last_assistant: int | None = None
     cuts: list[int] = []
     for position in range(1, len(messages)):
         previous, current = messages[position - 1], messages[position]
-        if previous.role is MessageRole.ASSISTANT and previous.tool_call_id is not None:
-            result = result_at.get((previous.turn_id, previous.tool_call_id))
-            if result is None and previous.turn_id == running_turn_id:
-                open_until = len(messages)
-            elif result is not None:
-                open_until = max(open_until, result)
+        if previous.role is MessageRole.ASSISTANT:
+            last_assistant = position - 1
+            if previous.tool_call_id is not None:
+                result = result_at.get((previous.turn_id, previous.tool_call_id))
+                if result is None and previous.turn_id == running_turn_id:
+                    open_until = len(messages)
+                elif result is not None:
+                    open_until = max(open_until, result)
+        if (
+            current.role is MessageRole.TOOL
+            and current.tool_call_id is not None
+            and (current.turn_id, current.tool_call_id) not in named_calls
+            and last_assistant is not None
+            and messages[last_assistant].turn_id == current.turn_id
+        ):
+            while cuts and cuts[-1] > last_assistant:
+                cuts.pop()
+            continue
         same_response = (
             previous.role is MessageRole.ASSISTANT
             and current.role is MessageRole.ASSISTANT

@@ -224,6 +224,64 @@ THREE_TURNS = tuple(
 )
 
 
+MULTI_CALL = _m(2, 1, ASSISTANT)  # one output item holding calls c1 and c2: it names neither
+
+
+@pytest.mark.parametrize(
+    ("messages", "cuts"),
+    [
+        pytest.param(
+            (
+                _m(1, 1, USER),
+                MULTI_CALL,
+                _m(3, 1, TOOL, call="c1"),
+                _m(4, 1, TOOL, call="c2"),
+                _m(5, 1, ASSISTANT, text="done"),
+                _m(6, 2, USER),
+            ),
+            (1, 4, 5),
+            id="results-stay-with-the-response-that-names-no-call",
+        ),
+        pytest.param(
+            (
+                _m(1, 1, USER),
+                MULTI_CALL,
+                _m(3, 1, TOOL, call="c1"),
+                _m(4, 1, USER, text="steer"),
+                _m(5, 1, TOOL, call="c2"),
+                _m(6, 1, ASSISTANT, text="done"),
+            ),
+            (1, 5),
+            id="a-message-between-the-results-is-kept-with-them",
+        ),
+        pytest.param(
+            (
+                _m(3, 1, TOOL, call="c1"),
+                _m(4, 1, TOOL, call="c2"),
+                _m(5, 1, ASSISTANT, text="done"),
+                _m(6, 2, USER),
+            ),
+            (1, 2, 3),
+            id="results-whose-call-retention-deleted",
+        ),
+        pytest.param(
+            (
+                _m(1, 1, USER),
+                _m(2, 1, ASSISTANT, text="done"),
+                _m(3, 2, TOOL, call="c9"),
+                _m(4, 2, USER),
+            ),
+            (1, 2, 3),
+            id="an-earlier-turns-response-is-not-the-call",
+        ),
+    ],
+)
+def test_a_result_whose_call_no_message_names_stays_with_its_response(
+    messages: tuple[AgentMessage, ...], cuts: tuple[int, ...]
+) -> None:
+    assert model_response_cuts(messages, running_turn_id="turn-2") == cuts
+
+
 @pytest.mark.parametrize(
     ("turn", "budget", "cutoff"),
     [
