@@ -14,6 +14,12 @@ its oldest retained event; the walk then ends at an event of an earlier turn or
 at the oldest retained event. Events without a turn are skipped on the way.
 A turn's events are contiguous in the Stream apart from such events, because
 one turn is active at a time.
+
+The walk runs after the snapshot was read, and the turn the snapshot shows may
+have ended meanwhile, with the next turn's events after its own. So given the
+token read before the snapshot (``snapshot_token``), the events newer than it
+of another turn are passed like events without a turn, and when none of the
+turn's events is found the answer is that token, not the newest.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ class ReplaySearch:
     """
 
     turn_id: str | None
+    snapshot_token: str | None = None
+    """The token after the newest event before the snapshot (``""``: none), or ``None``: no bound."""
+    before_snapshot: bool = False
     newest_token: str | None = None
     start_token: str = ""
     after_turn_event: bool = False
@@ -45,10 +54,14 @@ class ReplaySearch:
         """The token to read from: before the turn's oldest event seen, else after the newest event.
 
         ``""`` (the oldest retained event) when the turn's oldest event seen is the
-        oldest retained one, or when the Stream holds no event.
+        oldest retained one, or when the Stream holds no event. Before the
+        newest event, ``snapshot_token`` when given: what came after the
+        snapshot is replayed.
         """
         if self.seen_turn_event:
             return self.start_token
+        if self.snapshot_token is not None:
+            return self.snapshot_token
         return self.newest_token or ""
 
 
@@ -64,9 +77,15 @@ def advance_replay_search(
     newest = resume_token if search.newest_token is None else search.newest_token
     if search.turn_id is None:
         return attrs.evolve(search, newest_token=newest, done=True)
+    before_snapshot = (
+        search.before_snapshot
+        or search.snapshot_token is None
+        or resume_token == search.snapshot_token
+    )
     if event_turn_id == search.turn_id:
         return attrs.evolve(
             search,
+            before_snapshot=before_snapshot,
             newest_token=newest,
             # Reading after the event older than this one replays this one.
             start_token="",
@@ -75,7 +94,13 @@ def advance_replay_search(
             seen_turn_start=search.seen_turn_start or event_type == AgentEventType.TURN_STARTED,
         )
     start = resume_token if search.after_turn_event else search.start_token
-    done = search.seen_turn_start or event_turn_id is not None
+    # Another turn's event ends the walk, unless a later turn wrote it after the snapshot.
+    done = search.seen_turn_start or (event_turn_id is not None and before_snapshot)
     return attrs.evolve(
-        search, newest_token=newest, start_token=start, after_turn_event=False, done=done
+        search,
+        before_snapshot=before_snapshot,
+        newest_token=newest,
+        start_token=start,
+        after_turn_event=False,
+        done=done,
     )

@@ -170,6 +170,39 @@ def test_the_snapshot_over_dex_replays_the_active_turn(flow: AgentSessionFlow) -
     ]
 
 
+LATER_EVENTS = [
+    event("turn_completed", "turn-2", TurnCompletedPayload(message_count=4)),
+    event("turn_started", "turn-3", TurnStartedPayload(sequence=5)),
+]
+
+
+class EndsTheTurnMeanwhile(FakeSyncDex):
+    """A session whose turn 2 ends, and turn 3 begins, as its snapshot (turn 2 running) is read."""
+
+    def invoke_rpc(self, rpc_method: Callable[..., Any], flow_id: str, input: Any = None) -> Any:
+        snapshot = super().invoke_rpc(rpc_method, flow_id, input)
+        for n, value in enumerate(LATER_EVENTS, len(self.messages) + 1):
+            self.messages.append(dex.StreamMessage(to_json(value), f"dex-{n}", T0, "#S-1"))
+        return snapshot
+
+
+def test_a_turn_that_ends_as_the_snapshot_is_read_is_replayed_to_its_end(
+    flow: AgentSessionFlow,
+) -> None:
+    client = DexSyncFlowClient(EndsTheTurnMeanwhile(flow, EVENTS))
+    value = read_agent_event_stream_snapshot_sync(client, flow, "s-1")
+    assert value.resume_token == "dex-3"
+    frames = stream_agent_event_frames_sync(
+        client, flow, "s-1", resume_token=value.resume_token, poll_timeout=SHORT
+    )
+    assert [next(frames) for _ in range(4)] == [
+        agent_event_frame(EVENTS[3], "dex-4"),
+        agent_event_frame(EVENTS[4], "dex-5"),
+        agent_event_frame(LATER_EVENTS[0], "dex-6"),
+        agent_event_frame(LATER_EVENTS[1], "dex-7"),
+    ]
+
+
 class FakeAsyncDex:
     """``FakeSyncDex`` behind the ``dex.AsyncClient`` calls of ``DexFlowClient`` and the page reader."""
 

@@ -10,9 +10,11 @@ from dex_agents.domain.ui_stream_replay import ReplaySearch, advance_replay_sear
 Entry = tuple[str, str | None, str]
 
 
-def search(entries: list[Entry], turn_id: str | None) -> tuple[str, int]:
+def search(
+    entries: list[Entry], turn_id: str | None, snapshot_token: str | None = None
+) -> tuple[str, int]:
     """The answer and how many entries the walk read before it could stop."""
-    state = ReplaySearch(turn_id=turn_id)
+    state = ReplaySearch(turn_id=turn_id, snapshot_token=snapshot_token)
     read = 0
     for event_type, event_turn, token in entries:
         if state.done:
@@ -88,6 +90,42 @@ def test_the_stream_starts_before_the_active_turns_first_event(
     entries: list[Entry], turn_id: str | None, expected: str, read: int
 ) -> None:
     assert search(entries, turn_id) == (expected, read)
+
+
+NEXT_TURN: list[Entry] = [
+    ("text_delta", "turn-3", "t11"),
+    ("turn_started", "turn-3", "t10"),
+]
+# The snapshot, read at t8, shows turn-2 running; it ended at t9 and turn-3 began.
+SNAPSHOT_CASES = {
+    "the turn ended and the next began after the snapshot: both are replayed": (
+        [*NEXT_TURN, ("turn_completed", "turn-2", "t9"), *ACTIVE_TURN, *PREVIOUS_TURN],
+        "t8",
+        "t4",
+        8,
+    ),
+    "no bound: the next turn's event ends the walk": (
+        [*NEXT_TURN, ("turn_completed", "turn-2", "t9"), *ACTIVE_TURN, *PREVIOUS_TURN],
+        None,
+        "t11",
+        1,
+    ),
+    "the turn has no retained event: after the newest event before the snapshot": (
+        [*NEXT_TURN, NO_TURN, *PREVIOUS_TURN],
+        "t4n",
+        "t4n",
+        4,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("entries", "snapshot_token", "expected", "read"), SNAPSHOT_CASES.values(), ids=SNAPSHOT_CASES
+)
+def test_a_turn_that_ended_after_the_snapshot_is_replayed_with_the_next(
+    entries: list[Entry], snapshot_token: str | None, expected: str, read: int
+) -> None:
+    assert search(entries, "turn-2", snapshot_token) == (expected, read)
 
 
 def test_a_finished_search_ignores_later_events() -> None:

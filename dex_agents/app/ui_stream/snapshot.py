@@ -6,7 +6,8 @@ than missed; with an active turn, the token before the turn's first retained
 event, found after the snapshot by walking the Stream newest first
 (``dex_agents.domain.ui_stream_replay``). The active turn's first event commits
 with the state that makes it active, so the walk after the snapshot finds it
-unless the Stream trimmed it.
+unless the Stream trimmed it; a later turn's events, should the turn end
+meanwhile, are passed by up to the newest event read before the snapshot.
 """
 
 from __future__ import annotations
@@ -58,10 +59,18 @@ def _next_page(search: ReplaySearch, page: StreamMessagesPage[Any]) -> tuple[Rep
 
 
 async def find_replay_start(
-    pages: StreamPageReader, flow: FlowDefinition, session_id: str, turn_id: str | None
+    pages: StreamPageReader,
+    flow: FlowDefinition,
+    session_id: str,
+    turn_id: str | None,
+    snapshot_token: str | None = None,
 ) -> str:
-    """The token to open the event stream from, for active turn ``turn_id`` (``None``: none)."""
-    search = ReplaySearch(turn_id=turn_id)
+    """The token to open the event stream from, for active turn ``turn_id`` (``None``: none).
+
+    ``snapshot_token`` is the token after the newest event read before the
+    snapshot that showed ``turn_id`` (``ReplaySearch.snapshot_token``).
+    """
+    search = ReplaySearch(turn_id=turn_id, snapshot_token=snapshot_token)
     page_token = ""
     while True:
         page = await pages.list_stream_messages(flow, session_id, _page_size(search), page_token)
@@ -71,10 +80,14 @@ async def find_replay_start(
 
 
 def find_replay_start_sync(
-    client: SyncFlowClient, flow: FlowDefinition, session_id: str, turn_id: str | None
+    client: SyncFlowClient,
+    flow: FlowDefinition,
+    session_id: str,
+    turn_id: str | None,
+    snapshot_token: str | None = None,
 ) -> str:
     """``find_replay_start`` over a blocking client."""
-    search = ReplaySearch(turn_id=turn_id)
+    search = ReplaySearch(turn_id=turn_id, snapshot_token=snapshot_token)
     page_token = ""
     while True:
         page = client.list_stream_messages(flow, session_id, _page_size(search), page_token)
@@ -95,7 +108,11 @@ async def read_event_stream_snapshot(
     newest = await find_replay_start(pages, flow, session_id, None)
     snapshot: AgentSnapshot = await client.invoke_rpc(flow, session_id, _GET_AGENT_SNAPSHOT, None)
     turn = _active_turn(snapshot)
-    token = newest if turn is None else await find_replay_start(pages, flow, session_id, turn)
+    token = (
+        newest
+        if turn is None
+        else await find_replay_start(pages, flow, session_id, turn, snapshot_token=newest)
+    )
     return AgentEventStreamSnapshot.of(snapshot, token)
 
 
@@ -107,5 +124,9 @@ def read_event_stream_snapshot_sync(
     newest = find_replay_start_sync(client, flow, session_id, None)
     snapshot: AgentSnapshot = client.invoke_rpc(flow, session_id, _GET_AGENT_SNAPSHOT, None)
     turn = _active_turn(snapshot)
-    token = newest if turn is None else find_replay_start_sync(client, flow, session_id, turn)
+    token = (
+        newest
+        if turn is None
+        else find_replay_start_sync(client, flow, session_id, turn, snapshot_token=newest)
+    )
     return AgentEventStreamSnapshot.of(snapshot, token)
