@@ -53,8 +53,24 @@ def test_another_sessions_token_is_refused(made_here: bool) -> None:
         _made_elsewhere(["session-1", 1, 2]),
         _made_elsewhere(["session-1"]),
         base64.urlsafe_b64encode(b"\xff\xfe").decode("ascii"),
+        _made_elsewhere(["session-1", -5]),
+        _made_elsewhere(["session-1", 2**63]),
+        _made_elsewhere(["session-1", 2**70]),
+        base64.urlsafe_b64encode(b"[" * 100_000 + b"]" * 100_000).decode("ascii"),
     ],
-    ids=["not base64", "an object", "a bool", "text", "three items", "one item", "not UTF-8"],
+    ids=[
+        "not base64",
+        "an object",
+        "a bool",
+        "text",
+        "three items",
+        "one item",
+        "not UTF-8",
+        "a negative ID",
+        "an ID past SQLite's integers",
+        "a huge ID",
+        "nested too deep",
+    ],
 )
 def test_a_malformed_token_is_refused(token: str) -> None:
     with pytest.raises(InvalidResumeTokenError, match="malformed stream resume token"):

@@ -223,6 +223,9 @@ def decode_recovery(text: str | None) -> RecoveryError | None:
 _MOST_TOKENS_KEPT = 4096
 """How many resume tokens this process made are kept with what they name, to read back."""
 
+_LARGEST_EVENT_ID = 2**63 - 1
+"""The largest ID SQLite can give an event (its largest INTEGER)."""
+
 # Token -> (session, event ID), of tokens this process made: a Stream reader hands back the
 # token of the event it was given, several times a turn, and decoding it (base64, then JSON)
 # cost as much as the read that served the event. Emptied when full.
@@ -254,13 +257,16 @@ def _token_parts(token: str) -> tuple[object, int]:
     try:
         padded = token + "=" * (-len(token) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (ValueError, UnicodeError, binascii.Error) as error:
+    except (ValueError, UnicodeError, binascii.Error, RecursionError) as error:
+        # RecursionError: JSON nested deeper than the parser goes, as no token is.
         raise InvalidResumeTokenError(f"malformed stream resume token {token!r}") from error
     if (
         not isinstance(data, list)
         or len(data) != 2
         or not isinstance(data[1], int)
         or isinstance(data[1], bool)
+        # Event IDs are SQLite integers from 1; 0 is the Stream's start, as "" is.
+        or not 0 <= data[1] <= _LARGEST_EVENT_ID
     ):
         raise InvalidResumeTokenError(f"malformed stream resume token {token!r}")
     return data[0], int(data[1])
