@@ -378,6 +378,11 @@ def _cancel_gated(context: RpcContext, _: None) -> RpcResult[bool]:
     return RpcResult(True, next_steps=(StepMovement(Cancelled),), canceling_steps=(Gated,))
 
 
+def _restart_sleep(context: RpcContext, _: None) -> RpcResult[bool]:
+    # Every call cancels the Sleep before it: a session whose finished Steps end cancelled.
+    return RpcResult(True, next_steps=(StepMovement(Sleep, 3600.0),), canceling_steps=(Sleep,))
+
+
 def _pending(context: RpcContext, _: None) -> RpcResult[tuple[str, ...]]:
     return RpcResult(tuple(message.value for message in context.state.pending_messages(INBOX)))
 
@@ -424,6 +429,7 @@ class EngineTestFlow:
                 Rpc("guarded_write", str, bool, _guarded_write, locks=(AttributeLock(GUARDED),)),
                 Rpc("cancel_long", type(None), bool, _cancel_long),
                 Rpc("cancel_gated", type(None), bool, _cancel_gated),
+                Rpc("restart_sleep", type(None), bool, _restart_sleep),
                 Rpc("pending", type(None), tuple[str, ...], _pending, channel_loads=(INBOX,)),
                 # Lists waiting messages without declaring the Channel: refused, as on Dex.
                 Rpc("pending_unloaded", type(None), tuple[str, ...], _pending),

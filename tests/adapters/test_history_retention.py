@@ -84,6 +84,20 @@ async def test_a_long_flow_keeps_its_newest_finished_steps_and_no_consumed_messa
         assert left == 0
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_executions_that_end_cancelled_run_the_check_too(kind: str, tmp_path: Path) -> None:
+    # No worker: each Sleep is cancelled before its wait phase runs, in the RPC's commit.
+    async with running_stack(
+        make_store(kind, tmp_path), worker=False, step_history_limit=5
+    ) as stack:
+        await stack.client.start_flow(stack.flow, "s1", "hello")
+        for _ in range(250):
+            await stack.client.invoke_rpc(stack.flow, "s1", "restart_sleep", None)
+        history = await stack.client.read_step_history("s1")
+    # Cancelling Sleep-200 kept the 5 newest finished (196 to 200); 201 to 249 came after.
+    assert [entry.step_execution_id for entry in history] == [f"Sleep-{n}" for n in range(196, 250)]
+
+
 async def test_sessions_that_take_turns_each_keep_a_bounded_history(tmp_path: Path) -> None:
     # Two sessions, one Step each in turn: every other store ID is each one's, so a check that
     # went by the store-wide ID never ran for one of them, which kept every finished Step.

@@ -350,7 +350,9 @@ def _recover_lost_lease(
     # the Step's code is handed out again as the same attempt, as Dex does for a
     # task whose stream closed before any output; one that did has failed.
     if row.cancel_requested:
-        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+        finish(
+            tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, flow.step_history_limit
+        )
         return
     if row.wait is None and row.wait_result is None and flow.step(row.step_type).has_wait():
         row.status = ExecutionStatus.PENDING_WAIT
@@ -387,14 +389,18 @@ def _recover_lost_lease(
 
 
 def retry_wait_phase(
-    tx: StoreTransaction, claimed: ExecutionRow, now: datetime, delay: timedelta
+    tx: StoreTransaction,
+    claimed: ExecutionRow,
+    now: datetime,
+    delay: timedelta,
+    history_limit: int | None,
 ) -> None:
     """Hand a wait phase that raised out again after ``delay``; it reads state only, so it is safe."""
     row = holds_lease(tx, claimed)
     if row is None:
         return
     if row.cancel_requested:
-        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, history_limit)
         return
     row.status = ExecutionStatus.PENDING_WAIT
     row.lease_owner = None
@@ -403,11 +409,13 @@ def retry_wait_phase(
     tx.update_execution(row)
 
 
-def cancelled_while_running(tx: StoreTransaction, claimed: ExecutionRow, now: datetime) -> None:
+def cancelled_while_running(
+    tx: StoreTransaction, claimed: ExecutionRow, now: datetime, history_limit: int | None
+) -> None:
     """Finish an attempt that stopped because its cancellation was requested."""
     row = holds_lease(tx, claimed)
     if row is not None:
-        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, history_limit)
 
 
 class HandBack(NamedTuple):

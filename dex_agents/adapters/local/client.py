@@ -153,7 +153,8 @@ def run_rpc(
             raise RpcNeedsWriteError(rpc.name)
         return result.output
     transitions.apply_staged(tx, flow, flow_id, state, f"rpc:{rpc.name}", now)
-    transitions.cancel_steps(tx, flow_id, [step.step_type for step in result.canceling_steps], now)
+    canceling = [step.step_type for step in result.canceling_steps]
+    transitions.cancel_steps(tx, flow_id, canceling, now, flow.step_history_limit)
     for movement in result.next_steps:
         transitions.create_execution(tx, flow, flow_id, movement, "", now)
     transitions.match_waiting(tx, flow_id, now)
@@ -304,9 +305,13 @@ class LocalFlowClient:
         engine = self._engine
 
         def stop(tx: StoreTransaction) -> None:
-            if tx.get_flow(flow_id) is None:
+            row = tx.get_flow(flow_id)
+            if row is None:
                 raise FlowNotFoundError(f"no session with ID {flow_id!r}")
-            transitions.stop_flow(tx, flow_id, reason, engine.now())
+            # A Flow type this process does not serve keeps its whole history here.
+            registered = engine.flows.get(row.flow_type)
+            limit = None if registered is None else registered.step_history_limit
+            transitions.stop_flow(tx, flow_id, reason, engine.now(), limit)
 
         await engine.run(stop)
 

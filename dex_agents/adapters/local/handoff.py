@@ -217,7 +217,7 @@ def submit_wait(
     """
     if transitions.holds_lease(tx, claimed) is None:
         return HandOff(False)
-    transitions.submit_wait(tx, claimed, wait, now)
+    transitions.submit_wait(tx, claimed, wait, now, flow.step_history_limit)
     return _hand_off_after(tx, flow, claimed, now, lease, limit)
 
 

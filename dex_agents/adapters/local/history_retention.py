@@ -7,16 +7,18 @@ Channel message it ever consumed. The rule:
   wait took it (completed or failed): it has been acted on, and its value lives
   on in the Step's result. A cancelled execution hands its messages back instead.
 - Each session keeps its newest ``step_history_limit`` finished Step executions
-  (1,000 by default); older ones are deleted. The check runs in the commit that
-  finishes a session's ``PRUNE_INTERVAL``-th, 200th, ... execution of one Step
-  type (the number in its Step execution ID), so it costs one indexed statement
-  per hundred Steps of a type, and a session holds at most
-  ``step_history_limit + (PRUNE_INTERVAL - 1) x its Flow's Step types``
-  finished executions between checks. ``None`` keeps every one. Step history
-  lists what is kept. Until 2026-12-06 the check went by the store-wide ID of
-  the execution, and a session whose executions never got an ID that was a
-  multiple of a hundred (two sessions taking turns, each turn two Steps) kept
-  every finished one.
+  (1,000 by default), newest by when they were created (their IDs), not by when
+  they finished; older ones are deleted. The check runs in the commit that
+  finishes (completes, fails or cancels) a session's ``PRUNE_INTERVAL``-th,
+  200th, ... execution of one Step type (the number in its Step execution ID),
+  so it costs one indexed statement per hundred Steps of a type, and a session
+  holds at most ``step_history_limit + (PRUNE_INTERVAL - 1) x its Flow's Step
+  types`` finished executions between checks. ``None`` keeps every one. Step
+  history lists what is kept. Until 2026-12-06 the check went by the store-wide
+  ID of the execution, and a session whose executions never got an ID that was
+  a multiple of a hundred (two sessions taking turns, each turn two Steps) kept
+  every finished one; and until 2026-12-07 a cancelled execution ran no check,
+  so a Step type whose executions mostly ended cancelled kept every one.
 - Stream events are trimmed to the Flow type's capacity as they are written.
 
 Active executions (pending, waiting, ready, running) are never pruned.
@@ -55,10 +57,14 @@ def prune_due(step_execution_id: str, limit: int | None) -> bool:
     return number.isdigit() and int(number) % PRUNE_INTERVAL == 0
 
 
-def retire_finished(tx: StoreTransaction, row: ExecutionRow, limit: int | None) -> None:
-    """Apply the rule in the commit that completes or fails ``row`` for good."""
+def retire_finished(tx: StoreTransaction, row: ExecutionRow) -> None:
+    """Delete the Channel messages ``row``'s wait took, in the commit that completes or fails it."""
     taken = taken_messages(row)
     if taken:
         tx.delete_consumed_messages([message.seq for message in taken])
+
+
+def prune_if_due(tx: StoreTransaction, row: ExecutionRow, limit: int | None) -> None:
+    """The history check, in the commit that finishes ``row``, however it ended."""
     if limit is not None and prune_due(row.step_execution_id, limit):
         tx.prune_finished_executions(row.flow_id, limit)

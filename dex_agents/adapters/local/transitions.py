@@ -23,7 +23,7 @@ from dex_agents.adapters.local.codec import (
     encode_wait_result,
     taken_messages,
 )
-from dex_agents.adapters.local.history_retention import retire_finished
+from dex_agents.adapters.local.history_retention import prune_if_due, retire_finished
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import to_json
@@ -122,14 +122,20 @@ def holds_lease(tx: StoreTransaction, claimed: ExecutionRow) -> ExecutionRow | N
     return row
 
 
-def submit_wait(tx: StoreTransaction, claimed: ExecutionRow, wait: Wait, now: datetime) -> None:
+def submit_wait(
+    tx: StoreTransaction,
+    claimed: ExecutionRow,
+    wait: Wait,
+    now: datetime,
+    history_limit: int | None,
+) -> None:
     """Store a wait phase's conditions and satisfy them at once if they are ready."""
     row = holds_lease(tx, claimed)
     if row is None:
         return
     if row.cancel_requested:
         # Cancelled (a stopped Flow, or cancel_turn) while its wait phase ran: it never waits.
-        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, history_limit)
         return
     row.lease_owner = None
     row.lease_expires_at = None
@@ -224,7 +230,10 @@ def apply_decision(
     except_id: int = 0,
 ) -> None:
     """Cancel the decision's Step types, then start its movements or close the Flow."""
-    cancel_steps(tx, flow_id, [step.step_type for step in decision.canceling_steps], now, except_id)
+    limit = flow.step_history_limit
+    cancel_steps(
+        tx, flow_id, [s.step_type for s in decision.canceling_steps], now, limit, except_id
+    )
     if decision.kind is DecisionKind.GO:
         for movement in decision.movements:
             create_execution(tx, flow, flow_id, movement, from_step_execution_id, now)
@@ -237,7 +246,7 @@ def apply_decision(
             row.output = to_json(decision.output) if completed else None
             row.failure_reason = decision.reason
             tx.update_flow(row)
-        cancel_steps(tx, flow_id, None, now, except_id)
+        cancel_steps(tx, flow_id, None, now, limit, except_id)
 
 
 def cancel_steps(
@@ -245,6 +254,7 @@ def cancel_steps(
     flow_id: str,
     step_types: Sequence[str] | None,
     now: datetime,
+    history_limit: int | None,
     except_id: int = 0,
 ) -> None:
     """Cancel active executions (of these types, or all): waits end now, running ones are asked to stop."""
@@ -256,15 +266,20 @@ def cancel_steps(
         if row.status is ExecutionStatus.RUNNING:
             row.cancel_requested = True
         else:
-            finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+            finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, history_limit)
             continue
         tx.update_execution(row)
 
 
 def finish(
-    tx: StoreTransaction, row: ExecutionRow, status: ExecutionStatus, event: str, now: datetime
+    tx: StoreTransaction,
+    row: ExecutionRow,
+    status: ExecutionStatus,
+    event: str,
+    now: datetime,
+    history_limit: int | None,
 ) -> None:
-    """Make an execution final and release what it held.
+    """Make an execution final, release what it held, and run the history check when due.
 
     A cancelled execution also hands back the Channel messages its wait took:
     it never acted on them (consuming commits with the execute phase, as in
@@ -284,6 +299,7 @@ def finish(
     row.not_before = None
     tx.update_execution(row)
     tx.release_locks(row.id)
+    prune_if_due(tx, row, history_limit)
 
 
 def commit_execute(
@@ -299,12 +315,13 @@ def commit_execute(
     if row is None:
         return False
     flow_row = tx.get_flow(row.flow_id)
+    limit = flow.step_history_limit
     if flow_row is None or flow_row.status is not FlowStatus.RUNNING or row.cancel_requested:
-        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, limit)
         return True
     apply_staged(tx, flow, row.flow_id, staged, f"#{row.step_execution_id}", now)
-    finish(tx, row, ExecutionStatus.COMPLETED, EXECUTE_COMPLETED_EVENT, now)
-    retire_finished(tx, row, flow.step_history_limit)
+    finish(tx, row, ExecutionStatus.COMPLETED, EXECUTE_COMPLETED_EVENT, now, limit)
+    retire_finished(tx, row)
     apply_decision(tx, flow, row.flow_id, decision, row.step_execution_id, now, row.id)
     match_waiting(tx, row.flow_id, now)
     return True
@@ -323,7 +340,9 @@ def fail_attempt(
     if row is None:
         return
     if row.cancel_requested:
-        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now)
+        finish(
+            tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, flow.step_history_limit
+        )
         return
     fail_execution(tx, flow, row, error_type, detail, AttemptProgress.NOT_COMPLETED, now)
 
@@ -354,8 +373,8 @@ def fail_execution(
         row.lease_expires_at = None
         tx.update_execution(row)
         return
-    finish(tx, row, ExecutionStatus.FAILED, EXECUTE_FAILED_EVENT, now)
-    retire_finished(tx, row, flow.step_history_limit)
+    finish(tx, row, ExecutionStatus.FAILED, EXECUTE_FAILED_EVENT, now, flow.step_history_limit)
+    retire_finished(tx, row)
     recovery = RecoveryError(detail=detail, error_type=error_type, attempt_progress=progress)
     if options.failure_step is not None:
         create_execution(
@@ -377,7 +396,9 @@ def fail_execution(
     )
 
 
-def stop_flow(tx: StoreTransaction, flow_id: str, reason: str | None, now: datetime) -> bool:
+def stop_flow(
+    tx: StoreTransaction, flow_id: str, reason: str | None, now: datetime, history_limit: int | None
+) -> bool:
     """Stop a running Flow run and cancel its Steps; ``False`` when it was not running."""
     row = tx.get_flow(flow_id)
     if row is None or row.status is not FlowStatus.RUNNING:
@@ -386,5 +407,5 @@ def stop_flow(tx: StoreTransaction, flow_id: str, reason: str | None, now: datet
     row.closed_at = now
     row.failure_reason = reason
     tx.update_flow(row)
-    cancel_steps(tx, flow_id, None, now)
+    cancel_steps(tx, flow_id, None, now, history_limit)
     return True

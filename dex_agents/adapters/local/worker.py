@@ -516,7 +516,9 @@ class LocalWorker:
         except Exception:
             logger.exception("wait phase of %s failed; it runs again", row.step_execution_id)
             await self._transact(
-                lambda tx: claims.retry_wait_phase(tx, row, engine.now(), WAIT_PHASE_RETRY_DELAY),
+                lambda tx: claims.retry_wait_phase(
+                    tx, row, engine.now(), WAIT_PHASE_RETRY_DELAY, flow.step_history_limit
+                ),
                 durable=False,
             )
             return
@@ -638,7 +640,9 @@ class LocalWorker:
             await self._fail_attempt(running.flow, row, type(reason).__name__, str(reason))
         elif context is not None and context.cancellation_requested:
             await self._transact(
-                lambda tx: claims.cancelled_while_running(tx, row, self._engine.now())
+                lambda tx: claims.cancelled_while_running(
+                    tx, row, self._engine.now(), running.flow.step_history_limit
+                )
             )
         # Otherwise the worker is stopping: the lease lapses and the attempt is taken over.
 
