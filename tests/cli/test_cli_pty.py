@@ -8,6 +8,7 @@ import pty
 import select
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -28,12 +29,18 @@ REFUND = '{"order_id": "7", "amount_cents": 1500}'
 APPROVAL_PROMPT = f"approve refund_order {REFUND}? [y/n] "
 
 
-def _as_a_shell_starts_a_foreground_job() -> None:
-    # A foreground job starts with no signal blocked and Ctrl-C at its default. The test
-    # process may have either otherwise (a library's thread that blocks signals, say),
-    # and a child inherits both across exec.
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# A foreground job starts with no signal blocked and Ctrl-C at its default. The test
+# process may have either otherwise (a library's thread that blocks signals, say), and a
+# child inherits both across exec, so a first program sets them as a shell does and
+# then becomes the CLI. Not a preexec_fn: that makes Popen fork instead of vfork, and
+# gRPC (loaded with the Dex SDK) restarts its poller in a forked child, which then
+# crashed now and then on the epoll descriptor close_fds had closed (grpc/grpc#43055).
+AS_A_SHELL_STARTS_A_FOREGROUND_JOB = (
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+    "signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+)
 
 
 def _signal_state(pid: int) -> str:
@@ -50,15 +57,15 @@ class Terminal:
     def __init__(self, tmp_path: Path, session: str = "pty") -> None:
         self.db = tmp_path / "db.sqlite3"
         self.master, slave = pty.openpty()
+        command = [*CLI, "chat", "--db", str(self.db), "--session", session]
         self.process = subprocess.Popen(
-            [*CLI, "chat", "--db", str(self.db), "--session", session],
+            [*AS_A_SHELL_STARTS_A_FOREGROUND_JOB, *command],
             stdin=slave,
             stdout=slave,
             stderr=slave,
             cwd=ROOT,
             env={**cli_env(tmp_path), "PYTHONFAULTHANDLER": "1"},
             start_new_session=True,
-            preexec_fn=_as_a_shell_starts_a_foreground_job,
         )
         os.close(slave)
         self.output = ""
