@@ -5,7 +5,8 @@
   one ``image_url`` part per image.
 - An output item of this provider and API is its stored assistant message, with
   Anthropic ``thinking_blocks`` and their ``signature``; a run of other items is
-  one assistant message with their text and tool calls.
+  one assistant message with their text and tool calls. Either way a tool call's
+  arguments that are not a JSON object replay as ``{}``.
 - A tool result is a tool message. Its images go where the route says: in the
   message's parts (Anthropic, Bedrock), in one user message per result after the
   run's last tool message (``TOOL_RESULT_IMAGES_TEXT`` and the image parts), or
@@ -18,7 +19,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dex_agents.adapters.litellm.images import chat_parts, follow_up_text, with_omitted_images
-from dex_agents.adapters.litellm.replay import provider_item, replays_exactly
+from dex_agents.adapters.litellm.replay import (
+    provider_item,
+    replayable_arguments,
+    replays_exactly,
+)
 from dex_agents.adapters.litellm.routing import ModelRoute, ToolResultImages
 from dex_agents.adapters.litellm.tools import chat_tools, tool_arguments
 from dex_agents.domain.model_io import (
@@ -33,6 +38,29 @@ def _user_message(item: UserTextItem, image_bytes: Mapping[str, bytes]) -> dict[
     if not item.images:
         return {"role": "user", "content": item.text}
     return {"role": "user", "content": chat_parts(item.text, item.images, image_bytes)}
+
+
+def _replayed_call(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping):
+        return call
+    arguments = replayable_arguments(function.get("arguments"))
+    if arguments == function.get("arguments"):
+        return call
+    return {**call, "function": {**function, "arguments": arguments}}
+
+
+def replayed_chat_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """An assistant message, stored or converted, as every Chat Completions route reads it.
+
+    Its tool calls' arguments that are not a JSON object become ``{}``; all else
+    stays as stored, so thinking signatures replay unchanged.
+    """
+    replayed = dict(message)
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        replayed["tool_calls"] = [_replayed_call(call) for call in calls]
+    return replayed
 
 
 def _foreign_message(items: Sequence[ModelOutputItem]) -> dict[str, Any]:
@@ -58,13 +86,13 @@ def _output_messages(items: Sequence[ModelOutputItem], route: ModelRoute) -> lis
     for item in items:
         if replays_exactly(item, route):
             if foreign:
-                messages.append(_foreign_message(foreign))
+                messages.append(replayed_chat_message(_foreign_message(foreign)))
                 foreign = []
-            messages.append(provider_item(item))
+            messages.append(replayed_chat_message(provider_item(item)))
         else:
             foreign.append(item)
     if foreign:
-        messages.append(_foreign_message(foreign))
+        messages.append(replayed_chat_message(_foreign_message(foreign)))
     return messages
 
 

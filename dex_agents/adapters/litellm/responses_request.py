@@ -6,7 +6,8 @@
 - User text is a user message; with images its ``content`` is an ``input_text``
   part and one ``input_image`` part per image.
 - An output item of this provider and API is its stored JSON; any other is an
-  assistant message with its text and a ``function_call`` per tool call.
+  assistant message with its text and a ``function_call`` per tool call. Either
+  way a call's arguments that are not a JSON object replay as ``{}``.
 - A tool result is a ``function_call_output``; with images its ``output`` is the
   same parts, except for Gemini, whose output is the text and the omitted images text.
 """
@@ -18,7 +19,11 @@ from typing import Any
 
 from dex_agents.adapters.litellm.images import responses_parts, with_omitted_images
 from dex_agents.adapters.litellm.options import responses_include
-from dex_agents.adapters.litellm.replay import provider_item, replays_exactly
+from dex_agents.adapters.litellm.replay import (
+    provider_item,
+    replayable_arguments,
+    replays_exactly,
+)
 from dex_agents.adapters.litellm.routing import ModelRoute, ToolResultImages
 from dex_agents.adapters.litellm.tools import responses_tools, tool_arguments
 from dex_agents.domain.model_io import (
@@ -45,11 +50,23 @@ def _foreign_output(item: ModelOutputItem) -> list[dict[str, Any]]:
             "type": "function_call",
             "call_id": call.tool_call_id,
             "name": call.tool_name,
-            "arguments": call.arguments,
+            "arguments": replayable_arguments(call.arguments),
         }
         for call in item.tool_calls
     )
     return converted
+
+
+def replayed_responses_item(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored Responses API output item as it replays.
+
+    A ``function_call``'s arguments that are not a JSON object become ``{}``;
+    all else stays as stored.
+    """
+    replayed = dict(data)
+    if data.get("type") == "function_call" and "arguments" in data:
+        replayed["arguments"] = replayable_arguments(data["arguments"])
+    return replayed
 
 
 def _tool_output(
@@ -73,7 +90,7 @@ def responses_input_item(
     if isinstance(item, ToolResultItem):
         return [_tool_output(item, route, image_bytes)]
     if replays_exactly(item, route):
-        return [provider_item(item)]
+        return [replayed_responses_item(provider_item(item))]
     return _foreign_output(item)
 
 

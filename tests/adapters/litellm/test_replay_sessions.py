@@ -1,0 +1,96 @@
+"""Whole sessions whose stored answers once broke every later request of the session.
+
+Each test runs a ``LocalRuntime`` with one built-in loop agent on a LiteLLM
+client pointed at the ``ProviderServer``, stores an answer a provider really
+gives, and shows that the session's next model call, and its next turn, succeed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import litellm
+
+from dex_agents import AgentSessionFlow, ToolEffect
+from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow, function_tool
+from dex_agents.domain.messages import MessageRole
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.litellm import LiteLLMModelClient
+from dex_agents.local import LocalRuntime
+from tests.adapters.litellm.provider_scripts import anthropic_reply, anthropic_stream
+from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
+
+litellm.suppress_debug_info = True
+
+FAST = timedelta(milliseconds=20)
+WAIT = timedelta(seconds=20)
+KEY = "tenant-key-0123456789abcdef"
+
+
+@function_tool(effect=ToolEffect.READ)
+def lookup(order_id: str) -> str:
+    """Look an order up."""
+    return f"order {order_id} shipped"
+
+
+def session_flow(model: LiteLLMModelClient) -> AgentSessionFlow:
+    agent = AgentDefinition(
+        name="support", instructions="You help with orders.", model=model, tools=[lookup]
+    )
+    return builtin_agent_session_flow(agent, flow_type="LiteLLMReplay")
+
+
+async def send(runtime: LocalRuntime, flow: AgentSessionFlow, text: str) -> AgentSnapshot:
+    sessions = runtime.sessions(flow)
+    await sessions.open_session("s-1")
+    assert await sessions.send_user_message("s-1", text)
+    return await sessions.wait_for_user("s-1", timeout=WAIT)
+
+
+def turn_error(snapshot: AgentSnapshot) -> str | None:
+    assert snapshot.state is not None
+    return snapshot.state.last_turn_error
+
+
+def claude_cut_mid_tool_use() -> Reply:
+    """Claude stops at ``max_tokens`` halfway through a tool call's JSON."""
+    events = anthropic_stream(
+        [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}],
+        stop_reason="max_tokens",
+    )
+    cut = {"type": "input_json_delta", "partial_json": '{"order_id": "7'}
+    return sse_reply(
+        [
+            (name, {**data, "delta": cut}) if name == "content_block_delta" else (name, data)
+            for name, data in events
+        ]
+    )
+
+
+async def test_a_tool_call_cut_at_max_tokens_replays_and_the_session_goes_on(
+    server: ProviderServer,
+) -> None:
+    server.script(
+        claude_cut_mid_tool_use(),
+        anthropic_reply([{"type": "text", "text": "Which order do you mean?"}]),
+        anthropic_reply([{"type": "text", "text": "Order 7 shipped."}]),
+    )
+    model = LiteLLMModelClient(
+        "anthropic/claude-sonnet-4-5", api_base=server.url, api_key_provider=lambda: KEY
+    )
+    flow = session_flow(model)
+    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
+        first = await send(runtime, flow, "Where is order 7?")
+        second = await send(runtime, flow, "Order 7, please.")
+    assert turn_error(first) is None
+    assert [m.tool_output for m in first.messages if m.role is MessageRole.TOOL] == [
+        "The tool call failed: invalid arguments for lookup: arguments are not valid JSON"
+    ]
+    replayed = server.requests[1].body["messages"][1]
+    assert replayed == {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}],
+    }
+    assert turn_error(second) is None
+    assert second.messages[-1].text == "Order 7 shipped."
+    server.assert_script_used()
