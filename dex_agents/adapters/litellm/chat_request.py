@@ -6,7 +6,8 @@
 - An output item of this provider and API is its stored assistant message, with
   Anthropic ``thinking_blocks`` and their ``signature``; a run of other items is
   one assistant message with their text and tool calls. Either way a tool call's
-  arguments that are not a JSON object replay as ``{}``.
+  arguments that are not a JSON object replay as ``{}``, and an answer with no
+  text and no tool calls is left out.
 - A tool result is a tool message. Its images go where the route says: in the
   message's parts (Anthropic, Bedrock), in one user message per result after the
   run's last tool message (``TOOL_RESULT_IMAGES_TEXT`` and the image parts), or
@@ -50,14 +51,26 @@ def _replayed_call(call: Any) -> Any:
     return {**call, "function": {**function, "arguments": arguments}}
 
 
-def replayed_chat_message(message: Mapping[str, Any]) -> dict[str, Any]:
+def _is_blank(content: object) -> bool:
+    return not content or (isinstance(content, str) and not content.strip())
+
+
+def replayed_chat_message(message: Mapping[str, Any]) -> dict[str, Any] | None:
     """An assistant message, stored or converted, as every Chat Completions route reads it.
 
-    Its tool calls' arguments that are not a JSON object become ``{}``; all else
-    stays as stored, so thinking signatures replay unchanged.
+    ``None`` for an answer with no text and no tool calls, such as one cut at
+    the output token limit while reasoning, or a refusal. Its tool calls'
+    arguments that are not a JSON object become ``{}``. All else stays as
+    stored, so thinking signatures replay unchanged.
     """
-    replayed = dict(message)
     calls = message.get("tool_calls")
+    if not calls and _is_blank(message.get("content")):
+        # OpenAI and Azure refuse an assistant message with neither content nor
+        # tool calls; "" instead would reach Anthropic as LiteLLM's placeholder
+        # text and Gemini as an empty text part. LiteLLM already leaves such a
+        # message out for Anthropic, Gemini and Bedrock, so every route now agrees.
+        return None
+    replayed = dict(message)
     if isinstance(calls, list) and calls:
         replayed["tool_calls"] = [_replayed_call(call) for call in calls]
     return replayed
@@ -81,19 +94,20 @@ def _foreign_message(items: Sequence[ModelOutputItem]) -> dict[str, Any]:
 
 def _output_messages(items: Sequence[ModelOutputItem], route: ModelRoute) -> list[dict[str, Any]]:
     """A run of output items: exact ones as stored, each run of others as one message."""
-    messages: list[dict[str, Any]] = []
+    stored: list[dict[str, Any]] = []
     foreign: list[ModelOutputItem] = []
     for item in items:
         if replays_exactly(item, route):
             if foreign:
-                messages.append(replayed_chat_message(_foreign_message(foreign)))
+                stored.append(_foreign_message(foreign))
                 foreign = []
-            messages.append(replayed_chat_message(provider_item(item)))
+            stored.append(provider_item(item))
         else:
             foreign.append(item)
     if foreign:
-        messages.append(replayed_chat_message(_foreign_message(foreign)))
-    return messages
+        stored.append(_foreign_message(foreign))
+    replayed = (replayed_chat_message(message) for message in stored)
+    return [message for message in replayed if message is not None]
 
 
 def _tool_messages(

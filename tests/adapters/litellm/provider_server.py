@@ -8,7 +8,9 @@ closing the connection without the final chunk, as a dropped stream looks, or
 paced: each event sent only once the test lets it (``before_event``). A
 request with no reply left is answered 500 and counted in ``unscripted``, and
 ``assert_script_used`` fails when a reply was not used, so a test never passes
-on a request it did not expect.
+on a request it did not expect. ``refuse`` checks each request as the real
+provider would (see ``provider_rules``): a request it answers is refused with
+that reply, before the script is read.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class ProviderServer:
     replies: deque[Reply] = field(default_factory=deque)
     requests: list[RecordedRequest] = field(default_factory=list)
     unscripted: int = 0
+    refuse: Callable[[RecordedRequest], Reply | None] | None = None
     _server: asyncio.Server | None = None
 
     @property
@@ -108,7 +111,10 @@ class ProviderServer:
             if request is None:
                 return
             self.requests.append(request)
-            if self.replies:
+            refusal = self.refuse(request) if self.refuse is not None else None
+            if refusal is not None:
+                await _send(writer, refusal)
+            elif self.replies:
                 await _send(writer, self.replies.popleft())
             else:
                 self.unscripted += 1

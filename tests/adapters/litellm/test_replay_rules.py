@@ -1,7 +1,8 @@
 """What a stored answer replays as, so that no stored item breaks a later request.
 
 Tool call arguments that are not a JSON object (a call cut at the output token
-limit, a model's bad JSON) replay as ``{}`` on every route, whether the item
+limit, a model's bad JSON) replay as ``{}`` on every route, and a Chat
+Completions answer with no text and no tool calls is left out, whether the item
 replays exactly or as another provider's text and calls.
 """
 
@@ -34,7 +35,10 @@ from tests.adapters.litellm.request_cases import (
     GEMINI_RESPONSES,
     OPENAI_CHAT,
     OPENAI_RESPONSES,
+    route,
 )
+
+AZURE = route("azure/my-gpt-4o", "azure", "my-gpt-4o")
 
 CUT = '{"order_id": "7'
 
@@ -202,3 +206,77 @@ def test_a_cut_call_replays_as_an_empty_object_on_every_route(
 ) -> None:
     provider = route.provider if exact else "other"
     assert _sent_arguments(route, _cut_item(provider, route.api)) == ["{}"]
+
+
+THINKING = [{"type": "thinking", "thinking": "Hm", "signature": "s=="}]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "assistant", "content": None},
+        {"role": "assistant"},
+        {"role": "assistant", "content": ""},
+        {"role": "assistant", "content": " \n"},
+        {"role": "assistant", "content": []},
+        {"role": "assistant", "content": None, "tool_calls": []},
+        {"role": "assistant", "content": None, "thinking_blocks": THINKING},
+        {"role": "assistant", "content": None, "reasoning_content": "Spent it all thinking."},
+        {"role": "assistant", "content": "", "provider_specific_fields": {"refusal": None}},
+    ],
+    ids=[
+        "null",
+        "absent",
+        "empty",
+        "whitespace",
+        "no-parts",
+        "no-calls",
+        "thinking-only",
+        "reasoning-only",
+        "provider-fields-only",
+    ],
+)
+def test_an_answer_with_no_text_and_no_tool_calls_is_left_out(message: dict[str, Any]) -> None:
+    assert replayed_chat_message(message) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "assistant", "content": "Hi."},
+        {"role": "assistant", "content": None, "tool_calls": [_chat_call("{}")]},
+        {"role": "assistant", "content": "", "tool_calls": [_chat_call("{}")]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hi."}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "thinking_blocks": THINKING,
+            "tool_calls": [_chat_call("{}")],
+        },
+    ],
+    ids=["text", "call-only", "empty-text-and-call", "parts", "thinking-and-call"],
+)
+def test_an_answer_with_text_or_tool_calls_replays_as_stored(message: dict[str, Any]) -> None:
+    assert replayed_chat_message(message) == message
+
+
+EMPTY_JSON = '{"role":"assistant","content":null}'
+
+
+@pytest.mark.parametrize(
+    "route",
+    [OPENAI_CHAT, AZURE, ANTHROPIC, BEDROCK, GEMINI],
+    ids=lambda route: route.provider,
+)
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "foreign"])
+def test_an_empty_answer_sends_no_assistant_message_on_any_chat_route(
+    route: ModelRoute, exact: bool
+) -> None:
+    empty = ModelOutputItem(
+        item=EMPTY_JSON, provider=route.provider if exact else "other", api="chat_completions"
+    )
+    request = _request(empty, UserTextItem(text="Are you there?"))
+    assert chat_messages(request, route) == [
+        {"role": "user", "content": "Where is order 7?"},
+        {"role": "user", "content": "Are you there?"},
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import litellm
+import pytest
 
 from dex_agents import AgentSessionFlow, ToolEffect
 from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow, function_tool
@@ -17,7 +18,13 @@ from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.litellm import LiteLLMModelClient
 from dex_agents.local import LocalRuntime
-from tests.adapters.litellm.provider_scripts import anthropic_reply, anthropic_stream
+from tests.adapters.litellm.provider_rules import openai_chat_rules
+from tests.adapters.litellm.provider_scripts import (
+    CHAT_USAGE,
+    anthropic_reply,
+    anthropic_stream,
+    chat_reply,
+)
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
 
 litellm.suppress_debug_info = True
@@ -94,3 +101,56 @@ async def test_a_tool_call_cut_at_max_tokens_replays_and_the_session_goes_on(
     assert turn_error(second) is None
     assert second.messages[-1].text == "Order 7 shipped."
     server.assert_script_used()
+
+
+def chat_answer_spent_on_reasoning() -> Reply:
+    """An answer cut at the output token limit before any text: no content, no calls."""
+
+    def chunk(delta: dict[str, object] | None, finish: str | None = None) -> tuple[None, object]:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        data: dict[str, object] = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": "gpt-4.1",
+            "choices": choices,
+        }
+        if delta is None:
+            data["usage"] = dict(CHAT_USAGE)
+        return (None, data)
+
+    return sse_reply(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            chunk({}, "length"),
+            chunk(None),
+            (None, "[DONE]"),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "path"), [("openai/gpt-4.1", "/v1"), ("azure/my-gpt-4o", "")], ids=["openai", "azure"]
+)
+async def test_an_empty_answer_replays_and_the_next_turn_succeeds(
+    model: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AZURE_API_VERSION", "2025-03-01-preview")
+    async with ProviderServer(refuse=openai_chat_rules) as server:
+        server.script(chat_answer_spent_on_reasoning(), chat_reply("Yes, I am here."))
+        client = LiteLLMModelClient(
+            model, api="chat_completions", api_base=server.url + path, api_key_provider=lambda: KEY
+        )
+        flow = session_flow(client)
+        async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
+            first = await send(runtime, flow, "Hi")
+            second = await send(runtime, flow, "Are you there?")
+        assert turn_error(first) is None
+        assert turn_error(second) is None
+        assert second.messages[-1].text == "Yes, I am here."
+        assert [m["role"] for m in server.requests[1].body["messages"]] == [
+            "system",
+            "user",
+            "user",
+        ]
+        server.assert_script_used()
