@@ -12,7 +12,8 @@ later: ``False`` for a 4xx a retry cannot fix (bad request, authentication,
 permission, not found, context too long), ``True`` for 408, 409, 425, 429, any
 5xx, timeouts and dropped connections. The message is the provider's own,
 without credentials, so the session can show it as the turn's ``last_turn_error``.
-A stream that breaks mid-answer raises, so no half answer is ever returned.
+A call that could not connect has no HTTP status and says so. A stream that
+breaks mid-answer raises, so no half answer is ever returned.
 """
 
 from __future__ import annotations
@@ -128,6 +129,43 @@ def is_transport_error(error: BaseException) -> bool:
     return type(error).__module__.split(".", 1)[0] in TRANSPORT_ERROR_MODULES
 
 
+_CONNECT_FAILURE_NAMES: Final = frozenset(
+    {"ConnectError", "ClientConnectorError", "ConnectionRefusedError", "gaierror"}
+)
+"""Exceptions of httpx, httpcore, aiohttp and the standard library that mean no connection was made."""
+
+_SSL_CONTEXT: Final = re.compile(r" ssl:(?:<[^>]*>|\S+)")
+
+
+def exception_chain(error: BaseException) -> list[BaseException]:
+    """``error`` and every exception it chains (causes and contexts), outermost first."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        chain.append(current)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return chain
+
+
+def connect_failure(error: BaseException) -> str | None:
+    """What went wrong when ``error``, or an exception it chains, says no connection was made.
+
+    LiteLLM reports a refused connection or an unknown host as an error with a
+    made-up HTTP status (500, 503), so the chain's transport error decides.
+    ``None`` when no connection failure is in the chain.
+    """
+    for current in exception_chain(error):
+        if any(cls.__name__ in _CONNECT_FAILURE_NAMES for cls in type(current).__mro__):
+            text = _SSL_CONTEXT.sub("", str(current)).strip()
+            return f"could not connect: {text or type(current).__name__}"
+    return None
+
+
 def _status_code(error: BaseException) -> int | None:
     status: Any = getattr(error, "status_code", None)
     return status if isinstance(status, int) and not isinstance(status, bool) else None
@@ -150,6 +188,11 @@ def translate_error(
         return None
     scrub_exception_chain(error, known)
     raw = str(getattr(error, "message", None) or error) or type(error).__name__
+    unreached = connect_failure(error)
+    if unreached is not None:
+        # Before the stream checks: a stream that never connected did not break.
+        text = scrub(describe_failure(provider, None, unreached), known)
+        return ModelProviderError(text, provider=provider, status_code=None, retryable=True)
     if _is_stream_break(error) or (streaming and _is_connection_error(error)):
         text = f"the {provider} stream broke before the answer ended: {provider_message(raw)}"
         return ModelStreamInterruptedError(scrub(text, known), provider=provider)
@@ -194,16 +237,9 @@ def scrub_exception_chain(error: BaseException, secrets: Iterable[str]) -> None:
     so the chain's texts must be as clean as the error's own.
     """
     known = list(secrets)
-    seen: set[int] = set()
-    pending: list[BaseException] = [error]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
+    for current in exception_chain(error):
         current.args = tuple(_scrubbed(arg, known) for arg in current.args)
         message = getattr(current, "message", None)
         if isinstance(message, str | bytes):
             with contextlib.suppress(AttributeError):  # a read-only message stays
                 current.message = _scrubbed(message, known)  # type: ignore[attr-defined]
-        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)

@@ -73,6 +73,8 @@ class ProviderServer:
     requests: list[RecordedRequest] = field(default_factory=list)
     unscripted: int = 0
     refuse: Callable[[RecordedRequest], Reply | None] | None = None
+    port: int = 0
+    """The port to listen on; ``0`` lets the system choose one."""
     _server: asyncio.Server | None = None
 
     @property
@@ -92,7 +94,7 @@ class ProviderServer:
         assert self.unscripted == 0, f"{self.unscripted} requests had no scripted reply"
 
     async def __aenter__(self) -> Self:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
         return self
 
     async def __aexit__(

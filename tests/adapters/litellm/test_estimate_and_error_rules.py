@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
+import socket
+from collections.abc import Callable
+
+import httpx
 import pytest
+from litellm.exceptions import (
+    APIConnectionError,
+    BadRequestError,
+    InternalServerError,
+    ServiceUnavailableError,
+)
 
 from dex_agents.adapters.litellm.errors import (
+    ModelProviderError,
+    ModelStreamInterruptedError,
+    connect_failure,
     describe_failure,
     is_retryable_status,
     provider_message,
+    translate_error,
 )
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
 from dex_agents.adapters.litellm.redaction import (
@@ -131,11 +146,11 @@ def test_redact_url(url: str, shown: str) -> None:
     ("text", "message"),
     [
         (
-            'litellm.BadRequestError: AnthropicException - b\'{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}\'',
+            'BadRequestError: AnthropicException - b\'{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}\'',
             "prompt is too long: 210000 tokens > 200000 maximum",
         ),
         (
-            'litellm.BadRequestError: AnthropicException - b\'{"error": {"message": "This model\\\'s limit is 8 tokens."}}\'',
+            'BadRequestError: AnthropicException - b\'{"error": {"message": "This model\\\'s limit is 8 tokens."}}\'',
             "This model's limit is 8 tokens.",
         ),
         (
@@ -146,7 +161,7 @@ def test_redact_url(url: str, shown: str) -> None:
             "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached for gpt-5",
             "Rate limit reached for gpt-5",
         ),
-        ('litellm.BadRequestError: VertexAIException - {"error": {"code": 400, "message": "Invalid argument", "status": "INVALID_ARGUMENT"}}', "Invalid argument"),
+        ('BadRequestError: VertexAIException - {"error": {"code": 400, "message": "Invalid argument", "status": "INVALID_ARGUMENT"}}', "Invalid argument"),
         ('{"detail": "Not Found"}', "Not Found"),
         ("plain text", "plain text"),
     ],
@@ -186,3 +201,74 @@ def test_describe_failure() -> None:
 )
 def test_which_statuses_a_retry_can_help(status: int | None, retryable: bool) -> None:
     assert is_retryable_status(status) is retryable
+
+
+REFUSED = "Cannot connect to host api.example.com:443 ssl:<ssl.SSLContext object at 0x7f1> [Connect call failed ('10.0.0.1', 443)]"
+UNREACHED = "could not connect: Cannot connect to host api.example.com:443 [Connect call failed ('10.0.0.1', 443)]"
+
+
+def chained(first: Exception, *rest: BaseException, context: bool = False) -> Exception:
+    """``first`` raised from ``rest[0]``, raised from ``rest[1]``, ..."""
+    for outer, inner in itertools.pairwise((first, *rest)):
+        if context:
+            outer.__context__ = inner
+        else:
+            outer.__cause__ = inner
+    return first
+
+
+def litellm_error(kind: Callable[..., Exception], message: str) -> Exception:
+    return kind(message=message, llm_provider="openai", model="gpt-4.1")
+
+
+@pytest.mark.parametrize(
+    ("make", "failure"),
+    [
+        (lambda: chained(litellm_error(InternalServerError, "Connection error."), httpx.ConnectError(REFUSED)), UNREACHED),
+        (lambda: chained(litellm_error(APIConnectionError, "Connection error."), httpx.ConnectError(REFUSED)), UNREACHED),
+        (lambda: chained(litellm_error(ServiceUnavailableError, "down"), ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 9)")), "could not connect: [Errno 111] Connect call failed ('127.0.0.1', 9)"),
+        (lambda: chained(litellm_error(InternalServerError, "x"), socket.gaierror(-2, "Name or service not known"), context=True), "could not connect: [Errno -2] Name or service not known"),
+        (lambda: httpx.ConnectError("Cannot connect to host h:1 ssl:default [Connect call failed]"), "could not connect: Cannot connect to host h:1 [Connect call failed]"),
+        (lambda: httpx.ConnectError(""), "could not connect: ConnectError"),
+        (lambda: litellm_error(APIConnectionError, "Unable to convert openai tool calls"), None),
+        (lambda: litellm_error(InternalServerError, "The server had an error."), None),
+        (lambda: chained(litellm_error(APIConnectionError, "eof"), httpx.ReadError("eof")), None),
+        (lambda: httpx.ConnectTimeout("timed out"), None),
+    ],
+    ids=["openai-chat", "azure", "bedrock-refused", "dns-as-context", "ssl-default", "no-text", "litellm-catch-all", "real-500", "read-error", "connect-timeout"],
+)  # fmt: skip
+def test_a_connection_never_made_is_found_in_the_chain(
+    make: Callable[[], Exception], failure: str | None
+) -> None:
+    assert connect_failure(make()) == failure
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["before-stream", "stream-started"])
+def test_a_connection_never_made_has_no_http_status_and_is_retried(streaming: bool) -> None:
+    error = chained(
+        litellm_error(InternalServerError, "Connection error."), httpx.ConnectError(REFUSED)
+    )
+    translated = translate_error(error, provider="openai", secrets=(), streaming=streaming)
+    assert type(translated) is ModelProviderError
+    assert translated.status_code is None
+    assert translated.retryable is True
+    assert str(translated) == f"openai model call failed: {UNREACHED}"
+
+
+@pytest.mark.parametrize(
+    ("make", "streaming", "kind", "status", "retryable"),
+    [
+        (lambda: litellm_error(InternalServerError, "The server had an error."), False, ModelProviderError, 500, True),
+        (lambda: litellm_error(BadRequestError, "too long"), False, ModelProviderError, 400, False),
+        (lambda: chained(litellm_error(APIConnectionError, "eof"), httpx.ReadError("eof")), True, ModelStreamInterruptedError, None, True),
+    ],
+    ids=["real-500", "bad-request", "stream-cut"],
+)  # fmt: skip
+def test_http_answers_and_cut_streams_keep_their_status(
+    make: Callable[[], Exception], streaming: bool, kind: type, status: int | None, retryable: bool
+) -> None:
+    translated = translate_error(make(), provider="openai", secrets=(), streaming=streaming)
+    assert type(translated) is kind
+    assert translated is not None
+    assert translated.status_code == status
+    assert translated.retryable is retryable

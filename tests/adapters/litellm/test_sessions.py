@@ -3,19 +3,28 @@
 Each test runs a ``LocalRuntime`` in memory with one built-in loop agent whose
 model is a LiteLLM client pointed at the ``ProviderServer``, and counts the
 requests the provider received: a tool turn, an approval, a streamed answer, a
-retried 429, a 400 that fails the turn, and a stream cut mid-answer.
+retried 429, a 400 that fails the turn, a stream cut mid-answer, and a provider
+not listening at all.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import socket
 from datetime import timedelta
 from typing import Any
 
 import litellm
 
-from dex_agents import AgentSessionFlow, ToolEffect
-from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow, function_tool
+from dex_agents import AgentSessionFlow, RunModelLimit, ToolEffect
+from dex_agents.builtin_loop import (
+    AgentDefinition,
+    BuiltinLoopAgentRunner,
+    builtin_agent_session_flow,
+    builtin_agent_session_options,
+    function_tool,
+)
 from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.messages import MessageRole
@@ -248,4 +257,39 @@ async def test_a_stream_cut_mid_answer_is_retried_and_nothing_half_is_stored(
     # The cut attempt's deltas reached the Stream under attempt 1; the answer is attempt 2's.
     attempts = {event.attempt for event in stream if event.type == "text_delta"}
     assert attempts == {1, 2}
+    server.assert_script_used()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def test_a_provider_not_listening_fails_the_turn_without_an_http_status() -> None:
+    port = free_port()
+    model = LiteLLMModelClient(
+        "anthropic/claude-sonnet-4-5",
+        api_base=f"http://127.0.0.1:{port}",
+        api_key_provider=lambda: KEY,
+    )
+    agent = AgentDefinition(name="support", instructions="You help with orders.", model=model)
+    options = dataclasses.replace(
+        builtin_agent_session_options(agent), run_model_limit=RunModelLimit(maximum_attempts=1)
+    )
+    flow = AgentSessionFlow(BuiltinLoopAgentRunner(agent), flow_type="Unreached", options=options)
+    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
+        failed = await run_turn(runtime, flow, "Hi")
+        async with ProviderServer(port=port) as server:
+            server.script(anthropic_reply([{"type": "text", "text": "Hello."}]))
+            answered = await run_turn(runtime, flow, "Hi again")
+    assert failed.state is not None
+    assert failed.state.last_turn_error == (
+        f"anthropic model call failed: could not connect: Cannot connect to host "
+        f"127.0.0.1:{port} [Connect call failed ('127.0.0.1', {port})]"
+    )
+    assert answered.state is not None
+    assert answered.state.last_turn_error is None
+    assert assistant_texts(answered) == ["Hello."]
     server.assert_script_used()
