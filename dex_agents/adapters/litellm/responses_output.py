@@ -2,10 +2,10 @@
 
 Each item is kept as the provider sent it (its ``response.output_item.done``
 JSON), so a reasoning item's ``encrypted_content`` replays byte for byte. A
-``message`` item's ``output_text`` parts are its ``text``, a ``function_call``
-item is one tool call, and a ``reasoning`` item's summary texts are its
-``reasoning``. LiteLLM rewrites response IDs to carry its routing; the
-provider's own ID is read back out of them.
+``message`` item's ``output_text`` and ``refusal`` parts are its ``text``
+(``message_text``), a ``function_call`` item is one tool call, and a
+``reasoning`` item's summary texts are its ``reasoning``. LiteLLM rewrites
+response IDs to carry its routing; the provider's own ID is read back out of them.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dex_agents.domain.model_io import ModelOutputItem, ModelToolCall
 
 _LITELLM_ID_PREFIX: Final = "resp_"
 _LITELLM_ID_FIELD: Final = "response_id:"
+_MESSAGE_TEXT_FIELDS: Final = {"output_text": "text", "refusal": "refusal"}
 
 
 def _texts(parts: object, kind: str) -> list[str]:
@@ -35,6 +36,25 @@ def _texts(parts: object, kind: str) -> list[str]:
     ]
 
 
+def message_text(content: object) -> str | None:
+    """The text of a ``message`` item's ``content``: its ``output_text`` and ``refusal`` parts.
+
+    A refusal is what the model answered; without it the user would read an
+    empty answer and another provider would see none.
+    """
+    if not isinstance(content, Sequence) or isinstance(content, str):
+        return None
+    texts = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        field = _MESSAGE_TEXT_FIELDS.get(str(part.get("type")))
+        text = part.get(field) if field else None
+        if isinstance(text, str):
+            texts.append(text)
+    return "".join(texts) or None
+
+
 def responses_output_item(data: Mapping[str, Any], provider: str) -> ModelOutputItem:
     """One output item of the Responses API, provider-exact."""
     kind = data.get("type")
@@ -42,7 +62,7 @@ def responses_output_item(data: Mapping[str, Any], provider: str) -> ModelOutput
     reasoning: str | None = None
     calls: tuple[ModelToolCall, ...] = ()
     if kind == "message":
-        text = "".join(_texts(data.get("content"), "output_text")) or None
+        text = message_text(data.get("content"))
     elif kind == "reasoning":
         reasoning = "\n\n".join(_texts(data.get("summary"), "summary_text")) or None
     elif kind == "function_call":

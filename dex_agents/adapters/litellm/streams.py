@@ -104,7 +104,7 @@ async def _read_responses(
     final: Any = None
     async for event in stream:
         kind = event.type
-        if kind == "response.output_text.delta":
+        if kind in ("response.output_text.delta", "response.refusal.delta"):
             if event.delta:
                 output.write_text_delta(event.delta)
         elif kind == "response.reasoning_summary_text.delta":

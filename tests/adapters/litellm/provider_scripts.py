@@ -46,6 +46,17 @@ def message_item(item_id: str, text: str) -> dict[str, Any]:
     }
 
 
+def refusal_item(item_id: str, refusal: str) -> dict[str, Any]:
+    """A message whose only part is a refusal, as OpenAI refuses a request."""
+    return {
+        "id": item_id,
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "refusal", "refusal": refusal}],
+    }
+
+
 def function_call_item(item_id: str, call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {
         "id": item_id,
@@ -105,9 +116,11 @@ def responses_stream(
                         delta=piece,
                     )
         elif item["type"] == "message":
-            for piece in pieces(item["content"][0]["text"]):
+            part = item["content"][0]
+            refused = part["type"] == "refusal"
+            for piece in pieces(part["refusal"] if refused else part["text"]):
                 add(
-                    "response.output_text.delta",
+                    "response.refusal.delta" if refused else "response.output_text.delta",
                     item_id=item["id"],
                     output_index=index,
                     content_index=0,

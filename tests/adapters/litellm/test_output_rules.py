@@ -10,6 +10,7 @@ import pytest
 
 from dex_agents.adapters.litellm.chat_stream import ChatStreamAssembler, ToolCallDelta
 from dex_agents.adapters.litellm.responses_output import (
+    message_text,
     provider_response_id,
     responses_finish_reasons,
     responses_output_item,
@@ -22,6 +23,26 @@ from tests.adapters.litellm.request_cases import (
     MESSAGE_JSON,
     REASONING_JSON,
 )
+
+REFUSED = "I can't help with that."
+
+
+@pytest.mark.parametrize(
+    ("content", "text"),
+    [
+        ([{"type": "refusal", "refusal": REFUSED}], REFUSED),
+        ([{"type": "output_text", "text": "Sure. ", "annotations": []}, {"type": "refusal", "refusal": REFUSED}], f"Sure. {REFUSED}"),
+        ([{"type": "refusal", "refusal": ""}], None),
+        ([{"type": "refusal", "refusal": None}, {"type": "refusal", "text": "misplaced"}], None),
+    ],
+    ids=["refusal", "text-then-refusal", "empty-refusal", "no-refusal-text"],
+)  # fmt: skip
+def test_a_refusal_is_the_messages_text(content: list[dict[str, Any]], text: str | None) -> None:
+    assert message_text(content) == text
+    item = responses_output_item(
+        {"type": "message", "role": "assistant", "content": content}, "openai"
+    )
+    assert item.text == text
 
 
 @pytest.mark.parametrize(

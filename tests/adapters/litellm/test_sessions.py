@@ -3,8 +3,8 @@
 Each test runs a ``LocalRuntime`` in memory with one built-in loop agent whose
 model is a LiteLLM client pointed at the ``ProviderServer``, and counts the
 requests the provider received: a tool turn, an approval, a streamed answer, a
-retried 429, a 400 that fails the turn, a stream cut mid-answer, and a provider
-not listening at all.
+retried 429, a 400 that fails the turn, a stream cut mid-answer, a provider
+not listening at all, and a refusal.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from tests.adapters.litellm.provider_scripts import (
     message_item,
     openai_error,
     reasoning_item,
+    refusal_item,
     responses_reply,
     responses_stream,
 )
@@ -292,4 +293,21 @@ async def test_a_provider_not_listening_fails_the_turn_without_an_http_status() 
     assert answered.state is not None
     assert answered.state.last_turn_error is None
     assert assistant_texts(answered) == ["Hello."]
+    server.assert_script_used()
+
+
+async def test_a_refusal_is_the_answer_the_user_reads_and_the_model_sees_again(
+    server: ProviderServer,
+) -> None:
+    refusal = refusal_item("msg_1", "I can't help with that.")
+    server.script(responses_reply([refusal]), responses_reply([message_item("msg_2", ANSWER)]))
+    flow = openai_flow(server)
+    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
+        refused = await run_turn(runtime, flow, "Refund everything.")
+        events = await stream_events(runtime, flow)
+        answered = await run_turn(runtime, flow, "Where is order 7?")
+    assert assistant_texts(refused) == ["I can't help with that."]
+    assert texts(events, "text_delta") == ["I can't help with that."]
+    assert server.requests[1].body["input"][1] == refusal
+    assert assistant_texts(answered)[-1] == ANSWER
     server.assert_script_used()
