@@ -98,7 +98,10 @@ def check_writes(log: InvocationLog, finished: dict[str, dict[str, ToolCallStatu
             assert attempts == [1], f"{tool} {key} started {len(attempts)} times"
             assert effects[tool, key] <= 1
         else:
-            assert attempts == list(range(1, len(attempts) + 1)), f"{tool} {key}: {attempts}"
+            # Each attempt once, in order. Not always from 1: a kill between an attempt's
+            # start mark (the heartbeat before the tool runs) and the tool's first line
+            # leaves that attempt started but unlogged, and the next one runs the tool.
+            assert attempts == sorted(set(attempts)), f"{tool} {key}: {attempts}"
     for session, statuses in finished.items():
         for tool_call_id, status in statuses.items():
             done = {
