@@ -29,23 +29,17 @@ import attrs
 from mcp import Client
 from mcp.client.caching import CacheMode
 from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    CONNECTION_CLOSED,
-    REQUEST_TIMEOUT,
-    CallToolResult,
-    InputRequiredResult,
-    ListToolsResult,
-)
+from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult
 
 from dex_agents.adapters.mcp.config import McpServerConfig
 from dex_agents.adapters.mcp.connection import close_quietly, open_client
 from dex_agents.adapters.mcp.errors import McpConnectionError, McpToolCallInterruptedError
 from dex_agents.adapters.mcp.images import upload_images
+from dex_agents.adapters.mcp.interruptions import is_connection_interruption
 from dex_agents.adapters.mcp.tasks import TaskHandle, cancel_task, get_task
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.mcp_conventions import (
     IDEMPOTENCY_KEY_META_KEY,
-    TOOL_OUTCOME_META_KEY,
     McpCallOutcome,
     McpCallOutcomeKind,
     classify_mcp_error_response,
@@ -110,14 +104,16 @@ TaskHandling = ReturnTask | WaitForTask
 
 
 def error_outcome(error: MCPError) -> McpCallOutcome:
-    """The outcome of an ``MCPError`` answer or of the SDK's own closed/timeout error."""
-    data = error.data
-    meta = data.get("_meta") if isinstance(data, Mapping) else None
-    declared = isinstance(meta, Mapping) and TOOL_OUTCOME_META_KEY in meta
-    if error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) and not declared:
-        # Raised by the SDK itself: the stream closed or the answer never came. A
-        # server's answer with the Dex outcome key is the server's, whatever its code.
+    """The outcome of an ``MCPError`` answer or of the SDK's own closed/timeout error.
+
+    Only the SDK's own errors (``is_connection_interruption``) are interrupted; a
+    server's ``-32000`` or ``-32001`` is its answer, classified by
+    ``classify_mcp_error_response``.
+    """
+    if is_connection_interruption(error):
+        # The stream closed or the answer never came: the call may have run.
         return McpCallOutcome(kind=McpCallOutcomeKind.INTERRUPTED, text=f"MCP error: {error}")
+    data = error.data
     payload: dict[str, Any] = {"code": error.code, "message": error.message}
     if data is not None:
         payload["data"] = data

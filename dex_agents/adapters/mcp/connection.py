@@ -37,6 +37,7 @@ from mcp_types import CONNECTION_CLOSED, ListToolsResult
 from dex_agents.adapters.mcp.config import McpServerConfig, McpStdioServerConfig
 from dex_agents.adapters.mcp.errors import McpConnectionError
 from dex_agents.adapters.mcp.held_listing import held_listing_cache
+from dex_agents.adapters.mcp.interruptions import HTTP_NO_ANSWER_PREFIX
 from dex_agents.adapters.mcp.tasks import tasks_extension
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class _AnsweringTransport(httpx2.AsyncBaseTransport):
                 "id": None,
                 "error": {
                     "code": CONNECTION_CLOSED,
-                    "message": f"the HTTP request failed: {type(error).__name__}: {error}",
+                    "message": f"{HTTP_NO_ANSWER_PREFIX}{type(error).__name__}: {error}",
                 },
             }
             return httpx2.Response(

@@ -16,11 +16,12 @@ from datetime import UTC, datetime, timedelta
 
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types import INVALID_PARAMS
 
 from dex_agents.adapters.mcp.calls import cancel_quietly, raise_outcome, record_outcome
 from dex_agents.adapters.mcp.config import McpServerConfig
 from dex_agents.adapters.mcp.connection import connected
+from dex_agents.adapters.mcp.interruptions import is_connection_interruption
 from dex_agents.adapters.mcp.tasks import cancel_task, get_task, update_task
 from dex_agents.domain.mcp_tasks import (
     McpTask,
@@ -164,5 +165,5 @@ async def cancel_mcp_task(
         try:
             await cancel_task(client, task_id, seconds=connection_timeout.total_seconds())
         except MCPError as error:
-            if error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+            if is_connection_interruption(error):
                 raise

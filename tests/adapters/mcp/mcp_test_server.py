@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import Context, MCPServer
@@ -266,6 +267,13 @@ def build_server() -> MCPServer:
         """A JSON-RPC error response."""
         _log("rpc_error", ctx, {"code": code})
         raise MCPError(code, "broken")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def stall(ctx: Context) -> str:
+        """Never answer within a test's request timeout."""
+        _log("stall", ctx, {})
+        await anyio.sleep(3600)
+        return "too late"
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def picture(ctx: Context) -> list[TextContent | ImageContent]:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractAsyncContextManager
+from datetime import timedelta
 from typing import Any
+
+import pytest
 
 from dex_agents import AgentSessionClient
 from dex_agents.builtin_loop import (
     InMemoryMediaStore,
 )
+from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
-from dex_agents.mcp import McpStdioServerConfig, McpToolSource
+from dex_agents.mcp import McpStdioServerConfig, McpToolCallInterruptedError, McpToolSource
 from tests.adapters.mcp import session_support
 from tests.adapters.mcp.conftest import CallLog
 from tests.adapters.mcp.session_support import SESSION, calls_then_answer, keys, outputs, turn
@@ -134,3 +138,33 @@ async def test_resources_and_prompts_tools(stdio_server: McpStdioServerConfig) -
     assert json.loads(read)["contents"][0]["text"] == "hello from a resource"
     assert "Please greet Al." in prompt
     assert unconfigured == "The tool call failed: MCP server 'elsewhere' is not configured"
+
+
+async def test_a_servers_own_32000_or_32001_error_is_its_answer_and_never_sent_again(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    # Found by an audit: the SDK's closed-stream and timeout codes are also in the
+    # server-defined range, and a server's answer was read as a broken stream.
+    source = McpToolSource([stdio_server])
+    script = (("notes__rpc_error", {"code": -32000}), ("notes__rpc_error", {"code": -32001}))
+    async with session(source, *script) as sessions:
+        snapshot = await turn(sessions)
+    assert outputs(snapshot) == [
+        "The tool call failed: MCP error -32000: broken",
+        "The tool call failed: MCP error -32001: broken",
+    ]
+    assert [row["arguments"]["code"] for row in call_log.calls("rpc_error")] == [-32000, -32001]
+
+
+async def test_the_sdks_own_timeout_is_interrupted_where_a_servers_32001_is_not(
+    stdio_server: McpStdioServerConfig,
+) -> None:
+    # Both carry -32001; only the SDK's, whose answer never came, may follow a call that ran.
+    source = McpToolSource([stdio_server], request_timeout=timedelta(seconds=1))
+    try:
+        with pytest.raises(ToolExecutionError, match=r"^MCP error -32001: broken$"):
+            await source.call_tool("notes__rpc_error", {"code": -32001})
+        with pytest.raises(McpToolCallInterruptedError, match="timed out"):
+            await source.call_tool("notes__stall", {})
+    finally:
+        await source.aclose()
