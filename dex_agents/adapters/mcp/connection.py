@@ -10,20 +10,14 @@ connection to a server that died must not replace the outcome the call already h
 
 Over Streamable HTTP the HTTP client has no read timeout of its own: the SDK
 bounds each request by ``connection_timeout`` or ``request_timeout``, and an
-httpx default of 5 seconds would cut off every call that runs longer. A POST
-whose HTTP exchange fails (refused, reset, the server process gone before it
-answered) is answered with a JSON-RPC ``CONNECTION_CLOSED`` error instead of an
-exception: the SDK (mcp 2.3) raises such an error inside the transport's task
-group, which cancels the calling task, so a Step would end cancelled instead of
-recording the call as interrupted (or, for a handshake, as never sent).
+httpx default of 5 seconds would cut off every call that runs longer. Its
+transport (``http_transport.AnsweringTransport``) answers a POST that got no
+JSON-RPC answer with an error, so the call is recorded as interrupted.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
-import ssl
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
@@ -32,60 +26,15 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.caching import CacheConfig
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CONNECTION_CLOSED, ListToolsResult
+from mcp_types import ListToolsResult
 
 from dex_agents.adapters.mcp.config import McpServerConfig, McpStdioServerConfig
 from dex_agents.adapters.mcp.errors import McpConnectionError
 from dex_agents.adapters.mcp.held_listing import held_listing_cache
-from dex_agents.adapters.mcp.interruptions import HTTP_NO_ANSWER_PREFIX
+from dex_agents.adapters.mcp.http_transport import AnsweringTransport
 from dex_agents.adapters.mcp.tasks import tasks_extension
 
 logger = logging.getLogger(__name__)
-
-
-@functools.cache
-def shared_tls_context() -> ssl.SSLContext:
-    """The TLS settings of every Streamable HTTP connection: the defaults a new client would
-    make (system certificates, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` as they are on first use),
-    made once per process.
-
-    Every request opens a new connection, and loading the certificates took about 50 ms of
-    CPU each time, two thirds of a whole call to a server on loopback. A context is safe to
-    share between connections, threads and event loops.
-    """
-    return httpx2.create_ssl_context()
-
-
-class _AnsweringTransport(httpx2.AsyncBaseTransport):
-    """The default transport, with a failed POST answered by a ``CONNECTION_CLOSED`` error."""
-
-    def __init__(self) -> None:
-        self._inner = httpx2.AsyncHTTPTransport(verify=shared_tls_context())
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        try:
-            return await self._inner.handle_async_request(request)
-        except httpx2.TransportError as error:
-            if request.method != "POST":
-                raise  # the SDK handles a failed GET stream or DELETE itself
-            # The SDK puts the request's own ID on an error that names none.
-            body = {
-                "jsonrpc": "2.0",
-                "id": None,
-                "error": {
-                    "code": CONNECTION_CLOSED,
-                    "message": f"{HTTP_NO_ANSWER_PREFIX}{type(error).__name__}: {error}",
-                },
-            }
-            return httpx2.Response(
-                502,
-                headers={"content-type": "application/json"},
-                content=json.dumps(body).encode(),
-                request=request,
-            )
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 def _client(
@@ -104,7 +53,7 @@ def _client(
     http = httpx2.AsyncClient(
         headers=dict(config.headers),
         timeout=httpx2.Timeout(timeout, read=None),
-        transport=_AnsweringTransport(),
+        transport=AnsweringTransport(),
     )
     stack.push_async_callback(http.aclose)
     return Client(

@@ -2,7 +2,8 @@
 
 ``HttpTestServer`` binds a free loopback port in the test process and serves
 ``build_server()`` of ``mcp_test_server.py`` (or of another module with one, such
-as ``conventions_server.py``) with uvicorn in a subprocess (``python -m
+as ``conventions_server.py``, or the ASGI app of a module's ``build_app()``, such
+as ``gateway_server.py``) with uvicorn in a subprocess (``python -m
 tests.adapters.mcp.http_server FD MODULE``) on that inherited listening socket. The
 crash tools end the server process mid-call with ``os._exit``, so the server
 runs in its own process and is started again whenever it exits; the socket
@@ -98,11 +99,11 @@ def serve(fd: int, module: str) -> None:
 
     import uvicorn
 
-    app = (
-        importlib.import_module(module)
-        .build_server()
-        .streamable_http_app(streamable_http_path=PATH)
-    )
+    served = importlib.import_module(module)
+    if hasattr(served, "build_app"):
+        app = served.build_app()
+    else:
+        app = served.build_server().streamable_http_app(streamable_http_path=PATH)
     # Each start would log a banner into the test's output otherwise.
     logging.getLogger("mcp").setLevel(logging.WARNING)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

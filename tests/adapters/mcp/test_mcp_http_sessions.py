@@ -19,7 +19,7 @@ from mcp.client.session import ClientSession
 from mcp_types import ListToolsResult, PaginatedRequestParams
 
 from dex_agents.adapters.mcp.calls import WaitForTask, call_mcp_tool
-from dex_agents.adapters.mcp.connection import shared_tls_context
+from dex_agents.adapters.mcp.http_transport import shared_tls_context
 from dex_agents.builtin_loop import (
     InMemoryMediaStore,
     ModelRequest,
