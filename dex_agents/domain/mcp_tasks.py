@@ -136,7 +136,8 @@ class McpTaskContinuation:
 
     ``status`` is the last status seen. ``request_key`` and ``fingerprint`` name
     the input request the session asked about; ``sent_at`` is when its answer went
-    out with ``tasks/update``; ``declined`` marks a decline or a passed deadline.
+    out with ``tasks/update``; ``declined`` marks a decline or a passed deadline, kept
+    over later polls until the task ends or asks a new question.
     """
 
     status: McpTaskStatus | None = None
@@ -240,7 +241,6 @@ def decide_mcp_task_poll(
     retry cannot tell whether the first attempt sent it, so it asks again.
     ``uploads_images`` tells whether a completed result's images reach a media store.
     """
-    status = McpTaskContinuation(status=task.status)
     if pending_answer is not None and continuation.lists_same_request(task):
         key = continuation.request_key or ""
         if attempt == 1:
@@ -259,6 +259,9 @@ def decide_mcp_task_poll(
                     input_response=mcp_input_response(question, pending_answer),
                 )
         continuation = McpTaskContinuation()  # ask again: the identical request is a new question
+    # A decline is kept until the task ends or asks again, so a task cancelled after
+    # some working polls is still recorded by its effect, as one cancelled at once is.
+    status = McpTaskContinuation(status=task.status, declined=continuation.declined)
     if task.status.is_terminal:
         if continuation.declined and task.status is McpTaskStatus.CANCELLED:
             text = "the MCP task was cancelled after the user declined its input request"

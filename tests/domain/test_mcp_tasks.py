@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import attrs
 import pytest
 
 from dex_agents.domain.interrupts import QuestionAnswer, QuestionResolution
@@ -298,3 +299,35 @@ def test_a_task_cancelled_after_a_decline_is_recorded_by_its_effect(
     decision = _decide(_task("cancelled"), declined, effect=effect)
     assert decision.action is McpTaskPollAction.FINISH
     assert decision.outcome.kind is kind
+
+
+@pytest.mark.parametrize(
+    ("between", "effect", "kind"),
+    [
+        (("working",), ToolEffect.READ, McpCallOutcomeKind.FAILED),
+        (("working",), ToolEffect.NON_IDEMPOTENT_WRITE, McpCallOutcomeKind.OUTCOME_UNKNOWN),
+        (("working",), ToolEffect.UNCLASSIFIED, McpCallOutcomeKind.OUTCOME_UNKNOWN),
+        (("working", "working"), ToolEffect.IDEMPOTENT_WRITE, McpCallOutcomeKind.OUTCOME_UNKNOWN),
+        (("input_required", "working"), ToolEffect.READ, McpCallOutcomeKind.FAILED),
+        (
+            ("input_required", "working"),
+            ToolEffect.NON_IDEMPOTENT_WRITE,
+            McpCallOutcomeKind.OUTCOME_UNKNOWN,
+        ),
+    ],
+)
+def test_a_decline_is_remembered_across_the_polls_before_the_task_is_cancelled(
+    between: tuple[str, ...], effect: ToolEffect, kind: McpCallOutcomeKind
+) -> None:
+    # Found by an audit: a working poll dropped the decline, so a write whose task the
+    # server cancelled after it was recorded failed instead of outcome_unknown.
+    continuation = attrs.evolve(SENT, declined=True)
+    for second, status in enumerate(between, start=1):
+        task = _asking() if status == "input_required" else _task(status)
+        polled = _decide(task, continuation, effect=effect, now=NOW + timedelta(seconds=second))
+        assert polled.action is McpTaskPollAction.PENDING
+        continuation = polled.continuation
+    decision = _decide(_task("cancelled"), continuation, effect=effect)
+    assert decision.action is McpTaskPollAction.FINISH
+    assert decision.outcome.kind is kind
+    assert "declined" in decision.outcome.text
