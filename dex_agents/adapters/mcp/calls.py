@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, aclosing
 from datetime import timedelta
 from typing import Any, NoReturn, cast
 
@@ -36,6 +36,7 @@ from dex_agents.adapters.mcp.connection import close_quietly, open_client
 from dex_agents.adapters.mcp.errors import McpConnectionError, McpToolCallInterruptedError
 from dex_agents.adapters.mcp.images import upload_images
 from dex_agents.adapters.mcp.interruptions import is_connection_interruption
+from dex_agents.adapters.mcp.paging import RepeatedCursorError, pages
 from dex_agents.adapters.mcp.tasks import TaskHandle, cancel_task, get_task
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.mcp_conventions import (
@@ -237,16 +238,15 @@ async def list_until(client: Client, tool: str, *, held: bool = False) -> None:
 
 
 async def _pages_to(client: Client, tool: str, cache_mode: CacheMode) -> bool:
-    cursor: str | None = None
-    seen: set[str] = set()
-    while True:
-        page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
-        if any(listed.name == tool for listed in page.tools):
-            return True
-        cursor = page.next_cursor
-        if not cursor or cursor in seen:
-            return False  # unlisted: the SDK sends the call without headers or a schema
-        seen.add(cursor)
+    listing = pages(lambda cursor: client.list_tools(cursor=cursor, cache_mode=cache_mode))
+    try:
+        async with aclosing(listing):  # it stops early, on the tool's page
+            async for page in listing:
+                if any(listed.name == tool for listed in page.tools):
+                    return True
+    except RepeatedCursorError:
+        pass
+    return False  # unlisted: the SDK sends the call without headers or a schema
 
 
 async def _send(

@@ -23,6 +23,7 @@ from mcp_types import ListToolsResult, Tool
 
 from dex_agents.adapters.mcp.config import McpServerConfig
 from dex_agents.adapters.mcp.connection import connected
+from dex_agents.adapters.mcp.paging import pages
 
 logger = logging.getLogger(__name__)
 
@@ -41,18 +42,17 @@ class _ServerState:
 async def fetch_tools(
     config: McpServerConfig, *, connection_timeout: timedelta, connection_attempts: int
 ) -> tuple[Tool, ...]:
-    """Every page of one server's ``tools/list``, in the server's order."""
+    """Every page of one server's ``tools/list``, in the server's order.
+
+    ``RepeatedCursorError`` for a server whose cursors never end, like any failure.
+    """
     async with connected(
         config, connection_timeout=connection_timeout, connection_attempts=connection_attempts
     ) as client:
         tools: list[Tool] = []
-        cursor: str | None = None
-        while True:
-            page = await client.list_tools(cursor=cursor)
+        async for page in pages(lambda cursor: client.list_tools(cursor=cursor)):
             tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                return tuple(tools)
+        return tuple(tools)
 
 
 class ServerListings:

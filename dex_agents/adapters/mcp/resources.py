@@ -20,6 +20,7 @@ from mcp_types import METHOD_NOT_FOUND
 from dex_agents.adapters.mcp.config import McpServerConfig
 from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.errors import McpConnectionError
+from dex_agents.adapters.mcp.paging import RepeatedCursorError, pages
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.mcp_conventions import mcp_error_text
@@ -85,18 +86,13 @@ def _dump(value: Any) -> Any:
 
 async def _pages(fetch: Callable[[str | None], Awaitable[Any]], field: str) -> list[Any]:
     items: list[Any] = []
-    cursor: str | None = None
     try:
-        while True:
-            page = await fetch(cursor)
+        async for page in pages(fetch):
             items.extend(_dump(item) for item in getattr(page, field))
-            cursor = page.next_cursor
-            if not cursor:
-                return items
     except MCPError as error:
-        if error.code == METHOD_NOT_FOUND:
-            return items
-        raise
+        if error.code != METHOD_NOT_FOUND:
+            raise
+    return items
 
 
 async def _list_all(client: Client, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -163,4 +159,6 @@ async def run_resource_or_prompt_tool(
         raise ToolExecutionError(str(error)) from error
     except MCPError as error:
         raise ToolExecutionError(mcp_error_text(error.code, error.message)) from error
+    except RepeatedCursorError as error:
+        raise ToolExecutionError(str(error)) from error
     return json.dumps(output, ensure_ascii=False, sort_keys=True)
