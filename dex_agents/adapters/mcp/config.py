@@ -11,9 +11,17 @@ from typing import TypeAlias
 
 import attrs
 
+from dex_agents.domain.secrets import redact_secrets
+
 
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
+
+
+def _redacted(value: Mapping[str, str] | None) -> str:
+    # Headers and environments carry credentials (Authorization, GITHUB_TOKEN), which
+    # never reach a repr; other entries stay, so a repr still tells configs apart.
+    return "None" if value is None else repr(redact_secrets(dict(value)))
 
 
 def _name(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
@@ -25,7 +33,8 @@ def _name(instance: object, attribute: attrs.Attribute[str], value: str) -> None
 class McpStdioServerConfig:
     """A server run as a subprocess for every request, spoken to over its stdin and stdout.
 
-    ``env`` entries are merged over the SDK's default environment. With
+    ``env`` entries are merged over the SDK's default environment; the ``repr``
+    shows a credential's value (``domain.secrets``) as ``<redacted>``. With
     ``trusts_tool_annotations=False`` the server's annotations and Dex ``_meta``
     keys are ignored: its tools keep the session default unless a policy names them.
     """
@@ -33,18 +42,21 @@ class McpStdioServerConfig:
     name: str = attrs.field(validator=_name)
     command: str
     args: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
-    env: Mapping[str, str] | None = None
+    env: Mapping[str, str] | None = attrs.field(default=None, repr=_redacted)
     cwd: str | None = None
     trusts_tool_annotations: bool = True
 
 
 @attrs.frozen(kw_only=True)
 class McpStreamableHttpServerConfig:
-    """A Streamable HTTP server; every request opens a new HTTP connection with ``headers``."""
+    """A Streamable HTTP server; every request opens a new HTTP connection with ``headers``.
+
+    The ``repr`` shows a credential header's value (``domain.secrets``) as ``<redacted>``.
+    """
 
     name: str = attrs.field(validator=_name)
     url: str
-    headers: Mapping[str, str] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=_redacted)
     trusts_tool_annotations: bool = True
 
 
