@@ -7,13 +7,11 @@ gives, and shows that the session's next model call, and its next turn, succeed.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import litellm
 import pytest
 
-from dex_agents import AgentSessionFlow, ToolEffect
-from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow, function_tool
+from dex_agents import AgentSessionFlow
+from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.litellm import LiteLLMModelClient
@@ -26,18 +24,9 @@ from tests.adapters.litellm.provider_scripts import (
     chat_reply,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
+from tests.adapters.litellm.session_support import FAST, KEY, lookup, run_turn
 
 litellm.suppress_debug_info = True
-
-FAST = timedelta(milliseconds=20)
-WAIT = timedelta(seconds=20)
-KEY = "tenant-key-0123456789abcdef"
-
-
-@function_tool(effect=ToolEffect.READ)
-def lookup(order_id: str) -> str:
-    """Look an order up."""
-    return f"order {order_id} shipped"
 
 
 def session_flow(model: LiteLLMModelClient) -> AgentSessionFlow:
@@ -45,13 +34,6 @@ def session_flow(model: LiteLLMModelClient) -> AgentSessionFlow:
         name="support", instructions="You help with orders.", model=model, tools=[lookup]
     )
     return builtin_agent_session_flow(agent, flow_type="LiteLLMReplay")
-
-
-async def send(runtime: LocalRuntime, flow: AgentSessionFlow, text: str) -> AgentSnapshot:
-    sessions = runtime.sessions(flow)
-    await sessions.open_session("s-1")
-    assert await sessions.send_user_message("s-1", text)
-    return await sessions.wait_for_user("s-1", timeout=WAIT)
 
 
 def turn_error(snapshot: AgentSnapshot) -> str | None:
@@ -87,8 +69,8 @@ async def test_a_tool_call_cut_at_max_tokens_replays_and_the_session_goes_on(
     )
     flow = session_flow(model)
     async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        first = await send(runtime, flow, "Where is order 7?")
-        second = await send(runtime, flow, "Order 7, please.")
+        first = await run_turn(runtime, flow, "Where is order 7?")
+        second = await run_turn(runtime, flow, "Order 7, please.")
     assert turn_error(first) is None
     assert [m.tool_output for m in first.messages if m.role is MessageRole.TOOL] == [
         "The tool call failed: invalid arguments for lookup: arguments are not valid JSON"
@@ -143,8 +125,8 @@ async def test_an_empty_answer_replays_and_the_next_turn_succeeds(
         )
         flow = session_flow(client)
         async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-            first = await send(runtime, flow, "Hi")
-            second = await send(runtime, flow, "Are you there?")
+            first = await run_turn(runtime, flow, "Hi")
+            second = await run_turn(runtime, flow, "Are you there?")
         assert turn_error(first) is None
         assert turn_error(second) is None
         assert second.messages[-1].text == "Yes, I am here."

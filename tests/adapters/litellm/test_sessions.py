@@ -43,21 +43,13 @@ from tests.adapters.litellm.provider_scripts import (
     responses_stream,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
+from tests.adapters.litellm.session_support import FAST, KEY, WAIT, lookup, run_turn
 
 litellm.suppress_debug_info = True
 
-FAST = timedelta(milliseconds=20)
-WAIT = timedelta(seconds=20)
-KEY = "tenant-key-0123456789abcdef"
 ENCRYPTED = "gAAAAABo+session/encrypted=="
 SIGNATURE = "EqQBCkYIBxgC+session/signature=="
 ANSWER = "Order 7 shipped on Monday and arrives Friday."
-
-
-@function_tool(effect=ToolEffect.READ)
-def lookup(order_id: str) -> str:
-    """Look an order up."""
-    return f"order {order_id} shipped"
 
 
 @function_tool(effect=ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=True)
@@ -88,13 +80,6 @@ def anthropic_flow(server: ProviderServer) -> AgentSessionFlow:
         tools=[lookup, refund],
     )
     return builtin_agent_session_flow(agent, flow_type="LiteLLMClaudeSupport")
-
-
-async def run_turn(runtime: LocalRuntime, flow: AgentSessionFlow, text: str) -> AgentSnapshot:
-    sessions = runtime.sessions(flow)
-    await sessions.open_session("s-1")
-    assert await sessions.send_user_message("s-1", text)
-    return await sessions.wait_for_user("s-1", timeout=WAIT)
 
 
 async def stream_events(runtime: LocalRuntime, flow: AgentSessionFlow) -> list[AgentEvent]:
