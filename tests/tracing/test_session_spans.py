@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -449,4 +450,58 @@ asyncio.run(main())
 """
     subprocess.run(
         [sys.executable, "-c", program], check=True, cwd=Path(__file__).resolve().parents[2]
+    )
+
+
+def test_a_tracer_provider_variable_naming_no_provider_skips_the_spans_not_the_turn() -> None:
+    # The API loads OTEL_PYTHON_TRACER_PROVIDER's provider by name and raises, on every
+    # ask, for one not installed: AwaitUserMessage failed three times and the message was lost.
+    program = """
+import asyncio
+import logging
+import os
+from datetime import timedelta
+from dex_agents import AgentSessionFlow
+from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
+from dex_agents.builtin_loop import BuiltinLoopAgentRunner
+from dex_agents.app.builtin_loop.definition import AgentDefinition
+from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient
+from dex_agents.local import LocalRuntime
+from tests.tracing.test_session_spans import lookup_order, lookup_script
+
+failures = []
+logging.getLogger("dex_agents.tracing").addHandler(logging.Handler())
+logging.getLogger("dex_agents.tracing").handlers[0].emit = failures.append
+
+
+async def main():
+    definition = AgentDefinition(
+        name="support",
+        instructions="Help.",
+        model=ScriptedModelClient(lookup_script),
+        tools=[lookup_order],
+    )
+    flow = AgentSessionFlow(
+        BuiltinLoopAgentRunner(definition),
+        flow_type="SupportAgent",
+        options=builtin_agent_session_options(definition),
+    )
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s1")
+        await sessions.send_user_message("s1", "where is order 7?")
+        snapshot = await sessions.wait_for_user("s1", timeout=timedelta(seconds=30))
+    assert snapshot.state.turn_count == 1, snapshot
+    assert snapshot.state.last_turn_error is None, snapshot.state
+    assert snapshot.messages[0].text == "where is order 7?", snapshot.messages
+    assert "finding the tracer provider" in failures[0].getMessage(), failures
+
+
+asyncio.run(main())
+"""
+    subprocess.run(
+        [sys.executable, "-c", program],
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "OTEL_PYTHON_TRACER_PROVIDER": "no_such_tracer_provider"},
     )

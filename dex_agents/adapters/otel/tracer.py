@@ -138,7 +138,13 @@ class OpenTelemetrySessionTracer:
         # every span is a no-op: building the spans' attributes and entering their
         # contexts cost a scripted turn about 2% of its CPU for nothing. Asked per span,
         # so a global provider set later gets the spans from then on.
-        provider = self._provider if self._provider is not None else trace.get_tracer_provider()
+        try:
+            provider = self._provider if self._provider is not None else trace.get_tracer_provider()
+        except Exception:
+            # OTEL_PYTHON_TRACER_PROVIDER naming no installed provider raises here, on every
+            # call: no span then, and the Step goes on, as for any tracing failure.
+            report_tracing_failure("finding the tracer provider")
+            return False
         return not isinstance(provider, _NO_OP_PROVIDERS)
 
     def _tracer(self) -> trace.Tracer:
