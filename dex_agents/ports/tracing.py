@@ -51,8 +51,13 @@ class TracedSpan(Protocol):
         """Add attributes."""
         ...
 
-    def record_error(self, error: BaseException) -> None:
-        """Status ``ERROR``, ``error.type`` the class name, and the exception as an event."""
+    def record_error(self, error: BaseException, *, with_text: bool = True) -> None:
+        """Status ``ERROR``, ``error.type`` the class name, and the exception as an event.
+
+        ``with_text=False`` leaves the error's text out of the status and the event
+        (its message and the stacktrace's last line): for an error whose text is
+        content, such as a failed tool's result, when content is not captured.
+        """
         ...
 
     def end(self) -> None:
@@ -98,7 +103,7 @@ class _NoSpan:
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
         pass
 
-    def record_error(self, error: BaseException) -> None:
+    def record_error(self, error: BaseException, *, with_text: bool = True) -> None:
         pass
 
     def end(self) -> None:

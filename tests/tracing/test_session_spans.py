@@ -351,8 +351,12 @@ async def test_a_failed_attempt_has_an_error_span_and_its_retry_a_second_span() 
     )
 
 
-async def test_a_tool_execution_error_sets_its_error_type() -> None:
-    async with traced_session(calling("find_order", {"order_id": "9"})) as traced:
+@pytest.mark.parametrize("captured", [False, True], ids=["content off", "content on"])
+async def test_a_tool_execution_error_sets_its_error_type(captured: bool) -> None:
+    # Its text is the tool's result the model reads: content, on the span only when captured.
+    async with traced_session(
+        calling("find_order", {"order_id": "9"}), should_capture_message_content=captured
+    ) as traced:
         await traced.sessions.open_session("s1")
         await traced.sessions.send_user_message("s1", "find order 9")
         await traced.sessions.wait_for_user("s1")
@@ -360,6 +364,14 @@ async def test_a_tool_execution_error_sets_its_error_type() -> None:
     assert tool.status.status_code is StatusCode.ERROR
     assert attributes(tool)["error.type"] == "ToolExecutionError"
     assert attributes(tool)["dex.agent.tool_call.status"] == "failed"
+    (event,) = tool.events
+    assert event.name == "exception"
+    event_attributes = dict(event.attributes or {})
+    assert str(event_attributes["exception.type"]).endswith("ToolExecutionError")
+    stacktrace = str(event_attributes["exception.stacktrace"])
+    assert "find_order" in stacktrace  # the frames stay either way
+    texts = [tool.status.description, event_attributes["exception.message"], stacktrace]
+    assert ["no order 9" in str(text) for text in texts] == [captured] * 3
 
 
 def test_without_the_api_the_session_uses_no_tracer(monkeypatch: pytest.MonkeyPatch) -> None:

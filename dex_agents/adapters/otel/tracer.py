@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
 from typing import Any
@@ -51,6 +52,14 @@ def _span_context(traceparent: str) -> trace.SpanContext | None:
     return span_context if span_context.is_valid else None
 
 
+def _textless(error: BaseException) -> dict[str, AttributeValue]:
+    # The exception event's own attributes, overriding the SDK's: the frames stay, the
+    # text (and the chained exceptions', which format_exception would add) goes.
+    frames = traceback.format_exception(type(error), None, error.__traceback__)
+    stacktrace = "".join(frames[:-1]) + f"{type(error).__qualname__}\n"
+    return {"exception.message": "", "exception.stacktrace": stacktrace}
+
+
 class _Span:
     def __init__(self, span: trace.Span) -> None:
         self._span = span
@@ -62,11 +71,12 @@ class _Span:
         except Exception:
             report_tracing_failure("setting span attributes")
 
-    def record_error(self, error: BaseException) -> None:
+    def record_error(self, error: BaseException, *, with_text: bool = True) -> None:
         try:
-            self._span.set_status(trace.Status(trace.StatusCode.ERROR, str(error) or None))
+            description = (str(error) or None) if with_text else None
+            self._span.set_status(trace.Status(trace.StatusCode.ERROR, description))
             self._span.set_attribute("error.type", type(error).__name__)
-            self._span.record_exception(error)
+            self._span.record_exception(error, attributes=None if with_text else _textless(error))
         except Exception:
             report_tracing_failure("recording a span's error")
 

@@ -67,8 +67,12 @@ class ToolAttempt:
             report_tracing_failure("starting the execute_tool span")
 
     def failed(self, error: BaseException) -> None:
-        """The tool failed with ``error`` though the Step handled it."""
-        self.span.record_error(error)
+        """The tool failed with ``error`` though the Step handled it.
+
+        Its text is the tool's result the model reads: content, on the span only
+        when content is captured.
+        """
+        self.span.record_error(error, with_text=captures_content(self._runtime))
 
 
 @contextlib.contextmanager
