@@ -26,6 +26,7 @@ import ssl
 import threading
 from typing import Any, Final
 
+import aiohttp
 from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
 from aiobotocore.httpsession import AIOHTTPSession  # type: ignore[import-untyped]
 from aiobotocore.session import AioSession  # type: ignore[import-untyped]
@@ -48,7 +49,9 @@ CONDITIONAL_WRITE_ATTEMPTS: Final = 3
 
 _CONFLICT_BACKOFF_SECONDS: Final = 0.05
 _READ_CHUNK: Final = 1 << 20
-_TRANSPORT_ERRORS: Final = (BotoCoreError, OSError, asyncio.TimeoutError)
+# aiohttp.ClientError: a body cut short (ClientPayloadError) is neither an OSError nor
+# converted to botocore's errors by aiobotocore's streaming body.
+_TRANSPORT_ERRORS: Final = (BotoCoreError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
 
 
 _TLS_CONTEXTS: dict[object, ssl.SSLContext] = {}

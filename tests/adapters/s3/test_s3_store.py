@@ -253,3 +253,38 @@ def test_without_keys_the_store_uses_the_standard_chain_and_says_nothing_of_it()
     assert repr(store) == "S3MediaStore(store_uri='s3://agent-media/sessions')"
     assert store.object_key("ab" * 32) == f"sessions/sha256/{'ab' * 32}"
     assert image_uri(store.store_uri, "ab" * 32).endswith(store.object_key("ab" * 32))
+
+
+async def test_a_body_cut_short_fails_the_read_with_media_store_error() -> None:
+    # A server (or a proxy) that sends the image's Content-Length and then closes halfway:
+    # aiohttp's ClientPayloadError is not an OSError, and aiobotocore passes it on as it is.
+    image = png(total_size=200_000)
+
+    async def answer_half(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            (
+                int(line.split(b":")[1])
+                for line in head.lower().split(b"\r\n")
+                if line.startswith(b"content-length:")
+            ),
+            0,
+        )
+        await reader.readexactly(length)
+        writer.write(
+            f"HTTP/1.1 200 OK\r\nContent-Length: {len(image)}\r\n"
+            "Content-Type: image/png\r\n\r\n".encode()
+            + image[: len(image) // 2]
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer_half, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    store = moto_store(f"http://127.0.0.1:{port}", "bucket")
+    try:
+        with pytest.raises(MediaStoreError, match="GetObject"):
+            await store.get_image(build_image_reference(image, store.store_uri))
+    finally:
+        server.close()
+        await server.wait_closed()
