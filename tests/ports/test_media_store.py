@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import pytest
 
 from dex_agents.domain.errors import MediaStoreError
@@ -87,6 +88,29 @@ async def test_each_image_is_read_once_and_keyed_by_sha256() -> None:
     assert loaded == {red.sha256: RED, blue.sha256: BLUE}
     assert list(loaded) == [red.sha256, blue.sha256]
     assert store.reads == [red.sha256, blue.sha256]
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"mime_type": "image/jpeg"}, "a 67-byte image/jpeg"),
+        ({"size_bytes": 68}, "a 68-byte image/png"),
+    ],
+    ids=["another type", "another size"],
+)
+async def test_a_later_reference_that_misnames_the_bytes_is_refused(
+    change: dict[str, Any], named: str
+) -> None:
+    # Each image of a model request is built from its own reference: a later one read only
+    # as a repeat of the first would have sent PNG bytes as the JPEG it claims.
+    store = CountingMediaStore()
+    red = await store.put_image(RED)
+    forged = attrs.evolve(red, **change)
+    with pytest.raises(MediaStoreError, match=f"is a 67-byte image/png, not {named}"):
+        await load_images(store, [red, forged])
+    assert await load_images(store, [red, attrs.evolve(red, uri=red.uri + "-elsewhere")]) == {
+        red.sha256: RED
+    }
 
 
 async def test_no_references_read_nothing() -> None:
