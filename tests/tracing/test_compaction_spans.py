@@ -57,3 +57,4 @@ async def test_a_compaction_is_a_chat_span_of_its_activation() -> None:
     assert attributes["dex.agent.input_messages.last_key"] == f"{summary.last_sequence:012d}"
     output = json.loads(str(attributes["gen_ai.output.messages"]))
     assert output[0]["parts"][0]["content"].strip() == SUMMARY_TEXT
+    assert output[0]["finish_reason"] == "stop"

@@ -232,16 +232,25 @@ async def test_message_content_is_captured_only_when_asked() -> None:
         {"role": "user", "parts": [{"type": "text", "content": "where is order 7?"}]}
     ]
     first, second = sorted(traced.named("chat"), key=lambda span: span.start_time or 0)
-    output = json.loads(attributes(first)["gen_ai.output.messages"])
-    assert output[0]["parts"][-1] == {
+    call = {
         "type": "tool_call",
         "id": "look",
         "name": "lookup_order",
         "arguments": '{"order_id": "7"}',
     }
+    # The GenAI output message requires its finish_reason.
+    output = json.loads(attributes(first)["gen_ai.output.messages"])
+    assert output == [{"role": "assistant", "parts": [call], "finish_reason": "tool_call"}]
+    final = json.loads(attributes(second)["gen_ai.output.messages"])
+    assert [message["finish_reason"] for message in final] == ["stop"]
+    # What the model got: the call once (stored as a message, and recorded), then its result.
     inputs = json.loads(attributes(second)["gen_ai.input.messages"])
-    assert inputs[0]["parts"] == [{"type": "text", "content": "where is order 7?"}]
-    assert any(part["type"] == "tool_call_response" for item in inputs for part in item["parts"])
+    assert [[part["type"] for part in item["parts"]] for item in inputs] == [
+        ["text"],
+        ["tool_call"],
+        ["tool_call_response"],
+    ]
+    assert inputs[1]["parts"] == [call]
     (tool,) = traced.named("execute_tool")
     assert json.loads(attributes(tool)["gen_ai.tool.call.arguments"]) == {"order_id": "7"}
     assert "delivered" in attributes(tool)["gen_ai.tool.call.result"]

@@ -71,15 +71,20 @@ class ModelAttempt:
                 )
             if self._content:
                 items = [message_parts(message) for message in messages]
+                # A runner that stores a call's message, or its result's, before the next
+                # model call (the built-in loop does) has it among the messages already.
+                stored_calls, stored_results = _stored_tool_messages(messages)
                 for record in tool_calls.values():
+                    key = (record.turn_id, record.tool_call_id)
                     call = {
                         "type": "tool_call",
                         "id": record.tool_call_id,
                         "name": record.tool_name,
                         "arguments": record.arguments,
                     }
-                    items.append({"role": "assistant", "parts": [call]})
-                    if record.is_final:
+                    if key not in stored_calls:
+                        items.append({"role": "assistant", "parts": [call]})
+                    if record.is_final and key not in stored_results:
                         result = {
                             "type": "tool_call_response",
                             "id": record.tool_call_id,
@@ -131,7 +136,14 @@ class ModelAttempt:
                         }
                         for call in outcome.tool_calls
                     )
-                self._output = [{"role": "assistant", "parts": parts}]
+                reason = "tool_call" if isinstance(outcome, ToolCallsRequested) else "stop"
+                self._output = [
+                    {
+                        "role": "assistant",
+                        "parts": parts,
+                        "finish_reason": _finish_reason(outcome.model_call_metadata, reason),
+                    }
+                ]
         except Exception:
             report_tracing_failure("annotating the chat span")
 
@@ -145,7 +157,9 @@ class ModelAttempt:
         self._usage = usage
         self._metadata = metadata
         if self._content:
-            self._output = [text_message("assistant", summary)]
+            message = text_message("assistant", summary)
+            message["finish_reason"] = _finish_reason(metadata, "stop")
+            self._output = [message]
 
     def failed(self, error: BaseException) -> None:
         """The attempt failed with ``error`` (its span gets status ``ERROR``)."""
@@ -233,3 +247,23 @@ def model_attempt(
             raise
         finally:
             attempt.emit()
+
+
+def _stored_tool_messages(
+    messages: Sequence[AgentMessage],
+) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """The (turn, tool call ID) of the calls and of the results the messages render."""
+    calls: set[tuple[str, str]] = set()
+    results: set[tuple[str, str]] = set()
+    for message in messages:
+        if message.tool_call_id is None:
+            continue
+        result = message.role is MessageRole.TOOL or message.tool_output is not None
+        (results if result else calls).add((message.turn_id, message.tool_call_id))
+    return calls, results
+
+
+def _finish_reason(metadata: ModelCallMetadata | None, otherwise: str) -> str:
+    # The GenAI output message requires one: the provider's when the runner reported it.
+    reasons = None if metadata is None else metadata.finish_reasons
+    return reasons[0] if reasons else otherwise
