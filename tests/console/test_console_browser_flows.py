@@ -84,6 +84,24 @@ async def test_what_the_person_types_outlives_the_renders_that_events_cause(
         await expect(page.locator("#messages")).to_contain_text(answer, timeout=WAIT_MS)
 
 
+async def test_a_double_click_sends_a_control_once(tmp_path: Path) -> None:
+    # Both clicks' handlers run before the first answer comes: the second must send nothing.
+    app = create_console_app(tmp_path / "s.sqlite3", [question_flow()])
+    async with serve_console_and_page(app) as (_, page):
+        await _ship_a_parcel(page, "ship-3")
+        sent: list[str] = []
+        page.on(
+            "request",
+            lambda request: sent.append(request.url) if request.method == "POST" else None,
+        )
+        await page.fill("#message", "and wrap it")
+        await page.dblclick("#send")
+        await expect(page.locator("#notice")).to_have_text("message queued")
+        queued = page.locator(".card", has=page.get_by_role("button", name="Steer now"))
+        await expect(queued).to_have_count(1)
+        assert [url.rsplit("/", 1)[-1] for url in sent] == ["send_user_message"]
+
+
 async def test_a_draft_plan_is_reviewed_and_executed_from_the_page(tmp_path: Path) -> None:
     app = create_console_app(tmp_path / "s.sqlite3", [plan_flow()])
     async with serve_console_and_page(app) as (url, page):
