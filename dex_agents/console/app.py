@@ -259,12 +259,26 @@ def create_console_app(
             )
         except InvalidAgentEventResumeTokenError:
             return Response(status_code=400)
+        except DexAgentsError as error:
+            # As the snapshot route answers for the same session (an ID the engine took that
+            # the session rules refuse, say).
+            return JSONResponse({"ok": False, "reason": str(error)}, status_code=409)
         return StreamingResponse(gate.passing(frames), headers=dict(AGENT_EVENT_STREAM_HEADERS))
 
     async def json_body(request: Request) -> dict[str, Any] | Response:
-        raw = await request.body()
-        if len(raw) > _MAX_BODY_BYTES:
-            return JSONResponse({"ok": False, "reason": "request too large"}, status_code=413)
+        too_large = JSONResponse({"ok": False, "reason": "request too large"}, status_code=413)
+        # Refused by its declared length, or as it arrives: never read whole into memory.
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > _MAX_BODY_BYTES:
+            return too_large
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > _MAX_BODY_BYTES:
+                return too_large
+            chunks.append(chunk)
+        raw = b"".join(chunks)
         try:
             body = json.loads(raw or b"{}")
         except ValueError:

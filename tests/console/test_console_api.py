@@ -20,6 +20,7 @@ from dex_agents.console import (
     load_console_token,
 )
 from dex_agents.console.security import cross_site_refusal, host_header_name, is_loopback_host
+from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.local import LocalRuntime
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot, texts
 
@@ -299,3 +300,40 @@ async def test_the_inbox_shows_what_another_process_wrote_since_the_last_request
             ),
         )
         assert body.json()["sessions"][0]["session_id"] == "second"
+
+
+async def test_a_session_the_session_rules_refuse_gets_409_from_every_route(
+    tmp_path: Path,
+) -> None:
+    # Another program can start one through the engine (300 bytes is past the session rules).
+    path, session_id = tmp_path / "s.sqlite3", "x" * 300
+    flow = demo_flow()
+    async with LocalRuntime(path, [flow], workers=0) as runtime:
+        await runtime.flow_client.start_flow(flow, session_id, AgentSessionStartInput())
+    app = create_console_app(path, [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        for route in ("snapshot", "events"):
+            answer = await client.get(f"/api/sessions/{session_id}/{route}")
+            assert answer.status_code == 409, (route, answer.text)
+            assert "invalid session ID" in answer.json()["reason"]
+
+
+async def test_a_body_declared_too_large_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        # A gigabyte declared and two bytes sent: the answer must not wait for the rest.
+        writer.write(
+            f"POST /api/sessions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            "X-Dex-Agents-Console: 1\r\nContent-Type: application/json\r\n"
+            "Content-Length: 1000000000\r\n\r\n{}".encode()
+        )
+        try:
+            await writer.drain()
+            async with asyncio.timeout(30):  # a guard: the old code waited for the gigabyte
+                status = await reader.readline()
+        finally:
+            writer.close()
+            await writer.wait_closed()
+    assert status.split()[1] == b"413"
