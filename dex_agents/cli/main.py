@@ -123,10 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST})"
     )
     serve.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})"
+        "--port", type=_port, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})"
     )
     serve.add_argument("--token-file", default=None, help="file holding the console token")
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
+    return port
 
 
 def _error_text(error: BaseException) -> str:

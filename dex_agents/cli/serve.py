@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 
+from dex_agents.adapters.local.database_file import check_database_file
 from dex_agents.cli import terminal
 from dex_agents.cli.database import CHAT_LEASE_DURATION, demo_flow
 from dex_agents.cli.errors import CliError
@@ -65,6 +66,10 @@ async def run_serve(
             f"--host {terminal.escaped(host)} is not loopback: set ${TOKEN_ENV} or pass "
             "--token-file, so only people with the token can steer the agents"
         )
+    # The faults chat names in one line, found before the URL is printed: the app opens the
+    # file only as it starts, where a fault was a uvicorn traceback after the URL.
+    check_database_file(db, must_exist=False)
+    listening = _listening_socket(host, port)
     app = create_console_app(
         db, [demo_flow()], token=token, workers=1, lease_duration=CHAT_LEASE_DURATION
     )
@@ -78,5 +83,19 @@ async def run_serve(
             close_event_streams(app)
             await super().shutdown(sockets)
 
-    await ConsoleServer(config).serve()
+    try:
+        await ConsoleServer(config).serve(sockets=[listening])
+    finally:
+        listening.close()
     return 0
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port``; ``CliError`` naming why not (a port in use)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family)
+    except OSError as error:
+        raise CliError(
+            f"cannot listen on {terminal.escaped(host)}:{port}: {error.strerror or error}"
+        ) from error

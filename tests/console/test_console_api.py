@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
+from dex_agents.adapters.local.database_file import DatabaseFileError
 from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.cli.database import demo_flow
 from dex_agents.cli.demo_agent import build_demo_agent
 from dex_agents.cli.errors import CliError
+from dex_agents.cli.main import main
 from dex_agents.cli.serve import run_serve
 from dex_agents.console import (
     TOKEN_ENV,
@@ -171,6 +174,26 @@ async def test_serve_refuses_a_non_loopback_host_without_a_token(
     empty.write_text("\n")
     with pytest.raises(CliError, match="empty"):
         await run_serve(tmp_path / "s.sqlite3", "0.0.0.0", 0, token_file=empty)
+
+
+async def test_serve_names_a_bad_database_or_port_before_it_prints_its_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One line each, as chat gives, not a server's traceback after the console's URL.
+    not_a_database = tmp_path / "notes.txt"
+    not_a_database.write_text("hello")
+    with pytest.raises(DatabaseFileError, match="not a session database"):
+        await run_serve(not_a_database, "127.0.0.1", 0)
+    taken = socket.create_server(("127.0.0.1", 0))
+    try:
+        with pytest.raises(CliError, match=r"cannot listen on 127\.0\.0\.1:"):
+            await run_serve(tmp_path / "s.sqlite3", "127.0.0.1", taken.getsockname()[1])
+    finally:
+        taken.close()
+    assert "dex-agents console:" not in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", "--port", "99999"])
+    assert "'99999' is not a port (0 to 65535)" in capsys.readouterr().err
 
 
 def test_token_sources_and_host_rules(tmp_path: Path) -> None:
