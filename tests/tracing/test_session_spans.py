@@ -74,6 +74,21 @@ def refund_script(request: ModelRequest) -> ScriptedModelReply:
     return ScriptedModelReply(text=f"Done: {results[-1].output}")
 
 
+def lookup_flow() -> AgentSessionFlow:
+    """The order-lookup agent with the Worker's default tracing (a global provider, if any)."""
+    definition = AgentDefinition(
+        name="support",
+        instructions="Help.",
+        model=ScriptedModelClient(lookup_script),
+        tools=[lookup_order],
+    )
+    return AgentSessionFlow(
+        BuiltinLoopAgentRunner(definition),
+        flow_type="SupportAgent",
+        options=builtin_agent_session_options(definition),
+    )
+
+
 @dataclasses.dataclass
 class Traced:
     sessions: AgentSessionClient
@@ -419,15 +434,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from dex_agents import AgentSessionFlow, AgentTracingOptions, GenAISemanticConventionsVersion
+from dex_agents import GenAISemanticConventionsVersion
 from dex_agents.adapters.otel.tracer import OpenTelemetrySessionTracer
-from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
-from dex_agents.builtin_loop import BuiltinLoopAgentRunner
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
-from dex_agents.app.builtin_loop.definition import AgentDefinition
-from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient
-from tests.tracing.test_session_spans import lookup_order, lookup_script
+from tests.tracing.test_session_spans import lookup_flow
 
 version = GenAISemanticConventionsVersion.V1_42_0_DEV
 assert not OpenTelemetrySessionTracer(None, version).enabled
@@ -436,17 +447,7 @@ assert OpenTelemetrySessionTracer(TracerProvider(), version).enabled
 
 
 async def main():
-    definition = AgentDefinition(
-        name="support",
-        instructions="Help.",
-        model=ScriptedModelClient(lookup_script),
-        tools=[lookup_order],
-    )
-    flow = AgentSessionFlow(
-        BuiltinLoopAgentRunner(definition),
-        flow_type="SupportAgent",
-        options=builtin_agent_session_options(definition),
-    )
+    flow = lookup_flow()
     tracer = flow.runtime.tracing.tracer
     assert not tracer.enabled
     async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
@@ -482,13 +483,8 @@ import asyncio
 import logging
 import os
 from datetime import timedelta
-from dex_agents import AgentSessionFlow
-from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
-from dex_agents.builtin_loop import BuiltinLoopAgentRunner
-from dex_agents.app.builtin_loop.definition import AgentDefinition
-from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient
 from dex_agents.local import LocalRuntime
-from tests.tracing.test_session_spans import lookup_order, lookup_script
+from tests.tracing.test_session_spans import lookup_flow
 
 failures = []
 logging.getLogger("dex_agents.tracing").addHandler(logging.Handler())
@@ -496,17 +492,7 @@ logging.getLogger("dex_agents.tracing").handlers[0].emit = failures.append
 
 
 async def main():
-    definition = AgentDefinition(
-        name="support",
-        instructions="Help.",
-        model=ScriptedModelClient(lookup_script),
-        tools=[lookup_order],
-    )
-    flow = AgentSessionFlow(
-        BuiltinLoopAgentRunner(definition),
-        flow_type="SupportAgent",
-        options=builtin_agent_session_options(definition),
-    )
+    flow = lookup_flow()
     async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.open_session("s1")
