@@ -38,6 +38,7 @@ from dex_agents.domain.session_settings import validate_session_settings
 from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.ports.errors import FlowAlreadyStartedError, RpcLockConflictError
 from dex_agents.ports.flow_client import FlowClient
+from dex_agents.ports.runner import ImageUserMessageBuilder
 
 T = TypeVar("T")
 
@@ -91,6 +92,11 @@ class PortableSessionClient:
         """Start a session; a non-blank ``initial_message`` starts its first turn. Returns the run ID.
 
         Settings are checked before anything is sent (``validate_session_settings``).
+        ``plan_mode=True`` on a Flow with plan mode off, and images for a runner
+        that cannot build a message with them, raise ``ValueError`` before
+        anything is sent, where ``send_user_message`` returns ``False``: the
+        first turn would otherwise fail the session for good, or plan in a
+        Flow that has no plan mode.
         """
         where = "start_session"
         _require_session_id(where, session_id)
@@ -100,12 +106,23 @@ class PortableSessionClient:
         if start_environment is not None:
             require_str_mapping(where, "start_environment", start_environment)
         require_bool(where, "plan_mode", plan_mode)
+        checked_images = validate_image_references(images)
+        runtime = self._flow.runtime
+        if plan_mode and not runtime.options.plan_mode_enabled:
+            raise ValueError(
+                f"{where}: plan_mode=True, but the {self._flow.flow_type} Flow has plan mode off"
+            )
+        if checked_images and not isinstance(runtime.runner, ImageUserMessageBuilder):
+            raise ValueError(
+                f"{where}: the {self._flow.flow_type} Flow's runner cannot take images "
+                "(it does not implement ImageUserMessageBuilder.build_user_message_with_images)"
+            )
         start = AgentSessionStartInput(
             initial_message=initial_message,
             session_settings=None if session_settings is None else dict(session_settings),
             start_environment=dict(start_environment or {}),
             plan_mode=plan_mode,
-            images=validate_image_references(images),
+            images=checked_images,
         )
         return await self._client.start_flow(self._flow, session_id, start)
 

@@ -148,6 +148,21 @@ async def test_a_runner_without_images_refuses_them() -> None:
         assert await session.sessions.send_user_message("s1", "look") is True
 
 
+async def test_a_start_that_the_flow_cannot_run_is_refused_before_anything_is_sent() -> None:
+    # Started anyway, the first turn failed StartAgentSession three times and the session
+    # for good, or planned in a Flow without plan mode.
+    async with session_stack(MemoryFlowStore(), ScriptedRunner()) as session:
+        with pytest.raises(ValueError, match="runner cannot take images"):
+            await session.sessions.start_session("s1", "look", images=[CHART])
+        with pytest.raises(ValueError, match="has plan mode off"):
+            await session.sessions.open_session("s1", plan_mode=True)
+        with pytest.raises(FlowNotFoundError):
+            await session.client.describe_flow("s1")
+        await session.sessions.start_session("s1", "look")
+        snapshot = await session.idle()
+        assert snapshot.messages[-1].text == "echo: look"
+
+
 async def test_invalid_references_are_refused_before_anything_is_sent() -> None:
     async with session_stack(MemoryFlowStore(), ImageRunner()) as session:
         with pytest.raises(ImageValidationError) as raised:
