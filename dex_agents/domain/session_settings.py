@@ -23,6 +23,13 @@ MAX_SESSION_SETTINGS_BYTES = 16 * 1024
 SESSION_SETTINGS_SIZE_TOLERANCE_BYTES = 1024
 """How many bytes more than ``MAX_SESSION_SETTINGS_BYTES`` the session's own checks accept."""
 
+MAX_SESSION_SETTINGS_DEPTH = 256
+"""The deepest nesting of objects and arrays session settings may have.
+
+The wire converters recurse once per level, and settings nested about 325 deep
+raised a bare ``RecursionError`` from them after passing every check here.
+"""
+
 INVALID_START_SESSION_SETTINGS_REASON = "invalid start session settings"
 """The start of the reason with which ``StartAgentSession`` fails a session at once."""
 
@@ -68,6 +75,11 @@ def _check_json_object(settings: object) -> None:
             )
         if id(value) in open_containers:
             raise ValueError(f"{_render(path)} contains itself")
+        # The open containers are this one's ancestors: their count is its depth.
+        if len(open_containers) >= MAX_SESSION_SETTINGS_DEPTH:
+            raise ValueError(
+                f"session settings are nested more than {MAX_SESSION_SETTINGS_DEPTH} levels deep"
+            )
         open_containers.add(id(value))
         stack.append((_EXIT, value, path))
         if isinstance(value, Mapping):
@@ -102,8 +114,9 @@ def session_settings_size(settings: Mapping[str, Any]) -> int:
         text = json.dumps(
             settings, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_plain
         )
-    except RecursionError:
-        raise ValueError("session settings are nested too deeply to encode as JSON") from None
+    except ValueError as error:
+        # Python refuses to write an int of more than 4,300 digits, say.
+        raise ValueError(f"session settings cannot be written as JSON: {error}") from None
     try:
         return len(text.encode("utf-8"))
     except UnicodeEncodeError:

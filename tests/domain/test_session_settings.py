@@ -23,6 +23,7 @@ from dex_agents.domain.session_settings import (
     validate_session_settings,
 )
 from dex_agents.domain.state import TurnSessionSettings
+from dex_agents.domain.wire import to_wire
 from tests.support.wire_strategies import JSON_OBJECTS
 
 # '{"k":""}' is 8 bytes, so a text of n bytes makes settings of n + 8 bytes.
@@ -160,9 +161,29 @@ def test_deep_nesting_is_refused_without_a_recursion_error() -> None:
     for _ in range(5000):
         inner["a"] = {}
         inner = inner["a"]
-    with pytest.raises(ValueError, match="nested too deeply"):
+    with pytest.raises(ValueError, match="nested more than 256 levels deep"):
         validate_session_settings(value)
     assert accepts_session_settings_update(value) is False
+
+
+@pytest.mark.parametrize(("depth", "accepted"), [(256, True), (257, False), (400, False)])
+def test_settings_are_refused_past_the_depth_the_wire_converters_take(
+    depth: int, accepted: bool
+) -> None:
+    # Nested 400 deep passed the JSON check and then broke cattrs with a RecursionError.
+    value: dict[str, Any] = {}
+    inner = value
+    for _ in range(depth - 1):
+        inner["a"] = {}
+        inner = inner["a"]
+    assert accepts_session_settings_update(value) is accepted
+    if accepted:
+        to_wire(TurnSessionSettings(turn_id="t1", settings=value))
+
+
+def test_an_int_too_long_to_write_is_refused_naming_the_settings() -> None:
+    with pytest.raises(ValueError, match="session settings cannot be written as JSON"):
+        validate_session_settings({"n": 10**5000})
 
 
 def test_shared_references_are_not_cycles() -> None:
