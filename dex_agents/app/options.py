@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from dex_agents.domain.arguments import require_bool, require_instance, require_int
 from dex_agents.domain.builtin_tools import DEFAULT_MAX_DURABLE_WAIT, BuiltInTool
 from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, ToolPolicy
@@ -39,6 +40,10 @@ class RunModelLimit:
     total_duration: timedelta = timedelta(minutes=30)
 
     def __post_init__(self) -> None:
+        # Types first: "3" or NaN would pass or break the comparisons below unnamed.
+        require_int("RunModelLimit", "maximum_attempts", self.maximum_attempts)
+        for name in ("timeout", "heartbeat_timeout", "total_duration"):
+            require_instance("RunModelLimit", name, getattr(self, name), timedelta, "a timedelta")
         if self.maximum_attempts < 1:
             raise ValueError(
                 f"run_model_limit.maximum_attempts must be at least 1, not {self.maximum_attempts}"
@@ -109,6 +114,7 @@ class AgentSessionOptions:
     tracing: AgentTracingOptions = field(default_factory=AgentTracingOptions)
 
     def __post_init__(self) -> None:
+        self._check_types()
         self.message_storage()  # validates the storage fields, naming the bad one
         for name, policy in self.tool_policies.items():
             if not isinstance(policy, ToolPolicy):
@@ -125,6 +131,46 @@ class AgentSessionOptions:
             raise ValueError(
                 "plan_mode_enabled needs the write_todos built-in tool in built_in_tools"
             )
+
+    def _check_types(self) -> None:
+        # A wrong type here was accepted and failed every turn later ("'int' object has no
+        # attribute 'check_model_call'"), or failed a comparison without naming the field.
+        where = "AgentSessionOptions"
+        none = type(None)
+        require_instance(where, "tool_policies", self.tool_policies, Mapping, "a mapping")
+        require_instance(
+            where, "default_tool_effect", self.default_tool_effect, ToolEffect, "a ToolEffect"
+        )
+        for tool in self.built_in_tools:
+            require_instance(where, "built_in_tools", tool, BuiltInTool, "BuiltInTool values")
+        require_instance(
+            where,
+            "interrupt_deadline",
+            self.interrupt_deadline,
+            (timedelta, none),
+            "a timedelta or None",
+        )
+        require_instance(where, "max_durable_wait", self.max_durable_wait, timedelta, "a timedelta")
+        require_bool(where, "plan_mode_enabled", self.plan_mode_enabled)
+        require_instance(
+            where,
+            "compaction",
+            self.compaction,
+            (CompactionPolicy, none),
+            "a CompactionPolicy or None",
+        )
+        require_int(where, "event_stream_capacity_bytes", self.event_stream_capacity_bytes)
+        require_instance(
+            where, "run_model_limit", self.run_model_limit, RunModelLimit, "a RunModelLimit"
+        )
+        require_instance(
+            where,
+            "spend_limit",
+            self.spend_limit,
+            (ModelSpendLimit, none),
+            "a ModelSpendLimit or None",
+        )
+        require_instance(where, "tracing", self.tracing, AgentTracingOptions, "AgentTracingOptions")
 
     def message_storage(self) -> MessageStorageOptions:
         """The message storage fields as the domain's ``MessageStorageOptions``."""

@@ -72,6 +72,18 @@ def require_optional_int(where: str, name: str, value: object) -> int | None:
     raise _refuse(where, name, "an int or None", value)
 
 
+def require_instance(
+    where: str, name: str, value: object, kind: type | tuple[type, ...], expected: str
+) -> None:
+    """Raise ``TypeError`` naming ``where`` and ``name`` unless ``value`` is a ``kind``.
+
+    ``expected`` says what it must be (``"a timedelta"``, ``"a CompactionPolicy or None"``);
+    put ``type(None)`` in ``kind`` where ``None`` is allowed.
+    """
+    if not isinstance(value, kind):
+        raise _refuse(where, name, expected, value)
+
+
 def require_str_mapping(where: str, name: str, value: object) -> Mapping[str, str]:
     """Return ``value`` if it is a mapping of ``str`` to ``str``; raise ``TypeError`` otherwise.
 

@@ -7,7 +7,8 @@ each loop iteration ("Ending or continuing a turn").
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import math
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypeAlias
@@ -17,6 +18,7 @@ from dex_agents.app.builtin_loop.tool_sources import (
     DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
     check_tool_sources,
 )
+from dex_agents.domain.arguments import require_bool, require_instance, require_optional_int
 from dex_agents.domain.builtin_tools import BuiltInTool, check_no_reserved_tool_names
 from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.model_io import ModelOutputItem, ToolResultItem
@@ -131,6 +133,7 @@ class AgentDefinition:
                 "AgentDefinition.instructions must be a string or a function of "
                 f"InstructionContext, not {type(self.instructions).__name__}"
             )
+        self._check_types()
         # Frozen: normalizing a field needs object.__setattr__ in __post_init__.
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "built_in_tools", frozenset(self.built_in_tools))
@@ -152,8 +155,9 @@ class AgentDefinition:
             self.tool_sources, seen, {tool.value for tool in self.enabled_built_in_tools}
         )
         timeout: object = self.tool_source_listing_timeout
+        # NaN and infinity are no number of seconds (timedelta raises an unnamed error).
         if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
-            timeout = timedelta(seconds=timeout)
+            timeout = timedelta(seconds=timeout) if math.isfinite(timeout) else None
         if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
             raise ValueError(
                 "tool_source_listing_timeout must be a positive timedelta or number of seconds, "
@@ -173,6 +177,20 @@ class AgentDefinition:
                 f"max_output_tokens must be None or at least 1, not {self.max_output_tokens}"
             )
         self._check_planning_tool_choice()
+
+    def _check_types(self) -> None:
+        # A wrong type here was accepted and failed every turn later ("'NoneType' object has
+        # no attribute 'call_model'"), or failed deeper without naming the field.
+        where = "AgentDefinition"
+        require_instance(where, "model", self.model, ModelClient, "a ModelClient")
+        for name in ("tools", "tool_sources", "built_in_tools"):
+            value = getattr(self, name)
+            if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+                raise TypeError(f"{where}: {name} must be a collection, not {value!r}")
+        for tool in self.built_in_tools:
+            require_instance(where, "built_in_tools", tool, BuiltInTool, "BuiltInTool values")
+        require_optional_int(where, "max_output_tokens", self.max_output_tokens)
+        require_bool(where, "plan_mode_enabled", self.plan_mode_enabled)
 
     def _check_planning_tool_choice(self) -> None:
         choice = self.planning_tool_choice

@@ -1,0 +1,90 @@
+"""The constructors users call refuse a wrong type at once, naming the field.
+
+Each case was accepted and failed every turn later, or raised an error from deep
+inside that named no field (``'<=' not supported``, ``'str' object has no
+attribute 'value'``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from dex_agents.app.builtin_loop.definition import AgentDefinition
+from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient, ScriptedModelReply
+from dex_agents.app.options import AgentSessionOptions, RunModelLimit
+from dex_agents.domain.builtin_tools import BuiltInTool
+
+
+def _reply(_: object) -> ScriptedModelReply:
+    return ScriptedModelReply(text="hi")
+
+
+MODEL = ScriptedModelClient(_reply)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("timeout", 60, "RunModelLimit: timeout must be a timedelta, not int (60)"),
+        ("maximum_attempts", "3", "RunModelLimit: maximum_attempts must be an int"),
+        ("maximum_attempts", float("nan"), "RunModelLimit: maximum_attempts must be an int"),
+        ("total_duration", None, "RunModelLimit: total_duration must be a timedelta, not None"),
+    ],
+)
+def test_run_model_limit(field: str, value: Any, expected: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        RunModelLimit(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("spend_limit", 5, "spend_limit must be a ModelSpendLimit or None"),
+        ("run_model_limit", None, "run_model_limit must be a RunModelLimit, not None"),
+        ("tool_policies", None, "tool_policies must be a mapping, not None"),
+        ("interrupt_deadline", 30, "interrupt_deadline must be a timedelta or None"),
+        ("event_stream_capacity_bytes", "5", "event_stream_capacity_bytes must be an int"),
+        ("event_stream_capacity_bytes", float("inf"), "event_stream_capacity_bytes must be an int"),
+        ("tracing", None, "tracing must be AgentTracingOptions, not None"),
+        ("plan_mode_enabled", "no", "plan_mode_enabled must be a bool"),
+        ("default_tool_effect", "bogus", "default_tool_effect must be a ToolEffect"),
+        ("built_in_tools", frozenset({"ask_user"}), "built_in_tools must be BuiltInTool values"),
+        ("compaction", 100, "compaction must be a CompactionPolicy or None"),
+    ],
+)
+def test_agent_session_options(field: str, value: Any, expected: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(f"AgentSessionOptions: {expected}")):
+        AgentSessionOptions(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error", "expected"),
+    [
+        ("model", None, TypeError, "AgentDefinition: model must be a ModelClient, not None"),
+        ("tools", None, TypeError, "AgentDefinition: tools must be a collection, not None"),
+        ("built_in_tools", ["ask_user"], TypeError, "built_in_tools must be BuiltInTool values"),
+        ("max_output_tokens", "5", TypeError, "max_output_tokens must be an int or None"),
+        ("plan_mode_enabled", "no", TypeError, "plan_mode_enabled must be a bool"),
+        ("tool_source_listing_timeout", float("inf"), ValueError, "tool_source_listing_timeout"),
+        ("tool_source_listing_timeout", float("nan"), ValueError, "tool_source_listing_timeout"),
+    ],
+)
+def test_agent_definition(field: str, value: Any, error: type[Exception], expected: str) -> None:
+    with pytest.raises(error, match=re.escape(expected)):
+        AgentDefinition(
+            **{"name": "support", "instructions": "Help.", "model": MODEL, field: value}
+        )
+
+
+def test_the_right_types_still_pass() -> None:
+    RunModelLimit(timeout=timedelta(seconds=5), maximum_attempts=2)
+    AgentSessionOptions(
+        interrupt_deadline=timedelta(minutes=1),
+        built_in_tools=frozenset({BuiltInTool.ASK_USER}),
+        event_stream_capacity_bytes=1024,
+    )
+    AgentDefinition(name="support", instructions="Help.", model=MODEL, max_output_tokens=5)
