@@ -12,10 +12,9 @@ from typing import Any
 import attrs
 
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
-from dex_agents.app.session import SessionRuntime, turn_records
+from dex_agents.app.session import SessionRuntime, accepts_user_message, turn_records
 from dex_agents.domain.attention import session_attention
 from dex_agents.domain.builtin_tools import is_allowed_answer
-from dex_agents.domain.images import validate_image_references
 from dex_agents.domain.interrupts import (
     AgentInterrupt,
     AgentInterruptResolution,
@@ -40,7 +39,6 @@ from dex_agents.domain.requests import (
 from dex_agents.domain.session_settings import accepts_session_settings_update
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.engine import AttributeLock, MapLoad, Rpc, RpcContext, RpcResult
-from dex_agents.ports.runner import ImageUserMessageBuilder
 from dex_agents.ports.session_schema import (
     AGENT_MESSAGE_INDEX,
     AGENT_PLAN,
@@ -73,14 +71,8 @@ def send_user_message(runtime: SessionRuntime) -> Rpc[AgentUserMessage, bool]:
     """``send_user_message``: queue a message for the next turn."""
 
     def handle(context: RpcContext, message: AgentUserMessage) -> RpcResult[bool]:
-        if not context.flow_active or not message.text.strip():
+        if not context.flow_active or not accepts_user_message(runtime, message):
             return RpcResult(False)
-        if message.plan_mode and not runtime.options.plan_mode_enabled:
-            return RpcResult(False)
-        if message.images:
-            if not isinstance(runtime.runner, ImageUserMessageBuilder):
-                return RpcResult(False)
-            validate_image_references(message.images)
         context.state.publish(QUEUED_USER_MESSAGES, message)
         return RpcResult(True)
 

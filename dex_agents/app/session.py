@@ -29,8 +29,8 @@ from dex_agents.domain.events import (
     TurnStartedPayload,
     UsageRecordedPayload,
 )
-from dex_agents.domain.images import AgentImageReference
-from dex_agents.domain.messages import AgentMessage, FrameworkMessage
+from dex_agents.domain.images import AgentImageReference, validate_image_references
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage, FrameworkMessage
 from dex_agents.domain.runner_outcomes import check_user_message
 from dex_agents.domain.session_settings import copy_settings_for_turn
 from dex_agents.domain.state import AgentState, AgentStatus, InteractionMode, TurnReplySequence
@@ -87,6 +87,36 @@ def require_state(state: StateReader) -> AgentState:
 def turn_records(state: StateReader) -> dict[str, AgentToolCall]:
     """Every ``AgentToolCalls`` record the Step loaded, by tool call ID."""
     return dict(state.instances(AGENT_TOOL_CALLS))
+
+
+def user_message_refusal(
+    runtime: SessionRuntime, *, plan_mode: bool, images: Sequence[AgentImageReference]
+) -> str | None:
+    """Why this Flow cannot take a user message with ``plan_mode`` and ``images``; ``None``
+    when it can.
+
+    ``send_user_message`` and ``steer_user_message`` return ``False`` for such a
+    message, and ``start_session`` raises ``ValueError`` with the reason.
+    """
+    if plan_mode and not runtime.options.plan_mode_enabled:
+        return f"plan_mode=True, but the {runtime.flow_type} Flow has plan mode off"
+    if images and not isinstance(runtime.runner, ImageUserMessageBuilder):
+        return (
+            f"the {runtime.flow_type} Flow's runner cannot take images "
+            "(it does not implement ImageUserMessageBuilder.build_user_message_with_images)"
+        )
+    return None
+
+
+def accepts_user_message(runtime: SessionRuntime, message: AgentUserMessage) -> bool:
+    """The rules of ``send_user_message``, for queued and steered text: non-blank text the
+    Flow can take (``user_message_refusal``); an invalid image reference raises."""
+    if not message.text.strip():
+        return False
+    if user_message_refusal(runtime, plan_mode=message.plan_mode, images=message.images):
+        return False
+    validate_image_references(message.images)
+    return True
 
 
 def build_user_message(

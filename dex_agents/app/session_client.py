@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from dex_agents.app.rpcs import SNAPSHOT_WHEN_NEEDED
+from dex_agents.app.session import user_message_refusal
 from dex_agents.app.session_flow import PortableSessionFlow
 from dex_agents.app.session_waits import DEFAULT_WAIT_FOR_USER_TIMEOUT, wait_for_person
 from dex_agents.domain.arguments import (
@@ -38,7 +39,6 @@ from dex_agents.domain.session_settings import validate_session_settings
 from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.ports.errors import FlowAlreadyStartedError, RpcLockConflictError
 from dex_agents.ports.flow_client import FlowClient
-from dex_agents.ports.runner import ImageUserMessageBuilder
 
 T = TypeVar("T")
 
@@ -107,16 +107,11 @@ class PortableSessionClient:
             require_str_mapping(where, "start_environment", start_environment)
         require_bool(where, "plan_mode", plan_mode)
         checked_images = validate_image_references(images)
-        runtime = self._flow.runtime
-        if plan_mode and not runtime.options.plan_mode_enabled:
-            raise ValueError(
-                f"{where}: plan_mode=True, but the {self._flow.flow_type} Flow has plan mode off"
-            )
-        if checked_images and not isinstance(runtime.runner, ImageUserMessageBuilder):
-            raise ValueError(
-                f"{where}: the {self._flow.flow_type} Flow's runner cannot take images "
-                "(it does not implement ImageUserMessageBuilder.build_user_message_with_images)"
-            )
+        refusal = user_message_refusal(
+            self._flow.runtime, plan_mode=plan_mode, images=checked_images
+        )
+        if refusal is not None:
+            raise ValueError(f"{where}: {refusal}")
         start = AgentSessionStartInput(
             initial_message=initial_message,
             session_settings=None if session_settings is None else dict(session_settings),

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from dex_agents.app.session import SessionRuntime
+from dex_agents.app.session import SessionRuntime, accepts_user_message
 from dex_agents.app.steps import turn_control
-from dex_agents.domain.images import validate_image_references
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.plans import (
     PlanExecutionRequest,
@@ -30,7 +29,6 @@ from dex_agents.domain.state import TurnCancellationRequest, TurnControlKind, Tu
 from dex_agents.ports.engine import AttributeLock, Rpc, RpcContext, RpcResult, Step, StepMovement
 from dex_agents.ports.errors import ChannelMessageNotFoundError
 from dex_agents.ports.persistence import ChannelMessage, StateTransaction
-from dex_agents.ports.runner import ImageUserMessageBuilder
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
     AGENT_STATE,
@@ -77,19 +75,6 @@ def canceling_steps(
     return tuple(found[name] for name in step_types if name in found)
 
 
-def _accepts_message(runtime: SessionRuntime, message: AgentUserMessage) -> bool:
-    # The rules of send_user_message, for steered text as for queued text.
-    if not message.text.strip():
-        return False
-    if message.plan_mode and not runtime.options.plan_mode_enabled:
-        return False
-    if message.images:
-        if not isinstance(runtime.runner, ImageUserMessageBuilder):
-            return False
-        validate_image_references(message.images)
-    return True
-
-
 def _queued_message(
     state: StateTransaction, message_id: str
 ) -> ChannelMessage[AgentUserMessage] | None:
@@ -129,7 +114,7 @@ def steer_user_message(runtime: SessionRuntime) -> Rpc[SteerUserMessageRequest, 
             message = AgentUserMessage(
                 text=request.text, plan_mode=request.plan_mode, images=request.images
             )
-            if not _accepts_message(runtime, message):
+            if not accepts_user_message(runtime, message):
                 return RpcResult(False)
             if turn is None:
                 state.publish(QUEUED_USER_MESSAGES, message)
