@@ -66,9 +66,15 @@ def text_message(role: str, text: str) -> dict[str, Any]:
     return {"role": role, "parts": [{"type": "text", "content": text}]}
 
 
+def renders_as_result(message: AgentMessage) -> bool:
+    """Whether ``message_parts`` renders ``message`` as a tool call's result (else a call,
+    when it names one)."""
+    return message.role is MessageRole.TOOL or message.tool_output is not None
+
+
 def message_parts(message: AgentMessage) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
-    if message.role is MessageRole.TOOL or message.tool_output is not None:
+    if renders_as_result(message):
         parts.append(
             {
                 "type": "tool_call_response",

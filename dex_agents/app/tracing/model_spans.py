@@ -12,6 +12,7 @@ from dex_agents.app.tracing.common import (
     common_attributes,
     content_json,
     message_parts,
+    renders_as_result,
     text_message,
 )
 from dex_agents.domain.messages import AgentMessage, MessageRole
@@ -258,8 +259,8 @@ def _stored_tool_messages(
     for message in messages:
         if message.tool_call_id is None:
             continue
-        result = message.role is MessageRole.TOOL or message.tool_output is not None
-        (results if result else calls).add((message.turn_id, message.tool_call_id))
+        stored = results if renders_as_result(message) else calls
+        stored.add((message.turn_id, message.tool_call_id))
     return calls, results
 
 
