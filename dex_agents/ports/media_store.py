@@ -59,18 +59,23 @@ async def load_images(
     A runner calls it when it builds model input, with the references of its
     replayed items or of ``collect_turn_images(turn)``. Each ``sha256`` is read
     once, with its first reference; a later reference of it that names another
-    ``mime_type`` or size raises ``MediaStoreError``, since a model request
-    builds each image from its own reference and those bytes cannot be both. Up to ``LOAD_IMAGES_AT_ONCE`` reads run at once,
-    which the port allows: a model call's images cost about one read's latency
+    ``mime_type`` or size raises ``MediaStoreError`` before anything is read, since
+    a model request builds each image from its own reference and those bytes
+    cannot be both. Up to ``LOAD_IMAGES_AT_ONCE`` reads run at once, which the port allows: a model call's images cost about one read's latency
     rather than one per image, and a store can share a connection between them.
     Every read ends before the call returns or raises, and a failure raises the
     error (``MediaStoreError`` or ``ImageValidationError``) of the first reference
     whose read failed, as reading one at a time would.
     """
-    references_list = list(references)
     firsts: dict[str, AgentImageReference] = {}
-    for reference in references_list:
-        firsts.setdefault(reference.sha256, reference)
+    for reference in references:
+        first = firsts.setdefault(reference.sha256, reference)
+        if (reference.mime_type, reference.size_bytes) != (first.mime_type, first.size_bytes):
+            raise MediaStoreError(
+                f"image {reference.uri!r} does not match its bytes: sha256 {reference.sha256} "
+                f"is a {first.size_bytes}-byte {first.mime_type}, not a "
+                f"{reference.size_bytes}-byte {reference.mime_type}"
+            )
     slots = asyncio.Semaphore(LOAD_IMAGES_AT_ONCE)
 
     async def read(reference: AgentImageReference) -> bytes:
@@ -78,14 +83,6 @@ async def load_images(
             return await store.get_image(reference)
 
     contents = await all_in_order(read(r) for r in firsts.values())
-    for reference in references_list:
-        first = firsts[reference.sha256]
-        if (reference.mime_type, reference.size_bytes) != (first.mime_type, first.size_bytes):
-            raise MediaStoreError(
-                f"image {reference.uri!r} does not match its bytes: sha256 {reference.sha256} "
-                f"is a {first.size_bytes}-byte {first.mime_type}, not a "
-                f"{reference.size_bytes}-byte {reference.mime_type}"
-            )
     return dict(zip(firsts, contents, strict=True))
 
 

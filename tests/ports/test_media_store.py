@@ -108,6 +108,7 @@ async def test_a_later_reference_that_misnames_the_bytes_is_refused(
     forged = attrs.evolve(red, **change)
     with pytest.raises(MediaStoreError, match=f"is a 67-byte image/png, not {named}"):
         await load_images(store, [red, forged])
+    assert store.reads == []  # refused before anything is read
     assert await load_images(store, [red, attrs.evolve(red, uri=red.uri + "-elsewhere")]) == {
         red.sha256: RED
     }
