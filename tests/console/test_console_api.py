@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -339,6 +340,24 @@ async def test_a_session_the_session_rules_refuse_gets_409_from_every_route(
             answer = await client.get(f"/api/sessions/{session_id}/{route}")
             assert answer.status_code == 409, (route, answer.text)
             assert "invalid session ID" in answer.json()["reason"]
+
+
+async def test_a_body_without_a_length_is_refused_once_it_passes_the_limit(
+    tmp_path: Path,
+) -> None:
+    # Sent in chunks, with no Content-Length to refuse it by: counted as it arrives.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"message": "'
+        for _ in range(64):
+            yield b"x" * 8192
+        yield b'"}'
+
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        answer = await client.post("/api/sessions", content=chunks(), headers=CONTROL_HEADERS)
+    assert answer.status_code == 413
+    assert answer.json() == {"ok": False, "reason": "request too large"}
 
 
 async def test_a_body_declared_too_large_is_refused_before_it_is_read(tmp_path: Path) -> None:

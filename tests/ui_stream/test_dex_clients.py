@@ -179,16 +179,8 @@ LATER_EVENTS = [
 class EndsTheTurnMeanwhile(FakeSyncDex):
     """A session whose turn 2 ends, and turn 3 begins, as its snapshot (turn 2 running) is read."""
 
-    def invoke_rpc(
-        self,
-        rpc_method: Callable[..., Any],
-        flow_id: str,
-        input: Any = None,
-        *,
-        run_id: str = "",
-        options: dex.RPCInvokeOptions | None = None,
-    ) -> Any:
-        snapshot = super().invoke_rpc(rpc_method, flow_id, input, run_id=run_id, options=options)
+    def invoke_rpc(self, *args: Any, **kwargs: Any) -> Any:
+        snapshot = super().invoke_rpc(*args, **kwargs)
         for n, value in enumerate(LATER_EVENTS, len(self.messages) + 1):
             self.messages.append(dex.StreamMessage(to_json(value), f"dex-{n}", T0, "#S-1"))
         return snapshot
