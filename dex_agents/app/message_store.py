@@ -72,9 +72,14 @@ def model_input_loaded(state: StateReader, *, compaction_enabled: bool) -> bool:
     if compaction_enabled or state.get(CONTEXT_SUMMARY) is None:
         return True  # moved to with the loads this input reads, or with every chunk
     index = state.get(AGENT_MESSAGE_INDEX)
+    if index is None or not index.chunks:
+        return True
+    # Loads by key are the chunks after the summary, newest chunks last: when the oldest
+    # kept chunk was loaded, every later one was too (or the whole map was).
     try:
-        for chunk in () if index is None else index.chunks:
-            state.get_instance(AGENT_MESSAGE_CHUNKS, message_sequence_key(chunk.first_sequence))
+        state.get_instance(
+            AGENT_MESSAGE_CHUNKS, message_sequence_key(index.chunks[0].first_sequence)
+        )
     except LookupError:
         return False
     return True
