@@ -14,37 +14,20 @@ import asyncio
 import contextlib
 import functools
 import logging
-import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from dex_agents.adapters.local import claims, handoff
+from dex_agents.adapters.local import attempts, claims, handoff
+from dex_agents.adapters.local.attempts import RunningAttempt
 from dex_agents.adapters.local.engine import LocalEngine
-from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.round_slots import RoundSlots
 from dex_agents.adapters.local.sqlite_store import StoreError
-from dex_agents.adapters.local.staged_state import (
-    Snapshot,
-    SnapshotSource,
-    StagedState,
-    read_snapshot,
-)
-from dex_agents.adapters.local.step_context import (
-    DEFAULT_EVENT_FLUSH_INTERVAL,
-    LocalStepContext,
-    LocalWaitContext,
-)
+from dex_agents.adapters.local.step_context import DEFAULT_EVENT_FLUSH_INTERVAL
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
 from dex_agents.adapters.local.wake_up import WakeUp
-from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions, Wait
-from dex_agents.ports.flow_store import (
-    ExecutionRow,
-    StoreTransaction,
-    WorkerMark,
-    WorkerMarks,
-)
+from dex_agents.ports.flow_store import StoreTransaction, WorkerMark, WorkerMarks
 
 R = TypeVar("R")
 
@@ -57,45 +40,10 @@ MARK_LOOK_INTERVAL = timedelta(seconds=1)
 """How often a worker looks at the marks of the workers holding leases (``WorkerMarks``):
 a worker whose process ended loses its leases then, not when they lapse."""
 
-WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
-"""How long a wait phase that raised waits before it runs again."""
-
-
-def _always(_: object) -> bool:
-    return True
-
 
 def _complete(done: handoff.HandOff | claims.ClaimRound) -> bool:
     # A commit that took everything it made runnable, or everything a round found, is quiet.
     return done.complete
-
-
-class StepTimeoutError(TimeoutError):
-    """An execute attempt ran longer than its ``execute_timeout``."""
-
-
-class HeartbeatTimeoutError(TimeoutError):
-    """A started attempt sent no heartbeat within its ``heartbeat_timeout``."""
-
-
-class _Running:
-    """A running attempt the worker watches."""
-
-    def __init__(
-        self,
-        row: ExecutionRow,
-        flow: RegisteredFlow,
-        options: StepOptions | None,
-        claim: claims.Claim,
-    ) -> None:
-        self.row = row
-        self.flow = flow
-        self.snapshot = claim.snapshot
-        self.run_id = claim.run_id
-        self.options = options
-        self.context: LocalStepContext | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.stop_reason: BaseException | None = None
 
 
 class LocalWorker:
@@ -114,8 +62,8 @@ class LocalWorker:
         self._engine = engine
         self._max = max_concurrent_tasks
         self.worker_id = worker_id or f"worker-{uuid.uuid4()}"
-        self._flush_interval = event_flush_interval
-        self._running: dict[int, _Running] = {}
+        self.event_flush_interval = event_flush_interval
+        self._running: dict[int, RunningAttempt] = {}
         # Slots promised to claims whose transaction has not returned yet.
         self._reserved = 0
         # Clients' commits that lease Steps to this worker, awaited apart from their callers
@@ -138,12 +86,12 @@ class LocalWorker:
         self._marks = store if isinstance(store, WorkerMarks) else None
         self._mark: WorkerMark | None = None
 
-    async def _transact(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+    async def transact(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
         """``engine.run(work)``, retried through store faults until it commits or the worker stops.
 
         ``durable=False`` for the worker's own bookkeeping that starts nothing: leases,
         waits decided from state, live events; a power failure may take it back without
-        harm. A commit that hands out claims is durable (``_handing_off``, ``_claim_round``):
+        harm. A commit that hands out claims is durable (``handing_off``, ``_claim_round``):
         what it claimed from may be another process's commit whose sync is still running
         (``wal_sync.py``), and the Steps it starts may call out before a power failure would
         take back both.
@@ -153,7 +101,7 @@ class LocalWorker:
             lambda: engine.run(work, durable=durable), self._faults, give_up=self._stopping.is_set
         )
 
-    async def _handing_off(self, work: Callable[[StoreTransaction, int], handoff.HandOff]) -> bool:
+    async def handing_off(self, work: Callable[[StoreTransaction, int], handoff.HandOff]) -> bool:
         """Run a durable transaction that ends an attempt or a wait phase and may claim what it
         made runnable, up to this worker's free slots plus the one the attempt frees; start
         those claims.
@@ -179,7 +127,7 @@ class LocalWorker:
         self._took(result)
         return result.committed
 
-    def _cancellable(self, running: _Running) -> asyncio.Task[None] | None:
+    def _cancellable(self, running: RunningAttempt) -> asyncio.Task[None] | None:
         """The attempt's task, unless it is done or commits its result (a hand-off) now."""
         task = running.task
         if task is None or task.done() or task in self._committing:
@@ -230,7 +178,7 @@ class LocalWorker:
     async def _commit_quietly(
         self, work: Callable[[StoreTransaction], R], quiet: Callable[[R], bool]
     ) -> R:
-        """A durable ``_transact`` of work that hands out claims, which ``quiet`` may say made
+        """A durable ``transact`` of work that hands out claims, which ``quiet`` may say made
         nothing runnable (``LocalEngine.run_quietly``)."""
         engine = self._engine
         return await until_stored(
@@ -238,6 +186,11 @@ class LocalWorker:
             self._faults,
             give_up=self._stopping.is_set,
         )
+
+    @property
+    def engine(self) -> LocalEngine:
+        """The engine whose Steps this worker runs."""
+        return self._engine
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -265,28 +218,12 @@ class LocalWorker:
             limit,
         )
 
-    async def _read(self, work: Callable[[StoreTransaction], R]) -> R:
-        """``engine.read(work)``, retried through store faults like ``_transact``."""
+    async def read(self, work: Callable[[StoreTransaction], R]) -> R:
+        """``engine.read(work)``, retried through store faults like ``transact``."""
         engine = self._engine
         return await until_stored(
             lambda: engine.read(work), self._faults, give_up=self._stopping.is_set
         )
-
-    async def _claimed_state(self, running: _Running, loads: Sequence[MapLoad]) -> Snapshot:
-        """The state the claim read with its lease, or (when it could not) read now."""
-        snapshot = running.snapshot
-        if snapshot is None:
-            row, schema = running.row, running.flow.flow.schema
-
-            def read(tx: StoreTransaction) -> tuple[Snapshot, str | None]:
-                flow_row = tx.get_flow(row.flow_id)
-                run_id = None if flow_row is None else flow_row.run_id
-                return read_snapshot(tx, row.flow_id, schema, loads), run_id
-
-            fresh, running.run_id = await self._read(read)
-            running.snapshot = fresh
-            return fresh
-        return snapshot
 
     def _reserve(self, own_slots: int, most: int | None = None) -> int:
         free = max(0, self._max - len(self._running) - self._reserved)
@@ -309,7 +246,7 @@ class LocalWorker:
             if self._mark is not None and self._mark.took_over:
                 # Before anything is leased to this worker: every lease with its ID now is
                 # the ended process's.
-                await self._transact(
+                await self.transact(
                     lambda tx: claims.recover_predecessor_leases(
                         tx, engine.flows, self.worker_id, engine.now()
                     )
@@ -456,7 +393,7 @@ class LocalWorker:
         marks = self._marks
         if marks is None:
             return False
-        owners = await self._read(lambda tx: tx.lease_owners())
+        owners = await self.read(lambda tx: tx.lease_owners())
         return any(marks.worker_gone(owner) for owner in owners - {self.worker_id})
 
     def _forget_marks(self, owners: frozenset[str]) -> None:
@@ -475,14 +412,14 @@ class LocalWorker:
 
     def _start(self, claim: claims.Claim) -> None:
         flow = self._engine.flow(claim.flow_type)
-        running = _Running(claim.row, flow, None, claim)
+        running = RunningAttempt(claim.row, flow, None, claim)
         self._running[claim.row.id] = running
         if claim.phase == "wait":
-            coroutine = self._run_wait(flow, running)
+            coroutine = attempts.run_wait(self, running)
         else:
             step = flow.step(claim.row.step_type)
             running.options = flow.options(step, claim.row.options)
-            coroutine = self._run_execute(flow, running)
+            coroutine = attempts.run_execute(self, running)
         running.task = asyncio.create_task(coroutine)
         running.task.add_done_callback(functools.partial(self._finished, claim.row.id))
 
@@ -496,155 +433,6 @@ class LocalWorker:
             logger.warning("an attempt ended without a result: %s", task.exception())
         self._slot_freed.set()
         self._wake.set()
-
-    async def _run_wait(self, flow: RegisteredFlow, running: _Running) -> None:
-        engine, row = self._engine, running.row
-        step = flow.step(row.step_type)
-        try:
-            options = flow.options(step, row.options)
-            snapshot = await self._claimed_state(running, options.wait_loads)
-            state = StagedState(row.flow_id, SnapshotSource(snapshot), options.wait_loads)
-            wait = await step.wait_for(
-                LocalWaitContext(row, state, engine.now()), flow.decode_input(step, row.input)
-            )
-            if not isinstance(wait, Wait):
-                raise TypeError(
-                    f"{row.step_type}.wait_for returned {type(wait).__name__}, not Wait"
-                )
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("wait phase of %s failed; it runs again", row.step_execution_id)
-            await self._transact(
-                lambda tx: claims.retry_wait_phase(
-                    tx, row, engine.now(), WAIT_PHASE_RETRY_DELAY, flow.step_history_limit
-                ),
-                durable=False,
-            )
-            return
-        await self._handing_off(
-            lambda tx, limit: handoff.submit_wait(
-                tx, flow, row, wait, engine.now(), engine.lease_duration, limit
-            ),
-        )
-
-    async def _run_execute(self, flow: RegisteredFlow, running: _Running) -> None:
-        engine, row = self._engine, running.row
-        step = flow.step(row.step_type)
-        options = running.options or flow.options(step, row.options)
-        # The claim read the state and the run ID (the spans' dex.run.id) with the lease.
-        snapshot = await self._claimed_state(running, options.loads)
-        state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
-
-        # A heartbeat or an event flush changes only its own attempt's row and the Stream:
-        # nothing becomes runnable, so the claim loop need not look after either.
-        async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
-            return await engine.run_quietly(
-                lambda tx: claims.record_heartbeat(
-                    tx, flow, row, checkpoint, checkpoint is None, events, engine.now()
-                ),
-                durable=durable,
-                quiet=_always,
-            )
-
-        async def flush(events: list[str]) -> bool:
-            # Live events show progress; the attempt's commit holds its result.
-            return await engine.run_quietly(
-                lambda tx: claims.append_events(tx, flow, row, events, engine.now()),
-                durable=False,
-                quiet=_always,
-            )
-
-        context = LocalStepContext(
-            flow,
-            row,
-            state,
-            engine.now(),
-            beat=beat,
-            flush=flush,
-            flush_interval=self._flush_interval,
-            run_id=running.run_id,
-        )
-        running.context = context
-        try:
-            async with asyncio.timeout(options.execute_timeout.total_seconds()):
-                decision = await step.execute(context, flow.decode_input(step, row.input))
-            if not isinstance(decision, StepDecision):
-                raise TypeError(
-                    f"{row.step_type}.execute returned {type(decision).__name__}, not StepDecision"
-                )
-        except asyncio.CancelledError:
-            await self._after_cancel(running)
-            raise
-        except Exception as error:  # a failed attempt: the retry policy decides
-            unsent = context.close()
-            await context.wait_closed()
-            if unsent:
-                # Live events stay even when the attempt fails, as in Dex: a UI keeps
-                # only the highest attempt's text, so it needs to see this one's.
-                await self._transact(
-                    lambda tx: claims.append_events(tx, flow, row, unsent, engine.now()),
-                    durable=False,
-                )
-            failure: BaseException = error
-            if isinstance(error, TimeoutError) and running.stop_reason is None:
-                failure = StepTimeoutError(f"the attempt ran longer than {options.execute_timeout}")
-            error_type, detail = type(failure).__name__, str(failure)
-            logger.info(
-                "attempt %d of %s failed: %s",
-                row.attempt,
-                row.step_execution_id,
-                "".join(traceback.format_exception_only(failure)).strip(),
-            )
-            await self._fail_attempt(flow, row, error_type, detail)
-            return
-        pending = context.close()
-        await context.wait_closed()
-        stream = flow.flow.stream
-        if stream is not None and pending:
-            state.events[:0] = [(stream, event) for event in pending]
-        try:
-            committed = await self._handing_off(
-                lambda tx, limit: handoff.commit_execute(
-                    tx, flow, row, state, decision, engine.now(), engine.lease_duration, limit
-                ),
-            )
-        except StoreError:
-            raise  # only while stopping: the lease lapses and the attempt is taken over
-        except Exception as error:
-            # A result the store refuses (a bug, or a value it cannot hold) fails the attempt
-            # at once, as what it is, instead of leaving it to wait out its lease.
-            logger.exception("the result of %s could not be committed", row.step_execution_id)
-            detail = f"the attempt's result could not be committed: {error}"
-            await self._fail_attempt(flow, row, type(error).__name__, detail)
-            return
-        if not committed:
-            logger.warning("%s lost its lease; its result was dropped", row.step_execution_id)
-
-    async def _fail_attempt(
-        self, flow: RegisteredFlow, row: ExecutionRow, error_type: str, detail: str
-    ) -> None:
-        engine = self._engine
-        await self._handing_off(
-            lambda tx, limit: handoff.fail_attempt(
-                tx, flow, row, error_type, detail, engine.now(), engine.lease_duration, limit
-            ),
-        )
-
-    async def _after_cancel(self, running: _Running) -> None:
-        context, row = running.context, running.row
-        if context is not None:
-            context.close()
-        reason = running.stop_reason
-        if isinstance(reason, HeartbeatTimeoutError):
-            await self._fail_attempt(running.flow, row, type(reason).__name__, str(reason))
-        elif context is not None and context.cancellation_requested:
-            await self._transact(
-                lambda tx: claims.cancelled_while_running(
-                    tx, row, self._engine.now(), running.flow.step_history_limit
-                )
-            )
-        # Otherwise the worker is stopping: the lease lapses and the attempt is taken over.
 
     async def _renew_leases(self) -> None:
         engine = self._engine
@@ -671,7 +459,7 @@ class LocalWorker:
                     silent = now - context.last_heartbeat_at
                     task = self._cancellable(running)
                     if silent > running.options.heartbeat_timeout and task is not None:
-                        running.stop_reason = HeartbeatTimeoutError(
+                        running.stop_reason = attempts.HeartbeatTimeoutError(
                             f"no heartbeat for {running.options.heartbeat_timeout}"
                         )
                         task.cancel()

@@ -1,0 +1,272 @@
+"""One claimed Step execution run by a worker: its wait phase or one execute attempt.
+
+The attempt runs outside any store transaction and commits its result in one,
+through the worker that claimed it (``AttemptHost``): a wait phase submits its
+``Wait``, an execute attempt its ``StepDecision`` or its failure, each as a
+hand-off that may start what the commit made runnable. A cancelled attempt
+records why it stopped: a heartbeat that never came fails it, a cancellation
+the Flow asked for ends it cancelled, and a stopping worker leaves it to its
+lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Protocol, TypeVar
+
+from dex_agents.adapters.local import claims, handoff
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.sqlite_store import StoreError
+from dex_agents.adapters.local.staged_state import (
+    Snapshot,
+    SnapshotSource,
+    StagedState,
+    read_snapshot,
+)
+from dex_agents.adapters.local.step_context import LocalStepContext, LocalWaitContext
+from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions, Wait
+from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
+
+R = TypeVar("R")
+
+logger = logging.getLogger("dex_agents.engine")
+
+WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
+"""How long a wait phase that raised waits before it runs again."""
+
+
+def _always(_: object) -> bool:
+    return True
+
+
+class StepTimeoutError(TimeoutError):
+    """An execute attempt ran longer than its ``execute_timeout``."""
+
+
+class HeartbeatTimeoutError(TimeoutError):
+    """A started attempt sent no heartbeat within its ``heartbeat_timeout``."""
+
+
+class RunningAttempt:
+    """A claimed execution the worker runs and watches: its row, what the claim read, its task."""
+
+    def __init__(
+        self,
+        row: ExecutionRow,
+        flow: RegisteredFlow,
+        options: StepOptions | None,
+        claim: claims.Claim,
+    ) -> None:
+        self.row = row
+        self.flow = flow
+        self.snapshot = claim.snapshot
+        self.run_id = claim.run_id
+        self.options = options
+        self.context: LocalStepContext | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.stop_reason: BaseException | None = None
+
+
+class AttemptHost(Protocol):
+    """The worker an attempt runs in: its engine and the commits that go through its faults."""
+
+    @property
+    def engine(self) -> LocalEngine:
+        """The engine whose store the attempt commits to."""
+        ...
+
+    @property
+    def event_flush_interval(self) -> timedelta:
+        """How long the attempt's live events may wait to be written, batched."""
+        ...
+
+    async def transact(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        """Run ``work`` in a store transaction, retried through store faults."""
+        ...
+
+    async def read(self, work: Callable[[StoreTransaction], R]) -> R:
+        """Run ``work`` in a read transaction, retried through store faults."""
+        ...
+
+    async def handing_off(self, work: Callable[[StoreTransaction, int], handoff.HandOff]) -> bool:
+        """Commit ``work`` durably and start what it leased; whether the lease still held."""
+        ...
+
+
+async def claimed_state(
+    host: AttemptHost, running: RunningAttempt, loads: Sequence[MapLoad]
+) -> Snapshot:
+    """The state the claim read with its lease, or (when it could not) read now."""
+    snapshot = running.snapshot
+    if snapshot is None:
+        row, schema = running.row, running.flow.flow.schema
+
+        def read(tx: StoreTransaction) -> tuple[Snapshot, str | None]:
+            flow_row = tx.get_flow(row.flow_id)
+            run_id = None if flow_row is None else flow_row.run_id
+            return read_snapshot(tx, row.flow_id, schema, loads), run_id
+
+        fresh, running.run_id = await host.read(read)
+        running.snapshot = fresh
+        return fresh
+    return snapshot
+
+
+async def run_wait(host: AttemptHost, running: RunningAttempt) -> None:
+    """Run the wait phase and submit its ``Wait``; one that raises runs again later."""
+    engine, flow, row = host.engine, running.flow, running.row
+    step = flow.step(row.step_type)
+    try:
+        options = flow.options(step, row.options)
+        snapshot = await claimed_state(host, running, options.wait_loads)
+        state = StagedState(row.flow_id, SnapshotSource(snapshot), options.wait_loads)
+        wait = await step.wait_for(
+            LocalWaitContext(row, state, engine.now()), flow.decode_input(step, row.input)
+        )
+        if not isinstance(wait, Wait):
+            raise TypeError(f"{row.step_type}.wait_for returned {type(wait).__name__}, not Wait")
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("wait phase of %s failed; it runs again", row.step_execution_id)
+        await host.transact(
+            lambda tx: claims.retry_wait_phase(
+                tx, row, engine.now(), WAIT_PHASE_RETRY_DELAY, flow.step_history_limit
+            ),
+            durable=False,
+        )
+        return
+    await host.handing_off(
+        lambda tx, limit: handoff.submit_wait(
+            tx, flow, row, wait, engine.now(), engine.lease_duration, limit
+        ),
+    )
+
+
+async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
+    """Run one execute attempt and commit its decision, or its failure for the retry policy."""
+    engine, flow, row = host.engine, running.flow, running.row
+    step = flow.step(row.step_type)
+    options = running.options or flow.options(step, row.options)
+    # The claim read the state and the run ID (the spans' dex.run.id) with the lease.
+    snapshot = await claimed_state(host, running, options.loads)
+    state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
+
+    # A heartbeat or an event flush changes only its own attempt's row and the Stream:
+    # nothing becomes runnable, so the claim loop need not look after either.
+    async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
+        return await engine.run_quietly(
+            lambda tx: claims.record_heartbeat(
+                tx, flow, row, checkpoint, checkpoint is None, events, engine.now()
+            ),
+            durable=durable,
+            quiet=_always,
+        )
+
+    async def flush(events: list[str]) -> bool:
+        # Live events show progress; the attempt's commit holds its result.
+        return await engine.run_quietly(
+            lambda tx: claims.append_events(tx, flow, row, events, engine.now()),
+            durable=False,
+            quiet=_always,
+        )
+
+    context = LocalStepContext(
+        flow,
+        row,
+        state,
+        engine.now(),
+        beat=beat,
+        flush=flush,
+        flush_interval=host.event_flush_interval,
+        run_id=running.run_id,
+    )
+    running.context = context
+    try:
+        async with asyncio.timeout(options.execute_timeout.total_seconds()):
+            decision = await step.execute(context, flow.decode_input(step, row.input))
+        if not isinstance(decision, StepDecision):
+            raise TypeError(
+                f"{row.step_type}.execute returned {type(decision).__name__}, not StepDecision"
+            )
+    except asyncio.CancelledError:
+        await after_cancel(host, running)
+        raise
+    except Exception as error:  # a failed attempt: the retry policy decides
+        unsent = context.close()
+        await context.wait_closed()
+        if unsent:
+            # Live events stay even when the attempt fails, as in Dex: a UI keeps
+            # only the highest attempt's text, so it needs to see this one's.
+            await host.transact(
+                lambda tx: claims.append_events(tx, flow, row, unsent, engine.now()),
+                durable=False,
+            )
+        failure: BaseException = error
+        if isinstance(error, TimeoutError) and running.stop_reason is None:
+            failure = StepTimeoutError(f"the attempt ran longer than {options.execute_timeout}")
+        error_type, detail = type(failure).__name__, str(failure)
+        logger.info(
+            "attempt %d of %s failed: %s",
+            row.attempt,
+            row.step_execution_id,
+            "".join(traceback.format_exception_only(failure)).strip(),
+        )
+        await fail_attempt(host, flow, row, error_type, detail)
+        return
+    pending = context.close()
+    await context.wait_closed()
+    stream = flow.flow.stream
+    if stream is not None and pending:
+        state.events[:0] = [(stream, event) for event in pending]
+    try:
+        committed = await host.handing_off(
+            lambda tx, limit: handoff.commit_execute(
+                tx, flow, row, state, decision, engine.now(), engine.lease_duration, limit
+            ),
+        )
+    except StoreError:
+        raise  # only while stopping: the lease lapses and the attempt is taken over
+    except Exception as error:
+        # A result the store refuses (a bug, or a value it cannot hold) fails the attempt
+        # at once, as what it is, instead of leaving it to wait out its lease.
+        logger.exception("the result of %s could not be committed", row.step_execution_id)
+        detail = f"the attempt's result could not be committed: {error}"
+        await fail_attempt(host, flow, row, type(error).__name__, detail)
+        return
+    if not committed:
+        logger.warning("%s lost its lease; its result was dropped", row.step_execution_id)
+
+
+async def fail_attempt(
+    host: AttemptHost, flow: RegisteredFlow, row: ExecutionRow, error_type: str, detail: str
+) -> None:
+    """Commit a failed attempt: its retry policy decides whether another runs."""
+    engine = host.engine
+    await host.handing_off(
+        lambda tx, limit: handoff.fail_attempt(
+            tx, flow, row, error_type, detail, engine.now(), engine.lease_duration, limit
+        ),
+    )
+
+
+async def after_cancel(host: AttemptHost, running: RunningAttempt) -> None:
+    """Record why a cancelled attempt stopped, unless the worker is stopping."""
+    context, row = running.context, running.row
+    if context is not None:
+        context.close()
+    reason = running.stop_reason
+    if isinstance(reason, HeartbeatTimeoutError):
+        await fail_attempt(host, running.flow, row, type(reason).__name__, str(reason))
+    elif context is not None and context.cancellation_requested:
+        await host.transact(
+            lambda tx: claims.cancelled_while_running(
+                tx, row, host.engine.now(), running.flow.step_history_limit
+            )
+        )
+    # Otherwise the worker is stopping: the lease lapses and the attempt is taken over.
