@@ -22,7 +22,7 @@ from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.messages import FrameworkMessage, MessageRole, image_tuple
 from dex_agents.domain.tool_effects import ToolPolicy
 from dex_agents.domain.turns import validate_tool_call_ids
-from dex_agents.domain.usage import AgentUsage
+from dex_agents.domain.usage import AgentUsage, check_model_call_usage
 
 MIN_TASK_POLL_SECONDS = 1
 """The shortest wait before a tool task's next poll: one second."""
@@ -244,7 +244,8 @@ def check_agent_turn_outcome(
     """Return ``outcome`` when it is a valid ``AgentTurnOutcome``; raise otherwise.
 
     Anything but ``TurnCompleted``, ``ToolCallsRequested`` or ``TurnContinued`` is a
-    ``TypeError``; a value that breaks its rules a ``ValueError``.
+    ``TypeError``, and so is a ``usage`` that ``check_model_call_usage`` refuses; a
+    value that breaks its rules a ``ValueError``.
     """
     if isinstance(outcome, TurnCompleted):
         check_turn_completed(outcome)
@@ -257,6 +258,7 @@ def check_agent_turn_outcome(
             "run_model_step must return TurnCompleted, ToolCallsRequested or TurnContinued, "
             f"not {type(outcome).__name__}"
         )
+    check_model_call_usage(outcome.usage, f"{type(outcome).__name__}.usage")
     return outcome
 
 

@@ -28,3 +28,25 @@ class AgentUsage:
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
+
+
+_COUNTS = tuple(field.name for field in attrs.fields(AgentUsage))
+
+
+def check_model_call_usage(usage: object, where: str) -> AgentUsage:
+    """Return ``usage`` when it is an ``AgentUsage`` whose counts are all ints.
+
+    Raises ``TypeError`` naming ``where`` (such as ``"TurnCompleted.usage"``) and
+    the field otherwise: ``None``, or a count that is ``None``, a float or a bool.
+    The session adds the usage to its ``AgentUsage`` total and writes it in a
+    ``usage_recorded`` event, and a float or bool count would be stored as JSON
+    that no longer decodes as an ``AgentUsage``: every later snapshot, model call
+    and read of the event Stream would fail.
+    """
+    if not isinstance(usage, AgentUsage):
+        raise TypeError(f"{where} must be an AgentUsage, not {type(usage).__name__}")
+    for name in _COUNTS:
+        count = getattr(usage, name)
+        if type(count) is not int:
+            raise TypeError(f"{where}.{name} must be an int, not {type(count).__name__}")
+    return usage

@@ -24,12 +24,14 @@ class CompactingRunner(ScriptedRunner):
     """``ScriptedRunner`` plus ``ContextCompactionRunner``.
 
     ``always_high`` makes every estimate exceed any window; ``cutoff`` replaces
-    the shared rule's answer; ``summary_failures`` makes the next summaries raise.
+    the shared rule's answer; ``summary_failures`` makes the next summaries raise;
+    ``summary_usage`` is what each summary call reports.
     """
 
     always_high: bool = False
     cutoff: object = None
     summary_failures: int = 0
+    summary_usage: AgentUsage = SUMMARY_USAGE
     estimates: list[int] = field(default_factory=list)
     summary_requests: list[ContextSummaryRequest] = field(default_factory=list)
     release_summary: asyncio.Event | None = None
@@ -54,7 +56,7 @@ class CompactingRunner(ScriptedRunner):
             self.summary_failures -= 1
             raise RuntimeError("the summary model is down")
         return ContextSummaryResult(
-            text=f"summary through {request.through_sequence}", usage=SUMMARY_USAGE
+            text=f"summary through {request.through_sequence}", usage=self.summary_usage
         )
 
 

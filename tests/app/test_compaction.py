@@ -275,6 +275,25 @@ async def test_a_summary_call_that_keeps_failing_fails_the_turn() -> None:
         assert [m.text for m in snapshot.messages] == ["m1", "echo: m1", "m2"]
 
 
+async def test_a_summary_usage_count_that_is_not_an_int_fails_the_call_without_a_summary() -> None:
+    # Stored as 70.0 in the session total, it would no longer decode as an AgentUsage.
+    runner = CompactingRunner(always_high=True)
+    runner.summary_usage = AgentUsage(model_calls=1, input_tokens=70.0)  # type: ignore[arg-type]
+    async with session_stack(
+        MemoryFlowStore(), runner, compacting_options(run_model_limit=ONE_ATTEMPT)
+    ) as session:
+        await run_turns(session, 1, 2)
+        snapshot = await session.sessions.get_agent_snapshot("s1")
+        assert snapshot.state is not None
+        assert (
+            snapshot.state.last_turn_error
+            == "ContextSummaryResult.usage.input_tokens must be an int, not float"
+        )
+        assert snapshot.context_summary is None
+        assert snapshot.usage == MODEL_USAGE
+        assert [event.type for event in await session.events()][-1] == "turn_failed"
+
+
 NOT_STORED = (
     "select_compaction_cutoff returned {}, which is not the sequence of a stored message (1 to 3)"
 )

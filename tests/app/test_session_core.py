@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import attrs
+
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.messages import MessageRole
+from dex_agents.domain.runner_outcomes import AgentTurnOutcome
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
+from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.flow_store import FlowStore
-from dex_agents.ports.runner import DeferredToolExecution
+from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from tests.app.harness import echo, session_stack
 from tests.app.scripted_runner import ScriptedRunner, tool_names
 
@@ -165,6 +169,37 @@ async def test_a_model_that_keeps_failing_fails_the_turn_with_last_turn_error(
         snapshot = await session.idle(turns=2)
         assert snapshot.state is not None
         assert snapshot.state.last_turn_error is None
+
+
+async def test_a_usage_count_that_is_not_an_int_fails_the_call_and_the_session_stays_readable(
+    store: FlowStore,
+) -> None:
+    class FloatUsageRunner(ScriptedRunner):
+        async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+            outcome = await super().run_model_step(turn)
+            if turn.turn_id != "turn-1":
+                return outcome
+            # A framework that reports a token count as 12.0: stored, it would no longer
+            # decode as an AgentUsage, so every later read of the session would fail.
+            usage = AgentUsage(model_calls=1, input_tokens=12.0)  # type: ignore[arg-type]
+            return attrs.evolve(outcome, usage=usage)
+
+    runner = FloatUsageRunner()
+    async with session_stack(store, runner) as session:
+        await session.sessions.start_session("s1", "hello")
+        snapshot = await session.idle()
+        assert snapshot.state is not None
+        assert (
+            snapshot.state.last_turn_error
+            == "TurnCompleted.usage.input_tokens must be an int, not float"
+        )
+        assert snapshot.usage == AgentUsage()
+        assert [event.type for event in await session.events()][-1] == "turn_failed"
+        await session.sessions.send_user_message("s1", "again")
+        snapshot = await session.idle(turns=2)
+        assert snapshot.state is not None
+        assert snapshot.state.last_turn_error is None
+        assert snapshot.usage == AgentUsage(model_calls=1, input_tokens=10, output_tokens=5)
 
 
 async def test_a_failed_turn_after_tool_calls_leaves_a_note(store: FlowStore) -> None:

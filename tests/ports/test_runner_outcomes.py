@@ -278,8 +278,37 @@ def test_tool_calls_requested_accepts_ids_an_earlier_turn_used() -> None:
             ValueError,
             "TurnCompleted.turn_error must be None or non-blank text",
         ),
+        (
+            TurnCompleted((), None),  # type: ignore[arg-type]
+            TypeError,
+            "TurnCompleted.usage must be an AgentUsage, not NoneType",
+        ),
+        (
+            # Stored as 12.0, which no longer decodes as an AgentUsage.
+            TurnContinued("state", (), AgentUsage(model_calls=1, input_tokens=12.0)),  # type: ignore[arg-type]
+            TypeError,
+            "TurnContinued.usage.input_tokens must be an int, not float",
+        ),
+        (
+            ToolCallsRequested("state", [call("call-1")], AgentUsage(model_calls=True)),
+            TypeError,
+            "ToolCallsRequested.usage.model_calls must be an int, not bool",
+        ),
+        (
+            TurnCompleted((), AgentUsage(output_tokens=None)),  # type: ignore[arg-type]
+            TypeError,
+            "TurnCompleted.usage.output_tokens must be an int, not NoneType",
+        ),
     ],
-    ids=["not-an-outcome", "continued-without-state", "blank-turn-error"],
+    ids=[
+        "not-an-outcome",
+        "continued-without-state",
+        "blank-turn-error",
+        "no-usage",
+        "float-count",
+        "bool-count",
+        "missing-count",
+    ],
 )
 def test_a_turn_outcome_is_checked_by_its_type(
     outcome: object, error: type[Exception], message: str

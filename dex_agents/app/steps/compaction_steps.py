@@ -35,7 +35,7 @@ from dex_agents.domain.paging import deleted_before_sequence
 from dex_agents.domain.runner_outcomes import ContextSummaryResult
 from dex_agents.domain.session_settings import read_turn_settings
 from dex_agents.domain.state import AgentState, AgentStatus, CompactContextInput
-from dex_agents.domain.usage import AgentUsage
+from dex_agents.domain.usage import check_model_call_usage
 from dex_agents.ports.engine import Step, StepContext, StepDecision, StepOptions, go_to
 from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.runner import AgentTurnContext, ContextCompactionRunner
@@ -209,11 +209,7 @@ class CompactContext(Step[CompactContextInput]):
             raise TypeError(
                 f"ContextSummaryResult.text must be a str, not {type(result.text).__name__}"
             )
-        if not isinstance(result.usage, AgentUsage):
-            raise TypeError(
-                "ContextSummaryResult.usage must be an AgentUsage,"
-                f" not {type(result.usage).__name__}"
-            )
+        check_model_call_usage(result.usage, "ContextSummaryResult.usage")
         stored = next_context_summary(
             summary, last_sequence=through, text=result.text, now=context.now
         )
