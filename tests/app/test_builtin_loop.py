@@ -534,3 +534,26 @@ async def test_resolve_model_chooses_each_turns_model_from_its_session_settings(
         assert snapshot.messages[-1].text == "from small"
         assert len(models["large"].requests) == 1
         assert len(models["small"].requests) == 1
+
+
+async def test_a_resolve_model_that_returns_no_client_fails_the_turn_naming_it(
+    store: FlowStore,
+) -> None:
+    small = ScriptedModelClient(reply_as_demo_model)
+    models = {"small": small}
+    definition = AgentDefinition(
+        name="support",
+        instructions="You help customers with their orders.",
+        model=small,
+        # An unknown name gives None, not the default client.
+        resolve_model=lambda settings: models.get(str(settings.get("model"))),  # type: ignore[arg-type,return-value]
+    )
+    async with running(store, definition) as stack:
+        await stack.sessions.start_session("s1", "hello", session_settings={"model": "large"})
+        snapshot = await stack.idle()
+        assert snapshot.state is not None
+        assert (
+            snapshot.state.last_turn_error
+            == "resolve_model of agent support returned NoneType, not a ModelClient"
+        )
+        assert small.requests == []

@@ -223,10 +223,22 @@ class AgentDefinition:
         return next((s for s in self.tool_sources if s.source_name == source_name), None)
 
     def model_for(self, session_settings: Mapping[str, Any]) -> ModelClient:
-        """The ``ModelClient`` of a model call with these session settings."""
+        """The ``ModelClient`` of a model call with these session settings.
+
+        Raises ``TypeError`` when ``resolve_model`` returns something else, such as
+        ``None`` from ``models.get(name)`` for a name the Worker has no client for.
+        The message names the agent and the type, never the settings: it becomes
+        the turn's ``last_turn_error``, which snapshots show.
+        """
         if self.resolve_model is None:
             return self.model
-        return self.resolve_model(session_settings)
+        client: object = self.resolve_model(session_settings)
+        if not isinstance(client, ModelClient):
+            raise TypeError(
+                f"resolve_model of agent {self.name} returned {type(client).__name__}, "
+                "not a ModelClient"
+            )
+        return client
 
     def instructions_for(self, context: InstructionContext) -> str:
         """The instructions of one model call."""
