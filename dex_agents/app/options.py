@@ -5,6 +5,7 @@ A frozen dataclass, because the spec changes it with ``dataclasses.replace``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -78,6 +79,17 @@ class AgentTracingOptions:
         if not isinstance(self.semantic_conventions_version, GenAISemanticConventionsVersion):
             raise TypeError(
                 "tracing.semantic_conventions_version must be a GenAISemanticConventionsVersion"
+            )
+
+
+def _require_async_methods(limit: ModelSpendLimit) -> None:
+    # The session awaits both methods. A plain def passed the isinstance check, then
+    # failed every turn with "object NoneType can't be used in 'await' expression".
+    for name in ("check_model_call", "record_model_usage"):
+        if not inspect.iscoroutinefunction(getattr(limit, name)):
+            raise TypeError(
+                f"AgentSessionOptions: spend_limit.{name} must be a coroutine function"
+                f" (async def), as ModelSpendLimit declares; {type(limit).__name__}'s is not"
             )
 
 
@@ -170,6 +182,8 @@ class AgentSessionOptions:
             (ModelSpendLimit, none),
             "a ModelSpendLimit or None",
         )
+        if self.spend_limit is not None:
+            _require_async_methods(self.spend_limit)
         require_instance(where, "tracing", self.tracing, AgentTracingOptions, "AgentTracingOptions")
 
     def message_storage(self) -> MessageStorageOptions:

@@ -61,6 +61,38 @@ def test_agent_session_options(field: str, value: Any, expected: str) -> None:
         AgentSessionOptions(**{field: value})
 
 
+class SyncSpendLimit:
+    """A ``ModelSpendLimit`` by shape whose methods are plain functions."""
+
+    def check_model_call(self, call: object) -> None:
+        pass
+
+    def record_model_usage(self, call: object, usage: object) -> None:
+        pass
+
+
+class HalfAsyncSpendLimit(SyncSpendLimit):
+    async def check_model_call(self, call: object) -> None:  # type: ignore[override]
+        pass
+
+
+@pytest.mark.parametrize(
+    ("limit", "method"),
+    [(SyncSpendLimit(), "check_model_call"), (HalfAsyncSpendLimit(), "record_model_usage")],
+)
+def test_a_spend_limit_with_a_method_that_is_not_async_is_refused(
+    limit: object, method: str
+) -> None:
+    # It passed the isinstance check, then failed every turn with "object NoneType
+    # can't be used in 'await' expression".
+    expected = (
+        f"AgentSessionOptions: spend_limit.{method} must be a coroutine function (async def), "
+        f"as ModelSpendLimit declares; {type(limit).__name__}'s is not"
+    )
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        AgentSessionOptions(spend_limit=limit)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("field", "value", "error", "expected"),
     [
