@@ -45,6 +45,10 @@ def from_dex(type_hint: Any, value: Any) -> Any:
     if is_native(type_hint):
         # Through the converter's strict primitive hooks, as the embedded engine decodes.
         return from_wire(value, type_hint)
+    if value is None and type_hint is Any:
+        # A failure route takes the failed Step's input as that Step sent it, so
+        # ``RecordTurnFailure`` (input ``Any``) gets ``RunModel``'s "no input" as Dex's null.
+        return None
     if not isinstance(value, str):
         raise TypeError(f"expected the JSON text of {type_hint!r}, got {type(value).__name__}")
     return from_json(value, type_hint)

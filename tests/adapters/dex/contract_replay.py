@@ -165,11 +165,15 @@ async def replay_execution(
         failed_id = failed.step_execution_id if failed is not None else UNKNOWN_FAILED_EXECUTION
         started = recovery.attempt_progress is not AttemptProgress.NOT_STARTED
         heartbeat = encode_progress(failed_id, started, None)
+    # Dex hands a failure route the failed Step's input as that Step sent it.
+    sender = (
+        failed.step_type if recovery is not None and failed is not None else execution.step_type
+    )
     outcome = await worker.execute(
         FLOW_TYPE,
         execution.step_type,
         execution.step_execution_id,
-        to_dex(port_step_named(flow, execution.step_type).input_type, execution.input),
+        to_dex(port_step_named(flow, sender).input_type, execution.input),
         flow_id=SESSION,
         channel_results=channel_results,
         timer_fired=timers,

@@ -4,6 +4,7 @@ its Step never started; a retried attempt keeps the Step's own checkpoint."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import attrs
 import dex
@@ -11,6 +12,7 @@ import pytest
 
 from dex_agents import TOOL_CALL_NOT_RUN_ERROR_PREFIX, AgentSessionFlow
 from dex_agents.adapters.dex.contexts import decode_progress, encode_progress
+from dex_agents.domain.state import AgentState, AgentStatus
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.domain.wire import from_json, to_json
@@ -106,3 +108,31 @@ async def test_every_execute_marks_entry_before_the_step_code_with_the_earlier_c
     assert outcome.attribute_map_writes == {}
     assert outcome.decision is not None
     assert outcome.decision.kind.value == "dead_end"
+
+
+async def test_a_failed_model_call_routes_to_record_turn_failure_with_run_model_s_null_input(
+    driver: DexWorkerDriver,
+) -> None:
+    # Dex hands a failure route the failed Step's input: RunModel takes none, so null.
+    running = AgentState(
+        status=AgentStatus.RUNNING_MODEL,
+        active_turn_id="turn-1",
+        turn_count=1,
+        turn_started_at=datetime(2026, 3, 1, tzinfo=UTC),
+    )
+    outcome = await driver.execute(
+        FLOW_TYPE,
+        "RecordTurnFailure",
+        "RecordTurnFailure-1",
+        None,
+        attributes={"AgentState": to_json(running)},
+        loaded_attribute_maps=("AgentToolCalls", "AgentMessages", "AgentMessageChunks"),
+        recovery_error=("model unavailable", "ModelCallError"),
+        from_step_execution_id="RunModel-3",
+    )
+    assert outcome.error is None, outcome.error
+    state = from_json(outcome.attribute_writes["AgentState"], AgentState)
+    assert state.active_turn_id is None
+    assert state.last_turn_error == "model unavailable"
+    assert outcome.decision is not None
+    assert [movement.step_type for movement in outcome.decision.movements] == ["AwaitUserMessage"]
