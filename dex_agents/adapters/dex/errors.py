@@ -233,3 +233,24 @@ def _worker_error(error: dex.WorkerInvocationError) -> Exception:
         worker_error_type=error.worker_error_type,
         worker_error_detail=error.worker_error_detail,
     )
+
+
+def stream_read_error(
+    error: dex.DexServiceError | dex.FlowDefinitionError, flow_id: str, resume_token: str
+) -> Exception:
+    """The port error for a failed ``read_stream``; raise it ``from`` the Dex error.
+
+    A resume token Dex refuses as an invalid argument is ``InvalidResumeTokenError``
+    (how Dex refuses a foreign token is not verified against a server); anything
+    else is :func:`port_error`'s, so a Stream the client's Registry does not hold
+    is the port's ``FlowDefinitionError``.
+    """
+    if (
+        resume_token
+        and isinstance(error, dex.DexServiceError)
+        and _name(error.code) == "INVALID_ARGUMENT"
+    ):
+        return InvalidResumeTokenError(
+            f"session {flow_id!r} never issued Stream resume token {resume_token!r}"
+        )
+    return port_error(error)

@@ -17,7 +17,11 @@ from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 import dex
 from dex import ActiveStepSearchMode
 
-from dex_agents.adapters.dex.errors import DexCapabilityUnavailableError, port_error
+from dex_agents.adapters.dex.errors import (
+    DexCapabilityUnavailableError,
+    port_error,
+    stream_read_error,
+)
 from dex_agents.adapters.dex.schema import DexSchema
 from dex_agents.adapters.dex.search import (
     AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE,
@@ -32,7 +36,6 @@ from dex_agents.ports.errors import (
     FlowDefinitionError,
     FlowNotActiveError,
     FlowNotFoundError,
-    InvalidResumeTokenError,
 )
 from dex_agents.ports.flow_client import (
     FlowInfo,
@@ -322,12 +325,8 @@ class DexFlowClient:
         timeout = dex_poll_timeout(poll_timeout)
         try:
             message = await self._client.read_stream(flow_id, schema.stream, resume_token, timeout)
-        except dex.DexServiceError as error:
-            if resume_token and getattr(error.code, "name", None) == "INVALID_ARGUMENT":
-                raise InvalidResumeTokenError(
-                    f"session {flow_id!r} never issued Stream resume token {resume_token!r}"
-                ) from error
-            raise port_error(error) from error
+        except (dex.DexServiceError, dex.FlowDefinitionError) as error:
+            raise stream_read_error(error, flow_id, resume_token) from error
         return StreamMessage(
             value=from_dex(schema.stream_declaration.value_type, message.value),
             resume_token=message.resume_token,

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar, overload
 
 import dex
 
-from dex_agents.adapters.dex.errors import port_error
+from dex_agents.adapters.dex.errors import port_error, stream_read_error
 from dex_agents.adapters.dex.flow_client import DexBoundFlow, dex_poll_timeout, port_flow_status
 from dex_agents.adapters.dex.stream_reads import (
     check_page_size,
@@ -29,7 +29,6 @@ from dex_agents.ports.errors import (
     FlowDefinitionError,
     FlowNotActiveError,
     FlowNotFoundError,
-    InvalidResumeTokenError,
 )
 from dex_agents.ports.flow_client import StreamMessage
 from dex_agents.ports.flow_store import FlowStatus
@@ -147,12 +146,8 @@ class DexSyncFlowClient:
         timeout = dex_poll_timeout(poll_timeout)
         try:
             message = self._client.read_stream(flow_id, stream, resume_token, timeout)
-        except dex.DexServiceError as error:
-            if resume_token and getattr(error.code, "name", None) == "INVALID_ARGUMENT":
-                raise InvalidResumeTokenError(
-                    f"session {flow_id!r} never issued Stream resume token {resume_token!r}"
-                ) from error
-            raise port_error(error) from error
+        except (dex.DexServiceError, dex.FlowDefinitionError) as error:
+            raise stream_read_error(error, flow_id, resume_token) from error
         return port_stream_message(declaration, message)
 
     def list_stream_messages(
