@@ -39,7 +39,7 @@ def parse_turn_number(value: str) -> int:
 
 
 class InvalidToolCallIdError(DexAgentsError, ValueError):
-    """A tool call ID that is empty, contains ``/``, or repeats within one turn.
+    """A tool call ID that is empty or blank, contains ``/``, or repeats within one turn.
 
     Such an ID fails the turn: the idempotency key could not tell the calls apart.
     """
@@ -51,13 +51,16 @@ class InvalidToolCallIdError(DexAgentsError, ValueError):
 
 
 def validate_tool_call_id(tool_call_id: str) -> str:
-    """``tool_call_id`` when it is a non-empty string without ``/``; else ``InvalidToolCallIdError``."""
+    """``tool_call_id`` when it is a non-blank string without ``/``; else ``InvalidToolCallIdError``."""
     if not isinstance(tool_call_id, str):
         raise InvalidToolCallIdError(
             tool_call_id, f"a tool call ID is a string, not {type(tool_call_id).__name__}"
         )
     if not tool_call_id:
         raise InvalidToolCallIdError(tool_call_id, "a tool call ID must not be empty")
+    if not tool_call_id.strip():
+        # Dex refuses a blank AttributeMap instance, and the ID keys AgentToolCalls.
+        raise InvalidToolCallIdError(tool_call_id, "a tool call ID must not be blank")
     if "/" in tool_call_id:
         raise InvalidToolCallIdError(tool_call_id, "a tool call ID must not contain '/'")
     return tool_call_id
@@ -68,7 +71,7 @@ def validate_tool_call_ids(
 ) -> tuple[str, ...]:
     """The tool call IDs of one model response, in order, once each is valid.
 
-    Every ID must be non-empty, contain no ``/``, and be unique within the turn:
+    Every ID must be non-blank, contain no ``/``, and be unique within the turn:
     within ``tool_call_ids`` and against ``existing_ids``, the IDs of the turn's
     earlier records. IDs may repeat in later turns, because the idempotency key
     includes the turn ID.

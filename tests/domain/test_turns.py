@@ -69,6 +69,7 @@ def test_the_idempotency_key() -> None:
     ("tool_call_id", "message"),
     [
         ("", "invalid tool call ID '': a tool call ID must not be empty"),
+        (" \t", "invalid tool call ID ' \\t': a tool call ID must not be blank"),
         ("a/b", "invalid tool call ID 'a/b': a tool call ID must not contain '/'"),
         (7, "invalid tool call ID 7: a tool call ID is a string, not int"),
     ],
