@@ -5,7 +5,9 @@ route cannot ask Dex whether the failed Step ever reached its code. The adapter
 derives it from heartbeats, which Dex keeps per Step execution:
 
 - Before a Step with a failure route runs its code, the adapter heartbeats a
-  checkpoint that says "entered, not started", naming the Step execution.
+  checkpoint that says "entered, not started", naming the Step execution;
+  "started" instead when an earlier attempt of the execution marked it started,
+  since the port's ``NOT_STARTED`` means that no attempt ever reached the code.
 - The Step's first heartbeat or Stream event (the port's start mark) first
   heartbeats "started".
 - A failure route reports ``NOT_STARTED`` only when it is handed the failed
@@ -145,11 +147,18 @@ class DexStepContext(DexHandlerView):
         decoded = decode_progress(_last_heartbeat(context))
         own = decoded is not None and decoded[0] == context.step_execution_id
         self._checkpoint = decoded[2] if own and decoded is not None else None
+        # A retry after an attempt that reached the Step's code may repeat no less:
+        # its failure route must not read "never started" from this attempt's mark.
+        self._started_before = own and decoded is not None and decoded[1]
 
     async def mark_entered(self) -> None:
-        """Record "entered, not started" before the Step's code runs, for a failure route."""
+        """Record "entered" before the Step's code runs, for a failure route.
+
+        The mark says "not started" unless an earlier attempt of this execution
+        marked it started.
+        """
         await self._context.heartbeat(
-            encode_progress(self._context.step_execution_id, False, self._checkpoint)
+            encode_progress(self._context.step_execution_id, self._started_before, self._checkpoint)
         )
 
     @property

@@ -192,7 +192,9 @@ async def replay_execution(
     check.expect("publishes", dex_publishes(flow, outcome), execution.publishes)
     check.expect("events", [value for _, value in outcome.stream_writes], execution.events)
     marks = [decode_progress(value) for value in outcome.heartbeats]
-    check.expect("entry mark", marks[:1], [(execution.step_execution_id, False, last)])
+    # An earlier attempt that heartbeated reached the Step's code: the mark keeps "started".
+    entered = (execution.step_execution_id, heartbeat is not None and recovery is None, last)
+    check.expect("entry mark", marks[:1], [entered])
     check.expect(
         "heartbeat checkpoints",
         [mark[2] if mark else None for mark in marks[1:]],

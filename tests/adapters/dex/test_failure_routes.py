@@ -101,9 +101,10 @@ async def test_every_execute_marks_entry_before_the_step_code_with_the_earlier_c
         last_heartbeat_value=encode_progress("RecordToolFailure-2", True, "cursor=9"),
     )
     assert outcome.error is None, outcome.error
-    # A final record ends the route without a commit, but the mark was sent first.
+    # A final record ends the route without a commit, but the mark was sent first; it
+    # keeps "started" from the earlier attempt, which reached the Step's code.
     assert [decode_progress(value) for value in outcome.heartbeats] == [
-        ("RecordToolFailure-2", False, "cursor=9")
+        ("RecordToolFailure-2", True, "cursor=9")
     ]
     assert outcome.attribute_map_writes == {}
     assert outcome.decision is not None
@@ -136,3 +137,41 @@ async def test_a_failed_model_call_routes_to_record_turn_failure_with_run_model_
     assert state.last_turn_error == "model unavailable"
     assert outcome.decision is not None
     assert [movement.step_type for movement in outcome.decision.movements] == ["AwaitUserMessage"]
+
+
+async def test_a_write_whose_earlier_attempt_started_stays_outcome_unknown_after_a_lost_retry(
+    driver: DexWorkerDriver,
+) -> None:
+    write = attrs.evolve(_approved_write(), effect=ToolEffect.IDEMPOTENT_WRITE)
+    # Attempt 2 of CallTool-1, after attempt 1 marked it started (its tool ran): the final
+    # record ends it at once, after the entry mark a lost attempt would leave behind.
+    retry = await driver.execute(
+        FLOW_TYPE,
+        "CallTool",
+        "CallTool-1",
+        "call-1",
+        attribute_map_instances={
+            ("AgentToolCalls", "call-1"): to_json(
+                attrs.evolve(write, status=ToolCallStatus.SUCCEEDED)
+            )
+        },
+        attempt=2,
+        last_heartbeat_value=encode_progress("CallTool-1", True, None),
+    )
+    assert retry.error is None, retry.error
+    (entry_mark, *_) = retry.heartbeats
+    route = await driver.execute(
+        FLOW_TYPE,
+        "RecordToolFailure",
+        "RecordToolFailure-1",
+        "call-1",
+        attribute_map_instances={("AgentToolCalls", "call-1"): to_json(write)},
+        loaded_attribute_maps=("AgentToolCalls",),
+        recovery_error=("heartbeat timed out", "HeartbeatTimeout"),
+        from_step_execution_id="CallTool-1",
+        last_heartbeat_value=entry_mark,
+    )
+    assert route.error is None, route.error
+    record = from_json(route.attribute_map_writes[("AgentToolCalls", "call-1")], AgentToolCall)
+    assert record.status is ToolCallStatus.OUTCOME_UNKNOWN
+    assert record.error == "HeartbeatTimeout: heartbeat timed out"
