@@ -36,6 +36,14 @@ class AgentSessionClient(PortableSessionClient):
         ),
         start_options: dex.StartFlowOptions | None = None,
     ) -> None:
+        # Typed out, but a developer may hand over Dex's synchronous client, which
+        # would fail only at the first call, deep in the SDK.
+        candidate: object = client
+        if isinstance(candidate, dex.Client):
+            raise TypeError(
+                "AgentSessionClient needs a dex.AsyncClient, not the synchronous dex.Client; "
+                "a dex.Client serves the _sync browser stream helpers"
+            )
         if isinstance(client, dex.AsyncClient):
             if not isinstance(flow, DexFlow):
                 raise TypeError(

@@ -61,6 +61,20 @@ async def test_a_dex_client_needs_the_registered_dex_flow(tmp_path: Path) -> Non
         cache.close()
 
 
+def test_the_synchronous_dex_client_is_refused_at_construction(tmp_path: Path) -> None:
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="TriageAgent")
+    registry = dex.Registry([flow], allow_async_handlers=True)
+    cache = dex.open_blob_cache(dex.BlobCacheConfig(str(tmp_path / "blobs"), 1 << 20))
+    try:
+        with (
+            dex.Client(registry, cache) as client,
+            pytest.raises(TypeError, match=r"needs a dex\.AsyncClient, not the synchronous"),
+        ):
+            AgentSessionClient(client, flow)  # type: ignore[arg-type]
+    finally:
+        cache.close()
+
+
 def test_start_options_are_dex_options_and_need_a_dex_client() -> None:
     flow = AgentSessionFlow(ScriptedRunner(), flow_type="TriageAgent")
     engine = LocalEngine(MemoryFlowStore(), [flow])
