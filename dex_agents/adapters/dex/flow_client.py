@@ -246,9 +246,11 @@ class DexFlowClient:
     async def invoke_rpc(self, flow: FlowDefinition, flow_id: str, rpc: str, input: Any) -> Any:
         """Run an RPC and return its output, decoded as its wire type.
 
-        As with the embedded engine, a missing session (or one of another Flow
-        type) raises ``FlowNotFoundError`` and a closed one that the RPC needs
-        active raises ``FlowNotActiveError``.
+        As with the embedded engine, a missing session raises ``FlowNotFoundError``
+        and a closed one that the RPC needs active raises ``FlowNotActiveError``.
+        Dex's RPC request names no Flow type, so a session of another Flow type
+        raises ``FlowNotFoundError`` only when Dex refuses the RPC for it; one of
+        another agent, which has the same RPCs, runs it.
         """
         bound = _bound(flow)
         definition = _rpc(flow, rpc)

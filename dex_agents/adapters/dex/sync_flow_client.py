@@ -102,8 +102,9 @@ class DexSyncFlowClient:
     def invoke_rpc(self, flow: FlowDefinition, flow_id: str, rpc: str, input: Any) -> Any:
         """Run an RPC and return its output, decoded as its wire type.
 
-        A missing session (or one of another Flow type) raises ``FlowNotFoundError``
-        and a closed one that the RPC needs active raises ``FlowNotActiveError``.
+        A missing session raises ``FlowNotFoundError`` and a closed one that the
+        RPC needs active raises ``FlowNotActiveError``. A session of another Flow
+        type is told apart only when Dex refuses the RPC, as ``DexFlowClient``'s is.
         """
         bound = _bound(flow)
         try:
