@@ -137,6 +137,9 @@ class FakeSyncDex:
         (timedelta(seconds=1.2), timedelta(seconds=2)),
         (timedelta(seconds=15), timedelta(seconds=15)),
         (None, timedelta(seconds=30)),
+        # The SDK sends an int32 of seconds: a longer wait is Dex's longest.
+        (timedelta(days=30000), timedelta(seconds=2**31 - 1)),
+        (timedelta.max, timedelta(seconds=2**31 - 1)),
     ],
 )
 def test_a_wait_is_rounded_up_to_the_whole_seconds_dex_takes(

@@ -55,9 +55,13 @@ DEX_STREAM_POLL_TIMEOUT = timedelta(seconds=30)
 MIN_DEX_POLL_TIMEOUT = timedelta(seconds=1)
 """Dex's shortest long poll that is not its server default."""
 
+MAX_DEX_POLL_TIMEOUT = timedelta(seconds=2**31 - 1)
+"""Dex's longest long poll: the SDK sends the wait as an int32 of seconds."""
+
 
 def dex_poll_timeout(poll_timeout: timedelta | None) -> timedelta:
-    """A long poll's wait as Dex takes it: rounded up to whole seconds, at least 1 s (30 s for ``None``).
+    """A long poll's wait as Dex takes it: rounded up to whole seconds, from 1 s to about
+    68 years (``MAX_DEX_POLL_TIMEOUT``); 30 s for ``None``.
 
     The SDK raises ``ValueError`` for any other wait, so ``wait_for_user``'s short
     reads and the browser stream's token check wait up to a second on Dex.
@@ -65,7 +69,8 @@ def dex_poll_timeout(poll_timeout: timedelta | None) -> timedelta:
     checked = check_poll_timeout(poll_timeout)
     if checked is None:
         return DEX_STREAM_POLL_TIMEOUT
-    return max(timedelta(seconds=math.ceil(checked.total_seconds())), MIN_DEX_POLL_TIMEOUT)
+    seconds = min(math.ceil(checked.total_seconds()), int(MAX_DEX_POLL_TIMEOUT.total_seconds()))
+    return max(timedelta(seconds=seconds), MIN_DEX_POLL_TIMEOUT)
 
 
 _PORT_STATUS: Mapping[dex.FlowStatus, FlowStatus] = {
