@@ -138,10 +138,16 @@ AgentTurnOutcome: TypeAlias = TurnCompleted | ToolCallsRequested | TurnContinued
 
 @attrs.frozen
 class ToolExecutionResult:
-    """A tool's result: ``output`` is what the model sees; ``images`` are references."""
+    """A tool's result: ``output`` is what the model sees; ``images`` are references.
+
+    ``truncated_output_bytes`` is the full size, in bytes, of an ``output`` the tool
+    cut (a connector result over ``max_result_bytes``); the session stores it as
+    ``AgentToolCall.truncated_output_bytes``. ``None`` means nothing was cut.
+    """
 
     output: str
     images: tuple[AgentImageReference, ...] = attrs.field(default=(), converter=image_tuple)
+    truncated_output_bytes: int | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen

@@ -274,8 +274,8 @@ class ConnectorToolSource:
         )
         output = _raise_unless_succeeded(outcome)
         limit = tool.max_result_bytes or self._max_result_bytes
-        text, _full_size = truncate_connector_result(output, limit)
-        return ToolExecutionResult(text)
+        text, full_size = truncate_connector_result(output, limit)
+        return ToolExecutionResult(text, truncated_output_bytes=full_size)
 
     async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
         """Connector calls start no tool tasks, so no poll ever reaches this source."""

@@ -138,7 +138,11 @@ class _ToolStep(Step[str]):
         if isinstance(outcome, ToolExecutionResult):
             images = validate_image_references(outcome.images)  # invalid ones fail the attempt
             done = attrs.evolve(
-                record, status=ToolCallStatus.SUCCEEDED, output=outcome.output, images=images
+                record,
+                status=ToolCallStatus.SUCCEEDED,
+                output=outcome.output,
+                images=images,
+                truncated_output_bytes=outcome.truncated_output_bytes,
             )
             tool_routing.finish_record(context, runtime, done)
         elif isinstance(outcome, ToolTaskStarted) and runtime.capabilities.tool_task_poller is None:

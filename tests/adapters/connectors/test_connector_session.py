@@ -6,6 +6,7 @@ the approval are the real ones.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,11 @@ from dex_agents.builtin_loop import (
     ScriptedToolCall,
     builtin_agent_session_flow,
 )
-from dex_agents.connectors import ConnectorToolSource, connector_tool
+from dex_agents.connectors import (
+    CONNECTOR_RESULT_TRUNCATED_NOTE,
+    ConnectorToolSource,
+    connector_tool,
+)
 from dex_agents.local import LocalRuntime
 from tests.adapters.connectors.fake_sdk import Branch, Call, FakeOperation, returning
 
@@ -79,3 +84,40 @@ async def test_a_query_and_an_approved_refund_run_once_each_through_the_sdk() ->
     assert call.idempotency_key.startswith("s-1/")
     assert call.call_id.startswith("call-")
     assert len(charges.runs) == 1
+
+
+async def test_a_cut_result_keeps_its_full_size_on_the_record() -> None:
+    charges = ["ch_" + "x" * 50] * 10
+    listed = FakeOperation("stripe", "listChargeIDs", returning(Branch("listed", charges)))
+    cancel = FakeOperation("stripe", "cancelSubscription", returning(Branch("cancelled", {})))
+    source = ConnectorToolSource(
+        [connector_tool(listed, "r", max_result_bytes=100), connector_tool(cancel, "r")]
+    )
+
+    def respond(request: ModelRequest) -> ScriptedModelReply:
+        if not ScriptedModelClient.tool_results(request):
+            return ScriptedModelReply(
+                tool_calls=[ScriptedToolCall("stripe_list_charge_ids", {"customer": "cu_1"})]
+            )
+        # A write that waits for approval keeps the turn, and so its records, active.
+        return ScriptedModelReply(
+            tool_calls=[ScriptedToolCall("stripe_cancel_subscription", {"id": "sub_1"})]
+        )
+
+    agent = AgentDefinition(
+        name="support",
+        instructions="You help customers.",
+        model=ScriptedModelClient(respond),
+        tool_sources=[source],
+    )
+    flow = builtin_agent_session_flow(agent, flow_type="SupportAgent")
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s-1")
+        assert await sessions.send_user_message("s-1", "List my charges")
+        snapshot = await sessions.wait_for_user("s-1", timeout=TURN)
+
+    read = next(call for call in snapshot.tool_calls if call.tool_name == "stripe_list_charge_ids")
+    assert read.output is not None
+    assert read.output.endswith(CONNECTOR_RESULT_TRUNCATED_NOTE)
+    assert read.truncated_output_bytes == len(json.dumps(charges, separators=(",", ":")))

@@ -352,6 +352,9 @@ async def test_a_long_result_is_cut_with_the_note() -> None:
     )
     assert result.output.endswith(CONNECTOR_RESULT_TRUNCATED_NOTE)
     assert len(result.output.removesuffix(CONNECTOR_RESULT_TRUNCATED_NOTE)) == 100
+    assert result.truncated_output_bytes == len(
+        json.dumps(["ch_" + "x" * 50] * 10, separators=(",", ":"))
+    )
 
 
 async def test_outside_an_engine_step_a_call_is_refused() -> None:
