@@ -27,7 +27,53 @@ class ArgumentsViolation(ValueError):
 
 
 def require_supported_schema(schema: object, where: str = "inputSchema") -> None:
-    """Raise ``ValueError`` for a keyword outside the subset, at any depth."""
+    """Raise ``ValueError`` for a keyword outside the subset, or a malformed one, at any depth.
+
+    A checked keyword's value must have the shape ``check_arguments`` reads (``required``
+    a list of names, ``enum`` a list, ``minimum`` a number, ...), and every ``$ref`` must
+    name an entry of the root's ``$defs``, so a call never trips over the schema itself.
+    """
+    _require_supported(schema, schema, where)
+
+
+_TYPES: Final = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _require_shape(keyword: str, value: object, root: object, where: str) -> None:
+    """Raise ``ValueError`` when a checked keyword's value is not what ``_check`` reads."""
+    at = f"{where} {keyword}"
+    if keyword == "type":
+        kinds = [value] if isinstance(value, str) else value
+        if not isinstance(kinds, list) or not kinds or any(kind not in _TYPES for kind in kinds):
+            raise ValueError(f"{at} must be one of {sorted(_TYPES)} or a list of them")
+    elif keyword in ("properties", "$defs") and not isinstance(value, Mapping):
+        raise ValueError(f"{at} must be an object")
+    elif keyword == "required" and (
+        not isinstance(value, list) or not all(isinstance(name, str) for name in value)
+    ):
+        raise ValueError(f"{at} must be a list of property names")
+    elif keyword == "enum" and not isinstance(value, list):
+        raise ValueError(f"{at} must be a list")
+    elif keyword == "anyOf" and (not isinstance(value, list) or not value):
+        raise ValueError(f"{at} must be a non-empty list of schemas")
+    elif keyword in ("minimum", "maximum") and not _is_number(value):
+        raise ValueError(f"{at} must be a number")
+    elif keyword == "$ref":
+        if not (isinstance(value, str) and value.startswith(_REF_PREFIX)):
+            raise ValueError(f"{where} has $ref {value!r}; only refs into $defs are supported")
+        definitions = root.get("$defs") if isinstance(root, Mapping) else None
+        if (
+            not isinstance(definitions, Mapping)
+            or value.removeprefix(_REF_PREFIX) not in definitions
+        ):
+            raise ValueError(f"{where} has $ref {value!r}, which names no entry of $defs")
+
+
+def _require_supported(schema: object, root: object, where: str) -> None:
     if isinstance(schema, bool):
         return
     if not isinstance(schema, Mapping):
@@ -35,16 +81,31 @@ def require_supported_schema(schema: object, where: str = "inputSchema") -> None
     for keyword, value in schema.items():
         if keyword not in _CHECKED and keyword not in _ANNOTATIONS:
             raise ValueError(f"{where} uses {keyword!r}, which a connector tool cannot check")
+        _require_shape(keyword, value, root, where)
         if keyword in ("properties", "$defs"):
             for name, sub in value.items():
-                require_supported_schema(sub, f"{where}.{keyword}.{name}")
+                _require_supported(sub, root, f"{where}.{keyword}.{name}")
         elif keyword in ("items", "additionalProperties"):
-            require_supported_schema(value, f"{where}.{keyword}")
+            _require_supported(value, root, f"{where}.{keyword}")
         elif keyword == "anyOf":
             for number, sub in enumerate(value):
-                require_supported_schema(sub, f"{where}.anyOf[{number}]")
-        elif keyword == "$ref" and not (isinstance(value, str) and value.startswith(_REF_PREFIX)):
-            raise ValueError(f"{where} has $ref {value!r}; only refs into $defs are supported")
+                _require_supported(sub, root, f"{where}.anyOf[{number}]")
+    if schema is root:
+        _require_no_ref_loop(root, where)
+
+
+def _require_no_ref_loop(root: Mapping[str, Any], where: str) -> None:
+    """A ``$ref`` chain that comes back to itself would check a value forever."""
+    definitions: Mapping[str, Any] = root.get("$defs", {})
+    for start in definitions:
+        seen = [start]
+        target = definitions[start]
+        while isinstance(target, Mapping) and "$ref" in target:
+            name = target["$ref"].removeprefix(_REF_PREFIX)
+            if name in seen:
+                raise ValueError(f"{where} $defs {' -> '.join([*seen, name])} refer in a loop")
+            seen.append(name)
+            target = definitions[name]
 
 
 def _type_matches(value: object, kind: str) -> bool:

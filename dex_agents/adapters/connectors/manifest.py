@@ -11,6 +11,7 @@ package: ``{"connectorId": ..., "operations": {<name>: {"kind": "query"|"mutatio
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from datetime import timedelta
 from importlib import resources
@@ -58,9 +59,18 @@ class OperationManifest:
 def _seconds(value: object, where: str) -> timedelta | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ValueError(f"{where} must be a positive number of seconds, not {value!r}")
-    return timedelta(seconds=value)
+    try:
+        return timedelta(seconds=value)
+    except OverflowError:
+        raise ValueError(f"{where} is too long: {value!r} seconds") from None
+
+
+def _coefficient(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{where}.backoffCoefficient must be a number, not {value!r}")
+    return float(value)
 
 
 def _retry_policy(data: object, where: str) -> ToolCallRetryPolicy | None:
@@ -77,7 +87,7 @@ def _retry_policy(data: object, where: str) -> ToolCallRetryPolicy | None:
         initial_interval=_seconds(
             data.get("initialIntervalSeconds"), f"{where}.initialIntervalSeconds"
         ),
-        backoff_coefficient=float(data.get("backoffCoefficient", 0.0)),
+        backoff_coefficient=_coefficient(data.get("backoffCoefficient", 0.0), where),
         maximum_interval=_seconds(
             data.get("maximumIntervalSeconds"), f"{where}.maximumIntervalSeconds"
         ),
@@ -91,9 +101,13 @@ def _agent(entry: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     unknown = sorted(set(agent) - _AGENT_KEYS)
     if unknown:
         raise ValueError(f"{where} has agent keys this version does not know: {unknown}")
-    if "retry" in agent and agent["retry"] not in _RETRY_VALUES:
+    if "retry" in agent and not (
+        isinstance(agent["retry"], str) and agent["retry"] in _RETRY_VALUES
+    ):
         raise ValueError(f"{where} has agent.retry {agent['retry']!r}; the only value is 'safe'")
-    if "approval" in agent and agent["approval"] not in _APPROVAL_VALUES:
+    if "approval" in agent and not (
+        isinstance(agent["approval"], str) and agent["approval"] in _APPROVAL_VALUES
+    ):
         raise ValueError(
             f"{where} has agent.approval {agent['approval']!r}; the only value is 'recommended'"
         )
@@ -107,27 +121,40 @@ def _agent(entry: Mapping[str, Any], where: str) -> Mapping[str, Any]:
 
 def parse_operation_manifest(document: Mapping[str, Any], operation: str) -> OperationManifest:
     """The entry of ``operation`` in a parsed manifest; ``ValueError`` names what is wrong."""
+    if not isinstance(document, Mapping):
+        raise ValueError(f"{MANIFEST_FILE} is not a JSON object")
     connector_id = document.get("connectorId")
     if not isinstance(connector_id, str):
         raise ValueError(f"{MANIFEST_FILE} has no connectorId")
     where = f"{connector_id} operation {operation!r}"
-    entry = document.get("operations", {}).get(operation)
+    operations = document.get("operations", {})
+    if not isinstance(operations, Mapping):
+        raise ValueError(f"{MANIFEST_FILE} of {connector_id}: operations must be an object")
+    entry = operations.get(operation)
     if not isinstance(entry, Mapping):
         raise ValueError(f"{MANIFEST_FILE} of {connector_id} has no operation {operation!r}")
     agent = _agent(entry, where)
     schema = entry.get("inputSchema", {"type": "object"})
     require_supported_schema(schema, f"{where} inputSchema")
     kinds = {kind.value: kind for kind in ConnectorOperationKind}
-    kind = kinds.get(entry.get("kind"))  # type: ignore[arg-type]
+    raw_kind = entry.get("kind")
+    kind = kinds.get(raw_kind) if isinstance(raw_kind, str) else None
     if kind is None:
-        raise ValueError(f"{where} has kind {entry.get('kind')!r}; use 'query' or 'mutation'")
+        raise ValueError(f"{where} has kind {raw_kind!r}; use 'query' or 'mutation'")
+    # A string would be read as a set of letters, so its success branch would never match.
+    required = entry.get("requiredBranches", [])
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        raise ValueError(f"{where} requiredBranches must be a list of branch names")
+    description = entry.get("description", "")
+    if not isinstance(description, str):
+        raise ValueError(f"{where} description must be a string")
     return OperationManifest(
         connector_id=connector_id,
         operation=operation,
         kind=kind,
-        description=str(entry.get("description", "")),
+        description=description,
         input_schema=schema,
-        required_branches=frozenset(entry.get("requiredBranches", ())),
+        required_branches=frozenset(required),
         listed_branches=dict(agent.get("branches", {})),
         retry_safe=agent.get("retry") == "safe",
         approval_recommended=agent.get("approval") == "recommended",

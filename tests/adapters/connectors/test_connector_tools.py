@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 
 from dex_agents.adapters.connectors.fence import CAN_RESEND, CLAIMED, NOT_SENT, fence_marker
+from dex_agents.adapters.connectors.manifest import parse_operation_manifest
 from dex_agents.connectors import (
     CONNECTOR_NOT_SENT_RETRY_LATER,
     CONNECTOR_RESULT_TRUNCATED_NOTE,
@@ -124,6 +125,63 @@ def test_an_operation_the_manifest_does_not_expose_plainly_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         connector_tool(operation(name), "r")
+
+
+ENTRY: dict[str, Any] = {
+    "kind": "mutation",
+    "inputSchema": {"type": "object"},
+    "requiredBranches": ["refunded"],
+    "agent": {"exposed": True},
+}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ([], "dex-connector.json is not a JSON object"),
+        ({"connectorId": "x", "operations": []}, "operations must be an object"),
+        (
+            {"connectorId": "x", "operations": {"op": {**ENTRY, "requiredBranches": "refunded"}}},
+            "requiredBranches must be a list of branch names",
+        ),
+        (
+            {"connectorId": "x", "operations": {"op": {**ENTRY, "kind": ["query"]}}},
+            "has kind \\['query'\\]; use 'query' or 'mutation'",
+        ),
+        (
+            {"connectorId": "x", "operations": {"op": {**ENTRY, "description": 5}}},
+            "description must be a string",
+        ),
+        (
+            {
+                "connectorId": "x",
+                "operations": {"op": {**ENTRY, "executeMethodTimeoutSeconds": 1e300}},
+            },
+            "executeMethodTimeout is too long",
+        ),
+        (
+            {
+                "connectorId": "x",
+                "operations": {"op": {**ENTRY, "retryPolicy": {"backoffCoefficient": "2"}}},
+            },
+            "retryPolicy.backoffCoefficient must be a number, not '2'",
+        ),
+        (
+            {
+                "connectorId": "x",
+                "operations": {"op": {**ENTRY, "agent": {"exposed": True, "retry": ["safe"]}}},
+            },
+            "has agent.retry \\['safe'\\]; the only value is 'safe'",
+        ),
+    ],
+)
+def test_a_malformed_manifest_entry_is_refused_with_what_is_wrong(
+    document: Any, message: str
+) -> None:
+    # A requiredBranches string once read as a set of letters: a refund that
+    # succeeded then recorded outcome_unknown. The others crashed with no name.
+    with pytest.raises(ValueError, match=message):
+        parse_operation_manifest(document, "op")
 
 
 def test_the_source_refuses_two_tools_of_one_name() -> None:

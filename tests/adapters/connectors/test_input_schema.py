@@ -61,3 +61,26 @@ def test_a_keyword_it_cannot_check_is_refused(schema: dict[str, Any], message: s
     with pytest.raises(ValueError, match=message):
         require_supported_schema(schema)
     require_supported_schema(SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"properties": {"a": {"$ref": "#/$defs/b"}}}, r"\$ref '#/\$defs/b', which names no entry"),
+        (
+            {"$defs": {"a": {"properties": {}}}, "$ref": "#/$defs/a/properties/b"},
+            "names no entry of \\$defs",
+        ),
+        ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}, "a -> b -> a"),
+        ({"properties": {"a": {"enum": 5}}}, r"inputSchema.properties.a enum must be a list"),
+        ({"properties": {"a": {"minimum": "5"}}}, "minimum must be a number"),
+        ({"type": "object", "required": "abc"}, "required must be a list of property names"),
+        ({"type": "strin"}, "type must be one of"),
+        ({"properties": ["a"]}, "properties must be an object"),
+        ({"anyOf": {"type": "string"}}, "anyOf must be a non-empty list"),
+    ],
+)
+def test_a_malformed_keyword_is_refused_before_any_call(schema: Any, message: str) -> None:
+    # Each of these once passed here and then crashed every call, or checked the wrong thing.
+    with pytest.raises(ValueError, match=message):
+        require_supported_schema(schema)
