@@ -109,6 +109,28 @@ def connector_tool_name(connector_id: str, operation: str) -> str:
     return name
 
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def require_connector_tool_name(name: object) -> str:
+    """Return a connector tool's own ``name``; ``ValueError`` unless it is a name a model takes.
+
+    That is 1 to ``MAX_CONNECTOR_TOOL_NAME_LENGTH`` ASCII letters, digits, ``_`` and
+    ``-``, the names a default connector tool name and a function tool may have.
+    """
+    if (
+        not isinstance(name, str)
+        or not name.isascii()
+        or not _TOOL_NAME.fullmatch(name)
+        or len(name) > MAX_CONNECTOR_TOOL_NAME_LENGTH
+    ):
+        raise ValueError(
+            f"a connector tool name must be 1 to {MAX_CONNECTOR_TOOL_NAME_LENGTH} ASCII "
+            f"letters, digits, '_' and '-', not {name!r}"
+        )
+    return name
+
+
 class ConnectorOperationKind(StrEnum):
     """Whether a connector operation only reads (a Query) or changes something (a Mutation)."""
 

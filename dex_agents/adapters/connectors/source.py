@@ -28,6 +28,7 @@ from dex_agents.domain.connector_naming import (
     connector_requires_approval,
     connector_tool_effect,
     connector_tool_name,
+    require_connector_tool_name,
     truncate_connector_result,
 )
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
@@ -94,7 +95,8 @@ def connector_tool(
     Reads the operation's entry in its package's ``dex-connector.json`` and raises
     ``ValueError`` for one without ``agent.exposed: true``, with an ``agent`` value this
     version does not know, or with an ``inputSchema`` keyword it cannot check. The
-    name defaults to ``<connectorId>_<operation in snake case>``.
+    name defaults to ``<connectorId>_<operation in snake case>``; a ``name`` of your
+    own must be 1 to 64 ASCII letters, digits, ``_`` and ``-`` (``ValueError``).
     ``requires_approval`` ``True`` or ``False`` overrides the manifest; a predicate
     decides per call from the decoded arguments.
     """
@@ -107,7 +109,9 @@ def connector_tool(
     if max_result_bytes is not None:
         truncate_connector_result("", max_result_bytes)  # validates it
     return ConnectorTool(
-        name=name or connector_tool_name(manifest.connector_id, manifest.operation),
+        name=connector_tool_name(manifest.connector_id, manifest.operation)
+        if name is None
+        else require_connector_tool_name(name),
         operation=operation,
         reference=reference,
         manifest=manifest,

@@ -111,6 +111,15 @@ def test_a_tool_takes_its_name_description_schema_and_effect_from_the_manifest()
     assert connector_tool(operation("createRefund"), "r", name="refund").name == "refund"
 
 
+@pytest.mark.parametrize("name", ["", "x" * 65, "refund money", "refund.v2", "rückerstattung"])
+def test_a_name_of_your_own_must_be_one_a_model_takes(name: str) -> None:
+    # A model provider refuses such a name only at the first model call; an empty
+    # name once fell back to the default silently.
+    with pytest.raises(ValueError, match="a connector tool name must be 1 to 64 ASCII letters"):
+        connector_tool(operation("createRefund"), "r", name=name)
+    assert connector_tool(operation("createRefund"), "r", name="x" * 64).name == "x" * 64
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [
