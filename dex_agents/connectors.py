@@ -8,7 +8,7 @@ Connector SDK's ``run_query`` or ``run_mutation``. See the design's "Connector t
 from __future__ import annotations
 
 try:
-    import dex_connectors_sdk  # type: ignore[import-not-found]  # noqa: F401  (only to name it)
+    import dex_connectors_sdk  # type: ignore[import-not-found]
 except ImportError as error:
     raise ImportError(
         "dex_agents.connectors needs the Connector SDK: install dex-connectors-sdk 0.9.0 or "
@@ -16,6 +16,14 @@ except ImportError as error:
         "install it from the Dex package index)",
         name=__name__,
     ) from error
+if not hasattr(dex_connectors_sdk, "raise_dex_retry"):
+    # An older SDK would otherwise fail below with "cannot import name", naming no version.
+    raise ImportError(
+        "dex_agents.connectors needs Connector SDK 0.9.0 or later, the first release that "
+        "exports raise_dex_retry; the installed dex-connectors-sdk does not: upgrade it "
+        "from the Dex package index",
+        name=__name__,
+    )
 
 from dex_agents.adapters.connectors.source import (
     DEFAULT_CONNECTOR_SOURCE_NAME,

@@ -5,7 +5,11 @@ The core needs no Connector SDK, and neither do the pure naming rules.
 
 from __future__ import annotations
 
-from tests.support.missing_extras import import_without
+import subprocess
+import sys
+import textwrap
+
+from tests.support.missing_extras import REPOSITORY, import_without
 
 
 def test_importing_without_the_sdk_names_it() -> None:
@@ -19,4 +23,35 @@ def test_importing_without_the_sdk_names_it() -> None:
         'install dex-connectors-sdk 0.9.0 or later with pip install "dex-agents[connectors]" '
         "(dex-connectors-sdk is not on PyPI; install it from the Dex package index) "
         "| ModuleNotFoundError"
+    )
+
+
+def test_importing_with_an_sdk_older_than_0_9_0_names_the_version() -> None:
+    # SDKs before 0.9.0 lack raise_dex_retry; the import once failed with only
+    # "cannot import name 'raise_dex_retry'".
+    program = textwrap.dedent(
+        """
+        import sys, types
+        old = types.ModuleType("dex_connectors_sdk")
+        for name in ("Call", "RetryError", "derive_call_id", "run_query", "run_mutation"):
+            setattr(old, name, object())
+        sys.modules["dex_connectors_sdk"] = old
+        try:
+            import dex_agents.connectors
+        except ImportError as error:
+            print(error.name, "|", error)
+        """
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert finished.stdout.strip() == (
+        "dex_agents.connectors | dex_agents.connectors needs Connector SDK 0.9.0 or later, "
+        "the first release that exports raise_dex_retry; the installed dex-connectors-sdk "
+        "does not: upgrade it from the Dex package index"
     )
