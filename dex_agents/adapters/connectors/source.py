@@ -108,6 +108,14 @@ def connector_tool(
         )
     if max_result_bytes is not None:
         truncate_connector_result("", max_result_bytes)  # validates it
+    # Anything else would be called per call, raise, and so silently ask every time.
+    if requires_approval is not None and not (
+        isinstance(requires_approval, bool) or callable(requires_approval)
+    ):
+        raise TypeError(
+            "requires_approval must be True, False, None or a predicate of the arguments, "
+            f"not {requires_approval!r}"
+        )
     return ConnectorTool(
         name=connector_tool_name(manifest.connector_id, manifest.operation)
         if name is None

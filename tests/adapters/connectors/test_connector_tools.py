@@ -258,6 +258,13 @@ def test_a_predicate_decides_per_call_and_one_that_raises_asks() -> None:
     assert not build(source, "stripe_create_refund", {"amount": 9000}).policy.requires_approval
 
 
+@pytest.mark.parametrize("rule", ["no", 0, {"amount": 5000}])
+def test_an_approval_rule_that_is_neither_a_bool_nor_a_predicate_is_refused(rule: Any) -> None:
+    # Called per call, it raised, and a raising rule asks: every call waited silently.
+    with pytest.raises(TypeError, match="requires_approval must be True, False, None or a"):
+        connector_tool(operation("createRefund"), "r", requires_approval=rule)
+
+
 def test_a_calls_tool_step_gets_the_operations_timeout_and_at_most_three_attempts() -> None:
     source = ConnectorToolSource([connector_tool(operation("createRefund"), "r")])
     record = record_of("stripe_create_refund")
