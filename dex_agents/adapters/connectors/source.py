@@ -128,10 +128,15 @@ def connector_tool(
     )
 
 
+def _refuse_constant(constant: str) -> Any:
+    # json.loads takes NaN and Infinity, which are not JSON, and would hand them to the operation.
+    raise ValueError(f"{constant} is not a JSON value")
+
+
 def _decoded(arguments: str, tool: ConnectorTool) -> Any:
     """The arguments as JSON checked against ``inputSchema``; ``ToolExecutionError`` otherwise."""
     try:
-        value = json.loads(arguments or "{}")
+        value = json.loads(arguments or "{}", parse_constant=_refuse_constant)
     except ValueError as error:
         raise ToolExecutionError(f"{tool.name}: the arguments are not JSON: {error}") from None
     try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any, cast
 
+import attrs
 import pytest
 
 from dex_agents.adapters.connectors.fence import CAN_RESEND, CLAIMED, NOT_SENT, fence_marker
@@ -309,6 +311,17 @@ async def test_arguments_that_break_the_schema_never_run(arguments: Any, message
     with pytest.raises(ToolExecutionError, match=message):
         await source.execute_deferred_tool_call(execution("stripe_create_refund", arguments)[0])
     assert refund.runs == []
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+async def test_arguments_with_a_constant_json_lacks_never_run(constant: str) -> None:
+    listed = operation("listChargeIDs")
+    source = ConnectorToolSource([connector_tool(listed, "r")])
+    run, _ = execution("stripe_list_charge_ids", {})
+    record = attrs.evolve(run.tool_call, arguments=f'{{"customer": "c", "extra": {constant}}}')
+    with pytest.raises(ToolExecutionError, match=f"are not JSON: {constant} is not a JSON value"):
+        await source.execute_deferred_tool_call(dataclasses.replace(run, tool_call=record))
+    assert listed.runs == []
 
 
 async def test_branches_map_to_records_by_the_first_matching_row() -> None:
