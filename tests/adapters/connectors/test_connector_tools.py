@@ -444,6 +444,22 @@ async def test_a_long_result_is_cut_with_the_note() -> None:
     )
 
 
+async def test_the_step_context_exposes_only_what_the_fence_uses() -> None:
+    # The design: the operation sees the attempt, the earlier heartbeat value and
+    # heartbeat, nothing of the session, the engine or the tool call.
+    exposed: list[list[str]] = []
+
+    async def script(call: Call, context: Any, arguments: Any) -> Branch:
+        exposed.append(sorted(name for name in dir(context) if not name.startswith("_")))
+        return Branch("refunded", {})
+
+    source = ConnectorToolSource(
+        [connector_tool(FakeOperation("stripe", "createRefund", script), "r")]
+    )
+    await source.execute_deferred_tool_call(execution("stripe_create_refund", REFUND)[0])
+    assert exposed == [["attempt", "heartbeat", "last_heartbeat_details"]]
+
+
 async def test_outside_an_engine_step_a_call_is_refused() -> None:
     source = ConnectorToolSource([connector_tool(operation("createRefund"), "r")])
     run, _ = execution("stripe_create_refund", REFUND)
