@@ -58,7 +58,8 @@ class FenceObservation:
         self._attempt = attempt
         self._earlier = earlier_checkpoint
         self.used = False
-        self.may_have_sent = False
+        self._earlier_may_have_sent = False
+        self._this_may_have_sent = False
         self._claimed_without_provider = False
         self._proved_not_sent = False
 
@@ -74,7 +75,7 @@ class FenceObservation:
             and marker["dexFence"] in (NOT_SENT, CAN_RESEND)
         )
         if not safe:
-            self.may_have_sent = True
+            self._earlier_may_have_sent = True
 
     def saved(self, text: str) -> None:
         """The attempt saved ``text``; a marker of another call or attempt, or none, lowers nothing."""
@@ -87,15 +88,24 @@ class FenceObservation:
         self.used = True
         state = marker["dexFence"]
         if state == CLAIMED or marker.get("providerId") is not None:
-            self.may_have_sent = True
+            self._this_may_have_sent = True
             self._claimed_without_provider = marker.get("providerId") is None
             self._proved_not_sent = False
         elif state == CAN_RESEND:
-            if self._claimed_without_provider or not self.may_have_sent:
-                self.may_have_sent = False
+            if self._claimed_without_provider or not self._this_may_have_sent:
+                self._this_may_have_sent = False
                 self._proved_not_sent = True
-        elif state == NOT_SENT and not self.may_have_sent:
+        elif state == NOT_SENT and not self._this_may_have_sent:
             self._proved_not_sent = True
+
+    @property
+    def may_have_sent(self) -> bool:
+        """This attempt may have sent, or the earlier checkpoint it read allows no send.
+
+        A ``canResend`` of this attempt lowers only this attempt's claim: it says
+        nothing of what an earlier attempt sent.
+        """
+        return self._earlier_may_have_sent or self._this_may_have_sent
 
     @property
     def proved_not_sent(self) -> bool:

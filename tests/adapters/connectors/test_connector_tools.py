@@ -410,6 +410,29 @@ async def test_a_retry_that_reads_an_earlier_claim_may_have_sent() -> None:
         await source.execute_deferred_tool_call(run)
 
 
+async def test_a_can_resend_of_a_retry_does_not_clear_an_earlier_attempts_claim() -> None:
+    # canResend proves only that this attempt sent nothing; attempt 1 claimed a send
+    # and may have made it, so a rejection now must not invite the model to call again.
+    async def script(call: Call, context: Any, arguments: Any) -> Branch:
+        context.last_heartbeat_details()
+        await context.heartbeat(fence_marker(CLAIMED, call.call_id, context.attempt))
+        await context.heartbeat(fence_marker(CAN_RESEND, call.call_id, context.attempt))
+        return Branch("declined", error_kind="card", message="no")
+
+    source = ConnectorToolSource(
+        [connector_tool(FakeOperation("stripe", "createRefund", script), "r")]
+    )
+    call_id = derive_call_id("s1", "step-7", "createRefund")
+    claimed = fence_marker(CLAIMED, call_id, 1)
+    run, _ = execution("stripe_create_refund", REFUND, attempt=2, checkpoint=claimed)
+    with pytest.raises(ToolOutcomeUnknownError):
+        await source.execute_deferred_tool_call(run)
+    not_sent = fence_marker(NOT_SENT, call_id, 1)
+    run, _ = execution("stripe_create_refund", REFUND, attempt=2, checkpoint=not_sent)
+    with pytest.raises(ToolExecutionError, match="returned declined"):
+        await source.execute_deferred_tool_call(run)
+
+
 async def test_a_retry_request_retries_a_read_and_settles_a_single_attempt_write() -> None:
     async def busy(call: Call, context: Any, arguments: Any) -> Branch:
         raise RetryError("rate limited")
