@@ -35,6 +35,7 @@ __all__ = [
     "collect_turn_images",
     "detect_image_mime_type",
     "encode_file_uri_path",
+    "image_bytes",
     "image_uri",
     "local_directory_root",
     "local_directory_store_uri",
@@ -187,6 +188,19 @@ def require_short_image_uris(store_uri: str) -> None:
         )
 
 
+def image_bytes(data: object) -> bytes:
+    """``data`` as ``bytes``; ``TypeError`` unless it is ``bytes``, ``bytearray``, or ``memoryview``.
+
+    ``bytes()`` alone would turn an ``int`` into that many zero bytes (gigabytes for a
+    large one) and refuse a ``str`` with a message that names no image.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(
+            f"image data must be bytes, bytearray, or memoryview, not {type(data).__name__}"
+        )
+    return bytes(data)
+
+
 def build_image_reference(
     data: bytes | bytearray | memoryview, store_uri: str
 ) -> AgentImageReference:
@@ -194,11 +208,12 @@ def build_image_reference(
 
     Raise ``ImageValidationError`` for empty bytes, more than ``MAX_IMAGE_BYTES``, bytes
     that are not a supported, well-formed image, or a ``uri`` longer than
-    ``MAX_IMAGE_URI_LENGTH``; ``ValueError`` for an empty ``store_uri``.
+    ``MAX_IMAGE_URI_LENGTH``; ``ValueError`` for an empty ``store_uri``; ``TypeError``
+    for ``data`` that is not bytes (see ``image_bytes``).
     """
     if not store_uri:
         raise ValueError("a media store's URI is empty")
-    content = bytes(data)
+    content = image_bytes(data)
     if not content:
         raise ImageValidationError("image bytes are empty")
     if len(content) > MAX_IMAGE_BYTES:

@@ -75,6 +75,16 @@ async def test_bytes_that_are_not_an_image_are_refused(store: MediaStore, name: 
         await store.put_image(BROKEN_IMAGES[name])
 
 
+@pytest.mark.parametrize("data", ["iVBORw0KGgo=", 2**20, None])
+async def test_data_that_is_not_bytes_is_refused_by_its_type(
+    store: MediaStore, data: object
+) -> None:
+    # An int once became that many zero bytes before any check (a large one, gigabytes),
+    # and a str (base64 text, say) was refused as "string argument without an encoding".
+    with pytest.raises(TypeError, match=r"^image data must be bytes, bytearray, or memoryview"):
+        await store.put_image(data)  # type: ignore[arg-type]
+
+
 async def test_a_reference_of_another_store_is_refused(store: MediaStore) -> None:
     foreign = build_image_reference(PNG, "s3://elsewhere/prefix")
     await store.put_image(PNG)

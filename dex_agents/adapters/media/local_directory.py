@@ -21,6 +21,7 @@ from dex_agents.domain.errors import ImageValidationError, MediaStoreError
 from dex_agents.domain.images import (
     AgentImageReference,
     build_image_reference,
+    image_bytes,
     local_directory_root,
     local_directory_store_uri,
     require_short_image_uris,
@@ -104,7 +105,7 @@ class LocalDirectoryMediaStore:
         for bytes that are not a supported image and ``MediaStoreError`` for a failed
         write or a refused path.
         """
-        return await asyncio.to_thread(self._put, bytes(data))
+        return await asyncio.to_thread(self._put, image_bytes(data))
 
     async def get_image(self, reference: AgentImageReference) -> bytes:
         """The verified bytes of a reference this store made.
