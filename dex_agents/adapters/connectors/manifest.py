@@ -166,4 +166,8 @@ def parse_operation_manifest(document: Mapping[str, Any], operation: str) -> Ope
 def read_operation_manifest(package: str, operation: str) -> OperationManifest:
     """Read ``dex-connector.json`` from ``package``'s data and return ``operation``'s entry."""
     text = resources.files(package).joinpath(MANIFEST_FILE).read_text(encoding="utf-8")
-    return parse_operation_manifest(json.loads(text), operation)
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"{MANIFEST_FILE} of package {package!r} is not JSON: {error}") from None
+    return parse_operation_manifest(document, operation)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -193,6 +194,21 @@ def test_a_malformed_manifest_entry_is_refused_with_what_is_wrong(
     # succeeded then recorded outcome_unknown. The others crashed with no name.
     with pytest.raises(ValueError, match=message):
         parse_operation_manifest(document, "op")
+
+
+def test_a_manifest_that_is_not_json_names_its_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "broken_connector"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "dex-connector.json").write_text('{"connectorId": ')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    broken = FakeOperation("broken", "op", returning(Branch("ok")), "broken_connector")
+    with pytest.raises(
+        ValueError, match=r"^dex-connector\.json of package 'broken_connector' is not JSON: "
+    ):
+        connector_tool(broken, "r")
 
 
 def test_the_source_refuses_two_tools_of_one_name() -> None:
