@@ -40,7 +40,7 @@ from dex_agents.domain.runner_outcomes import (
 )
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_declarations import merge_connector_tool_policy
-from dex_agents.domain.tool_effects import ToolEffect
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_step_options import ToolCallStepOptions
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
 
@@ -206,18 +206,14 @@ class ConnectorToolSource:
             )
         return tool
 
-    def _asks_for_approval(self, tool: ConnectorTool, arguments: str) -> bool:
+    def _asks_for_approval(self, tool: ConnectorTool, arguments: Any) -> bool:
         rule = tool.requires_approval
         if rule is None or isinstance(rule, bool):
             return connector_requires_approval(
                 approval_recommended=tool.manifest.approval_recommended, requires_approval=rule
             )
         try:
-            value = _decoded(arguments, tool)
-        except ToolExecutionError:
-            return False  # arguments that break the schema never run, so they never wait
-        try:
-            return bool(rule(value))
+            return bool(rule(arguments))
         except Exception:
             return True  # a predicate that raises asks
 
@@ -231,9 +227,19 @@ class ConnectorToolSource:
         listed_tool: ListedTool | None = None,
     ) -> DeferredToolCall:
         tool = self._tool(tool_name)
-        policy = merge_connector_tool_policy(
-            tool.effect, self._asks_for_approval(tool, arguments), turn.tool_policies.get(tool_name)
-        )
+        try:
+            decoded = _decoded(arguments, tool)
+        except ToolExecutionError:
+            # Arguments that break the schema never run, so they never wait: whatever the
+            # manifest, the tool or a session policy says, no one approves a call that
+            # its tool Step refuses before the operation runs.
+            policy = ToolPolicy(tool.effect, requires_approval=False)
+        else:
+            policy = merge_connector_tool_policy(
+                tool.effect,
+                self._asks_for_approval(tool, decoded),
+                turn.tool_policies.get(tool_name),
+            )
         return DeferredToolCall(
             tool_call_id,
             tool_name,

@@ -283,6 +283,23 @@ def test_an_approval_rule_that_is_neither_a_bool_nor_a_predicate_is_refused(rule
         connector_tool(operation("createRefund"), "r", requires_approval=rule)
 
 
+def test_arguments_that_break_the_schema_never_wait_whatever_asks() -> None:
+    # They never run, so no one should be asked to approve them: not for the
+    # manifest's agent.approval, requires_approval=True, or a session policy.
+    source = ConnectorToolSource(
+        [
+            connector_tool(operation("cancelSubscription"), "r"),
+            connector_tool(operation("createRefund"), "r", requires_approval=True),
+        ]
+    )
+    asks = {"stripe_create_refund": ToolPolicy(ToolEffect.READ, requires_approval=True)}
+    broken = build(source, "stripe_cancel_subscription", {}).policy
+    assert broken == ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=False)
+    assert not build(source, "stripe_create_refund", {"amount": 1}, asks).policy.requires_approval
+    assert build(source, "stripe_cancel_subscription", {"id": "s"}).policy.requires_approval
+    assert build(source, "stripe_create_refund", REFUND, asks).policy.requires_approval
+
+
 def test_a_calls_tool_step_gets_the_operations_timeout_and_at_most_three_attempts() -> None:
     source = ConnectorToolSource([connector_tool(operation("createRefund"), "r")])
     record = record_of("stripe_create_refund")
