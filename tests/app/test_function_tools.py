@@ -27,7 +27,7 @@ from dex_agents.app.builtin_loop.json_schema import (
 )
 from dex_agents.domain.errors import ImageValidationError, ToolExecutionError
 from dex_agents.domain.events import EventPayload
-from dex_agents.domain.images import MAX_IMAGES_PER_MESSAGE, AgentImageReference
+from dex_agents.domain.images import MAX_IMAGES_PER_MESSAGE, AgentImageReference, image_uri
 from dex_agents.domain.model_io import ModelToolDefinition
 from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolInputRequested
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
@@ -742,4 +742,21 @@ def test_the_context_of_a_tool_step_call() -> None:
         input_answers=("yes",),
         effect=ToolEffect.IDEMPOTENT_WRITE,
         media_store=store,
+    )
+
+
+async def test_an_image_of_another_store_raises_image_validation_error() -> None:
+    elsewhere = InMemoryMediaStore("memory://elsewhere")
+    reference = await elsewhere.put_image(png())
+
+    @function_tool(effect=ToolEffect.READ)
+    def foreign() -> FunctionToolResult:
+        return FunctionToolResult("text", [reference])
+
+    store = InMemoryMediaStore()
+    with pytest.raises(ImageValidationError) as raised:
+        await foreign.invoke("{}", make_context(media_store=store))
+    assert str(raised.value) == (
+        f"image 1: tool foreign returned image uri {reference.uri!r}, which is not in the "
+        f"runner's media store; its images are {image_uri(store.store_uri, reference.sha256)!r}"
     )

@@ -24,7 +24,7 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +37,12 @@ from dex_agents.app.builtin_loop.json_schema import (
     json_type_name,
     validate_json_value,
 )
-from dex_agents.domain.errors import ToolExecutionError
-from dex_agents.domain.images import AgentImageReference, validate_image_references
+from dex_agents.domain.errors import ImageValidationError, ToolExecutionError
+from dex_agents.domain.images import (
+    AgentImageReference,
+    image_uri,
+    validate_image_references,
+)
 from dex_agents.domain.messages import image_tuple
 from dex_agents.domain.model_io import ModelToolDefinition
 from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolInputRequested
@@ -121,6 +125,21 @@ class _Parameter:
     positional_only: bool
     required: bool
     receives_context: bool
+
+
+def _require_own_images(
+    tool_name: str, images: Sequence[AgentImageReference], store_uri: str
+) -> None:
+    # The runner reads every image again from its own store for each later model
+    # call, so a reference of another store would fail every later turn of the
+    # session; it fails this attempt instead, as an invalid reference does.
+    for number, image in enumerate(images, start=1):
+        expected = image_uri(store_uri, image.sha256)
+        if image.uri != expected:
+            raise ImageValidationError(
+                f"image {number}: tool {tool_name} returned image uri {image.uri!r}, which "
+                f"is not in the runner's media store; its images are {expected!r}"
+            )
 
 
 def _result_default(value: object) -> Any:
@@ -240,7 +259,10 @@ class FunctionTool:
                     f"tool {self.name} returned {len(result.images)} images, but the runner "
                     "has no media store to show them to the model"
                 )
-            return ToolExecutionResult(result.output, validate_image_references(result.images))
+            images = validate_image_references(result.images)
+            if context.media_store is not None:
+                _require_own_images(self.name, images, context.media_store.store_uri)
+            return ToolExecutionResult(result.output, images)
         try:
             output = json.dumps(
                 result,
