@@ -18,11 +18,12 @@ from dex_agents.domain.tool_calls import (
     CancellationReason,
     ToolCallStatus,
 )
+from dex_agents.domain.tool_outcomes import STEERED_TOOL_RESULT
 from dex_agents.ports.flow_store import FlowStore
 from tests.app.scripted_runner import ScriptedRunner
+from tests.app.steering_support import TranscriptRunner, texts
 from tests.app.waits_support import (
     BUILT_INS,
-    cancel_tool_call,
     payloads,
     record_with,
     stack,
@@ -236,11 +237,12 @@ async def test_invalid_arguments_fail_at_once_with_the_reason(
         assert not types & {"interrupt_raised", "timer_started"}
 
 
-async def test_a_cancellation_rejects_a_waiting_question_and_a_waiting_timer(
-    store: FlowStore,
-) -> None:
+async def test_a_steer_rejects_a_waiting_question_and_a_waiting_timer(store: FlowStore) -> None:
+    # ResumeTurn wakes both through ToolCallCancellations; a cancellation that reaches a
+    # call whose turn is neither steered nor cancelled is stale and ignored
+    # (test_steering_races).
     options = AgentSessionOptions(built_in_tools=BUILT_INS)
-    async with stack(store, ScriptedRunner(), options) as session:
+    async with stack(store, TranscriptRunner(), options) as session:
         await session.sessions.start_session(
             "s1",
             'call ask_user {"question": "Proceed?"} and '
@@ -248,13 +250,12 @@ async def test_a_cancellation_rejects_a_waiting_question_and_a_waiting_timer(
         )
         await session.until("the question", record_with(ToolCallStatus.AWAITING_ANSWER))
         await session.until("the wait", record_with(ToolCallStatus.WAITING_FOR_TIMER, "call-2"))
-        await cancel_tool_call(session, "call-1", CancellationReason.STEERED)
-        await cancel_tool_call(session, "call-2", CancellationReason.TURN_CANCELLED)
-        snapshot = await session.idle()
-        assert snapshot.messages[-1].text == (
-            'ask_user={"status":"cancelled","reason":"superseded_by_steered_user_message"}; '
-            'durable_wait={"status":"cancelled","reason":"turn_cancelled_by_user"}'
-        )
+        assert await session.sessions.steer_user_message("s1", text="stop")
+        snapshot = await session.idle(turns=2)
+        assert texts(snapshot.messages)[1:3] == [
+            ("tool", f"ask_user={STEERED_TOOL_RESULT}"),
+            ("tool", f"durable_wait={STEERED_TOOL_RESULT}"),
+        ]
         assert snapshot.pending_interrupts == ()
         assert await session.sessions.answer_question("s1", "call-1", "yes") is False
         resolved = payloads(await session.events(), "interrupt_resolved")

@@ -16,13 +16,15 @@ from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT, STEERED
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.session_schema import TOOL_CALL_CANCELLATIONS
-from tests.app.harness import Session, session_stack
+from tests.app.harness import Session, echo, session_stack
 from tests.app.steering_support import (
     CancellableTaskRunner,
     SlowModelRunner,
     TranscriptRunner,
     texts,
 )
+from tests.app.waits_support import cancel_tool_call
+from tests.app.waits_support import stack as cancellable_stack
 
 BUILT_INS = AgentSessionOptions(
     built_in_tools=frozenset({BuiltInTool.ASK_USER, BuiltInTool.DURABLE_WAIT})
@@ -115,6 +117,36 @@ async def test_a_steer_before_a_durable_wait_starts_rejects_the_call(store: Flow
         ]
         assert turns_of(await session.events(), "timer_started") == ["turn-2"]
         assert await pending_cancellations(session, "call-1") == 0
+
+
+async def test_a_cancellation_an_earlier_turn_left_for_a_tool_call_id_cancels_no_later_call(
+    store: FlowStore,
+) -> None:
+    # A steer wakes a started wait through ToolCallCancellations, keyed by tool call ID
+    # only; a cancel_turn that ends the wait before it takes the message leaves it behind.
+    runner = TranscriptRunner(tools={"refund": echo})
+    async with cancellable_stack(store, runner, BUILT_INS) as session:
+        await session.sessions.start_session("s1")
+        for tool_call_id in ("call-1", "call-2", "call-3"):
+            await cancel_tool_call(session, tool_call_id, CancellationReason.STEERED)
+        # The next turn reuses the IDs, and nobody steers or cancels it.
+        await session.sessions.send_user_message("s1", f"{ASK} and {WAIT[5:]} and refund {{}}")
+        await session.until(
+            "the question and the approval", lambda s: len(s.pending_interrupts) == 2
+        )
+        assert await session.sessions.answer_question("s1", "call-1", "yes")
+        assert await session.sessions.resolve_interrupt("s1", "call-3", approved=True)
+        snapshot = await session.idle()
+        assert snapshot.messages[-1].text == (
+            'ask_user={"status":"answered","answer":"yes"}; '
+            'durable_wait={"status":"completed","waited_seconds":1,"reason":"cool down"}; '
+            "refund=looked up {}"
+        )
+        assert [(c.tool_call.tool_call_id, c.tool_call.turn_id) for c in runner.tool_calls] == [
+            ("call-3", "turn-1")
+        ]
+        for tool_call_id in ("call-1", "call-2", "call-3"):
+            assert await pending_cancellations(session, tool_call_id) == 0  # taken and ignored
 
 
 REPORT = AgentSessionOptions(tool_policies={"report": ToolPolicy(ToolEffect.READ)})

@@ -132,10 +132,14 @@ class AwaitTimer(Step[str]):
             return dead_end()
         runtime = self.runtime
         result = context.wait_result
-        if result.messages and isinstance(result.messages[0], ToolCallCancellation):
-            cancelled = cancel_unstarted_tool_call(record, result.messages[0].reason)
+        cancellation = result.messages[0] if result.messages else None
+        if isinstance(cancellation, ToolCallCancellation) and not (
+            turn_control.is_stale_cancellation(context.state, record)
+        ):
+            cancelled = cancel_unstarted_tool_call(record, cancellation.reason)
             tool_routing.finish_record(context, runtime, cancelled)
             return dead_end()
+        # A stale cancellation is ignored: the wait starts, or goes on, as if it never came.
         if not _is_waiting_for_timer(record) or record.wait_until is None:
             return self._start(context, record)
         if context.now < record.wait_until:

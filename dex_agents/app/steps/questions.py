@@ -176,6 +176,8 @@ class AwaitQuestionAnswer(Step[str]):
             )
         (message,) = result.messages
         if isinstance(message, ToolCallCancellation):
+            if turn_control.is_stale_cancellation(state, record):
+                return go_to_many(question_movement(record))
             return self._cancel(context, record, message.reason)
         assert isinstance(message, AgentInterruptResolution)
         if message.cancellation_reason is not None and record.task_id is None:

@@ -278,6 +278,10 @@ class AwaitToolApproval(Step[str]):
             return dead_end()
         (resolution,) = result.messages
         if isinstance(resolution, ToolCallCancellation):
+            from dex_agents.app.steps import turn_control  # turn_control imports this module
+
+            if turn_control.is_stale_cancellation(state, record):
+                return go_to_many(tool_routing.approval_movement(record))
             state.set(PENDING_INTERRUPTS, without_interrupt(pending, input))
             self._resolved(
                 context, record, approved=False, rejection=None, reason=resolution.reason

@@ -113,6 +113,25 @@ def turn_control_reason(state: StateReader, agent_state: AgentState) -> Cancella
     return None
 
 
+def is_stale_cancellation(state: StateReader, record: AgentToolCall) -> bool:
+    """Whether a ``ToolCallCancellations`` message that reached ``record``'s wait was left
+    for an earlier call with the same tool call ID.
+
+    A steer wake cancels a wait through that ChannelMap, keyed by tool call ID
+    only. When ``cancel_turn`` ends the woken wait before it takes the message,
+    the message stays behind, and a later turn's call that reuses the ID would
+    take it. A real cancellation always reaches its call while the call's turn is
+    active and steered or cancelled, so one that finds the turn neither is stale:
+    the waiting Step ignores it and waits on.
+    """
+    agent_state = state.get(AGENT_STATE)
+    return (
+        agent_state is None
+        or agent_state.active_turn_id != record.turn_id
+        or turn_control_reason(state, agent_state) is None
+    )
+
+
 def steered_or_cancelled(
     context: StepContext, runtime: SessionRuntime, agent_state: AgentState
 ) -> StepDecision | None:

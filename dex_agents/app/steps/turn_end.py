@@ -111,8 +111,10 @@ def cancel_steered_waits(
     and so is a question not raised yet or a durable wait not started yet: their
     Step checks the turn before it starts waiting (``cancel_before_start``) and
     locks ``PendingInterrupts`` until then, as this Step does, so it never starts
-    a wait this pass missed. No cancellation message outlives the wait it was
-    meant for, and a later turn that reuses the tool call ID waits normally.
+    a wait this pass missed. A message can outlive its wait when ``cancel_turn``
+    ends the wait before it takes it; a later turn's call that reuses the tool
+    call ID takes it as stale (``turn_control.is_stale_cancellation``) and waits
+    normally.
     """
     state = context.state
     reason = turn_control.turn_control_reason(state, agent_state)
