@@ -1,8 +1,11 @@
-"""RPCs that race a turn's cancellation: an answer nobody would consume is refused."""
+"""RPCs that race a turn's cancellation: an answer nobody would consume is refused, and one
+that commits first is taken even when ``cancel_turn`` abandons its task."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from dex_agents import AgentSessionClient, AgentSessionFlow
@@ -13,17 +16,44 @@ from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.runner_outcomes import (
+    ToolExecutionResult,
+    ToolInputRequested,
+    ToolTaskPollOutcome,
+    ToolTaskStarted,
+)
+from dex_agents.domain.state import AgentStatus
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.ports.runner import DeferredToolExecution, ToolTaskCancellation, ToolTaskPoll
 from tests.app.scripted_runner import ScriptedRunner
 
 
-async def _snapshot_until(sessions: AgentSessionClient) -> AgentSnapshot:
+def _pending(snapshot: AgentSnapshot) -> bool:
+    return bool(snapshot.pending_interrupts)
+
+
+async def _snapshot_until(
+    sessions: AgentSessionClient, probe: Callable[[AgentSnapshot], bool] = _pending
+) -> AgentSnapshot:
     deadline = asyncio.get_running_loop().time() + 10
     while True:
         snapshot = await sessions.get_agent_snapshot("s1")
-        if snapshot.pending_interrupts:
+        if probe(snapshot):
             return snapshot
-        assert asyncio.get_running_loop().time() < deadline, "no pending question"
+        assert asyncio.get_running_loop().time() < deadline, f"timed out; last: {snapshot}"
         await asyncio.sleep(0.01)
+
+
+def _idle(turns: int) -> Callable[[AgentSnapshot], bool]:
+    def probe(snapshot: AgentSnapshot) -> bool:
+        state = snapshot.state
+        return (
+            state is not None
+            and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
+            and state.turn_count == turns
+        )
+
+    return probe
 
 
 async def test_answers_after_cancel_turn_are_refused_before_the_turn_ends() -> None:
@@ -49,6 +79,66 @@ async def test_answers_after_cancel_turn_are_refused_before_the_turn_ends() -> N
         assert await sessions.cancel_turn("s1", snapshot.state.active_turn_id)
         assert not await sessions.answer_question("s1", question.interrupt_id, "savings")
         assert not await sessions.resolve_interrupt("s1", question.interrupt_id, approved=False)
+    finally:
+        if not task.done():
+            await worker.stop()
+            await task
+        engine.close()
+        store.close()
+
+
+@dataclass
+class AskingTaskRunner(ScriptedRunner):
+    """Every tool starts a task that asks once, then reports its answer; it notes cancellations."""
+
+    cancelled: list[ToolTaskCancellation] = field(default_factory=list)
+
+    async def execute_deferred_tool_call(  # type: ignore[override]
+        self, call: DeferredToolExecution
+    ) -> ToolTaskStarted:
+        return ToolTaskStarted(task_id=f"task-{call.tool_call.turn_id}", poll_interval_seconds=0)
+
+    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
+        if poll.tool_call.input_request_count == 0:
+            return ToolInputRequested("Publish the draft?")
+        answer = poll.pending_answer
+        return ToolExecutionResult(f"answer={None if answer is None else answer.answer}")
+
+    async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
+        self.cancelled.append(cancellation)
+
+
+async def test_an_answer_that_beat_cancel_turn_to_a_tasks_question_answers_no_later_question() -> (
+    None
+):
+    runner = AskingTaskRunner()
+    options = AgentSessionOptions(tool_policies={"publish": ToolPolicy(ToolEffect.READ)})
+    flow = AgentSessionFlow(runner, flow_type="RaceAgent", options=options)
+    store = MemoryFlowStore()
+    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
+    sessions = AgentSessionClient(LocalFlowClient(engine), flow)
+    worker = LocalWorker(engine)
+    task = asyncio.create_task(worker.run())
+    try:
+        await sessions.start_session("s1", "call publish {}")
+        (question,) = (await _snapshot_until(sessions)).pending_interrupts
+        # Both commit while no worker runs, the answer first: cancel_turn cancels the
+        # wait that took the answer, which hands it back to InterruptResolutions.
+        await worker.stop()
+        await task
+        assert await sessions.answer_question("s1", question.interrupt_id, "yes")
+        assert await sessions.cancel_turn("s1", "turn-1")
+        worker = LocalWorker(engine)
+        task = asyncio.create_task(worker.run())
+        await _snapshot_until(sessions, _idle(1))
+        assert [c.tool_call.task_id for c in runner.cancelled] == ["task-turn-1"]
+        # The next turn's task asks with the same interrupt ID, and waits for its own answer.
+        await sessions.send_user_message("s1", "call publish {}")
+        (again,) = (await _snapshot_until(sessions)).pending_interrupts
+        assert (again.interrupt_id, again.turn_id) == (question.interrupt_id, "turn-2")
+        assert await sessions.answer_question("s1", again.interrupt_id, "no")
+        snapshot = await _snapshot_until(sessions, _idle(2))
+        assert snapshot.messages[-1].text == "publish=answer=no"
     finally:
         if not task.done():
             await worker.stop()

@@ -156,8 +156,19 @@ class AwaitQuestionAnswer(Step[str]):
         record = context.state.get_instance(AGENT_TOOL_CALLS, input)
         if record is None or record.is_final:
             return dead_end()
-        if record.task_id is not None and tool_tasks.is_turn_cancelled(context.state, record):
-            # cancel_turn abandons a started task, question included.
+        answered_first = any(
+            isinstance(message, AgentInterruptResolution)
+            for message in context.wait_result.messages
+        )
+        if (
+            record.task_id is not None
+            and tool_tasks.is_turn_cancelled(context.state, record)
+            and not answered_first
+        ):
+            # cancel_turn abandons a started task, question included. An answer that
+            # committed first is recorded below all the same (FinishTurnCancellation sent
+            # the call back for it), then PollToolTask abandons the task: left waiting, the
+            # answer would answer a later turn's question with the same interrupt ID.
             return go_to(turn_control.FinishTurnCancellation, record.turn_id)
         if not is_question_raised(record):
             return self._start(context, record)

@@ -372,11 +372,10 @@ def _answered_first(record: AgentToolCall, pending_ids: set[str]) -> StepMovemen
 
     ``resolve_interrupt`` and ``answer_question`` remove the interrupt and publish
     the answer in one commit, so a raised approval or question that is no longer
-    pending has an answer waiting for it. ``None`` for every other call, and for a
-    task's question: ``cancel_turn`` abandons the task instead.
+    pending has an answer waiting for it. A task's question goes back too, so its
+    answer is taken rather than left for a later question with the same interrupt
+    ID; ``PollToolTask`` then abandons the task. ``None`` for every other call.
     """
-    if record.task_id is not None:
-        return None
     if record.status is ToolCallStatus.AWAITING_APPROVAL and record.tool_call_id not in pending_ids:
         return tool_routing.approval_movement(record)
     if (
