@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from dex_agents.domain.arguments import require_instance
+
 if TYPE_CHECKING:
     from dex_agents.domain.tool_calls import ToolCallStatus
 
@@ -38,7 +40,15 @@ class ToolPolicy:
     """
 
     effect: ToolEffect = attrs.field(converter=ToolEffect)
-    requires_approval: bool | None = None
+    requires_approval: bool | None = attrs.field(default=None)
+
+    @requires_approval.validator
+    def _check_requires_approval(self, _: attrs.Attribute[bool | None], value: object) -> None:
+        # Only a bool or None: "no" or 0 would be read by truth, so "no" asked for approval
+        # and 1 compared unequal to True, with no error naming the field.
+        require_instance(
+            "ToolPolicy", "requires_approval", value, (bool, type(None)), "a bool or None"
+        )
 
 
 DEFAULT_TOOL_EFFECT = ToolEffect.UNCLASSIFIED

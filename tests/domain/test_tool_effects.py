@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -197,6 +199,16 @@ def test_a_policy_value_that_is_not_a_tool_policy_is_refused_by_tool_name() -> N
     policies: dict[str, ToolPolicy] = {"lookup": "read"}  # type: ignore[dict-item]
     with pytest.raises(TypeError, match=r"the tool policy for 'lookup' must be a ToolPolicy"):
         resolve_tool_policy("lookup", policies)
+
+
+@pytest.mark.parametrize(("value", "shown"), [("no", "str ('no')"), (0, "int (0)"), (1, "int (1)")])
+def test_a_requires_approval_that_is_not_a_bool_is_refused_by_name(
+    value: object, shown: str
+) -> None:
+    # Before, "no" was kept and read by truth, so the calls waited for approval.
+    expected = f"ToolPolicy: requires_approval must be a bool or None, not {shown}"
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        ToolPolicy(ToolEffect.READ, requires_approval=value)  # type: ignore[arg-type]
 
 
 def test_tool_policy_is_positional_and_converts_wire_strings() -> None:
