@@ -19,6 +19,7 @@ from dex_agents.domain.interrupts import (
     AgentInterrupt,
     AgentInterruptResolution,
     InterruptKind,
+    answerable_interrupts,
     without_interrupt,
 )
 from dex_agents.domain.messages import AgentUserMessage, QueuedUserMessage
@@ -39,6 +40,7 @@ from dex_agents.domain.requests import (
 from dex_agents.domain.session_settings import accepts_session_settings_update
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.engine import AttributeLock, MapLoad, Rpc, RpcContext, RpcResult
+from dex_agents.ports.persistence import StateReader
 from dex_agents.ports.session_schema import (
     AGENT_MESSAGE_INDEX,
     AGENT_PLAN,
@@ -79,16 +81,20 @@ def send_user_message(runtime: SessionRuntime) -> Rpc[AgentUserMessage, bool]:
     return Rpc("send_user_message", AgentUserMessage, bool, handle, is_transactional=True)
 
 
+def _answerable(state: StateReader) -> tuple[AgentInterrupt, ...]:
+    """``PendingInterrupts`` without those of a turn that ``cancel_turn`` already cancelled
+    (nobody would consume their answer)."""
+    cancellation = state.get(TURN_CANCELLATION_REQUEST)
+    cancelled_turn_id = None if cancellation is None else cancellation.turn_id
+    pending: tuple[AgentInterrupt, ...] = state.get(PENDING_INTERRUPTS) or ()
+    return answerable_interrupts(pending, cancelled_turn_id)
+
+
 def _pending_interrupt(context: RpcContext, interrupt_id: str) -> AgentInterrupt | None:
-    """A pending interrupt an answer may still reach: not past its deadline, and not of a
-    turn that ``cancel_turn`` already cancelled (nobody would consume the answer)."""
-    state = context.state
-    pending = state.get(PENDING_INTERRUPTS) or ()
+    """A pending interrupt an answer may still reach: answerable, and not past its deadline."""
+    pending = _answerable(context.state)
     interrupt = next((item for item in pending if item.interrupt_id == interrupt_id), None)
     if interrupt is None or (interrupt.deadline is not None and context.now >= interrupt.deadline):
-        return None
-    cancellation = state.get(TURN_CANCELLATION_REQUEST)
-    if cancellation is not None and cancellation.turn_id == interrupt.turn_id:
         return None
     return interrupt
 
@@ -186,7 +192,10 @@ def _attention_snapshot(context: RpcContext, _: None) -> RpcResult[AgentSnapshot
     return RpcResult(
         AgentSnapshot(
             state=agent_state,
-            pending_interrupts=state.get(PENDING_INTERRUPTS) or (),
+            # A cancelled turn's interrupts stay listed until FinishTurnCancellation runs,
+            # but no answer reaches them: a snapshot that showed them would send
+            # wait_for_user, a listing or a UI to a person for nothing.
+            pending_interrupts=_answerable(state),
             queued_message_count=len(queued),
             queued_messages=queued,
             steered_messages=_queued(context, STEERED_USER_MESSAGES),

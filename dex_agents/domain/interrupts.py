@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from enum import StrEnum
 
@@ -106,3 +106,17 @@ def without_interrupt(
 ) -> tuple[AgentInterrupt, ...]:
     """``PendingInterrupts`` once the interrupt ``interrupt_id`` is resolved or cancelled."""
     return tuple(item for item in pending if item.interrupt_id != interrupt_id)
+
+
+def answerable_interrupts(
+    pending: Iterable[AgentInterrupt], cancelled_turn_id: str | None
+) -> tuple[AgentInterrupt, ...]:
+    """The interrupts of ``pending`` that an answer can still reach, in order.
+
+    ``cancelled_turn_id`` is the turn of the ``TurnCancellationRequest``, if any.
+    ``cancel_turn`` records it, and ``FinishTurnCancellation`` removes that turn's
+    interrupts later, in a commit of its own; until then they are still in
+    ``PendingInterrupts``, but ``resolve_interrupt`` and ``answer_question`` refuse
+    them, so no person is asked for them.
+    """
+    return tuple(item for item in pending if item.turn_id != cancelled_turn_id)

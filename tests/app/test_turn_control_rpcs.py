@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
+from dex_agents.app.rpcs import ATTENTION_SNAPSHOT, SNAPSHOT_WHEN_NEEDED, resolve_interrupt
 from dex_agents.app.steps.turn_control import FinishTurnCancellation
 from dex_agents.app.turn_control_rpcs import (
     CANCELLED_STEP_TYPES,
@@ -15,12 +17,14 @@ from dex_agents.app.turn_control_rpcs import (
     execute_plan,
     steer_user_message,
 )
+from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.plans import PlanExecutionRequest
 from dex_agents.domain.requests import (
     CancelTurnRequest,
     DeleteQueuedMessageRequest,
     ExecutePlanRequest,
+    ResolveInterruptRequest,
     SteerUserMessageRequest,
 )
 from dex_agents.domain.state import (
@@ -159,6 +163,26 @@ def test_cancel_turn_records_the_request_cancels_the_waits_and_finishes_the_canc
     second = call(cancel_turn(runtime()), again, CancelTurnRequest(turn_id="turn-1"))
     assert (second.output, second.next_steps, second.canceling_steps) == (True, (), ())
     assert not again.has_effects
+
+
+def test_a_cancelled_turns_interrupts_ask_no_person_before_finish_turn_cancellation() -> None:
+    # cancel_turn leaves the turn's interrupts to FinishTurnCancellation, a later commit
+    # (with no worker free, much later). Before, the snapshot still listed them, so
+    # wait_for_user right after cancel_turn returned an approval that resolve_interrupt refused.
+    other_turn = attrs.evolve(WAITING_INTERRUPT, interrupt_id="b", tool_call_id="b", turn_id="t0")
+    both = staged(ACTIVE, values={PENDING_INTERRUPTS: (WAITING_INTERRUPT, other_turn)})
+    assert call(cancel_turn(runtime()), both, CancelTurnRequest(turn_id="turn-1")).output
+    assert call(ATTENTION_SNAPSHOT, both, None).output.pending_interrupts == (other_turn,)
+    state = staged(ACTIVE, values={PENDING_INTERRUPTS: (WAITING_INTERRUPT,)})
+    assert session_attention(call(ATTENTION_SNAPSHOT, state, None).output) is (
+        SessionAttention.APPROVAL
+    )
+    assert call(cancel_turn(runtime()), state, CancelTurnRequest(turn_id="turn-1")).output
+    snapshot = call(SNAPSHOT_WHEN_NEEDED, state, None).output
+    assert snapshot.pending_interrupts == ()
+    assert session_attention(snapshot) is None  # the turn is ending, not waiting for a person
+    approval = ResolveInterruptRequest(interrupt_id="a", approved=True)
+    assert call(resolve_interrupt(runtime()), state, approval).output is False
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from dex_agents.domain.interrupts import (
     AgentInterrupt,
     InterruptKind,
+    answerable_interrupts,
     input_interrupt_id_taken,
     tool_input_interrupt_id,
     without_interrupt,
@@ -90,3 +91,19 @@ def test_without_interrupt_drops_only_the_resolved_one() -> None:
     pending = (interrupt("a"), interrupt("b"), interrupt("c"))
     assert [i.interrupt_id for i in without_interrupt(pending, "b")] == ["a", "c"]
     assert without_interrupt(pending, "missing") == pending
+
+
+def test_answerable_interrupts_leave_out_only_the_cancelled_turns() -> None:
+    def interrupt(interrupt_id: str, turn_id: str) -> AgentInterrupt:
+        return AgentInterrupt(
+            interrupt_id=interrupt_id,
+            tool_call_id=interrupt_id,
+            tool_name="refund",
+            kind=InterruptKind.APPROVAL,
+            turn_id=turn_id,
+        )
+
+    pending = (interrupt("a", "turn-2"), interrupt("b", "turn-1"), interrupt("c", "turn-2"))
+    assert answerable_interrupts(pending, None) == pending
+    assert answerable_interrupts(pending, "turn-3") == pending
+    assert [i.interrupt_id for i in answerable_interrupts(pending, "turn-2")] == ["b"]
