@@ -121,6 +121,30 @@ async def test_finish_turn_cancellation_after_a_cancelled_model_call(
     assert [movement.step for movement in decision.movements] == ([expected] if expected else [])
 
 
+async def test_a_due_durable_wait_keeps_its_result_under_a_limit_lowered_since_it_started() -> None:
+    # Before, FinishTurnCancellation checked the arguments against today's
+    # max_durable_wait, so a 60 second wait that had run recorded turn_cancelled once the
+    # limit was lowered to 30 seconds; AwaitTimer itself completes such a wait.
+    fired = record(
+        "fired",
+        ToolCallStatus.WAITING_FOR_TIMER,
+        tool_name="durable_wait",
+        built_in=True,
+        arguments='{"duration_seconds": 60, "reason": "cool down"}',
+        wait_until=NOW - timedelta(seconds=1),
+        wait_reason="cool down",
+    )
+    state = staged(ACTIVE, records=[fired])
+    lowered = runtime(max_durable_wait=timedelta(seconds=30))
+    await FinishTurnCancellation(lowered).execute(FakeStepContext(state), "turn-1")
+    written = written_record(state, "fired")
+    assert (written.status, written.output, written.cancellation_reason) == (
+        ToolCallStatus.SUCCEEDED,
+        durable_wait_output(60, "cool down"),
+        None,
+    )
+
+
 async def test_finish_turn_cancellation_records_every_cancelled_wait() -> None:
     due = NOW - timedelta(seconds=1)
     records = [

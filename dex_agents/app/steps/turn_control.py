@@ -335,8 +335,10 @@ class FinishTurnCancellation(Step[str]):
         # A durable wait whose Timer was due before the cancellation keeps its result.
         if record.wait_until is not None and record.wait_until <= context.now:
             try:
+                # Its arguments passed the limit when the wait started, as in AwaitTimer:
+                # a limit lowered since must not take the result of a wait that ran.
                 arguments = parse_durable_wait_arguments(
-                    record.arguments, max_durable_wait=self.runtime.options.max_durable_wait
+                    record.arguments, max_durable_wait=timedelta.max
                 )
             except ToolExecutionError:
                 pass
