@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dex_agents.domain.arguments import require_bool, require_instance, require_int
@@ -93,6 +93,21 @@ def _require_async_methods(limit: ModelSpendLimit) -> None:
             )
 
 
+def _check_reaches_a_date(name: str, span: timedelta | None) -> None:
+    # A deadline or a wait ends at now + span. Past the last datetime (such as
+    # timedelta.max, meant as "forever") that sum overflowed in every approval,
+    # question or wait: a turn failed after three model calls with "date value out
+    # of range", naming no option.
+    if span is None:
+        return
+    try:
+        datetime.now(UTC) + span
+    except OverflowError:
+        raise ValueError(
+            f"AgentSessionOptions: {name} is too long ({span}): no date is that far from now"
+        ) from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class AgentSessionOptions:
     """The options of an ``AgentSessionFlow``.
@@ -137,6 +152,8 @@ class AgentSessionOptions:
             raise ValueError("interrupt_deadline must be positive")
         if self.max_durable_wait < timedelta(seconds=1):
             raise ValueError("max_durable_wait must be at least 1 second")
+        _check_reaches_a_date("interrupt_deadline", self.interrupt_deadline)
+        _check_reaches_a_date("max_durable_wait", self.max_durable_wait)
         if self.event_stream_capacity_bytes <= 0:
             raise ValueError("event_stream_capacity_bytes must be positive")
         if self.plan_mode_enabled and BuiltInTool.WRITE_TODOS not in self.built_in_tools:

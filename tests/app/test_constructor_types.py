@@ -93,6 +93,18 @@ def test_a_spend_limit_with_a_method_that_is_not_async_is_refused(
         AgentSessionOptions(spend_limit=limit)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("field", ["interrupt_deadline", "max_durable_wait"])
+def test_a_span_that_no_date_can_end_is_refused_by_name(field: str) -> None:
+    # timedelta.max, meant as "forever", was accepted, and every approval, question or
+    # wait then overflowed: a turn failed after three model calls, naming no option.
+    expected = f"AgentSessionOptions: {field} is too long ("
+    too_long: dict[str, Any] = {field: timedelta.max}
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        AgentSessionOptions(**too_long)
+    long: dict[str, Any] = {field: timedelta(days=365 * 1000)}
+    AgentSessionOptions(**long)  # a long one is still fine
+
+
 @pytest.mark.parametrize(
     ("field", "value", "error", "expected"),
     [
