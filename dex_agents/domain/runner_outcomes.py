@@ -18,6 +18,7 @@ from typing import TypeAlias
 
 import attrs
 
+from dex_agents.domain.arguments import require_instance
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.messages import FrameworkMessage, MessageRole, image_tuple
 from dex_agents.domain.tool_effects import ToolPolicy
@@ -281,8 +282,26 @@ def check_user_message(message: object) -> FrameworkMessage:
     return message
 
 
+# The session stores these fields on the call's record as they are, and a record with a
+# field of the wrong type does not decode: before these checks, ToolExecutionResult(5) or
+# ToolInputRequested(allows_free_text="no") made every later read of the session fail.
+_OPTIONAL_TEXT = (str, type(None))
+
+
+def check_tool_execution_result(outcome: ToolExecutionResult) -> None:
+    """Refuse a result whose ``output`` is not a ``str`` (``TypeError``)."""
+    require_instance("ToolExecutionResult", "output", outcome.output, str, "a str")
+
+
 def check_tool_input_requested(outcome: ToolInputRequested) -> None:
-    """Refuse a question with blank text, or one that no answer could satisfy."""
+    """Refuse a question with a field of the wrong type (``TypeError``), with blank text,
+    or one that no answer could satisfy."""
+    where = "ToolInputRequested"
+    require_instance(where, "question", outcome.question, str, "a str")
+    for choice in outcome.choices:
+        require_instance(where, "choices", choice, str, "str values")
+    require_instance(where, "allows_free_text", outcome.allows_free_text, bool, "a bool")
+    require_instance(where, "continuation", outcome.continuation, _OPTIONAL_TEXT, "a str or None")
     if not outcome.question.strip():
         raise ValueError("ToolInputRequested.question must be non-blank")
     if not outcome.allows_free_text and not outcome.choices:
@@ -290,10 +309,18 @@ def check_tool_input_requested(outcome: ToolInputRequested) -> None:
 
 
 def check_tool_task_started(outcome: ToolTaskStarted) -> None:
-    """Refuse a ``ToolTaskStarted`` without a task ID or with a NaN interval."""
+    """Refuse a ``ToolTaskStarted`` without a ``str`` task ID or with a NaN interval."""
+    require_instance("ToolTaskStarted", "task_id", outcome.task_id, str, "a str")
     if not outcome.task_id:
         raise ValueError("ToolTaskStarted.task_id must be non-empty")
     task_poll_seconds(outcome.poll_interval_seconds)
+
+
+def check_tool_task_pending(outcome: ToolTaskPending) -> None:
+    """Refuse a ``ToolTaskPending`` with a NaN interval or a ``continuation`` that is no text."""
+    task_poll_seconds(outcome.poll_interval_seconds)
+    where = "ToolTaskPending"
+    require_instance(where, "continuation", outcome.continuation, _OPTIONAL_TEXT, "a str or None")
 
 
 def check_deferred_tool_outcome(outcome: object) -> DeferredToolOutcome:
@@ -302,7 +329,9 @@ def check_deferred_tool_outcome(outcome: object) -> DeferredToolOutcome:
         check_tool_input_requested(outcome)
     elif isinstance(outcome, ToolTaskStarted):
         check_tool_task_started(outcome)
-    elif not isinstance(outcome, ToolExecutionResult):
+    elif isinstance(outcome, ToolExecutionResult):
+        check_tool_execution_result(outcome)
+    else:
         raise TypeError(
             "execute_deferred_tool_call must return ToolExecutionResult, ToolInputRequested "
             f"or ToolTaskStarted, not {type(outcome).__name__}"
@@ -315,8 +344,10 @@ def check_tool_task_poll_outcome(outcome: object) -> ToolTaskPollOutcome:
     if isinstance(outcome, ToolInputRequested):
         check_tool_input_requested(outcome)
     elif isinstance(outcome, ToolTaskPending):
-        task_poll_seconds(outcome.poll_interval_seconds)
-    elif not isinstance(outcome, ToolExecutionResult):
+        check_tool_task_pending(outcome)
+    elif isinstance(outcome, ToolExecutionResult):
+        check_tool_execution_result(outcome)
+    else:
         raise TypeError(
             "poll_tool_task must return ToolExecutionResult, ToolTaskPending or "
             f"ToolInputRequested, not {type(outcome).__name__}"

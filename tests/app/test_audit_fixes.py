@@ -5,7 +5,9 @@ from __future__ import annotations
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.ports.flow_store import FlowStore
+from dex_agents.ports.runner import DeferredToolExecution
 from tests.app.harness import session_stack
 from tests.app.scripted_runner import ScriptedRunner
 
@@ -61,3 +63,26 @@ async def test_a_steered_turn_keeps_the_last_turn_error_of_an_earlier_turn(
         snapshot = await session.until("the steered messages' turn", third_turn_waits)
         assert snapshot.state is not None
         assert snapshot.state.last_turn_error == error
+
+
+async def test_a_tool_result_that_is_not_text_fails_the_call_and_the_session_stays_readable(
+    store: FlowStore,
+) -> None:
+    # Before, ToolExecutionResult(5) was stored as the record's output, a record that does
+    # not decode: every later snapshot, and the turn itself, failed with StoredValueError.
+    async def count(call: DeferredToolExecution) -> str:
+        return 5  # type: ignore[return-value]
+
+    policy = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False)
+    options = AgentSessionOptions(tool_policies={"count": policy})
+    async with session_stack(store, ScriptedRunner(tools={"count": count}), options) as session:
+        await session.sessions.start_session("s1", "call count {}")
+        snapshot = await session.idle()
+        assert snapshot.messages[-1].text == (
+            "count=The outcome of this tool call is unknown: it may or may not have taken "
+            "effect. Do not call it again blindly; check whether it took effect first, or ask "
+            "the user."
+        )
+        assert await session.sessions.send_user_message("s1", "hello")
+        snapshot = await session.idle(turns=2)
+        assert snapshot.messages[-1].text == "echo: hello"

@@ -398,6 +398,50 @@ def test_valid_poll_outcomes_pass(outcome: ToolTaskPollOutcome) -> None:
     assert check_tool_task_poll_outcome(outcome) is outcome
 
 
+WRONGLY_TYPED_ANSWERS: list[tuple[object, str]] = [
+    (ToolExecutionResult(5), "ToolExecutionResult: output must be a str, not int (5)"),  # type: ignore[arg-type]
+    (ToolInputRequested(5), "ToolInputRequested: question must be a str, not int (5)"),  # type: ignore[arg-type]
+    (
+        ToolInputRequested("Which?", ("a", 1)),  # type: ignore[arg-type]
+        "ToolInputRequested: choices must be str values, not int (1)",
+    ),
+    (
+        ToolInputRequested("Which?", ("a",), "no"),  # type: ignore[arg-type]
+        "ToolInputRequested: allows_free_text must be a bool, not str ('no')",
+    ),
+    (
+        ToolInputRequested("Which?", continuation=7),  # type: ignore[arg-type]
+        "ToolInputRequested: continuation must be a str or None, not int (7)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "outcome", "message"),
+    [
+        *((check_deferred_tool_outcome, *case) for case in WRONGLY_TYPED_ANSWERS),
+        *((check_tool_task_poll_outcome, *case) for case in WRONGLY_TYPED_ANSWERS),
+        (
+            check_deferred_tool_outcome,
+            ToolTaskStarted(42, 5),  # type: ignore[arg-type]
+            "ToolTaskStarted: task_id must be a str, not int (42)",
+        ),
+        (
+            check_tool_task_poll_outcome,
+            ToolTaskPending(5, continuation=b"q"),  # type: ignore[arg-type]
+            "ToolTaskPending: continuation must be a str or None, not bytes (b'q')",
+        ),
+    ],
+)
+def test_an_outcome_field_of_the_wrong_type_is_refused_before_it_is_stored(
+    check: Any, outcome: object, message: str
+) -> None:
+    # The session stores these fields on the call's record, and a record with a field of
+    # the wrong type does not decode: before, every later read of the session failed.
+    with pytest.raises(TypeError, match=exact(message)):
+        check(outcome)
+
+
 @pytest.mark.parametrize(
     ("message", "error", "text"),
     [
