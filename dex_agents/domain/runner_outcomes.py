@@ -214,34 +214,84 @@ def task_poll_seconds(interval: float) -> int:
     return math.ceil(clamped)
 
 
+# RunModel stores these values as they are (messages, records, interrupts, run state),
+# and one with a field of the wrong type does not decode: DeferredToolCall(arguments=
+# {...}) or FrameworkMessage(framework_item={...}) made every later read of the session
+# fail. A TypeError naming the field fails the model call instead, before any commit.
+_TEXT_OR_NONE = (str, type(None))
+_MESSAGE_TEXT_FIELDS = ("text", "tool_call_id", "tool_name", "tool_arguments", "tool_output")
+
+
+def _check_new_messages(where: str, messages: Iterable[object]) -> None:
+    for message in messages:
+        require_instance(
+            where, "new_messages", message, FrameworkMessage, "FrameworkMessage values"
+        )
+        assert isinstance(message, FrameworkMessage)
+        item = message.framework_item
+        require_instance("FrameworkMessage", "framework_item", item, str, "a str")
+        for name in _MESSAGE_TEXT_FIELDS:
+            value = getattr(message, name)
+            require_instance("FrameworkMessage", name, value, _TEXT_OR_NONE, "a str or None")
+
+
+def _check_deferred_call(call: object) -> None:
+    where = "DeferredToolCall"
+    require_instance(
+        "ToolCallsRequested", "tool_calls", call, DeferredToolCall, "DeferredToolCall values"
+    )
+    assert isinstance(call, DeferredToolCall)
+    require_instance(where, "tool_call_id", call.tool_call_id, str, "a str")
+    require_instance(where, "tool_name", call.tool_name, str, "a str")
+    require_instance(where, "arguments", call.arguments, str, "JSON text (a str)")
+    require_instance(where, "policy", call.policy, ToolPolicy, "a ToolPolicy")
+    for name in ("tool_source_reference", "runner_tool_state"):
+        require_instance(where, name, getattr(call, name), _TEXT_OR_NONE, "a str or None")
+    require_instance(where, "ordered", call.ordered, bool, "a bool")
+
+
+def _check_run_state(where: str, framework_run_state: object) -> None:
+    require_instance(where, "framework_run_state", framework_run_state, str, "a str")
+    if not framework_run_state:
+        raise ValueError(f"{where}.framework_run_state must be non-empty")
+
+
 def check_tool_calls_requested(
     outcome: ToolCallsRequested, *, recorded_tool_call_ids: Collection[str] = ()
 ) -> None:
     """Refuse a ``ToolCallsRequested`` that breaks the runner contract.
 
-    ``framework_run_state`` must be non-empty, there must be at least one call, and
+    ``framework_run_state`` must be non-empty text, there must be at least one call, and
     each tool call ID must be non-empty, contain no ``/``, and be unique within the
     turn: across this outcome and ``recorded_tool_call_ids``, the IDs the turn
-    already recorded. A bad ID raises ``InvalidToolCallIdError``, a ``ValueError``.
+    already recorded. A bad ID raises ``InvalidToolCallIdError``, a ``ValueError``; a
+    field of the wrong type (``arguments`` that are not JSON text) a ``TypeError``.
     """
-    if not outcome.framework_run_state:
-        raise ValueError("ToolCallsRequested.framework_run_state must be non-empty")
+    _check_run_state("ToolCallsRequested", outcome.framework_run_state)
     if not outcome.tool_calls:
         raise ValueError("ToolCallsRequested.tool_calls must hold at least one tool call")
+    for call in outcome.tool_calls:
+        _check_deferred_call(call)
+    _check_new_messages("ToolCallsRequested", outcome.new_messages)
     validate_tool_call_ids(
         (call.tool_call_id for call in outcome.tool_calls), recorded_tool_call_ids
     )
 
 
 def check_turn_continued(outcome: TurnContinued) -> None:
-    """Refuse a ``TurnContinued`` whose ``framework_run_state`` is empty."""
-    if not outcome.framework_run_state:
-        raise ValueError("TurnContinued.framework_run_state must be non-empty")
+    """Refuse a ``TurnContinued`` whose ``framework_run_state`` is empty, or with a field
+    of the wrong type (``TypeError``)."""
+    _check_run_state("TurnContinued", outcome.framework_run_state)
+    _check_new_messages("TurnContinued", outcome.new_messages)
 
 
 def check_turn_completed(outcome: TurnCompleted) -> None:
-    """Refuse a ``TurnCompleted`` whose ``turn_error`` is set but blank."""
-    if outcome.turn_error is not None and not outcome.turn_error.strip():
+    """Refuse a ``TurnCompleted`` whose ``turn_error`` is set but blank, or with a field of
+    the wrong type (``TypeError``)."""
+    _check_new_messages("TurnCompleted", outcome.new_messages)
+    error = outcome.turn_error
+    require_instance("TurnCompleted", "turn_error", error, _TEXT_OR_NONE, "a str or None")
+    if error is not None and not error.strip():
         raise ValueError("TurnCompleted.turn_error must be None or non-blank text")
 
 
@@ -285,7 +335,6 @@ def check_user_message(message: object) -> FrameworkMessage:
 # The session stores these fields on the call's record as they are, and a record with a
 # field of the wrong type does not decode: before these checks, ToolExecutionResult(5) or
 # ToolInputRequested(allows_free_text="no") made every later read of the session fail.
-_OPTIONAL_TEXT = (str, type(None))
 
 
 def check_tool_execution_result(outcome: ToolExecutionResult) -> None:
@@ -301,7 +350,7 @@ def check_tool_input_requested(outcome: ToolInputRequested) -> None:
     for choice in outcome.choices:
         require_instance(where, "choices", choice, str, "str values")
     require_instance(where, "allows_free_text", outcome.allows_free_text, bool, "a bool")
-    require_instance(where, "continuation", outcome.continuation, _OPTIONAL_TEXT, "a str or None")
+    require_instance(where, "continuation", outcome.continuation, _TEXT_OR_NONE, "a str or None")
     if not outcome.question.strip():
         raise ValueError("ToolInputRequested.question must be non-blank")
     if not outcome.allows_free_text and not outcome.choices:
@@ -320,7 +369,7 @@ def check_tool_task_pending(outcome: ToolTaskPending) -> None:
     """Refuse a ``ToolTaskPending`` with a NaN interval or a ``continuation`` that is no text."""
     task_poll_seconds(outcome.poll_interval_seconds)
     where = "ToolTaskPending"
-    require_instance(where, "continuation", outcome.continuation, _OPTIONAL_TEXT, "a str or None")
+    require_instance(where, "continuation", outcome.continuation, _TEXT_OR_NONE, "a str or None")
 
 
 def check_deferred_tool_outcome(outcome: object) -> DeferredToolOutcome:

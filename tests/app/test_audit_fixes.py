@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.runner_outcomes import (
+    AgentTurnOutcome,
+    DeferredToolCall,
+    ToolCallsRequested,
+)
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.flow_store import FlowStore
-from dex_agents.ports.runner import DeferredToolExecution
+from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from tests.app.harness import session_stack
 from tests.app.scripted_runner import ScriptedRunner
 
@@ -86,3 +94,29 @@ async def test_a_tool_result_that_is_not_text_fails_the_call_and_the_session_sta
         assert await session.sessions.send_user_message("s1", "hello")
         snapshot = await session.idle(turns=2)
         assert snapshot.messages[-1].text == "echo: hello"
+
+
+class DecodedArgumentsRunner(ScriptedRunner):
+    """Hands its tool call's arguments over decoded, not as the JSON text the contract asks."""
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        if turn.is_resuming:
+            return await super().run_model_step(turn)
+        arguments: Any = {"order_id": "7"}
+        call = DeferredToolCall("call-1", "refund", arguments, turn.resolve_tool_policy("refund"))
+        return ToolCallsRequested("state", [call], AgentUsage())
+
+
+async def test_tool_call_arguments_that_are_not_text_fail_the_turn_and_the_session_stays_readable(
+    store: FlowStore,
+) -> None:
+    # Before, the arguments were stored on the call's record and its approval interrupt,
+    # which then did not decode: every later snapshot failed with StoredValueError.
+    async with session_stack(store, DecodedArgumentsRunner()) as session:
+        await session.sessions.start_session("s1", "refund order 7")
+        snapshot = await session.idle()
+        assert snapshot.state is not None
+        assert snapshot.state.last_turn_error == (
+            "DeferredToolCall: arguments must be JSON text (a str), not dict ({'order_id': '7'})"
+        )
+        assert snapshot.pending_interrupts == ()

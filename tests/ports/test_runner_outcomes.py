@@ -8,6 +8,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -314,6 +315,69 @@ def test_a_turn_outcome_is_checked_by_its_type(
     outcome: object, error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error, match=exact(message)):
+        check_agent_turn_outcome(outcome)
+
+
+def wrongly_typed_call(**fields: Any) -> DeferredToolCall:
+    return attrs.evolve(call("call-1"), **fields)
+
+
+def wrongly_typed_answer(**fields: Any) -> FrameworkMessage:
+    return attrs.evolve(ANSWER, **fields)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "message"),
+    [
+        (
+            ToolCallsRequested("state", [wrongly_typed_call(arguments={"order_id": "7"})], USAGE),
+            "DeferredToolCall: arguments must be JSON text (a str), not dict ({'order_id': '7'})",
+        ),
+        (
+            ToolCallsRequested("state", [wrongly_typed_call(tool_name=5)], USAGE),
+            "DeferredToolCall: tool_name must be a str, not int (5)",
+        ),
+        (
+            ToolCallsRequested("state", [wrongly_typed_call(policy="read")], USAGE),
+            "DeferredToolCall: policy must be a ToolPolicy, not str ('read')",
+        ),
+        (
+            ToolCallsRequested("state", [wrongly_typed_call(runner_tool_state=1)], USAGE),
+            "DeferredToolCall: runner_tool_state must be a str or None, not int (1)",
+        ),
+        (
+            ToolCallsRequested({"turn": 1}, [call("call-1")], USAGE),  # type: ignore[arg-type]
+            "ToolCallsRequested: framework_run_state must be a str, not dict ({'turn': 1})",
+        ),
+        (
+            ToolCallsRequested("state", ["lookup_order"], USAGE),  # type: ignore[list-item]
+            "ToolCallsRequested: tool_calls must be DeferredToolCall values, not str "
+            "('lookup_order')",
+        ),
+        (
+            TurnCompleted([wrongly_typed_answer(framework_item={"a": 1})], USAGE),
+            "FrameworkMessage: framework_item must be a str, not dict ({'a': 1})",
+        ),
+        (
+            TurnContinued("state", [wrongly_typed_answer(tool_output=3)], USAGE),
+            "FrameworkMessage: tool_output must be a str or None, not int (3)",
+        ),
+        (
+            TurnCompleted(["Done."], USAGE),  # type: ignore[list-item]
+            "TurnCompleted: new_messages must be FrameworkMessage values, not str ('Done.')",
+        ),
+        (
+            TurnCompleted([ANSWER], USAGE, turn_error=500),  # type: ignore[arg-type]
+            "TurnCompleted: turn_error must be a str or None, not int (500)",
+        ),
+    ],
+)
+def test_a_turn_outcome_field_of_the_wrong_type_is_refused_before_it_is_stored(
+    outcome: object, message: str
+) -> None:
+    # RunModel stores these values as they are, and a value with a field of the wrong
+    # type does not decode: before, every later read of the session failed.
+    with pytest.raises(TypeError, match=exact(message)):
         check_agent_turn_outcome(outcome)
 
 
