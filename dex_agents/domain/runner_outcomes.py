@@ -222,17 +222,21 @@ _TEXT_OR_NONE = (str, type(None))
 _MESSAGE_TEXT_FIELDS = ("text", "tool_call_id", "tool_name", "tool_arguments", "tool_output")
 
 
+def _check_message_fields(message: FrameworkMessage) -> None:
+    item = message.framework_item
+    require_instance("FrameworkMessage", "framework_item", item, str, "a str")
+    for name in _MESSAGE_TEXT_FIELDS:
+        value = getattr(message, name)
+        require_instance("FrameworkMessage", name, value, _TEXT_OR_NONE, "a str or None")
+
+
 def _check_new_messages(where: str, messages: Iterable[object]) -> None:
     for message in messages:
         require_instance(
             where, "new_messages", message, FrameworkMessage, "FrameworkMessage values"
         )
         assert isinstance(message, FrameworkMessage)
-        item = message.framework_item
-        require_instance("FrameworkMessage", "framework_item", item, str, "a str")
-        for name in _MESSAGE_TEXT_FIELDS:
-            value = getattr(message, name)
-            require_instance("FrameworkMessage", name, value, _TEXT_OR_NONE, "a str or None")
+        _check_message_fields(message)
 
 
 def _check_deferred_call(call: object) -> None:
@@ -329,6 +333,7 @@ def check_user_message(message: object) -> FrameworkMessage:
         raise ValueError(
             f"build_user_message must return a message with role user, not {message.role}"
         )
+    _check_message_fields(message)  # a field of the wrong type would not decode once stored
     return message
 
 

@@ -515,8 +515,13 @@ def test_an_outcome_field_of_the_wrong_type_is_refused_before_it_is_stored(
             "build_user_message must return a message with role user, not assistant",
         ),
         ("hello", TypeError, "build_user_message must return a FrameworkMessage, not str"),
+        (
+            FrameworkMessage(role=MessageRole.USER, framework_item={"text": "hi"}),  # type: ignore[arg-type]
+            TypeError,
+            "FrameworkMessage: framework_item must be a str, not dict ({'text': 'hi'})",
+        ),
     ],
-    ids=["assistant-role", "not-a-message"],
+    ids=["assistant-role", "not-a-message", "item-not-text"],
 )
 def test_build_user_message_must_return_a_user_message(
     message: object, error: type[Exception], text: str
