@@ -31,7 +31,9 @@ from dex_agents.domain.events import (
 )
 from dex_agents.domain.images import AgentImageReference, validate_image_references
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, FrameworkMessage
-from dex_agents.domain.runner_outcomes import check_user_message
+from dex_agents.domain.runner_outcome_checks import (
+    check_user_message,
+)
 from dex_agents.domain.session_settings import copy_settings_for_turn
 from dex_agents.domain.state import AgentState, AgentStatus, InteractionMode, TurnReplySequence
 from dex_agents.domain.tool_calls import AgentToolCall

@@ -24,6 +24,13 @@ from dex_agents.domain.model_io import (
     ToolResultItem,
     UserTextItem,
 )
+from dex_agents.domain.runner_outcome_checks import (
+    check_agent_turn_outcome,
+    check_deferred_tool_outcome,
+    check_tool_calls_requested,
+    check_tool_task_poll_outcome,
+    check_user_message,
+)
 from dex_agents.domain.runner_outcomes import (
     MAX_TASK_POLL_SECONDS,
     MIN_TASK_POLL_SECONDS,
@@ -40,11 +47,6 @@ from dex_agents.domain.runner_outcomes import (
     ToolTaskStarted,
     TurnCompleted,
     TurnContinued,
-    check_agent_turn_outcome,
-    check_deferred_tool_outcome,
-    check_tool_calls_requested,
-    check_tool_task_poll_outcome,
-    check_user_message,
     task_poll_seconds,
 )
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy

@@ -37,12 +37,14 @@ from dex_agents.app.tool_routing import (
 )
 from dex_agents.domain.images import validate_image_references
 from dex_agents.domain.ordered_writes import OrderedWriteAction, decide_next_ordered_write
+from dex_agents.domain.runner_outcome_checks import (
+    check_agent_turn_outcome,
+)
 from dex_agents.domain.runner_outcomes import (
     AgentTurnOutcome,
     ToolCallsRequested,
     TurnCompleted,
     TurnContinued,
-    check_agent_turn_outcome,
 )
 from dex_agents.domain.session_settings import read_turn_settings
 from dex_agents.domain.state import AgentState, AgentStatus

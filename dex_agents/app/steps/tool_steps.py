@@ -22,11 +22,13 @@ from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.events import AgentEventType, InterruptResolvedPayload
 from dex_agents.domain.images import validate_image_references
 from dex_agents.domain.interrupts import AgentInterruptResolution, InterruptKind, without_interrupt
+from dex_agents.domain.runner_outcome_checks import (
+    check_deferred_tool_outcome,
+)
 from dex_agents.domain.runner_outcomes import (
     ToolExecutionResult,
     ToolInputRequested,
     ToolTaskStarted,
-    check_deferred_tool_outcome,
 )
 from dex_agents.domain.tool_calls import (
     AgentToolCall,

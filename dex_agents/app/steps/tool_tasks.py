@@ -28,13 +28,15 @@ from dex_agents.app.steps import questions, tool_steps, turn_control
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.events import AgentEventType, ToolTaskStartedPayload
 from dex_agents.domain.images import validate_image_references
+from dex_agents.domain.runner_outcome_checks import (
+    check_tool_task_poll_outcome,
+)
 from dex_agents.domain.runner_outcomes import (
     MIN_TASK_POLL_SECONDS,
     ToolExecutionResult,
     ToolInputRequested,
     ToolTaskPending,
     ToolTaskStarted,
-    check_tool_task_poll_outcome,
 )
 from dex_agents.domain.tool_calls import (
     AgentToolCall,
