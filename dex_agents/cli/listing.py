@@ -121,7 +121,9 @@ async def run_sessions(db: str | os.PathLike[str]) -> int:
 async def _all_messages(reader: Reader, flow_type: str, session_id: str) -> list[AgentMessage]:
     client = reader.runtime.sessions(reader.flows[flow_type])
     messages: list[AgentMessage] = []
-    after: int | None = None
+    # Page forward from the oldest: with no cursor a page is the newest messages, and
+    # paging after it found nothing, so a session past one page lost its beginning.
+    after = 0
     while True:
         page = await client.list_agent_messages(session_id, after_sequence=after, limit=_PAGE)
         messages.extend(page.messages)

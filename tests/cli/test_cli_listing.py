@@ -106,6 +106,30 @@ def test_show_reads_a_session_of_a_flow_type_it_does_not_serve(
     )
 
 
+async def _seed_long_session(db: Path, turns: int) -> None:
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="OtherAgent")
+    async with LocalRuntime(db, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("long")
+        for turn in range(1, turns + 1):
+            assert await sessions.send_user_message("long", f"hello {turn}")
+            await sessions.wait_for_user("long", timeout=WAIT)
+
+
+def test_show_prints_the_whole_transcript_of_a_session_longer_than_a_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 101 turns store 202 messages: more than one list_agent_messages page (200).
+    db = tmp_path / "long.sqlite3"
+    asyncio.run(_seed_long_session(db, turns=101))
+
+    code, out, err = _run(capsys, "show", "long", "--db", str(db))
+
+    assert (code, err) == (0, "")
+    said = [line.removeprefix("  you> ") for line in out.splitlines() if "you> " in line]
+    assert said == [f"hello {turn}" for turn in range(1, 102)]
+
+
 def test_show_refuses_a_flow_run_that_is_not_an_agent_session(
     seeded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
