@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from dex_agents import ToolEffect
+from dex_agents import FlowAlreadyStartedError, ToolEffect
 from dex_agents.builtin_loop import (
     AgentDefinition,
     ModelRequest,
@@ -60,11 +60,12 @@ flow = builtin_agent_session_flow(agent, flow_type="SupportAgent")
 async def main() -> None:
     async with LocalRuntime("first-agent.sqlite3", [flow]) as runtime:
         sessions = runtime.sessions(flow)
-        if await sessions.open_session("customer-7"):
-            print("started session customer-7")
-            await sessions.send_user_message("customer-7", "Please refund order 7.")
-        else:
+        try:  # the session and its first message in one commit, so no kill comes between
+            await sessions.start_session("customer-7", "Please refund order 7.")
+        except FlowAlreadyStartedError:
             print("resumed session customer-7")
+        else:
+            print("started session customer-7")
         while True:
             snapshot = await sessions.wait_for_user("customer-7")
             if not snapshot.pending_interrupts:

@@ -132,6 +132,45 @@ def test_first_agent_approves_a_pending_refund_after_a_kill_9(tmp_path: Path) ->
     assert output == first_run.replace("started session", "resumed session")
 
 
+CRASH_AS_THE_SESSION_STARTS = textwrap.dedent(
+    """
+    import os, runpy, signal, sys
+
+    from dex_agents import AgentSessionClient
+
+    def killed_once_it_returns(call):
+        async def call_then_die(self, *args, **kwargs):
+            await call(self, *args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return call_then_die
+
+    # The first call that leaves the session in the file is the last thing this run does.
+    for name in ("open_session", "start_session"):
+        setattr(AgentSessionClient, name, killed_once_it_returns(getattr(AgentSessionClient, name)))
+    runpy.run_path(sys.argv[1], run_name="__main__")
+    """
+)
+
+
+def test_first_agent_killed_as_its_session_starts_resumes_it_on_the_next_run(
+    tmp_path: Path,
+) -> None:
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASH_AS_THE_SESSION_STARTS, str(EXAMPLES / "first_agent.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert crashed.returncode == -9, crashed.stderr
+
+    output = run_example("first_agent.py", tmp_path)
+
+    first_run = section_blocks("Your first agent", "text")[0].text
+    assert output == first_run.replace("started session", "resumed session")
+
+
 def test_approvals_and_questions_answers_the_question_and_the_rejected_tool_never_runs(
     tmp_path: Path,
 ) -> None:
