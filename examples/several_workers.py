@@ -7,7 +7,9 @@ script again, with the ``worker`` argument, which calls
 slow read tool that reports the process it ran in (``os.getpid()``). Every
 worker takes one Step at a time here, so the tool calls spread over the
 processes. At the end it stops the extra workers with SIGTERM, which they
-handle by no longer claiming work and exiting.
+handle by no longer claiming work and exiting. A worker also stops when this
+process ends in any other way, even ``kill -9``: its stdin, a pipe from this
+process, then reaches its end.
 
 Run it with ``uv run python examples/several_workers.py``.
 """
@@ -18,6 +20,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -68,11 +71,22 @@ flow = builtin_agent_session_flow(agent, flow_type="OrdersAgent")
 async def start_worker_process() -> asyncio.subprocess.Process:
     """This script with ``worker``: a process that serves the sessions of ``DATABASE``."""
     worker = await asyncio.create_subprocess_exec(
-        sys.executable, SCRIPT, "worker", stdout=asyncio.subprocess.PIPE
+        sys.executable,
+        SCRIPT,
+        "worker",
+        stdin=asyncio.subprocess.PIPE,  # held open until this process ends
+        stdout=asyncio.subprocess.PIPE,
     )
     assert worker.stdout is not None
     await worker.stdout.readline()  # "ready": it is about to serve
     return worker
+
+
+def stop_when_the_parent_ends() -> None:
+    """SIGTERM this worker once stdin ends: the process that started it has exited."""
+    while os.read(sys.stdin.fileno(), 4096):  # unbuffered: no lock held at exit
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 async def ask(runtime: LocalRuntime, session_id: str, order_id: str) -> str:
@@ -106,6 +120,8 @@ async def main() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["worker"]:
+        # Without this, a worker whose parent was killed would serve the file forever.
+        threading.Thread(target=stop_when_the_parent_ends, daemon=True).start()
         print("ready", flush=True)
         run_workers(DATABASE, [flow], max_concurrent_tasks=1)
     else:

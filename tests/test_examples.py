@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from dex_agents.testing import wait_until
 from tests.adapters.litellm.provider_scripts import (
     function_call_item,
     message_item,
@@ -234,6 +237,41 @@ def test_several_workers_runs_sessions_in_three_processes_and_stops_the_workers(
     tmp_path: Path,
 ) -> None:
     check_several_workers_output(run_example("several_workers.py", tmp_path))
+
+
+def process_is_running(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists and is no zombie (an orphan's reaper may be slow)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_several_workers_leaves_no_worker_behind_when_it_is_killed(tmp_path: Path) -> None:
+    main = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(EXAMPLES / "several_workers.py"),
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert main.stdout is not None
+    first_line = await asyncio.wait_for(main.stdout.readline(), RUN_TIMEOUT_SECONDS)
+    workers = [int(pid) for pid in re.findall(r"\d+", first_line.decode().split(";")[1])]
+    assert len(workers) == 2, first_line
+    try:
+        main.kill()  # kill -9 of the program alone, not of its process group
+        await main.wait()
+
+        await wait_until(
+            "the orphaned worker processes to exit",
+            lambda: not any(process_is_running(pid) for pid in workers),
+            timeout=RUN_TIMEOUT_SECONDS,
+        )
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(main.pid, signal.SIGKILL)
 
 
 def test_the_readme_shows_several_workers_output_of_the_right_shape() -> None:
