@@ -59,8 +59,13 @@ async def run_serve(
 
     try:
         token = load_console_token(token_file)
-    except (ConsoleConfigError, OSError) as error:
+    except ConsoleConfigError as error:
         raise CliError(str(error)) from error
+    # The OS's or the codec's text alone did not say which file it was about.
+    except UnicodeDecodeError as error:
+        raise CliError(_unreadable_token_file(token_file, "it is not UTF-8 text")) from error
+    except OSError as error:
+        raise CliError(_unreadable_token_file(token_file, error.strerror or str(error))) from error
     if token is None and not is_loopback_host(host):
         raise CliError(
             f"--host {terminal.escaped(host)} is not loopback: set ${TOKEN_ENV} or pass "
@@ -88,6 +93,12 @@ async def run_serve(
     finally:
         listening.close()
     return 0
+
+
+def _unreadable_token_file(token_file: str | os.PathLike[str] | None, reason: str) -> str:
+    return (
+        f"the token file {terminal.escaped(os.fspath(token_file or ''))} cannot be read: {reason}"
+    )
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:

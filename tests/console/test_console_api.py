@@ -197,6 +197,19 @@ async def test_serve_names_a_bad_database_or_port_before_it_prints_its_address(
     assert "'99999' is not a port (0 to 65535)" in capsys.readouterr().err
 
 
+async def test_serve_names_a_token_file_it_cannot_read(tmp_path: Path) -> None:
+    with pytest.raises(CliError) as missing:
+        await run_serve(tmp_path / "s.sqlite3", "0.0.0.0", 0, token_file=tmp_path / "nope")
+    assert str(missing.value) == (
+        f"the token file {tmp_path / 'nope'} cannot be read: No such file or directory"
+    )
+    latin = tmp_path / "latin"
+    latin.write_bytes(b"caf\xe9")
+    with pytest.raises(CliError) as undecodable:
+        await run_serve(tmp_path / "s.sqlite3", "0.0.0.0", 0, token_file=latin)
+    assert str(undecodable.value) == f"the token file {latin} cannot be read: it is not UTF-8 text"
+
+
 def test_token_sources_and_host_rules(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("from-file\n")
