@@ -78,6 +78,8 @@ async def run_serve(
     app = create_console_app(
         db, [demo_flow()], token=token, workers=1, lease_duration=CHAT_LEASE_DURATION
     )
+    # The port the socket got: --port 0 asks the OS for a free one.
+    port = listening.getsockname()[1]
     print(f"dex-agents console: {console_url(host, port, token)}", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws="none")
 

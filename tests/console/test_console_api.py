@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from dex_agents.console import (
 from dex_agents.console.security import cross_site_refusal, host_header_name, is_loopback_host
 from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.local import LocalRuntime
+from tests.console.serve_process import ROOT
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot, texts
 
 OTHER_FLOW_TYPE = "SomeoneElsesAgent"
@@ -208,6 +211,33 @@ async def test_serve_names_a_token_file_it_cannot_read(tmp_path: Path) -> None:
     with pytest.raises(CliError) as undecodable:
         await run_serve(tmp_path / "s.sqlite3", "0.0.0.0", 0, token_file=latin)
     assert str(undecodable.value) == f"the token file {latin} cannot be read: it is not UTF-8 text"
+
+
+async def test_serve_on_port_0_prints_the_port_it_listens_on(tmp_path: Path) -> None:
+    serve = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "dex_agents.cli",
+        "serve",
+        "--db",
+        str(tmp_path / "s.sqlite3"),
+        "--port",
+        "0",
+        cwd=ROOT,
+        stdin=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert serve.stderr is not None
+    try:
+        line = await asyncio.wait_for(serve.stderr.readline(), 60)
+        url = line.decode().removeprefix("dex-agents console: ").strip()
+        assert url.startswith("http://127.0.0.1:"), line
+        assert not url.endswith(":0")
+        async with httpx.AsyncClient(base_url=url) as client:
+            assert (await client.get("/api/sessions")).status_code == 200
+    finally:
+        serve.send_signal(signal.SIGINT)
+        await asyncio.wait_for(serve.wait(), 60)
 
 
 def test_token_sources_and_host_rules(tmp_path: Path) -> None:
