@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Print the path of a working uv, installing it first when there is none.
-# Sourced by demo.sh and ci.sh, so a fresh machine needs only python3 with venv.
+# Run by demo.sh and ci.sh, so a fresh machine needs only python3 with venv.
 #
 # Without `uv` on PATH it installs uv into a private virtual environment,
 # ${XDG_CACHE_HOME:-~/.cache}/dex-agents/uv-venv, and prints its absolute path:
