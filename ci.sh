@@ -5,12 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 uv="$(scripts/find-uv.sh)" || { echo "ci.sh: could not find or install uv" >&2; exit 1; }
-# The console's browser test drives Debian's chromium (no browser download); where
-# it cannot be installed (not root, no apt) that one test skips and says why.
+# The console's browser tests drive Debian's chromium (no browser download); where
+# it cannot be installed (not root, no apt) those tests skip and say why.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "== installing chromium for the console's browser test"
+    echo "== installing chromium for the console's browser tests"
     apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
-        || echo "ci.sh: could not install chromium; the browser test will skip" >&2
+        || echo "ci.sh: could not install chromium; the browser tests will skip" >&2
 fi
 export UV_LINK_MODE=copy
 # Every extra: the adapters' tests run them against real local peers.
