@@ -21,6 +21,7 @@ from dex_agents.cli import terminal
 from dex_agents.cli.chat import run_chat
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.listing import run_sessions, run_show
+from dex_agents.cli.log_lines import log_in_one_line
 from dex_agents.cli.real_model import API_BASE_ENV, MODEL_ENV
 from dex_agents.cli.serve import DEFAULT_HOST, DEFAULT_PORT, run_serve
 from dex_agents.domain.errors import DexAgentsError
@@ -151,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.command is None:
         parser.print_help()
         return 0
+    log_in_one_line(PROG)
     runs: dict[str, Callable[[], Coroutine[Any, Any, int]]] = {
         "chat": lambda: run_chat(
             arguments.db,

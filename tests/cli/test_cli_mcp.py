@@ -83,6 +83,27 @@ async def test_the_model_calls_tools_of_a_stdio_and_an_http_server(tmp_path: Pat
     assert "note b: hello" in results
 
 
+async def test_a_server_that_cannot_be_listed_is_one_warning_line_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    # The demo model answers without the server's tools; the listing's warning, logged
+    # with its traceback, was printed whole into the chat.
+    code, out, err = await run_chat(
+        ["--db", str(tmp_path / "chat.sqlite3"), "--mcp-stdio", "no-such-mcp-server"],
+        "where is order 7\n/quit\n",
+        chat_env(),
+    )
+
+    assert code == 0, err
+    assert "agent> Done. lookup_order:" in out
+    assert "Traceback" not in out + err
+    (warning,) = err.splitlines()
+    assert warning.startswith(
+        "dex-agents: warning: MCP server 'no-such-mcp-server' could not be listed; its tools "
+        "are left out for 30.0 seconds: could not connect to MCP server 'no-such-mcp-server'"
+    )
+
+
 @pytest.mark.parametrize(
     ("flag", "value"), [("--mcp-stdio", "mcp-server-time"), ("--mcp-url", "http://127.0.0.1:1/mcp")]
 )
