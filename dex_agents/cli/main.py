@@ -78,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument(
         "--api-base",
-        default=os.environ.get(API_BASE_ENV) or None,
-        help=f"the model server's base URL, e.g. a local OpenAI-compatible one (${API_BASE_ENV})",
+        default=None,
+        help=f"the model server's base URL, e.g. a local OpenAI-compatible one (default: "
+        f"${API_BASE_ENV}); needs --model",
     )
     chat.add_argument(
         "--mcp-stdio",
@@ -152,6 +153,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.command is None:
         parser.print_help()
         return 0
+    if arguments.command == "chat":
+        if arguments.api_base is not None and arguments.model is None:
+            # Ignored, the flag left a person talking to the scripted model while they
+            # thought they reached their own server.
+            parser.error(f"--api-base needs --model (or ${MODEL_ENV}): a model to ask there")
+        arguments.api_base = arguments.api_base or os.environ.get(API_BASE_ENV) or None
     log_in_one_line(PROG)
     runs: dict[str, Callable[[], Coroutine[Any, Any, int]]] = {
         "chat": lambda: run_chat(

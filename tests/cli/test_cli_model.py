@@ -99,3 +99,16 @@ async def test_an_unknown_model_is_one_line(tmp_path: Path) -> None:
     assert out == ""
     assert "unknown model 'no-such-model'" in err
     assert len(err.strip().splitlines()) == 1
+
+
+async def test_an_api_base_without_a_model_is_refused_not_ignored(tmp_path: Path) -> None:
+    # Ignored, it left the chat on the scripted demo model while the person meant their server.
+    db = tmp_path / "chat.sqlite3"
+    code, out, err = await run_chat(
+        ["--db", str(db), "--api-base", "http://127.0.0.1:1/v1"], "hello\n/quit\n", chat_env()
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        "dex-agents: error: --api-base needs --model (or $DEX_AGENTS_MODEL): a model to ask there\n"
+    )
+    assert not db.exists()
