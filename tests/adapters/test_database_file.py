@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from dex_agents import AgentSessionFlow
 from dex_agents.adapters.local.database_file import DatabaseFileError, check_database_file
+from dex_agents.local import LocalRuntime
+from tests.app.scripted_runner import ScriptedRunner
 
 
 def sqlite_file(path: Path) -> Path:
@@ -55,6 +58,32 @@ def test_path_faults(
     path = make(tmp_path)
     with pytest.raises(DatabaseFileError, match=message.format(p=tmp_path)):
         check_database_file(path, must_exist=must_exist)
+
+
+def test_a_path_that_names_a_folder_or_nothing_is_refused(tmp_path: Path) -> None:
+    # Path() reads "x/" as "x" and "" as ".": a database file was created named for the
+    # folder meant, and an empty path was reported as the directory ".".
+    with pytest.raises(DatabaseFileError, match=r"^the session database path is empty$"):
+        check_database_file("", must_exist=False)
+    sqlite_file(tmp_path / "db.sqlite3")
+    for name in ("new-folder/", "db.sqlite3/"):  # a folder to be, and a file named as a folder
+        given = f"{tmp_path}/{name}"
+        with pytest.raises(DatabaseFileError) as refused:
+            check_database_file(given, must_exist=False)
+        assert str(refused.value) == (
+            f"{given} ends with a slash: name the database file, not a folder"
+        )
+    assert not (tmp_path / "new-folder").exists()
+    with pytest.raises(DatabaseFileError, match="is a directory, not a session database"):
+        check_database_file(f"{tmp_path}/", must_exist=False)
+
+
+async def test_a_runtime_checks_the_path_as_given(tmp_path: Path) -> None:
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="Checked")
+    with pytest.raises(DatabaseFileError, match="ends with a slash"):
+        async with LocalRuntime(f"{tmp_path}/sessions/", [flow]):
+            pass
+    assert not os.listdir(tmp_path)
 
 
 def test_a_file_that_is_not_sqlite(tmp_path: Path) -> None:

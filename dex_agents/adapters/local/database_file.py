@@ -3,9 +3,9 @@
 SQLite's own errors for a bad path name the symptom ("unable to open database
 file", "file is not a database") and a read-only file is found only at the first
 write, after a user has typed a message. These checks name the fault once, in
-the same words for every caller: a directory, a missing folder, a missing file
-that should exist, a file that is not SQLite, and a file or folder that cannot
-be written.
+the same words for every caller: an empty path or one that ends with a slash,
+a directory, a missing folder, a missing file that should exist, a file that is
+not SQLite, and a file or folder that cannot be written.
 """
 
 from __future__ import annotations
@@ -36,6 +36,13 @@ def check_database_file(path: str | os.PathLike[str], *, must_exist: bool) -> Pa
     ``must_exist`` refuses a missing file instead of letting SQLite create an
     empty one (listing or showing sessions must never create a database).
     """
+    text = os.fspath(path)
+    # Path() drops a trailing slash and turns "" into ".": a folder meant as a folder
+    # became a database file of its name, and an empty --db became "the directory .".
+    if not text:
+        raise DatabaseFileError("the session database path is empty")
+    if text.endswith(("/", os.sep)) and not Path(text).is_dir():
+        raise DatabaseFileError(f"{text} ends with a slash: name the database file, not a folder")
     database = Path(path)
     folder = database.parent
     if database.is_dir():

@@ -84,6 +84,8 @@ class EngineRuntime:
         if not flows:
             raise ValueError("an engine runtime needs at least one Flow")
         self._path = None if path is None else Path(path)
+        # As given: Path() drops what check_database_file refuses (a trailing slash, "").
+        self._given_path = None if path is None else os.fspath(path)
         self._flows = list(flows)
         self._worker_count = workers
         self._max_concurrent_tasks = max_concurrent_tasks
@@ -131,10 +133,10 @@ class EngineRuntime:
         if self._engine is not None:
             raise RuntimeError("this runtime is open already")
         store: FlowStore
-        if self._path is None:
+        if self._given_path is None:
             store = MemoryFlowStore()
         else:
-            path = check_database_file(self._path, must_exist=not self._create)
+            path = check_database_file(self._given_path, must_exist=not self._create)
             # A runtime with no worker is a client: its RPCs go ahead of workers' commits.
             store = await asyncio.to_thread(
                 functools.partial(SqliteFlowStore, path, client=self._worker_count == 0)
