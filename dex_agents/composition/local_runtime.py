@@ -49,6 +49,12 @@ class LocalRuntime(EngineRuntime):
     def sessions(self, flow: PortableSessionFlow) -> AgentSessionClient:
         """An ``AgentSessionClient`` for the sessions of ``flow``, one of this runtime's Flows."""
         if not any(flow is served for served in self.flows):
+            if any(flow.flow_type == served.flow_type for served in self.flows):
+                # The type is served, so "not one of its Flows" read as a wrong type name.
+                raise ValueError(
+                    f"this Flow of type {flow.flow_type!r} is another object than the one "
+                    "this runtime serves: pass the Flow given to LocalRuntime"
+                )
             raise ValueError(f"Flow type {flow.flow_type!r} is not one of this runtime's Flows")
         return AgentSessionClient(self.flow_client, flow)
 

@@ -58,14 +58,14 @@ def reply(request: ModelRequest) -> ScriptedModelReply:
     return ScriptedModelReply(text=f"echo: {last}")
 
 
-def make_flow() -> AgentSessionFlow:
+def make_flow(flow_type: str = "RuntimeTestAgent") -> AgentSessionFlow:
     agent = AgentDefinition(
         name="runtime-test",
         instructions="Answer.",
         model=ScriptedModelClient(reply),
         tools=[lookup, refund],
     )
-    return builtin_agent_session_flow(agent, flow_type="RuntimeTestAgent")
+    return builtin_agent_session_flow(agent, flow_type=flow_type)
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -129,10 +129,17 @@ async def test_an_accepted_message_is_never_invisible(database: Path | None) -> 
 
 
 async def test_sessions_refuses_a_flow_the_runtime_does_not_serve() -> None:
-    served, other = make_flow(), make_flow()
+    served = make_flow()
     async with LocalRuntime(None, [served], workers=0) as runtime:
-        with pytest.raises(ValueError, match=r"RuntimeTestAgent.* not one of this runtime's Flows"):
-            runtime.sessions(other)
+        with pytest.raises(ValueError, match=r"OtherAgent.* not one of this runtime's Flows"):
+            runtime.sessions(make_flow("OtherAgent"))
+        # The same type built twice: the message must not read as a wrong type name.
+        with pytest.raises(
+            ValueError,
+            match=r"^this Flow of type 'RuntimeTestAgent' is another object than the one this "
+            r"runtime serves: pass the Flow given to LocalRuntime$",
+        ):
+            runtime.sessions(make_flow())
 
 
 async def test_create_false_never_creates_a_database(tmp_path: Path) -> None:
