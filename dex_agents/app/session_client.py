@@ -309,7 +309,10 @@ class PortableSessionClient:
         A restarted program calls this instead of ``start_session``, which raises
         ``FlowAlreadyStartedError`` for an ID that was started before. The settings,
         environment and plan mode apply only to a session started now; send the
-        first message with ``send_user_message``.
+        first message with ``send_user_message``. A program that must send a first
+        message once calls ``start_session(id, text)`` instead and resumes on
+        ``FlowAlreadyStartedError``: the session and its message commit together, where
+        a kill between this call and ``send_user_message`` leaves a session with none.
         """
         _require_session_id("open_session", session_id)
         try:
