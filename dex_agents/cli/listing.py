@@ -118,7 +118,10 @@ async def run_sessions(db: str | os.PathLike[str]) -> int:
     return 0
 
 
-async def _all_messages(reader: Reader, flow_type: str, session_id: str) -> list[AgentMessage]:
+async def _all_messages(
+    reader: Reader, flow_type: str, session_id: str
+) -> tuple[list[AgentMessage], int | None]:
+    """Every kept message, oldest first, and the sequence below which retention deleted them."""
     client = reader.runtime.sessions(reader.flows[flow_type])
     messages: list[AgentMessage] = []
     # Page forward from the oldest: with no cursor a page is the newest messages, and
@@ -128,7 +131,7 @@ async def _all_messages(reader: Reader, flow_type: str, session_id: str) -> list
         page = await client.list_agent_messages(session_id, after_sequence=after, limit=_PAGE)
         messages.extend(page.messages)
         if not page.has_more or not page.messages:
-            return messages
+            return messages, page.deleted_before_sequence
         after = page.messages[-1].sequence
 
 
@@ -152,8 +155,11 @@ async def run_show(db: str | os.PathLike[str], session_id: str) -> int:
                 f"session ({step_status(info)})"
             )
         try:
-            messages = await _all_messages(reader, info.flow_type, session_id)
+            messages, deleted_before = await _all_messages(reader, info.flow_type, session_id)
         except DexAgentsError as error:
             raise CliError(f"cannot read the messages of session '{shown}': {error}") from error
-    print("\n".join(terminal.show_lines(session_id, info.flow_type, snapshot, messages)))
+    lines = terminal.show_lines(
+        session_id, info.flow_type, snapshot, messages, deleted_before=deleted_before
+    )
+    print("\n".join(lines))
     return 0

@@ -184,15 +184,26 @@ def resume_lines(snapshot: AgentSnapshot) -> list[str]:
 
 
 def show_lines(
-    session_id: str, flow_type: str, snapshot: AgentSnapshot, messages: Iterable[AgentMessage]
+    session_id: str,
+    flow_type: str,
+    snapshot: AgentSnapshot,
+    messages: Iterable[AgentMessage],
+    *,
+    deleted_before: int | None = None,
 ) -> list[str]:
-    """``dex-agents show``: the transcript, the tool calls, the plan and the usage."""
+    """``dex-agents show``: the transcript, the tool calls, the plan and the usage.
+
+    ``deleted_before`` is the sequence below which retention deleted the messages:
+    the transcript says so, rather than look like the session's whole history.
+    """
     status = "not started" if snapshot.state is None else str(snapshot.state.status)
     lines = [
         f"session {escaped(session_id)} ({escaped(flow_type)}): {status}, "
         f"waits for {waits_for(snapshot)}",
         "transcript:",
     ]
+    if deleted_before is not None and deleted_before > 1:
+        lines.append(f"  (messages 1 to {deleted_before - 1} were deleted by retention)")
     for message in messages:
         lines.extend(f"  {line}" for line in message_lines(message))
     lines.append("tool calls of the running turn:")

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from dex_agents import AgentSessionFlow
+from dex_agents import AgentSessionFlow, AgentSessionOptions
 from dex_agents.app.session_waits import wait_for_person
 from dex_agents.cli.database import demo_flow
 from dex_agents.cli.listing import step_status, table_lines
 from dex_agents.cli.main import main
+from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.flow_client import FlowInfo
 from tests.adapters.engine_flows import EngineTestFlow
+from tests.app.compaction_support import CompactingRunner
 from tests.app.scripted_runner import ScriptedRunner
 
 WAIT = timedelta(seconds=30)
@@ -128,6 +131,44 @@ def test_show_prints_the_whole_transcript_of_a_session_longer_than_a_page(
     assert (code, err) == (0, "")
     said = [line.removeprefix("  you> ") for line in out.splitlines() if "you> " in line]
     assert said == [f"hello {turn}" for turn in range(1, 102)]
+
+
+async def _seed_compacted_session(db: Path, turns: int) -> tuple[int | None, str | None]:
+    """A session retention cut short; where its kept messages start, and the first one's text."""
+    options = replace(
+        AgentSessionOptions(compaction=CompactionPolicy(context_window_tokens=100)),
+        message_window_size=4,
+        message_chunk_size=2,
+        retained_message_limit=6,
+    )
+    flow = AgentSessionFlow(CompactingRunner(), flow_type="CompactingAgent", options=options)
+    async with LocalRuntime(db, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.start_session("short", "m1")
+        await sessions.wait_for_user("short", timeout=WAIT)
+        for turn in range(2, turns + 1):
+            assert await sessions.send_user_message("short", f"m{turn}")
+            await sessions.wait_for_user("short", timeout=WAIT)
+        page = await sessions.list_agent_messages("short", after_sequence=0)
+        return page.deleted_before_sequence, page.messages[0].text
+
+
+def test_show_says_which_messages_retention_deleted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "compacted.sqlite3"
+    deleted_before, first_kept = asyncio.run(_seed_compacted_session(db, turns=10))
+    assert deleted_before is not None
+    assert deleted_before > 1
+
+    code, out, err = _run(capsys, "show", "short", "--db", str(db))
+
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1:4] == [
+        "transcript:",
+        f"  (messages 1 to {deleted_before - 1} were deleted by retention)",
+        f"  you> {first_kept}",
+    ]
 
 
 def test_show_refuses_a_flow_run_that_is_not_an_agent_session(
