@@ -176,11 +176,17 @@ def resume_lines(snapshot: AgentSnapshot) -> list[str]:
     if snapshot.tool_calls:
         lines.append("tool calls of the running turn:")
         lines.extend(running_turn_lines(snapshot.tool_calls))
-    state = snapshot.state
-    if state is not None and state.active_turn_id is None and state.last_turn_error:
-        lines.append(f"the last turn failed: {_text(state.last_turn_error)}")
+    lines.extend(_failure_lines(snapshot))
     lines.append(f"waiting for: {waits_for(snapshot)}")
     return lines
+
+
+def _failure_lines(snapshot: AgentSnapshot) -> list[str]:
+    """Why the last turn failed, when it did and no turn runs now."""
+    state = snapshot.state
+    if state is not None and state.active_turn_id is None and state.last_turn_error:
+        return [f"the last turn failed: {_text(state.last_turn_error)}"]
+    return []
 
 
 def show_lines(
@@ -206,6 +212,7 @@ def show_lines(
         lines.append(f"  (messages 1 to {deleted_before - 1} were deleted by retention)")
     for message in messages:
         lines.extend(f"  {line}" for line in message_lines(message))
+    lines.extend(_failure_lines(snapshot))
     lines.append("tool calls of the running turn:")
     lines.extend(running_turn_lines(snapshot.tool_calls))
     lines.extend(plan_lines(snapshot.plan))

@@ -171,6 +171,31 @@ def test_show_says_which_messages_retention_deleted(
     ]
 
 
+async def _seed_failed_turn(db: Path) -> None:
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="OtherAgent")
+    async with LocalRuntime(db, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.start_session("failed", "fail")
+        await sessions.wait_for_user("failed", timeout=WAIT)
+
+
+def test_show_says_why_the_last_turn_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # sessions listed the failure and a resumed chat named it; show said nothing of it.
+    db = tmp_path / "failed.sqlite3"
+    asyncio.run(_seed_failed_turn(db))
+
+    code, out, err = _run(capsys, "show", "failed", "--db", str(db))
+
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1:4] == [
+        "transcript:",
+        "  you> fail",
+        "the last turn failed: the scripted model cannot answer 'fail'",
+    ]
+
+
 def test_show_refuses_a_flow_run_that_is_not_an_agent_session(
     seeded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
