@@ -21,6 +21,7 @@ from dex_agents.domain.session_graph import (
     SessionFlowNode,
 )
 from dex_agents.domain.session_graph_actions import SessionFlowAction, session_flow_actions
+from dex_agents.domain.unicode_text import first_lone_surrogate
 from dex_agents.domain.wire import to_json
 
 SESSION_FLOW_GRAPH_GENERATED_AT = datetime(2026, 11, 29, tzinfo=UTC)
@@ -51,14 +52,26 @@ class SessionFlowDefinitionDocument:
         return to_json(self)
 
 
+def _require_unicode(name: str, text: str) -> None:
+    # A lone surrogate (from a command line that is not UTF-8) has no UTF-8 form:
+    # the rendering could never be written to a file or uploaded.
+    index = first_lone_surrogate(text)
+    if index is not None:
+        raise ValueError(
+            f"{name} is not valid Unicode text: it has a lone surrogate "
+            f"U+{ord(text[index]):04X} at index {index}"
+        )
+
+
 def validate_flow_type(flow_type: str) -> None:
-    """Raise unless ``flow_type`` is a non-blank Flow type name without ``/``.
+    """Raise unless ``flow_type`` is a non-blank Flow type name without ``/``, valid Unicode text.
 
     A rendered graph is written to ``<directory>/<flow_type>.json``, so a ``/``
     would put it in another directory.
     """
     if not isinstance(flow_type, str):
         raise TypeError(f"flow_type must be a str, not {type(flow_type).__name__}")
+    _require_unicode("flow_type", flow_type)
     if not flow_type.strip():
         raise ValueError("flow_type must not be blank")
     if "/" in flow_type:
@@ -66,9 +79,10 @@ def validate_flow_type(flow_type: str) -> None:
 
 
 def validate_action_permission(action_permission: str) -> None:
-    """Raise unless ``action_permission`` is a non-blank permission name."""
+    """Raise unless ``action_permission`` is a non-blank permission name, valid Unicode text."""
     if not isinstance(action_permission, str):
         raise TypeError(f"action_permission must be a str, not {type(action_permission).__name__}")
+    _require_unicode("action_permission", action_permission)
     if not action_permission.strip():
         raise ValueError("action_permission must not be blank")
 
@@ -81,7 +95,8 @@ def session_flow_definition_document(
     Pass it in ``WorkerOptions(flow_definitions=...)`` where the SDK has that
     option; otherwise render it with ``render_session_flow_graph``. Raises
     ``ValueError`` for a blank ``flow_type``, one that contains ``/``, or a blank
-    ``action_permission``, and ``TypeError`` for one that is not a ``str``.
+    ``action_permission``, or either with a lone surrogate, and ``TypeError`` for
+    one that is not a ``str``.
     """
     validate_flow_type(flow_type)
     validate_action_permission(action_permission)

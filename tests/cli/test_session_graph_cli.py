@@ -86,6 +86,12 @@ def test_without_an_output_dir_prints_the_rendering(
             "argument ACTION_PERMISSION: action_permission must not be blank",
         ),
         (
+            # os.fsdecode of a command line that is not UTF-8.
+            ["Support\udcffAgent", "p"],
+            "argument FLOW_TYPE: flow_type is not valid Unicode text: "
+            "it has a lone surrogate U+DCFF at index 7",
+        ),
+        (
             ["SupportAgent", "p", "--format", "svg"],
             "argument --format: invalid choice: 'svg' (choose from 'dot', 'json')",
         ),

@@ -281,6 +281,19 @@ def test_the_document_is_deterministic_and_round_trips_through_the_wire() -> Non
         ("SupportAgent", "\t", ValueError, "action_permission must not be blank"),
         (None, "support-agent.operate", TypeError, "flow_type must be a str, not NoneType"),
         ("SupportAgent", 7, TypeError, "action_permission must be a str, not int"),
+        # A command line that is not UTF-8 decodes to lone surrogates, which no file can hold.
+        (
+            "Support\udcffAgent",
+            "p",
+            ValueError,
+            "flow_type is not valid Unicode text: it has a lone surrogate U+DCFF at index 7",
+        ),
+        (
+            "SupportAgent",
+            "\ud800",
+            ValueError,
+            "action_permission is not valid Unicode text: it has a lone surrogate U+D800 at index 0",
+        ),
     ],
 )
 def test_invalid_arguments_are_refused_by_name(
