@@ -29,6 +29,8 @@ from dex_agents.session_graph import render_session_flow_graph, render_session_f
 
 PROG = "dex-agents-session-graph"
 
+_SIGPIPE_EXIT = 128 + 13  # what a shell reports for a program that SIGPIPE ended
+
 _RENDERERS: dict[str, Callable[[str, str], str]] = {
     "json": render_session_flow_graph,
     "dot": render_session_flow_graph_dot,
@@ -104,13 +106,30 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def _print_rendering(text: str) -> int:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()  # a failed write is reported here, not at the interpreter's exit
+    except OSError as error:
+        # Point stdout at /dev/null so the interpreter's final flush of what is
+        # still buffered does not fail again with a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if isinstance(error, BrokenPipeError):
+            return _SIGPIPE_EXIT  # the reader stopped reading (``... | head``): no message
+        print(f"{PROG}: error: cannot write to standard output: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``dex-agents-session-graph``; bad arguments exit 2, a failed write returns 1."""
+    """Run ``dex-agents-session-graph``; bad arguments exit 2, a failed write returns 1.
+
+    A reader that stops reading standard output ends it quietly with 141, as SIGPIPE would.
+    """
     arguments = build_parser().parse_args(argv)
     text = _RENDERERS[arguments.format](arguments.flow_type, arguments.action_permission)
     if arguments.output_dir is None:
-        sys.stdout.write(text)
-        return 0
+        return _print_rendering(text)
     directory: Path = arguments.output_dir
     path = directory / f"{arguments.flow_type}.{arguments.format}"
     try:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,3 +122,34 @@ def test_an_unwritable_output_dir_returns_1_with_the_reason(
     assert captured.err.startswith(
         f"dex-agents-session-graph: error: cannot write {not_a_directory / 'SupportAgent.json'}: "
     )
+
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = (sys.executable, "-m", "dex_agents.cli.session_graph", "SupportAgent", "p")
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly() -> None:
+    # `dex-agents-session-graph ... | head` once the reader is gone: a pipe without a reader.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        finished = subprocess.run(
+            COMMAND, cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60
+        )
+    finally:
+        os.close(write_end)
+    assert finished.stderr == ""
+    assert finished.returncode == 141
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_failed_write_to_standard_output_is_one_line_and_1() -> None:
+    with open("/dev/full", "w", encoding="utf-8") as full:
+        finished = subprocess.run(
+            COMMAND, cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60
+        )
+    assert finished.stderr == (
+        "dex-agents-session-graph: error: cannot write to standard output: "
+        "[Errno 28] No space left on device\n"
+    )
+    assert finished.returncode == 1
