@@ -45,9 +45,12 @@ _TURN_STEPS = (
 # A message can be queued, and a queued message deleted, at any time.
 _EVERY_STEP = tuple(node.step_type for node in SESSION_FLOW_NODES)
 
+# The model call, compaction, their failure route (which would end the turn a
+# second time), and every wait of a tool call: what the RPC itself cancels.
 _CANCEL_TURN_CANCELS = (
     "RunModel",
     "CompactContext",
+    "RecordTurnFailure",
     "AwaitToolApproval",
     "AwaitQuestionAnswer",
     "AwaitTimer",

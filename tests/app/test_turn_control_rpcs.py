@@ -27,6 +27,7 @@ from dex_agents.domain.requests import (
     ResolveInterruptRequest,
     SteerUserMessageRequest,
 )
+from dex_agents.domain.session_graph_document import session_flow_definition_document
 from dex_agents.domain.state import (
     AgentState,
     TurnCancellationRequest,
@@ -163,6 +164,15 @@ def test_cancel_turn_records_the_request_cancels_the_waits_and_finishes_the_canc
     second = call(cancel_turn(runtime()), again, CancelTurnRequest(turn_id="turn-1"))
     assert (second.output, second.next_steps, second.canceling_steps) == (True, (), ())
     assert not again.has_effects
+
+
+def test_dex_webs_cancel_turn_action_names_exactly_what_the_rpc_cancels_and_starts() -> None:
+    # The session graph tells Dex Web which Steps pressing cancel_turn cancels.
+    result = call(cancel_turn(runtime()), staged(ACTIVE), CancelTurnRequest(turn_id="turn-1"))
+    document = session_flow_definition_document("SupportAgent", "support-agent.operate")
+    (action,) = [action for action in document.actions if action.name == "cancel_turn"]
+    assert action.cancels == tuple(step.step_type for step in result.canceling_steps)
+    assert action.moves_to == tuple(movement.step.step_type for movement in result.next_steps)
 
 
 def test_a_cancelled_turns_interrupts_ask_no_person_before_finish_turn_cancellation() -> None:

@@ -226,6 +226,7 @@ def test_cancel_turn_cancels_the_model_call_compaction_and_waits_then_finishes()
         (
             "RunModel",
             "CompactContext",
+            "RecordTurnFailure",
             "AwaitToolApproval",
             "AwaitQuestionAnswer",
             "AwaitTimer",
@@ -237,7 +238,7 @@ def test_cancel_turn_cancels_the_model_call_compaction_and_waits_then_finishes()
 
 
 def test_the_document_carries_the_template_time_not_the_call_time() -> None:
-    assert datetime(2026, 11, 29, tzinfo=UTC) == SESSION_FLOW_GRAPH_GENERATED_AT
+    assert datetime(2026, 12, 7, 3, 5, tzinfo=UTC) == SESSION_FLOW_GRAPH_GENERATED_AT
     assert SESSION_FLOW_GRAPH_GENERATED_AT.utcoffset() == timedelta(0)
     document = session_flow_definition_document("SupportAgent", "support-agent.operate")
     assert document.generated_at is SESSION_FLOW_GRAPH_GENERATED_AT
@@ -256,7 +257,7 @@ def test_the_document_is_deterministic_and_round_trips_through_the_wire() -> Non
     assert text == second.to_json()
     assert from_json(text, SessionFlowDefinitionDocument) == first
     data = json.loads(text)
-    assert data["generated_at"] == "2026-11-29T00:00:00+00:00"
+    assert data["generated_at"] == "2026-12-07T03:05:00+00:00"
     assert data["edges"][0] == {
         "source": "StartAgentSession",
         "target": "RunModel",
@@ -324,7 +325,7 @@ def test_the_rendering_passes_dex_webs_flow_definition_checks() -> None:
     assert graph["source"] == {"language": "python", "path": "dex_agents/session_graph.py"}
     assert graph["flow"] == {"name": "SupportAgent", "startStepId": "step:StartAgentSession"}
     assert graph["diagnostics"] == []
-    assert graph["generatedAt"] == "2026-11-29T00:00:00+00:00"
+    assert graph["generatedAt"] == "2026-12-07T03:05:00+00:00"
     ids = [node["id"] for node in graph["nodes"]]
     assert len(ids) == len(set(ids))
     edge_ids = [edge["id"] for edge in graph["edges"]]
@@ -380,6 +381,7 @@ def test_the_rendering_draws_every_step_movement_end_and_action() -> None:
     assert [c["stepId"] for c in cancel["decision"]["cancellations"]] == [
         "step:RunModel",
         "step:CompactContext",
+        "step:RecordTurnFailure",
         "step:AwaitToolApproval",
         "step:AwaitQuestionAnswer",
         "step:AwaitTimer",
@@ -421,7 +423,8 @@ def test_the_dot_drawing_has_every_step_edge_end_and_action() -> None:
         assert f'"action:{name}" [shape=hexagon' in text
     assert (
         '  "action:cancel_turn" -> "FinishTurnCancellation" [label="cancel_turn\\ncancels RunModel, '
-        'CompactContext, AwaitToolApproval, AwaitQuestionAnswer, AwaitTimer, PollToolTask", '
+        "CompactContext, RecordTurnFailure, AwaitToolApproval, AwaitQuestionAnswer, AwaitTimer, "
+        'PollToolTask", '
         "style=dotted];" in lines
     )
 
