@@ -4,11 +4,13 @@ This is the "Flow shape" section as data, for Dex Web ("Showing sessions in Dex
 Web"). ``SESSION_FLOW_NODES`` holds one node per row of the Step table, with the
 row's input, a one-line summary of what it does, and its "Next" cell.
 ``SESSION_FLOW_EDGES`` holds every movement that table and the arrow diagram
-name, each labelled with its condition; a failure route is an edge of kind
-``failure_route``, and the Steps of one ``go_to_many`` are edges of kind
-``go_to_many``. A Step that may end its path carries an ``end_condition``
-instead of an edge, because an ended path moves nowhere. The Actions a person
-operates are in ``session_graph_actions``.
+name, and the ones a session makes that only the spec's prose names (a
+continued turn, a Timer that waits again), so Dex Web has an edge for every
+movement a session makes. Each is labelled with its condition; a failure
+route is an edge of kind ``failure_route``, and the Steps of one
+``go_to_many`` are edges of kind ``go_to_many``. A Step that may end its
+path carries an ``end_condition`` instead of an edge, because an ended path
+moves nowhere. The Actions a person operates are in ``session_graph_actions``.
 """
 
 from __future__ import annotations
@@ -228,6 +230,8 @@ SESSION_FLOW_EDGES: tuple[SessionFlowEdge, ...] = (
     _edge("RunModel", "AwaitUserMessage", "TurnCompleted"),
     _edge("RunModel", "ApplyTurnControl", _STEERED),
     _edge("RunModel", "CompactContext", "compaction threshold crossed"),
+    # "Ending or continuing a turn": a ContinueTurn moves to RunModel again.
+    _edge("RunModel", "RunModel", "TurnContinued"),
     _edge("RunModel", "AwaitToolApproval", _TOOL_CALLS, _MANY, "per call needing approval"),
     _edge("RunModel", "CallTool", _TOOL_CALLS, _MANY, "per other read or idempotent_write call"),
     _edge(
@@ -249,11 +253,16 @@ SESSION_FLOW_EDGES: tuple[SessionFlowEdge, ...] = (
         "CallSingleAttemptTool",
         "approved non_idempotent_write or unclassified call",
     ),
+    _edge(
+        "AwaitToolApproval", "AwaitToolApproval", "Timer fired before the deadline, or a stale wake"
+    ),
     _edge("AwaitQuestionAnswer", "CallTool", "tool's question answered"),
     _edge("AwaitQuestionAnswer", "CallSingleAttemptTool", "tool's question answered"),
     _edge("AwaitQuestionAnswer", "PollToolTask", "task's question answered"),
     _edge("AwaitQuestionAnswer", "FinishTurnCancellation", "turn cancelled during a task"),
     _edge("AwaitQuestionAnswer", "AwaitQuestionAnswer", "tool's question raised"),
+    # The first AwaitTimer records waiting_for_timer; the next one waits on the Timer.
+    _edge("AwaitTimer", "AwaitTimer", "wait started, or woken before wait_until"),
     _edge("CallTool", "AwaitQuestionAnswer", "ToolInputRequested"),
     _edge("CallTool", "PollToolTask", "ToolTaskStarted"),
     _edge("CallTool", "RecordToolFailure", _FAILURE, _FAIL),
@@ -275,6 +284,7 @@ SESSION_FLOW_EDGES: tuple[SessionFlowEdge, ...] = (
     _edge("ResumeTurn", "ResumeTurn", "a record of the turn unfinished, or a steer wake"),
     _edge("ApplyTurnControl", "RunModel", "steered messages"),
     _edge("ApplyTurnControl", "AwaitUserMessage", "no steered messages"),
+    _edge("ApplyTurnControl", "ApplyTurnControl", "wakes consumed, steered messages next"),
     _edge("RecordTurnFailure", "AwaitUserMessage", "turn failed"),
     _edge("FinishTurnCancellation", "ApplyTurnControl", "model call or compaction cancelled"),
     _edge("FinishTurnCancellation", "CancelToolTask", "started tasks", _MANY, "per abandoned task"),
@@ -282,4 +292,4 @@ SESSION_FLOW_EDGES: tuple[SessionFlowEdge, ...] = (
     _edge("FinishTurnCancellation", "AwaitQuestionAnswer", "answer committed first"),
     _edge("CancelToolTask", "RecordToolOutcomeUnknown", _FAILURE, _FAIL),
 )
-"""Every movement of the Flow-shape table and arrow diagram, grouped by source Step."""
+"""Every movement a session makes, grouped by source Step: the Flow-shape table's and more."""

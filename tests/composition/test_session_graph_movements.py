@@ -1,0 +1,101 @@
+"""Dex Web's session graph has an edge for every movement real sessions make on the embedded engine.
+
+Dex Web draws a session on the session Flow Definition Graph, so a movement the
+graph lacks is one Dex Web cannot draw. Sessions run a continued turn, a
+durable wait, an approval, and a steer; the database's Step executions name
+each one's source Step (``from_step_execution_id``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+from dex_agents import BuiltInTool, ToolEffect
+from dex_agents.builtin_loop import (
+    AgentDefinition,
+    ContinueTurn,
+    ModelRequest,
+    ScriptedModelClient,
+    ScriptedModelReply,
+    ScriptedToolCall,
+    TurnContinuation,
+    TurnContinuationContext,
+    builtin_agent_session_flow,
+    function_tool,
+)
+from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.local import LocalRuntime
+from dex_agents.session_graph import SESSION_FLOW_EDGES
+
+WAIT = timedelta(seconds=30)
+
+
+@function_tool(effect=ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=True)
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+def reply(request: ModelRequest) -> ScriptedModelReply:
+    last = ScriptedModelClient.user_texts(request)[-1]
+    if ScriptedModelClient.tool_results(request):
+        return ScriptedModelReply(text="done")
+    if last.startswith("wait"):
+        arguments = {"duration_seconds": 1, "reason": "cooling off"}
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall("durable_wait", arguments),))
+    if last.startswith("refund"):
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall("refund", {"order_id": "7"}),))
+    return ScriptedModelReply(text=f"echo: {last}")
+
+
+def continue_once(context: TurnContinuationContext) -> TurnContinuation:
+    texts = [str(item.item) for item in context.model_output]
+    if not context.tool_results and any("echo: continue" in text for text in texts):
+        return ContinueTurn("Finish now.")
+    return "default"
+
+
+def movements(database: Path) -> set[tuple[str, str]]:
+    with sqlite3.connect(database) as connection:
+        rows = connection.execute(
+            "SELECT source.step_type, target.step_type FROM step_executions AS target "
+            "JOIN step_executions AS source ON source.flow_id = target.flow_id "
+            "AND source.step_execution_id = target.from_step_execution_id"
+        ).fetchall()
+    return {(source, target) for source, target in rows}
+
+
+async def test_every_movement_of_a_real_session_is_an_edge_of_the_graph(tmp_path: Path) -> None:
+    agent = AgentDefinition(
+        name="graph",
+        instructions="Answer.",
+        model=ScriptedModelClient(reply),
+        tools=[refund],
+        built_in_tools=frozenset({BuiltInTool.DURABLE_WAIT}),
+        decide_turn_continuation=continue_once,
+    )
+    flow = builtin_agent_session_flow(agent, flow_type="GraphAgent")
+    database = tmp_path / "sessions.sqlite3"
+    async with LocalRuntime(database, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s1")
+        for text in ("wait a second", "continue please"):
+            assert await sessions.send_user_message("s1", text)
+            assert session_attention(await sessions.wait_for_user("s1", timeout=WAIT)) is (
+                SessionAttention.IDLE
+            )
+        assert await sessions.send_user_message("s1", "refund order 7")
+        waiting = await sessions.wait_for_user("s1", timeout=WAIT)
+        assert session_attention(waiting) is SessionAttention.APPROVAL
+        assert await sessions.steer_user_message("s1", text="never mind")
+        assert session_attention(await sessions.wait_for_user("s1", timeout=WAIT)) is (
+            SessionAttention.IDLE
+        )
+    made = movements(database)
+    # The scenario reached what it means to check.
+    assert {("AwaitTimer", "AwaitTimer"), ("RunModel", "RunModel")} <= made
+    assert ("RunModel", "AwaitToolApproval") in made
+    drawn = {(edge.source, edge.target) for edge in SESSION_FLOW_EDGES}
+    assert sorted(made - drawn) == []
