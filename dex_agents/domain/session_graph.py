@@ -5,10 +5,10 @@ Web"). ``SESSION_FLOW_NODES`` holds one node per row of the Step table, with the
 row's input, a one-line summary of what it does, and its "Next" cell.
 ``SESSION_FLOW_EDGES`` holds every movement that table and the arrow diagram
 name, and the ones a session makes that only the spec's prose names (a
-continued turn, a Timer that waits again), so Dex Web has an edge for every
-movement a session makes. Each is labelled with its condition; a failure
-route is an edge of kind ``failure_route``, and the Steps of one
-``go_to_many`` are edges of kind ``go_to_many``. A Step that may end its
+continued turn, a Timer that waits again, a refused summary call), so Dex Web
+has an edge for every movement a session makes. Each is labelled with its
+condition; a failure route is an edge of kind ``failure_route``, and the Steps
+of one ``go_to_many`` are edges of kind ``go_to_many``. A Step that may end its
 path carries an ``end_condition`` instead of an edge, because an ended path
 moves nowhere. The Actions a person operates are in ``session_graph_actions``.
 """
@@ -246,6 +246,8 @@ SESSION_FLOW_EDGES: tuple[SessionFlowEdge, ...] = (
     _edge("RunModel", "ResumeTurn", _TOOL_CALLS, _MANY),
     _edge("RunModel", "RecordTurnFailure", _FAILURE, _FAIL),
     _edge("CompactContext", "RunModel", "ContextSummary stored"),
+    # "Spend limits": the session asks before each model call; a refusal ends the turn.
+    _edge("CompactContext", "AwaitUserMessage", "spend limit refused the summary call"),
     _edge("CompactContext", "RecordTurnFailure", _FAILURE, _FAIL),
     _edge("AwaitToolApproval", "CallTool", "approved read or idempotent_write call"),
     _edge(

@@ -2,19 +2,30 @@
 
 Dex Web draws a session on the session Flow Definition Graph, so a movement the
 graph lacks is one Dex Web cannot draw. Sessions run a continued turn, a
-durable wait, an approval, and a steer; the database's Step executions name
-each one's source Step (``from_step_execution_id``).
+durable wait, an approval, a steer, and a summary call a spend limit refuses;
+the database's Step executions name each one's source Step
+(``from_step_execution_id``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
-from dex_agents import BuiltInTool, ToolEffect
+from dex_agents import (
+    AgentSessionFlow,
+    AgentUsage,
+    BuiltInTool,
+    CompactionPolicy,
+    ModelSpendCheck,
+    ModelSpendLimitExceededError,
+    ToolEffect,
+)
 from dex_agents.builtin_loop import (
     AgentDefinition,
+    BuiltinLoopAgentRunner,
     ContinueTurn,
     ModelRequest,
     ScriptedModelClient,
@@ -23,6 +34,7 @@ from dex_agents.builtin_loop import (
     TurnContinuation,
     TurnContinuationContext,
     builtin_agent_session_flow,
+    builtin_agent_session_options,
     function_tool,
 )
 from dex_agents.domain.attention import SessionAttention, session_attention
@@ -97,5 +109,46 @@ async def test_every_movement_of_a_real_session_is_an_edge_of_the_graph(tmp_path
     # The scenario reached what it means to check.
     assert {("AwaitTimer", "AwaitTimer"), ("RunModel", "RunModel")} <= made
     assert ("RunModel", "AwaitToolApproval") in made
+    drawn = {(edge.source, edge.target) for edge in SESSION_FLOW_EDGES}
+    assert sorted(made - drawn) == []
+
+
+class OneModelCall:
+    """A spend limit that allows the first model call and refuses every later one."""
+
+    def __init__(self) -> None:
+        self.checks: list[str] = []
+
+    async def check_model_call(self, call: ModelSpendCheck) -> None:
+        self.checks.append(call.step_execution_id)
+        if len(self.checks) > 1:
+            raise ModelSpendLimitExceededError("budget reached")
+
+    async def record_model_usage(self, call: ModelSpendCheck, usage: AgentUsage) -> None:
+        return None
+
+
+async def test_a_refused_summary_call_moves_along_an_edge_of_the_graph(tmp_path: Path) -> None:
+    agent = AgentDefinition(name="graph", instructions="Answer.", model=ScriptedModelClient(reply))
+    limit = OneModelCall()
+    options = dataclasses.replace(
+        builtin_agent_session_options(agent),
+        # A window so small that the second turn compacts before its model call.
+        compaction=CompactionPolicy(context_window_tokens=1),
+        spend_limit=limit,
+    )
+    flow = AgentSessionFlow(BuiltinLoopAgentRunner(agent), flow_type="GraphAgent", options=options)
+    database = tmp_path / "sessions.sqlite3"
+    async with LocalRuntime(database, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s1")
+        for text in ("first", "second"):
+            assert await sessions.send_user_message("s1", text)
+            done = await sessions.wait_for_user("s1", timeout=WAIT)
+        assert done.state is not None
+        assert done.state.last_turn_error == "budget reached"
+    assert [check.split("-")[0] for check in limit.checks] == ["RunModel", "CompactContext"]
+    made = movements(database)
+    assert ("CompactContext", "AwaitUserMessage") in made
     drawn = {(edge.source, edge.target) for edge in SESSION_FLOW_EDGES}
     assert sorted(made - drawn) == []

@@ -96,6 +96,8 @@ BEYOND_THE_TABLE = {
     ("AwaitTimer", "AwaitTimer"),
     # ApplyTurnControl "Consumes every steered message and stale wake", one Channel a wait.
     ("ApplyTurnControl", "ApplyTurnControl"),
+    # "Spend limits": a refused summary call ends the turn, as RecordTurnFailure would.
+    ("CompactContext", "AwaitUserMessage"),
 }
 
 FAILURE_ROUTES = {
@@ -251,7 +253,7 @@ def test_cancel_turn_cancels_the_model_call_compaction_and_waits_then_finishes()
 
 
 def test_the_document_carries_the_template_time_not_the_call_time() -> None:
-    assert datetime(2026, 12, 7, 3, 8, tzinfo=UTC) == SESSION_FLOW_GRAPH_GENERATED_AT
+    assert datetime(2026, 12, 7, 3, 11, tzinfo=UTC) == SESSION_FLOW_GRAPH_GENERATED_AT
     assert SESSION_FLOW_GRAPH_GENERATED_AT.utcoffset() == timedelta(0)
     document = session_flow_definition_document("SupportAgent", "support-agent.operate")
     assert document.generated_at is SESSION_FLOW_GRAPH_GENERATED_AT
@@ -270,7 +272,7 @@ def test_the_document_is_deterministic_and_round_trips_through_the_wire() -> Non
     assert text == second.to_json()
     assert from_json(text, SessionFlowDefinitionDocument) == first
     data = json.loads(text)
-    assert data["generated_at"] == "2026-12-07T03:08:00+00:00"
+    assert data["generated_at"] == "2026-12-07T03:11:00+00:00"
     assert data["edges"][0] == {
         "source": "StartAgentSession",
         "target": "RunModel",
@@ -338,7 +340,7 @@ def test_the_rendering_passes_dex_webs_flow_definition_checks() -> None:
     assert graph["source"] == {"language": "python", "path": "dex_agents/session_graph.py"}
     assert graph["flow"] == {"name": "SupportAgent", "startStepId": "step:StartAgentSession"}
     assert graph["diagnostics"] == []
-    assert graph["generatedAt"] == "2026-12-07T03:08:00+00:00"
+    assert graph["generatedAt"] == "2026-12-07T03:11:00+00:00"
     ids = [node["id"] for node in graph["nodes"]]
     assert len(ids) == len(set(ids))
     edge_ids = [edge["id"] for edge in graph["edges"]]
