@@ -117,9 +117,10 @@ CRASH_AT_THE_APPROVAL = textwrap.dedent(
 )
 
 
-def test_first_agent_approves_a_pending_refund_after_a_kill_9(tmp_path: Path) -> None:
+def killed_first_agent(crash: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``first_agent.py`` run under ``crash``, a program that SIGKILLs it at one point."""
     crashed = subprocess.run(
-        [sys.executable, "-c", CRASH_AT_THE_APPROVAL, str(EXAMPLES / "first_agent.py")],
+        [sys.executable, "-c", crash, str(EXAMPLES / "first_agent.py")],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -127,12 +128,20 @@ def test_first_agent_approves_a_pending_refund_after_a_kill_9(tmp_path: Path) ->
         check=False,
     )
     assert crashed.returncode == -9, crashed.stderr
-    assert crashed.stdout == "pending: refund_order\n"
+    return crashed
 
+
+def assert_first_agent_resumes(tmp_path: Path) -> None:
+    """Run ``first_agent.py`` again: it resumes the session and prints the README's first run."""
     output = run_example("first_agent.py", tmp_path)
-
     first_run = section_blocks("Your first agent", "text")[0].text
     assert output == first_run.replace("started session", "resumed session")
+
+
+def test_first_agent_approves_a_pending_refund_after_a_kill_9(tmp_path: Path) -> None:
+    crashed = killed_first_agent(CRASH_AT_THE_APPROVAL, tmp_path)
+    assert crashed.stdout == "pending: refund_order\n"
+    assert_first_agent_resumes(tmp_path)
 
 
 CRASH_AS_THE_SESSION_STARTS = textwrap.dedent(
@@ -158,20 +167,8 @@ CRASH_AS_THE_SESSION_STARTS = textwrap.dedent(
 def test_first_agent_killed_as_its_session_starts_resumes_it_on_the_next_run(
     tmp_path: Path,
 ) -> None:
-    crashed = subprocess.run(
-        [sys.executable, "-c", CRASH_AS_THE_SESSION_STARTS, str(EXAMPLES / "first_agent.py")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_SECONDS,
-        check=False,
-    )
-    assert crashed.returncode == -9, crashed.stderr
-
-    output = run_example("first_agent.py", tmp_path)
-
-    first_run = section_blocks("Your first agent", "text")[0].text
-    assert output == first_run.replace("started session", "resumed session")
+    killed_first_agent(CRASH_AS_THE_SESSION_STARTS, tmp_path)
+    assert_first_agent_resumes(tmp_path)
 
 
 def test_approvals_and_questions_answers_the_question_and_the_rejected_tool_never_runs(
