@@ -4,7 +4,8 @@ that commits first is taken even when ``cancel_turn`` abandons its task."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -56,35 +57,57 @@ def _idle(turns: int) -> Callable[[AgentSnapshot], bool]:
     return probe
 
 
+class _Engine:
+    """A memory engine serving one Flow, whose worker a test stops and starts again."""
+
+    def __init__(self, flow: AgentSessionFlow) -> None:
+        self.store = MemoryFlowStore()
+        self.engine = LocalEngine(self.store, [flow], poll_interval=timedelta(milliseconds=20))
+        self.sessions = AgentSessionClient(LocalFlowClient(self.engine), flow)
+        self._worker: LocalWorker | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start_worker(self) -> None:
+        self._worker = LocalWorker(self.engine)
+        self._task = asyncio.create_task(self._worker.run())
+
+    async def stop_worker(self) -> None:
+        if self._worker is not None and self._task is not None:
+            await self._worker.stop()
+            await self._task
+            self._worker = self._task = None
+
+
+@contextlib.asynccontextmanager
+async def _running(flow: AgentSessionFlow) -> AsyncIterator[_Engine]:
+    running = _Engine(flow)
+    running.start_worker()
+    try:
+        yield running
+    finally:
+        await running.stop_worker()
+        running.engine.close()
+        running.store.close()
+
+
 async def test_answers_after_cancel_turn_are_refused_before_the_turn_ends() -> None:
     options = AgentSessionOptions(
         built_in_tools=frozenset({BuiltInTool.ASK_USER, BuiltInTool.DURABLE_WAIT})
     )
     flow = AgentSessionFlow(ScriptedRunner(), flow_type="RaceAgent", options=options)
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    sessions = AgentSessionClient(LocalFlowClient(engine), flow)
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
-    try:
+    async with _running(flow) as running:
+        sessions = running.sessions
         await sessions.start_session("s1", 'call ask_user {"question": "Which account?"}')
         snapshot = await _snapshot_until(sessions)
         (question,) = snapshot.pending_interrupts
         # No worker runs between the cancellation and the answers, so the turn has
         # not ended yet: its question is still listed as pending.
-        await worker.stop()
-        await task
+        await running.stop_worker()
         assert snapshot.state is not None
         assert snapshot.state.active_turn_id is not None
         assert await sessions.cancel_turn("s1", snapshot.state.active_turn_id)
         assert not await sessions.answer_question("s1", question.interrupt_id, "savings")
         assert not await sessions.resolve_interrupt("s1", question.interrupt_id, approved=False)
-    finally:
-        if not task.done():
-            await worker.stop()
-            await task
-        engine.close()
-        store.close()
 
 
 @dataclass
@@ -114,22 +137,16 @@ async def test_an_answer_that_beat_cancel_turn_to_a_tasks_question_answers_no_la
     runner = AskingTaskRunner()
     options = AgentSessionOptions(tool_policies={"publish": ToolPolicy(ToolEffect.READ)})
     flow = AgentSessionFlow(runner, flow_type="RaceAgent", options=options)
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    sessions = AgentSessionClient(LocalFlowClient(engine), flow)
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
-    try:
+    async with _running(flow) as running:
+        sessions = running.sessions
         await sessions.start_session("s1", "call publish {}")
         (question,) = (await _snapshot_until(sessions)).pending_interrupts
         # Both commit while no worker runs, the answer first: cancel_turn cancels the
         # wait that took the answer, which hands it back to InterruptResolutions.
-        await worker.stop()
-        await task
+        await running.stop_worker()
         assert await sessions.answer_question("s1", question.interrupt_id, "yes")
         assert await sessions.cancel_turn("s1", "turn-1")
-        worker = LocalWorker(engine)
-        task = asyncio.create_task(worker.run())
+        running.start_worker()
         await _snapshot_until(sessions, _idle(1))
         assert [c.tool_call.task_id for c in runner.cancelled] == ["task-turn-1"]
         # The next turn's task asks with the same interrupt ID, and waits for its own answer.
@@ -139,9 +156,3 @@ async def test_an_answer_that_beat_cancel_turn_to_a_tasks_question_answers_no_la
         assert await sessions.answer_question("s1", again.interrupt_id, "no")
         snapshot = await _snapshot_until(sessions, _idle(2))
         assert snapshot.messages[-1].text == "publish=answer=no"
-    finally:
-        if not task.done():
-            await worker.stop()
-            await task
-        engine.close()
-        store.close()
