@@ -206,8 +206,19 @@ class ContextSummaryResult:
 
 
 def task_poll_seconds(interval: float) -> int:
-    """The whole seconds ``PollToolTask`` waits: ``interval`` rounded up, from 1 to a day."""
-    if math.isnan(interval):
+    """The whole seconds ``PollToolTask`` waits: ``interval`` rounded up, from 1 to a day.
+
+    ``TypeError`` for anything but an ``int`` or a ``float`` (a ``bool`` included),
+    ``ValueError`` for NaN.
+    """
+    # math.isnan(None) said only "must be real number, not NoneType", and
+    # math.isnan(10**400) raised OverflowError for an int the rule clamps to a day.
+    if isinstance(interval, bool) or not isinstance(interval, int | float):
+        raise TypeError(
+            f"poll_interval_seconds must be a number of seconds (an int or a float), "
+            f"not {type(interval).__name__}"
+        )
+    if isinstance(interval, float) and math.isnan(interval):
         raise ValueError("poll_interval_seconds must be a number, not NaN")
     clamped = min(max(interval, MIN_TASK_POLL_SECONDS), MAX_TASK_POLL_SECONDS)
     return math.ceil(clamped)

@@ -559,12 +559,26 @@ def test_the_poll_bounds_are_one_second_and_one_day() -> None:
         (86_401, 86_400),
         (math.inf, 86_400),
         (-math.inf, 1),
+        (10**400, 86_400),
+        (-(10**400), 1),
     ],
 )
 def test_poll_intervals_round_up_to_whole_seconds_from_1_to_a_day(
     interval: float, seconds: int
 ) -> None:
     assert task_poll_seconds(interval) == seconds
+
+
+@pytest.mark.parametrize("interval", [None, "5", True])
+def test_a_poll_interval_that_is_not_a_number_is_refused_by_name(interval: object) -> None:
+    message = (
+        "poll_interval_seconds must be a number of seconds (an int or a float), "
+        f"not {type(interval).__name__}"
+    )
+    with pytest.raises(TypeError, match=exact(message)):
+        check_deferred_tool_outcome(ToolTaskStarted("job", interval))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=exact(message)):
+        check_tool_task_poll_outcome(ToolTaskPending(interval))  # type: ignore[arg-type]
 
 
 @settings(max_examples=100, deadline=None)
