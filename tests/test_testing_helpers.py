@@ -85,6 +85,15 @@ def test_an_invocation_log_counts_calls_across_processes(tmp_path: Path) -> None
     assert log.count("refund") == 0
 
 
+def test_an_invocation_name_may_hold_any_character_but_a_newline(tmp_path: Path) -> None:
+    log = InvocationLog(tmp_path / "calls.log")
+    names = ["carriage\rreturn", "line\u2028separator", "form\x0cfeed", "tab\tand space"]
+    for name in names:
+        log.record(name)
+    assert [entry.name for entry in log.entries()] == names
+    assert log.count("carriage\rreturn") == 1
+
+
 @pytest.mark.parametrize("name", ["", "two\nlines"])
 def test_an_invocation_name_must_be_one_non_empty_line(tmp_path: Path, name: str) -> None:
     message = f"an invocation name must be non-empty and one line: {name!r}"

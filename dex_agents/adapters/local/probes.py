@@ -178,11 +178,15 @@ class InvocationLog:
     def entries(self) -> list[Invocation]:
         """Every recorded invocation, oldest first."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            # Bytes, not read_text(): universal newlines would turn a "\r" into "\n".
+            text = self.path.read_bytes().decode("utf-8")
         except FileNotFoundError:
             return []
         entries = []
-        for line in text.splitlines():
+        # Split on "\n" only, the one separator record() refuses in a name:
+        # splitlines() also split a name at "\r" or "\u2028", and entries() then
+        # failed with "not enough values to unpack".
+        for line in text.split("\n")[:-1]:
             pid, name = line.split(" ", 1)
             entries.append(Invocation(int(pid), name))
         return entries
