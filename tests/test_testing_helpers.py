@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import re
 import subprocess
@@ -55,6 +56,42 @@ async def test_wait_until_times_out_naming_what_it_waited_for() -> None:
     with pytest.raises(TimeoutError) as raised:
         await wait_until("the moon", lambda: None, timeout=0.05)
     assert str(raised.value) == "timed out after 0.05 s waiting for the moon"
+
+
+async def test_wait_until_times_out_when_an_async_probe_never_returns() -> None:
+    async def blocked() -> bool:
+        await asyncio.Event().wait()  # nobody sets it
+        return True
+
+    with pytest.raises(TimeoutError) as raised:
+        _: bool = await asyncio.wait_for(wait_until("the moon", blocked, timeout=0.05), 5)
+    assert str(raised.value) == (
+        "timed out after 0.05 s waiting for the moon (the probe had not returned)"
+    )
+
+
+async def test_wait_until_passes_on_a_probes_own_timeout_error() -> None:
+    async def probe() -> bool:
+        raise TimeoutError("the server said so")
+
+    with pytest.raises(TimeoutError) as raised:
+        _: bool = await wait_until("the moon", probe)
+    assert str(raised.value) == "the server said so"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "error"),
+    [
+        (math.nan, ValueError("timeout must be a number of seconds, not NaN")),
+        (None, TypeError("timeout must be a number of seconds, not NoneType")),
+    ],
+)
+async def test_wait_until_refuses_a_timeout_that_never_passes(
+    seconds: object, error: Exception
+) -> None:
+    with pytest.raises(type(error)) as raised:
+        await asyncio.wait_for(wait_until("the moon", lambda: None, seconds), 5)  # type: ignore[arg-type]
+    assert str(raised.value) == str(error)
 
 
 def test_an_invocation_log_counts_calls_across_processes(tmp_path: Path) -> None:

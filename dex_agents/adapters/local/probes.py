@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,14 +40,32 @@ async def wait_until(
     """Poll ``probe`` (sync or async) every 20 ms until it returns a value other than
     ``None`` or ``False``, and return that value.
 
-    Raises ``TimeoutError`` naming ``description`` after ``timeout`` seconds.
+    Raises ``TimeoutError`` naming ``description`` after ``timeout`` seconds, also
+    when an async probe has not returned by then; a ``timeout`` that is not a
+    number, or is NaN, is a ``TypeError`` or ``ValueError``.
     """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+    if math.isnan(timeout):
+        raise ValueError("timeout must be a number of seconds, not NaN")  # it never passes
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
         outcome = probe()
         if inspect.isawaitable(outcome):
-            outcome = await outcome
+            # An async probe that never returns (a read blocked on a lock or a dead
+            # server) hung the test forever instead of failing it at the deadline.
+            limit = asyncio.timeout_at(deadline)
+            try:
+                async with limit:
+                    outcome = await outcome
+            except TimeoutError:
+                if not limit.expired():
+                    raise  # the probe's own TimeoutError
+                raise TimeoutError(
+                    f"timed out after {timeout:g} s waiting for {description} "
+                    "(the probe had not returned)"
+                ) from None
         if not _keeps_waiting(outcome):
             return cast(T, outcome)
         if loop.time() > deadline:
