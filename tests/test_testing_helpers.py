@@ -16,6 +16,7 @@ import pytest
 from dex_agents.testing import (
     DATABASE_ENV,
     LEASE_SECONDS_ENV,
+    POLL_SECONDS_ENV,
     AgentTestStack,
     FileGate,
     Invocation,
@@ -227,6 +228,14 @@ async def test_the_stack_prints_worker_output_when_its_block_fails(
         (
             {DATABASE_ENV: "x.db", LEASE_SECONDS_ENV: "0"},
             ValueError(f"{LEASE_SECONDS_ENV} must be positive, not '0'"),
+        ),
+        (
+            {DATABASE_ENV: "x.db", LEASE_SECONDS_ENV: "nan"},
+            ValueError(f"{LEASE_SECONDS_ENV} must be a finite number of seconds, not 'nan'"),
+        ),
+        (
+            {DATABASE_ENV: "x.db", POLL_SECONDS_ENV: "inf"},
+            ValueError(f"{POLL_SECONDS_ENV} must be a finite number of seconds, not 'inf'"),
         ),
     ],
 )

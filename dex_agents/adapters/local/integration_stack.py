@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -162,6 +163,9 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
         raise ValueError(f"{name} must be a number of seconds, not {raw!r}") from None
     if value <= 0:
         raise ValueError(f"{name} must be positive, not {raw!r}")
+    if not math.isfinite(value):
+        # timedelta() said only "cannot convert float NaN to integer" for these.
+        raise ValueError(f"{name} must be a finite number of seconds, not {raw!r}")
     return timedelta(seconds=value)
 
 
