@@ -160,8 +160,17 @@ def check_user_message(message: object) -> FrameworkMessage:
 
 
 def check_tool_execution_result(outcome: ToolExecutionResult) -> None:
-    """Refuse a result whose ``output`` is not a ``str`` (``TypeError``)."""
-    require_instance("ToolExecutionResult", "output", outcome.output, str, "a str")
+    """Refuse a result whose ``output`` is not a ``str`` or whose ``truncated_output_bytes``
+    is not an ``int`` or ``None`` (``TypeError``), or is negative (``ValueError``)."""
+    where = "ToolExecutionResult"
+    require_instance(where, "output", outcome.output, str, "a str")
+    size = outcome.truncated_output_bytes
+    # A bool is an int to isinstance, but the stored record refuses it like a str:
+    # either one made every later read of the session fail.
+    kinds = () if isinstance(size, bool) else (int, type(None))
+    require_instance(where, "truncated_output_bytes", size, kinds, "an int or None")
+    if size is not None and size < 0:
+        raise ValueError(f"{where}.truncated_output_bytes must be None or at least 0, not {size}")
 
 
 def check_tool_input_requested(outcome: ToolInputRequested) -> None:

@@ -444,8 +444,23 @@ def test_a_deferred_tool_outcome_is_checked(
             ValueError,
             "ToolInputRequested without free text needs at least one choice",
         ),
+        (
+            ToolExecutionResult("cut", truncated_output_bytes="9000"),  # type: ignore[arg-type]
+            TypeError,
+            "ToolExecutionResult: truncated_output_bytes must be an int or None, not str ('9000')",
+        ),
+        (
+            ToolExecutionResult("cut", truncated_output_bytes=True),
+            TypeError,
+            "ToolExecutionResult: truncated_output_bytes must be an int or None, not bool (True)",
+        ),
+        (
+            ToolExecutionResult("cut", truncated_output_bytes=-1),
+            ValueError,
+            "ToolExecutionResult.truncated_output_bytes must be None or at least 0, not -1",
+        ),
     ],
-    ids=["started", "nan-interval", "unanswerable"],
+    ids=["started", "nan-interval", "unanswerable", "str-size", "bool-size", "negative-size"],
 )
 def test_a_poll_outcome_is_checked(outcome: object, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=exact(message)):
