@@ -13,7 +13,8 @@ loads, applies one of them, and commits:
   runs again; a decline or a passed deadline ends it ``rejected`` like
   ``ask_user``.
 - A task's question: the task has started, so every resolution returns the call
-  to ``waiting_for_task`` with the answer pending for the next poll.
+  to ``waiting_for_task`` with the answer pending for the next poll, and one that
+  cannot be raised (its interrupt ID is in use) ends the call by its effect.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dex_agents.domain.runner_outcomes import (
     task_poll_seconds,
 )
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
+from dex_agents.domain.tool_effects import tool_failure_status
 
 QUESTION_RESOLUTION_MESSAGES: Mapping[QuestionResolution, str] = MappingProxyType(
     {
@@ -68,6 +70,20 @@ def interrupt_id_in_use_error(interrupt_id: str) -> str:
         f"the tool asked a question, but its interrupt ID {interrupt_id} is already used "
         "by another tool call or interrupt of this turn"
     )
+
+
+def refuse_question_in_use(record: AgentToolCall, interrupt_id: str) -> AgentToolCall:
+    """The final record of a call whose question's interrupt ID is already in use.
+
+    A tool's own question comes before any effect, so the call records ``failed``.
+    A task's question comes after the task started, so the call records what a
+    started call that failed records: ``failed`` for a read, ``outcome_unknown``
+    for a write, which the task may still carry out.
+    """
+    status = ToolCallStatus.FAILED
+    if record.task_id is not None:
+        status = tool_failure_status(record.effect)
+    return attrs.evolve(record, status=status, error=interrupt_id_in_use_error(interrupt_id))
 
 
 def is_question_raised(record: AgentToolCall) -> bool:

@@ -137,6 +137,8 @@ async def test_a_declined_tool_question_ends_the_call_without_running_it_again(
 class CollidingRunner(AskingRunner):
     """Names its calls ``x`` and ``x-input-1``: the second uses the first one's question ID."""
 
+    ask_policy: ToolPolicy = READ
+
     async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
         if turn.is_resuming:
             return await super().run_model_step(turn)
@@ -144,7 +146,7 @@ class CollidingRunner(AskingRunner):
         return ToolCallsRequested(
             json.dumps({"turn": turn.turn_id}),
             [
-                DeferredToolCall("x", "ask", "{}", READ),
+                DeferredToolCall("x", "ask", "{}", self.ask_policy),
                 DeferredToolCall("x-input-1", "lookup", "{}", READ),
             ],
             AgentUsage(model_calls=1),
@@ -162,6 +164,33 @@ async def test_a_question_whose_interrupt_id_another_call_uses_fails_the_asking_
             "x-input-1 is already used by another tool call or interrupt of this turn; "
             "lookup=found"
         )
+        assert payloads(await session.events(), "interrupt_raised") == []
+
+
+@dataclass
+class CollidingTaskRunner(CollidingRunner):
+    """Its ``x`` call starts a payment task whose first poll asks under ``x-input-1``."""
+
+    async def execute_deferred_tool_call(  # type: ignore[override]
+        self, call: DeferredToolExecution
+    ) -> ToolExecutionResult | ToolTaskStarted:
+        if call.tool_call.tool_name != "ask":
+            return ToolExecutionResult("found")
+        return ToolTaskStarted(task_id="payment-7", poll_interval_seconds=0)
+
+    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
+        return ToolInputRequested("Confirm the amount?")
+
+
+async def test_a_started_write_tasks_question_whose_interrupt_id_is_in_use_is_outcome_unknown(
+    store: FlowStore,
+) -> None:
+    # Before, the call recorded failed, as a tool's own question does before any effect:
+    # the model read that the payment failed while its task went on.
+    async with stack(store, CollidingTaskRunner(ask_policy=NO_APPROVAL_WRITE)) as session:
+        await session.sessions.start_session("s1", "go")
+        snapshot = await session.idle()
+        assert snapshot.messages[-1].text == f"ask={OUTCOME_UNKNOWN_TOOL_RESULT}; lookup=found"
         assert payloads(await session.events(), "interrupt_raised") == []
 
 

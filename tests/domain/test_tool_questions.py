@@ -23,6 +23,7 @@ from dex_agents.domain.tool_questions import (
     pending_task_answer,
     question_interrupt_id,
     raise_question,
+    refuse_question_in_use,
     settle_question,
     start_tool_task,
     tool_question_interrupt_id,
@@ -163,6 +164,26 @@ def test_a_task_polls_at_whole_seconds_and_keeps_the_last_continuation() -> None
     assert (pending.task_poll_interval_seconds, pending.input_continuation) == (3, "q")
     cleared = keep_polling(pending, ToolTaskPending(poll_interval_seconds=10**9))
     assert (cleared.task_poll_interval_seconds, cleared.input_continuation) == (86400, None)
+
+
+@pytest.mark.parametrize(
+    ("effect", "task", "status"),
+    [
+        (ToolEffect.NON_IDEMPOTENT_WRITE, False, ToolCallStatus.FAILED),
+        (ToolEffect.READ, True, ToolCallStatus.FAILED),
+        (ToolEffect.IDEMPOTENT_WRITE, True, ToolCallStatus.OUTCOME_UNKNOWN),
+        (ToolEffect.NON_IDEMPOTENT_WRITE, True, ToolCallStatus.OUTCOME_UNKNOWN),
+    ],
+)
+def test_a_question_whose_interrupt_id_is_in_use_ends_a_started_task_by_its_effect(
+    effect: ToolEffect, task: bool, status: ToolCallStatus
+) -> None:
+    # A tool's own question comes before any effect; a task's comes after it started.
+    asking = _record(effect=effect, status=ToolCallStatus.AWAITING_ANSWER)
+    if task:
+        asking = _record(effect=effect, **TASK)
+    refused = refuse_question_in_use(asking, "call-1-input-1")
+    assert (refused.status, refused.error) == (status, interrupt_id_in_use_error("call-1-input-1"))
 
 
 def test_handing_over_without_a_pending_answer_changes_nothing() -> None:

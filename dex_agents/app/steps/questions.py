@@ -61,10 +61,10 @@ from dex_agents.domain.tool_effects import ToolFailureRoute, tool_failure_route
 from dex_agents.domain.tool_outcomes import cancel_unstarted_tool_call
 from dex_agents.domain.tool_questions import (
     QUESTION_RESOLUTION_MESSAGES,
-    interrupt_id_in_use_error,
     is_question_raised,
     question_interrupt_id,
     raise_question,
+    refuse_question_in_use,
     settle_question,
 )
 from dex_agents.ports.engine import (
@@ -236,12 +236,8 @@ class AwaitQuestionAnswer(Step[str]):
             state.get_instance(AGENT_TOOL_CALLS, interrupt_id) is not None
         )
         if used_by_record or any(item.interrupt_id == interrupt_id for item in pending):
-            failed = attrs.evolve(
-                record,
-                status=ToolCallStatus.FAILED,
-                error=interrupt_id_in_use_error(interrupt_id),
-            )
-            tool_routing.finish_record(context, self.runtime, failed)
+            refused = refuse_question_in_use(record, interrupt_id)
+            tool_routing.finish_record(context, self.runtime, refused)
             return dead_end()
         interrupt = AgentInterrupt(
             interrupt_id=interrupt_id,
