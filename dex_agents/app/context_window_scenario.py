@@ -38,6 +38,7 @@ from dex_agents.domain.context_summary import ContextSummary
 from dex_agents.domain.events import CompactionFinishedPayload
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.session_ids import validate_session_id
 from dex_agents.ports.errors import StreamReadTimeoutError
 
 # The last event read waits this long for one more before the check ends; every event of
@@ -75,8 +76,9 @@ class ContextWindowSessionScenario:
     ``estimate_text_tokens`` counts) fill it several times over. The message
     storage fields are small, so retention deletes summarized chunks within the
     run. ``min_compactions`` is how many summary generations the run must reach.
-    ``session_id`` names the session ``run`` starts, and ``turn_timeout`` bounds
-    each turn. Raises ``ValueError`` for a setting the run cannot meet.
+    ``session_id`` names the session ``run`` starts, and ``turn_timeout`` (a
+    positive ``timedelta``) bounds each turn. Raises ``ValueError`` for a setting
+    the run cannot meet, and the session ID rule's error for a bad ``session_id``.
     """
 
     context_window_tokens: int = 2_000
@@ -95,6 +97,12 @@ class ContextWindowSessionScenario:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int of at least 1, not {value!r}")
         self.session_options()  # validates the window and the storage fields, naming the bad one
+        # Checked here, not where run() first uses them: a bad turn_timeout failed only
+        # after the scenario had opened the session and sent its first turn.
+        validate_session_id(self.session_id)
+        timeout: object = self.turn_timeout
+        if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
+            raise ValueError(f"turn_timeout must be a positive timedelta, not {timeout!r}")
         if self.user_message_tokens >= self.context_window_tokens:
             raise ValueError(
                 "user_message_tokens must be below context_window_tokens, or no turn fits"

@@ -191,6 +191,12 @@ def test_the_scenario_messages_are_distinct_and_about_the_token_size() -> None:
             "user_message_tokens must be below context_window_tokens, or no turn fits",
         ),
         ({"context_window_tokens": 0}, "context_window_tokens must be at least 1, not 0"),
+        ({"turn_timeout": 60}, "turn_timeout must be a positive timedelta, not 60"),
+        (
+            {"turn_timeout": timedelta(0)},
+            "turn_timeout must be a positive timedelta, not datetime.timedelta(0)",
+        ),
+        ({"session_id": " "}, "invalid session ID ' ': it is blank"),
     ],
 )
 def test_a_setting_the_run_cannot_meet_raises(changes: dict[str, object], message: str) -> None:
