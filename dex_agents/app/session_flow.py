@@ -14,6 +14,7 @@ from dex_agents.app.rpcs import core_rpcs
 from dex_agents.app.session import SessionRuntime
 from dex_agents.app.steps import (
     builtin_steps,
+    cancel_tool_task,
     compaction_steps,
     run_model,
     start,
@@ -80,7 +81,7 @@ class PortableSessionFlow:
             turn_end.RecordTurnFailure(runtime),
             turn_control.ApplyTurnControl(runtime),
             turn_control.FinishTurnCancellation(runtime),
-            turn_control.CancelToolTask(runtime),
+            cancel_tool_task.CancelToolTask(runtime),
             *builtin_steps.steps(runtime),
             *tool_tasks.steps(runtime),
         ]

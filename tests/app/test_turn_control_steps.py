@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from dex_agents.app.steps.cancel_tool_task import CancelToolTask
 from dex_agents.app.steps.start import AwaitUserMessage
 from dex_agents.app.steps.tool_steps import CallSingleAttemptTool, CallTool
 from dex_agents.app.steps.turn_control import (
     ApplyTurnControl,
-    CancelToolTask,
     FinishTurnCancellation,
     cancel_before_start,
 )

@@ -1,4 +1,4 @@
-"""Steering and turn cancellation: ``ApplyTurnControl``, ``FinishTurnCancellation``, ``CancelToolTask``.
+"""Steering and turn cancellation: ``ApplyTurnControl`` and ``FinishTurnCancellation``.
 
 ``steer_user_message`` publishes the message to ``SteeredUserMessages`` and a
 wake to ``TurnControlRequests``; ``cancel_turn`` records ``TurnCancellationRequest``
@@ -7,7 +7,8 @@ once its request is recorded (``turn_control_reason``). No Step is interrupted
 by a steer: ``RunModel``, ``ResumeTurn`` and the tool Steps check at their
 start and end the turn, or cancel a call that has not started, at that safe
 boundary. ``cancel_turn`` instead cancels the model call and the waits, and
-``FinishTurnCancellation`` records what they were waiting for.
+``FinishTurnCancellation`` records what they were waiting for, handing each
+started tool task to ``CancelToolTask`` (``cancel_tool_task``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from dex_agents.app import tool_routing
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD
 from dex_agents.app.session import (
     SessionRuntime,
-    background_heartbeat,
     build_user_message,
     clear_turn,
     require_state,
@@ -30,7 +30,8 @@ from dex_agents.app.session import (
     turn_records,
 )
 from dex_agents.app.session_events import commit_event
-from dex_agents.app.steps import questions, run_model, start, tool_steps, turn_end
+from dex_agents.app.steps import questions, run_model, start, turn_end
+from dex_agents.app.steps.cancel_tool_task import cancel_tool_task_movement
 from dex_agents.domain.builtin_tools import durable_wait_output, parse_durable_wait_arguments
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import (
@@ -49,7 +50,6 @@ from dex_agents.domain.tool_calls import (
     ToolCallStatus,
 )
 from dex_agents.domain.tool_outcomes import (
-    abandon_tool_task,
     build_turn_failure_note,
     cancel_unstarted_tool_call,
 )
@@ -58,7 +58,6 @@ from dex_agents.ports.engine import (
     AttributeLock,
     ChannelCondition,
     MapLoad,
-    RetryPolicy,
     Step,
     StepContext,
     StepDecision,
@@ -72,7 +71,6 @@ from dex_agents.ports.engine import (
     go_to_many,
 )
 from dex_agents.ports.persistence import StateReader
-from dex_agents.ports.runner import ToolTaskCancellation, ToolTaskCanceller
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
     AGENT_STATE,
@@ -82,12 +80,6 @@ from dex_agents.ports.session_schema import (
     TURN_CANCELLATION_REQUEST,
     TURN_CONTROL_REQUESTS,
 )
-
-CANCEL_TOOL_TASK_TIMEOUT = timedelta(seconds=30)
-"""``CancelToolTask``'s attempt timeout."""
-
-CANCEL_TOOL_TASK_RETRY = RetryPolicy(maximum_attempts=3, total_duration=timedelta(minutes=2))
-"""``CancelToolTask``'s retries: 3 attempts within 2 minutes."""
 
 _TURN_CONTROL_LOCKS = (
     AttributeLock(TURN_CANCELLATION_REQUEST),
@@ -386,55 +378,3 @@ def _answered_first(record: AgentToolCall, pending_ids: set[str]) -> StepMovemen
     ):
         return questions.question_movement(record)
     return None
-
-
-def _cancel_tool_task_options(loads: tuple[MapLoad, ...]) -> StepOptions:
-    return StepOptions(
-        execute_timeout=CANCEL_TOOL_TASK_TIMEOUT,
-        retry=CANCEL_TOOL_TASK_RETRY,
-        failure_step=tool_steps.RecordToolOutcomeUnknown,
-        loads=loads,
-        # Two cancellations of one turn can both hand a task over; the lock makes
-        # the second see the first's final record, so one result is published.
-        locks=tuple(AttributeLock(AGENT_TOOL_CALLS, load.key) for load in loads if load.key),
-        durability=StepDurability.SYNC,
-    )
-
-
-def cancel_tool_task_movement(tool_call_id: str) -> StepMovement:
-    """The movement to ``CancelToolTask`` for a call, loading and locking only its own record."""
-    options = _cancel_tool_task_options((MapLoad(AGENT_TOOL_CALLS, tool_call_id),))
-    return StepMovement(CancelToolTask, tool_call_id, options)
-
-
-class CancelToolTask(Step[str]):
-    """Asks a ``ToolTaskCanceller`` runner to cancel an abandoned task, then records
-    ``outcome_unknown`` (``cancellation_reason`` ``turn_cancelled``) and publishes its result.
-    3 attempts in 2 minutes, 30 second timeout, failure route ``RecordToolOutcomeUnknown``."""
-
-    input_type = str
-
-    def __init__(self, runtime: SessionRuntime) -> None:
-        self.runtime = runtime
-
-    def options(self) -> StepOptions:
-        return _cancel_tool_task_options(())
-
-    async def execute(self, context: StepContext, input: str) -> StepDecision:
-        record = context.state.get_instance(AGENT_TOOL_CALLS, input)
-        if record is None or record.is_final:
-            return dead_end()
-        runtime = self.runtime
-        if record.task_id is None:  # nothing started: an ordinary cancelled call
-            cancelled = cancel_unstarted_tool_call(record, CancellationReason.TURN_CANCELLED)
-            tool_routing.finish_record(context, runtime, cancelled)
-            return dead_end()
-        runner = runtime.runner
-        if isinstance(runner, ToolTaskCanceller):
-            cancellation = ToolTaskCancellation(
-                flow_id=context.flow_id, tool_call=record, attempt=context.attempt
-            )
-            async with background_heartbeat(context):
-                await runner.cancel_tool_task(cancellation)
-        tool_routing.finish_record(context, runtime, abandon_tool_task(record))
-        return dead_end()
