@@ -461,6 +461,17 @@ async def test_null_for_an_optional_argument_means_absent() -> None:
     )
 
 
+async def test_an_absent_positional_only_argument_keeps_its_default() -> None:
+    @function_tool(effect=ToolEffect.READ)
+    def page(size: int = 10, cursor: str = "start", /, *, order: str = "asc") -> str:
+        return f"{size} {cursor} {order}"
+
+    assert await page.invoke('{"cursor": "c2"}', make_context()) == (
+        ToolExecutionResult("10 c2 asc")
+    )
+    assert await page.invoke('{"size": 5}', make_context()) == ToolExecutionResult("5 start asc")
+
+
 def upgrade_old_shape(arguments: Any) -> Any:
     if isinstance(arguments, dict) and "order" in arguments:
         return {"order_id": arguments["order"], "amount_cents": arguments["cents"]}

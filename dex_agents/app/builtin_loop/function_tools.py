@@ -125,6 +125,7 @@ class _Parameter:
     positional_only: bool
     required: bool
     receives_context: bool
+    default: object = None
 
 
 def _require_own_images(
@@ -234,6 +235,10 @@ class FunctionTool:
                     raise self._invalid(f"{parameter.name}: {error}") from error
             elif parameter.required:
                 raise self._invalid(f"arguments: missing required property {parameter.name}")
+            elif parameter.positional_only:
+                # Passed by position, an absent argument keeps its slot with its default,
+                # or the next positional-only argument would take its place.
+                value = parameter.default
             else:
                 continue
             if parameter.positional_only:
@@ -328,6 +333,7 @@ def _parameters(function: Callable[..., Any], tool: str, derive: bool) -> tuple[
                 positional_only=parameter.kind is inspect.Parameter.POSITIONAL_ONLY,
                 required=parameter.default is inspect.Parameter.empty,
                 receives_context=bare is ToolCallContext,
+                default=parameter.default,
             )
         )
     return tuple(parameters)
