@@ -379,6 +379,20 @@ async def test_arguments_that_are_not_json(text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"order_id": "o", "amount_cents": 1e400}', "number 1e400 is out of range"),
+        ('{"order_id": "o", "amount_cents": -1.5E+999}', "number -1.5E+999 is out of range"),
+        ('{"order_id": ' + "[" * 100_000 + "]" * 100_000 + "}", "arguments are nested too deeply"),
+    ],
+)
+async def test_arguments_out_of_range_or_too_deep(text: str, reason: str) -> None:
+    with pytest.raises(ToolExecutionError) as raised:
+        await refund_order.invoke(text, make_context())
+    assert str(raised.value) == f"invalid arguments for refund_order: {reason}"
+
+
+@pytest.mark.parametrize(
     ("arguments", "reason"),
     [
         ("[]", "arguments: expected object, got array"),

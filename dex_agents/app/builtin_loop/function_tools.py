@@ -22,6 +22,7 @@ import dataclasses
 import enum
 import inspect
 import json
+import math
 import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -143,6 +144,18 @@ def _require_own_images(
             )
 
 
+class _NumberOutOfRange(ValueError):
+    pass
+
+
+def _finite_float(text: str) -> float:
+    # json.loads reads 1e400 as infinity, which no tool means by a number.
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NumberOutOfRange(text)
+    return value
+
+
 def _result_default(value: object) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {item.name: getattr(value, item.name) for item in dataclasses.fields(value)}
@@ -190,7 +203,13 @@ class FunctionTool:
             raise ValueError(f"{constant} is not JSON")
 
         try:
-            decoded = json.loads(arguments_json, parse_constant=refuse)
+            decoded = json.loads(arguments_json, parse_constant=refuse, parse_float=_finite_float)
+        except _NumberOutOfRange as error:
+            raise self._invalid(f"number {error} is out of range") from None
+        except RecursionError:
+            # Raised before the tool runs, so the model reads it instead of a write
+            # recording outcome_unknown for a call that never started.
+            raise self._invalid("arguments are nested too deeply") from None
         except (TypeError, ValueError):
             raise self._invalid("arguments are not valid JSON") from None
         if self.prepare_arguments is None:
