@@ -392,6 +392,18 @@ async def test_arguments_out_of_range_or_too_deep(text: str, reason: str) -> Non
     assert str(raised.value) == f"invalid arguments for refund_order: {reason}"
 
 
+async def test_a_whole_number_past_float_range_for_a_float_is_invalid() -> None:
+    @function_tool(effect=ToolEffect.NON_IDEMPOTENT_WRITE)
+    def weigh(weights: list[float]) -> str:
+        return str(sum(weights))
+
+    with pytest.raises(ToolExecutionError) as raised:
+        await weigh.invoke('{"weights": [1' + "0" * 400 + "]}", make_context())
+    assert str(raised.value) == (
+        "invalid arguments for weigh: weights: int too large to convert to float"
+    )
+
+
 @pytest.mark.parametrize(
     ("arguments", "reason"),
     [

@@ -250,7 +250,8 @@ class FunctionTool:
             elif parameter.name in arguments:
                 try:
                     value = convert_json_value(arguments[parameter.name], parameter.hint)
-                except (TypeError, ValueError) as error:
+                except (TypeError, ValueError, OverflowError) as error:
+                    # OverflowError: a whole number past float's range for a float.
                     raise self._invalid(f"{parameter.name}: {error}") from error
             elif parameter.required:
                 raise self._invalid(f"arguments: missing required property {parameter.name}")
