@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import enum
 import threading
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from typing import Annotated, Any, Literal, NotRequired, Optional, Required, TypedDict
 
 import pytest
@@ -284,6 +284,22 @@ def test_signature_errors_at_decoration() -> None:
         function_tool(effect=ToolEffect.READ)(keywords)
     with pytest.raises(ValueError, match="must be 1 to 64 letters"):
         function_tool(effect=ToolEffect.READ, name="has space")(star)
+
+
+def test_a_generator_function_is_refused_at_decoration() -> None:
+    def lines(count: int) -> Iterator[str]:
+        yield from ("line",) * count
+
+    async def chunks(count: int) -> AsyncIterator[str]:
+        for _ in range(count):
+            yield "chunk"
+
+    for function in (lines, chunks):
+        with pytest.raises(
+            TypeError,
+            match=rf"^tool {function.__name__}: a generator function cannot be a tool; ",
+        ):
+            function_tool(effect=ToolEffect.READ)(function)
 
 
 @function_tool(effect=ToolEffect.NON_IDEMPOTENT_WRITE)

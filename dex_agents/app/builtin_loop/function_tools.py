@@ -391,10 +391,11 @@ def function_tool(
     parameter, ``required`` listing those without defaults, and
     ``additionalProperties`` ``false``. A parameter typed ``ToolCallContext`` is
     not in the schema and receives the call's context. An unsupported type raises
-    ``TypeError`` here, naming the parameter and the type; with
-    ``parameters_schema`` the hints are not checked. ``prepare_arguments`` is a
-    synchronous, deterministic function of the decoded arguments that returns the
-    arguments to check, such as an older argument shape converted.
+    ``TypeError`` here, naming the parameter and the type, and so does a generator
+    function; with ``parameters_schema`` the hints are not checked.
+    ``prepare_arguments`` is a synchronous, deterministic function of the decoded
+    arguments that returns the arguments to check, such as an older argument shape
+    converted.
     """
     tool_effect = ToolEffect(effect)
     if requires_approval is not None and not isinstance(requires_approval, bool):
@@ -415,6 +416,11 @@ def function_tool(
         if not isinstance(tool_name, str) or not _TOOL_NAME.fullmatch(tool_name):
             raise ValueError(
                 f"tool name {tool_name!r} must be 1 to 64 letters, digits, underscores or hyphens"
+            )
+        if inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function):
+            # Its generator is no result: every call would fail after the Step began.
+            raise TypeError(
+                f"tool {tool_name}: a generator function cannot be a tool; return the result"
             )
         derive = parameters_schema is None
         parameters = _parameters(function, tool_name, derive)
