@@ -22,7 +22,6 @@ import dataclasses
 import enum
 import inspect
 import json
-import math
 import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +36,10 @@ from dex_agents.app.builtin_loop.json_schema import (
     json_schema_for_type,
     json_type_name,
     validate_json_value,
+)
+from dex_agents.app.builtin_loop.tool_arguments import (
+    ArgumentsNotDecoded,
+    decode_tool_arguments,
 )
 from dex_agents.domain.errors import ImageValidationError, ToolExecutionError
 from dex_agents.domain.images import (
@@ -144,18 +147,6 @@ def _require_own_images(
             )
 
 
-class _NumberOutOfRange(ValueError):
-    pass
-
-
-def _finite_float(text: str) -> float:
-    # json.loads reads 1e400 as infinity, which no tool means by a number.
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NumberOutOfRange(text)
-    return value
-
-
 def _result_default(value: object) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {item.name: getattr(value, item.name) for item in dataclasses.fields(value)}
@@ -199,19 +190,10 @@ class FunctionTool:
         return ToolExecutionError(f"invalid arguments for {self.name}: {reason}")
 
     def _decode(self, arguments_json: str) -> Any:
-        def refuse(constant: str) -> Any:
-            raise ValueError(f"{constant} is not JSON")
-
         try:
-            decoded = json.loads(arguments_json, parse_constant=refuse, parse_float=_finite_float)
-        except _NumberOutOfRange as error:
-            raise self._invalid(f"number {error} is out of range") from None
-        except RecursionError:
-            # Raised before the tool runs, so the model reads it instead of a write
-            # recording outcome_unknown for a call that never started.
-            raise self._invalid("arguments are nested too deeply") from None
-        except (TypeError, ValueError):
-            raise self._invalid("arguments are not valid JSON") from None
+            decoded = decode_tool_arguments(arguments_json)
+        except ArgumentsNotDecoded as error:
+            raise self._invalid(str(error)) from None
         if self.prepare_arguments is None:
             return decoded
         try:
