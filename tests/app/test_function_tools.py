@@ -378,6 +378,17 @@ async def test_the_context_parameter_receives_the_context() -> None:
     assert result == ToolExecutionResult("o-1 250 None <Color.GREEN: 'green'> flow-1/turn-1/call-1")
 
 
+async def test_an_optional_context_parameter_receives_the_context() -> None:
+    @function_tool(effect=ToolEffect.READ)
+    def where(city: str, context: ToolCallContext | None = None) -> str:
+        return f"{city} {context.tool_call_id if context else None}"
+
+    assert where.parameters_schema["properties"] == {"city": {"type": "string"}}
+    assert await where.invoke('{"city": "Oslo"}', make_context()) == (
+        ToolExecutionResult("Oslo call-1")
+    )
+
+
 def test_a_hand_built_context_is_unclassified_without_a_store() -> None:
     context = make_context()
     assert context.effect is ToolEffect.UNCLASSIFIED

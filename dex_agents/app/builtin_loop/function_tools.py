@@ -23,6 +23,7 @@ import enum
 import inspect
 import json
 import re
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -312,6 +313,17 @@ class FunctionTool:
         return self._result(result, context)
 
 
+def _is_context_hint(hint: object) -> bool:
+    # ToolCallContext | None too, so the function can be called without a context
+    # outside a tool Step; derived as a schema it would fail on the event writer.
+    if typing.get_origin(hint) is typing.Annotated:
+        hint = typing.get_args(hint)[0]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        members = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        return members == [ToolCallContext]
+    return hint is ToolCallContext
+
+
 def _parameters(function: Callable[..., Any], tool: str, derive: bool) -> tuple[_Parameter, ...]:
     try:
         hints = typing.get_type_hints(function, include_extras=True)
@@ -327,14 +339,13 @@ def _parameters(function: Callable[..., Any], tool: str, derive: bool) -> tuple[
         if derive and parameter.name not in hints:
             raise TypeError(f"tool {tool}: parameter {parameter.name} has no type hint")
         hint = hints.get(parameter.name, Any)
-        bare = typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else hint
         parameters.append(
             _Parameter(
                 name=parameter.name,
                 hint=hint,
                 positional_only=parameter.kind is inspect.Parameter.POSITIONAL_ONLY,
                 required=parameter.default is inspect.Parameter.empty,
-                receives_context=bare is ToolCallContext,
+                receives_context=_is_context_hint(hint),
                 default=parameter.default,
             )
         )
