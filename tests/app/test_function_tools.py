@@ -492,6 +492,29 @@ async def test_nested_violations_name_the_path(arguments: str, reason: str) -> N
     assert str(raised.value) == f"invalid arguments for register: {reason}"
 
 
+class ByEmail(TypedDict):
+    kind: Literal["email"]
+    address: str
+
+
+class BySms(TypedDict):
+    kind: Literal["sms"]
+    phone: str
+
+
+async def test_an_object_that_matches_no_alternative_names_each_alternatives_error() -> None:
+    @function_tool(effect=ToolEffect.READ)
+    def notify(via: ByEmail | BySms) -> str:
+        return str(via)
+
+    with pytest.raises(ToolExecutionError) as raised:
+        await notify.invoke('{"via": {"kind": "sms", "phone": 5}}', make_context())
+    assert str(raised.value) == (
+        "invalid arguments for notify: via: matches no alternative: "
+        "via: missing required property address; via.phone: expected string, got integer"
+    )
+
+
 async def test_arguments_become_dataclasses_enums_and_typed_dicts() -> None:
     result = await register.invoke(
         '{"customer": {"name": "Ann", "address": {"city": "Oslo"}, "tags": ["vip"]},'

@@ -288,6 +288,10 @@ def _check_any_of(
     if len(same_type) == 1:
         # Only one alternative takes this JSON type, so its own error says what is wrong.
         raise same_type[0]
+    if same_type and isinstance(value, Mapping | list | tuple):
+        # "expected object or object" tells nothing: each alternative's error does.
+        reasons = "; ".join(str(error) for error in same_type)
+        raise JsonSchemaViolation(f"{_path_text(path)}: matches no alternative: {reasons}")
     expected = " or ".join(_describe(alternative) for alternative in alternatives)
     raise JsonSchemaViolation(
         f"{_path_text(path)}: expected {expected}, got {json_type_name(value)}"
