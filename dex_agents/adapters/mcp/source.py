@@ -405,6 +405,9 @@ def _arguments(text: str) -> dict[str, Any]:
         value = json.loads(text or "{}")
     except ValueError as error:
         raise ToolExecutionError(f"the tool arguments are not JSON: {error}") from error
+    except RecursionError:
+        # Refused before any request, so a write fails instead of recording outcome_unknown.
+        raise ToolExecutionError("the tool arguments are nested too deeply") from None
     if not isinstance(value, dict):
         raise ToolExecutionError("the tool arguments must be a JSON object")
     return value

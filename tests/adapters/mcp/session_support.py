@@ -27,7 +27,7 @@ from tests.support.session_events import session_events
 SESSION = "s1"
 
 
-def calls_then_answer(*calls: tuple[str, dict[str, Any]]) -> ScriptedModelClient:
+def calls_then_answer(*calls: tuple[str, dict[str, Any] | str]) -> ScriptedModelClient:
     """A model that calls each tool in turn, then answers with every result joined."""
 
     def respond(request: ModelRequest) -> ScriptedModelReply:

@@ -22,7 +22,7 @@ from tests.adapters.mcp.session_support import SESSION, calls_then_answer, keys,
 
 
 def session(
-    source: McpToolSource, *calls: tuple[str, dict[str, Any]], media_store: Any = None
+    source: McpToolSource, *calls: tuple[str, dict[str, Any] | str], media_store: Any = None
 ) -> AbstractAsyncContextManager[AgentSessionClient]:
     """The open session of an agent whose model calls ``calls`` in turn, then answers."""
     return session_support.session(source, calls_then_answer(*calls), media_store=media_store)
@@ -66,6 +66,20 @@ async def test_a_declared_write_asks_despite_its_read_only_hint(
         assert await sessions.resolve_interrupt(SESSION, approval.interrupt_id, True)
         snapshot = await sessions.wait_for_user(SESSION)
     assert snapshot.messages[-1].text == "paid 5"
+
+
+async def test_arguments_nested_too_deeply_fail_a_write_without_sending_it(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    source = McpToolSource([stdio_server])
+    deep = '{"amount": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    async with session(source, ("notes__send_payment", deep)) as sessions:
+        waiting = await turn(sessions)
+        (approval,) = waiting.pending_interrupts
+        assert await sessions.resolve_interrupt(SESSION, approval.interrupt_id, True)
+        snapshot = await sessions.wait_for_user(SESSION)
+    assert outputs(snapshot) == ["The tool call failed: the tool arguments are nested too deeply"]
+    assert call_log.calls("send_payment") == []
 
 
 async def test_a_read_whose_server_crashes_is_sent_again_with_the_same_key(
