@@ -139,6 +139,9 @@ def _decoded(arguments: str, tool: ConnectorTool) -> Any:
         value = json.loads(arguments or "{}", parse_constant=_refuse_constant)
     except ValueError as error:
         raise ToolExecutionError(f"{tool.name}: the arguments are not JSON: {error}") from None
+    except RecursionError:
+        # Refused like any other bad arguments: never approved, never run.
+        raise ToolExecutionError(f"{tool.name}: the arguments are nested too deeply") from None
     try:
         check_arguments(value, tool.manifest.input_schema)
     except ArgumentsViolation as error:

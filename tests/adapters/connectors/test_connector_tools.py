@@ -357,6 +357,21 @@ async def test_arguments_with_a_constant_json_lacks_never_run(constant: str) -> 
     assert listed.runs == []
 
 
+async def test_arguments_nested_too_deeply_wait_for_no_approval_and_never_run() -> None:
+    refund = operation("createRefund")
+    source = ConnectorToolSource([connector_tool(refund, "r")])
+    deep = '{"charge": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    built = source.deferred_tool_call(
+        turn(), tool_call_id="c1", tool_name="stripe_create_refund", arguments=deep
+    )
+    assert built.policy.requires_approval is False
+    run, _ = execution("stripe_create_refund", REFUND)
+    record = attrs.evolve(run.tool_call, arguments=deep)
+    with pytest.raises(ToolExecutionError, match=r"^stripe_create_refund: .* nested too deeply$"):
+        await source.execute_deferred_tool_call(dataclasses.replace(run, tool_call=record))
+    assert refund.runs == []
+
+
 async def test_branches_map_to_records_by_the_first_matching_row() -> None:
     declined = Branch("declined", error_kind="card", message="insufficient funds")
     source = ConnectorToolSource(
