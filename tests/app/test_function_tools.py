@@ -439,6 +439,10 @@ async def test_a_whole_number_past_float_range_for_a_float_is_invalid() -> None:
         ('{"order_id": 7, "amount_cents": 1}', "order_id: expected string, got integer"),
         ('{"order_id": "o", "amount_cents": true}', "amount_cents: expected integer, got boolean"),
         ('{"order_id": "o", "amount_cents": 1.5}', "amount_cents: expected integer, got number"),
+        (
+            '{"order_id": "o", "amount_cents": 12345678901234567890.0}',
+            "amount_cents: expected integer, got number",
+        ),
         ('{"order_id": "o", "amount_cents": 1, "x": 1}', "arguments: unexpected property x"),
         (
             '{"order_id": "o", "amount_cents": 1, "color": "blue"}',

@@ -44,6 +44,9 @@ _SCALAR_SCHEMAS: Mapping[object, str] = {
 }
 
 
+_LARGEST_EXACT_INTEGER = 2**53
+
+
 class JsonSchemaViolation(ValueError):
     """A decoded JSON value that breaks its schema; the message names the path."""
 
@@ -209,7 +212,10 @@ def _has_type(value: object, kind: str) -> bool:
     if kind == "number":
         return actual in ("integer", "number")
     if kind == "integer" and actual == "number":
-        return float(typing.cast(float, value)).is_integer()
+        number = float(typing.cast(float, value))
+        # Past 2**53 a float is no longer the integer the text wrote (12345678901234567890.0
+        # reads as ...7168), so only a whole number that is exact counts as an integer.
+        return number.is_integer() and abs(number) <= _LARGEST_EXACT_INTEGER
     return actual == kind
 
 
