@@ -286,10 +286,11 @@ def mcp_input_request_fingerprint(request: object) -> str:
 def map_mcp_input_request(requests: Mapping[str, Any]) -> McpInputQuestion | None:
     """The session question for a task's input requests, or ``None`` when none fits.
 
-    Only one form ``elicitation/create`` (``mode`` absent or ``form``) with a string
-    ``message`` whose ``requestedSchema`` has a single property maps: a ``string``
-    field asks with its ``enum`` values (non-empty, all strings) as the only choices,
-    or free text without ``enum``; a ``boolean`` field asks with ``yes`` and ``no``.
+    Only one form ``elicitation/create`` (``mode`` absent or ``form``) with a non-blank
+    string ``message`` whose ``requestedSchema`` has a single property maps: a
+    ``string`` field asks with its ``enum`` values (non-empty, all non-blank strings)
+    as the only choices, or free text without ``enum``; a ``boolean`` field asks with
+    ``yes`` and ``no``.
     """
     if len(requests) != 1:
         return None
@@ -300,7 +301,9 @@ def map_mcp_input_request(requests: Mapping[str, Any]) -> McpInputQuestion | Non
     if not isinstance(params, Mapping) or params.get("mode", "form") != "form":
         return None
     message, schema = params.get("message"), params.get("requestedSchema")
-    if not isinstance(message, str) or not isinstance(schema, Mapping):
+    # A session question needs text, and an answer is never blank: a blank message or
+    # choice would make a question no one can see or answer.
+    if not isinstance(message, str) or not message.strip() or not isinstance(schema, Mapping):
         return None
     properties = schema.get("properties")
     if not isinstance(properties, Mapping) or len(properties) != 1:
@@ -318,7 +321,7 @@ def map_mcp_input_request(requests: Mapping[str, Any]) -> McpInputQuestion | Non
         values = field["enum"]
         if not isinstance(values, list) or not values:
             return None
-        if not all(isinstance(value, str) for value in values):
+        if not all(isinstance(value, str) and value.strip() for value in values):
             return None
         choices = tuple(values)
     return McpInputQuestion(

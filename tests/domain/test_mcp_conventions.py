@@ -339,6 +339,8 @@ def test_one_simple_form_elicitation_becomes_a_question(
         },
         {"a": _elicit(_schema(type="string"), mode="url", url="https://example.com")},
         {"a": _elicit(_schema(type="string"), message=None)},
+        {"a": _elicit(_schema(type="string"), message=" \n")},
+        {"a": _elicit(_schema(type="string", enum=["checking", " "]))},
         {"a": {"method": "sampling/createMessage", "params": {}}},
         {"a": {"method": "roots/list"}},
         {"a": "not a request"},
@@ -353,6 +355,10 @@ def test_one_simple_form_elicitation_becomes_a_question(
         "two fields",
         "url mode",
         "no message",
+        # A blank question failed the poll with a ValueError from the ToolInputRequested
+        # check, so the task was never cancelled; a blank choice can never be answered.
+        "a blank message",
+        "a blank enum value",
         "sampling",
         "roots",
         "not an object",
