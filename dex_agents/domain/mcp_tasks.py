@@ -45,6 +45,9 @@ ANSWER_WINDOW_POLL_SECONDS = 1
 MCP_TASK_CANCELLED_TEXT = "the MCP task was cancelled"
 """The error of a call whose task ended ``cancelled``."""
 
+MCP_TASK_FAILED_TEXT = "the MCP task failed"
+"""The error of a call whose task ended ``failed`` with neither an ``error`` nor a message."""
+
 
 class McpTaskStatus(StrEnum):
     """A task's ``status`` in ``tasks/get``."""
@@ -102,12 +105,17 @@ def terminal_task_outcome(task: McpTask, *, uploads_images: bool = True) -> McpC
     ``completed``: the result, classified as a ``tools/call`` result (the Dex
     ``outcome`` key included; ``uploads_images`` as there). ``failed``: the error's text, ``failed`` unless its
     Dex ``outcome`` key says ``unknown``; a task's error is never re-issued.
-    ``cancelled``: ``failed``.
+    A failed task without an ``error`` object records its ``statusMessage``, or
+    ``MCP_TASK_FAILED_TEXT``. ``cancelled``: ``failed``.
     """
     if task.status is McpTaskStatus.COMPLETED:
         return classify_mcp_tool_result(task.result or {}, uploads_images=uploads_images)
     if task.status is McpTaskStatus.FAILED:
-        outcome = classify_mcp_error_response(task.error or {"message": task.status_message})
+        if task.error is None:
+            # No JSON-RPC error to quote: "MCP error null: ..." would tell the model nothing.
+            text = task.status_message if task.status_message else MCP_TASK_FAILED_TEXT
+            return McpCallOutcome(kind=McpCallOutcomeKind.FAILED, text=text)
+        outcome = classify_mcp_error_response(task.error)
         if outcome.kind is McpCallOutcomeKind.INTERRUPTED:
             return attrs.evolve(outcome, kind=McpCallOutcomeKind.FAILED)
         return outcome

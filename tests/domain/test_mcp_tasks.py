@@ -117,6 +117,9 @@ def test_an_answer_without_an_id_or_a_known_status_is_refused(payload: dict[str,
             "MCP error -32000: lost",
         ),
         (_task("cancelled"), McpCallOutcomeKind.FAILED, "the MCP task was cancelled"),
+        # Without an error object the text read "MCP error null: it broke".
+        (_task("failed", statusMessage="it broke"), McpCallOutcomeKind.FAILED, "it broke"),
+        (_task("failed"), McpCallOutcomeKind.FAILED, "the MCP task failed"),
     ],
 )
 def test_what_an_ended_task_records(task: McpTask, kind: McpCallOutcomeKind, text: str) -> None:
