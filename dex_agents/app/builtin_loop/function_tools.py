@@ -2,7 +2,7 @@
 
 ``FunctionTool.invoke`` runs one call in a tool Step: decode the model's JSON,
 ``prepare_arguments``, the schema check, conversion to the parameters' types, the
-function, and its result as a ``ToolExecutionResult``.
+function, and its result as a ``ToolExecutionResult`` (``tool_results``).
 
 Errors: arguments that are not JSON, that ``prepare_arguments`` refuses, or that
 break the schema raise ``ToolExecutionError`` (``invalid arguments for <tool>:
@@ -18,18 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
-import enum
 import inspect
-import json
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import attrs
 
 from dex_agents.app.builtin_loop.json_schema import (
     JsonSchemaViolation,
@@ -42,13 +37,8 @@ from dex_agents.app.builtin_loop.tool_arguments import (
     ArgumentsNotDecoded,
     decode_tool_arguments,
 )
-from dex_agents.domain.errors import ImageValidationError, ToolExecutionError
-from dex_agents.domain.images import (
-    AgentImageReference,
-    image_uri,
-    validate_image_references,
-)
-from dex_agents.domain.messages import image_tuple
+from dex_agents.app.builtin_loop.tool_results import FunctionToolResult, function_tool_result
+from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.model_io import ModelToolDefinition
 from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolInputRequested
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
@@ -111,18 +101,6 @@ class ToolCallContext:
         )
 
 
-@attrs.frozen
-class FunctionToolResult:
-    """A function tool's text for the model with the images it uploaded.
-
-    The runner returns it as ``ToolExecutionResult(output, images)``. A plain
-    ``dict`` with ``output`` and ``images`` keys is serialized as JSON instead.
-    """
-
-    output: str = attrs.field(validator=attrs.validators.instance_of(str))
-    images: tuple[AgentImageReference, ...] = attrs.field(default=(), converter=image_tuple)
-
-
 @dataclass(frozen=True)
 class _Parameter:
     name: str
@@ -131,29 +109,6 @@ class _Parameter:
     required: bool
     receives_context: bool
     default: object = None
-
-
-def _require_own_images(
-    tool_name: str, images: Sequence[AgentImageReference], store_uri: str
-) -> None:
-    # The runner reads every image again from its own store for each later model
-    # call, so a reference of another store would fail every later turn of the
-    # session; it fails this attempt instead, as an invalid reference does.
-    for number, image in enumerate(images, start=1):
-        expected = image_uri(store_uri, image.sha256)
-        if image.uri != expected:
-            raise ImageValidationError(
-                f"image {number}: tool {tool_name} returned image uri {image.uri!r}, which "
-                f"is not in the runner's media store; its images are {expected!r}"
-            )
-
-
-def _result_default(value: object) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {item.name: getattr(value, item.name) for item in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,37 +209,6 @@ class FunctionTool:
                 raise self._invalid(f"arguments: unexpected property {name}")
         return positional, keywords
 
-    def _result(
-        self, result: object, context: ToolCallContext
-    ) -> ToolExecutionResult | ToolInputRequested:
-        if isinstance(result, str):
-            return ToolExecutionResult(result)
-        if isinstance(result, ToolInputRequested):
-            return result
-        if isinstance(result, FunctionToolResult):
-            if result.images and context.media_store is None:
-                raise ToolExecutionError(
-                    f"tool {self.name} returned {len(result.images)} images, but the runner "
-                    "has no media store to show them to the model"
-                )
-            images = validate_image_references(result.images)
-            if context.media_store is not None:
-                _require_own_images(self.name, images, context.media_store.store_uri)
-            return ToolExecutionResult(result.output, images)
-        try:
-            output = json.dumps(
-                result,
-                sort_keys=False,
-                ensure_ascii=False,
-                allow_nan=False,
-                default=_result_default,
-            )
-        except (TypeError, ValueError) as error:
-            raise TypeError(
-                f"tool {self.name} returned a result that is not JSON serializable: {error}"
-            ) from error
-        return ToolExecutionResult(output)
-
     async def invoke(
         self, arguments_json: str, context: ToolCallContext
     ) -> ToolExecutionResult | ToolInputRequested:
@@ -310,7 +234,7 @@ class FunctionTool:
             result = await asyncio.to_thread(self.function, *positional, **keywords)
             if inspect.isawaitable(result):
                 result = await result
-        return self._result(result, context)
+        return function_tool_result(self.name, result, context.media_store)
 
 
 def _is_context_hint(hint: object) -> bool:
