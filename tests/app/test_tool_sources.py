@@ -14,6 +14,7 @@ import attrs
 import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.app.builtin_loop.items import user_text_message
 from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
 from dex_agents.app.builtin_loop.scripted_model import ScriptedModelReply, ScriptedToolCall
@@ -26,6 +27,7 @@ from dex_agents.app.builtin_loop.tool_sources import (
     model_tool_definition,
 )
 from dex_agents.domain.builtin_tools import BuiltInTool
+from dex_agents.domain.errors import ImageValidationError
 from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.model_io import ModelRequest
@@ -33,13 +35,19 @@ from dex_agents.domain.runner_outcomes import (
     ToolCallsRequested,
     ToolExecutionResult,
     ToolTaskPending,
+    ToolTaskPollOutcome,
 )
 from dex_agents.domain.state import InteractionMode
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.ports.flow_store import FlowStore
-from dex_agents.ports.runner import AgentTurnContext, ToolTaskPoller
+from dex_agents.ports.runner import (
+    AgentTurnContext,
+    DeferredToolExecution,
+    ToolTaskPoll,
+    ToolTaskPoller,
+)
 from dex_agents.ports.tool_source import ToolSource
 from tests.app.fake_tool_source import READ_FILE, DeclaringSource, FakeSource, execution_of, poll_of
 from tests.app.test_builtin_loop import (
@@ -51,6 +59,7 @@ from tests.app.test_builtin_loop import (
     refund_order,
     running,
 )
+from tests.domain.images_support import png
 
 DELETE_FILE = ListedTool(name="delete_file", description="Delete a file.")
 
@@ -379,3 +388,51 @@ def test_a_definition_keeps_no_tool_alive() -> None:
     assert gone() is None
     later = ListedTool(name="other", description="Another tool.")
     assert model_tool_definition(later).name == "other"
+
+
+class ImageSource(FakeSource):
+    """A source that answers every call and poll with one image it uploaded to ``store``."""
+
+    def __init__(self, store: InMemoryMediaStore) -> None:
+        super().__init__("files")
+        self.store = store
+
+    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        return ToolExecutionResult("a chart", [await self.store.put_image(png())])
+
+    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
+        return ToolExecutionResult("a chart", [await self.store.put_image(png())])
+
+
+async def test_a_source_image_of_another_store_fails_the_attempt_not_every_later_turn() -> None:
+    runner_store = InMemoryMediaStore()
+    source = ImageSource(InMemoryMediaStore("memory://elsewhere"))
+    runner = BuiltinLoopAgentRunner(
+        agent(call_then_answer("read_file", {}), tool_sources=[source]), media_store=runner_store
+    )
+    assert isinstance(runner, ToolTaskPoller)
+    record = source_record(encode_source_reference("files", "inner"))
+    for outcome in (
+        runner.execute_deferred_tool_call(execution_of(record)),
+        runner.poll_tool_task(poll_of(record)),
+    ):
+        with pytest.raises(
+            ImageValidationError,
+            match=r"^image 1: tool read_file returned image "
+            r"uri 'memory://elsewhere/sha256/.*not in the runner's media store",
+        ):
+            await outcome
+    # The runner's own images, and any source image of a runner without a store, pass.
+    own = BuiltinLoopAgentRunner(
+        agent(call_then_answer("read_file", {}), tool_sources=[ImageSource(runner_store)]),
+        media_store=runner_store,
+    )
+    result = await own.execute_deferred_tool_call(execution_of(record))
+    assert isinstance(result, ToolExecutionResult)
+    assert len(result.images) == 1
+    storeless = BuiltinLoopAgentRunner(
+        agent(call_then_answer("read_file", {}), tool_sources=[source])
+    )
+    result = await storeless.execute_deferred_tool_call(execution_of(record))
+    assert isinstance(result, ToolExecutionResult)
+    assert len(result.images) == 1

@@ -33,6 +33,7 @@ from dex_agents.app.builtin_loop.items import (
     tool_result_message,
     user_text_message,
 )
+from dex_agents.app.builtin_loop.tool_results import require_own_images
 from dex_agents.domain.builtin_tools import (
     BuiltInTool,
     check_no_reserved_tool_names,
@@ -60,6 +61,7 @@ from dex_agents.domain.runner_outcomes import (
     DeferredToolCall,
     DeferredToolOutcome,
     ToolCallsRequested,
+    ToolExecutionResult,
     ToolTaskPollOutcome,
     TurnCompleted,
     TurnContinued,
@@ -222,6 +224,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
         """
         routed = await tool_sources.execute_source_call(self._sources, call)
         if routed is not None:
+            _check_own_images(self.media_store, call.tool_call.tool_name, routed)
             return routed
         name = call.tool_call.tool_name
         tool = self.definition.function_tool(name)
@@ -373,6 +376,7 @@ class _SourcePollingRunner(BuiltinLoopAgentRunner):
             raise ToolExecutionError(
                 f"tool {poll.tool_call.tool_name} belongs to no tool source and starts no tasks"
             )
+        _check_own_images(self.media_store, poll.tool_call.tool_name, routed)
         return routed
 
     async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
@@ -383,6 +387,13 @@ class _SourcePollingRunner(BuiltinLoopAgentRunner):
         source, record = routed
         if isinstance(source, ToolTaskCanceller):
             await source.cancel_tool_task(dataclasses.replace(cancellation, tool_call=record))
+
+
+def _check_own_images(media_store: MediaStore | None, tool_name: str, outcome: object) -> None:
+    # A tool source given another store than the runner's returns references the
+    # runner cannot read: each later turn of the session would fail on them.
+    if media_store is not None and isinstance(outcome, ToolExecutionResult) and outcome.images:
+        require_own_images(tool_name, outcome.images, media_store.store_uri)
 
 
 class _ImageRunner(BuiltinLoopAgentRunner):

@@ -4,7 +4,8 @@ A ``str`` is the output; a ``FunctionToolResult`` adds the images the tool
 uploaded to the runner's media store; a ``ToolInputRequested`` asks the user;
 anything else is serialized as JSON (dataclasses as objects, enums as their
 values). Images need the runner's store, and each must be one of its images: the
-runner reads them again from that store for every later model call.
+runner reads them again from that store for every later model call. A tool
+source's images are checked against it too (``require_own_images``).
 """
 
 from __future__ import annotations
@@ -40,12 +41,15 @@ class FunctionToolResult:
     images: tuple[AgentImageReference, ...] = attrs.field(default=(), converter=image_tuple)
 
 
-def _require_own_images(
+def require_own_images(
     tool_name: str, images: Sequence[AgentImageReference], store_uri: str
 ) -> None:
-    # The runner reads every image again from its own store for each later model
-    # call, so a reference of another store would fail every later turn of the
-    # session; it fails this attempt instead, as an invalid reference does.
+    """Raise ``ImageValidationError`` for the first image not in the store at ``store_uri``.
+
+    The runner reads every image again from its own store for each later model
+    call, so a reference of another store would fail every later turn of the
+    session; it fails the tool attempt instead, as an invalid reference does.
+    """
     for number, image in enumerate(images, start=1):
         expected = image_uri(store_uri, image.sha256)
         if image.uri != expected:
@@ -84,7 +88,7 @@ def function_tool_result(
             )
         images = validate_image_references(result.images)
         if media_store is not None:
-            _require_own_images(tool_name, images, media_store.store_uri)
+            require_own_images(tool_name, images, media_store.store_uri)
         return ToolExecutionResult(result.output, images)
     try:
         output = json.dumps(
