@@ -220,15 +220,21 @@ def new_turn_interaction_mode(
     plan: AgentPlan | None,
     *,
     plan_approved: bool = False,
+    plan_mode_enabled: bool = True,
 ) -> InteractionMode:
     """The ``interaction_mode`` of a new turn.
 
     ``executing`` for a turn that an approved plan starts; else ``planning`` when
     any of the turn's user messages has ``plan_mode`` or a ``draft`` plan exists;
-    else ``chat``.
+    else ``chat``. A Flow with plan mode off never plans: its runner offers no
+    ``write_todos`` for a planning turn, which could then call no tool at all, so a
+    draft left from when plan mode was on, or a ``plan_mode`` message queued then,
+    starts a ``chat`` turn.
     """
     if plan_approved:
         return InteractionMode.EXECUTING
+    if not plan_mode_enabled:
+        return InteractionMode.CHAT
     if any(message.plan_mode for message in messages):
         return InteractionMode.PLANNING
     if plan is not None and plan.status is PlanStatus.DRAFT:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.events import PlanExecutionStartedPayload, PlanUpdatedPayload
@@ -122,3 +125,23 @@ async def test_a_steered_plan_mode_message_starts_a_planning_turn(store: FlowSto
         ]
         assert snapshot.plan is not None
         assert (snapshot.plan.revision, snapshot.plan.status) == (1, PlanStatus.DRAFT)
+
+
+async def test_a_draft_left_when_plan_mode_is_turned_off_starts_a_chat_turn(
+    tmp_path: Path,
+) -> None:
+    # A planning turn in a Flow without plan mode is offered no tool at all and
+    # rejects every call, so each message would be wasted until the user approved.
+    database = tmp_path / "sessions.sqlite3"
+    async with session_stack(SqliteFlowStore(database), PlanRunner(), PLAN_MODE) as session:
+        await session.sessions.start_session("s1", plan_call("one"), plan_mode=True)
+        snapshot = await session.idle()
+        assert snapshot.plan is not None
+        assert snapshot.plan.status is PlanStatus.DRAFT
+    runner = ScriptedRunner()
+    async with session_stack(SqliteFlowStore(database), runner) as session:
+        assert await session.sessions.send_user_message("s1", "hello")
+        snapshot = await session.idle(turns=2)
+        assert [call.interaction_mode for call in runner.model_calls] == [InteractionMode.CHAT]
+        assert snapshot.state is not None
+        assert snapshot.state.interaction_mode is InteractionMode.CHAT

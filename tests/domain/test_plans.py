@@ -188,6 +188,15 @@ def test_new_turn_interaction_mode(
     assert new_turn_interaction_mode(messages, plan, plan_approved=approved) is mode
 
 
+@pytest.mark.parametrize("plan_modes", [[False], [True]])
+def test_a_flow_with_plan_mode_off_never_plans(plan_modes: list[bool]) -> None:
+    messages = [AgentUserMessage(text="hi", plan_mode=flag) for flag in plan_modes]
+    draft = _plan(PlanStatus.DRAFT)
+    assert new_turn_interaction_mode(messages, draft, plan_mode_enabled=False) is CHAT
+    approved = new_turn_interaction_mode([], draft, plan_approved=True, plan_mode_enabled=False)
+    assert approved is EXECUTING
+
+
 def test_a_steered_queued_message_keeps_plan_mode() -> None:
     moved = QueuedUserMessage(message_id="m-1", text="Plan it", plan_mode=True)
     assert new_turn_interaction_mode([moved], None) is PLANNING

@@ -88,7 +88,11 @@ class StartAgentSession(Step[AgentSessionStartInput]):
         message = AgentUserMessage(
             text=input.initial_message, plan_mode=input.plan_mode, images=input.images
         )
-        mode = new_turn_interaction_mode([message], state.get(AGENT_PLAN))
+        mode = new_turn_interaction_mode(
+            [message],
+            state.get(AGENT_PLAN),
+            plan_mode_enabled=self.runtime.options.plan_mode_enabled,
+        )
         framework_message = build_user_message(self.runtime, message.text, message.images)
         start_turn(context, self.runtime, agent_state, [framework_message], mode)
         return run_model.go_to_run_model(context.state, self.runtime)
@@ -136,7 +140,11 @@ class AwaitUserMessage(Step[None]):
         assert isinstance(message, AgentUserMessage)
         state = context.state
         agent_state = require_state(state)
-        mode = new_turn_interaction_mode([message], state.get(AGENT_PLAN))
+        mode = new_turn_interaction_mode(
+            [message],
+            state.get(AGENT_PLAN),
+            plan_mode_enabled=self.runtime.options.plan_mode_enabled,
+        )
         framework_message = build_user_message(self.runtime, message.text, message.images)
         start_turn(context, self.runtime, agent_state, [framework_message], mode)
         return run_model.go_to_run_model(context.state, self.runtime)

@@ -252,7 +252,9 @@ class ApplyTurnControl(Step[None]):
             )
         if not steered:
             return go_to(start.AwaitUserMessage)
-        mode = new_turn_interaction_mode(steered, state.get(AGENT_PLAN))
+        mode = new_turn_interaction_mode(
+            steered, state.get(AGENT_PLAN), plan_mode_enabled=runtime.options.plan_mode_enabled
+        )
         messages = [build_user_message(runtime, item.text, item.images) for item in steered]
         start_turn(context, runtime, agent_state, messages, mode)
         return run_model.go_to_run_model(state, runtime)
