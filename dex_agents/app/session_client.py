@@ -307,9 +307,12 @@ class PortableSessionClient:
         """Start the session, or resume it when it exists already: ``True`` when it started now.
 
         A restarted program calls this instead of ``start_session``, which raises
-        ``FlowAlreadyStartedError`` for an ID that was started before. The settings,
-        environment and plan mode apply only to a session started now; send the
-        first message with ``send_user_message``. A program that must send a first
+        ``FlowAlreadyStartedError`` for an ID that was started before. The settings
+        and environment apply only to a session started now; send the first message
+        with ``send_user_message``. ``plan_mode`` belongs to a message, and this call
+        sends none: ``plan_mode=True`` only checks that the Flow has plan mode on
+        (``ValueError`` when it is off), so send the message that should plan with
+        ``send_user_message(..., plan_mode=True)``. A program that must send a first
         message once calls ``start_session(id, text)`` instead and resumes on
         ``FlowAlreadyStartedError``: the session and its message commit together, where
         a kill between this call and ``send_user_message`` leaves a session with none.
