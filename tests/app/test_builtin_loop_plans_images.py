@@ -197,6 +197,37 @@ async def test_required_forces_write_todos_on_the_first_call_while_no_draft_exis
         assert {tool.name for tool in executing.tools} == {"lookup_order", "write_todos"}
 
 
+async def test_required_forces_nothing_on_a_resolved_model_that_refuses_a_forced_choice(
+    store: FlowStore,
+) -> None:
+    # AgentDefinition checks only its own model; forcing the tool on one that
+    # resolve_model picks and that refuses would fail every attempt of the turn.
+    thinking = {"thinking": {"type": "enabled"}}
+    refusing = RefusingModel(plan_or_answer)
+    model = ScriptedModelClient(plan_or_answer)
+    definition = AgentDefinition(
+        name="planner",
+        instructions="You plan carefully.",
+        model=model,
+        model_settings=thinking,
+        resolve_model=lambda settings: refusing if settings.get("model") == "opus" else model,
+        plan_mode_enabled=True,
+        planning_tool_choice="required",
+    )
+    async with running(store, definition) as stack:
+        await stack.sessions.start_session(
+            "s1", "Plan the migration", plan_mode=True, session_settings={"model": "opus"}
+        )
+        snapshot = await stack.idle()
+        assert snapshot.state is not None
+        assert snapshot.state.last_turn_error is None
+        assert snapshot.plan is None
+        (request,) = refusing.requests
+        assert [tool.name for tool in request.tools] == ["write_todos"]
+        assert request.tool_choice is ModelToolChoice.AUTO
+        assert model.requests == []
+
+
 async def test_auto_offers_only_write_todos_and_a_text_answer_ends_without_a_draft(
     store: FlowStore,
 ) -> None:

@@ -101,7 +101,8 @@ class AgentDefinition:
     planning turn offers only ``write_todos`` and may answer in text; ``"required"``
     forces ``write_todos`` on the first model call of a planning turn while no
     draft exists, and raises ``ValueError`` when ``model``'s
-    ``supports_forced_tool_choice(model_settings)`` returns ``False``.
+    ``supports_forced_tool_choice(model_settings)`` returns ``False``; a model
+    that ``resolve_model`` picks and that refuses one is not forced.
     """
 
     name: str

@@ -77,6 +77,7 @@ from dex_agents.domain.turns import (
 )
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.media_store import MediaStore, load_images
+from dex_agents.ports.model_client import model_supports_forced_tool_choice
 from dex_agents.ports.runner import (
     AgentTurnContext,
     DeferredToolExecution,
@@ -281,13 +282,22 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
         return function_tools + listing.definitions() + built_ins
 
     def _forces_write_todos(self, turn: AgentTurnContext, model_calls: int) -> bool:
-        """``planning_tool_choice`` ``"required"``: the first call of a planning turn, no draft."""
+        """``planning_tool_choice`` ``"required"``: the first call of a planning turn, no draft.
+
+        Not for a model that ``resolve_model`` picked from the session settings and
+        that refuses a forced tool choice: ``AgentDefinition`` checked only
+        ``model``, and the refusal would fail every attempt of the turn.
+        """
+        definition = self.definition
         return (
-            self.definition.planning_tool_choice == "required"
+            definition.planning_tool_choice == "required"
             and turn.interaction_mode is InteractionMode.PLANNING
             and model_calls == 0
             and BuiltInTool.WRITE_TODOS in turn.enabled_built_in_tools
             and (turn.plan is None or turn.plan.status is not PlanStatus.DRAFT)
+            and model_supports_forced_tool_choice(
+                definition.model_for(turn.session_settings), definition.model_settings
+            )
         )
 
     async def _call_model(
