@@ -6,6 +6,7 @@ The public ``dex_agents.AgentSessionFlow`` adds the Dex binding to it
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,6 +36,22 @@ from dex_agents.ports.runner import (
 from dex_agents.ports.session_schema import SESSION_SCHEMA, agent_events_stream
 
 
+def _require_context_compaction_runner(runner: object) -> None:
+    if not isinstance(runner, ContextCompactionRunner):
+        raise TypeError(
+            "a compaction policy needs a runner that implements ContextCompactionRunner"
+        )
+    # CompactContext awaits the summary. A plain def passed the isinstance check, then
+    # made the summary call and failed on the await, on each of the Step's attempts of
+    # every turn that compacted: "object ContextSummaryResult can't be used in 'await'".
+    if not inspect.iscoroutinefunction(runner.summarize_context):
+        raise TypeError(
+            "a compaction policy needs a runner that implements ContextCompactionRunner:"
+            f" summarize_context of {type(runner).__name__} must be a coroutine function"
+            " (async def)"
+        )
+
+
 class PortableSessionFlow:
     """One agent session per Flow run; the Flow ID is the session ID.
 
@@ -54,10 +71,8 @@ class PortableSessionFlow:
         options = options or AgentSessionOptions()
         if not flow_type or "/" in flow_type:
             raise ValueError(f"flow_type must be non-empty and contain no '/': {flow_type!r}")
-        if options.compaction is not None and not isinstance(runner, ContextCompactionRunner):
-            raise TypeError(
-                "a compaction policy needs a runner that implements ContextCompactionRunner"
-            )
+        if options.compaction is not None:
+            _require_context_compaction_runner(runner)
         if options.plan_mode_enabled and not runner_supports_plan_mode(runner):
             raise TypeError("plan_mode_enabled needs a runner that is a PlanModeRunner")
         self._flow_type = flow_type

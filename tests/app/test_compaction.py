@@ -33,13 +33,14 @@ from dex_agents.app.options import AgentSessionOptions, RunModelLimit
 from dex_agents.app.session import SessionRuntime
 from dex_agents.app.steps import compaction_steps, run_model
 from dex_agents.domain.compaction import CompactionPolicy
+from dex_agents.domain.context_summary import ContextSummaryRequest
 from dex_agents.domain.events import (
     AgentEvent,
     CompactionFinishedPayload,
     CompactionStartedPayload,
     UsageRecordedPayload,
 )
-from dex_agents.domain.runner_outcomes import AgentTurnOutcome
+from dex_agents.domain.runner_outcomes import AgentTurnOutcome, ContextSummaryResult
 from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
@@ -331,6 +332,26 @@ def test_a_compaction_policy_needs_a_context_compaction_runner() -> None:
         "a compaction policy needs a runner that implements ContextCompactionRunner"
     )
     AgentSessionFlow(CompactingRunner(), flow_type="TestAgent", options=compacting_options())
+
+
+class _PlainDefSummary(CompactingRunner):
+    def summarize_context(  # type: ignore[override]  # the mistake: a plain def
+        self, request: ContextSummaryRequest
+    ) -> ContextSummaryResult:
+        self.summary_requests.append(request)
+        return ContextSummaryResult(text="summary", usage=SUMMARY_USAGE)
+
+
+def test_a_summarize_context_that_is_no_coroutine_function_is_refused_at_construction() -> None:
+    # It passed the Protocol check, then every compacting turn made the summary call on
+    # each attempt and failed on the await.
+    with pytest.raises(TypeError) as raised:
+        AgentSessionFlow(_PlainDefSummary(), flow_type="TestAgent", options=compacting_options())
+    assert str(raised.value) == (
+        "a compaction policy needs a runner that implements ContextCompactionRunner:"
+        " summarize_context of _PlainDefSummary must be a coroutine function (async def)"
+    )
+    AgentSessionFlow(_PlainDefSummary(), flow_type="TestAgent")  # without compaction, unused
 
 
 def test_compact_context_has_the_options_of_run_model() -> None:
