@@ -50,6 +50,15 @@ def _require_context_compaction_runner(runner: object) -> None:
             f" summarize_context of {type(runner).__name__} must be a coroutine function"
             " (async def)"
         )
+    # RunModel calls these two without awaiting, before every model call: an async def
+    # failed every turn of every session with "must return an int, not coroutine".
+    for name in ("estimate_input_tokens", "select_compaction_cutoff"):
+        if inspect.iscoroutinefunction(getattr(runner, name)):
+            raise TypeError(
+                "a compaction policy needs a runner that implements ContextCompactionRunner:"
+                f" {name} of {type(runner).__name__} must be a plain function, not a"
+                " coroutine function (it runs without I/O)"
+            )
 
 
 class PortableSessionFlow:

@@ -354,6 +354,40 @@ def test_a_summarize_context_that_is_no_coroutine_function_is_refused_at_constru
     AgentSessionFlow(_PlainDefSummary(), flow_type="TestAgent")  # without compaction, unused
 
 
+class _AsyncEstimate(CompactingRunner):
+    async def estimate_input_tokens(  # type: ignore[override]  # the mistake: async def
+        self, turn: AgentTurnContext
+    ) -> int:
+        return 10
+
+
+class _AsyncCutoff(CompactingRunner):
+    async def select_compaction_cutoff(  # type: ignore[override]  # the mistake: async def
+        self, turn: AgentTurnContext, retained_token_budget: int
+    ) -> int | None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("runner", "method"),
+    [
+        (_AsyncEstimate(), "estimate_input_tokens"),
+        (_AsyncCutoff(), "select_compaction_cutoff"),
+    ],
+)
+def test_an_estimate_or_cutoff_that_is_a_coroutine_function_is_refused_at_construction(
+    runner: CompactingRunner, method: str
+) -> None:
+    # RunModel calls both without awaiting: every turn failed before its model call.
+    with pytest.raises(TypeError) as raised:
+        AgentSessionFlow(runner, flow_type="TestAgent", options=compacting_options())
+    assert str(raised.value) == (
+        "a compaction policy needs a runner that implements ContextCompactionRunner:"
+        f" {method} of {type(runner).__name__} must be a plain function, not a coroutine"
+        " function (it runs without I/O)"
+    )
+
+
 def test_compact_context_has_the_options_of_run_model() -> None:
     limit = RunModelLimit(
         timeout=timedelta(minutes=3),
