@@ -18,7 +18,7 @@ from dex_agents.domain.events import (
     ToolCallStartedPayload,
 )
 from dex_agents.domain.tool_calls import ToolCallStatus
-from dex_agents.domain.wire import from_wire
+from dex_agents.domain.wire import from_wire, to_wire
 from dex_agents.ports.engine import StepContext
 from dex_agents.ports.persistence import StreamDef
 
@@ -31,10 +31,17 @@ def build_event(
     event_type: str,
     payload: Mapping[str, Any] | EventPayload,
 ) -> AgentEvent:
-    """An event of ``context``'s Step execution and attempt; a known type's JSON payload is typed."""
+    """An event of ``context``'s Step execution and attempt; a known type's payload is checked.
+
+    A known type's payload, a JSON object or its payload class, is decoded as a
+    reader decodes it, so a field of the wrong type (a ``text_delta`` of
+    ``None``) raises ``WireFormatError`` here: once on the Stream, an event that
+    no longer decodes would stop every reader at it.
+    """
     payload_type = EVENT_PAYLOAD_TYPES.get(event_type)
-    if payload_type is not None and isinstance(payload, Mapping):
-        payload = from_wire(dict(payload), payload_type)
+    if payload_type is not None:
+        wire = dict(payload) if isinstance(payload, Mapping) else to_wire(payload)
+        payload = from_wire(wire, payload_type)
     return AgentEvent(
         type=event_type,
         payload=payload,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import attrs
 
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.events import TextDeltaPayload, TurnStartedPayload
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
@@ -200,6 +203,33 @@ async def test_a_usage_count_that_is_not_an_int_fails_the_call_and_the_session_s
         assert snapshot.state is not None
         assert snapshot.state.last_turn_error is None
         assert snapshot.usage == AgentUsage(model_calls=1, input_tokens=10, output_tokens=5)
+
+
+async def test_a_live_event_of_the_wrong_type_is_dropped_and_the_stream_stays_readable(
+    store: FlowStore,
+) -> None:
+    class SloppyStreamRunner(ScriptedRunner):
+        async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+            # A provider chunk without content, and fields that are not strings: once
+            # on the Stream, none of them would decode, and every reader would stop there.
+            turn.events.write_text_delta(None)  # type: ignore[arg-type]
+            turn.events.write_reasoning_delta(7)  # type: ignore[arg-type]
+            turn.events.write_event("text_delta", TextDeltaPayload(text=None))  # type: ignore[arg-type]
+            turn.events.write_tool_call_started(None, "lookup")  # type: ignore[arg-type]
+            turn.events.write_text_delta("kept")
+            return await super().run_model_step(turn)
+
+    async with session_stack(store, SloppyStreamRunner()) as session:
+        await session.sessions.start_session("s1", "hello")
+        await session.idle()
+        waited = await session.sessions.wait_for_user("s1", timeout=timedelta(seconds=10))
+        assert waited.messages[-1].text == "echo: hello"
+        events = await session.events()
+        assert [(event.type, event.payload) for event in events[:2]] == [
+            ("turn_started", TurnStartedPayload(sequence=1)),
+            ("text_delta", TextDeltaPayload(text="kept")),
+        ]
+        assert [event.type for event in events[2:]] == ["usage_recorded", "turn_completed"]
 
 
 async def test_a_failed_turn_after_tool_calls_leaves_a_note(store: FlowStore) -> None:
