@@ -7,7 +7,8 @@ may set what the client sets itself, such as the input, the tools, streaming,
 provider-side storage or retries, and neither may hold a credential: credentials
 come from the Worker's environment, as LiteLLM reads them, or from
 ``api_key_provider``. ``include`` on the Responses API is merged with the
-client's ``reasoning.encrypted_content``.
+client's ``reasoning.encrypted_content``. Every call gets its own copy of their
+nested dicts and lists, because LiteLLM writes into some of them (``metadata``).
 """
 
 from __future__ import annotations
@@ -71,14 +72,26 @@ def check_options(where: str, options: Mapping[str, Any]) -> None:
             raise ValueError(f"{where} may not set {key!r}: LiteLLMModelClient sets it")
 
 
+def _own_copy(value: Any) -> Any:
+    """``value`` with every mapping in it a new dict and every list a new list; else kept as is."""
+    if isinstance(value, Mapping):
+        return {key: _own_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_own_copy(item) for item in value]
+    return value
+
+
 def merged_options(
     request_options: Mapping[str, Any], settings: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The request options with the model settings over them, both checked."""
+    """The request options with the model settings over them, both checked, as this call's copy.
+
+    LiteLLM adds its own entries to a ``metadata`` dict it is given, one more
+    on every call, so without a copy the agent's ``model_settings`` and the
+    client's ``request_options`` would grow with each call and show them.
+    """
     check_options("model settings", settings)
-    if not settings:
-        return dict(request_options)
-    return {**request_options, **settings}
+    return {key: _own_copy(value) for key, value in {**request_options, **settings}.items()}
 
 
 def responses_include(options: Mapping[str, Any]) -> list[str]:

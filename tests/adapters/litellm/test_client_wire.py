@@ -369,3 +369,30 @@ def test_forced_tool_choice_and_estimate_through_the_client() -> None:
     with_image = ModelRequest(instructions="", items=(UserTextItem(text="", images=(PNG_IMAGE,)),))
     assert gpt.estimate_input_tokens(with_image) == 1600
     assert len(PNG) < 100
+
+
+async def test_calls_leave_the_settings_and_request_options_as_given(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # LiteLLM writes its timings into a metadata dict it is given, one more each call.
+    options = {"metadata": {"team": "support"}, "extra_headers": {"x-team": "support"}}
+    settings = {"metadata": {"tenant": "t1"}, "reasoning": {"effort": "low"}}
+    responses = openai_client(server, request_options=options)
+    chat = LiteLLMModelClient(
+        "anthropic/claude-sonnet-4-5",
+        api_base=server.url,
+        api_key_provider=lambda: KEY,
+        request_options=options,
+    )
+    server.script(
+        responses_reply([message_item("msg_1", "One.")]),
+        responses_reply([message_item("msg_2", "Two.")]),
+        anthropic_reply([{"type": "text", "text": "Three."}]),
+    )
+    await responses.call_model(request(USER, settings=settings), output)
+    await responses.call_model(request(USER, settings=settings), output)
+    await chat.call_model(request(USER), output)  # the request options' metadata
+    assert options == {"metadata": {"team": "support"}, "extra_headers": {"x-team": "support"}}
+    assert settings == {"metadata": {"tenant": "t1"}, "reasoning": {"effort": "low"}}
+    assert [r.body["metadata"] for r in server.requests[:2]] == [{"tenant": "t1"}] * 2
+    server.assert_script_used()
