@@ -17,7 +17,7 @@ import litellm
 
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
 from dex_agents.adapters.litellm.chat_request import chat_arguments
-from dex_agents.adapters.litellm.errors import translate_error
+from dex_agents.adapters.litellm.errors import scrub_exception_chain, translate_error
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
 from dex_agents.adapters.litellm.options import check_options, merged_options
 from dex_agents.adapters.litellm.redaction import environment_secrets, redact_url
@@ -55,7 +55,7 @@ class LiteLLMModelClient:
     Chat Completions for every other provider. ``api_base`` points LiteLLM at
     another endpoint. Credentials come from the Worker's environment, as LiteLLM
     reads them, or from ``api_key_provider``, a sync or async function called for
-    every call. ``request_options`` are further keyword arguments for LiteLLM,
+    every call; an exception it raises propagates with credentials scrubbed from its text. ``request_options`` are further keyword arguments for LiteLLM,
     such as ``timeout``; the agent's model settings go over them. Neither may
     set what the client sets, nor hold a credential. ``repr`` shows no secret.
     """
@@ -179,9 +179,15 @@ class LiteLLMModelClient:
     async def _api_key(self) -> str | None:
         if self._api_key_provider is None:
             return None
-        key: object = self._api_key_provider()
-        if inspect.isawaitable(key):
-            key = await key
+        try:
+            key: object = self._api_key_provider()
+            if inspect.isawaitable(key):
+                key = await key
+        except Exception as error:
+            # A secret store's error may quote what it was asked for, and the
+            # session shows the text as last_turn_error: scrub it like a provider's.
+            scrub_exception_chain(error, environment_secrets(os.environ))
+            raise
         if not isinstance(key, str) or not key:
             # Never the value: it may be a key of the wrong type.
             raise TypeError(

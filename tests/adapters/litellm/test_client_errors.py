@@ -8,7 +8,12 @@ import litellm
 import pytest
 
 from dex_agents.domain.model_io import ModelRequest, UserTextItem
-from dex_agents.litellm import LiteLLMModelClient, ModelProviderError, ModelStreamInterruptedError
+from dex_agents.litellm import (
+    ApiKeyProvider,
+    LiteLLMModelClient,
+    ModelProviderError,
+    ModelStreamInterruptedError,
+)
 from tests.adapters.litellm.provider_scripts import (
     anthropic_error,
     anthropic_stream,
@@ -27,19 +32,22 @@ PLAIN_KEY = "tenant-key-0123456789abcdef"
 REQUEST = ModelRequest(instructions="Be brief.", items=(UserTextItem(text="Hi"),))
 
 
-def clients(server: ProviderServer, key: str = KEY) -> dict[str, LiteLLMModelClient]:
+def clients(
+    server: ProviderServer, key: str = KEY, key_provider: ApiKeyProvider | None = None
+) -> dict[str, LiteLLMModelClient]:
+    provider = key_provider or (lambda: key)
     return {
         "responses": LiteLLMModelClient(
-            "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=lambda: key
+            "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=provider
         ),
         "chat": LiteLLMModelClient(
             "openai/gpt-4.1",
             api="chat_completions",
             api_base=server.url + "/v1",
-            api_key_provider=lambda: key,
+            api_key_provider=provider,
         ),
         "anthropic": LiteLLMModelClient(
-            "anthropic/claude-sonnet-4-5", api_base=server.url, api_key_provider=lambda: key
+            "anthropic/claude-sonnet-4-5", api_base=server.url, api_key_provider=provider
         ),
     }
 
@@ -163,3 +171,18 @@ async def test_a_broken_stream_raises_a_retryable_error_and_returns_nothing(
     assert caught.value.retryable is True
     assert "stream" in str(caught.value)
     assert output.deltas  # text streamed, but no response came back
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_api_key_provider_error_shows_no_secret_and_sends_nothing(
+    server: ProviderServer, output: RecordingOutput, monkeypatch: pytest.MonkeyPatch, api: str
+) -> None:
+    monkeypatch.setenv("VAULT_TOKEN", PLAIN_KEY)
+
+    async def failing_vault() -> str:
+        raise RuntimeError(f"vault {PLAIN_KEY} refused to read {KEY}")
+
+    with pytest.raises(RuntimeError) as caught:
+        await clients(server, key_provider=failing_vault)[api].call_model(REQUEST, output)
+    assert str(caught.value) == "vault [redacted] refused to read [redacted]"
+    assert not server.requests
