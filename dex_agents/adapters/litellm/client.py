@@ -194,4 +194,11 @@ class LiteLLMModelClient:
                 f"api_key_provider of {self.model} returned {type(key).__name__}, "
                 "not a non-empty string"
             )
+        if any(character.isspace() or not character.isprintable() for character in key):
+            # A key read from a file keeps its newline: the HTTP client refuses the
+            # header with no request made, which read as a retryable HTTP 500.
+            raise ValueError(
+                f"api_key_provider of {self.model} returned a key with whitespace "
+                "or control characters"
+            )
         return key

@@ -186,3 +186,18 @@ async def test_an_api_key_provider_error_shows_no_secret_and_sends_nothing(
         await clients(server, key_provider=failing_vault)[api].call_model(REQUEST, output)
     assert str(caught.value) == "vault [redacted] refused to read [redacted]"
     assert not server.requests
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("bad_key", [KEY + "\n", " " + KEY, "sk-proj\tTESTKEY", "   "])
+async def test_a_key_with_whitespace_is_refused_before_any_request(
+    server: ProviderServer, output: RecordingOutput, api: str, bad_key: str
+) -> None:
+    # A key read from a file keeps its newline; no header may carry it.
+    client = clients(server, bad_key)[api]
+    with pytest.raises(ValueError, match="key with whitespace") as caught:
+        await client.call_model(REQUEST, output)
+    assert str(caught.value) == (
+        f"api_key_provider of {client.model} returned a key with whitespace or control characters"
+    )
+    assert not server.requests
