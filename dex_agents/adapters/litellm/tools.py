@@ -31,6 +31,8 @@ _SCHEMA_TEXTS: ObjectMemo[ModelToolDefinition, str] = ObjectMemo()
 def schema_text(tool: ModelToolDefinition) -> str:
     """The compact JSON text of ``tool``'s parameters schema, made once per definition object.
 
+    Raises ``ValueError``, naming the tool, for a schema that is not JSON.
+
     A source offers the same definitions to every model call until it lists
     again (``model_tool_definition``), and walking each schema into plain JSON
     in every call cost about 13 us a tool, four times parsing its text. The
@@ -40,7 +42,16 @@ def schema_text(tool: ModelToolDefinition) -> str:
 
 
 def _plain_schema_text(tool: ModelToolDefinition) -> str:
-    return json.dumps(plain_json(tool.parameters_schema), separators=(",", ":"))
+    # A hand-written schema may hold a set, an Enum member or NaN: without this
+    # check the call failed with json's words and no tool name, or NaN reached
+    # the HTTP client, whose refusal read as a retryable HTTP 500.
+    try:
+        plain = plain_json(tool.parameters_schema)
+        return json.dumps(plain, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ValueError(
+            f"the parameters schema of tool {tool.name!r} is not JSON: {error}"
+        ) from error
 
 
 def _schema(tool: ModelToolDefinition) -> dict[str, Any]:

@@ -7,8 +7,14 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import pytest
+
+from dex_agents.adapters.litellm.chat_request import chat_arguments
+from dex_agents.adapters.litellm.estimates import estimate_input_tokens
+from dex_agents.adapters.litellm.responses_request import responses_arguments
 from dex_agents.adapters.litellm.tools import chat_tools, responses_tools, schema_text
-from dex_agents.domain.model_io import ModelToolDefinition
+from dex_agents.domain.model_io import ModelRequest, ModelToolDefinition, UserTextItem
+from tests.adapters.litellm.request_cases import ANTHROPIC, OPENAI_RESPONSES
 
 
 class CountingSchema(Mapping[str, Any]):
@@ -79,3 +85,26 @@ def test_the_kept_text_keeps_no_definition_alive() -> None:
     del tool
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ({"a", "b"}, "Object of type set is not JSON serializable"),
+        (float("nan"), "Out of range float values are not JSON compliant"),
+        (b"7", "Object of type bytes is not JSON serializable"),
+    ],
+)
+def test_a_schema_that_is_not_json_names_the_tool_in_the_request_and_the_estimate(
+    value: object, reason: str
+) -> None:
+    tool = _lookup({"type": "object", "properties": {"order_id": {"enum": [value]}}})
+    request = ModelRequest(instructions="", items=(UserTextItem(text="Hi"),), tools=(tool,))
+    expected = f"^the parameters schema of tool 'lookup' is not JSON: {reason}$"
+    for make in (
+        lambda: responses_arguments(request, OPENAI_RESPONSES, {}),
+        lambda: chat_arguments(request, ANTHROPIC, {}),
+        lambda: estimate_input_tokens(request, OPENAI_RESPONSES),
+    ):
+        with pytest.raises(ValueError, match=expected):
+            make()
