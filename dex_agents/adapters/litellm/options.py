@@ -33,6 +33,9 @@ RESERVED_KEYS: Final = frozenset(
         "base_url",
         "num_retries",
         "max_retries",
+        # The route, and so the provider that output items carry, comes from the
+        # model name; this key would send the call to another provider's API.
+        "custom_llm_provider",
     }
 )
 """Keys the client sets itself, refused in request options and model settings."""
