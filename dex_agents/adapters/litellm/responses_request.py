@@ -10,6 +10,8 @@
   way a call's arguments that are not a JSON object replay as ``{}``.
 - A tool result is a ``function_call_output``; with images its ``output`` is the
   same parts, except for Gemini, whose output is the text and the omitted images text.
+- Settings written for Chat Completions keep their effect: ``max_tokens`` is
+  ``max_output_tokens`` and ``reasoning_effort`` joins a ``reasoning`` without an effort.
 """
 
 from __future__ import annotations
@@ -103,14 +105,41 @@ def responses_input(request: ModelRequest, route: ModelRoute) -> list[dict[str, 
     ]
 
 
+_CHAT_OUTPUT_LIMITS = ("max_completion_tokens", "max_tokens")
+"""Chat Completions names of the output limit, in the order a Responses call takes them."""
+
+
+def responses_settings(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with the Chat Completions settings that LiteLLM's Responses call drops moved.
+
+    ``litellm.aresponses`` silently drops ``max_tokens`` and
+    ``max_completion_tokens``, and ignores ``reasoning_effort`` when ``reasoning``
+    is given too, so settings written for Chat Completions would lose their
+    output limit or effort on the Responses API, the default for OpenAI models.
+    The limit becomes ``max_output_tokens`` and the effort ``reasoning.effort``,
+    unless those are set.
+    """
+    moved = dict(options)
+    for name in _CHAT_OUTPUT_LIMITS:
+        limit = moved.pop(name, None)
+        if limit is not None and moved.get("max_output_tokens") is None:
+            moved["max_output_tokens"] = limit
+    effort = moved.get("reasoning_effort")
+    reasoning = moved.get("reasoning")
+    if isinstance(effort, str) and isinstance(reasoning, Mapping) and "effort" not in reasoning:
+        moved["reasoning"] = {**reasoning, "effort": effort}
+        del moved["reasoning_effort"]
+    return moved
+
+
 def responses_arguments(
     request: ModelRequest, route: ModelRoute, options: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The keyword arguments of ``litellm.aresponses``, without credentials and retries.
 
-    ``options`` are the merged request options and model settings.
+    ``options`` are the merged request options and model settings (``responses_settings``).
     """
-    arguments: dict[str, Any] = {**options, "model": route.model}
+    arguments: dict[str, Any] = {**responses_settings(options), "model": route.model}
     arguments["input"] = responses_input(request, route)
     if request.instructions:
         arguments["instructions"] = request.instructions

@@ -398,3 +398,35 @@ async def test_calls_leave_the_settings_and_request_options_as_given(
     assert settings == {"metadata": {"tenant": "t1"}, "reasoning": {"effort": "low"}}
     assert [r.body["metadata"] for r in server.requests[:2]] == [{"tenant": "t1"}] * 2
     server.assert_script_used()
+
+
+@pytest.mark.parametrize(
+    ("settings", "sent"),
+    [
+        ({"max_tokens": 700}, {"max_output_tokens": 700}),
+        ({"max_completion_tokens": 700}, {"max_output_tokens": 700}),
+        ({"max_tokens": 700, "max_output_tokens": 300}, {"max_output_tokens": 300}),
+        (
+            {"reasoning_effort": "high", "reasoning": {"summary": "auto"}},
+            {"reasoning": {"summary": "auto", "effort": "high"}},
+        ),
+        (
+            {"reasoning_effort": "high", "reasoning": {"effort": "low"}},
+            {"reasoning": {"effort": "low"}},
+        ),
+    ],
+)
+async def test_chat_completions_settings_keep_their_effect_on_the_responses_api(
+    server: ProviderServer,
+    output: RecordingOutput,
+    settings: dict[str, Any],
+    sent: dict[str, Any],
+) -> None:
+    # LiteLLM's Responses call drops these silently; the same settings work on every route.
+    server.script(responses_reply([message_item("msg_1", "Hi.")]))
+    await openai_client(server).call_model(request(USER, settings=settings), output)
+    body = server.requests[0].body
+    assert {key: body.get(key) for key in sent} == sent
+    assert "max_tokens" not in body
+    assert "reasoning_effort" not in body
+    server.assert_script_used()
