@@ -41,6 +41,9 @@ def _provider_of(model: str, api_base: str | None) -> tuple[str, str]:
         provider_model, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base)
     except Exception as error:
         raise ValueError(f"LiteLLM names no provider for model {model!r}") from error
+    if not provider_model:
+        # "openai/" names a provider but no model, which the provider would refuse per call.
+        raise ValueError(f"model {model!r} names no model after its provider")
     return str(provider), str(provider_model)
 
 
@@ -75,6 +78,10 @@ class LiteLLMModelClient:
         if api_key_provider is not None and not callable(api_key_provider):
             raise TypeError(
                 f"api_key_provider must be callable, not {type(api_key_provider).__name__}"
+            )
+        if request_options is not None and not isinstance(request_options, Mapping):
+            raise TypeError(
+                f"request_options must be a mapping, not {type(request_options).__name__}"
             )
         options = dict(request_options or {})
         check_options("request_options", options)

@@ -352,6 +352,10 @@ def test_the_client_refuses_what_it_cannot_send() -> None:
         LiteLLMModelClient("not-a-model")
     with pytest.raises(ValueError, match="request_options may not set 'stream'"):
         LiteLLMModelClient("openai/gpt-5", request_options={"stream": False})
+    with pytest.raises(ValueError, match=r"^model 'openai/' names no model after its provider$"):
+        LiteLLMModelClient("openai/")
+    with pytest.raises(TypeError, match=r"^request_options must be a mapping, not str$"):
+        LiteLLMModelClient("openai/gpt-5", request_options="timeout")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="request_options may not set 'custom_llm_provider'"):
         LiteLLMModelClient("anthropic/claude", request_options={"custom_llm_provider": "openai"})
     with pytest.raises(ValueError, match="may not hold the credential 'api_key'"):
