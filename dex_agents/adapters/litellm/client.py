@@ -12,6 +12,7 @@ import inspect
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
+from urllib.parse import urlsplit
 
 import litellm
 
@@ -47,6 +48,15 @@ def _provider_of(model: str, api_base: str | None) -> tuple[str, str]:
     return str(provider), str(provider_model)
 
 
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises for a port that is not a number from 0 to 65535
+        return parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        return False
+
+
 class LiteLLMModelClient:
     """``LiteLLMModelClient(model, api=None, api_base=None, api_key_provider=None,
     request_options=None)``: a ``ModelClient`` on LiteLLM.
@@ -55,12 +65,14 @@ class LiteLLMModelClient:
     ``anthropic/claude-sonnet-4-5``). ``api`` is ``"responses"`` or
     ``"chat_completions"``; ``None`` uses the Responses API for OpenAI models, with
     ``store=False`` and ``include=["reasoning.encrypted_content"]``, and streaming
-    Chat Completions for every other provider. ``api_base`` points LiteLLM at
-    another endpoint. Credentials come from the Worker's environment, as LiteLLM
-    reads them, or from ``api_key_provider``, a sync or async function called for
-    every call; an exception it raises propagates with credentials scrubbed from its text. ``request_options`` are further keyword arguments for LiteLLM,
-    such as ``timeout``; the agent's model settings go over them. Neither may
-    set what the client sets, nor hold a credential. ``repr`` shows no secret.
+    Chat Completions for every other provider. ``api_base``, an ``http://`` or
+    ``https://`` URL, points LiteLLM at another endpoint. Credentials come from the
+    Worker's environment, as LiteLLM reads them, or from ``api_key_provider``, a
+    sync or async function called for every call; an exception it raises
+    propagates with credentials scrubbed from its text. ``request_options`` are
+    further keyword arguments for LiteLLM, such as ``timeout``; the agent's model
+    settings go over them. Neither may set what the client sets, nor hold a
+    credential. ``repr`` shows no secret.
     """
 
     def __init__(
@@ -75,6 +87,13 @@ class LiteLLMModelClient:
             raise ValueError(f"model must be a non-empty string, not {model!r}")
         if api_base is not None and (not isinstance(api_base, str) or not api_base):
             raise ValueError("api_base must be None or a non-empty string")
+        if api_base is not None and not _is_http_url(api_base):
+            # "localhost:8000/v1" failed every call as a retryable "HTTP 500:
+            # Connection error.", and the HTTP client's error quoted the URL's query.
+            raise ValueError(
+                f"api_base must be an http:// or https:// URL with a host, "
+                f"not {redact_url(api_base)!r}"
+            )
         if api_key_provider is not None and not callable(api_key_provider):
             raise TypeError(
                 f"api_key_provider must be callable, not {type(api_key_provider).__name__}"

@@ -356,6 +356,19 @@ def test_the_client_refuses_what_it_cannot_send() -> None:
         LiteLLMModelClient("openai/")
     with pytest.raises(TypeError, match=r"^request_options must be a mapping, not str$"):
         LiteLLMModelClient("openai/gpt-5", request_options="timeout")  # type: ignore[arg-type]
+    # No scheme, another scheme, no host, no port: each failed every call as a retryable
+    # "HTTP 500", and the HTTP client's error quoted the URL's query.
+    for api_base in (
+        "localhost:8000/v1?key=abcdefgh123",
+        "ftp://h/v1",
+        "http:///v1",
+        "http://h:99999",
+    ):
+        with pytest.raises(
+            ValueError, match=r"^api_base must be an http:// or https:// URL"
+        ) as bad:
+            LiteLLMModelClient("openai/gpt-5", api_base=api_base)
+        assert "abcdefgh123" not in str(bad.value)
     with pytest.raises(ValueError, match="request_options may not set 'custom_llm_provider'"):
         LiteLLMModelClient("anthropic/claude", request_options={"custom_llm_provider": "openai"})
     with pytest.raises(ValueError, match="may not hold the credential 'api_key'"):
