@@ -9,8 +9,9 @@
 
 ``ModelProviderError.retryable`` says whether the same request may succeed
 later: ``False`` for a 4xx a retry cannot fix (bad request, authentication,
-permission, not found, context too long), ``True`` for 408, 409, 425, 429, any
-5xx, timeouts and dropped connections. The message is the provider's own,
+permission, not found, context too long) and for a call refused before anything
+was sent (a missing key), ``True`` for 408, 409, 425, 429, any 5xx, timeouts
+and dropped connections. The message is the provider's own,
 without credentials, so the session can show it as the turn's ``last_turn_error``.
 A call that could not connect has no HTTP status and says so. A stream that
 breaks mid-answer raises, so no half answer is ever returned.
@@ -196,12 +197,34 @@ def translate_error(
     if _is_stream_break(error) or (streaming and _is_connection_error(error)):
         text = f"the {provider} stream broke before the answer ended: {provider_message(raw)}"
         return ModelStreamInterruptedError(scrub(text, known), provider=provider)
+    refused = None if streaming else refused_before_sending(error)
+    if refused is not None:
+        # LiteLLM wraps it with a made-up HTTP 500, but no provider answered and
+        # the same request fails the same way again.
+        text = scrub(describe_failure(provider, None, str(refused) or raw), known)
+        return ModelProviderError(text, provider=provider, status_code=None, retryable=False)
     status = _status_code(error)
     message = provider_message(raw) if status is not None else f"{type(error).__name__}: {raw}"
     text = scrub(describe_failure(provider, status, message), known)
     return ModelProviderError(
         text, provider=provider, status_code=status, retryable=is_retryable_status(status)
     )
+
+
+def refused_before_sending(error: BaseException) -> BaseException | None:
+    """The exception in ``error``'s chain that says the call was refused before anything was sent.
+
+    The OpenAI SDK's own ``OpenAIError`` (not one of its HTTP errors), raised for
+    a missing key of OpenAI or Azure, and a plain ``ValueError``, which LiteLLM
+    raises for a missing Gemini key and other settings it cannot send.
+    """
+    for current in exception_chain(error):
+        kind = type(current)
+        if kind is ValueError:
+            return current
+        if kind.__module__ == "openai" and kind.__name__ == "OpenAIError":
+            return current
+    return None
 
 
 _STREAM_BREAK_NAMES: Final = (

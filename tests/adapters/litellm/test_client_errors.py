@@ -7,6 +7,7 @@ import traceback
 import litellm
 import pytest
 
+from dex_agents.adapters.litellm.routing import ModelApi
 from dex_agents.domain.model_io import ModelRequest, UserTextItem
 from dex_agents.litellm import (
     ApiKeyProvider,
@@ -200,4 +201,32 @@ async def test_a_key_with_whitespace_is_refused_before_any_request(
     assert str(caught.value) == (
         f"api_key_provider of {client.model} returned a key with whitespace or control characters"
     )
+    assert not server.requests
+
+
+@pytest.mark.parametrize(
+    ("model", "api", "environment", "message"),
+    [
+        ("openai/gpt-4.1", "chat_completions", "OPENAI_API_KEY", "Missing credentials. "),
+        ("gemini/gemini-2.5-pro", None, "GEMINI_API_KEY", "Missing Gemini API key. "),
+    ],
+)
+async def test_a_missing_key_fails_at_once_without_an_http_status(
+    server: ProviderServer,
+    output: RecordingOutput,
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+    api: ModelApi | None,
+    environment: str,
+    message: str,
+) -> None:
+    # LiteLLM reports the SDK's refusal to send as an HTTP 500, which RunModel retried.
+    for name in (environment, "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    client = LiteLLMModelClient(model, api=api, api_base=server.url + "/v1")
+    with pytest.raises(ModelProviderError) as caught:
+        await client.call_model(REQUEST, output)
+    error = caught.value
+    assert (error.status_code, error.retryable) == (None, False)
+    assert str(error).startswith(f"{client.provider} model call failed: {message}")
     assert not server.requests

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import socket
 from collections.abc import Callable
 
@@ -261,8 +262,11 @@ def test_a_connection_never_made_has_no_http_status_and_is_retried(streaming: bo
         (lambda: litellm_error(InternalServerError, "The server had an error."), False, ModelProviderError, 500, True),
         (lambda: litellm_error(BadRequestError, "too long"), False, ModelProviderError, 400, False),
         (lambda: chained(litellm_error(APIConnectionError, "eof"), httpx.ReadError("eof")), True, ModelStreamInterruptedError, None, True),
+        # Only a plain ValueError means refused before sending; a body that is not JSON was an answer.
+        (lambda: chained(litellm_error(InternalServerError, "bad gateway"), json.JSONDecodeError("no JSON", "<html>", 0)), False, ModelProviderError, 500, True),
+        (lambda: chained(litellm_error(APIConnectionError, "no key"), ValueError("Missing Gemini API key.")), False, ModelProviderError, None, False),
     ],
-    ids=["real-500", "bad-request", "stream-cut"],
+    ids=["real-500", "bad-request", "stream-cut", "html-500", "missing-key"],
 )  # fmt: skip
 def test_http_answers_and_cut_streams_keep_their_status(
     make: Callable[[], Exception], streaming: bool, kind: type, status: int | None, retryable: bool
