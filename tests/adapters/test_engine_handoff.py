@@ -435,7 +435,9 @@ async def test_a_client_commit_hands_what_it_made_runnable_to_the_worker_of_its_
     client = LocalFlowClient(engine)
     flow = engine.flow("SuspendingWait").flow
     async with running_worker(engine) as worker:
-        while engine.hand_off_target is not worker:  # noqa: ASYNC110
+        # The worker becomes the target just before its claim loop runs its first round,
+        # which a loaded machine may run only after the count below was read.
+        while engine.hand_off_target is not worker or store.rounds == 0:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         rounds = store.rounds
         # The start commit leases Begin to the worker; the RPC's commit leases the
