@@ -162,6 +162,18 @@ def test_workers_must_be_a_whole_number(workers: object) -> None:
         LocalRuntime(None, [make_flow()], workers=workers)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("slots", [0, True, 1.5, float("nan"), "4"])
+def test_max_concurrent_tasks_must_be_a_whole_number(tmp_path: Path, slots: object) -> None:
+    # Refused before the file is opened: 0 once created the file and left it open, and
+    # 1.5 or NaN opened a runtime whose worker died at its first claim round.
+    with pytest.raises(
+        ValueError,
+        match=rf"^max_concurrent_tasks must be a whole number, 1 or more, not {slots!r}$",
+    ):
+        LocalRuntime(tmp_path / "db.sqlite3", [make_flow()], max_concurrent_tasks=slots)  # type: ignore[arg-type]
+    assert not (tmp_path / "db.sqlite3").exists()
+
+
 WORKER_PROGRAM = textwrap.dedent(
     """
     import sys

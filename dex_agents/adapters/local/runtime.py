@@ -32,7 +32,7 @@ from dex_agents.adapters.local.history_retention import (
 )
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.adapters.local.worker import LocalWorker, check_max_concurrent_tasks
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.flow_store import FlowStore
 
@@ -83,6 +83,9 @@ class EngineRuntime:
             raise ValueError(f"workers must be a whole number, 0 or more, not {workers!r}")
         if not flows:
             raise ValueError("an engine runtime needs at least one Flow")
+        # Here, not where the workers are built: that is after the file is opened
+        # (and maybe created), and a worker refused there left the store open.
+        check_max_concurrent_tasks(max_concurrent_tasks)
         self._path = None if path is None else Path(path)
         # As given: Path() drops what check_database_file refuses (a trailing slash, "").
         self._given_path = None if path is None else os.fspath(path)

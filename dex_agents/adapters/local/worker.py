@@ -46,6 +46,13 @@ def _complete(done: handoff.HandOff | claims.ClaimRound) -> bool:
     return done.complete
 
 
+def check_max_concurrent_tasks(value: object) -> None:
+    """Refuse a slot count that is not a whole number of at least 1, naming the value."""
+    # A float such as 1.5 or NaN compared fine here and broke the first claim round.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_concurrent_tasks must be a whole number, 1 or more, not {value!r}")
+
+
 class LocalWorker:
     """Runs the Steps of the Flow types its engine serves, up to ``max_concurrent_tasks`` at once."""
 
@@ -57,8 +64,7 @@ class LocalWorker:
         worker_id: str | None = None,
         event_flush_interval: timedelta = DEFAULT_EVENT_FLUSH_INTERVAL,
     ) -> None:
-        if max_concurrent_tasks < 1:
-            raise ValueError("max_concurrent_tasks must be at least 1")
+        check_max_concurrent_tasks(max_concurrent_tasks)
         self._engine = engine
         self._max = max_concurrent_tasks
         self.worker_id = worker_id or f"worker-{uuid.uuid4()}"
