@@ -174,6 +174,24 @@ def test_max_concurrent_tasks_must_be_a_whole_number(tmp_path: Path, slots: obje
     assert not (tmp_path / "db.sqlite3").exists()
 
 
+@pytest.mark.parametrize(
+    ("argument", "value", "message"),
+    [
+        ("poll_interval", timedelta(0), "poll_interval must be positive, not 0:00:00"),
+        ("lease_duration", -FAST, "lease_duration must be positive, not -1 day, 23:59:59.980000"),
+        ("lease_duration", 10, "lease_duration must be a positive timedelta, not 10"),
+        ("poll_interval", None, "poll_interval must be a positive timedelta, not None"),
+    ],
+)
+def test_intervals_must_be_positive_timedeltas(
+    tmp_path: Path, argument: str, value: object, message: str
+) -> None:
+    # The message names the argument and the value; a number failed with "'<=' not supported".
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        LocalRuntime(tmp_path / "db.sqlite3", [make_flow()], **{argument: value})  # type: ignore[arg-type]
+    assert not (tmp_path / "db.sqlite3").exists()
+
+
 WORKER_PROGRAM = textwrap.dedent(
     """
     import sys

@@ -57,6 +57,17 @@ DEFAULT_LEASE_DURATION = timedelta(seconds=10)
 """How long a worker's claim on a running attempt lasts without renewal."""
 
 
+def check_engine_interval(name: str, value: object) -> None:
+    """Refuse a ``poll_interval`` or ``lease_duration`` that is not a positive ``timedelta``.
+
+    ``name`` is the argument's name, which the ``ValueError`` gives with the value.
+    """
+    if not isinstance(value, timedelta):
+        raise ValueError(f"{name} must be a positive timedelta, not {value!r}")
+    if value <= timedelta(0):
+        raise ValueError(f"{name} must be positive, not {value}")
+
+
 def utc_now() -> datetime:
     """The engine's default clock."""
     return datetime.now(UTC)
@@ -75,8 +86,8 @@ class LocalEngine:
         clock: Callable[[], datetime] = utc_now,
         step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT,
     ) -> None:
-        if poll_interval <= timedelta(0) or lease_duration <= timedelta(0):
-            raise ValueError("poll_interval and lease_duration must be positive")
+        check_engine_interval("poll_interval", poll_interval)
+        check_engine_interval("lease_duration", lease_duration)
         self.store = store
         self.flows = register_flows(flows, step_history_limit=step_history_limit)
         self.poll_interval = poll_interval

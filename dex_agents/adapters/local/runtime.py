@@ -25,6 +25,7 @@ from dex_agents.adapters.local.engine import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_POLL_INTERVAL,
     LocalEngine,
+    check_engine_interval,
 )
 from dex_agents.adapters.local.history_retention import (
     DEFAULT_STEP_HISTORY_LIMIT,
@@ -83,9 +84,11 @@ class EngineRuntime:
             raise ValueError(f"workers must be a whole number, 0 or more, not {workers!r}")
         if not flows:
             raise ValueError("an engine runtime needs at least one Flow")
-        # Here, not where the workers are built: that is after the file is opened
+        # Here, not where the engine and workers are built: that is after the file is opened
         # (and maybe created), and a worker refused there left the store open.
         check_max_concurrent_tasks(max_concurrent_tasks)
+        check_engine_interval("poll_interval", poll_interval)
+        check_engine_interval("lease_duration", lease_duration)
         self._path = None if path is None else Path(path)
         # As given: Path() drops what check_database_file refuses (a trailing slash, "").
         self._given_path = None if path is None else os.fspath(path)
