@@ -78,6 +78,27 @@ def test_a_path_that_names_a_folder_or_nothing_is_refused(tmp_path: Path) -> Non
         check_database_file(f"{tmp_path}/", must_exist=False)
 
 
+def test_a_path_no_file_can_have_is_refused_by_name(tmp_path: Path) -> None:
+    # A NUL passed as a missing file and SQLite failed with "embedded null byte"; a name
+    # too long escaped as a bare OSError; a file in the folder's place read "does not exist".
+    (tmp_path / "notes.txt").write_text("notes")
+    nul, long, under_a_file = (
+        f"{tmp_path}/a\0b",
+        f"{tmp_path}/{'x' * 300}",
+        f"{tmp_path}/notes.txt/db",
+    )
+    faults = {
+        nul: f"{nul!r} contains a NUL character, which no file name can",
+        long: f"{long} cannot be used as a session database: File name too long",
+        under_a_file: f"{under_a_file}: {tmp_path}/notes.txt is a file, not a folder",
+    }
+    for path, message in faults.items():
+        for must_exist in (False, True):
+            with pytest.raises(DatabaseFileError) as refused:
+                check_database_file(path, must_exist=must_exist)
+            assert str(refused.value) == message
+
+
 async def test_a_runtime_checks_the_path_as_given(tmp_path: Path) -> None:
     flow = AgentSessionFlow(ScriptedRunner(), flow_type="Checked")
     with pytest.raises(DatabaseFileError, match="ends with a slash"):

@@ -4,8 +4,9 @@ SQLite's own errors for a bad path name the symptom ("unable to open database
 file", "file is not a database") and a read-only file is found only at the first
 write, after a user has typed a message. These checks name the fault once, in
 the same words for every caller: an empty path or one that ends with a slash,
-a directory, a missing folder, a missing file that should exist, a file that is
-not SQLite, and a file or folder that cannot be written.
+a NUL character or a name the system refuses (too long), a directory, a
+missing folder or a file in its place, a missing file that should exist, a file
+that is not SQLite, and a file or folder that cannot be written.
 """
 
 from __future__ import annotations
@@ -41,13 +42,30 @@ def check_database_file(path: str | os.PathLike[str], *, must_exist: bool) -> Pa
     # became a database file of its name, and an empty --db became "the directory .".
     if not text:
         raise DatabaseFileError("the session database path is empty")
+    if "\0" in text:
+        # Passed the checks below as a missing file, then SQLite said "embedded null byte".
+        raise DatabaseFileError(f"{text!r} contains a NUL character, which no file name can")
+    try:
+        return _check_path(text, must_exist=must_exist)
+    except DatabaseFileError:
+        raise
+    except OSError as error:
+        # pathlib's checks raise what they cannot read as "no", such as a name too long.
+        raise DatabaseFileError(
+            f"{text} cannot be used as a session database: {error.strerror}"
+        ) from error
+
+
+def _check_path(text: str, *, must_exist: bool) -> Path:
     if text.endswith(("/", os.sep)) and not Path(text).is_dir():
         raise DatabaseFileError(f"{text} ends with a slash: name the database file, not a folder")
-    database = Path(path)
+    database = Path(text)
     folder = database.parent
     if database.is_dir():
         raise DatabaseFileError(f"{database} is a directory, not a session database")
     if not folder.is_dir():
+        if folder.exists():
+            raise DatabaseFileError(f"{database}: {folder} is a file, not a folder")
         raise DatabaseFileError(f"{database}: the folder {folder} does not exist")
     if not database.exists():
         if must_exist:
