@@ -131,14 +131,28 @@ def run_workers(
 
     The workers stop claiming when the signal arrives and hand back at once what
     they had not started; an attempt still running keeps its lease, which another
-    worker takes over once this process has exited.
+    worker takes over once this process has exited. The process waits for a
+    synchronous tool still running in a thread; a second SIGTERM or SIGINT ends it
+    at once, and its attempts are taken over as after a kill.
     """
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def stop_then_end_at_the_next_signal(received: int) -> None:
+            if stop.is_set():  # a second signal that came before the default action was back
+                signal.raise_signal(received)
+            stop.set()
+            # A cancelled attempt's thread runs on, and the interpreter waits for it at
+            # exit: a second Ctrl-C did nothing while a stuck sync tool ran. The default
+            # action ends the process, which hands its attempts over (worker_marks.py).
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, signal.SIG_DFL)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stop_then_end_at_the_next_signal, sig)
         await serve_workers(
             path,
             flows,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import textwrap
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from dex_agents.ports.errors import (
     SessionWaitTimeoutError,
     StreamReadTimeoutError,
 )
+from dex_agents.testing import wait_until
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -46,6 +49,14 @@ def refund(order_id: str) -> str:
     return f"refunded {order_id}"
 
 
+@function_tool(effect=ToolEffect.READ)
+def stuck(marker: str) -> str:
+    """Mark that it runs, then never return, as a hung synchronous call."""
+    Path(marker).touch()
+    threading.Event().wait()
+    return "never"
+
+
 def reply(request: ModelRequest) -> ScriptedModelReply:
     results = ScriptedModelClient.tool_results(request)
     last = ScriptedModelClient.user_texts(request)[-1]
@@ -53,6 +64,9 @@ def reply(request: ModelRequest) -> ScriptedModelReply:
         return ScriptedModelReply(text=f"done: {results[-1].output}")
     if last.startswith("refund"):
         return ScriptedModelReply(tool_calls=(ScriptedToolCall("refund", {"order_id": "7"}),))
+    if last.startswith("stuck "):
+        marker = last.removeprefix("stuck ")
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall("stuck", {"marker": marker}),))
     if last.startswith("look"):
         return ScriptedModelReply(tool_calls=(ScriptedToolCall("lookup", {"order_id": "7"}),))
     return ScriptedModelReply(text=f"echo: {last}")
@@ -63,7 +77,7 @@ def make_flow(flow_type: str = "RuntimeTestAgent") -> AgentSessionFlow:
         name="runtime-test",
         instructions="Answer.",
         model=ScriptedModelClient(reply),
-        tools=[lookup, refund],
+        tools=[lookup, refund, stuck],
     )
     return builtin_agent_session_flow(agent, flow_type=flow_type)
 
@@ -226,6 +240,37 @@ async def test_run_workers_serves_the_file_from_another_process(tmp_path: Path) 
             worker.terminate()  # SIGTERM: run_workers stops claiming and exits cleanly
             _, stderr = await asyncio.wait_for(worker.communicate(), timeout=30)
         assert worker.returncode == 0, stderr.decode()
+
+
+async def test_a_second_signal_ends_run_workers_while_a_sync_tool_hangs(tmp_path: Path) -> None:
+    database, marker = tmp_path / "shared.sqlite3", tmp_path / "stuck-tool-runs"
+    flow = make_flow()
+    async with LocalRuntime(database, [flow], workers=0, poll_interval=FAST) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s-1")
+        worker = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            WORKER_PROGRAM,
+            str(database),
+            cwd=REPOSITORY,
+            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert await sessions.send_user_message("s-1", f"stuck {marker}")
+            await wait_until("the stuck tool to run", marker.exists, 30)
+            # Ctrl-C stops claiming, and the process waits for the tool's thread; the
+            # next signal (another kind, so the kernel cannot merge the two) ends it.
+            worker.send_signal(signal.SIGINT)
+            worker.send_signal(signal.SIGTERM)
+            _, stderr = await asyncio.wait_for(worker.communicate(), timeout=30)
+        finally:
+            if worker.returncode is None:
+                worker.kill()
+                await worker.wait()
+        # Ended by the default action of whichever signal its handler saw second.
+        assert worker.returncode in (-signal.SIGINT, -signal.SIGTERM), stderr.decode()
 
 
 async def test_the_stream_tail_token_skips_every_retained_event(tmp_path: Path) -> None:
