@@ -93,8 +93,11 @@ async def serve_workers(
     them as they land, and polls for whatever that misses). ``step_history_limit``
     is how many finished Step executions each session keeps (1,000; ``None``
     keeps all): each process prunes by its own, so give every process of one file
-    the same.
+    the same. ``workers`` must be at least 1.
     """
+    if workers == 0 and not isinstance(workers, bool):
+        # EngineRuntime takes 0 (a client), but here it served nothing and returned at once.
+        raise ValueError("serve_workers needs at least 1 worker: workers=0 would serve nothing")
     async with EngineRuntime(
         path,
         flows,

@@ -26,7 +26,7 @@ from dex_agents.builtin_loop import (
 )
 from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.messages import MessageRole
-from dex_agents.local import DatabaseFileError, LocalRuntime
+from dex_agents.local import DatabaseFileError, LocalRuntime, serve_workers
 from dex_agents.ports.errors import (
     FlowAlreadyStartedError,
     SessionWaitTimeoutError,
@@ -204,6 +204,15 @@ def test_intervals_must_be_positive_timedeltas(
     with pytest.raises(ValueError, match=f"^{message}$"):
         LocalRuntime(tmp_path / "db.sqlite3", [make_flow()], **{argument: value})  # type: ignore[arg-type]
     assert not (tmp_path / "db.sqlite3").exists()
+
+
+async def test_serve_workers_refuses_to_serve_with_no_worker(tmp_path: Path) -> None:
+    database = tmp_path / "db.sqlite3"
+    async with LocalRuntime(database, [make_flow()], workers=0):
+        pass
+    # It returned at once, as if it had served and been stopped.
+    with pytest.raises(ValueError, match=r"^serve_workers needs at least 1 worker"):
+        await serve_workers(database, [make_flow()], workers=0)
 
 
 WORKER_PROGRAM = textwrap.dedent(
