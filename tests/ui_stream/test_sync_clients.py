@@ -83,6 +83,24 @@ async def test_a_quiet_read_times_out_after_its_poll_timeout(engine: Engine) -> 
     assert time.monotonic() - started < 5
 
 
+async def test_a_read_that_would_wait_on_the_event_loop_is_refused(engine: Engine) -> None:
+    sessions = engine.runtime.sessions(engine.flow)
+    await sessions.start_session("s-1", "hello")
+    await sessions.wait_for_user("s-1", timeout=WAIT)
+    tail = await engine.runtime.flow_client.stream_tail_token(engine.flow, "s-1")
+    # On the runtime's own loop the wait froze the workers that would write the event, and
+    # it ended in StreamReadTimeoutError after the whole poll_timeout.
+    with pytest.raises(RuntimeError, match="would block this thread's running event loop"):
+        engine.sync.read_stream(engine.flow, "s-1", tail, WAIT)
+    # An event that is there is read at once, and the same wait from a thread is fine.
+    assert engine.sync.read_stream(engine.flow, "s-1", "", WAIT).value.type == "turn_started"
+    read = asyncio.create_task(
+        asyncio.to_thread(engine.sync.read_stream, engine.flow, "s-1", tail, WAIT)
+    )
+    assert await sessions.send_user_message("s-1", "again")
+    assert (await read).value.type == "turn_started"
+
+
 async def test_a_zero_poll_timeout_reads_once_without_waiting(engine: Engine) -> None:
     sessions = engine.runtime.sessions(engine.flow)
     await sessions.start_session("s-1", "hello")

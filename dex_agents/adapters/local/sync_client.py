@@ -20,6 +20,7 @@ elsewhere.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 from typing import Any
@@ -50,7 +51,8 @@ class SyncLocalFlowClient:
 
     ``wake_interval`` is how often a long poll checks the store for a commit
     (see the module's note on latency). The client owns nothing: it stops
-    working when the runtime that opened the engine closes.
+    working when the runtime that opened the engine closes. A ``read_stream``
+    that would wait on a thread running an event loop raises ``RuntimeError``.
     """
 
     def __init__(
@@ -137,6 +139,7 @@ class SyncLocalFlowClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
+            _refuse_to_block_a_running_loop()
             time.sleep(min(remaining, self._wake_seconds))
             counter = store.change_counter()
             if counter != since:
@@ -151,3 +154,18 @@ class SyncLocalFlowClient:
             lambda tx: read_event_page(tx, flow_id, page_size, before_page_token)
         )
         return decode_event_page(stream, flow_id, rows, next_token)
+
+
+def _refuse_to_block_a_running_loop() -> None:
+    # Asleep on a loop's thread, the wait froze that loop, and so the runtime's workers
+    # when they run on it: the event it waited for could not come, and after the whole
+    # poll_timeout it raised StreamReadTimeoutError as if the session were quiet.
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(
+        "SyncLocalFlowClient.read_stream would block this thread's running event loop "
+        "while it waits: await runtime.flow_client.read_stream in async code, or call "
+        "the sync client from a thread with no event loop (such as a WSGI worker)"
+    )
