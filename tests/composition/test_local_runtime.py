@@ -176,6 +176,21 @@ def test_workers_must_be_a_whole_number(workers: object) -> None:
         LocalRuntime(None, [make_flow()], workers=workers)  # type: ignore[arg-type]
 
 
+def test_flows_must_be_a_list_of_flows() -> None:
+    flow = make_flow()
+    # One Flow for the list failed with "'AgentSessionFlow' object is not iterable", and a
+    # list of something else with "'str' object has no attribute 'flow_type'".
+    with pytest.raises(
+        TypeError, match=r"^flows must be a list of Flows, such as \[flow\]; got AgentSessionFlow$"
+    ):
+        LocalRuntime(None, flow)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"^flows must hold Flows \(an AgentSessionFlow per agent\); got str$"
+    ):
+        LocalRuntime(None, [flow, "OtherAgent"])  # type: ignore[list-item]
+    assert LocalRuntime(None, (flow,)).flows == (flow,)
+
+
 @pytest.mark.parametrize("slots", [0, True, 1.5, float("nan"), "4"])
 def test_max_concurrent_tasks_must_be_a_whole_number(tmp_path: Path, slots: object) -> None:
     # Refused before the file is opened: 0 once created the file and left it open, and

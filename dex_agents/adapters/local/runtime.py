@@ -82,8 +82,21 @@ class EngineRuntime:
         check_step_history_limit(step_history_limit)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a whole number, 0 or more, not {workers!r}")
-        if not flows:
+        given_flows: object = flows  # typed as a list, but a caller may pass one Flow
+        if isinstance(given_flows, str) or hasattr(given_flows, "flow_type"):
+            # One Flow given as flows failed with "'AgentSessionFlow' object is not iterable".
+            raise TypeError(
+                f"flows must be a list of Flows, such as [flow]; got {type(given_flows).__name__}"
+            )
+        given = list(flows or ())
+        if not given:
             raise ValueError("an engine runtime needs at least one Flow")
+        for flow in given:
+            if not isinstance(getattr(flow, "flow_type", None), str):
+                raise TypeError(
+                    "flows must hold Flows (an AgentSessionFlow per agent); "
+                    f"got {type(flow).__name__}"
+                )
         # Here, not where the engine and workers are built: that is after the file is opened
         # (and maybe created), and a worker refused there left the store open.
         check_max_concurrent_tasks(max_concurrent_tasks)
@@ -92,7 +105,7 @@ class EngineRuntime:
         self._path = None if path is None else Path(path)
         # As given: Path() drops what check_database_file refuses (a trailing slash, "").
         self._given_path = None if path is None else os.fspath(path)
-        self._flows = list(flows)
+        self._flows = given
         self._worker_count = workers
         self._max_concurrent_tasks = max_concurrent_tasks
         self._create = create
