@@ -170,6 +170,20 @@ async def test_a_directory_is_refused_when_the_runtime_opens(tmp_path: Path) -> 
             pass
 
 
+async def test_a_runtime_opened_twice_at_once_opens_once(tmp_path: Path) -> None:
+    runtime = LocalRuntime(tmp_path / "db.sqlite3", [make_flow()])
+    # Both passed the check while the file opened in a thread: two engines, two workers.
+    opened = await asyncio.gather(runtime.open(), runtime.open(), return_exceptions=True)
+    try:
+        assert opened[0] is None
+        assert isinstance(opened[1], RuntimeError)
+        assert str(opened[1]) == "this runtime is open already"
+    finally:
+        await runtime.close()
+    async with runtime:  # closed, it opens again
+        await runtime.flow_client.list_flows()
+
+
 @pytest.mark.parametrize("workers", [-1, True, 1.5])
 def test_workers_must_be_a_whole_number(workers: object) -> None:
     with pytest.raises(ValueError, match="workers must be a whole number"):

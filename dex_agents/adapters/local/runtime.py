@@ -117,6 +117,7 @@ class EngineRuntime:
         self._engine: LocalEngine | None = None
         self._client: LocalFlowClient | None = None
         self._workers: list[tuple[LocalWorker, asyncio.Task[None]]] = []
+        self._opening = False
 
     @property
     def flows(self) -> tuple[FlowDefinition, ...]:
@@ -149,8 +150,17 @@ class EngineRuntime:
 
     async def open(self) -> None:
         """Open the database and start the workers (``async with`` calls this)."""
-        if self._engine is not None:
+        # Opening too: two opens at once each passed the check while the file opened in a
+        # thread, and the first one's store, engine and workers were left running.
+        if self._engine is not None or self._opening:
             raise RuntimeError("this runtime is open already")
+        self._opening = True
+        try:
+            await self._open()
+        finally:
+            self._opening = False
+
+    async def _open(self) -> None:
         store: FlowStore
         if self._given_path is None:
             store = MemoryFlowStore()
