@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -182,6 +183,23 @@ async def test_a_runtime_opened_twice_at_once_opens_once(tmp_path: Path) -> None
         await runtime.close()
     async with runtime:  # closed, it opens again
         await runtime.flow_client.list_flows()
+
+
+async def test_two_closes_at_once_stop_the_workers_before_the_store_closes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    flow = make_flow()
+    runtime = LocalRuntime(tmp_path / "db.sqlite3", [flow], poll_interval=FAST)
+    await runtime.open()
+    sessions = runtime.sessions(flow)
+    for number in range(10):
+        await sessions.open_session(f"s-{number}")
+        await sessions.send_user_message(f"s-{number}", "look up order 7")
+    # The second close found no workers left to stop and closed the store under the
+    # first one's: "a worker stopped: the flow store ... is closed".
+    with caplog.at_level(logging.WARNING, logger="dex_agents.engine"):
+        await asyncio.gather(runtime.close(), runtime.close())
+    assert [record.getMessage() for record in caplog.records] == []
 
 
 @pytest.mark.parametrize("workers", [-1, True, 1.5])

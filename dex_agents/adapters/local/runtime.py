@@ -118,6 +118,7 @@ class EngineRuntime:
         self._client: LocalFlowClient | None = None
         self._workers: list[tuple[LocalWorker, asyncio.Task[None]]] = []
         self._opening = False
+        self._closing = asyncio.Lock()
 
     @property
     def flows(self) -> tuple[FlowDefinition, ...]:
@@ -212,7 +213,16 @@ class EngineRuntime:
         return prefix if self._worker_count == 1 else f"{prefix}-{number + 1}"
 
     async def close(self) -> None:
-        """Stop the workers, then close the engine and the database. Safe to call twice."""
+        """Stop the workers, then close the engine and the database. Safe to call twice.
+
+        A close while another one runs waits for it.
+        """
+        # Without the lock a second close found no workers left to stop and closed the
+        # store under the first one's, which failed as they handed back their Steps.
+        async with self._closing:
+            await self._close()
+
+    async def _close(self) -> None:
         workers, self._workers = self._workers, []
         for worker, _ in workers:
             await worker.stop()
