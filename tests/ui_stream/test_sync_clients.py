@@ -205,8 +205,10 @@ async def test_arguments_are_checked_before_anything_is_read(engine: Engine) -> 
         stream_agent_event_frames_sync(engine.sync, flow, "s-1", resume_token=None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="poll_timeout"):
         await stream_agent_event_frames(client, flow, "s-1", poll_timeout=timedelta(0))
-    with pytest.raises(ValueError, match="wake_interval"):
+    with pytest.raises(ValueError, match=r"^wake_interval must be positive, not 0:00:00$"):
         SyncLocalFlowClient(client.engine, wake_interval=timedelta(0))
+    with pytest.raises(ValueError, match=r"^wake_interval must be a positive timedelta, not 0.05$"):
+        engine.runtime.sync_flow_client(wake_interval=0.05)  # type: ignore[arg-type]
 
 
 async def test_a_refused_token_raises_before_the_stream_starts(engine: Engine) -> None:

@@ -58,7 +58,7 @@ DEFAULT_LEASE_DURATION = timedelta(seconds=10)
 
 
 def check_engine_interval(name: str, value: object) -> None:
-    """Refuse a ``poll_interval`` or ``lease_duration`` that is not a positive ``timedelta``.
+    """Refuse an interval (``poll_interval``, ``lease_duration``) that is not a positive ``timedelta``.
 
     ``name`` is the argument's name, which the ``ValueError`` gives with the value.
     """

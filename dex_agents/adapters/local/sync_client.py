@@ -33,7 +33,7 @@ from dex_agents.adapters.local.client import (
 )
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
 from dex_agents.adapters.local.decoded_values import from_stored
-from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.engine import LocalEngine, check_engine_interval
 from dex_agents.adapters.local.stream_pages import decode_event_page, event_stream, read_event_page
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import FlowDefinition
@@ -58,8 +58,8 @@ class SyncLocalFlowClient:
     def __init__(
         self, engine: LocalEngine, *, wake_interval: timedelta = DEFAULT_SYNC_WAKE_INTERVAL
     ) -> None:
-        if wake_interval <= timedelta(0):
-            raise ValueError(f"wake_interval must be positive, not {wake_interval}")
+        # A number of seconds failed with "'<=' not supported between ... 'timedelta'".
+        check_engine_interval("wake_interval", wake_interval)
         self._read_first = ReadFirstRpcs()
         self._engine = engine
         self._wake_seconds = wake_interval.total_seconds()
