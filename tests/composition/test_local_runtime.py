@@ -262,6 +262,52 @@ async def test_serve_workers_refuses_to_serve_with_no_worker(tmp_path: Path) -> 
         await serve_workers(database, [make_flow()], workers=0)
 
 
+CANCELLED_OPEN_PROGRAM = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from tests.composition.test_local_runtime import make_flow
+    from dex_agents.local import LocalRuntime
+
+    async def main():
+        opening = asyncio.create_task(LocalRuntime(sys.argv[1], [make_flow()]).open())
+        await asyncio.sleep(0)  # into the thread that opens the file
+        opening.cancel()
+        await asyncio.gather(opening, return_exceptions=True)
+        # Waits for that thread, and the callbacks its end schedules run before it returns.
+        await asyncio.get_running_loop().shutdown_default_executor()
+        links = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                links.append(os.readlink(f"/proc/self/fd/{fd}"))
+            except FileNotFoundError:  # the listing's own descriptor, closed since
+                pass
+        print(sorted(link for link in links if link.startswith(sys.argv[1])))
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files in /proc")
+async def test_a_cancelled_open_closes_the_store_it_opened(tmp_path: Path) -> None:
+    database = tmp_path / "db.sqlite3"
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        CANCELLED_OPEN_PROGRAM,
+        str(database),
+        cwd=REPOSITORY,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(child.communicate(), timeout=30)
+    assert child.returncode == 0, stderr.decode()
+    # The thread opened the file anyway, and its lock files stayed open until the process ended.
+    assert database.exists()
+    assert stdout.decode().strip() == "[]"
+
+
 WORKER_PROGRAM = textwrap.dedent(
     """
     import sys

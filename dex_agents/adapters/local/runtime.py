@@ -168,9 +168,18 @@ class EngineRuntime:
         else:
             path = check_database_file(self._given_path, must_exist=not self._create)
             # A runtime with no worker is a client: its RPCs go ahead of workers' commits.
-            store = await asyncio.to_thread(
-                functools.partial(SqliteFlowStore, path, client=self._worker_count == 0)
+            opening = asyncio.ensure_future(
+                asyncio.to_thread(
+                    functools.partial(SqliteFlowStore, path, client=self._worker_count == 0)
+                )
             )
+            try:
+                store = await asyncio.shield(opening)
+            except asyncio.CancelledError:
+                # The thread opens the file whatever the caller does: close what it opens,
+                # or its lock files stayed open for the life of the process.
+                opening.add_done_callback(_close_opened_store)
+                raise
         try:
             engine = LocalEngine(
                 store,
@@ -234,6 +243,11 @@ class EngineRuntime:
         if self._store is not None:
             self._store.close()
         self._engine = self._store = self._client = None
+
+
+def _close_opened_store(opening: asyncio.Future[SqliteFlowStore]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
 
 
 def _report_worker_end(task: asyncio.Task[None]) -> None:
