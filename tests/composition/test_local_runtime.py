@@ -242,6 +242,12 @@ def test_max_concurrent_tasks_must_be_a_whole_number(tmp_path: Path, slots: obje
         ("lease_duration", -FAST, "lease_duration must be positive, not -1 day, 23:59:59.980000"),
         ("lease_duration", 10, "lease_duration must be a positive timedelta, not 10"),
         ("poll_interval", None, "poll_interval must be a positive timedelta, not None"),
+        # Past year 9999 its worker died at once with "date value out of range".
+        (
+            "lease_duration",
+            timedelta.max,
+            "lease_duration must be at most 100 years, not 999999999 days, 23:59:59.999999",
+        ),
     ],
 )
 def test_intervals_must_be_positive_timedeltas(

@@ -57,8 +57,14 @@ DEFAULT_LEASE_DURATION = timedelta(seconds=10)
 """How long a worker's claim on a running attempt lasts without renewal."""
 
 
+MAX_ENGINE_INTERVAL = timedelta(days=36_500)
+"""The longest ``poll_interval`` or ``lease_duration``: a hundred years, far inside the dates
+the engine can write (a lease of thousands of years ran past year 9999 and its worker died)."""
+
+
 def check_engine_interval(name: str, value: object) -> None:
-    """Refuse an interval (``poll_interval``, ``lease_duration``) that is not a positive ``timedelta``.
+    """Refuse an interval (``poll_interval``, ``lease_duration``) that is not a positive
+    ``timedelta`` of at most ``MAX_ENGINE_INTERVAL``.
 
     ``name`` is the argument's name, which the ``ValueError`` gives with the value.
     """
@@ -66,6 +72,8 @@ def check_engine_interval(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a positive timedelta, not {value!r}")
     if value <= timedelta(0):
         raise ValueError(f"{name} must be positive, not {value}")
+    if value > MAX_ENGINE_INTERVAL:
+        raise ValueError(f"{name} must be at most 100 years, not {value}")
 
 
 def utc_now() -> datetime:
