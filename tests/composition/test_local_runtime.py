@@ -274,20 +274,27 @@ CANCELLED_OPEN_PROGRAM = textwrap.dedent(
     from tests.composition.test_local_runtime import make_flow
     from dex_agents.local import LocalRuntime
 
-    async def main():
-        opening = asyncio.create_task(LocalRuntime(sys.argv[1], [make_flow()]).open())
-        await asyncio.sleep(0)  # into the thread that opens the file
-        opening.cancel()
-        await asyncio.gather(opening, return_exceptions=True)
-        # Waits for that thread, and the callbacks its end schedules run before it returns.
-        await asyncio.get_running_loop().shutdown_default_executor()
+    def open_files():
         links = []
         for fd in os.listdir("/proc/self/fd"):
             try:
                 links.append(os.readlink(f"/proc/self/fd/{fd}"))
             except FileNotFoundError:  # the listing's own descriptor, closed since
                 pass
-        print(sorted(link for link in links if link.startswith(sys.argv[1])))
+        return sorted(link for link in links if link.startswith(sys.argv[1]))
+
+    async def main():
+        opening = asyncio.create_task(LocalRuntime(sys.argv[1], [make_flow()]).open())
+        await asyncio.sleep(0)  # into the thread that opens the file
+        opening.cancel()
+        await asyncio.gather(opening, return_exceptions=True)
+        # Waits for that thread; what its end schedules runs within a few loop rounds.
+        await asyncio.get_running_loop().shutdown_default_executor()
+        for _ in range(100):
+            if not open_files():
+                break
+            await asyncio.sleep(0)
+        print(open_files())
 
     asyncio.run(main())
     """
