@@ -223,6 +223,14 @@ def test_flows_must_be_a_list_of_flows() -> None:
     assert LocalRuntime(None, (flow,)).flows == (flow,)
 
 
+@pytest.mark.parametrize("prefix", ["", 5])
+def test_worker_id_prefix_must_be_a_non_empty_string(tmp_path: Path, prefix: object) -> None:
+    with pytest.raises(
+        ValueError, match=rf"^worker_id_prefix must be None or a non-empty string, not {prefix!r}$"
+    ):
+        LocalRuntime(tmp_path / "db.sqlite3", [make_flow()], worker_id_prefix=prefix)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("slots", [0, True, 1.5, float("nan"), "4"])
 def test_max_concurrent_tasks_must_be_a_whole_number(tmp_path: Path, slots: object) -> None:
     # Refused before the file is opened: 0 once created the file and left it open, and

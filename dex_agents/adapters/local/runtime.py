@@ -100,6 +100,14 @@ class EngineRuntime:
         # Here, not where the engine and workers are built: that is after the file is opened
         # (and maybe created), and a worker refused there left the store open.
         check_max_concurrent_tasks(max_concurrent_tasks)
+        if worker_id_prefix is not None and (
+            not isinstance(worker_id_prefix, str) or not worker_id_prefix
+        ):
+            # A number made each worker die at its start ("'int' object has no attribute
+            # 'encode'"), and "" named one worker randomly but several "-1", "-2".
+            raise ValueError(
+                f"worker_id_prefix must be None or a non-empty string, not {worker_id_prefix!r}"
+            )
         check_engine_interval("poll_interval", poll_interval)
         check_engine_interval("lease_duration", lease_duration)
         self._path = None if path is None else Path(path)
