@@ -77,6 +77,23 @@ def test_a_malformed_token_is_refused(token: str) -> None:
         decode_resume_token("session-1", token)
 
 
+def test_a_long_malformed_token_is_shown_shortened() -> None:
+    # It was echoed whole: a token of a megabyte made an error message of a megabyte.
+    token = "x" * 1_000_000
+    with pytest.raises(InvalidResumeTokenError) as refused:
+        decode_resume_token("session-1", token)
+    assert str(refused.value) == (
+        f"malformed stream resume token {'x' * 100!r}... (1000000 characters)"
+    )
+
+
+@pytest.mark.parametrize("token", [None, 5])
+def test_a_token_that_is_not_text_is_a_type_error_naming_it(token: object) -> None:
+    # It failed with "object of type 'NoneType' has no len()".
+    with pytest.raises(TypeError, match=r"^resume_token must be a string, not "):
+        decode_resume_token("session-1", token)  # type: ignore[arg-type]
+
+
 def test_an_empty_token_is_the_streams_start() -> None:
     assert decode_resume_token("session-1", "") == 0
 

@@ -245,6 +245,9 @@ def encode_resume_token(flow_id: str, event_id: int) -> str:
 
 def decode_resume_token(flow_id: str, token: str) -> int:
     """The event ID a token resumes after; ``InvalidResumeTokenError`` for any other token."""
+    if not isinstance(token, str):
+        # It failed with "object of type 'NoneType' has no len()".
+        raise TypeError(f"resume_token must be a string, not {type(token).__name__}")
     if token == "":
         return 0
     named, event_id = _made_tokens.get(token) or _token_parts(token)
@@ -259,7 +262,7 @@ def _token_parts(token: str) -> tuple[object, int]:
         data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
     except (ValueError, UnicodeError, binascii.Error, RecursionError) as error:
         # RecursionError: JSON nested deeper than the parser goes, as no token is.
-        raise InvalidResumeTokenError(f"malformed stream resume token {token!r}") from error
+        raise InvalidResumeTokenError(f"malformed stream resume token {_shown(token)}") from error
     if (
         not isinstance(data, list)
         or len(data) != 2
@@ -268,5 +271,15 @@ def _token_parts(token: str) -> tuple[object, int]:
         # Event IDs are SQLite integers from 1; 0 is the Stream's start, as "" is.
         or not 0 <= data[1] <= _LARGEST_EVENT_ID
     ):
-        raise InvalidResumeTokenError(f"malformed stream resume token {token!r}")
+        raise InvalidResumeTokenError(f"malformed stream resume token {_shown(token)}")
     return data[0], int(data[1])
+
+
+def _shown(token: str) -> str:
+    # A page's token is short; one of megabytes was echoed whole into the error and its logs.
+    if len(token) <= _SHOWN_TOKEN_CHARS:
+        return repr(token)
+    return f"{token[:_SHOWN_TOKEN_CHARS]!r}... ({len(token)} characters)"
+
+
+_SHOWN_TOKEN_CHARS = 100
