@@ -340,21 +340,26 @@ WORKER_PROGRAM = textwrap.dedent(
 )
 
 
+async def start_worker_process(database: Path) -> asyncio.subprocess.Process:
+    """A process that runs ``run_workers`` on ``database`` until a signal ends it."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        WORKER_PROGRAM,
+        str(database),
+        cwd=REPOSITORY,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
 async def test_run_workers_serves_the_file_from_another_process(tmp_path: Path) -> None:
     database = tmp_path / "shared.sqlite3"
     flow = make_flow()
     async with LocalRuntime(database, [flow], workers=0, poll_interval=FAST) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.open_session("s-1")
-        worker = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            WORKER_PROGRAM,
-            str(database),
-            cwd=REPOSITORY,
-            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-            stderr=asyncio.subprocess.PIPE,
-        )
+        worker = await start_worker_process(database)
         try:
             assert await sessions.send_user_message("s-1", "look up order 7")
             done = await sessions.wait_for_user("s-1", timeout=timedelta(seconds=30))
@@ -371,15 +376,7 @@ async def test_a_second_signal_ends_run_workers_while_a_sync_tool_hangs(tmp_path
     async with LocalRuntime(database, [flow], workers=0, poll_interval=FAST) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.open_session("s-1")
-        worker = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            WORKER_PROGRAM,
-            str(database),
-            cwd=REPOSITORY,
-            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-            stderr=asyncio.subprocess.PIPE,
-        )
+        worker = await start_worker_process(database)
         try:
             assert await sessions.send_user_message("s-1", f"stuck {marker}")
             await wait_until("the stuck tool to run", marker.exists, 30)
