@@ -74,6 +74,15 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 _MAX_BODY_BYTES = 256 * 1024
 
+_PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    # Without a token a page on any site could frame the loopback console and trick a
+    # click on Approve (clickjacking): the page refuses to be framed at all.
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
+
 
 async def allow_all(request: Request, session_id: str) -> bool:
     """The default ``authorize``: whoever passed the token or loopback check sees every session."""
@@ -182,7 +191,7 @@ def create_console_app(
         refused = _refusal(request, token)
         if refused is not None:
             return refused
-        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
+        return FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
 
     def catalog_of(request: Request) -> SessionCatalog:
         catalog: SessionCatalog = request.app.state.catalog

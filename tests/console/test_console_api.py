@@ -149,6 +149,19 @@ async def test_without_a_token_only_loopback_host_names_are_answered(tmp_path: P
         assert "console.js" in page.text
 
 
+async def test_the_page_refuses_to_be_framed_by_another_site(tmp_path: Path) -> None:
+    # Without a token, a page on any site could frame the loopback console and trick a click
+    # on Approve: the same-origin request the click sends passes every other check.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        for path in ("/", "/sessions/refund"):
+            page = await client.get(path)
+            assert page.status_code == 200
+            assert page.headers["x-frame-options"] == "DENY"
+            assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+            assert page.headers["x-content-type-options"] == "nosniff"
+
+
 async def test_a_token_is_required_on_every_request(tmp_path: Path) -> None:
     app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], token="s3cret-token")
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
