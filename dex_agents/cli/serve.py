@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import urllib.parse
 
 from dex_agents.adapters.local.database_file import check_database_file
 from dex_agents.cli import terminal
@@ -26,7 +27,8 @@ def console_url(host: str, port: int, token: str | None) -> str:
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
     if host in ("0.0.0.0", "::"):
         shown = "127.0.0.1"
-    query = "" if token is None else f"/?token={token}"
+    # Quoted: a token with "+", "&" or "#" would otherwise reach the page as another token.
+    query = "" if token is None else f"/?token={urllib.parse.quote(token, safe='')}"
     return f"http://{shown}:{port}{query}"
 
 

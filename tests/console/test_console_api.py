@@ -18,7 +18,7 @@ from dex_agents.cli.database import demo_flow
 from dex_agents.cli.demo_agent import build_demo_agent
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.main import main
-from dex_agents.cli.serve import run_serve
+from dex_agents.cli.serve import console_url, run_serve
 from dex_agents.console import (
     TOKEN_ENV,
     close_event_streams,
@@ -147,6 +147,18 @@ async def test_without_a_token_only_loopback_host_names_are_answered(tmp_path: P
         page = await client.get("/", headers={"Host": "localhost"})
         assert page.status_code == 200
         assert "console.js" in page.text
+
+
+async def test_the_printed_url_opens_the_console_whatever_the_tokens_characters(
+    tmp_path: Path,
+) -> None:
+    token = "a+b&c=d#e %f"
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], token=token)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        port = int(url.rsplit(":", 1)[1])
+        opened = await client.get(console_url("127.0.0.1", port, token), follow_redirects=True)
+        assert opened.status_code == 200, opened.text
+        assert (await client.get("/api/sessions")).status_code == 200
 
 
 async def test_the_page_refuses_to_be_framed_by_another_site(tmp_path: Path) -> None:
