@@ -46,6 +46,7 @@ from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, open_catalog
 from dex_agents.console.security import (
     TOKEN_COOKIE,
     bearer_token,
+    check_console_token,
     cross_site_refusal,
     host_header_name,
     is_loopback_host,
@@ -148,12 +149,13 @@ def create_console_app(
     ``flows`` are served here by ``workers`` workers (open when the app's lifespan
     starts, closed when it ends), so their sessions run and can be steered and
     started; sessions of every other Flow type in the file are shown read-only.
-    ``token``, when given, is required on every request; without one the app
-    answers loopback requests only. ``authorize`` decides per session. Serve it
+    ``token``, when given, is required on every request (``ConsoleConfigError``
+    when it is empty or not printable ASCII); without one the app answers
+    loopback requests only. ``authorize`` decides per session. Serve it
     with its lifespan on (uvicorn's default).
     """
-    if token is not None and not token:
-        raise ValueError("token must not be empty")
+    if token is not None:
+        check_console_token(token)
     gate = StreamGate()
 
     @contextlib.asynccontextmanager

@@ -37,6 +37,22 @@ class ConsoleConfigError(ValueError):
     """The console was configured unsafely or inconsistently (a developer's mistake)."""
 
 
+def check_console_token(token: str) -> str:
+    """``token`` when it can travel in a header and a cookie; else ``ConsoleConfigError``.
+
+    HTTP headers carry Latin-1 at most, and a browser sends back UTF-8 as other
+    bytes, so a token outside printable ASCII would never match (or fail as the
+    cookie is set): refused when the console starts rather than at the first visit.
+    """
+    if not token:
+        raise ConsoleConfigError("the console token must not be empty")
+    if not (token.isascii() and token.isprintable()):
+        raise ConsoleConfigError(
+            "the console token must be printable ASCII: it travels in a header and a cookie"
+        )
+    return token
+
+
 def is_loopback_host(host: str) -> bool:
     """Whether ``host`` (a name or an address, IPv6 with or without brackets) is this machine only."""
     name = host.strip().lower()
@@ -97,16 +113,17 @@ def load_console_token(
     """The console token: the contents of ``token_file`` when given, else ``$DEX_AGENTS_CONSOLE_TOKEN``.
 
     Surrounding white space is dropped; an empty token is refused with
-    ``ConsoleConfigError``, because it would let anyone in.
+    ``ConsoleConfigError``, because it would let anyone in, as is one outside
+    printable ASCII (``check_console_token``).
     """
     if token_file is not None:
         token = Path(token_file).read_text(encoding="utf-8").strip()
         if not token:
             raise ConsoleConfigError(f"the token file {os.fspath(token_file)} is empty")
-        return token
+        return check_console_token(token)
     value = (os.environ if environ is None else environ).get(TOKEN_ENV)
     if value is None:
         return None
     if not value.strip():
         raise ConsoleConfigError(f"${TOKEN_ENV} is set but empty")
-    return value.strip()
+    return check_console_token(value.strip())

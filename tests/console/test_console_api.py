@@ -25,7 +25,12 @@ from dex_agents.console import (
     create_console_app,
     load_console_token,
 )
-from dex_agents.console.security import cross_site_refusal, host_header_name, is_loopback_host
+from dex_agents.console.security import (
+    ConsoleConfigError,
+    cross_site_refusal,
+    host_header_name,
+    is_loopback_host,
+)
 from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.local import LocalRuntime
 from tests.console.serve_process import ROOT
@@ -278,6 +283,18 @@ def test_token_sources_and_host_rules(tmp_path: Path) -> None:
     own = "http://127.0.0.1:1"
     assert cross_site_refusal({"x-dex-agents-console": "1"}, own) is None
     assert cross_site_refusal({}, own) is not None
+
+
+def test_a_token_that_cannot_travel_in_a_header_is_refused_at_start(tmp_path: Path) -> None:
+    # A check mark made the page answer 500 as it set the cookie; a UTF-8 token never matched
+    # as a bearer token (headers arrive as Latin-1).
+    for token in ("t\u2713k", "t\u00f6k", "tab\there"):
+        with pytest.raises(ConsoleConfigError, match="printable ASCII"):
+            create_console_app(tmp_path / "s.sqlite3", [demo_flow()], token=token)
+        with pytest.raises(ConsoleConfigError, match="printable ASCII"):
+            load_console_token(None, {TOKEN_ENV: token})
+    with pytest.raises(ConsoleConfigError, match="empty"):
+        create_console_app(tmp_path / "s.sqlite3", [demo_flow()], token="")
 
 
 async def test_sessions_of_other_flow_types_are_read_only(tmp_path: Path) -> None:
