@@ -332,21 +332,30 @@ def create_console_app(
         body = await json_body(request)
         if isinstance(body, Response):
             return body
+        # Only a missing, null or empty field takes its default: 0 or false is a wrong type.
+        for key in ("flow_type", "session_id", "message"):
+            if body.get(key) is not None and not isinstance(body[key], str):
+                return JSONResponse(
+                    {"ok": False, "reason": f"{key} must be a string"}, status_code=400
+                )
         catalog = catalog_of(request)
         flow_type = body.get("flow_type") or next(iter(catalog.writable_flow_types), None)
-        entry = catalog.flow(flow_type) if isinstance(flow_type, str) else None
+        entry = catalog.flow(flow_type) if flow_type is not None else None
         if entry is None or not entry.writable:
             return JSONResponse(
                 {"ok": False, "reason": f"this console does not serve {flow_type}"},
                 status_code=400,
             )
-        session_id = body.get("session_id") or f"console-{secrets.token_hex(4)}"
-        message = body.get("message", "")
-        plan_mode = body.get("plan_mode", False)
-        if not isinstance(session_id, str) or not isinstance(message, str):
+        session_id: str = body.get("session_id") or f"console-{secrets.token_hex(4)}"
+        if session_id in (".", ".."):
+            # A browser drops a "." or ".." path segment, even percent-encoded, so the page's
+            # URLs could never reach the session.
             return JSONResponse(
-                {"ok": False, "reason": "session_id and message must be strings"}, status_code=400
+                {"ok": False, "reason": f"the console cannot show a session named {session_id!r}"},
+                status_code=400,
             )
+        message: str = body.get("message") or ""
+        plan_mode = body.get("plan_mode", False)
         if not await authorize(request, session_id):
             return JSONResponse({"ok": False, "reason": "not allowed"}, status_code=403)
         try:

@@ -120,6 +120,31 @@ async def test_false_answers_name_their_reason(tmp_path: Path) -> None:
         assert missing.status_code == 404
 
 
+async def test_starting_a_session_refuses_wrong_types_and_ids_no_url_can_name(
+    tmp_path: Path,
+) -> None:
+    # 0 or false used to read as "no ID" and started a session under a random one.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        cases = [
+            ({"session_id": 0}, "session_id must be a string"),
+            ({"session_id": False}, "session_id must be a string"),
+            ({"flow_type": False}, "flow_type must be a string"),
+            ({"message": 7}, "message must be a string"),
+            ({"session_id": ".."}, "cannot show a session named '..'"),
+            ({"session_id": "."}, "cannot show a session named '.'"),
+        ]
+        for body, reason in cases:
+            answer = await client.post("/api/sessions", json=body, headers=CONTROL_HEADERS)
+            assert answer.status_code == 400, body
+            assert reason in answer.json()["reason"], body
+        assert (await client.get("/api/sessions")).json()["sessions"] == []
+        blank = await client.post(
+            "/api/sessions", json={"session_id": "", "message": None}, headers=CONTROL_HEADERS
+        )
+        assert blank.json()["session_id"].startswith("console-")
+
+
 async def test_cross_site_requests_are_refused(tmp_path: Path) -> None:
     app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
