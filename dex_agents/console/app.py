@@ -274,6 +274,11 @@ def create_console_app(
             # As the snapshot route answers for the same session (an ID the engine took that
             # the session rules refuse, say).
             return JSONResponse({"ok": False, "reason": str(error)}, status_code=409)
+        if request.method == "HEAD":
+            # The stream never ends by itself: answering HEAD with it held the connection, and
+            # the client's next request on it, until the server stopped.
+            await frames.aclose()
+            return Response(headers=dict(AGENT_EVENT_STREAM_HEADERS))
         return StreamingResponse(gate.passing(frames), headers=dict(AGENT_EVENT_STREAM_HEADERS))
 
     async def json_body(request: Request) -> dict[str, Any] | Response:

@@ -374,6 +374,20 @@ async def test_the_event_stream_serves_the_sessions_events(tmp_path: Path) -> No
         assert bad.status_code == 400
 
 
+async def test_head_on_the_event_stream_answers_without_holding_the_connection(
+    tmp_path: Path,
+) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    # The timeout is a guard: the old code never finished the HEAD response, so the next
+    # request on the same keep-alive connection waited until the server stopped.
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        await client.post("/api/sessions", json={"session_id": "s"}, headers=CONTROL_HEADERS)
+        head = await client.head("/api/sessions/s/events")
+        assert head.status_code == 200
+        assert head.headers["content-type"].startswith("text/event-stream")
+        assert (await client.get("/api/sessions/s/snapshot")).status_code == 200
+
+
 async def test_authorize_hides_and_refuses_sessions(tmp_path: Path) -> None:
     starting = True
 
