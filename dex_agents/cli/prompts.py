@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import sys
 import threading
 from dataclasses import dataclass
@@ -33,15 +34,28 @@ async def read_line(prompt: str) -> str | None:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[str] = loop.create_future()
 
-    def deliver(line: str) -> None:
-        if not future.done():
+    def deliver(line: str | OSError) -> None:
+        if future.done():
+            return
+        if isinstance(line, OSError):
+            future.set_exception(line)
+        else:
             future.set_result(line)
 
     def read() -> None:
-        line = sys.stdin.readline()
+        # Bytes that are not text in the terminal's encoding become U+FFFD: with the
+        # default handlers they either ended the chat (a lone surrogate the session
+        # refuses) or killed this thread and left the chat waiting for ever.
+        if isinstance(sys.stdin, io.TextIOWrapper) and sys.stdin.errors != "replace":
+            sys.stdin.reconfigure(errors="replace")
+        result: str | OSError
+        try:
+            result = sys.stdin.readline()
+        except OSError as error:  # the terminal went away: the chat ends with one line
+            result = error
         # The loop may be gone after Ctrl-C; the line is not needed then.
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(deliver, line)
+            loop.call_soon_threadsafe(deliver, result)
 
     # A daemon thread, not the loop's executor, so Ctrl-C does not wait for Enter.
     threading.Thread(target=read, name="dex-agents-stdin", daemon=True).start()

@@ -96,6 +96,21 @@ def test_an_empty_answer_to_a_question_is_not_sent(tmp_path: Path) -> None:
     assert tool_log(tmp_path) == []
 
 
+@pytest.mark.parametrize("errors", ["surrogateescape", "strict"])
+def test_a_line_that_is_not_utf8_is_sent_with_replacement_characters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errors: str
+) -> None:
+    # Python reads a terminal with either handler, depending on the locale.
+    monkeypatch.setenv("PYTHONIOENCODING", f"utf-8:{errors}")
+    chat = Chat(tmp_path)
+    chat.expect("you> ")
+    assert chat.process.stdin is not None
+    chat.process.stdin.write(b"hello \xff\xfe world\n")
+    chat.process.stdin.flush()
+    assert "agent> Demo reply: hello \ufffd\ufffd world." in chat.expect("you> ")
+    assert chat.quit() == 0
+
+
 def test_a_killed_chat_asks_the_pending_approval_again_and_refunds_once(tmp_path: Path) -> None:
     db = str(tmp_path / "db.sqlite3")
     chat = Chat(tmp_path)
