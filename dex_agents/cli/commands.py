@@ -32,6 +32,8 @@ class LineKind(StrEnum):
     HELP = "help"
     DECLINE = "decline"
     UNKNOWN_COMMAND = "unknown_command"
+    MISUSED_COMMAND = "misused_command"
+    """A known command typed with words after it; ``text`` says how to type it."""
     EMPTY = "empty"
     TEXT = "text"
 
@@ -64,7 +66,19 @@ def parse_line(line: str, prompt: Prompt) -> TypedLine:
     if stripped.startswith("/"):
         if prompt is Prompt.QUESTION and word == _DECLINE:
             return TypedLine(LineKind.DECLINE)
-        return TypedLine(LineKind.UNKNOWN_COMMAND, stripped.split()[0])
+        command = stripped.split()[0]
+        known = command.lower()
+        # Called unknown, a known command with words after it read as a typo of its name.
+        if known == _DECLINE and prompt is Prompt.QUESTION:
+            return TypedLine(
+                LineKind.MISUSED_COMMAND,
+                f"{_DECLINE} takes no reason; type {_DECLINE} alone to decline the question",
+            )
+        if known in _LEAVE | _HELP:
+            return TypedLine(
+                LineKind.MISUSED_COMMAND, f"{known} takes no arguments; type {known} alone"
+            )
+        return TypedLine(LineKind.UNKNOWN_COMMAND, command)
     return TypedLine(LineKind.TEXT, stripped)
 
 

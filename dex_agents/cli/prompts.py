@@ -80,6 +80,8 @@ async def _read(prompt_text: str, prompt: Prompt) -> TypedLine | None:
             print("\n".join(help_lines(prompt)), flush=True)
         elif typed.kind is LineKind.UNKNOWN_COMMAND:
             print(unknown_command_text(terminal.escaped(typed.text)), flush=True)
+        elif typed.kind is LineKind.MISUSED_COMMAND:
+            print(typed.text, flush=True)
         elif typed.kind is not LineKind.EMPTY or prompt is not Prompt.MESSAGE:
             return typed
 

@@ -55,6 +55,22 @@ def test_decline_is_a_command_only_at_a_question() -> None:
     )
 
 
+def test_decline_with_a_reason_says_it_takes_none() -> None:
+    typed = parse_line("/decline not telling", Prompt.QUESTION)
+    assert typed == TypedLine(
+        LineKind.MISUSED_COMMAND,
+        "/decline takes no reason; type /decline alone to decline the question",
+    )
+
+
+@pytest.mark.parametrize("prompt", list(Prompt))
+@pytest.mark.parametrize("command", ["/quit", "/exit", "/help"])
+def test_a_known_command_with_arguments_is_not_called_unknown(prompt: Prompt, command: str) -> None:
+    assert parse_line(f"{command.upper()} now", prompt) == TypedLine(
+        LineKind.MISUSED_COMMAND, f"{command} takes no arguments; type {command} alone"
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "decision"),
     [("y", True), ("YES", True), (" Yes ", True), ("n", False), ("No", False)]
