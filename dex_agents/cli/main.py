@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import sqlite3
 import sys
@@ -160,6 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--api-base needs --model (or ${MODEL_ENV}): a model to ask there")
         arguments.api_base = arguments.api_base or os.environ.get(API_BASE_ENV) or None
     log_in_one_line(PROG)
+    for stream in (sys.stdout, sys.stderr):
+        # A terminal whose encoding lacks a character a model or person wrote shows it
+        # as an escape; strict, printing the session failed and ended the command.
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     runs: dict[str, Callable[[], Coroutine[Any, Any, int]]] = {
         "chat": lambda: run_chat(
             arguments.db,

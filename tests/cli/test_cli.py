@@ -111,6 +111,26 @@ def test_a_line_that_is_not_utf8_is_sent_with_replacement_characters(
     assert chat.quit() == 0
 
 
+def test_text_the_terminal_cannot_encode_is_shown_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = Chat(tmp_path)
+    chat.expect("you> ")
+    chat.send("caf\u00e9 \u65e5")
+    chat.expect("you> ")
+    assert chat.quit() == 0
+    monkeypatch.setenv("PYTHONIOENCODING", "ascii")
+    show = run_cli(tmp_path, "show", "s1", "--db", str(tmp_path / "db.sqlite3"))
+    assert show.returncode == 0, show.stderr
+    assert "  you> caf\\xe9 \\u65e5\n" in show.stdout
+    chat = Chat(tmp_path)
+    assert "  you> caf\\xe9 \\u65e5" in chat.expect("waiting for: a user message")
+    chat.expect("you> ")
+    chat.send("hello")
+    assert "agent> Demo reply: hello." in chat.expect("you> ")
+    assert chat.quit() == 0
+
+
 def test_a_killed_chat_asks_the_pending_approval_again_and_refunds_once(tmp_path: Path) -> None:
     db = str(tmp_path / "db.sqlite3")
     chat = Chat(tmp_path)
