@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import os
+import struct
 import sys
 import threading
 from dataclasses import dataclass
@@ -66,6 +68,33 @@ async def read_line(prompt: str) -> str | None:
     return line.rstrip("\r\n")
 
 
+def discard_typed_ahead() -> bool:
+    """Drop the lines typed at a terminal before a decision was asked; whether there were any.
+
+    Read at an approval or a question, a line typed while the turn ran (the next message,
+    say) would decide what its writer never saw: it would become the answer.
+    """
+    try:
+        import fcntl  # POSIX only, as a terminal's input queue is
+        import termios
+
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd):
+            return False
+        waiting = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        if waiting <= 0:
+            return False
+        termios.tcflush(fd, termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):
+        return False
+    return True
+
+
+def _say_discarded(what: str) -> None:
+    if discard_typed_ahead():
+        print(f"what was typed before this {what} showed was not sent; type it again", flush=True)
+
+
 async def _read(prompt_text: str, prompt: Prompt) -> TypedLine | None:
     """The next line that is text or a decision; ``None`` to leave. Help and unknown
     commands are answered here, and the prompt is shown again."""
@@ -94,6 +123,7 @@ async def ask_message() -> str | None:
 
 async def ask_approval(interrupt: AgentInterrupt) -> bool | None:
     """``True`` to approve, ``False`` to reject; ``None`` to leave with it still pending."""
+    _say_discarded("approval")
     while True:
         typed = await _read(terminal.approval_prompt(interrupt), Prompt.APPROVAL)
         if typed is None:
@@ -117,6 +147,7 @@ async def ask_answer(interrupt: AgentInterrupt) -> QuestionReply | None:
     print(f"agent asks: {terminal.escaped(interrupt.question or '', keep_newlines=True)}")
     if interrupt.choices:
         print(f"choices: {', '.join(terminal.escaped(c) for c in interrupt.choices)}")
+    _say_discarded("question")
     while True:
         typed = await _read(terminal.QUESTION_PROMPT, Prompt.QUESTION)
         if typed is None:

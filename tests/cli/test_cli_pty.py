@@ -298,3 +298,30 @@ def test_help_and_unknown_commands_are_answered_and_never_sent(tmp_path: Path) -
 
     assert asyncio.run(user_texts()) == ["refund order 7"]
     assert tool_log(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "what", "prompt"),
+    [
+        ("change the address of order 7", "question", "question> "),
+        ("refund order 7", "approval", APPROVAL_PROMPT),
+    ],
+)
+def test_a_line_typed_while_the_turn_ran_does_not_decide_what_it_asks(
+    tmp_path: Path, message: str, what: str, prompt: str
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        # One write: the second line waits in the terminal while the turn runs.
+        os.write(chat.master, f"{message}\nyes\n".encode())
+        assert f"what was typed before this {what} showed was not sent; type it again\n" in (
+            chat.expect(prompt)
+        )
+        assert len(pending_interrupt_ids(tmp_path / "db.sqlite3", "pty")) == 1
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+    assert len(pending_interrupt_ids(tmp_path / "db.sqlite3", "pty")) == 1
+    assert tool_log(tmp_path) == []
