@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from dex_agents.domain.arguments import require_instance
+from dex_agents.domain.arguments import require_instance, require_optional_int
 from dex_agents.domain.messages import FrameworkMessage, MessageRole
 from dex_agents.domain.runner_outcomes import (
     AgentTurnOutcome,
@@ -164,11 +164,8 @@ def check_tool_execution_result(outcome: ToolExecutionResult) -> None:
     is not an ``int`` or ``None`` (``TypeError``), or is negative (``ValueError``)."""
     where = "ToolExecutionResult"
     require_instance(where, "output", outcome.output, str, "a str")
-    size = outcome.truncated_output_bytes
-    # A bool is an int to isinstance, but the stored record refuses it like a str:
-    # either one made every later read of the session fail.
-    kinds = () if isinstance(size, bool) else (int, type(None))
-    require_instance(where, "truncated_output_bytes", size, kinds, "an int or None")
+    # A str or a bool (an int to isinstance) made every later read of the session fail.
+    size = require_optional_int(where, "truncated_output_bytes", outcome.truncated_output_bytes)
     if size is not None and size < 0:
         raise ValueError(f"{where}.truncated_output_bytes must be None or at least 0, not {size}")
 
