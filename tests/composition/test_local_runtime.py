@@ -309,19 +309,26 @@ CANCELLED_OPEN_PROGRAM = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files in /proc")
-async def test_a_cancelled_open_closes_the_store_it_opened(tmp_path: Path) -> None:
-    database = tmp_path / "db.sqlite3"
-    child = await asyncio.create_subprocess_exec(
+async def start_program(
+    program: str, database: Path, stdout: int | None = None
+) -> asyncio.subprocess.Process:
+    """``program`` run by this interpreter with ``database`` as its argument, in the repository."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        CANCELLED_OPEN_PROGRAM,
+        program,
         str(database),
         cwd=REPOSITORY,
         env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-        stdout=asyncio.subprocess.PIPE,
+        stdout=stdout,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files in /proc")
+async def test_a_cancelled_open_closes_the_store_it_opened(tmp_path: Path) -> None:
+    database = tmp_path / "db.sqlite3"
+    child = await start_program(CANCELLED_OPEN_PROGRAM, database, stdout=asyncio.subprocess.PIPE)
     stdout, stderr = await asyncio.wait_for(child.communicate(), timeout=30)
     assert child.returncode == 0, stderr.decode()
     # The thread opened the file anyway, and its lock files stayed open until the process ended.
@@ -340,26 +347,13 @@ WORKER_PROGRAM = textwrap.dedent(
 )
 
 
-async def start_worker_process(database: Path) -> asyncio.subprocess.Process:
-    """A process that runs ``run_workers`` on ``database`` until a signal ends it."""
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        WORKER_PROGRAM,
-        str(database),
-        cwd=REPOSITORY,
-        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
 async def test_run_workers_serves_the_file_from_another_process(tmp_path: Path) -> None:
     database = tmp_path / "shared.sqlite3"
     flow = make_flow()
     async with LocalRuntime(database, [flow], workers=0, poll_interval=FAST) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.open_session("s-1")
-        worker = await start_worker_process(database)
+        worker = await start_program(WORKER_PROGRAM, database)
         try:
             assert await sessions.send_user_message("s-1", "look up order 7")
             done = await sessions.wait_for_user("s-1", timeout=timedelta(seconds=30))
@@ -376,7 +370,7 @@ async def test_a_second_signal_ends_run_workers_while_a_sync_tool_hangs(tmp_path
     async with LocalRuntime(database, [flow], workers=0, poll_interval=FAST) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.open_session("s-1")
-        worker = await start_worker_process(database)
+        worker = await start_program(WORKER_PROGRAM, database)
         try:
             assert await sessions.send_user_message("s-1", f"stuck {marker}")
             await wait_until("the stuck tool to run", marker.exists, 30)
