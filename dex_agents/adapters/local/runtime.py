@@ -110,7 +110,6 @@ class EngineRuntime:
             )
         check_engine_interval("poll_interval", poll_interval)
         check_engine_interval("lease_duration", lease_duration)
-        self._path = None if path is None else Path(path)
         # As given: Path() drops what check_database_file refuses (a trailing slash, "").
         self._given_path = None if path is None else os.fspath(path)
         self._flows = given
@@ -136,7 +135,7 @@ class EngineRuntime:
     @property
     def database_path(self) -> Path | None:
         """The session database, or ``None`` in memory."""
-        return self._path
+        return None if self._given_path is None else Path(self._given_path)
 
     @property
     def flow_client(self) -> LocalFlowClient:
