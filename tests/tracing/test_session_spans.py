@@ -271,6 +271,25 @@ async def test_message_content_is_captured_only_when_asked() -> None:
     assert "delivered" in attributes(tool)["gen_ai.tool.call.result"]
 
 
+async def test_a_rejected_calls_captured_result_is_what_the_model_read() -> None:
+    # A rejected record has no output or error: its result showed as null.
+    async with traced_session(refund_script, should_capture_message_content=True) as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "refund order 7")
+        await traced.sessions.wait_for_user("s1")
+        assert await traced.sessions.resolve_interrupt(
+            "s1", "pay", approved=False, rejection_message="not this one"
+        )
+        snapshot = await traced.sessions.wait_for_user("s1")
+    assert snapshot.messages[-1].text == "Done: not this one"
+    last = max(traced.named("chat"), key=lambda span: span.start_time or 0)
+    inputs = json.loads(attributes(last)["gen_ai.input.messages"])
+    assert inputs[-1] == {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "pay", "response": "not this one"}],
+    }
+
+
 async def test_v1_36_0_uses_its_schema_url_and_never_carries_content() -> None:
     async with traced_session(
         lookup_script,

@@ -22,6 +22,7 @@ from dex_agents.domain.runner_outcomes import (
     ToolCallsRequested,
 )
 from dex_agents.domain.tool_calls import AgentToolCall
+from dex_agents.domain.tool_outcomes import describe_tool_call_outcome
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
 from dex_agents.ports.engine import StepContext
@@ -86,12 +87,11 @@ class ModelAttempt:
                     if key not in stored_calls:
                         items.append({"role": "assistant", "parts": [call]})
                     if record.is_final and key not in stored_results:
+                        # What the model reads: a rejected call has no output or error.
                         result = {
                             "type": "tool_call_response",
                             "id": record.tool_call_id,
-                            "response": record.output
-                            if record.output is not None
-                            else record.error,
+                            "response": describe_tool_call_outcome(record),
                         }
                         items.append({"role": "tool", "parts": [result]})
                 self._input = items
