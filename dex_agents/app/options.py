@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dex_agents.domain.arguments import require_bool, require_instance, require_int
+from dex_agents.domain.arguments import (
+    require_bool,
+    require_instance,
+    require_int,
+    require_optional_str,
+)
 from dex_agents.domain.builtin_tools import DEFAULT_MAX_DURABLE_WAIT, BuiltInTool
 from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, ToolPolicy
@@ -74,6 +79,14 @@ class AgentTracingOptions:
     )
 
     def __post_init__(self) -> None:
+        # bool("false") is True: such a flag turned content capture on, or tracing on.
+        require_bool("AgentTracingOptions", "is_enabled", self.is_enabled)
+        require_bool(
+            "AgentTracingOptions",
+            "should_capture_message_content",
+            self.should_capture_message_content,
+        )
+        require_optional_str("AgentTracingOptions", "agent_name", self.agent_name)
         if self.agent_name is not None and not self.agent_name:
             raise ValueError("tracing.agent_name must be non-empty or None")
         if not isinstance(self.semantic_conventions_version, GenAISemanticConventionsVersion):

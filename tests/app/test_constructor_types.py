@@ -15,7 +15,7 @@ import pytest
 
 from dex_agents.app.builtin_loop.definition import AgentDefinition
 from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient, ScriptedModelReply
-from dex_agents.app.options import AgentSessionOptions, RunModelLimit
+from dex_agents.app.options import AgentSessionOptions, AgentTracingOptions, RunModelLimit
 from dex_agents.domain.builtin_tools import BuiltInTool
 
 
@@ -59,6 +59,24 @@ def test_run_model_limit(field: str, value: Any, expected: str) -> None:
 def test_agent_session_options(field: str, value: Any, expected: str) -> None:
     with pytest.raises(TypeError, match=re.escape(f"AgentSessionOptions: {expected}")):
         AgentSessionOptions(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        # bool("false") is True: content was captured, and tracing stayed on.
+        (
+            "should_capture_message_content",
+            "false",
+            "AgentTracingOptions: should_capture_message_content must be a bool, not str ('false')",
+        ),
+        ("is_enabled", 0, "AgentTracingOptions: is_enabled must be a bool, not int (0)"),
+        ("agent_name", 5, "AgentTracingOptions: agent_name must be a str or None, not int (5)"),
+    ],
+)
+def test_agent_tracing_options(field: str, value: Any, expected: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        AgentTracingOptions(**{field: value})
 
 
 class SyncSpendLimit:
@@ -132,3 +150,4 @@ def test_the_right_types_still_pass() -> None:
         event_stream_capacity_bytes=1024,
     )
     AgentDefinition(name="support", instructions="Help.", model=MODEL, max_output_tokens=5)
+    AgentTracingOptions(is_enabled=False, agent_name="Triage", should_capture_message_content=True)
