@@ -374,9 +374,14 @@ def calling(name: str, arguments: dict[str, str]) -> Callable[[ModelRequest], Sc
     return respond
 
 
-async def test_a_failed_attempt_has_an_error_span_and_its_retry_a_second_span() -> None:
+@pytest.mark.parametrize("captured", [False, True], ids=["content off", "content on"])
+async def test_a_failed_attempt_has_an_error_span_and_its_retry_a_second_span(
+    captured: bool,
+) -> None:
     FLAKY_CALLS.clear()
-    async with traced_session(calling("check_stock", {"item": "lamp"})) as traced:
+    async with traced_session(
+        calling("check_stock", {"item": "lamp"}), should_capture_message_content=captured
+    ) as traced:
         await traced.sessions.open_session("s1")
         await traced.sessions.send_user_message("s1", "is the lamp in stock?")
         snapshot = await traced.sessions.wait_for_user("s1")
@@ -384,7 +389,12 @@ async def test_a_failed_attempt_has_an_error_span_and_its_retry_a_second_span() 
     failed, retried = sorted(traced.named("execute_tool"), key=lambda span: span.start_time or 0)
     assert failed.status.status_code is StatusCode.ERROR
     assert attributes(failed)["error.type"] == "ConnectionError"
-    assert [event.name for event in failed.events] == ["exception"]
+    (event,) = failed.events
+    assert event.name == "exception"
+    # A retried attempt's last error becomes the result the model reads: content too.
+    event_attributes = dict(event.attributes or {})
+    texts = [failed.status.description, event_attributes["exception.message"]]
+    assert ["stock service unavailable" in str(text) for text in texts] == [captured] * 2
     assert attributes(failed)["dex.step.attempt"] == 1
     assert retried.status.status_code is StatusCode.UNSET
     assert attributes(retried)["dex.step.attempt"] == 2

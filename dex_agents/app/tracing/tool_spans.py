@@ -87,7 +87,8 @@ def tool_attempt(context: StepContext, runtime: SessionRuntime) -> Iterator[Tool
         try:
             yield attempt
         except BaseException as error:
-            attempt.span.record_error(error)
+            # A retried tool's last error text is the result the model reads: content.
+            attempt.span.record_error(error, with_text=captures_content(runtime))
             raise
         finally:
             stack.close()  # the span stops being current before it ends
