@@ -8,9 +8,8 @@ the open, or a read, raises a clear error that says the file is damaged
 SQLite); what must never happen is another kind of exception, a read that
 returns data that differ from what was stored, or a truncated file that opens
 as a silent empty store. A Worker opened on a damaged file keeps serving the
-sessions the damage did not touch. The strict ``xfail`` tests are the gaps
-found: no check when a file opens, and a file truncated to nothing opened as a
-new one.
+sessions the damage did not touch. The strict ``xfail`` test is the gap still
+open: no check when a file opens.
 
 Not covered, and not detectable by design: damage that leaves a value valid,
 such as one digit of a message changed into another. SQLite keeps no page
