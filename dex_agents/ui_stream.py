@@ -6,8 +6,8 @@ the events (``await stream_agent_event_frames(client, flow, session_id,
 resume_token=...)`` served with ``AGENT_EVENT_STREAM_HEADERS``). A token the
 engine refuses raises ``InvalidAgentEventResumeTokenError`` before the response
 starts; answer 400. The ``_sync`` variants take a synchronous client for WSGI
-servers: a Dex ``dex.Client``, or on the embedded engine a ``SyncFlowClient``
-of the runtime (``dex_agents.composition.sync_session_client.open_sync_flow_client``).
+servers: a Dex ``dex.Client``, or on the embedded engine the runtime's
+``LocalRuntime.sync_flow_client()``.
 Authorize every route: the session ID and
 the token come from the browser.
 """
