@@ -15,7 +15,7 @@ image's size. A service that refuses conditional writes (``501``, or the error c
 ``NotImplemented``) gets ``HeadObject`` first and a plain ``PutObject`` when nothing is
 there, and the store remembers the refusal. Every S3 or connection failure raises
 ``MediaStoreError``; the store never shows credentials in its ``repr``, its errors, or
-a log line.
+a log line, botocore's debug lines included (``s3_logging.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[impor
 
 from dex_agents.adapters.media.s3_clients import SharedClients
 from dex_agents.adapters.media.s3_location import S3Location, parse_s3_store_uri
+from dex_agents.adapters.media.s3_logging import hide_keys_in_botocore_logs
 from dex_agents.domain.errors import ImageValidationError, MediaStoreError
 from dex_agents.domain.images import (
     AgentImageReference,
@@ -187,6 +188,8 @@ class S3MediaStore:
         self._region_name = region_name
         self._force_path_style = force_path_style
         self._credentials = _explicit_credentials(access_key_id, secret_access_key, session_token)
+        # botocore's debug lines show the session token and key ID each request sends.
+        hide_keys_in_botocore_logs()
         self._session = AioSession()
         self._config = AioConfig(
             s3={"addressing_style": "path" if force_path_style else "auto"},

@@ -20,7 +20,7 @@ from dex_agents.domain.errors import ImageValidationError, MediaStoreError
 from dex_agents.domain.images import build_image_reference, image_uri
 from dex_agents.ports.media_store import MediaStore, load_images
 from dex_agents.s3 import S3MediaStore
-from tests.adapters.s3.conftest import SECRET_ACCESS_KEY, moto_store
+from tests.adapters.s3.conftest import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, moto_store
 from tests.domain.images_support import BROKEN_IMAGES, VALID_IMAGES, jpeg, png
 
 PNG = png()
@@ -236,6 +236,32 @@ async def test_explicit_keys_never_reach_the_repr_an_error_or_a_log_line(
     assert "botocore" in caplog.text  # the client's debug log was captured
     assert not [text for text in texts if SECRET_ACCESS_KEY in text]
     assert SECRET_ACCESS_KEY not in repr(vars(store))
+
+
+async def test_a_session_token_and_key_id_never_reach_botocores_debug_lines(
+    moto_endpoint: str, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # botocore logs the canonical request and the prepared request of every call at
+    # DEBUG: they held the x-amz-security-token header and Credential=<key id>.
+    caplog.set_level(logging.DEBUG)
+    token = "testing-session-token-5d1c"
+    store = S3MediaStore(
+        bucket,
+        "sessions",
+        endpoint_url=moto_endpoint,
+        region_name=REGION,
+        force_path_style=True,
+        access_key_id=ACCESS_KEY_ID,
+        secret_access_key=SECRET_ACCESS_KEY,
+        session_token=token,
+    )
+    reference = await store.put_image(PNG)
+    assert await store.get_image(reference) == PNG
+    assert "x-amz-security-token:<hidden>" in caplog.text  # the canonical request was logged
+    assert "Credential=<hidden>/" in caplog.text  # and the prepared request
+    for secret in (token, ACCESS_KEY_ID, SECRET_ACCESS_KEY):
+        assert secret not in caplog.text
+        assert secret not in repr(store)
 
 
 def test_keys_come_as_a_pair() -> None:
