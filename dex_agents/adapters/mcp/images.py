@@ -55,7 +55,11 @@ async def upload_images(store: MediaStore, content: object) -> tuple[AgentImageR
         try:
             return await store.put_image(data)
         except ImageValidationError as error:
-            raise ToolExecutionError(f"MCP image {number} is not a supported image") from error
+            # The structural check passed, so the store refused it for another reason,
+            # such as a size over MAX_IMAGE_BYTES: the recorded error names it.
+            raise ToolExecutionError(
+                f"MCP image {number} is not a supported image: {error}"
+            ) from error
 
     # Stored at once (at most MAX_IMAGES_PER_MESSAGE): a store may share one connection
     # among them (S3MediaStore).

@@ -9,8 +9,9 @@ import hashlib
 import pytest
 
 from dex_agents.adapters.mcp.images import upload_images
+from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.domain.errors import ImageValidationError, MediaStoreError, ToolExecutionError
-from dex_agents.domain.images import AgentImageReference, build_image_reference
+from dex_agents.domain.images import MAX_IMAGE_BYTES, AgentImageReference, build_image_reference
 from tests.domain.images_support import png
 
 STORE_URI = "memory://media"
@@ -73,9 +74,22 @@ async def test_the_first_failing_images_error_is_raised_after_every_write_ends()
         IMAGES[1]: (6, ImageValidationError("a broken chunk")),
         IMAGES[2]: (0, MediaStoreError("the bucket is gone")),
     }
-    with pytest.raises(ToolExecutionError, match=r"^MCP image 2 is not a supported image$"):
+    with pytest.raises(
+        ToolExecutionError, match=r"^MCP image 2 is not a supported image: a broken chunk$"
+    ):
         await upload_images(store, _content(IMAGES))
     assert store.in_flight == 0
     store.fails = {IMAGES[2]: (0, MediaStoreError("the bucket is gone"))}
     with pytest.raises(MediaStoreError, match=r"^the bucket is gone$"):
         await upload_images(store, _content(IMAGES))
+
+
+async def test_an_image_over_max_image_bytes_fails_naming_its_size() -> None:
+    # It passes the structural check; only the store's size limit refuses it.
+    large = png(total_size=MAX_IMAGE_BYTES + 1)
+    with pytest.raises(
+        ToolExecutionError,
+        match=rf"^MCP image 1 is not a supported image: image is {MAX_IMAGE_BYTES + 1} bytes, "
+        rf"more than MAX_IMAGE_BYTES \({MAX_IMAGE_BYTES}\)$",
+    ):
+        await upload_images(InMemoryMediaStore(), _content([large]))
