@@ -3,19 +3,25 @@
 An image's object key is ``<prefix>/sha256/<sha256>`` (``sha256/<sha256>`` without a
 prefix) and its ``uri`` is ``s3://<bucket>/<prefix>/sha256/<sha256>``. The URI holds the
 bucket and prefix as they are, not percent-encoded, so ``parse_s3_store_uri`` reads back
-exactly what ``S3Location.store_uri`` wrote. Pure rules, no I/O.
+exactly what ``S3Location.store_uri`` wrote. ``require_endpoint_url`` checks the URL of
+an S3-compatible service. Pure rules, no I/O.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Final
+from urllib.parse import urlsplit
 
 import attrs
+from botocore.utils import (  # type: ignore[import-untyped]
+    is_valid_endpoint_url,
+    is_valid_ipv6_endpoint_url,
+)
 
 from dex_agents.domain.images import image_uri, require_short_image_uris
 
-__all__ = ["S3_SCHEME", "S3Location", "parse_s3_store_uri"]
+__all__ = ["S3_SCHEME", "S3Location", "parse_s3_store_uri", "require_endpoint_url"]
 
 S3_SCHEME: Final = "s3://"
 
@@ -89,3 +95,30 @@ def parse_s3_store_uri(store_uri: str) -> S3Location:
     if not bucket:
         raise ValueError(f"store URI {store_uri[:80]!r} names no bucket")
     return S3Location(bucket=bucket, prefix=prefix)
+
+
+def require_endpoint_url(endpoint_url: object) -> str | None:
+    """``endpoint_url`` when it is ``None`` or an ``http://`` or ``https://`` URL with a host.
+
+    ``TypeError`` for a value that is no ``str``; ``ValueError`` for another URL, such
+    as ``127.0.0.1:9000`` without its scheme. ``S3MediaStore`` checks it when it is
+    built: botocore refuses such a URL only when it opens a client, at the first image
+    stored or read, in a Worker's tool or model call that no retry could fix.
+    """
+    if endpoint_url is None:
+        return None
+    if not isinstance(endpoint_url, str):
+        raise TypeError(f"endpoint_url must be a str or None, not {type(endpoint_url).__name__}")
+    try:
+        valid = urlsplit(endpoint_url).scheme in ("http", "https") and (
+            # botocore's own test, so every URL it would refuse is refused here.
+            is_valid_endpoint_url(endpoint_url) or is_valid_ipv6_endpoint_url(endpoint_url)
+        )
+    except ValueError:  # such as an IPv6 host without its closing bracket
+        valid = False
+    if not valid:
+        raise ValueError(
+            f"endpoint_url {endpoint_url[:80]!r} is not an http:// or https:// URL with a "
+            "host, such as 'http://127.0.0.1:9000'"
+        )
+    return endpoint_url

@@ -33,7 +33,11 @@ from aiobotocore.session import AioSession  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
 from dex_agents.adapters.media.s3_clients import SharedClients
-from dex_agents.adapters.media.s3_location import S3Location, parse_s3_store_uri
+from dex_agents.adapters.media.s3_location import (
+    S3Location,
+    parse_s3_store_uri,
+    require_endpoint_url,
+)
 from dex_agents.adapters.media.s3_logging import hide_keys_in_botocore_logs
 from dex_agents.domain.errors import ImageValidationError, MediaStoreError
 from dex_agents.domain.images import (
@@ -152,7 +156,8 @@ class S3MediaStore:
     ``S3MediaStore(bucket, prefix)`` stores the image ``sha256`` at
     ``<prefix>/sha256/<sha256>``; its ``store_uri`` is ``s3://<bucket>/<prefix>``
     (``s3://<bucket>`` without a prefix; one trailing ``/`` of the prefix is dropped).
-    ``endpoint_url`` names an S3-compatible service, ``region_name`` the region, and
+    ``endpoint_url`` names an S3-compatible service (an ``http://`` or ``https://``
+    URL with a host; ``ValueError`` otherwise), ``region_name`` the region, and
     ``force_path_style`` puts the bucket in the URL path rather than the host name.
     Credentials come from the standard AWS chain unless ``access_key_id`` and
     ``secret_access_key`` (and ``session_token``) are given; pass them only for a
@@ -173,10 +178,7 @@ class S3MediaStore:
         secret_access_key: str | None = None,
         session_token: str | None = None,
     ) -> None:
-        if endpoint_url is not None and not isinstance(endpoint_url, str):
-            raise TypeError(
-                f"endpoint_url must be a str or None, not {type(endpoint_url).__name__}"
-            )
+        endpoint_url = require_endpoint_url(endpoint_url)
         if region_name is not None and not isinstance(region_name, str):
             raise TypeError(f"region_name must be a str or None, not {type(region_name).__name__}")
         if not isinstance(force_path_style, bool):

@@ -78,8 +78,33 @@ def test_names_of_the_wrong_type_are_type_errors() -> None:
         S3Location(bucket="media", prefix=None)
     with pytest.raises(TypeError, match="store_uri must be a str"):
         parse_s3_store_uri(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="endpoint_url must be a str or None"):
+        S3MediaStore("media", endpoint_url=9000)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="force_path_style must be a bool"):
         S3MediaStore("media", force_path_style="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "endpoint_url",
+    ["127.0.0.1:9000", "localhost:9000", "", "http://", "ftp://127.0.0.1", "http://[::1"],
+)
+def test_an_endpoint_url_that_is_no_http_url_with_a_host_is_refused_when_built(
+    endpoint_url: str,
+) -> None:
+    # botocore refused most of these only at the first image stored or read, in a Worker.
+    with pytest.raises(ValueError, match=r"is not an http:// or https:// URL with a host"):
+        S3MediaStore("media", endpoint_url=endpoint_url)
+    with pytest.raises(ValueError, match=r"is not an http:// or https:// URL with a host"):
+        S3MediaStore.from_store_uri("s3://media/p", endpoint_url=endpoint_url)
+
+
+@pytest.mark.parametrize(
+    "endpoint_url",
+    ["http://127.0.0.1:9000", "https://s3.example.com", "http://[::1]:9000", "http://minio/"],
+)
+def test_an_http_endpoint_url_with_a_host_is_kept(endpoint_url: str) -> None:
+    store = S3MediaStore("media", endpoint_url=endpoint_url)
+    assert f"endpoint_url={endpoint_url!r}" in repr(store)
 
 
 class _Stream:
