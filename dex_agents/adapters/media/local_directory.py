@@ -141,25 +141,22 @@ class LocalDirectoryMediaStore:
         return reference
 
     def _open_root(self) -> tuple[int, int]:
-        """Open (creating as needed) every directory down to the root: (parent fd, root fd)."""
-        parent = os.open("/", _DIRECTORY_FLAGS)
-        names = [name for name in self._root.split("/") if name]
-        if not names:
+        """Open (creating as needed) the root's parent and the root: (parent fd, root fd).
+
+        The root and the directories above it are the user's, so they may be links.
+        """
+        if self._root == "/":
+            parent = os.open("/", _DIRECTORY_FLAGS)
             return parent, os.dup(parent)
+        parent = _open_user_directory(posixpath.dirname(self._root))
         try:
-            path = ""
-            for index, name in enumerate(names):
-                path = f"{path}/{name}"
-                # The root and the directories above it are the user's: they may be links.
-                child = _open_directory(parent, name, path, create=True, follow=True)
-                if index == len(names) - 1:
-                    return parent, child
-                os.close(parent)
-                parent = child
+            root = _open_directory(
+                parent, posixpath.basename(self._root), self._root, create=True, follow=True
+            )
         except BaseException:
             os.close(parent)
             raise
-        raise AssertionError("unreachable: the loop returns at the root")
+        return parent, root
 
     def _get(self, reference: AgentImageReference) -> bytes:
         path = self._image_path(reference.sha256)
@@ -197,6 +194,26 @@ class LocalDirectoryMediaStore:
                 f"image file {path} does not match its reference: {error}"
             ) from error
         return data
+
+
+def _open_user_directory(path: str) -> int:
+    """Open the absolute directory ``path`` above the root, creating it and any missing
+    directory above it.
+
+    Opened by its path, not one directory at a time from ``/``: resolving a path needs
+    only search permission on the directories above it, where opening each of them
+    needs read permission, which a directory such as a home of mode 0711 does not give.
+    """
+    try:
+        return os.open(path, _DIRECTORY_FLAGS)
+    except FileNotFoundError:
+        if path == "/":
+            raise
+    above = _open_user_directory(posixpath.dirname(path))
+    try:
+        return _open_directory(above, posixpath.basename(path), path, create=True, follow=True)
+    finally:
+        os.close(above)
 
 
 def _open_directory(
