@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -400,9 +401,23 @@ class McpToolSource:
         await self._listings.aclose()
 
 
+def _refuse_constant(constant: str) -> Any:
+    # json.loads takes NaN and Infinity, which are not JSON; the request would carry them
+    # to the server as something else (null), so the call is refused before it is sent.
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    # json.loads reads a number past float's range, such as 1e400, as infinity.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
 def _arguments(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text or "{}")
+        value = json.loads(text or "{}", parse_constant=_refuse_constant, parse_float=_finite_float)
     except ValueError as error:
         raise ToolExecutionError(f"the tool arguments are not JSON: {error}") from error
     except RecursionError:

@@ -82,6 +82,23 @@ async def test_arguments_nested_too_deeply_fail_a_write_without_sending_it(
     assert call_log.calls("send_payment") == []
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+async def test_arguments_that_are_not_json_numbers_fail_a_write_without_sending_it(
+    stdio_server: McpStdioServerConfig, call_log: CallLog, number: str
+) -> None:
+    # json.loads reads NaN and Infinity (and 1e400 as infinity); no JSON peer can take them.
+    source = McpToolSource([stdio_server])
+    arguments = '{"amount": ' + number + "}"
+    async with session(source, ("notes__send_payment", arguments)) as sessions:
+        waiting = await turn(sessions)
+        (approval,) = waiting.pending_interrupts
+        assert await sessions.resolve_interrupt(SESSION, approval.interrupt_id, True)
+        snapshot = await sessions.wait_for_user(SESSION)
+    (output,) = outputs(snapshot)
+    assert output.startswith("The tool call failed: the tool arguments are not JSON: ")
+    assert call_log.calls("send_payment") == []
+
+
 async def test_a_read_whose_server_crashes_is_sent_again_with_the_same_key(
     stdio_server: McpStdioServerConfig, call_log: CallLog
 ) -> None:
