@@ -16,6 +16,7 @@ import pytest
 
 from dex_agents import AgentSessionFlow, ToolEffect
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.stream_pages import LocalStreamPageReader
 from dex_agents.builtin_loop import (
     AgentDefinition,
     ModelRequest,
@@ -30,10 +31,12 @@ from dex_agents.domain.messages import MessageRole
 from dex_agents.local import DatabaseFileError, LocalRuntime, serve_workers
 from dex_agents.ports.errors import (
     FlowAlreadyStartedError,
+    FlowNotFoundError,
     SessionWaitTimeoutError,
     StreamReadTimeoutError,
 )
 from dex_agents.testing import wait_until
+from dex_agents.ui_stream import stream_agent_event_frames
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -412,3 +415,36 @@ async def test_a_runtime_without_workers_writes_as_a_client(
         store = runtime.flow_client._engine.store
         assert isinstance(store, SqliteFlowStore)
         assert store.client is client
+
+
+async def test_a_session_of_another_flow_type_is_not_read_as_this_one(tmp_path: Path) -> None:
+    support, sales = make_flow("SupportAgent"), make_flow("SalesAgent")
+    async with LocalRuntime(tmp_path / "db.sqlite3", [support, sales]) as runtime:
+        sessions = runtime.sessions(support)
+        await sessions.open_session("s-1")
+        assert await sessions.send_user_message("s-1", "hello")
+        await sessions.wait_for_user("s-1", timeout=timedelta(seconds=20))
+        client = runtime.flow_client
+        # Read through the right Flow first: its events are then read ahead and kept.
+        first = await client.read_stream(support, "s-1", poll_timeout=timedelta(seconds=10))
+        assert first.value.type == "turn_started"
+        pages = LocalStreamPageReader(client.engine)
+        sync_client = runtime.sync_flow_client()
+        wrong = "^no SalesAgent session with ID 's-1'$"
+        with pytest.raises(FlowNotFoundError, match=wrong):
+            await client.read_stream(sales, "s-1", poll_timeout=timedelta(seconds=10))
+        with pytest.raises(FlowNotFoundError, match=wrong):
+            await client.stream_tail_token(sales, "s-1")
+        tail = await client.stream_tail_token(support, "s-1")
+        with pytest.raises(FlowNotFoundError, match=wrong):  # at the tail: no event to read
+            await client.read_stream(sales, "s-1", tail, poll_timeout=FAST)
+        with pytest.raises(FlowNotFoundError, match=wrong):
+            await pages.list_stream_messages(sales, "s-1", 10)
+        with pytest.raises(FlowNotFoundError, match=wrong):
+            await asyncio.to_thread(sync_client.read_stream, sales, "s-1", "", FAST)
+        with pytest.raises(FlowNotFoundError, match=wrong):
+            await asyncio.to_thread(sync_client.list_stream_messages, sales, "s-1", 10)
+        with pytest.raises(FlowNotFoundError, match=wrong):
+            await stream_agent_event_frames(client, sales, "s-1", resume_token="")
+        again = await client.read_stream(support, "s-1", poll_timeout=timedelta(seconds=10))
+        assert again.value == first.value

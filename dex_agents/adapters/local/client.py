@@ -14,6 +14,11 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.event_read_ahead import READ_AHEAD_EVENTS, EventReadAhead
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState, TransactionSource
+from dex_agents.adapters.local.stream_owners import (
+    CheckedStreamOwners,
+    flow_of_another_type,
+    require_flow_type,
+)
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import (
@@ -194,6 +199,7 @@ class LocalFlowClient:
         store = engine.store
         self._committed = store if isinstance(store, CommittedEvents) else None
         self._read_first = ReadFirstRpcs()
+        self._stream_owners = CheckedStreamOwners()
 
     @property
     def engine(self) -> LocalEngine:
@@ -374,15 +380,17 @@ class LocalFlowClient:
 
             def read(tx: StoreTransaction) -> Any:
                 events = tx.events_after(flow_id, after, READ_AHEAD_EVENTS)
-                # A run is never deleted, so its events show it exists: only a read that
-                # found none looks the run up (a statement when its row is not kept).
-                if not events and tx.get_flow(flow_id) is None:
-                    raise FlowNotFoundError(f"no session with ID {flow_id!r}")
+                # A run is never deleted, so its events show it exists and, by their type,
+                # whose they are: only a read that found none looks the run up (a statement
+                # when its row is not kept).
+                if not events:
+                    require_flow_type(tx, flow.flow_type, flow_id)
                 return events
 
             if kept is not None:
                 events = [kept]
             elif unread:
+                await self._require_stream_owner(flow, flow_id)
                 events, unread = [], False
             else:
                 events = list(await engine.read(read))
@@ -391,6 +399,8 @@ class LocalFlowClient:
             if events:
                 self._read_ahead.keep(flow_id, events)
                 event = events[0]
+                if event.flow_type != flow.flow_type:
+                    raise flow_of_another_type(flow.flow_type, flow_id)
                 return StreamMessage(
                     value=DECODED.decode(event.value, stream.value_type, engine.store),
                     resume_token=encode_resume_token(flow_id, event.id),
@@ -406,6 +416,13 @@ class LocalFlowClient:
             unread = not engine.flow_changed_after(flow_id, waited_from)
             if committed is not None:
                 kept = committed.event_after(flow_id, after)
+
+    async def _require_stream_owner(self, flow: FlowDefinition, flow_id: str) -> None:
+        # For a read that reads no event: read through another type's Flow, a run's events
+        # were decoded as that type's Stream (``stream_owners``).
+        if not self._stream_owners.checked(flow.flow_type, flow_id):
+            await self._engine.read(lambda tx: require_flow_type(tx, flow.flow_type, flow_id))
+            self._stream_owners.remember(flow.flow_type, flow_id)
 
     def _own_newest_event(self, flow_id: str) -> EventRow | None:
         """The run's newest event when this process's store committed it, and the change log,
@@ -443,10 +460,9 @@ class LocalFlowClient:
     ) -> tuple[str, Any | None, int]:
         engine = self._engine
         stream = engine.registered(flow).flow.stream
+        await self._require_stream_owner(flow, flow_id)
 
         def tail(tx: StoreTransaction) -> tuple[int, EventRow | None]:
-            if tx.get_flow(flow_id) is None:
-                raise FlowNotFoundError(f"no session with ID {flow_id!r}")
             last = tx.last_event_id(flow_id)
             if not (with_event and last):
                 return last, None

@@ -16,6 +16,7 @@ from typing import Any
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.stream_owners import require_flow_type
 from dex_agents.domain.wire import from_json
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError, FlowNotFoundError, InvalidResumeTokenError
@@ -64,13 +65,22 @@ def _before_id(flow_id: str, page_token: str) -> int | None:
 
 
 def read_event_page(
-    tx: StoreTransaction, flow_id: str, page_size: int, before_page_token: str
+    tx: StoreTransaction,
+    flow_id: str,
+    page_size: int,
+    before_page_token: str,
+    flow_type: str | None = None,
 ) -> tuple[list[EventRow], str]:
-    """A page of a session's events, newest first, and the token of the older page (``""``: none)."""
+    """A page of a session's events, newest first, and the token of the older page (``""``: none).
+
+    With ``flow_type``, a run of another type is not found (``stream_owners``).
+    """
     if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size <= 0:
         raise ValueError(f"page_size must be a positive int, not {page_size!r}")
     before = _before_id(flow_id, before_page_token)
-    if tx.get_flow(flow_id) is None:
+    if flow_type is not None:
+        require_flow_type(tx, flow_type, flow_id)
+    elif tx.get_flow(flow_id) is None:
         raise FlowNotFoundError(f"no session with ID {flow_id!r}")
     if before is None:
         before = tx.last_event_id(flow_id) + 1
@@ -114,6 +124,6 @@ class LocalStreamPageReader:
         """One page of the session's retained events, newest first; never waits."""
         stream = event_stream(self._engine.registered(flow))
         rows, next_token = await self._engine.read(
-            lambda tx: read_event_page(tx, flow_id, page_size, before_page_token)
+            lambda tx: read_event_page(tx, flow_id, page_size, before_page_token, flow.flow_type)
         )
         return decode_event_page(stream, flow_id, rows, next_token)

@@ -34,10 +34,11 @@ from dex_agents.adapters.local.client import (
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
 from dex_agents.adapters.local.decoded_values import from_stored
 from dex_agents.adapters.local.engine import LocalEngine, check_engine_interval
+from dex_agents.adapters.local.stream_owners import require_flow_type
 from dex_agents.adapters.local.stream_pages import decode_event_page, event_stream, read_event_page
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import FlowDefinition
-from dex_agents.ports.errors import FlowNotFoundError, StreamReadTimeoutError
+from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import StreamMessage
 from dex_agents.ports.flow_store import EventRow, StoreTransaction
 from dex_agents.ports.stream_pages import StreamMessagesPage
@@ -111,8 +112,7 @@ class SyncLocalFlowClient:
         deadline = time.monotonic() + poll_seconds(poll_timeout)
 
         def read(tx: StoreTransaction) -> list[EventRow]:
-            if tx.get_flow(flow_id) is None:
-                raise FlowNotFoundError(f"no session with ID {flow_id!r}")
+            require_flow_type(tx, flow.flow_type, flow_id)
             return list(tx.events_after(flow_id, after, 1))
 
         # Read before the events, so a commit between the two is seen as a change.
@@ -151,7 +151,7 @@ class SyncLocalFlowClient:
         """One page of the session's retained events, newest first; never waits."""
         stream = event_stream(self._engine.registered(flow))
         rows, next_token = self._engine.store.read(
-            lambda tx: read_event_page(tx, flow_id, page_size, before_page_token)
+            lambda tx: read_event_page(tx, flow_id, page_size, before_page_token, flow.flow_type)
         )
         return decode_event_page(stream, flow_id, rows, next_token)
 
