@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.stream_pages import LocalStreamPageReader
+from dex_agents.adapters.local.sync_client import SyncLocalFlowClient
 from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import StreamMessage
 from tests.adapters.test_engine import Stack, running_stack
@@ -284,3 +287,37 @@ async def test_a_session_changed_since_a_mark_only_when_a_commit_changed_it(
             False,
             True,
         ]
+
+
+async def test_an_event_that_no_longer_decodes_is_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # This Stream's values are strings: 42 is what another program (or version) left that no
+    # longer decodes. Raising at it stopped every reader there for good: each read again
+    # from the last good token met it again.
+    async with beside(tmp_path, worker=True) as two:
+        client, flow = two.stack.client, two.stack.flow
+        await two.start("s1")
+        first = await client.read_stream(flow, "s1", "", poll_timeout=timedelta(seconds=5))
+        waiting = two.reader("s1", first.resume_token)
+        bad = two.other.run(
+            lambda tx: tx.append_event(flow.flow_type, "s1", "42", "other", datetime.now(UTC))
+        )
+        _, newest, _ = await client.stream_tail_marked(flow, "s1")
+        assert newest is None  # the newest event, unread: the session's state is read instead
+        two.append("s1", "after")
+        with caplog.at_level(logging.WARNING, logger="dex_agents.engine"):
+            assert (await waiting).value == "after"
+            again = await client.read_stream(flow, "s1", first.resume_token)
+            page = await LocalStreamPageReader(two.stack.engine).list_stream_messages(
+                flow, "s1", 10
+            )
+            sync_client = SyncLocalFlowClient(two.stack.engine)
+            in_thread = await asyncio.to_thread(
+                sync_client.read_stream, flow, "s1", first.resume_token
+            )
+        assert again.value == in_thread.value == "after"
+        assert [message.value for message in page.messages] == ["after", "started x"]
+        warnings = [record.getMessage() for record in caplog.records]
+        assert warnings
+        assert all(f"Stream event {bad} of session 's1'" in warning for warning in warnings)

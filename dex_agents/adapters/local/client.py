@@ -19,6 +19,7 @@ from dex_agents.adapters.local.stream_owners import (
     flow_of_another_type,
     require_flow_type,
 )
+from dex_agents.adapters.local.undecodable_events import SKIPPED, decode_or_skip
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import (
@@ -378,7 +379,7 @@ class LocalFlowClient:
                 unread = own is not None and own.id == after  # a read would find nothing
         while True:
 
-            def read(tx: StoreTransaction) -> Any:
+            def read(tx: StoreTransaction, after: int = after) -> Any:
                 events = tx.events_after(flow_id, after, READ_AHEAD_EVENTS)
                 # A run is never deleted, so its events show it exists and, by their type,
                 # whose they are: only a read that found none looks the run up (a statement
@@ -401,8 +402,17 @@ class LocalFlowClient:
                 event = events[0]
                 if event.flow_type != flow.flow_type:
                     raise flow_of_another_type(flow.flow_type, flow_id)
+                value = decode_or_skip(
+                    event, lambda text: DECODED.decode(text, stream.value_type, engine.store)
+                )
+                if value is SKIPPED:  # read on past it, without waiting
+                    after, unread = event.id, False
+                    kept = self._read_ahead.take(flow_id, after)
+                    if kept is None and committed is not None:
+                        kept = committed.event_after(flow_id, after)
+                    continue
                 return StreamMessage(
-                    value=DECODED.decode(event.value, stream.value_type, engine.store),
+                    value=value,
                     resume_token=encode_resume_token(flow_id, event.id),
                     created_at=event.created_at,
                     source=event.source,
@@ -478,7 +488,10 @@ class LocalFlowClient:
             return "", None, mark
         value = None
         if with_event and row is not None and stream is not None:
-            value = DECODED.decode(row.value, stream.value_type, engine.store)
+            decoded = decode_or_skip(
+                row, lambda text: DECODED.decode(text, stream.value_type, engine.store)
+            )
+            value = None if decoded is SKIPPED else decoded
         return encode_resume_token(flow_id, last), value, mark
 
     async def session_change_mark(self) -> int:

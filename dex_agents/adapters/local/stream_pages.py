@@ -17,6 +17,7 @@ from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_t
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.stream_owners import require_flow_type
+from dex_agents.adapters.local.undecodable_events import SKIPPED, decode_or_skip
 from dex_agents.domain.wire import from_json
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError, FlowNotFoundError, InvalidResumeTokenError
@@ -99,16 +100,20 @@ def event_stream(registered: RegisteredFlow) -> StreamDef[Any]:
 def decode_event_page(
     stream: StreamDef[Any], flow_id: str, rows: Sequence[EventRow], next_page_token: str
 ) -> StreamMessagesPage[Any]:
-    """Store rows as a page of Stream messages, each value decoded as the Stream's type."""
-    messages = [
-        StreamMessage(
-            value=from_json(row.value, stream.value_type),
-            resume_token=encode_resume_token(flow_id, row.id),
-            created_at=row.created_at,
-            source=row.source,
-        )
-        for row in rows
-    ]
+    """Store rows as a page of Stream messages, each value decoded as the Stream's type;
+    a row that no longer decodes is left out (``undecodable_events``)."""
+    messages = []
+    for row in rows:
+        value = decode_or_skip(row, lambda text: from_json(text, stream.value_type))
+        if value is not SKIPPED:
+            messages.append(
+                StreamMessage(
+                    value=value,
+                    resume_token=encode_resume_token(flow_id, row.id),
+                    created_at=row.created_at,
+                    source=row.source,
+                )
+            )
     return StreamMessagesPage(messages=messages, next_page_token=next_page_token)
 
 

@@ -36,6 +36,7 @@ from dex_agents.adapters.local.decoded_values import from_stored
 from dex_agents.adapters.local.engine import LocalEngine, check_engine_interval
 from dex_agents.adapters.local.stream_owners import require_flow_type
 from dex_agents.adapters.local.stream_pages import decode_event_page, event_stream, read_event_page
+from dex_agents.adapters.local.undecodable_events import SKIPPED, decode_or_skip
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import StreamReadTimeoutError
@@ -121,8 +122,14 @@ class SyncLocalFlowClient:
             events = store.read(read)
             if events:
                 event = events[0]
+                value = decode_or_skip(
+                    event, lambda text: from_stored(text, stream.value_type, store)
+                )
+                if value is SKIPPED:  # read on past it, without waiting
+                    after = event.id
+                    continue
                 return StreamMessage(
-                    value=from_stored(event.value, stream.value_type, store),
+                    value=value,
                     resume_token=encode_resume_token(flow_id, event.id),
                     created_at=event.created_at,
                     source=event.source,
