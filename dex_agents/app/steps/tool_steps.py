@@ -101,6 +101,9 @@ class _ToolStep(Step[str]):
         record = _own_record(context, input)
         if record is None or record.is_final:
             return dead_end()
+        # Imported here: tool_routing imports this module, and turn_control (through
+        # run_model) takes names from tool_routing, so at module level the import fails
+        # with tool_routing partly initialized.
         from dex_agents.app.steps import turn_control
 
         cancelled = turn_control.cancel_before_start(context, self.runtime, record)
@@ -280,7 +283,7 @@ class AwaitToolApproval(Step[str]):
             return dead_end()
         (resolution,) = result.messages
         if isinstance(resolution, ToolCallCancellation):
-            from dex_agents.app.steps import turn_control  # turn_control imports this module
+            from dex_agents.app.steps import turn_control  # an import cycle, see _execute
 
             if turn_control.is_stale_cancellation(state, record):
                 return go_to_many(tool_routing.approval_movement(record))
