@@ -8,7 +8,11 @@
 # environment (no pip install into the system Python, no PATH changes needed).
 # The sync is --inexact, so it keeps what ./ci.sh installed into the same .venv.
 set -euo pipefail
+# The chat runs where it was started, so a relative --db (and the default file) is the
+# caller's path; only uv's sync and run look at the repository.
+caller="$PWD"
 cd "$(dirname "$0")"
+repository="$PWD"
 
 uv="$(scripts/find-uv.sh)" || { echo "demo.sh: could not find or install uv" >&2; exit 1; }
 
@@ -20,4 +24,5 @@ if ! "${sync[@]}" --check >/dev/null 2>&1; then
     echo "installing dependencies (first run only)..." >&2
     "${sync[@]}" --quiet
 fi
-exec "$uv" run --frozen --no-dev --no-sync dex-agents chat "$@"
+cd "$caller"
+exec "$uv" run --project "$repository" --frozen --no-dev --no-sync dex-agents chat "$@"

@@ -168,3 +168,44 @@ def test_demo_bootstraps_uv_and_installs_no_dev_tool(tmp_path: Path) -> None:
     assert INSTALLING_DEPENDENCIES not in again.stderr, output
     assert f"resuming session demo in {db}" in again.stdout, output
     assert _installs(calls) == python3_calls
+
+
+# uv's stand-in: `sync` finds everything installed; `run` runs the CLI of this checkout in
+# the directory it was started in, as `uv run` does.
+FAKE_UV = """\
+#!/bin/sh
+case "$1" in
+    sync) exit 0 ;;
+esac
+while [ "$1" != dex-agents ]; do shift; done
+shift
+PYTHONPATH='{root}' exec '{python}' -m dex_agents.cli "$@"
+"""
+
+
+def test_a_relative_db_is_the_callers_path_when_run_from_another_directory(
+    tmp_path: Path,
+) -> None:
+    # demo.sh changes to the repository to sync it; the chat ran there too, so a relative
+    # --db named a file in the repository and "started session demo in <path>" misled.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    uv = bin_dir / "uv"
+    uv.write_text(FAKE_UV.format(root=ROOT, python=sys.executable), encoding="utf-8")
+    uv.chmod(0o755)
+    caller = tmp_path / "caller"
+    (caller / "data").mkdir(parents=True)
+    name = "data/demo.sqlite3"  # the repository has no data/: there the chat failed
+    run = subprocess.run(
+        [str(ROOT / "demo.sh"), "--db", name],
+        cwd=caller,
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+        input="/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
+    )
+    output = f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    assert run.returncode == 0, output
+    assert f"started session demo in {name}" in run.stdout, output
+    assert (caller / name).exists(), output
