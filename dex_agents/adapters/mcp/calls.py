@@ -30,6 +30,7 @@ from mcp import Client
 from mcp.client.caching import CacheMode
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult
+from pydantic import ValidationError
 
 from dex_agents.adapters.mcp.config import McpServerConfig
 from dex_agents.adapters.mcp.connection import close_quietly, open_client
@@ -273,6 +274,15 @@ async def _send(
             )
         except MCPError as error:
             return _Answer(error_outcome(error))
+        except ValidationError as error:
+            requests = _unreadable_input_requests(error)
+            if requests is None:
+                text = f"the MCP tool call was interrupted: {type(error).__name__}: {error}"
+                return _Answer(McpCallOutcome(kind=McpCallOutcomeKind.INTERRUPTED, text=text))
+            # The server answered that it needs input, so the call has not run: recorded
+            # failed like any input request this session cannot answer ("Input requests").
+            text = mcp_unanswerable_input_text(requests)
+            return _Answer(McpCallOutcome(kind=McpCallOutcomeKind.FAILED, text=text))
         except Exception as error:
             # The stream broke, the server exited, the request timed out, or an HTTP error status.
             text = f"the MCP tool call was interrupted: {type(error).__name__}: {error}"
@@ -296,6 +306,17 @@ async def _send(
         return _Answer(classify_mcp_tool_result(result, uploads_images=uploads_images), result)
     text = f"the MCP server kept asking to repeat the call {STATE_ONLY_ROUNDS} times"
     return _Answer(McpCallOutcome(kind=McpCallOutcomeKind.INTERRUPTED, text=text))
+
+
+def _unreadable_input_requests(error: ValidationError) -> Mapping[str, Any] | None:
+    """The input requests of an ``input_required`` answer whose requests the SDK refused to
+    read (``{}`` when it names none); ``None`` when the refused answer was another result."""
+    for detail in error.errors():
+        answer = detail.get("input")
+        if isinstance(answer, Mapping) and answer.get("resultType") == "input_required":
+            requests = answer.get("inputRequests")
+            return requests if isinstance(requests, Mapping) else {}
+    return None
 
 
 async def _wait(

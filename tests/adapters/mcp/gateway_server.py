@@ -4,7 +4,8 @@
 ``gw_<mode>``: for a ``tools/call`` of one, the gateway lets the server run the call
 (which logs it), throws the server's answer away and answers instead with
 ``GATEWAY_ANSWERS[mode]``: an HTTP error status without a JSON-RPC body, a body
-that is not JSON-RPC, or ``202`` with no body. ``gw_write_<mode>`` tools are
+that is not JSON-RPC, or ``202`` with no body; or with the JSON-RPC result
+``GATEWAY_RESULTS[mode]``. ``gw_write_<mode>`` tools are
 declared ``non_idempotent_write`` without approval, ``gw_read_<mode>`` tools are
 reads. Run it under ``http_server.py`` (``HttpTestServer(..., module=__name__)``).
 """
@@ -30,6 +31,15 @@ GATEWAY_ANSWERS: dict[str, tuple[int, str, bytes]] = {
 }
 """What the gateway answers for each mode: status, content type and body."""
 
+GATEWAY_RESULTS: dict[str, dict[str, Any]] = {
+    # An input request whose elicitation the SDK's models refuse (its message is no string).
+    "input_malformed": {
+        "resultType": "input_required",
+        "inputRequests": {"ok": {"method": "elicitation/create", "params": {"message": 5}}},
+    },
+}
+"""What the gateway answers for each result mode: the JSON-RPC result to the call's request."""
+
 
 def _gateway_tool(name: str) -> Any:
     async def tool(ctx: Context) -> str:
@@ -40,7 +50,7 @@ def _gateway_tool(name: str) -> Any:
 
 
 def _add_gateway_tools(server: MCPServer) -> None:
-    for mode in GATEWAY_ANSWERS:
+    for mode in [*GATEWAY_ANSWERS, *GATEWAY_RESULTS]:
         read = f"gw_read_{mode}"
         annotations = ToolAnnotations(read_only_hint=True)
         server.tool(name=read, annotations=annotations)(_gateway_tool(read))
@@ -79,7 +89,12 @@ def _gateway(inner: ASGIApp) -> ASGIApp:
             pass
 
         await inner(scope, replay, drop)  # the server runs the call
-        status, content_type, text = GATEWAY_ANSWERS[name.split("_", 2)[2]]
+        mode = name.split("_", 2)[2]
+        if mode in GATEWAY_RESULTS:
+            answer = {"jsonrpc": "2.0", "id": request["id"], "result": GATEWAY_RESULTS[mode]}
+            status, content_type, text = 200, "application/json", json.dumps(answer).encode()
+        else:
+            status, content_type, text = GATEWAY_ANSWERS[mode]
         headers = [(b"content-type", content_type.encode())] if content_type else []
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": text})

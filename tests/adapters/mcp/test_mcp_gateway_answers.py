@@ -34,3 +34,23 @@ async def test_an_http_error_status_or_a_body_not_json_rpc_is_an_interruption(
     # A JSON-RPC error body at an error status (400 here) is the server's own answer.
     assert rpc_error == "The tool call failed: MCP error -32602: broken"
     assert len(call_log.calls("rpc_error")) == 1
+
+
+async def test_a_malformed_input_request_answering_tools_call_fails_the_call(
+    call_log: CallLog,
+) -> None:
+    # The server answered: the SDK's refusal of the request it sent is no interruption, so
+    # a write is not recorded outcome_unknown and a read is not sent again.
+    env = {"MCP_TEST_CALL_LOG": str(call_log.path)}
+    with HttpTestServer(env, module="tests.adapters.mcp.gateway_server") as server:
+        source = McpToolSource([McpStreamableHttpServerConfig(name="gw", url=server.url)])
+        tools = ["gw_write_input_malformed", "gw_read_input_malformed"]
+        script: list[tuple[str, dict[str, Any]]] = [(f"gw__{tool}", {}) for tool in tools]
+        async with session(source, calls_then_answer(*script)) as s:
+            written, read = outputs(await turn(s))
+    for output in (written, read):
+        assert output.startswith(
+            "The tool call failed: the MCP server asked for input that this agent session "
+            "cannot provide yet ("
+        ), output
+    assert [len(call_log.calls(tool)) for tool in tools] == [1, 1]
