@@ -29,7 +29,11 @@ from dex_agents.domain.events import (
     TurnStartedPayload,
     UsageRecordedPayload,
 )
-from dex_agents.domain.images import AgentImageReference, validate_image_references
+from dex_agents.domain.images import (
+    AgentImageReference,
+    require_images_of_store,
+    validate_image_references,
+)
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, FrameworkMessage
 from dex_agents.domain.runner_outcome_checks import (
     check_user_message,
@@ -42,7 +46,11 @@ from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
 from dex_agents.ports.engine import StepContext
 from dex_agents.ports.persistence import StateReader, StateTransaction, StreamDef
-from dex_agents.ports.runner import AgentFrameworkRunner, ImageUserMessageBuilder
+from dex_agents.ports.runner import (
+    AgentFrameworkRunner,
+    ImageStoreRunner,
+    ImageUserMessageBuilder,
+)
 from dex_agents.ports.session_schema import (
     AGENT_STATE,
     AGENT_TOOL_CALLS,
@@ -110,6 +118,18 @@ def user_message_refusal(
     return None
 
 
+def checked_user_images(
+    runtime: SessionRuntime, images: Sequence[AgentImageReference]
+) -> tuple[AgentImageReference, ...]:
+    """``images`` checked with ``validate_image_references`` and, when the runner names
+    its store (``ImageStoreRunner``), refused unless each is one of its images."""
+    checked = validate_image_references(images)
+    runner = runtime.runner
+    if checked and isinstance(runner, ImageStoreRunner):
+        require_images_of_store(checked, runner.image_store_uri, source="the message has")
+    return checked
+
+
 def accepts_user_message(runtime: SessionRuntime, message: AgentUserMessage) -> bool:
     """The rules of ``send_user_message``, for queued and steered text: non-blank text the
     Flow can take (``user_message_refusal``); an invalid image reference raises."""
@@ -117,7 +137,7 @@ def accepts_user_message(runtime: SessionRuntime, message: AgentUserMessage) -> 
         return False
     if user_message_refusal(runtime, plan_mode=message.plan_mode, images=message.images):
         return False
-    validate_image_references(message.images)
+    checked_user_images(runtime, message.images)
     return True
 
 

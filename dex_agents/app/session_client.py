@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from dex_agents.app.rpcs import SNAPSHOT_WHEN_NEEDED
-from dex_agents.app.session import user_message_refusal
+from dex_agents.app.session import checked_user_images, user_message_refusal
 from dex_agents.app.session_flow import PortableSessionFlow
 from dex_agents.app.session_waits import DEFAULT_WAIT_FOR_USER_TIMEOUT, wait_for_person
 from dex_agents.domain.arguments import (
@@ -20,7 +20,7 @@ from dex_agents.domain.arguments import (
     require_str,
     require_str_mapping,
 )
-from dex_agents.domain.images import AgentImageReference, validate_image_references
+from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.requests import (
     AgentMessagesPage,
@@ -106,7 +106,7 @@ class PortableSessionClient:
         if start_environment is not None:
             require_str_mapping(where, "start_environment", start_environment)
         require_bool(where, "plan_mode", plan_mode)
-        checked_images = validate_image_references(images)
+        checked_images = checked_user_images(self._flow.runtime, images)
         refusal = user_message_refusal(
             self._flow.runtime, plan_mode=plan_mode, images=checked_images
         )
@@ -152,7 +152,7 @@ class PortableSessionClient:
         require_str(where, "text", text)
         require_bool(where, "plan_mode", plan_mode)
         message = AgentUserMessage(
-            text=text, plan_mode=plan_mode, images=validate_image_references(images)
+            text=text, plan_mode=plan_mode, images=checked_user_images(self._flow.runtime, images)
         )
         result: bool = await self._invoke(session_id, "send_user_message", message)
         return result
@@ -180,7 +180,7 @@ class PortableSessionClient:
             message_id=message_id,
             text=text,
             plan_mode=plan_mode,
-            images=validate_image_references(images),
+            images=checked_user_images(self._flow.runtime, images),
         )
         result: bool = await self._invoke(session_id, "steer_user_message", request)
         return result

@@ -266,6 +266,25 @@ def verify_image_bytes(
         )
 
 
+def require_images_of_store(
+    images: Sequence[AgentImageReference], store_uri: str, *, source: str
+) -> None:
+    """Raise ``ImageValidationError`` for the first image not in the store at ``store_uri``.
+
+    A runner reads every stored image again from its own store for each later
+    model call, so a reference of another store would fail every later turn of
+    the session. ``source`` says where the images came from, such as ``"tool
+    search returned"``.
+    """
+    for number, image in enumerate(images, start=1):
+        expected = image_uri(store_uri, image.sha256)
+        if image.uri != expected:
+            raise ImageValidationError(
+                f"image {number}: {source} image uri {image.uri!r}, which "
+                f"is not in the runner's media store; its images are {expected!r}"
+            )
+
+
 def require_store_image_reference(reference: AgentImageReference, store_uri: str) -> None:
     """Refuse a reference that is invalid or not an image of the store at ``store_uri``.
 

@@ -254,6 +254,22 @@ class ImageUserMessageBuilder(Protocol):
 
 
 @runtime_checkable
+class ImageStoreRunner(Protocol):
+    """Optional, this build's addition: the media store an ``ImageUserMessageBuilder`` reads.
+
+    The runner reads a message's images again from this store for every later
+    model call, so an image of another store would fail every later turn of the
+    session. With it, ``send_user_message``, ``steer_user_message`` and
+    ``start_session`` refuse such an image before anything is stored.
+    """
+
+    @property
+    def image_store_uri(self) -> str:
+        """The ``store_uri`` of the store the runner reads images from."""
+        ...
+
+
+@runtime_checkable
 class ToolCallStepOptionsProvider(Protocol):
     """Optional: a call's own tool Step timeout and, for ``CallTool``, retry policy."""
 

@@ -30,7 +30,9 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedToolCall,
 )
 from dex_agents.builtin_loop import builtin_agent_session_flow
+from dex_agents.domain.errors import ImageValidationError
 from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.model_io import ModelRequest, ModelToolChoice, UserTextItem
 from dex_agents.domain.plans import PlanStatus
 from dex_agents.domain.requests import AgentSnapshot
@@ -308,6 +310,36 @@ async def test_without_a_media_store_the_session_refuses_images(store: FlowStore
         assert sent is False
         assert await stack.sessions.send_user_message("s1", "Just text") is True
         await stack.idle(turns=2)
+        assert all(request.image_bytes == {} for request in model.requests)
+
+
+async def test_an_image_of_another_store_is_refused_before_it_is_stored(
+    store: FlowStore,
+) -> None:
+    # The runner reads each stored image again for every later model call, so one of
+    # another store would fail every later turn of the session, not just this one.
+    media = InMemoryMediaStore("memory://ours")
+    theirs = await InMemoryMediaStore("memory://theirs").put_image(PNG)
+    definition, model = agent(echo_images)
+    refusal = r"image 1: the message has image uri 'memory://theirs/sha256/.*not in the runner's"
+    async with running(store, definition, media) as stack:
+        sessions = stack.sessions
+        with pytest.raises(ImageValidationError, match=refusal):
+            await sessions.start_session("s1", "Hello", images=[theirs])
+        await sessions.start_session("s1", "Hello")
+        await stack.idle()
+        with pytest.raises(ImageValidationError, match=refusal):
+            await sessions.send_user_message("s1", "What is this?", images=[theirs])
+        with pytest.raises(ImageValidationError, match=refusal):
+            await sessions.steer_user_message("s1", text="And this?", images=[theirs])
+        # A client that skips its own checks meets the same rule in the session.
+        message = AgentUserMessage(text="What is this?", images=(theirs,))
+        with pytest.raises(ImageValidationError, match=refusal):
+            await sessions._invoke("s1", "send_user_message", message)
+        assert await sessions.send_user_message("s1", "Just text") is True
+        snapshot = await stack.idle(turns=2)
+        texts = [message.text for message in snapshot.messages]
+        assert texts == ["Hello", "saw 0 images", "Just text", "saw 0 images"]
         assert all(request.image_bytes == {} for request in model.requests)
 
 

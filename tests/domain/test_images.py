@@ -29,6 +29,7 @@ from dex_agents.domain.images import (
     image_uri,
     local_directory_root,
     local_directory_store_uri,
+    require_images_of_store,
     require_short_image_uris,
     require_store_image_reference,
     validate_image_reference,
@@ -359,6 +360,18 @@ def test_require_store_image_reference() -> None:
         require_store_image_reference(reference(uri=f"{STORE}/x/sha256/{SHA}"), STORE)
     with pytest.raises(ImageValidationError, match=r"^image size_bytes 0 "):
         require_store_image_reference(reference(size_bytes=0), STORE)
+
+
+def test_require_images_of_store_names_the_first_image_of_another_store() -> None:
+    own, other = reference(), reference(uri=f"s3://agent-media/other/sha256/{SHA}")
+    require_images_of_store([own, own], STORE, source="tool x returned")
+    require_images_of_store([], STORE, source="tool x returned")
+    with pytest.raises(ImageValidationError) as caught:
+        require_images_of_store([own, other], STORE + "/", source="the message has")
+    assert str(caught.value) == (
+        f"image 2: the message has image uri 's3://agent-media/other/sha256/{SHA}', which is "
+        f"not in the runner's media store; its images are '{STORE}/sha256/{SHA}'"
+    )
 
 
 def test_image_uri_drops_one_trailing_slash() -> None:

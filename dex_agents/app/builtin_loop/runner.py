@@ -409,6 +409,12 @@ def _check_own_images(media_store: MediaStore | None, tool_name: str, outcome: o
 class _ImageRunner(BuiltinLoopAgentRunner):
     """The runner of an agent with a media store: an ``ImageUserMessageBuilder``."""
 
+    @property
+    def image_store_uri(self) -> str:
+        """The ``store_uri`` of the media store the runner reads images from."""
+        assert self.media_store is not None  # only built with one
+        return self.media_store.store_uri
+
     def build_user_message_with_images(
         self, text: str, images: Sequence[AgentImageReference]
     ) -> FrameworkMessage:

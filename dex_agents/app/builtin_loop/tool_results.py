@@ -18,10 +18,10 @@ from typing import Any
 
 import attrs
 
-from dex_agents.domain.errors import ImageValidationError, ToolExecutionError
+from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.images import (
     AgentImageReference,
-    image_uri,
+    require_images_of_store,
     validate_image_references,
 )
 from dex_agents.domain.messages import image_tuple
@@ -46,17 +46,10 @@ def require_own_images(
 ) -> None:
     """Raise ``ImageValidationError`` for the first image not in the store at ``store_uri``.
 
-    The runner reads every image again from its own store for each later model
-    call, so a reference of another store would fail every later turn of the
-    session; it fails the tool attempt instead, as an invalid reference does.
+    A reference of another store would fail every later turn of the session; it
+    fails the tool attempt instead, as an invalid reference does.
     """
-    for number, image in enumerate(images, start=1):
-        expected = image_uri(store_uri, image.sha256)
-        if image.uri != expected:
-            raise ImageValidationError(
-                f"image {number}: tool {tool_name} returned image uri {image.uri!r}, which "
-                f"is not in the runner's media store; its images are {expected!r}"
-            )
+    require_images_of_store(images, store_uri, source=f"tool {tool_name} returned")
 
 
 def _result_default(value: object) -> Any:
