@@ -1,6 +1,6 @@
-"""Scripted agents for the console's browser tests: one that asks two questions, one that plans.
+"""Scripted agents for the console's browser tests: two that ask questions, one that plans.
 
-Both run on the built-in loop with a ``ScriptedModelClient``, so every turn is
+All run on the built-in loop with a ``ScriptedModelClient``, so every turn is
 deterministic and needs no key; only the model is scripted, the session is real.
 """
 
@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dex_agents import ToolEffect, ToolInputRequested
 from dex_agents.app.builtin_loop.definition import AgentDefinition
 from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelClient,
     ScriptedModelReply,
     ScriptedToolCall,
 )
-from dex_agents.builtin_loop import builtin_agent_session_flow
+from dex_agents.builtin_loop import ToolCallContext, builtin_agent_session_flow, function_tool
 from dex_agents.cli.database import demo_flow
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.domain.builtin_tools import BuiltInTool
@@ -110,3 +111,32 @@ async def sessions_in_every_situation(path: Path) -> None:
         await questions.wait_for_user("question")
     async with LocalRuntime(path, [demo], workers=0, create=False) as runtime:
         await runtime.sessions(demo).start_session("starting", "where is order 1")
+
+
+ACCOUNT_QUESTION = "Which account?"
+ACCOUNTS = ("savings", "checking")
+
+
+def account_flow() -> AgentSessionFlow:
+    """``AccountAgent``: calls ``pick_account``, a tool that asks which account once it runs."""
+
+    @function_tool(effect=ToolEffect.READ)
+    def pick_account(context: ToolCallContext) -> object:
+        """Pick the account to charge."""
+        if context.input_answers:
+            return f"charged {context.input_answers[0]}"
+        return ToolInputRequested(ACCOUNT_QUESTION, choices=ACCOUNTS)
+
+    def reply(request: ModelRequest) -> ScriptedModelReply:
+        results = ScriptedModelClient.tool_results(request)
+        if results:
+            return ScriptedModelReply(text=f"done: {results[-1].output}")
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall("pick_account", {}),))
+
+    definition = AgentDefinition(
+        name="accounts",
+        instructions="Charge an account.",
+        model=ScriptedModelClient(reply),
+        tools=[pick_account],
+    )
+    return builtin_agent_session_flow(definition, flow_type="AccountAgent")

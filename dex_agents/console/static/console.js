@@ -233,6 +233,11 @@ class SessionView {
       case "reasoning_delta": part.reasoning += payload.text || ""; this.renderLive(); return;
       case "tool_call_started": this.toolStatus.set(payload.tool_call_id, "running"); break;
       case "tool_call_finished": this.toolStatus.set(payload.tool_call_id, payload.status); break;
+      // A started call that now waits (a question, a task, a timer) is no longer running: the
+      // snapshot that follows names the wait, where "running" would stay until the call ends.
+      case "interrupt_raised": case "tool_task_started": case "timer_started":
+        if (payload.tool_call_id) this.toolStatus.delete(payload.tool_call_id);
+        break;
       case "usage_recorded": part.stored = true; break; // the model call committed: its text is in the messages
       default: break;
     }
@@ -251,9 +256,10 @@ class SessionView {
     holder.replaceChildren(...parts.map((p) => el("div", { class: "msg live" },
       el("span", { class: "role" }, "assistant (streaming)"),
       p.reasoning ? el("div", { class: "muted" }, p.reasoning) : null, p.text)));
-    for (const [id, status] of this.toolStatus) {
-      const cell = document.querySelector(`[data-tool-status="${CSS.escape(id)}"]`);
-      if (cell) cell.textContent = status;
+    // The stream's status of a call, else its snapshot's: one the stream dropped shows the snapshot's again.
+    for (const call of this.data ? this.data.snapshot.tool_calls : []) {
+      const cell = document.querySelector(`[data-tool-status="${CSS.escape(call.tool_call_id)}"]`);
+      if (cell) cell.textContent = this.toolStatus.get(call.tool_call_id) || call.status;
     }
   }
 
