@@ -1,14 +1,17 @@
-"""The console in a real Chromium: what the page makes of the session's event stream.
+"""The console in a real Chromium: what the page makes of the session's events and snapshots.
 
-Each test takes the frames the server sends for a session and serves exactly
-those to the page's ``EventSource``, then ends the stream; every snapshot after
-the page's first is refused, so nothing but those events changes the page once
-it shows the lost stream, and what it shows then is what the events made of it.
+Each test takes the frames and snapshots the server sends for a real session
+and serves exactly those to the page, through Playwright's routes, in the order
+the test needs: the page's ``EventSource`` gets a fixed stream that then ends,
+and a snapshot can be held back, so what the page shows at the end is what
+those answers made of it, with no other request changing it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 from playwright.async_api import Page, Route, expect
@@ -22,11 +25,30 @@ from tests.ui_stream.sse import FrameReader, is_type
 pytestmark = needs_chromium
 
 LOST_STREAM = "Lost the session's live stream"
+COUNT_SNAPSHOTS_READ = """
+window.snapshotsRead = 0;
+const json = Response.prototype.json;
+Response.prototype.json = function () {
+  const read = json.call(this);
+  // A task after the body's promise runs after every reaction to it: the page's render too.
+  if (this.url.endsWith("/snapshot")) {
+    read.finally(() => setTimeout(() => { window.snapshotsRead += 1; }, 0));
+  }
+  return read;
+};
+"""
+"""Counts in ``window.snapshotsRead`` the snapshots the page has read and acted on."""
 
 
-async def _frames_until(client: httpx.AsyncClient, session_id: str, last_type: str) -> str:
-    """The frames the server sends from the session's snapshot token, up to a ``last_type`` event."""
-    token = (await snapshot(client, session_id))["resume_token"]
+async def _frames_until(
+    client: httpx.AsyncClient,
+    session_id: str,
+    last_type: str,
+    body: dict[str, Any] | None = None,
+) -> str:
+    """The frames the server sends from the token of snapshot ``body`` (default: a new one),
+    up to the first ``last_type`` event."""
+    token = (body or await snapshot(client, session_id))["resume_token"]
     url = f"/api/sessions/{session_id}/events"
     async with client.stream("GET", url, params={"resume_token": token}) as response:
         frames = await FrameReader(response).until(is_type(last_type))
@@ -73,3 +95,68 @@ async def test_a_started_tool_that_asks_shows_its_wait_not_running(tmp_path: Pat
             await _open_with_frames(page, url, "charge-1", frames)
             await expect(page.locator(".card.attention")).to_contain_text(ACCOUNT_QUESTION)
             await expect(page.locator("[data-tool-status]")).to_have_text("awaiting_answer")
+
+
+async def _ask_then_answer(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
+    """Start an ``AccountAgent`` session; once it asks, its snapshot, and then answer it."""
+    start = {"session_id": session_id, "message": "charge my account"}
+    await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+    asking = await eventually(
+        lambda: snapshot(client, session_id),
+        lambda body: bool(body["snapshot"]["pending_interrupts"]),
+    )
+    interrupt_id = asking["snapshot"]["pending_interrupts"][0]["interrupt_id"]
+    await client.post(
+        f"/api/sessions/{session_id}/controls/answer_question",
+        json={"interrupt_id": interrupt_id, "answer": "savings"},
+        headers=CONTROL_HEADERS,
+    )
+    return asking
+
+
+async def test_a_snapshot_answered_after_a_newer_one_is_not_shown(tmp_path: Path) -> None:
+    # The page's snapshots can answer out of order: one asked for before the turn ended but
+    # answered after the one asked for after it would show the turn running again, until the
+    # next event, which an idle session never sends.
+    app = create_console_app(tmp_path / "s.sqlite3", [account_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        asking = await _ask_then_answer(client, "charge-2")
+        frames = await _frames_until(client, "charge-2", "interrupt_raised", asking)
+        done = await eventually(
+            lambda: snapshot(client, "charge-2"),
+            lambda body: body["snapshot"]["state"]["active_turn_id"] is None,
+        )
+        held: list[Route] = []
+        third = asyncio.Event()
+
+        async def snapshot_route(route: Route) -> None:
+            # 1: the page's first, the session asking; 2: after the events, held back;
+            # 3: after the stream ended, the turn done.
+            held.append(route)
+            if len(held) == 1:
+                await route.fulfill(json=asking)
+            elif len(held) >= 3:
+                third.set()
+                await route.fulfill(json=done)
+
+        events_opened = 0
+
+        async def events_route(route: Route) -> None:
+            nonlocal events_opened
+            events_opened += 1
+            if events_opened == 1:
+                await route.fulfill(status=200, content_type="text/event-stream", body=frames)
+            # Later streams stay open without an event: nothing else changes the page.
+
+        async with browser_page() as page:
+            await page.add_init_script(COUNT_SNAPSHOTS_READ)
+            await page.route(f"{url}/api/sessions/charge-2/snapshot", snapshot_route)
+            await page.route(f"{url}/api/sessions/charge-2/events?*", events_route)
+            await page.goto(f"{url}/sessions/charge-2")
+            messages = page.locator("#messages")
+            await expect(messages).to_contain_text("done: charged savings", timeout=WAIT_MS)
+            await third.wait()
+            await held[1].fulfill(json=asking)
+            await page.wait_for_function("window.snapshotsRead >= 3", timeout=WAIT_MS)
+            await expect(messages).to_contain_text("done: charged savings")
+            await expect(page.locator(".card.attention")).to_have_count(0)

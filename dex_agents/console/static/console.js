@@ -129,6 +129,8 @@ class SessionView {
     this.sessionId = sessionId;
     this.base = `/api/sessions/${encodeURIComponent(sessionId)}`;
     this.data = null;
+    this.snapshotsAsked = 0; // snapshots asked for, in order; the one shown is snapshotShown
+    this.snapshotShown = 0;
     this.events = null;
     this.live = new Map(); // step_execution_id -> {attempt, turn_id, text, reasoning, stored}
     this.toolStatus = new Map(); // tool_call_id -> status seen on the stream
@@ -186,17 +188,25 @@ class SessionView {
     this.softTimer = setTimeout(() => this.loadSnapshot(), 150);
   }
 
+  // Snapshots can answer out of order; one asked for before the snapshot shown is older than it,
+  // and showing it would bring back a state the session has left (a turn ended, an approval
+  // answered) until the next event, which an idle session never sends. It still gives its token.
   async loadSnapshot() {
+    const asked = ++this.snapshotsAsked;
+    let data;
     try {
-      this.data = await getJson(`${this.base}/snapshot`);
+      data = await getJson(`${this.base}/snapshot`);
     } catch (error) {
       this.lost = true;
       notice(`Cannot load the session: ${error.message}; reconnecting…`, "bad");
       return null;
     }
+    if (asked < this.snapshotShown) return data;
+    this.snapshotShown = asked;
+    this.data = data;
     if (this.lost) { this.lost = false; notice("reconnected", "good"); }
     this.render();
-    return this.data;
+    return data;
   }
 
   openEvents(token) {
