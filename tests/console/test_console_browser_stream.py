@@ -1,26 +1,33 @@
 """The console in a real Chromium: what the page makes of the session's events and snapshots.
 
 Each test takes the frames and snapshots the server sends for a real session
-and serves exactly those to the page, through Playwright's routes, in the order
-the test needs: the page's ``EventSource`` gets a fixed stream that then ends,
-and a snapshot can be held back, so what the page shows at the end is what
-those answers made of it, with no other request changing it.
+and serves exactly those to the page, in the order the test needs, through
+Playwright's routes (a fixed stream that then ends, a snapshot held back or
+refused) or a route of the app's own (a stream fed one frame at a time), so
+what the page shows at the end is what those answers made of it, with no
+other request changing it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 from playwright.async_api import Page, Route, expect
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route as AppRoute
 
 from dex_agents.console import create_console_app
+from dex_agents.ui_stream import AGENT_EVENT_STREAM_HEADERS
 from tests.console.agents import ACCOUNT_QUESTION, account_flow
 from tests.console.browser import WAIT_MS, browser_page, needs_chromium
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
-from tests.ui_stream.sse import FrameReader, is_type
+from tests.ui_stream.sse import Frame, FrameReader, is_type
 
 pytestmark = needs_chromium
 
@@ -45,14 +52,13 @@ async def _frames_until(
     session_id: str,
     last_type: str,
     body: dict[str, Any] | None = None,
-) -> str:
+) -> list[Frame]:
     """The frames the server sends from the token of snapshot ``body`` (default: a new one),
     up to the first ``last_type`` event."""
     token = (body or await snapshot(client, session_id))["resume_token"]
     url = f"/api/sessions/{session_id}/events"
     async with client.stream("GET", url, params={"resume_token": token}) as response:
-        frames = await FrameReader(response).until(is_type(last_type))
-    return "".join(frame.raw for frame in frames)
+        return await FrameReader(response).until(is_type(last_type))
 
 
 async def _open_with_frames(page: Page, url: str, session_id: str, frames: str) -> None:
@@ -89,7 +95,7 @@ async def test_a_started_tool_that_asks_shows_its_wait_not_running(tmp_path: Pat
             lambda: snapshot(client, "charge-1"),
             lambda body: bool(body["snapshot"]["pending_interrupts"]),
         )
-        frames = await _frames_until(client, "charge-1", "interrupt_raised")
+        frames = "".join(f.raw for f in await _frames_until(client, "charge-1", "interrupt_raised"))
         assert "tool_call_started" in frames
         async with browser_page() as page:
             await _open_with_frames(page, url, "charge-1", frames)
@@ -121,7 +127,8 @@ async def test_a_snapshot_answered_after_a_newer_one_is_not_shown(tmp_path: Path
     app = create_console_app(tmp_path / "s.sqlite3", [account_flow()])
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
         asking = await _ask_then_answer(client, "charge-2")
-        frames = await _frames_until(client, "charge-2", "interrupt_raised", asking)
+        read = await _frames_until(client, "charge-2", "interrupt_raised", asking)
+        frames = "".join(frame.raw for frame in read)
         done = await eventually(
             lambda: snapshot(client, "charge-2"),
             lambda body: body["snapshot"]["state"]["active_turn_id"] is None,
@@ -160,3 +167,53 @@ async def test_a_snapshot_answered_after_a_newer_one_is_not_shown(tmp_path: Path
             await page.wait_for_function("window.snapshotsRead >= 3", timeout=WAIT_MS)
             await expect(messages).to_contain_text("done: charged savings")
             await expect(page.locator(".card.attention")).to_have_count(0)
+
+
+def _stream_from(app: Starlette, frames: asyncio.Queue[str]) -> None:
+    """Serve every session's event stream from ``frames``, held open between them."""
+
+    async def events(request: Request) -> Response:
+        async def follow() -> AsyncIterator[str]:
+            while True:
+                yield await frames.get()
+
+        return StreamingResponse(follow(), headers=dict(AGENT_EVENT_STREAM_HEADERS))
+
+    app.router.routes.insert(0, AppRoute("/api/sessions/{session_id}/events", events))
+
+
+async def test_a_snapshot_that_failed_is_asked_for_again_while_the_stream_is_open(
+    tmp_path: Path,
+) -> None:
+    # An event makes the page read the snapshot; when that read fails and no event follows, as
+    # in an idle session, the page must still come to show the session as it is.
+    app = create_console_app(tmp_path / "s.sqlite3", [account_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        asking = await _ask_then_answer(client, "charge-3")
+        raised = (await _frames_until(client, "charge-3", "interrupt_raised", asking))[-1]
+        frames: asyncio.Queue[str] = asyncio.Queue()
+        _stream_from(app, frames)
+        answers = ["asking"]  # what the page's next snapshot gets; the rest are the server's
+
+        async def snapshot_route(route: Route) -> None:
+            answer = answers.pop(0) if answers else "server"
+            if answer == "asking":
+                await route.fulfill(json=asking)
+            elif answer == "busy":
+                await route.fulfill(status=503, json={"ok": False, "reason": "busy"})
+            else:
+                await route.continue_()
+
+        async with browser_page() as page:
+            await page.route(f"{url}/api/sessions/charge-3/snapshot", snapshot_route)
+            await page.goto(f"{url}/sessions/charge-3")
+            card = page.locator(".card.attention")
+            await expect(card).to_contain_text(ACCOUNT_QUESTION, timeout=WAIT_MS)
+            answers.append("busy")
+            await frames.put(raised.raw)
+            await expect(page.locator("#notice")).to_contain_text("Cannot load the session")
+            await expect(page.locator("#messages")).to_contain_text(
+                "done: charged savings", timeout=WAIT_MS
+            )
+            await expect(card).to_have_count(0)
+            await expect(page.locator("#notice")).to_have_text("reconnected")

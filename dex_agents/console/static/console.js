@@ -182,10 +182,15 @@ class SessionView {
     else this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
   }
 
-  // The snapshot only: the stream and the live text go on.
-  softReload() {
+  // The snapshot only: the stream and the live text go on. One that fails is asked for again
+  // while the stream is open: an idle session sends no event that would, and the page would
+  // keep the state it had, under a notice that it is reconnecting.
+  softReload(delay = 150) {
     clearTimeout(this.softTimer);
-    this.softTimer = setTimeout(() => this.loadSnapshot(), 150);
+    this.softTimer = setTimeout(async () => {
+      const data = await this.loadSnapshot();
+      if (!data && this.events) this.softReload(RETRY_MS);
+    }, delay);
   }
 
   // Snapshots can answer out of order; one asked for before the snapshot shown is older than it,
