@@ -1,4 +1,4 @@
-"""The console in a real Chromium: a refund approved from the page, and a screenshot."""
+"""The console in a real Chromium: a refund approved from the page, a screenshot, and a bad address."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from playwright.async_api import expect
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
-from tests.console.browser import WAIT_MS, browser_page, needs_chromium
+from tests.console.browser import WAIT_MS, browser_page, needs_chromium, serve_console_and_page
 from tests.console.support import CONTROL_HEADERS, serve_console
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
@@ -50,3 +50,14 @@ async def test_approve_from_the_page_and_the_tools_result_appears(tmp_path: Path
                 "refunded 500 cents on order 7", timeout=WAIT_MS
             )
             await expect(page.locator("[data-approve]")).to_have_count(0)
+
+
+async def test_an_address_with_a_bare_percent_names_no_session(tmp_path: Path) -> None:
+    # decodeURIComponent refuses "100%": the page stopped at "Loading..." with no word why.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console_and_page(app) as (url, page):
+        await page.goto(url + "/sessions/100%")
+        await expect(page.locator("h1")).to_have_text("No such session")
+        await expect(page.locator("#main")).to_contain_text("write a % in a session ID as %25")
+        await page.get_by_role("link", name="All sessions").click()
+        await expect(page.locator("#inbox")).to_be_visible()

@@ -411,8 +411,18 @@ class SessionView {
 function boot() {
   const main = document.getElementById("main");
   const match = location.pathname.match(/^\/sessions\/(.+)$/);
-  if (match) new SessionView(main, decodeURIComponent(match[1])).start();
-  else startInbox(main);
+  if (!match) { startInbox(main); return; }
+  let sessionId;
+  try {
+    sessionId = decodeURIComponent(match[1]);
+  } catch (error) {
+    // A typed address such as /sessions/100% names no session: say so, where the page stopped at "Loading…".
+    main.replaceChildren(el("h1", {}, "No such session"),
+      el("p", {}, `${location.pathname} is not a session's address: write a % in a session ID as %25.`),
+      el("p", {}, el("a", { href: "/" }, "All sessions")));
+    return;
+  }
+  new SessionView(main, sessionId).start();
 }
 
 document.addEventListener("DOMContentLoaded", boot);
