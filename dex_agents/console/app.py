@@ -30,7 +30,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
-    JSONResponse,
     PlainTextResponse,
     RedirectResponse,
     Response,
@@ -43,6 +42,7 @@ from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.console.actions import CONTROLS, ControlInputError, run_control
 from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, open_catalog
+from dex_agents.console.responses import JSONResponse
 from dex_agents.console.security import (
     TOKEN_COOKIE,
     bearer_token,

@@ -140,3 +140,32 @@ def account_flow() -> AgentSessionFlow:
         tools=[pick_account],
     )
     return builtin_agent_session_flow(definition, flow_type="AccountAgent")
+
+
+UNDECODABLE_FILE = "report-\udcff.txt"
+"""A file name as ``os.fsdecode`` gives one that is not UTF-8: its last byte a lone surrogate."""
+
+
+def file_flow() -> AgentSessionFlow:
+    """``FileAgent``: calls ``delete_file``, which asks before it deletes ``UNDECODABLE_FILE``."""
+
+    @function_tool(effect=ToolEffect.READ)
+    def delete_file(context: ToolCallContext) -> object:
+        """Delete the old report."""
+        if context.input_answers:
+            return f"deleted {UNDECODABLE_FILE}"
+        return ToolInputRequested(f"Delete {UNDECODABLE_FILE}?", choices=("yes", "no"))
+
+    def reply(request: ModelRequest) -> ScriptedModelReply:
+        results = ScriptedModelClient.tool_results(request)
+        if results:
+            return ScriptedModelReply(text=f"done: {results[-1].output}")
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall("delete_file", {}),))
+
+    definition = AgentDefinition(
+        name="files",
+        instructions="Tidy the files.",
+        model=ScriptedModelClient(reply),
+        tools=[delete_file],
+    )
+    return builtin_agent_session_flow(definition, flow_type="FileAgent")

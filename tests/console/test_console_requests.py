@@ -1,4 +1,5 @@
-"""The console's answers to odd requests: wrong field types, framing, HEAD, unusual tokens."""
+"""The console's answers to odd requests and odd text: wrong field types, framing, HEAD,
+unusual tokens, a tool's text that is not valid Unicode."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from dex_agents.cli.database import demo_flow
 from dex_agents.cli.serve import console_url
 from dex_agents.console import TOKEN_ENV, create_console_app, load_console_token
 from dex_agents.console.security import ConsoleConfigError
-from tests.console.support import CONTROL_HEADERS, serve_console
+from tests.console.agents import UNDECODABLE_FILE, file_flow
+from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot, texts
 
 
 async def test_starting_a_session_refuses_wrong_types_and_ids_no_url_can_name(
@@ -88,3 +90,35 @@ async def test_head_on_the_event_stream_answers_without_holding_the_connection(
         assert head.status_code == 200
         assert head.headers["content-type"].startswith("text/event-stream")
         assert (await client.get("/api/sessions/s/snapshot")).status_code == 200
+
+
+async def test_text_with_a_lone_surrogate_from_a_tool_is_served_escaped(tmp_path: Path) -> None:
+    # A tool's question and result may name a file that is not UTF-8; the session keeps the
+    # text, and the JSON routes answered 500, which no reload of the page ever got past.
+    app = create_console_app(tmp_path / "s.sqlite3", [file_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        start = {"session_id": "files", "message": "tidy up"}
+        await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+        asking = await eventually(
+            lambda: client.get("/api/sessions/files/snapshot"),
+            lambda response: (
+                response.status_code != 200
+                or bool(response.json()["snapshot"]["pending_interrupts"])
+            ),
+        )
+        assert asking.status_code == 200, asking.text
+        assert "\\udcff" in asking.text
+        interrupt = asking.json()["snapshot"]["pending_interrupts"][0]
+        assert interrupt["question"] == f"Delete {UNDECODABLE_FILE}?"
+        inbox = await client.get("/api/sessions")
+        assert inbox.status_code == 200, inbox.text
+        assert inbox.json()["sessions"][0]["waits_for"] == f"question: Delete {UNDECODABLE_FILE}?"
+        answer = {"interrupt_id": interrupt["interrupt_id"], "answer": "yes"}
+        await client.post(
+            "/api/sessions/files/controls/answer_question", json=answer, headers=CONTROL_HEADERS
+        )
+        done = await eventually(
+            lambda: snapshot(client, "files"),
+            lambda body: body["snapshot"]["state"]["active_turn_id"] is None,
+        )
+        assert f"done: deleted {UNDECODABLE_FILE}" in texts(done)
