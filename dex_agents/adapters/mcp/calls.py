@@ -225,11 +225,10 @@ async def call_mcp_tool(
 async def list_until(client: Client, tool: str, *, held: bool = False) -> None:
     """List the server's tools on the call's connection, page by page, up to ``tool``'s page.
 
-    The SDK takes two things from a listing on the same connection: the arguments it
-    mirrors into ``Mcp-Param-*`` headers (``x-mcp-header``, MCP 2026-07-28: a server
-    refuses a call whose header is missing), and the output schema it checks a
-    structured result against, for which it would list after the call otherwise, where
-    a failed listing would make a call that ran look interrupted. ``held``: the client
+    The SDK takes the arguments it mirrors into ``Mcp-Param-*`` headers
+    (``x-mcp-header``, MCP 2026-07-28: a server refuses a call whose header is missing)
+    from a listing on the same connection. Its check of a structured result against the
+    listed output schema is off (``skip_output_schema_check``). ``held``: the client
     answers with the Worker's listing (``held_listing.py``), so only a listing that
     lacks ``tool`` sends a request.
     """
@@ -250,6 +249,25 @@ async def _pages_to(client: Client, tool: str, cache_mode: CacheMode) -> bool:
     return False  # unlisted: the SDK sends the call without headers or a schema
 
 
+async def _accept_result(name: str, result: CallToolResult) -> None:
+    return None
+
+
+def skip_output_schema_check(client: Client) -> None:
+    """Turn off the SDK's check of a structured result against the tool's output schema.
+
+    The SDK raises after the answer came, so a call the server ran and answered read
+    as interrupted: a ``read`` was sent again and a write recorded
+    ``outcome_unknown``. That happened whenever the Worker's listing was older than a
+    new deployment's schema, or the server's schema or result was wrong. "What a call
+    does" records a result's ``content`` and never reads ``structuredContent``, as
+    for a task's result, which the SDK never checks.
+    """
+    # The SDK has no switch for it; ``validate_tool_result`` is the public method
+    # its ``call_tool`` calls, so this connection's session gets one that accepts.
+    client.session.validate_tool_result = _accept_result  # type: ignore[method-assign]
+
+
 async def _send(
     client: Client,
     tool: str,
@@ -260,6 +278,7 @@ async def _send(
     uploads_images: bool,
 ) -> _Answer | TaskHandle:
     state: str | None = None
+    skip_output_schema_check(client)
     for _ in range(STATE_ONLY_ROUNDS):
         try:
             answer = await client.session.call_tool(

@@ -4,7 +4,9 @@ Its tools cover the rows of "What a call does": a read, an annotated idempotent
 write, an unannotated write, a Dex-declared write with ``_meta`` keys, results with
 the Dex ``outcome`` key, JSON-RPC errors, an image result, progress notifications,
 a tool that kills its own process mid-call, a read whose argument a call mirrors
-into an ``Mcp-Param-Region`` header (``x-mcp-header``, MCP 2026-07-28), and tools
+into an ``Mcp-Param-Region`` header (``x-mcp-header``, MCP 2026-07-28), a read with
+structured output whose output schema changes once the file ``schema-v2`` appears next
+to the call log (``count_notes``: the server deployed again with a new schema), and tools
 answered with a task of the tasks extension (``TaskExtension``): ``build_report``,
 whose task completes after ``seconds`` or once the file ``release-<name>`` appears
 next to the call log, and ``choose_account``, whose task asks which account to use.
@@ -23,7 +25,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -88,6 +90,19 @@ STILL_LISTED_SECONDS = 2.5
 def release_file(call_log: str | os.PathLike[str], name: str) -> Path:
     """The file whose existence completes ``build_report``'s task for report ``name``."""
     return Path(call_log).with_name(f"release-{name}")
+
+
+def schema_v2_file(call_log: str | os.PathLike[str]) -> Path:
+    """The file whose existence gives ``count_notes`` version 2 of its output schema."""
+    return Path(call_log).with_name("schema-v2")
+
+
+class NoteCountV1(TypedDict):
+    count: int
+
+
+class NoteCountV2(TypedDict):
+    total: int
 
 
 def _done(text: str) -> dict[str, Any]:
@@ -341,6 +356,22 @@ def build_server() -> MCPServer:
         if ctx.request_state is None:
             return InputRequiredResult(request_state="again")
         return f"answered after {ctx.request_state}"
+
+    async def count_notes_v1(ctx: Context) -> NoteCountV1:
+        """Count the notes (version 1 of its output schema)."""
+        _log("count_notes", ctx, {})
+        return {"count": 3}
+
+    async def count_notes_v2(ctx: Context) -> NoteCountV2:
+        """Count the notes (version 2 of its output schema)."""
+        _log("count_notes", ctx, {})
+        return {"total": 3}
+
+    log_path = os.environ.get("MCP_TEST_CALL_LOG")
+    v2 = log_path is not None and schema_v2_file(log_path).exists()
+    server.tool(name="count_notes", annotations=ToolAnnotations(read_only_hint=True))(
+        count_notes_v2 if v2 else count_notes_v1
+    )
 
     @server.resource("note://greeting", description="A greeting.", mime_type="text/plain")
     def greeting() -> str:

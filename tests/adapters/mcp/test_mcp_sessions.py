@@ -12,12 +12,17 @@ import pytest
 from dex_agents import AgentSessionClient
 from dex_agents.builtin_loop import (
     InMemoryMediaStore,
+    ModelRequest,
+    ScriptedModelClient,
+    ScriptedModelReply,
+    ScriptedToolCall,
 )
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.mcp import McpStdioServerConfig, McpToolCallInterruptedError, McpToolSource
 from tests.adapters.mcp import session_support
 from tests.adapters.mcp.conftest import CallLog
+from tests.adapters.mcp.mcp_test_server import schema_v2_file
 from tests.adapters.mcp.session_support import SESSION, calls_then_answer, keys, outputs, turn
 
 
@@ -199,3 +204,26 @@ async def test_the_sdks_own_timeout_is_interrupted_where_a_servers_32001_is_not(
             await source.call_tool("notes__stall", {})
     finally:
         await source.aclose()
+
+
+async def test_a_result_is_recorded_when_the_server_changed_its_output_schema_since_listing(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    # Found by an audit: the SDK checked a structured result against the output schema
+    # of the Worker's listing, up to listing_ttl old, so a server deployed again with a
+    # new schema had every answered call recorded interrupted: a read sent 3 times and
+    # failed, a write outcome_unknown.
+    def respond(request: ModelRequest) -> ScriptedModelReply:
+        done = ScriptedModelClient.tool_results(request)
+        if len(done) == 1:
+            schema_v2_file(call_log.path).touch()  # after this model call's listing
+        if len(done) < 2:
+            call = ScriptedToolCall("notes__count_notes", {}, call_id=f"c{len(done) + 1}")
+            return ScriptedModelReply(tool_calls=(call,))
+        return ScriptedModelReply(text="counted")
+
+    source = McpToolSource([stdio_server])
+    async with session_support.session(source, ScriptedModelClient(respond)) as sessions:
+        snapshot = await turn(sessions)
+    assert [json.loads(output) for output in outputs(snapshot)] == [{"count": 3}, {"total": 3}]
+    assert len(call_log.calls("count_notes")) == 2
