@@ -373,11 +373,17 @@ class McpToolSource:
         return result
 
     def tool_policies(self) -> dict[str, ToolPolicy]:
-        """The policies the last listing gives its tools, keyed by session name; no I/O."""
+        """The policies the last listing gives its tools, keyed by session name; no I/O.
+
+        A tool whose effect the source does not know (no trusted annotation or Dex
+        declaration, ``effect`` ``None``) is left out, so it gets the session's
+        ``default_tool_effect``, as in the built-in loop ("Effects").
+        """
         policies: dict[str, ToolPolicy] = {}
         for tool in self._last:
             if isinstance(tool, McpTool):
-                policies[tool.name] = call_policy(tool, ToolEffect.UNCLASSIFIED, None)[0]
+                if tool.effect is not None:
+                    policies[tool.name] = call_policy(tool, ToolEffect.UNCLASSIFIED, None)[0]
             else:
                 policies[tool.name] = ToolPolicy(ToolEffect.READ, requires_approval=False)
         return policies

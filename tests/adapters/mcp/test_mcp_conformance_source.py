@@ -176,8 +176,11 @@ async def test_a_call_runs_with_the_policy_the_case_says(
         "effect": call.policy.effect.value,
         "requires_approval": call.policy.requires_approval,
     } == (expect)
-    # merge_tool_policies, the framework adapter's path, gives the same policy.
-    merged = tools.merge_tool_policies(policies)[tool.name]
+    # merge_tool_policies, the framework adapter's path, gives the same policy; a tool
+    # it leaves out gets the session's default, as the adapter's session resolves it.
+    merged = turn(ToolEffect.UNCLASSIFIED, tools.merge_tool_policies(policies)).resolve_tool_policy(
+        tool.name
+    )
     assert merged.effect is call.policy.effect
     assert is_approval_required(merged) is call.policy.requires_approval
     await tools.aclose()

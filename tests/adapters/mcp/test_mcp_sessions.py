@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import pytest
 
 from dex_agents import AgentSessionClient
@@ -18,8 +19,10 @@ from dex_agents.builtin_loop import (
     ScriptedToolCall,
 )
 from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy, is_approval_required
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.mcp import McpStdioServerConfig, McpToolCallInterruptedError, McpToolSource
+from dex_agents.ports.runner import AgentTurnContext
 from tests.adapters.mcp import session_support
 from tests.adapters.mcp.conftest import CallLog
 from tests.adapters.mcp.mcp_test_server import schema_v2_file
@@ -227,3 +230,43 @@ async def test_a_result_is_recorded_when_the_server_changed_its_output_schema_si
         snapshot = await turn(sessions)
     assert [json.loads(output) for output in outputs(snapshot)] == [{"count": 3}, {"total": 3}]
     assert len(call_log.calls("count_notes")) == 2
+
+
+@pytest.mark.parametrize("trusts", [True, False])
+async def test_a_framework_adapter_keeps_the_session_default_for_a_tool_without_an_effect(
+    stdio_server: McpStdioServerConfig, trusts: bool
+) -> None:
+    # Found by an audit: tool_policies() named every tool, so through a framework
+    # adapter an unannotated tool (or any tool of a server whose annotations are not
+    # trusted) was pinned to unclassified, where the built-in loop gives it the
+    # session's default_tool_effect, as the "Effects" table says.
+    server = attrs.evolve(stdio_server, trusts_tool_annotations=trusts)
+    source = McpToolSource([server])
+    try:
+        await source.list_tools()
+        policies = source.merge_tool_policies({})
+    finally:
+        await source.aclose()
+
+    def turn(policies: dict[str, ToolPolicy]) -> AgentTurnContext:
+        return AgentTurnContext(
+            flow_id=SESSION,
+            turn_id="t1",
+            attempt=1,
+            messages=(),
+            events=None,  # type: ignore[arg-type]
+            heartbeat=None,  # type: ignore[arg-type]
+            tool_policies=policies,
+            default_tool_effect=ToolEffect.IDEMPOTENT_WRITE,
+        )
+
+    adapter = turn(policies)
+    for name in ("notes__send_email", "notes__read_note", "notes__send_payment"):
+        # The built-in loop's policy: the session has no policies of its own.
+        builtin = source.deferred_tool_call(
+            turn({}), tool_call_id="c1", tool_name=name, arguments="{}"
+        )
+        resolved = adapter.resolve_tool_policy(name)
+        assert resolved.effect is builtin.policy.effect, name
+        assert is_approval_required(resolved) is builtin.policy.requires_approval, name
+    assert adapter.resolve_tool_policy("notes__send_email").effect is ToolEffect.IDEMPOTENT_WRITE
