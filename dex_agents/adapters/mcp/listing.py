@@ -2,8 +2,9 @@
 
 The first listing of a server is awaited. After ``listing_ttl`` the server is
 listed again in the background while its earlier tools are returned. A server
-that cannot be listed is left out with a warning and not tried again for
-``listing_failure_backoff``, then in the background. One listing per server runs
+that cannot be listed is left out with a warning (a server listed before keeps
+its earlier tools) and not tried again for ``listing_failure_backoff``, then in
+the background. One listing per server runs
 at a time; ``refresh`` lists now. ``held`` is a server's last listing as the SDK
 reads it, for a call's connection to take its headers and schemas from
 (``held_listing.py``).
@@ -97,16 +98,14 @@ class ServerListings:
     ) -> tuple[McpServerConfig, tuple[Mapping[str, Any], ...]]:
         state = self._states[server.name]
         now = self.clock()
-        if refresh:
-            await self._list_locked(server, state)
-        elif state.tools is not None:
-            if now - state.listed_at >= self._ttl:
-                self._in_background(server, state)
+        if refresh or (state.tools is None and state.failed_at is None):
+            await self._list_locked(server, state)  # the first listing is awaited
         elif state.failed_at is not None:
+            # A failed listing waits out the backoff, also when earlier tools are kept.
             if now - state.failed_at >= self._backoff:
                 self._in_background(server, state)
-        else:
-            await self._list_locked(server, state)
+        elif now - state.listed_at >= self._ttl:
+            self._in_background(server, state)
         return server, state.tools or ()
 
     def _in_background(self, server: McpServerConfig, state: _ServerState) -> None:
@@ -127,8 +126,11 @@ class ServerListings:
             except Exception:
                 state.failed_at = self.clock()
                 logger.warning(
-                    "MCP server %r could not be listed; its tools are left out for %s seconds",
+                    "MCP server %r could not be listed; %s for %s seconds",
                     server.name,
+                    "its tools are left out"
+                    if state.tools is None
+                    else "its earlier tools are kept",
                     self._backoff,
                     exc_info=True,
                 )

@@ -20,6 +20,7 @@ from mcp_types import ListToolsResult, PaginatedRequestParams
 
 from dex_agents.adapters.mcp.calls import WaitForTask, call_mcp_tool
 from dex_agents.adapters.mcp.http_transport import shared_tls_context
+from dex_agents.adapters.mcp.listing import ServerListings
 from dex_agents.builtin_loop import (
     InMemoryMediaStore,
     ModelRequest,
@@ -281,3 +282,38 @@ async def test_a_server_that_cannot_be_listed_is_left_out_until_its_backoff_pass
             back = await turn(s)
     assert back.messages[-1].text == "note b: hello"
     assert len(call_log.calls("read_note")) == 1
+
+
+async def test_a_listed_server_that_cannot_be_listed_again_waits_out_its_backoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Found by an audit: once a server had tools, a failed listing after listing_ttl
+    # set no backoff, so every later model call started another listing of it.
+    port = free_loopback_port()
+    config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
+    now = 0.0
+    listings = ServerListings(
+        [config],
+        listing_ttl=timedelta(minutes=5),
+        listing_failure_backoff=timedelta(seconds=30),
+        connection_timeout=timedelta(seconds=5),
+        connection_attempts=1,
+        clock=lambda: now,
+    )
+    with HttpTestServer({}, port=port):
+        [(_, listed)] = await listings.list()
+    now = 301.0  # the listing is due again, and the server is down
+    with caplog.at_level(logging.WARNING):
+        for _ in range(5):  # a model call a second, within the backoff
+            [(_, offered)] = await listings.list()
+            await listings.aclose()  # the background listing has ended
+            now += 1.0
+    failures = [r for r in caplog.records if "could not be listed" in r.getMessage()]
+    assert len(failures) == 1
+    assert offered == listed  # the earlier tools are still offered
+    now = 301.0 + 30.0
+    with caplog.at_level(logging.WARNING):
+        await listings.list()
+        await listings.aclose()
+    failures = [r for r in caplog.records if "could not be listed" in r.getMessage()]
+    assert len(failures) == 2  # tried again once the backoff passed
