@@ -141,12 +141,14 @@ class McpToolSource:
         self, listing: Sequence[tuple[McpServerConfig, Sequence[Mapping[str, Any]]]]
     ) -> tuple[ListedTool, ...]:
         definitions: dict[tuple[str, str], tuple[McpServerConfig, Mapping[str, Any]]] = {}
+        listed: list[tuple[str, str]] = []
         for server, tools in listing:
             for tool in tools:
                 name = tool.get("name")
-                if isinstance(name, str) and name and (server.name, name) not in definitions:
-                    definitions[(server.name, name)] = (server, tool)
-        selection = select_mcp_tool_names(definitions)
+                if isinstance(name, str) and name:
+                    listed.append((server.name, name))  # twice listed: the 2nd is logged
+                    definitions.setdefault((server.name, name), (server, tool))
+        selection = select_mcp_tool_names(listed)
         for left_out in selection.left_out:
             logger.warning("%s", left_out.warning)
         offered: list[ListedTool] = []

@@ -317,3 +317,26 @@ async def test_a_listed_server_that_cannot_be_listed_again_waits_out_its_backoff
         await listings.aclose()
     failures = [r for r in caplog.records if "could not be listed" in r.getMessage()]
     assert len(failures) == 2  # tried again once the backoff passed
+
+
+async def test_a_tool_a_server_lists_twice_is_offered_once_and_the_second_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Found by an audit: the second tool of a name was dropped without the warning log
+    # that "MCP tools" asks for when two tools get the same name.
+    with HttpTestServer({}, module="tests.adapters.mcp.repeated_name_server") as server:
+        source = McpToolSource([McpStreamableHttpServerConfig(name="dir", url=server.url)])
+        with caplog.at_level(logging.WARNING, logger="dex_agents.adapters.mcp"):
+            offered = await source.list_tools()
+        await source.aclose()
+    assert [(tool.name, tool.description) for tool in offered] == [
+        ("dir__lookup", "The first tool named lookup.")
+    ]
+    assert [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "dex_agents.adapters.mcp.source"
+    ] == [
+        "MCP tool 'lookup' of server 'dir' is left out: its name 'dir__lookup' is already "
+        "used by tool 'lookup' of server 'dir'"
+    ]
