@@ -15,7 +15,15 @@ from dex_agents.domain.secrets import redact_secrets
 
 
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
-    return tuple(value)
+    # A string is iterable too: args="/srv/reports" would run the server with one
+    # argument per character, and fail only as a connection that never opened.
+    if isinstance(value, str | bytes):
+        raise TypeError(f"an MCP server's args must be a sequence of strings, not {value!r}")
+    args = tuple(value)
+    for arg in args:
+        if not isinstance(arg, str):
+            raise TypeError(f"an MCP server's args must be strings, not {arg!r}")
+    return args
 
 
 def _redacted(value: Mapping[str, str] | None) -> str:

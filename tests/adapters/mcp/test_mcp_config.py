@@ -1,4 +1,4 @@
-"""Server configs never show a credential in their ``repr``."""
+"""Server configs never show a credential in their ``repr`` and refuse args that are not strings."""
 
 from __future__ import annotations
 
@@ -44,3 +44,16 @@ def test_a_config_repr_redacts_credentials_and_keeps_the_rest(
         assert SECRET not in text
         for part in shown:
             assert part in text
+
+
+@pytest.mark.parametrize("args", ["/srv/reports", ["/srv/reports", 3]])
+def test_stdio_args_that_are_not_a_sequence_of_strings_are_refused(args: object) -> None:
+    # Found by an audit: args="/srv/reports" ran the server with one argument per
+    # character, and failed only as a connection that never opened.
+    with pytest.raises(TypeError, match="MCP server's args must be"):
+        McpStdioServerConfig(name="files", command="srv", args=args)  # type: ignore[arg-type]
+
+
+def test_stdio_args_keep_their_order() -> None:
+    config = McpStdioServerConfig(name="files", command="srv", args=["-v", "/srv/reports"])
+    assert config.args == ("-v", "/srv/reports")
