@@ -2,13 +2,14 @@
 
 A tool call lists the server's tools on its connection before ``tools/call``
 (``calls.list_until``), because the SDK takes the call's ``Mcp-Param-*`` headers
-and the result's output schema from a listing on the same connection. The Worker
-already holds that listing (``ServerListings``, refreshed by its own rules), so
-asking the server again cost a request per call, about 6 ms on loopback and a
-round trip to a remote server. ``held_listing_cache`` gives the connection's
-client a response cache whose ``tools/list`` entry is the held listing: the SDK
-serves it as a cache hit and takes the headers and schemas from it, which is the
-SDK's public way to give a session a listing it did not fetch itself.
+from a listing on the same connection (its output schema check is off:
+``calls.skip_output_schema_check``). The Worker already holds that listing
+(``ServerListings``, refreshed by its own rules), so asking the server again cost
+a request per call, about 6 ms on loopback and a round trip to a remote server.
+``held_listing_cache`` gives the connection's client a response cache whose
+``tools/list`` entry is the held listing: the SDK serves it as a cache hit and
+takes the headers from it, which is the SDK's public way to give a session a
+listing it did not fetch itself.
 
 Everything else behaves as a plain in-memory cache of the one connection, so a
 ``notifications/tools/list_changed`` during the call drops the held listing, and
