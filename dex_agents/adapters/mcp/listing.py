@@ -37,6 +37,7 @@ class _ServerState:
     listing: ListToolsResult | None = None
     listed_at: float = 0.0
     failed_at: float | None = None
+    listings: int = 0  # listings that ended, successful or not
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -98,8 +99,11 @@ class ServerListings:
     ) -> tuple[McpServerConfig, tuple[Mapping[str, Any], ...]]:
         state = self._states[server.name]
         now = self.clock()
-        if refresh or (state.tools is None and state.failed_at is None):
-            await self._list_locked(server, state)  # the first listing is awaited
+        if refresh:
+            await self._list_locked(server, state)
+        elif state.tools is None and state.failed_at is None:
+            # The first listing is awaited; one that ends while this call waits decides.
+            await self._list_locked(server, state, unless_listed_since=state.listings)
         elif state.failed_at is not None:
             # A failed listing waits out the backoff, also when earlier tools are kept.
             if now - state.failed_at >= self._backoff:
@@ -115,8 +119,16 @@ class ServerListings:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _list_locked(self, server: McpServerConfig, state: _ServerState) -> None:
+    async def _list_locked(
+        self,
+        server: McpServerConfig,
+        state: _ServerState,
+        *,
+        unless_listed_since: int | None = None,
+    ) -> None:
         async with state.lock:
+            if unless_listed_since is not None and state.listings > unless_listed_since:
+                return  # a listing ended while this one waited for the lock
             try:
                 tools = await fetch_tools(
                     server,
@@ -124,6 +136,7 @@ class ServerListings:
                     connection_attempts=self._connection_attempts,
                 )
             except Exception:
+                state.listings += 1
                 state.failed_at = self.clock()
                 logger.warning(
                     "MCP server %r could not be listed; %s for %s seconds",
@@ -140,6 +153,7 @@ class ServerListings:
             )
             state.listing = ListToolsResult(tools=list(tools))
             state.listed_at, state.failed_at = self.clock(), None
+            state.listings += 1
 
     async def aclose(self) -> None:
         """Wait for the background listings to end."""

@@ -340,3 +340,25 @@ async def test_a_tool_a_server_lists_twice_is_offered_once_and_the_second_is_log
         "MCP tool 'lookup' of server 'dir' is left out: its name 'dir__lookup' is already "
         "used by tool 'lookup' of server 'dir'"
     ]
+
+
+async def test_model_calls_that_wait_for_one_first_listing_take_its_outcome(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Found by an audit: each model call that waited behind a server's first listing
+    # listed it again once that listing ended, so four sessions starting at once on a
+    # Worker listed a server that was down four times in a row, ignoring the backoff.
+    port = free_loopback_port()
+    config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
+    listings = ServerListings(
+        [config],
+        listing_ttl=timedelta(minutes=5),
+        listing_failure_backoff=timedelta(seconds=30),
+        connection_timeout=timedelta(seconds=5),
+        connection_attempts=1,
+    )
+    with caplog.at_level(logging.WARNING):
+        offered = await asyncio.gather(*(listings.list() for _ in range(4)))
+    assert [tools for [(_, tools)] in offered] == [()] * 4
+    failures = [r for r in caplog.records if "could not be listed" in r.getMessage()]
+    assert len(failures) == 1
