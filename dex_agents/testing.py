@@ -86,7 +86,8 @@ class AgentTestStack:
     ``DexAgentTestStack`` when it is set, else a ``LocalAgentTestStack``): this
     process's engine client, and Worker children started by ``await
     start_worker()`` (``python -m <worker_module>`` in ``worker_cwd`` with
-    ``worker_env``); every child still running is killed on exit.
+    ``worker_env``); every child still running is killed on exit, and a child
+    ends itself if this process dies before that.
     ``server_zd_config`` replaces the Dex mode's ``-zd-config`` file and is
     ignored on the embedded engine.
     """

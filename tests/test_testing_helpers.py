@@ -6,6 +6,7 @@ import asyncio
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -182,6 +183,52 @@ async def test_the_stack_kills_every_worker_on_exit(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError) as raised:
         await stack.start_worker()
     assert str(raised.value) == "use the test stack inside 'async with' first"
+
+
+# A test process that starts a Worker and is SIGKILLed, so its stack's block never ends.
+_KILLED_TEST_PROCESS = """
+import asyncio, os, signal, sys
+from dex_agents.testing import AgentTestStack
+from tests.my_agent import build_flow
+
+async def main() -> None:
+    async with AgentTestStack(sys.argv[1], [build_flow()], "tests.my_worker") as stack:
+        print((await stack.start_worker()).pid, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie nobody reaped yet is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_a_worker_ends_when_the_test_process_that_started_it_is_killed(
+    tmp_path: Path,
+) -> None:
+    killed = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _KILLED_TEST_PROCESS,
+        str(tmp_path),
+        cwd=PACKAGE_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await killed.communicate()
+    assert killed.returncode == -9, err.decode()
+    orphan = int(out)
+    try:
+        await wait_until(f"worker {orphan} to end", lambda: not is_running(orphan))
+    finally:
+        if is_running(orphan):  # it served the database forever
+            os.killpg(orphan, signal.SIGKILL)
 
 
 async def test_a_worker_that_exits_fails_start_worker_with_its_output(tmp_path: Path) -> None:

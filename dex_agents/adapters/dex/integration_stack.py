@@ -60,6 +60,7 @@ from dex_agents.adapters.local.worker_children import (
     WORKER_START_TIMEOUT_SECONDS,
     WorkerChildren,
     WorkerChildrenOwner,
+    end_with_parent,
     ready_file,
 )
 from dex_agents.ports.engine import FlowDefinition
@@ -329,7 +330,8 @@ async def serve_dex_agent_worker(
 
 def run_dex_agent_worker(flows: Sequence[FlowDefinition], env: Mapping[str, str]) -> None:
     """The Dex Worker child's entry point: ``env`` names the server, the bind address and
-    the ready directory (``start_worker`` sets them)."""
+    the ready directory (``start_worker`` sets them); it ends once the test process
+    that started it is gone."""
     server_address = env.get(SERVER_ADDRESS_ENV, "")
     bind_address = env.get(WORKER_BIND_ADDRESS_ENV, "")
     if not server_address or not bind_address:
@@ -339,6 +341,7 @@ def run_dex_agent_worker(flows: Sequence[FlowDefinition], env: Mapping[str, str]
         )
     ready = env.get(READY_DIR_ENV)
     ready_dir = Path(ready) if ready else None
+    end_with_parent(env)
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s pid {os.getpid()} %(name)s: %(message)s"
     )

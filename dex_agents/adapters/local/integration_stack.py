@@ -33,6 +33,7 @@ from dex_agents.adapters.local.worker_children import (
     WorkerChildren,
     WorkerChildrenOwner,
     WorkerProcess,
+    end_with_parent,
     ready_file,
 )
 from dex_agents.ports.engine import FlowDefinition
@@ -173,7 +174,8 @@ def run_agent_worker(flows: Sequence[FlowDefinition], *, max_concurrent_tasks: i
     """The Worker child's entry point: serve ``flows`` over the stack's database until killed.
 
     It reads the database from ``DEX_AGENTS_TEST_DATABASE`` and writes its ready
-    file to ``DEX_AGENTS_TEST_READY_DIR``, both set by ``start_worker``.
+    file to ``DEX_AGENTS_TEST_READY_DIR``, both set by ``start_worker``, and ends
+    once the test process that started it is gone.
     """
     env = os.environ
     database = env.get(DATABASE_ENV)
@@ -184,6 +186,7 @@ def run_agent_worker(flows: Sequence[FlowDefinition], *, max_concurrent_tasks: i
     ready_dir = env.get(READY_DIR_ENV)
     lease = _seconds(env, LEASE_SECONDS_ENV, DEFAULT_TEST_LEASE_SECONDS)
     poll = _seconds(env, POLL_SECONDS_ENV, DEFAULT_TEST_POLL_SECONDS)
+    end_with_parent(env)
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s pid {os.getpid()} %(name)s: %(message)s"
     )

@@ -3,7 +3,10 @@
 Each child runs in its own session, so it leads a process group and
 ``WorkerProcess.kill()`` takes down anything its Worker started too. The child
 writes ``worker-<pid>.ready`` into the directory ``DEX_AGENTS_TEST_READY_DIR``
-names once its Worker runs; ``WorkerChildren.start`` waits for that file. Both
+names once its Worker runs; ``WorkerChildren.start`` waits for that file. A
+child ends itself once the test process that started it is gone
+(``end_with_parent``), so a test process killed before its stack's block ended
+leaves no Worker behind. Both
 engines' test stacks (``LocalAgentTestStack``, ``DexAgentTestStack``) start
 their children through ``WorkerChildren``, each with its own environment
 variables, and share their Worker surface (``start_worker``, ``kill_all``,
@@ -17,6 +20,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +30,12 @@ from dex_agents.adapters.local.probes import wait_until
 
 READY_DIR_ENV = "DEX_AGENTS_TEST_READY_DIR"
 """The variable that names the directory where a Worker child writes ``worker-<pid>.ready``."""
+
+PARENT_PID_ENV = "DEX_AGENTS_TEST_PARENT_PID"
+"""The variable naming the test process that started a Worker child, which ends with it."""
+
+PARENT_CHECK_SECONDS = 0.2
+"""How often a Worker child looks whether the test process that started it is still there."""
 
 WORKER_START_TIMEOUT_SECONDS = 20.0
 """How long ``start_worker`` waits for a child's Worker to run."""
@@ -67,6 +78,36 @@ class WorkerProcess:
             return ""
 
 
+def end_with_parent(env: Mapping[str, str]) -> None:
+    """In a Worker child: SIGKILL its process group once the test process that started it is gone.
+
+    The stack kills its children when its block ends, but a test process that is
+    itself SIGKILLed (a CI timeout, a second Ctrl-C) never gets there; its
+    children, each in a session of its own, then served the test's database
+    forever. ``PARENT_PID_ENV`` names the test process; without it (a Worker not
+    started by a stack) nothing is watched.
+    """
+    raw = env.get(PARENT_PID_ENV)
+    if not raw:
+        return
+    try:
+        parent = int(raw)
+    except ValueError:
+        raise ValueError(f"{PARENT_PID_ENV} must be a process ID, not {raw!r}") from None
+
+    def watch() -> None:
+        # A child whose parent ended is handed to another process: its parent ID changes.
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        group = os.getpgrp()
+        # As WorkerProcess.kill(): the whole group, so what the Worker started ends too.
+        if group == os.getpid():
+            os.killpg(group, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="dex-agents-test-parent-watch", daemon=True).start()
+
+
 def ready_file(ready_dir: Path, pid: int) -> Path:
     """The file a Worker child writes once its Worker runs."""
     return ready_dir / f"worker-{pid}.ready"
@@ -101,7 +142,12 @@ class WorkerChildren:
             process = subprocess.Popen(
                 [sys.executable, "-m", self.worker_module],
                 cwd=self.worker_cwd,
-                env={**os.environ, **env, READY_DIR_ENV: str(self.worker_dir)},
+                env={
+                    **os.environ,
+                    **env,
+                    READY_DIR_ENV: str(self.worker_dir),
+                    PARENT_PID_ENV: str(os.getpid()),
+                },
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
