@@ -26,6 +26,7 @@ from dex_agents.app.steps import (
 )
 from dex_agents.app.turn_control_rpcs import turn_control_rpcs
 from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.session_graph_document import validate_flow_type
 from dex_agents.ports.engine import Rpc, Step
 from dex_agents.ports.persistence import StreamDef
 from dex_agents.ports.runner import (
@@ -78,8 +79,11 @@ class PortableSessionFlow:
         options: AgentSessionOptions | None = None,
     ) -> None:
         options = options or AgentSessionOptions()
-        if not flow_type or "/" in flow_type:
-            raise ValueError(f"flow_type must be non-empty and contain no '/': {flow_type!r}")
+        # The rule the session graph document applies to the same name: a type the
+        # Flow took (5, "  ", a lone surrogate) failed later, as "argument of type 'int'
+        # is not iterable", a UnicodeEncodeError when the engine stored it, or a graph
+        # that could not be rendered.
+        validate_flow_type(flow_type)
         if options.compaction is not None:
             _require_context_compaction_runner(runner)
         if options.plan_mode_enabled and not runner_supports_plan_mode(runner):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -97,7 +98,23 @@ def test_a_compaction_policy_needs_a_compaction_runner() -> None:
         )
 
 
-@pytest.mark.parametrize("flow_type", ["", "a/b"])
-def test_a_flow_type_is_a_name(flow_type: str) -> None:
-    with pytest.raises(ValueError, match="flow_type"):
+@pytest.mark.parametrize(
+    ("flow_type", "error", "message"),
+    [
+        ("", ValueError, "flow_type must not be blank"),
+        ("  ", ValueError, "flow_type must not be blank"),
+        ("a/b", ValueError, "flow_type must not contain '/': 'a/b'"),
+        (5, TypeError, "flow_type must be a str, not int"),
+        (None, TypeError, "flow_type must be a str, not NoneType"),
+        (
+            "Agent\ud800",
+            ValueError,
+            "flow_type is not valid Unicode text: it has a lone surrogate U+D800 at index 5",
+        ),
+    ],
+)
+def test_a_flow_type_is_a_name(flow_type: Any, error: type[Exception], message: str) -> None:
+    # The session graph document's rule for the same name, so every Flow has a graph.
+    with pytest.raises(error) as raised:
         AgentSessionFlow(ScriptedRunner(), flow_type=flow_type)
+    assert str(raised.value) == message
