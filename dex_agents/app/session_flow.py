@@ -62,13 +62,44 @@ def _require_context_compaction_runner(runner: object) -> None:
             )
 
 
+_RUNNER_COROUTINES = ("run_model_step", "execute_deferred_tool_call")
+
+
+def _require_runner(runner: object) -> None:
+    # Taken as is, a runner without the contract's methods failed StartAgentSession on
+    # each of its attempts, leaving a failed session with no state, which wait_for_user
+    # waited on until its timeout.
+    name = type(runner).__name__
+    methods = ("build_user_message", *_RUNNER_COROUTINES)
+    missing = [method for method in methods if not callable(getattr(runner, method, None))]
+    if missing:
+        raise TypeError(
+            f"runner must implement the runner contract (AgentFrameworkRunner): "
+            f"{name} has no {', '.join(missing)}"
+        )
+    for method in _RUNNER_COROUTINES:
+        if not inspect.iscoroutinefunction(getattr(runner, method)):
+            raise TypeError(
+                f"runner must implement the runner contract (AgentFrameworkRunner): "
+                f"{method} of {name} must be a coroutine function (async def)"
+            )
+    if inspect.iscoroutinefunction(runner.build_user_message):  # type: ignore[attr-defined]
+        raise TypeError(
+            f"runner must implement the runner contract (AgentFrameworkRunner): "
+            f"build_user_message of {name} must be a plain function, not a coroutine function"
+        )
+
+
 class PortableSessionFlow:
     """One agent session per Flow run; the Flow ID is the session ID.
 
     ``runner`` implements the runner contract; ``flow_type`` names the agent
     (one Flow type per agent); ``options`` configure tools, approvals, storage,
     compaction and limits. The session never completes by itself: it waits for
-    the next user message after every turn.
+    the next user message after every turn. A runner without the contract's
+    methods, ``options`` that are not ``AgentSessionOptions``, or a non-string
+    ``flow_type`` raise ``TypeError``; a blank ``flow_type``, or one with ``/``,
+    ``ValueError``.
     """
 
     def __init__(
@@ -78,7 +109,15 @@ class PortableSessionFlow:
         flow_type: str,
         options: AgentSessionOptions | None = None,
     ) -> None:
-        options = options or AgentSessionOptions()
+        if options is None:
+            options = AgentSessionOptions()
+        elif not isinstance(options, AgentSessionOptions):
+            # An empty dict was taken for the defaults, any other value failed as
+            # "'dict' object has no attribute 'compaction'".
+            raise TypeError(
+                f"options must be an AgentSessionOptions or None, not {type(options).__name__}"
+            )
+        _require_runner(runner)
         # The rule the session graph document applies to the same name: a type the
         # Flow took (5, "  ", a lone surrogate) failed later, as "argument of type 'int'
         # is not iterable", a UnicodeEncodeError when the engine stored it, or a graph

@@ -118,3 +118,42 @@ def test_a_flow_type_is_a_name(flow_type: Any, error: type[Exception], message: 
     with pytest.raises(error) as raised:
         AgentSessionFlow(ScriptedRunner(), flow_type=flow_type)
     assert str(raised.value) == message
+
+
+class _NoRunner:
+    """Has the contract's methods but runs the model call without ``async``."""
+
+    def build_user_message(self, text: str) -> Any:
+        return ScriptedRunner().build_user_message(text)
+
+    def run_model_step(self, turn: Any) -> Any:
+        return None
+
+    async def execute_deferred_tool_call(self, call: Any) -> Any:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("runner", "message"),
+    [
+        (object(), "object has no build_user_message, run_model_step, execute_deferred_tool_call"),
+        (None, "NoneType has no build_user_message, run_model_step, execute_deferred_tool_call"),
+        (_NoRunner(), "run_model_step of _NoRunner must be a coroutine function (async def)"),
+    ],
+)
+def test_a_runner_must_implement_the_runner_contract(runner: Any, message: str) -> None:
+    # Taken, it failed StartAgentSession on every attempt and left a session without state.
+    with pytest.raises(TypeError) as raised:
+        AgentSessionFlow(runner, flow_type="ShapeAgent")
+    assert str(raised.value) == (
+        f"runner must implement the runner contract (AgentFrameworkRunner): {message}"
+    )
+
+
+@pytest.mark.parametrize("options", [{}, {"compaction": None}, "options"])
+def test_options_must_be_agent_session_options(options: Any) -> None:
+    with pytest.raises(TypeError) as raised:
+        AgentSessionFlow(ScriptedRunner(), flow_type="ShapeAgent", options=options)
+    assert str(raised.value) == (
+        f"options must be an AgentSessionOptions or None, not {type(options).__name__}"
+    )
