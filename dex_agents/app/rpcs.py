@@ -186,9 +186,19 @@ _SNAPSHOT_CHANNEL_LOADS = (QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES)
 def _attention_snapshot(context: RpcContext, _: None) -> RpcResult[AgentSnapshot]:
     state = context.state
     agent_state = state.get(AGENT_STATE)
-    if agent_state is None:
-        return RpcResult(AgentSnapshot(state=None))
     queued = _queued(context, QUEUED_USER_MESSAGES)
+    steered = _queued(context, STEERED_USER_MESSAGES)
+    if agent_state is None:
+        # Messages sent before StartAgentSession commits already wait in the Channels;
+        # a snapshot without them said 0 queued and gave no ID to delete one by.
+        return RpcResult(
+            AgentSnapshot(
+                state=None,
+                queued_message_count=len(queued),
+                queued_messages=queued,
+                steered_messages=steered,
+            )
+        )
     return RpcResult(
         AgentSnapshot(
             state=agent_state,
@@ -198,7 +208,7 @@ def _attention_snapshot(context: RpcContext, _: None) -> RpcResult[AgentSnapshot
             pending_interrupts=_answerable(state),
             queued_message_count=len(queued),
             queued_messages=queued,
-            steered_messages=_queued(context, STEERED_USER_MESSAGES),
+            steered_messages=steered,
         )
     )
 

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import attrs
 
+from dex_agents import AgentSessionFlow
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import TextDeltaPayload, TurnStartedPayload
@@ -14,6 +15,7 @@ from dex_agents.domain.runner_outcomes import AgentTurnOutcome
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.local import LocalRuntime
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from tests.app.harness import echo, session_stack
@@ -54,6 +56,27 @@ async def test_a_blank_initial_message_starts_no_turn(store: FlowStore) -> None:
         assert snapshot.state is not None
         assert snapshot.state.turn_count == 0
         assert await session.sessions.send_user_message("s1", " ") is False
+
+
+async def test_messages_sent_before_the_session_starts_are_in_its_snapshot() -> None:
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="TestAgent")
+    async with LocalRuntime(None, [flow], workers=0) as runtime:  # StartAgentSession waits
+        sessions = runtime.sessions(flow)
+        await sessions.start_session("s1", "hello")
+        assert await sessions.send_user_message("s1", "queued")
+        assert await sessions.steer_user_message("s1", text="steered while no turn runs")
+        snapshot = await sessions.get_agent_snapshot("s1")
+        assert snapshot.state is None
+        assert snapshot.queued_message_count == 2
+        assert [m.text for m in snapshot.queued_messages] == [
+            "queued",
+            "steered while no turn runs",
+        ]
+        assert snapshot.steered_messages == ()
+        first = snapshot.queued_messages[0].message_id
+        assert await sessions.delete_queued_message("s1", first)
+        snapshot = await sessions.get_agent_snapshot("s1")
+        assert [m.text for m in snapshot.queued_messages] == ["steered while no turn runs"]
 
 
 async def test_read_tool_calls_run_in_parallel_steps_and_the_model_sees_results(
