@@ -88,6 +88,9 @@ def end_with_parent(env: Mapping[str, str]) -> None:
     started by a stack) nothing is watched.
     """
     raw = env.get(PARENT_PID_ENV)
+    # Not handed down: a process the Worker starts has another parent, and one that
+    # called this would end itself at once.
+    os.environ.pop(PARENT_PID_ENV, None)
     if not raw:
         return
     try:
