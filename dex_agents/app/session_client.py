@@ -39,6 +39,7 @@ from dex_agents.domain.session_settings import validate_session_settings
 from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.ports.errors import FlowAlreadyStartedError, RpcLockConflictError
 from dex_agents.ports.flow_client import FlowClient
+from dex_agents.ports.flow_store import FlowStatus
 
 T = TypeVar("T")
 
@@ -343,7 +344,8 @@ class PortableSessionClient:
         (``dex_agents.domain.attention.session_attention`` says which). It
         follows the ``AgentEvents`` Stream rather than polling, with the
         snapshot as the source of truth, and raises ``SessionWaitTimeoutError``
-        after ``timeout`` (5 minutes by default). Right after
+        after ``timeout`` (5 minutes by default), or ``FlowNotActiveError`` once
+        the session failed or was stopped while it needed no person. Right after
         ``send_user_message`` returned ``True`` it waits for that message's turn:
         an accepted message is queued until it is stored.
         """
@@ -360,10 +362,17 @@ class PortableSessionClient:
             read_snapshot = functools.partial(
                 read_view, self._flow, session_id, SNAPSHOT_WHEN_NEEDED
             )
+        client = self._client
+
+        async def closed_status() -> str | None:
+            status = (await client.describe_flow(session_id)).status
+            return None if status == FlowStatus.RUNNING else str(status)
+
         return await wait_for_person(
             self._client,
             self._flow,
             session_id,
             read_snapshot,
             timeout,
+            closed_status,
         )

@@ -19,7 +19,10 @@ wait beside a busy worker (or on a session waiting for a tool) reads none. A
 first read put off after an event of a turn in progress is put off the same way
 while no commit changed the session since that event was looked up (the
 embedded engine's ``stream_tail_marked``), but for ``SNAPSHOT_RECHECK_INTERVAL``
-at most: it stands on the event alone, not on a snapshot.
+at most: it stands on the event alone, not on a snapshot. A read that finds
+the session busy without a new event to say so also asks whether its Flow
+still runs (``closed_status``): a failed or stopped session writes no more
+events and will never need a person.
 """
 
 from __future__ import annotations
@@ -33,7 +36,11 @@ from dex_agents.domain.attention import session_attention
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.ports.engine import FlowDefinition
-from dex_agents.ports.errors import SessionWaitTimeoutError, StreamReadTimeoutError
+from dex_agents.ports.errors import (
+    FlowNotActiveError,
+    SessionWaitTimeoutError,
+    StreamReadTimeoutError,
+)
 from dex_agents.ports.flow_client import FlowClient
 
 DEFAULT_WAIT_FOR_USER_TIMEOUT = timedelta(minutes=5)
@@ -95,10 +102,14 @@ async def wait_for_person(
     session_id: str,
     read_snapshot: Callable[[], Awaitable[AgentSnapshot]],
     timeout: timedelta,  # noqa: ASYNC109 (raises SessionWaitTimeoutError, not CancelledError)
+    closed_status: Callable[[], Awaitable[str | None]] | None = None,
 ) -> AgentSnapshot:
     """Return the first snapshot in which the session needs a person (``session_attention``).
 
     Raises ``SessionWaitTimeoutError`` when ``timeout`` passes first.
+    ``closed_status`` returns the status of a Flow that no longer runs, else
+    ``None``; when a read finds the session busy with no new event behind it and
+    the Flow is closed, the wait raises ``FlowNotActiveError`` naming that status.
     """
     if timeout <= timedelta(0):
         raise ValueError(f"timeout must be positive, not {timeout}")
@@ -118,6 +129,7 @@ async def wait_for_person(
     # latest, whatever the looks say (None: no read is put off).
     mark: int | None = None if read_now else tail_mark
     read_due = None if read_now else loop.time() + SNAPSHOT_RECHECK_INTERVAL.total_seconds()
+    relevant = False
     while True:
         if read_now:
             if take_mark is not None:
@@ -126,6 +138,14 @@ async def wait_for_person(
             read_due = None
             if session_attention(snapshot) is not None:
                 return snapshot
+            # A failed or stopped session stays busy or unstarted for good: the wait
+            # ran to its timeout (5 minutes by default) and then said only that.
+            if not relevant and closed_status is not None:
+                status = await closed_status()
+                if status is not None:
+                    raise FlowNotActiveError(
+                        f"session {session_id!r} is {status}: it will not need a person"
+                    )
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise SessionWaitTimeoutError(

@@ -29,7 +29,7 @@ from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_step_options import ToolCallRetryPolicy, ToolCallStepOptions
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.ports.errors import FlowNotFoundError
+from dex_agents.ports.errors import FlowNotActiveError, FlowNotFoundError
 from dex_agents.ports.flow_store import FlowStatus, FlowStore
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from dex_agents.ports.session_schema import TURN_SESSION_SETTINGS
@@ -276,6 +276,16 @@ async def test_start_settings_beyond_the_tolerance_fail_the_session_at_once(
         if status is FlowStatus.RUNNING:
             snapshot = await session.sessions.get_agent_snapshot("s1")
             assert snapshot.session_settings == settings
+
+
+async def test_wait_for_user_on_a_session_that_failed_to_start_says_so(store: FlowStore) -> None:
+    async with session_stack(store, ScriptedRunner()) as session:
+        start = AgentSessionStartInput(session_settings=settings_of_size(LARGEST + 1))
+        await session.client.start_flow(session.flow, "s1", start)
+        # It waited out the whole timeout, then said the session needed no person.
+        with pytest.raises(FlowNotActiveError) as raised:
+            await session.sessions.wait_for_user("s1", timeout=timedelta(seconds=20))
+    assert str(raised.value) == "session 's1' is failed: it will not need a person"
 
 
 async def test_the_client_refuses_settings_over_the_limit_before_sending() -> None:
