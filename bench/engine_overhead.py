@@ -52,11 +52,9 @@ from dex_agents.ports.engine import (
     complete,
     go_to,
 )
+from dex_agents.ports.flow_rows import ExecutionStatus, FlowRow, FlowStatus
 from dex_agents.ports.flow_store import (
     BatchOutcome,
-    ExecutionStatus,
-    FlowRow,
-    FlowStatus,
     FlowStore,
     InlineFlowStore,
     StoreTransaction,

@@ -26,7 +26,8 @@ from engine_overhead import rss_bytes
 from throughput import process_run_seconds, worker_beside
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import ExecutionStatus, StoreTransaction
+from dex_agents.ports.flow_rows import ExecutionStatus
+from dex_agents.ports.flow_store import StoreTransaction
 
 CONCURRENT = 100
 """How many ``open_session`` calls the client has in flight at once."""

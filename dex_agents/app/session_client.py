@@ -39,7 +39,7 @@ from dex_agents.domain.session_settings import validate_session_settings
 from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.ports.errors import FlowAlreadyStartedError, RpcLockConflictError
 from dex_agents.ports.flow_client import FlowClient
-from dex_agents.ports.flow_store import FlowStatus
+from dex_agents.ports.flow_rows import FlowStatus
 
 T = TypeVar("T")
 

@@ -12,14 +12,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from dex_agents.ports.flow_store import (
-    ExecutionRow,
-    ExecutionStatus,
-    FlowRow,
-    FlowStatus,
-    FlowStore,
-    StoreTransaction,
-)
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowRow, FlowStatus
+from dex_agents.ports.flow_store import FlowStore, StoreTransaction
 
 T0 = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 

@@ -34,14 +34,8 @@ from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.domain.wire import to_json
 from dex_agents.ports.errors import FlowNotFoundError
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT
-from dex_agents.ports.flow_store import (
-    BatchOutcome,
-    ExecutionRow,
-    ExecutionStatus,
-    FlowStore,
-    StoreTransaction,
-    run_each,
-)
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
+from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction, run_each
 from tests.adapters.engine_flows import EngineTestFlow, Probe
 from tests.adapters.engine_worker import (
     LEASE_ENV,

@@ -40,13 +40,8 @@ from dex_agents.ports.engine import (
     complete,
     go_to,
 )
-from dex_agents.ports.flow_store import (
-    BatchOutcome,
-    ExecutionStatus,
-    FlowStatus,
-    FlowStore,
-    StoreTransaction,
-)
+from dex_agents.ports.flow_rows import ExecutionStatus, FlowStatus
+from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction
 from dex_agents.ports.persistence import StreamDef
 from tests.adapters.engine_flows import INBOX, EngineTestFlow, Probe, running_worker
 from tests.adapters.flow_store_rows import execution

@@ -24,7 +24,7 @@ from dex_agents.adapters.local.sqlite_schema import (
     stored_execution_row,
     stored_execution_values,
 )
-from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from tests.adapters.flow_store_rows import execution
 
 _TIMES = st.one_of(

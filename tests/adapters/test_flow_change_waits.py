@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from dex_agents.adapters.local.flow_change_waits import FlowChanges
-from dex_agents.ports.flow_store import LoggedRuns
+from dex_agents.ports.store_capabilities import LoggedRuns
 
 Answer = tuple[dict[str, int] | None, int] | LoggedRuns
 

@@ -11,13 +11,8 @@ from datetime import datetime
 
 import pytest
 
-from dex_agents.ports.flow_store import (
-    ExecutionRow,
-    ExecutionStatus,
-    FlowStatus,
-    FlowStore,
-    StoreTransaction,
-)
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowStatus
+from dex_agents.ports.flow_store import FlowStore, StoreTransaction
 from tests.adapters.flow_store_rows import add_executions, add_flows, at, execution, flow
 
 

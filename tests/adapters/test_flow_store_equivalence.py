@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import ExecutionStatus, FlowStatus, FlowStore, StoreTransaction
+from dex_agents.ports.flow_rows import ExecutionStatus, FlowStatus
+from dex_agents.ports.flow_store import FlowStore, StoreTransaction
 from tests.adapters.flow_store_rows import at, execution, flow
 
 FLOW_IDS = ("f1", "f2")

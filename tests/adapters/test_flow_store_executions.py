@@ -11,7 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from dex_agents.ports.flow_store import ExecutionStatus, FlowStore, StoreTransaction
+from dex_agents.ports.flow_rows import ExecutionStatus
+from dex_agents.ports.flow_store import FlowStore, StoreTransaction
 from tests.adapters.flow_store_rows import add_executions, at, execution
 
 # Step executions

@@ -30,14 +30,8 @@ from dex_agents.ports.engine import (
     complete,
     go_to,
 )
-from dex_agents.ports.flow_store import (
-    BatchOutcome,
-    ExecutionRow,
-    ExecutionStatus,
-    FlowStatus,
-    FlowStore,
-    StoreTransaction,
-)
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowStatus
+from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction
 from dex_agents.ports.persistence import StreamDef
 from tests.adapters.engine_flows import LOG, append_log, running_worker
 

@@ -22,14 +22,9 @@ from dex_agents.adapters.local.sqlite_schema import (
     stored_execution_values,
 )
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import (
-    ChangedFlows,
-    ExecutionStatus,
-    FlowStatus,
-    MessageRow,
-    StoreTransaction,
-    StoreWouldWaitError,
-)
+from dex_agents.ports.flow_rows import ExecutionStatus, FlowStatus, MessageRow
+from dex_agents.ports.flow_store import StoreTransaction, StoreWouldWaitError
+from dex_agents.ports.store_capabilities import ChangedFlows
 from tests.adapters.flow_store_rows import (
     add_executions,
     add_flows,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from dex_agents.adapters.local.own_events import OwnEvents
-from dex_agents.ports.flow_store import EventRow
+from dex_agents.ports.flow_rows import EventRow
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 

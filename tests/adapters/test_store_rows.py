@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from dex_agents.adapters.local.store_rows import normalized_execution, normalized_flow
-from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus, FlowRow, FlowStatus
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowRow, FlowStatus
 
 INDIA = timezone(timedelta(hours=5, minutes=30))
 AT_UTC = datetime(2031, 7, 8, 3, 40, 11, 123456, tzinfo=UTC)

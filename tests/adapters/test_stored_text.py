@@ -30,7 +30,8 @@ from dex_agents.adapters.local.stored_text import (
     pack_value,
     unpack,
 )
-from dex_agents.ports.flow_store import ExecutionStatus, StoreTransaction
+from dex_agents.ports.flow_rows import ExecutionStatus
+from dex_agents.ports.flow_store import StoreTransaction
 from tests.adapters.flow_store_rows import add_executions, add_flows, at, execution, flow
 
 LONG = json.dumps({"messages": [{"text": f"message {n}", "role": "user"} for n in range(200)]})

@@ -16,7 +16,7 @@ import pytest
 from dex_agents.adapters.local import sqlite_schema
 from dex_agents.adapters.local.sqlite_schema import STORED_TIMES_KEPT, stored_time
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import ExecutionRow
+from dex_agents.ports.flow_rows import ExecutionRow
 from tests.adapters.flow_store_rows import add_executions, add_flows, execution, flow
 
 NEW_YORK = ZoneInfo("America/New_York")

@@ -26,7 +26,8 @@ from dex_agents.adapters.local.event_blocks import (
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.store_errors import StoredValueError
-from dex_agents.ports.flow_store import EventRow, FlowStore, StoreTransaction
+from dex_agents.ports.flow_rows import EventRow
+from dex_agents.ports.flow_store import FlowStore, StoreTransaction
 from tests.adapters.flow_store_rows import at
 from tests.adapters.traced_sql import traced_statements
 

@@ -16,7 +16,8 @@ import pytest
 
 from dex_agents.adapters.local import known_rows
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import MessageRow, StoreTransaction
+from dex_agents.ports.flow_rows import MessageRow
+from dex_agents.ports.flow_store import StoreTransaction
 from tests.adapters.flow_store_rows import at
 from tests.adapters.traced_sql import sqlite_store_with_a_flow, traced_statements
 

@@ -24,7 +24,8 @@ from typing import TypeVar
 import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus, StoreTransaction
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
+from dex_agents.ports.flow_store import StoreTransaction
 from tests.adapters.flow_store_rows import T0, add_executions, at, execution
 from tests.adapters.traced_sql import sqlite_store_with_a_flow, traced_statements
 

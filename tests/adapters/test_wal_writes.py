@@ -30,12 +30,8 @@ from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.sync_client import SyncLocalFlowClient
 from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.adapters.local.wal_writes import WalWrites
-from dex_agents.ports.flow_store import (
-    BatchOutcome,
-    ExecutionStatus,
-    StoreTransaction,
-    StoreWouldWaitError,
-)
+from dex_agents.ports.flow_rows import ExecutionStatus
+from dex_agents.ports.flow_store import BatchOutcome, StoreTransaction, StoreWouldWaitError
 from tests.adapters.engine_flows import EngineTestFlow, running_worker
 
 NEVER = timedelta(hours=1)

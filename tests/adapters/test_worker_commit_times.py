@@ -17,7 +17,7 @@ from pathlib import Path
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.ports.flow_store import ExecutionRow
+from dex_agents.ports.flow_rows import ExecutionRow
 from tests.adapters.engine_flows import HeldFlow, running_worker
 
 LEASE = timedelta(seconds=10)

@@ -18,7 +18,7 @@ import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker_marks import WorkerMarkFiles, marks_directory
-from dex_agents.ports.flow_store import WorkerMarks
+from dex_agents.ports.store_capabilities import WorkerMarks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -44,7 +44,8 @@ from dex_agents.domain.runner_outcomes import AgentTurnOutcome, ContextSummaryRe
 from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
-from dex_agents.ports.flow_store import ExecutionStatus, FlowStore
+from dex_agents.ports.flow_rows import ExecutionStatus
+from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import AgentTurnContext
 from dex_agents.ports.session_schema import (
     AGENT_MESSAGE_CHUNKS,

@@ -30,7 +30,8 @@ from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_step_options import ToolCallRetryPolicy, ToolCallStepOptions
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.errors import FlowNotActiveError, FlowNotFoundError
-from dex_agents.ports.flow_store import FlowStatus, FlowStore
+from dex_agents.ports.flow_rows import FlowStatus
+from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from dex_agents.ports.session_schema import TURN_SESSION_SETTINGS
 from tests.app.harness import Session, session_stack

@@ -31,7 +31,7 @@ from dex_agents.ports.engine import (
     Rpc,
     WaitResult,
 )
-from dex_agents.ports.flow_store import MessageRow
+from dex_agents.ports.flow_rows import MessageRow
 from dex_agents.ports.persistence import AttributeDef, ChannelDef, StreamDef
 from dex_agents.ports.session_schema import (
     AGENT_STATE,

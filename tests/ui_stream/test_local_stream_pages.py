@@ -19,7 +19,8 @@ from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.stream_pages import newest_events_before, read_event_page
 from dex_agents.ports.errors import FlowNotFoundError, InvalidResumeTokenError
-from dex_agents.ports.flow_store import EventRow, FlowStore, StoreTransaction
+from dex_agents.ports.flow_rows import EventRow
+from dex_agents.ports.flow_store import FlowStore, StoreTransaction
 from tests.adapters.flow_store_rows import at, flow
 
 

@@ -43,7 +43,7 @@ from dex_agents.ports.flow_client import (
     StreamMessage,
     check_poll_timeout,
 )
-from dex_agents.ports.flow_store import FlowStatus
+from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.persistence import AttributeDef
 
 T = TypeVar("T")

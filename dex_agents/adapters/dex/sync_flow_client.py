@@ -31,7 +31,7 @@ from dex_agents.ports.errors import (
     FlowNotFoundError,
 )
 from dex_agents.ports.flow_client import StreamMessage
-from dex_agents.ports.flow_store import FlowStatus
+from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.stream_pages import StreamMessagesPage
 
 ValueT = TypeVar("ValueT")

@@ -30,7 +30,8 @@ from dex_agents.adapters.local.staged_state import (
 )
 from dex_agents.adapters.local.step_context import LocalStepContext, LocalWaitContext
 from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions, Wait
-from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
+from dex_agents.ports.flow_rows import ExecutionRow
+from dex_agents.ports.flow_store import StoreTransaction
 
 R = TypeVar("R")
 

@@ -24,11 +24,8 @@ from dex_agents.ports.engine import (
     AttemptProgress,
 )
 from dex_agents.ports.flow_client import STEP_CANCELLED_EVENT
-from dex_agents.ports.flow_store import (
-    ExecutionRow,
-    ExecutionStatus,
-    StoreTransaction,
-)
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
+from dex_agents.ports.flow_store import StoreTransaction
 
 
 @dataclass(frozen=True)

@@ -40,15 +40,10 @@ from dex_agents.ports.flow_client import (
     StreamMessage,
     check_poll_timeout,
 )
-from dex_agents.ports.flow_store import (
-    ACTIVE_EXECUTION_STATUSES,
-    CommittedEvents,
-    EventRow,
-    FlowRow,
-    FlowStatus,
-    StoreTransaction,
-)
+from dex_agents.ports.flow_rows import ACTIVE_EXECUTION_STATUSES, EventRow, FlowRow, FlowStatus
+from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.persistence import AttributeDef, StateTransaction
+from dex_agents.ports.store_capabilities import CommittedEvents
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -29,7 +29,7 @@ from dex_agents.ports.engine import (
     WaitResult,
 )
 from dex_agents.ports.errors import InvalidResumeTokenError
-from dex_agents.ports.flow_store import ExecutionRow, MessageRow
+from dex_agents.ports.flow_rows import ExecutionRow, MessageRow
 from dex_agents.ports.persistence import AttributeDef, AttributeMapDef, ChannelDef, ChannelMapDef
 
 SchemaItem = AttributeDef[Any] | AttributeMapDef[Any] | ChannelDef[Any] | ChannelMapDef[Any]

@@ -37,12 +37,8 @@ from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.adapters.local.write_looks import WriteLooks
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError
-from dex_agents.ports.flow_store import (
-    FlowChangeLog,
-    FlowStore,
-    StoreTransaction,
-    StoreWouldWaitError,
-)
+from dex_agents.ports.flow_store import FlowStore, StoreTransaction, StoreWouldWaitError
+from dex_agents.ports.store_capabilities import FlowChangeLog
 
 R = TypeVar("R")
 

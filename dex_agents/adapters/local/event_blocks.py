@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 
 from dex_agents.adapters.local.store_errors import StoredValueError
 from dex_agents.adapters.local.stored_text import pack_event_block, unpack
-from dex_agents.ports.flow_store import EventRow
+from dex_agents.ports.flow_rows import EventRow
 
 BLOCK_EVENTS = 64
 """How many of a session's events are sealed into one block."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 
-from dex_agents.ports.flow_store import EventRow
+from dex_agents.ports.flow_rows import EventRow
 
 READ_AHEAD_EVENTS = 32
 """How many events one store read fetches for a Stream reader."""

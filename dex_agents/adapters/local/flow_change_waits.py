@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dex_agents.ports.flow_store import FlowChangeLog
+from dex_agents.ports.store_capabilities import FlowChangeLog
 
 MOST_RUNS_KEPT = 65536
 """How many runs' last change epochs are kept; past it they are all forgotten, which wakes

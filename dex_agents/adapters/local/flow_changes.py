@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple
 
-from dex_agents.ports.flow_store import ChangedFlows, LoggedRuns
+from dex_agents.ports.store_capabilities import ChangedFlows, LoggedRuns
 
 FLOW_CHANGES_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS flow_changes (

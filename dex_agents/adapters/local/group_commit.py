@@ -42,9 +42,8 @@ from dex_agents.ports.flow_store import (
     InlineFlowStore,
     StoreTransaction,
     StoreWouldWaitError,
-    WatchableWrites,
-    WriteWatch,
 )
+from dex_agents.ports.store_capabilities import WatchableWrites, WriteWatch
 
 R = TypeVar("R")
 

@@ -23,7 +23,8 @@ from dex_agents.adapters.local.inline_waits import decide_wait_now
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.ports.engine import StepDecision, Wait
-from dex_agents.ports.flow_store import ExecutionRow, ExecutionStatus, FlowStatus, StoreTransaction
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowStatus
+from dex_agents.ports.flow_store import StoreTransaction
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from __future__ import annotations
 from typing import Final
 
 from dex_agents.adapters.local.codec import taken_messages
-from dex_agents.ports.flow_store import ExecutionRow, StoreTransaction
+from dex_agents.ports.flow_rows import ExecutionRow
+from dex_agents.ports.flow_store import StoreTransaction
 
 DEFAULT_STEP_HISTORY_LIMIT: Final = 1_000
 """The finished Step executions each session keeps by default."""

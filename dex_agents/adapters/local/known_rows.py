@@ -36,13 +36,8 @@ from dex_agents.adapters.local.sqlite_schema import (
     decode_execution,
     decode_flow,
 )
-from dex_agents.ports.flow_store import (
-    ACTIVE_EXECUTION_STATUSES,
-    ChangedFlows,
-    ExecutionRow,
-    FlowRow,
-    MessageRow,
-)
+from dex_agents.ports.flow_rows import ACTIVE_EXECUTION_STATUSES, ExecutionRow, FlowRow, MessageRow
+from dex_agents.ports.store_capabilities import ChangedFlows
 
 MOST_FLOWS = 512
 """How many Flow runs' rows and values one connection keeps, the least recently used dropped.

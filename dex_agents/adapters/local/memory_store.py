@@ -26,15 +26,17 @@ from dex_agents.adapters.local.store_rows import (
     row_copy,
     utc_time,
 )
-from dex_agents.ports.flow_store import (
+from dex_agents.ports.flow_rows import (
     ACTIVE_EXECUTION_STATUSES,
-    BatchOutcome,
     EventRow,
     ExecutionRow,
     ExecutionStatus,
     FlowRow,
     FlowStatus,
     MessageRow,
+)
+from dex_agents.ports.flow_store import (
+    BatchOutcome,
     StoreTransaction,
     StoreWouldWaitError,
     run_each,

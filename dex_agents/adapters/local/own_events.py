@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from dex_agents.ports.flow_store import EventRow
+from dex_agents.ports.flow_rows import EventRow
 
 COMMITTED_EVENTS_KEPT = 4096
 """How many of its newest committed Stream events a store keeps for readers in its process."""

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from dex_agents.adapters.local.known_rows import KnownFlow, KnownRows
 from dex_agents.adapters.local.sqlite_schema import MESSAGE_SELECT, decode_message, stored_time
-from dex_agents.ports.flow_store import MessageRow
+from dex_agents.ports.flow_rows import MessageRow
 
 _CONSUME = """UPDATE channel_messages SET consumed = 1 WHERE seq = ? AND consumed = 0
     RETURNING flow_id, channel, key"""

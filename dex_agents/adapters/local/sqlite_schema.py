@@ -17,7 +17,7 @@ from dex_agents.adapters.local.store_rows import (
     utc_time,
 )
 from dex_agents.adapters.local.stored_text import pack_history_field, unpack
-from dex_agents.ports.flow_store import (
+from dex_agents.ports.flow_rows import (
     EventRow,
     ExecutionRow,
     ExecutionStatus,

@@ -50,13 +50,9 @@ from dex_agents.adapters.local.wal_writes import WalWrites
 from dex_agents.adapters.local.worker_marks import HeldMark, WorkerMarkFiles, marks_directory
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
-from dex_agents.ports.flow_store import (
-    BatchOutcome,
-    EventRow,
-    LoggedRuns,
-    StoreTransaction,
-    StoreWouldWaitError,
-)
+from dex_agents.ports.flow_rows import EventRow
+from dex_agents.ports.flow_store import BatchOutcome, StoreTransaction, StoreWouldWaitError
+from dex_agents.ports.store_capabilities import LoggedRuns
 
 R = TypeVar("R")
 

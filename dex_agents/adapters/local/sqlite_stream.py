@@ -29,7 +29,7 @@ from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.sqlite_schema import EVENT_SELECT, decode_event, stored_time
 from dex_agents.adapters.local.store_rows import check_limit
 from dex_agents.adapters.local.stored_text import pack_event, unpack
-from dex_agents.ports.flow_store import EventRow
+from dex_agents.ports.flow_rows import EventRow
 
 Execute = Callable[[str, Sequence[object]], sqlite3.Cursor]
 

@@ -45,14 +45,8 @@ from dex_agents.adapters.local.store_rows import (
 )
 from dex_agents.adapters.local.stored_text import pack_value, unpack
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
-from dex_agents.ports.flow_store import (
-    BatchOutcome,
-    EventRow,
-    ExecutionRow,
-    ExecutionStatus,
-    FlowRow,
-    StoreTransaction,
-)
+from dex_agents.ports.flow_rows import EventRow, ExecutionRow, ExecutionStatus, FlowRow
+from dex_agents.ports.flow_store import BatchOutcome, StoreTransaction
 
 _FLOW_FIELD = EXECUTION_DATA.index("flow_id")  # in ``execution_fields`` and stored values
 _FINISHED = "('completed', 'failed', 'cancelled')"

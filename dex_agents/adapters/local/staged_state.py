@@ -18,7 +18,8 @@ from dex_agents.adapters.local.decoded_maps import DECODED_MAPS
 from dex_agents.adapters.local.decoded_values import CACHED_TYPES, DECODED
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import MapLoad
-from dex_agents.ports.flow_store import ExecutionStatus, MessageRow, StoreTransaction
+from dex_agents.ports.flow_rows import ExecutionStatus, MessageRow
+from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.persistence import (
     AttributeDef,
     AttributeMapDef,

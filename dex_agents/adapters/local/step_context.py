@@ -13,7 +13,7 @@ from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import RecoveryError, WaitResult
-from dex_agents.ports.flow_store import ExecutionRow
+from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.persistence import StateReader, StreamDef
 
 T = TypeVar("T")

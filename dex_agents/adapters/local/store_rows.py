@@ -6,12 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from dex_agents.ports.flow_store import (
-    ExecutionRow,
-    ExecutionStatus,
-    FlowRow,
-    FlowStatus,
-)
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowRow, FlowStatus
 
 RowT = TypeVar("RowT", FlowRow, ExecutionRow)
 

@@ -22,7 +22,8 @@ from dex_agents.domain.wire import from_json
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError, FlowNotFoundError, InvalidResumeTokenError
 from dex_agents.ports.flow_client import StreamMessage
-from dex_agents.ports.flow_store import EventRow, StoreTransaction
+from dex_agents.ports.flow_rows import EventRow
+from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.persistence import StreamDef
 from dex_agents.ports.stream_pages import StreamMessagesPage
 

@@ -41,7 +41,8 @@ from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import StreamMessage
-from dex_agents.ports.flow_store import EventRow, StoreTransaction
+from dex_agents.ports.flow_rows import EventRow
+from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.stream_pages import StreamMessagesPage
 
 DEFAULT_SYNC_WAKE_INTERVAL = timedelta(milliseconds=50)

@@ -41,14 +41,14 @@ from dex_agents.ports.flow_client import (
     EXECUTE_FAILED_EVENT,
     STEP_CANCELLED_EVENT,
 )
-from dex_agents.ports.flow_store import (
+from dex_agents.ports.flow_rows import (
     ACTIVE_EXECUTION_STATUSES,
     ExecutionRow,
     ExecutionStatus,
     FlowRow,
     FlowStatus,
-    StoreTransaction,
 )
+from dex_agents.ports.flow_store import StoreTransaction
 
 
 def start_flow(

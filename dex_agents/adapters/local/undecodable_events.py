@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from dex_agents.adapters.local.store_errors import StoredValueError
 from dex_agents.domain.errors import WireFormatError
-from dex_agents.ports.flow_store import EventRow
+from dex_agents.ports.flow_rows import EventRow
 
 logger = logging.getLogger("dex_agents.engine")
 

@@ -27,7 +27,8 @@ from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.step_context import DEFAULT_EVENT_FLUSH_INTERVAL
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
 from dex_agents.adapters.local.wake_up import WakeUp
-from dex_agents.ports.flow_store import StoreTransaction, WorkerMark, WorkerMarks
+from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.store_capabilities import WorkerMark, WorkerMarks
 
 R = TypeVar("R")
 

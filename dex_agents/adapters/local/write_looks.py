@@ -18,7 +18,8 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from dex_agents.adapters.local.group_commit import GroupCommitQueue
-from dex_agents.ports.flow_store import FlowStore, WatchableWrites, WriteWatch
+from dex_agents.ports.flow_store import FlowStore
+from dex_agents.ports.store_capabilities import WatchableWrites, WriteWatch
 
 WORKER_WAKE_SPACING = timedelta(milliseconds=2)
 """The least time between two wakes of this process's claim loops that other processes'
