@@ -26,16 +26,19 @@ from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import runs_changed_after, runs_logged_after
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.own_events import OwnEvents
-from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
-from dex_agents.adapters.local.sqlite_versions import (
-    NEW_FILE_PAGE_SIZE,
-    SCHEMA_VERSION,
-    UPGRADED_VERSIONS,
-    create_indexes,
-    create_or_upgrade,
-    has_indexes,
-    schema_version,
+from dex_agents.adapters.local.sqlite_batch_works import (
+    WorkRaised,
+    each_in_savepoint,
+    raising_apart,
 )
+from dex_agents.adapters.local.sqlite_connection import (
+    configure,
+    connect,
+    transact,
+    translate_error,
+)
+from dex_agents.adapters.local.sqlite_transaction import SqliteTransaction
+from dex_agents.adapters.local.sqlite_versions import SCHEMA_VERSION, UPGRADED_VERSIONS
 from dex_agents.adapters.local.store_errors import (
     StoreBusyError,
     StoreCorruptError,
@@ -44,7 +47,6 @@ from dex_agents.adapters.local.store_errors import (
     StoreFileGoneError,
     StoreVersionError,
 )
-from dex_agents.adapters.local.wal_mode import enter_wal
 from dex_agents.adapters.local.wal_sync import WalSync
 from dex_agents.adapters.local.wal_writes import WalWrites
 from dex_agents.adapters.local.worker_marks import HeldMark, WorkerMarkFiles, marks_directory
@@ -129,36 +131,14 @@ class SqliteFlowStore:
         # so writes in a row set it once, not twice each.
         self._busy_ms: int | None = None
         try:
-            self._connection = self._connect()
-            # Before anything writes the file's header: a file that has one keeps its size.
-            self._connection.execute(f"PRAGMA page_size = {NEW_FILE_PAGE_SIZE}")
-            mode = enter_wal(self._connection, busy_timeout.total_seconds())
-            if mode.lower() != "wal":
-                raise StoreError(
-                    f"the flow store {self.path} needs write-ahead logging, but SQLite kept "
-                    f"journal_mode {mode!r}; keep the file on a local file system"
-                )
-            # A durable commit is synced by WalSync once COMMIT has let the write lock go.
-            self._connection.execute("PRAGMA synchronous=NORMAL")
-            # A savepoint (each work of a batch runs in one) keeps the pages it changes in a
-            # journal of its own: by default a temporary file, made and deleted three times a
-            # tool turn. That journal only undoes a savepoint within its live transaction, so
-            # keeping it in memory loses nothing a crash could need.
-            self._connection.execute("PRAGMA temp_store=MEMORY")
-            if schema_version(self._connection, self.path) != SCHEMA_VERSION:
-                self._transact(
-                    self._connection, functools.partial(create_or_upgrade, path=self.path)
-                )
-                self._wal.sync()
-            if not has_indexes(self._connection):
-                self._transact(self._connection, create_indexes)
-                self._wal.sync()
-            self._poll = self._connect()
+            self._connection = connect(self.path, self.busy_timeout)
+            configure(self._connection, self.path, busy_timeout, self._wal)
+            self._poll = connect(self.path, self.busy_timeout)
             self._identity = self._file_identity()
             self._turnstile = WriterTurnstile(self.path, client=client)
         except sqlite3.Error as error:
             self.close()
-            raise self._translate(error) from error
+            raise translate_error(error, self.path, self.busy_timeout) from error
         except BaseException:
             self.close()
             raise
@@ -177,53 +157,6 @@ class SqliteFlowStore:
                 f"the session database {self.path} was deleted or replaced while this "
                 "process had it open; nothing more is written to it: restart the process"
             )
-
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(
-            self.path,
-            timeout=self.busy_timeout.total_seconds(),
-            isolation_level=None,
-            check_same_thread=False,
-        )
-
-    @staticmethod
-    def _transact(
-        connection: sqlite3.Connection,
-        work: Callable[[sqlite3.Connection], R],
-        begin: str | Callable[[sqlite3.Connection], None] = "BEGIN IMMEDIATE",
-    ) -> R:
-        if isinstance(begin, str):
-            connection.execute(begin)
-        else:
-            begin(connection)
-        try:
-            result = work(connection)
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    connection.execute("ROLLBACK")
-            raise
-        return result
-
-    def _translate(self, error: sqlite3.Error) -> StoreError:
-        code = getattr(error, "sqlite_errorcode", None)
-        primary = code & 0xFF if isinstance(code, int) else None
-        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-            return StoreBusyError(
-                f"the flow store {self.path} stayed locked by another connection for longer than "
-                f"the busy timeout ({self.busy_timeout.total_seconds():g} s); retry later"
-            )
-        if primary == sqlite3.SQLITE_CANTOPEN:
-            return StoreError(f"cannot open the flow store {self.path}: {error}")
-        if "Could not decode to UTF-8" in str(error):
-            # SQLite stores text as it was given: a value that is no longer UTF-8 was damaged.
-            return StoreCorruptError(f"{self.path} is damaged: a stored value {error}")
-        if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-            return StoreCorruptError(
-                f"{self.path} is not a usable dex-agents flow store database: {error}"
-            )
-        return StoreError(f"the flow store {self.path} failed: {error}")
 
     def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
         """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction and commit it; roll back if it raises.
@@ -267,16 +200,16 @@ class SqliteFlowStore:
     ) -> Sequence[BatchOutcome]:
         if len(works) != 1:
             return self._run_work(
-                _each_in_savepoint(works), read_only=False, durable=durable, begin=begin
+                each_in_savepoint(works), read_only=False, durable=durable, begin=begin
             )
         # A lone work needs no savepoint: its failure is the whole transaction's, and rolling
         # the transaction back undoes what rolling back to a savepoint would, in two
         # statements fewer per commit (most commits carry one work).
         try:
             value = self._run_work(
-                _raising_apart(works[0]), read_only=False, durable=durable, begin=begin
+                raising_apart(works[0]), read_only=False, durable=durable, begin=begin
             )
-        except _WorkRaised as raised:
+        except WorkRaised as raised:
             return [BatchOutcome(error=raised.error)]
         return [BatchOutcome(value=value)]
 
@@ -350,12 +283,10 @@ class SqliteFlowStore:
                         return cast(R, value)
                     tx = transaction()
                     self._set_busy_timeout(connection, self._patience_ms())
-                    return self._transact(
-                        connection, functools.partial(known_work, tx), "BEGIN DEFERRED"
-                    )
+                    return transact(connection, functools.partial(known_work, tx), "BEGIN DEFERRED")
                 tx = transaction()
                 changes = connection.total_changes
-                result = self._transact(
+                result = transact(
                     connection, functools.partial(known_work, tx), begin or self._begin_write
                 )
                 # A commit that changed no row wrote no WAL frame: there is nothing to sync,
@@ -378,7 +309,7 @@ class SqliteFlowStore:
                     known.forget()
                     self._block_sizes.forget()
                 if isinstance(error, sqlite3.Error):
-                    raise self._translate(error) from error
+                    raise translate_error(error, self.path, self.busy_timeout) from error
                 if isinstance(error, StoredValueError):
                     raise StoreCorruptError(f"{self.path} is damaged: {error}") from error
                 raise
@@ -509,7 +440,7 @@ class SqliteFlowStore:
                 # WAL checkpoints.
                 return int(self._poll.execute("PRAGMA data_version").fetchall()[0][0])
             except sqlite3.Error as error:
-                raise self._translate(error) from error
+                raise translate_error(error, self.path, self.busy_timeout) from error
 
     def runs_logged_since(self, change: int | None) -> LoggedRuns:
         """The Flow runs that got Stream events after change number ``change``
@@ -521,7 +452,7 @@ class SqliteFlowStore:
             try:
                 return runs_logged_after(self._poll.execute, change)
             except sqlite3.Error as error:
-                raise self._translate(error) from error
+                raise translate_error(error, self.path, self.busy_timeout) from error
 
     def close(self) -> None:
         """Close the store's connections; the file and its data stay."""
@@ -542,37 +473,3 @@ class _SnapshotMoved(BaseException):
     """Another connection committed between a read's check of the kept rows and its first
     statement. A ``BaseException``, so that no ``except Exception`` in the work keeps it
     from running again."""
-
-
-class _WorkRaised(Exception):
-    """A lone work of a batch raised ``error``: the batch's outcome, not the store's failure."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(error)
-        self.error = error
-
-
-def _raising_apart(work: Callable[[StoreTransaction], R]) -> Callable[[StoreTransaction], R]:
-    """``work``, with what it raises set apart from a failure of SQLite itself, which the
-    store translates and raises, as a batch in savepoints does."""
-
-    def apart(tx: StoreTransaction) -> R:
-        try:
-            return work(tx)
-        except sqlite3.Error:
-            raise
-        except Exception as error:
-            raise _WorkRaised(error) from None
-
-    return apart
-
-
-def _each_in_savepoint(
-    works: Sequence[Callable[[StoreTransaction], Any]],
-) -> Callable[[StoreTransaction], list[BatchOutcome]]:
-    """One transaction's work that runs ``works`` in order, each in a savepoint of its own."""
-
-    def each(tx: StoreTransaction) -> list[BatchOutcome]:
-        return [tx.run_undoable(functools.partial(work, tx)) for work in works]
-
-    return each
