@@ -41,17 +41,7 @@ from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.sqlite_versions import NEW_FILE_PAGE_SIZE
 from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.ports.engine import (
-    ChannelCondition,
-    Rpc,
-    Step,
-    StepContext,
-    StepDecision,
-    Wait,
-    WaitContext,
-    complete,
-    go_to,
-)
+from dex_agents.ports.engine import Rpc, Step, StepDecision, complete, go_to
 from dex_agents.ports.flow_rows import ExecutionStatus, FlowRow, FlowStatus
 from dex_agents.ports.flow_store import (
     BatchOutcome,
@@ -62,6 +52,8 @@ from dex_agents.ports.flow_store import (
     run_each,
 )
 from dex_agents.ports.persistence import ChannelDef, StreamDef
+from dex_agents.ports.step_contexts import StepContext, WaitContext
+from dex_agents.ports.step_waits import ChannelCondition, Wait
 
 R = TypeVar("R")
 

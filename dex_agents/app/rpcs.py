@@ -39,7 +39,7 @@ from dex_agents.domain.requests import (
 )
 from dex_agents.domain.session_settings import accepts_session_settings_update
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.ports.engine import AttributeLock, MapLoad, Rpc, RpcContext, RpcResult
+from dex_agents.ports.engine import AttributeLock, MapLoad, Rpc, RpcResult
 from dex_agents.ports.persistence import StateReader
 from dex_agents.ports.session_schema import (
     AGENT_MESSAGE_INDEX,
@@ -55,6 +55,7 @@ from dex_agents.ports.session_schema import (
     STEERED_USER_MESSAGES,
     TURN_CANCELLATION_REQUEST,
 )
+from dex_agents.ports.step_contexts import RpcContext
 
 
 def _queued(context: RpcContext, channel: Any) -> tuple[QueuedUserMessage, ...]:

@@ -44,7 +44,6 @@ from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.domain.turns import turn_id as make_turn_id
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
-from dex_agents.ports.engine import StepContext
 from dex_agents.ports.persistence import StateReader, StateTransaction, StreamDef
 from dex_agents.ports.runner import (
     AgentFrameworkRunner,
@@ -61,6 +60,7 @@ from dex_agents.ports.session_schema import (
     TURN_REPLY_SEQUENCE,
     TURN_SESSION_SETTINGS,
 )
+from dex_agents.ports.step_contexts import StepContext
 
 BACKGROUND_HEARTBEAT_INTERVAL = timedelta(seconds=20)
 """How often the session heartbeats while a runner call runs."""

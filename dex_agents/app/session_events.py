@@ -19,8 +19,8 @@ from dex_agents.domain.events import (
 )
 from dex_agents.domain.tool_calls import ToolCallStatus
 from dex_agents.domain.wire import from_wire, to_wire
-from dex_agents.ports.engine import StepContext
 from dex_agents.ports.persistence import StreamDef
+from dex_agents.ports.step_contexts import StepContext
 
 logger = logging.getLogger("dex_agents.events")
 

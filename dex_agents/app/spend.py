@@ -17,10 +17,12 @@ from typing import Any, TypeVar
 from dex_agents.app.session import SessionRuntime
 from dex_agents.app.steps import turn_end
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.ports.engine import RecoveryError, StepContext, StepDecision, WaitResult
+from dex_agents.ports.engine import StepDecision
 from dex_agents.ports.errors import ModelSpendLimitExceededError
 from dex_agents.ports.persistence import StateTransaction, StreamDef
 from dex_agents.ports.spend_limit import ModelSpendCheck
+from dex_agents.ports.step_contexts import RecoveryError, StepContext
+from dex_agents.ports.step_waits import WaitResult
 
 T = TypeVar("T")
 

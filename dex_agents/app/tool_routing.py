@@ -59,20 +59,14 @@ from dex_agents.domain.tool_effects import (
     max_tool_attempts,
     tool_effect_rules,
 )
-from dex_agents.ports.engine import (
-    AttributeLock,
-    MapLoad,
-    RetryPolicy,
-    StepContext,
-    StepMovement,
-    StepOptions,
-)
+from dex_agents.ports.engine import AttributeLock, MapLoad, RetryPolicy, StepMovement, StepOptions
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
     AGENT_TOOL_CALLS,
     PENDING_INTERRUPTS,
     TOOL_CALL_RESULTS,
 )
+from dex_agents.ports.step_contexts import StepContext
 
 DEFAULT_TOOL_STEP_TIMEOUT = timedelta(hours=2)
 """A tool Step attempt's timeout unless the runner gives the call its own."""

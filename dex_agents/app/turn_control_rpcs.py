@@ -26,7 +26,7 @@ from dex_agents.domain.requests import (
     SteerUserMessageRequest,
 )
 from dex_agents.domain.state import TurnCancellationRequest, TurnControlKind, TurnControlRequest
-from dex_agents.ports.engine import AttributeLock, Rpc, RpcContext, RpcResult, Step, StepMovement
+from dex_agents.ports.engine import AttributeLock, Rpc, RpcResult, Step, StepMovement
 from dex_agents.ports.errors import ChannelMessageNotFoundError
 from dex_agents.ports.persistence import ChannelMessage, StateTransaction
 from dex_agents.ports.session_schema import (
@@ -40,6 +40,7 @@ from dex_agents.ports.session_schema import (
     TURN_CANCELLATION_REQUEST,
     TURN_CONTROL_REQUESTS,
 )
+from dex_agents.ports.step_contexts import RpcContext
 
 CANCELLED_STEP_TYPES = (
     "RunModel",

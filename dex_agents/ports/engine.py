@@ -25,6 +25,10 @@ Every Step attempt of one Step execution shares its ``step_execution_id``
 (``<StepType>-<n>``). An attempt that never reached the Step's code (it sent no
 heartbeat or event before its worker died) runs again as the same attempt; one
 that did counts as failed (``AttemptProgress.NOT_COMPLETED``).
+
+The wait conditions are in ``dex_agents.ports.step_waits`` and the contexts the
+phases and RPC handlers see in ``dex_agents.ports.step_contexts``; this module
+holds the declarations: Steps, their options and decisions, RPCs and Flow types.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -41,108 +45,13 @@ from dex_agents.ports.persistence import (
     AttributeMapDef,
     ChannelDef,
     ChannelMapDef,
-    StateReader,
-    StateTransaction,
     StreamDef,
 )
+from dex_agents.ports.step_contexts import RpcContext, StepContext, WaitContext
+from dex_agents.ports.step_waits import Wait
 
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")
-T = TypeVar("T")
-
-# ---------------------------------------------------------------------------
-# Wait conditions
-
-
-@dataclass(frozen=True)
-class ChannelCondition:
-    """Wait until ``count`` messages wait in a Channel (``key`` ``None``) or one
-    ChannelMap instance, then consume exactly ``count`` of them, oldest first."""
-
-    channel: ChannelDef[Any] | ChannelMapDef[Any]
-    count: int = 1
-    key: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.count < 1:
-            raise ValueError(f"a channel condition waits for at least 1 message, not {self.count}")
-        if isinstance(self.channel, ChannelMapDef) != (self.key is not None):
-            raise ValueError(
-                f"{self.channel.name}: a ChannelMap condition needs an instance key, "
-                "and a Channel condition takes none"
-            )
-
-
-@dataclass(frozen=True)
-class TimerCondition:
-    """Wait until ``duration`` has passed since the wait began. A zero Timer fires at once."""
-
-    duration: timedelta
-
-    def __post_init__(self) -> None:
-        if self.duration < timedelta(0):
-            raise ValueError(f"a timer duration cannot be negative: {self.duration}")
-
-
-Condition = ChannelCondition | TimerCondition
-
-
-def for_one(channel: ChannelDef[Any]) -> ChannelCondition:
-    """Wait for one message of a Channel."""
-    return ChannelCondition(channel, 1)
-
-
-def for_n(channel: ChannelDef[Any], count: int) -> ChannelCondition:
-    """Wait for ``count`` messages of a Channel."""
-    return ChannelCondition(channel, count)
-
-
-def for_one_in(channel_map: ChannelMapDef[Any], key: str) -> ChannelCondition:
-    """Wait for one message of one ChannelMap instance."""
-    return ChannelCondition(channel_map, 1, key)
-
-
-def timer(duration: timedelta) -> TimerCondition:
-    """Wait for a durable Timer."""
-    return TimerCondition(duration)
-
-
-@dataclass(frozen=True)
-class Wait:
-    """What a Step's wait phase waits on: the first of ``conditions`` to be ready.
-
-    When several are ready at once, Timers win, then Channels in argument order,
-    as in Dex. Only the selected Channel condition consumes messages. An empty
-    ``conditions`` skips the wait.
-    """
-
-    conditions: tuple[Condition, ...]
-
-    @classmethod
-    def until(cls, condition: Condition) -> Wait:
-        """Wait for one condition."""
-        return cls((condition,))
-
-    @classmethod
-    def any_of(cls, *conditions: Condition) -> Wait:
-        """Wait for the first ready condition."""
-        if not conditions:
-            raise ValueError("Wait.any_of needs at least one condition")
-        return cls(tuple(conditions))
-
-    @classmethod
-    def skip(cls) -> Wait:
-        """Run execute at once."""
-        return cls(())
-
-
-@dataclass(frozen=True)
-class WaitResult:
-    """Which condition ended the wait, and the messages it consumed."""
-
-    condition_index: int | None = None
-    timer_fired: bool = False
-    messages: tuple[Any, ...] = ()
 
 
 # ---------------------------------------------------------------------------
@@ -292,168 +201,6 @@ def complete(output: Any = None) -> StepDecision:
 def fail(reason: str) -> StepDecision:
     """Fail the Flow now, with no retry."""
     return StepDecision(DecisionKind.FAIL, reason=reason)
-
-
-# ---------------------------------------------------------------------------
-# Contexts
-
-
-class AttemptProgress(StrEnum):
-    """How far the last failed attempt got before the failure route ran."""
-
-    NOT_STARTED = "not_started"
-    NOT_COMPLETED = "not_completed"
-
-
-@dataclass(frozen=True)
-class RecoveryError:
-    """Why a Step's attempts failed, as its failure route sees it.
-
-    ``attempt_progress`` is ``NOT_STARTED`` only when no attempt ever reached the
-    Step's code, so its effects never happened.
-    """
-
-    detail: str
-    error_type: str
-    attempt_progress: AttemptProgress = AttemptProgress.NOT_COMPLETED
-
-
-class WaitContext(Protocol):
-    """What a Step's wait phase sees: a read-only view of committed state."""
-
-    @property
-    def flow_id(self) -> str:
-        """The session ID."""
-        ...
-
-    @property
-    def step_execution_id(self) -> str:
-        """``<StepType>-<n>``, shared by every attempt of this Step execution."""
-        ...
-
-    @property
-    def now(self) -> datetime:
-        """The engine's clock (UTC) when the wait phase runs; Timers count from it."""
-        ...
-
-    @property
-    def state(self) -> StateReader:
-        """Committed state, with the Step's ``wait_loads``."""
-        ...
-
-
-class StepContext(Protocol):
-    """What a Step's execute phase sees and does. Do not keep it after the handler returns.
-
-    An engine that knows the Flow run ID also gives its context a ``run_id``
-    property (a ``str``); it is optional, so read it with ``step_run_id``.
-    """
-
-    @property
-    def flow_id(self) -> str:
-        """The session ID."""
-        ...
-
-    @property
-    def step_type(self) -> str:
-        """The Step's type."""
-        ...
-
-    @property
-    def step_execution_id(self) -> str:
-        """``<StepType>-<n>``, shared by every attempt of this Step execution."""
-        ...
-
-    @property
-    def attempt(self) -> int:
-        """The one-based attempt number."""
-        ...
-
-    @property
-    def first_attempt_at(self) -> datetime:
-        """When the first attempt of this Step execution started (UTC)."""
-        ...
-
-    @property
-    def now(self) -> datetime:
-        """The engine's clock (UTC) when this attempt started."""
-        ...
-
-    @property
-    def state(self) -> StateTransaction:
-        """State as committed when the attempt started; writes commit with the result."""
-        ...
-
-    @property
-    def wait_result(self) -> WaitResult:
-        """Which wait condition ended the wait, and the messages it consumed."""
-        ...
-
-    @property
-    def recovery_error(self) -> RecoveryError | None:
-        """Set only in a failure route Step: why the routed Step failed."""
-        ...
-
-    @property
-    def last_heartbeat_value(self) -> str | None:
-        """The checkpoint an earlier attempt of this execution saved with ``heartbeat``."""
-        ...
-
-    async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
-        """Record liveness durably; a ``checkpoint`` is kept for the next attempt.
-
-        The first heartbeat or stream event marks the attempt started: from then
-        on a lost worker fails the attempt instead of handing it out again.
-        ``durable=False`` (only for a Step whose code may safely run twice) lets
-        an engine commit the mark without waiting for the disk: a power failure
-        may then lose it, and the attempt runs again as one that never started.
-        The embedded engine then leaves the pending Stream events to its event
-        flush interval, as it does any event. A Dex server records every
-        heartbeat itself and ignores the flag.
-        """
-        ...
-
-    def write_event(self, stream: StreamDef[T], value: T) -> None:
-        """Append a Stream event at once, best-effort; it stays even if the attempt fails."""
-        ...
-
-    def is_cancellation_requested(self) -> bool:
-        """Whether an RPC or a decision cancelled this Step execution."""
-        ...
-
-
-def step_run_id(context: StepContext) -> str | None:
-    """The Flow run ID of ``context``'s optional ``run_id`` property, or ``None`` without one.
-
-    The embedded engine and the Dex adapter set it; a context that wraps another
-    and leaves it out (or an engine that knows none) gives ``None``.
-    """
-    run_id = getattr(context, "run_id", None)
-    return run_id if isinstance(run_id, str) and run_id else None
-
-
-class RpcContext(Protocol):
-    """What an RPC handler sees and does, in one transaction."""
-
-    @property
-    def flow_id(self) -> str:
-        """The session ID."""
-        ...
-
-    @property
-    def now(self) -> datetime:
-        """The engine's clock (UTC)."""
-        ...
-
-    @property
-    def flow_active(self) -> bool:
-        """Whether the Flow still runs (a read-only RPC may serve a stopped one)."""
-        ...
-
-    @property
-    def state(self) -> StateTransaction:
-        """The session's state; writes commit atomically with the RPC's result."""
-        ...
 
 
 # ---------------------------------------------------------------------------

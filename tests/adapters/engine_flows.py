@@ -25,24 +25,18 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import (
     AttributeLock,
-    ChannelCondition,
     MapLoad,
     RetryPolicy,
     Rpc,
-    RpcContext,
     RpcResult,
     Step,
-    StepContext,
     StepDecision,
     StepMovement,
     StepOptions,
-    Wait,
-    WaitContext,
     complete,
     dead_end,
     go_to,
     go_to_many,
-    timer,
 )
 from dex_agents.ports.persistence import (
     AttributeDef,
@@ -50,6 +44,8 @@ from dex_agents.ports.persistence import (
     ChannelDef,
     StreamDef,
 )
+from dex_agents.ports.step_contexts import RpcContext, StepContext, WaitContext
+from dex_agents.ports.step_waits import ChannelCondition, Wait, timer
 
 LOG: AttributeDef[tuple[str, ...]] = AttributeDef("Log", tuple[str, ...])
 RESULTS: AttributeMapDef[str] = AttributeMapDef("Results", str)

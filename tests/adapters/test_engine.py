@@ -20,9 +20,6 @@ from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIM
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.round_slots import RoundSlots
 from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.ports.engine import (
-    AttemptProgress,
-)
 from dex_agents.ports.errors import (
     FlowAlreadyStartedError,
     FlowDefinitionError,
@@ -34,6 +31,7 @@ from dex_agents.ports.errors import (
 )
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, STEP_CANCELLED_EVENT
 from dex_agents.ports.flow_store import FlowStore
+from dex_agents.ports.step_contexts import AttemptProgress
 from tests.adapters.engine_flows import EngineTestFlow, Probe
 
 STORES = ["memory", "sqlite"]

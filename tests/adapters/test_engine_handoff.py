@@ -27,22 +27,19 @@ from dex_agents.adapters.local.handoff import HandOff
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import HANDOFF_EXTRA_SLOTS, LocalWorker
 from dex_agents.ports.engine import (
-    ChannelCondition,
     FlowDefinition,
     Rpc,
-    RpcContext,
     RpcResult,
     Step,
-    StepContext,
     StepDecision,
-    Wait,
-    WaitContext,
     complete,
     go_to,
 )
 from dex_agents.ports.flow_rows import ExecutionStatus, FlowStatus
 from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction
 from dex_agents.ports.persistence import StreamDef
+from dex_agents.ports.step_contexts import RpcContext, StepContext, WaitContext
+from dex_agents.ports.step_waits import ChannelCondition, Wait
 from tests.adapters.engine_flows import INBOX, EngineTestFlow, Probe, running_worker
 from tests.adapters.flow_store_rows import execution
 from tests.adapters.flow_store_rows import flow as flow_row

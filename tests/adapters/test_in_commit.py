@@ -20,19 +20,11 @@ from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.in_commit import MOST_RUNS_PER_COMMIT
 from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.ports.engine import (
-    Rpc,
-    RpcContext,
-    RpcResult,
-    Step,
-    StepContext,
-    StepDecision,
-    complete,
-    go_to,
-)
+from dex_agents.ports.engine import Rpc, RpcResult, Step, StepDecision, complete, go_to
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowStatus
 from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction
 from dex_agents.ports.persistence import StreamDef
+from dex_agents.ports.step_contexts import RpcContext, StepContext
 from tests.adapters.engine_flows import LOG, append_log, running_worker
 
 R = TypeVar("R")

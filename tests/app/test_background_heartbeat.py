@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import cast
 
 from dex_agents.app.session import background_heartbeat
-from dex_agents.ports.engine import StepContext
+from dex_agents.ports.step_contexts import StepContext
 from dex_agents.testing import wait_until
 
 

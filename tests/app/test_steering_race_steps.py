@@ -19,7 +19,7 @@ from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.wire import from_json
-from dex_agents.ports.engine import AttributeLock, DecisionKind, TimerCondition, WaitResult
+from dex_agents.ports.engine import AttributeLock, DecisionKind
 from dex_agents.ports.persistence import AttributeDef, ChannelDef
 from dex_agents.ports.session_schema import (
     AGENT_TOOL_CALLS,
@@ -27,6 +27,7 @@ from dex_agents.ports.session_schema import (
     TOOL_CALL_CANCELLATIONS,
     TOOL_CALL_RESULTS,
 )
+from dex_agents.ports.step_waits import TimerCondition, WaitResult
 from tests.app.steering_support import CancellableTaskRunner
 from tests.app.turn_control_fakes import (
     ACTIVE,

@@ -27,11 +27,7 @@ from dex_agents.domain.state import (
 )
 from dex_agents.domain.tool_calls import CancellationReason, ToolCallStatus
 from dex_agents.domain.wire import from_json
-from dex_agents.ports.engine import (
-    ChannelCondition,
-    DecisionKind,
-    WaitResult,
-)
+from dex_agents.ports.engine import DecisionKind
 from dex_agents.ports.persistence import AttributeDef, ChannelDef
 from dex_agents.ports.runner import ToolTaskCancellation
 from dex_agents.ports.session_schema import (
@@ -45,6 +41,7 @@ from dex_agents.ports.session_schema import (
     TOOL_CALL_RESULTS,
     TURN_CONTROL_REQUESTS,
 )
+from dex_agents.ports.step_waits import ChannelCondition, WaitResult
 from tests.app.harness import echo
 from tests.app.scripted_runner import ScriptedRunner
 from tests.app.turn_control_fakes import (

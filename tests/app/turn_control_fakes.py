@@ -25,12 +25,7 @@ from dex_agents.domain.state import (
 )
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.wire import from_json, to_json
-from dex_agents.ports.engine import (
-    MapLoad,
-    RecoveryError,
-    Rpc,
-    WaitResult,
-)
+from dex_agents.ports.engine import MapLoad, Rpc
 from dex_agents.ports.flow_rows import MessageRow
 from dex_agents.ports.persistence import AttributeDef, ChannelDef, StreamDef
 from dex_agents.ports.session_schema import (
@@ -41,6 +36,8 @@ from dex_agents.ports.session_schema import (
     TURN_CONTROL_REQUESTS,
     agent_events_stream,
 )
+from dex_agents.ports.step_contexts import RecoveryError
+from dex_agents.ports.step_waits import WaitResult
 from tests.app.scripted_runner import ScriptedRunner
 
 NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)

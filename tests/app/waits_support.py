@@ -20,9 +20,10 @@ from dex_agents.domain.tool_calls import (
     ToolCallCancellation,
     ToolCallStatus,
 )
-from dex_agents.ports.engine import Rpc, RpcContext, RpcResult
+from dex_agents.ports.engine import Rpc, RpcResult
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.session_schema import TOOL_CALL_CANCELLATIONS
+from dex_agents.ports.step_contexts import RpcContext
 from tests.app.harness import Session, session_stack
 from tests.app.scripted_runner import ScriptedRunner
 

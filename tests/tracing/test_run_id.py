@@ -8,7 +8,8 @@ import dex
 
 from dex_agents.adapters.dex.contexts import DexStepContext
 from dex_agents.app.tracing.common import common_attributes
-from dex_agents.ports.engine import StepContext, WaitResult, step_run_id
+from dex_agents.ports.step_contexts import StepContext, step_run_id
+from dex_agents.ports.step_waits import WaitResult
 
 
 class _DexContext:

@@ -31,8 +31,9 @@ from dex_agents.adapters.dex.schema import DexSchema
 from dex_agents.adapters.dex.state import DexState
 from dex_agents.adapters.dex.wire_values import to_dex
 from dex_agents.domain.canonical_json import dumps
-from dex_agents.ports.engine import AttemptProgress, RecoveryError, WaitResult
 from dex_agents.ports.persistence import StreamDef
+from dex_agents.ports.step_contexts import AttemptProgress, RecoveryError
+from dex_agents.ports.step_waits import WaitResult
 
 T = TypeVar("T")
 

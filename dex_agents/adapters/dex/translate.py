@@ -26,7 +26,6 @@ from dex_agents.adapters.dex.wire_values import from_dex, to_dex
 from dex_agents.domain.canonical_json import dumps
 from dex_agents.domain.wire import to_json
 from dex_agents.ports.engine import (
-    ChannelCondition,
     DecisionKind,
     RetryPolicy,
     Step,
@@ -34,11 +33,9 @@ from dex_agents.ports.engine import (
     StepDurability,
     StepMovement,
     StepOptions,
-    TimerCondition,
-    Wait,
-    WaitResult,
 )
 from dex_agents.ports.persistence import ChannelDef, ChannelMapDef
+from dex_agents.ports.step_waits import ChannelCondition, TimerCondition, Wait, WaitResult
 
 DexStepClass = type[dex.Step[Any]]
 StepLookup = Callable[[type[Step[Any]]], DexStepClass]

@@ -29,9 +29,10 @@ from dex_agents.adapters.local.staged_state import (
     read_snapshot,
 )
 from dex_agents.adapters.local.step_context import LocalStepContext, LocalWaitContext
-from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions, Wait
+from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.step_waits import Wait
 
 R = TypeVar("R")
 

@@ -20,12 +20,10 @@ from dex_agents.adapters.local.transitions import (
     holds_lease,
     satisfy_wait,
 )
-from dex_agents.ports.engine import (
-    AttemptProgress,
-)
 from dex_agents.ports.flow_client import STEP_CANCELLED_EVENT
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.step_contexts import AttemptProgress
 
 
 @dataclass(frozen=True)

@@ -16,21 +16,18 @@ from typing import Any
 
 from dex_agents.domain.canonical_json import compact_encoder
 from dex_agents.ports.engine import (
-    AttemptProgress,
     AttributeLock,
     MapLoad,
-    RecoveryError,
     RetryPolicy,
     Step,
     StepDurability,
     StepOptions,
-    TimerCondition,
-    Wait,
-    WaitResult,
 )
 from dex_agents.ports.errors import InvalidResumeTokenError
 from dex_agents.ports.flow_rows import ExecutionRow, MessageRow
 from dex_agents.ports.persistence import AttributeDef, AttributeMapDef, ChannelDef, ChannelMapDef
+from dex_agents.ports.step_contexts import AttemptProgress, RecoveryError
+from dex_agents.ports.step_waits import TimerCondition, Wait, WaitResult
 
 SchemaItem = AttributeDef[Any] | AttributeMapDef[Any] | ChannelDef[Any] | ChannelMapDef[Any]
 

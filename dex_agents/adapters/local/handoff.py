@@ -22,9 +22,10 @@ from dex_agents.adapters.local.in_commit import MOST_RUNS_PER_COMMIT, run_in_com
 from dex_agents.adapters.local.inline_waits import decide_wait_now
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
-from dex_agents.ports.engine import StepDecision, Wait
+from dex_agents.ports.engine import StepDecision
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowStatus
 from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.step_waits import Wait
 
 
 @dataclass(frozen=True)

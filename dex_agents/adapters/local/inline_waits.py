@@ -17,9 +17,9 @@ from datetime import datetime
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import SnapshotSource, StagedState, read_snapshot
 from dex_agents.adapters.local.step_context import LocalWaitContext
-from dex_agents.ports.engine import Wait
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.step_waits import Wait
 
 
 def decide_wait_now(

@@ -12,9 +12,10 @@ from dex_agents.adapters.local.codec import decode_recovery, decode_wait_result
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import from_json, to_json
-from dex_agents.ports.engine import RecoveryError, WaitResult
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.persistence import StateReader, StreamDef
+from dex_agents.ports.step_contexts import RecoveryError
+from dex_agents.ports.step_waits import WaitResult
 
 T = TypeVar("T")
 

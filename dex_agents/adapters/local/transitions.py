@@ -27,14 +27,7 @@ from dex_agents.adapters.local.history_retention import prune_if_due, retire_fin
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import to_json
-from dex_agents.ports.engine import (
-    AttemptProgress,
-    DecisionKind,
-    RecoveryError,
-    StepDecision,
-    StepMovement,
-    Wait,
-)
+from dex_agents.ports.engine import DecisionKind, StepDecision, StepMovement
 from dex_agents.ports.errors import FlowAlreadyStartedError
 from dex_agents.ports.flow_client import (
     EXECUTE_COMPLETED_EVENT,
@@ -49,6 +42,8 @@ from dex_agents.ports.flow_rows import (
     FlowStatus,
 )
 from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.step_contexts import AttemptProgress, RecoveryError
+from dex_agents.ports.step_waits import Wait
 
 
 def start_flow(

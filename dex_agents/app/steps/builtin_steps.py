@@ -32,24 +32,21 @@ from dex_agents.domain.tool_calls import AgentToolCall, ToolCallCancellation, To
 from dex_agents.domain.tool_outcomes import cancel_unstarted_tool_call
 from dex_agents.ports.engine import (
     AttributeLock,
-    ChannelCondition,
     MapLoad,
     Step,
-    StepContext,
     StepDecision,
     StepMovement,
     StepOptions,
-    Wait,
-    WaitContext,
     dead_end,
     go_to_many,
-    timer,
 )
 from dex_agents.ports.session_schema import (
     AGENT_TOOL_CALLS,
     PENDING_INTERRUPTS,
     TOOL_CALL_CANCELLATIONS,
 )
+from dex_agents.ports.step_contexts import StepContext, WaitContext
+from dex_agents.ports.step_waits import ChannelCondition, Wait, timer
 
 
 class UnsupportedBuiltInToolError(ValueError):

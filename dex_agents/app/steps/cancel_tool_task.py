@@ -20,7 +20,6 @@ from dex_agents.ports.engine import (
     MapLoad,
     RetryPolicy,
     Step,
-    StepContext,
     StepDecision,
     StepDurability,
     StepMovement,
@@ -29,6 +28,7 @@ from dex_agents.ports.engine import (
 )
 from dex_agents.ports.runner import ToolTaskCancellation, ToolTaskCanceller
 from dex_agents.ports.session_schema import AGENT_TOOL_CALLS
+from dex_agents.ports.step_contexts import StepContext
 
 CANCEL_TOOL_TASK_TIMEOUT = timedelta(seconds=30)
 """``CancelToolTask``'s attempt timeout."""

@@ -36,7 +36,7 @@ from dex_agents.domain.runner_outcomes import ContextSummaryResult
 from dex_agents.domain.session_settings import read_turn_settings
 from dex_agents.domain.state import AgentState, AgentStatus, CompactContextInput
 from dex_agents.domain.usage import check_model_call_usage
-from dex_agents.ports.engine import Step, StepContext, StepDecision, StepOptions, go_to
+from dex_agents.ports.engine import Step, StepDecision, StepOptions, go_to
 from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.runner import AgentTurnContext, ContextCompactionRunner
 from dex_agents.ports.session_schema import (
@@ -45,6 +45,7 @@ from dex_agents.ports.session_schema import (
     CONTEXT_SUMMARY,
     TURN_SESSION_SETTINGS,
 )
+from dex_agents.ports.step_contexts import StepContext
 
 logger = logging.getLogger("dex_agents.session")
 

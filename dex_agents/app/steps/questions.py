@@ -69,20 +69,14 @@ from dex_agents.domain.tool_questions import (
 )
 from dex_agents.ports.engine import (
     AttributeLock,
-    ChannelCondition,
-    Condition,
     MapLoad,
     Step,
-    StepContext,
     StepDecision,
     StepMovement,
     StepOptions,
-    Wait,
-    WaitContext,
     dead_end,
     go_to,
     go_to_many,
-    timer,
 )
 from dex_agents.ports.session_schema import (
     AGENT_TOOL_CALLS,
@@ -90,6 +84,8 @@ from dex_agents.ports.session_schema import (
     PENDING_INTERRUPTS,
     TOOL_CALL_CANCELLATIONS,
 )
+from dex_agents.ports.step_contexts import StepContext, WaitContext
+from dex_agents.ports.step_waits import ChannelCondition, Condition, Wait, timer
 
 
 def _failure_step(record: AgentToolCall) -> type[Step[str]]:

@@ -52,7 +52,6 @@ from dex_agents.ports.engine import (
     MapLoad,
     RetryPolicy,
     Step,
-    StepContext,
     StepDecision,
     StepMovement,
     StepOptions,
@@ -70,6 +69,7 @@ from dex_agents.ports.session_schema import (
     FRAMEWORK_RUN_STATE,
     TURN_SESSION_SETTINGS,
 )
+from dex_agents.ports.step_contexts import StepContext
 
 NEW_MESSAGES_WITHOUT_BUILDER_ERROR = (
     "the runner stored messages with ToolCallsRequested.new_messages but does not implement "

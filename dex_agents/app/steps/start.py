@@ -33,15 +33,10 @@ from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.engine import (
     AttributeLock,
     Step,
-    StepContext,
     StepDecision,
     StepDurability,
     StepOptions,
-    Wait,
-    WaitContext,
     fail,
-    for_one,
-    for_one_in,
     go_to,
 )
 from dex_agents.ports.session_schema import (
@@ -56,6 +51,8 @@ from dex_agents.ports.session_schema import (
     TURN_CANCELLATION_REQUEST,
     TURN_CONTROL_REQUESTS,
 )
+from dex_agents.ports.step_contexts import StepContext, WaitContext
+from dex_agents.ports.step_waits import Wait, for_one, for_one_in
 
 
 class StartAgentSession(Step[AgentSessionStartInput]):

@@ -47,20 +47,13 @@ from dex_agents.domain.tool_outcomes import (
 )
 from dex_agents.domain.turns import idempotency_key
 from dex_agents.ports.engine import (
-    AttemptProgress,
     AttributeLock,
-    ChannelCondition,
-    Condition,
     MapLoad,
     Step,
-    StepContext,
     StepDecision,
     StepOptions,
-    Wait,
-    WaitContext,
     dead_end,
     go_to_many,
-    timer,
 )
 from dex_agents.ports.runner import DeferredToolExecution
 from dex_agents.ports.session_schema import (
@@ -69,6 +62,8 @@ from dex_agents.ports.session_schema import (
     PENDING_INTERRUPTS,
     TOOL_CALL_CANCELLATIONS,
 )
+from dex_agents.ports.step_contexts import AttemptProgress, StepContext, WaitContext
+from dex_agents.ports.step_waits import ChannelCondition, Condition, Wait, timer
 
 APPROVAL_DEADLINE_PASSED = "approval deadline passed"
 """The ``rejection_message`` of an approval whose deadline passed before anyone answered."""

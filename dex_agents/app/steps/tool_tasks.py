@@ -55,24 +55,21 @@ from dex_agents.domain.tool_questions import (
 )
 from dex_agents.domain.turns import idempotency_key
 from dex_agents.ports.engine import (
-    ChannelCondition,
     MapLoad,
     RetryPolicy,
     Step,
-    StepContext,
     StepDecision,
     StepMovement,
     StepOptions,
-    Wait,
-    WaitContext,
     dead_end,
     go_to,
     go_to_many,
-    timer,
 )
 from dex_agents.ports.persistence import StateReader
 from dex_agents.ports.runner import ToolTaskPoll
 from dex_agents.ports.session_schema import AGENT_STATE, AGENT_TOOL_CALLS, TOOL_CALL_CANCELLATIONS
+from dex_agents.ports.step_contexts import StepContext, WaitContext
+from dex_agents.ports.step_waits import ChannelCondition, Wait, timer
 
 POLL_TOOL_TASK_ATTEMPTS = 3
 """How many attempts one ``PollToolTask`` poll gets before its failure route runs."""

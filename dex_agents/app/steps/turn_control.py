@@ -56,16 +56,12 @@ from dex_agents.domain.tool_outcomes import (
 from dex_agents.domain.tool_questions import is_question_raised
 from dex_agents.ports.engine import (
     AttributeLock,
-    ChannelCondition,
     MapLoad,
     Step,
-    StepContext,
     StepDecision,
     StepDurability,
     StepMovement,
     StepOptions,
-    Wait,
-    WaitContext,
     dead_end,
     go_to,
     go_to_many,
@@ -80,6 +76,8 @@ from dex_agents.ports.session_schema import (
     TURN_CANCELLATION_REQUEST,
     TURN_CONTROL_REQUESTS,
 )
+from dex_agents.ports.step_contexts import StepContext, WaitContext
+from dex_agents.ports.step_waits import ChannelCondition, Wait
 
 _TURN_CONTROL_LOCKS = (
     AttributeLock(TURN_CANCELLATION_REQUEST),

@@ -31,15 +31,11 @@ from dex_agents.domain.tool_calls import (
 from dex_agents.domain.tool_outcomes import build_turn_failure_note, cancel_unstarted_tool_call
 from dex_agents.ports.engine import (
     AttributeLock,
-    ChannelCondition,
     MapLoad,
     Step,
-    StepContext,
     StepDecision,
     StepDurability,
     StepOptions,
-    Wait,
-    WaitContext,
     go_to,
 )
 from dex_agents.ports.session_schema import (
@@ -50,6 +46,8 @@ from dex_agents.ports.session_schema import (
     TOOL_CALL_RESULTS,
     TURN_CONTROL_REQUESTS,
 )
+from dex_agents.ports.step_contexts import StepContext, WaitContext
+from dex_agents.ports.step_waits import ChannelCondition, Wait
 
 logger = logging.getLogger("dex_agents.session")
 

@@ -11,8 +11,8 @@ from dex_agents.app.tracing.common import (
     content_json,
     text_message,
 )
-from dex_agents.ports.engine import StepContext
 from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
+from dex_agents.ports.step_contexts import StepContext
 from dex_agents.ports.tracing import (
     SpanKind,
     report_tracing_failure,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dex_agents.domain.messages import AgentMessage, MessageRole
-from dex_agents.ports.engine import StepContext, step_run_id
+from dex_agents.ports.step_contexts import StepContext, step_run_id
 from dex_agents.ports.tracing import (
     AttributeValue,
     NoTracer,

@@ -25,8 +25,8 @@ from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.domain.tool_outcomes import describe_tool_call_outcome
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
-from dex_agents.ports.engine import StepContext
 from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
+from dex_agents.ports.step_contexts import StepContext
 from dex_agents.ports.tracing import (
     AttributeValue,
     SessionTracer,

@@ -12,8 +12,8 @@ from dex_agents.app.tracing.common import (
     common_attributes,
 )
 from dex_agents.domain.tool_calls import AgentToolCall
-from dex_agents.ports.engine import StepContext
 from dex_agents.ports.session_schema import AGENT_TOOL_CALLS
+from dex_agents.ports.step_contexts import StepContext
 from dex_agents.ports.tracing import (
     NO_SPAN,
     AttributeValue,

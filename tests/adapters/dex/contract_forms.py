@@ -16,16 +16,9 @@ from typing import Any
 from dex_agents import AgentSessionFlow
 from dex_agents.adapters.dex.wire_values import is_native, to_dex
 from dex_agents.domain.wire import to_json
-from dex_agents.ports.engine import (
-    ChannelCondition,
-    DecisionKind,
-    StepDecision,
-    StepMovement,
-    StepOptions,
-    TimerCondition,
-    Wait,
-)
+from dex_agents.ports.engine import DecisionKind, StepDecision, StepMovement, StepOptions
 from dex_agents.ports.persistence import ChannelMapDef
+from dex_agents.ports.step_waits import ChannelCondition, TimerCondition, Wait
 from tests.adapters.dex.fake_dex_driver import (
     DELETED,
     ExecuteOutcome,

@@ -22,7 +22,7 @@ from dex_agents import AgentSessionFlow
 from dex_agents.adapters.dex.contexts import decode_progress, encode_progress
 from dex_agents.adapters.dex.wire_values import to_dex
 from dex_agents.domain.wire import to_json
-from dex_agents.ports.engine import AttemptProgress
+from dex_agents.ports.step_contexts import AttemptProgress
 from tests.adapters.dex.contract_forms import (
     declared,
     dex_decision,

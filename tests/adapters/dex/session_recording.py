@@ -20,20 +20,7 @@ from typing import Any, TypeVar
 
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import to_json
-from dex_agents.ports.engine import (
-    FlowDefinition,
-    RecoveryError,
-    Rpc,
-    RpcContext,
-    RpcResult,
-    Step,
-    StepContext,
-    StepDecision,
-    StepMovement,
-    Wait,
-    WaitContext,
-    WaitResult,
-)
+from dex_agents.ports.engine import FlowDefinition, Rpc, RpcResult, Step, StepDecision, StepMovement
 from dex_agents.ports.persistence import (
     AttributeDef,
     AttributeMapDef,
@@ -41,6 +28,8 @@ from dex_agents.ports.persistence import (
     StateTransaction,
     StreamDef,
 )
+from dex_agents.ports.step_contexts import RecoveryError, RpcContext, StepContext, WaitContext
+from dex_agents.ports.step_waits import Wait, WaitResult
 
 T = TypeVar("T")
 

@@ -35,11 +35,11 @@ from dex_agents.ports.engine import (
     Rpc,
     RpcResult,
     Step,
-    StepContext,
     StepDecision,
     StepMovement,
     dead_end,
 )
+from dex_agents.ports.step_contexts import StepContext
 from tests.adapters.dex.contract_replay import (
     REPLAY_TABLE,
     Replay,

@@ -18,13 +18,14 @@ from dex_agents.adapters.dex.wire_values import dex_type, from_dex, to_dex
 from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.interrupts import AgentInterruptResolution
 from dex_agents.domain.wire import to_json
-from dex_agents.ports.engine import AttemptProgress, ChannelCondition, TimerCondition, Wait
 from dex_agents.ports.persistence import AttributeDef, AttributeMapDef
 from dex_agents.ports.session_schema import (
     INTERRUPT_RESOLUTIONS,
     PENDING_INTERRUPTS,
     TOOL_CALL_RESULTS,
 )
+from dex_agents.ports.step_contexts import AttemptProgress
+from dex_agents.ports.step_waits import ChannelCondition, TimerCondition, Wait
 from tests.app.scripted_runner import ScriptedRunner
 
 

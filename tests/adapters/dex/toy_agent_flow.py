@@ -14,7 +14,7 @@ import dex
 from dex_agents.adapters.dex.schema import DexSchema, build_dex_schema
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.state import AgentSessionStartInput
-from dex_agents.ports.engine import Rpc, RpcContext, RpcResult, Step, StepContext, StepDecision
+from dex_agents.ports.engine import Rpc, RpcResult, Step, StepDecision
 from dex_agents.ports.persistence import (
     AttributeDef,
     AttributeMapDef,
@@ -22,6 +22,7 @@ from dex_agents.ports.persistence import (
     ChannelMapDef,
     StreamDef,
 )
+from dex_agents.ports.step_contexts import RpcContext, StepContext
 
 FLOW_TYPE = "ToyAgent"
 STATUS = AttributeDef[str]("status", str)
