@@ -1,0 +1,223 @@
+"""A Flow run's row and its Attribute values as SQL, in a SQLite store transaction.
+
+A run's state is what ``flow_changes`` logs as its row or Attribute values
+changed (``_with_state``): its ``flows`` row and its ``attribute_values``. Reads
+are served from what the connection keeps of the run (``KnownRows``) and, for
+write-once AttributeMaps, from the values the store keeps (``WriteOnceValues``);
+a write the file is known to hold already is not made again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from dex_agents.adapters.local.known_rows import KnownRows
+from dex_agents.adapters.local.sqlite_schema import (
+    ATTRIBUTE_KEYS_SELECT,
+    FLOW_COLUMNS,
+    decode_flow,
+    row_params,
+)
+from dex_agents.adapters.local.store_rows import normalized_flow
+from dex_agents.adapters.local.stored_text import pack_value, unpack
+from dex_agents.adapters.local.write_once_values import WriteOnceValues
+from dex_agents.ports.flow_rows import FlowRow
+
+_KEYS_PER_READ = 500
+"""Instance keys one ``IN`` list names, well under SQLite's variable limit."""
+
+
+class SqliteFlowState:
+    """Mixed into ``SqliteTransaction``, which provides ``_execute``, ``_known`` (what the
+    connection keeps), ``_write_once`` (the write-once values the store keeps), and the
+    sets and list its commit logs and keeps: ``_changed``, ``_with_state``, ``_written``
+    and ``written_once``."""
+
+    _known: KnownRows
+    _write_once: WriteOnceValues
+    _changed: set[str]
+    _with_state: set[str]
+    _written: set[tuple[str, str, str]]
+    written_once: list[tuple[str, str, str, str | None]]
+
+    def _execute(
+        self, sql: str, params: Sequence[object] | dict[str, object] = ()
+    ) -> sqlite3.Cursor:
+        raise NotImplementedError
+
+    # Flow runs
+    def get_flow(self, flow_id: str) -> FlowRow | None:
+        known = self._known.flow(flow_id)
+        if not known.row_known:
+            sql = f"SELECT {', '.join(FLOW_COLUMNS)} FROM flows WHERE flow_id = ?"
+            values = self._execute(sql, (flow_id,)).fetchone()
+            known.row = None if values is None else tuple(values)
+            known.row_known = True
+        return known.flow_row()
+
+    def insert_flow(self, row: FlowRow) -> None:
+        params = row_params(normalized_flow(row), FLOW_COLUMNS)
+        names = ", ".join(FLOW_COLUMNS)
+        placeholders = ", ".join(f":{name}" for name in FLOW_COLUMNS)
+        try:
+            self._execute(f"INSERT INTO flows ({names}) VALUES ({placeholders})", params)
+        except sqlite3.IntegrityError:
+            raise ValueError(f"a Flow run with ID {row.flow_id!r} is already stored") from None
+        self._changed.add(row.flow_id)
+        self._with_state.add(row.flow_id)
+        self._keep_flow(params)
+
+    def update_flow(self, row: FlowRow) -> None:
+        params = row_params(normalized_flow(row), FLOW_COLUMNS)
+        assignments = ", ".join(f"{name} = :{name}" for name in FLOW_COLUMNS)
+        sql = f"UPDATE flows SET {assignments} WHERE flow_id = :flow_id"
+        if self._execute(sql, params).rowcount == 0:
+            raise LookupError(f"no Flow run with ID {row.flow_id!r} is stored")
+        self._changed.add(row.flow_id)
+        self._with_state.add(row.flow_id)
+        self._keep_flow(params)
+
+    def _keep_flow(self, params: dict[str, object]) -> None:
+        known = self._known.flow(str(params["flow_id"]))
+        known.row = tuple(params[name] for name in FLOW_COLUMNS)
+        known.row_known = True
+
+    def list_flows(self) -> Sequence[FlowRow]:
+        sql = f"SELECT {', '.join(FLOW_COLUMNS)} FROM flows ORDER BY created_at, rowid"
+        return [decode_flow(values) for values in self._execute(sql)]
+
+    # Attribute values
+    def get_value(self, flow_id: str, name: str, key: str) -> str | None:
+        # Only write-once instances are kept, and a write through this store forgets its key:
+        # a snapshot's read of one message chunk by key reads no page of it again.
+        kept = self._write_once.known(flow_id, name, (key,))
+        if kept:
+            return kept[key] if key in self._map_keys(flow_id, name) else None
+        known = self._known.peek(flow_id)
+        if known is not None:
+            if key == "" and name in known.singletons:
+                return known.singletons[name]
+            whole = known.maps.get(name)
+            if whole is not None:
+                return whole.get(key)
+        sql = "SELECT value FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
+        values = self._execute(sql, (flow_id, name, key)).fetchone()
+        text = None if values is None else unpack(values[0])
+        if key == "":
+            self._known.flow(flow_id).singletons[name] = text
+        return text
+
+    def get_values(self, flow_id: str, name: str) -> dict[str, str]:
+        known = self._known.flow(flow_id)
+        whole = known.maps.get(name)
+        if whole is None:
+            sql = (
+                "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? "
+                "ORDER BY key"
+            )
+            whole = {key: unpack(value) for key, value in self._execute(sql, (flow_id, name))}
+            known.keep_map(name, whole)
+            return dict(whole)
+        return dict(sorted(whole.items()))
+
+    def get_write_once_values(
+        self, flow_id: str, name: str, keys: Sequence[str] | None = None
+    ) -> dict[str, str]:
+        # Only the keys are read (the value column, with its overflow pages, is
+        # not), then the values this store has not kept.
+        if keys is None:
+            kept_keys = self._map_keys(flow_id, name)
+            # A long session's chunks are all kept, and sorting and picking them one by one
+            # was a walk over every chunk at every model call.
+            whole = self._write_once.known_all(flow_id, name, kept_keys)
+            if whole is not None:
+                return whole
+            keys = sorted(kept_keys)
+            found = self._write_once.known(flow_id, name, keys)
+        else:
+            keys = sorted(set(keys))
+            found = self._write_once.known(flow_id, name, keys)
+            if found:
+                present = self._map_keys(flow_id, name)
+                keys = [key for key in keys if key in present]
+                found = {key: text for key, text in found.items() if key in present}
+        if len(found) == len(keys):
+            return found  # every value kept: already in key order
+        missing = [key for key in keys if key not in found]
+        for start in range(0, len(missing), _KEYS_PER_READ):
+            part = missing[start : start + _KEYS_PER_READ]
+            marks = ", ".join("?" for _ in part)
+            sql = f"""SELECT key, value FROM attribute_values
+                WHERE flow_id = ? AND name = ? AND key IN ({marks})"""
+            read = {key: unpack(value) for key, value in self._execute(sql, (flow_id, name, *part))}
+            committed = {
+                key: text for key, text in read.items() if (flow_id, name, key) not in self._written
+            }
+            self._write_once.keep(flow_id, name, committed)
+            found.update(read)
+        return {key: found[key] for key in keys if key in found}
+
+    def _map_keys(self, flow_id: str, name: str) -> set[str]:
+        """Every key of an AttributeMap, kept with the run's rows: the text of a write-once
+        instance this process keeps outlives its key when another connection deletes it
+        (``WriteOnceValues`` hears only this store's writes), and this says whether it is."""
+        known = self._known.flow(flow_id)
+        keys = known.map_keys.get(name)
+        if keys is None:
+            rows = self._execute(ATTRIBUTE_KEYS_SELECT, (flow_id, name)).fetchall()
+            keys = known.map_keys[name] = {key for (key,) in rows}
+        return keys
+
+    def get_singletons(self, flow_id: str, names: Sequence[str]) -> dict[str, str]:
+        if not names:
+            return {}
+        singletons = self._known.flow(flow_id).singletons
+        missing = [name for name in names if name not in singletons]
+        if missing:
+            marks = ", ".join("?" for _ in missing)
+            sql = f"""SELECT name, value FROM attribute_values
+                WHERE flow_id = ? AND name IN ({marks}) AND key = ''"""
+            read = {name: unpack(value) for name, value in self._execute(sql, (flow_id, *missing))}
+            for name in missing:
+                singletons[name] = read.get(name)
+        found = {}
+        for name in names:
+            text = singletons[name]
+            if text is not None:
+                found[name] = text
+        return found
+
+    def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
+        if self._holds(flow_id, name, key, value):
+            return
+        # An upsert, not INSERT OR REPLACE, so a value written again keeps its rowid and page.
+        sql = """INSERT INTO attribute_values (flow_id, name, key, value) VALUES (?, ?, ?, ?)
+            ON CONFLICT (flow_id, name, key) DO UPDATE SET value = excluded.value"""
+        self._execute(sql, (flow_id, name, key, pack_value(value)))
+        self._wrote(flow_id, name, key, value)
+
+    def delete_value(self, flow_id: str, name: str, key: str) -> None:
+        if self._holds(flow_id, name, key, None):
+            return
+        sql = "DELETE FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
+        self._execute(sql, (flow_id, name, key))
+        self._wrote(flow_id, name, key, None)
+
+    def _holds(self, flow_id: str, name: str, key: str, value: str | None) -> bool:
+        # A Step writes back what it staged whether or not it changed (its turn's state, the
+        # interrupts it locked), and deletes what may be unset: when the file is known to hold
+        # that already, the statement would change nothing.
+        known = self._known.peek(flow_id)
+        return known is not None and known.holds(name, key, value)
+
+    def _wrote(self, flow_id: str, name: str, key: str, value: str | None) -> None:
+        self._written.add((flow_id, name, key))
+        self._changed.add(flow_id)
+        self._with_state.add(flow_id)
+        if self._write_once.tracks(flow_id, name):
+            self.written_once.append((flow_id, name, key, value))
+        self._write_once.forget(flow_id, name, key)
+        known = self._known.peek(flow_id)
+        if known is not None:
+            known.put_value(name, key, value)
