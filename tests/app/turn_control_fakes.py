@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dex_agents.adapters.local.client import LocalRpcContext
+from dex_agents.adapters.local.rpcs import LocalRpcContext
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.app.session import SessionRuntime

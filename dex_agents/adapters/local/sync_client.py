@@ -25,17 +25,13 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from dex_agents.adapters.local.client import (
-    ReadFirstRpcs,
-    RpcNeedsWriteError,
-    poll_seconds,
-    run_rpc,
-)
 from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
 from dex_agents.adapters.local.decoded_values import from_stored
 from dex_agents.adapters.local.engine import LocalEngine, check_engine_interval
+from dex_agents.adapters.local.rpcs import ReadFirstRpcs, RpcNeedsWriteError, run_rpc
 from dex_agents.adapters.local.stream_owners import require_flow_type
 from dex_agents.adapters.local.stream_pages import decode_event_page, event_stream, read_event_page
+from dex_agents.adapters.local.stream_reads import poll_seconds
 from dex_agents.adapters.local.undecodable_events import SKIPPED, decode_or_skip
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import FlowDefinition

@@ -1,0 +1,130 @@
+"""How the embedded engine runs an RPC handler: in one store transaction, as a read when it can.
+
+``run_rpc`` checks the session and the RPC's locks, runs the handler on the
+session's staged state (``LocalRpcContext``) and applies its result: staged
+writes, Steps started and cancelled, waits matched. ``ReadFirstRpcs`` remembers
+which RPCs a client may try as a read first, without the write lock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from dex_agents.adapters.local import transitions
+from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.staged_state import StagedState, TransactionSource
+from dex_agents.ports.engine import Rpc, RpcResult
+from dex_agents.ports.errors import (
+    FlowDefinitionError,
+    FlowNotActiveError,
+    FlowNotFoundError,
+    RpcLockConflictError,
+)
+from dex_agents.ports.flow_rows import FlowStatus
+from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.persistence import StateTransaction
+
+
+class LocalRpcContext:
+    """An RPC's context: the session, the clock, and its transaction's state."""
+
+    def __init__(self, flow_id: str, now: datetime, active: bool, state: StagedState) -> None:
+        self._flow_id = flow_id
+        self._now = now
+        self._active = active
+        self._state = state
+
+    @property
+    def flow_id(self) -> str:
+        """The session ID."""
+        return self._flow_id
+
+    @property
+    def now(self) -> datetime:
+        """The engine's clock."""
+        return self._now
+
+    @property
+    def flow_active(self) -> bool:
+        """Whether the Flow still runs."""
+        return self._active
+
+    @property
+    def state(self) -> StateTransaction:
+        """The session's state in this transaction."""
+        return self._state
+
+
+class RpcNeedsWriteError(Exception):
+    """An RPC tried as a read changed something: it runs again in a write transaction."""
+
+
+class ReadFirstRpcs:
+    """Which RPCs a client first tries as a read.
+
+    An RPC that takes no lock and is not transactional may change nothing (a
+    snapshot, a listing), and then needs no write lock, which a worker of another
+    process may hold. One that turned out to write is run as a write from then on,
+    so a message sent is not read twice.
+    """
+
+    def __init__(self) -> None:
+        self._writers: set[str] = set()
+
+    def reads_first(self, rpc: Rpc[Any, Any]) -> bool:
+        """Whether to try ``rpc`` as a read."""
+        return not rpc.locks and not rpc.is_transactional and rpc.name not in self._writers
+
+    def wrote(self, rpc: Rpc[Any, Any]) -> None:
+        """``rpc`` changed something when tried as a read."""
+        self._writers.add(rpc.name)
+
+
+def run_rpc(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    flow_id: str,
+    rpc: Rpc[Any, Any],
+    input_value: Any,
+    now: datetime,
+    *,
+    read_only: bool = False,
+) -> Any:
+    """Run an RPC handler in this transaction and apply its result; return its output.
+
+    With ``read_only`` the transaction is a read: a handler that changes anything
+    raises ``RpcNeedsWriteError`` before anything is written.
+    """
+    row = tx.get_flow(flow_id)
+    if row is None or row.flow_type != flow.flow_type:
+        raise FlowNotFoundError(f"no {flow.flow_type} session with ID {flow_id!r}")
+    active = row.status is FlowStatus.RUNNING
+    if (rpc.locks or rpc.is_transactional) and not active:
+        raise FlowNotActiveError(f"session {flow_id!r} is {row.status.value}")
+    for lock in rpc.locks:
+        if tx.lock_holder(flow_id, lock.lock_name) is not None:
+            raise RpcLockConflictError(
+                f"{rpc.name}: a running Step of session {flow_id!r} holds {lock.lock_name}"
+            )
+    source = TransactionSource(tx, flow_id, flow.singleton_names, flow.write_once_map_names)
+    state = StagedState(flow_id, source, rpc.loads, rpc.channel_loads)
+    result = rpc.handler(LocalRpcContext(flow_id, now, active, state), input_value)
+    if not isinstance(result, RpcResult):
+        raise TypeError(f"RPC {rpc.name} returned {type(result).__name__}, not RpcResult")
+    if state.events:
+        raise FlowDefinitionError(f"RPC {rpc.name} wrote a Stream event; only Steps can")
+    changes = state.has_effects or result.next_steps or result.canceling_steps
+    if changes and not active:
+        raise FlowNotActiveError(f"session {flow_id!r} is {row.status.value}")
+    if read_only:
+        if changes:
+            raise RpcNeedsWriteError(rpc.name)
+        return result.output
+    transitions.apply_staged(tx, flow, flow_id, state, f"rpc:{rpc.name}", now)
+    canceling = [step.step_type for step in result.canceling_steps]
+    transitions.cancel_steps(tx, flow_id, canceling, now, flow.step_history_limit)
+    for movement in result.next_steps:
+        transitions.create_execution(tx, flow, flow_id, movement, "", now)
+    transitions.match_waiting(tx, flow_id, now)
+    return result.output
