@@ -4,7 +4,9 @@
 assistant message as LiteLLM presents it: ``content``, ``tool_calls``,
 Anthropic ``thinking_blocks`` with their ``signature``, ``reasoning_content``,
 and other ``provider_specific_fields`` (such as Gemini thought signatures). The
-message replays unchanged to the same provider. LiteLLM streams a thinking
+message replays unchanged to the same provider. A call whose ID the session
+cannot record (none, one with ``/``, or one the conversation already has, as
+providers that number their calls per answer send) gets a new ID. LiteLLM streams a thinking
 block's text in pieces and then the whole block with its signature; a
 ``redacted_thinking`` block arrives whole.
 """
@@ -12,14 +14,30 @@ block's text in pieces and then the whole block with its signature; a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from dex_agents.adapters.litellm.replay import item_json
 from dex_agents.adapters.litellm.routing import CHAT_COMPLETIONS_API
-from dex_agents.domain.model_io import ModelOutputItem, ModelToolCall
+from dex_agents.domain.model_io import (
+    ModelInputItem,
+    ModelOutputItem,
+    ModelToolCall,
+    ToolResultItem,
+)
+
+
+def conversation_tool_call_ids(items: Iterable[ModelInputItem]) -> frozenset[str]:
+    """The tool call IDs that ``items`` already hold: their calls' and results'."""
+    ids: set[str] = set()
+    for item in items:
+        if isinstance(item, ToolResultItem):
+            ids.add(item.tool_call_id)
+        elif isinstance(item, ModelOutputItem):
+            ids.update(call.tool_call_id for call in item.tool_calls)
+    return frozenset(ids)
 
 
 @attrs.frozen(kw_only=True)
@@ -127,15 +145,24 @@ class ChatStreamAssembler:
         if delta.provider_specific_fields:
             call.provider_specific_fields.update(delta.provider_specific_fields)
 
-    def message(self) -> dict[str, Any]:
-        """The assistant message as LiteLLM presents it, for the same provider to read again."""
+    def message(self, taken_ids: Collection[str] = ()) -> dict[str, Any]:
+        """The assistant message as LiteLLM presents it, for the same provider to read again.
+
+        A call without an ID, with ``/`` in it, or with one of ``taken_ids`` or of an
+        earlier call gets ``call_<random hex>``.
+        """
         blocks = list(self._blocks)
         if self._thinking:
             blocks.append({"type": "thinking", "thinking": "".join(self._thinking)})
+        used = set(taken_ids)
         for call in self._calls:
-            if not call.id:
-                # A provider that names no call ID; the session needs one per turn.
+            if not call.id or "/" in call.id or call.id in used:
+                # A provider that names no call ID, or numbers them per answer ("0"):
+                # the session refuses IDs repeated in a turn or holding "/", which
+                # failed the turn after every retry. The stored message keeps the new
+                # ID, so the call and its result replay matched.
                 call.id = f"call_{uuid.uuid4().hex}"
+            used.add(call.id)
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content) or None}
         if self._calls:
             message["tool_calls"] = [call.wire() for call in self._calls]
@@ -147,9 +174,9 @@ class ChatStreamAssembler:
             message["provider_specific_fields"] = dict(self._provider_fields)
         return message
 
-    def output_item(self, provider: str) -> ModelOutputItem:
-        """The answer as one output item of ``provider``'s Chat Completions."""
-        message = self.message()
+    def output_item(self, provider: str, taken_ids: Collection[str] = ()) -> ModelOutputItem:
+        """The answer as one output item of ``provider``'s Chat Completions; see ``message``."""
+        message = self.message(taken_ids)
         reasoning = message.get("reasoning_content") or "".join(
             str(block.get("thinking") or "") for block in message.get("thinking_blocks", ())
         )

@@ -18,6 +18,7 @@ import litellm
 
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
 from dex_agents.adapters.litellm.chat_request import chat_arguments
+from dex_agents.adapters.litellm.chat_stream import conversation_tool_call_ids
 from dex_agents.adapters.litellm.errors import scrub_exception_chain, translate_error
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
 from dex_agents.adapters.litellm.options import check_options, merged_options
@@ -177,7 +178,9 @@ class LiteLLMModelClient:
             else:
                 stream = await litellm.acompletion(**arguments)
                 streaming = True
-                answer = await read_chat_stream(stream, batched, route.provider)
+                answer = await read_chat_stream(
+                    stream, batched, route.provider, conversation_tool_call_ids(request.items)
+                )
         except Exception as error:
             secrets = environment_secrets(os.environ)
             if api_key is not None:

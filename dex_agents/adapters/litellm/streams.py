@@ -10,7 +10,7 @@ assemblers as plain values.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterable, Mapping
+from collections.abc import AsyncIterable, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -87,11 +87,17 @@ async def read_responses_stream(
 
 
 async def read_chat_stream(
-    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str
+    stream: AsyncIterable[Any],
+    output: ModelOutputWriter,
+    provider: str,
+    taken_ids: Collection[str] = (),
 ) -> StreamedAnswer:
-    """Read a Chat Completions stream to its end; the answer needs the provider's finish reason."""
+    """Read a Chat Completions stream to its end; the answer needs the provider's finish reason.
+
+    A tool call whose ID is one of ``taken_ids`` gets a new one (``ChatStreamAssembler``).
+    """
     try:
-        return await _read_chat(stream, output, provider)
+        return await _read_chat(stream, output, provider, taken_ids)
     except BaseException:
         await close_stream(stream)
         raise
@@ -179,7 +185,7 @@ def _tool_call_deltas(calls: Any) -> list[ToolCallDelta]:
 
 
 async def _read_chat(
-    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str
+    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str, taken_ids: Collection[str]
 ) -> StreamedAnswer:
     assembler = ChatStreamAssembler()
     usage: Any = None
@@ -219,7 +225,7 @@ async def _read_chat(
         )
     assert assembler.finish_reason is not None
     return StreamedAnswer(
-        output=(assembler.output_item(provider),),
+        output=(assembler.output_item(provider, taken_ids),),
         usage=chat_completions_usage(None if usage is None else as_dict(usage)),
         response_model=model,
         response_id=response_id,

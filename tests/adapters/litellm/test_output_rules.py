@@ -212,6 +212,27 @@ def test_a_call_without_an_id_gets_one() -> None:
     assert len(call.tool_call_id) == len("call_") + 32
 
 
+def test_a_call_id_the_session_cannot_record_is_replaced() -> None:
+    stream = ChatStreamAssembler()
+    stream.add(
+        tool_calls=[
+            ToolCallDelta(index=0, id="0", name="ping", arguments="{}"),
+            ToolCallDelta(index=1, id="0", name="ping", arguments="{}"),
+            ToolCallDelta(index=2, id="a/b", name="ping", arguments="{}"),
+            ToolCallDelta(index=3, id="1", name="ping", arguments="{}"),
+            ToolCallDelta(index=4, id="2", name="ping", arguments="{}"),
+        ],
+        finish_reason="tool_calls",
+    )
+    item = stream.output_item("huggingface", taken_ids={"1"})
+    ids = [call.tool_call_id for call in item.tool_calls]
+    assert ids[0] == "0"
+    assert ids[4] == "2"
+    assert all(call_id.startswith("call_") for call_id in ids[1:4])
+    assert len(set(ids)) == 5
+    assert [call["id"] for call in json.loads(item.item)["tool_calls"]] == ids
+
+
 def test_unsigned_thinking_is_kept_as_it_streamed() -> None:
     stream = ChatStreamAssembler()
     stream.add(reasoning="Hmm.", thinking_blocks=[{"type": "thinking", "thinking": "Hmm."}])

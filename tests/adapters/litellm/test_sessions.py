@@ -4,7 +4,7 @@ Each test runs a ``LocalRuntime`` in memory with one built-in loop agent whose
 model is a LiteLLM client pointed at the ``ProviderServer``, and counts the
 requests the provider received: a tool turn, an approval, a streamed answer, a
 retried 429, a 400 that fails the turn, a stream cut mid-answer, a provider
-not listening at all, and a refusal.
+not listening at all, a refusal, and a provider that numbers its tool calls.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import StreamReadTimeoutError
 from tests.adapters.litellm.provider_scripts import (
     anthropic_reply,
+    chat_reply,
     function_call_item,
     message_item,
     openai_error,
@@ -295,4 +296,39 @@ async def test_a_refusal_is_the_answer_the_user_reads_and_the_model_sees_again(
     assert texts(events, "text_delta") == ["I can't help with that."]
     assert server.requests[1].body["input"][1] == refusal
     assert assistant_texts(answered)[-1] == ANSWER
+    server.assert_script_used()
+
+
+async def test_a_provider_that_numbers_its_tool_calls_completes_the_turn(
+    server: ProviderServer,
+) -> None:
+    # Servers such as Hugging Face TGI name every call "0": the session refuses an ID
+    # repeated in a turn, which failed the turn after every retry.
+    server.script(
+        chat_reply(
+            tool_calls=[("0", "lookup", '{"order_id": "7"}'), ("0", "lookup", '{"order_id": "8"}')]
+        ),
+        chat_reply(tool_calls=[("0", "lookup", '{"order_id": "9"}')]),
+        chat_reply(ANSWER),
+    )
+    model = LiteLLMModelClient(
+        "openai/local-model",
+        api="chat_completions",
+        api_base=server.url + "/v1",
+        api_key_provider=lambda: KEY,
+    )
+    agent = AgentDefinition(name="support", instructions="You help.", model=model, tools=[lookup])
+    flow = builtin_agent_session_flow(agent, flow_type="LiteLLMNumberedCalls")
+    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
+        done = await run_turn(runtime, flow, "Where are orders 7, 8 and 9?")
+    assert done.state is not None
+    assert done.state.last_turn_error is None
+    assert assistant_texts(done)[-1] == ANSWER
+    assert len(server.requests) == 3
+    replayed = server.requests[2].body["messages"]
+    call_ids = [call["id"] for m in replayed for call in m.get("tool_calls") or ()]
+    result_ids = [m["tool_call_id"] for m in replayed if m["role"] == "tool"]
+    assert call_ids[0] == "0"
+    assert len(set(call_ids)) == 3
+    assert result_ids == call_ids
     server.assert_script_used()
