@@ -170,17 +170,16 @@ class LiteLLMModelClient:
         arguments.update(NO_RETRIES)
         streaming = False
         batched = BatchedOutput(output)
+        taken_ids = conversation_tool_call_ids(request.items)
         try:
             if route.api == RESPONSES_API:
                 stream: Any = await litellm.aresponses(**arguments)
                 streaming = True
-                answer = await read_responses_stream(stream, batched, route.provider)
+                answer = await read_responses_stream(stream, batched, route.provider, taken_ids)
             else:
                 stream = await litellm.acompletion(**arguments)
                 streaming = True
-                answer = await read_chat_stream(
-                    stream, batched, route.provider, conversation_tool_call_ids(request.items)
-                )
+                answer = await read_chat_stream(stream, batched, route.provider, taken_ids)
         except Exception as error:
             secrets = environment_secrets(os.environ)
             if api_key is not None:

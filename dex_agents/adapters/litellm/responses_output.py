@@ -4,7 +4,8 @@ Each item is kept as the provider sent it (its ``response.output_item.done``
 JSON), so a reasoning item's ``encrypted_content`` replays byte for byte. A
 ``message`` item's ``output_text`` and ``refusal`` parts are its ``text``
 (``message_text``), a ``function_call`` item is one tool call, and a
-``reasoning`` item's summary texts are its ``reasoning``. LiteLLM rewrites
+``reasoning`` item's summary texts are its ``reasoning``; a call ID the session
+cannot record is replaced, as for Chat Completions. LiteLLM rewrites
 response IDs to carry its routing; the provider's own ID is read back out of them.
 """
 
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from dex_agents.adapters.litellm.replay import item_json
@@ -84,10 +86,26 @@ def responses_output_item(data: Mapping[str, Any], provider: str) -> ModelOutput
 
 
 def responses_output_items(
-    items: Sequence[Mapping[str, Any]], provider: str
+    items: Sequence[Mapping[str, Any]], provider: str, taken_ids: Collection[str] = ()
 ) -> tuple[ModelOutputItem, ...]:
-    """Every output item, in output order."""
-    return tuple(responses_output_item(item, provider) for item in items)
+    """Every output item, in output order.
+
+    A ``function_call`` without a ``call_id``, with ``/`` in it, or with one of
+    ``taken_ids`` or of an earlier call gets ``call_<random hex>``.
+    """
+    used = set(taken_ids)
+    output = []
+    for item in items:
+        if item.get("type") == "function_call":
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id or "/" in call_id or call_id in used:
+                # LiteLLM bridges other providers' calls into this API with their IDs,
+                # such as "0" for every call: the session refuses IDs repeated in a
+                # turn or holding "/", which failed the turn after every retry.
+                item = {**item, "call_id": f"call_{uuid.uuid4().hex}"}
+            used.add(item["call_id"])
+        output.append(responses_output_item(item, provider))
+    return tuple(output)
 
 
 def provider_response_id(response_id: str | None) -> str | None:

@@ -76,11 +76,17 @@ async def close_stream(stream: object) -> None:
 
 
 async def read_responses_stream(
-    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str
+    stream: AsyncIterable[Any],
+    output: ModelOutputWriter,
+    provider: str,
+    taken_ids: Collection[str] = (),
 ) -> StreamedAnswer:
-    """Read a Responses API stream to its ``response.completed`` (or ``response.incomplete``)."""
+    """Read a Responses API stream to its ``response.completed`` (or ``response.incomplete``).
+
+    A tool call whose ID is one of ``taken_ids`` gets a new one (``responses_output_items``).
+    """
     try:
-        return await _read_responses(stream, output, provider)
+        return await _read_responses(stream, output, provider, taken_ids)
     except BaseException:
         await close_stream(stream)
         raise
@@ -104,7 +110,7 @@ async def read_chat_stream(
 
 
 async def _read_responses(
-    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str
+    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str, taken_ids: Collection[str]
 ) -> StreamedAnswer:
     done: dict[int, Any] = {}
     final: Any = None
@@ -141,7 +147,7 @@ async def _read_responses(
     usage = final.usage
     incomplete = getattr(final, "incomplete_details", None)
     return StreamedAnswer(
-        output=responses_output_items(items, provider),
+        output=responses_output_items(items, provider, taken_ids),
         usage=responses_usage(None if usage is None else as_dict(usage)),
         response_model=getattr(final, "model", None),
         response_id=provider_response_id(getattr(final, "id", None)),

@@ -14,6 +14,7 @@ from dex_agents.adapters.litellm.responses_output import (
     provider_response_id,
     responses_finish_reasons,
     responses_output_item,
+    responses_output_items,
 )
 from dex_agents.adapters.litellm.usage import chat_completions_usage, responses_usage
 from dex_agents.domain.model_io import ModelOutputItem, ModelToolCall
@@ -231,6 +232,25 @@ def test_a_call_id_the_session_cannot_record_is_replaced() -> None:
     assert all(call_id.startswith("call_") for call_id in ids[1:4])
     assert len(set(ids)) == 5
     assert [call["id"] for call in json.loads(item.item)["tool_calls"]] == ids
+
+
+def test_a_responses_call_id_the_session_cannot_record_is_replaced() -> None:
+    # LiteLLM bridges other providers' calls into the Responses API with their IDs.
+    def call(call_id: str | None) -> dict[str, Any]:
+        item = {"type": "function_call", "name": "ping", "arguments": "{}", "call_id": call_id}
+        return {key: value for key, value in item.items() if value is not None}
+
+    items = responses_output_items(
+        [call("0"), call("0"), call("a/b"), call(None), call("1"), call("2")],
+        "groq",
+        taken_ids={"1"},
+    )
+    ids = [item.tool_calls[0].tool_call_id for item in items]
+    assert ids[0] == "0"
+    assert ids[5] == "2"
+    assert all(call_id.startswith("call_") for call_id in ids[1:5])
+    assert len(set(ids)) == 6
+    assert [json.loads(item.item)["call_id"] for item in items] == ids
 
 
 def test_unsigned_thinking_is_kept_as_it_streamed() -> None:
