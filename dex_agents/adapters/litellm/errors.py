@@ -37,7 +37,11 @@ TRANSPORT_ERROR_MODULES: Final = frozenset(
 )
 """Packages whose exceptions a model call translates; any other exception passes through."""
 
-_LITELLM_PREFIX: Final = re.compile(r"^(?:litellm\.\w+:\s*|\w+Error:\s*|\w+Exception\s+-\s+)+")
+# LiteLLM names the provider "AnthropicException - " or, for an error that came
+# inside a stream, "AnthropicError - ".
+_LITELLM_PREFIX: Final = re.compile(
+    r"^(?:litellm\.\w+:\s*|\w+Error:\s*|\w+(?:Exception|Error)\s+-\s+)+"
+)
 _BYTES_LITERAL: Final = re.compile(r"""b(['"]).*\1""", re.DOTALL)
 _MESSAGE_LIMIT: Final = 2000
 

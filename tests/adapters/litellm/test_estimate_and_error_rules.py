@@ -163,6 +163,14 @@ def test_redact_url(url: str, shown: str) -> None:
             "Rate limit reached for gpt-5",
         ),
         ('BadRequestError: VertexAIException - {"error": {"code": 400, "message": "Invalid argument", "status": "INVALID_ARGUMENT"}}', "Invalid argument"),
+        (
+            "litellm.ContextWindowExceededError: litellm.BadRequestError: AnthropicError - prompt is too long",
+            "prompt is too long",
+        ),
+        (
+            "litellm.MidStreamFallbackError: litellm.InternalServerError: AnthropicError - Overloaded",
+            "Overloaded",
+        ),
         ('{"detail": "Not Found"}', "Not Found"),
         ("plain text", "plain text"),
     ],
