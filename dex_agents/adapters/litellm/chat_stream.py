@@ -138,7 +138,9 @@ class ChatStreamAssembler:
                 self._slots[delta.index] = len(self._calls) - 1
         if delta.id and not call.id:
             call.id = delta.id
-        if delta.name:
+        if delta.name and delta.name != call.name:
+            # Some providers (MiniMax on NVIDIA NIM, Kimi on Fireworks) send the whole
+            # name again in every chunk of the call, which read "lookuplookup".
             call.name += delta.name
         if delta.arguments:
             call.arguments += delta.arguments

@@ -253,6 +253,23 @@ def test_a_responses_call_id_the_session_cannot_record_is_replaced() -> None:
     assert [json.loads(item.item)["call_id"] for item in items] == ids
 
 
+def test_a_name_sent_again_in_every_chunk_is_the_calls_name() -> None:
+    stream = ChatStreamAssembler()
+    for arguments in ('{"order', '_id": ', '"7"}'):
+        stream.add(
+            tool_calls=[ToolCallDelta(index=0, id="call_1", name="lookup", arguments=arguments)]
+        )
+    stream.add(tool_calls=[ToolCallDelta(index=1, id="call_2", name="look")])
+    stream.add(
+        tool_calls=[ToolCallDelta(index=1, name="up", arguments="{}")], finish_reason="tool_calls"
+    )
+    calls = stream.output_item("nvidia_nim").tool_calls
+    assert [(call.tool_name, call.arguments) for call in calls] == [
+        ("lookup", '{"order_id": "7"}'),
+        ("lookup", "{}"),
+    ]
+
+
 def test_unsigned_thinking_is_kept_as_it_streamed() -> None:
     stream = ChatStreamAssembler()
     stream.add(reasoning="Hmm.", thinking_blocks=[{"type": "thinking", "thinking": "Hmm."}])
