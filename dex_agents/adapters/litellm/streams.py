@@ -204,7 +204,8 @@ async def _read_chat(
         usage = chunk_fields.get("usage") or usage
         for choice in chunk_fields.get("choices") or ():
             choice_fields = fields(choice)
-            if choice_fields.get("index", 0) != 0:
+            # LiteLLM reads a choice without an index as None: a provider's one answer.
+            if (choice_fields.get("index") or 0) != 0:
                 continue
             delta = fields(choice_fields.get("delta") or {})
             content = delta.get("content")

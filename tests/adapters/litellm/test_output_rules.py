@@ -17,8 +17,12 @@ from dex_agents.adapters.litellm.responses_output import (
     responses_output_items,
 )
 from dex_agents.adapters.litellm.usage import chat_completions_usage, responses_usage
-from dex_agents.domain.model_io import ModelOutputItem, ModelToolCall
+from dex_agents.domain.model_io import ModelOutputItem, ModelRequest, ModelToolCall, UserTextItem
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.litellm import LiteLLMModelClient
+from tests.adapters.litellm.provider_scripts import chat_stream
+from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
+from tests.adapters.litellm.recording_output import RecordingOutput
 from tests.adapters.litellm.request_cases import (
     FUNCTION_CALL_JSON,
     MESSAGE_JSON,
@@ -268,6 +272,27 @@ def test_a_name_sent_again_in_every_chunk_is_the_calls_name() -> None:
         ("lookup", '{"order_id": "7"}'),
         ("lookup", "{}"),
     ]
+
+
+async def test_a_chat_answer_whose_chunks_name_no_choice_index_is_kept(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # Some OpenAI-compatible servers leave "index" out of each choice.
+    events = chat_stream("Order 7 shipped.")
+    for _, data in events:
+        for choice in data["choices"] if isinstance(data, dict) else ():
+            del choice["index"]
+    server.script(sse_reply(events))
+    client = LiteLLMModelClient(
+        "openai/local-model",
+        api="chat_completions",
+        api_base=server.url + "/v1",
+        api_key_provider=lambda: "tenant-key-0123456789abcdef",
+    )
+    request = ModelRequest(instructions="You help.", items=(UserTextItem(text="Order 7?"),))
+    response = await client.call_model(request, output)
+    assert [item.text for item in response.output] == ["Order 7 shipped."]
+    assert output.text() == "Order 7 shipped."
 
 
 def test_unsigned_thinking_is_kept_as_it_streamed() -> None:
