@@ -224,8 +224,11 @@ async def _read_chat(
                 finish_reason=choice_fields.get("finish_reason"),
             )
     # LiteLLM ends a stream that stopped early with a finish reason of its own;
-    # its stream wrapper keeps whether the provider sent one.
+    # its stream wrapper keeps whether the provider sent one. Gemini's (and
+    # Vertex AI's) finish reason is kept only as "intermittent", because LiteLLM
+    # reads their streams to the end: without it every Gemini answer was refused.
     provider_finished = getattr(stream, "received_finish_reason", assembler.finish_reason)
+    provider_finished = provider_finished or getattr(stream, "intermittent_finish_reason", None)
     if not assembler.finished or provider_finished is None:
         raise ModelStreamInterruptedError(
             f"the {provider} stream ended before the answer finished", provider=provider

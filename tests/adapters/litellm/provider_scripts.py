@@ -1,8 +1,9 @@
 """Streams as the providers send them, for ``ProviderServer`` to answer with.
 
 ``responses_stream`` speaks the OpenAI Responses API streaming events,
-``chat_stream`` OpenAI Chat Completions chunks, and ``anthropic_stream`` the
-Anthropic Messages streaming events. Text streams in word-sized pieces, so a
+``chat_stream`` OpenAI Chat Completions chunks, ``anthropic_stream`` the
+Anthropic Messages streaming events, and ``gemini_stream`` the Gemini API's
+``streamGenerateContent`` chunks. Text streams in word-sized pieces, so a
 test can see several deltas.
 """
 
@@ -300,3 +301,40 @@ def anthropic_reply(blocks: Sequence[Mapping[str, Any]], **options: Any) -> Repl
 
 def anthropic_error(status: int, kind: str, message: str) -> Reply:
     return json_reply(status, {"type": "error", "error": {"type": kind, "message": message}})
+
+
+# ---------------------------------------------------------------------------
+# Gemini API
+
+
+def gemini_stream(
+    parts: Sequence[Mapping[str, Any]], *, model: str = "gemini-3-pro-preview"
+) -> list[Event]:
+    """``streamGenerateContent`` chunks of an answer whose content is ``parts``.
+
+    A text part streams in word-sized pieces; the last chunk carries the finish
+    reason and the usage, as Gemini sends them.
+    """
+    chunks: list[dict[str, Any]] = []
+    for part in parts:
+        if "text" in part:
+            chunks += [{**part, "text": piece} for piece in pieces(part["text"])]
+        else:
+            chunks.append(dict(part))
+    events: list[Event] = []
+    for index, part in enumerate(chunks):
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": [part]}, "index": 0}
+        data: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
+        if index == len(chunks) - 1:
+            candidate["finishReason"] = "STOP"
+            data["usageMetadata"] = {
+                "promptTokenCount": 40,
+                "candidatesTokenCount": 12,
+                "totalTokenCount": 52,
+            }
+        events.append((None, data))
+    return events
+
+
+def gemini_reply(parts: Sequence[Mapping[str, Any]]) -> Reply:
+    return sse_reply(gemini_stream(parts))

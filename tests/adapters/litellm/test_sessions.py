@@ -4,7 +4,8 @@ Each test runs a ``LocalRuntime`` in memory with one built-in loop agent whose
 model is a LiteLLM client pointed at the ``ProviderServer``, and counts the
 requests the provider received: a tool turn, an approval, a streamed answer, a
 retried 429, a 400 that fails the turn, a stream cut mid-answer, a provider
-not listening at all, a refusal, and a provider that numbers its tool calls.
+not listening at all, a refusal, a provider that numbers its tool calls, and a
+Gemini tool turn.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tests.adapters.litellm.provider_scripts import (
     anthropic_reply,
     chat_reply,
     function_call_item,
+    gemini_reply,
     message_item,
     openai_error,
     reasoning_item,
@@ -331,4 +333,34 @@ async def test_a_provider_that_numbers_its_tool_calls_completes_the_turn(
     assert call_ids[0] == "0"
     assert len(set(call_ids)) == 3
     assert result_ids == call_ids
+    server.assert_script_used()
+
+
+async def test_a_gemini_tool_turn_completes_and_replays_the_thought_signature(
+    server: ProviderServer,
+) -> None:
+    # LiteLLM keeps Gemini's finish reason only as "intermittent", which the client
+    # read as a stream cut short, and puts the signature, "/" and all, in the call ID.
+    signature = "CiQB0/e2Kf+thought/signature=="
+    call = {"functionCall": {"name": "lookup", "args": {"order_id": "7"}}}
+    server.script(
+        gemini_reply([{**call, "thoughtSignature": signature}]), gemini_reply([{"text": ANSWER}])
+    )
+    model = LiteLLMModelClient(
+        "gemini/gemini-3-pro-preview", api_base=server.url, api_key_provider=lambda: KEY
+    )
+    agent = AgentDefinition(name="support", instructions="You help.", model=model, tools=[lookup])
+    flow = builtin_agent_session_flow(agent, flow_type="LiteLLMGemini")
+    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
+        done = await run_turn(runtime, flow, "Where is order 7?")
+        events = await stream_events(runtime, flow)
+    assert done.state is not None
+    assert done.state.last_turn_error is None
+    assert assistant_texts(done)[-1] == ANSWER
+    assert "".join(texts(events, "text_delta")) == ANSWER
+    assert len(server.requests) == 2
+    model_turn, tool_turn = server.requests[1].body["contents"][1:]
+    (sent_call,) = model_turn["parts"]
+    assert sent_call["thoughtSignature"] == signature
+    assert sent_call["function_call"]["id"] == tool_turn["parts"][0]["function_response"]["id"]
     server.assert_script_used()
