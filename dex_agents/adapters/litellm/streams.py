@@ -197,7 +197,11 @@ async def _read_chat(
     usage: Any = None
     model: str | None = None
     response_id: str | None = None
+    intermittent: str | None = None
     async for chunk in stream:
+        # Gemini's (and Vertex AI's) finish reason is kept only here, as LiteLLM reads
+        # their streams to the end, and a later chunk (usage alone) clears it.
+        intermittent = intermittent or getattr(stream, "intermittent_finish_reason", None)
         chunk_fields = fields(chunk)
         model = chunk_fields.get("model") or model
         response_id = chunk_fields.get("id") or response_id
@@ -224,11 +228,12 @@ async def _read_chat(
                 finish_reason=choice_fields.get("finish_reason"),
             )
     # LiteLLM ends a stream that stopped early with a finish reason of its own;
-    # its stream wrapper keeps whether the provider sent one. Gemini's (and
-    # Vertex AI's) finish reason is kept only as "intermittent", because LiteLLM
-    # reads their streams to the end: without it every Gemini answer was refused.
+    # its stream wrapper keeps whether the provider sent one, as received or, for
+    # Gemini, as intermittent: without that every Gemini answer was refused.
     provider_finished = getattr(stream, "received_finish_reason", assembler.finish_reason)
-    provider_finished = provider_finished or getattr(stream, "intermittent_finish_reason", None)
+    provider_finished = (
+        provider_finished or intermittent or getattr(stream, "intermittent_finish_reason", None)
+    )
     if not assembler.finished or provider_finished is None:
         raise ModelStreamInterruptedError(
             f"the {provider} stream ended before the answer finished", provider=provider

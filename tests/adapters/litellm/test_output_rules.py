@@ -20,7 +20,7 @@ from dex_agents.adapters.litellm.usage import chat_completions_usage, responses_
 from dex_agents.domain.model_io import ModelOutputItem, ModelRequest, ModelToolCall, UserTextItem
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.litellm import LiteLLMModelClient
-from tests.adapters.litellm.provider_scripts import chat_stream
+from tests.adapters.litellm.provider_scripts import chat_stream, gemini_stream
 from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
 from tests.adapters.litellm.request_cases import (
@@ -293,6 +293,29 @@ async def test_a_chat_answer_whose_chunks_name_no_choice_index_is_kept(
     response = await client.call_model(request, output)
     assert [item.text for item in response.output] == ["Order 7 shipped."]
     assert output.text() == "Order 7 shipped."
+
+
+async def test_a_gemini_answer_whose_usage_comes_after_the_finish_is_kept(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # LiteLLM keeps Gemini's finish reason only until the next chunk, here usage alone.
+    events = gemini_stream([{"text": "Order 7 shipped."}], model="gemini-2.5-flash")
+    _, last = events[-1]
+    events.append(
+        (None, {"usageMetadata": last.pop("usageMetadata"), "modelVersion": "gemini-2.5-flash"})
+    )
+    server.script(sse_reply(events))
+    client = LiteLLMModelClient(
+        "gemini/gemini-2.5-flash",
+        api_base=server.url,
+        api_key_provider=lambda: "tenant-key-0123456789abcdef",
+    )
+    request = ModelRequest(instructions="You help.", items=(UserTextItem(text="Order 7?"),))
+    response = await client.call_model(request, output)
+    assert [item.text for item in response.output] == ["Order 7 shipped."]
+    assert response.usage == AgentUsage(model_calls=1, input_tokens=40, output_tokens=12)
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.finish_reasons == ("stop",)
 
 
 def test_unsigned_thinking_is_kept_as_it_streamed() -> None:
