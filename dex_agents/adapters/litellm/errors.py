@@ -219,12 +219,14 @@ def refused_before_sending(error: BaseException) -> BaseException | None:
     """The exception in ``error``'s chain that says the call was refused before anything was sent.
 
     The OpenAI SDK's own ``OpenAIError`` (not one of its HTTP errors), raised for
-    a missing key of OpenAI or Azure, and a plain ``ValueError``, which LiteLLM
-    raises for a missing Gemini key and other settings it cannot send.
+    a missing key of OpenAI or Azure, a plain ``ValueError``, which LiteLLM
+    raises for a missing Gemini key and other settings it cannot send, and an
+    ``ImportError``: a package the provider needs is not installed (Vertex AI's
+    ``google-auth``), which LiteLLM reports as an HTTP 500.
     """
     for current in exception_chain(error):
         kind = type(current)
-        if kind is ValueError:
+        if kind is ValueError or isinstance(current, ImportError):
             return current
         if kind.__module__ == "openai" and kind.__name__ == "OpenAIError":
             return current

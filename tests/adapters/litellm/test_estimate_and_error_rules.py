@@ -273,8 +273,9 @@ def test_a_connection_never_made_has_no_http_status_and_is_retried(streaming: bo
         # Only a plain ValueError means refused before sending; a body that is not JSON was an answer.
         (lambda: chained(litellm_error(InternalServerError, "bad gateway"), json.JSONDecodeError("no JSON", "<html>", 0)), False, ModelProviderError, 500, True),
         (lambda: chained(litellm_error(APIConnectionError, "no key"), ValueError("Missing Gemini API key.")), False, ModelProviderError, None, False),
+        (lambda: chained(litellm_error(InternalServerError, "x"), ModuleNotFoundError("No module named 'google.auth'")), False, ModelProviderError, None, False),
     ],
-    ids=["real-500", "bad-request", "stream-cut", "html-500", "missing-key"],
+    ids=["real-500", "bad-request", "stream-cut", "html-500", "missing-key", "missing-package"],
 )  # fmt: skip
 def test_http_answers_and_cut_streams_keep_their_status(
     make: Callable[[], Exception], streaming: bool, kind: type, status: int | None, retryable: bool
