@@ -24,7 +24,7 @@ import contextlib
 import json
 import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
 from dex_agents.adapters.litellm.redaction import scrub
 from dex_agents.ports.errors import ModelCallError
@@ -171,9 +171,23 @@ def connect_failure(error: BaseException) -> str | None:
     return None
 
 
+def _as_status(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _status_code(error: BaseException) -> int | None:
-    status: Any = getattr(error, "status_code", None)
-    return status if isinstance(status, int) and not isinstance(status, bool) else None
+    """The provider's HTTP status: the HTTP client's answer in the chain, else LiteLLM's.
+
+    LiteLLM files some statuses under another one (Anthropic's 529 "overloaded"
+    as 500, 413 as 400); the HTTP client's error keeps what the provider answered,
+    which the error shows.
+    """
+    for current in exception_chain(error):
+        if type(current).__name__ == "HTTPStatusError":
+            answered = _as_status(getattr(getattr(current, "response", None), "status_code", None))
+            if answered is not None:
+                return answered
+    return _as_status(getattr(error, "status_code", None))
 
 
 def translate_error(
@@ -210,9 +224,11 @@ def translate_error(
     status = _status_code(error)
     message = provider_message(raw) if status is not None else f"{type(error).__name__}: {raw}"
     text = scrub(describe_failure(provider, status, message), known)
-    return ModelProviderError(
-        text, provider=provider, status_code=status, retryable=is_retryable_status(status)
-    )
+    # Whether a retry helps follows LiteLLM's filing, which reads the provider's
+    # message too (a throttle sent as a 400 is filed as a 429).
+    filed = _as_status(getattr(error, "status_code", None))
+    retryable = is_retryable_status(status if filed is None else filed)
+    return ModelProviderError(text, provider=provider, status_code=status, retryable=retryable)
 
 
 def refused_before_sending(error: BaseException) -> BaseException | None:

@@ -121,7 +121,7 @@ async def test_a_bad_request_is_not_retryable_and_keeps_the_providers_message(
 
 
 @pytest.mark.parametrize("api", APIS)
-@pytest.mark.parametrize("status", [429, 500, 503])
+@pytest.mark.parametrize("status", [429, 500, 503, 529])
 async def test_rate_limits_and_server_errors_are_retryable_and_sent_once(
     server: ProviderServer, output: RecordingOutput, api: str, status: int
 ) -> None:
