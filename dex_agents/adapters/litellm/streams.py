@@ -114,6 +114,7 @@ async def _read_responses(
 ) -> StreamedAnswer:
     done: dict[int, Any] = {}
     final: Any = None
+    summary_part: tuple[object, object] | None = None
     async for event in stream:
         kind = event.type
         if kind in ("response.output_text.delta", "response.refusal.delta"):
@@ -121,6 +122,12 @@ async def _read_responses(
                 output.write_text_delta(event.delta)
         elif kind == "response.reasoning_summary_text.delta":
             if event.delta:
+                part = (getattr(event, "output_index", None), getattr(event, "summary_index", None))
+                if summary_part is not None and part != summary_part:
+                    # Summary parts are paragraphs, stored joined by a blank line:
+                    # streamed without it, one ran into the next ("...order.**Checking**").
+                    output.write_reasoning_delta("\n\n")
+                summary_part = part
                 output.write_reasoning_delta(event.delta)
         elif kind == "response.output_item.done":
             done[event.output_index] = event.item

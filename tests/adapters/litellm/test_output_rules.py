@@ -20,7 +20,12 @@ from dex_agents.adapters.litellm.usage import chat_completions_usage, responses_
 from dex_agents.domain.model_io import ModelOutputItem, ModelRequest, ModelToolCall, UserTextItem
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.litellm import LiteLLMModelClient
-from tests.adapters.litellm.provider_scripts import chat_stream, gemini_stream
+from tests.adapters.litellm.provider_scripts import (
+    chat_stream,
+    gemini_stream,
+    message_item,
+    responses_stream,
+)
 from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
 from tests.adapters.litellm.request_cases import (
@@ -316,6 +321,28 @@ async def test_a_gemini_answer_whose_usage_comes_after_the_finish_is_kept(
     assert response.usage == AgentUsage(model_calls=1, input_tokens=40, output_tokens=12)
     assert response.model_call_metadata is not None
     assert response.model_call_metadata.finish_reasons == ("stop",)
+
+
+async def test_reasoning_summary_parts_stream_as_the_paragraphs_they_are_stored_as(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    parts = ["**Finding the order**\n\nLook it up.", "**Answering**\n\nSay when."]
+    reasoning = {
+        "id": "rs_1",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": text} for text in parts],
+        "encrypted_content": "gAAAA==",
+    }
+    server.script(sse_reply(responses_stream([reasoning, message_item("msg_1", "Friday.")])))
+    client = LiteLLMModelClient(
+        "openai/gpt-5-mini",
+        api_base=server.url + "/v1",
+        api_key_provider=lambda: "tenant-key-0123456789abcdef",
+    )
+    request = ModelRequest(instructions="You help.", items=(UserTextItem(text="Order 7?"),))
+    response = await client.call_model(request, output)
+    assert response.output[0].reasoning == "\n\n".join(parts)
+    assert output.text("reasoning") == response.output[0].reasoning
 
 
 def test_unsigned_thinking_is_kept_as_it_streamed() -> None:
