@@ -6,9 +6,9 @@ Anthropic ``thinking_blocks`` with their ``signature``, ``reasoning_content``,
 and other ``provider_specific_fields`` (such as Gemini thought signatures). The
 message replays unchanged to the same provider. A call whose ID the session
 cannot record (none, one with ``/``, or one the conversation already has, as
-providers that number their calls per answer send) gets a new ID. LiteLLM streams a thinking
-block's text in pieces and then the whole block with its signature; a
-``redacted_thinking`` block arrives whole.
+providers that number their calls per answer send) gets a new ID. LiteLLM
+streams a thinking block's text in pieces and then the whole block with its
+signature; a ``redacted_thinking`` block arrives whole.
 """
 
 from __future__ import annotations
