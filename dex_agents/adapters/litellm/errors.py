@@ -212,6 +212,15 @@ def translate_error(
         # Before the stream checks: a stream that never connected did not break.
         text = scrub(describe_failure(provider, None, unreached), known)
         return ModelProviderError(text, provider=provider, status_code=None, retryable=True)
+    refusal = _refusal_inside_stream(error)
+    if refusal is not None:
+        # LiteLLM files a content policy violation sent inside a stream as a break,
+        # so a fallback model may try; the same request is refused again.
+        refused_status, message = refusal
+        text = scrub(describe_failure(provider, refused_status, message), known)
+        return ModelProviderError(
+            text, provider=provider, status_code=refused_status, retryable=False
+        )
     if _is_stream_break(error) or (streaming and _is_connection_error(error)):
         text = f"the {provider} stream broke before the answer ended: {provider_message(raw)}"
         return ModelStreamInterruptedError(scrub(text, known), provider=provider)
@@ -255,6 +264,18 @@ _STREAM_BREAK_NAMES: Final = (
     "ClientPayloadError",
     "RemoteProtocolError",
 )
+
+
+def _refusal_inside_stream(error: BaseException) -> tuple[int, str] | None:
+    """The status and message of a 4xx a retry cannot pass that LiteLLM filed as a stream break."""
+    original = getattr(error, "original_exception", None)
+    if type(error).__name__ != "MidStreamFallbackError" or not isinstance(original, Exception):
+        return None
+    status = _as_status(getattr(original, "status_code", None))
+    if status is None or is_retryable_status(status):
+        return None
+    raw = str(getattr(original, "message", None) or original) or type(original).__name__
+    return status, provider_message(raw)
 
 
 def _is_connection_error(error: BaseException) -> bool:

@@ -174,6 +174,33 @@ async def test_a_broken_stream_raises_a_retryable_error_and_returns_nothing(
     assert output.deltas  # text streamed, but no response came back
 
 
+@pytest.mark.parametrize(
+    ("code", "status", "kind", "retryable"),
+    [
+        ("content_policy_violation", 400, ModelProviderError, False),
+        ("server_error", None, ModelStreamInterruptedError, True),
+    ],
+)
+async def test_an_error_inside_a_responses_stream_is_retried_only_when_a_retry_can_help(
+    server: ProviderServer,
+    output: RecordingOutput,
+    code: str,
+    status: int | None,
+    kind: type[ModelProviderError],
+    retryable: bool,
+) -> None:
+    # LiteLLM files a content policy violation as a stream break, for a fallback model.
+    events = responses_stream([message_item("msg_1", "Half of an answer")])[:-1]
+    error = {"type": "invalid_request_error", "code": code, "message": "Flagged.", "param": None}
+    events.append(("error", {"type": "error", "sequence_number": len(events), "error": error}))
+    server.script(sse_reply(events))
+    with pytest.raises(ModelProviderError) as caught:
+        await clients(server)["responses"].call_model(REQUEST, output)
+    assert type(caught.value) is kind
+    assert (caught.value.status_code, caught.value.retryable) == (status, retryable)
+    assert str(caught.value).endswith("Flagged.")
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_an_api_key_provider_error_shows_no_secret_and_sends_nothing(
     server: ProviderServer, output: RecordingOutput, monkeypatch: pytest.MonkeyPatch, api: str
