@@ -13,31 +13,18 @@ signature; a ``redacted_thinking`` block arrives whole.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from dex_agents.adapters.litellm.call_ids import recordable_call_id
 from dex_agents.adapters.litellm.replay import item_json
 from dex_agents.adapters.litellm.routing import CHAT_COMPLETIONS_API
 from dex_agents.domain.model_io import (
-    ModelInputItem,
     ModelOutputItem,
     ModelToolCall,
-    ToolResultItem,
 )
-
-
-def conversation_tool_call_ids(items: Iterable[ModelInputItem]) -> frozenset[str]:
-    """The tool call IDs that ``items`` already hold: their calls' and results'."""
-    ids: set[str] = set()
-    for item in items:
-        if isinstance(item, ToolResultItem):
-            ids.add(item.tool_call_id)
-        elif isinstance(item, ModelOutputItem):
-            ids.update(call.tool_call_id for call in item.tool_calls)
-    return frozenset(ids)
 
 
 @attrs.frozen(kw_only=True)
@@ -156,15 +143,9 @@ class ChatStreamAssembler:
         blocks = list(self._blocks)
         if self._thinking:
             blocks.append({"type": "thinking", "thinking": "".join(self._thinking)})
-        used = set(taken_ids)
+        used: set[str] = set()
         for call in self._calls:
-            if not call.id or "/" in call.id or call.id in used:
-                # A provider that names no call ID, or numbers them per answer ("0"):
-                # the session refuses IDs repeated in a turn or holding "/", which
-                # failed the turn after every retry. The stored message keeps the new
-                # ID, so the call and its result replay matched.
-                call.id = f"call_{uuid.uuid4().hex}"
-            used.add(call.id)
+            call.id = recordable_call_id(call.id, used, taken_ids)
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content) or None}
         if self._calls:
             message["tool_calls"] = [call.wire() for call in self._calls]

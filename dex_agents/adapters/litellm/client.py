@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import litellm
 
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
+from dex_agents.adapters.litellm.call_ids import conversation_tool_call_ids
 from dex_agents.adapters.litellm.chat_request import chat_arguments
-from dex_agents.adapters.litellm.chat_stream import conversation_tool_call_ids
 from dex_agents.adapters.litellm.errors import scrub_exception_chain, translate_error
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
 from dex_agents.adapters.litellm.options import check_options, merged_options

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
+from dex_agents.adapters.litellm.call_ids import recordable_call_id
 from dex_agents.adapters.litellm.replay import item_json
 from dex_agents.adapters.litellm.routing import RESPONSES_API
 from dex_agents.domain.model_io import ModelOutputItem, ModelToolCall
@@ -93,17 +93,14 @@ def responses_output_items(
     A ``function_call`` without a ``call_id``, with ``/`` in it, or with one of
     ``taken_ids`` or of an earlier call gets ``call_<random hex>``.
     """
-    used = set(taken_ids)
+    used: set[str] = set()
     output = []
     for item in items:
         if item.get("type") == "function_call":
-            call_id = item.get("call_id")
-            if not isinstance(call_id, str) or not call_id or "/" in call_id or call_id in used:
-                # LiteLLM bridges other providers' calls into this API with their IDs,
-                # such as "0" for every call: the session refuses IDs repeated in a
-                # turn or holding "/", which failed the turn after every retry.
-                item = {**item, "call_id": f"call_{uuid.uuid4().hex}"}
-            used.add(item["call_id"])
+            # LiteLLM bridges other providers' calls into this API with their IDs.
+            call_id = recordable_call_id(item.get("call_id"), used, taken_ids)
+            if call_id != item.get("call_id"):
+                item = {**item, "call_id": call_id}
         output.append(responses_output_item(item, provider))
     return tuple(output)
 

@@ -1,0 +1,45 @@
+"""Tool call IDs the session can record, for providers whose IDs it cannot.
+
+The session refuses a turn's tool call ID that is empty, holds ``/``, or repeats
+another of the turn, and a refused answer fails the turn after every ``RunModel``
+retry, each a paid model call. Providers that number their calls per answer
+(Hugging Face TGI names every call ``"0"``) or that LiteLLM bridges into the
+Responses API with such IDs would do that, so their calls get a new ID, which the
+stored message keeps: the call and its result replay matched.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Iterable
+
+from dex_agents.domain.model_io import ModelInputItem, ModelOutputItem, ToolResultItem
+
+
+def conversation_tool_call_ids(items: Iterable[ModelInputItem]) -> frozenset[str]:
+    """The tool call IDs that ``items`` already hold: their calls' and results'."""
+    ids: set[str] = set()
+    for item in items:
+        if isinstance(item, ToolResultItem):
+            ids.add(item.tool_call_id)
+        elif isinstance(item, ModelOutputItem):
+            ids.update(call.tool_call_id for call in item.tool_calls)
+    return frozenset(ids)
+
+
+def recordable_call_id(call_id: object, used: set[str], taken_ids: Collection[str]) -> str:
+    """``call_id``, or ``call_<random hex>`` when it is no ``str``, empty, holds ``/``, or is
+    one of ``used`` (the answer's earlier calls) or ``taken_ids`` (the conversation's).
+
+    The ID returned is added to ``used``.
+    """
+    if (
+        not isinstance(call_id, str)
+        or not call_id
+        or "/" in call_id
+        or call_id in used
+        or call_id in taken_ids
+    ):
+        call_id = f"call_{uuid.uuid4().hex}"
+    used.add(call_id)
+    return call_id
