@@ -249,6 +249,7 @@ def end_turn(
         status=AgentStatus.WAITING_FOR_USER_MESSAGE,
         active_turn_id=None,
         last_turn_error=error,
+        failed_turn_id=None if error is None else turn,
     )
     state.set(AGENT_STATE, agent_state)
     if error is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from dex_agents.domain.attention import last_turn_failed
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.plans import AgentPlan
@@ -184,7 +185,7 @@ def resume_lines(snapshot: AgentSnapshot) -> list[str]:
 def _failure_lines(snapshot: AgentSnapshot) -> list[str]:
     """Why the last turn failed, when it did and no turn runs now."""
     state = snapshot.state
-    if state is not None and state.active_turn_id is None and state.last_turn_error:
+    if state is not None and state.active_turn_id is None and last_turn_failed(state):
         return [f"the last turn failed: {_text(state.last_turn_error)}"]
     return []
 

@@ -14,7 +14,8 @@ from enum import StrEnum
 
 from dex_agents.domain.interrupts import InterruptKind
 from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.state import AgentStatus
+from dex_agents.domain.state import AgentState, AgentStatus
+from dex_agents.domain.turns import turn_id
 
 
 class SessionAttention(StrEnum):
@@ -25,9 +26,24 @@ class SessionAttention(StrEnum):
     QUESTION = "question"
     """A question waits for ``answer_question`` (or ``resolve_interrupt`` to decline it)."""
     TURN_FAILED = "turn_failed"
-    """The session is idle and its last turn failed (``state.last_turn_error``)."""
+    """The session is idle and its last turn failed (``last_turn_failed``)."""
     IDLE = "idle"
     """The session is idle and waits for the next user message."""
+
+
+def last_turn_failed(state: AgentState) -> bool:
+    """Whether the newest turn failed, so ``state.last_turn_error`` is its error.
+
+    ``last_turn_error`` outlives a later steered or cancelled turn (only a
+    completed turn clears it), so the error alone does not say the newest turn
+    failed. A state stored before ``failed_turn_id`` was kept has none: its
+    error is taken as the newest turn's, as it was then.
+    """
+    if not state.last_turn_error:
+        return False
+    if state.failed_turn_id is None or state.turn_count < 1:
+        return True
+    return state.failed_turn_id == turn_id(state.turn_count)
 
 
 def session_attention(snapshot: AgentSnapshot) -> SessionAttention | None:
@@ -54,4 +70,4 @@ def session_attention(snapshot: AgentSnapshot) -> SessionAttention | None:
     )
     if not idle:
         return None
-    return SessionAttention.TURN_FAILED if state.last_turn_error else SessionAttention.IDLE
+    return SessionAttention.TURN_FAILED if last_turn_failed(state) else SessionAttention.IDLE

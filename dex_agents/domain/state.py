@@ -36,7 +36,9 @@ class AgentState:
 
     ``turn_count`` numbers turns (``turn-<n>``); ``last_sequence`` is the newest
     stored message's sequence (0 before the first). ``accepts_turn_control`` is
-    ``False`` for a turn that cannot be steered or cancelled.
+    ``False`` for a turn that cannot be steered or cancelled. ``failed_turn_id``
+    is the turn whose failure ``last_turn_error`` holds: a later steered or
+    cancelled turn keeps the error but is not a failed turn itself.
     """
 
     status: AgentStatus = attrs.field(converter=AgentStatus)
@@ -49,6 +51,7 @@ class AgentState:
     last_turn_error: str | None = None
     accepts_turn_control: bool = True
     turn_started_at: datetime | None = None
+    failed_turn_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)

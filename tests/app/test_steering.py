@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from dex_agents.app.options import AgentSessionOptions
+from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.events import (
     AgentEvent,
     InterruptResolvedPayload,
@@ -210,6 +211,30 @@ async def test_cancel_turn_cancels_a_running_model_call_and_ends_the_turn(
         assert await session.sessions.send_user_message("s1", "hello")
         snapshot = await session.idle(turns=2)
         assert snapshot.messages[-1].text == "echo: hello"
+
+
+async def test_a_turn_cancelled_after_a_failed_one_leaves_the_session_idle_not_failed(
+    store: FlowStore,
+) -> None:
+    # Before, the cancelled turn kept the failed turn's last_turn_error and so read as
+    # turn_failed: `dex-agents sessions` said "its last turn failed" and chat printed
+    # the old failure again after Stop.
+    runner = SlowModelRunner()
+    async with session_stack(store, runner) as session:
+        await session.sessions.start_session("s1", "fail")
+        snapshot = await session.idle()
+        assert session_attention(snapshot) is SessionAttention.TURN_FAILED
+        assert await session.sessions.send_user_message("s1", "slow")
+        await asyncio.wait_for(runner.entered.wait(), 10)
+        assert await session.sessions.cancel_turn("s1", "turn-2")
+        snapshot = await session.idle(turns=2)
+        assert snapshot.state is not None
+        # Only a completed turn clears the error; the cancelled turn did not fail.
+        assert snapshot.state.last_turn_error == "the scripted model cannot answer 'fail'"
+        assert session_attention(snapshot) is SessionAttention.IDLE
+        assert session_attention(await session.sessions.wait_for_user("s1")) is (
+            SessionAttention.IDLE
+        )
 
 
 async def test_cancel_turn_lets_a_started_tool_finish_and_a_second_cancel_changes_nothing(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from dex_agents.domain.attention import SessionAttention, session_attention
@@ -30,6 +31,19 @@ CASES: list[tuple[str, AgentSnapshot, SessionAttention | None]] = [
             state=AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, last_turn_error="boom")
         ),
         SessionAttention.TURN_FAILED,
+    ),
+    (
+        "idle after a failed turn that names itself",
+        AgentSnapshot(state=attrs.evolve(IDLE, last_turn_error="boom", failed_turn_id="turn-1")),
+        SessionAttention.TURN_FAILED,
+    ),
+    (
+        # A cancelled or steered turn keeps an earlier turn's last_turn_error.
+        "idle after a cancelled turn that followed a failed one",
+        AgentSnapshot(
+            state=attrs.evolve(IDLE, turn_count=2, last_turn_error="boom", failed_turn_id="turn-1")
+        ),
+        SessionAttention.IDLE,
     ),
     ("a turn running", AgentSnapshot(state=RUNNING), None),
     (

@@ -8,6 +8,13 @@ const RETRY_MS = 1000; // after a lost stream or a failed snapshot: a local serv
 const GAP_MS = 20000; // a timer late by this much means the machine slept: reload
 const TERMINAL_EVENTS = new Set(["turn_completed", "turn_failed", "turn_steered", "turn_cancelled"]);
 
+// last_turn_failed of dex_agents.domain.attention: a later steered or cancelled turn
+// keeps last_turn_error, but only the turn in failed_turn_id failed.
+function lastTurnFailed(state) {
+  if (!state.last_turn_error) return false;
+  return !state.failed_turn_id || state.failed_turn_id === `turn-${state.turn_count}`;
+}
+
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -298,7 +305,7 @@ class SessionView {
       el("p", { class: "muted" }, `${snapshot.usage.model_calls} model calls, ${snapshot.usage.input_tokens} in / ${snapshot.usage.output_tokens} out tokens`));
     this.main.replaceChildren(
       el("h1", {}, info.session_id, " ", el("span", { class: "badge" }, info.flow_type)),
-      el("p", { id: "status" }, info.status, state.last_turn_error ? el("span", { class: "badge bad" }, ` last turn failed: ${state.last_turn_error}`) : null),
+      el("p", { id: "status" }, info.status, lastTurnFailed(state) ? el("span", { class: "badge bad" }, ` last turn failed: ${state.last_turn_error}`) : null),
       el("div", { class: "columns" }, left, right));
     if (focused !== undefined) this.refocus(focused, selection);
     this.renderLive();
