@@ -40,7 +40,6 @@ from dex_agents.domain.requests import (
 from dex_agents.domain.session_settings import accepts_session_settings_update
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.engine import AttributeLock, MapLoad, Rpc, RpcResult
-from dex_agents.ports.persistence import StateReader
 from dex_agents.ports.session_schema import (
     AGENT_MESSAGE_INDEX,
     AGENT_PLAN,
@@ -82,22 +81,19 @@ def send_user_message(runtime: SessionRuntime) -> Rpc[AgentUserMessage, bool]:
     return Rpc("send_user_message", AgentUserMessage, bool, handle, is_transactional=True)
 
 
-def _answerable(state: StateReader) -> tuple[AgentInterrupt, ...]:
+def _answerable(context: RpcContext) -> tuple[AgentInterrupt, ...]:
     """``PendingInterrupts`` without those of a turn that ``cancel_turn`` already cancelled
-    (nobody would consume their answer)."""
+    or past their deadline (nobody would consume their answer)."""
+    state = context.state
     cancellation = state.get(TURN_CANCELLATION_REQUEST)
     cancelled_turn_id = None if cancellation is None else cancellation.turn_id
     pending: tuple[AgentInterrupt, ...] = state.get(PENDING_INTERRUPTS) or ()
-    return answerable_interrupts(pending, cancelled_turn_id)
+    return answerable_interrupts(pending, cancelled_turn_id, now=context.now)
 
 
 def _pending_interrupt(context: RpcContext, interrupt_id: str) -> AgentInterrupt | None:
-    """A pending interrupt an answer may still reach: answerable, and not past its deadline."""
-    pending = _answerable(context.state)
-    interrupt = next((item for item in pending if item.interrupt_id == interrupt_id), None)
-    if interrupt is None or (interrupt.deadline is not None and context.now >= interrupt.deadline):
-        return None
-    return interrupt
+    """A pending interrupt an answer may still reach: answerable, so not past its deadline."""
+    return next((item for item in _answerable(context) if item.interrupt_id == interrupt_id), None)
 
 
 def _remove_and_publish(
@@ -204,9 +200,9 @@ def _attention_snapshot(context: RpcContext, _: None) -> RpcResult[AgentSnapshot
         AgentSnapshot(
             state=agent_state,
             # A cancelled turn's interrupts stay listed until FinishTurnCancellation runs,
-            # but no answer reaches them: a snapshot that showed them would send
+            # and an expired one until its Timer does, but no answer reaches them: a snapshot that showed them would send
             # wait_for_user, a listing or a UI to a person for nothing.
-            pending_interrupts=_answerable(state),
+            pending_interrupts=_answerable(context),
             queued_message_count=len(queued),
             queued_messages=queued,
             steered_messages=steered,

@@ -109,14 +109,20 @@ def without_interrupt(
 
 
 def answerable_interrupts(
-    pending: Iterable[AgentInterrupt], cancelled_turn_id: str | None
+    pending: Iterable[AgentInterrupt], cancelled_turn_id: str | None, *, now: datetime
 ) -> tuple[AgentInterrupt, ...]:
-    """The interrupts of ``pending`` that an answer can still reach, in order.
+    """The interrupts of ``pending`` that an answer can still reach at ``now``, in order.
 
     ``cancelled_turn_id`` is the turn of the ``TurnCancellationRequest``, if any.
     ``cancel_turn`` records it, and ``FinishTurnCancellation`` removes that turn's
     interrupts later, in a commit of its own; until then they are still in
     ``PendingInterrupts``, but ``resolve_interrupt`` and ``answer_question`` refuse
-    them, so no person is asked for them.
+    them, so no person is asked for them. The same holds for an interrupt past
+    its deadline: its Timer removes it once a worker runs it, and until then
+    (forever while no worker runs) every answer is refused.
     """
-    return tuple(item for item in pending if item.turn_id != cancelled_turn_id)
+    return tuple(
+        item
+        for item in pending
+        if item.turn_id != cancelled_turn_id and (item.deadline is None or now < item.deadline)
+    )

@@ -3,6 +3,7 @@ each RPC stages."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -191,6 +192,25 @@ def test_a_cancelled_turns_interrupts_ask_no_person_before_finish_turn_cancellat
     snapshot = call(SNAPSHOT_WHEN_NEEDED, state, None).output
     assert snapshot.pending_interrupts == ()
     assert session_attention(snapshot) is None  # the turn is ending, not waiting for a person
+    approval = ResolveInterruptRequest(interrupt_id="a", approved=True)
+    assert call(resolve_interrupt(runtime()), state, approval).output is False
+
+
+def test_an_interrupt_past_its_deadline_asks_no_person_before_its_timer_fires() -> None:
+    # The deadline Timer removes an expired interrupt only once a worker runs it (with none
+    # running, never). Before, the snapshot still listed it, so wait_for_user returned at
+    # once, again and again, and `dex-agents sessions` said "waiting for approval", for an
+    # approval that resolve_interrupt refused.
+    expired = attrs.evolve(WAITING_INTERRUPT, deadline=NOW)
+    later = attrs.evolve(
+        WAITING_INTERRUPT, interrupt_id="b", tool_call_id="b", deadline=NOW + timedelta(seconds=1)
+    )
+    state = staged(ACTIVE, values={PENDING_INTERRUPTS: (expired, later)})
+    assert call(ATTENTION_SNAPSHOT, state, None).output.pending_interrupts == (later,)
+    state = staged(ACTIVE, values={PENDING_INTERRUPTS: (expired,)})
+    snapshot = call(SNAPSHOT_WHEN_NEEDED, state, None).output
+    assert snapshot.pending_interrupts == ()
+    assert session_attention(snapshot) is None  # the Timer rejects it; no person can
     approval = ResolveInterruptRequest(interrupt_id="a", approved=True)
     assert call(resolve_interrupt(runtime()), state, approval).output is False
 

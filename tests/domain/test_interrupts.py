@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,8 @@ from dex_agents.domain.interrupts import (
     tool_input_interrupt_id,
     without_interrupt,
 )
+
+NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -104,6 +107,26 @@ def test_answerable_interrupts_leave_out_only_the_cancelled_turns() -> None:
         )
 
     pending = (interrupt("a", "turn-2"), interrupt("b", "turn-1"), interrupt("c", "turn-2"))
-    assert answerable_interrupts(pending, None) == pending
-    assert answerable_interrupts(pending, "turn-3") == pending
-    assert [i.interrupt_id for i in answerable_interrupts(pending, "turn-2")] == ["b"]
+    assert answerable_interrupts(pending, None, now=NOW) == pending
+    assert answerable_interrupts(pending, "turn-3", now=NOW) == pending
+    assert [i.interrupt_id for i in answerable_interrupts(pending, "turn-2", now=NOW)] == ["b"]
+
+
+def test_answerable_interrupts_leave_out_those_past_their_deadline() -> None:
+    def interrupt(interrupt_id: str, deadline: datetime | None) -> AgentInterrupt:
+        return AgentInterrupt(
+            interrupt_id=interrupt_id,
+            tool_call_id=interrupt_id,
+            tool_name="refund",
+            kind=InterruptKind.APPROVAL,
+            turn_id="turn-1",
+            deadline=deadline,
+        )
+
+    pending = (
+        interrupt("a", None),
+        interrupt("b", NOW),
+        interrupt("c", NOW + timedelta(microseconds=1)),
+        interrupt("d", NOW - timedelta(hours=1)),
+    )
+    assert [i.interrupt_id for i in answerable_interrupts(pending, None, now=NOW)] == ["a", "c"]
