@@ -29,6 +29,7 @@ from dex_agents.domain.paging import (
     snapshot_floor,
     snapshot_messages,
 )
+from dex_agents.domain.plans import PlanExecutionRequest, is_current_plan_approval
 from dex_agents.domain.requests import (
     AgentMessagesPage,
     AgentSnapshot,
@@ -40,6 +41,7 @@ from dex_agents.domain.requests import (
 from dex_agents.domain.session_settings import accepts_session_settings_update
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.engine import AttributeLock, MapLoad, Rpc, RpcResult
+from dex_agents.ports.persistence import StateReader
 from dex_agents.ports.session_schema import (
     AGENT_MESSAGE_INDEX,
     AGENT_PLAN,
@@ -49,6 +51,7 @@ from dex_agents.ports.session_schema import (
     CONTEXT_SUMMARY,
     INTERRUPT_RESOLUTIONS,
     PENDING_INTERRUPTS,
+    PENDING_PLAN_EXECUTION,
     QUEUED_USER_MESSAGES,
     SESSION_SETTINGS,
     STEERED_USER_MESSAGES,
@@ -206,8 +209,23 @@ def _attention_snapshot(context: RpcContext, _: None) -> RpcResult[AgentSnapshot
             queued_message_count=len(queued),
             queued_messages=queued,
             steered_messages=steered,
+            pending_plan_execution=_pending_plan_execution(state),
         )
     )
+
+
+def _pending_plan_execution(state: StateReader) -> PlanExecutionRequest | None:
+    """The accepted plan approval that ``AwaitUserMessage`` will start a turn with, if any.
+
+    Until it does, the session waits for a user message with nothing queued, so a
+    snapshot without it read as idle: ``wait_for_user`` right after ``execute_plan``
+    returned the draft plan at once. A stale approval (its revision replaced) never
+    runs, so it is left out.
+    """
+    pending = state.get(PENDING_PLAN_EXECUTION)
+    if pending is None or not is_current_plan_approval(state.get(AGENT_PLAN), pending):
+        return None
+    return pending
 
 
 ATTENTION_SNAPSHOT: Rpc[None, AgentSnapshot] = Rpc(

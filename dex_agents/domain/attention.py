@@ -4,7 +4,8 @@ A session needs a person when an approval or a question waits for an answer,
 or when it is idle: no turn is active, nothing is queued or steered, and it
 waits for the next user message (its last turn ended, failed or was cancelled).
 A message the session has accepted is always either queued or stored (both
-engines list a message as queued until the Step that took it stores it), so an
+engines list a message as queued until the Step that took it stores it), and a
+plan approval ``execute_plan`` accepted is pending until its turn starts, so an
 idle snapshot never hides a turn that is about to start.
 """
 
@@ -67,6 +68,7 @@ def session_attention(snapshot: AgentSnapshot) -> SessionAttention | None:
         and snapshot.queued_message_count == 0
         and not snapshot.queued_messages
         and not snapshot.steered_messages
+        and snapshot.pending_plan_execution is None
     )
     if not idle:
         return None

@@ -11,7 +11,7 @@ from dex_agents.domain.context_summary import ContextSummary
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, QueuedUserMessage, image_tuple
-from dex_agents.domain.plans import AgentPlan
+from dex_agents.domain.plans import AgentPlan, PlanExecutionRequest
 from dex_agents.domain.state import AgentState
 from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.domain.usage import AgentUsage
@@ -115,6 +115,9 @@ class AgentSnapshot:
     ``state`` is ``None`` until ``StartAgentSession`` commits. ``messages`` are the
     last 200 stored messages; ``tool_calls`` the active turn's records in model
     order; ``session_settings`` the next turn's settings.
+    ``pending_plan_execution`` is the approval ``execute_plan`` accepted that
+    ``AwaitUserMessage`` has not taken yet, so its executing turn starts next; an
+    approval of a replaced revision never runs and is left out.
     """
 
     state: AgentState | None
@@ -129,3 +132,4 @@ class AgentSnapshot:
     session_settings: Mapping[str, Any] = attrs.field(factory=dict)
     context_summary: ContextSummary | None = None
     deleted_before_sequence: int | None = None
+    pending_plan_execution: PlanExecutionRequest | None = None

@@ -241,3 +241,26 @@ def test_execute_plan(
         approval = PlanExecutionRequest(revision=3)
         assert state.get(PENDING_PLAN_EXECUTION) == approval
         assert published(state) == [("PlanExecutions", "3", to_json(approval))]
+
+
+def test_an_accepted_plan_approval_keeps_the_session_busy_until_its_turn_starts() -> None:
+    # execute_plan commits the approval; AwaitUserMessage starts the executing turn in a
+    # later commit (with no worker running, much later). Before, the snapshot in between
+    # read as idle: wait_for_user right after execute_plan returned the draft plan at once.
+    state = staged(IDLE, values={AGENT_PLAN: DRAFT})
+    assert session_attention(call(ATTENTION_SNAPSHOT, state, None).output) is (
+        SessionAttention.IDLE
+    )
+    assert call(execute_plan(runtime()), state, ExecutePlanRequest(revision=3)).output
+    snapshot = call(ATTENTION_SNAPSHOT, state, None).output
+    assert session_attention(snapshot) is None
+    assert snapshot.pending_plan_execution == PlanExecutionRequest(revision=3)
+    # An approval of a replaced revision never runs: the session waits for a person.
+    replaced = attrs.evolve(DRAFT, revision=4)
+    stale = staged(
+        IDLE,
+        values={AGENT_PLAN: replaced, PENDING_PLAN_EXECUTION: PlanExecutionRequest(revision=3)},
+    )
+    snapshot = call(ATTENTION_SNAPSHOT, stale, None).output
+    assert snapshot.pending_plan_execution is None
+    assert session_attention(snapshot) is SessionAttention.IDLE

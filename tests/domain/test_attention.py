@@ -8,6 +8,7 @@ import pytest
 from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import QueuedUserMessage
+from dex_agents.domain.plans import PlanExecutionRequest
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentState, AgentStatus
 
@@ -59,6 +60,11 @@ CASES: list[tuple[str, AgentSnapshot, SessionAttention | None]] = [
         None,
     ),
     ("a message steered", AgentSnapshot(state=IDLE, steered_messages=(QUEUED,)), None),
+    (
+        "a plan approval accepted",
+        AgentSnapshot(state=IDLE, pending_plan_execution=PlanExecutionRequest(revision=1)),
+        None,
+    ),
     (
         "an approval during a turn",
         AgentSnapshot(state=RUNNING, pending_interrupts=(interrupt(InterruptKind.APPROVAL),)),
