@@ -347,7 +347,8 @@ class PortableSessionClient:
         after ``timeout`` (5 minutes by default), or ``FlowNotActiveError`` once
         the session failed or was stopped while it needed no person. Right after
         ``send_user_message`` returned ``True`` it waits for that message's turn:
-        an accepted message is queued until it is stored.
+        an accepted message is queued until it is stored; likewise after
+        ``execute_plan``, for the executing turn.
         """
         _require_session_id("wait_for_user", session_id)
         if not isinstance(timeout, timedelta):
