@@ -76,6 +76,21 @@ async def test_a_cache_that_raises_counts_the_last_listing_with_a_warning(
     assert "cached_tools of tool source files failed" in caplog.text
 
 
+async def test_a_cached_tool_the_model_cannot_be_offered_counts_the_last_listing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Its schema raised out of the estimate, failing the RunModel that asked for it.
+    files = CachingSource(
+        "files", [ListedTool(name="odd", description="d", input_schema={"x": {1}})]
+    )
+    runner = BuiltinLoopAgentRunner(agent(answer, tool_sources=[files]))
+    await runner.run_model_step(turn_context())
+    with caplog.at_level(logging.WARNING):
+        assert offered(runner) == ["lookup_order", "refund_order", "listed_tool"]
+        runner.estimate_input_tokens(turn_context())
+    assert "cached_tools of tool source files returned a tool the model cannot be" in caplog.text
+
+
 def test_a_planning_turn_counts_no_source_tools() -> None:
     files = CachingSource("files", [read_tool("cached_tool")])
     runner = BuiltinLoopAgentRunner(agent(answer, tool_sources=[files], plan_mode_enabled=True))

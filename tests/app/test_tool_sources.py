@@ -64,6 +64,11 @@ from tests.domain.images_support import png
 DELETE_FILE = ListedTool(name="delete_file", description="Delete a file.")
 
 
+def _untyped(value: object) -> Any:
+    """``value`` past the type checker: a source may build a tool from untyped data."""
+    return value
+
+
 def call_then_answer(name: str, arguments: dict[str, Any]) -> Any:
     def respond(request: ModelRequest) -> ScriptedModelReply:
         if request.tool_results:
@@ -167,6 +172,44 @@ async def test_a_source_whose_listing_fails_offers_nothing_and_the_turn_answers(
         ]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(message.startswith("tool source broken ") for message in warnings)
+
+
+@pytest.mark.parametrize(
+    ("bad_tool", "reason"),
+    [
+        (ListedTool(name="", description="d"), "name must be a non-empty string, not ''"),
+        (ListedTool(name="t", description=_untyped(None)), "description must be a string"),
+        (ListedTool(name="t", description="d", input_schema=_untyped(None)), "a JSON object"),
+        (ListedTool(name="t", description="d", input_schema={"x": {1}}), "is not JSON"),
+        (ListedTool(name="t", description="d", input_schema={"x": float("nan")}), "is not JSON"),
+    ],
+    ids=["blank-name", "no-description", "no-schema", "set-in-schema", "nan-in-schema"],
+)
+async def test_a_source_that_lists_a_tool_the_model_cannot_be_offered_offers_nothing(
+    store: FlowStore, bad_tool: ListedTool, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Such a tool passed the listing and failed every turn in the model call, with an
+    # error naming no source ("'NoneType' object is not iterable").
+    broken = FakeSource("broken", [DELETE_FILE, bad_tool])
+    definition = agent(
+        call_then_answer("read_file", {"path": "/b"}), tool_sources=[broken, FakeSource("files")]
+    )
+    with caplog.at_level(logging.WARNING, logger="dex_agents.app.builtin_loop.tool_sources"):
+        async with running(store, definition) as stack:
+            await stack.sessions.start_session("s1", "read /b")
+            snapshot = await stack.idle()
+    assert snapshot.state is not None
+    assert snapshot.state.last_turn_error is None
+    assert snapshot.messages[-1].text == 'files ran read_file {"path": "/b"}'
+    for request in model_of(definition).requests:
+        assert [tool.name for tool in request.tools] == [
+            "lookup_order",
+            "refund_order",
+            "read_file",
+        ]
+    warnings = [r for r in caplog.records if r.getMessage().startswith("tool source broken ")]
+    assert len(warnings) == 2  # one in each model call
+    assert all(w.exc_info is not None and reason in str(w.exc_info[1]) for w in warnings)
 
 
 async def test_a_tool_a_failed_listing_would_have_offered_fails_as_unknown(

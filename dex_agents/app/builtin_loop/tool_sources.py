@@ -1,8 +1,10 @@
 """Tool sources on the built-in loop: listing, clash checks, and routing by stored reference.
 
 In every ``RunModel`` of a chat or executing turn the runner lists each source for
-at most ``tool_source_listing_timeout``; a source whose listing raises or takes
-longer offers nothing in that call, with a warning log ("Tool sources"). A call of
+at most ``tool_source_listing_timeout``; a source whose listing raises, takes
+longer, or returns a tool the model cannot be offered (not a ``ListedTool``, a
+blank name, a schema that is not a JSON object) offers nothing in that call, with
+a warning log ("Tool sources"). A call of
 a listed tool is built by its source, and the runner stores the source's reference
 as ``{"stepwise_tool_source": <source_name>, "reference": ...}`` so the tool Step
 and ``PollToolTask`` reach the same source on any Worker without a listing.
@@ -167,21 +169,44 @@ def model_tool_definition(tool: ListedTool) -> ModelToolDefinition:
 
 
 def _define(tool: ListedTool) -> ModelToolDefinition:
+    # ListedTool checks no field types, and a source builds it from a server's data: a bad
+    # name, description or schema must fail here, where the listing is checked, not as an
+    # unnamed error in the model call.
+    if not isinstance(tool.name, str) or not tool.name:
+        raise ValueError(f"a listed tool's name must be a non-empty string, not {tool.name!r}")
+    if not isinstance(tool.description, str):
+        raise TypeError(
+            f"tool {tool.name}: description must be a string, not {type(tool.description).__name__}"
+        )
+    if not isinstance(tool.input_schema, Mapping):
+        raise TypeError(
+            f"tool {tool.name}: input_schema must be a JSON object, "
+            f"not {type(tool.input_schema).__name__}"
+        )
+    try:
+        schema = json.loads(json.dumps(dict(tool.input_schema), allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"tool {tool.name}: input_schema is not JSON: {error}") from error
     return ModelToolDefinition(
-        name=tool.name,
-        description=tool.description,
-        parameters_schema=json.loads(json.dumps(dict(tool.input_schema))),
+        name=tool.name, description=tool.description, parameters_schema=schema
     )
+
+
+def _checked_tools(tools: Iterable[object]) -> tuple[ListedTool, ...]:
+    """``tools`` when each is a ``ListedTool`` the model can be offered; else the first error."""
+    checked: list[ListedTool] = []
+    for tool in tools:
+        if not isinstance(tool, ListedTool):
+            raise TypeError(f"list_tools returned {type(tool).__name__}, not a ListedTool")
+        model_tool_definition(tool)  # made once per tool object: the model call reuses it
+        checked.append(tool)
+    return tuple(checked)
 
 
 async def _list_one(source: ToolSource, listing_timeout: timedelta) -> tuple[ListedTool, ...]:
     try:
         tools = await asyncio.wait_for(source.list_tools(), listing_timeout.total_seconds())
-        listed = tuple(tools)
-        for tool in listed:
-            if not isinstance(tool, ListedTool):
-                raise TypeError(f"list_tools returned {type(tool).__name__}, not a ListedTool")
-        return listed
+        return _checked_tools(tools)
     except TimeoutError:
         logger.warning(
             "tool source %s did not list its tools within %s; it offers no tools in this call",
@@ -206,8 +231,9 @@ def cached_tool_listing(
 
     A source's ``cached_tools()`` when it has one, else ``last_listings`` (the
     runner's last listing of each source, by name); nothing in a planning turn,
-    which lists nothing. A ``cached_tools()`` that raises counts the runner's last
-    listing instead, with a warning log, so an estimate never fails on a source.
+    which lists nothing. A ``cached_tools()`` that raises, or returns a tool the
+    model cannot be offered, counts the runner's last listing instead, with a
+    warning log, so an estimate never fails on a source.
     """
     if turn.interaction_mode is InteractionMode.PLANNING:
         return SourceToolListing()
@@ -217,19 +243,21 @@ def cached_tool_listing(
         if isinstance(source, CachedToolsSource):
             try:
                 cached = tuple(source.cached_tools())
-                if all(isinstance(tool, ListedTool) for tool in cached):
-                    tools = cached
-                else:
-                    logger.warning(
-                        "cached_tools of tool source %s returned a value that is not a "
-                        "ListedTool; the estimate counts its last listing",
-                        source.source_name,
-                    )
             except Exception:
                 logger.warning(
                     "cached_tools of tool source %s failed; the estimate counts its last listing",
                     source.source_name,
                     exc_info=True,
+                )
+                cached = None
+            try:
+                tools = tools if cached is None else _checked_tools(cached)
+            except (TypeError, ValueError) as error:
+                logger.warning(
+                    "cached_tools of tool source %s returned a tool the model cannot be "
+                    "offered (%s); the estimate counts its last listing",
+                    source.source_name,
+                    error,
                 )
         listings.append((source, tools))
     return SourceToolListing(tuple(listings))
@@ -253,7 +281,8 @@ async def list_tool_sources(
 
     Only a chat or executing turn lists; a planning turn lists nothing. Every
     source is listed concurrently, each for at most ``listing_timeout``; a listing
-    that raises or times out offers nothing. A clash raises ``ValueError`` with the
+    that raises, times out, or returns a tool the model cannot be offered offers
+    nothing. A clash raises ``ValueError`` with the
     texts of ``check_listed_tool_names``, before any model request.
     """
     if not sources or turn.interaction_mode is InteractionMode.PLANNING:
