@@ -26,6 +26,10 @@ def _reply(_: object) -> ScriptedModelReply:
 MODEL = ScriptedModelClient(_reply)
 
 
+async def _async_instructions(context: object) -> str:
+    return "Help."
+
+
 @pytest.mark.parametrize(
     ("field", "value", "expected"),
     [
@@ -133,6 +137,27 @@ def test_a_span_that_no_date_can_end_is_refused_by_name(field: str) -> None:
         ("plan_mode_enabled", "no", TypeError, "plan_mode_enabled must be a bool"),
         ("tool_source_listing_timeout", float("inf"), ValueError, "tool_source_listing_timeout"),
         ("tool_source_listing_timeout", float("nan"), ValueError, "tool_source_listing_timeout"),
+        ("tool_policies", [], TypeError, "AgentDefinition: tool_policies must be a mapping"),
+        ("model_settings", None, TypeError, "AgentDefinition: model_settings must be a mapping"),
+        (
+            "decide_turn_continuation",
+            "end",
+            TypeError,
+            "AgentDefinition: decide_turn_continuation must be a function or None, not str",
+        ),
+        (
+            "resolve_model",
+            MODEL,
+            TypeError,
+            "AgentDefinition: resolve_model must be a function or None, not ScriptedModelClient",
+        ),
+        (
+            "instructions",
+            _async_instructions,
+            TypeError,
+            "AgentDefinition: instructions must be a string or a plain function of "
+            "InstructionContext, not a coroutine function (async def)",
+        ),
     ],
 )
 def test_agent_definition(field: str, value: Any, error: type[Exception], expected: str) -> None:

@@ -7,6 +7,7 @@ each loop iteration ("Ending or continuing a turn").
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -192,6 +193,27 @@ class AgentDefinition:
             require_instance(where, "built_in_tools", tool, BuiltInTool, "BuiltInTool values")
         require_optional_int(where, "max_output_tokens", self.max_output_tokens)
         require_bool(where, "plan_mode_enabled", self.plan_mode_enabled)
+        require_instance(where, "tool_policies", self.tool_policies, Mapping, "a mapping")
+        if not isinstance(self.model_settings, Mapping):
+            # Never the value: settings may hold a provider's key.
+            raise TypeError(
+                f"{where}: model_settings must be a mapping, "
+                f"not {type(self.model_settings).__name__}"
+            )
+        # Both are called in RunModel: "'str' object is not callable" failed every turn.
+        for name in ("decide_turn_continuation", "resolve_model"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise TypeError(
+                    f"{where}: {name} must be a function or None, not {type(value).__name__}"
+                )
+        # Evaluated without an await, in RunModel and in the synchronous token estimate:
+        # an async def failed every turn with "returned coroutine, not a string".
+        if inspect.iscoroutinefunction(self.instructions):
+            raise TypeError(
+                f"{where}: instructions must be a string or a plain function of "
+                "InstructionContext, not a coroutine function (async def)"
+            )
 
     def _check_planning_tool_choice(self) -> None:
         choice = self.planning_tool_choice
