@@ -436,6 +436,20 @@ def test_it_is_a_model_client_that_accepts_a_forced_tool_choice() -> None:
             id="tool-call-not-scripted",
         ),
         pytest.param(
+            lambda: ScriptedModelReply(tool_calls=_untyped(ScriptedToolCall("t", {}))),
+            TypeError,
+            "tool_calls of a ScriptedModelReply must be a list of ScriptedToolCall values, "
+            "not ScriptedToolCall",
+            id="one-tool-call-not-in-a-list",
+        ),
+        pytest.param(
+            lambda: ScriptedModelReply(tool_calls=_untyped(None)),
+            TypeError,
+            "tool_calls of a ScriptedModelReply must be a list of ScriptedToolCall values, "
+            "not NoneType",
+            id="tool-calls-none",
+        ),
+        pytest.param(
             lambda: ScriptedModelClient(reply_as_demo_model, max_recorded_requests=-1),
             ValueError,
             "max_recorded_requests must be at least 0, not -1",

@@ -136,6 +136,13 @@ class ScriptedToolCall:
 
 
 def _tool_call_tuple(value: Iterable[ScriptedToolCall]) -> tuple[ScriptedToolCall, ...]:
+    # One call given bare, or None, failed as "'ScriptedToolCall' object is not iterable".
+    given: object = value
+    if not isinstance(given, Iterable) or isinstance(given, str | bytes):
+        raise TypeError(
+            "tool_calls of a ScriptedModelReply must be a list of ScriptedToolCall values, "
+            f"not {type(given).__name__}"
+        )
     calls = tuple(value)
     for call in calls:
         if not isinstance(call, ScriptedToolCall):
