@@ -280,6 +280,17 @@ async def test_a_planning_turn_lists_nothing() -> None:
     assert [tool.name for tool in request.tools] == ["write_todos"]
 
 
+class DeclaringNames(FakeSource):
+    """A source whose ``declared_tool_names()`` returns ``names`` as given, right or not."""
+
+    def __init__(self, name: str, names: object) -> None:
+        super().__init__(name)
+        self.names = names
+
+    def declared_tool_names(self) -> Any:
+        return self.names
+
+
 @pytest.mark.parametrize(
     ("sources", "fields", "error", "message"),
     [
@@ -312,6 +323,25 @@ async def test_a_planning_turn_lists_nothing() -> None:
             {},
             TypeError,
             "AgentDefinition.tool_sources must be ToolSource values, not object",
+        ),
+        (
+            [DeclaringNames("files", "read_file")],
+            {},
+            TypeError,
+            "declared_tool_names of tool source files must return a collection of names, not str",
+        ),
+        (
+            [DeclaringNames("files", None)],
+            {},
+            TypeError,
+            "declared_tool_names of tool source files must return a collection of names, "
+            "not NoneType",
+        ),
+        (
+            [DeclaringNames("files", ["read_file", ""])],
+            {},
+            ValueError,
+            "declared_tool_names of tool source files returned '', not a non-empty tool name",
         ),
         (
             [FakeSource("files")],

@@ -76,16 +76,29 @@ def check_tool_sources(
     check_listed_tool_names(
         function_tool_names,
         enabled_built_in_tools,
-        [
-            (
-                source.source_name,
-                tuple(source.declared_tool_names())
-                if isinstance(source, DeclaredToolNamesSource)
-                else (),
-            )
-            for source in sources
-        ],
+        [(source.source_name, _declared_tool_names(source)) for source in sources],
     )
+
+
+def _declared_tool_names(source: ToolSource) -> tuple[str, ...]:
+    if not isinstance(source, DeclaredToolNamesSource):
+        return ()
+    # A bare name was taken letter by letter ("lists a tool named e twice"), and None
+    # failed as "'NoneType' object is not iterable", naming no source.
+    names: object = source.declared_tool_names()
+    if not isinstance(names, Iterable) or isinstance(names, str | bytes):
+        raise TypeError(
+            f"declared_tool_names of tool source {source.source_name} must return a "
+            f"collection of names, not {type(names).__name__}"
+        )
+    checked = tuple(names)
+    for name in checked:
+        if not isinstance(name, str) or not name:
+            raise ValueError(
+                f"declared_tool_names of tool source {source.source_name} returned {name!r}, "
+                "not a non-empty tool name"
+            )
+    return checked
 
 
 def encode_source_reference(source_name: str, reference: str | None) -> str:
