@@ -30,7 +30,8 @@ class ToolSource(Protocol):
       offers nothing from a source whose listing raises or takes longer.
     - ``deferred_tool_call`` is synchronous and deterministic, so a ``RunModel``
       retry builds the same call. It applies the source's policy, effect and
-      ``tool_source_reference``. The runner passes the definition it offered as
+      ``tool_source_reference``, and keeps the ``tool_call_id`` and ``tool_name``
+      it is given (another fails the ``RunModel`` attempt). The runner passes the definition it offered as
       ``listed_tool``, so a listing refreshed meanwhile cannot change the call.
     - ``execute_deferred_tool_call`` and ``poll_tool_task`` keep the runner
       contract of the same names (idempotency key, heartbeats, tool tasks). They

@@ -32,6 +32,7 @@ from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.model_io import ModelRequest
 from dex_agents.domain.runner_outcomes import (
+    DeferredToolCall,
     ToolCallsRequested,
     ToolExecutionResult,
     ToolTaskPending,
@@ -144,6 +145,60 @@ async def test_run_model_step_stores_the_source_name_with_its_reference() -> Non
         '{"reference":"files-ref-read_file","stepwise_tool_source":"files"}'
     )
     assert call.policy.effect is ToolEffect.READ
+
+
+class MisbuildingSource(FakeSource):
+    """A source whose built call carries ``changes``: another ID or tool name than asked."""
+
+    def __init__(self, name: str, **changes: str) -> None:
+        super().__init__(name)
+        self.changes: dict[str, Any] = changes
+
+    def deferred_tool_call(
+        self,
+        turn: AgentTurnContext,
+        *,
+        tool_call_id: str,
+        tool_name: str,
+        arguments: str,
+        listed_tool: ListedTool | None = None,
+    ) -> DeferredToolCall:
+        call = super().deferred_tool_call(
+            turn,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            arguments=arguments,
+            listed_tool=listed_tool,
+        )
+        return attrs.evolve(call, **self.changes)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"tool_call_id": "other"},
+            "tool source files built a call of 'read_file' with ID 'other' "
+            "for the model's call of 'read_file' with ID 'c1'",
+        ),
+        (
+            {"tool_name": "files__read_file"},
+            "tool source files built a call of 'files__read_file' with ID 'c1' "
+            "for the model's call of 'read_file' with ID 'c1'",
+        ),
+    ],
+)
+async def test_a_source_that_builds_another_call_than_the_models_fails_the_attempt(
+    changes: dict[str, str], message: str
+) -> None:
+    # A call built under another ID ran, and the model read its own call's result as
+    # outcome unknown: nothing paired the two.
+    definition = agent(
+        call_then_answer("read_file", {}), tool_sources=[MisbuildingSource("files", **changes)]
+    )
+    with pytest.raises(ValueError, match=r".") as raised:
+        await BuiltinLoopAgentRunner(definition).run_model_step(turn_context())
+    assert str(raised.value) == message
 
 
 @pytest.mark.parametrize("failure", ["raises", "times_out"])

@@ -328,6 +328,14 @@ def source_deferred_tool_call(
         raise TypeError(
             f"tool source {source.source_name} built {type(call).__name__}, not a DeferredToolCall"
         )
+    # The model's output pairs its call with a result by ID: a call built under another ID
+    # ran, and the model was told its own call's outcome is unknown.
+    if (call.tool_call_id, call.tool_name) != (tool_call_id, listed_tool.name):
+        raise ValueError(
+            f"tool source {source.source_name} built a call of {call.tool_name!r} with ID "
+            f"{call.tool_call_id!r} for the model's call of {listed_tool.name!r} with ID "
+            f"{tool_call_id!r}"
+        )
     return attrs.evolve(
         call,
         tool_source_reference=encode_source_reference(
