@@ -16,6 +16,7 @@ import pytest
 from dex_agents.app.builtin_loop.definition import AgentDefinition
 from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient, ScriptedModelReply
 from dex_agents.app.options import AgentSessionOptions, AgentTracingOptions, RunModelLimit
+from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.domain.builtin_tools import BuiltInTool
 
 
@@ -28,6 +29,11 @@ MODEL = ScriptedModelClient(_reply)
 
 async def _async_instructions(context: object) -> str:
     return "Help."
+
+
+def _untyped(value: object) -> Any:
+    """``value`` past the type checker, as a caller without one passes it."""
+    return value
 
 
 @pytest.mark.parametrize(
@@ -165,6 +171,19 @@ def test_agent_definition(field: str, value: Any, error: type[Exception], expect
         AgentDefinition(
             **{"name": "support", "instructions": "Help.", "model": MODEL, field: value}
         )
+
+
+@pytest.mark.parametrize("store", ["/srv/media", object()])
+def test_a_media_store_that_is_not_one_is_refused(store: object) -> None:
+    # It was taken, and every turn with an image failed with "'str' object has no
+    # attribute 'get_image'".
+    definition = AgentDefinition(name="support", instructions="Help.", model=MODEL)
+    expected = (
+        "BuiltinLoopAgentRunner: media_store must be a MediaStore or None "
+        f"(such as LocalDirectoryMediaStore), not {type(store).__name__}"
+    )
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        builtin_agent_session_flow(definition, flow_type="Support", media_store=_untyped(store))
 
 
 def test_the_right_types_still_pass() -> None:

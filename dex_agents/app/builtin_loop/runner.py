@@ -116,6 +116,13 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
             raise TypeError(
                 f"BuiltinLoopAgentRunner needs an AgentDefinition, not {type(definition).__name__}"
             )
+        # A directory path given for the store was taken, and every turn with an image
+        # then failed as "'str' object has no attribute 'get_image'".
+        if media_store is not None and not isinstance(media_store, MediaStore):
+            raise TypeError(
+                "BuiltinLoopAgentRunner: media_store must be a MediaStore or None "
+                f"(such as LocalDirectoryMediaStore), not {type(media_store).__name__}"
+            )
         self.definition = definition
         self.media_store = media_store
         self._sources = {source.source_name: source for source in definition.tool_sources}
