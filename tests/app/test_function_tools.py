@@ -286,6 +286,35 @@ def test_signature_errors_at_decoration() -> None:
         function_tool(effect=ToolEffect.READ, name="has space")(star)
 
 
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"parameters_schema": {"type": "object", "properties": {"x": {"enum": {1, 2}}}}},
+            "tool cancel: parameters_schema is not JSON: Object of type set is not JSON "
+            "serializable",
+        ),
+        (
+            {"parameters_schema": {"type": "object", "maximum": float("inf")}},
+            "tool cancel: parameters_schema is not JSON: Out of range float values are not "
+            "JSON compliant",
+        ),
+        ({"description": 5}, "description must be a string or None, not int"),
+    ],
+)
+def test_a_schema_or_description_the_model_cannot_be_sent_is_refused_at_decoration(
+    fields: dict[str, Any], message: str
+) -> None:
+    # Each was taken, and every turn of the agent then failed in the model call with an
+    # error naming no tool ("object of type 'int' has no len()").
+    def cancel(x: int = 0) -> str:
+        return ""
+
+    with pytest.raises(TypeError) as raised:
+        function_tool(effect=ToolEffect.READ, **fields)(cancel)
+    assert str(raised.value) == message
+
+
 def test_a_generator_function_is_refused_at_decoration() -> None:
     def lines(count: int) -> Iterator[str]:
         yield from ("line",) * count

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import json
 import re
 import types
 import typing
@@ -291,6 +292,16 @@ def _derived_schema(parameters: tuple[_Parameter, ...], tool: str) -> dict[str, 
     }
 
 
+def _json_schema_copy(schema: Mapping[str, Any], tool: str) -> dict[str, Any]:
+    # A set or NaN inside was taken here and failed every turn in the model call, with
+    # "Object of type set is not JSON serializable", naming no tool.
+    try:
+        json.dumps(dict(schema), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"tool {tool}: parameters_schema is not JSON: {error}") from error
+    return copy.deepcopy(dict(schema))
+
+
 def function_tool(
     *,
     effect: ToolEffect | str,
@@ -308,8 +319,9 @@ def function_tool(
     parameter, ``required`` listing those without defaults, and
     ``additionalProperties`` ``false``. A parameter typed ``ToolCallContext`` is
     not in the schema and receives the call's context. An unsupported type raises
-    ``TypeError`` here, naming the parameter and the type, and so does a generator
-    function; with ``parameters_schema`` the hints are not checked.
+    ``TypeError`` here, naming the parameter and the type, and so do a generator
+    function, a ``parameters_schema`` that is not JSON, and a ``description`` that is
+    not a string; with ``parameters_schema`` the hints are not checked.
     ``prepare_arguments`` is a synchronous, deterministic function of the decoded
     arguments that returns the arguments to check, such as an older argument shape
     converted.
@@ -325,6 +337,8 @@ def function_tool(
         raise TypeError(
             f"parameters_schema must be a JSON Schema mapping, not {type(parameters_schema).__name__}"
         )
+    if description is not None and not isinstance(description, str):
+        raise TypeError(f"description must be a string or None, not {type(description).__name__}")
 
     def decorate(function: Callable[..., Any]) -> FunctionTool:
         if not callable(function):
@@ -344,7 +358,7 @@ def function_tool(
         schema = (
             _derived_schema(parameters, tool_name)
             if parameters_schema is None
-            else copy.deepcopy(dict(parameters_schema))
+            else _json_schema_copy(parameters_schema, tool_name)
         )
         return FunctionTool(
             name=tool_name,
