@@ -143,6 +143,7 @@ def test_a_span_that_no_date_can_end_is_refused_by_name(field: str) -> None:
         ("plan_mode_enabled", "no", TypeError, "plan_mode_enabled must be a bool"),
         ("tool_source_listing_timeout", float("inf"), ValueError, "tool_source_listing_timeout"),
         ("tool_source_listing_timeout", float("nan"), ValueError, "tool_source_listing_timeout"),
+        ("tool_source_listing_timeout", 1e300, ValueError, "tool_source_listing_timeout"),
         ("tool_policies", [], TypeError, "AgentDefinition: tool_policies must be a mapping"),
         ("model_settings", None, TypeError, "AgentDefinition: model_settings must be a mapping"),
         (

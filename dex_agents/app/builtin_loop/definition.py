@@ -157,9 +157,13 @@ class AgentDefinition:
             self.tool_sources, seen, {tool.value for tool in self.enabled_built_in_tools}
         )
         timeout: object = self.tool_source_listing_timeout
-        # NaN and infinity are no number of seconds (timedelta raises an unnamed error).
+        # NaN, infinity and past timedelta's range are no number of seconds (timedelta
+        # raises an unnamed error).
         if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
-            timeout = timedelta(seconds=timeout) if math.isfinite(timeout) else None
+            try:
+                timeout = timedelta(seconds=timeout) if math.isfinite(timeout) else None
+            except OverflowError:
+                timeout = None
         if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
             raise ValueError(
                 "tool_source_listing_timeout must be a positive timedelta or number of seconds, "
