@@ -25,7 +25,7 @@ DEFAULT_PORT = 8765
 def console_url(host: str, port: int, token: str | None) -> str:
     """The URL to open: with the token, which the page trades for a cookie."""
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    if host in ("0.0.0.0", "::"):
+    if host in ("0.0.0.0", "::", "[::]"):
         shown = "127.0.0.1"
     # Quoted: a token with "+", "&" or "#" would otherwise reach the page as another token.
     query = "" if token is None else f"/?token={urllib.parse.quote(token, safe='')}"
@@ -108,8 +108,12 @@ def _unreadable_token_file(token_file: str | os.PathLike[str] | None, reason: st
 def _listening_socket(host: str, port: int) -> socket.socket:
     """A socket listening on ``host``:``port``; ``CliError`` naming why not (a port in use)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    address = host.strip("[]")
+    # "::" is every address, IPv4 too, as uvicorn binds it: IPv6-only, the printed
+    # http://127.0.0.1 URL (and every IPv4 browser) could not connect.
+    dualstack = address == "::" and socket.has_dualstack_ipv6()
     try:
-        return socket.create_server((host.strip("[]"), port), family=family)
+        return socket.create_server((address, port), family=family, dualstack_ipv6=dualstack)
     except OSError as error:
         raise CliError(
             f"cannot listen on {terminal.escaped(host)}:{port}: {error.strerror or error}"

@@ -18,7 +18,7 @@ from dex_agents.cli.database import demo_flow
 from dex_agents.cli.demo_agent import build_demo_agent
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.main import main
-from dex_agents.cli.serve import run_serve
+from dex_agents.cli.serve import console_url, run_serve
 from dex_agents.console import (
     TOKEN_ENV,
     close_event_streams,
@@ -235,6 +235,41 @@ async def test_serve_on_port_0_prints_the_port_it_listens_on(tmp_path: Path) -> 
         assert not url.endswith(":0")
         async with httpx.AsyncClient(base_url=url) as client:
             assert (await client.get("/api/sessions")).status_code == 200
+    finally:
+        serve.send_signal(signal.SIGINT)
+        await asyncio.wait_for(serve.wait(), 60)
+
+
+@pytest.mark.skipif(not socket.has_dualstack_ipv6(), reason="no dual-stack IPv6 sockets here")
+async def test_serve_on_every_ipv6_address_answers_at_the_url_it_prints(tmp_path: Path) -> None:
+    # Bound IPv6-only, "--host ::" printed http://127.0.0.1:PORT, which refused connections.
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+    serve = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "dex_agents.cli",
+        "serve",
+        "--db",
+        str(tmp_path / "s.sqlite3"),
+        "--host",
+        "::",
+        "--port",
+        "0",
+        "--token-file",
+        str(token_file),
+        cwd=ROOT,
+        stdin=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert serve.stderr is not None
+    try:
+        line = await asyncio.wait_for(serve.stderr.readline(), 60)
+        url = line.decode().removeprefix("dex-agents console: ").strip()
+        assert url.startswith("http://127.0.0.1:"), line
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(url)).status_code == 303
+        assert console_url("[::]", 8765, None) == "http://127.0.0.1:8765"
     finally:
         serve.send_signal(signal.SIGINT)
         await asyncio.wait_for(serve.wait(), 60)
