@@ -97,7 +97,12 @@ def _command_words(command: str) -> list[str]:
 
 
 def _checked_url(url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - read for its ValueError: a port out of range or not a number
+    except ValueError as error:
+        # Left to the caller, urllib's own text ("Port out of range 0-65535") named no flag.
+        raise CliError(f"--mcp-url {url!r} is not a URL: {error}") from error
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CliError(f"--mcp-url {url!r} is not an http:// or https:// URL")
     return url

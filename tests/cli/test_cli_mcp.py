@@ -139,6 +139,10 @@ def test_without_the_extra_a_flag_is_one_line_naming_it(
         ("--mcp-stdio", "", "--mcp-stdio needs a command"),
         ("--mcp-stdio", "server 'unclosed", "is not a command line"),
         ("--mcp-url", "ftp://example.com/mcp", "is not an http:// or https:// URL"),
+        # urllib's own text alone named neither the flag nor the URL.
+        ("--mcp-url", "http://127.0.0.1:99999/mcp", "--mcp-url 'http://127.0.0.1:99999/mcp' is"),
+        ("--mcp-url", "http://127.0.0.1:port/mcp", "--mcp-url 'http://127.0.0.1:port/mcp' is"),
+        ("--mcp-url", "http://[::1/mcp", "--mcp-url 'http://[::1/mcp' is not a URL"),
     ],
 )
 def test_a_bad_flag_is_one_line_before_the_chat_starts(
@@ -190,3 +194,4 @@ def test_repeated_names_get_a_number_in_flag_order() -> None:
         "local_1_2",
     ]
     assert mcp_tool_source([], []) is None
+
