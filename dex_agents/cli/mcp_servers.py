@@ -82,7 +82,13 @@ def _unique(names: Sequence[str]) -> list[str]:
     unique: list[str] = []
     for name in names:
         seen[name] = seen.get(name, 0) + 1
-        unique.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+        candidate = name if seen[name] == 1 else f"{name}_{seen[name]}"
+        # A numbered name may be another flag's own ("notes_2"): counted on, not repeated,
+        # since two servers of one name are refused and a person cannot rename them.
+        while candidate in unique or (candidate != name and candidate in names):
+            seen[name] += 1
+            candidate = f"{name}_{seen[name]}"
+        unique.append(candidate)
     return unique
 
 

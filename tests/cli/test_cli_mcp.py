@@ -195,3 +195,9 @@ def test_repeated_names_get_a_number_in_flag_order() -> None:
     ]
     assert mcp_tool_source([], []) is None
 
+
+def test_a_numbered_name_never_repeats_another_servers_name() -> None:
+    # "notes_2" was given twice, and the chat refused: two MCP servers are named 'notes_2'.
+    source = mcp_tool_source(["notes --a", "notes --b", "notes_2"], [])
+    assert source is not None
+    assert [server.name for server in source.servers] == ["notes", "notes_3", "notes_2"]
