@@ -11,6 +11,7 @@ model or a missing key is one clear line before the chat starts.
 from __future__ import annotations
 
 import os
+import warnings
 
 from dex_agents.cli.errors import CliError
 from dex_agents.ports.model_client import ModelClient
@@ -35,6 +36,9 @@ def real_model_client(model: str, api_base: str | None) -> ModelClient:
             f"--model needs the litellm extra: uv sync --extra litellm ({error})"
         ) from error
     litellm.suppress_debug_info = True
+    # LiteLLM's own pydantic models warn as it builds a Responses API answer (its usage
+    # with a cost added): three lines of pydantic's text in the middle of the chat.
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings", category=UserWarning)
     try:
         _, provider, _, _ = litellm.get_llm_provider(model)
     except Exception as error:  # LiteLLM raises its own BadRequestError subclasses here

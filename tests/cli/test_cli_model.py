@@ -54,7 +54,8 @@ async def test_the_chat_answers_from_the_model(tmp_path: Path) -> None:
             "where is my order?\n/quit\n",
             chat_env(OPENAI_API_KEY="local-test-key"),
         )
-        assert code == 0, err
+        # Nothing on stderr: LiteLLM's pydantic warnings were printed into the chat.
+        assert (code, err) == (0, "")
         assert "model: openai/gpt-5-mini" in out
         assert ANSWER in out
         server.assert_script_used()
