@@ -4,7 +4,9 @@ The model comes from ``--model`` or ``DEX_AGENTS_MODEL``; without either the cha
 stays on the scripted demo model, so ``./demo.sh`` needs no key. The provider's
 key comes from the environment as LiteLLM reads it (``OPENAI_API_KEY``,
 ``ANTHROPIC_API_KEY``, ...). ``--api-base`` (or ``DEX_AGENTS_API_BASE``) points
-at an OpenAI-compatible or other local server. A missing extra, an unknown
+at an OpenAI-compatible or other local server: an ``openai/`` model is asked
+through the Responses API, so a server that speaks only Chat Completions
+(llama.cpp's) takes ``hosted_vllm/MODEL``. A missing extra, an unknown
 model or a missing key is one clear line before the chat starts.
 """
 

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from tests.adapters.litellm.provider_scripts import message_item, responses_reply
+from tests.adapters.litellm.provider_scripts import chat_reply, message_item, responses_reply
 from tests.adapters.litellm.provider_server import ProviderServer
 
 ANSWER = "Order 7 shipped on Monday."
@@ -62,6 +62,32 @@ async def test_the_chat_answers_from_the_model(tmp_path: Path) -> None:
         (request,) = server.requests
         assert request.path.endswith("/responses")
         assert "where is my order?" in json.dumps(request.body)
+
+
+async def test_a_chat_completions_only_server_is_reached_as_hosted_vllm(tmp_path: Path) -> None:
+    # What the README tells a llama.cpp user to type: no key, a tool call, a streamed answer.
+    async with ProviderServer() as server:
+        server.script(
+            chat_reply(tool_calls=[("call_1", "lookup_order", '{"order_id": "7"}')]),
+            chat_reply(ANSWER),
+        )
+        code, out, err = await run_chat(
+            [
+                "--db",
+                str(tmp_path / "chat.sqlite3"),
+                "--model",
+                "hosted_vllm/my-model",
+                "--api-base",
+                server.url + "/v1",
+            ],
+            "where is order 7?\n/quit\n",
+            chat_env(),
+        )
+        assert (code, err) == (0, "")
+        server.assert_script_used()
+    assert [request.path for request in server.requests] == ["/v1/chat/completions"] * 2
+    assert 'lookup_order -> succeeded: {"order_id": "7", "status": "shipped"' in out
+    assert f"agent> {ANSWER}" in out
 
 
 async def test_the_model_can_come_from_the_environment(tmp_path: Path) -> None:
