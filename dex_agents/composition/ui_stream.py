@@ -93,7 +93,9 @@ async def read_agent_event_stream_snapshot(
     snapshot leaves out ``framework_item`` on messages and, on tool calls,
     ``tool_source_reference``, ``trace_context``, ``input_continuation``,
     ``input_answers``, ``task_answer_pending`` and ``runner_tool_state``; it keeps
-    ``session_settings`` as stored. While a turn is active the token replays that
+    ``session_settings`` as stored, and writes a lone surrogate in text a tool
+    gave (a file name that is not UTF-8) as U+FFFD, so any framework's JSON
+    response can encode it. While a turn is active the token replays that
     turn's events, from its first retained one (``turn_started``, or the plan
     events of an ``executing`` turn); otherwise it follows the newest event.
     Authorize the caller for ``session_id`` first.

@@ -242,7 +242,9 @@ def create_console_app(
         except DexAgentsError as error:
             return JSONResponse({"ok": False, "reason": str(error)}, status_code=409)
         row = await catalog.inbox_row(info)
-        body = value.to_json()
+        # Not to_json(), which writes a lone surrogate as U+FFFD for other frameworks'
+        # responses: this one escapes it, so the page gets the text as the event frames carry it.
+        body: dict[str, Any] = {"snapshot": value.snapshot, "resume_token": value.resume_token}
         body["console"] = {
             "session_id": session_id,
             "flow_type": info.flow_type,

@@ -11,13 +11,13 @@ browser must not see out of the settings.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.unicode_text import replace_lone_surrogates
 from dex_agents.domain.wire import to_wire
 
 BROWSER_HIDDEN_MESSAGE_FIELDS: tuple[str, ...] = ("framework_item",)
@@ -67,5 +67,14 @@ class AgentEventStreamSnapshot:
         return cls(snapshot=browser_snapshot_wire(snapshot), resume_token=resume_token)
 
     def to_json(self) -> dict[str, Any]:
-        """``{"snapshot": ..., "resume_token": ...}``, a fresh JSON-compatible dict to serve as is."""
-        return {"snapshot": copy.deepcopy(dict(self.snapshot)), "resume_token": self.resume_token}
+        """``{"snapshot": ..., "resume_token": ...}``, a fresh JSON-compatible dict to serve as is.
+
+        Text a tool or a model gave the session may hold a lone surrogate (a
+        file name that is not UTF-8), which has no UTF-8 form: Starlette's and
+        FastAPI's ``JSONResponse`` fail on it, answering 500 to every read of
+        the session. Here each one is U+FFFD, which is what the browser shows
+        for it in an event frame's escaped text too. ``snapshot`` keeps the
+        text as stored.
+        """
+        wire: dict[str, Any] = replace_lone_surrogates(dict(self.snapshot))
+        return {"snapshot": wire, "resume_token": self.resume_token}

@@ -12,11 +12,16 @@ form, so SQLite, Dex and every wire refuse it. The rule:
   canonical JSON writes each surrogate as its ``\\uXXXX`` escape, which is
   valid UTF-8 and decodes back to the same string, so a tool's result is never
   lost over a file name.
+- **To a serializer of another library** (the browser snapshot's ``to_json``,
+  served by a web framework's ``JSONResponse``): each surrogate becomes U+FFFD
+  in a copy, the stored text unchanged.
 """
 
 from __future__ import annotations
 
+import copy
 import re
+from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -48,3 +53,27 @@ def escape_lone_surrogates(json_text: str) -> str:
     if json_text.isascii() or _SURROGATE.search(json_text) is None:
         return json_text
     return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", json_text)
+
+
+def replace_lone_surrogates(value: Any) -> Any:
+    """A fresh copy of the JSON-compatible ``value`` with each surrogate in its text as U+FFFD.
+
+    For data handed to a serializer this project does not control (a web
+    framework's ``JSONResponse``), which writes text as UTF-8 and fails on a
+    surrogate. U+FFFD is what a browser shows for the escaped surrogate anyway.
+    Keys are text too; values of other types are deep-copied.
+    """
+    if isinstance(value, str):
+        if value.isascii() or _SURROGATE.search(value) is None:
+            return value
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {
+            replace_lone_surrogates(key): replace_lone_surrogates(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [replace_lone_surrogates(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(replace_lone_surrogates(item) for item in value)
+    return copy.deepcopy(value)

@@ -108,6 +108,23 @@ def test_to_json_is_a_fresh_json_compatible_dict() -> None:
     assert value.to_json()["snapshot"]["session_settings"]["nested"]["keep"] == [1, 2]
 
 
+def test_to_json_writes_a_lone_surrogate_as_the_replacement_character() -> None:
+    # A web framework's JSONResponse encodes text as UTF-8 and fails on a surrogate.
+    name = "report-\udcff.txt"
+    message = attrs.evolve(MESSAGE, text=f"found {name}")
+    snapshot = attrs.evolve(
+        SNAPSHOT, messages=(message,), session_settings={f"k{name}": [name, 1, None]}
+    )
+    value = AgentEventStreamSnapshot.of(snapshot, "tok")
+    body = value.to_json()
+    json.dumps(body, ensure_ascii=False).encode("utf-8")
+    assert body["snapshot"]["messages"][0]["text"] == "found report-\ufffd.txt"
+    assert body["snapshot"]["session_settings"] == {
+        "kreport-\ufffd.txt": ["report-\ufffd.txt", 1, None]
+    }
+    assert value.snapshot["messages"][0]["text"] == f"found {name}"
+
+
 @settings(max_examples=30, deadline=None)
 @given(value_strategy(AgentSnapshot))
 def test_any_snapshot_loses_exactly_the_hidden_fields(snapshot: AgentSnapshot) -> None:

@@ -29,7 +29,7 @@ from dex_agents.ui_stream import (
     BROWSER_HIDDEN_TOOL_CALL_FIELDS,
     KEEP_ALIVE_FRAME,
 )
-from tests.ui_stream.agent import make_flow
+from tests.ui_stream.agent import UNDECODABLE_FILE, make_flow
 from tests.ui_stream.servers import (
     OpenStreams,
     flask_app,
@@ -222,3 +222,23 @@ async def test_a_reconnect_with_last_event_id_mid_turn_neither_repeats_nor_misse
     assert [frame.event for frame in frames] == [wire_event(message) for message in truth]
     assert types_of(after)[0] == "tool_call_finished"
     assert types_of(after)[-1] == "turn_completed"
+
+
+async def test_text_with_a_lone_surrogate_from_a_tool_is_served_as_the_replacement_character(
+    served: Served,
+) -> None:
+    # The spec's routes serve to_json() with the framework's JSON: Starlette's writes text as
+    # UTF-8, which a lone surrogate has no form in, and answered 500 to every read of the session.
+    await idle_session(served, "s-1", "files")
+    body = await snapshot_of(served, "s-1")
+    shown = "done: report-\ufffd.txt"
+    assert [m["text"] for m in body["snapshot"]["messages"]][-1] == shown
+    # The event frames carry the text escaped, which a browser shows as the same character.
+    async with served.http.stream("GET", "/sessions/s-1/events") as response:
+        frames = events_only(await FrameReader(response).until(is_type("turn_completed")))
+    deltas = [frame.event["payload"]["text"] for frame in frames if frame.type == "text_delta"]
+    assert deltas == [f"done: {UNDECODABLE_FILE}"]
+    assert deltas[0].encode("utf-16", "surrogatepass").decode("utf-16", "replace") == shown
+    # Only the browser's view is replaced: the session keeps the text as the tool gave it.
+    stored = await served.sessions.get_agent_snapshot("s-1")
+    assert stored.messages[-1].text == f"done: {UNDECODABLE_FILE}"
