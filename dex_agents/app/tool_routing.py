@@ -188,9 +188,9 @@ def route_tool_calls(
     """Record each call, settle those that settle now, queue every ordered write but the
     first, and plan a Step for each of the others.
 
-    ``trace_context`` is the activation's root span (``AgentTraceContext``) when the
-    session is traced: each record carries it from its first write, and its tool Step's
-    ``execute_tool`` span is parented from it.
+    ``trace_context`` is the activation's root span (``AgentTraceContext``) when its root
+    stored one, whether or not this Worker traces: each record carries it from its first
+    write, and its tool Step's ``execute_tool`` span is parented from it.
     """
     turn = agent_state.active_turn_id or ""
     options = runtime.options

@@ -232,14 +232,19 @@ class ModelAttempt:
 def model_attempt(
     context: StepContext, runtime: SessionRuntime, turn_id: str | None
 ) -> Iterator[ModelAttempt]:
-    """Trace one model Step attempt: the activation's root is current while it runs."""
+    """Trace one model Step attempt: the activation's root is current while it runs.
+
+    ``attempt.parent`` is the stored root even when this Worker's tracing is off:
+    ``RunModel`` copies it onto the tool call records it creates, so tool Steps on
+    a Worker with tracing still join the activation (the read is of the attempt's
+    snapshot, not the store).
+    """
     attempt = ModelAttempt(context, runtime, turn_id)
     tracer = runtime.tracing.tracer
-    if tracer.enabled:
-        try:
-            attempt.parent = context.state.get(AGENT_TRACE_CONTEXT)
-        except Exception:
-            report_tracing_failure("reading AgentTraceContext")
+    try:
+        attempt.parent = context.state.get(AGENT_TRACE_CONTEXT)
+    except Exception:
+        report_tracing_failure("reading AgentTraceContext")
     with tracer.current_parent(attempt.parent):
         try:
             yield attempt
