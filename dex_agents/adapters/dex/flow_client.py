@@ -10,6 +10,7 @@ It behaves as the embedded engine's ``LocalFlowClient`` does, except where SDK
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar, overload, runtime_checkable
@@ -30,6 +31,7 @@ from dex_agents.adapters.dex.search import (
     search_all_flows,
     session_start_options,
 )
+from dex_agents.adapters.dex.stream_messages import port_stream_message
 from dex_agents.adapters.dex.wire_values import from_dex, to_dex
 from dex_agents.ports.engine import FlowDefinition, Rpc
 from dex_agents.ports.errors import (
@@ -85,6 +87,11 @@ _PORT_STATUS: Mapping[dex.FlowStatus, FlowStatus] = {
     dex.FlowStatus.CANCELED: FlowStatus.STOPPED,
     dex.FlowStatus.TERMINATED: FlowStatus.STOPPED,
 }
+
+
+def remaining_poll_timeout(deadline: float) -> timedelta:
+    """What is left of a long poll ending at ``deadline`` (``time.monotonic()``), as Dex takes it."""
+    return dex_poll_timeout(timedelta(seconds=max(0.0, deadline - time.monotonic())))
 
 
 def port_flow_status(status: dex.FlowStatus) -> str:
@@ -320,7 +327,8 @@ class DexFlowClient:
     ) -> StreamMessage[Any]:
         """The next event after ``resume_token``; long-polls Dex up to ``poll_timeout`` (30 s).
 
-        Raises ``StreamReadTimeoutError`` when none arrives. Dex reads a Stream by
+        Raises ``StreamReadTimeoutError`` when none arrives; an event that no
+        longer decodes is skipped with a warning (``stream_messages``). Dex reads a Stream by
         Flow ID and does not check that the session exists (the embedded engine
         raises ``FlowNotFoundError``); a token Dex rejects as an invalid argument
         raises ``InvalidResumeTokenError`` (how Dex rejects a foreign token is
@@ -330,16 +338,20 @@ class DexFlowClient:
         if schema.stream is None or schema.stream_declaration is None:
             raise FlowDefinitionError(f"Flow type {flow.flow_type} has no Stream")
         timeout = dex_poll_timeout(poll_timeout)
-        try:
-            message = await self._client.read_stream(flow_id, schema.stream, resume_token, timeout)
-        except (dex.DexServiceError, dex.FlowDefinitionError) as error:
-            raise stream_read_error(error, flow_id, resume_token) from error
-        return StreamMessage(
-            value=from_dex(schema.stream_declaration.value_type, message.value),
-            resume_token=message.resume_token,
-            created_at=message.created_time,
-            source=message.source,
-        )
+        deadline = time.monotonic() + timeout.total_seconds()
+        while True:
+            try:
+                message = await self._client.read_stream(
+                    flow_id, schema.stream, resume_token, timeout
+                )
+            except (dex.DexServiceError, dex.FlowDefinitionError) as error:
+                raise stream_read_error(error, flow_id, resume_token) from error
+            event = port_stream_message(schema.stream_declaration, flow_id, message)
+            if event is not None:
+                return event
+            # Skipped (``stream_messages``): read on past it, within what is left of the wait.
+            resume_token = message.resume_token
+            timeout = remaining_poll_timeout(deadline)
 
     async def read_step_history(self, flow_id: str) -> Sequence[StepHistoryEntry]:
         """Not available on Dex: raises ``DexCapabilityUnavailableError``.

@@ -25,10 +25,9 @@ from dex_agents.adapters.dex.errors import port_error
 from dex_agents.adapters.dex.flow_client import (
     DexBoundFlow,
 )
-from dex_agents.adapters.dex.wire_values import from_dex
+from dex_agents.adapters.dex.stream_messages import port_stream_message
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError
-from dex_agents.ports.flow_client import StreamMessage
 from dex_agents.ports.persistence import StreamDef
 from dex_agents.ports.stream_pages import StreamMessagesPage
 
@@ -61,24 +60,14 @@ def dex_event_stream(flow: FlowDefinition) -> tuple[dex.Stream[Any], StreamDef[A
     return schema.stream, schema.stream_declaration
 
 
-def port_stream_message(
-    declaration: StreamDef[Any], message: dex.StreamMessage[Any]
-) -> StreamMessage[Any]:
-    """A Dex Stream message as the port's ``StreamMessage``, its value decoded."""
-    return StreamMessage(
-        value=from_dex(declaration.value_type, message.value),
-        resume_token=message.resume_token,
-        created_at=message.created_time,
-        source=message.source,
-    )
-
-
 def port_stream_page(
-    declaration: StreamDef[Any], page: dex.StreamMessagesPage[Any]
+    declaration: StreamDef[Any], flow_id: str, page: dex.StreamMessagesPage[Any]
 ) -> StreamMessagesPage[Any]:
-    """A Dex page of Stream messages as the port's page."""
+    """A Dex page of Stream messages as the port's page; a message that no longer decodes
+    is left out (``stream_messages``)."""
+    messages = (port_stream_message(declaration, flow_id, message) for message in page.messages)
     return StreamMessagesPage(
-        messages=[port_stream_message(declaration, message) for message in page.messages],
+        messages=[message for message in messages if message is not None],
         next_page_token=page.next_page_token,
     )
 
@@ -107,4 +96,4 @@ class DexStreamPageReader:
             )
         except (dex.DexServiceError, dex.FlowDefinitionError) as error:
             raise port_error(error) from error
-        return port_stream_page(declaration, page)
+        return port_stream_page(declaration, flow_id, page)

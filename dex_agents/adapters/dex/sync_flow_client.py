@@ -9,6 +9,7 @@ does.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar, overload
@@ -16,11 +17,16 @@ from typing import Any, Protocol, TypeVar, overload
 import dex
 
 from dex_agents.adapters.dex.errors import port_error, stream_read_error
-from dex_agents.adapters.dex.flow_client import DexBoundFlow, dex_poll_timeout, port_flow_status
+from dex_agents.adapters.dex.flow_client import (
+    DexBoundFlow,
+    dex_poll_timeout,
+    port_flow_status,
+    remaining_poll_timeout,
+)
+from dex_agents.adapters.dex.stream_messages import port_stream_message
 from dex_agents.adapters.dex.stream_reads import (
     check_page_size,
     dex_event_stream,
-    port_stream_message,
     port_stream_page,
 )
 from dex_agents.adapters.dex.wire_values import from_dex, to_dex
@@ -141,15 +147,23 @@ class DexSyncFlowClient:
 
         Dex waits whole seconds, so the wait is rounded up, to at least 1 s.
         Raises ``StreamReadTimeoutError`` when none arrives and
-        ``InvalidResumeTokenError`` for a token Dex rejects as an invalid argument.
+        ``InvalidResumeTokenError`` for a token Dex rejects as an invalid argument;
+        an event that no longer decodes is skipped with a warning (``stream_messages``).
         """
         stream, declaration = dex_event_stream(flow)
         timeout = dex_poll_timeout(poll_timeout)
-        try:
-            message = self._client.read_stream(flow_id, stream, resume_token, timeout)
-        except (dex.DexServiceError, dex.FlowDefinitionError) as error:
-            raise stream_read_error(error, flow_id, resume_token) from error
-        return port_stream_message(declaration, message)
+        deadline = time.monotonic() + timeout.total_seconds()
+        while True:
+            try:
+                message = self._client.read_stream(flow_id, stream, resume_token, timeout)
+            except (dex.DexServiceError, dex.FlowDefinitionError) as error:
+                raise stream_read_error(error, flow_id, resume_token) from error
+            event = port_stream_message(declaration, flow_id, message)
+            if event is not None:
+                return event
+            # Skipped (``stream_messages``): read on past it, within what is left of the wait.
+            resume_token = message.resume_token
+            timeout = remaining_poll_timeout(deadline)
 
     def list_stream_messages(
         self, flow: FlowDefinition, flow_id: str, page_size: int, before_page_token: str = ""
@@ -161,7 +175,7 @@ class DexSyncFlowClient:
             page = self._client.list_stream_messages(flow_id, stream, page_size, before_page_token)
         except (dex.DexServiceError, dex.FlowDefinitionError) as error:
             raise port_error(error) from error
-        return port_stream_page(declaration, page)
+        return port_stream_page(declaration, flow_id, page)
 
     def _closed_or_missing(
         self, flow_id: str, error: dex.FlowNotActiveOrNotFoundError, flow_type: str

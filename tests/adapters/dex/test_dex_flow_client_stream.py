@@ -1,23 +1,37 @@
-"""``DexFlowClient.read_stream``: the next Stream event, decoded, and its errors."""
+"""``DexFlowClient.read_stream``: the next Stream event, decoded, and its errors.
+
+The reads of a Stream holding an event that no longer decodes run the real SDK
+clients against a fake FlowService with a Stream Store (``fake_stream_service``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from datetime import timedelta
 
 import dex
 import pytest
 
+from dex_agents import AgentSessionFlow
 from dex_agents.adapters.dex.errors import DexEngineError
 from dex_agents.adapters.dex.flow_client import DEX_STREAM_POLL_TIMEOUT, DexFlowClient
+from dex_agents.adapters.dex.stream_reads import DexStreamPageReader
+from dex_agents.adapters.dex.sync_flow_client import DexSyncFlowClient
+from dex_agents.domain.events import AgentEvent, TextDeltaPayload
 from dex_agents.domain.messages import AgentUserMessage
+from dex_agents.domain.wire import to_json
 from dex_agents.ports.errors import (
     FlowDefinitionError,
     InvalidResumeTokenError,
     StreamReadTimeoutError,
 )
 from dex_agents.ports.flow_client import StreamMessage
+from dex_agents.ui_stream import agent_event_frame, stream_agent_event_frames
 from tests.adapters.dex.fake_async_client import T0, FakeDexClient, dex_error
+from tests.adapters.dex.fake_stream_service import serving_streams
 from tests.adapters.dex.toy_agent_flow import ToyFlow
+from tests.app.scripted_runner import ScriptedRunner
 
 
 @pytest.mark.parametrize(
@@ -89,3 +103,53 @@ async def test_read_stream_of_a_flow_without_a_stream(fake: FakeDexClient) -> No
     with pytest.raises(FlowDefinitionError, match=r"^Flow type ToyAgent has no Stream$"):
         await DexFlowClient(fake).read_stream(ToyFlow(with_stream=False), "s-1")
     assert fake.calls == []
+
+
+def text_delta(text: str) -> AgentEvent:
+    return AgentEvent(
+        type="text_delta",
+        payload=TextDeltaPayload(text=text),
+        turn_id="turn-1",
+        step_execution_id="RunModel-1",
+        attempt=1,
+    )
+
+
+async def test_an_event_that_no_longer_decodes_is_skipped_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The middle event is JSON no AgentEvent decodes from (another program's, or another
+    # version's). Raising at it stopped every reader there for good: each read again
+    # from the token before it met it again.
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="SupportAgent")
+    one, two = text_delta("one"), text_delta("two")
+    second = timedelta(seconds=1)
+    async with serving_streams([flow]) as (service, client, sync_client):
+        key = (flow.flow_type, flow.agent_events.name, "s-1")
+        service.streams[key] = [to_json(one), '{"type": 42}', to_json(two)]
+        reads, sync_reads = DexFlowClient(client), DexSyncFlowClient(sync_client)
+        first = await reads.read_stream(flow, "s-1", poll_timeout=second)
+        with caplog.at_level(logging.WARNING, logger="dex_agents.engine"):
+            after = await reads.read_stream(flow, "s-1", first.resume_token, second)
+            in_thread = await asyncio.to_thread(
+                sync_reads.read_stream, flow, "s-1", first.resume_token, second
+            )
+            page = await DexStreamPageReader(client).list_stream_messages(flow, "s-1", 10)
+            sync_page = await asyncio.to_thread(sync_reads.list_stream_messages, flow, "s-1", 10)
+            frames = await stream_agent_event_frames(
+                reads, flow, "s-1", resume_token=first.resume_token
+            )
+            frame = await anext(frames)
+            await frames.aclose()
+    assert (first.value, first.resume_token) == (one, "s-1:1")
+    assert (after.value, after.resume_token) == (two, "s-1:3")
+    assert (in_thread.value, in_thread.resume_token) == (two, "s-1:3")
+    assert [(m.value, m.resume_token) for m in page.messages] == [(two, "s-1:3"), (one, "s-1:1")]
+    assert sync_page == page
+    assert frame == agent_event_frame(two, "s-1:3")
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 5
+    assert all(
+        warning.startswith("skipped Stream event 's-1:2' of session 's-1', which no longer decodes")
+        for warning in warnings
+    )
