@@ -215,6 +215,9 @@ class FakeAsyncDex:
     async def invoke_rpc(self, rpc_method: Callable[..., Any], flow_id: str, *args: Any) -> Any:
         return self.fake.invoke_rpc(rpc_method, flow_id, *args)
 
+    async def describe_flow(self, flow_id: str) -> dex.FlowInfo:
+        return self.fake.describe_flow(flow_id)
+
     async def read_stream(
         self,
         flow_id: str,

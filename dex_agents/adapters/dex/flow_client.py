@@ -32,12 +32,14 @@ from dex_agents.adapters.dex.search import (
     session_start_options,
 )
 from dex_agents.adapters.dex.stream_messages import port_stream_message
+from dex_agents.adapters.dex.stream_owners import StreamOwners
 from dex_agents.adapters.dex.wire_values import from_dex, to_dex
 from dex_agents.ports.engine import FlowDefinition, Rpc
 from dex_agents.ports.errors import (
     FlowDefinitionError,
     FlowNotActiveError,
     FlowNotFoundError,
+    StreamReadTimeoutError,
 )
 from dex_agents.ports.flow_client import (
     FlowInfo,
@@ -90,7 +92,7 @@ _PORT_STATUS: Mapping[dex.FlowStatus, FlowStatus] = {
 
 
 def remaining_poll_timeout(deadline: float) -> timedelta:
-    """What is left of a long poll ending at ``deadline`` (``time.monotonic()``), as Dex takes it."""
+    """What is left of a long poll ending at ``deadline`` (``time.monotonic()``), as Dex waits."""
     return dex_poll_timeout(timedelta(seconds=max(0.0, deadline - time.monotonic())))
 
 
@@ -217,6 +219,7 @@ class DexFlowClient:
     ) -> None:
         self._client = client
         self._start_options = session_start_options(start_options, active_step_search_mode)
+        self._stream_owners = StreamOwners()
 
     @property
     def client(self) -> DexAsyncClientLike:
@@ -328,11 +331,12 @@ class DexFlowClient:
         """The next event after ``resume_token``; long-polls Dex up to ``poll_timeout`` (30 s).
 
         Raises ``StreamReadTimeoutError`` when none arrives; an event that no
-        longer decodes is skipped with a warning (``stream_messages``). Dex reads a Stream by
-        Flow ID and does not check that the session exists (the embedded engine
-        raises ``FlowNotFoundError``); a token Dex rejects as an invalid argument
-        raises ``InvalidResumeTokenError`` (how Dex rejects a foreign token is
-        not verified against a server).
+        longer decodes is skipped with a warning (``stream_messages``). A read
+        that finds no event raises ``FlowNotFoundError`` once the wait is over
+        when the session does not exist or is of another Flow type, as the
+        embedded engine does (``stream_owners``); a token Dex rejects as an
+        invalid argument raises ``InvalidResumeTokenError`` (how Dex rejects a
+        foreign token is not verified against a server).
         """
         schema = _bound(flow).dex_schema
         if schema.stream is None or schema.stream_declaration is None:
@@ -345,7 +349,12 @@ class DexFlowClient:
                     flow_id, schema.stream, resume_token, timeout
                 )
             except (dex.DexServiceError, dex.FlowDefinitionError) as error:
-                raise stream_read_error(error, flow_id, resume_token) from error
+                failure = stream_read_error(error, flow_id, resume_token)
+                if isinstance(failure, StreamReadTimeoutError):  # no event: whose Stream?
+                    await self._stream_owners.check(
+                        self._client.describe_flow, flow.flow_type, flow_id
+                    )
+                raise failure from error
             event = port_stream_message(schema.stream_declaration, flow_id, message)
             if event is not None:
                 return event

@@ -24,6 +24,7 @@ from dex_agents.adapters.dex.flow_client import (
     remaining_poll_timeout,
 )
 from dex_agents.adapters.dex.stream_messages import port_stream_message
+from dex_agents.adapters.dex.stream_owners import StreamOwners
 from dex_agents.adapters.dex.stream_reads import (
     check_page_size,
     dex_event_stream,
@@ -35,6 +36,7 @@ from dex_agents.ports.errors import (
     FlowDefinitionError,
     FlowNotActiveError,
     FlowNotFoundError,
+    StreamReadTimeoutError,
 )
 from dex_agents.ports.flow_client import StreamMessage
 from dex_agents.ports.flow_rows import FlowStatus
@@ -99,6 +101,7 @@ class DexSyncFlowClient:
 
     def __init__(self, client: DexSyncClientLike) -> None:
         self._client = client
+        self._stream_owners = StreamOwners()
 
     @property
     def client(self) -> DexSyncClientLike:
@@ -148,7 +151,9 @@ class DexSyncFlowClient:
         Dex waits whole seconds, so the wait is rounded up, to at least 1 s.
         Raises ``StreamReadTimeoutError`` when none arrives and
         ``InvalidResumeTokenError`` for a token Dex rejects as an invalid argument;
-        an event that no longer decodes is skipped with a warning (``stream_messages``).
+        an event that no longer decodes is skipped with a warning (``stream_messages``),
+        and a read that finds no event of a session that does not exist or is of
+        another Flow type raises ``FlowNotFoundError`` (``stream_owners``).
         """
         stream, declaration = dex_event_stream(flow)
         timeout = dex_poll_timeout(poll_timeout)
@@ -157,7 +162,12 @@ class DexSyncFlowClient:
             try:
                 message = self._client.read_stream(flow_id, stream, resume_token, timeout)
             except (dex.DexServiceError, dex.FlowDefinitionError) as error:
-                raise stream_read_error(error, flow_id, resume_token) from error
+                failure = stream_read_error(error, flow_id, resume_token)
+                if isinstance(failure, StreamReadTimeoutError):  # no event: whose Stream?
+                    self._stream_owners.check_sync(
+                        self._client.describe_flow, flow.flow_type, flow_id
+                    )
+                raise failure from error
             event = port_stream_message(declaration, flow_id, message)
             if event is not None:
                 return event

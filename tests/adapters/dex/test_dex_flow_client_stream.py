@@ -23,6 +23,7 @@ from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.wire import to_json
 from dex_agents.ports.errors import (
     FlowDefinitionError,
+    FlowNotFoundError,
     InvalidResumeTokenError,
     StreamReadTimeoutError,
 )
@@ -153,3 +154,34 @@ async def test_an_event_that_no_longer_decodes_is_skipped_with_a_warning(
         warning.startswith("skipped Stream event 's-1:2' of session 's-1', which no longer decodes")
         for warning in warnings
     )
+
+
+async def test_a_session_of_another_flow_type_or_none_is_not_found() -> None:
+    # Dex keeps a Stream per Flow type and reads it by Flow ID without looking the Flow
+    # up: read through another type's Flow, or for a session never started, every read
+    # found nothing, so the browser stream sent keep-alives for ever, where the
+    # embedded engine says the session is not found.
+    support = AgentSessionFlow(ScriptedRunner(), flow_type="SupportAgent")
+    sales = AgentSessionFlow(ScriptedRunner(), flow_type="SalesAgent")
+    second = timedelta(seconds=1)
+    async with serving_streams([support, sales]) as (service, client, sync_client):
+        service.flows["s-1"] = support.flow_type
+        service.streams[support.flow_type, support.agent_events.name, "s-1"] = [
+            to_json(text_delta("one"))
+        ]
+        reads, sync_reads = DexFlowClient(client), DexSyncFlowClient(sync_client)
+        first = await reads.read_stream(support, "s-1", poll_timeout=second)
+        with pytest.raises(StreamReadTimeoutError):  # at the tail of its own type's Stream
+            await reads.read_stream(support, "s-1", first.resume_token, second)
+        with pytest.raises(StreamReadTimeoutError):
+            await asyncio.to_thread(
+                sync_reads.read_stream, support, "s-1", first.resume_token, second
+            )
+        for flow, session_id in ((sales, "s-1"), (support, "nobody")):
+            wrong = f"^no {flow.flow_type} session with ID {session_id!r}$"
+            with pytest.raises(FlowNotFoundError, match=wrong):
+                await reads.read_stream(flow, session_id, poll_timeout=second)
+            with pytest.raises(FlowNotFoundError, match=wrong):
+                await asyncio.to_thread(sync_reads.read_stream, flow, session_id, "", second)
+            with pytest.raises(FlowNotFoundError, match=wrong):
+                await stream_agent_event_frames(reads, flow, session_id)
