@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,11 @@ from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.app.session_flow import PortableSessionFlow
-from dex_agents.domain.requests import ResolveInterruptRequest
-from dex_agents.domain.state import AgentSessionStartInput
-from dex_agents.domain.wire import from_json
-from tests.adapters.dex.fake_async_client import dex_error
+from dex_agents.domain.requests import AgentSnapshot, ResolveInterruptRequest
+from dex_agents.domain.state import AgentSessionStartInput, AgentState, AgentStatus
+from dex_agents.domain.wire import from_json, to_json
+from dex_agents.ports.errors import FlowNotActiveError
+from tests.adapters.dex.fake_async_client import dex_error, dex_info
 from tests.app.scripted_runner import ScriptedRunner
 
 
@@ -158,3 +160,47 @@ async def test_start_session_makes_the_session_searchable_by_its_waiting_steps(
     assert from_json(str(sent), AgentSessionStartInput).initial_message == "Refund order 7"
     assert options.config_override is not None
     assert options.config_override.active_step_search_mode is expected
+
+
+class _ClosedSessionClient(dex.AsyncClient):
+    """A real AsyncClient for one session that is busy in its last snapshot and ``status``."""
+
+    def __init__(
+        self, registry: dex.Registry, cache: dex.BlobCache, flow_type: str, status: dex.FlowStatus
+    ) -> None:
+        super().__init__(registry, cache, dex.ClientOptions(server_address="127.0.0.1:1"))
+        self.info = dex_info(status, flow_type)
+
+    async def invoke_rpc(
+        self, rpc_method: Any, flow_id: str, input: object = None, **_: Any
+    ) -> Any:
+        busy = AgentState(status=AgentStatus.RUNNING_MODEL, active_turn_id="turn-1")
+        return to_json(AgentSnapshot(state=busy))
+
+    async def read_stream(self, flow_id: str, stream: Any, *_: Any, **__: Any) -> Any:
+        raise dex_error(
+            dex.LongPollTimeoutError, "DEADLINE_EXCEEDED", "LONG_POLL_TIMEOUT", "read_stream"
+        )
+
+    async def describe_flow(self, flow_id: str) -> dex.FlowInfo:
+        return self.info
+
+
+@pytest.mark.parametrize(
+    ("status", "said"), [(dex.FlowStatus.FAILED, "failed"), (dex.FlowStatus.CANCELED, "stopped")]
+)
+async def test_wait_for_user_on_a_closed_busy_session_raises_flow_not_active(
+    tmp_path: Path, status: dex.FlowStatus, said: str
+) -> None:
+    # As on the embedded engine (e3cfedf): a session that failed or was stopped mid-turn
+    # writes no more events, so the wait ran out its whole timeout.
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="TriageAgent")
+    registry = dex.Registry([flow], allow_async_handlers=True)
+    cache = dex.open_blob_cache(dex.BlobCacheConfig(str(tmp_path / "blobs"), 1 << 20))
+    try:
+        async with _ClosedSessionClient(registry, cache, flow.flow_type, status) as client:
+            sessions = AgentSessionClient(client, flow)
+            with pytest.raises(FlowNotActiveError, match=f"^session 's-1' is {said}: "):
+                await sessions.wait_for_user("s-1", timeout=timedelta(minutes=5))
+    finally:
+        cache.close()
