@@ -25,6 +25,7 @@ from mcp_types import ListToolsResult, Tool
 from dex_agents.adapters.mcp.config import McpServerConfig
 from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.paging import pages
+from dex_agents.adapters.mcp.sent_annotations import keep_sent_annotations, offered_definition
 
 logger = logging.getLogger(__name__)
 
@@ -46,11 +47,13 @@ async def fetch_tools(
 ) -> tuple[Tool, ...]:
     """Every page of one server's ``tools/list``, in the server's order.
 
+    Each tool keeps its annotations as sent (``sent_annotations.py``).
     ``RepeatedCursorError`` for a server whose cursors never end, like any failure.
     """
     async with connected(
         config, connection_timeout=connection_timeout, connection_attempts=connection_attempts
     ) as client:
+        keep_sent_annotations(client)
         tools: list[Tool] = []
         async for page in pages(lambda cursor: client.list_tools(cursor=cursor)):
             tools.extend(page.tools)
@@ -148,9 +151,7 @@ class ServerListings:
                     exc_info=True,
                 )
                 return
-            state.tools = tuple(
-                t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools
-            )
+            state.tools = tuple(offered_definition(t) for t in tools)
             state.listing = ListToolsResult(tools=list(tools))
             state.listed_at, state.failed_at = self.clock(), None
             state.listings += 1

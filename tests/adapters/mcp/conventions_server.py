@@ -5,7 +5,11 @@ Case ``n`` of the file is the tool ``case_<n>``: for a ``classify_tool`` or
 (under that name); for a ``result`` or ``error`` case, ``tools/call`` answers
 with the case's result or JSON-RPC error as it is, except that an image's bytes
 are a real PNG (the cases' data is a PNG signature only, which a media store
-refuses; the text a case expects does not depend on them). So the cases reach
+refuses; the text a case expects does not depend on them). The SDK's server
+validates a listing before it sends it, which would turn a string hint
+(``"readOnlyHint": "true"``) into ``true`` and drop a ``null`` in ``_meta``;
+``SendAsDefined`` puts each definition's ``annotations`` and ``_meta`` back as
+the case has them. So the cases reach
 ``McpToolSource`` through the MCP SDK on the wire, as a real server's would.
 Run it under ``http_server.py`` (``HttpTestServer(..., module=__name__)``).
 """
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import types
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
@@ -57,6 +62,29 @@ def _definition(index: int, case_input: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+SENT_AS_DEFINED = ("annotations", "_meta")
+
+
+class SendAsDefined:
+    """Server middleware: each listed tool's ``SENT_AS_DEFINED`` keys as its definition has them."""
+
+    def __init__(self, definitions: dict[str, dict[str, Any]]) -> None:
+        self._definitions = definitions
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        """The wire form ``call_next`` gives; for ``tools/list``, with those keys restored."""
+        # The runner sends what its outermost middleware returns without checking it again.
+        result = await call_next(ctx)
+        if ctx.method != "tools/list" or not isinstance(result, dict):
+            return result
+        tools = [
+            tool
+            | {k: v for k, v in self._definitions[tool["name"]].items() if k in SENT_AS_DEFINED}
+            for tool in result["tools"]
+        ]
+        return {**result, "tools": tools}
+
+
 def build_server() -> Server[Any]:
     """The lowlevel server: it sends definitions and answers unchanged, which ``MCPServer``
     would build from Python functions instead."""
@@ -65,10 +93,11 @@ def build_server() -> Server[Any]:
         for index, case in enumerate(cases())
         if case["input"]["op"] in DEFINITION_OPS | ANSWER_OPS
     }
-    tools = [
-        types.Tool.model_validate(_definition(int(name.removeprefix("case_")), case_input))
+    definitions = {
+        name: _definition(int(name.removeprefix("case_")), case_input)
         for name, case_input in served.items()
-    ]
+    }
+    tools = [types.Tool.model_validate(definition) for definition in definitions.values()]
 
     async def list_tools(
         ctx: object, params: types.PaginatedRequestParams | None
@@ -84,4 +113,6 @@ def build_server() -> Server[Any]:
             return types.CallToolResult.model_validate(_with_real_images(case_input["result"]))
         return types.CallToolResult(content=[types.TextContent(type="text", text="called")])
 
-    return Server("dex-conventions", on_list_tools=list_tools, on_call_tool=call_tool)
+    server = Server("dex-conventions", on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware.insert(0, SendAsDefined(definitions))  # outermost
+    return server
