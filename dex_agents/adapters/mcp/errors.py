@@ -23,7 +23,8 @@ class McpToolCallInterruptedError(DexAgentsError):
     internal error (``-32603``), an HTTP error status or a body that is not JSON-RPC
     (``-32700``). It is a Step failure: ``CallTool`` sends a ``read`` or
     ``idempotent_write`` call again with the same idempotency key, up to 3 attempts;
-    other effects record ``outcome_unknown`` and are never sent again.
+    other effects record ``outcome_unknown`` and are never sent again. A resource or
+    prompt tool's request that got no answer raises it too.
     """
 
 

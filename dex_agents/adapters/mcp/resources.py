@@ -3,7 +3,10 @@
 Three ``READ`` tools, each taking a configured server's name as ``server``. Outputs
 are the server's items as it sent them, in JSON with sorted keys. A server that
 offers no resources or prompts lists none; an MCP error answer, an unreachable
-server and an unconfigured server raise ``ToolExecutionError``.
+server and an unconfigured server raise ``ToolExecutionError``. A request that got
+no answer (the stream closed, the server exited, the request timed out) raises
+``McpToolCallInterruptedError``, a Step failure, as for a ``read`` tool's call: the
+tool is a read, so its Step sends the request again.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from mcp_types import METHOD_NOT_FOUND
 
 from dex_agents.adapters.mcp.config import McpServerConfig
 from dex_agents.adapters.mcp.connection import connected
-from dex_agents.adapters.mcp.errors import McpConnectionError
+from dex_agents.adapters.mcp.errors import McpConnectionError, McpToolCallInterruptedError
+from dex_agents.adapters.mcp.interruptions import is_connection_interruption
 from dex_agents.adapters.mcp.paging import RepeatedCursorError, pages
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.listed_tools import ListedTool
@@ -145,7 +149,10 @@ async def run_resource_or_prompt_tool(
     connection_timeout: timedelta,
     connection_attempts: int,
 ) -> str:
-    """The JSON output of one call of a resource or prompt tool."""
+    """The JSON output of one call of a resource or prompt tool.
+
+    ``ToolExecutionError`` and ``McpToolCallInterruptedError`` as the module says.
+    """
     server_name = _text(arguments, "server")
     config = servers.get(server_name)
     if config is None:
@@ -158,6 +165,11 @@ async def run_resource_or_prompt_tool(
     except McpConnectionError as error:
         raise ToolExecutionError(str(error)) from error
     except MCPError as error:
+        if is_connection_interruption(error):
+            # No answer came, so none is recorded; the effect class decides what follows.
+            raise McpToolCallInterruptedError(
+                f"the MCP {name} request was interrupted: MCP error: {error}"
+            ) from error
         raise ToolExecutionError(mcp_error_text(error.code, error.message)) from error
     except RepeatedCursorError as error:
         raise ToolExecutionError(str(error)) from error

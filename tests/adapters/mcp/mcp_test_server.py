@@ -71,6 +71,8 @@ def _append(tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> int:
 
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+CRASH_ONCE = "crash-once"
+"""The note name and prompt argument whose first request kills the server process."""
 ACCOUNT_REQUEST = {
     "method": "elicitation/create",
     "params": {
@@ -379,10 +381,16 @@ def build_server() -> MCPServer:
 
     @server.resource("note://{name}")
     def named_note(name: str) -> str:
+        # The first read of note://crash-once kills the server process mid-request.
+        if name == CRASH_ONCE and _append("read_resource", {"name": name}, {}) == 0:
+            os._exit(3)
         return f"note {name}"
 
     @server.prompt(description="Greet someone.")
     def greet(name: str) -> str:
+        # The first prompt for crash-once kills the server process mid-request.
+        if name == CRASH_ONCE and _append("get_prompt", {"name": name}, {}) == 0:
+            os._exit(3)
         return f"Please greet {name}."
 
     return server

@@ -179,6 +179,27 @@ async def test_resources_and_prompts_tools(stdio_server: McpStdioServerConfig) -
     assert unconfigured == "The tool call failed: MCP server 'elsewhere' is not configured"
 
 
+async def test_a_resource_or_prompt_read_whose_server_crashes_is_sent_again(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    # Found by an audit: the closed connection was recorded failed, as if the server
+    # had answered with an error, where a read tool's crash is a Step failure, retried.
+    source = McpToolSource([stdio_server], resource_and_prompt_tools_enabled=True)
+    script: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("mcp_read_resource", {"server": "notes", "uri": "note://crash-once"}),
+        (
+            "mcp_get_prompt",
+            {"server": "notes", "name": "greet", "arguments": {"name": "crash-once"}},
+        ),
+    )
+    async with session(source, *script) as sessions:
+        snapshot = await turn(sessions)
+    read, prompt = outputs(snapshot)
+    assert json.loads(read)["contents"][0]["text"] == "note crash-once"
+    assert "Please greet crash-once." in prompt
+    assert len(call_log.calls("read_resource")) == len(call_log.calls("get_prompt")) == 2
+
+
 async def test_a_servers_own_32000_or_32001_error_is_its_answer_and_never_sent_again(
     stdio_server: McpStdioServerConfig, call_log: CallLog
 ) -> None:
