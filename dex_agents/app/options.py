@@ -19,7 +19,12 @@ from dex_agents.domain.arguments import (
 )
 from dex_agents.domain.builtin_tools import DEFAULT_MAX_DURABLE_WAIT, BuiltInTool
 from dex_agents.domain.compaction import CompactionPolicy
-from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, ToolPolicy
+from dex_agents.domain.tool_effects import (
+    DEFAULT_TOOL_EFFECT,
+    ToolEffect,
+    ToolPolicy,
+    require_tool_effect,
+)
 from dex_agents.domain.tracing import GenAISemanticConventionsVersion
 from dex_agents.domain.windowing import (
     DEFAULT_MESSAGE_CHUNK_MAX_BYTES,
@@ -180,9 +185,9 @@ class AgentSessionOptions:
         where = "AgentSessionOptions"
         none = type(None)
         require_instance(where, "tool_policies", self.tool_policies, Mapping, "a mapping")
-        require_instance(
-            where, "default_tool_effect", self.default_tool_effect, ToolEffect, "a ToolEffect"
-        )
+        # Frozen: the converted value needs object.__setattr__.
+        effect = require_tool_effect(where, "default_tool_effect", self.default_tool_effect)
+        object.__setattr__(self, "default_tool_effect", effect)
         for tool in self.built_in_tools:
             require_instance(where, "built_in_tools", tool, BuiltInTool, "BuiltInTool values")
         require_instance(

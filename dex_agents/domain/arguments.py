@@ -27,6 +27,11 @@ def _refuse(where: str, name: str, expected: str, value: object) -> TypeError:
     return TypeError(f"{where}: {name} must be {expected}, not {shown}")
 
 
+def refusal(where: str, name: str, expected: str, value: object) -> TypeError:
+    """The ``TypeError`` the checks here raise, for a check that also converts a value."""
+    return _refuse(where, name, expected, value)
+
+
 def require_str(where: str, name: str, value: object) -> str:
     """Return ``value`` if it is a ``str``; raise ``TypeError`` naming ``where`` and ``name``.
 

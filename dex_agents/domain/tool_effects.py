@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from dex_agents.domain.arguments import require_instance
+from dex_agents.domain.arguments import refusal, require_instance
 
 if TYPE_CHECKING:
     from dex_agents.domain.tool_calls import ToolCallStatus
@@ -233,3 +233,18 @@ def resolve_tool_policy(
     if framework_effect is not None:
         return ToolPolicy(_effect(framework_effect))
     return ToolPolicy(_effect(default_effect))
+
+
+def require_tool_effect(where: str, name: str, value: object) -> ToolEffect:
+    """Return ``value`` as a ``ToolEffect``; raise ``TypeError`` naming ``where`` and ``name``.
+
+    A string that is a ``ToolEffect`` value (``"read"``) converts, as ``ToolPolicy("read")``
+    and ``function_tool(effect="read")`` convert it; any other value is refused.
+    """
+    if isinstance(value, str):
+        try:
+            return ToolEffect(value)
+        except ValueError:
+            pass
+    expected = "a ToolEffect (" + ", ".join(repr(effect.value) for effect in ToolEffect) + ")"
+    raise refusal(where, name, expected, value)

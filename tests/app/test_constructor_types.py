@@ -16,8 +16,9 @@ import pytest
 from dex_agents.app.builtin_loop.definition import AgentDefinition
 from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient, ScriptedModelReply
 from dex_agents.app.options import AgentSessionOptions, AgentTracingOptions, RunModelLimit
-from dex_agents.builtin_loop import builtin_agent_session_flow
+from dex_agents.builtin_loop import builtin_agent_session_flow, builtin_agent_session_options
 from dex_agents.domain.builtin_tools import BuiltInTool
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 
 
 def _reply(_: object) -> ScriptedModelReply:
@@ -145,6 +146,9 @@ def test_a_span_that_no_date_can_end_is_refused_by_name(field: str) -> None:
         ("tool_source_listing_timeout", float("nan"), ValueError, "tool_source_listing_timeout"),
         ("tool_source_listing_timeout", 1e300, ValueError, "tool_source_listing_timeout"),
         ("tool_policies", [], TypeError, "AgentDefinition: tool_policies must be a mapping"),
+        # It was kept, and building the session Flow failed naming AgentSessionOptions.
+        ("default_tool_effect", 5, TypeError, "AgentDefinition: default_tool_effect must be a "),
+        ("default_tool_effect", "bogus", TypeError, "default_tool_effect must be a ToolEffect"),
         ("model_settings", None, TypeError, "AgentDefinition: model_settings must be a mapping"),
         (
             "decide_turn_continuation",
@@ -172,6 +176,19 @@ def test_agent_definition(field: str, value: Any, error: type[Exception], expect
         AgentDefinition(
             **{"name": "support", "instructions": "Help.", "model": MODEL, field: value}
         )
+
+
+def test_a_tool_effect_string_converts_as_in_tool_policy() -> None:
+    # ToolPolicy("read") converted the wire string, while AgentSessionOptions refused
+    # default_tool_effect="read" with a TypeError: one value, two answers.
+    assert ToolPolicy("read").effect is ToolEffect.READ
+    options = AgentSessionOptions(default_tool_effect=_untyped("read"))
+    assert options.default_tool_effect is ToolEffect.READ
+    definition = AgentDefinition(
+        name="support", instructions="Help.", model=MODEL, default_tool_effect=_untyped("read")
+    )
+    assert definition.default_tool_effect is ToolEffect.READ
+    assert builtin_agent_session_options(definition).default_tool_effect is ToolEffect.READ
 
 
 @pytest.mark.parametrize("store", ["/srv/media", object()])

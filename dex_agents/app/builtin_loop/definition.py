@@ -25,7 +25,12 @@ from dex_agents.domain.compaction import CompactionPolicy
 from dex_agents.domain.model_io import ModelOutputItem, ToolResultItem
 from dex_agents.domain.secrets import redact_secrets
 from dex_agents.domain.state import InteractionMode
-from dex_agents.domain.tool_effects import DEFAULT_TOOL_EFFECT, ToolEffect, ToolPolicy
+from dex_agents.domain.tool_effects import (
+    DEFAULT_TOOL_EFFECT,
+    ToolEffect,
+    ToolPolicy,
+    require_tool_effect,
+)
 from dex_agents.domain.turns import DEFAULT_MAX_MODEL_CALLS_PER_TURN, TurnContinuation
 from dex_agents.ports.model_client import ModelClient, model_supports_forced_tool_choice
 from dex_agents.ports.session_schema import DEFAULT_EVENT_STREAM_CAPACITY_BYTES
@@ -198,6 +203,9 @@ class AgentDefinition:
         require_optional_int(where, "max_output_tokens", self.max_output_tokens)
         require_bool(where, "plan_mode_enabled", self.plan_mode_enabled)
         require_instance(where, "tool_policies", self.tool_policies, Mapping, "a mapping")
+        # Checked here, not first in AgentSessionOptions under another name.
+        effect = require_tool_effect(where, "default_tool_effect", self.default_tool_effect)
+        object.__setattr__(self, "default_tool_effect", effect)
         if not isinstance(self.model_settings, Mapping):
             # Never the value: settings may hold a provider's key.
             raise TypeError(
