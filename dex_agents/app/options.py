@@ -24,6 +24,7 @@ from dex_agents.domain.tool_effects import (
     ToolEffect,
     ToolPolicy,
     require_tool_effect,
+    require_tool_policies,
 )
 from dex_agents.domain.tracing import GenAISemanticConventionsVersion
 from dex_agents.domain.windowing import (
@@ -161,11 +162,6 @@ class AgentSessionOptions:
     def __post_init__(self) -> None:
         self._check_types()
         self.message_storage()  # validates the storage fields, naming the bad one
-        for name, policy in self.tool_policies.items():
-            if not isinstance(policy, ToolPolicy):
-                raise TypeError(
-                    f"tool_policies[{name!r}] must be a ToolPolicy, not {type(policy).__name__}"
-                )
         if self.interrupt_deadline is not None and self.interrupt_deadline <= timedelta(0):
             raise ValueError("interrupt_deadline must be positive")
         if self.max_durable_wait < timedelta(seconds=1):
@@ -184,7 +180,7 @@ class AgentSessionOptions:
         # attribute 'check_model_call'"), or failed a comparison without naming the field.
         where = "AgentSessionOptions"
         none = type(None)
-        require_instance(where, "tool_policies", self.tool_policies, Mapping, "a mapping")
+        require_tool_policies(where, self.tool_policies)
         # Frozen: the converted value needs object.__setattr__.
         effect = require_tool_effect(where, "default_tool_effect", self.default_tool_effect)
         object.__setattr__(self, "default_tool_effect", effect)

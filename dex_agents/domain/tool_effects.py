@@ -248,3 +248,17 @@ def require_tool_effect(where: str, name: str, value: object) -> ToolEffect:
             pass
     expected = "a ToolEffect (" + ", ".join(repr(effect.value) for effect in ToolEffect) + ")"
     raise refusal(where, name, expected, value)
+
+
+def require_tool_policies(where: str, value: object) -> Mapping[str, ToolPolicy]:
+    """Return ``value`` if it maps tool names (``str``) to ``ToolPolicy`` values.
+
+    Raise ``TypeError`` naming ``where`` and the first key or policy of the wrong type:
+    a policy under a key that is no tool name never matched any tool.
+    """
+    if not isinstance(value, Mapping):
+        raise refusal(where, "tool_policies", "a mapping", value)
+    for key, policy in value.items():
+        require_instance(where, "every key of tool_policies", key, str, "a tool name (str)")
+        require_instance(where, f"tool_policies[{key!r}]", policy, ToolPolicy, "a ToolPolicy")
+    return value

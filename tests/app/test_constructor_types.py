@@ -63,6 +63,9 @@ def test_run_model_limit(field: str, value: Any, expected: str) -> None:
         ("tracing", None, "tracing must be AgentTracingOptions, not None"),
         ("plan_mode_enabled", "no", "plan_mode_enabled must be a bool"),
         ("default_tool_effect", "bogus", "default_tool_effect must be a ToolEffect"),
+        # A policy under a key that is no tool name was kept and matched no tool.
+        ("tool_policies", {1: ToolPolicy("read")}, "every key of tool_policies must be a tool"),
+        ("tool_policies", {"x": "read"}, "tool_policies['x'] must be a ToolPolicy, not str"),
         ("built_in_tools", frozenset({"ask_user"}), "built_in_tools must be BuiltInTool values"),
         ("compaction", 100, "compaction must be a CompactionPolicy or None"),
     ],
@@ -146,6 +149,12 @@ def test_a_span_that_no_date_can_end_is_refused_by_name(field: str) -> None:
         ("tool_source_listing_timeout", float("nan"), ValueError, "tool_source_listing_timeout"),
         ("tool_source_listing_timeout", 1e300, ValueError, "tool_source_listing_timeout"),
         ("tool_policies", [], TypeError, "AgentDefinition: tool_policies must be a mapping"),
+        (
+            "tool_policies",
+            {None: ToolPolicy("read")},
+            TypeError,
+            "AgentDefinition: every key of tool_policies must be a tool name (str), not None",
+        ),
         # It was kept, and building the session Flow failed naming AgentSessionOptions.
         ("default_tool_effect", 5, TypeError, "AgentDefinition: default_tool_effect must be a "),
         ("default_tool_effect", "bogus", TypeError, "default_tool_effect must be a ToolEffect"),

@@ -30,6 +30,7 @@ from dex_agents.domain.tool_effects import (
     ToolEffect,
     ToolPolicy,
     require_tool_effect,
+    require_tool_policies,
 )
 from dex_agents.domain.turns import DEFAULT_MAX_MODEL_CALLS_PER_TURN, TurnContinuation
 from dex_agents.ports.model_client import ModelClient, model_supports_forced_tool_choice
@@ -202,7 +203,7 @@ class AgentDefinition:
             require_instance(where, "built_in_tools", tool, BuiltInTool, "BuiltInTool values")
         require_optional_int(where, "max_output_tokens", self.max_output_tokens)
         require_bool(where, "plan_mode_enabled", self.plan_mode_enabled)
-        require_instance(where, "tool_policies", self.tool_policies, Mapping, "a mapping")
+        require_tool_policies(where, self.tool_policies)
         # Checked here, not first in AgentSessionOptions under another name.
         effect = require_tool_effect(where, "default_tool_effect", self.default_tool_effect)
         object.__setattr__(self, "default_tool_effect", effect)
