@@ -86,6 +86,7 @@ async def test_wait_until_passes_on_a_probes_own_timeout_error() -> None:
     [
         (math.nan, ValueError("timeout must be a number of seconds, not NaN")),
         (None, TypeError("timeout must be a number of seconds, not NoneType")),
+        (-5, ValueError("timeout must not be negative, not -5")),
     ],
 )
 async def test_wait_until_refuses_a_timeout_that_never_passes(
@@ -140,10 +141,11 @@ def test_an_invocation_name_must_be_one_non_empty_line(tmp_path: Path, name: str
         InvocationLog(tmp_path / "calls.log").record(name)
 
 
-@pytest.mark.parametrize("name", ["", "a/b", ".hidden", "two\nlines"])
+@pytest.mark.parametrize("name", ["", "a/b", ".hidden", "two\nlines", "nul\0byte"])
 def test_a_gate_name_must_be_a_plain_file_name(tmp_path: Path, name: str) -> None:
     message = (
-        f"a gate name must be non-empty, not start with '.', and hold no '/' or newline: {name!r}"
+        "a gate name must be non-empty, not start with '.', and hold no '/', newline "
+        f"or NUL: {name!r}"
     )
     with pytest.raises(ValueError, match=re.escape(message)):
         FileGate(tmp_path, name)

@@ -42,12 +42,15 @@ async def wait_until(
 
     Raises ``TimeoutError`` naming ``description`` after ``timeout`` seconds, also
     when an async probe has not returned by then; a ``timeout`` that is not a
-    number, or is NaN, is a ``TypeError`` or ``ValueError``.
+    number, or is NaN or negative, is a ``TypeError`` or ``ValueError``.
     """
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
     if math.isnan(timeout):
         raise ValueError("timeout must be a number of seconds, not NaN")  # it never passes
+    if timeout < 0:
+        # It was taken, and the first probe's miss read "timed out after -5 s".
+        raise ValueError(f"timeout must not be negative, not {timeout}")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -106,10 +109,11 @@ async def wait_for_agent_snapshot(
 
 
 def _check_file_name(kind: str, name: str) -> None:
-    if not name or "/" in name or "\n" in name or name.startswith("."):
+    # A NUL was kept, and the gate failed later in the child with "embedded null byte".
+    if not name or "/" in name or "\n" in name or "\0" in name or name.startswith("."):
         raise ValueError(
-            f"{kind} name must be non-empty, not start with '.', and hold no '/' "
-            f"or newline: {name!r}"
+            f"{kind} name must be non-empty, not start with '.', and hold no '/', "
+            f"newline or NUL: {name!r}"
         )
 
 
