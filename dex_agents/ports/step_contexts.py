@@ -139,7 +139,11 @@ class StepContext(Protocol):
         ...
 
     def is_cancellation_requested(self) -> bool:
-        """Whether an RPC or a decision cancelled this Step execution."""
+        """Whether the engine stopped this Step execution (an RPC, a decision, a missed heartbeat).
+
+        On the embedded engine it stays ``False`` when the attempt stops because its
+        Worker closes: that attempt is handed out again.
+        """
         ...
 
 

@@ -142,7 +142,10 @@ class LocalStepContext:
         return self._row.checkpoint
 
     def is_cancellation_requested(self) -> bool:
-        """Whether an RPC or a decision cancelled this execution."""
+        """Whether an RPC, a decision or a missed heartbeat cancelled this execution.
+
+        ``False`` while the Worker closes: that attempt is handed out again.
+        """
         return self.cancellation_requested
 
     async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:

@@ -469,6 +469,9 @@ class LocalWorker:
                         running.stop_reason = attempts.HeartbeatTimeoutError(
                             f"no heartbeat for {running.options.heartbeat_timeout}"
                         )
+                        # The engine stops it, as Dex does: a failed attempt, traced as
+                        # one, not a Worker closing (whose attempt runs again unseen).
+                        context.cancellation_requested = True
                         task.cancel()
 
     def _renewed(self, tx: StoreTransaction, ids: Sequence[int]) -> set[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -104,3 +105,20 @@ def content_json(value: Any) -> str | None:
     except Exception:
         report_tracing_failure("serializing span content")
         return None
+
+
+def stopped_with_its_worker(context: StepContext, error: BaseException) -> bool:
+    """Whether the attempt ended because its Worker stopped, not because it failed.
+
+    A ``CancelledError`` that no RPC, decision or missed heartbeat asked for (the
+    Worker is closing) is handed out again as the same attempt, so its span would
+    be a second span of one attempt, an error that never happened. It exports
+    none, as an attempt whose Worker died ("One trace per activation").
+    """
+    if not isinstance(error, asyncio.CancelledError):
+        return False
+    try:
+        return not context.is_cancellation_requested()
+    except Exception:
+        report_tracing_failure("reading whether the attempt was cancelled")
+        return False

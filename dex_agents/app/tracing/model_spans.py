@@ -13,6 +13,7 @@ from dex_agents.app.tracing.common import (
     content_json,
     message_parts,
     renders_as_result,
+    stopped_with_its_worker,
     text_message,
 )
 from dex_agents.domain.messages import AgentMessage, MessageRole
@@ -249,10 +250,12 @@ def model_attempt(
         try:
             yield attempt
         except BaseException as error:
+            if stopped_with_its_worker(context, error):
+                raise  # no span: the attempt runs again as the same attempt
             attempt.failed(error)
-            raise
-        finally:
             attempt.emit()
+            raise
+        attempt.emit()
 
 
 def _stored_tool_messages(

@@ -10,6 +10,7 @@ from dex_agents.app.tracing.common import (
     agent_name,
     captures_content,
     common_attributes,
+    stopped_with_its_worker,
 )
 from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.ports.session_schema import AGENT_TOOL_CALLS
@@ -87,13 +88,21 @@ def tool_attempt(context: StepContext, runtime: SessionRuntime) -> Iterator[Tool
         try:
             yield attempt
         except BaseException as error:
+            stack.close()  # the span stops being current before it ends
+            if stopped_with_its_worker(context, error):
+                # Never ended, so never exported: an OpenTelemetry span exports when it ends.
+                raise
             # A retried tool's last error text is the result the model reads: content.
             attempt.span.record_error(error, with_text=captures_content(runtime))
+            _finish_attempt(context, runtime, attempt)
             raise
-        finally:
-            stack.close()  # the span stops being current before it ends
-            if attempt.tool_call_id is not None:
-                _finish_tool_span(context, runtime, attempt.span, attempt.tool_call_id)
+        stack.close()
+        _finish_attempt(context, runtime, attempt)
+
+
+def _finish_attempt(context: StepContext, runtime: SessionRuntime, attempt: ToolAttempt) -> None:
+    if attempt.tool_call_id is not None:
+        _finish_tool_span(context, runtime, attempt.span, attempt.tool_call_id)
 
 
 def _finish_tool_span(

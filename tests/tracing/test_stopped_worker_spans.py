@@ -1,0 +1,141 @@
+"""An attempt stopped by its closing Worker exports no span; a cancelled one keeps its span.
+
+A ``LocalRuntime`` that leaves its ``async with`` cancels the attempts it runs, and
+the engine hands them out again as the same attempt. Their ``chat`` or
+``execute_tool`` span said ``ERROR`` ``CancelledError`` for an error that never
+happened, and a Step execution showed two spans of attempt 1. "An attempt whose
+Worker died exports no span"; a Worker that closes is the same case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from dex_agents import AgentSessionFlow, AgentTracingOptions
+from dex_agents.app.builtin_loop.definition import AgentDefinition
+from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
+from dex_agents.app.builtin_loop.function_tools import function_tool
+from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
+from dex_agents.app.builtin_loop.scripted_model import (
+    ScriptedModelClient,
+    ScriptedModelReply,
+    ScriptedToolCall,
+)
+from dex_agents.domain.model_io import ModelRequest
+from dex_agents.domain.tool_effects import ToolEffect
+from dex_agents.local import LocalRuntime
+
+
+class Stall:
+    """Holds the first model call (or tool call) until its runtime closes."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.reached = asyncio.Event()
+        self.holding = True
+
+    async def point(self, where: str) -> None:
+        if where == self.where and self.holding:
+            self.reached.set()
+            await asyncio.Event().wait()  # until the closing runtime cancels it
+
+
+def traced_flow(stall: Stall, exporter: InMemorySpanExporter) -> AgentSessionFlow:
+    @function_tool(effect=ToolEffect.READ)
+    async def lookup_order(order_id: str) -> str:
+        """Look up an order by its ID."""
+        await stall.point("tool")
+        return f"order {order_id}: delivered"
+
+    async def respond(request: ModelRequest) -> ScriptedModelReply:
+        await stall.point("model")
+        if stall.where == "tool" and not ScriptedModelClient.tool_results(request):
+            call = ScriptedToolCall("lookup_order", {"order_id": "7"}, call_id="look")
+            return ScriptedModelReply(tool_calls=[call])
+        return ScriptedModelReply(text="Done.")
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    definition = AgentDefinition(
+        name="support",
+        instructions="Help.",
+        model=ScriptedModelClient(respond),
+        tools=[lookup_order],
+    )
+    options = dataclasses.replace(
+        builtin_agent_session_options(definition),
+        tracing=AgentTracingOptions(tracer_provider=provider),
+    )
+    return AgentSessionFlow(
+        BuiltinLoopAgentRunner(definition), flow_type="SupportAgent", options=options
+    )
+
+
+def runtime(path: Path, flow: AgentSessionFlow) -> LocalRuntime:
+    # A short lease: the second runtime takes over the attempt the first one left.
+    return LocalRuntime(
+        path,
+        [flow],
+        poll_interval=timedelta(milliseconds=20),
+        lease_duration=timedelta(seconds=1),
+    )
+
+
+def attributes(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+async def spans_across_a_closed_runtime(tmp_path: Path, where: str) -> list[ReadableSpan]:
+    exporter = InMemorySpanExporter()
+    stall = Stall(where)
+    flow = traced_flow(stall, exporter)
+    async with runtime(tmp_path / "engine.db", flow) as first:
+        sessions = first.sessions(flow)
+        await sessions.open_session("s1")
+        await sessions.send_user_message("s1", "where is order 7?")
+        await stall.reached.wait()
+    stall.holding = False
+    async with runtime(tmp_path / "engine.db", flow) as second:
+        snapshot = await second.sessions(flow).wait_for_user("s1")
+    assert snapshot.messages[-1].text == "Done."
+    return list(exporter.get_finished_spans())
+
+
+async def test_a_model_call_its_runtime_closed_on_exports_no_span(tmp_path: Path) -> None:
+    spans = await spans_across_a_closed_runtime(tmp_path, "model")
+    (chat,) = [span for span in spans if span.name.startswith("chat")]
+    assert chat.status.status_code is StatusCode.UNSET
+    assert attributes(chat)["dex.step.attempt"] == 1
+
+
+async def test_a_tool_call_its_runtime_closed_on_exports_no_span(tmp_path: Path) -> None:
+    spans = await spans_across_a_closed_runtime(tmp_path, "tool")
+    (tool,) = [span for span in spans if span.name.startswith("execute_tool")]
+    assert tool.status.status_code is StatusCode.UNSET
+    assert attributes(tool)["dex.agent.tool_call.status"] == "succeeded"
+    assert all(span.status.status_code is StatusCode.UNSET for span in spans)
+
+
+async def test_a_model_call_cancel_turn_stopped_keeps_its_error_span(tmp_path: Path) -> None:
+    exporter = InMemorySpanExporter()
+    stall = Stall("model")
+    flow = traced_flow(stall, exporter)
+    async with runtime(tmp_path / "engine.db", flow) as engine:
+        sessions = engine.sessions(flow)
+        await sessions.open_session("s1")
+        await sessions.send_user_message("s1", "where is order 7?")
+        await stall.reached.wait()
+        assert await sessions.cancel_turn("s1", "turn-1")
+        await sessions.wait_for_user("s1")
+    (chat,) = [span for span in exporter.get_finished_spans() if span.name.startswith("chat")]
+    assert chat.status.status_code is StatusCode.ERROR
+    assert attributes(chat)["error.type"] == "CancelledError"
