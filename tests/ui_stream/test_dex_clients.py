@@ -22,7 +22,8 @@ import pytest
 
 from dex_agents import AgentSessionFlow
 from dex_agents.adapters.dex.errors import DexEngineError
-from dex_agents.adapters.dex.flow_client import DexAsyncClientLike, DexFlowClient, dex_poll_timeout
+from dex_agents.adapters.dex.flow_client import DexAsyncClientLike, DexFlowClient
+from dex_agents.adapters.dex.poll_timeouts import dex_poll_timeout
 from dex_agents.adapters.dex.sync_flow_client import DexSyncFlowClient
 from dex_agents.domain.events import (
     AgentEvent,

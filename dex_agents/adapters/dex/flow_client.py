@@ -9,7 +9,6 @@ It behaves as the embedded engine's ``LocalFlowClient`` does, except where SDK
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
@@ -23,6 +22,7 @@ from dex_agents.adapters.dex.errors import (
     port_error,
     stream_read_error,
 )
+from dex_agents.adapters.dex.poll_timeouts import dex_poll_timeout, remaining_poll_timeout
 from dex_agents.adapters.dex.schema import DexSchema
 from dex_agents.adapters.dex.search import (
     AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE,
@@ -45,37 +45,12 @@ from dex_agents.ports.flow_client import (
     FlowInfo,
     StepHistoryEntry,
     StreamMessage,
-    check_poll_timeout,
 )
 from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.persistence import AttributeDef
 
 T = TypeVar("T")
 ValueT = TypeVar("ValueT")
-
-DEX_STREAM_POLL_TIMEOUT = timedelta(seconds=30)
-"""How long ``read_stream`` long-polls Dex by default, as the embedded engine does."""
-
-MIN_DEX_POLL_TIMEOUT = timedelta(seconds=1)
-"""Dex's shortest long poll that is not its server default."""
-
-MAX_DEX_POLL_TIMEOUT = timedelta(seconds=2**31 - 1)
-"""Dex's longest long poll: the SDK sends the wait as an int32 of seconds."""
-
-
-def dex_poll_timeout(poll_timeout: timedelta | None) -> timedelta:
-    """A long poll's wait as Dex takes it: rounded up to whole seconds, from 1 s to about
-    68 years (``MAX_DEX_POLL_TIMEOUT``); 30 s for ``None``.
-
-    The SDK raises ``ValueError`` for any other wait, so ``wait_for_user``'s short
-    reads and the browser stream's token check wait up to a second on Dex.
-    """
-    checked = check_poll_timeout(poll_timeout)
-    if checked is None:
-        return DEX_STREAM_POLL_TIMEOUT
-    seconds = min(math.ceil(checked.total_seconds()), int(MAX_DEX_POLL_TIMEOUT.total_seconds()))
-    return max(timedelta(seconds=seconds), MIN_DEX_POLL_TIMEOUT)
-
 
 _PORT_STATUS: Mapping[dex.FlowStatus, FlowStatus] = {
     dex.FlowStatus.RUNNING: FlowStatus.RUNNING,
@@ -89,11 +64,6 @@ _PORT_STATUS: Mapping[dex.FlowStatus, FlowStatus] = {
     dex.FlowStatus.CANCELED: FlowStatus.STOPPED,
     dex.FlowStatus.TERMINATED: FlowStatus.STOPPED,
 }
-
-
-def remaining_poll_timeout(deadline: float) -> timedelta:
-    """What is left of a long poll ending at ``deadline`` (``time.monotonic()``), as Dex waits."""
-    return dex_poll_timeout(timedelta(seconds=max(0.0, deadline - time.monotonic())))
 
 
 def port_flow_status(status: dex.FlowStatus) -> str:

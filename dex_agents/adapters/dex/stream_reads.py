@@ -10,7 +10,7 @@ Store disabled answers a listing is not verified against a server.
 
 Dex takes a long poll's wait in whole seconds (the SDK raises ``ValueError``
 for anything else, and sends ``None`` as 0, the server's default wait), so
-``dex_poll_timeout`` (in ``flow_client``, which ``DexFlowClient.read_stream``
+``dex_poll_timeout`` (in ``poll_timeouts``, which ``DexFlowClient.read_stream``
 uses) rounds a wait up to whole seconds, at least one: on Dex the browser
 stream's token check waits up to 1 s on an idle Stream.
 """

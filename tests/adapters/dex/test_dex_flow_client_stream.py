@@ -15,7 +15,8 @@ import pytest
 
 from dex_agents import AgentSessionFlow
 from dex_agents.adapters.dex.errors import DexEngineError
-from dex_agents.adapters.dex.flow_client import DEX_STREAM_POLL_TIMEOUT, DexFlowClient
+from dex_agents.adapters.dex.flow_client import DexFlowClient
+from dex_agents.adapters.dex.poll_timeouts import DEX_STREAM_POLL_TIMEOUT
 from dex_agents.adapters.dex.stream_reads import DexStreamPageReader
 from dex_agents.adapters.dex.sync_flow_client import DexSyncFlowClient
 from dex_agents.domain.events import AgentEvent, TextDeltaPayload
