@@ -22,6 +22,7 @@ from dex_agents.adapters.dex.errors import (
     port_error,
     stream_read_error,
 )
+from dex_agents.adapters.dex.flow_statuses import port_flow_status
 from dex_agents.adapters.dex.poll_timeouts import dex_poll_timeout, remaining_poll_timeout
 from dex_agents.adapters.dex.schema import DexSchema
 from dex_agents.adapters.dex.search import (
@@ -51,24 +52,6 @@ from dex_agents.ports.persistence import AttributeDef
 
 T = TypeVar("T")
 ValueT = TypeVar("ValueT")
-
-_PORT_STATUS: Mapping[dex.FlowStatus, FlowStatus] = {
-    dex.FlowStatus.RUNNING: FlowStatus.RUNNING,
-    # The session goes on in the next run under the same ID.
-    dex.FlowStatus.CONTINUED_AS_NEW: FlowStatus.RUNNING,
-    dex.FlowStatus.COMPLETED: FlowStatus.COMPLETED,
-    dex.FlowStatus.FAILED: FlowStatus.FAILED,
-    # A Flow timeout that Dex enforces ends the run as a failure.
-    dex.FlowStatus.SERVER_SIDE_TIMEOUT_INTERNAL_ONLY: FlowStatus.FAILED,
-    # ``stop_flow`` cancels; an operator may terminate: both are the port's "stopped".
-    dex.FlowStatus.CANCELED: FlowStatus.STOPPED,
-    dex.FlowStatus.TERMINATED: FlowStatus.STOPPED,
-}
-
-
-def port_flow_status(status: dex.FlowStatus) -> str:
-    """A Dex Flow status as the port's status text: running, completed, failed or stopped."""
-    return _PORT_STATUS[status].value
 
 
 @runtime_checkable

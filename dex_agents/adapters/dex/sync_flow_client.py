@@ -17,7 +17,8 @@ from typing import Any, Protocol, TypeVar, overload
 import dex
 
 from dex_agents.adapters.dex.errors import port_error, stream_read_error
-from dex_agents.adapters.dex.flow_client import DexBoundFlow, port_flow_status
+from dex_agents.adapters.dex.flow_client import DexBoundFlow
+from dex_agents.adapters.dex.flow_statuses import port_flow_status
 from dex_agents.adapters.dex.poll_timeouts import dex_poll_timeout, remaining_poll_timeout
 from dex_agents.adapters.dex.stream_messages import port_stream_message
 from dex_agents.adapters.dex.stream_owners import StreamOwners

@@ -8,7 +8,8 @@ import dex
 import pytest
 
 from dex_agents.adapters.dex.errors import DexEngineError
-from dex_agents.adapters.dex.flow_client import DexFlowClient, port_flow_status
+from dex_agents.adapters.dex.flow_client import DexFlowClient
+from dex_agents.adapters.dex.flow_statuses import port_flow_status
 from dex_agents.ports.errors import FlowNotFoundError
 from dex_agents.ports.flow_client import FlowInfo
 from tests.adapters.dex.fake_async_client import T0, FakeDexClient, dex_info, not_found, unavailable
