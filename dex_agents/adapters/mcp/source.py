@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import logging
-import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from dex_agents.adapters.mcp.call_arguments import parse_call_arguments
 from dex_agents.adapters.mcp.calls import (
     ReturnTask,
     TaskHandling,
@@ -22,15 +20,14 @@ from dex_agents.adapters.mcp.config import (
     check_server_configs,
 )
 from dex_agents.adapters.mcp.listing import ServerListings
+from dex_agents.adapters.mcp.offered_tools import offered_tools
 from dex_agents.adapters.mcp.resources import (
     RESOURCE_AND_PROMPT_TOOL_NAMES,
-    resource_and_prompt_tools,
     run_resource_or_prompt_tool,
 )
 from dex_agents.adapters.mcp.task_polls import cancel_mcp_task, poll_mcp_task
 from dex_agents.adapters.mcp.tools import (
     McpTool,
-    build_mcp_tool,
     builtin_tool_reference,
     call_policy,
     decode_reference,
@@ -39,7 +36,6 @@ from dex_agents.adapters.mcp.tools import (
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.mcp_conventions import MCP_TASK_FIRST_POLL_INTERVAL_SECONDS
-from dex_agents.domain.mcp_naming import select_mcp_tool_names
 from dex_agents.domain.runner_outcomes import (
     DeferredToolCall,
     DeferredToolOutcome,
@@ -57,8 +53,6 @@ from dex_agents.ports.runner import (
     ToolTaskCancellation,
     ToolTaskPoll,
 )
-
-logger = logging.getLogger(__name__)
 
 DeferredToolHandler = Callable[[DeferredToolExecution], Awaitable[DeferredToolOutcome]]
 
@@ -137,35 +131,6 @@ class McpToolSource:
         """The resource and prompt tools' names when enabled with a server; no I/O."""
         return RESOURCE_AND_PROMPT_TOOL_NAMES if self._resource_tools and self._servers else ()
 
-    def _offer(
-        self, listing: Sequence[tuple[McpServerConfig, Sequence[Mapping[str, Any]]]]
-    ) -> tuple[ListedTool, ...]:
-        definitions: dict[tuple[str, str], tuple[McpServerConfig, Mapping[str, Any]]] = {}
-        listed: list[tuple[str, str]] = []
-        for server, tools in listing:
-            for tool in tools:
-                name = tool.get("name")
-                if isinstance(name, str) and name:
-                    listed.append((server.name, name))  # twice listed: the 2nd is logged
-                    definitions.setdefault((server.name, name), (server, tool))
-        selection = select_mcp_tool_names(listed)
-        for left_out in selection.left_out:
-            logger.warning("%s", left_out.warning)
-        offered: list[ListedTool] = []
-        for named in selection.offered:
-            server, tool = definitions[(named.server, named.tool)]
-            offered.append(
-                build_mcp_tool(
-                    named.name,
-                    server.name,
-                    tool,
-                    trusts_tool_annotations=server.trusts_tool_annotations,
-                )
-            )
-        if self._resource_tools:
-            offered.extend(resource_and_prompt_tools([s.name for s in self._servers]))
-        return tuple(offered)
-
     async def list_tools(self, *, refresh: bool = False) -> Sequence[ListedTool]:
         """The tools offered now: each server's cached tools, then the resource and prompt tools.
 
@@ -182,7 +147,9 @@ class McpToolSource:
             or len(offered_from) != len(before)
             or any(now is not then for now, then in zip(offered_from, before, strict=True))
         ):
-            self._last = self._offer(listing)
+            self._last = offered_tools(
+                listing, resource_tool_servers=self._servers if self._resource_tools else None
+            )
             self._offered_from = offered_from
         return self._last
 
@@ -236,7 +203,7 @@ class McpToolSource:
         """
         record = call.tool_call
         target = decode_reference(record.tool_source_reference)
-        arguments = _arguments(record.arguments)
+        arguments = parse_call_arguments(record.arguments)
         if isinstance(target, str):
             output = await run_resource_or_prompt_tool(
                 target,
@@ -407,30 +374,3 @@ class McpToolSource:
     async def aclose(self) -> None:
         """Wait for background listings to end."""
         await self._listings.aclose()
-
-
-def _refuse_constant(constant: str) -> Any:
-    # json.loads takes NaN and Infinity, which are not JSON; the request would carry them
-    # to the server as something else (null), so the call is refused before it is sent.
-    raise ValueError(f"{constant} is not a JSON value")
-
-
-def _finite_float(text: str) -> float:
-    # json.loads reads a number past float's range, such as 1e400, as infinity.
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text} is out of range")
-    return value
-
-
-def _arguments(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text or "{}", parse_constant=_refuse_constant, parse_float=_finite_float)
-    except ValueError as error:
-        raise ToolExecutionError(f"the tool arguments are not JSON: {error}") from error
-    except RecursionError:
-        # Refused before any request, so a write fails instead of recording outcome_unknown.
-        raise ToolExecutionError("the tool arguments are nested too deeply") from None
-    if not isinstance(value, dict):
-        raise ToolExecutionError("the tool arguments must be a JSON object")
-    return value
