@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
+from dex_agents.app.builtin_loop.source_references import (
+    decode_source_reference,
+    encode_source_reference,
+)
 from dex_agents.app.builtin_loop.source_router import FrameworkToolSourceRouter
 from dex_agents.app.builtin_loop.tool_sources import (
     DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
     SOURCE_TOOL_NOT_OFFERED_RESULT,
-    decode_source_reference,
-    encode_source_reference,
 )
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolTaskPending

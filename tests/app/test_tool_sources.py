@@ -18,12 +18,14 @@ from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.app.builtin_loop.items import user_text_message
 from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
 from dex_agents.app.builtin_loop.scripted_model import ScriptedModelReply, ScriptedToolCall
-from dex_agents.app.builtin_loop.tool_sources import (
-    DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
-    SOURCE_TOOL_NOT_OFFERED_RESULT,
+from dex_agents.app.builtin_loop.source_references import (
     TOOL_SOURCE_REFERENCE_KEY,
     decode_source_reference,
     encode_source_reference,
+)
+from dex_agents.app.builtin_loop.tool_sources import (
+    DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
+    SOURCE_TOOL_NOT_OFFERED_RESULT,
     model_tool_definition,
 )
 from dex_agents.domain.builtin_tools import BuiltInTool

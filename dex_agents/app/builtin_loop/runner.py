@@ -15,7 +15,7 @@ import inspect
 import json
 from collections.abc import Sequence
 
-from dex_agents.app.builtin_loop import tool_sources
+from dex_agents.app.builtin_loop import source_references, tool_sources
 from dex_agents.app.builtin_loop.compaction import BuiltinLoopCompaction
 from dex_agents.app.builtin_loop.conversation import (
     RunState,
@@ -230,7 +230,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
         A call with a tool source's stored reference runs in that source, with its own
         reference on the record; a source name this agent lacks raises ``LookupError``.
         """
-        routed = await tool_sources.execute_source_call(self._sources, call)
+        routed = await source_references.execute_source_call(self._sources, call)
         if routed is not None:
             _check_own_images(self.media_store, call.tool_call.tool_name, routed)
             return routed
@@ -388,7 +388,7 @@ class _SourcePollingRunner(BuiltinLoopAgentRunner):
 
     async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
         """Poll the task in the source that built the call; function tools start no tasks."""
-        routed = await tool_sources.poll_source_task(self._sources, poll)
+        routed = await source_references.poll_source_task(self._sources, poll)
         if routed is None:
             raise ToolExecutionError(
                 f"tool {poll.tool_call.tool_name} belongs to no tool source and starts no tasks"
@@ -398,7 +398,7 @@ class _SourcePollingRunner(BuiltinLoopAgentRunner):
 
     async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
         """Forward ``cancel_turn``'s cancellation to the call's source, if it can cancel."""
-        routed = tool_sources.route_source_call(self._sources, cancellation.tool_call)
+        routed = source_references.route_source_call(self._sources, cancellation.tool_call)
         if routed is None:
             return
         source, record = routed

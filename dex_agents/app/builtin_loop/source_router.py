@@ -16,17 +16,19 @@ from datetime import timedelta
 
 import attrs
 
+from dex_agents.app.builtin_loop.source_references import (
+    decode_source_reference,
+    encode_source_reference,
+    execute_source_call,
+    poll_source_task,
+    route_source_call,
+)
 from dex_agents.app.builtin_loop.tool_sources import (
     DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT,
     SOURCE_TOOL_NOT_OFFERED_RESULT,
     SourceToolListing,
     check_tool_sources,
-    decode_source_reference,
-    encode_source_reference,
-    execute_source_call,
     list_tool_sources,
-    poll_source_task,
-    route_source_call,
     source_deferred_tool_call,
 )
 from dex_agents.domain.runner_outcomes import (

@@ -1,4 +1,4 @@
-"""Tool sources on the built-in loop: listing, clash checks, and routing by stored reference.
+"""Tool sources on the built-in loop: listing, clash checks, and the calls sources build.
 
 In every ``RunModel`` of a chat or executing turn the runner lists each source for
 at most ``tool_source_listing_timeout``; a source whose listing raises, takes
@@ -7,7 +7,8 @@ blank name, a schema that is not a JSON object) offers nothing in that call, wit
 a warning log ("Tool sources"). A call of
 a listed tool is built by its source, and the runner stores the source's reference
 as ``{"stepwise_tool_source": <source_name>, "reference": ...}`` so the tool Step
-and ``PollToolTask`` reach the same source on any Worker without a listing.
+and ``PollToolTask`` reach the same source on any Worker without a listing
+(``source_references``).
 """
 
 from __future__ import annotations
@@ -19,30 +20,26 @@ import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 import attrs
 
+from dex_agents.app.builtin_loop.source_references import (
+    decode_source_reference,
+    encode_source_reference,
+)
 from dex_agents.domain.listed_tools import ListedTool, check_listed_tool_names
 from dex_agents.domain.model_io import ModelToolDefinition
 from dex_agents.domain.object_memo import ObjectMemo
-from dex_agents.domain.runner_outcomes import (
-    DeferredToolCall,
-    DeferredToolOutcome,
-    ToolTaskPollOutcome,
-)
+from dex_agents.domain.runner_outcomes import DeferredToolCall
 from dex_agents.domain.state import InteractionMode
 from dex_agents.domain.tool_calls import AgentToolCall
-from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
+from dex_agents.ports.runner import AgentTurnContext
 from dex_agents.ports.tool_source import CachedToolsSource, DeclaredToolNamesSource, ToolSource
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT = timedelta(seconds=10)
 """``AgentDefinition.tool_source_listing_timeout``: 10 seconds per source listing."""
-
-TOOL_SOURCE_REFERENCE_KEY = "stepwise_tool_source"
-"""The key of the source name in a stored ``tool_source_reference``."""
 
 SOURCE_TOOL_NOT_OFFERED_RESULT = (
     "The tool call was not run: the tool is not offered now, as its tool source does not list it."
@@ -99,31 +96,6 @@ def _declared_tool_names(source: ToolSource) -> tuple[str, ...]:
                 "not a non-empty tool name"
             )
     return checked
-
-
-def encode_source_reference(source_name: str, reference: str | None) -> str:
-    """The stored ``tool_source_reference`` of a source's call: the source's name and its own."""
-    return json.dumps(
-        {TOOL_SOURCE_REFERENCE_KEY: source_name, "reference": reference},
-        separators=(",", ":"),
-        sort_keys=True,
-    )
-
-
-def decode_source_reference(text: str | None) -> tuple[str, str | None] | None:
-    """The source name and inner reference of a stored reference, or ``None`` for another's."""
-    if text is None:
-        return None
-    try:
-        data: Any = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get(TOOL_SOURCE_REFERENCE_KEY), str):
-        return None
-    inner = data.get("reference")
-    if inner is not None and not isinstance(inner, str):
-        raise ValueError(f"stored tool_source_reference {text!r} has a reference that is not text")
-    return data[TOOL_SOURCE_REFERENCE_KEY], inner
 
 
 @dataclass(frozen=True)
@@ -344,62 +316,12 @@ def source_deferred_tool_call(
     )
 
 
-def route_source_call(
-    sources: Mapping[str, ToolSource], record: AgentToolCall
-) -> tuple[ToolSource, AgentToolCall] | None:
-    """The source of a stored call and the record with the source's own reference.
-
-    ``None`` when the call is no source's; ``LookupError`` when its source name is
-    not among ``sources`` (this Worker lacks it).
-    """
-    decoded = decode_source_reference(record.tool_source_reference)
-    if decoded is None:
-        return None
-    name, inner = decoded
-    source = sources.get(name)
-    if source is None:
-        # LookupError, not ToolExecutionError: the call's effect class decides the outcome.
-        raise LookupError(
-            f"tool call {record.tool_call_id} belongs to tool source {name}, "
-            "which this agent does not have"
-        )
-    return source, attrs.evolve(record, tool_source_reference=inner)
-
-
-async def execute_source_call(
-    sources: Mapping[str, ToolSource], call: DeferredToolExecution
-) -> DeferredToolOutcome | None:
-    """Run a source's call in that source, or ``None`` when the call is no source's."""
-    routed = route_source_call(sources, call.tool_call)
-    if routed is None:
-        return None
-    source, record = routed
-    return await source.execute_deferred_tool_call(dataclasses.replace(call, tool_call=record))
-
-
-async def poll_source_task(
-    sources: Mapping[str, ToolSource], poll: ToolTaskPoll
-) -> ToolTaskPollOutcome | None:
-    """Poll a source call's task in that source, or ``None`` when the call is no source's."""
-    routed = route_source_call(sources, poll.tool_call)
-    if routed is None:
-        return None
-    source, record = routed
-    return await source.poll_tool_task(dataclasses.replace(poll, tool_call=record))
-
-
 __all__ = [
     "DEFAULT_TOOL_SOURCE_LISTING_TIMEOUT",
     "SOURCE_TOOL_NOT_OFFERED_RESULT",
-    "TOOL_SOURCE_REFERENCE_KEY",
     "SourceToolListing",
     "cached_tool_listing",
     "check_tool_sources",
-    "decode_source_reference",
-    "encode_source_reference",
-    "execute_source_call",
     "list_tool_sources",
-    "poll_source_task",
-    "route_source_call",
     "source_deferred_tool_call",
 ]
