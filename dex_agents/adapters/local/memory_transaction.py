@@ -3,12 +3,11 @@
 Writes go to the live tables (``MemoryTables``) at once, each with the function
 that undoes it in ``MemoryTransaction.undo``: ``MemoryFlowStore`` runs those
 backwards when a transaction's work raises, and ``run_undoable`` when one work
-of a batch does.
+of a batch does. The Stream's primitives are mixed in from ``memory_stream``.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections import deque
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
+from dex_agents.adapters.local.memory_stream import MemoryStream
 from dex_agents.adapters.local.store_rows import (
     check_limit,
     moved_execution_message,
@@ -67,7 +67,7 @@ class MemoryTables:
     last_ids: dict[str, int] = field(default_factory=lambda: {"seq": 0, "execution": 0, "event": 0})
 
 
-class MemoryTransaction(StoreTransaction):
+class MemoryTransaction(MemoryStream, StoreTransaction):
     """One transaction of a ``MemoryFlowStore``: it writes to the live tables and logs in
     ``undo`` how to undo each write, which the store runs backwards when the work raises."""
 
@@ -382,57 +382,3 @@ class MemoryTransaction(StoreTransaction):
         held = [name for name, holder in self._t.locks.items() if holder == execution_id]
         for name in held:
             self._pop(self._t.locks, name)
-
-    # Stream events
-    def append_event(
-        self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
-    ) -> int:
-        when = utc_time(created_at, "created_at")
-        size = len(value.encode("utf-8"))
-        event_id = self._next_id("event")
-        self._put(
-            self._t.events,
-            event_id,
-            (EventRow(event_id, flow_type, flow_id, value, source, when), size),
-        )
-        for ids in (
-            self._t.flow_events.setdefault(flow_id, []),
-            self._t.type_events.setdefault(flow_type, deque()),
-        ):
-            ids.append(event_id)
-            self.undo.append(ids.pop)
-        self._put(self._t.type_bytes, flow_type, self._t.type_bytes.get(flow_type, 0) + size)
-        return event_id
-
-    def events_after(self, flow_id: str, after_id: int, limit: int) -> Sequence[EventRow]:
-        check_limit(limit)
-        ids = self._t.flow_events.get(flow_id, [])
-        start = bisect.bisect_right(ids, after_id)
-        return [self._t.events[i][0] for i in ids[start : start + limit]]
-
-    def last_event_id(self, flow_id: str) -> int:
-        ids = self._t.flow_events.get(flow_id, [])
-        return ids[-1] if ids else 0
-
-    def get_event(self, event_id: int) -> EventRow | None:
-        entry = self._t.events.get(event_id)
-        return None if entry is None else entry[0]
-
-    def trim_events(self, flow_type: str, capacity_bytes: int) -> int:
-        if capacity_bytes < 0:
-            raise ValueError(f"capacity_bytes must be 0 or more, not {capacity_bytes}")
-        total = self._t.type_bytes.get(flow_type, 0)
-        oldest_first = self._t.type_events.get(flow_type, deque())
-        deleted = 0
-        while total > capacity_bytes and oldest_first:
-            event_id = oldest_first.popleft()
-            self.undo.append(partial(oldest_first.appendleft, event_id))
-            row, size = self._pop(self._t.events, event_id)
-            flow_ids = self._t.flow_events[row.flow_id]
-            del flow_ids[bisect.bisect_left(flow_ids, event_id)]
-            self.undo.append(partial(bisect.insort, flow_ids, event_id))
-            total -= size
-            deleted += 1
-        if deleted:
-            self._put(self._t.type_bytes, flow_type, total)
-        return deleted
