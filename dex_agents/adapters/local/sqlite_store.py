@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
-from dex_agents.adapters.local.flow_changes import runs_changed_after, runs_logged_after
+from dex_agents.adapters.local.flow_changes import runs_changed_after
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.own_events import OwnEvents
 from dex_agents.adapters.local.sqlite_batch_works import (
@@ -31,6 +31,7 @@ from dex_agents.adapters.local.sqlite_batch_works import (
     each_in_savepoint,
     raising_apart,
 )
+from dex_agents.adapters.local.sqlite_capabilities import SqliteStoreCapabilities
 from dex_agents.adapters.local.sqlite_connection import (
     configure,
     connect,
@@ -48,13 +49,10 @@ from dex_agents.adapters.local.store_errors import (
     StoreVersionError,
 )
 from dex_agents.adapters.local.wal_sync import WalSync
-from dex_agents.adapters.local.wal_writes import WalWrites
-from dex_agents.adapters.local.worker_marks import HeldMark, WorkerMarkFiles, marks_directory
+from dex_agents.adapters.local.worker_marks import WorkerMarkFiles, marks_directory
 from dex_agents.adapters.local.write_once_values import WriteOnceValues
 from dex_agents.adapters.local.writer_turnstile import WriterTurnstile
-from dex_agents.ports.flow_rows import EventRow
 from dex_agents.ports.flow_store import BatchOutcome, StoreTransaction, StoreWouldWaitError
-from dex_agents.ports.store_capabilities import LoggedRuns
 
 R = TypeVar("R")
 
@@ -75,7 +73,7 @@ DEFAULT_BUSY_TIMEOUT = timedelta(seconds=10)
 """How long a transaction waits for another connection's write lock before ``StoreBusyError``."""
 
 
-class SqliteFlowStore:
+class SqliteFlowStore(SqliteStoreCapabilities):
     """A ``FlowStore`` in an SQLite file: durable, and shared by every process that opens the file.
 
     The schema is created when the file is new. ``busy_timeout`` bounds how long a
@@ -360,20 +358,6 @@ class SqliteFlowStore:
                     connection.execute("ROLLBACK")
             tx.end()
 
-    def event_after(self, flow_id: str, after_id: int) -> EventRow | None:
-        """The event of ``flow_id`` that this store committed right after event ``after_id``,
-        holding the write lock, so that nothing came between; ``None`` when it does not know.
-
-        The newest ``own_events.COMMITTED_EVENTS_KEPT`` events are known, so a reader in
-        this process follows a session's Stream without a read per event.
-        """
-        return self._own_events.event_after(flow_id, after_id)
-
-    def newest_committed_event(self, flow_id: str) -> tuple[EventRow, int] | None:
-        """The last event this store's commits appended to ``flow_id``'s Stream and the change
-        number (``runs_logged_since``) of that commit; ``None`` when it does not know."""
-        return self._own_events.newest(flow_id)
-
     def _patience_ms(self) -> int:
         return round(self.busy_timeout.total_seconds() * 1000)
 
@@ -392,67 +376,6 @@ class SqliteFlowStore:
         self._set_busy_timeout(connection, 0)
         if not self._turnstile.try_begin(connection):
             raise StoreWouldWaitError(f"another connection is writing to {self.path}")
-
-    def hold_worker_mark(self, owner: str) -> HeldMark | None:
-        """``WorkerMarks``: a file of the owner's own under ``<path>-workers``, ``flock``ed."""
-        return self._marks.hold_worker_mark(owner)
-
-    def worker_gone(self, owner: str) -> bool:
-        """``WorkerMarks``: the owner's mark file exists and no process holds it."""
-        return self._marks.worker_gone(owner)
-
-    def forget_worker_mark(self, owner: str) -> None:
-        """``WorkerMarks``: remove the owner's mark file if no process holds it."""
-        self._marks.forget_worker_mark(owner)
-
-    def watch_writes(self) -> WalWrites | None:
-        """A watch of the commits any process signals on this file's ``-wal`` file
-        (``WalSync.signal``, ``wal_writes.py``); ``None`` where inotify is missing or refused."""
-        return WalWrites.open(self.path)
-
-    def written_elsewhere(self) -> bool:
-        """Whether another connection committed since this was last asked: ``PRAGMA
-        data_version`` on this store's own connection, which its own commits do not move.
-        ``True`` at the first ask and while another thread holds the connection (it cannot
-        tell without waiting); an answer that cannot tell leaves the next one unchanged."""
-        if not self._lock.acquire(blocking=False):
-            return True
-        try:
-            connection = self._connection
-            if connection is None:
-                return True
-            try:
-                version = int(connection.execute("PRAGMA data_version").fetchall()[0][0])
-            except sqlite3.Error:
-                return True
-            seen, self._elsewhere_seen = self._elsewhere_seen, version
-            return version != seen
-        finally:
-            self._lock.release()
-
-    def change_counter(self) -> int:
-        """SQLite's ``PRAGMA data_version`` on a polling connection: it changes on every commit."""
-        with self._poll_lock:
-            if self._poll is None:
-                raise RuntimeError(f"the flow store {self.path} is closed")
-            try:
-                # fetchall finishes the statement, so no read snapshot stays open to hold back
-                # WAL checkpoints.
-                return int(self._poll.execute("PRAGMA data_version").fetchall()[0][0])
-            except sqlite3.Error as error:
-                raise translate_error(error, self.path, self.busy_timeout) from error
-
-    def runs_logged_since(self, change: int | None) -> LoggedRuns:
-        """The Flow runs that got Stream events after change number ``change``
-        (``flow_changes``), every run changed after it, and the newest number, read on the
-        polling connection: it waits behind no transaction."""
-        with self._poll_lock:
-            if self._poll is None:
-                raise RuntimeError(f"the flow store {self.path} is closed")
-            try:
-                return runs_logged_after(self._poll.execute, change)
-            except sqlite3.Error as error:
-                raise translate_error(error, self.path, self.busy_timeout) from error
 
     def close(self) -> None:
         """Close the store's connections; the file and its data stay."""
