@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
 import sys
@@ -213,7 +214,9 @@ async def test_serve_names_a_token_file_it_cannot_read(tmp_path: Path) -> None:
     assert str(undecodable.value) == f"the token file {latin} cannot be read: it is not UTF-8 text"
 
 
-async def test_serve_on_port_0_prints_the_port_it_listens_on(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path, *flags: str) -> AsyncIterator[str]:
+    """``dex-agents serve --port 0`` with ``flags``; yields the URL it prints, stopped after."""
     serve = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -223,6 +226,7 @@ async def test_serve_on_port_0_prints_the_port_it_listens_on(tmp_path: Path) -> 
         str(tmp_path / "s.sqlite3"),
         "--port",
         "0",
+        *flags,
         cwd=ROOT,
         stdin=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
@@ -232,12 +236,17 @@ async def test_serve_on_port_0_prints_the_port_it_listens_on(tmp_path: Path) -> 
         line = await asyncio.wait_for(serve.stderr.readline(), 60)
         url = line.decode().removeprefix("dex-agents console: ").strip()
         assert url.startswith("http://127.0.0.1:"), line
-        assert not url.endswith(":0")
-        async with httpx.AsyncClient(base_url=url) as client:
-            assert (await client.get("/api/sessions")).status_code == 200
+        yield url
     finally:
         serve.send_signal(signal.SIGINT)
         await asyncio.wait_for(serve.wait(), 60)
+
+
+async def test_serve_on_port_0_prints_the_port_it_listens_on(tmp_path: Path) -> None:
+    async with serving(tmp_path) as url:
+        assert not url.endswith(":0")
+        async with httpx.AsyncClient(base_url=url) as client:
+            assert (await client.get("/api/sessions")).status_code == 200
 
 
 @pytest.mark.skipif(not socket.has_dualstack_ipv6(), reason="no dual-stack IPv6 sockets here")
@@ -245,34 +254,10 @@ async def test_serve_on_every_ipv6_address_answers_at_the_url_it_prints(tmp_path
     # Bound IPv6-only, "--host ::" printed http://127.0.0.1:PORT, which refused connections.
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\n")
-    serve = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "dex_agents.cli",
-        "serve",
-        "--db",
-        str(tmp_path / "s.sqlite3"),
-        "--host",
-        "::",
-        "--port",
-        "0",
-        "--token-file",
-        str(token_file),
-        cwd=ROOT,
-        stdin=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert serve.stderr is not None
-    try:
-        line = await asyncio.wait_for(serve.stderr.readline(), 60)
-        url = line.decode().removeprefix("dex-agents console: ").strip()
-        assert url.startswith("http://127.0.0.1:"), line
-        async with httpx.AsyncClient() as client:
-            assert (await client.get(url)).status_code == 303
-        assert console_url("[::]", 8765, None) == "http://127.0.0.1:8765"
-    finally:
-        serve.send_signal(signal.SIGINT)
-        await asyncio.wait_for(serve.wait(), 60)
+    flags = ("--host", "::", "--token-file", str(token_file))
+    async with serving(tmp_path, *flags) as url, httpx.AsyncClient() as client:
+        assert (await client.get(url)).status_code == 303
+    assert console_url("[::]", 8765, None) == "http://127.0.0.1:8765"
 
 
 def test_token_sources_and_host_rules(tmp_path: Path) -> None:
