@@ -25,7 +25,8 @@ from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION, LocalEngine
 from dex_agents.adapters.local.handoff import HandOff
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.adapters.local.worker import HANDOFF_EXTRA_SLOTS, LocalWorker
+from dex_agents.adapters.local.worker import LocalWorker
+from dex_agents.adapters.local.worker_handoffs import HANDOFF_EXTRA_SLOTS
 from dex_agents.ports.engine import (
     FlowDefinition,
     Rpc,

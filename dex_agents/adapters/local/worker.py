@@ -15,7 +15,7 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.step_context import DEFAULT_EVENT_FLUSH_INTERVAL
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
 from dex_agents.adapters.local.wake_up import WakeUp
+from dex_agents.adapters.local.worker_handoffs import WorkerHandOffs, took_everything
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.store_capabilities import WorkerMark, WorkerMarks
 
@@ -34,17 +35,9 @@ R = TypeVar("R")
 
 logger = logging.getLogger("dex_agents.engine")
 
-HANDOFF_EXTRA_SLOTS = 3
-"""How many free slots, besides its own, a committing attempt may fill with the Steps it starts."""
-
 MARK_LOOK_INTERVAL = timedelta(seconds=1)
 """How often a worker looks at the marks of the workers holding leases (``WorkerMarks``):
 a worker whose process ended loses its leases then, not when they lapse."""
-
-
-def _complete(done: handoff.HandOff | claims.ClaimRound) -> bool:
-    # A commit that took everything it made runnable, or everything a round found, is quiet.
-    return done.complete
 
 
 def check_max_concurrent_tasks(value: object) -> None:
@@ -54,7 +47,7 @@ def check_max_concurrent_tasks(value: object) -> None:
         raise ValueError(f"max_concurrent_tasks must be a whole number, 1 or more, not {value!r}")
 
 
-class LocalWorker:
+class LocalWorker(WorkerHandOffs):
     """Runs the Steps of the Flow types its engine serves, up to ``max_concurrent_tasks`` at once."""
 
     def __init__(
@@ -108,91 +101,12 @@ class LocalWorker:
             lambda: engine.run(work, durable=durable), self._faults, give_up=self._stopping.is_set
         )
 
-    async def handing_off(self, work: Callable[[StoreTransaction, int], handoff.HandOff]) -> bool:
-        """Run a durable transaction that ends an attempt or a wait phase and may claim what it
-        made runnable, up to this worker's free slots plus the one the attempt frees; start
-        those claims.
-
-        The slots are reserved until it returns, so claims never overlap. When it took
-        everything it made runnable, the change it commits gives the claim loop nothing
-        to do, and the loop skips the round it would run for it.
-        """
-        # Its own slot, and a few more: Steps that finish together each keep slots for
-        # what they start, so one of them taking every free slot would starve the rest.
-        limit = self._reserve(1, most=HANDOFF_EXTRA_SLOTS)
-        # The attempt's task is not cancelled while it commits (``_cancellable``): the commit
-        # lands once queued, and what it leases would wait for its lease with nobody to run
-        # it. A task of its own per commit, as a client's gets, cost 3% of a turn's CPU.
-        task = asyncio.current_task()
-        if task is not None:
-            self._committing.add(task)
-        try:
-            result = await self._commit_quietly(lambda tx: work(tx, limit), _complete)
-        finally:
-            self._reserved -= limit
-            self._committing.discard(task)
-        self._took(result)
-        return result.committed
-
     def _cancellable(self, running: RunningAttempt) -> asyncio.Task[None] | None:
         """The attempt's task, unless it is done or commits its result (a hand-off) now."""
         task = running.task
         if task is None or task.done() or task in self._committing:
             return None
         return task
-
-    async def _then_take(self, commit: Awaitable[tuple[R, handoff.HandOff]], limit: int) -> R:
-        """Await a client's ``commit``, which leases Steps to this worker on ``limit`` reserved
-        slots, then start what it leased; the commit's own output.
-
-        In a task of its own, which the caller's cancellation does not reach: the commit
-        lands whether or not its caller still waits (a request dropped, an
-        ``asyncio.timeout``), and what it leased would wait for its lease to lapse with
-        nobody running it. ``_abandon_running`` waits for these tasks before it hands back
-        what never started.
-        """
-
-        async def commit_and_take() -> R:
-            try:
-                output, result = await commit
-            finally:
-                self._reserved -= limit
-            self._took(result)
-            return output
-
-        task = asyncio.create_task(commit_and_take())
-        self._taking.add(task)
-        task.add_done_callback(self._taken)
-        return await asyncio.shield(task)
-
-    def _taken(self, task: asyncio.Task[Any]) -> None:
-        self._taking.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: its caller, if it still waits, gets it as well
-
-    def _took(self, result: handoff.HandOff) -> None:
-        """Start what a committed hand-off leased to this worker, and note what it left.
-
-        Once the worker stops it starts nothing: what it was leased stays unstarted, and
-        ``_abandon_running`` hands it back to other workers."""
-        if self._stopping.is_set():
-            return
-        if not result.complete:
-            self._starved = True
-        self._start_all(result.claims)
-        self._cancel(result.cancel_requested)
-
-    async def _commit_quietly(
-        self, work: Callable[[StoreTransaction], R], quiet: Callable[[R], bool]
-    ) -> R:
-        """A durable ``transact`` of work that hands out claims, which ``quiet`` may say made
-        nothing runnable (``LocalEngine.run_quietly``)."""
-        engine = self._engine
-        return await until_stored(
-            lambda: engine.run_quietly(work, quiet=quiet),
-            self._faults,
-            give_up=self._stopping.is_set,
-        )
 
     @property
     def engine(self) -> LocalEngine:
@@ -203,27 +117,6 @@ class LocalWorker:
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop ``run`` runs on (``None`` before it starts)."""
         return self._loop
-
-    async def commit_handing_off(
-        self, work: Callable[[StoreTransaction, str, int], tuple[R, handoff.HandOff]]
-    ) -> R:
-        """A client's durable commit that leases what it made runnable to this worker
-        (``HandOffTarget``); raises what the commit raised, with nothing leased."""
-        limit = 0
-        if not self._stopping.is_set():
-            limit = self._reserve(0, most=HANDOFF_EXTRA_SLOTS)
-            if limit == 0 and self._round is not None:
-                # A claim round holds the free slots, and does not need them yet or any
-                # more: this commit's Steps start in it, not in the next round. They stay
-                # reserved.
-                limit = self._round.lend(HANDOFF_EXTRA_SLOTS)
-        return await self._then_take(
-            self._engine.run_quietly(
-                lambda tx: work(tx, self.worker_id, limit),
-                quiet=lambda done: _complete(done[1]),
-            ),
-            limit,
-        )
 
     async def read(self, work: Callable[[StoreTransaction], R]) -> R:
         """``engine.read(work)``, retried through store faults like ``transact``."""
@@ -392,7 +285,7 @@ class LocalWorker:
             run_claimed=handoff.run_claimed,
             gone=gone,
         )
-        return await self._commit_quietly(work, _complete)
+        return await self._commit_quietly(work, took_everything)
 
     async def _sees_gone_workers(self) -> bool:
         """Whether another worker holding leases is gone, by its mark: a read, and a look at
