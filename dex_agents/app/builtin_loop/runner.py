@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 from collections.abc import Sequence
 
 from dex_agents.app.builtin_loop import source_references, tool_sources
@@ -27,18 +26,15 @@ from dex_agents.app.builtin_loop.definition import (
     InstructionContext,
     TurnContinuationContext,
 )
-from dex_agents.app.builtin_loop.function_tools import ToolCallContext
 from dex_agents.app.builtin_loop.items import (
     model_output_message,
     tool_result_message,
     user_text_message,
 )
-from dex_agents.app.builtin_loop.tool_results import require_own_images
+from dex_agents.app.builtin_loop.tool_calls import BuiltinLoopToolCalls, check_own_images
 from dex_agents.domain.builtin_tools import (
     BuiltInTool,
     check_no_reserved_tool_names,
-    enabled_built_in_tool,
-    enabled_built_in_tool_definitions,
 )
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.images import AgentImageReference
@@ -49,25 +45,19 @@ from dex_agents.domain.model_io import (
     ModelOutputItem,
     ModelRequest,
     ModelResponse,
-    ModelToolCall,
     ModelToolChoice,
-    ModelToolDefinition,
     ToolResultItem,
     UserTextItem,
 )
 from dex_agents.domain.plans import PlanStatus
 from dex_agents.domain.runner_outcomes import (
     AgentTurnOutcome,
-    DeferredToolCall,
-    DeferredToolOutcome,
     ToolCallsRequested,
-    ToolExecutionResult,
     ToolTaskPollOutcome,
     TurnCompleted,
     TurnContinued,
 )
 from dex_agents.domain.state import InteractionMode
-from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.turns import (
     TurnContinuationAction,
     TurnContinuationDecision,
@@ -80,17 +70,13 @@ from dex_agents.ports.media_store import MediaStore, load_images
 from dex_agents.ports.model_client import model_supports_forced_tool_choice
 from dex_agents.ports.runner import (
     AgentTurnContext,
-    DeferredToolExecution,
     ToolTaskCancellation,
     ToolTaskCanceller,
     ToolTaskPoll,
 )
 
-UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
-"""The policy of a call whose name no tool offers: it fails as ``unknown tool <name>``, unapproved."""
 
-
-class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
+class BuiltinLoopAgentRunner(BuiltinLoopCompaction, BuiltinLoopToolCalls):
     """The runner of an ``AgentDefinition``: one model call per ``RunModel``.
 
     Function tools run in their own tool Steps through
@@ -224,70 +210,6 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction):
             turn_error=decision.turn_error,
         )
 
-    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> DeferredToolOutcome:
-        """Run the function tool the call names; an unknown name raises ``ToolExecutionError``.
-
-        A call with a tool source's stored reference runs in that source, with its own
-        reference on the record; a source name this agent lacks raises ``LookupError``.
-        """
-        routed = await source_references.execute_source_call(self._sources, call)
-        if routed is not None:
-            _check_own_images(self.media_store, call.tool_call.tool_name, routed)
-            return routed
-        name = call.tool_call.tool_name
-        tool = self.definition.function_tool(name)
-        if tool is None:
-            raise ToolExecutionError(f"unknown tool {name}")
-        context = ToolCallContext.for_call(call, media_store=self.media_store)
-        return await tool.invoke(call.tool_call.arguments, context)
-
-    def _deferred(
-        self, turn: AgentTurnContext, call: ModelToolCall, listing: tool_sources.SourceToolListing
-    ) -> DeferredToolCall:
-        name = call.tool_name
-        tool = self.definition.function_tool(name)
-        listed = listing.find(name)
-        if tool is not None:
-            policy = turn.resolve_tool_policy(name, tool.effect)
-        elif enabled_built_in_tool(name, turn.enabled_built_in_tools) is not None:
-            policy = turn.resolve_tool_policy(name)
-        elif listed is not None:
-            source, listed_tool = listed
-            return tool_sources.source_deferred_tool_call(
-                turn,
-                source,
-                listed_tool,
-                tool_call_id=call.tool_call_id,
-                arguments=call.arguments,
-            )
-        else:
-            policy = UNKNOWN_TOOL_POLICY
-        return DeferredToolCall(call.tool_call_id, name, call.arguments, policy)
-
-    def _tools(
-        self,
-        turn: AgentTurnContext,
-        offers_tools: bool,
-        listing: tool_sources.SourceToolListing,
-    ) -> list[ModelToolDefinition]:
-        if not offers_tools:
-            return []
-        enabled = turn.enabled_built_in_tools
-        if turn.interaction_mode is InteractionMode.PLANNING:
-            enabled = enabled & {BuiltInTool.WRITE_TODOS}
-            function_tools: list[ModelToolDefinition] = []
-        else:
-            function_tools = [tool.definition() for tool in self.definition.tools]
-        built_ins = [
-            ModelToolDefinition(
-                name=built_in.name.value,
-                description=built_in.description,
-                parameters_schema=json.loads(json.dumps(built_in.parameters_schema)),
-            )
-            for built_in in enabled_built_in_tool_definitions(enabled)
-        ]
-        return function_tools + listing.definitions() + built_ins
-
     def _forces_write_todos(self, turn: AgentTurnContext, model_calls: int) -> bool:
         """``planning_tool_choice`` ``"required"``: the first call of a planning turn, no draft.
 
@@ -393,7 +315,7 @@ class _SourcePollingRunner(BuiltinLoopAgentRunner):
             raise ToolExecutionError(
                 f"tool {poll.tool_call.tool_name} belongs to no tool source and starts no tasks"
             )
-        _check_own_images(self.media_store, poll.tool_call.tool_name, routed)
+        check_own_images(self.media_store, poll.tool_call.tool_name, routed)
         return routed
 
     async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
@@ -404,13 +326,6 @@ class _SourcePollingRunner(BuiltinLoopAgentRunner):
         source, record = routed
         if isinstance(source, ToolTaskCanceller):
             await source.cancel_tool_task(dataclasses.replace(cancellation, tool_call=record))
-
-
-def _check_own_images(media_store: MediaStore | None, tool_name: str, outcome: object) -> None:
-    # A tool source given another store than the runner's returns references the
-    # runner cannot read: each later turn of the session would fail on them.
-    if media_store is not None and isinstance(outcome, ToolExecutionResult) and outcome.images:
-        require_own_images(tool_name, outcome.images, media_store.store_uri)
 
 
 class _ImageRunner(BuiltinLoopAgentRunner):
@@ -441,4 +356,4 @@ _RUNNER_CLASSES: dict[tuple[bool, bool], type[BuiltinLoopAgentRunner]] = {
 }
 """The runner class of (has tool sources, has a media store)."""
 
-__all__ = ["UNKNOWN_TOOL_POLICY", "BuiltinLoopAgentRunner"]
+__all__ = ["BuiltinLoopAgentRunner"]
