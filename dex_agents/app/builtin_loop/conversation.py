@@ -25,13 +25,8 @@ from dex_agents.domain.model_io import (
 )
 from dex_agents.domain.plans import build_plan_note
 from dex_agents.domain.tool_calls import ToolCallStatus
-from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT, describe_tool_call_outcome
 from dex_agents.ports.runner import AgentTurnContext
-
-UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
-"""The policy of a call whose name no tool offers: it fails as ``unknown tool <name>``, unapproved."""
-
 
 # json.dumps(value, separators=(",", ":")): the run state's text as it was always stored.
 _compact = compact_encoder(sort_keys=False, ensure_ascii=True, allow_nan=True)
