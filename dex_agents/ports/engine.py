@@ -33,6 +33,7 @@ holds the declarations: Steps, their options and decisions, RPCs and Flow types.
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,9 @@ from dex_agents.ports.step_waits import Wait
 
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")
+
+ENGINE_LOGGER = logging.getLogger("dex_agents.engine")
+"""Where both engines' adapters log what a reader or Worker skipped or recovered from."""
 
 
 # ---------------------------------------------------------------------------

@@ -7,24 +7,22 @@ one reads differently) raised ``WireFormatError`` from every read: a reader (a
 browser's ``EventSource``, ``wait_for_user``, a CLI follower) resumes from the
 message before it and met it again, so it stopped there for good. Streams are
 best effort (a reader rebuilds from the session's snapshot), so readers skip the
-message, as the embedded engine does, and a warning on ``dex_agents.engine``
+message, as the embedded engine does, and a warning on ``ENGINE_LOGGER``
 names it. A message the SDK itself cannot decode raises ``dex.ValueMappingError``
 inside ``read_stream``, before its resume token is known, so it cannot be skipped.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import dex
 
 from dex_agents.adapters.dex.wire_values import from_dex
 from dex_agents.domain.errors import WireFormatError
+from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.flow_client import StreamMessage
 from dex_agents.ports.persistence import StreamDef
-
-logger = logging.getLogger("dex_agents.engine")
 
 
 def port_stream_message(

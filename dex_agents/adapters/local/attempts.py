@@ -12,7 +12,6 @@ lease.
 from __future__ import annotations
 
 import asyncio
-import logging
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -29,6 +28,7 @@ from dex_agents.adapters.local.staged_state import (
     read_snapshot,
 )
 from dex_agents.adapters.local.step_context import LocalStepContext, LocalWaitContext
+from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.flow_store import StoreTransaction
@@ -36,7 +36,6 @@ from dex_agents.ports.step_waits import Wait
 
 R = TypeVar("R")
 
-logger = logging.getLogger("dex_agents.engine")
 
 WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
 """How long a wait phase that raised waits before it runs again."""

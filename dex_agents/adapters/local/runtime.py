@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import os
 from collections.abc import Sequence
 from datetime import timedelta
@@ -34,10 +33,9 @@ from dex_agents.adapters.local.history_retention import (
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker, check_max_concurrent_tasks
+from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.flow_store import FlowStore
-
-logger = logging.getLogger("dex_agents.engine")
 
 DEFAULT_MAX_CONCURRENT_TASKS = 16
 """Step executions one worker runs at once: give it at least the largest batch of tool calls."""

@@ -10,15 +10,13 @@ snapshot), so readers skip the event and a warning names it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TypeVar
 
 from dex_agents.adapters.local.store_errors import StoredValueError
 from dex_agents.domain.errors import WireFormatError
+from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.flow_rows import EventRow
-
-logger = logging.getLogger("dex_agents.engine")
 
 T = TypeVar("T")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -28,12 +27,12 @@ from dex_agents.adapters.local.step_context import DEFAULT_EVENT_FLUSH_INTERVAL
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
 from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.adapters.local.worker_handoffs import WorkerHandOffs, took_everything
+from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.store_capabilities import WorkerMark, WorkerMarks
 
 R = TypeVar("R")
 
-logger = logging.getLogger("dex_agents.engine")
 
 MARK_LOOK_INTERVAL = timedelta(seconds=1)
 """How often a worker looks at the marks of the workers holding leases (``WorkerMarks``):
