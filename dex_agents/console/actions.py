@@ -48,7 +48,10 @@ def _optional_text(body: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
-def _flag(body: Mapping[str, Any], key: str) -> bool:
+def _flag(body: Mapping[str, Any], key: str, *, required: bool = False) -> bool:
+    if required and key not in body:
+        # A missing decision must not read as "no": {"approve": true} rejected the write.
+        raise ControlInputError(f"{key} is required: true or false")
     value = body.get(key, False)
     if not isinstance(value, bool):
         raise ControlInputError(f"{key} must be true or false")
@@ -91,7 +94,7 @@ async def _resolve(client: AgentSessionClient, session_id: str, body: Mapping[st
     return await client.resolve_interrupt(
         session_id,
         _text(body, "interrupt_id"),
-        _flag(body, "approved"),
+        _flag(body, "approved", required=True),
         _optional_text(body, "rejection_message"),
     )
 

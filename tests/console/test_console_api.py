@@ -56,6 +56,17 @@ async def test_approve_from_the_api_and_the_tools_result_appears(tmp_path: Path)
         assert row["needs_person"] is True
         assert row["waits_for"] == "approval of refund_order"
         interrupt_id = body["snapshot"]["pending_interrupts"][0]["interrupt_id"]
+        misspelt = await client.post(
+            "/api/sessions/refund/controls/resolve_interrupt",
+            json={"interrupt_id": interrupt_id, "approve": True},
+            headers=CONTROL_HEADERS,
+        )
+        assert misspelt.status_code == 400  # no decision is no rejection
+        assert misspelt.json() == {"ok": False, "reason": "approved is required: true or false"}
+        still = await snapshot(client, "refund")
+        assert [i["interrupt_id"] for i in still["snapshot"]["pending_interrupts"]] == [
+            interrupt_id
+        ]
         decision = {"interrupt_id": interrupt_id, "approved": True}
         approved = await client.post(
             "/api/sessions/refund/controls/resolve_interrupt",
