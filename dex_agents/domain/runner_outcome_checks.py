@@ -183,6 +183,12 @@ def check_tool_input_requested(outcome: ToolInputRequested) -> None:
         raise ValueError("ToolInputRequested.question must be non-blank")
     if not outcome.allows_free_text and not outcome.choices:
         raise ValueError("ToolInputRequested without free text needs at least one choice")
+    if not outcome.allows_free_text and not any(choice.strip() for choice in outcome.choices):
+        # answer_question refuses a blank answer, so only a decline or the deadline could
+        # end such a question.
+        raise ValueError(
+            "ToolInputRequested without free text needs a non-blank choice: every choice is blank"
+        )
 
 
 def check_tool_task_started(outcome: ToolTaskStarted) -> None:

@@ -420,8 +420,21 @@ def test_valid_turn_outcomes_pass(outcome: AgentTurnOutcome) -> None:
             ValueError,
             "ToolInputRequested without free text needs at least one choice",
         ),
+        (
+            ToolInputRequested("Which?", choices=(" ", "\t"), allows_free_text=False),
+            ValueError,
+            "ToolInputRequested without free text needs a non-blank choice: every choice is blank",
+        ),
     ],
-    ids=["none", "pending", "no-task-id", "nan-interval", "blank-question", "unanswerable"],
+    ids=[
+        "none",
+        "pending",
+        "no-task-id",
+        "nan-interval",
+        "blank-question",
+        "unanswerable",
+        "only-blank-choices",
+    ],
 )
 def test_a_deferred_tool_outcome_is_checked(
     outcome: object, error: type[Exception], message: str
@@ -445,6 +458,11 @@ def test_a_deferred_tool_outcome_is_checked(
             "ToolInputRequested without free text needs at least one choice",
         ),
         (
+            ToolInputRequested("Which?", choices=("",), allows_free_text=False),
+            ValueError,
+            "ToolInputRequested without free text needs a non-blank choice: every choice is blank",
+        ),
+        (
             ToolExecutionResult("cut", truncated_output_bytes="9000"),  # type: ignore[arg-type]
             TypeError,
             "ToolExecutionResult: truncated_output_bytes must be an int or None, not str ('9000')",
@@ -460,7 +478,15 @@ def test_a_deferred_tool_outcome_is_checked(
             "ToolExecutionResult.truncated_output_bytes must be None or at least 0, not -1",
         ),
     ],
-    ids=["started", "nan-interval", "unanswerable", "str-size", "bool-size", "negative-size"],
+    ids=[
+        "started",
+        "nan-interval",
+        "unanswerable",
+        "only-blank-choices",
+        "str-size",
+        "bool-size",
+        "negative-size",
+    ],
 )
 def test_a_poll_outcome_is_checked(outcome: object, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=exact(message)):
