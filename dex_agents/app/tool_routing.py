@@ -59,7 +59,14 @@ from dex_agents.domain.tool_effects import (
     max_tool_attempts,
     tool_effect_rules,
 )
-from dex_agents.ports.engine import AttributeLock, MapLoad, RetryPolicy, StepMovement, StepOptions
+from dex_agents.ports.engine import (
+    AttributeLock,
+    MapLoad,
+    RetryPolicy,
+    Step,
+    StepMovement,
+    StepOptions,
+)
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
     AGENT_TOOL_CALLS,
@@ -107,28 +114,40 @@ def tool_step_movement(runtime: SessionRuntime, record: AgentToolCall) -> StepMo
         if rules.step is ToolStepType.CALL_TOOL
         else tool_steps.CallSingleAttemptTool
     )
-    failure = (
-        tool_steps.RecordToolFailure
-        if rules.failure_route is ToolFailureRoute.RECORD_TOOL_FAILURE
-        else tool_steps.RecordToolOutcomeUnknown
-    )
     options = StepOptions(
         execute_timeout=timeout,
         heartbeat_timeout=TOOL_STEP_HEARTBEAT_TIMEOUT,
         retry=retry,
-        failure_step=failure,
+        failure_step=failure_step_for(record),
         loads=(own_record_load(record.tool_call_id),),
     )
     return StepMovement(step, record.tool_call_id, options)
 
 
+def failure_step_for(record: AgentToolCall) -> type[Step[str]]:
+    """The failure route of a Step that runs or waits for the call: by its effect."""
+    if tool_effect_rules(record.effect).failure_route is ToolFailureRoute.RECORD_TOOL_FAILURE:
+        return tool_steps.RecordToolFailure
+    return tool_steps.RecordToolOutcomeUnknown
+
+
 def approval_movement(record: AgentToolCall) -> StepMovement:
-    """The movement to ``AwaitToolApproval`` for a call, loading only its own record."""
+    """The movement to ``AwaitToolApproval`` for a call, loading only its own record.
+
+    Its failure route records the call by its effect, so a Step that fails (such as
+    on a runner whose ``tool_call_step_options`` raises once the call is approved)
+    ends that call, not the whole session.
+    """
     approval = tool_steps.AwaitToolApproval
     loads = (own_record_load(record.tool_call_id),)
     # The Step rewrites PendingInterrupts when a deadline passes; holding the lock
     # keeps resolve_interrupt from committing a change between its read and write.
-    options = StepOptions(loads=loads, wait_loads=loads, locks=(AttributeLock(PENDING_INTERRUPTS),))
+    options = StepOptions(
+        loads=loads,
+        wait_loads=loads,
+        locks=(AttributeLock(PENDING_INTERRUPTS),),
+        failure_step=failure_step_for(record),
+    )
     return StepMovement(approval, record.tool_call_id, options)
 
 

@@ -106,7 +106,9 @@ def _recover(
 ) -> AgentToolCall:
     if record.is_final:
         return record
-    if never_started and not has_run_before(record):
+    # A call still awaiting approval never reached its tool Step: its approval failed.
+    never_ran = never_started or record.status is ToolCallStatus.AWAITING_APPROVAL
+    if never_ran and not has_run_before(record):
         return attrs.evolve(record, status=ToolCallStatus.FAILED, error=not_run_error(detail))
     return attrs.evolve(record, status=status, error=detail)
 
@@ -116,7 +118,8 @@ def record_tool_failure(record: AgentToolCall, detail: str, never_started: bool)
 
     ``failed`` for a read and ``outcome_unknown`` for a write, with the recovery
     ``detail`` as ``error``. When ``never_started`` (``attempt_progress``
-    ``NOT_STARTED``) and the tool never ran before, ``failed`` with
+    ``NOT_STARTED``) and the tool never ran before, or the call still awaits its
+    approval (``AwaitToolApproval`` failed), ``failed`` with
     ``TOOL_CALL_NOT_RUN_ERROR_PREFIX: <detail>``, so the model may call it again.
     """
     return _recover(record, detail, never_started, tool_failure_status(record.effect))
@@ -128,8 +131,8 @@ def record_tool_outcome_unknown(
     """The record ``RecordToolOutcomeUnknown`` commits after a single-attempt Step failed.
 
     ``outcome_unknown`` with the recovery ``detail`` as ``error``. When
-    ``never_started`` and the tool never ran before, ``failed`` with
-    ``TOOL_CALL_NOT_RUN_ERROR_PREFIX: <detail>``.
+    ``never_started`` and the tool never ran before, or the call still awaits its
+    approval, ``failed`` with ``TOOL_CALL_NOT_RUN_ERROR_PREFIX: <detail>``.
     """
     return _recover(record, detail, never_started, ToolCallStatus.OUTCOME_UNKNOWN)
 

@@ -12,8 +12,10 @@ from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import TextDeltaPayload, TurnStartedPayload
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome
+from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
-from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
+from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT, not_run_error
+from dex_agents.domain.tool_step_options import ToolCallStepOptions
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.flow_store import FlowStore
@@ -132,6 +134,33 @@ async def test_a_rejected_approval_never_runs_and_the_model_sees_why(store: Flow
         snapshot = await session.idle()
         assert snapshot.messages[-1].text == "refund=not today"
         assert runner.tool_calls == []
+
+
+class _BrokenStepOptionsRunner(ScriptedRunner):
+    def tool_call_step_options(self, call: AgentToolCall) -> ToolCallStepOptions | None:
+        raise RuntimeError("the step options are broken")
+
+
+async def test_an_approval_step_that_fails_ends_its_call_not_the_session(
+    store: FlowStore,
+) -> None:
+    # The approved call's tool Step options come from the runner, in AwaitToolApproval;
+    # a runner that raises there failed the whole session right after the approval.
+    runner = _BrokenStepOptionsRunner(tools={"refund": echo})
+    options = AgentSessionOptions(
+        tool_policies={"refund": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)}
+    )
+    async with session_stack(store, runner, options) as session:
+        await session.sessions.start_session("s1", "call refund {}")
+        await session.until("a pending approval", lambda s: next(iter(s.pending_interrupts), None))
+        assert await session.sessions.resolve_interrupt("s1", "call-1", approved=True)
+        snapshot = await session.idle()
+        assert snapshot.messages[-1].text == (
+            "refund=The tool call failed: "
+            + not_run_error("RuntimeError: the step options are broken")
+        )
+        assert runner.tool_calls == []
+        assert (await session.client.describe_flow("s1")).status == "running"
 
 
 async def test_a_tool_error_is_recorded_failed_and_shown_to_the_model(store: FlowStore) -> None:

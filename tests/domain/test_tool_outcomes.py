@@ -237,6 +237,23 @@ RECOVERY = [
         "outcome_unknown",
         "boom",
     ),
+    # AwaitToolApproval failed: the call never reached its tool Step.
+    (
+        ToolEffect.NON_IDEMPOTENT_WRITE,
+        record_tool_outcome_unknown,
+        False,
+        {"status": "awaiting_approval"},
+        "failed",
+        not_run_error("boom"),
+    ),
+    (
+        ToolEffect.IDEMPOTENT_WRITE,
+        record_tool_failure,
+        False,
+        {"status": "awaiting_approval"},
+        "failed",
+        not_run_error("boom"),
+    ),
 ]
 
 

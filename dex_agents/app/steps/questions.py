@@ -57,7 +57,6 @@ from dex_agents.domain.tool_calls import (
     ToolCallCancellation,
     ToolCallStatus,
 )
-from dex_agents.domain.tool_effects import ToolFailureRoute, tool_failure_route
 from dex_agents.domain.tool_outcomes import cancel_unstarted_tool_call
 from dex_agents.domain.tool_questions import (
     QUESTION_RESOLUTION_MESSAGES,
@@ -88,12 +87,6 @@ from dex_agents.ports.step_contexts import StepContext, WaitContext
 from dex_agents.ports.step_waits import ChannelCondition, Condition, Wait, timer
 
 
-def _failure_step(record: AgentToolCall) -> type[Step[str]]:
-    if tool_failure_route(record.effect) is ToolFailureRoute.RECORD_TOOL_FAILURE:
-        return tool_steps.RecordToolFailure
-    return tool_steps.RecordToolOutcomeUnknown
-
-
 def question_movement(record: AgentToolCall) -> StepMovement:
     """The movement to ``AwaitQuestionAnswer`` for a call.
 
@@ -110,7 +103,7 @@ def question_movement(record: AgentToolCall) -> StepMovement:
         locks=(AttributeLock(PENDING_INTERRUPTS),),
         loads=loads,
         wait_loads=(own,),
-        failure_step=_failure_step(record),
+        failure_step=tool_routing.failure_step_for(record),
     )
     return StepMovement(AwaitQuestionAnswer, record.tool_call_id, options)
 

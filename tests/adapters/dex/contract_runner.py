@@ -70,6 +70,7 @@ TOOL_POLICIES = {
     "broken_ship": SILENT_WRITE,
     "stuck_task": READ,
     "stubborn_task": READ,
+    "misconfigured_refund": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),  # waits for approval
 }
 """Each tool's effect; the runner's own sets below say how it behaves."""
 
@@ -83,6 +84,9 @@ BROKEN_TOOLS = frozenset({"broken_read", "broken_sync", "broken_charge", "broken
 
 ORDERED_TOOLS = frozenset({"ship", "broken_ship"})
 """Writes marked ``ordered``: one response's run one at a time."""
+
+MISCONFIGURED_TOOLS = frozenset({"misconfigured_refund"})
+"""Tools whose step options raise, so ``AwaitToolApproval`` fails once they are approved."""
 
 FLAKY_RETRY_INTERVAL = timedelta(milliseconds=500)
 """``flaky``'s own retry interval, as a connector's retry policy may give it: not whole seconds."""
@@ -132,6 +136,8 @@ class ContractRunner:
     # -- ToolCallStepOptionsProvider ---------------------------------------
 
     def tool_call_step_options(self, call: AgentToolCall) -> ToolCallStepOptions | None:
+        if call.tool_name in MISCONFIGURED_TOOLS:
+            raise RuntimeError(f"{call.tool_name} has no step options")
         if call.tool_name in BROKEN_TOOLS:
             return ToolCallStepOptions(retry_policy=ToolCallRetryPolicy(maximum_attempts=1))
         if call.tool_name == "flaky":

@@ -23,12 +23,14 @@ numbers are in brackets.
     which fails, and the third is skipped.
 11. [13] ``cancel_turn`` while two tasks wait: ``CancelToolTask`` for each, one
     of which keeps failing (``CancelToolTask`` to ``RecordToolOutcomeUnknown``).
-12. [14-15] Compaction: ``update_session_settings`` makes the summary call fail
+12. [14] An approved write whose step options raise (``AwaitToolApproval`` to
+    ``RecordToolOutcomeUnknown``).
+13. [15-16] Compaction: ``update_session_settings`` makes the summary call fail
     (``CompactContext`` to ``RecordTurnFailure``), then clears the settings and
     the next compaction succeeds.
-13. [16-17] Plan mode: a planning turn writes a draft with ``write_todos``;
+14. [17-18] Plan mode: a planning turn writes a draft with ``write_todos``;
     ``execute_plan`` starts the executing turn.
-14. ``list_agent_messages`` pages and a last ``get_agent_snapshot``.
+15. ``list_agent_messages`` pages and a last ``get_agent_snapshot``.
 
 Polling probes run quietly (unrecorded); the scenario's own RPCs are recorded.
 """
@@ -211,6 +213,13 @@ async def _abandoned_tasks(run: _Scenario) -> None:
     )
 
 
+async def _failing_approval(run: _Scenario) -> None:
+    await run.send("call misconfigured_refund {}")
+    await run.pending("the misconfigured write's approval")
+    assert await run.sessions.resolve_interrupt(SESSION, "call-1", approved=True)
+    await run.turn_ends("the turn whose approval Step failed")
+
+
 async def _compaction_and_plans(run: _Scenario) -> None:
     sessions = run.sessions
     assert await sessions.update_session_settings(SESSION, SUMMARY_DOWN)
@@ -249,6 +258,7 @@ async def run_scripted_session() -> StepRecorder:
         await _queued_messages(run)
         await _tool_tasks_and_retries(run)
         await _abandoned_tasks(run)
+        await _failing_approval(run)
         await _compaction_and_plans(run)
     finally:
         await worker.stop()
