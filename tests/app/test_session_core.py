@@ -161,6 +161,14 @@ async def test_an_approval_step_that_fails_ends_its_call_not_the_session(
         )
         assert runner.tool_calls == []
         assert (await session.client.describe_flow("s1")).status == "running"
+        # The failed Step consumed the approval: the next turn's call-1 waits for its own.
+        await session.sessions.send_user_message("s1", "call refund {}")
+        await session.until("the next approval", lambda s: next(iter(s.pending_interrupts), None))
+        assert await session.sessions.resolve_interrupt(
+            "s1", "call-1", approved=False, rejection_message="not this one"
+        )
+        snapshot = await session.idle(turns=2)
+        assert snapshot.messages[-1].text == "refund=not this one"
 
 
 async def test_a_tool_error_is_recorded_failed_and_shown_to_the_model(store: FlowStore) -> None:
