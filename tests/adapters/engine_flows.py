@@ -6,7 +6,7 @@ in ``<state_dir>/invocations.log`` (see ``Probe``) and can stop at a file gate, 
 crash tests can SIGKILL a worker process at an exact point.
 
 The start input picks the branch: ``"fan-out"``, ``"timer"``, ``"flaky"``,
-``"locked"``, ``"long"``, ``"gate"``, ``"early-gate"``, ``"timer:<seconds>"``,
+``"locked"``, ``"gated-lock"``, ``"long"``, ``"gate"``, ``"early-gate"``, ``"timer:<seconds>"``,
 ``"fan-out:<n>"`` and ``"gated-fan-out:<n>"``; anything else waits for messages.
 """
 
@@ -108,6 +108,8 @@ class Start(Step[str]):
             return go_to(Flaky, "flaky")
         if input == "locked":
             return go_to(HoldLock, None)
+        if input == "gated-lock":
+            return go_to(GatedLock, None)
         if input == "long":
             return go_to(Long, None)
         if input == "gate":
@@ -259,6 +261,26 @@ class HoldLock(Step[None]):
         return dead_end()
 
 
+class GatedLock(Step[None]):
+    """Holds the ``Guarded`` lock at a file gate (``lock.reached``, ``lock.release``), so a
+    crash test can kill its worker while it holds the lock."""
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    def options(self) -> StepOptions:
+        return StepOptions(locks=(AttributeLock(GUARDED),))
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        self.probe.record(context)
+        await context.heartbeat()
+        assert self.probe.state_dir is not None
+        (self.probe.state_dir / "lock.reached").write_text(str(context.attempt))
+        await wait_for_file(self.probe.state_dir / "lock.release")
+        context.state.set(GUARDED, "by step")
+        return dead_end()
+
+
 class Long(Step[None]):
     """Runs until cancelled (or released), heartbeating."""
 
@@ -404,6 +426,7 @@ class EngineTestFlow:
             Flaky(self.probe),
             Recover(self.probe),
             HoldLock(self.probe),
+            GatedLock(self.probe),
             Long(self.probe),
             Gated(self.probe),
             EarlyGated(self.probe),

@@ -32,7 +32,7 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.domain.wire import to_json
-from dex_agents.ports.errors import FlowNotFoundError
+from dex_agents.ports.errors import FlowNotFoundError, RpcLockConflictError
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransaction, run_each
@@ -269,6 +269,28 @@ async def test_an_attempt_killed_before_it_started_runs_again_as_the_same_attemp
         Invocation(second.pid, "EarlyGated-1", 1),
     ]
     assert await crash.history("s1") == _completed(("Start-1", 1), ("EarlyGated-1", 1))
+
+
+async def test_an_rpc_takes_the_lock_of_a_killed_worker_once_its_lease_lapses(
+    crash: Crash,
+) -> None:
+    first = await crash.start_worker()
+    await crash.client.start_flow(crash.flow, "s1", "gated-lock")
+    await crash.eventually("the lock holder at its gate", lambda: crash.read("lock.reached") == "1")
+    crash.kill(first)
+
+    # No worker runs, so no claim round recovers the dead attempt's lease: the RPC does
+    # once it lapsed (1 s), as Dex frees the lock. Before, it was refused until a worker ran.
+    async def written() -> bool:
+        try:
+            return bool(await crash.client.invoke_rpc(crash.flow, "s1", "guarded_write", "rpc"))
+        except RpcLockConflictError:
+            return False
+
+    await crash.eventually("the RPC past the dead worker's lock", written)
+    # Attempt 1 had started, so it failed; a worker runs attempt 2 later.
+    row = await crash.execution("s1", "GatedLock-1")
+    assert (row.status, row.attempt, row.lease_owner) == (ExecutionStatus.READY, 2, None)
 
 
 async def test_a_durable_timer_fires_after_its_worker_was_killed(crash: Crash) -> None:

@@ -169,12 +169,12 @@ def recover_predecessor_leases(
 def _recover_if_served(
     tx: StoreTransaction, flows: dict[str, RegisteredFlow], row: ExecutionRow, now: datetime
 ) -> bool:
-    """``_recover_lost_lease`` of ``row`` when this process serves its Flow type; whether it did
+    """``recover_lost_lease`` of ``row`` when this process serves its Flow type; whether it did
     (a lease of another type is left to lapse, for a process that serves it)."""
     flow = flows.get(_flow_type(tx, row.flow_id))
     if flow is None:
         return False
-    _recover_lost_lease(tx, flow, row, now)
+    recover_lost_lease(tx, flow, row, now)
     return True
 
 
@@ -338,9 +338,10 @@ def _write_events(
     tx.trim_events(flow.flow_type, stream.capacity_bytes)
 
 
-def _recover_lost_lease(
+def recover_lost_lease(
     tx: StoreTransaction, flow: RegisteredFlow, row: ExecutionRow, now: datetime
 ) -> None:
+    """Recover the lapsed lease of ``row``, an execution of ``flow``, as of ``now``."""
     # A lease lapses when its worker died or hung. An attempt that never reached
     # the Step's code is handed out again as the same attempt, as Dex does for a
     # task whose stream closed before any output; one that did has failed.

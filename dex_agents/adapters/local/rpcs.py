@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from dex_agents.adapters.local import transitions
+from dex_agents.adapters.local import claims, transitions
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState, TransactionSource
 from dex_agents.ports.engine import Rpc, RpcResult
@@ -21,7 +21,7 @@ from dex_agents.ports.errors import (
     FlowNotFoundError,
     RpcLockConflictError,
 )
-from dex_agents.ports.flow_rows import FlowStatus
+from dex_agents.ports.flow_rows import ExecutionStatus, FlowStatus
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.persistence import StateTransaction
 
@@ -81,6 +81,26 @@ class ReadFirstRpcs:
         self._writers.add(rpc.name)
 
 
+def _recover_lapsed_holder(
+    tx: StoreTransaction, flow: RegisteredFlow, execution_id: int, now: datetime
+) -> None:
+    """Recover the lease of a lock's holder when it lapsed, as a worker's claim round would.
+
+    Only a claim round recovers lapsed leases, so after a worker died inside a Step
+    that held a lock, every RPC that takes the lock was refused until a worker ran
+    again, where Dex frees it when the lease lapses. Recovered, the dead attempt can
+    no longer commit (``holds_lease``), so the RPC cannot race it.
+    """
+    row = tx.get_execution(execution_id)
+    if (
+        row is not None
+        and row.status is ExecutionStatus.RUNNING
+        and row.lease_expires_at is not None
+        and row.lease_expires_at < now
+    ):
+        claims.recover_lost_lease(tx, flow, row, now)
+
+
 def run_rpc(
     tx: StoreTransaction,
     flow: RegisteredFlow,
@@ -103,6 +123,9 @@ def run_rpc(
     if (rpc.locks or rpc.is_transactional) and not active:
         raise FlowNotActiveError(f"session {flow_id!r} is {row.status.value}")
     for lock in rpc.locks:
+        holder = tx.lock_holder(flow_id, lock.lock_name)
+        if holder is not None:
+            _recover_lapsed_holder(tx, flow, holder, now)
         if tx.lock_holder(flow_id, lock.lock_name) is not None:
             raise RpcLockConflictError(
                 f"{rpc.name}: a running Step of session {flow_id!r} holds {lock.lock_name}"
