@@ -2,9 +2,9 @@
 
 A worker claims an execution under a lease, runs its wait phase or an execute
 attempt outside any store transaction, and commits the result in one. It renews
-the leases of its running attempts, so a worker killed with SIGKILL simply stops
-renewing them, and another worker (or this one, restarted) takes the attempt over
-once the lease lapses. An idle worker holds no lease, no thread and no coroutine
+the leases of its running attempts (``worker_leases.py``), so a worker killed with
+SIGKILL simply stops renewing them, and another worker (or this one, restarted)
+takes the attempt over once the lease lapses. An idle worker holds no lease, no thread and no coroutine
 per waiting Step: waits are rows in the store.
 """
 
@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import functools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from dex_agents.adapters.local.step_context import DEFAULT_EVENT_FLUSH_INTERVAL
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
 from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.adapters.local.worker_handoffs import WorkerHandOffs, took_everything
+from dex_agents.adapters.local.worker_leases import WorkerLeases
 from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.store_capabilities import WorkerMark, WorkerMarks
@@ -46,7 +47,7 @@ def check_max_concurrent_tasks(value: object) -> None:
         raise ValueError(f"max_concurrent_tasks must be a whole number, 1 or more, not {value!r}")
 
 
-class LocalWorker(WorkerHandOffs):
+class LocalWorker(WorkerHandOffs, WorkerLeases):
     """Runs the Steps of the Flow types its engine serves, up to ``max_concurrent_tasks`` at once."""
 
     def __init__(
@@ -332,47 +333,6 @@ class LocalWorker(WorkerHandOffs):
             logger.warning("an attempt ended without a result: %s", task.exception())
         self._slot_freed.set()
         self._wake.set()
-
-    async def _renew_leases(self) -> None:
-        engine = self._engine
-        interval = engine.lease_duration.total_seconds() / 3
-        while True:
-            await asyncio.sleep(interval)
-            if not self._running:
-                continue
-            ids = list(self._running)
-            try:
-                cancelled = await engine.run(
-                    functools.partial(self._renewed, ids=ids), durable=False
-                )
-            except StoreError as error:
-                # The next renewal tries again; a lease that lapses meanwhile is taken over.
-                self._faults.failed(error)
-                continue
-            self._faults.succeeded()
-            self._cancel(cancelled)
-            now = engine.now()
-            for running in list(self._running.values()):
-                context = running.context
-                if context is not None and context.started and running.options is not None:
-                    silent = now - context.last_heartbeat_at
-                    task = self._cancellable(running)
-                    if silent > running.options.heartbeat_timeout and task is not None:
-                        running.stop_reason = attempts.HeartbeatTimeoutError(
-                            f"no heartbeat for {running.options.heartbeat_timeout}"
-                        )
-                        # The engine stops it, as Dex does: a failed attempt, traced as
-                        # one, not a Worker closing (whose attempt runs again unseen).
-                        context.cancellation_requested = True
-                        task.cancel()
-
-    def _renewed(self, tx: StoreTransaction, ids: Sequence[int]) -> set[int]:
-        # From the time it commits at: queued behind another process's write, a renewal
-        # timed from when it was asked would renew for less than a lease.
-        engine = self._engine
-        return claims.renew_leases(
-            tx, owner=self.worker_id, ids=ids, now=engine.now(), lease=engine.lease_duration
-        )
 
     def _cancel(self, ids: set[int]) -> None:
         for key in ids:
