@@ -186,6 +186,7 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
         flush=flush,
         flush_interval=host.event_flush_interval,
         run_id=running.run_id,
+        clock=engine.now,
     )
     running.context = context
     try:

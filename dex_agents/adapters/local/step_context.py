@@ -66,8 +66,12 @@ class LocalStepContext:
         flush: Callable[[list[str]], Awaitable[bool]],
         flush_interval: timedelta | None = DEFAULT_EVENT_FLUSH_INTERVAL,
         run_id: str | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._run_id = run_id
+        # The engine's clock: the worker measures a heartbeat's age against it
+        # (``heartbeat_timeout``), so the time of a heartbeat must come from it too.
+        self._clock = clock or (lambda: datetime.now(now.tzinfo))
         self._flow = flow
         self._row = row
         self._state = state
@@ -167,7 +171,7 @@ class LocalStepContext:
             self._flush_soon()
         if await self._beat(checkpoint, events, synced):
             self.started = True
-            self.last_heartbeat_at = datetime.now(self._now.tzinfo)
+            self.last_heartbeat_at = self._clock()
 
     def write_event(self, stream: StreamDef[T], value: T) -> None:
         """Queue a live Stream event; it is written within the flush interval, even if the attempt fails.

@@ -1,0 +1,114 @@
+"""A worker keeps its running attempts' leases and stops the started ones that went silent
+(``worker_leases.py``).
+
+The engine's clock here is a test's own, which stands still unless the test moves it:
+an attempt goes silent past its heartbeat timeout when the test says so, not after a
+real wait, while the worker's renewals keep their real cadence (a third of a lease).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions, dead_end
+from dex_agents.ports.persistence import StreamDef
+from dex_agents.ports.step_contexts import RecoveryError, StepContext
+from tests.adapters.engine_flows import running_worker
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=1)
+# Renewed every second; long enough that the clock's move below leaves it held.
+LEASE = timedelta(seconds=3)
+
+
+class Clock:
+    """The engine's clock, far from the machine's, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2000, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class Silent(Step[None]):
+    """Heartbeats once, then waits for an event the test never sets; notes its cancellation."""
+
+    def __init__(self) -> None:
+        self.beat = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.cancellation_requested: bool | None = None
+
+    def options(self) -> StepOptions:
+        return StepOptions(
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry=RetryPolicy(maximum_attempts=1),
+            failure_step=Recovered,
+        )
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        await context.heartbeat()
+        self.beat.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancellation_requested = context.is_cancellation_requested()
+            self.cancelled.set()
+            raise
+        return dead_end()
+
+
+class Recovered(Step[None]):
+    """The failure route: notes the recovery error."""
+
+    def __init__(self) -> None:
+        self.ran = asyncio.Event()
+        self.error: RecoveryError | None = None
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        self.error = context.recovery_error
+        self.ran.set()
+        return dead_end()
+
+
+class SilentFlow:
+    flow_type = "Silent"
+    schema: Sequence[Any] = ()
+    stream: StreamDef[Any] | None = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.silent, self.recovered = Silent(), Recovered()
+        self.start_step: Step[Any] = self.silent
+        self.steps: Sequence[Step[Any]] = (self.silent, self.recovered)
+
+
+async def test_a_started_attempt_silent_past_its_heartbeat_timeout_fails_as_requested() -> None:
+    flow, clock = SilentFlow(), Clock()
+    store = MemoryFlowStore()
+    engine = LocalEngine(store, [flow], lease_duration=LEASE, clock=clock)
+    try:
+        async with running_worker(engine):
+            await LocalFlowClient(engine).start_flow(flow, "f1", None)
+            await flow.silent.beat.wait()
+            # Silent for longer than its timeout by the engine's clock, and still leased.
+            clock.now += 2 * HEARTBEAT_TIMEOUT
+            await flow.recovered.ran.wait()
+        # The engine stopped it, as Dex does: a cancellation it asked for (so its spans are
+        # kept), and a failed attempt whose retries are spent, not a Worker closing.
+        assert flow.silent.cancelled.is_set()
+        assert flow.silent.cancellation_requested is True
+        error = flow.recovered.error
+        assert error is not None
+        assert (error.error_type, error.detail) == (
+            "HeartbeatTimeoutError",
+            "no heartbeat for 0:00:01",
+        )
+    finally:
+        engine.close()
+        store.close()
