@@ -1,9 +1,11 @@
 """A worker keeps its running attempts' leases and stops the started ones that went silent
-(``worker_leases.py``).
+(``worker_leases.py``); an attempt whose lease another worker took stops at its next
+heartbeat.
 
 The engine's clock here is a test's own, which stands still unless the test moves it:
-an attempt goes silent past its heartbeat timeout when the test says so, not after a
-real wait, while the worker's renewals keep their real cadence (a third of a lease).
+an attempt goes silent past its heartbeat timeout, or its lease lapses, when the test
+says so, not after a real wait, while the worker's renewals keep their real cadence (a
+third of a lease).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from dex_agents.adapters.local import claims
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions, dead_end
+from dex_agents.ports.flow_rows import ExecutionStatus
 from dex_agents.ports.persistence import StreamDef
 from dex_agents.ports.step_contexts import RecoveryError, StepContext
 from tests.adapters.engine_flows import running_worker
@@ -24,6 +28,8 @@ from tests.adapters.engine_flows import running_worker
 HEARTBEAT_TIMEOUT = timedelta(seconds=1)
 # Renewed every second; long enough that the clock's move below leaves it held.
 LEASE = timedelta(seconds=3)
+# Renewed every 20 s: not within a test.
+LONG_LEASE = timedelta(minutes=1)
 
 
 class Clock:
@@ -76,6 +82,43 @@ class Recovered(Step[None]):
         return dead_end()
 
 
+class Gated(Step[None]):
+    """Waits at a gate before its heartbeat, then has an effect outside the store, as a
+    tool Step's heartbeat comes before its tool's call."""
+
+    def __init__(self) -> None:
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+        self.stopped = asyncio.Event()
+        self.effects: list[int] = []
+        self.cancellation_requested: bool | None = None
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        self.reached.set()
+        await self.release.wait()
+        try:
+            await context.heartbeat()
+        except asyncio.CancelledError:
+            self.cancellation_requested = context.is_cancellation_requested()
+            self.stopped.set()
+            raise
+        self.effects.append(context.attempt)
+        self.stopped.set()
+        return dead_end()
+
+
+class GatedFlow:
+    flow_type = "Gated"
+    schema: Sequence[Any] = ()
+    stream: StreamDef[Any] | None = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.gated = Gated()
+        self.start_step: Step[Any] = self.gated
+        self.steps: Sequence[Step[Any]] = (self.gated,)
+
+
 class SilentFlow:
     flow_type = "Silent"
     schema: Sequence[Any] = ()
@@ -109,6 +152,34 @@ async def test_a_started_attempt_silent_past_its_heartbeat_timeout_fails_as_requ
             "HeartbeatTimeoutError",
             "no heartbeat for 0:00:01",
         )
+    finally:
+        engine.close()
+        store.close()
+
+
+async def test_an_attempt_whose_lease_another_worker_took_stops_at_its_heartbeat() -> None:
+    flow, clock = GatedFlow(), Clock()
+    store = MemoryFlowStore()
+    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
+    try:
+        async with running_worker(engine):
+            await LocalFlowClient(engine).start_flow(flow, "f1", None)
+            await flow.gated.reached.wait()
+            # This worker stalled past its lease, and another worker's round took the
+            # attempt over: it had not started, so as the same attempt.
+            later = clock.now + 2 * LONG_LEASE
+            taken = await engine.run(
+                lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, 1)
+            )
+            assert [(c.row.step_execution_id, c.row.attempt) for c in taken] == [("Gated-1", 1)]
+            flow.gated.release.set()
+            await flow.gated.stopped.wait()
+        # The stalled attempt's heartbeat could not be recorded: it stopped there, and its
+        # effect did not run beside the other worker's, nor did it ask for a cancellation.
+        assert flow.gated.effects == []
+        assert flow.gated.cancellation_requested is False
+        (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
+        assert (row.status, row.lease_owner, row.attempt) == (ExecutionStatus.RUNNING, "other", 1)
     finally:
         engine.close()
         store.close()

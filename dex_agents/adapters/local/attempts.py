@@ -27,7 +27,11 @@ from dex_agents.adapters.local.staged_state import (
     StagedState,
     read_snapshot,
 )
-from dex_agents.adapters.local.step_context import LocalStepContext, LocalWaitContext
+from dex_agents.adapters.local.step_context import (
+    LeaseLostError,
+    LocalStepContext,
+    LocalWaitContext,
+)
 from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions
 from dex_agents.ports.flow_rows import ExecutionRow
@@ -196,7 +200,9 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
             raise TypeError(
                 f"{row.step_type}.execute returned {type(decision).__name__}, not StepDecision"
             )
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as stop:
+        if isinstance(stop, LeaseLostError):
+            logger.warning("%s; this worker's run of it stopped", stop)
         await after_cancel(host, running)
         raise
     except Exception as error:  # a failed attempt: the retry policy decides

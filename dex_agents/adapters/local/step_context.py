@@ -23,6 +23,16 @@ DEFAULT_EVENT_FLUSH_INTERVAL = timedelta(milliseconds=50)
 """How long live Stream events of a running attempt may wait to be written, batched."""
 
 
+class LeaseLostError(asyncio.CancelledError):
+    """A heartbeat found that its attempt's worker no longer holds the lease: the worker
+    stalled past it and another worker (or a later round) runs the attempt now.
+
+    A ``CancelledError``, as Dex's heartbeat raises for a cancelled invocation: the
+    attempt stops where it is, records nothing (``is_cancellation_requested`` stays
+    ``False``), and the Step's code after the heartbeat, a tool's call, does not run
+    a second time beside the attempt that replaced it."""
+
+
 class LocalWaitContext:
     """A wait phase's view: the execution's IDs and committed state."""
 
@@ -160,6 +170,7 @@ class LocalStepContext:
         Such a mark (a ``read`` tool's, before the tool runs) leaves the pending
         events to the flush interval, as any other live event: a read that ends
         within it commits them with its result, and no reader wakes up twice.
+        ``LeaseLostError`` when the worker no longer holds the attempt's lease.
         """
         if self._closed:
             return
@@ -169,9 +180,13 @@ class LocalStepContext:
         else:
             events = []
             self._flush_soon()
-        if await self._beat(checkpoint, events, synced):
-            self.started = True
-            self.last_heartbeat_at = self._clock()
+        if not await self._beat(checkpoint, events, synced):
+            raise LeaseLostError(
+                f"{self.step_execution_id} attempt {self.attempt} lost its lease; "
+                "another worker runs it"
+            )
+        self.started = True
+        self.last_heartbeat_at = self._clock()
 
     def write_event(self, stream: StreamDef[T], value: T) -> None:
         """Queue a live Stream event; it is written within the flush interval, even if the attempt fails.
