@@ -84,26 +84,30 @@ class Recovered(Step[None]):
 
 class Gated(Step[None]):
     """Waits at a gate before its heartbeat, then has an effect outside the store, as a
-    tool Step's heartbeat comes before its tool's call."""
+    tool Step's heartbeat comes before its tool's call; notes each run and how it ended."""
 
     def __init__(self) -> None:
         self.reached = asyncio.Event()
+        self.reached_again = asyncio.Event()
         self.release = asyncio.Event()
         self.stopped = asyncio.Event()
+        self.effected = asyncio.Event()
+        self.runs: list[int] = []
         self.effects: list[int] = []
         self.cancellation_requested: bool | None = None
 
     async def execute(self, context: StepContext, input: None) -> StepDecision:
-        self.reached.set()
-        await self.release.wait()
+        self.runs.append(context.attempt)
+        (self.reached_again if self.reached.is_set() else self.reached).set()
         try:
+            await self.release.wait()
             await context.heartbeat()
         except asyncio.CancelledError:
             self.cancellation_requested = context.is_cancellation_requested()
             self.stopped.set()
             raise
         self.effects.append(context.attempt)
-        self.stopped.set()
+        self.effected.set()
         return dead_end()
 
 
@@ -174,12 +178,42 @@ async def test_an_attempt_whose_lease_another_worker_took_stops_at_its_heartbeat
             assert [(c.row.step_execution_id, c.row.attempt) for c in taken] == [("Gated-1", 1)]
             flow.gated.release.set()
             await flow.gated.stopped.wait()
+        assert flow.gated.runs == [1]
         # The stalled attempt's heartbeat could not be recorded: it stopped there, and its
         # effect did not run beside the other worker's, nor did it ask for a cancellation.
         assert flow.gated.effects == []
         assert flow.gated.cancellation_requested is False
         (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
         assert (row.status, row.lease_owner, row.attempt) == (ExecutionStatus.RUNNING, "other", 1)
+    finally:
+        engine.close()
+        store.close()
+
+
+async def test_an_attempt_handed_out_again_to_its_own_worker_runs_once() -> None:
+    flow, clock = GatedFlow(), Clock()
+    store = MemoryFlowStore()
+    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
+    try:
+        async with running_worker(engine):
+            await LocalFlowClient(engine).start_flow(flow, "f1", None)
+            await flow.gated.reached.wait()
+            # This worker stalled past its lease; another worker with no free slot recovered
+            # the lease (the attempt had not started: the same attempt is runnable again)
+            # and this worker's next round claims it.
+            later = clock.now + 2 * LONG_LEASE
+            await engine.run(
+                lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, 0)
+            )
+            await flow.gated.reached_again.wait()
+            # The old run lost its lease to the new one: it stopped without asking for a
+            # cancellation, and only the new one goes on to the effect.
+            await flow.gated.stopped.wait()
+            assert flow.gated.cancellation_requested is False
+            flow.gated.release.set()
+            await flow.gated.effected.wait()
+        assert flow.gated.runs == [1, 1]
+        assert flow.gated.effects == [1]
     finally:
         engine.close()
         store.close()

@@ -311,6 +311,7 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
         )
 
     def _start(self, claim: claims.Claim) -> None:
+        self._stop_superseded(claim.row.id)
         flow = self._engine.flow(claim.flow_type)
         running = RunningAttempt(claim.row, flow, None, claim)
         self._running[claim.row.id] = running

@@ -68,6 +68,24 @@ class WorkerLeases:
             tx, owner=self.worker_id, ids=ids, now=engine.now(), lease=engine.lease_duration
         )
 
+    def _stop_superseded(self, key: int) -> None:
+        """Stop this worker's run of execution ``key``, which a new claim of it replaces.
+
+        A run still going when its execution is leased to this worker again lost its lease
+        while the worker stalled, and a round (another worker's or its own) handed the
+        execution out again. The store cannot tell the two runs apart (one owner, and the
+        same attempt when the first had not started), so the old one's heartbeat would
+        pass, and the Step's code after it, a tool's call, would run twice. The run that
+        claims its own next phase or retry in its commit (a hand-off) is the running task,
+        and one whose result commits now is left to that commit: not stopped.
+        """
+        running = self._running.get(key)
+        if running is None:
+            return
+        task = self._cancellable(running)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()  # not asked for: it records nothing, and exports no span
+
     def _stop_silent(self) -> None:
         """Cancel each started attempt whose last heartbeat is older than its
         ``heartbeat_timeout``, as a failed attempt (``attempts.HeartbeatTimeoutError``)."""
