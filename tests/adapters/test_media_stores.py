@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -260,6 +262,40 @@ async def test_a_damaged_file_is_replaced_by_a_put_of_its_bytes(tmp_path: Path) 
     assert await store.put_image(PNG) == reference
     assert image.read_bytes() == PNG
     assert os.listdir(tmp_path / "sha256") == [reference.sha256]
+
+
+async def test_a_first_put_removes_only_the_stale_unlocked_temporaries_of_killed_puts(
+    tmp_path: Path,
+) -> None:
+    first = await LocalDirectoryMediaStore(tmp_path).put_image(PNG)
+    directory = tmp_path / "sha256"
+    long_ago = time.time() - 2 * 3600
+
+    def temporary(token: str, modified: float) -> Path:
+        # What a put killed between its write and its rename leaves.
+        path = directory / f".{first.sha256}.{token}.tmp"
+        path.write_bytes(PNG[:100])
+        os.utime(path, (modified, modified))
+        return path
+
+    stale = temporary("0" * 16, long_ago)
+    recent = temporary("1" * 16, time.time())
+    held = temporary("2" * 16, long_ago)
+    outside = tmp_path / "outside.tmp"
+    outside.write_bytes(b"not the store's")
+    link = directory / f".{first.sha256}.{'3' * 16}.tmp"
+    link.symlink_to(outside)
+    os.utime(link, (long_ago, long_ago), follow_symlinks=False)
+    foreign = directory / ".notes.tmp"
+    foreign.write_text("not a name a put makes")
+    os.utime(foreign, (long_ago, long_ago))
+    with held.open("rb") as writer:
+        fcntl.flock(writer, fcntl.LOCK_EX)  # a live writer, stalled for two hours
+        second = await LocalDirectoryMediaStore(tmp_path).put_image(JPEG)
+    assert not stale.exists()
+    kept = {first.sha256, second.sha256, recent.name, held.name, link.name, foreign.name}
+    assert set(os.listdir(directory)) == kept
+    assert outside.read_bytes() == b"not the store's"
 
 
 async def test_a_missing_root_means_a_missing_image(tmp_path: Path) -> None:

@@ -13,10 +13,13 @@ import asyncio
 import contextlib
 import os
 import posixpath
-import secrets
 import stat
 from typing import Final
 
+from dex_agents.adapters.media.local_temporaries import (
+    create_temporary,
+    sweep_stale_temporaries,
+)
 from dex_agents.domain.errors import ImageValidationError, MediaStoreError
 from dex_agents.domain.images import (
     AgentImageReference,
@@ -69,7 +72,9 @@ class LocalDirectoryMediaStore:
     with ``0600``, and syncs the file, the ``sha256`` directory, the root, and the
     root's parent before it returns. It refuses a symbolic link, a special file, or
     an image file with more than one hard link under the root with
-    ``MediaStoreError``. Deleting a session deletes no file.
+    ``MediaStoreError``. Deleting a session deletes no file. Its first put removes the
+    temporary files that puts killed before their rename left, once they are an hour
+    old and no live writer holds them (``local_temporaries.py``).
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -77,6 +82,7 @@ class LocalDirectoryMediaStore:
         if not isinstance(text, str):
             raise TypeError(f"root must be a str path, not {type(text).__name__}")
         self._root = local_directory_root(text)
+        self._swept = False
         self._store_uri = local_directory_store_uri(self._root)
         require_short_image_uris(self._store_uri)
         if not _supports_posix_file_system():
@@ -133,6 +139,10 @@ class LocalDirectoryMediaStore:
                 fds.callback(os.close, sha_fd)
                 if not _holds(sha_fd, reference.sha256, path, data):
                     _write(sha_fd, reference.sha256, data)
+                if not self._swept:
+                    # Once a store: what a put killed before its rename left behind.
+                    self._swept = True
+                    sweep_stale_temporaries(sha_fd)
                 # Even when the file was already there: its writer may not have synced yet.
                 for fd in (sha_fd, root_fd, parent_fd):
                     os.fsync(fd)
@@ -309,9 +319,11 @@ def _holds(sha_fd: int, name: str, path: str, data: bytes) -> bool:
 
 
 def _write(sha_fd: int, name: str, data: bytes) -> None:
-    """Write ``data`` to a synced temporary file and rename it to ``name``."""
-    temporary = f".{name}.{secrets.token_hex(8)}.tmp"
-    fd = os.open(temporary, _CREATE_FLAGS, _FILE_MODE, dir_fd=sha_fd)
+    """Write ``data`` to a synced temporary file and rename it to ``name``.
+
+    The temporary file stays open, and locked, until it is renamed: a sweep takes
+    only the unlocked files of writers that ended (``local_temporaries.py``)."""
+    temporary, fd = create_temporary(sha_fd, name, _CREATE_FLAGS, _FILE_MODE)
     try:
         try:
             os.fchmod(fd, _FILE_MODE)  # the umask may have taken bits away
@@ -319,9 +331,9 @@ def _write(sha_fd: int, name: str, data: bytes) -> None:
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
+            os.rename(temporary, name, src_dir_fd=sha_fd, dst_dir_fd=sha_fd)
         finally:
             os.close(fd)
-        os.rename(temporary, name, src_dir_fd=sha_fd, dst_dir_fd=sha_fd)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary, dir_fd=sha_fd)
