@@ -6,6 +6,11 @@ asked to cancel. A worker killed with SIGKILL simply stops renewing, and its
 attempts are taken over once their leases lapse (or sooner, by its mark:
 ``worker_marks.py``). The same beat stops a started attempt that sent no
 heartbeat within its ``heartbeat_timeout``: a failed attempt, as on Dex.
+
+A worker that stalls past a lease (a blocked event loop, a stopped process)
+may lose it. When another worker took the attempt over, the stalled run's next
+heartbeat raises ``step_context.LeaseLostError``; when the execution was leased
+to this worker again, the new claim stops the old run as the new one starts.
 """
 
 from __future__ import annotations
