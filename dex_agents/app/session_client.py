@@ -6,7 +6,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from dex_agents.app.rpcs import SNAPSHOT_WHEN_NEEDED
 from dex_agents.app.session import checked_user_images, user_message_refusal
@@ -40,8 +40,6 @@ from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.ports.errors import FlowAlreadyStartedError, RpcLockConflictError
 from dex_agents.ports.flow_client import FlowClient
 from dex_agents.ports.flow_rows import FlowStatus
-
-T = TypeVar("T")
 
 LOCK_CONFLICT_RETRY_TIMEOUT = timedelta(seconds=5)
 """How long ``AgentSessionClient`` retries an RPC that hit ``RpcLockConflictError``."""
@@ -128,12 +126,14 @@ class PortableSessionClient:
         _require_session_id(rpc, session_id)
         return await self._client.invoke_rpc(self._flow, session_id, rpc, value)
 
-    async def _with_lock_retries(self, call: Callable[[], Awaitable[T]]) -> T:
+    async def _invoke_locking(self, session_id: str, rpc: str, request: Any) -> bool:
+        # An RPC that takes a lock a Step may hold: a conflict is retried, not shown.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + LOCK_CONFLICT_RETRY_TIMEOUT.total_seconds()
         while True:
             try:
-                return await call()
+                result: bool = await self._invoke(session_id, rpc, request)
+                return result
             except RpcLockConflictError:
                 if loop.time() >= deadline:
                     raise
@@ -199,24 +199,14 @@ class PortableSessionClient:
         _require_session_id("cancel_turn", session_id)
         require_str("cancel_turn", "turn_id", turn_id)
         request = CancelTurnRequest(turn_id=turn_id)
-
-        async def call() -> bool:
-            result: bool = await self._invoke(session_id, "cancel_turn", request)
-            return result
-
-        return await self._with_lock_retries(call)
+        return await self._invoke_locking(session_id, "cancel_turn", request)
 
     async def execute_plan(self, session_id: str, revision: int) -> bool:
         """Approve plan ``revision`` for execution; an ``executing`` turn then starts."""
         _require_session_id("execute_plan", session_id)
         require_int("execute_plan", "revision", revision)
         request = ExecutePlanRequest(revision=revision)
-
-        async def call() -> bool:
-            result: bool = await self._invoke(session_id, "execute_plan", request)
-            return result
-
-        return await self._with_lock_retries(call)
+        return await self._invoke_locking(session_id, "execute_plan", request)
 
     async def resolve_interrupt(
         self,
@@ -238,12 +228,7 @@ class PortableSessionClient:
         request = ResolveInterruptRequest(
             interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message
         )
-
-        async def call() -> bool:
-            result: bool = await self._invoke(session_id, "resolve_interrupt", request)
-            return result
-
-        return await self._with_lock_retries(call)
+        return await self._invoke_locking(session_id, "resolve_interrupt", request)
 
     async def answer_question(self, session_id: str, interrupt_id: str, answer: str) -> bool:
         """Answer a pending question."""
@@ -251,12 +236,7 @@ class PortableSessionClient:
         require_str("answer_question", "interrupt_id", interrupt_id)
         require_str("answer_question", "answer", answer)
         request = AnswerQuestionRequest(interrupt_id=interrupt_id, answer=answer)
-
-        async def call() -> bool:
-            result: bool = await self._invoke(session_id, "answer_question", request)
-            return result
-
-        return await self._with_lock_retries(call)
+        return await self._invoke_locking(session_id, "answer_question", request)
 
     async def update_session_settings(
         self, session_id: str, session_settings: Mapping[str, Any] | None
