@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
+from dex_agents.domain.images import validate_image_references
+from dex_agents.domain.runner_outcomes import ToolExecutionResult
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 from dex_agents.domain.tool_effects import tool_failure_status
 
@@ -135,6 +137,23 @@ def record_tool_outcome_unknown(
     approval, ``failed`` with ``TOOL_CALL_NOT_RUN_ERROR_PREFIX: <detail>``.
     """
     return _recover(record, detail, never_started, ToolCallStatus.OUTCOME_UNKNOWN)
+
+
+def record_tool_result(record: AgentToolCall, result: ToolExecutionResult) -> AgentToolCall:
+    """The record after the tool or its task returned ``result``: ``succeeded`` with its output.
+
+    The images are checked first (``validate_image_references``): an invalid one
+    raises ``ImageValidationError``, which fails the attempt rather than store it.
+    """
+    if record.is_final:
+        return record
+    return attrs.evolve(
+        record,
+        status=ToolCallStatus.SUCCEEDED,
+        output=result.output,
+        images=validate_image_references(result.images),
+        truncated_output_bytes=result.truncated_output_bytes,
+    )
 
 
 def record_tool_error(

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
+from dex_agents.domain.errors import (
+    ImageValidationError,
+    ToolExecutionError,
+    ToolOutcomeUnknownError,
+)
+from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.runner_outcomes import ToolExecutionResult
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.domain.tool_outcomes import (
@@ -31,6 +37,7 @@ from dex_agents.domain.tool_outcomes import (
     record_tool_error,
     record_tool_failure,
     record_tool_outcome_unknown,
+    record_tool_result,
 )
 
 FINAL = [
@@ -294,6 +301,7 @@ def test_a_final_record_is_never_changed(
     assert record_missing_tool_task_poller(record) is record
     assert cancel_unstarted_tool_call(record, CancellationReason.STEERED) is record
     assert abandon_tool_task(record) is record
+    assert record_tool_result(record, ToolExecutionResult(detail)) is record
 
 
 @pytest.mark.parametrize(
@@ -319,6 +327,34 @@ def test_tool_execution_error_records_failed_with_its_message(effect: ToolEffect
 def test_tool_outcome_unknown_error_records_outcome_unknown(effect: ToolEffect) -> None:
     after = record_tool_error(_record(effect=effect), ToolOutcomeUnknownError("timed out"))
     assert (after.status, after.error) == (ToolCallStatus.OUTCOME_UNKNOWN, "timed out")
+
+
+_SHA = "9f2c" + "0" * 60
+_IMAGE = AgentImageReference(
+    uri=f"s3://agent-media/sha256/{_SHA}", mime_type="image/png", sha256=_SHA, size_bytes=3
+)
+
+
+@pytest.mark.parametrize("status", [ToolCallStatus.APPROVED, ToolCallStatus.WAITING_FOR_TASK])
+def test_a_tool_result_records_succeeded_with_its_output_and_images(
+    status: ToolCallStatus,
+) -> None:
+    before = _record(status=status)
+    result = ToolExecutionResult("refunded", (_IMAGE,), truncated_output_bytes=9000)
+    after = record_tool_result(before, result)
+    assert after == attrs.evolve(
+        before,
+        status=ToolCallStatus.SUCCEEDED,
+        output="refunded",
+        images=(_IMAGE,),
+        truncated_output_bytes=9000,
+    )
+
+
+def test_a_tool_result_with_an_invalid_image_is_refused() -> None:
+    bad = attrs.evolve(_IMAGE, sha256="not-hex")
+    with pytest.raises(ImageValidationError, match="image 1"):
+        record_tool_result(_record(), ToolExecutionResult("out", (bad,)))
 
 
 def test_record_tool_error_refuses_other_exceptions() -> None:

@@ -20,7 +20,6 @@ from dex_agents.app.session_events import SessionEventWriter, commit_event
 from dex_agents.domain.builtin_tools import timer_seconds_until
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.events import AgentEventType, InterruptResolvedPayload
-from dex_agents.domain.images import validate_image_references
 from dex_agents.domain.interrupts import AgentInterruptResolution, InterruptKind, without_interrupt
 from dex_agents.domain.runner_outcome_checks import (
     check_deferred_tool_outcome,
@@ -44,6 +43,7 @@ from dex_agents.domain.tool_outcomes import (
     record_tool_error,
     record_tool_failure,
     record_tool_outcome_unknown,
+    record_tool_result,
 )
 from dex_agents.domain.turns import idempotency_key
 from dex_agents.ports.engine import (
@@ -136,15 +136,7 @@ class _ToolStep(Step[str]):
         finally:
             writer.close()
         if isinstance(outcome, ToolExecutionResult):
-            images = validate_image_references(outcome.images)  # invalid ones fail the attempt
-            done = attrs.evolve(
-                record,
-                status=ToolCallStatus.SUCCEEDED,
-                output=outcome.output,
-                images=images,
-                truncated_output_bytes=outcome.truncated_output_bytes,
-            )
-            tool_routing.finish_record(context, runtime, done)
+            tool_routing.finish_record(context, runtime, record_tool_result(record, outcome))
         elif isinstance(outcome, ToolTaskStarted) and runtime.capabilities.tool_task_poller is None:
             tool_routing.finish_record(context, runtime, record_missing_tool_task_poller(record))
         else:

@@ -19,15 +19,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import attrs
-
 from dex_agents.app import tool_routing, tracing
 from dex_agents.app.session import SessionRuntime, background_heartbeat
 from dex_agents.app.session_events import SessionEventWriter, commit_event
 from dex_agents.app.steps import questions, tool_steps, turn_control
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.events import AgentEventType, ToolTaskStartedPayload
-from dex_agents.domain.images import validate_image_references
 from dex_agents.domain.runner_outcome_checks import (
     check_tool_task_poll_outcome,
 )
@@ -45,7 +42,11 @@ from dex_agents.domain.tool_calls import (
     ToolCallStatus,
 )
 from dex_agents.domain.tool_effects import ToolFailureRoute, tool_failure_route
-from dex_agents.domain.tool_outcomes import record_missing_tool_task_poller, record_tool_error
+from dex_agents.domain.tool_outcomes import (
+    record_missing_tool_task_poller,
+    record_tool_error,
+    record_tool_result,
+)
 from dex_agents.domain.tool_questions import (
     ask_tool_question,
     hand_over_task_answer,
@@ -225,15 +226,7 @@ class PollToolTask(Step[str]):
         # The answer is handed over once: only this poll and its retries see it.
         record = hand_over_task_answer(record)
         if isinstance(outcome, ToolExecutionResult):
-            images = validate_image_references(outcome.images)  # invalid ones fail the attempt
-            done = attrs.evolve(
-                record,
-                status=ToolCallStatus.SUCCEEDED,
-                output=outcome.output,
-                images=images,
-                truncated_output_bytes=outcome.truncated_output_bytes,
-            )
-            tool_routing.finish_record(context, runtime, done)
+            tool_routing.finish_record(context, runtime, record_tool_result(record, outcome))
             return dead_end()
         if isinstance(outcome, ToolTaskPending):
             pending = keep_polling(record, outcome)
