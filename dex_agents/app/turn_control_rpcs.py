@@ -25,6 +25,7 @@ from dex_agents.domain.requests import (
     ExecutePlanRequest,
     SteerUserMessageRequest,
 )
+from dex_agents.domain.session_graph_actions import CANCEL_TURN_STEP_TYPES
 from dex_agents.domain.state import TurnCancellationRequest, TurnControlKind, TurnControlRequest
 from dex_agents.ports.engine import AttributeLock, Rpc, RpcResult, Step, StepMovement
 from dex_agents.ports.errors import ChannelMessageNotFoundError
@@ -42,17 +43,10 @@ from dex_agents.ports.session_schema import (
 )
 from dex_agents.ports.step_contexts import RpcContext
 
-CANCELLED_STEP_TYPES = (
-    "RunModel",
-    "CompactContext",
-    "RecordTurnFailure",
-    "AwaitToolApproval",
-    "AwaitQuestionAnswer",
-    "AwaitTimer",
-    "PollToolTask",
-)
+CANCELLED_STEP_TYPES = CANCEL_TURN_STEP_TYPES
 """The Step types ``cancel_turn`` cancels: the model call, compaction (and their failure
-route, which would otherwise end the turn a second time), and every wait of a tool call."""
+route, which would otherwise end the turn a second time), and every wait of a tool call.
+The graph's ``cancel_turn`` Action lists the same tuple."""
 
 
 def _session_step_classes(root: type[Any]) -> Iterable[type[Step[Any]]]:

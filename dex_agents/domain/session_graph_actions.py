@@ -45,9 +45,7 @@ _TURN_STEPS = (
 # A message can be queued, and a queued message deleted, at any time.
 _EVERY_STEP = tuple(node.step_type for node in SESSION_FLOW_NODES)
 
-# The model call, compaction, their failure route (which would end the turn a
-# second time), and every wait of a tool call: what the RPC itself cancels.
-_CANCEL_TURN_CANCELS = (
+CANCEL_TURN_STEP_TYPES = (
     "RunModel",
     "CompactContext",
     "RecordTurnFailure",
@@ -56,6 +54,11 @@ _CANCEL_TURN_CANCELS = (
     "AwaitTimer",
     "PollToolTask",
 )
+"""The Step types ``cancel_turn`` cancels: the model call, compaction (and their failure
+route, which would otherwise end the turn a second time), and every wait of a tool call.
+
+The RPC cancels these (``turn_control_rpcs.CANCELLED_STEP_TYPES``) and the graph's
+``cancel_turn`` Action lists them, from this one tuple."""
 
 # name, input type, description, Steps where it applies, cancels, moves to
 _ACTIONS: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
@@ -90,7 +93,7 @@ _ACTIONS: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str
         "Cancels the turn's model call, compaction, and waiting Steps, and moves to "
         "FinishTurnCancellation.",
         _TURN_STEPS,
-        _CANCEL_TURN_CANCELS,
+        CANCEL_TURN_STEP_TYPES,
         ("FinishTurnCancellation",),
     ),
     (
