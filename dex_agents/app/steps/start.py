@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dex_agents.app.message_store import WINDOW_LOAD
 from dex_agents.app.session import SessionRuntime, build_user_message, require_state, start_turn
 from dex_agents.app.session_events import commit_event
@@ -55,6 +57,29 @@ from dex_agents.ports.step_contexts import StepContext, WaitContext
 from dex_agents.ports.step_waits import Wait, for_one, for_one_in
 
 
+def start_user_turn(
+    context: StepContext,
+    runtime: SessionRuntime,
+    agent_state: AgentState,
+    messages: Sequence[AgentUserMessage],
+) -> StepDecision:
+    """Start a turn with the user's ``messages`` and move to ``RunModel``.
+
+    The turn chats or plans as ``new_turn_interaction_mode`` decides from the
+    messages and the stored plan; an approved plan's ``executing`` turn starts elsewhere.
+    """
+    mode = new_turn_interaction_mode(
+        messages,
+        context.state.get(AGENT_PLAN),
+        plan_mode_enabled=runtime.options.plan_mode_enabled,
+    )
+    framework_messages = [
+        build_user_message(runtime, message.text, message.images) for message in messages
+    ]
+    start_turn(context, runtime, agent_state, framework_messages, mode)
+    return run_model.go_to_run_model(context.state, runtime)
+
+
 class StartAgentSession(Step[AgentSessionStartInput]):
     """The start Step: initializes state, usage, interrupts and ``SessionSettings``."""
 
@@ -85,14 +110,7 @@ class StartAgentSession(Step[AgentSessionStartInput]):
         message = AgentUserMessage(
             text=input.initial_message, plan_mode=input.plan_mode, images=input.images
         )
-        mode = new_turn_interaction_mode(
-            [message],
-            state.get(AGENT_PLAN),
-            plan_mode_enabled=self.runtime.options.plan_mode_enabled,
-        )
-        framework_message = build_user_message(self.runtime, message.text, message.images)
-        start_turn(context, self.runtime, agent_state, [framework_message], mode)
-        return run_model.go_to_run_model(context.state, self.runtime)
+        return start_user_turn(context, self.runtime, agent_state, [message])
 
 
 class AwaitUserMessage(Step[None]):
@@ -135,16 +153,8 @@ class AwaitUserMessage(Step[None]):
         if isinstance(message, PlanExecutionRequest):
             return self._execute_plan(context, message)
         assert isinstance(message, AgentUserMessage)
-        state = context.state
-        agent_state = require_state(state)
-        mode = new_turn_interaction_mode(
-            [message],
-            state.get(AGENT_PLAN),
-            plan_mode_enabled=self.runtime.options.plan_mode_enabled,
-        )
-        framework_message = build_user_message(self.runtime, message.text, message.images)
-        start_turn(context, self.runtime, agent_state, [framework_message], mode)
-        return run_model.go_to_run_model(context.state, self.runtime)
+        agent_state = require_state(context.state)
+        return start_user_turn(context, self.runtime, agent_state, [message])
 
     def _execute_plan(self, context: StepContext, request: PlanExecutionRequest) -> StepDecision:
         runtime, state = self.runtime, context.state

@@ -25,12 +25,11 @@ from dex_agents.app.session import (
     build_user_message,
     clear_turn,
     require_state,
-    start_turn,
     store_turn_messages,
     turn_records,
 )
 from dex_agents.app.session_events import commit_event
-from dex_agents.app.steps import questions, run_model, start, turn_end
+from dex_agents.app.steps import questions, start, turn_end
 from dex_agents.app.steps.cancel_tool_task import cancel_tool_task_movement
 from dex_agents.domain.builtin_tools import durable_wait_output, parse_durable_wait_arguments
 from dex_agents.domain.errors import ToolExecutionError
@@ -42,7 +41,6 @@ from dex_agents.domain.events import (
 )
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentUserMessage
-from dex_agents.domain.plans import new_turn_interaction_mode
 from dex_agents.domain.state import AgentState, AgentStatus, TurnControlRequest
 from dex_agents.domain.tool_calls import (
     AgentToolCall,
@@ -68,7 +66,6 @@ from dex_agents.ports.engine import (
 )
 from dex_agents.ports.persistence import StateReader
 from dex_agents.ports.session_schema import (
-    AGENT_PLAN,
     AGENT_STATE,
     AGENT_TOOL_CALLS,
     PENDING_INTERRUPTS,
@@ -242,20 +239,14 @@ class ApplyTurnControl(Step[None]):
             return go_to(ApplyTurnControl)
         steered = [message for message in consumed if isinstance(message, AgentUserMessage)]
         runtime = self.runtime
-        state = context.state
-        agent_state = require_state(state)
+        agent_state = require_state(context.state)
         if agent_state.active_turn_id is not None:
             agent_state = end_controlled_turn(
                 context, runtime, agent_state, steered_message_count=len(steered)
             )
         if not steered:
             return go_to(start.AwaitUserMessage)
-        mode = new_turn_interaction_mode(
-            steered, state.get(AGENT_PLAN), plan_mode_enabled=runtime.options.plan_mode_enabled
-        )
-        messages = [build_user_message(runtime, item.text, item.images) for item in steered]
-        start_turn(context, runtime, agent_state, messages, mode)
-        return run_model.go_to_run_model(state, runtime)
+        return start.start_user_turn(context, runtime, agent_state, steered)
 
 
 class FinishTurnCancellation(Step[str]):
