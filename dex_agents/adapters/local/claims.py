@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import Snapshot, read_snapshot
 from dex_agents.adapters.local.transitions import (
+    end_wait_phase,
     fail_execution,
     finish,
     holds_lease,
@@ -392,15 +393,10 @@ def retry_wait_phase(
     history_limit: int | None,
 ) -> None:
     """Hand a wait phase that raised out again after ``delay``; it reads state only, so it is safe."""
-    row = holds_lease(tx, claimed)
+    row = end_wait_phase(tx, claimed, now, history_limit)
     if row is None:
         return
-    if row.cancel_requested:
-        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, history_limit)
-        return
     row.status = ExecutionStatus.PENDING_WAIT
-    row.lease_owner = None
-    row.lease_expires_at = None
     row.not_before = now + delay
     tx.update_execution(row)
 

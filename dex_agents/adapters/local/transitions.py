@@ -125,16 +125,29 @@ def submit_wait(
     history_limit: int | None,
 ) -> None:
     """Store a wait phase's conditions and satisfy them at once if they are ready."""
+    row = end_wait_phase(tx, claimed, now, history_limit)
+    if row is not None:
+        store_wait(tx, row, wait, now)
+
+
+def end_wait_phase(
+    tx: StoreTransaction, claimed: ExecutionRow, now: datetime, history_limit: int | None
+) -> ExecutionRow | None:
+    """The row of a wait phase that ended, its lease released, for the caller to store.
+
+    ``None`` when the attempt lost its lease, or when its cancellation was
+    requested: that execution is finished ``cancelled`` here.
+    """
     row = holds_lease(tx, claimed)
     if row is None:
-        return
+        return None
     if row.cancel_requested:
         # Cancelled (a stopped Flow, or cancel_turn) while its wait phase ran: it never waits.
         finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, history_limit)
-        return
+        return None
     row.lease_owner = None
     row.lease_expires_at = None
-    store_wait(tx, row, wait, now)
+    return row
 
 
 def store_wait(tx: StoreTransaction, row: ExecutionRow, wait: Wait, now: datetime) -> None:
