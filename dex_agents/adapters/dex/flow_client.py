@@ -12,11 +12,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Protocol, TypeVar, overload, runtime_checkable
+from typing import Any, Protocol, TypeVar, overload
 
 import dex
 from dex import ActiveStepSearchMode
 
+from dex_agents.adapters.dex.bound_flows import (
+    closed_or_missing,
+    dex_bound_flow,
+    dex_rpc_call,
+)
 from dex_agents.adapters.dex.errors import (
     DexCapabilityUnavailableError,
     port_error,
@@ -24,7 +29,6 @@ from dex_agents.adapters.dex.errors import (
 )
 from dex_agents.adapters.dex.flow_statuses import port_flow_status
 from dex_agents.adapters.dex.poll_timeouts import dex_poll_timeout, remaining_poll_timeout
-from dex_agents.adapters.dex.schema import DexSchema
 from dex_agents.adapters.dex.search import (
     AGENT_SESSION_ACTIVE_STEP_SEARCH_MODE,
     DexSearchClient,
@@ -34,10 +38,10 @@ from dex_agents.adapters.dex.search import (
 )
 from dex_agents.adapters.dex.stream_messages import port_stream_message
 from dex_agents.adapters.dex.stream_owners import StreamOwners
-from dex_agents.adapters.dex.wire_values import from_dex, to_dex
-from dex_agents.ports.engine import FlowDefinition, Rpc
+from dex_agents.adapters.dex.stream_reads import dex_event_stream
+from dex_agents.adapters.dex.wire_values import to_dex
+from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import (
-    FlowDefinitionError,
     FlowNotActiveError,
     FlowNotFoundError,
     StreamReadTimeoutError,
@@ -47,27 +51,10 @@ from dex_agents.ports.flow_client import (
     StepHistoryEntry,
     StreamMessage,
 )
-from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.persistence import AttributeDef
 
 T = TypeVar("T")
 ValueT = TypeVar("ValueT")
-
-
-@runtime_checkable
-class DexBoundFlow(FlowDefinition, Protocol):
-    """A session Flow bound to Dex: the port's Flow definition plus its Dex definitions.
-
-    ``start_flow`` also needs it to be the ``dex.Flow`` instance registered in the
-    client's ``dex.Registry``.
-    """
-
-    @property
-    def dex_schema(self) -> DexSchema:
-        """The Dex Attributes, Channels and Stream of the Flow."""
-
-    def dex_rpc_method(self, name: str) -> Callable[..., Any]:
-        """The bound ``@rpc`` method registered with Dex for the port RPC ``name``."""
 
 
 class DexAsyncClientLike(DexSearchClient, Protocol):
@@ -122,22 +109,6 @@ class DexAsyncClientLike(DexSearchClient, Protocol):
 def _check_flow_id(flow_id: str) -> None:
     if not flow_id or "/" in flow_id:
         raise ValueError(f"a session ID must be non-empty and contain no '/': {flow_id!r}")
-
-
-def _bound(flow: FlowDefinition) -> DexBoundFlow:
-    if not isinstance(flow, DexBoundFlow):
-        raise TypeError(
-            f"Flow type {flow.flow_type} is not bound to Dex: it has no dex_schema "
-            "and dex_rpc_method; serve the Dex adapter's session Flow"
-        )
-    return flow
-
-
-def _rpc(flow: FlowDefinition, name: str) -> Rpc[Any, Any]:
-    try:
-        return flow.rpcs[name]
-    except KeyError:
-        raise FlowDefinitionError(f"Flow type {flow.flow_type} has no RPC {name}") from None
 
 
 def _port_flow_info(info: dex.FlowInfo | dex.SearchFlowEntry) -> FlowInfo:
@@ -196,7 +167,7 @@ class DexFlowClient:
 
         ``initial_attributes`` are written with the start, each in its wire form.
         """
-        bound = _bound(flow)
+        bound = dex_bound_flow(flow)
         if not isinstance(flow, dex.Flow):
             raise TypeError(f"Flow type {flow.flow_type} is not a dex.Flow registered with Dex")
         _check_flow_id(flow_id)
@@ -220,19 +191,12 @@ class DexFlowClient:
         raises ``FlowNotFoundError`` only when Dex refuses the RPC for it; one of
         another agent, which has the same RPCs, runs it.
         """
-        bound = _bound(flow)
-        definition = _rpc(flow, rpc)
-        method = bound.dex_rpc_method(rpc)
-        takes_input = definition.input_type is not type(None)
-        if not takes_input and input is not None:
-            raise ValueError(f"RPC {rpc} takes no input, got {type(input).__name__}")
+        call = dex_rpc_call(flow, rpc, input)
         try:
-            if takes_input:
-                output = await self._client.invoke_rpc(
-                    method, flow_id, to_dex(definition.input_type, input)
-                )
+            if call.takes_input:
+                output = await self._client.invoke_rpc(call.method, flow_id, call.wire_input)
             else:
-                output = await self._client.invoke_rpc(method, flow_id)
+                output = await self._client.invoke_rpc(call.method, flow_id)
         except dex.FlowNotActiveOrNotFoundError as error:
             found = await self._closed_or_missing(flow_id, error, flow.flow_type)
             if isinstance(found, Exception):
@@ -240,9 +204,7 @@ class DexFlowClient:
             raise FlowNotActiveError(f"session {flow_id!r} is {found}") from error
         except (dex.DexServiceError, dex.FlowDefinitionError) as error:
             raise port_error(error) from error
-        if definition.output_type is type(None):
-            return None
-        return from_dex(definition.output_type, output)
+        return call.decode(output)
 
     async def stop_flow(self, flow_id: str, reason: str | None = None) -> None:
         """Cancel a session (``StopType.CANCEL``); its state stays readable.
@@ -291,16 +253,12 @@ class DexFlowClient:
         invalid argument raises ``InvalidResumeTokenError`` (how Dex rejects a
         foreign token is not verified against a server).
         """
-        schema = _bound(flow).dex_schema
-        if schema.stream is None or schema.stream_declaration is None:
-            raise FlowDefinitionError(f"Flow type {flow.flow_type} has no Stream")
+        stream, declaration = dex_event_stream(flow)
         timeout = dex_poll_timeout(poll_timeout)
         deadline = time.monotonic() + timeout.total_seconds()
         while True:
             try:
-                message = await self._client.read_stream(
-                    flow_id, schema.stream, resume_token, timeout
-                )
+                message = await self._client.read_stream(flow_id, stream, resume_token, timeout)
             except (dex.DexServiceError, dex.FlowDefinitionError) as error:
                 failure = stream_read_error(error, flow_id, resume_token)
                 if isinstance(failure, StreamReadTimeoutError):  # no event: whose Stream?
@@ -308,7 +266,7 @@ class DexFlowClient:
                         self._client.describe_flow, flow.flow_type, flow_id
                     )
                 raise failure from error
-            event = port_stream_message(schema.stream_declaration, flow_id, message)
+            event = port_stream_message(declaration, flow_id, message)
             if event is not None:
                 return event
             # Skipped (``stream_messages``): read on past it, within what is left of the wait.
@@ -376,8 +334,4 @@ class DexFlowClient:
             if type(port_error(probe_error)) is not FlowNotFoundError:
                 return port_error(error)
             info = None
-        if info is None or (flow_type is not None and info.flow_type != flow_type):
-            session = "session" if flow_type is None else f"{flow_type} session"
-            return FlowNotFoundError(f"no {session} with ID {flow_id!r}")
-        status = port_flow_status(info.status)
-        return port_error(error) if status == FlowStatus.RUNNING.value else status
+        return closed_or_missing(flow_id, error, flow_type, info)

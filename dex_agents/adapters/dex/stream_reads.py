@@ -21,10 +21,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import dex
 
+from dex_agents.adapters.dex.bound_flows import dex_bound_flow
 from dex_agents.adapters.dex.errors import port_error
-from dex_agents.adapters.dex.flow_client import (
-    DexBoundFlow,
-)
 from dex_agents.adapters.dex.stream_messages import port_stream_message
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import FlowDefinitionError
@@ -49,12 +47,7 @@ def dex_event_stream(flow: FlowDefinition) -> tuple[dex.Stream[Any], StreamDef[A
 
     ``TypeError`` for a Flow not bound to Dex, ``FlowDefinitionError`` for one without a Stream.
     """
-    if not isinstance(flow, DexBoundFlow):
-        raise TypeError(
-            f"Flow type {flow.flow_type} is not bound to Dex: pass the AgentSessionFlow "
-            "registered in the Dex client's Registry"
-        )
-    schema = flow.dex_schema
+    schema = dex_bound_flow(flow).dex_schema
     if schema.stream is None or schema.stream_declaration is None:
         raise FlowDefinitionError(f"Flow type {flow.flow_type} has no Stream")
     return schema.stream, schema.stream_declaration

@@ -16,9 +16,8 @@ from typing import Any, Protocol, TypeVar, overload
 
 import dex
 
+from dex_agents.adapters.dex.bound_flows import closed_or_missing, dex_rpc_call
 from dex_agents.adapters.dex.errors import port_error, stream_read_error
-from dex_agents.adapters.dex.flow_client import DexBoundFlow
-from dex_agents.adapters.dex.flow_statuses import port_flow_status
 from dex_agents.adapters.dex.poll_timeouts import dex_poll_timeout, remaining_poll_timeout
 from dex_agents.adapters.dex.stream_messages import port_stream_message
 from dex_agents.adapters.dex.stream_owners import StreamOwners
@@ -27,16 +26,13 @@ from dex_agents.adapters.dex.stream_reads import (
     dex_event_stream,
     port_stream_page,
 )
-from dex_agents.adapters.dex.wire_values import from_dex, to_dex
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import (
-    FlowDefinitionError,
     FlowNotActiveError,
     FlowNotFoundError,
     StreamReadTimeoutError,
 )
 from dex_agents.ports.flow_client import StreamMessage
-from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.stream_pages import StreamMessagesPage
 
 ValueT = TypeVar("ValueT")
@@ -84,15 +80,6 @@ class DexSyncClientLike(Protocol):
         """One newest-first page of retained Stream messages, without waiting."""
 
 
-def _bound(flow: FlowDefinition) -> DexBoundFlow:
-    if not isinstance(flow, DexBoundFlow):
-        raise TypeError(
-            f"Flow type {flow.flow_type} is not bound to Dex: it has no dex_schema "
-            "and dex_rpc_method; serve the Dex adapter's session Flow"
-        )
-    return flow
-
-
 class DexSyncFlowClient:
     """A ``SyncFlowClient`` over a Dex ``dex.Client``; the caller owns and closes the client."""
 
@@ -112,29 +99,17 @@ class DexSyncFlowClient:
         RPC needs active raises ``FlowNotActiveError``. A session of another Flow
         type is told apart only when Dex refuses the RPC, as ``DexFlowClient``'s is.
         """
-        bound = _bound(flow)
+        call = dex_rpc_call(flow, rpc, input)
         try:
-            definition = flow.rpcs[rpc]
-        except KeyError:
-            raise FlowDefinitionError(f"Flow type {flow.flow_type} has no RPC {rpc}") from None
-        method = bound.dex_rpc_method(rpc)
-        takes_input = definition.input_type is not type(None)
-        if not takes_input and input is not None:
-            raise ValueError(f"RPC {rpc} takes no input, got {type(input).__name__}")
-        try:
-            if takes_input:
-                output = self._client.invoke_rpc(
-                    method, flow_id, to_dex(definition.input_type, input)
-                )
+            if call.takes_input:
+                output = self._client.invoke_rpc(call.method, flow_id, call.wire_input)
             else:
-                output = self._client.invoke_rpc(method, flow_id)
+                output = self._client.invoke_rpc(call.method, flow_id)
         except dex.FlowNotActiveOrNotFoundError as error:
             raise self._closed_or_missing(flow_id, error, flow.flow_type) from error
         except (dex.DexServiceError, dex.FlowDefinitionError) as error:
             raise port_error(error) from error
-        if definition.output_type is type(None):
-            return None
-        return from_dex(definition.output_type, output)
+        return call.decode(output)
 
     def read_stream(
         self,
@@ -194,9 +169,7 @@ class DexSyncFlowClient:
             if type(port_error(probe_error)) is not FlowNotFoundError:
                 return port_error(error)
             info = None
-        if info is None or info.flow_type != flow_type:
-            return FlowNotFoundError(f"no {flow_type} session with ID {flow_id!r}")
-        status = port_flow_status(info.status)
-        if status == FlowStatus.RUNNING.value:
-            return port_error(error)
-        return FlowNotActiveError(f"session {flow_id!r} is {status}")
+        found = closed_or_missing(flow_id, error, flow_type, info)
+        if isinstance(found, Exception):
+            return found
+        return FlowNotActiveError(f"session {flow_id!r} is {found}")
