@@ -13,11 +13,13 @@ from dex_agents.domain.events import (
     AgentEvent,
     AgentEventType,
     EventPayload,
+    InterruptResolvedPayload,
     TextDeltaPayload,
     ToolCallFinishedPayload,
     ToolCallStartedPayload,
 )
-from dex_agents.domain.tool_calls import ToolCallStatus
+from dex_agents.domain.interrupts import InterruptKind
+from dex_agents.domain.tool_calls import CancellationReason, ToolCallStatus
 from dex_agents.domain.wire import from_wire, to_wire
 from dex_agents.ports.persistence import StreamDef
 from dex_agents.ports.step_contexts import StepContext
@@ -60,6 +62,35 @@ def commit_event(
 ) -> None:
     """Stage an event that commits atomically with the Step's result."""
     context.state.write_event(stream, build_event(context, turn_id, event_type, payload))
+
+
+def commit_interrupt_resolved(
+    context: StepContext,
+    stream: StreamDef[AgentEvent],
+    turn_id: str | None,
+    interrupt_id: str,
+    kind: InterruptKind,
+    *,
+    approved: bool,
+    rejection: str | None = None,
+    answered: bool = False,
+    reason: CancellationReason | None = None,
+) -> None:
+    """Stage ``interrupt_resolved`` for the ``kind`` interrupt ``interrupt_id``.
+
+    ``rejection`` is the ``rejection_message`` of an interrupt not approved; an
+    approved one carries none. ``reason`` is set when steering or ``cancel_turn``
+    removed the interrupt.
+    """
+    payload = InterruptResolvedPayload(
+        interrupt_id=interrupt_id,
+        approved=approved,
+        rejection_message=None if approved else rejection,
+        kind=kind,
+        answered=answered,
+        cancellation_reason=reason,
+    )
+    commit_event(context, stream, turn_id, AgentEventType.INTERRUPT_RESOLVED, payload)
 
 
 class SessionEventWriter:

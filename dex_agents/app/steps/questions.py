@@ -34,14 +34,13 @@ import attrs
 
 from dex_agents.app import tool_routing
 from dex_agents.app.session import SessionRuntime, deadline_from
-from dex_agents.app.session_events import commit_event
+from dex_agents.app.session_events import commit_event, commit_interrupt_resolved
 from dex_agents.app.steps import tool_steps, tool_tasks, turn_control
 from dex_agents.domain.builtin_tools import AskUserArguments, parse_ask_user_arguments
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import (
     AgentEventType,
     InterruptRaisedPayload,
-    InterruptResolvedPayload,
 )
 from dex_agents.domain.interrupts import (
     AgentInterrupt,
@@ -309,17 +308,14 @@ class AwaitQuestionAnswer(Step[str]):
         answered: bool = False,
         reason: CancellationReason | None = None,
     ) -> None:
-        commit_event(
+        commit_interrupt_resolved(
             context,
             self.runtime.stream,
             record.turn_id,
-            AgentEventType.INTERRUPT_RESOLVED,
-            InterruptResolvedPayload(
-                interrupt_id=record.interrupt_id or record.tool_call_id,
-                approved=approved,
-                rejection_message=None if approved else rejection,
-                kind=InterruptKind.QUESTION,
-                answered=answered,
-                cancellation_reason=reason,
-            ),
+            record.interrupt_id or record.tool_call_id,
+            InterruptKind.QUESTION,
+            approved=approved,
+            rejection=rejection,
+            answered=answered,
+            reason=reason,
         )

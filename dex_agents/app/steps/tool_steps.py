@@ -16,10 +16,12 @@ import attrs
 
 from dex_agents.app import tool_routing, tracing
 from dex_agents.app.session import SessionRuntime, background_heartbeat
-from dex_agents.app.session_events import SessionEventWriter, commit_event
+from dex_agents.app.session_events import (
+    SessionEventWriter,
+    commit_interrupt_resolved,
+)
 from dex_agents.domain.builtin_tools import timer_seconds_until
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
-from dex_agents.domain.events import AgentEventType, InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterruptResolution, InterruptKind, without_interrupt
 from dex_agents.domain.runner_outcome_checks import (
     check_deferred_tool_outcome,
@@ -314,17 +316,13 @@ class AwaitToolApproval(Step[str]):
         rejection: str | None,
         reason: CancellationReason | None = None,
     ) -> None:
-        commit_event(
+        commit_interrupt_resolved(
             context,
             self.runtime.stream,
             record.turn_id,
-            AgentEventType.INTERRUPT_RESOLVED,
-            InterruptResolvedPayload(
-                interrupt_id=record.tool_call_id,
-                approved=approved,
-                rejection_message=None if approved else rejection,
-                kind=InterruptKind.APPROVAL,
-                answered=False,
-                cancellation_reason=reason,
-            ),
+            record.tool_call_id,
+            InterruptKind.APPROVAL,
+            approved=approved,
+            rejection=rejection,
+            reason=reason,
         )

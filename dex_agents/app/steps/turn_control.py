@@ -28,14 +28,13 @@ from dex_agents.app.session import (
     store_turn_messages,
     turn_records,
 )
-from dex_agents.app.session_events import commit_event
+from dex_agents.app.session_events import commit_event, commit_interrupt_resolved
 from dex_agents.app.steps import questions, start, turn_end
 from dex_agents.app.steps.cancel_tool_task import cancel_tool_task_movement
 from dex_agents.domain.builtin_tools import durable_wait_output, parse_durable_wait_arguments
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import (
     AgentEventType,
-    InterruptResolvedPayload,
     TurnCancelledPayload,
     TurnSteeredPayload,
 )
@@ -336,19 +335,14 @@ class FinishTurnCancellation(Step[str]):
         self, context: StepContext, agent_state: AgentState, removed: Sequence[AgentInterrupt]
     ) -> None:
         for interrupt in removed:
-            commit_event(
+            commit_interrupt_resolved(
                 context,
                 self.runtime.stream,
                 agent_state.active_turn_id,
-                AgentEventType.INTERRUPT_RESOLVED,
-                InterruptResolvedPayload(
-                    interrupt_id=interrupt.interrupt_id,
-                    approved=False,
-                    rejection_message=None,
-                    kind=interrupt.kind,
-                    answered=False,
-                    cancellation_reason=CancellationReason.TURN_CANCELLED,
-                ),
+                interrupt.interrupt_id,
+                interrupt.kind,
+                approved=False,
+                reason=CancellationReason.TURN_CANCELLED,
             )
 
 
