@@ -20,7 +20,8 @@ from dex_agents.adapters.media.local_temporaries import (
     create_temporary,
     sweep_stale_temporaries,
 )
-from dex_agents.domain.errors import ImageValidationError, MediaStoreError
+from dex_agents.adapters.media.stored_bytes import checked_stored_image
+from dex_agents.domain.errors import MediaStoreError
 from dex_agents.domain.images import (
     AgentImageReference,
     build_image_reference,
@@ -29,7 +30,6 @@ from dex_agents.domain.images import (
     local_directory_store_uri,
     require_short_image_uris,
     require_store_image_reference,
-    verify_image_bytes,
 )
 
 __all__ = ["LocalDirectoryMediaStore"]
@@ -197,13 +197,7 @@ class LocalDirectoryMediaStore:
                 data = _read_at_most(image_fd, reference.size_bytes + 1)
         except OSError as error:
             raise MediaStoreError(f"could not read image {path}: {error}") from error
-        try:
-            verify_image_bytes(data, reference)
-        except ImageValidationError as error:
-            raise MediaStoreError(
-                f"image file {path} does not match its reference: {error}"
-            ) from error
-        return data
+        return checked_stored_image(data, reference, f"image file {path}")
 
 
 def _open_user_directory(path: str) -> int:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dex_agents.domain.errors import ImageValidationError, MediaStoreError
+from dex_agents.adapters.media.stored_bytes import checked_stored_image
+from dex_agents.domain.errors import MediaStoreError
 from dex_agents.domain.images import (
     AgentImageReference,
     build_image_reference,
     require_short_image_uris,
     require_store_image_reference,
-    verify_image_bytes,
 )
 
 __all__ = ["InMemoryMediaStore"]
@@ -53,10 +53,4 @@ class InMemoryMediaStore:
             data = self._images[reference.sha256]
         except KeyError:
             raise MediaStoreError(f"image {reference.uri!r} is not in this media store") from None
-        try:
-            verify_image_bytes(data, reference)
-        except ImageValidationError as error:
-            raise MediaStoreError(
-                f"image {reference.uri!r} does not match its reference: {error}"
-            ) from error
-        return data
+        return checked_stored_image(data, reference, f"image {reference.uri!r}")

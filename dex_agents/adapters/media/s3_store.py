@@ -39,12 +39,12 @@ from dex_agents.adapters.media.s3_location import (
     require_endpoint_url,
 )
 from dex_agents.adapters.media.s3_logging import hide_keys_in_botocore_logs
-from dex_agents.domain.errors import ImageValidationError, MediaStoreError
+from dex_agents.adapters.media.stored_bytes import checked_stored_image
+from dex_agents.domain.errors import MediaStoreError
 from dex_agents.domain.images import (
     AgentImageReference,
     build_image_reference,
     require_store_image_reference,
-    verify_image_bytes,
 )
 
 __all__ = ["CONDITIONAL_WRITE_ATTEMPTS", "S3MediaStore"]
@@ -429,13 +429,7 @@ class S3MediaStore:
                     data = await _read_at_most(stream, reference.size_bytes + 1)
                 except _TRANSPORT_ERRORS as error:
                     raise self._request_failed("GetObject", key, error) from error
-        try:
-            verify_image_bytes(data, reference)
-        except ImageValidationError as error:
-            raise MediaStoreError(
-                f"image {reference.uri!r} does not match its reference: {error}"
-            ) from error
-        return data
+        return checked_stored_image(data, reference, f"image {reference.uri!r}")
 
 
 async def _read_at_most(stream: Any, limit: int) -> bytes:
