@@ -10,7 +10,7 @@ assemblers as plain values.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterable, Collection, Mapping
+from collections.abc import AsyncIterable, Collection, Coroutine, Mapping
 from typing import Any
 
 import attrs
@@ -75,6 +75,17 @@ async def close_stream(stream: object) -> None:
             await close()
 
 
+async def _closed_on_failure(
+    stream: object, reading: Coroutine[Any, Any, StreamedAnswer]
+) -> StreamedAnswer:
+    """What ``reading`` returns; a read that raises or is cancelled closes ``stream`` first."""
+    try:
+        return await reading
+    except BaseException:
+        await close_stream(stream)
+        raise
+
+
 async def read_responses_stream(
     stream: AsyncIterable[Any],
     output: ModelOutputWriter,
@@ -85,11 +96,7 @@ async def read_responses_stream(
 
     A tool call whose ID is one of ``taken_ids`` gets a new one (``responses_output_items``).
     """
-    try:
-        return await _read_responses(stream, output, provider, taken_ids)
-    except BaseException:
-        await close_stream(stream)
-        raise
+    return await _closed_on_failure(stream, _read_responses(stream, output, provider, taken_ids))
 
 
 async def read_chat_stream(
@@ -102,11 +109,7 @@ async def read_chat_stream(
 
     A tool call whose ID is one of ``taken_ids`` gets a new one (``ChatStreamAssembler``).
     """
-    try:
-        return await _read_chat(stream, output, provider, taken_ids)
-    except BaseException:
-        await close_stream(stream)
-        raise
+    return await _closed_on_failure(stream, _read_chat(stream, output, provider, taken_ids))
 
 
 async def _read_responses(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import traceback
+from collections.abc import Awaitable, Callable
 
 import litellm
 import pytest
 
 from dex_agents.adapters.litellm.routing import ModelApi
+from dex_agents.adapters.litellm.streams import read_chat_stream, read_responses_stream
 from dex_agents.domain.model_io import ModelRequest, UserTextItem
 from dex_agents.litellm import (
     ApiKeyProvider,
@@ -257,3 +259,29 @@ async def test_a_missing_key_fails_at_once_without_an_http_status(
     assert (error.status_code, error.retryable) == (None, False)
     assert str(error).startswith(f"{client.provider} model call failed: {message}")
     assert not server.requests
+
+
+class _FailingStream:
+    """A LiteLLM stream that breaks at its first chunk, and records being closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __aiter__(self) -> _FailingStream:
+        return self
+
+    async def __anext__(self) -> object:
+        raise ConnectionResetError("peer went away")
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("read", [read_responses_stream, read_chat_stream])
+async def test_a_stream_that_breaks_is_closed_before_the_error_is_raised(
+    output: RecordingOutput, read: Callable[..., Awaitable[object]]
+) -> None:
+    stream = _FailingStream()
+    with pytest.raises(ConnectionResetError):
+        await read(stream, output, "openai")
+    assert stream.closed
