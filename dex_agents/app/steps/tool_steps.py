@@ -10,7 +10,9 @@ never started publishes none: ``ResumeTurn`` never waited for it).
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 import attrs
 
@@ -67,6 +69,8 @@ from dex_agents.ports.session_schema import (
 from dex_agents.ports.step_contexts import AttemptProgress, StepContext, WaitContext
 from dex_agents.ports.step_waits import ChannelCondition, Condition, Wait, timer
 
+T = TypeVar("T")
+
 APPROVAL_DEADLINE_PASSED = "approval deadline passed"
 """The ``rejection_message`` of an approval whose deadline passed before anyone answered."""
 
@@ -78,6 +82,32 @@ def timer_until(now: datetime, deadline: datetime) -> timedelta:
 
 def _own_record(context: StepContext, tool_call_id: str) -> AgentToolCall | None:
     return context.state.get_instance(AGENT_TOOL_CALLS, tool_call_id)
+
+
+async def run_tool(
+    context: StepContext,
+    runtime: SessionRuntime,
+    record: AgentToolCall,
+    traced: tracing.ToolAttempt,
+    writer: SessionEventWriter,
+    call: Callable[[], Awaitable[object]],
+    check: Callable[[object], T],
+) -> T | None:
+    """What ``call`` to the tool (or its task) returned, checked, with heartbeats while it runs.
+
+    ``None`` when it raised ``ToolExecutionError`` or ``ToolOutcomeUnknownError``:
+    the model sees those, so the record is staged final with the error, never
+    retried. The attempt's events writer is closed either way.
+    """
+    try:
+        async with background_heartbeat(context):
+            return check(await call())
+    except (ToolExecutionError, ToolOutcomeUnknownError) as error:
+        traced.failed(error)
+        tool_routing.finish_record(context, runtime, record_tool_error(record, error))
+        return None
+    finally:
+        writer.close()
 
 
 class _ToolStep(Step[str]):
@@ -126,17 +156,17 @@ class _ToolStep(Step[str]):
             context=context,
             supports_tool_tasks=runtime.capabilities.tool_task_poller is not None,
         )
-        try:
-            async with background_heartbeat(context):
-                outcome = check_deferred_tool_outcome(
-                    await runtime.runner.execute_deferred_tool_call(execution)
-                )
-        except (ToolExecutionError, ToolOutcomeUnknownError) as error:
-            traced.failed(error)
-            tool_routing.finish_record(context, runtime, record_tool_error(record, error))
+        outcome = await run_tool(
+            context,
+            runtime,
+            record,
+            traced,
+            writer,
+            lambda: runtime.runner.execute_deferred_tool_call(execution),
+            check_deferred_tool_outcome,
+        )
+        if outcome is None:
             return dead_end()
-        finally:
-            writer.close()
         if isinstance(outcome, ToolExecutionResult):
             tool_routing.finish_record(context, runtime, record_tool_result(record, outcome))
         elif isinstance(outcome, ToolTaskStarted) and runtime.capabilities.tool_task_poller is None:

@@ -20,10 +20,9 @@ from datetime import timedelta
 from typing import Any
 
 from dex_agents.app import tool_routing, tracing
-from dex_agents.app.session import SessionRuntime, background_heartbeat
+from dex_agents.app.session import SessionRuntime
 from dex_agents.app.session_events import SessionEventWriter, commit_event
 from dex_agents.app.steps import questions, tool_steps, turn_control
-from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.events import AgentEventType, ToolTaskStartedPayload
 from dex_agents.domain.runner_outcome_checks import (
     check_tool_task_poll_outcome,
@@ -44,7 +43,6 @@ from dex_agents.domain.tool_calls import (
 from dex_agents.domain.tool_effects import ToolFailureRoute, tool_failure_route
 from dex_agents.domain.tool_outcomes import (
     record_missing_tool_task_poller,
-    record_tool_error,
     record_tool_result,
 )
 from dex_agents.domain.tool_questions import (
@@ -214,15 +212,17 @@ class PollToolTask(Step[str]):
             heartbeat=context.heartbeat,
             pending_answer=pending_task_answer(record),
         )
-        try:
-            async with background_heartbeat(context):
-                outcome = check_tool_task_poll_outcome(await runner.poll_tool_task(poll))
-        except (ToolExecutionError, ToolOutcomeUnknownError) as error:
-            traced.failed(error)
-            tool_routing.finish_record(context, runtime, record_tool_error(record, error))
+        outcome = await tool_steps.run_tool(
+            context,
+            runtime,
+            record,
+            traced,
+            writer,
+            lambda: runner.poll_tool_task(poll),
+            check_tool_task_poll_outcome,
+        )
+        if outcome is None:
             return dead_end()
-        finally:
-            writer.close()
         # The answer is handed over once: only this poll and its retries see it.
         record = hand_over_task_answer(record)
         if isinstance(outcome, ToolExecutionResult):
