@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,36 @@ async def pending(sessions: AgentSessionClient, session: str, text: str) -> Agen
     return interrupt
 
 
+async def pending_all(
+    sessions: AgentSessionClient, ids: list[str], verb: str
+) -> dict[str, AgentInterrupt]:
+    """Start every session of ``ids`` with ``<verb> <session>``; the interrupt each one waits at."""
+    found = await asyncio.gather(*(pending(sessions, s, f"{verb} {s}") for s in ids))
+    return dict(zip(ids, found, strict=True))
+
+
+def resolution_plan(
+    rpc: str,
+    interrupts: dict[str, AgentInterrupt],
+    arguments: dict[str, Any] | Callable[[str], dict[str, Any]],
+) -> dict[str, Any]:
+    """``rpc`` on every session's interrupt at once, with ``arguments`` (or
+    ``arguments(session)``) besides its ID."""
+    of = arguments if callable(arguments) else lambda _: arguments
+    return {
+        "concurrent": True,
+        "calls": [
+            {
+                "rpc": rpc,
+                "session": session,
+                "interrupt_id": interrupt.interrupt_id,
+                **of(session),
+            }
+            for session, interrupt in interrupts.items()
+        ],
+    }
+
+
 def tool_output(messages: list[Any], tool_name: str) -> str:
     (output,) = [
         m.tool_output for m in messages if m.role is MessageRole.TOOL and m.tool_name == tool_name
@@ -88,27 +119,13 @@ async def test_racing_resolutions_of_one_approval_let_exactly_one_win(racers: Ra
     ids = [f"approval-{n}" for n in range(count)]
     async with LocalRuntime(racers.database, [flow], poll_interval=FAST) as runtime:
         sessions = runtime.sessions(flow)
-        interrupts = dict(
-            zip(
-                ids,
-                await asyncio.gather(*(pending(sessions, s, f"refund {s}") for s in ids)),
-                strict=True,
-            )
-        )
+        interrupts = await pending_all(sessions, ids, "refund")
         plans = [
-            {
-                "concurrent": True,
-                "calls": [
-                    {
-                        "rpc": "resolve_interrupt",
-                        "session": session,
-                        "interrupt_id": interrupts[session].interrupt_id,
-                        "approved": racer % 2 == 0,
-                        "rejection_message": f"no, says racer {racer}",
-                    }
-                    for session in ids
-                ],
-            }
+            resolution_plan(
+                "resolve_interrupt",
+                interrupts,
+                {"approved": racer % 2 == 0, "rejection_message": f"no, says racer {racer}"},
+            )
             for racer in range(RACERS)
         ]
         results = await racers.race(plans)
@@ -223,25 +240,10 @@ async def test_an_acknowledged_answer_racing_cancel_turn_is_what_the_call_record
     ids = [f"question-{n}" for n in range(count)]
     async with LocalRuntime(racers.database, [flow], poll_interval=RACE_POLL) as runtime:
         sessions = runtime.sessions(flow)
-        interrupts = dict(
-            zip(
-                ids,
-                await asyncio.gather(*(pending(sessions, s, f"ask {s}") for s in ids)),
-                strict=True,
-            )
+        interrupts = await pending_all(sessions, ids, "ask")
+        answers = resolution_plan(
+            "answer_question", interrupts, lambda s: {"answer": f"savings of {s}"}
         )
-        answers = {
-            "concurrent": True,
-            "calls": [
-                {
-                    "rpc": "answer_question",
-                    "session": session,
-                    "interrupt_id": interrupts[session].interrupt_id,
-                    "answer": f"savings of {session}",
-                }
-                for session in ids
-            ],
-        }
         answered, cancelled = await racers.race(
             [answers, cancel_plan(ids, interrupts, CANCEL_SPREAD_SECONDS / count)]
         )
@@ -288,25 +290,8 @@ async def test_an_approval_racing_cancel_turn_runs_the_write_at_most_once_and_sa
     ids = [f"approval-{n}" for n in range(count)]
     async with LocalRuntime(racers.database, [flow], poll_interval=RACE_POLL) as runtime:
         sessions = runtime.sessions(flow)
-        interrupts = dict(
-            zip(
-                ids,
-                await asyncio.gather(*(pending(sessions, s, f"refund {s}") for s in ids)),
-                strict=True,
-            )
-        )
-        approvals = {
-            "concurrent": True,
-            "calls": [
-                {
-                    "rpc": "resolve_interrupt",
-                    "session": session,
-                    "interrupt_id": interrupts[session].interrupt_id,
-                    "approved": True,
-                }
-                for session in ids
-            ],
-        }
+        interrupts = await pending_all(sessions, ids, "refund")
+        approvals = resolution_plan("resolve_interrupt", interrupts, {"approved": True})
         approved, cancelled = await racers.race(
             [approvals, cancel_plan(ids, interrupts, CANCEL_SPREAD_SECONDS / count)]
         )
