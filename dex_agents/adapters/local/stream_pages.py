@@ -98,6 +98,19 @@ def event_stream(registered: RegisteredFlow) -> StreamDef[Any]:
     return stream
 
 
+def event_message(flow_id: str, row: EventRow, value: Any) -> StreamMessage[Any]:
+    """The stored event ``row`` of session ``flow_id``, decoded to ``value``, as the port's message.
+
+    Its resume token reads on after it (``encode_resume_token``).
+    """
+    return StreamMessage(
+        value=value,
+        resume_token=encode_resume_token(flow_id, row.id),
+        created_at=row.created_at,
+        source=row.source,
+    )
+
+
 def decode_event_page(
     stream: StreamDef[Any], flow_id: str, rows: Sequence[EventRow], next_page_token: str
 ) -> StreamMessagesPage[Any]:
@@ -107,14 +120,7 @@ def decode_event_page(
     for row in rows:
         value = decode_or_skip(row, lambda text: from_json(text, stream.value_type))
         if value is not SKIPPED:
-            messages.append(
-                StreamMessage(
-                    value=value,
-                    resume_token=encode_resume_token(flow_id, row.id),
-                    created_at=row.created_at,
-                    source=row.source,
-                )
-            )
+            messages.append(event_message(flow_id, row, value))
     return StreamMessagesPage(messages=messages, next_page_token=next_page_token)
 
 

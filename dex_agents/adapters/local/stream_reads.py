@@ -23,9 +23,10 @@ from dex_agents.adapters.local.stream_owners import (
     flow_of_another_type,
     require_flow_type,
 )
+from dex_agents.adapters.local.stream_pages import event_message, event_stream
 from dex_agents.adapters.local.undecodable_events import SKIPPED, decode_or_skip
 from dex_agents.ports.engine import FlowDefinition
-from dex_agents.ports.errors import FlowDefinitionError, StreamReadTimeoutError
+from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import StreamMessage, check_poll_timeout
 from dex_agents.ports.flow_rows import EventRow
 from dex_agents.ports.flow_store import StoreTransaction
@@ -58,10 +59,7 @@ class LocalStreamReads:
         poll_timeout: timedelta | None = None,
     ) -> StreamMessage[Any]:
         """The next event after ``resume_token``; long-polls up to ``poll_timeout``."""
-        registered = self._engine.registered(flow)
-        stream = registered.flow.stream
-        if stream is None:
-            raise FlowDefinitionError(f"Flow type {flow.flow_type} has no Stream")
+        stream = event_stream(self._engine.registered(flow))
         after = decode_resume_token(flow_id, resume_token)
         engine = self._engine
         loop = asyncio.get_running_loop()
@@ -116,12 +114,7 @@ class LocalStreamReads:
                     if kept is None and committed is not None:
                         kept = committed.event_after(flow_id, after)
                     continue
-                return StreamMessage(
-                    value=value,
-                    resume_token=encode_resume_token(flow_id, event.id),
-                    created_at=event.created_at,
-                    source=event.source,
-                )
+                return event_message(flow_id, event, value)
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise StreamReadTimeoutError(f"no new event of session {flow_id!r} arrived")

@@ -25,12 +25,17 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from dex_agents.adapters.local.codec import decode_resume_token, encode_resume_token
+from dex_agents.adapters.local.codec import decode_resume_token
 from dex_agents.adapters.local.decoded_values import from_stored
 from dex_agents.adapters.local.engine import LocalEngine, check_engine_interval
 from dex_agents.adapters.local.rpcs import ReadFirstRpcs, RpcNeedsWriteError, run_rpc
 from dex_agents.adapters.local.stream_owners import require_flow_type
-from dex_agents.adapters.local.stream_pages import decode_event_page, event_stream, read_event_page
+from dex_agents.adapters.local.stream_pages import (
+    decode_event_page,
+    event_message,
+    event_stream,
+    read_event_page,
+)
 from dex_agents.adapters.local.stream_reads import poll_seconds
 from dex_agents.adapters.local.undecodable_events import SKIPPED, decode_or_skip
 from dex_agents.domain.wire import from_json, to_json
@@ -125,12 +130,7 @@ class SyncLocalFlowClient:
                 if value is SKIPPED:  # read on past it, without waiting
                     after = event.id
                     continue
-                return StreamMessage(
-                    value=value,
-                    resume_token=encode_resume_token(flow_id, event.id),
-                    created_at=event.created_at,
-                    source=event.source,
-                )
+                return event_message(flow_id, event, value)
             changed = self._wait_for_change(counter, deadline)
             if changed is None:
                 raise StreamReadTimeoutError(f"no new event of session {flow_id!r} arrived")
