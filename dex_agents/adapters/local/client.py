@@ -11,13 +11,13 @@ from dex_agents.adapters.local.decoded_values import from_stored
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.event_read_ahead import EventReadAhead
 from dex_agents.adapters.local.registry import RegisteredFlow
-from dex_agents.adapters.local.rpcs import ReadFirstRpcs, RpcNeedsWriteError, run_rpc
+from dex_agents.adapters.local.rpcs import ReadFirstRpcs, RpcNeedsWriteError, rpc_call, run_rpc
 from dex_agents.adapters.local.stream_owners import (
     CheckedStreamOwners,
 )
 from dex_agents.adapters.local.stream_reads import LocalStreamReads
 from dex_agents.domain.errors import DexAgentsError
-from dex_agents.domain.wire import from_json, to_json
+from dex_agents.domain.wire import to_json
 from dex_agents.ports.engine import (
     FlowDefinition,
     Rpc,
@@ -107,35 +107,17 @@ class LocalFlowClient(LocalStreamReads):
 
     async def invoke_rpc(self, flow: FlowDefinition, flow_id: str, rpc: str, input: Any) -> Any:
         """Run an RPC in one transaction and return its output, decoded as its wire type."""
-        registered = self._engine.registered(flow)
-        definition = registered.rpc(rpc)
-        # Through the wire form, so the handler sees exactly what Dex would hand it.
-        input_value = from_json(to_json(input), definition.input_type)
         engine = self._engine
+        call = rpc_call(engine.registered(flow), flow_id, rpc, input, engine.now)
         # The output is returned as the handler built it: a frozen value of the declared
         # type, which crosses no process boundary here. Encoding it only to decode it
         # again cost more than the RPC itself for a snapshot of 200 messages.
-        if self._read_first.reads_first(definition):
+        if self._read_first.reads_first(call.rpc):
             try:
-                return await engine.read(
-                    lambda tx: run_rpc(
-                        tx,
-                        registered,
-                        flow_id,
-                        definition,
-                        input_value,
-                        engine.now(),
-                        read_only=True,
-                    )
-                )
+                return await engine.read(call.read)
             except RpcNeedsWriteError:
-                self._read_first.wrote(definition)
-        return await commit(
-            engine,
-            registered,
-            flow_id,
-            lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now()),
-        )
+                self._read_first.wrote(call.rpc)
+        return await commit(engine, call.flow, flow_id, call.write)
 
     async def read_view(self, flow: FlowDefinition, flow_id: str, view: Rpc[None, T]) -> T:
         """The output of ``view``, a handler that writes nothing, on one session, in one read.

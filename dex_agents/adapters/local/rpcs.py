@@ -8,12 +8,16 @@ which RPCs a client may try as a read first, without the write lock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+
+import attrs
 
 from dex_agents.adapters.local import claims, transitions
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState, TransactionSource
+from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import Rpc, RpcResult
 from dex_agents.ports.errors import (
     FlowDefinitionError,
@@ -79,6 +83,42 @@ class ReadFirstRpcs:
     def wrote(self, rpc: Rpc[Any, Any]) -> None:
         """``rpc`` changed something when tried as a read."""
         self._writers.add(rpc.name)
+
+
+@attrs.frozen
+class RpcCall:
+    """One RPC of one session, ready to run in a store transaction as a read or a write.
+
+    ``input_value`` has been through the wire form; ``now`` is read when it runs.
+    """
+
+    flow: RegisteredFlow
+    flow_id: str
+    rpc: Rpc[Any, Any]
+    input_value: Any
+    now: Callable[[], datetime]
+
+    def read(self, tx: StoreTransaction) -> Any:
+        """Run it in a read; ``RpcNeedsWriteError`` when it would change anything."""
+        return run_rpc(
+            tx, self.flow, self.flow_id, self.rpc, self.input_value, self.now(), read_only=True
+        )
+
+    def write(self, tx: StoreTransaction) -> Any:
+        """Run it in a write transaction and apply its result."""
+        return run_rpc(tx, self.flow, self.flow_id, self.rpc, self.input_value, self.now())
+
+
+def rpc_call(
+    flow: RegisteredFlow, flow_id: str, rpc: str, input: Any, now: Callable[[], datetime]
+) -> RpcCall:
+    """The call of ``flow``'s RPC ``rpc`` on session ``flow_id`` with ``input``.
+
+    ``FlowDefinitionError`` for an RPC the Flow does not have. The input goes
+    through its wire form, so the handler sees exactly what Dex would hand it.
+    """
+    definition = flow.rpc(rpc)
+    return RpcCall(flow, flow_id, definition, from_json(to_json(input), definition.input_type), now)
 
 
 def _recover_lapsed_holder(

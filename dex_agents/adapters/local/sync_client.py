@@ -28,7 +28,7 @@ from typing import Any
 from dex_agents.adapters.local.codec import decode_resume_token
 from dex_agents.adapters.local.decoded_values import from_stored
 from dex_agents.adapters.local.engine import LocalEngine, check_engine_interval
-from dex_agents.adapters.local.rpcs import ReadFirstRpcs, RpcNeedsWriteError, run_rpc
+from dex_agents.adapters.local.rpcs import ReadFirstRpcs, RpcNeedsWriteError, rpc_call
 from dex_agents.adapters.local.stream_owners import require_flow_type
 from dex_agents.adapters.local.stream_pages import (
     decode_event_page,
@@ -38,7 +38,6 @@ from dex_agents.adapters.local.stream_pages import (
 )
 from dex_agents.adapters.local.stream_reads import poll_seconds
 from dex_agents.adapters.local.undecodable_events import SKIPPED, decode_or_skip
-from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import StreamMessage
@@ -76,30 +75,15 @@ class SyncLocalFlowClient:
     def invoke_rpc(self, flow: FlowDefinition, flow_id: str, rpc: str, input: Any) -> Any:
         """Run an RPC in one transaction and return its output, decoded as its wire type."""
         engine = self._engine
-        registered = engine.registered(flow)
-        definition = registered.rpc(rpc)
-        # Through the wire form, so the handler sees exactly what Dex would hand it.
-        input_value = from_json(to_json(input), definition.input_type)
+        call = rpc_call(engine.registered(flow), flow_id, rpc, input, engine.now)
         # As LocalFlowClient.invoke_rpc: the handler's output value, which crosses no process,
         # and an RPC that may change nothing is first tried as a read.
-        if self._read_first.reads_first(definition):
+        if self._read_first.reads_first(call.rpc):
             try:
-                return engine.store.read(
-                    lambda tx: run_rpc(
-                        tx,
-                        registered,
-                        flow_id,
-                        definition,
-                        input_value,
-                        engine.now(),
-                        read_only=True,
-                    )
-                )
+                return engine.store.read(call.read)
             except RpcNeedsWriteError:
-                self._read_first.wrote(definition)
-        return engine.store.run(
-            lambda tx: run_rpc(tx, registered, flow_id, definition, input_value, engine.now())
-        )
+                self._read_first.wrote(call.rpc)
+        return engine.store.run(call.write)
 
     def read_stream(
         self,
