@@ -198,10 +198,7 @@ class CompactContext(Step[CompactContextInput]):
             async with background_heartbeat(context):
                 result = await runner.summarize_context(request)
         except ModelCallError as error:
-            if error.retryable:
-                raise
-            chat.failed(error)
-            return go_to(turn_end.RecordTurnFailure, turn_end.turn_failure_text(error))
+            return turn_end.model_call_failed(error, chat)
         if not isinstance(result, ContextSummaryResult):
             raise TypeError(
                 f"summarize_context must return ContextSummaryResult, not {type(result).__name__}"

@@ -189,10 +189,7 @@ class RunModel(Step[None]):
             async with background_heartbeat(context):
                 raw = await runtime.runner.run_model_step(turn)
         except ModelCallError as error:
-            if error.retryable:
-                raise
-            chat.failed(error)
-            return go_to(turn_end.RecordTurnFailure, turn_end.turn_failure_text(error))
+            return turn_end.model_call_failed(error, chat)
         finally:
             writer.close()
         outcome = check_agent_turn_outcome(raw, recorded_tool_call_ids=turn.tool_calls.keys())

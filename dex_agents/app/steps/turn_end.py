@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from dex_agents.app import tool_routing
+from dex_agents.app import tool_routing, tracing
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD
 from dex_agents.app.session import (
     SessionRuntime,
@@ -38,6 +38,7 @@ from dex_agents.ports.engine import (
     StepOptions,
     go_to,
 )
+from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.session_schema import (
     AGENT_STATE,
     AGENT_TOOL_CALLS,
@@ -190,6 +191,18 @@ def unfinished_turn_messages(
 def turn_failure_text(error: BaseException) -> str:
     """The ``last_turn_error`` of a turn that a model call ended: the error's own text."""
     return str(error) or type(error).__name__
+
+
+def model_call_failed(error: ModelCallError, chat: tracing.ModelAttempt) -> StepDecision:
+    """Where a Step goes after its model call raised ``error``: ``RecordTurnFailure``.
+
+    A retryable error is raised again instead, for the Step's retry policy (its
+    failure route ends the turn once the retries run out).
+    """
+    if error.retryable:
+        raise error
+    chat.failed(error)
+    return go_to(RecordTurnFailure, turn_failure_text(error))
 
 
 class RecordTurnFailure(Step[Any]):
