@@ -193,6 +193,19 @@ class McpToolSource:
             )
         raise LookupError(f"MCP tool source {self._source_name} did not list a tool {tool_name}")
 
+    async def _run_resource_or_prompt(
+        self, name: str, arguments: Mapping[str, Any]
+    ) -> ToolExecutionResult:
+        # The resource and prompt tools connect as the server's own tools do.
+        output = await run_resource_or_prompt_tool(
+            name,
+            arguments,
+            self._by_name,
+            connection_timeout=self._connection_timeout,
+            connection_attempts=self._connection_attempts,
+        )
+        return ToolExecutionResult(output)
+
     async def execute_deferred_tool_call(
         self, call: DeferredToolExecution, *, request_meta: Mapping[str, Any] | None = None
     ) -> DeferredToolOutcome:
@@ -205,14 +218,7 @@ class McpToolSource:
         target = decode_reference(record.tool_source_reference)
         arguments = parse_call_arguments(record.arguments)
         if isinstance(target, str):
-            output = await run_resource_or_prompt_tool(
-                target,
-                arguments,
-                self._by_name,
-                connection_timeout=self._connection_timeout,
-                connection_attempts=self._connection_attempts,
-            )
-            return ToolExecutionResult(output)
+            return await self._run_resource_or_prompt(target, arguments)
         server_name, tool = target
         config = self._by_name.get(server_name)
         if config is None:
@@ -318,14 +324,7 @@ class McpToolSource:
         if tool is None:
             raise ToolExecutionError(f"unknown tool {name}")
         if not isinstance(tool, McpTool):
-            output = await run_resource_or_prompt_tool(
-                name,
-                arguments,
-                self._by_name,
-                connection_timeout=self._connection_timeout,
-                connection_attempts=self._connection_attempts,
-            )
-            return ToolExecutionResult(output)
+            return await self._run_resource_or_prompt(name, arguments)
         result = await call_mcp_tool(
             self._by_name[tool.server],
             tool.mcp_name,
