@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
@@ -14,8 +13,6 @@ import pytest
 
 from dex_agents import AgentSessionClient
 from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.engine import LocalEngine
-from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.builtin_loop.definition import AgentDefinition, TurnContinuationContext
 from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
 from dex_agents.app.builtin_loop.function_tools import ToolCallContext, function_tool
@@ -43,7 +40,6 @@ from dex_agents.domain.model_io import (
 )
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.runner_outcomes import TurnCompleted
-from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.domain.turns import (
@@ -54,6 +50,7 @@ from dex_agents.domain.turns import (
 )
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import AgentTurnContext
+from tests.app import harness
 
 T = TypeVar("T")
 ORDERS = {"7": {"order_id": "7", "status": "delivered", "total_cents": "2500"}}
@@ -96,44 +93,17 @@ class Stack:
     sessions: AgentSessionClient
 
     async def until(self, description: str, probe: Callable[[AgentSnapshot], T | None]) -> T:
-        deadline = asyncio.get_running_loop().time() + 10
-        while True:
-            snapshot = await self.sessions.get_agent_snapshot("s1")
-            found = probe(snapshot)
-            if found is not None and found is not False:
-                return found
-            if asyncio.get_running_loop().time() > deadline:
-                pytest.fail(f"timed out waiting for {description}; last snapshot: {snapshot}")
-            await asyncio.sleep(0.01)
+        return await harness.until(self.sessions, description, probe)
 
     async def idle(self) -> AgentSnapshot:
-        def waiting(snapshot: AgentSnapshot) -> AgentSnapshot | None:
-            state = snapshot.state
-            if (
-                state is not None
-                and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
-                and state.turn_count >= 1
-            ):
-                return snapshot
-            return None
-
-        return await self.until("the turn to end", waiting)
+        return await harness.idle(self.sessions)
 
 
 @contextlib.asynccontextmanager
 async def running(store: FlowStore, definition: AgentDefinition) -> AsyncIterator[Stack]:
     flow = builtin_agent_session_flow(definition, flow_type="SupportAgent")
-    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    client = LocalFlowClient(engine)
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
-    try:
+    async with harness.serving(store, flow) as client:
         yield Stack(client, AgentSessionClient(client, flow))
-    finally:
-        await worker.stop()
-        await task
-        engine.close()
-        store.close()
 
 
 def transcript(snapshot: AgentSnapshot) -> list[tuple[str, str | None]]:

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from dex_agents import AgentSessionClient
-from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.engine import LocalEngine
-from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.builtin_loop.definition import AgentDefinition
 from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
 from dex_agents.app.builtin_loop.function_tools import function_tool
@@ -45,10 +41,10 @@ from dex_agents.domain.model_io import (
     UserTextItem,
 )
 from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import AgentTurnContext, ContextCompactionRunner
+from tests.app import harness
 
 SUMMARY_TEXT = "The user asked questions; the assistant answered them."
 PADDING = "x" * 240
@@ -101,33 +97,12 @@ async def running(
     store: FlowStore, definition: AgentDefinition
 ) -> AsyncIterator[AgentSessionClient]:
     flow = builtin_agent_session_flow(definition, flow_type="ReaderAgent")
-    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    client = LocalFlowClient(engine)
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
-    try:
+    async with harness.serving(store, flow) as client:
         yield AgentSessionClient(client, flow)
-    finally:
-        await worker.stop()
-        await task
-        engine.close()
-        store.close()
 
 
 async def idle(sessions: AgentSessionClient, turns: int) -> AgentSnapshot:
-    deadline = asyncio.get_running_loop().time() + 20
-    while True:
-        snapshot = await sessions.get_agent_snapshot("s1")
-        state = snapshot.state
-        if (
-            state is not None
-            and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
-            and state.turn_count >= turns
-        ):
-            return snapshot
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out waiting for {turns} turns; last snapshot: {snapshot}")
-        await asyncio.sleep(0.01)
+    return await harness.idle(sessions, turns=turns, seconds=20)
 
 
 def summary_note(summary: ContextSummary) -> str:

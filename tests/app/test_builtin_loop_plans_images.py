@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from dex_agents import AgentSessionClient
-from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.engine import LocalEngine
-from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.app.builtin_loop.definition import AgentDefinition
 from dex_agents.app.builtin_loop.function_tools import (
@@ -36,12 +31,12 @@ from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.model_io import ModelRequest, ModelToolChoice, UserTextItem
 from dex_agents.domain.plans import PlanStatus
 from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.domain.wire import to_wire
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.media_store import MediaStore
 from dex_agents.ports.runner import ImageUserMessageBuilder, ToolTaskPoller
+from tests.app import harness
 from tests.app.fake_tool_source import FakeSource
 from tests.domain.images_support import png
 
@@ -54,19 +49,7 @@ class Stack:
     sessions: AgentSessionClient
 
     async def idle(self, turns: int = 1) -> AgentSnapshot:
-        deadline = asyncio.get_running_loop().time() + 10
-        while True:
-            snapshot = await self.sessions.get_agent_snapshot("s1")
-            state = snapshot.state
-            if (
-                state is not None
-                and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
-                and state.turn_count >= turns
-            ):
-                return snapshot
-            if asyncio.get_running_loop().time() > deadline:
-                pytest.fail(f"timed out waiting for turn {turns} to end; last: {snapshot}")
-            await asyncio.sleep(0.01)
+        return await harness.idle(self.sessions, turns=turns)
 
 
 @contextlib.asynccontextmanager
@@ -74,16 +57,8 @@ async def running(
     store: FlowStore, definition: AgentDefinition, media_store: MediaStore | None = None
 ) -> AsyncIterator[Stack]:
     flow = builtin_agent_session_flow(definition, flow_type="PlanAgent", media_store=media_store)
-    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
-    try:
-        yield Stack(AgentSessionClient(LocalFlowClient(engine), flow))
-    finally:
-        await worker.stop()
-        await task
-        engine.close()
-        store.close()
+    async with harness.serving(store, flow) as client:
+        yield Stack(AgentSessionClient(client, flow))
 
 
 def agent(

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -22,13 +21,10 @@ from typing import Any
 
 import pytest
 
-from dex_agents import AgentSessionClient, AgentSessionFlow
-from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents import AgentSessionFlow
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.registry import register_flows
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
-from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.app.options import AgentSessionOptions, RunModelLimit
 from dex_agents.app.session import SessionRuntime
 from dex_agents.app.steps import compaction_steps, run_model
@@ -466,31 +462,16 @@ async def test_without_compaction_retention_deletes_nothing(store: FlowStore) ->
         assert marks == {None}
 
 
-@contextlib.asynccontextmanager
-async def short_lease_stack(
+def short_lease_stack(
     path: Path, runner: ScriptedRunner, options: AgentSessionOptions
-) -> AsyncIterator[Session]:
+) -> contextlib.AbstractAsyncContextManager[Session]:
     """``session_stack`` on a SQLite file, with leases short enough for a second Worker to take over.
 
     A stopped Worker leaves the Steps it claimed to their leases.
     """
-    flow = AgentSessionFlow(runner, flow_type="TestAgent", options=options)
-    engine = LocalEngine(
-        SqliteFlowStore(path),
-        [flow],
-        poll_interval=timedelta(milliseconds=20),
-        lease_duration=timedelta(milliseconds=300),
+    return session_stack(
+        SqliteFlowStore(path), runner, options, lease_duration=timedelta(milliseconds=300)
     )
-    client = LocalFlowClient(engine)
-    worker = LocalWorker(engine)
-    task = asyncio.create_task(worker.run())
-    try:
-        yield Session(runner, flow, client, AgentSessionClient(client, flow))
-    finally:
-        await worker.stop()
-        await task
-        engine.close()
-        engine.store.close()
 
 
 async def test_without_compaction_a_summarized_session_keeps_its_messages_and_warns(
