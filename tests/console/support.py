@@ -4,44 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
+
+from tests.support.uvicorn_servers import serve_with_uvicorn
 
 T = TypeVar("T")
 
 CONTROL_HEADERS = {"X-Dex-Agents-Console": "1"}
-STOP_DEADLINE_SECONDS = 10.0
 
 
-@contextlib.asynccontextmanager
-async def serve_console(app: Starlette) -> AsyncIterator[str]:
+def serve_console(app: Starlette) -> contextlib.AbstractAsyncContextManager[str]:
     """Serve ``app`` (lifespan on, so its runtime opens) as a task of this loop; yield its URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, lifespan="on", log_level="warning", ws="none", http="h11", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        async with asyncio.timeout(STOP_DEADLINE_SECONDS):
-            while not server.started:
-                if task.done():
-                    task.result()
-                await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        async with asyncio.timeout(STOP_DEADLINE_SECONDS):
-            await task
-        sock.close()
+    return serve_with_uvicorn(app, lifespan=True)
 
 
 async def eventually(

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
-import uvicorn
 from flask import Flask, Response, request
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,6 +34,7 @@ from dex_agents.ui_stream import (
     stream_agent_event_frames,
     stream_agent_event_frames_sync,
 )
+from tests.support.uvicorn_servers import serve_with_uvicorn
 
 POLL_TIMEOUT = timedelta(milliseconds=100)
 STOP_DEADLINE_SECONDS = 10.0
@@ -74,26 +73,9 @@ def starlette_app(client: FlowClient | AgentSessionClient, flow: AgentSessionFlo
     )
 
 
-@contextlib.asynccontextmanager
-async def serve_asgi(app: Starlette) -> AsyncIterator[str]:
+def serve_asgi(app: Starlette) -> contextlib.AbstractAsyncContextManager[str]:
     """Serve ``app`` with uvicorn as a task of this loop; yield its base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    # Listening now queues connections until uvicorn accepts them: no wait for its start.
-    sock.listen(16)
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, lifespan="off", log_level="warning", ws="none", http="h11", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        async with asyncio.timeout(STOP_DEADLINE_SECONDS):
-            await task
-        sock.close()
+    return serve_with_uvicorn(app)
 
 
 class OpenStreams:
