@@ -125,7 +125,41 @@ async def test_invoke_rpc_raises_port_errors(
     assert caught.value.__cause__ is refusal
 
 
-CLOSED_OR_MISSING_PROBES = pytest.mark.parametrize(
+class BlockingDex:
+    """The ``dex.Client`` calls ``DexSyncFlowClient.invoke_rpc`` makes, answered by a ``FakeDexClient``.
+
+    The fake's coroutines never await, so each runs to its end at once.
+    """
+
+    def __init__(self, fake: FakeDexClient) -> None:
+        self.fake = fake
+
+    @staticmethod
+    def _done(coroutine: Coroutine[Any, Any, T]) -> T:
+        try:
+            coroutine.send(None)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        raise AssertionError("the fake awaited")
+
+    def invoke_rpc(self, rpc_method: Callable[..., Any], flow_id: str, *input: Any) -> Any:
+        return self._done(self.fake.invoke_rpc(rpc_method, flow_id, *input))
+
+    def describe_flow(self, flow_id: str) -> dex.FlowInfo:
+        return self._done(self.fake.describe_flow(flow_id))
+
+
+async def _invoke_echo(client: str, fake: FakeDexClient, flow: ToyFlow) -> Any:
+    """``echo`` through ``DexFlowClient``, or through ``DexSyncFlowClient`` over the same fake."""
+    message = AgentUserMessage(text="x")
+    if client == "sync":
+        blocking = DexSyncFlowClient(BlockingDex(fake))  # type: ignore[arg-type]
+        return blocking.invoke_rpc(flow, "s-1", "echo", message)
+    return await DexFlowClient(fake).invoke_rpc(flow, "s-1", "echo", message)
+
+
+@pytest.mark.parametrize(
     ("probe", "expected_type", "message"),
     [
         (not_found("describe_flow"), FlowNotFoundError, "no ToyAgent session with ID 's-1'"),
@@ -158,20 +192,18 @@ CLOSED_OR_MISSING_PROBES = pytest.mark.parametrize(
         "probe failed",
     ],
 )
-"""What ``describe_flow`` says after Dex refused as "closed or not found", and the error it means."""
-
-
-@CLOSED_OR_MISSING_PROBES
+@pytest.mark.parametrize("client", ["async", "sync"])
 async def test_invoke_rpc_tells_closed_from_missing_as_the_embedded_engine(
     fake: FakeDexClient,
     flow: ToyFlow,
+    client: str,
     probe: dex.FlowInfo | Exception,
     expected_type: type[Exception],
     message: str,
 ) -> None:
     fake.refuse_as_closed_or_missing("invoke_rpc", probe)
     with pytest.raises(expected_type) as caught:
-        await DexFlowClient(fake).invoke_rpc(flow, "s-1", "echo", AgentUserMessage(text="x"))
+        await _invoke_echo(client, fake, flow)
     assert type(caught.value) is expected_type
     assert str(caught.value) == message
     assert [call[0] for call in fake.calls] == ["invoke_rpc", "describe_flow"]
@@ -189,45 +221,3 @@ async def test_invoke_rpc_refuses_input_for_an_rpc_without_one(
     with pytest.raises(ValueError, match=r"^RPC count takes no input, got str$"):
         await DexFlowClient(fake).invoke_rpc(flow, "s-1", "count", "x")
     assert fake.calls == []
-
-
-class BlockingDex:
-    """The ``dex.Client`` calls ``DexSyncFlowClient.invoke_rpc`` makes, answered by a ``FakeDexClient``.
-
-    The fake's coroutines never await, so each runs to its end at once.
-    """
-
-    def __init__(self, fake: FakeDexClient) -> None:
-        self.fake = fake
-
-    @staticmethod
-    def _done(coroutine: Coroutine[Any, Any, T]) -> T:
-        try:
-            coroutine.send(None)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        raise AssertionError("the fake awaited")
-
-    def invoke_rpc(self, rpc_method: Callable[..., Any], flow_id: str, *input: Any) -> Any:
-        return self._done(self.fake.invoke_rpc(rpc_method, flow_id, *input))
-
-    def describe_flow(self, flow_id: str) -> dex.FlowInfo:
-        return self._done(self.fake.describe_flow(flow_id))
-
-
-@CLOSED_OR_MISSING_PROBES
-def test_the_sync_client_tells_closed_from_missing_as_the_async_one(
-    fake: FakeDexClient,
-    flow: ToyFlow,
-    probe: dex.FlowInfo | Exception,
-    expected_type: type[Exception],
-    message: str,
-) -> None:
-    fake.refuse_as_closed_or_missing("invoke_rpc", probe)
-    client = DexSyncFlowClient(BlockingDex(fake))  # type: ignore[arg-type]
-    with pytest.raises(expected_type) as caught:
-        client.invoke_rpc(flow, "s-1", "echo", AgentUserMessage(text="x"))
-    assert type(caught.value) is expected_type
-    assert str(caught.value) == message
-    assert [call[0] for call in fake.calls] == ["invoke_rpc", "describe_flow"]
