@@ -196,6 +196,14 @@ def start_mark_may_be_lost(effect: ToolEffect | str) -> bool:
     return tool_failure_status(effect) == "failed"
 
 
+UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
+"""The policy of a call whose name no tool offers: it fails as ``unknown tool <name>``, unapproved.
+
+Both the built-in loop and a tool source asked for a name it never listed use it
+("Tool sources"): the call never runs, so no one should approve it.
+"""
+
+
 def is_approval_required(policy: ToolPolicy) -> bool:
     """Whether calls under ``policy`` wait for ``AwaitToolApproval``.
 

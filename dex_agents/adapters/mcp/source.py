@@ -45,7 +45,7 @@ from dex_agents.domain.runner_outcomes import (
 )
 from dex_agents.domain.tool_declarations import ToolDeclaration
 from dex_agents.domain.tool_declarations import merge_tool_policies as merge_declared
-from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.domain.tool_effects import UNKNOWN_TOOL_POLICY, ToolEffect, ToolPolicy
 from dex_agents.ports.media_store import MediaStore
 from dex_agents.ports.runner import (
     AgentTurnContext,
@@ -169,7 +169,12 @@ class McpToolSource:
         arguments: str,
         listed_tool: ListedTool | None = None,
     ) -> DeferredToolCall:
-        """The call of a listed tool, with the policy of the "Effects" table and its reference."""
+        """The call of a listed tool, with the policy of the "Effects" table and its reference.
+
+        A name the source did not list (a model's guess, or a tool of a server that
+        was down) gets a call that fails as ``unknown tool <name>`` without an
+        approval (``unclassified``, no approval), as in the built-in loop.
+        """
         tool = listed_tool if listed_tool is not None else self._find(tool_name)
         if isinstance(tool, McpTool):
             policy, ordered = call_policy(
@@ -191,7 +196,8 @@ class McpToolSource:
                 turn.resolve_tool_policy(tool_name, ToolEffect.READ),
                 tool_source_reference=builtin_tool_reference(tool_name),
             )
-        raise LookupError(f"MCP tool source {self._source_name} did not list a tool {tool_name}")
+        # No reference: execute_deferred_tool_call refuses the call without sending it.
+        return DeferredToolCall(tool_call_id, tool_name, arguments, UNKNOWN_TOOL_POLICY)
 
     async def _run_resource_or_prompt(
         self, name: str, arguments: Mapping[str, Any]
@@ -212,9 +218,12 @@ class McpToolSource:
         """Run one call in its tool Step, on a new connection to the server it names.
 
         ``request_meta`` adds ``_meta`` entries to the request; the idempotency key
-        wins over an entry of the same name.
+        wins over an entry of the same name. A call of a name the source did not list
+        raises ``ToolExecutionError`` (``unknown tool <name>``) without a request.
         """
         record = call.tool_call
+        if record.tool_source_reference is None:
+            raise ToolExecutionError(f"unknown tool {record.tool_name}")
         target = decode_reference(record.tool_source_reference)
         arguments = parse_call_arguments(record.arguments)
         if isinstance(target, str):

@@ -29,13 +29,10 @@ from dex_agents.domain.runner_outcomes import (
     ToolExecutionResult,
 )
 from dex_agents.domain.state import InteractionMode
-from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.domain.tool_effects import UNKNOWN_TOOL_POLICY
 from dex_agents.ports.media_store import MediaStore
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from dex_agents.ports.tool_source import ToolSource
-
-UNKNOWN_TOOL_POLICY = ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
-"""The policy of a call whose name no tool offers: it fails as ``unknown tool <name>``, unapproved."""
 
 
 def check_own_images(media_store: MediaStore | None, tool_name: str, outcome: object) -> None:

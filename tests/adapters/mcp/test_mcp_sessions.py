@@ -19,14 +19,17 @@ from dex_agents.builtin_loop import (
     ScriptedToolCall,
 )
 from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.runner_outcomes import DeferredToolCall
+from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy, is_approval_required
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.mcp import McpStdioServerConfig, McpToolCallInterruptedError, McpToolSource
-from dex_agents.ports.runner import AgentTurnContext
+from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from tests.adapters.mcp import session_support
 from tests.adapters.mcp.conftest import CallLog
 from tests.adapters.mcp.mcp_test_server import schema_v2_file
 from tests.adapters.mcp.session_support import SESSION, calls_then_answer, keys, outputs, turn
+from tests.adapters.mcp.task_support import NoEvents
 
 
 def session(
@@ -291,3 +294,65 @@ async def test_a_framework_adapter_keeps_the_session_default_for_a_tool_without_
         assert resolved.effect is builtin.policy.effect, name
         assert is_approval_required(resolved) is builtin.policy.requires_approval, name
     assert adapter.resolve_tool_policy("notes__send_email").effect is ToolEffect.IDEMPOTENT_WRITE
+
+
+def _first_attempt(call: DeferredToolCall) -> DeferredToolExecution:
+    """The first attempt of ``call``, approved as its policy says, as its tool Step hands it over."""
+
+    async def beat() -> None:
+        return None
+
+    async def save(checkpoint: str) -> None:
+        raise AssertionError(f"no checkpoint is saved, not {checkpoint!r}")
+
+    record = AgentToolCall(
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        turn_id="t1",
+        effect=call.policy.effect,
+        requires_approval=is_approval_required(call.policy),
+        status=ToolCallStatus.APPROVED,
+        deferral_order=0,
+        ordered=call.ordered,
+        tool_source_reference=call.tool_source_reference,
+    )
+    return DeferredToolExecution(
+        flow_id=SESSION,
+        tool_call=record,
+        idempotency_key=f"{SESSION}/t1/{call.tool_call_id}",
+        attempt=1,
+        events=NoEvents(),
+        heartbeat=beat,
+        save_heartbeat_checkpoint=save,
+    )
+
+
+async def test_a_name_the_source_never_listed_fails_as_unknown_tool_without_approval(
+    stdio_server: McpStdioServerConfig, call_log: CallLog
+) -> None:
+    # Found by an audit: deferred_tool_call raised a bare LookupError, so a runner
+    # that defers the model's calls to the source, as the design's runner example
+    # does, failed its RunModel attempt on a name the model made up, and so the
+    # turn, where the design records it failed as "unknown tool <name>", unapproved.
+    source = McpToolSource([stdio_server])
+    the_turn = AgentTurnContext(
+        flow_id=SESSION,
+        turn_id="t1",
+        attempt=1,
+        messages=(),
+        events=NoEvents(),
+        heartbeat=None,  # type: ignore[arg-type]
+    )
+    try:
+        await source.list_tools()
+        call = source.deferred_tool_call(
+            the_turn, tool_call_id="c1", tool_name="notes__nope", arguments="{}"
+        )
+        assert call.policy == ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
+        with pytest.raises(ToolExecutionError) as raised:
+            await source.execute_deferred_tool_call(_first_attempt(call))
+    finally:
+        await source.aclose()
+    assert str(raised.value) == "unknown tool notes__nope"
+    assert call_log.calls() == []
