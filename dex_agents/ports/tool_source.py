@@ -33,6 +33,9 @@ class ToolSource(Protocol):
       ``tool_source_reference``, and keeps the ``tool_call_id`` and ``tool_name``
       it is given (another fails the ``RunModel`` attempt). The runner passes the definition it offered as
       ``listed_tool``, so a listing refreshed meanwhile cannot change the call.
+      A framework adapter's router rebuilds a recorded call of a tool the live
+      listing lacks with ``listed_tool=None``; ``turn.tool_calls`` then holds its
+      record with the source's own reference, so the source can rebuild it as built.
     - ``execute_deferred_tool_call`` and ``poll_tool_task`` keep the runner
       contract of the same names (idempotency key, heartbeats, tool tasks). They
       may run concurrently with themselves.

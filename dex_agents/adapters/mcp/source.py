@@ -31,6 +31,7 @@ from dex_agents.adapters.mcp.tools import (
     builtin_tool_reference,
     call_policy,
     decode_reference,
+    recorded_call,
     server_tool_reference,
 )
 from dex_agents.domain.errors import ToolExecutionError
@@ -171,8 +172,11 @@ class McpToolSource:
     ) -> DeferredToolCall:
         """The call of a listed tool, with the policy of the "Effects" table and its reference.
 
-        A name the source did not list (a model's guess, or a tool of a server that
-        was down) gets a call that fails as ``unknown tool <name>`` without an
+        A recorded call of a tool the listing lacks now (``listed_tool=None``, its
+        record in ``turn.tool_calls`` with this source's reference) is rebuilt as it
+        was recorded, so a framework adapter resumes it while its server is down.
+        Any other name the source did not list (a model's guess, or a tool of a server
+        that was down) gets a call that fails as ``unknown tool <name>`` without an
         approval (``unclassified``, no approval), as in the built-in loop.
         """
         tool = listed_tool if listed_tool is not None else self._find(tool_name)
@@ -196,6 +200,10 @@ class McpToolSource:
                 turn.resolve_tool_policy(tool_name, ToolEffect.READ),
                 tool_source_reference=builtin_tool_reference(tool_name),
             )
+        if listed_tool is None:
+            recorded = recorded_call(turn, tool_call_id, tool_name, arguments)
+            if recorded is not None:
+                return recorded
         # No reference: execute_deferred_tool_call refuses the call without sending it.
         return DeferredToolCall(tool_call_id, tool_name, arguments, UNKNOWN_TOOL_POLICY)
 

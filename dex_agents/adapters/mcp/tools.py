@@ -1,5 +1,8 @@
 """``McpTool``, the call's stored reference, and the policy a call runs with ("Effects").
 
+``recorded_call`` rebuilds a recorded call from its record, for a tool the listing
+lacks now.
+
 A listed tool keeps its ``tools/list`` definition, so ``deferred_tool_call`` can
 classify it with the session's ``default_tool_effect`` without I/O, and a
 ``RunModel`` retry builds the same call from the definition it offered.
@@ -15,12 +18,14 @@ from typing import Any
 import attrs
 
 from dex_agents.domain.listed_tools import ListedTool
+from dex_agents.domain.runner_outcomes import DeferredToolCall
 from dex_agents.domain.tool_declarations import (
     McpToolEffectClassification,
     classify_mcp_tool_effect,
     effective_mcp_tool_policy,
 )
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.ports.runner import AgentTurnContext
 
 logger = logging.getLogger(__name__)
 
@@ -120,3 +125,24 @@ def decode_reference(text: str | None) -> tuple[str, str] | str:
         if isinstance(data.get("server"), str) and isinstance(data.get("tool"), str):
             return data["server"], data["tool"]
     raise ValueError(f"{text!r} is not the reference of an MCP tool call")
+
+
+def recorded_call(
+    turn: AgentTurnContext, tool_call_id: str, tool_name: str, arguments: str
+) -> DeferredToolCall | None:
+    """The call the turn recorded under ``tool_call_id``, as built; ``None`` when it is not ours."""
+    record = turn.tool_calls.get(tool_call_id)
+    if record is None or record.tool_name != tool_name:
+        return None
+    try:
+        decode_reference(record.tool_source_reference)
+    except ValueError:
+        return None
+    return DeferredToolCall(
+        tool_call_id,
+        tool_name,
+        arguments,
+        ToolPolicy(record.effect, requires_approval=record.requires_approval),
+        tool_source_reference=record.tool_source_reference,
+        ordered=record.ordered,
+    )

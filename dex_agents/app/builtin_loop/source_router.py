@@ -135,7 +135,8 @@ class FrameworkToolSourceRouter:
 
         The source gets the definition ``listing`` offered as ``listed_tool``. A
         recorded call of a replay-only tool is rebuilt by the source named in its
-        stored reference, with ``listed_tool=None``. A new call of a replay-only tool
+        stored reference, with ``listed_tool=None`` and a turn whose record of the call
+        carries the source's own reference. A new call of a replay-only tool
         raises ``ValueError``: answer it with ``not_offered_result`` instead. A name
         no source listed raises ``LookupError``.
         """
@@ -163,9 +164,12 @@ class FrameworkToolSourceRouter:
                 f"tool call {recorded.tool_call_id} of {recorded.tool_name} has no "
                 "tool source reference"
             )
-        source, _ = routed
+        source, own = routed
+        # The source finds the record with its own reference, as in execute and poll:
+        # a source whose listing lacks the tool rebuilds the call from it.
+        own_turn = dataclasses.replace(turn, tool_calls={**turn.tool_calls, own.tool_call_id: own})
         call = source.deferred_tool_call(
-            turn,
+            own_turn,
             tool_call_id=recorded.tool_call_id,
             tool_name=recorded.tool_name,
             arguments=recorded.arguments,

@@ -12,6 +12,7 @@ import pytest
 
 from dex_agents import AgentSessionClient
 from dex_agents.builtin_loop import (
+    FrameworkToolSourceRouter,
     InMemoryMediaStore,
     ModelRequest,
     ScriptedModelClient,
@@ -296,6 +297,19 @@ async def test_a_framework_adapter_keeps_the_session_default_for_a_tool_without_
     assert adapter.resolve_tool_policy("notes__send_email").effect is ToolEffect.IDEMPOTENT_WRITE
 
 
+def _turn(*records: AgentToolCall) -> AgentTurnContext:
+    """A model call of turn ``t1`` that already recorded ``records``."""
+    return AgentTurnContext(
+        flow_id=SESSION,
+        turn_id="t1",
+        attempt=1,
+        messages=(),
+        events=NoEvents(),
+        heartbeat=None,  # type: ignore[arg-type]
+        tool_calls={record.tool_call_id: record for record in records},
+    )
+
+
 def _first_attempt(call: DeferredToolCall) -> DeferredToolExecution:
     """The first attempt of ``call``, approved as its policy says, as its tool Step hands it over."""
 
@@ -336,18 +350,10 @@ async def test_a_name_the_source_never_listed_fails_as_unknown_tool_without_appr
     # does, failed its RunModel attempt on a name the model made up, and so the
     # turn, where the design records it failed as "unknown tool <name>", unapproved.
     source = McpToolSource([stdio_server])
-    the_turn = AgentTurnContext(
-        flow_id=SESSION,
-        turn_id="t1",
-        attempt=1,
-        messages=(),
-        events=NoEvents(),
-        heartbeat=None,  # type: ignore[arg-type]
-    )
     try:
         await source.list_tools()
         call = source.deferred_tool_call(
-            the_turn, tool_call_id="c1", tool_name="notes__nope", arguments="{}"
+            _turn(), tool_call_id="c1", tool_name="notes__nope", arguments="{}"
         )
         assert call.policy == ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
         with pytest.raises(ToolExecutionError) as raised:
@@ -356,3 +362,33 @@ async def test_a_name_the_source_never_listed_fails_as_unknown_tool_without_appr
         await source.aclose()
     assert str(raised.value) == "unknown tool notes__nope"
     assert call_log.calls() == []
+
+
+async def test_a_framework_adapter_rebuilds_a_recorded_call_while_its_server_is_down(
+    stdio_server: McpStdioServerConfig,
+) -> None:
+    # Found by an audit: the router rebuilds a recorded call of a tool the live listing
+    # lacks (replay-only) through its source with listed_tool=None, but the source
+    # looked only in its listing and raised LookupError, so a Step-mode adapter's
+    # RunModel failed while the call's server was down, where the design says the
+    # recorded call resumes.
+    arguments = '{"to": "bo"}'
+    first = McpToolSource([stdio_server])
+    router = FrameworkToolSourceRouter([first])
+    try:
+        listing = await router.list_tools(_turn(), [])
+        built = router.deferred_tool_call(_turn(), "c1", "notes__send_email", arguments, listing)
+    finally:
+        await first.aclose()
+    assert built.policy.requires_approval  # an unannotated write, not an unknown tool
+    recorded = _turn(_first_attempt(built).tool_call)
+    down = attrs.evolve(stdio_server, args=("-c", "raise SystemExit(1)"))
+    later = McpToolSource([down], connection_attempts=1)
+    router = FrameworkToolSourceRouter([later])
+    try:
+        listing = await router.list_tools(recorded, [])
+        assert listing.replay_only_tools == frozenset({"notes__send_email"})
+        rebuilt = router.deferred_tool_call(recorded, "c1", "notes__send_email", arguments, listing)
+    finally:
+        await later.aclose()
+    assert rebuilt == built
