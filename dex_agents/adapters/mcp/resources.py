@@ -85,7 +85,9 @@ def resource_and_prompt_tools(server_names: Sequence[str]) -> tuple[ListedTool, 
 
 
 def _dump(value: Any) -> Any:
-    return value.model_dump(by_alias=True, exclude_none=True, mode="json")
+    # The fields the server sent, its nulls included ("as it sent them"): exclude_none
+    # dropped a null. A field the SDK's models do not know is lost when they parse.
+    return value.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
 
 async def _pages(fetch: Callable[[str | None], Awaitable[Any]], field: str) -> list[Any]:

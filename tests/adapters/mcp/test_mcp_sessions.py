@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -31,6 +32,8 @@ from tests.adapters.mcp.conftest import CallLog
 from tests.adapters.mcp.mcp_test_server import schema_v2_file
 from tests.adapters.mcp.session_support import SESSION, calls_then_answer, keys, outputs, turn
 from tests.adapters.mcp.task_support import NoEvents
+
+NULL_FIELDS_PROXY = Path(__file__).with_name("null_fields_proxy.py")
 
 
 def session(
@@ -202,6 +205,45 @@ async def test_a_resource_or_prompt_read_whose_server_crashes_is_sent_again(
     assert json.loads(read)["contents"][0]["text"] == "note crash-once"
     assert "Please greet crash-once." in prompt
     assert len(call_log.calls("read_resource")) == len(call_log.calls("get_prompt")) == 2
+
+
+async def test_resource_and_prompt_outputs_keep_the_nulls_the_server_sent(
+    stdio_server: McpStdioServerConfig,
+) -> None:
+    # Found by an audit: the outputs were the SDK's models dumped without their None
+    # fields, so a null the server sent was dropped, where the design says the items
+    # are shown as the server sent them, so both cores show the same text.
+    proxied = attrs.evolve(stdio_server, args=(str(NULL_FIELDS_PROXY),))
+    source = McpToolSource([proxied], resource_and_prompt_tools_enabled=True)
+    script: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("mcp_list_resources_and_prompts", {"server": "notes"}),
+        ("mcp_read_resource", {"server": "notes", "uri": "note://greeting"}),
+        ("mcp_get_prompt", {"server": "notes", "name": "greet", "arguments": {"name": "Al"}}),
+    )
+    async with session(source, *script) as sessions:
+        snapshot = await turn(sessions)
+    listed, read, prompt = (json.loads(output) for output in outputs(snapshot))
+    for kind in ("prompts", "resource_templates", "resources"):
+        assert [item["title"] for item in listed[kind]] == [None], kind
+    assert read == {
+        "contents": [
+            {
+                "_meta": None,
+                "mimeType": "text/plain",
+                "text": "hello from a resource",
+                "uri": "note://greeting",
+            }
+        ]
+    }
+    assert prompt == {
+        "description": "Greet someone.",
+        "messages": [
+            {
+                "content": {"annotations": None, "text": "Please greet Al.", "type": "text"},
+                "role": "user",
+            }
+        ],
+    }
 
 
 async def test_a_servers_own_32000_or_32001_error_is_its_answer_and_never_sent_again(
