@@ -25,6 +25,7 @@ from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.errors import McpConnectionError, McpToolCallInterruptedError
 from dex_agents.adapters.mcp.interruptions import is_connection_interruption
 from dex_agents.adapters.mcp.paging import RepeatedCursorError, pages
+from dex_agents.adapters.mcp.sent_results import SentResults, keep_sent_results
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.mcp_conventions import mcp_error_text
@@ -84,35 +85,33 @@ def resource_and_prompt_tools(server_names: Sequence[str]) -> tuple[ListedTool, 
     )
 
 
-def _dump(value: Any) -> Any:
-    # The fields the server sent, its nulls included ("as it sent them"): exclude_none
-    # dropped a null. A field the SDK's models do not know is lost when they parse.
-    return value.model_dump(by_alias=True, exclude_unset=True, mode="json")
-
-
-async def _pages(fetch: Callable[[str | None], Awaitable[Any]], field: str) -> list[Any]:
+async def _pages(
+    fetch: Callable[[str | None], Awaitable[Any]], sent: SentResults, key: str
+) -> list[Any]:
     items: list[Any] = []
     try:
-        async for page in pages(fetch):
-            items.extend(_dump(item) for item in getattr(page, field))
+        async for _ in pages(fetch):
+            items.extend(sent.last[key])
     except MCPError as error:
         if error.code != METHOD_NOT_FOUND:
             raise
     return items
 
 
-async def _list_all(client: Client, arguments: Mapping[str, Any]) -> dict[str, Any]:
+async def _list_all(
+    client: Client, sent: SentResults, arguments: Mapping[str, Any]
+) -> dict[str, Any]:
     caps = client.server_capabilities
     resources: list[Any] = []
     templates: list[Any] = []
     prompts: list[Any] = []
     if caps.resources is not None:
-        resources = await _pages(lambda c: client.list_resources(cursor=c), "resources")
+        resources = await _pages(lambda c: client.list_resources(cursor=c), sent, "resources")
         templates = await _pages(
-            lambda c: client.list_resource_templates(cursor=c), "resource_templates"
+            lambda c: client.list_resource_templates(cursor=c), sent, "resourceTemplates"
         )
     if caps.prompts is not None:
-        prompts = await _pages(lambda c: client.list_prompts(cursor=c), "prompts")
+        prompts = await _pages(lambda c: client.list_prompts(cursor=c), sent, "prompts")
     return {"prompts": prompts, "resource_templates": templates, "resources": resources}
 
 
@@ -123,17 +122,19 @@ def _text(arguments: Mapping[str, Any], key: str) -> str:
     return value
 
 
-async def _read(client: Client, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    result = await client.read_resource(_text(arguments, "uri"))
-    return {"contents": _dump(result)["contents"]}
+async def _read(client: Client, sent: SentResults, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    await client.read_resource(_text(arguments, "uri"))
+    return {"contents": sent.last["contents"]}
 
 
-async def _prompt(client: Client, arguments: Mapping[str, Any]) -> dict[str, Any]:
+async def _prompt(
+    client: Client, sent: SentResults, arguments: Mapping[str, Any]
+) -> dict[str, Any]:
     raw = arguments.get("arguments") or {}
     if not isinstance(raw, Mapping) or not all(isinstance(v, str) for v in raw.values()):
         raise ToolExecutionError("the prompt's arguments must be strings by name")
-    result = _dump(await client.get_prompt(_text(arguments, "name"), dict(raw)))
-    return {"description": result.get("description"), "messages": result["messages"]}
+    await client.get_prompt(_text(arguments, "name"), dict(raw))
+    return {"description": sent.last.get("description"), "messages": sent.last["messages"]}
 
 
 _OPERATIONS = {
@@ -163,7 +164,8 @@ async def run_resource_or_prompt_tool(
         async with connected(
             config, connection_timeout=connection_timeout, connection_attempts=connection_attempts
         ) as client:
-            output = await _OPERATIONS[name](client, arguments)
+            # The outputs are the items as sent, which the SDK's models do not all keep.
+            output = await _OPERATIONS[name](client, keep_sent_results(client), arguments)
     except McpConnectionError as error:
         raise ToolExecutionError(str(error)) from error
     except MCPError as error:

@@ -28,12 +28,13 @@ from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.mcp import McpStdioServerConfig, McpToolCallInterruptedError, McpToolSource
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from tests.adapters.mcp import session_support
+from tests.adapters.mcp.added_fields_proxy import OWN_FIELD
 from tests.adapters.mcp.conftest import CallLog
 from tests.adapters.mcp.mcp_test_server import schema_v2_file
 from tests.adapters.mcp.session_support import SESSION, calls_then_answer, keys, outputs, turn
 from tests.adapters.mcp.task_support import NoEvents
 
-NULL_FIELDS_PROXY = Path(__file__).with_name("null_fields_proxy.py")
+ADDED_FIELDS_PROXY = Path(__file__).with_name("added_fields_proxy.py")
 
 
 def session(
@@ -207,13 +208,14 @@ async def test_a_resource_or_prompt_read_whose_server_crashes_is_sent_again(
     assert len(call_log.calls("read_resource")) == len(call_log.calls("get_prompt")) == 2
 
 
-async def test_resource_and_prompt_outputs_keep_the_nulls_the_server_sent(
+async def test_resource_and_prompt_outputs_keep_the_fields_the_server_sent(
     stdio_server: McpStdioServerConfig,
 ) -> None:
-    # Found by an audit: the outputs were the SDK's models dumped without their None
-    # fields, so a null the server sent was dropped, where the design says the items
-    # are shown as the server sent them, so both cores show the same text.
-    proxied = attrs.evolve(stdio_server, args=(str(NULL_FIELDS_PROXY),))
+    # Found by an audit: the outputs were the SDK's models dumped again, which lost a
+    # field the server sent as null (exclude_none) and a field of its own (no MCP type
+    # has it), where the design says the items are shown as the server sent them, so
+    # both cores show the same text.
+    proxied = attrs.evolve(stdio_server, args=(str(ADDED_FIELDS_PROXY),))
     source = McpToolSource([proxied], resource_and_prompt_tools_enabled=True)
     script: tuple[tuple[str, dict[str, Any]], ...] = (
         ("mcp_list_resources_and_prompts", {"server": "notes"}),
@@ -223,8 +225,9 @@ async def test_resource_and_prompt_outputs_keep_the_nulls_the_server_sent(
     async with session(source, *script) as sessions:
         snapshot = await turn(sessions)
     listed, read, prompt = (json.loads(output) for output in outputs(snapshot))
+    own, value = OWN_FIELD
     for kind in ("prompts", "resource_templates", "resources"):
-        assert [item["title"] for item in listed[kind]] == [None], kind
+        assert [(item["title"], item[own]) for item in listed[kind]] == [(None, value)], kind
     assert read == {
         "contents": [
             {
@@ -232,6 +235,7 @@ async def test_resource_and_prompt_outputs_keep_the_nulls_the_server_sent(
                 "mimeType": "text/plain",
                 "text": "hello from a resource",
                 "uri": "note://greeting",
+                own: value,
             }
         ]
     }
@@ -239,7 +243,12 @@ async def test_resource_and_prompt_outputs_keep_the_nulls_the_server_sent(
         "description": "Greet someone.",
         "messages": [
             {
-                "content": {"annotations": None, "text": "Please greet Al.", "type": "text"},
+                "content": {
+                    "annotations": None,
+                    "text": "Please greet Al.",
+                    "type": "text",
+                    own: value,
+                },
                 "role": "user",
             }
         ],
