@@ -1,4 +1,4 @@
-"""Connector operations as agent tools (``dex_agents.connectors``; install ``dex-agents[connectors]``).
+"""Connector operations as agent tools (``dex_agents.connectors``; needs ``dex-connectors-sdk``).
 
 ``ConnectorToolSource`` is a ``ToolSource`` of reviewed Connector operations, each
 built with ``connector_tool``; every call runs in its own tool Step through the
@@ -10,10 +10,12 @@ from __future__ import annotations
 try:
     import dex_connectors_sdk  # type: ignore[import-not-found]
 except ImportError as error:
+    # Not "pip install dex-agents[connectors]": that extra is empty in this build
+    # (docs/spec-differences.md), so following the advice would change nothing.
     raise ImportError(
         "dex_agents.connectors needs the Connector SDK: install dex-connectors-sdk 0.9.0 or "
-        'later with pip install "dex-agents[connectors]" (dex-connectors-sdk is not on PyPI; '
-        "install it from the Dex package index)",
+        "later from the Dex package index; it is not on PyPI, so the connectors extra of "
+        "this build installs nothing",
         name=__name__,
     ) from error
 if not hasattr(dex_connectors_sdk, "raise_dex_retry"):

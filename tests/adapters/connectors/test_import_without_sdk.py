@@ -18,11 +18,12 @@ def test_importing_without_the_sdk_names_it() -> None:
         "dex_agents.connectors",
         also_import=["dex_agents.domain.connector_naming"],
     )
+    # Found by an audit: the message said to pip install "dex-agents[connectors]",
+    # whose extra installs nothing in this build, so following it changed nothing.
     assert printed == (
         "ImportError dex_agents.connectors | dex_agents.connectors needs the Connector SDK: "
-        'install dex-connectors-sdk 0.9.0 or later with pip install "dex-agents[connectors]" '
-        "(dex-connectors-sdk is not on PyPI; install it from the Dex package index) "
-        "| ModuleNotFoundError"
+        "install dex-connectors-sdk 0.9.0 or later from the Dex package index; it is not on "
+        "PyPI, so the connectors extra of this build installs nothing | ModuleNotFoundError"
     )
 
 
