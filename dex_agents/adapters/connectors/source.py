@@ -40,7 +40,7 @@ from dex_agents.domain.runner_outcomes import (
 )
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_declarations import merge_connector_tool_policy
-from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
+from dex_agents.domain.tool_effects import UNKNOWN_TOOL_POLICY, ToolEffect, ToolPolicy
 from dex_agents.domain.tool_step_options import ToolCallStepOptions
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution, ToolTaskPoll
 
@@ -158,6 +158,33 @@ def _raise_unless_succeeded(outcome: ConnectorBranchOutcome) -> str:
     raise ToolOutcomeUnknownError(outcome.error or "the connector call's outcome is unknown")
 
 
+def _not_offered(
+    turn: AgentTurnContext,
+    tool_call_id: str,
+    tool_name: str,
+    arguments: str,
+    listed_tool: ListedTool | None,
+) -> DeferredToolCall:
+    record = turn.tool_calls.get(tool_call_id) if listed_tool is None else None
+    if record is not None and (record.tool_name, record.tool_source_reference) == (
+        tool_name,
+        tool_name,
+    ):
+        policy = ToolPolicy(record.effect, requires_approval=record.requires_approval)
+        ordered = record.ordered
+    else:
+        # Its tool Step refuses it before anything runs, so no one should approve it.
+        policy, ordered = UNKNOWN_TOOL_POLICY, False
+    return DeferredToolCall(
+        tool_call_id,
+        tool_name,
+        arguments,
+        policy,
+        tool_source_reference=tool_name,
+        ordered=ordered,
+    )
+
+
 class ConnectorToolSource:
     """A ``ToolSource`` of Connector operations; each call runs in its own tool Step.
 
@@ -229,7 +256,18 @@ class ConnectorToolSource:
         arguments: str,
         listed_tool: ListedTool | None = None,
     ) -> DeferredToolCall:
-        tool = self._tool(tool_name)
+        """The call of one of the source's tools, with the manifest's effect and ``ordered`` writes.
+
+        A name the source does not have gets a call that fails as not this source's
+        tool without an approval (``unclassified``, no approval), as in the built-in
+        loop, unless it is a recorded call (``listed_tool=None``, its record in
+        ``turn.tool_calls`` with this source's reference), such as one of a tool a
+        later deploy removed, which a framework adapter resumes: that is rebuilt as
+        it was recorded.
+        """
+        tool = self._tools.get(tool_name)
+        if tool is None:
+            return _not_offered(turn, tool_call_id, tool_name, arguments, listed_tool)
         try:
             decoded = _decoded(arguments, tool)
         except ToolExecutionError:

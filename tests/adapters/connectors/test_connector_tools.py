@@ -14,6 +14,7 @@ import pytest
 
 from dex_agents.adapters.connectors.fence import CAN_RESEND, CLAIMED, NOT_SENT, fence_marker
 from dex_agents.adapters.connectors.manifest import parse_operation_manifest
+from dex_agents.builtin_loop import FrameworkToolSourceRouter
 from dex_agents.connectors import (
     CONNECTOR_NOT_SENT_RETRY_LATER,
     CONNECTOR_RESULT_TRUNCATED_NOTE,
@@ -64,6 +65,19 @@ def operation(name: str, branch: Branch | None = None, **fields: Any) -> FakeOpe
 
 def turn(policies: dict[str, ToolPolicy] | None = None) -> AgentTurnContext:
     return cast(AgentTurnContext, SimpleNamespace(tool_policies=policies or {}))
+
+
+def _turn(*records: AgentToolCall) -> AgentTurnContext:
+    """A model call of turn ``t1`` that already recorded ``records``."""
+    return AgentTurnContext(
+        flow_id="s1",
+        turn_id="t1",
+        attempt=1,
+        messages=(),
+        events=execution_of(record_of("x")).events,
+        heartbeat=execution_of(record_of("x")).heartbeat,
+        tool_calls={record.tool_call_id: record for record in records},
+    )
 
 
 def build(source: ConnectorToolSource, name: str, arguments: Any, policies: Any = None) -> Any:
@@ -309,6 +323,52 @@ def test_a_calls_tool_step_gets_the_operations_timeout_and_at_most_three_attempt
             maximum_attempts=3, initial_interval=timedelta(seconds=1), backoff_coefficient=2.0
         ),
     )
+
+
+async def test_a_name_the_source_does_not_have_fails_without_approval_and_never_runs() -> None:
+    # Found by an audit: deferred_tool_call raised ToolExecutionError, so a runner
+    # that defers the model's calls to the source failed its RunModel attempt on a
+    # name the model made up, and so the turn, where the design records such a call
+    # failed, unapproved (unclassified, no approval).
+    refund = operation("createRefund")
+    source = ConnectorToolSource([connector_tool(refund, "r")])
+    call = source.deferred_tool_call(
+        _turn(), tool_call_id="c1", tool_name="stripe_nope", arguments="{}"
+    )
+    assert call.policy == ToolPolicy(ToolEffect.UNCLASSIFIED, requires_approval=False)
+    assert not call.ordered
+    with pytest.raises(ToolExecutionError) as raised:
+        await source.execute_deferred_tool_call(execution("stripe_nope", {})[0])
+    assert str(raised.value) == "'stripe_nope' is not a tool of connector source 'connectors'"
+    assert refund.runs == []
+
+
+async def test_a_framework_adapter_rebuilds_a_recorded_call_of_a_tool_a_deploy_removed() -> None:
+    # Found by an audit: the router rebuilds a recorded call of a tool the listing
+    # lacks (replay-only) through its source, which raised ToolExecutionError, so a
+    # Step-mode adapter's RunModel failed after a deploy removed the tool.
+    before = FrameworkToolSourceRouter(
+        [ConnectorToolSource([connector_tool(operation("createRefund"), "r")])]
+    )
+    listing = await before.list_tools(_turn(), [])
+    arguments = json.dumps(REFUND)
+    built = before.deferred_tool_call(_turn(), "c1", "stripe_create_refund", arguments, listing)
+    record = attrs.evolve(
+        record_of("stripe_create_refund", arguments),
+        effect=built.policy.effect,
+        requires_approval=bool(built.policy.requires_approval),
+        ordered=built.ordered,
+        tool_source_reference=built.tool_source_reference,
+    )
+    after = FrameworkToolSourceRouter(
+        [ConnectorToolSource([connector_tool(operation("listChargeIDs"), "r")])]
+    )
+    listing = await after.list_tools(_turn(record), [])
+    assert listing.replay_only_tools == frozenset({"stripe_create_refund"})
+    rebuilt = after.deferred_tool_call(
+        _turn(record), "c1", "stripe_create_refund", arguments, listing
+    )
+    assert rebuilt == built
 
 
 # Running calls.
