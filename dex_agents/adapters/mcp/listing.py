@@ -1,6 +1,7 @@
 """The per-Worker cache of each server's ``tools/list`` ("MCP tools (dex_agents.mcp)").
 
-The first listing of a server is awaited. After ``listing_ttl`` the server is
+The first listing of a server is awaited, and goes on when its caller stops
+waiting, so a later call gets its tools. After ``listing_ttl`` the server is
 listed again in the background while its earlier tools are returned. A server
 that cannot be listed is left out with a warning (a server listed before keeps
 its earlier tools) and not tried again for ``listing_failure_backoff``, then in
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -106,7 +107,14 @@ class ServerListings:
             await self._list_locked(server, state)
         elif state.tools is None and state.failed_at is None:
             # The first listing is awaited; one that ends while this call waits decides.
-            await self._list_locked(server, state, unless_listed_since=state.listings)
+            # It runs as its own task: a caller that stops waiting (the runner's
+            # tool_source_listing_timeout) must not cancel it, or a server slower to
+            # list than that would never be listed, and every later call would wait
+            # for it again and time out, hiding the other servers' tools too.
+            listing = self._start(
+                self._list_locked(server, state, unless_listed_since=state.listings)
+            )
+            await asyncio.shield(listing)
         elif state.failed_at is not None:
             # A failed listing waits out the backoff, also when earlier tools are kept.
             if now - state.failed_at >= self._backoff:
@@ -118,9 +126,13 @@ class ServerListings:
     def _in_background(self, server: McpServerConfig, state: _ServerState) -> None:
         if state.lock.locked():
             return
-        task = asyncio.create_task(self._list_locked(server, state))
+        self._start(self._list_locked(server, state))
+
+    def _start(self, listing: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(listing)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     async def _list_locked(
         self,

@@ -319,6 +319,24 @@ async def test_a_listed_server_that_cannot_be_listed_again_waits_out_its_backoff
     assert len(failures) == 2  # tried again once the backoff passed
 
 
+async def test_a_first_listing_the_runner_stops_waiting_for_goes_on_for_a_later_model_call(
+    call_log: CallLog,
+) -> None:
+    # Found by an audit: the runner's tool_source_listing_timeout cancelled a server's
+    # first listing, so a server slower to list than that (an npx server's first
+    # start) was never listed: every model call started its first listing again and
+    # timed out, and the source's other servers' tools were never offered either.
+    server = HttpTestServer({"MCP_TEST_CALL_LOG": str(call_log.path)})  # not answering yet
+    source = McpToolSource([McpStreamableHttpServerConfig(name="notes", url=server.url)])
+    with pytest.raises(TimeoutError):
+        # The runner's wait; the connection waits in the listening socket's backlog.
+        await asyncio.wait_for(source.list_tools(), timeout=0.5)
+    with server:  # the server starts and answers the waiting listing
+        await source.aclose()  # the listing has ended
+    offered = await source.list_tools()  # the server is gone: only the held tools
+    assert "notes__read_note" in [tool.name for tool in offered]
+
+
 async def test_a_tool_a_server_lists_twice_is_offered_once_and_the_second_is_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
