@@ -146,6 +146,10 @@ def _decoded(arguments: str, tool: ConnectorTool) -> Any:
         check_arguments(value, tool.manifest.input_schema)
     except ArgumentsViolation as error:
         raise ToolExecutionError(f"{tool.name}: {error}") from None
+    except RecursionError:
+        # A recursive schema ($ref) follows the value down; JSON that json.loads read
+        # can still nest deeper than that check can go.
+        raise ToolExecutionError(f"{tool.name}: the arguments are nested too deeply") from None
     return value
 
 

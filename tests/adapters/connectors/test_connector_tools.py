@@ -432,6 +432,29 @@ async def test_arguments_nested_too_deeply_wait_for_no_approval_and_never_run() 
     assert refund.runs == []
 
 
+async def test_arguments_too_deep_for_a_recursive_schema_wait_for_no_approval_and_never_run() -> (
+    None
+):
+    # Found by an audit: JSON that json.loads read but that nests deeper than the
+    # schema check can recurse raised RecursionError, which failed the RunModel
+    # attempt when the call was built, and the tool Step when it ran (a Step failure).
+    found = operation("filterCustomers")
+    source = ConnectorToolSource([connector_tool(found, "r")])
+    depth = 400
+    deep = '{"filter": ' + '{"all": [' * depth + '{"email": "a@b"}' + "]}" * depth + "}"
+    assert json.loads(deep)
+    built = source.deferred_tool_call(
+        turn(), tool_call_id="c1", tool_name="stripe_filter_customers", arguments=deep
+    )
+    assert built.policy.requires_approval is False
+    run, _ = execution("stripe_filter_customers", {})
+    record = attrs.evolve(run.tool_call, arguments=deep)
+    with pytest.raises(ToolExecutionError) as raised:
+        await source.execute_deferred_tool_call(dataclasses.replace(run, tool_call=record))
+    assert str(raised.value) == "stripe_filter_customers: the arguments are nested too deeply"
+    assert found.runs == []
+
+
 async def test_branches_map_to_records_by_the_first_matching_row() -> None:
     declined = Branch("declined", error_kind="card", message="insufficient funds")
     source = ConnectorToolSource(
