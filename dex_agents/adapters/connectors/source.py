@@ -9,6 +9,7 @@ through the Connector SDK. The pure rules live in ``dex_agents.domain.connector_
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final
 
@@ -133,10 +134,20 @@ def _refuse_constant(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON value")
 
 
+def _finite_float(text: str) -> float:
+    # json.loads reads a number past float's range, such as 1e400, as infinity.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
 def _decoded(arguments: str, tool: ConnectorTool) -> Any:
     """The arguments as JSON checked against ``inputSchema``; ``ToolExecutionError`` otherwise."""
     try:
-        value = json.loads(arguments or "{}", parse_constant=_refuse_constant)
+        value = json.loads(
+            arguments or "{}", parse_constant=_refuse_constant, parse_float=_finite_float
+        )
     except ValueError as error:
         raise ToolExecutionError(f"{tool.name}: the arguments are not JSON: {error}") from None
     except RecursionError:

@@ -417,6 +417,22 @@ async def test_arguments_with_a_constant_json_lacks_never_run(constant: str) -> 
     assert listed.runs == []
 
 
+@pytest.mark.parametrize("number", ["1e400", "-1e400"])
+async def test_arguments_with_a_number_past_floats_range_never_run(number: str) -> None:
+    # Found by an audit: json.loads reads 1e400 as infinity, which is no JSON value,
+    # and the operation got it, where NaN and Infinity were refused.
+    listed = operation("listChargeIDs")
+    source = ConnectorToolSource([connector_tool(listed, "r")])
+    run, _ = execution("stripe_list_charge_ids", {})
+    record = attrs.evolve(run.tool_call, arguments=f'{{"customer": "c", "extra": {number}}}')
+    with pytest.raises(ToolExecutionError) as raised:
+        await source.execute_deferred_tool_call(dataclasses.replace(run, tool_call=record))
+    assert str(raised.value) == (
+        f"stripe_list_charge_ids: the arguments are not JSON: number {number} is out of range"
+    )
+    assert listed.runs == []
+
+
 async def test_arguments_nested_too_deeply_wait_for_no_approval_and_never_run() -> None:
     refund = operation("createRefund")
     source = ConnectorToolSource([connector_tool(refund, "r")])
