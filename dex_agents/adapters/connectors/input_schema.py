@@ -128,6 +128,20 @@ def _type_matches(value: object, kind: str) -> bool:
     return False
 
 
+def _json_equal(value: object, other: object) -> bool:
+    """JSON Schema's equality: numbers by value (``1`` is ``1.0``), but ``true`` is not ``1``.
+
+    Python's ``==`` takes ``True == 1``, so an ``enum`` of ``[0, 1]`` let a boolean through.
+    """
+    if isinstance(value, bool) or isinstance(other, bool):
+        return isinstance(value, bool) and isinstance(other, bool) and value == other
+    if isinstance(value, list) and isinstance(other, list):
+        return len(value) == len(other) and all(map(_json_equal, value, other))
+    if isinstance(value, dict) and isinstance(other, dict):
+        return value.keys() == other.keys() and all(_json_equal(value[k], other[k]) for k in value)
+    return value == other
+
+
 def _at(path: str) -> str:
     return path or "the arguments"
 
@@ -145,7 +159,7 @@ def _check(value: object, schema: Any, root: Mapping[str, Any], path: str) -> No
         kinds = [kinds] if isinstance(kinds, str) else kinds
         if not any(_type_matches(value, kind) for kind in kinds):
             raise ArgumentsViolation(f"{_at(path)} must be {' or '.join(kinds)}")
-    if "enum" in schema and value not in schema["enum"]:
+    if "enum" in schema and not any(_json_equal(value, option) for option in schema["enum"]):
         raise ArgumentsViolation(f"{_at(path)} must be one of {schema['enum']!r}")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:

@@ -84,3 +84,22 @@ def test_a_malformed_keyword_is_refused_before_any_call(schema: Any, message: st
     # Each of these once passed here and then crashed every call, or checked the wrong thing.
     with pytest.raises(ValueError, match=message):
         require_supported_schema(schema)
+
+
+@pytest.mark.parametrize(
+    ("value", "enum"),
+    [(True, [1]), (False, [0]), (1, [True]), ([True], [[1]]), ({"a": 0}, [{"a": False}])],
+)
+def test_an_enum_tells_booleans_from_numbers(value: Any, enum: list[Any]) -> None:
+    # Found by an audit: enum compared with Python's ==, where True == 1, so a model's
+    # true passed an enum of [0, 1] and the operation got a boolean; in JSON Schema
+    # true and 1 are different values.
+    with pytest.raises(ArgumentsViolation, match="must be one of"):
+        check_arguments(value, {"enum": enum})
+
+
+@pytest.mark.parametrize(
+    ("value", "enum"), [(1.0, [1]), (2, [2.0]), ([1], [[1.0]]), (None, [None])]
+)
+def test_an_enum_compares_numbers_by_value(value: Any, enum: list[Any]) -> None:
+    check_arguments(value, {"enum": enum})
