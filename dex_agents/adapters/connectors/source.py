@@ -8,6 +8,7 @@ through the Connector SDK. The pure rules live in ``dex_agents.domain.connector_
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable, Collection, Sequence
@@ -98,8 +99,9 @@ def connector_tool(
     version does not know, or with an ``inputSchema`` keyword it cannot check. The
     name defaults to ``<connectorId>_<operation in snake case>``; a ``name`` of your
     own must be 1 to 64 ASCII letters, digits, ``_`` and ``-`` (``ValueError``).
-    ``requires_approval`` ``True`` or ``False`` overrides the manifest; a predicate
-    decides per call from the decoded arguments.
+    ``requires_approval`` ``True`` or ``False`` overrides the manifest; a synchronous
+    predicate decides per call from the decoded arguments (``TypeError`` for anything
+    else, an ``async`` function included).
     """
     manifest = read_operation_manifest(operation.manifest_package, operation.name)
     if manifest.connector_id != operation.connector_id:
@@ -116,6 +118,13 @@ def connector_tool(
         raise TypeError(
             "requires_approval must be True, False, None or a predicate of the arguments, "
             f"not {requires_approval!r}"
+        )
+    # Likewise its coroutine would count as True: the call is built inside RunModel.
+    if inspect.iscoroutinefunction(requires_approval):
+        raise TypeError(
+            "requires_approval must be a synchronous predicate of the arguments, not the "
+            f"coroutine function {getattr(requires_approval, '__name__', requires_approval)}: "
+            "a call's approval is decided without awaiting"
         )
     return ConnectorTool(
         name=connector_tool_name(manifest.connector_id, manifest.operation)

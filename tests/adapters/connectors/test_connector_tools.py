@@ -297,6 +297,20 @@ def test_an_approval_rule_that_is_neither_a_bool_nor_a_predicate_is_refused(rule
         connector_tool(operation("createRefund"), "r", requires_approval=rule)
 
 
+def test_an_async_predicate_is_refused() -> None:
+    # Found by an audit: the call is built inside RunModel, which cannot await it, so
+    # its coroutine counted as True: every call waited, with a "never awaited" warning.
+    async def large(arguments: Any) -> bool:
+        return bool(arguments["amount"] > 5000)
+
+    with pytest.raises(TypeError) as raised:
+        connector_tool(operation("createRefund"), "r", requires_approval=large)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "requires_approval must be a synchronous predicate of the arguments, not the "
+        "coroutine function large: a call's approval is decided without awaiting"
+    )
+
+
 def test_arguments_that_break_the_schema_never_wait_whatever_asks() -> None:
     # They never run, so no one should be asked to approve them: not for the
     # manifest's agent.approval, requires_approval=True, or a session policy.
