@@ -43,14 +43,24 @@ def refusal_reason(interrupt: AgentInterrupt, answer: str | None, now: datetime)
     return "the session refused it (its turn may be ending or being cancelled)"
 
 
-def gone_reason(interrupt: AgentInterrupt, snapshot: AgentSnapshot, now: datetime) -> str | None:
-    """Why ``interrupt`` is no longer pending, when it was not another window's answer."""
+def gone_reason(
+    interrupt: AgentInterrupt,
+    snapshot: AgentSnapshot,
+    now: datetime,
+    cancelled: CancellationReason | None = None,
+) -> str | None:
+    """Why ``interrupt`` is no longer pending, when it was not another window's answer.
+
+    ``cancelled`` is the cancellation reason the Stream reported for it: once the
+    cancelled or steered turn ended, its call is no longer in ``snapshot``.
+    """
     if interrupt.deadline is not None and now >= interrupt.deadline:
         return f"its deadline passed at {interrupt.deadline:%Y-%m-%d %H:%M:%S} UTC"
     call = next((c for c in snapshot.tool_calls if c.tool_call_id == interrupt.tool_call_id), None)
-    if call is not None and call.cancellation_reason is CancellationReason.TURN_CANCELLED:
+    reason = (None if call is None else call.cancellation_reason) or cancelled
+    if reason is CancellationReason.TURN_CANCELLED:
         return "its turn was cancelled"
-    if call is not None and call.cancellation_reason is CancellationReason.STEERED:
+    if reason is CancellationReason.STEERED:
         return "its turn was steered by a newer message"
     return None
 
@@ -119,11 +129,22 @@ class _Chat:
         if pending is not None:
             reason = refusal_reason(pending, answer, now)
             self._follower.say(f"this answer was not accepted: {reason}")
-        elif (gone := gone_reason(interrupt, snapshot, now)) is not None:
+        elif (gone := await self._gone_reason(interrupt, snapshot, now)) is not None:
             self._follower.say(f"this answer was not accepted: {gone}")
         else:
             # What the other window decided shows next, as the session carries it out.
             self._follower.say("already answered elsewhere")
+
+    async def _gone_reason(
+        self, interrupt: AgentInterrupt, snapshot: AgentSnapshot, now: datetime
+    ) -> str | None:
+        gone = gone_reason(interrupt, snapshot, now)
+        if gone is None:
+            # A cancelled or steered turn may have ended already, taking its call records
+            # with it: only its interrupt_resolved event still says why.
+            cancelled = await self._follower.cancellation_reason(interrupt)
+            gone = gone_reason(interrupt, snapshot, now, cancelled)
+        return gone
 
 
 async def _check_session(runtime: LocalRuntime, session_id: str) -> None:

@@ -14,9 +14,10 @@ from dex_agents.cli import terminal
 from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.live_text import LiveKey, LiveText
 from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
+from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 
 # Streams are best effort, so a quiet one still gets a fresh snapshot this often.
 _RECHECK = timedelta(seconds=1)
@@ -48,6 +49,12 @@ class Follower:
     def say(self, text: str) -> None:
         """Print a line of the chat's own, after any open live line."""
         print(self._output.line(text), end="", flush=True)
+
+    async def cancellation_reason(self, interrupt: AgentInterrupt) -> CancellationReason | None:
+        """Why steering or ``cancel_turn`` removed ``interrupt``, as the Stream reported it."""
+        return await self._live.cancellation_reason(
+            interrupt.turn_id, interrupt.interrupt_id, _CATCH_UP
+        )
 
     def _status(self, call: AgentToolCall) -> str:
         if self._statuses.get(call.tool_call_id) == call.status:

@@ -13,8 +13,13 @@ from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
-from dex_agents.domain.events import AgentEvent, TextDeltaPayload, ToolCallFinishedPayload
-from dex_agents.domain.tool_calls import ToolCallStatus
+from dex_agents.domain.events import (
+    AgentEvent,
+    InterruptResolvedPayload,
+    TextDeltaPayload,
+    ToolCallFinishedPayload,
+)
+from dex_agents.domain.tool_calls import CancellationReason, ToolCallStatus
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import FlowClient, StreamMessage
@@ -40,6 +45,8 @@ class LiveText:
         self._token = ""
         self._arrived: list[tuple[LiveKey, str]] = []
         self._finished: dict[str, ToolCallStatus] = {}
+        # Keyed by turn too: a later turn's call may reuse an interrupt ID.
+        self._resolved: dict[tuple[str, str], CancellationReason | None] = {}
         self._events = 0
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -78,6 +85,11 @@ class LiveText:
                 event.payload, ToolCallFinishedPayload
             ):
                 self._finished[event.payload.tool_call_id] = event.payload.status
+            elif isinstance(event, AgentEvent) and isinstance(
+                event.payload, InterruptResolvedPayload
+            ):
+                resolved = (event.turn_id or "", event.payload.interrupt_id)
+                self._resolved[resolved] = event.payload.cancellation_reason
             self._events += 1
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
@@ -116,6 +128,25 @@ class LiveText:
             if remaining <= 0:
                 return
             await self.wait_for_event(self._events, timedelta(seconds=remaining))
+
+    async def cancellation_reason(
+        self, turn_id: str, interrupt_id: str, within: timedelta
+    ) -> CancellationReason | None:
+        """Why steering or ``cancel_turn`` removed the interrupt, by its ``interrupt_resolved``
+        event; ``None`` when it was answered, or no such event arrived within ``within``.
+
+        A cancelled turn's call records leave the snapshot when the turn ends, so
+        once it ended only the Stream still says that the interrupt was cancelled.
+        """
+        key = (turn_id, interrupt_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within.total_seconds()
+        while key not in self._resolved:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            await self.wait_for_event(self._events, timedelta(seconds=remaining))
+        return self._resolved[key]
 
     def take(self) -> list[tuple[LiveKey, str]]:
         """The text that arrived since the last call, in arrival order, with its model call."""

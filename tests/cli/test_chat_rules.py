@@ -151,6 +151,11 @@ def test_an_interrupt_gone_by_its_deadline_or_a_cancelled_turn_was_not_answered_
     cancelled = AgentSnapshot(state=None, tool_calls=(call,))
     assert gone_reason(_question(), cancelled, NOW) == "its turn was cancelled"
     assert gone_reason(_question(), AgentSnapshot(state=None), NOW) is None
+    # Once the turn ended its call left the snapshot; the Stream's reason still says why.
+    steered = CancellationReason.STEERED
+    assert gone_reason(_question(), AgentSnapshot(state=None), NOW, steered) == (
+        "its turn was steered by a newer message"
+    )
 
 
 def test_an_answer_that_is_not_sent_says_why() -> None:

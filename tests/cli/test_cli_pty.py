@@ -240,6 +240,35 @@ def test_a_stale_approval_answered_in_another_process_is_reported(tmp_path: Path
     assert tool_log(tmp_path) == ["refund_order 7 1500"]
 
 
+def test_an_approval_whose_turn_another_process_cancelled_says_so(tmp_path: Path) -> None:
+    # Before, the cancelled turn had ended by the time the refusal was explained, so its
+    # call had left the snapshot and the chat said "already answered elsewhere".
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.send("refund order 7")
+        chat.expect(APPROVAL_PROMPT)
+
+        async def cancel_elsewhere() -> bool:
+            async with demo_sessions(chat.db) as sessions:
+                snapshot = await sessions.get_agent_snapshot("pty")
+                assert snapshot.state is not None
+                turn_id = snapshot.state.active_turn_id
+                assert turn_id is not None
+                cancelled = await sessions.cancel_turn("pty", turn_id)
+                await sessions.wait_for_user("pty")
+                return cancelled
+
+        assert asyncio.run(cancel_elsewhere())
+        chat.send("y")
+        assert "this answer was not accepted: its turn was cancelled\n" in chat.expect("you> ")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+    assert tool_log(tmp_path) == []
+
+
 @pytest.mark.parametrize(
     ("leave", "code"), [("/quit", 0), ("exit", 0), ("end of input", 0), ("Ctrl-C", 130)]
 )
