@@ -117,7 +117,7 @@ CONTROLS: Mapping[str, tuple[Control, str]] = {
     "steer_user_message": (
         _steer,
         "nothing was steered: the message is no longer queued, the text is blank, "
-        "or the turn does not accept steering",
+        "plan mode is off, or the turn does not accept steering",
     ),
     "delete_queued_message": (_delete, "that message is no longer queued"),
     "cancel_turn": (_cancel, "that turn is no longer active, or it does not accept cancellation"),

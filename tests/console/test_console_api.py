@@ -109,6 +109,8 @@ async def test_false_answers_name_their_reason(tmp_path: Path) -> None:
             "answer_question": ({"interrupt_id": "q", "answer": "x"}, "already answered"),
             "execute_plan": ({"revision": 3}, "cannot run now"),
             "send_user_message": ({"text": "   "}, "did not accept"),
+            # The demo agent has plan mode off, and the composer's plan mode box can be ticked.
+            "steer_user_message": ({"text": "go", "plan_mode": True}, "plan mode is off"),
         }
         for name, (payload, reason) in cases.items():
             response = await client.post(
