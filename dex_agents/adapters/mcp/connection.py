@@ -1,8 +1,8 @@
 """One new MCP connection per request ("What a call does").
 
 Connecting and the handshake (``server/discover`` on MCP 2026-07-28, falling back
-to ``initialize`` on older servers) are bounded by ``connection_timeout`` and
-tried ``connection_attempts`` times; a connection that never opened raises
+to ``initialize`` on older servers) are bounded together by ``connection_timeout``
+and tried ``connection_attempts`` times; a connection that never opened raises
 ``McpConnectionError``, so its request was never sent. Every client declares the
 tasks extension (``tasks.tasks_extension``), so a server may answer a call with a
 task. The caller closes the connection with ``close_quietly``: closing a
@@ -17,6 +17,7 @@ JSON-RPC answer with an error, so the call is recorded as interrupted.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -77,23 +78,33 @@ async def open_client(
     With ``listing``, the client's ``list_tools()`` answers with it, without a request
     (``held_listing.py``); without, the client caches nothing.
     """
+    seconds = connection_timeout.total_seconds()
     last: BaseException | None = None
     for _ in range(connection_attempts):
         attempt = AsyncExitStack()
+        cache = None if listing is None else held_listing_cache(config, listing)
+        # The SDK's server/discover probe waits 10 seconds whatever the timeout, then
+        # initialize as long again, so a server that never answered held an attempt
+        # for 10 seconds plus connection_timeout: the whole handshake is bounded here.
+        # asyncio's timeout, not anyio's: its scope may end while the client's task
+        # groups stay open, and on expiry the client's own exit closes them.
+        bound = asyncio.timeout(seconds)
         try:
-            # The SDK bounds each handshake request; a timeout scope around entering the
-            # client would be exited while the client's own task group is still open.
-            cache = None if listing is None else held_listing_cache(config, listing)
-            client = await attempt.enter_async_context(
-                _client(config, attempt, connection_timeout.total_seconds(), cache)
-            )
+            async with bound:
+                client = await attempt.enter_async_context(_client(config, attempt, seconds, cache))
         except Exception as error:
-            last = error
+            last = _handshake_timeout(connection_timeout) if bound.expired() else error
             await close_quietly(attempt)
             continue
         stack.push_async_callback(close_quietly, attempt)
         return client
     raise McpConnectionError(config.name, connection_attempts, last)
+
+
+def _handshake_timeout(connection_timeout: timedelta) -> TimeoutError:
+    return TimeoutError(
+        f"the handshake did not end within connection_timeout ({connection_timeout})"
+    )
 
 
 @asynccontextmanager

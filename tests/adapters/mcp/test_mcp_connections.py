@@ -1,0 +1,47 @@
+"""How long a connection, a listing and the source live, against servers that never answer.
+
+The servers are the stdio test server behind ``silent_proxy.py``, which never answers
+the requests it is told to drop and logs each, so a test waits for what a server got
+instead of for time to pass. Timeouts here only keep a broken case from hanging.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dex_agents.adapters.mcp.connection import connected
+from dex_agents.adapters.mcp.errors import McpConnectionError
+from dex_agents.mcp import McpStdioServerConfig
+
+SILENT_PROXY = Path(__file__).with_name("silent_proxy.py")
+
+
+def silent_server(log: Path, *methods: str) -> McpStdioServerConfig:
+    """The test server, never answering ``methods``; ``log`` gets its PID, then each one dropped."""
+    return McpStdioServerConfig(
+        name="quiet", command=sys.executable, args=(str(SILENT_PROXY), str(log), *methods)
+    )
+
+
+def dropped(log: Path) -> list[str]:
+    """The requests the silent server dropped so far, in order."""
+    return log.read_text().splitlines()[1:] if log.exists() else []
+
+
+async def test_connection_timeout_bounds_the_whole_handshake(tmp_path: Path) -> None:
+    # Found by an audit: the SDK's server/discover probe waits 10 seconds whatever
+    # connection_timeout says, so with 1 second a server that ignores the probe got
+    # initialize after 10 seconds and connected, and one that never answers held each
+    # attempt for 11 seconds, about 3 x 40 seconds per listing with the defaults.
+    log = tmp_path / "quiet.log"
+    server = silent_server(log, "server/discover")
+    with pytest.raises(McpConnectionError, match=r"within connection_timeout \(0:00:01\)"):
+        async with connected(
+            server, connection_timeout=timedelta(seconds=1), connection_attempts=1
+        ):
+            pass
+    assert dropped(log) == ["server/discover"]  # initialize was never sent
