@@ -32,8 +32,17 @@ class McpConnectionError(Exception):
     """Every attempt to connect to a server failed, so no request was sent."""
 
     def __init__(self, server: str, attempts: int, cause: BaseException | None) -> None:
+        cause = None if cause is None else _innermost(cause)
         detail = "" if cause is None else f": {type(cause).__name__}: {cause}"
         super().__init__(
             f"could not connect to MCP server {server!r} in {attempts} attempts{detail}"
         )
         self.server = server
+
+
+def _innermost(error: BaseException) -> BaseException:
+    # The SDK raises a failed handshake out of its task groups, so a refused
+    # connection read "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)".
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error

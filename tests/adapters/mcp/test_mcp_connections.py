@@ -15,7 +15,8 @@ import pytest
 
 from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.errors import McpConnectionError
-from dex_agents.mcp import McpStdioServerConfig
+from dex_agents.mcp import McpStdioServerConfig, McpStreamableHttpServerConfig
+from tests.adapters.mcp.http_server import free_loopback_port
 
 SILENT_PROXY = Path(__file__).with_name("silent_proxy.py")
 
@@ -45,3 +46,18 @@ async def test_connection_timeout_bounds_the_whole_handshake(tmp_path: Path) -> 
         ):
             pass
     assert dropped(log) == ["server/discover"]  # initialize was never sent
+
+
+async def test_a_connection_that_never_opened_names_why(tmp_path: Path) -> None:
+    # Found by an audit: the SDK raises a failed handshake out of its task groups,
+    # so the error a model and the chat's warning showed for a refused connection
+    # was "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)".
+    server = McpStreamableHttpServerConfig(
+        name="down", url=f"http://127.0.0.1:{free_loopback_port()}/mcp"
+    )
+    with pytest.raises(McpConnectionError) as raised:
+        async with connected(
+            server, connection_timeout=timedelta(seconds=30), connection_attempts=1
+        ):
+            pass
+    assert str(raised.value).endswith(": ConnectError: All connection attempts failed")
