@@ -35,7 +35,8 @@ class McpConnectionError(Exception):
         cause = None if cause is None else _innermost(cause)
         detail = "" if cause is None else f": {type(cause).__name__}: {cause}"
         super().__init__(
-            f"could not connect to MCP server {server!r} in {attempts} attempts{detail}"
+            f"could not connect to MCP server {server!r} in {attempts} "
+            f"{'attempt' if attempts == 1 else 'attempts'}{detail}"
         )
         self.server = server
 

@@ -61,3 +61,10 @@ async def test_a_connection_that_never_opened_names_why(tmp_path: Path) -> None:
         ):
             pass
     assert str(raised.value).endswith(": ConnectError: All connection attempts failed")
+
+
+@pytest.mark.parametrize(("attempts", "text"), [(1, "in 1 attempt"), (3, "in 3 attempts")])
+def test_a_connection_error_counts_its_attempts_in_words(attempts: int, text: str) -> None:
+    # Found by an audit: one attempt read "in 1 attempts".
+    error = McpConnectionError("notes", attempts, None)
+    assert str(error) == f"could not connect to MCP server 'notes' {text}"
