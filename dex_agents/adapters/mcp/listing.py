@@ -5,9 +5,9 @@ waiting, so a later call gets its tools. After ``listing_ttl`` the server is
 listed again in the background while its earlier tools are returned. A server
 that cannot be listed is left out with a warning (a server listed before keeps
 its earlier tools) and not tried again for ``listing_failure_backoff``, then in
-the background. One listing per server runs
-at a time; ``refresh`` lists now. ``held`` is a server's last listing as the SDK
-reads it, for a call's connection to take its headers and schemas from
+the background. One listing per server runs at a time; ``refresh`` lists now;
+``aclose`` cancels the running ones. ``held`` is a server's last listing as the
+SDK reads it, for a call's connection to take its headers and schemas from
 (``held_listing.py``).
 """
 
@@ -114,7 +114,9 @@ class ServerListings:
             listing = self._start(
                 self._list_locked(server, state, unless_listed_since=state.listings)
             )
-            await asyncio.shield(listing)
+            # Not shield: a listing aclose cancels leaves the server out, not this caller
+            # cancelled.
+            await asyncio.wait([listing])
         elif state.failed_at is not None:
             # A failed listing waits out the backoff, also when earlier tools are kept.
             if now - state.failed_at >= self._backoff:
@@ -168,6 +170,18 @@ class ServerListings:
             state.listed_at, state.failed_at = self.clock(), None
             state.listings += 1
 
-    async def aclose(self) -> None:
-        """Wait for the background listings to end."""
+    async def settled(self) -> None:
+        """Wait for the running listings to end."""
         await asyncio.gather(*self._background, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """End the running listings: each is cancelled, and its connection closed.
+
+        A server that never answers held a listing for its connection attempts, up to
+        ``connection_attempts`` x ``connection_timeout``, and closing waited it out: a
+        chat with such a server took 2 minutes to exit. The SDK still ends a stdio
+        server's process when its connection is cancelled.
+        """
+        for listing in self._background:
+            listing.cancel()
+        await self.settled()

@@ -388,5 +388,5 @@ class McpToolSource:
         return {tool.name: self.execute_deferred_tool_call for tool in await self.list_tools()}
 
     async def aclose(self) -> None:
-        """Wait for background listings to end."""
+        """End the listings still running, closing their connections; calls are not touched."""
         await self._listings.aclose()

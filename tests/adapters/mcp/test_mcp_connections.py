@@ -7,6 +7,8 @@ instead of for time to pass. Timeouts here only keep a broken case from hanging.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -15,10 +17,12 @@ import pytest
 
 from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.errors import McpConnectionError
-from dex_agents.mcp import McpStdioServerConfig, McpStreamableHttpServerConfig
+from dex_agents.mcp import McpStdioServerConfig, McpStreamableHttpServerConfig, McpToolSource
 from tests.adapters.mcp.http_server import free_loopback_port
 
 SILENT_PROXY = Path(__file__).with_name("silent_proxy.py")
+GUARD_SECONDS = 60.0
+"""Only a guard: a case that is broken would wait for minutes."""
 
 
 def silent_server(log: Path, *methods: str) -> McpStdioServerConfig:
@@ -31,6 +35,14 @@ def silent_server(log: Path, *methods: str) -> McpStdioServerConfig:
 def dropped(log: Path) -> list[str]:
     """The requests the silent server dropped so far, in order."""
     return log.read_text().splitlines()[1:] if log.exists() else []
+
+
+async def until_dropped(log: Path, method: str) -> None:
+    """Wait until the silent server has dropped a ``method`` request."""
+    async with asyncio.timeout(GUARD_SECONDS):
+        # Another process writes the log, so there is no event to wait on.
+        while method not in dropped(log):  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
 
 
 async def test_connection_timeout_bounds_the_whole_handshake(tmp_path: Path) -> None:
@@ -68,3 +80,22 @@ def test_a_connection_error_counts_its_attempts_in_words(attempts: int, text: st
     # Found by an audit: one attempt read "in 1 attempts".
     error = McpConnectionError("notes", attempts, None)
     assert str(error) == f"could not connect to MCP server 'notes' {text}"
+
+
+async def test_closing_the_source_ends_a_listing_and_the_process_of_a_server_that_never_answers(
+    tmp_path: Path,
+) -> None:
+    # Found by an audit: aclose waited for the running listings, and a server that
+    # never answers holds one for its connection attempts, so a chat with such a
+    # server took 2 minutes to exit after /quit.
+    log = tmp_path / "quiet.log"
+    source = McpToolSource(
+        [silent_server(log, "server/discover", "initialize")],
+        connection_timeout=timedelta(minutes=10),
+    )
+    listing = asyncio.create_task(source.list_tools())
+    await until_dropped(log, "server/discover")
+    await asyncio.wait_for(source.aclose(), GUARD_SECONDS)
+    assert list(await listing) == []  # the server is left out; its caller is not cancelled
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(log.read_text().split()[0]), 0)  # the server's process has ended

@@ -306,7 +306,7 @@ async def test_a_listed_server_that_cannot_be_listed_again_waits_out_its_backoff
     with caplog.at_level(logging.WARNING):
         for _ in range(5):  # a model call a second, within the backoff
             [(_, offered)] = await listings.list()
-            await listings.aclose()  # the background listing has ended
+            await listings.settled()  # the background listing has ended
             now += 1.0
     failures = [r for r in caplog.records if "could not be listed" in r.getMessage()]
     assert len(failures) == 1
@@ -314,7 +314,7 @@ async def test_a_listed_server_that_cannot_be_listed_again_waits_out_its_backoff
     now = 301.0 + 30.0
     with caplog.at_level(logging.WARNING):
         await listings.list()
-        await listings.aclose()
+        await listings.settled()
     failures = [r for r in caplog.records if "could not be listed" in r.getMessage()]
     assert len(failures) == 2  # tried again once the backoff passed
 
@@ -327,14 +327,21 @@ async def test_a_first_listing_the_runner_stops_waiting_for_goes_on_for_a_later_
     # start) was never listed: every model call started its first listing again and
     # timed out, and the source's other servers' tools were never offered either.
     server = HttpTestServer({"MCP_TEST_CALL_LOG": str(call_log.path)})  # not answering yet
-    source = McpToolSource([McpStreamableHttpServerConfig(name="notes", url=server.url)])
+    config = McpStreamableHttpServerConfig(name="notes", url=server.url)
+    listings = ServerListings(
+        [config],
+        listing_ttl=timedelta(minutes=5),
+        listing_failure_backoff=timedelta(seconds=30),
+        connection_timeout=timedelta(seconds=30),
+        connection_attempts=3,
+    )
     with pytest.raises(TimeoutError):
         # The runner's wait; the connection waits in the listening socket's backlog.
-        await asyncio.wait_for(source.list_tools(), timeout=0.5)
+        await asyncio.wait_for(listings.list(), timeout=0.5)
     with server:  # the server starts and answers the waiting listing
-        await source.aclose()  # the listing has ended
-    offered = await source.list_tools()  # the server is gone: only the held tools
-    assert "notes__read_note" in [tool.name for tool in offered]
+        await listings.settled()  # the listing has ended
+    [(_, offered)] = await listings.list()  # the server is gone: only the held tools
+    assert "read_note" in [tool["name"] for tool in offered]
 
 
 async def test_a_tool_a_server_lists_twice_is_offered_once_and_the_second_is_logged(
