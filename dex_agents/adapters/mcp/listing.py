@@ -1,7 +1,8 @@
 """The per-Worker cache of each server's ``tools/list`` ("MCP tools (dex_agents.mcp)").
 
 The first listing of a server is awaited, and goes on when its caller stops
-waiting, so a later call gets its tools. After ``listing_ttl`` the server is
+waiting, so a later call gets its tools; until it ends, later calls leave the
+server out instead of waiting for it too. After ``listing_ttl`` the server is
 listed again in the background while its earlier tools are returned. A server
 that cannot be listed is left out with a warning (a server listed before keeps
 its earlier tools) and not tried again for ``listing_failure_backoff``, then in
@@ -40,6 +41,7 @@ class _ServerState:
     listed_at: float = 0.0
     failed_at: float | None = None
     listings: int = 0  # listings that ended, successful or not
+    overdue: asyncio.Task[None] | None = None  # a first listing a caller stopped waiting for
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -106,17 +108,31 @@ class ServerListings:
         if refresh:
             await self._list_locked(server, state)
         elif state.tools is None and state.failed_at is None:
+            if state.overdue is not None and not state.overdue.done():
+                # A caller stopped waiting for this first listing, so it is slower than
+                # the runner waits: a later call waiting too would time out each time
+                # and the source would offer nothing, hiding the other servers' tools.
+                return server, ()
             # The first listing is awaited; one that ends while this call waits decides.
             # It runs as its own task: a caller that stops waiting (the runner's
             # tool_source_listing_timeout) must not cancel it, or a server slower to
-            # list than that would never be listed, and every later call would wait
-            # for it again and time out, hiding the other servers' tools too.
+            # list than that would never be listed.
             listing = self._start(
                 self._list_locked(server, state, unless_listed_since=state.listings)
             )
-            # Not shield: a listing aclose cancels leaves the server out, not this caller
-            # cancelled.
-            await asyncio.wait([listing])
+            try:
+                # Not shield: a listing aclose cancels leaves the server out, not this
+                # caller cancelled.
+                await asyncio.wait([listing])
+            except asyncio.CancelledError:
+                if not listing.done():
+                    state.overdue = listing
+                    logger.warning(
+                        "MCP server %r is not listed yet; its tools are left out until "
+                        "its first listing ends",
+                        server.name,
+                    )
+                raise
         elif state.failed_at is not None:
             # A failed listing waits out the backoff, also when earlier tools are kept.
             if now - state.failed_at >= self._backoff:

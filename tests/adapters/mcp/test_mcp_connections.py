@@ -8,6 +8,7 @@ instead of for time to pass. Timeouts here only keep a broken case from hanging.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from datetime import timedelta
@@ -17,6 +18,7 @@ import pytest
 
 from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.errors import McpConnectionError
+from dex_agents.adapters.mcp.listing import ServerListings
 from dex_agents.mcp import McpStdioServerConfig, McpStreamableHttpServerConfig, McpToolSource
 from tests.adapters.mcp.http_server import free_loopback_port
 
@@ -42,6 +44,14 @@ async def until_dropped(log: Path, method: str) -> None:
     async with asyncio.timeout(GUARD_SECONDS):
         # Another process writes the log, so there is no event to wait on.
         while method not in dropped(log):  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+
+async def until_listed(listings: ServerListings, server: str) -> None:
+    """Wait until ``listings`` holds ``server``'s first listing."""
+    async with asyncio.timeout(GUARD_SECONDS):
+        # The listing runs in its own task, which offers no event to wait on.
+        while listings.held(server) is None:  # noqa: ASYNC110
             await asyncio.sleep(0.02)
 
 
@@ -99,3 +109,33 @@ async def test_closing_the_source_ends_a_listing_and_the_process_of_a_server_tha
     assert list(await listing) == []  # the server is left out; its caller is not cancelled
     with pytest.raises(ProcessLookupError):
         os.kill(int(log.read_text().split()[0]), 0)  # the server's process has ended
+
+
+async def test_a_first_listing_no_one_waits_for_leaves_its_server_out_of_later_calls(
+    tmp_path: Path, stdio_server: McpStdioServerConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Found by an audit: while a server's first listing went on after the runner
+    # stopped waiting for it, each later model call waited for it again until the
+    # runner's tool_source_listing_timeout, so the source offered nothing, not even
+    # the tools of its other servers, listed long before.
+    log = tmp_path / "quiet.log"
+    listings = ServerListings(
+        [silent_server(log, "server/discover", "initialize"), stdio_server],
+        listing_ttl=timedelta(minutes=5),
+        listing_failure_backoff=timedelta(seconds=30),
+        connection_timeout=timedelta(minutes=10),
+        connection_attempts=1,
+    )
+    try:
+        first = asyncio.create_task(listings.list())
+        await until_dropped(log, "server/discover")
+        await until_listed(listings, "notes")
+        first.cancel()  # the runner stops waiting
+        with caplog.at_level(logging.WARNING), pytest.raises(asyncio.CancelledError):
+            await first
+        [(_, quiet), (_, notes)] = await asyncio.wait_for(listings.list(), GUARD_SECONDS)
+    finally:
+        await listings.aclose()
+    assert quiet == ()
+    assert "read_note" in [tool["name"] for tool in notes]
+    assert "MCP server 'quiet' is not listed yet" in caplog.text
