@@ -1,8 +1,10 @@
-"""How long a connection, a listing and the source live, against servers that never answer.
+"""How long a connection, a listing and the source live, and what a connection that never
+opened says.
 
-The servers are the stdio test server behind ``silent_proxy.py``, which never answers
-the requests it is told to drop and logs each, so a test waits for what a server got
-instead of for time to pass. Timeouts here only keep a broken case from hanging.
+A server that never answers is the stdio test server behind ``silent_proxy.py``,
+which drops the requests it is told to and logs each, so a test waits for what the
+server got instead of for time to pass. Timeouts here only keep a broken case from
+hanging.
 """
 
 from __future__ import annotations
@@ -104,8 +106,11 @@ async def test_closing_the_source_ends_a_listing_and_the_process_of_a_server_tha
         connection_timeout=timedelta(minutes=10),
     )
     listing = asyncio.create_task(source.list_tools())
-    await until_dropped(log, "server/discover")
-    await asyncio.wait_for(source.aclose(), GUARD_SECONDS)
+    try:
+        await until_dropped(log, "server/discover")
+        await asyncio.wait_for(source.aclose(), GUARD_SECONDS)
+    finally:
+        await source.aclose()  # nothing left to end, unless the case is broken
     assert list(await listing) == []  # the server is left out; its caller is not cancelled
     with pytest.raises(ProcessLookupError):
         os.kill(int(log.read_text().split()[0]), 0)  # the server's process has ended
