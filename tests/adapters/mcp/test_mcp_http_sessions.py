@@ -296,7 +296,7 @@ async def test_a_listed_server_that_cannot_be_listed_again_waits_out_its_backoff
         [config],
         listing_ttl=timedelta(minutes=5),
         listing_failure_backoff=timedelta(seconds=30),
-        connection_timeout=timedelta(seconds=5),
+        connection_timeout=timedelta(seconds=30),
         connection_attempts=1,
         clock=lambda: now,
     )
