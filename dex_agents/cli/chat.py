@@ -3,7 +3,8 @@
 The session lives in the database, not in this process: a chat killed at any
 point resumes where the durable state says it is, and leaving (``/quit``,
 Ctrl-D, Ctrl-C) at any prompt decides nothing that is pending. An answer another
-window gave first wins; this chat then says so and shows what happened.
+window gave first wins; this chat then says so and shows what happened, and a
+turn another window cancelled ends with ``turn cancelled elsewhere``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from dex_agents.domain.session_ids import validate_session_id
 from dex_agents.domain.tool_calls import CancellationReason
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import FlowNotFoundError
+
+_TURN_WAS_CANCELLED = "its turn was cancelled"
 
 
 def refusal_reason(interrupt: AgentInterrupt, answer: str | None, now: datetime) -> str:
@@ -59,7 +62,7 @@ def gone_reason(
     call = next((c for c in snapshot.tool_calls if c.tool_call_id == interrupt.tool_call_id), None)
     reason = (None if call is None else call.cancellation_reason) or cancelled
     if reason is CancellationReason.TURN_CANCELLED:
-        return "its turn was cancelled"
+        return _TURN_WAS_CANCELLED
     if reason is CancellationReason.STEERED:
         return "its turn was steered by a newer message"
     return None
@@ -131,6 +134,8 @@ class _Chat:
             self._follower.say(f"this answer was not accepted: {reason}")
         elif (gone := await self._gone_reason(interrupt, snapshot, now)) is not None:
             self._follower.say(f"this answer was not accepted: {gone}")
+            if gone == _TURN_WAS_CANCELLED:  # said once: not again when the chat is idle
+                self._follower.cancellation_shown(interrupt.turn_id)
         else:
             # What the other window decided shows next, as the session carries it out.
             self._follower.say("already answered elsewhere")

@@ -14,15 +14,21 @@ from dex_agents.cli import terminal
 from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.live_text import LiveKey, LiveText
 from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
+from dex_agents.domain.turns import turn_id
 
 # Streams are best effort, so a quiet one still gets a fresh snapshot this often.
 _RECHECK = timedelta(seconds=1)
 # How long a stored result waits for its call's final status from the Stream.
 _CATCH_UP = timedelta(milliseconds=500)
+
+TURN_CANCELLED_TEXT = "turn cancelled elsewhere"
+"""What the chat says when another window (the console, an API call) cancelled the turn
+it waited on: the chat itself never cancels a turn."""
 
 
 class Follower:
@@ -37,6 +43,9 @@ class Follower:
         self._statuses: dict[str, ToolCallStatus] = {}
         self._finished: set[str] = set()
         self._failure_shown = -1
+        # Turns up to this number ended before the chat followed the Stream: no end event comes.
+        self._ended_before = 0
+        self._ends_shown: set[str] = set()
 
     def mark_seen(self, snapshot: AgentSnapshot) -> None:
         """Treat everything in ``snapshot`` as shown already."""
@@ -45,6 +54,13 @@ class Follower:
         self._finished = {call.tool_call_id for call in snapshot.tool_calls if call.is_final}
         if snapshot.state is not None and snapshot.state.last_turn_error:
             self._failure_shown = snapshot.state.turn_count
+        if snapshot.state is not None:
+            active = snapshot.state.active_turn_id is not None
+            self._ended_before = snapshot.state.turn_count - (1 if active else 0)
+
+    def cancellation_shown(self, turn: str) -> None:
+        """The chat said already that ``turn`` was cancelled (refusing an answer to it)."""
+        self._ends_shown.add(turn)
 
     def say(self, text: str) -> None:
         """Print a line of the chat's own, after any open live line."""
@@ -136,4 +152,18 @@ class Follower:
                 self._failure_shown = state.turn_count
                 error = terminal.escaped(state.last_turn_error or "", keep_newlines=True)
                 self.say(f"turn failed: {error}")
+            elif attention is SessionAttention.IDLE and state is not None:
+                await self._say_if_cancelled(state.turn_count)
             return snapshot
+
+    async def _say_if_cancelled(self, turn_count: int) -> None:
+        """Say so when the session's newest turn, which ended while the chat followed it,
+        was cancelled: an idle snapshot looks the same after a completed turn."""
+        if turn_count <= self._ended_before:
+            return
+        turn = turn_id(turn_count)
+        if turn in self._ends_shown:
+            return
+        self._ends_shown.add(turn)
+        if await self._live.turn_end(turn, _CATCH_UP) is AgentEventType.TURN_CANCELLED:
+            self.say(TURN_CANCELLED_TEXT)

@@ -261,7 +261,10 @@ def test_an_approval_whose_turn_another_process_cancelled_says_so(tmp_path: Path
 
         assert asyncio.run(cancel_elsewhere())
         chat.send("y")
-        assert "this answer was not accepted: its turn was cancelled\n" in chat.expect("you> ")
+        shown = chat.expect("you> ")
+        assert "this answer was not accepted: its turn was cancelled\n" in shown
+        # Said once: the idle chat does not add "turn cancelled elsewhere" after it.
+        assert "turn cancelled elsewhere" not in shown
         chat.send("/quit")
         assert chat.exit_code() == 0
     finally:
