@@ -91,7 +91,9 @@ class _Chat:
         text = await prompts.ask_message()
         if text is None:
             return False
-        if not await self._client.send_user_message(self._session, text):
+        if await self._client.send_user_message(self._session, text):
+            self._follower.sent(text)
+        else:
             self._follower.say("the session did not accept that message")
         return True
 

@@ -2,11 +2,14 @@
 
 Lines come in the order things happened: the model's text, then each tool call
 it asked for (``agent> calls ...``) followed by that call's status lines
-(``tool> ... -> ...``), then the next model text.
+(``tool> ... -> ...``), then the next model text. A user message that another
+window sent or steered in shows as ``you (elsewhere)> ...`` before the turn it
+starts; the chat's own messages were shown as they were typed.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from datetime import timedelta
 
 from dex_agents.app.session_client import PortableSessionClient
@@ -46,10 +49,15 @@ class Follower:
         # Turns up to this number ended before the chat followed the Stream: no end event comes.
         self._ended_before = 0
         self._ends_shown: set[str] = set()
+        self._own: deque[str] = deque()  # messages this chat sent, not stored yet
+        self._last_turn = ""
+        self._opening = False  # the messages so far of _last_turn are all user messages
 
     def mark_seen(self, snapshot: AgentSnapshot) -> None:
         """Treat everything in ``snapshot`` as shown already."""
         self._last_sequence = max((m.sequence for m in snapshot.messages), default=0)
+        self._last_turn = snapshot.messages[-1].turn_id if snapshot.messages else ""
+        self._opening = False
         self._statuses = {call.tool_call_id: call.status for call in snapshot.tool_calls}
         self._finished = {call.tool_call_id for call in snapshot.tool_calls if call.is_final}
         if snapshot.state is not None and snapshot.state.last_turn_error:
@@ -57,6 +65,28 @@ class Follower:
         if snapshot.state is not None:
             active = snapshot.state.active_turn_id is not None
             self._ended_before = snapshot.state.turn_count - (1 if active else 0)
+
+    def sent(self, text: str) -> None:
+        """This chat sent ``text``, which the person typed: it is not shown again."""
+        self._own.append(text)
+
+    def _opens_turn(self, message: AgentMessage) -> bool:
+        """Whether ``message`` is a user message its turn starts with, not a note the
+        session stored as the user's at the end of a failed, steered or cancelled turn."""
+        if message.turn_id != self._last_turn:
+            self._last_turn = message.turn_id
+            self._opening = True
+        self._opening = self._opening and message.role == MessageRole.USER
+        return self._opening
+
+    def _user_line(self, message: AgentMessage) -> str:
+        text = message.text or ""
+        if text in self._own:
+            # Sent in order: one sent before it that never arrived was deleted elsewhere.
+            while self._own.popleft() != text:
+                pass
+            return ""
+        return self._output.line(f"you (elsewhere)> {terminal.escaped(text, keep_newlines=True)}")
 
     def cancellation_shown(self, turn: str) -> None:
         """The chat said already that ``turn`` was cancelled (refusing an answer to it)."""
@@ -85,7 +115,9 @@ class Follower:
     def _message(self, message: AgentMessage, calls: dict[str, AgentToolCall]) -> list[str]:
         output = self._output
         parts: list[str] = []
-        if message.role == MessageRole.ASSISTANT:
+        if self._opens_turn(message):
+            parts.append(self._user_line(message))
+        elif message.role == MessageRole.ASSISTANT:
             if message.text:
                 parts.append(output.stored(message.turn_id, message.text))
             if message.tool_name:

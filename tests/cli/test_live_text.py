@@ -61,6 +61,7 @@ async def test_live_text_grows_on_one_line_before_the_turn_ends_and_is_not_repea
             follower = Follower(client, "s1", live)
             follower.mark_seen(await client.get_agent_snapshot("s1"))
             assert await client.send_user_message("s1", "where is order 7")
+            follower.sent("where is order 7")  # as the chat does: the person typed it
             following = asyncio.create_task(follower.until_person())
             shown: list[str] = []
             await _shows(capsys, shown, "agent> thinking about ")
@@ -96,6 +97,7 @@ async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(
             follower = Follower(client, "s1", live)
             follower.mark_seen(await client.get_agent_snapshot("s1"))
             assert await client.send_user_message("s1", "where is order 7")
+            follower.sent("where is order 7")  # as the chat does: the person typed it
             following = asyncio.create_task(follower.until_person())
             shown: list[str] = []
             await _shows(capsys, shown, "agent> thinking about ")
@@ -109,6 +111,43 @@ async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(
             assert idle.state is not None
             assert idle.state.active_turn_id is None
             assert "".join(shown) == "agent> thinking about \nturn cancelled elsewhere\n"
+        finally:
+            for release in runner.releases:
+                release.set()
+            await live.stop()
+
+
+async def test_a_message_another_window_steers_in_is_shown_before_its_turn(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before, the chat showed only the agent's answer to it: user messages were never
+    # shown, as the chat's own were typed, so the person saw replies to words never seen.
+    runner = HeldModel()
+    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        client = runtime.sessions(flow)
+        live = LiveText(runtime.flow_client, flow, "s1")
+        try:
+            await client.start_session("s1")
+            await live.start()
+            follower = Follower(client, "s1", live)
+            follower.mark_seen(await client.get_agent_snapshot("s1"))
+            assert await client.send_user_message("s1", "where is order 7")
+            follower.sent("where is order 7")
+            following = asyncio.create_task(follower.until_person())
+            shown: list[str] = []
+            await _shows(capsys, shown, "agent> thinking about ")
+            # Another window steers the turn the chat waits on.
+            assert await client.steer_user_message("s1", text="use the staging account")
+            for release in runner.releases:
+                release.set()
+            await asyncio.wait_for(following, DEADLINE_SECONDS)
+            shown.append(capsys.readouterr().out)
+            assert "".join(shown) == (
+                "agent> thinking about order 7\n"
+                "you (elsewhere)> use the staging account\n"
+                "agent> thinking about order 7\n"
+            )
         finally:
             for release in runner.releases:
                 release.set()
