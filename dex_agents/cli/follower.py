@@ -15,6 +15,7 @@ from datetime import timedelta
 from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.cli import terminal
 from dex_agents.cli.chat_output import ChatOutput
+from dex_agents.cli.errors import CliError
 from dex_agents.cli.live_text import LiveKey, LiveText
 from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.events import AgentEventType
@@ -23,6 +24,7 @@ from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 from dex_agents.domain.turns import turn_id
+from dex_agents.ports.flow_rows import FlowStatus
 
 # Streams are best effort, so a quiet one still gets a fresh snapshot this often.
 _RECHECK = timedelta(seconds=1)
@@ -176,6 +178,8 @@ class Follower:
             attention = session_attention(snapshot)
             if attention is None:
                 await self._live.wait_for_event(seen, _RECHECK)
+                if self._live.event_count == seen:
+                    await self._check_running()
                 continue
             print(self._output.close(), end="", flush=True)
             state = snapshot.state
@@ -187,6 +191,15 @@ class Follower:
             elif attention is SessionAttention.IDLE and state is not None:
                 await self._say_if_cancelled(state.turn_count)
             return snapshot
+
+    async def _check_running(self) -> None:
+        """Raise ``CliError`` when the session no longer runs: a session another window
+        stopped (or one that failed) writes no more events and never needs a person, so
+        the chat would wait on its turn for ever."""
+        status = (await self._client.flow_client.describe_flow(self._session)).status
+        if status != FlowStatus.RUNNING:
+            print(self._output.close(), end="", flush=True)
+            raise CliError(f"session '{terminal.escaped(self._session)}' is {status}")
 
     async def _say_if_cancelled(self, turn_count: int) -> None:
         """Say so when the session's newest turn, which ended while the chat followed it,

@@ -9,6 +9,7 @@ import pytest
 
 from dex_agents import AgentSessionFlow
 from dex_agents.cli.chat_output import ChatOutput
+from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
 from dex_agents.cli.live_text import LiveText
 from dex_agents.domain.messages import FrameworkMessage, MessageRole
@@ -148,6 +149,34 @@ async def test_a_message_another_window_steers_in_is_shown_before_its_turn(
                 "you (elsewhere)> use the staging account\n"
                 "agent> thinking about order 7\n"
             )
+        finally:
+            for release in runner.releases:
+                release.set()
+            await live.stop()
+
+
+async def test_a_session_another_window_stops_ends_the_wait_on_its_turn(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before, the chat waited for ever: a stopped session writes no more events, and its
+    # snapshot still shows the turn it was running.
+    runner = HeldModel()
+    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        client = runtime.sessions(flow)
+        live = LiveText(runtime.flow_client, flow, "s1")
+        try:
+            await client.start_session("s1")
+            await live.start()
+            follower = Follower(client, "s1", live)
+            follower.mark_seen(await client.get_agent_snapshot("s1"))
+            assert await client.send_user_message("s1", "where is order 7")
+            follower.sent("where is order 7")
+            following = asyncio.create_task(follower.until_person())
+            await _shows(capsys, [], "agent> thinking about ")
+            await runtime.flow_client.stop_flow("s1", "stopped in another window")
+            with pytest.raises(CliError, match=r"^session 's1' is stopped$"):
+                await asyncio.wait_for(following, DEADLINE_SECONDS)
         finally:
             for release in runner.releases:
                 release.set()
