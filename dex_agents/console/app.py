@@ -133,6 +133,14 @@ def close_event_streams(app: Starlette) -> None:
     gate.close()
 
 
+def _read_only_reason(entry: ConsoleFlow, status: str) -> str:
+    """Why the page of a session takes no controls: a stopped, failed or completed session
+    takes no more, whichever Flow type it is, and this console serves only its own."""
+    if status != "running":
+        return f"this session is {status}"
+    return f"this console does not run {entry.flow.flow_type} sessions"
+
+
 def create_console_app(
     db: str | os.PathLike[str],
     flows: Sequence[AgentSessionFlow] = (),
@@ -250,6 +258,7 @@ def create_console_app(
             "flow_type": info.flow_type,
             "writable": row.writable,
             "status": row.status,
+            "read_only": _read_only_reason(entry, info.status) if not row.writable else None,
         }
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 

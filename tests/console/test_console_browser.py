@@ -1,4 +1,5 @@
-"""The console in a real Chromium: a refund approved from the page, a screenshot, and a bad address."""
+"""The console in a real Chromium: a refund approved from the page, a screenshot, a bad address,
+and a session another window stopped."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from playwright.async_api import expect
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
+from dex_agents.local import LocalRuntime
 from tests.console.browser import WAIT_MS, browser_page, needs_chromium, serve_console_and_page
 from tests.console.support import CONTROL_HEADERS, serve_console
 
@@ -61,3 +63,25 @@ async def test_an_address_with_a_bare_percent_names_no_session(tmp_path: Path) -
         await expect(page.locator("#main")).to_contain_text("write a % in a session ID as %25")
         await page.get_by_role("link", name="All sessions").click()
         await expect(page.locator("#inbox")).to_be_visible()
+
+
+async def test_a_session_another_window_stopped_says_so_where_the_composer_was(
+    tmp_path: Path,
+) -> None:
+    # Before, its page said "this console does not run this Flow type", of the very Flow
+    # type the console runs: a stopped session is read-only because it is stopped.
+    db = tmp_path / "s.sqlite3"
+    app = create_console_app(db, [demo_flow()])
+    async with serve_console_and_page(app) as (_, page):
+        await page.fill("#new-id", "stop-me")
+        await page.fill("#new-message", "refund order 7")
+        await page.click("#new-session button[type=submit]")
+        await page.wait_for_url("**/sessions/stop-me")
+        await expect(page.locator("[data-approve]")).to_be_visible(timeout=WAIT_MS)
+        async with LocalRuntime(db, [demo_flow()], workers=0, create=False) as other:
+            await other.flow_client.stop_flow("stop-me", "stopped in another window")
+        await page.reload()
+        await expect(page.locator("#main")).to_contain_text(
+            "Read-only: this session is stopped.", timeout=WAIT_MS
+        )
+        await expect(page.locator("#composer")).to_have_count(0)

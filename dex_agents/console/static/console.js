@@ -295,7 +295,7 @@ class SessionView {
       el("h2", {}, "Conversation"),
       el("div", { id: "messages" }, snapshot.messages.map((m) => this.renderMessage(m))),
       el("div", { id: "live" }),
-      writable ? this.renderComposer(state) : el("p", { class: "muted" }, "Read-only: this console does not run this Flow type."));
+      writable ? this.renderComposer(state) : el("p", { class: "muted", id: "read-only" }, `Read-only: ${info.read_only}.`));
     const right = el("section", {},
       this.renderInterrupts(snapshot, writable),
       this.renderToolCalls(snapshot),
