@@ -1,5 +1,5 @@
 """The console in a real Chromium: a refund approved from the page, a screenshot, a bad address,
-and a session another window stopped."""
+and a turn another window cancelled or a session it stopped."""
 
 from __future__ import annotations
 
@@ -85,3 +85,26 @@ async def test_a_session_another_window_stopped_says_so_where_the_composer_was(
             "Read-only: this session is stopped.", timeout=WAIT_MS
         )
         await expect(page.locator("#composer")).to_have_count(0)
+
+
+async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(tmp_path: Path) -> None:
+    # Before, the approval card went and the page showed the idle session, as after a
+    # completed turn: its snapshot does not say that the turn was cancelled.
+    db = tmp_path / "s.sqlite3"
+    app = create_console_app(db, [demo_flow()])
+    async with serve_console_and_page(app) as (_, page):
+        await page.fill("#new-id", "cancel-me")
+        await page.fill("#new-message", "refund order 7")
+        await page.click("#new-session button[type=submit]")
+        await page.wait_for_url("**/sessions/cancel-me")
+        await expect(page.locator("[data-approve]")).to_be_visible(timeout=WAIT_MS)
+        flow = demo_flow()
+        async with LocalRuntime(db, [flow], workers=0, create=False) as other:
+            sessions = other.sessions(flow)
+            snapshot = await sessions.get_agent_snapshot("cancel-me")
+            assert snapshot.state is not None
+            assert snapshot.state.active_turn_id is not None
+            assert await sessions.cancel_turn("cancel-me", snapshot.state.active_turn_id)
+        await expect(page.locator("#notice")).to_have_text("turn cancelled", timeout=WAIT_MS)
+        await expect(page.locator("[data-approve]")).to_have_count(0)
+        await expect(page.locator("#status")).to_have_text("waiting for a message")

@@ -242,7 +242,13 @@ class SessionView {
 
   apply(event) {
     const payload = typeof event.payload === "string" ? JSON.parse(event.payload || "{}") : event.payload || {};
-    if (TERMINAL_EVENTS.has(event.type)) { this.hardReload(); return; }
+    if (TERMINAL_EVENTS.has(event.type)) {
+      // The snapshot of an ended turn looks the same whether it completed or was cancelled
+      // (here or in another window): only this event says so.
+      if (event.type === "turn_cancelled") notice("turn cancelled", "bad");
+      this.hardReload();
+      return;
+    }
     const key = event.step_execution_id;
     let part = this.live.get(key);
     if (part && event.attempt < part.attempt) return; // an older attempt's leftovers
