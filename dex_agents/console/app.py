@@ -258,6 +258,7 @@ def create_console_app(
             "flow_type": info.flow_type,
             "writable": row.writable,
             "status": row.status,
+            "running": info.status == "running",
             "read_only": _read_only_reason(entry, info.status) if not row.writable else None,
         }
         return JSONResponse(body, headers={"Cache-Control": "no-store"})

@@ -85,6 +85,9 @@ async def test_a_session_another_window_stopped_says_so_where_the_composer_was(
             "Read-only: this session is stopped.", timeout=WAIT_MS
         )
         await expect(page.locator("#composer")).to_have_count(0)
+        # Its approval can never be given now: the page does not say it needs the person.
+        await expect(page.locator("h2")).to_contain_text(["Pending when the session ended"])
+        await expect(page.get_by_role("heading", name="Needs you")).to_have_count(0)
 
 
 async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(tmp_path: Path) -> None:

@@ -360,7 +360,9 @@ class SessionView {
 
   renderInterrupts(snapshot, writable) {
     if (!snapshot.pending_interrupts.length) return null;
-    return [el("h2", {}, "Needs you"), snapshot.pending_interrupts.map((i) => {
+    // A stopped or failed session never takes the answer: nobody is needed, as the inbox says.
+    const heading = this.data.console.running === false ? "Pending when the session ended" : "Needs you";
+    return [el("h2", {}, heading), snapshot.pending_interrupts.map((i) => {
       const body = [el("strong", {}, i.kind === "question" ? "Question" : `Approve ${i.tool_name}?`),
         i.question ? el("p", {}, i.question) : null,
         i.arguments && i.kind !== "question" ? el("pre", {}, i.arguments) : null,
