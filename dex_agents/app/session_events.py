@@ -18,6 +18,7 @@ from dex_agents.domain.events import (
     ToolCallFinishedPayload,
     ToolCallStartedPayload,
 )
+from dex_agents.domain.exact_values import exactly_decodable
 from dex_agents.domain.interrupts import InterruptKind
 from dex_agents.domain.tool_calls import CancellationReason, ToolCallStatus
 from dex_agents.domain.wire import from_wire, to_wire
@@ -38,10 +39,16 @@ def build_event(
     A known type's payload, a JSON object or its payload class, is decoded as a
     reader decodes it, so a field of the wrong type (a ``text_delta`` of
     ``None``) raises ``WireFormatError`` here: once on the Stream, an event that
-    no longer decodes would stop every reader at it.
+    no longer decodes would stop every reader at it. A payload of its very class
+    whose every field has the type decoding gives (``exactly_decodable``) is that
+    decode already, and is kept as it is.
     """
     payload_type = EVENT_PAYLOAD_TYPES.get(event_type)
-    if payload_type is not None:
+    # Every event a tool turn writes (eight) is such a payload, and each went through the
+    # wire and back (unstructured, then structured again) only to be checked.
+    if payload_type is not None and not (
+        type(payload) is payload_type and exactly_decodable(payload, payload_type)
+    ):
         wire = dict(payload) if isinstance(payload, Mapping) else to_wire(payload)
         payload = from_wire(wire, payload_type)
     return AgentEvent(

@@ -37,6 +37,7 @@ from dex_agents.domain.canonical_json import dumps, loads
 from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent
 from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.message_index import AgentMessageChunk
 from dex_agents.domain.messages import AgentMessage
 
 T = TypeVar("T")
@@ -332,12 +333,31 @@ def _message_text(message: AgentMessage) -> tuple[str, int]:
     return text, size
 
 
+def _chunk_text(chunk: AgentMessageChunk) -> str:
+    # A chunk is written once, when its messages roll over from the window, and each of
+    # them was encoded when it was stored there (``_message_text`` keeps that text), so the
+    # chunk is its fields around those texts: what ``dumps(to_wire(chunk))`` writes, keys in
+    # sorted order, without unstructuring and encoding every message again.
+    first, last = chunk.first_sequence, chunk.last_sequence
+    if type(first) is not int or type(last) is not int or type(chunk.messages) is not tuple:
+        return dumps(to_wire(chunk))  # not what the fields declare: the converter says how
+    texts = []
+    for message in chunk.messages:
+        if type(message) is not AgentMessage:
+            return dumps(to_wire(chunk))
+        texts.append(_message_text(message)[0])
+    messages = ",".join(texts)
+    return f'{{"first_sequence":{first},"last_sequence":{last},"messages":[{messages}]}}'
+
+
 def to_json(value: object) -> str:
     """Encode a session value as canonical JSON text."""
     if value is None:  # no input, no output: most Steps' and RPCs'
         return "null"
     if type(value) is AgentMessage:
         return _message_text(value)[0]
+    if type(value) is AgentMessageChunk:
+        return _chunk_text(value)
     return dumps(to_wire(value))
 
 

@@ -13,16 +13,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dex_agents.adapters.local.decoded_values import CACHED_TYPES, WRITTEN_TYPES, DecodedValues
+from dex_agents.adapters.local.decoded_values import (
+    CACHED_TYPES,
+    DECODED,
+    WRITTEN_TYPES,
+    DecodedValues,
+)
+from dex_agents.adapters.local.registry import register_flows
 from dex_agents.adapters.local.sqlite_store import StoredValueError
-from dex_agents.domain.events import AgentEvent, TurnStartedPayload
+from dex_agents.adapters.local.staged_state import Snapshot, SnapshotSource, StagedState
+from dex_agents.adapters.local.step_context import LocalStepContext
+from dex_agents.domain.events import AgentEvent, TextDeltaPayload, TurnStartedPayload
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.state import AgentState, AgentStatus, TurnSessionSettings
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.persistence import AttributeDef, AttributeMapDef
-from dex_agents.ports.session_schema import SESSION_SCHEMA
+from dex_agents.ports.session_schema import SESSION_SCHEMA, agent_events_stream
+from tests.adapters.engine_flows import EngineTestFlow
+from tests.adapters.flow_store_rows import execution
 from tests.support.wire_strategies import value_strategy
 
 _LEAVES = (str, int, float, bool, type(None), datetime, date, timedelta)
@@ -280,6 +290,36 @@ def test_a_written_event_with_its_types_payload_is_what_its_reader_gets() -> Non
     assert values.decode(text, AgentEvent) is not values.decode(text, AgentEvent)
     values.written(text, AgentEvent, event)
     assert values.decode("".join(list(text)), AgentEvent) is event
+
+
+async def test_a_live_event_a_step_writes_is_what_a_reader_in_its_process_gets() -> None:
+    async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
+        return True
+
+    async def flush(events: list[str]) -> bool:
+        return True
+
+    row = execution()
+    context = LocalStepContext(
+        register_flows([EngineTestFlow()])["EngineTest"],
+        row,
+        StagedState(row.flow_id, SnapshotSource(Snapshot()), ()),
+        datetime(2026, 12, 1, tzinfo=UTC),
+        beat=beat,
+        flush=flush,
+        flush_interval=timedelta(hours=1),
+    )
+    event = AgentEvent(
+        type="text_delta",
+        payload=TextDeltaPayload(text="live"),
+        turn_id="turn-1",
+        step_execution_id="RunModel-1",
+        attempt=1,
+    )
+    context.write_event(agent_events_stream(), event)
+    [text] = context.close()
+    # A client of this process following the session reads the event, not a decode of it.
+    assert DECODED.decode("".join(list(text)), AgentEvent) is event
 
 
 def test_an_event_with_a_mapping_payload_is_decoded_for_each_reader() -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import attrs
+import pytest
 
 from dex_agents import AgentSessionFlow
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.app.session_events import build_event
+from dex_agents.domain.errors import ToolExecutionError, WireFormatError
 from dex_agents.domain.events import TextDeltaPayload, TurnStartedPayload
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome
@@ -22,6 +24,7 @@ from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from tests.app.harness import echo, session_stack
 from tests.app.scripted_runner import ScriptedRunner, tool_names
+from tests.app.turn_control_fakes import FakeStepContext, staged
 
 
 async def test_a_turn_answers_and_the_session_waits_for_the_next_message(store: FlowStore) -> None:
@@ -290,6 +293,17 @@ async def test_a_live_event_of_the_wrong_type_is_dropped_and_the_stream_stays_re
             ("text_delta", TextDeltaPayload(text="kept")),
         ]
         assert [event.type for event in events[2:]] == ["usage_recorded", "turn_completed"]
+
+
+def test_an_event_payload_that_decodes_as_itself_is_kept_and_others_go_through_the_wire() -> None:
+    context = FakeStepContext(staged(None))
+    payload = TurnStartedPayload(sequence=3)
+    # Every field has the type decoding gives, so a reader decodes this very value.
+    assert build_event(context, "turn-1", "turn_started", payload).payload is payload
+    assert build_event(context, "turn-1", "turn_started", {"sequence": 3}).payload == payload
+    for wrong in (TurnStartedPayload(sequence=3.0), TextDeltaPayload(text=None)):  # type: ignore[arg-type]
+        with pytest.raises(WireFormatError):
+            build_event(context, "turn-1", "turn_started", wrong)
 
 
 async def test_a_failed_turn_after_tool_calls_leaves_a_note(store: FlowStore) -> None:

@@ -13,9 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dex_agents.domain
+from dex_agents.domain.canonical_json import dumps
 from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.events import AgentEvent, AgentEventType, TurnStartedPayload
 from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.message_index import AgentMessageChunk
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageRole
 from dex_agents.domain.state import AgentState, AgentStatus
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
@@ -176,3 +178,35 @@ def test_a_message_is_encoded_once_and_its_text_kept_with_it() -> None:
     assert twin is not message
     assert to_json(twin) == text
     assert from_json(text, AgentMessage) == message
+
+
+@settings(max_examples=50, deadline=None)
+@given(chunk=value_strategy(AgentMessageChunk))
+def test_a_chunk_is_written_around_its_messages_kept_texts(chunk: AgentMessageChunk) -> None:
+    for message in chunk.messages:
+        to_json(message)  # as storing it in the window did
+    assert to_json(chunk) == dumps(to_wire(chunk))
+
+
+def test_a_chunk_text_escapes_and_falls_back_as_the_converter_writes() -> None:
+    def message(sequence: int, text: str) -> AgentMessage:
+        return AgentMessage(
+            sequence=sequence, turn_id="t", role=MessageRole.USER, framework_item="{}", text=text
+        )
+
+    # Non-ASCII stays, a lone surrogate is escaped, in the messages' texts and the chunk's.
+    chunk = AgentMessageChunk(
+        first_sequence=9,
+        last_sequence=10,
+        messages=(message(9, "hé \u2028"), message(10, "\ud800")),
+    )
+    text = to_json(chunk)
+    assert text == dumps(to_wire(chunk))
+    assert '"text":"\\ud800"' in text
+    assert "hé" in text
+    assert from_json(text, AgentMessageChunk) == chunk
+    # A sequence that is not a plain int (True == 1 passes the chunk's own check) is written
+    # as the converter writes it, not as its digits.
+    odd = AgentMessageChunk(first_sequence=True, last_sequence=True, messages=(message(1, "a"),))
+    assert to_json(odd) == dumps(to_wire(odd))
+    assert to_json(odd).startswith('{"first_sequence":true,')

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from dex_agents.adapters.local.codec import decode_recovery, decode_wait_result
+from dex_agents.adapters.local.decoded_values import DECODED
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import from_json, to_json
@@ -195,7 +196,11 @@ class LocalStepContext:
         """
         if self._closed:
             return  # writes after the attempt returned are dropped
-        self._buffer.append(to_json(value))
+        text = to_json(value)
+        # As for an event staged with a commit: a client of this process that follows the
+        # session reads the event it just wrote, not a decode of its text.
+        DECODED.written(text, stream.value_type, value)
+        self._buffer.append(text)
         self._flush_soon()
 
     def _flush_soon(self) -> None:
