@@ -140,6 +140,13 @@ def test_a_transaction_is_usable_only_inside_its_work(store: FlowStore) -> None:
     kept = store.run(lambda tx: tx)
     with pytest.raises(RuntimeError, match="this store transaction has ended"):
         kept.get_flow("f1")
+    # Writes and the Stream too, not only the first read.
+    with pytest.raises(RuntimeError, match="this store transaction has ended"):
+        kept.put_value("f1", "a", "", "1")
+    with pytest.raises(RuntimeError, match="this store transaction has ended"):
+        kept.flow_executions("f1")
+    with pytest.raises(RuntimeError, match="ended"):
+        kept.last_event_id("f1")
     with pytest.raises(RuntimeError, match="cannot run inside another transaction's work"):
         store.run(lambda tx: store.run(lambda inner: inner.get_flow("f1")))
     store.close()

@@ -30,9 +30,7 @@ class MemoryStream:
 
     undo: list[Callable[[], object]]
 
-    @property
-    def _t(self) -> MemoryTables:
-        raise NotImplementedError
+    _t: MemoryTables
 
     def _put(self, mapping: MutableMapping[K, V], key: K, value: V) -> None:
         raise NotImplementedError
