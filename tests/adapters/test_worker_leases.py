@@ -1,6 +1,6 @@
 """A worker keeps its running attempts' leases and stops the started ones that went silent
 (``worker_leases.py``); an attempt whose lease another worker took stops at its next
-heartbeat.
+heartbeat, its own task's or one another task sends for it.
 
 The engine's clock here is a test's own, which stands still unless the test moves it:
 an attempt goes silent past its heartbeat timeout, or its lease lapses, when the test
@@ -19,6 +19,7 @@ from dex_agents.adapters.local import claims
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.step_context import LeaseLostError
 from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions, dead_end
 from dex_agents.ports.flow_rows import ExecutionStatus
 from dex_agents.ports.persistence import StreamDef
@@ -109,6 +110,53 @@ class Gated(Step[None]):
         self.effects.append(context.attempt)
         self.effected.set()
         return dead_end()
+
+
+class BackgroundBeat(Step[None]):
+    """Awaits a long call while another task heartbeats for it, as the session's background
+    heartbeat does during a model or tool call; notes how the call and the beat ended."""
+
+    def __init__(self) -> None:
+        self.calling = asyncio.Event()
+        self.beat_now = asyncio.Event()
+        self.call_stopped = asyncio.Event()
+        self.beat_error: BaseException | None = None
+        self.cancellation_requested: bool | None = None
+        self.results: list[int] = []
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        async def beat() -> None:
+            await self.beat_now.wait()
+            try:
+                await context.heartbeat()
+            except BaseException as error:
+                self.beat_error = error
+                raise
+
+        beating = asyncio.create_task(beat())
+        self.calling.set()
+        try:
+            await asyncio.Event().wait()  # the long call, which only a cancellation ends
+        except asyncio.CancelledError:
+            self.cancellation_requested = context.is_cancellation_requested()
+            self.call_stopped.set()
+            raise
+        finally:
+            beating.cancel()
+        self.results.append(context.attempt)
+        return dead_end()
+
+
+class BackgroundBeatFlow:
+    flow_type = "BackgroundBeat"
+    schema: Sequence[Any] = ()
+    stream: StreamDef[Any] | None = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.step = BackgroundBeat()
+        self.start_step: Step[Any] = self.step
+        self.steps: Sequence[Step[Any]] = (self.step,)
 
 
 class GatedFlow:
@@ -214,6 +262,34 @@ async def test_an_attempt_handed_out_again_to_its_own_worker_runs_once() -> None
             await flow.gated.effected.wait()
         assert flow.gated.runs == [1, 1]
         assert flow.gated.effects == [1]
+    finally:
+        engine.close()
+        store.close()
+
+
+async def test_a_lease_lost_found_by_another_tasks_heartbeat_stops_the_attempt() -> None:
+    flow, clock = BackgroundBeatFlow(), Clock()
+    store = MemoryFlowStore()
+    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
+    try:
+        async with running_worker(engine):
+            await LocalFlowClient(engine).start_flow(flow, "f1", None)
+            await flow.step.calling.wait()
+            # This worker stalled past its lease and another worker took the attempt over;
+            # then the background heartbeat, not the Step's own task, finds it out.
+            later = clock.now + 2 * LONG_LEASE
+            await engine.run(
+                lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, 1)
+            )
+            flow.step.beat_now.set()
+            # The long call stops there (before, it ran on to a result its commit dropped,
+            # a model call paid twice), as a cancellation nobody asked for.
+            await flow.step.call_stopped.wait()
+        assert isinstance(flow.step.beat_error, LeaseLostError)
+        assert flow.step.cancellation_requested is False
+        assert flow.step.results == []
+        (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
+        assert (row.status, row.lease_owner, row.attempt) == (ExecutionStatus.RUNNING, "other", 1)
     finally:
         engine.close()
         store.close()

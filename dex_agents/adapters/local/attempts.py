@@ -102,6 +102,10 @@ class AttemptHost(Protocol):
         """Commit ``work`` durably and start what it leased; whether the lease still held."""
         ...
 
+    def stop_lost_run(self, running: RunningAttempt) -> None:
+        """Stop ``running``'s task, whose lease is lost, unless it calls this or commits now."""
+        ...
+
 
 async def claimed_state(
     host: AttemptHost, running: RunningAttempt, loads: Sequence[MapLoad]
@@ -165,13 +169,18 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
     # A heartbeat or an event flush changes only its own attempt's row and the Stream:
     # nothing becomes runnable, so the claim loop need not look after either.
     async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
-        return await engine.run_quietly(
+        held = await engine.run_quietly(
             lambda tx: claims.record_heartbeat(
                 tx, flow, row, checkpoint, checkpoint is None, events, engine.now()
             ),
             durable=durable,
             quiet=_always,
         )
+        if not held:
+            # The heartbeat raises LeaseLostError in the task that sent it; when that is
+            # not the attempt's (a background heartbeat), the attempt stops too.
+            host.stop_lost_run(running)
+        return held
 
     async def flush(events: list[str]) -> bool:
         # Live events show progress; the attempt's commit holds its result.
@@ -201,8 +210,9 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
                 f"{row.step_type}.execute returned {type(decision).__name__}, not StepDecision"
             )
     except asyncio.CancelledError as stop:
-        if isinstance(stop, LeaseLostError):
-            logger.warning("%s; this worker's run of it stopped", stop)
+        lost = stop if isinstance(stop, LeaseLostError) else running.stop_reason
+        if isinstance(lost, LeaseLostError):
+            logger.warning("%s; this worker's run of it stopped", lost)
         await after_cancel(host, running)
         raise
     except Exception as error:  # a failed attempt: the retry policy decides

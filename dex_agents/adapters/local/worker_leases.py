@@ -9,8 +9,10 @@ heartbeat within its ``heartbeat_timeout``: a failed attempt, as on Dex.
 
 A worker that stalls past a lease (a blocked event loop, a stopped process)
 may lose it. When another worker took the attempt over, the stalled run's next
-heartbeat raises ``step_context.LeaseLostError``; when the execution was leased
-to this worker again, the new claim stops the old run as the new one starts.
+heartbeat raises ``step_context.LeaseLostError``, and a heartbeat that another
+task sends for it stops the attempt's task too (``stop_lost_run``); when the
+execution was leased to this worker again, the new claim stops the old run as
+the new one starts.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dex_agents.adapters.local import attempts, claims
 from dex_agents.adapters.local.attempts import RunningAttempt
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.sqlite_store import StoreError
+from dex_agents.adapters.local.step_context import LeaseLostError
 from dex_agents.adapters.local.store_faults import StoreFaultLog
 from dex_agents.ports.flow_store import StoreTransaction
 
@@ -85,10 +88,24 @@ class WorkerLeases:
         and one whose result commits now is left to that commit: not stopped.
         """
         running = self._running.get(key)
-        if running is None:
-            return
+        if running is not None:
+            self.stop_lost_run(running)
+
+    def stop_lost_run(self, running: RunningAttempt) -> None:
+        """Stop ``running``, whose lease is lost: a heartbeat found it taken, or a new claim
+        of its execution replaces it.
+
+        A heartbeat the attempt's own task sends raises ``LeaseLostError`` there; one
+        another task sends (the session's background heartbeat, every 20 s while a model
+        or tool call runs) would stop that task alone, and the call would run on to a
+        result its commit drops. Not stopped: the task that calls this (it stops by
+        itself), and one whose result commits now (``_cancellable``), left to that commit.
+        """
         task = self._cancellable(running)
         if task is not None and task is not asyncio.current_task():
+            running.stop_reason = LeaseLostError(
+                f"{running.row.step_execution_id} attempt {running.row.attempt} lost its lease"
+            )
             task.cancel()  # not asked for: it records nothing, and exports no span
 
     def _stop_silent(self) -> None:
