@@ -120,8 +120,12 @@ class WorkerMarks(Protocol):
         and whenever this cannot tell."""
         ...
 
+    def gone_owners(self) -> frozenset[str]:
+        """The owners whose mark was dropped: ``worker_gone`` of each is ``True``."""
+        ...
+
     def forget_worker_mark(self, owner: str) -> None:
-        """Remove the dropped mark of ``owner``, whose leases were recovered."""
+        """Remove the dropped mark of ``owner``, whose leases were recovered or who held none."""
         ...
 
 

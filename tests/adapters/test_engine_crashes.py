@@ -340,6 +340,23 @@ async def test_messages_sent_while_no_worker_runs_are_consumed_once_in_order(
     )
 
 
+async def test_a_worker_killed_holding_no_lease_leaves_no_mark_behind(crash: Crash) -> None:
+    # As a session waiting for its user: the worker holds no lease when it is killed, so no
+    # recovery of its leases removes its mark; it stayed beside the database for ever.
+    crash.worker_env[LEASE_ENV] = "3600"
+    first = await crash.start_worker()
+    await crash.client.start_flow(crash.flow, "s1", "inbox")
+    await crash.waiting("s1", "AwaitMessage-1")
+    marks = crash.db_path.parent / "engine.sqlite3-workers"
+    (killed,) = marks.iterdir()
+    crash.kill(first)
+    await crash.start_worker()
+    await crash.eventually("the killed worker's mark removed", lambda: not killed.exists())
+    assert len(list(marks.iterdir())) == 1  # the live worker's stays
+    await crash.client.invoke_rpc(crash.flow, "s1", "send", "a")
+    await crash.logged("s1", "message:a")
+
+
 async def test_two_worker_processes_share_one_database_and_run_each_step_once(
     crash: Crash,
 ) -> None:

@@ -164,6 +164,19 @@ def test_forgetting_removes_a_free_mark_only(tmp_path: Path, holders: list[Holde
     assert not marks.worker_gone("live")
 
 
+def test_the_owners_of_free_marks_are_gone_ones_only(tmp_path: Path, holders: list[Holder]) -> None:
+    marks = WorkerMarkFiles(tmp_path / "db-workers")
+    assert marks.gone_owners() == frozenset()  # not even the directory exists
+    for owner in ("dead", "dead\nwith a newline", "live"):
+        _hold(holders, tmp_path / "db-workers", owner)
+    for holder in holders[:2]:
+        holder.kill()
+    (tmp_path / "db-workers" / ".left-by-a-kill.tmp").write_text("half made")
+    assert marks.gone_owners() == {"dead", "dead\nwith a newline"}
+    marks.forget_worker_mark("dead")
+    assert marks.gone_owners() == {"dead\nwith a newline"}
+
+
 def test_a_sqlite_store_keeps_its_workers_marks_beside_its_file(tmp_path: Path) -> None:
     store = SqliteFlowStore(tmp_path / "s.sqlite3")
     try:

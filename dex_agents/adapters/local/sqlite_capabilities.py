@@ -63,6 +63,11 @@ class SqliteStoreCapabilities:
         """``WorkerMarks``: the owner's mark file exists and no process holds it."""
         return self._marks.worker_gone(owner)
 
+    def gone_owners(self) -> frozenset[str]:
+        """``WorkerMarks``: the owners of the mark files under ``<path>-workers`` that no
+        process holds."""
+        return self._marks.gone_owners()
+
     def forget_worker_mark(self, owner: str) -> None:
         """``WorkerMarks``: remove the owner's mark file if no process holds it."""
         self._marks.forget_worker_mark(owner)

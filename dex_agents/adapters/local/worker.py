@@ -289,11 +289,18 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
 
     async def _sees_gone_workers(self) -> bool:
         """Whether another worker holding leases is gone, by its mark: a read, and a look at
-        the marks of the owners it names (none while no other worker runs a Step)."""
+        the marks of the owners it names (none while no other worker runs a Step). The
+        marks of gone workers that hold no lease are removed."""
         marks = self._marks
         if marks is None:
             return False
+        # A worker killed holding no lease (its sessions waited for their users) has no lease
+        # to recover, so no round removed its mark: it stayed beside the database for ever.
+        # The look comes before the read, so a process gone at the look committed its last
+        # lease before the read began: an owner the read finds no lease of holds none.
+        idle_gone = marks.gone_owners()
         owners = await self.read(lambda tx: tx.lease_owners())
+        self._forget_marks(idle_gone - owners)
         return any(marks.worker_gone(owner) for owner in owners - {self.worker_id})
 
     def _forget_marks(self, owners: frozenset[str]) -> None:

@@ -12,7 +12,8 @@ exists and is free says an owner is gone:
 
 - a held mark: the owner runs (or a process it forked still holds the file);
 - no mark: the owner never held one, released it when it stopped, or its mark
-  was removed; its leases lapse as before;
+  was removed (once its leases were recovered, or when it held none); its leases
+  lapse as before;
 - a free mark: the owner's process ended.
 
 A mark is made under a temporary name, locked, checked from a second descriptor
@@ -61,6 +62,16 @@ def _in_use_message(owner: str, mark: Path) -> str:
         f"on {mark.parent}: two workers with one ID would take over each other's leases; "
         "give each process its own worker_id_prefix, or none"
     )
+
+
+def _owner_of(mark: Path) -> str | None:
+    # The text is the owner and the process's ID, one a line; an owner may hold newlines.
+    try:
+        text = mark.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    owner, _, rest = text.removesuffix("\n").rpartition("\n")
+    return owner if rest else None
 
 
 def _mark_name(owner: str) -> str:
@@ -184,6 +195,24 @@ class WorkerMarkFiles:
         """Whether ``owner`` held a mark and its process has ended; ``False`` while it runs and
         whenever the marks cannot tell."""
         return _is_free(self._directory / _mark_name(owner)) is True
+
+    def gone_owners(self) -> frozenset[str]:
+        """The owners of every free mark: their process ended. A mark whose text does not
+        name the owner it is named for (one that ``utf-8`` cannot spell) is left out."""
+        try:
+            names = [entry.name for entry in os.scandir(self._directory)]
+        except OSError:
+            return frozenset()
+        gone: set[str] = set()
+        # Temporary names are left alone: one is made unlocked, and locked just after.
+        for name in names:
+            path = self._directory / name
+            if name.startswith(".") or _is_free(path) is not True:
+                continue
+            owner = _owner_of(path)
+            if owner is not None and _mark_name(owner) == name:
+                gone.add(owner)
+        return frozenset(gone)
 
     def forget_worker_mark(self, owner: str) -> None:
         """Remove the mark of ``owner`` when it is free: its leases were recovered."""
