@@ -21,6 +21,7 @@ from dex_agents.domain.events import (
     ToolCallFinishedPayload,
 )
 from dex_agents.domain.tool_calls import CancellationReason, ToolCallStatus
+from dex_agents.domain.turn_ends import TURN_END_EVENTS
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import FlowClient, StreamMessage
@@ -30,14 +31,6 @@ LiveKey = tuple[str, str, int]
 
 _NO_WAIT = timedelta(milliseconds=1)
 _LONG_POLL = timedelta(seconds=5)
-_TURN_ENDS = frozenset(
-    {
-        AgentEventType.TURN_COMPLETED,
-        AgentEventType.TURN_FAILED,
-        AgentEventType.TURN_STEERED,
-        AgentEventType.TURN_CANCELLED,
-    }
-)
 
 
 class LiveText:
@@ -100,7 +93,7 @@ class LiveText:
             ):
                 resolved = (event.turn_id or "", event.payload.interrupt_id)
                 self._resolved[resolved] = event.payload.cancellation_reason
-            elif isinstance(event, AgentEvent) and event.type in _TURN_ENDS:
+            elif isinstance(event, AgentEvent) and event.type in TURN_END_EVENTS:
                 self._turn_ends[event.turn_id or ""] = AgentEventType(event.type)
             self._events += 1
             changed, self._changed = self._changed, asyncio.Event()

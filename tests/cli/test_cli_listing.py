@@ -196,6 +196,44 @@ def test_show_says_why_the_last_turn_failed(
     ]
 
 
+async def _seed_cancelled_turn(db: Path) -> None:
+    demo = demo_flow()
+    async with LocalRuntime(db, [demo], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(demo)
+        await sessions.open_session("cancelled")
+        assert await sessions.send_user_message("cancelled", "refund order 7")
+        waiting = await sessions.wait_for_user("cancelled", timeout=WAIT)
+        assert waiting.state is not None
+        assert waiting.state.active_turn_id is not None  # at the refund's approval
+        assert await sessions.cancel_turn("cancelled", waiting.state.active_turn_id)
+        await sessions.wait_for_user("cancelled", timeout=WAIT)
+        # A later completed turn is not a cancelled one.
+        await sessions.open_session("completed")
+        assert await sessions.send_user_message("completed", "where is order 7")
+        await sessions.wait_for_user("completed", timeout=WAIT)
+
+
+def test_show_says_the_last_turn_was_cancelled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An idle snapshot looks the same after a completed turn: show said only what it waits
+    # for, as if the turn had ended as it should.
+    db = tmp_path / "cancelled.sqlite3"
+    asyncio.run(_seed_cancelled_turn(db))
+
+    code, out, err = _run(capsys, "show", "cancelled", "--db", str(db))
+
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].endswith("waits for a user message")
+    assert lines[lines.index("tool calls of the running turn:") - 1] == (
+        "the last turn was cancelled"
+    )
+    code, out, err = _run(capsys, "show", "completed", "--db", str(db))
+    assert (code, err) == (0, "")
+    assert "cancelled" not in out
+
+
 def test_show_refuses_a_flow_run_that_is_not_an_agent_session(
     seeded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

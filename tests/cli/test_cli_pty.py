@@ -272,6 +272,39 @@ def test_an_approval_whose_turn_another_process_cancelled_says_so(tmp_path: Path
     assert tool_log(tmp_path) == []
 
 
+def test_a_resumed_chat_says_its_last_turn_was_cancelled(tmp_path: Path) -> None:
+    # Before, it showed the last exchange and "waiting for: a user message", as after a
+    # completed turn: only the Stream says the turn was cancelled.
+    first = Terminal(tmp_path)
+    try:
+        first.expect("you> ")
+        first.send("refund order 7")
+        first.expect(APPROVAL_PROMPT)
+    finally:
+        first.kill()
+
+    async def cancel_elsewhere() -> None:
+        async with demo_sessions(first.db, workers=1) as sessions:
+            snapshot = await sessions.get_agent_snapshot("pty")
+            assert snapshot.state is not None
+            turn_id = snapshot.state.active_turn_id
+            assert turn_id is not None
+            assert await sessions.cancel_turn("pty", turn_id)
+            await sessions.wait_for_user("pty")
+
+    asyncio.run(cancel_elsewhere())
+    second = Terminal(tmp_path)
+    try:
+        second.expect("resuming session pty in")
+        shown = second.expect("waiting for: a user message\nyou> ").splitlines()
+        assert shown[-3:-1] == ["the last turn was cancelled", "waiting for: a user message"]
+        second.send("/quit")
+        assert second.exit_code() == 0
+    finally:
+        second.close()
+    assert tool_log(tmp_path) == []  # the refund was never approved
+
+
 @pytest.mark.parametrize(
     ("leave", "code"), [("/quit", 0), ("exit", 0), ("end of input", 0), ("Ctrl-C", 130)]
 )
