@@ -18,7 +18,6 @@ under the application's ``authorize`` hook):
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -42,16 +41,9 @@ from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.console.actions import CONTROLS, ControlInputError, run_control
 from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, open_catalog
+from dex_agents.console.request_checks import json_body, refusal
 from dex_agents.console.responses import JSONResponse
-from dex_agents.console.security import (
-    TOKEN_COOKIE,
-    bearer_token,
-    check_console_token,
-    cross_site_refusal,
-    host_header_name,
-    is_loopback_host,
-    token_matches,
-)
+from dex_agents.console.security import TOKEN_COOKIE, check_console_token, token_matches
 from dex_agents.console.streams import StreamGate
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.ports.errors import FlowAlreadyStartedError, FlowNotFoundError
@@ -73,8 +65,6 @@ controls, after its own token or loopback check.
 STATIC_DIR = Path(__file__).parent / "static"
 """The page's HTML, CSS and JavaScript, shipped inside the package."""
 
-_MAX_BODY_BYTES = 256 * 1024
-
 _PAGE_HEADERS = {
     "Cache-Control": "no-store",
     # Without a token a page on any site could frame the loopback console and trick a
@@ -88,35 +78,6 @@ _PAGE_HEADERS = {
 async def allow_all(request: Request, session_id: str) -> bool:
     """The default ``authorize``: whoever passed the token or loopback check sees every session."""
     return True
-
-
-def _own_origin(request: Request) -> str:
-    return f"{request.url.scheme}://{request.headers.get('host', '')}"
-
-
-def _refusal(request: Request, token: str | None) -> Response | None:
-    """The response refusing ``request`` before any route runs, or ``None`` to let it in."""
-    if token is not None:
-        offered = bearer_token(request.headers.get("authorization")) or request.cookies.get(
-            TOKEN_COOKIE
-        )
-        if not token_matches(token, offered):
-            return PlainTextResponse(
-                "this console needs its token: open it at /?token=<token>", status_code=401
-            )
-    else:
-        peer = request.client.host if request.client else ""
-        host = host_header_name(request.headers.get("host", ""))
-        if not (is_loopback_host(peer) and is_loopback_host(host)):
-            return PlainTextResponse(
-                "without a token this console answers only on loopback (localhost)",
-                status_code=403,
-            )
-    if request.method not in ("GET", "HEAD"):
-        reason = cross_site_refusal(request.headers, _own_origin(request))
-        if reason is not None:
-            return JSONResponse({"ok": False, "reason": reason}, status_code=403)
-    return None
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -176,7 +137,7 @@ def create_console_app(
 
     def guarded(handler: Handler) -> Handler:
         async def endpoint(request: Request) -> Response:
-            refused = _refusal(request, token)
+            refused = refusal(request, token)
             if refused is not None:
                 return refused
             session_id = request.path_params.get("session_id")
@@ -198,7 +159,7 @@ def create_console_app(
                 secure=request.url.scheme == "https",
             )
             return response
-        refused = _refusal(request, token)
+        refused = refusal(request, token)
         if refused is not None:
             return refused
         return FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
@@ -292,30 +253,6 @@ def create_console_app(
             await frames.aclose()
             return Response(headers=dict(AGENT_EVENT_STREAM_HEADERS))
         return StreamingResponse(gate.passing(frames), headers=dict(AGENT_EVENT_STREAM_HEADERS))
-
-    async def json_body(request: Request) -> dict[str, Any] | Response:
-        too_large = JSONResponse({"ok": False, "reason": "request too large"}, status_code=413)
-        # Refused by its declared length, or as it arrives: never read whole into memory.
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > _MAX_BODY_BYTES:
-            return too_large
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > _MAX_BODY_BYTES:
-                return too_large
-            chunks.append(chunk)
-        raw = b"".join(chunks)
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            return JSONResponse({"ok": False, "reason": "the body is not JSON"}, status_code=400)
-        if not isinstance(body, dict):
-            return JSONResponse(
-                {"ok": False, "reason": "the body is not a JSON object"}, status_code=400
-            )
-        return body
 
     async def control(request: Request) -> Response:
         name = request.path_params["name"]
