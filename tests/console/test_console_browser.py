@@ -1,17 +1,22 @@
 """The console in a real Chromium: a refund approved from the page, a screenshot, a bad address,
-and a turn another window cancelled or a session it stopped."""
+and a turn another window cancelled or a session it stopped (mid model call too)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import httpx
 from playwright.async_api import expect
 
+from dex_agents import AgentSessionFlow
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
+from dex_agents.domain.runner_outcomes import AgentTurnOutcome
 from dex_agents.local import LocalRuntime
+from dex_agents.ports.runner import AgentTurnContext
+from tests.app.scripted_runner import ScriptedRunner
 from tests.console.browser import WAIT_MS, browser_page, needs_chromium, serve_console_and_page
 from tests.console.support import CONTROL_HEADERS, serve_console
 
@@ -111,3 +116,47 @@ async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(tmp_path: P
         await expect(page.locator("#notice")).to_have_text("turn cancelled", timeout=WAIT_MS)
         await expect(page.locator("[data-approve]")).to_have_count(0)
         await expect(page.locator("#status")).to_have_text("waiting for a message")
+
+
+class _HeldModel(ScriptedRunner):
+    """Writes part of its answer as live text, then holds the model call until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        turn.events.write_text_delta("half an ans")
+        await self.release.wait()
+        return await super().run_model_step(turn)
+
+
+async def test_a_session_stopped_mid_model_call_shows_its_text_as_unfinished_not_streaming(
+    tmp_path: Path,
+) -> None:
+    # Before, the page replayed the stopped turn's live text from the Stream and showed it
+    # as "assistant (streaming)", as if the model still wrote it; nothing ever will.
+    db = tmp_path / "s.sqlite3"
+    runner = _HeldModel()
+    flow = AgentSessionFlow(runner, flow_type="HeldAgent")
+    app = create_console_app(db, [flow])
+    try:
+        async with serve_console_and_page(app) as (_, page):
+            await page.fill("#new-id", "held")
+            await page.fill("#new-message", "hello")
+            await page.click("#new-session button[type=submit]")
+            await page.wait_for_url("**/sessions/held")
+            live = page.locator("#live")
+            await expect(live).to_contain_text("assistant (streaming)", timeout=WAIT_MS)
+            await expect(live).to_contain_text("half an ans")
+            async with LocalRuntime(db, [flow], workers=0, create=False) as other:
+                await other.flow_client.stop_flow("held", "stopped in another window")
+            await page.reload()
+            await expect(page.locator("#main")).to_contain_text(
+                "Read-only: this session is stopped.", timeout=WAIT_MS
+            )
+            await expect(live).to_contain_text("half an ans")
+            await expect(live).to_contain_text("assistant (unfinished when the session ended)")
+            await expect(live).not_to_contain_text("streaming")
+    finally:
+        runner.release.set()

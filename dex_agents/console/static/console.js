@@ -281,8 +281,11 @@ class SessionView {
     const holder = document.getElementById("live");
     if (!holder) return;
     const parts = [...this.live.values()].filter((p) => !p.stored && (p.text || p.reasoning));
+    // A session that no longer runs replays its last turn's unstored text too: no model writes it now.
+    const ended = this.data && this.data.console.running === false;
+    const role = ended ? "assistant (unfinished when the session ended)" : "assistant (streaming)";
     holder.replaceChildren(...parts.map((p) => el("div", { class: "msg live" },
-      el("span", { class: "role" }, "assistant (streaming)"),
+      el("span", { class: "role" }, role),
       p.reasoning ? el("div", { class: "muted" }, p.reasoning) : null, p.text)));
     // The stream's status of a call, else its snapshot's: one the stream dropped shows the snapshot's again.
     for (const call of this.data ? this.data.snapshot.tool_calls : []) {
