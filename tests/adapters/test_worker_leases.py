@@ -1,6 +1,6 @@
 """A worker keeps its running attempts' leases and stops the started ones that went silent
 (``worker_leases.py``); an attempt whose lease another worker took stops at its next
-heartbeat, its own task's or one another task sends for it.
+heartbeat, its own task's or one another task sends for it, or at its next live-event flush.
 
 The engine's clock here is a test's own, which stands still unless the test moves it:
 an attempt goes silent past its heartbeat timeout, or its lease lapses, when the test
@@ -159,6 +159,46 @@ class BackgroundBeatFlow:
         self.steps: Sequence[Step[Any]] = (self.step,)
 
 
+STREAM: StreamDef[str] = StreamDef("events", str, 1_000_000)
+
+
+class Streaming(Step[None]):
+    """Writes a live event when the test says so, then awaits a long call, as a model call
+    streams its text; notes how the call ended."""
+
+    def __init__(self) -> None:
+        self.calling = asyncio.Event()
+        self.write_now = asyncio.Event()
+        self.call_stopped = asyncio.Event()
+        self.cancellation_requested: bool | None = None
+        self.results: list[int] = []
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        self.calling.set()
+        await self.write_now.wait()
+        context.write_event(STREAM, "a text delta")
+        try:
+            await asyncio.Event().wait()  # the rest of the call, which only a cancellation ends
+        except asyncio.CancelledError:
+            self.cancellation_requested = context.is_cancellation_requested()
+            self.call_stopped.set()
+            raise
+        self.results.append(context.attempt)
+        return dead_end()
+
+
+class StreamingFlow:
+    flow_type = "Streaming"
+    schema: Sequence[Any] = ()
+    stream: StreamDef[Any] | None = STREAM
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.step = Streaming()
+        self.start_step: Step[Any] = self.step
+        self.steps: Sequence[Step[Any]] = (self.step,)
+
+
 class GatedFlow:
     flow_type = "Gated"
     schema: Sequence[Any] = ()
@@ -290,6 +330,64 @@ async def test_a_lease_lost_found_by_another_tasks_heartbeat_stops_the_attempt()
         assert flow.step.results == []
         (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
         assert (row.status, row.lease_owner, row.attempt) == (ExecutionStatus.RUNNING, "other", 1)
+    finally:
+        engine.close()
+        store.close()
+
+
+async def test_a_lease_lost_found_by_a_live_event_flush_stops_the_attempt() -> None:
+    flow, clock = StreamingFlow(), Clock()
+    store = MemoryFlowStore()
+    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
+    try:
+        async with running_worker(engine):
+            await LocalFlowClient(engine).start_flow(flow, "f1", None)
+            await flow.step.calling.wait()
+            # This worker stalled past its lease and another worker took the attempt over;
+            # then the flush of a streamed text delta, not a heartbeat, finds it out.
+            later = clock.now + 2 * LONG_LEASE
+            await engine.run(
+                lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, 1)
+            )
+            flow.step.write_now.set()
+            # The call stops at that flush (before, it ran on until its next heartbeat, up
+            # to 20 s, paid for a result its commit dropped), as a cancellation nobody asked for.
+            await flow.step.call_stopped.wait()
+        assert flow.step.cancellation_requested is False
+        assert flow.step.results == []
+        # The flush wrote nothing for the attempt that no longer holds the lease.
+        assert await engine.read(lambda tx: list(tx.events_after("f1", 0, 10))) == []
+        (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
+        assert (row.status, row.lease_owner, row.attempt) == (ExecutionStatus.RUNNING, "other", 1)
+        assert not row.attempt_started
+    finally:
+        engine.close()
+        store.close()
+
+
+async def test_a_live_event_flush_of_a_flow_with_no_stream_says_whether_the_lease_holds() -> None:
+    # A flush that writes nothing because the Flow has no Stream is not a lease lost: the
+    # worker stops the attempt only on the second.
+    flow, clock = GatedFlow(), Clock()
+    store = MemoryFlowStore()
+    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
+    try:
+        registered = engine.registered(flow)
+        await LocalFlowClient(engine).start_flow(flow, "f1", None)
+        (mine,) = await engine.run(
+            lambda tx: claims.claim(tx, engine.flows, "me", clock.now, LONG_LEASE, 1)
+        )
+        assert await engine.run(
+            lambda tx: claims.append_events(tx, registered, mine.row, ["x"], clock.now)
+        )
+        (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
+        assert not row.attempt_started  # nothing was written: the Step's code may not have run
+        later = clock.now + 2 * LONG_LEASE
+        await engine.run(lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, 1))
+        assert not await engine.run(
+            lambda tx: claims.append_events(tx, registered, mine.row, ["x"], later)
+        )
+        assert await engine.read(lambda tx: list(tx.events_after("f1", 0, 10))) == []
     finally:
         engine.close()
         store.close()

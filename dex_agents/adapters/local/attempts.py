@@ -184,11 +184,16 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
 
     async def flush(events: list[str]) -> bool:
         # Live events show progress; the attempt's commit holds its result.
-        return await engine.run_quietly(
+        held = await engine.run_quietly(
             lambda tx: claims.append_events(tx, flow, row, events, engine.now()),
             durable=False,
             quiet=_always,
         )
+        if not held:
+            # Found within the flush interval while a model streams: stopped now, the
+            # call does not run on to its next heartbeat, paid for a result its commit drops.
+            host.stop_lost_run(running)
+        return held and flow.flow.stream is not None  # written: the attempt started
 
     context = LocalStepContext(
         flow,

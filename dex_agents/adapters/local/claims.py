@@ -314,13 +314,15 @@ def append_events(
     events: Sequence[str],
     now: datetime,
 ) -> bool:
-    """Write live Stream events of a running attempt; ``False`` (nothing written) if its lease is lost."""
+    """Write live Stream events of a running attempt, marking it started; ``False`` (nothing
+    written) only if its lease is lost. A Flow with no Stream writes and marks nothing."""
     row = holds_lease(tx, claimed)
-    if row is None or flow.flow.stream is None:
+    if row is None:
         return False
-    row.attempt_started = True
-    tx.update_execution(row)
-    _write_events(tx, flow, row, events, now)
+    if flow.flow.stream is not None:
+        row.attempt_started = True
+        tx.update_execution(row)
+        _write_events(tx, flow, row, events, now)
     return True
 
 

@@ -10,9 +10,9 @@ heartbeat within its ``heartbeat_timeout``: a failed attempt, as on Dex.
 A worker that stalls past a lease (a blocked event loop, a stopped process)
 may lose it. When another worker took the attempt over, the stalled run's next
 heartbeat raises ``step_context.LeaseLostError``, and a heartbeat that another
-task sends for it stops the attempt's task too (``stop_lost_run``); when the
-execution was leased to this worker again, the new claim stops the old run as
-the new one starts.
+task sends for it, or a live-event flush, stops the attempt's task too
+(``stop_lost_run``); when the execution was leased to this worker again, the
+new claim stops the old run as the new one starts.
 """
 
 from __future__ import annotations
@@ -97,9 +97,10 @@ class WorkerLeases:
 
         A heartbeat the attempt's own task sends raises ``LeaseLostError`` there; one
         another task sends (the session's background heartbeat, every 20 s while a model
-        or tool call runs) would stop that task alone, and the call would run on to a
-        result its commit drops. Not stopped: the task that calls this (it stops by
-        itself), and one whose result commits now (``_cancellable``), left to that commit.
+        or tool call runs) would stop that task alone, and a live-event flush (every 50 ms
+        while a model streams) nothing, and the call would run on to a result its commit
+        drops. Not stopped: the task that calls this (it stops by itself), and one whose
+        result commits now (``_cancellable``), left to that commit.
         """
         task = self._cancellable(running)
         if task is not None and task is not asyncio.current_task():
