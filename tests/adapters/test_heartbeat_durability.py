@@ -1,6 +1,7 @@
 """A heartbeat's commit waits for the disk unless the Step says it need not, and never
 when it carries a checkpoint (``LocalStepContext.heartbeat``); one that need not leaves
-the pending live events to the flush interval."""
+the pending live events to the flush interval. A flush the store fails keeps its events
+for the result's commit."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from dex_agents.adapters.local.registry import register_flows
 from dex_agents.adapters.local.staged_state import Snapshot, SnapshotSource, StagedState
 from dex_agents.adapters.local.step_context import LocalStepContext
+from dex_agents.adapters.local.store_errors import StoreBusyError
 from tests.adapters.engine_flows import EVENTS, EngineTestFlow
 from tests.adapters.flow_store_rows import execution
 
@@ -113,3 +115,38 @@ async def test_without_a_flush_interval_every_heartbeat_carries_the_events() -> 
     context.write_event(EVENTS, "started")
     await context.heartbeat(durable=False)
     assert commits.commits == [("beat", ['"started"'])]
+
+
+async def test_a_flush_the_store_fails_leaves_its_events_to_the_result_s_commit() -> None:
+    failed = asyncio.Event()
+
+    async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
+        return True
+
+    async def flush(events: list[str]) -> bool:
+        failed.set()
+        raise StoreBusyError("the write lock was held past the busy timeout")
+
+    context = _context(beat, flush)
+    context.write_event(EVENTS, "a text delta")
+    await failed.wait()
+    # The fault does not reach the attempt's end (before, the attempt's task raised it
+    # there and its result was never committed), and the events go with the result.
+    assert context.close() == ['"a text delta"']
+    await context.wait_closed()
+
+
+async def test_a_heartbeat_the_store_fails_raises_and_keeps_its_events() -> None:
+    async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
+        raise StoreBusyError("the write lock was held past the busy timeout")
+
+    async def flush(events: list[str]) -> bool:
+        return True
+
+    context = _context(beat, flush)
+    context.write_event(EVENTS, "a text delta")
+    with pytest.raises(StoreBusyError):
+        await context.heartbeat()
+    # The session's background heartbeat ignores the failure; the events still reach the
+    # Stream with a later flush or the result's commit (before, they were lost).
+    assert context.close() == ['"a text delta"']

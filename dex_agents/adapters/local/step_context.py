@@ -12,6 +12,7 @@ from dex_agents.adapters.local.codec import decode_recovery, decode_wait_result
 from dex_agents.adapters.local.decoded_values import DECODED
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
+from dex_agents.adapters.local.store_errors import StoreError
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.persistence import StateReader, StreamDef
@@ -171,7 +172,8 @@ class LocalStepContext:
         Such a mark (a ``read`` tool's, before the tool runs) leaves the pending
         events to the flush interval, as any other live event: a read that ends
         within it commits them with its result, and no reader wakes up twice.
-        ``LeaseLostError`` when the worker no longer holds the attempt's lease.
+        ``LeaseLostError`` when the worker no longer holds the attempt's lease; a
+        ``StoreError`` leaves the pending events to a later commit.
         """
         if self._closed:
             return
@@ -181,7 +183,12 @@ class LocalStepContext:
         else:
             events = []
             self._flush_soon()
-        if not await self._beat(checkpoint, events, synced):
+        try:
+            held = await self._beat(checkpoint, events, synced)
+        except StoreError:
+            self._buffer[:0] = events  # as for a flush: they go with a later commit
+            raise
+        if not held:
             raise LeaseLostError(
                 f"{self.step_execution_id} attempt {self.attempt} lost its lease; "
                 "another worker runs it"
@@ -219,7 +226,16 @@ class LocalStepContext:
         if not self._buffer:
             return
         events, self._buffer = self._buffer, []
-        if await self._flush(events):
+        try:
+            written = await self._flush(events)
+        except StoreError:
+            # A store fault (a write lock held past the busy timeout, a full disk) must not
+            # end the attempt: raised here, the attempt's end met it and dropped its result.
+            # The events wait for the next flush or the result's commit, which the worker
+            # retries until the store works again.
+            self._buffer[:0] = events
+            return
+        if written:
             self.started = True
 
     def close(self) -> list[str]:
