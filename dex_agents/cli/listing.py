@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from dex_agents.cli import terminal
 from dex_agents.cli.database import Reader, newest_turn_cancelled, open_reader, stream_pages
 from dex_agents.cli.errors import CliError
-from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.domain.interrupts import InterruptKind
 from dex_agents.domain.messages import AgentMessage
@@ -73,6 +73,8 @@ def snapshot_status(info: FlowInfo, snapshot: AgentSnapshot) -> str:
         return status + (f" (and {more} more)" if more else "")
     attention = session_attention(snapshot)
     if attention is SessionAttention.IDLE:
+        if snapshot.state is not None and last_turn_cancelled(snapshot.state):
+            return "waiting for a message (its last turn was cancelled)"
         return "waiting for a message"
     if attention is SessionAttention.TURN_FAILED:
         return "waiting for a message (its last turn failed)"

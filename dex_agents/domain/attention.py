@@ -47,6 +47,18 @@ def last_turn_failed(state: AgentState) -> bool:
     return state.failed_turn_id == turn_id(state.turn_count)
 
 
+def last_turn_cancelled(state: AgentState) -> bool:
+    """Whether no turn runs and the newest turn was cancelled (``cancel_turn``).
+
+    Read from the state alone, so a listing of many sessions need not read their
+    events. A state stored before ``cancelled_turn_id`` was kept has none: its
+    cancelled turn reads as ended, as it did then.
+    """
+    if state.active_turn_id is not None or state.turn_count < 1:
+        return False
+    return state.cancelled_turn_id == turn_id(state.turn_count)
+
+
 def session_attention(snapshot: AgentSnapshot) -> SessionAttention | None:
     """Why the session of ``snapshot`` needs a person, or ``None`` while it works on its own.
 

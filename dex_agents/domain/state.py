@@ -39,6 +39,9 @@ class AgentState:
     ``False`` for a turn that cannot be steered or cancelled. ``failed_turn_id``
     is the turn whose failure ``last_turn_error`` holds: a later steered or
     cancelled turn keeps the error but is not a failed turn itself.
+    ``cancelled_turn_id`` is the turn ``cancel_turn`` ended last: an idle state
+    looks the same after a completed turn, and this says the newest one was
+    cancelled while it is ``turn-<turn_count>``.
     """
 
     status: AgentStatus = attrs.field(converter=AgentStatus)
@@ -52,6 +55,7 @@ class AgentState:
     accepts_turn_control: bool = True
     turn_started_at: datetime | None = None
     failed_turn_id: str | None = None
+    cancelled_turn_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from dex_agents.app.options import AgentSessionOptions
-from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
 from dex_agents.domain.events import (
     AgentEvent,
     InterruptResolvedPayload,
@@ -235,6 +235,27 @@ async def test_a_turn_cancelled_after_a_failed_one_leaves_the_session_idle_not_f
         assert session_attention(await session.sessions.wait_for_user("s1")) is (
             SessionAttention.IDLE
         )
+
+
+async def test_the_state_says_the_newest_turn_was_cancelled_until_another_turn_ends(
+    store: FlowStore,
+) -> None:
+    # Before, only the turn_cancelled event said it: `dex-agents sessions`, which reads
+    # states alone, listed a cancelled turn's session as after a completed turn.
+    runner = SlowModelRunner()
+    async with session_stack(store, runner) as session:
+        await session.sessions.start_session("s1", "slow")
+        await asyncio.wait_for(runner.entered.wait(), 10)
+        assert await session.sessions.cancel_turn("s1", "turn-1")
+        snapshot = await session.idle()
+        assert snapshot.state is not None
+        assert snapshot.state.cancelled_turn_id == "turn-1"
+        assert last_turn_cancelled(snapshot.state)
+        assert session_attention(snapshot) is SessionAttention.IDLE  # the rule is unchanged
+        assert await session.sessions.send_user_message("s1", "hello")
+        snapshot = await session.idle(turns=2)
+        assert snapshot.state is not None
+        assert not last_turn_cancelled(snapshot.state)
 
 
 async def test_cancel_turn_lets_a_started_tool_finish_and_a_second_cancel_changes_nothing(

@@ -234,6 +234,22 @@ def test_show_says_the_last_turn_was_cancelled(
     assert "cancelled" not in out
 
 
+def test_sessions_says_the_last_turn_was_cancelled_as_show_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, sessions listed a cancelled turn's session as "waiting for a message", as
+    # after a completed turn, where show said "the last turn was cancelled".
+    db = tmp_path / "cancelled.sqlite3"
+    asyncio.run(_seed_cancelled_turn(db))
+
+    code, out, err = _run(capsys, "sessions", "--db", str(db))
+
+    assert (code, err) == (0, "")
+    status = {row[0]: row[2] for row in (line.split("  ") for line in out.splitlines()[1:])}
+    assert status["cancelled"] == "waiting for a message (its last turn was cancelled)"
+    assert status["completed"].rstrip() == "waiting for a message"
+
+
 def test_show_refuses_a_flow_run_that_is_not_an_agent_session(
     seeded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

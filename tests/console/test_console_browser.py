@@ -97,7 +97,8 @@ async def test_a_session_another_window_stopped_says_so_where_the_composer_was(
 
 async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(tmp_path: Path) -> None:
     # Before, the approval card went and the page showed the idle session, as after a
-    # completed turn: its snapshot does not say that the turn was cancelled.
+    # completed turn: its snapshot did not say that the turn was cancelled. Then only the
+    # live event's notice said it, so the page reloaded later said nothing of it.
     db = tmp_path / "s.sqlite3"
     app = create_console_app(db, [demo_flow()])
     async with serve_console_and_page(app) as (_, page):
@@ -115,7 +116,11 @@ async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(tmp_path: P
             assert await sessions.cancel_turn("cancel-me", snapshot.state.active_turn_id)
         await expect(page.locator("#notice")).to_have_text("turn cancelled", timeout=WAIT_MS)
         await expect(page.locator("[data-approve]")).to_have_count(0)
-        await expect(page.locator("#status")).to_have_text("waiting for a message")
+        cancelled = "waiting for a message (its last turn was cancelled)"
+        await expect(page.locator("#status")).to_have_text(cancelled)
+        await page.reload()
+        await expect(page.locator("#status")).to_have_text(cancelled, timeout=WAIT_MS)
+        await expect(page.locator("#notice")).to_have_text("")
 
 
 class _HeldModel(ScriptedRunner):

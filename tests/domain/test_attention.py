@@ -1,11 +1,12 @@
-"""``session_attention``: when a session needs a person, as a table of snapshots."""
+"""``session_attention`` and ``last_turn_cancelled``: when a session needs a person and how
+its newest turn ended, as tables of snapshots and states."""
 
 from __future__ import annotations
 
 import attrs
 import pytest
 
-from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import QueuedUserMessage
 from dex_agents.domain.plans import PlanExecutionRequest
@@ -83,3 +84,41 @@ CASES: list[tuple[str, AgentSnapshot, SessionAttention | None]] = [
 )
 def test_session_attention(snapshot: AgentSnapshot, expected: SessionAttention | None) -> None:
     assert session_attention(snapshot) is expected
+
+
+CANCELLED_CASES: list[tuple[str, AgentState, bool]] = [
+    ("idle after a cancelled turn", attrs.evolve(IDLE, cancelled_turn_id="turn-1"), True),
+    ("idle after a completed turn", IDLE, False),
+    # The state of an older build keeps no cancelled turn: it reads as ended, as it did.
+    ("a state stored before the field", AgentState(status="waiting_for_user_message"), False),
+    (
+        "a later turn completed",
+        attrs.evolve(IDLE, turn_count=2, cancelled_turn_id="turn-1"),
+        False,
+    ),
+    (
+        "a later turn runs",
+        attrs.evolve(RUNNING, cancelled_turn_id="turn-1"),
+        False,
+    ),
+    (
+        "a cancelled turn after a failed one",
+        attrs.evolve(
+            IDLE,
+            turn_count=2,
+            last_turn_error="boom",
+            failed_turn_id="turn-1",
+            cancelled_turn_id="turn-2",
+        ),
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [case[1:] for case in CANCELLED_CASES],
+    ids=[case[0] for case in CANCELLED_CASES],
+)
+def test_last_turn_cancelled(state: AgentState, expected: bool) -> None:
+    assert last_turn_cancelled(state) is expected

@@ -164,6 +164,8 @@ def test_state_defaults() -> None:
     assert state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
     assert state.accepts_turn_control is True
     assert state.last_sequence == 0
+    # A state an older build stored, with no fields added since, still loads.
+    assert (state.failed_turn_id, state.cancelled_turn_id) == (None, None)
 
 
 def test_a_message_is_encoded_once_and_its_text_kept_with_it() -> None:

@@ -167,7 +167,8 @@ def end_controlled_turn(
     Stores the runner's unfinished-turn messages when it builds them, else a note
     that lists the calls that ran (as after a failed turn), then clears the
     turn's records, run state and interrupts. The turn neither completed nor
-    failed, so ``last_turn_error`` stays as it was.
+    failed, so ``last_turn_error`` stays as it was; a cancelled turn is kept in
+    ``cancelled_turn_id``.
     """
     state = context.state
     turn = agent_state.active_turn_id or ""
@@ -190,6 +191,8 @@ def end_controlled_turn(
         agent_state,
         status=AgentStatus.WAITING_FOR_USER_MESSAGE,
         active_turn_id=None,
+        # In the commit of turn_cancelled, so a reader of the state alone knows it too.
+        cancelled_turn_id=turn if cancelled else agent_state.cancelled_turn_id,
     )
     state.set(AGENT_STATE, agent_state)
     if cancelled:

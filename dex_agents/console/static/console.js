@@ -243,8 +243,7 @@ class SessionView {
   apply(event) {
     const payload = typeof event.payload === "string" ? JSON.parse(event.payload || "{}") : event.payload || {};
     if (TERMINAL_EVENTS.has(event.type)) {
-      // The snapshot of an ended turn looks the same whether it completed or was cancelled
-      // (here or in another window): only this event says so.
+      // Said at once, whichever window cancelled it; the status line says it from the state.
       if (event.type === "turn_cancelled") notice("turn cancelled", "bad");
       this.hardReload();
       return;
