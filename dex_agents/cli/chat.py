@@ -15,12 +15,7 @@ from datetime import UTC, datetime
 
 from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.cli import prompts, terminal
-from dex_agents.cli.database import (
-    demo_flow,
-    newest_turn_cancelled,
-    open_chat_runtime,
-    stream_pages,
-)
+from dex_agents.cli.database import demo_flow, open_chat_runtime
 from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
@@ -34,7 +29,6 @@ from dex_agents.domain.session_ids import validate_session_id
 from dex_agents.domain.tool_calls import CancellationReason
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import FlowNotFoundError
-from dex_agents.ports.stream_pages import StreamPageReader
 
 _TURN_WAS_CANCELLED = "its turn was cancelled"
 
@@ -80,21 +74,15 @@ class _Chat:
         client: PortableSessionClient,
         session_id: str,
         follower: Follower,
-        pages: StreamPageReader,
     ):
         self._client = client
         self._session = session_id
         self._follower = follower
-        self._pages = pages
 
     async def run(self, *, resumed: bool) -> int:
         snapshot = await self._client.get_agent_snapshot(self._session)
         if resumed:
-            cancelled = await newest_turn_cancelled(
-                self._pages, self._client.flow, self._session, snapshot
-            )
-            lines = terminal.resume_lines(snapshot, last_turn_cancelled=cancelled)
-            print("\n".join(lines), flush=True)
+            print("\n".join(terminal.resume_lines(snapshot)), flush=True)
         self._follower.mark_seen(snapshot)
         while True:
             snapshot = await self._follower.until_person()
@@ -225,8 +213,7 @@ async def run_chat(
             await live.start()
             try:
                 follower = Follower(client, session_id, live)
-                pages = stream_pages(runtime.flow_client)
-                chat = _Chat(client, session_id, follower, pages)
+                chat = _Chat(client, session_id, follower)
                 return await chat.run(resumed=not started)
             finally:
                 await live.stop()

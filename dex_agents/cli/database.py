@@ -22,25 +22,19 @@ from datetime import datetime, timedelta
 from typing import NoReturn
 
 from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.stream_pages import LocalStreamPageReader
 from dex_agents.app.rpcs import ATTENTION_SNAPSHOT
 from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE, build_demo_agent
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.domain.errors import DexAgentsError
-from dex_agents.domain.events import AgentEvent, AgentEventType
 from dex_agents.domain.messages import FrameworkMessage
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, ToolExecutionResult
-from dex_agents.domain.turn_ends import newest_turn_end
-from dex_agents.domain.turns import turn_id
 from dex_agents.local import LocalRuntime
-from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.flow_client import FlowInfo
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.model_client import ModelClient
 from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
-from dex_agents.ports.stream_pages import StreamPageReader
 from dex_agents.ports.tool_source import ToolSource
 
 CHAT_LEASE_DURATION = timedelta(seconds=3)
@@ -177,41 +171,6 @@ async def last_activities(
         }
 
     return await client.engine.read(newest)
-
-
-_TURN_END_PAGE = 20  # an idle session's newest events are its newest turn's last ones
-
-
-def stream_pages(client: LocalFlowClient) -> StreamPageReader:
-    """The Stream listed newest first, of the sessions ``client`` reaches."""
-    return LocalStreamPageReader(client.engine)
-
-
-async def newest_turn_cancelled(
-    pages: StreamPageReader, flow: FlowDefinition, session_id: str, snapshot: AgentSnapshot
-) -> bool:
-    """Whether the session of ``snapshot`` is idle after its newest turn was cancelled.
-
-    Only the turn's ``turn_cancelled`` event says so (``turn_ends``): the Stream is
-    walked newest first to it. ``False`` while a turn runs, and when the Stream no
-    longer holds the turn's end.
-    """
-    state = snapshot.state
-    if state is None or state.active_turn_id is not None or state.turn_count < 1:
-        return False
-    newest = turn_id(state.turn_count)
-    token = ""
-    while True:
-        page = await pages.list_stream_messages(flow, session_id, _TURN_END_PAGE, token)
-        events = [
-            (message.value.type, message.value.turn_id)
-            for message in page.messages
-            if isinstance(message.value, AgentEvent)
-        ]
-        end, done = newest_turn_end(events, newest)
-        if done or not page.next_page_token:
-            return end is AgentEventType.TURN_CANCELLED
-        token = page.next_page_token
 
 
 async def flow_types_in(client: LocalFlowClient) -> set[str]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from dex_agents.cli import terminal
-from dex_agents.cli.database import Reader, newest_turn_cancelled, open_reader, stream_pages
+from dex_agents.cli.database import Reader, open_reader
 from dex_agents.cli.errors import CliError
 from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
 from dex_agents.domain.errors import DexAgentsError
@@ -158,12 +158,6 @@ async def run_show(db: str | os.PathLike[str], session_id: str) -> int:
             )
         try:
             messages, deleted_before = await _all_messages(reader, info.flow_type, session_id)
-            cancelled = await newest_turn_cancelled(
-                stream_pages(reader.runtime.flow_client),
-                reader.flows[info.flow_type],
-                session_id,
-                snapshot,
-            )
         except DexAgentsError as error:
             raise CliError(f"cannot read the messages of session '{shown}': {error}") from error
     lines = terminal.show_lines(
@@ -172,7 +166,6 @@ async def run_show(db: str | os.PathLike[str], session_id: str) -> int:
         snapshot,
         messages,
         deleted_before=deleted_before,
-        last_turn_cancelled=cancelled,
     )
     print("\n".join(lines))
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Sequence
 
-from dex_agents.domain.attention import last_turn_failed
+from dex_agents.domain.attention import last_turn_cancelled, last_turn_failed
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.plans import AgentPlan
@@ -166,11 +166,10 @@ def last_exchange(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
     return list(messages[last_user:])
 
 
-def resume_lines(snapshot: AgentSnapshot, *, last_turn_cancelled: bool = False) -> list[str]:
+def resume_lines(snapshot: AgentSnapshot) -> list[str]:
     """What ``dex-agents chat`` prints when it resumes a session: the last exchange, the
     running turn's tool calls (a write that already ran shows as ``succeeded``), how the
-    last turn ended when it failed or was cancelled (``last_turn_cancelled``, which only
-    the Stream says) and what the session waits for."""
+    last turn ended when it failed or was cancelled, and what the session waits for."""
     exchange = last_exchange(snapshot.messages)
     lines = ["last exchange:"] if exchange else ["no messages yet"]
     for message in exchange:
@@ -178,20 +177,19 @@ def resume_lines(snapshot: AgentSnapshot, *, last_turn_cancelled: bool = False) 
     if snapshot.tool_calls:
         lines.append("tool calls of the running turn:")
         lines.extend(running_turn_lines(snapshot.tool_calls))
-    lines.extend(_end_lines(snapshot, last_turn_cancelled))
+    lines.extend(_end_lines(snapshot))
     lines.append(f"waiting for: {waits_for(snapshot)}")
     return lines
 
 
-def _end_lines(snapshot: AgentSnapshot, cancelled: bool) -> list[str]:
+def _end_lines(snapshot: AgentSnapshot) -> list[str]:
     """Why the last turn failed, or that it was cancelled, when no turn runs now."""
     state = snapshot.state
     if state is None or state.active_turn_id is not None:
         return []
     if last_turn_failed(state):
         return [f"the last turn failed: {_text(state.last_turn_error)}"]
-    # An idle snapshot looks the same after a completed turn: only the Stream knows.
-    return ["the last turn was cancelled"] if cancelled else []
+    return ["the last turn was cancelled"] if last_turn_cancelled(state) else []
 
 
 def show_lines(
@@ -201,14 +199,11 @@ def show_lines(
     messages: Iterable[AgentMessage],
     *,
     deleted_before: int | None = None,
-    last_turn_cancelled: bool = False,
 ) -> list[str]:
     """``dex-agents show``: the transcript, the tool calls, the plan and the usage.
 
     ``deleted_before`` is the sequence below which retention deleted the messages:
     the transcript says so, rather than look like the session's whole history.
-    ``last_turn_cancelled``: the session is idle after a cancelled turn, which only
-    the Stream says.
     """
     status = "not started" if snapshot.state is None else str(snapshot.state.status)
     lines = [
@@ -220,7 +215,7 @@ def show_lines(
         lines.append(f"  (messages 1 to {deleted_before - 1} were deleted by retention)")
     for message in messages:
         lines.extend(f"  {line}" for line in message_lines(message))
-    lines.extend(_end_lines(snapshot, last_turn_cancelled))
+    lines.extend(_end_lines(snapshot))
     lines.append("tool calls of the running turn:")
     lines.extend(running_turn_lines(snapshot.tool_calls))
     lines.extend(plan_lines(snapshot.plan))

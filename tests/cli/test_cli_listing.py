@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dex_agents import AgentSessionFlow, AgentSessionOptions
+from dex_agents.adapters.local.stream_pages import LocalStreamPageReader
 from dex_agents.app.session_waits import wait_for_person
 from dex_agents.cli.database import demo_flow
 from dex_agents.cli.listing import step_status, table_lines
@@ -22,6 +23,7 @@ from dex_agents.ports.flow_client import FlowInfo
 from tests.adapters.engine_flows import EngineTestFlow
 from tests.app.compaction_support import CompactingRunner
 from tests.app.scripted_runner import ScriptedRunner
+from tests.app.steering_support import SlowModelRunner
 
 WAIT = timedelta(seconds=30)
 # Written by "another program": the session client refuses such an ID, the engine does not.
@@ -248,6 +250,42 @@ def test_sessions_says_the_last_turn_was_cancelled_as_show_does(
     status = {row[0]: row[2] for row in (line.split("  ") for line in out.splitlines()[1:])}
     assert status["cancelled"] == "waiting for a message (its last turn was cancelled)"
     assert status["completed"].rstrip() == "waiting for a message"
+
+
+async def _seed_cancelled_then_trimmed(db: Path) -> None:
+    runner = SlowModelRunner()
+    options = AgentSessionOptions(event_stream_capacity_bytes=1500)
+    flow = AgentSessionFlow(runner, flow_type="OtherAgent", options=options)
+    async with LocalRuntime(db, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.start_session("cancelled", "slow")
+        await asyncio.wait_for(runner.entered.wait(), 10)
+        assert await sessions.cancel_turn("cancelled", "turn-1")
+        await sessions.wait_for_user("cancelled", timeout=WAIT)
+        # The Flow type's Stream is full of another session's later turns: the cancelled
+        # turn's events, its turn_cancelled too, are trimmed.
+        await sessions.start_session("busy", "hello")
+        for turn in range(8):
+            await sessions.wait_for_user("busy", timeout=WAIT)
+            assert await sessions.send_user_message("busy", f"hello {turn} " + "x" * 200)
+        await sessions.wait_for_user("busy", timeout=WAIT)
+        pages = LocalStreamPageReader(runtime.flow_client.engine)
+        page = await pages.list_stream_messages(flow, "cancelled", 100)
+        assert "turn_cancelled" not in [message.value.type for message in page.messages]
+
+
+def test_show_says_the_last_turn_was_cancelled_after_the_stream_trimmed_its_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, show found the cancel by paging the session's Stream for turn_cancelled, so
+    # once the Stream trimmed it show said nothing, while sessions said it was cancelled.
+    db = tmp_path / "trimmed.sqlite3"
+    asyncio.run(_seed_cancelled_then_trimmed(db))
+
+    code, out, err = _run(capsys, "show", "cancelled", "--db", str(db))
+
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1:4] == ["transcript:", "  you> slow", "the last turn was cancelled"]
 
 
 def test_show_refuses_a_flow_run_that_is_not_an_agent_session(
