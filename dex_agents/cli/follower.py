@@ -17,11 +17,11 @@ from dex_agents.cli import terminal
 from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.live_text import LiveKey, LiveText
-from dex_agents.domain.attention import SessionAttention, session_attention
-from dex_agents.domain.events import AgentEventType
+from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentState
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 from dex_agents.domain.turns import turn_id
 from dex_agents.ports.flow_rows import FlowStatus
@@ -48,7 +48,7 @@ class Follower:
         self._statuses: dict[str, ToolCallStatus] = {}
         self._finished: set[str] = set()
         self._failure_shown = -1
-        # Turns up to this number ended before the chat followed the Stream: no end event comes.
+        # Turns up to this number ended before the chat followed them: resume_lines said how.
         self._ended_before = 0
         self._ends_shown: set[str] = set()
         self._own: deque[str] = deque()  # messages this chat sent, not stored yet
@@ -189,7 +189,7 @@ class Follower:
                 error = terminal.escaped(state.last_turn_error or "", keep_newlines=True)
                 self.say(f"turn failed: {error}")
             elif attention is SessionAttention.IDLE and state is not None:
-                await self._say_if_cancelled(state.turn_count)
+                self._say_if_cancelled(state)
             return snapshot
 
     async def _check_running(self) -> None:
@@ -201,14 +201,13 @@ class Follower:
             print(self._output.close(), end="", flush=True)
             raise CliError(f"session '{terminal.escaped(self._session)}' is {status}")
 
-    async def _say_if_cancelled(self, turn_count: int) -> None:
-        """Say so when the session's newest turn, which ended while the chat followed it,
-        was cancelled: an idle snapshot looks the same after a completed turn."""
-        if turn_count <= self._ended_before:
+    def _say_if_cancelled(self, state: AgentState) -> None:
+        """Say so, once, when the session's newest turn, which ended while the chat followed
+        it, was cancelled (``AgentState.cancelled_turn_id``)."""
+        if state.turn_count <= self._ended_before or not last_turn_cancelled(state):
             return
-        turn = turn_id(turn_count)
+        turn = turn_id(state.turn_count)
         if turn in self._ends_shown:
             return
         self._ends_shown.add(turn)
-        if await self._live.turn_end(turn, _CATCH_UP) is AgentEventType.TURN_CANCELLED:
-            self.say(TURN_CANCELLED_TEXT)
+        self.say(TURN_CANCELLED_TEXT)

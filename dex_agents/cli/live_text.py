@@ -15,13 +15,11 @@ from typing import Any
 
 from dex_agents.domain.events import (
     AgentEvent,
-    AgentEventType,
     InterruptResolvedPayload,
     TextDeltaPayload,
     ToolCallFinishedPayload,
 )
 from dex_agents.domain.tool_calls import CancellationReason, ToolCallStatus
-from dex_agents.domain.turn_ends import TURN_END_EVENTS
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import StreamReadTimeoutError
 from dex_agents.ports.flow_client import FlowClient, StreamMessage
@@ -49,7 +47,6 @@ class LiveText:
         self._finished: dict[str, ToolCallStatus] = {}
         # Keyed by turn too: a later turn's call may reuse an interrupt ID.
         self._resolved: dict[tuple[str, str], CancellationReason | None] = {}
-        self._turn_ends: dict[str, AgentEventType] = {}
         self._events = 0
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -93,8 +90,6 @@ class LiveText:
             ):
                 resolved = (event.turn_id or "", event.payload.interrupt_id)
                 self._resolved[resolved] = event.payload.cancellation_reason
-            elif isinstance(event, AgentEvent) and event.type in TURN_END_EVENTS:
-                self._turn_ends[event.turn_id or ""] = AgentEventType(event.type)
             self._events += 1
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
@@ -152,23 +147,6 @@ class LiveText:
                 return None
             await self.wait_for_event(self._events, timedelta(seconds=remaining))
         return self._resolved[key]
-
-    async def turn_end(self, turn_id: str, within: timedelta) -> AgentEventType | None:
-        """How the turn ended (``turn_completed``, ``turn_failed``, ``turn_steered`` or
-        ``turn_cancelled``), by its event; ``None`` when none arrived within ``within``.
-
-        The snapshot of an ended turn does not say that it was cancelled: only the
-        Stream does. The event commits with the turn's end, so a snapshot that shows
-        the turn ended only waits for this reader to catch up with the Stream.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within.total_seconds()
-        while turn_id not in self._turn_ends:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            await self.wait_for_event(self._events, timedelta(seconds=remaining))
-        return self._turn_ends[turn_id]
 
     def take(self) -> list[tuple[LiveKey, str]]:
         """The text that arrived since the last call, in arrival order, with its model call."""
