@@ -223,6 +223,18 @@ class SilentFlow:
         self.steps: Sequence[Step[Any]] = (self.silent, self.recovered)
 
 
+async def _another_worker_takes_over(
+    engine: LocalEngine, clock: Clock, slots: int = 1
+) -> list[claims.Claim]:
+    """What a round of worker ``other`` claims once this worker's leases lapsed (it stalled)."""
+    later = clock.now + 2 * LONG_LEASE
+    return list(
+        await engine.run(
+            lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, slots)
+        )
+    )
+
+
 async def test_a_started_attempt_silent_past_its_heartbeat_timeout_fails_as_requested() -> None:
     flow, clock = SilentFlow(), Clock()
     store = MemoryFlowStore()
@@ -259,10 +271,7 @@ async def test_an_attempt_whose_lease_another_worker_took_stops_at_its_heartbeat
             await flow.gated.reached.wait()
             # This worker stalled past its lease, and another worker's round took the
             # attempt over: it had not started, so as the same attempt.
-            later = clock.now + 2 * LONG_LEASE
-            taken = await engine.run(
-                lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, 1)
-            )
+            taken = await _another_worker_takes_over(engine, clock)
             assert [(c.row.step_execution_id, c.row.attempt) for c in taken] == [("Gated-1", 1)]
             flow.gated.release.set()
             await flow.gated.stopped.wait()
@@ -289,10 +298,7 @@ async def test_an_attempt_handed_out_again_to_its_own_worker_runs_once() -> None
             # This worker stalled past its lease; another worker with no free slot recovered
             # the lease (the attempt had not started: the same attempt is runnable again)
             # and this worker's next round claims it.
-            later = clock.now + 2 * LONG_LEASE
-            await engine.run(
-                lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, 0)
-            )
+            await _another_worker_takes_over(engine, clock, slots=0)
             await flow.gated.reached_again.wait()
             # The old run lost its lease to the new one: it stopped without asking for a
             # cancellation, and only the new one goes on to the effect.
@@ -317,10 +323,7 @@ async def test_a_lease_lost_found_by_another_tasks_heartbeat_stops_the_attempt()
             await flow.step.calling.wait()
             # This worker stalled past its lease and another worker took the attempt over;
             # then the background heartbeat, not the Step's own task, finds it out.
-            later = clock.now + 2 * LONG_LEASE
-            await engine.run(
-                lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, 1)
-            )
+            await _another_worker_takes_over(engine, clock)
             flow.step.beat_now.set()
             # The long call stops there (before, it ran on to a result its commit dropped,
             # a model call paid twice), as a cancellation nobody asked for.
@@ -345,10 +348,7 @@ async def test_a_lease_lost_found_by_a_live_event_flush_stops_the_attempt() -> N
             await flow.step.calling.wait()
             # This worker stalled past its lease and another worker took the attempt over;
             # then the flush of a streamed text delta, not a heartbeat, finds it out.
-            later = clock.now + 2 * LONG_LEASE
-            await engine.run(
-                lambda tx: claims.claim(tx, engine.flows, "other", later, LONG_LEASE, 1)
-            )
+            await _another_worker_takes_over(engine, clock)
             flow.step.write_now.set()
             # The call stops at that flush (before, it ran on until its next heartbeat, up
             # to 20 s, paid for a result its commit dropped), as a cancellation nobody asked for.
