@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dex_agents.adapters.local import claims, handoff
+from dex_agents.adapters.local import claims, handoff, lease_recovery
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
@@ -510,9 +510,9 @@ async def test_a_stopping_worker_hands_back_work_it_never_started(
         await _ghost_claims_start(stack)
         engine = stack.engine
         released = await engine.run(
-            lambda tx: claims.release_unstarted(tx, engine.flows, "ghost", engine.now())
+            lambda tx: lease_recovery.release_unstarted(tx, engine.flows, "ghost", engine.now())
         )
-        assert released == claims.HandBack(released=1, kept=0)
+        assert released == lease_recovery.HandBack(released=1, kept=0)
         # With a 60 s lease, only the hand-back lets a new worker run it now.
         await _run_worker_until(stack, "flaky-ok:1")
         assert stack.probe.attempts["Start-1"] == [1]

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from dex_agents.adapters.local import claims, transitions
+from dex_agents.adapters.local import lease_recovery, transitions
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState, TransactionSource
 from dex_agents.domain.wire import from_json, to_json
@@ -138,7 +138,7 @@ def _recover_lapsed_holder(
         and row.lease_expires_at is not None
         and row.lease_expires_at < now
     ):
-        claims.recover_lost_lease(tx, flow, row, now)
+        lease_recovery.recover_lost_lease(tx, flow, row, now)
 
 
 def run_rpc(

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from dex_agents.adapters.local import attempts, claims, handoff
+from dex_agents.adapters.local import attempts, claims, handoff, lease_recovery
 from dex_agents.adapters.local.attempts import RunningAttempt
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.round_slots import RoundSlots
@@ -147,7 +147,7 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
                 # Before anything is leased to this worker: every lease with its ID now is
                 # the ended process's.
                 await self.transact(
-                    lambda tx: claims.recover_predecessor_leases(
+                    lambda tx: lease_recovery.recover_predecessor_leases(
                         tx, engine.flows, self.worker_id, engine.now()
                     )
                 )
@@ -370,7 +370,7 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
         owner = self.worker_id
 
         def release(tx: StoreTransaction) -> bool:
-            return claims.release_unstarted(tx, engine.flows, owner, engine.now()).kept > 0
+            return lease_recovery.release_unstarted(tx, engine.flows, owner, engine.now()).kept > 0
 
         # Work that never started goes back at once rather than after its lease
         # lapses, so another worker (or this one, restarted) takes it over promptly.
