@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
-from dex_agents.adapters.local import claims, transitions
+from dex_agents.adapters.local import claims, failure_routing, transitions
 from dex_agents.adapters.local.in_commit import MOST_RUNS_PER_COMMIT, run_in_commit, runs_in_commit
 from dex_agents.adapters.local.inline_waits import decide_wait_now
 from dex_agents.adapters.local.registry import RegisteredFlow
@@ -233,8 +233,8 @@ def fail_attempt(
     lease: timedelta,
     limit: int,
 ) -> HandOff:
-    """``transitions.fail_attempt``, then the hand-off of a failure Step it started."""
+    """``failure_routing.fail_attempt``, then the hand-off of a failure Step it started."""
     if transitions.holds_lease(tx, claimed) is None:
         return HandOff(False)
-    transitions.fail_attempt(tx, flow, claimed, error_type, detail, now)
+    failure_routing.fail_attempt(tx, flow, claimed, error_type, detail, now)
     return _hand_off_after(tx, flow, claimed, now, lease, limit)

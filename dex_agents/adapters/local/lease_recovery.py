@@ -13,8 +13,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import NamedTuple
 
+from dex_agents.adapters.local.failure_routing import fail_execution
 from dex_agents.adapters.local.registry import RegisteredFlow
-from dex_agents.adapters.local.transitions import fail_execution, finish
+from dex_agents.adapters.local.transitions import finish
 from dex_agents.ports.flow_client import STEP_CANCELLED_EVENT
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import StoreTransaction

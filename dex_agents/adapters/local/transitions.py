@@ -1,4 +1,4 @@
-"""The embedded engine's rules, each one store transaction: start, wait, claim, commit, fail.
+"""The embedded engine's rules, each one store transaction: start, wait, claim, commit, stop.
 
 These functions run inside ``FlowStore.run`` and do only store reads and writes;
 ``LocalEngine`` runs them on its event loop's thread or, when they would wait for
@@ -6,6 +6,7 @@ a lock, on its store thread, and the worker runs the Step code between them,
 outside any transaction. Every function that acts for a
 claimed attempt first checks that the attempt still holds its lease (fencing),
 so a worker that lost its lease can never commit over the attempt that replaced it.
+Where a failed attempt goes is ``failure_routing.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from dex_agents.ports.engine import DecisionKind, StepDecision, StepMovement
 from dex_agents.ports.errors import FlowAlreadyStartedError
 from dex_agents.ports.flow_client import (
     EXECUTE_COMPLETED_EVENT,
-    EXECUTE_FAILED_EVENT,
     STEP_CANCELLED_EVENT,
 )
 from dex_agents.ports.flow_rows import (
@@ -42,7 +42,7 @@ from dex_agents.ports.flow_rows import (
     FlowStatus,
 )
 from dex_agents.ports.flow_store import StoreTransaction
-from dex_agents.ports.step_contexts import AttemptProgress, RecoveryError
+from dex_agents.ports.step_contexts import RecoveryError
 from dex_agents.ports.step_waits import Wait
 
 
@@ -333,75 +333,6 @@ def commit_execute(
     apply_decision(tx, flow, row.flow_id, decision, row.step_execution_id, now, row.id)
     match_waiting(tx, row.flow_id, now)
     return True
-
-
-def fail_attempt(
-    tx: StoreTransaction,
-    flow: RegisteredFlow,
-    claimed: ExecutionRow,
-    error_type: str,
-    detail: str,
-    now: datetime,
-) -> None:
-    """Record a failed execute attempt: retry it, route it to its failure Step, or fail the Flow."""
-    row = holds_lease(tx, claimed)
-    if row is None:
-        return
-    if row.cancel_requested:
-        finish(
-            tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, flow.step_history_limit
-        )
-        return
-    fail_execution(tx, flow, row, error_type, detail, AttemptProgress.NOT_COMPLETED, now)
-
-
-def fail_execution(
-    tx: StoreTransaction,
-    flow: RegisteredFlow,
-    row: ExecutionRow,
-    error_type: str,
-    detail: str,
-    progress: AttemptProgress,
-    now: datetime,
-) -> None:
-    step = flow.step(row.step_type)
-    options = flow.options(step, row.options)
-    retry = options.retry
-    next_attempt = row.attempt + 1
-    delay = retry.delay_before(next_attempt)
-    started = row.first_attempt_at or now
-    within_budget = retry.total_duration is None or now + delay <= started + retry.total_duration
-    tx.release_locks(row.id)
-    if next_attempt <= retry.maximum_attempts and within_budget:
-        row.status = ExecutionStatus.READY
-        row.attempt = next_attempt
-        row.attempt_started = False
-        row.not_before = now + delay
-        row.lease_owner = None
-        row.lease_expires_at = None
-        tx.update_execution(row)
-        return
-    finish(tx, row, ExecutionStatus.FAILED, EXECUTE_FAILED_EVENT, now, flow.step_history_limit)
-    retire_finished(tx, row)
-    recovery = RecoveryError(detail=detail, error_type=error_type, attempt_progress=progress)
-    if options.failure_step is not None:
-        create_execution(
-            tx,
-            flow,
-            row.flow_id,
-            StepMovement(options.failure_step),
-            row.step_execution_id,
-            now,
-            input_json=row.input,
-            recovery=recovery,
-        )
-        return
-    reason = (
-        f"Step {row.step_execution_id} failed after {row.attempt} attempts: {error_type}: {detail}"
-    )
-    apply_decision(
-        tx, flow, row.flow_id, StepDecision(DecisionKind.FAIL, reason=reason), "", now, row.id
-    )
 
 
 def stop_flow(

@@ -1,0 +1,99 @@
+"""Failure routing: where a failed attempt goes, under its Step's retry policy.
+
+A failed attempt runs again while its retry policy allows (more attempts left and
+the next one's delay within the total duration); past that, the execution fails
+and its Step's failure Step starts with a ``RecoveryError``, or, with none, the
+Flow fails.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dex_agents.adapters.local.history_retention import retire_finished
+from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.transitions import (
+    apply_decision,
+    create_execution,
+    finish,
+    holds_lease,
+)
+from dex_agents.ports.engine import DecisionKind, StepDecision, StepMovement
+from dex_agents.ports.flow_client import EXECUTE_FAILED_EVENT, STEP_CANCELLED_EVENT
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
+from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.step_contexts import AttemptProgress, RecoveryError
+
+
+def fail_attempt(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    claimed: ExecutionRow,
+    error_type: str,
+    detail: str,
+    now: datetime,
+) -> None:
+    """Record a failed execute attempt: retry it, route it to its failure Step, or fail the Flow."""
+    row = holds_lease(tx, claimed)
+    if row is None:
+        return
+    if row.cancel_requested:
+        finish(
+            tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, flow.step_history_limit
+        )
+        return
+    fail_execution(tx, flow, row, error_type, detail, AttemptProgress.NOT_COMPLETED, now)
+
+
+def fail_execution(
+    tx: StoreTransaction,
+    flow: RegisteredFlow,
+    row: ExecutionRow,
+    error_type: str,
+    detail: str,
+    progress: AttemptProgress,
+    now: datetime,
+) -> None:
+    """Record the failure of ``row``'s attempt, whose lease the caller checked or recovered:
+    retry it, or finish it ``failed`` and start its failure Step or fail the Flow.
+
+    ``progress`` says how far the attempt got, for the failure Step's ``RecoveryError``.
+    """
+    step = flow.step(row.step_type)
+    options = flow.options(step, row.options)
+    retry = options.retry
+    next_attempt = row.attempt + 1
+    delay = retry.delay_before(next_attempt)
+    started = row.first_attempt_at or now
+    within_budget = retry.total_duration is None or now + delay <= started + retry.total_duration
+    tx.release_locks(row.id)
+    if next_attempt <= retry.maximum_attempts and within_budget:
+        row.status = ExecutionStatus.READY
+        row.attempt = next_attempt
+        row.attempt_started = False
+        row.not_before = now + delay
+        row.lease_owner = None
+        row.lease_expires_at = None
+        tx.update_execution(row)
+        return
+    finish(tx, row, ExecutionStatus.FAILED, EXECUTE_FAILED_EVENT, now, flow.step_history_limit)
+    retire_finished(tx, row)
+    recovery = RecoveryError(detail=detail, error_type=error_type, attempt_progress=progress)
+    if options.failure_step is not None:
+        create_execution(
+            tx,
+            flow,
+            row.flow_id,
+            StepMovement(options.failure_step),
+            row.step_execution_id,
+            now,
+            input_json=row.input,
+            recovery=recovery,
+        )
+        return
+    reason = (
+        f"Step {row.step_execution_id} failed after {row.attempt} attempts: {error_type}: {detail}"
+    )
+    apply_decision(
+        tx, flow, row.flow_id, StepDecision(DecisionKind.FAIL, reason=reason), "", now, row.id
+    )
