@@ -367,6 +367,20 @@ def test_a_decorated_function_becomes_a_function_tool() -> None:
     )
 
 
+def test_every_model_call_is_offered_one_definition_whose_schema_the_tool_does_not_share() -> None:
+    # Made once per tool, not deep-copied for every model call; a copy all the same, so
+    # the schema the tool checks arguments against is not the one handed to model clients.
+    definition = refund_order.definition()
+
+    assert refund_order.definition() is definition
+    assert definition.parameters_schema == refund_order.parameters_schema
+    assert definition.parameters_schema is not refund_order.parameters_schema
+    assert (
+        definition.parameters_schema["properties"]
+        is not refund_order.parameters_schema["properties"]
+    )
+
+
 def test_name_description_schema_and_approval_overrides() -> None:
     schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 

@@ -41,6 +41,7 @@ from dex_agents.app.builtin_loop.tool_arguments import (
 from dex_agents.app.builtin_loop.tool_results import FunctionToolResult, function_tool_result
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.model_io import ModelToolDefinition
+from dex_agents.domain.object_memo import ObjectMemo
 from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolInputRequested
 from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.ports.event_writer import AgentEventWriter
@@ -136,12 +137,12 @@ class FunctionTool:
         return ToolPolicy(self.effect, self.requires_approval)
 
     def definition(self) -> ModelToolDefinition:
-        """The tool as the model sees it: name, description and arguments' schema."""
-        return ModelToolDefinition(
-            name=self.name,
-            description=self.description,
-            parameters_schema=copy.deepcopy(dict(self.parameters_schema)),
-        )
+        """The tool as the model sees it: name, description and arguments' schema.
+
+        Made once per tool object: model calls share it, as they share a listed tool's
+        (``model_tool_definition``), and a model client must not change it.
+        """
+        return _DEFINED.get(self, _define)
 
     def _invalid(self, reason: str) -> ToolExecutionError:
         return ToolExecutionError(f"invalid arguments for {self.name}: {reason}")
@@ -290,6 +291,19 @@ def _derived_schema(parameters: tuple[_Parameter, ...], tool: str) -> dict[str, 
         "required": [parameter.name for parameter in arguments if parameter.required],
         "additionalProperties": False,
     }
+
+
+_DEFINED: ObjectMemo[FunctionTool, ModelToolDefinition] = ObjectMemo()
+
+
+def _define(tool: FunctionTool) -> ModelToolDefinition:
+    # A deep copy every model call cost about 0.5% of a tool turn. The copy, made once,
+    # still keeps the schema that ``invoke`` checks apart from the one the model is sent.
+    return ModelToolDefinition(
+        name=tool.name,
+        description=tool.description,
+        parameters_schema=copy.deepcopy(dict(tool.parameters_schema)),
+    )
 
 
 def _json_schema_copy(schema: Mapping[str, Any], tool: str) -> dict[str, Any]:
