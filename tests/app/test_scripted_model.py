@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -353,6 +354,43 @@ def test_estimate_input_tokens_is_deterministic_and_grows_with_text(
     assert (
         model.estimate_input_tokens(_request(*texts, "more", instructions=instructions)) > estimate
     )
+
+
+class _CountedSchema(Mapping[str, Any]):
+    """A tool schema that counts how often it is read whole."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self._schema = schema
+        self.reads = 0
+
+    def __getitem__(self, key: str) -> Any:
+        return self._schema[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self.reads += 1
+        return iter(self._schema)
+
+    def __len__(self) -> int:
+        return len(self._schema)
+
+
+def test_a_tool_definition_offered_in_every_call_is_estimated_once() -> None:
+    # Function and listed tools offer one definition object in every model call; its
+    # schema was encoded again for each call's estimate.
+    plain = {"type": "object", "properties": {"q": {"type": "string"}}}
+    schema = _CountedSchema(plain)
+    tool = ModelToolDefinition(name="t", description="abc", parameters_schema=schema)
+    model = ScriptedModelClient(reply_as_demo_model)
+
+    def estimate(number: int, *tools: ModelToolDefinition) -> int:
+        items = (UserTextItem(text=f"turn {number}"),)
+        return model.estimate_input_tokens(ModelRequest(instructions="i", items=items, tools=tools))
+
+    fresh = ModelToolDefinition(name="t", description="abc", parameters_schema=dict(plain))
+    assert [estimate(number, tool) for number in range(3)] == [
+        estimate(number, fresh) for number in range(3)
+    ]
+    assert schema.reads == 1
 
 
 def test_sessions_that_began_alike_each_resume_the_walk_of_their_own_requests() -> None:

@@ -28,9 +28,11 @@ from dex_agents.domain.model_io import (
     ModelRequest,
     ModelResponse,
     ModelToolCall,
+    ModelToolDefinition,
     ToolResultItem,
     UserTextItem,
 )
+from dex_agents.domain.object_memo import ObjectMemo
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.wire import to_wire
 from dex_agents.ports.model_client import ModelOutputWriter
@@ -90,6 +92,19 @@ def _walk_items(items: tuple[ModelInputItem, ...]) -> _ItemsWalk:
     if start < len(items):  # the second walk of a call's items finds them all walked
         _ITEMS_WALKED.remember(key, items, (tokens, images), replacing=resumed)
     return tokens, images
+
+
+_TOOL_TOKENS: ObjectMemo[ModelToolDefinition, int] = ObjectMemo()
+"""The estimated tokens of each offered definition object.
+
+Function and listed tools offer the same definition object in every call, so its
+schema is encoded and estimated once, not once per call.
+"""
+
+
+def _tool_tokens(tool: ModelToolDefinition) -> int:
+    texts = (tool.name, tool.description, dumps(dict(tool.parameters_schema)))
+    return sum(estimate_text_tokens(text) for text in texts)
 
 
 def _arguments_json(name: str, arguments: object) -> str:
@@ -276,12 +291,10 @@ class ScriptedModelClient:
         Text counts as ``estimate_text_tokens``; each image counts 1600 tokens, as
         the LiteLLM client's ``ESTIMATED_IMAGE_INPUT_TOKENS``.
         """
-        texts = [request.instructions]
-        for tool in request.tools:
-            texts.extend((tool.name, tool.description, dumps(dict(tool.parameters_schema))))
         item_tokens, images = _walk_items(request.items)
         return (
-            sum(estimate_text_tokens(text) for text in texts)
+            estimate_text_tokens(request.instructions)
+            + sum(_TOOL_TOKENS.get(tool, _tool_tokens) for tool in request.tools)
             + item_tokens
             + len(images) * _ESTIMATED_IMAGE_INPUT_TOKENS
         )
