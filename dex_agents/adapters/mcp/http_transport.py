@@ -16,6 +16,14 @@ content type as ``-32600``), which would record a call that may have run as
 so ``is_connection_interruption`` reads it as interrupted. A JSON-RPC error body
 at an error status is the server's answer (an MCP 2026-07-28 server sends
 ``-32602`` with ``400``) and is passed on as it is.
+
+Any other request answered by an HTTP error status without a JSON-RPC error body
+gets the error the SDK would make (``-32601`` for ``404``, else ``-32603``), with
+a message that names the status and the URL (``shown_url``: no user, password,
+query or fragment, which can carry credentials) in place of the SDK's "Server
+returned an error response", so a server refusing the handshake with ``401``
+tells its user why. A ``404`` to a request carrying a legacy session's ID is left
+to the SDK, which reads it as the session's end.
 """
 
 from __future__ import annotations
@@ -23,10 +31,11 @@ from __future__ import annotations
 import functools
 import json
 import ssl
+from http import HTTPStatus
 from typing import Any
 
 import httpx2
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, METHOD_NOT_FOUND
 
 from dex_agents.adapters.mcp.interruptions import HTTP_NO_ANSWER_PREFIX
 
@@ -60,8 +69,14 @@ class AnsweringTransport(httpx2.AsyncBaseTransport):
             if request.method != "POST":
                 raise  # the SDK handles a failed GET stream or DELETE itself
             return _no_answer(request, f"{type(error).__name__}: {error}")
-        if request.method != "POST" or not _is_tool_call(request):
-            return response
+        method = _request_method(request) if request.method == "POST" else None
+        if method is None:
+            return response  # a GET stream, a DELETE, a notification or a response
+        if method != "tools/call":
+            if not await _is_refusal(request, response):
+                return response
+            await response.aclose()
+            return _refusal(request, response.status_code)
         problem = await _not_json_rpc(response)
         if problem is None:
             return response
@@ -73,12 +88,53 @@ class AnsweringTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def _is_tool_call(request: httpx2.Request) -> bool:
+def _request_method(request: httpx2.Request) -> str | None:
+    """The method of the JSON-RPC request a POST sends, or ``None`` for anything else."""
     try:
         body: Any = json.loads(request.content)
     except (ValueError, httpx2.RequestNotRead):
+        return None
+    if not isinstance(body, dict) or "id" not in body:
+        return None
+    method = body.get("method")
+    return method if isinstance(method, str) else None
+
+
+def shown_url(url: httpx2.URL) -> str:
+    """``url`` as an error may show it: without user, password, query and fragment."""
+    return str(url.copy_with(username=None, password=None, query=None, fragment=None))
+
+
+async def _is_refusal(request: httpx2.Request, response: httpx2.Response) -> bool:
+    """Whether a request other than ``tools/call`` got an error status and no JSON-RPC error."""
+    status = response.status_code
+    if status < 400 or (status == 404 and "mcp-session-id" in request.headers):
         return False
-    return isinstance(body, dict) and body.get("method") == "tools/call" and "id" in body
+    if response.headers.get("content-type", "").lower().startswith("application/json"):
+        return not _is_error_answer(await response.aread())
+    return True
+
+
+def _refusal(request: httpx2.Request, status: int) -> httpx2.Response:
+    try:
+        reason = f" {HTTPStatus(status).phrase}"
+    except ValueError:
+        reason = ""
+    message = f"HTTP status {status}{reason} from {shown_url(request.url)}"
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,  # the SDK puts the request's own ID on it
+        "error": {
+            "code": METHOD_NOT_FOUND if status == 404 else INTERNAL_ERROR,
+            "message": message,
+        },
+    }
+    return httpx2.Response(
+        status,
+        headers={"content-type": "application/json"},
+        content=json.dumps(body).encode(),
+        request=request,
+    )
 
 
 async def _not_json_rpc(response: httpx2.Response) -> str | None:

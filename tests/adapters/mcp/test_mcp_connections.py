@@ -22,7 +22,8 @@ from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.errors import McpConnectionError
 from dex_agents.adapters.mcp.listing import ServerListings
 from dex_agents.mcp import McpStdioServerConfig, McpStreamableHttpServerConfig, McpToolSource
-from tests.adapters.mcp.http_server import free_loopback_port
+from tests.adapters.mcp import refusing_server
+from tests.adapters.mcp.http_server import HttpTestServer, free_loopback_port
 
 SILENT_PROXY = Path(__file__).with_name("silent_proxy.py")
 GUARD_SECONDS = 60.0
@@ -144,3 +145,45 @@ async def test_a_first_listing_no_one_waits_for_leaves_its_server_out_of_later_c
     assert quiet == ()
     assert "read_note" in [tool["name"] for tool in notes]
     assert "MCP server 'quiet' is not listed yet" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("status", "text"),
+    [
+        (401, "401 Unauthorized"),
+        (403, "403 Forbidden"),
+        (404, "404 Not Found"),
+        (503, "503 Service Unavailable"),
+    ],
+)
+async def test_a_handshake_refused_with_an_http_status_names_it_and_the_url(
+    status: int, text: str
+) -> None:
+    # Found by an audit: the SDK reports such a refusal as "Server returned an error
+    # response" ("Not Found" for 404), so a user whose token had expired was not told
+    # that the server refused it, nor which URL did.
+    env = {refusing_server.STATUS_VARIABLE: str(status)}
+    with HttpTestServer(env, module="tests.adapters.mcp.refusing_server") as server:
+        refused = McpStreamableHttpServerConfig(
+            name="gated",
+            url=f"{server.url}?access_token=query-secret",
+            headers={"Authorization": "Bearer header-secret"},
+        )
+        with pytest.raises(McpConnectionError) as raised:
+            async with connected(
+                refused, connection_timeout=timedelta(seconds=30), connection_attempts=1
+            ):
+                pass
+        let_in = McpStreamableHttpServerConfig(
+            name="gated",
+            url=server.url,
+            headers={"Authorization": f"Bearer {refusing_server.ACCEPTED_TOKEN}"},
+        )
+        async with connected(
+            let_in, connection_timeout=timedelta(seconds=30), connection_attempts=1
+        ) as client:
+            assert (await client.list_tools()).tools  # the gate lets the right token in
+    assert str(raised.value) == (
+        "could not connect to MCP server 'gated' in 1 attempt: "
+        f"MCPError: HTTP status {text} from {server.url}"
+    )  # the URL without its query, and no header
