@@ -1,8 +1,9 @@
 """One new MCP connection per request ("What a call does").
 
-Connecting and the handshake (``server/discover`` on MCP 2026-07-28, falling back
-to ``initialize`` on older servers) are bounded together by ``connection_timeout``
-and tried ``connection_attempts`` times; a connection that never opened raises
+Connecting and each handshake request (``server/discover`` on MCP 2026-07-28,
+falling back to ``initialize`` on older servers) are bounded by
+``connection_timeout`` (``handshake_bound.py``), and tried ``connection_attempts``
+times; a connection that never opened raises
 ``McpConnectionError``, so its request was never sent. Every client declares the
 tasks extension (``tasks.tasks_extension``), so a server may answer a call with a
 task. The caller closes the connection with ``close_quietly``: closing a
@@ -17,7 +18,6 @@ JSON-RPC answer with an error, so the call is recorded as interrupted.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -26,11 +26,13 @@ from datetime import timedelta
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.caching import CacheConfig
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ListToolsResult
 
 from dex_agents.adapters.mcp.config import McpServerConfig, McpStdioServerConfig
 from dex_agents.adapters.mcp.errors import McpConnectionError
+from dex_agents.adapters.mcp.handshake_bound import HandshakeBound, watched
 from dex_agents.adapters.mcp.held_listing import held_listing_cache
 from dex_agents.adapters.mcp.http_transport import AnsweringTransport
 from dex_agents.adapters.mcp.tasks import tasks_extension
@@ -39,7 +41,11 @@ logger = logging.getLogger(__name__)
 
 
 def _client(
-    config: McpServerConfig, stack: AsyncExitStack, timeout: float, cache: CacheConfig | None
+    config: McpServerConfig,
+    stack: AsyncExitStack,
+    bound: HandshakeBound,
+    timeout: float,
+    cache: CacheConfig | None,
 ) -> Client:
     if isinstance(config, McpStdioServerConfig):
         params = StdioServerParameters(
@@ -49,7 +55,10 @@ def _client(
             cwd=config.cwd,
         )
         return Client(
-            params, cache=cache, read_timeout_seconds=timeout, extensions=[tasks_extension()]
+            watched(stdio_client(params), bound),
+            cache=cache,
+            read_timeout_seconds=timeout,
+            extensions=[tasks_extension()],
         )
     http = httpx2.AsyncClient(
         headers=dict(config.headers),
@@ -58,7 +67,7 @@ def _client(
     )
     stack.push_async_callback(http.aclose)
     return Client(
-        streamable_http_client(config.url, http_client=http),
+        watched(streamable_http_client(config.url, http_client=http), bound),
         cache=cache,
         read_timeout_seconds=timeout,
         extensions=[tasks_extension()],
@@ -83,28 +92,21 @@ async def open_client(
     for _ in range(connection_attempts):
         attempt = AsyncExitStack()
         cache = None if listing is None else held_listing_cache(config, listing)
-        # The SDK's server/discover probe waits 10 seconds whatever the timeout, then
-        # initialize as long again, so a server that never answered held an attempt
-        # for 10 seconds plus connection_timeout: the whole handshake is bounded here.
-        # asyncio's timeout, not anyio's: its scope may end while the client's task
-        # groups stay open, and on expiry the client's own exit closes them.
-        bound = asyncio.timeout(seconds)
+        bound = HandshakeBound(connection_timeout)
         try:
-            async with bound:
-                client = await attempt.enter_async_context(_client(config, attempt, seconds, cache))
+            async with bound.timeout():
+                client = await attempt.enter_async_context(
+                    _client(config, attempt, bound, seconds, cache)
+                )
         except Exception as error:
-            last = _handshake_timeout(connection_timeout) if bound.expired() else error
+            last = bound.timed_out(error) or error
             await close_quietly(attempt)
             continue
+        finally:
+            bound.ended()
         stack.push_async_callback(close_quietly, attempt)
         return client
     raise McpConnectionError(config.name, connection_attempts, last)
-
-
-def _handshake_timeout(connection_timeout: timedelta) -> TimeoutError:
-    return TimeoutError(
-        f"the handshake did not end within connection_timeout ({connection_timeout})"
-    )
 
 
 @asynccontextmanager

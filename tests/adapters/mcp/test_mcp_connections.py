@@ -26,6 +26,7 @@ from tests.adapters.mcp import refusing_server
 from tests.adapters.mcp.http_server import HttpTestServer, free_loopback_port
 
 SILENT_PROXY = Path(__file__).with_name("silent_proxy.py")
+SLOW_START = Path(__file__).with_name("slow_start.py")
 GUARD_SECONDS = 60.0
 """Only a guard: a case that is broken would wait for minutes."""
 
@@ -58,19 +59,38 @@ async def until_listed(listings: ServerListings, server: str) -> None:
             await asyncio.sleep(0.02)
 
 
-async def test_connection_timeout_bounds_the_whole_handshake(tmp_path: Path) -> None:
+async def test_connection_timeout_bounds_the_probe_too(tmp_path: Path) -> None:
     # Found by an audit: the SDK's server/discover probe waits 10 seconds whatever
     # connection_timeout says, so with 1 second a server that ignores the probe got
     # initialize after 10 seconds and connected, and one that never answers held each
-    # attempt for 11 seconds, about 3 x 40 seconds per listing with the defaults.
+    # attempt for 11 seconds.
     log = tmp_path / "quiet.log"
     server = silent_server(log, "server/discover")
-    with pytest.raises(McpConnectionError, match=r"within connection_timeout \(0:00:01\)"):
+    with pytest.raises(McpConnectionError) as raised:
         async with connected(
             server, connection_timeout=timedelta(seconds=1), connection_attempts=1
         ):
             pass
+    assert str(raised.value) == (
+        "could not connect to MCP server 'quiet' in 1 attempt: TimeoutError: no answer to "
+        "server/discover within connection_timeout (0:00:01); a server slower to start "
+        "needs a longer connection_timeout on its McpToolSource"
+    )
     assert dropped(log) == ["server/discover"]  # initialize was never sent
+
+
+async def test_initialize_after_an_unanswered_probe_gets_connection_timeout_of_its_own() -> None:
+    # Found by an audit: connection_timeout bounded the whole handshake, where "What a
+    # call does" bounds each handshake request, so a stdio server whose first start
+    # took 35 seconds (npx fetching its packages) never connected with the default
+    # 30: its requests waited in the pipe, the SDK's probe gave up after its 10
+    # seconds, and initialize was cut off 20 seconds later. The server here starts
+    # after 15 seconds, past a 12 second timeout but within 10 plus 12.
+    server = McpStdioServerConfig(name="slow", command=sys.executable, args=(str(SLOW_START), "15"))
+    async with connected(
+        server, connection_timeout=timedelta(seconds=12), connection_attempts=1
+    ) as client:
+        assert (await client.list_tools()).tools
 
 
 async def test_a_connection_that_never_opened_names_why(tmp_path: Path) -> None:
