@@ -207,3 +207,42 @@ async def test_a_handshake_refused_with_an_http_status_names_it_and_the_url(
         "could not connect to MCP server 'gated' in 1 attempt: "
         f"MCPError: HTTP status {text} from {server.url}"
     )  # the URL without its query, and no header
+
+
+async def test_an_unreachable_server_is_tried_again_only_after_its_backoff_and_in_the_background(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Pins "MCP tools" over "Known limitations", which says an unreachable server is
+    # tried again on every list_tools call (docs/spec-differences.md).
+    port = free_loopback_port()
+    config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
+    now = 0.0
+    listings = ServerListings(
+        [config],
+        listing_ttl=timedelta(minutes=5),
+        listing_failure_backoff=timedelta(seconds=30),
+        connection_timeout=timedelta(seconds=30),
+        connection_attempts=1,
+        clock=lambda: now,
+    )
+
+    def failures() -> int:
+        return sum("could not be listed" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level(logging.WARNING):
+        assert await listings.list() == [(config, ())]  # the first listing is awaited
+        for moment in (1.0, 15.0, 29.9):  # list_tools calls within the backoff
+            now = moment
+            assert await listings.list() == [(config, ())]
+            await listings.settled()
+        assert failures() == 1  # none of them tried the server
+        now = 30.0
+        assert await listings.list() == [(config, ())]  # tried again, in the background
+        await listings.settled()
+        assert failures() == 2
+        with HttpTestServer({}, port=port):
+            now = 60.0
+            assert await listings.list() == [(config, ())]  # not waited for
+            await listings.settled()
+            [(_, listed)] = await listings.list()
+    assert "read_note" in [tool["name"] for tool in listed]
