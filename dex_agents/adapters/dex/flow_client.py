@@ -37,7 +37,7 @@ from dex_agents.adapters.dex.search import (
     session_start_options,
 )
 from dex_agents.adapters.dex.stream_messages import port_stream_message
-from dex_agents.adapters.dex.stream_owners import StreamOwners
+from dex_agents.adapters.dex.stream_owners import check_stream_owner
 from dex_agents.adapters.dex.stream_reads import dex_event_stream
 from dex_agents.adapters.dex.wire_values import to_dex
 from dex_agents.ports.engine import FlowDefinition
@@ -143,7 +143,6 @@ class DexFlowClient:
     ) -> None:
         self._client = client
         self._start_options = session_start_options(start_options, active_step_search_mode)
-        self._stream_owners = StreamOwners()
 
     @property
     def client(self) -> DexAsyncClientLike:
@@ -262,9 +261,7 @@ class DexFlowClient:
             except (dex.DexServiceError, dex.FlowDefinitionError) as error:
                 failure = stream_read_error(error, flow_id, resume_token)
                 if isinstance(failure, StreamReadTimeoutError):  # no event: whose Stream?
-                    await self._stream_owners.check(
-                        self._client.describe_flow, flow.flow_type, flow_id
-                    )
+                    await check_stream_owner(self._client.describe_flow, flow.flow_type, flow_id)
                 raise failure from error
             event = port_stream_message(declaration, flow_id, message)
             if event is not None:

@@ -20,7 +20,7 @@ from dex_agents.adapters.dex.bound_flows import closed_or_missing, dex_rpc_call
 from dex_agents.adapters.dex.errors import port_error, stream_read_error
 from dex_agents.adapters.dex.poll_timeouts import dex_poll_timeout, remaining_poll_timeout
 from dex_agents.adapters.dex.stream_messages import port_stream_message
-from dex_agents.adapters.dex.stream_owners import StreamOwners
+from dex_agents.adapters.dex.stream_owners import check_stream_owner_sync
 from dex_agents.adapters.dex.stream_reads import (
     check_page_size,
     dex_event_stream,
@@ -85,7 +85,6 @@ class DexSyncFlowClient:
 
     def __init__(self, client: DexSyncClientLike) -> None:
         self._client = client
-        self._stream_owners = StreamOwners()
 
     @property
     def client(self) -> DexSyncClientLike:
@@ -136,9 +135,7 @@ class DexSyncFlowClient:
             except (dex.DexServiceError, dex.FlowDefinitionError) as error:
                 failure = stream_read_error(error, flow_id, resume_token)
                 if isinstance(failure, StreamReadTimeoutError):  # no event: whose Stream?
-                    self._stream_owners.check_sync(
-                        self._client.describe_flow, flow.flow_type, flow_id
-                    )
+                    check_stream_owner_sync(self._client.describe_flow, flow.flow_type, flow_id)
                 raise failure from error
             event = port_stream_message(declaration, flow_id, message)
             if event is not None:

@@ -186,3 +186,33 @@ async def test_a_session_of_another_flow_type_or_none_is_not_found() -> None:
                 await asyncio.to_thread(sync_reads.read_stream, flow, session_id, "", second)
             with pytest.raises(FlowNotFoundError, match=wrong):
                 await stream_agent_event_frames(reads, flow, session_id)
+
+
+async def test_a_session_removed_after_a_read_found_it_is_not_found() -> None:
+    # Found by an audit: each client remembered a session it had found for good, so
+    # once Dex removed it (retention deletes a closed session), every read at its
+    # tail waited out its long poll again, and the browser stream sent keep-alives
+    # for ever, where the embedded engine says the session is not found.
+    support = AgentSessionFlow(ScriptedRunner(), flow_type="SupportAgent")
+    second = timedelta(seconds=1)
+    async with serving_streams([support]) as (service, client, sync_client):
+        service.flows["s-1"] = support.flow_type
+        service.streams[support.flow_type, support.agent_events.name, "s-1"] = [
+            to_json(text_delta("one"))
+        ]
+        reads, sync_reads = DexFlowClient(client), DexSyncFlowClient(sync_client)
+        first = await reads.read_stream(support, "s-1", poll_timeout=second)
+        with pytest.raises(StreamReadTimeoutError):  # the session is looked up, and found
+            await reads.read_stream(support, "s-1", first.resume_token, second)
+        with pytest.raises(StreamReadTimeoutError):
+            await asyncio.to_thread(
+                sync_reads.read_stream, support, "s-1", first.resume_token, second
+            )
+        del service.flows["s-1"]  # removed; its Stream's retained events stay here
+        gone = "^no SupportAgent session with ID 's-1'$"
+        with pytest.raises(FlowNotFoundError, match=gone):
+            await reads.read_stream(support, "s-1", first.resume_token, second)
+        with pytest.raises(FlowNotFoundError, match=gone):
+            await asyncio.to_thread(
+                sync_reads.read_stream, support, "s-1", first.resume_token, second
+            )
