@@ -101,16 +101,21 @@ def require_endpoint_url(endpoint_url: object) -> str | None:
     """``endpoint_url`` when it is ``None`` or an ``http://`` or ``https://`` URL with a host.
 
     ``TypeError`` for a value that is no ``str``; ``ValueError`` for another URL, such
-    as ``127.0.0.1:9000`` without its scheme. ``S3MediaStore`` checks it when it is
-    built: botocore refuses such a URL only when it opens a client, at the first image
-    stored or read, in a Worker's tool or model call that no retry could fix.
+    as ``127.0.0.1:9000`` without its scheme, and for one with a user, a password or a
+    query. ``S3MediaStore`` checks it when it is built: botocore refuses such a URL
+    only when it opens a client (a query), or every request fails (a user or
+    password, which the HTTP client will not send next to the request's signature),
+    at the first image stored or read, in a Worker's tool or model call that no retry
+    could fix. A user, password or query may hold a credential, and the store shows
+    its endpoint in its ``repr``, so the errors show the URL without them.
     """
     if endpoint_url is None:
         return None
     if not isinstance(endpoint_url, str):
         raise TypeError(f"endpoint_url must be a str or None, not {type(endpoint_url).__name__}")
     try:
-        valid = urlsplit(endpoint_url).scheme in ("http", "https") and (
+        parts = urlsplit(endpoint_url)
+        valid = parts.scheme in ("http", "https") and (
             # botocore's own test, so every URL it would refuse is refused here.
             is_valid_endpoint_url(endpoint_url) or is_valid_ipv6_endpoint_url(endpoint_url)
         )
@@ -118,7 +123,22 @@ def require_endpoint_url(endpoint_url: object) -> str | None:
         valid = False
     if not valid:
         raise ValueError(
-            f"endpoint_url {endpoint_url[:80]!r} is not an http:// or https:// URL with a "
-            "host, such as 'http://127.0.0.1:9000'"
+            f"endpoint_url {_shown_endpoint(endpoint_url)!r} is not an http:// or https:// "
+            "URL with a host, such as 'http://127.0.0.1:9000'"
+        )
+    if "@" in parts.netloc or parts.query:
+        raise ValueError(
+            f"endpoint_url {_shown_endpoint(endpoint_url)!r} must hold no user, password "
+            "or query; pass keys as access_key_id and secret_access_key"
         )
     return endpoint_url
+
+
+def _shown_endpoint(endpoint_url: str) -> str:
+    """``endpoint_url`` for an error: no user, password, query or fragment; 80 characters."""
+    shown = endpoint_url.split("?", 1)[0].split("#", 1)[0]
+    before, at, host = shown.rpartition("@")
+    if at:
+        scheme, slashes, _ = before.partition("//")
+        shown = f"{scheme}{slashes}<redacted>@{host}" if slashes else f"<redacted>@{host}"
+    return shown[:80]

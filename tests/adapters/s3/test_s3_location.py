@@ -99,6 +99,40 @@ def test_an_endpoint_url_that_is_no_http_url_with_a_host_is_refused_when_built(
 
 
 @pytest.mark.parametrize(
+    ("endpoint_url", "shown"),
+    [
+        ("http://minio:minio-password@127.0.0.1:9000", "http://<redacted>@127.0.0.1:9000"),
+        ("https://minio-password@s3.example.com", "https://<redacted>@s3.example.com"),
+        ("http://127.0.0.1:9000/?X-Amz-Security-Token=minio-password", "http://127.0.0.1:9000/"),
+    ],
+)
+def test_an_endpoint_url_with_a_user_password_or_query_is_refused_without_showing_them(
+    endpoint_url: str, shown: str
+) -> None:
+    # Found by an audit: such a URL was kept and shown whole in the store's repr, and
+    # failed only at the first image stored or read, in a Worker: every request with
+    # "Cannot combine AUTHORIZATION header with AUTH argument or credentials encoded
+    # in URL", or the client with an error quoting the query.
+    refusal = (
+        f"endpoint_url {shown!r} must hold no user, password or query; pass keys as "
+        "access_key_id and secret_access_key"
+    )
+    with pytest.raises(ValueError, match="must hold no user") as raised:
+        S3MediaStore("media", endpoint_url=endpoint_url)
+    assert str(raised.value) == refusal
+    with pytest.raises(ValueError, match="must hold no user") as raised:
+        S3MediaStore.from_store_uri("s3://media/p", endpoint_url=endpoint_url)
+    assert str(raised.value) == refusal
+
+
+def test_an_endpoint_url_refused_as_no_http_url_shows_no_user_or_password() -> None:
+    with pytest.raises(ValueError, match="is not an http") as raised:
+        S3MediaStore("media", endpoint_url="minio:minio-password@127.0.0.1:9000")
+    assert "minio-password" not in str(raised.value)
+    assert "'<redacted>@127.0.0.1:9000' is not an http:// or https:// URL" in str(raised.value)
+
+
+@pytest.mark.parametrize(
     "endpoint_url",
     ["http://127.0.0.1:9000", "https://s3.example.com", "http://[::1]:9000", "http://minio/"],
 )
