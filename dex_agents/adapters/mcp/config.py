@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeAlias
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 import attrs
 
-from dex_agents.domain.secrets import redact_secrets
+from dex_agents.domain.secrets import REDACTED, names_a_credential, redact_secrets
 
 
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
@@ -30,6 +31,24 @@ def _redacted(value: Mapping[str, str] | None) -> str:
     # Headers and environments carry credentials (Authorization, GITHUB_TOKEN), which
     # never reach a repr; other entries stay, so a repr still tells configs apart.
     return "None" if value is None else repr(redact_secrets(dict(value)))
+
+
+def _redacted_url(url: str) -> str:
+    # A URL carries credentials too: its user info (https://user:pw@host, or a token
+    # as the user) or a query parameter (?api_key=...); only those are replaced.
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return repr(url)
+    _, at, host = parts.netloc.rpartition("@")
+    netloc = f"{REDACTED}@{host}" if at else parts.netloc
+    pairs = []
+    for pair in parts.query.split("&") if parts.query else []:
+        name, equals, _ = pair.partition("=")
+        pairs.append(
+            f"{name}={REDACTED}" if equals and names_a_credential(unquote_plus(name)) else pair
+        )
+    return repr(urlunsplit(parts._replace(netloc=netloc, query="&".join(pairs))))
 
 
 def _name(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
@@ -59,11 +78,13 @@ class McpStdioServerConfig:
 class McpStreamableHttpServerConfig:
     """A Streamable HTTP server; every request opens a new HTTP connection with ``headers``.
 
-    The ``repr`` shows a credential header's value (``domain.secrets``) as ``<redacted>``.
+    The ``repr`` shows a credential header's value (``domain.secrets``), the URL's user
+    info and the value of a query parameter that names a credential (``?api_key=``)
+    as ``<redacted>``.
     """
 
     name: str = attrs.field(validator=_name)
-    url: str
+    url: str = attrs.field(repr=_redacted_url)
     headers: Mapping[str, str] = attrs.field(factory=dict, repr=_redacted)
     trusts_tool_annotations: bool = True
 

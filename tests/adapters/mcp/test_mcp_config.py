@@ -28,18 +28,26 @@ SECRET = "SECRET-VALUE"
             (f"'X-Api-Key': '{REDACTED}'",),
         ),
         (
+            McpStreamableHttpServerConfig(
+                name="tickets",
+                url=f"https://bot:{SECRET}@tickets.example/mcp?team=7&api_key={SECRET}&flag",
+            ),
+            (f"url='https://{REDACTED}@tickets.example/mcp?team=7&api_key={REDACTED}&flag'",),
+        ),
+        (
             McpStdioServerConfig(
                 name="files", command="srv", env={"GITHUB_TOKEN": SECRET, "LANG": "C"}
             ),
             ("'LANG': 'C'", f"'GITHUB_TOKEN': '{REDACTED}'"),
         ),
     ],
-    ids=["authorization header", "api key header", "token in env"],
+    ids=["authorization header", "api key header", "user info and key in url", "token in env"],
 )
 def test_a_config_repr_redacts_credentials_and_keeps_the_rest(
     config: McpStdioServerConfig | McpStreamableHttpServerConfig, shown: tuple[str, ...]
 ) -> None:
-    # Found by an audit: attrs' default repr showed header and env credentials.
+    # Found by an audit: attrs' default repr showed header and env credentials, and the
+    # URL whole, though hosted servers often take their key in it.
     for text in (repr(config), repr(McpToolSource([config]).servers)):
         assert SECRET not in text
         for part in shown:
