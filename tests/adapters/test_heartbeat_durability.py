@@ -150,3 +150,62 @@ async def test_a_heartbeat_the_store_fails_raises_and_keeps_its_events() -> None
     # The session's background heartbeat ignores the failure; the events still reach the
     # Stream with a later flush or the result's commit (before, they were lost).
     assert context.close() == ['"a text delta"']
+
+
+async def test_the_events_a_failed_flush_keeps_reach_the_stream_before_newer_ones() -> None:
+    committed: list[str] = []
+    flushing, fail, failed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
+        committed.extend(events)
+        return True
+
+    async def flush(events: list[str]) -> bool:
+        flushing.set()
+        await fail.wait()
+        failed.set()  # the flusher puts the events back as this raises
+        raise StoreBusyError("the write lock was held past the busy timeout")
+
+    context = _context(beat, flush)
+    context.write_event(EVENTS, "first")
+    await flushing.wait()
+    context.write_event(EVENTS, "second")
+    # The session's background heartbeat, while the flush of "first" is on its way: before,
+    # it committed "second" at once, and "first", put back when the flush failed, followed.
+    heartbeat = asyncio.create_task(context.heartbeat())
+    await asyncio.sleep(0)
+    fail.set()
+    await heartbeat
+    await failed.wait()
+    committed.extend(context.close())
+    assert committed == ['"first"', '"second"']
+
+
+async def test_the_events_a_failed_heartbeat_keeps_reach_the_stream_before_newer_ones() -> None:
+    committed: list[str] = []
+    beating, fail = asyncio.Event(), asyncio.Event()
+
+    async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
+        beating.set()
+        await fail.wait()
+        raise StoreBusyError("the write lock was held past the busy timeout")
+
+    async def flush(events: list[str]) -> bool:
+        committed.extend(events)
+        return True
+
+    context = _context(beat, flush, flush_interval=timedelta(hours=1))
+    context.write_event(EVENTS, "first")
+    heartbeat = asyncio.create_task(context.heartbeat())
+    await beating.wait()
+    context.write_event(EVENTS, "second")
+    # A flush of "second" while the heartbeat carrying "first" is on its way: before, it
+    # committed "second" at once, and "first", put back when the heartbeat failed, followed.
+    flushing = asyncio.create_task(context._flush_now())
+    await asyncio.sleep(0)
+    fail.set()
+    with pytest.raises(StoreBusyError):
+        await heartbeat
+    await flushing
+    committed.extend(context.close())
+    assert committed == ['"first"', '"second"']

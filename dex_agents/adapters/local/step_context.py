@@ -93,6 +93,11 @@ class LocalStepContext:
         self._flush_interval = flush_interval
         self._buffer: list[str] = []
         self._flusher: asyncio.Task[None] | None = None
+        # One commit carrying live events at a time. One the store fails puts its events
+        # back in front of the buffer, before newer ones, which holds only while no other
+        # commit took and wrote newer ones meanwhile: until 2026-12-07 a heartbeat's commit
+        # during a flush the store then failed put the flush's events after its own.
+        self._sending = asyncio.Lock()
         self._closed = False
         self.started = False
         self.last_heartbeat_at = now
@@ -178,16 +183,18 @@ class LocalStepContext:
         if self._closed:
             return
         synced = durable or checkpoint is not None
-        if synced or self._flush_interval is None:
-            events, self._buffer = self._buffer, []
+        if (synced or self._flush_interval is None) and self._buffer:
+            # After the commit that carries older events: its store fault puts them back.
+            async with self._sending:
+                events, self._buffer = self._buffer, []
+                try:
+                    held = await self._beat(checkpoint, events, synced)
+                except StoreError:
+                    self._buffer[:0] = events  # as for a flush: they go with a later commit
+                    raise
         else:
-            events = []
             self._flush_soon()
-        try:
-            held = await self._beat(checkpoint, events, synced)
-        except StoreError:
-            self._buffer[:0] = events  # as for a flush: they go with a later commit
-            raise
+            held = await self._beat(checkpoint, [], synced)
         if not held:
             raise LeaseLostError(
                 f"{self.step_execution_id} attempt {self.attempt} lost its lease; "
@@ -225,16 +232,19 @@ class LocalStepContext:
     async def _flush_now(self) -> None:
         if not self._buffer:
             return
-        events, self._buffer = self._buffer, []
-        try:
-            written = await self._flush(events)
-        except StoreError:
-            # A store fault (a write lock held past the busy timeout, a full disk) must not
-            # end the attempt: raised here, the attempt's end met it and dropped its result.
-            # The events wait for the next flush or the result's commit, which the worker
-            # retries until the store works again.
-            self._buffer[:0] = events
-            return
+        async with self._sending:
+            if not self._buffer:
+                return  # a heartbeat took them while this flush waited for its commit
+            events, self._buffer = self._buffer, []
+            try:
+                written = await self._flush(events)
+            except StoreError:
+                # A store fault (a write lock held past the busy timeout, a full disk) must
+                # not end the attempt: raised here, the attempt's end met it and dropped its
+                # result. The events wait for the next flush or the result's commit, which
+                # the worker retries until the store works again.
+                self._buffer[:0] = events
+                return
         if written:
             self.started = True
 
