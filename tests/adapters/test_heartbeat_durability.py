@@ -209,3 +209,31 @@ async def test_the_events_a_failed_heartbeat_keeps_reach_the_stream_before_newer
     await flushing
     committed.extend(context.close())
     assert committed == ['"first"', '"second"']
+
+
+async def test_events_written_while_a_flush_is_on_its_way_are_flushed_after_it() -> None:
+    flushes: list[list[str]] = []
+    flushing, release, again = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
+        return True
+
+    async def flush(events: list[str]) -> bool:
+        flushes.append(events)
+        if len(flushes) == 1:
+            flushing.set()
+            await release.wait()
+        else:
+            again.set()
+        return True
+
+    context = _context(beat, flush)
+    context.write_event(EVENTS, "first")
+    await flushing.wait()
+    # A tool's progress event while the flush of the one before is on its way: before, no
+    # flusher was due for it, and it waited for the next event or the attempt's end.
+    context.write_event(EVENTS, "second")
+    release.set()
+    await asyncio.wait_for(again.wait(), timeout=10)
+    assert flushes == [['"first"'], ['"second"']]
+    assert context.close() == []

@@ -226,15 +226,21 @@ class LocalStepContext:
 
     async def _flush_later(self) -> None:
         assert self._flush_interval is not None  # write_event starts no flusher without one
-        await asyncio.sleep(self._flush_interval.total_seconds())
-        await self._flush_now()
+        # Events written while a flush is on its way find this flusher running, so none is
+        # started for them: they go with a flush of their own after it. Until 2026-12-07
+        # they waited for the next event or the attempt's end (a tool's progress, minutes).
+        while True:
+            await asyncio.sleep(self._flush_interval.total_seconds())
+            if not await self._flush_now() or not self._buffer:
+                return
 
-    async def _flush_now(self) -> None:
+    async def _flush_now(self) -> bool:
+        """Write the buffered events; whether they were written (a fault puts them back)."""
         if not self._buffer:
-            return
+            return False
         async with self._sending:
             if not self._buffer:
-                return  # a heartbeat took them while this flush waited for its commit
+                return False  # a heartbeat took them while this flush waited for its commit
             events, self._buffer = self._buffer, []
             try:
                 written = await self._flush(events)
@@ -244,9 +250,10 @@ class LocalStepContext:
                 # result. The events wait for the next flush or the result's commit, which
                 # the worker retries until the store works again.
                 self._buffer[:0] = events
-                return
+                return False
         if written:
             self.started = True
+        return written
 
     def close(self) -> list[str]:
         """End the attempt: no more live writes; return the events still buffered for the commit."""
