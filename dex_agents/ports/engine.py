@@ -128,6 +128,9 @@ class StepOptions:
     heartbeats of a started attempt. ``failure_step`` receives the failed Step's
     input once its retries are spent, with ``StepContext.recovery_error`` set.
     ``locks`` are held from the start of an execute attempt to its commit.
+    ``failure_locks`` are held by the failure route's execute as well as its own
+    locks: a failure route's options are static, so only the failing Step's
+    movement can name the instance its input stands for (a tool call's record).
     ``loads`` name the AttributeMap instances (or whole maps) execute can read.
     """
 
@@ -139,6 +142,7 @@ class StepOptions:
     loads: tuple[MapLoad, ...] = ()
     wait_loads: tuple[MapLoad, ...] = ()
     durability: StepDurability = StepDurability.SYNC
+    failure_locks: tuple[AttributeLock, ...] = ()
 
     def with_failure_route(self, step: type[Step[Any]]) -> StepOptions:
         """A copy that routes to ``step`` once execute retries are spent."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -87,7 +88,11 @@ def dex_options(
     mapped = _plain_options(options, schema)
     if options.failure_step is None:
         return mapped
-    failure = _plain_options(static_options(options.failure_step), schema)
+    own = static_options(options.failure_step)
+    # A failure route's own options are static; the failing Step's movement adds the locks
+    # of the instance its input stands for.
+    locks = own.locks + tuple(lock for lock in options.failure_locks if lock not in own.locks)
+    failure = _plain_options(replace(own, locks=locks), schema)
     return mapped.on_execute_failure_proceed_to(step_class(options.failure_step), failure)
 
 

@@ -65,6 +65,7 @@ def encode_options(options: StepOptions) -> str:
             "loads": [[load.attribute_map.name, load.key] for load in options.loads],
             "wait_loads": [[load.attribute_map.name, load.key] for load in options.wait_loads],
             "durability": options.durability.value,
+            "failure_locks": [[lock.attribute.name, lock.key] for lock in options.failure_locks],
         }
     )
 
@@ -106,6 +107,8 @@ def decode_options(
         loads=tuple(load(pair) for pair in data["loads"]),
         wait_loads=tuple(load(pair) for pair in data["wait_loads"]),
         durability=StepDurability(data["durability"]),
+        # Options stored before 2026-12-07 name none.
+        failure_locks=tuple(lock(pair) for pair in data.get("failure_locks", ())),
     )
 
 

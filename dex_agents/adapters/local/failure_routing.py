@@ -8,6 +8,7 @@ Flow fails.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from dex_agents.adapters.local.history_retention import retire_finished
@@ -18,7 +19,7 @@ from dex_agents.adapters.local.transitions import (
     finish,
     holds_lease,
 )
-from dex_agents.ports.engine import DecisionKind, StepDecision, StepMovement
+from dex_agents.ports.engine import DecisionKind, StepDecision, StepMovement, StepOptions
 from dex_agents.ports.flow_client import EXECUTE_FAILED_EVENT, STEP_CANCELLED_EVENT
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import StoreTransaction
@@ -43,6 +44,17 @@ def fail_attempt(
         )
         return
     fail_execution(tx, flow, row, error_type, detail, AttemptProgress.NOT_COMPLETED, now)
+
+
+def failure_movement(flow: RegisteredFlow, options: StepOptions) -> StepMovement:
+    """The movement to ``options``' failure route: its own options, holding the
+    ``failure_locks`` too when the failing Step's movement names any."""
+    assert options.failure_step is not None
+    if not options.failure_locks:
+        return StepMovement(options.failure_step)
+    own = flow.options(flow.step_of(options.failure_step), None)
+    locks = own.locks + tuple(lock for lock in options.failure_locks if lock not in own.locks)
+    return StepMovement(options.failure_step, options=replace(own, locks=locks))
 
 
 def fail_execution(
@@ -84,7 +96,7 @@ def fail_execution(
             tx,
             flow,
             row.flow_id,
-            StepMovement(options.failure_step),
+            failure_movement(flow, options),
             row.step_execution_id,
             now,
             input_json=row.input,

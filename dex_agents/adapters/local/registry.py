@@ -175,7 +175,7 @@ def _check_options(
         raise FlowDefinitionError(
             f"{where}: failure route {options.failure_step.step_type} is not a Step"
         )
-    for lock in options.locks:
+    for lock in (*options.locks, *options.failure_locks):
         if schema.get(lock.attribute.name) is not lock.attribute:
             raise FlowDefinitionError(
                 f"{where}: lock on {lock.attribute.name}, which is not declared"

@@ -38,15 +38,19 @@ CANCEL_TOOL_TASK_RETRY = RetryPolicy(maximum_attempts=3, total_duration=timedelt
 
 
 def _cancel_tool_task_options(loads: tuple[MapLoad, ...]) -> StepOptions:
+    # Two cancellations of one turn can both hand a task over, and a poll that failed
+    # before cancel_turn has its failure route record the call too: the lock makes the
+    # second see the first's final record, so one result is published. The failure route
+    # of this Step holds it too, as the poll's does (``tool_tasks.poll_movement``).
+    locks = tuple(AttributeLock(AGENT_TOOL_CALLS, load.key) for load in loads if load.key)
     return StepOptions(
         execute_timeout=CANCEL_TOOL_TASK_TIMEOUT,
         retry=CANCEL_TOOL_TASK_RETRY,
         failure_step=tool_steps.RecordToolOutcomeUnknown,
         loads=loads,
-        # Two cancellations of one turn can both hand a task over; the lock makes
-        # the second see the first's final record, so one result is published.
-        locks=tuple(AttributeLock(AGENT_TOOL_CALLS, load.key) for load in loads if load.key),
+        locks=locks,
         durability=StepDurability.SYNC,
+        failure_locks=locks,
     )
 
 

@@ -54,6 +54,7 @@ from dex_agents.domain.tool_questions import (
 )
 from dex_agents.domain.turns import idempotency_key
 from dex_agents.ports.engine import (
+    AttributeLock,
     MapLoad,
     RetryPolicy,
     Step,
@@ -129,6 +130,12 @@ def poll_movement(runtime: SessionRuntime, record: AgentToolCall) -> StepMovemen
         failure_step=failure,
         loads=own,
         wait_loads=own,
+        # A poll that failed before cancel_turn leaves its failure route and CancelToolTask
+        # both to record the call: under the lock CancelToolTask holds, the second sees the
+        # first's final record and ends. Until 2026-12-07 both recorded it, and a
+        # CancelToolTask still in its cancel call overwrote a later turn's record that
+        # reused the tool call ID.
+        failure_locks=(AttributeLock(AGENT_TOOL_CALLS, record.tool_call_id),),
     )
     return StepMovement(PollToolTask, record.tool_call_id, options)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -91,12 +92,14 @@ def port_options(flow: AgentSessionFlow, options: StepOptions) -> dict[str, Any]
 
     Durations in whole seconds (rounded up); loads, wait loads and locks by
     name; the failure route with the failure Step's own options, which a Dex
-    movement restates.
+    movement restates, holding the movement's ``failure_locks`` too.
     """
     retry = options.retry
     failure = None
     if options.failure_step is not None:
         static = port_step_named(flow, options.failure_step.step_type).options()
+        extra = tuple(lock for lock in options.failure_locks if lock not in static.locks)
+        static = replace(static, locks=static.locks + extra)
         failure = (options.failure_step.step_type, port_options(flow, static))
     return {
         "execute_timeout": _whole_seconds(options.execute_timeout),
