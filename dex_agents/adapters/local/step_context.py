@@ -264,7 +264,14 @@ class LocalStepContext:
         return events
 
     async def wait_closed(self) -> None:
-        """Let a cancelled flusher finish unwinding."""
+        """Let a cancelled flusher finish unwinding.
+
+        A cancellation of the attempt that comes meanwhile ends here too, on purpose: the
+        Step's code has returned, so the attempt goes on to commit its result, and that
+        commit drops the result of an execution whose cancellation the store recorded
+        (``transitions.commit_execute``). Raised, it would leave the execution leased to nobody
+        running it until the lease lapsed (``test_cancel_after_return``).
+        """
         if self._flusher is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
