@@ -75,6 +75,8 @@ class RunningAttempt:
         self.context: LocalStepContext | None = None
         self.task: asyncio.Task[None] | None = None
         self.stop_reason: BaseException | None = None
+        # Its task was cancelled for a cancellation the store recorded (not a stopping worker).
+        self.cancel_requested = False
 
 
 class AttemptHost(Protocol):
@@ -140,6 +142,14 @@ async def run_wait(host: AttemptHost, running: RunningAttempt) -> None:
         if not isinstance(wait, Wait):
             raise TypeError(f"{row.step_type}.wait_for returned {type(wait).__name__}, not Wait")
     except asyncio.CancelledError:
+        if running.cancel_requested:
+            # Ended now, as a cancelled execute attempt is: until 2026-12-07 it recorded
+            # nothing and stayed leased, running, until its lease lapsed.
+            await host.transact(
+                lambda tx: claims.cancelled_while_running(
+                    tx, row, engine.now(), flow.step_history_limit
+                )
+            )
         raise
     except Exception:
         logger.exception("wait phase of %s failed; it runs again", row.step_execution_id)

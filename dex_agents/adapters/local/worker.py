@@ -350,6 +350,7 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
             task = self._cancellable(running)
             if task is None:
                 continue  # done, or its result commits now: the result stands
+            running.cancel_requested = True
             if running.context is not None:
                 running.context.cancellation_requested = True
             task.cancel()
