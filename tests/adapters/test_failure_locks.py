@@ -95,6 +95,8 @@ def test_failure_locks_are_stored_with_the_movement_s_options() -> None:
     older = json.dumps(data)
     decoded = decode_options(older, registered.steps, registered.schema)
     assert decoded.failure_locks == ()
+    # Options that name none are stored as before.
+    assert json.loads(encode_options(StepOptions(failure_step=Route))) == data
 
 
 async def test_a_failure_route_waits_for_the_locks_the_failing_movement_names() -> None:

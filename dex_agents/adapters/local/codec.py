@@ -47,6 +47,11 @@ def _delta(value: float | None) -> timedelta | None:
 def encode_options(options: StepOptions) -> str:
     """Movement options as JSON text, naming Steps and Attributes by name."""
     retry = options.retry
+    # Named only when there are some: the options of every other movement are stored as
+    # before, which a worker of an earlier release reads the same.
+    failure_locks = {
+        "failure_locks": [[lock.attribute.name, lock.key] for lock in options.failure_locks]
+    }
     return _dumps(
         {
             "execute_timeout": options.execute_timeout.total_seconds(),
@@ -65,7 +70,7 @@ def encode_options(options: StepOptions) -> str:
             "loads": [[load.attribute_map.name, load.key] for load in options.loads],
             "wait_loads": [[load.attribute_map.name, load.key] for load in options.wait_loads],
             "durability": options.durability.value,
-            "failure_locks": [[lock.attribute.name, lock.key] for lock in options.failure_locks],
+            **(failure_locks if options.failure_locks else {}),
         }
     )
 
