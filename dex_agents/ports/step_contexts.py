@@ -8,6 +8,7 @@ state in one transaction (``RpcContext``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -67,7 +68,9 @@ class StepContext(Protocol):
     """What a Step's execute phase sees and does. Do not keep it after the handler returns.
 
     An engine that knows the Flow run ID also gives its context a ``run_id``
-    property (a ``str``); it is optional, so read it with ``step_run_id``.
+    property (a ``str``); it is optional, so read it with ``step_run_id``. An
+    engine that learns what became of the attempt's result also gives it an
+    ``on_result`` method; it is optional too, so call it with ``on_attempt_result``.
     """
 
     @property
@@ -155,6 +158,41 @@ def step_run_id(context: StepContext) -> str | None:
     """
     run_id = getattr(context, "run_id", None)
     return run_id if isinstance(run_id, str) and run_id else None
+
+
+class ResultDropReason(StrEnum):
+    """Why an engine dropped an attempt's result instead of committing it."""
+
+    LEASE_LOST = "lease_lost"
+    """Another worker took the attempt over; it runs the Step again."""
+    COMMIT_FAILED = "commit_failed"
+    """The store refused the result; the attempt counts as failed, for its retry policy."""
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """What became of an execute attempt's result once its engine tried to commit it.
+
+    ``dropped`` is ``None`` when the result (or the attempt's failure) committed;
+    otherwise why it did not, with the error type the engine names it by and a
+    detail for people.
+    """
+
+    dropped: ResultDropReason | None = None
+    error_type: str = ""
+    detail: str = ""
+
+
+def on_attempt_result(context: StepContext, callback: Callable[[AttemptResult], None]) -> bool:
+    """Have ``callback`` run once, after ``context``'s engine committed or dropped its result.
+
+    ``False`` when the engine cannot tell (its context has no ``on_result``, as on
+    Dex, whose server commits without telling the Worker): the callback never
+    runs, and the caller acts now. The engine calls it only while its worker
+    lives: after a worker that died or stopped mid-commit, it never runs.
+    """
+    register = getattr(context, "on_result", None)
+    return bool(register(callback)) if callable(register) else False
 
 
 class RpcContext(Protocol):

@@ -60,8 +60,15 @@ class TracedSpan(Protocol):
         """
         ...
 
-    def end(self) -> None:
-        """End the span (at most once)."""
+    def set_error(self, error_type: str, description: str) -> None:
+        """Status ``ERROR`` and ``error.type`` ``error_type``, with no exception event.
+
+        For an attempt that raised nothing but whose result its engine dropped.
+        """
+        ...
+
+    def end(self, end_time_ns: int | None = None) -> None:
+        """End the span (at most once), at ``end_time_ns`` (ns since the epoch) or now."""
         ...
 
     def traceparent(self) -> str | None:
@@ -106,7 +113,10 @@ class _NoSpan:
     def record_error(self, error: BaseException, *, with_text: bool = True) -> None:
         pass
 
-    def end(self) -> None:
+    def set_error(self, error_type: str, description: str) -> None:
+        pass
+
+    def end(self, end_time_ns: int | None = None) -> None:
         pass
 
     def traceparent(self) -> str | None:

@@ -11,6 +11,11 @@ span, exported by the new Worker, joins the activation the killed Worker started
 
 Each Worker child (``tests.tracing.traced_crash_worker``) writes its spans to its
 own file as they end, so the test reads exactly what each process exported.
+
+A span is exported only once its attempt's result is committed: a Worker killed
+just after a model call's span ended used to leave a successful ``chat`` span
+for a result it never committed, and the retry ran the call again under a second
+span of the same attempt, with nothing to tell the two apart.
 """
 
 from __future__ import annotations
@@ -23,9 +28,19 @@ import pytest
 
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentStatus
-from dex_agents.testing import EXECUTE_COMPLETED_EVENT, AgentTestStack, wait_for_agent_snapshot
-from tests.app.crash_agent import STATE_DIR_ENV, model_gate, tool_gate
-from tests.tracing.traced_crash_worker import build_traced_crash_flow, spans_file
+from dex_agents.testing import (
+    EXECUTE_COMPLETED_EVENT,
+    AgentTestStack,
+    wait_for_agent_snapshot,
+    wait_until,
+)
+from tests.app.crash_agent import STATE_DIR_ENV, invocation_log, model_gate, tool_gate
+from tests.tracing.traced_crash_worker import (
+    SPAN_GATE_ENV,
+    build_traced_crash_flow,
+    span_gate,
+    spans_file,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,6 +102,10 @@ async def test_a_model_call_killed_mid_call_exports_no_span_and_its_retry_joins_
             snapshot = await wait_for_agent_snapshot(
                 sessions, "s1", turn_ended, description="the turn to end"
             )
+            # A span is exported just after its Step's commit, which the snapshot shows first.
+            await wait_until(
+                "the retry's chat span", lambda: exported(tmp_path, second.pid) or None
+            )
         except TimeoutError as error:
             pytest.fail(f"{error}\n{stack.worker_logs()}")
         history = await stack.read_step_history("s1")
@@ -124,3 +143,45 @@ async def test_a_model_call_killed_mid_call_exports_no_span_and_its_retry_joins_
     assert {span["attributes"]["dex.run.id"] for span in before + after} == {
         root["attributes"]["dex.run.id"]
     }
+
+
+async def test_a_worker_killed_once_a_model_calls_span_is_exported_has_committed_its_result(
+    tmp_path: Path,
+) -> None:
+    flow = build_traced_crash_flow()
+    resumed = "RunModel-2"  # the model call after the tool's result
+    async with AgentTestStack(
+        tmp_path,
+        [flow],
+        "tests.tracing.traced_crash_worker",
+        worker_cwd=REPO_ROOT,
+        worker_env={STATE_DIR_ENV: str(tmp_path), SPAN_GATE_ENV: resumed},
+    ) as stack:
+        sessions = stack.sessions(flow)
+        first = await stack.start_worker()
+        tool_gate(tmp_path, "lookup", "call-1", 1).release()
+        await sessions.start_session("s1", "call lookup {}")
+        gate = span_gate(tmp_path, resumed)
+        try:
+            # The Worker stops as the resumed call's chat span is exported, and dies there.
+            assert await gate.wait_until_reached() == first.pid
+            first.kill()
+            gate.release()
+            second = await stack.start_worker()
+            snapshot = await wait_for_agent_snapshot(
+                sessions, "s1", turn_ended, description="the turn to end"
+            )
+        except TimeoutError as error:
+            pytest.fail(f"{error}\n{stack.worker_logs()}")
+        history = await stack.read_step_history("s1")
+    assert snapshot.messages[-1].text == "lookup=lookup done"
+    # The span was exported after the commit, so the kill lost nothing: the call ran once,
+    # its one attempt completed, and its one span is the killed Worker's.
+    assert invocation_log(tmp_path).count("model turn-1 resume") == 1
+    (model_step,) = [entry for entry in history if entry.step_execution_id == resumed]
+    assert (model_step.event_type, model_step.final_attempt) == (EXECUTE_COMPLETED_EVENT, 1)
+    before, after = exported(tmp_path, first.pid), exported(tmp_path, second.pid)
+    (chat,) = of_execution(before + after, resumed)
+    assert chat in before
+    assert chat["status"]["status_code"] == "UNSET"
+    assert "dex.step.result_dropped" not in chat["attributes"]

@@ -7,24 +7,28 @@ configures the OpenTelemetry SDK would. With session setting
 its gate, so the engine counts the attempt as started and a kill fails it. Spans go through a ``SimpleSpanProcessor``
 to ``$CRASH_STATE_DIR/spans-<pid>.jsonl``, one JSON object a line, written as
 each span ends: what a SIGKILL leaves in the file is exactly what the process
-exported before it died.
+exported before it died. With ``$CRASH_SPAN_GATE`` set to a Step execution ID,
+the Worker stops (its whole event loop) once that execution's span is exported,
+at ``span_gate``, so a test kills it there.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from dex_agents import AgentSessionFlow
+from dex_agents.adapters.local.probes import POLL_SECONDS, write_atomically
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome
 from dex_agents.ports.runner import AgentTurnContext
-from dex_agents.testing import run_agent_worker
+from dex_agents.testing import FileGate, run_agent_worker
 from tests.app.crash_agent import (
     FLOW_TYPE,
     STATE_DIR_ENV,
@@ -33,10 +37,38 @@ from tests.app.crash_agent import (
     gated_tool,
 )
 
+SPAN_GATE_ENV = "CRASH_SPAN_GATE"
+"""The variable naming the Step execution whose exported span stops the Worker."""
+
 
 def spans_file(state_dir: Path, pid: int) -> Path:
     """Where the Worker child with process ID ``pid`` writes its spans."""
     return state_dir / f"spans-{pid}.jsonl"
+
+
+def span_gate(state_dir: Path, step_execution_id: str) -> FileGate:
+    """The gate a Worker stops at once the span of ``step_execution_id`` is exported."""
+    return FileGate(state_dir, f"span-{step_execution_id}")
+
+
+class GatingSpanProcessor(SpanProcessor):
+    """Blocks the thread that ends the span of one Step execution until its gate is released.
+
+    Added after the exporting processor, so the span is in the file by then. The
+    Worker's event loop stops with it: nothing the Worker does after that span
+    ends (its Step's commit, when that comes later) happens before the test kills it.
+    """
+
+    def __init__(self, gate: FileGate, step_execution_id: str) -> None:
+        self._gate = gate
+        self._step_execution_id = step_execution_id
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if (span.attributes or {}).get("dex.step.execution_id") != self._step_execution_id:
+            return
+        write_atomically(self._gate.reached_path, str(os.getpid()))
+        while not self._gate.released_path.exists():
+            time.sleep(POLL_SECONDS)
 
 
 class JsonLinesSpanExporter(SpanExporter):
@@ -80,6 +112,10 @@ def main() -> None:
     provider = TracerProvider()
     path = spans_file(Path(os.environ[STATE_DIR_ENV]), os.getpid())
     provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(path)))
+    gated = os.environ.get(SPAN_GATE_ENV)
+    if gated:
+        state_dir = Path(os.environ[STATE_DIR_ENV])
+        provider.add_span_processor(GatingSpanProcessor(span_gate(state_dir, gated), gated))
     trace.set_tracer_provider(provider)
     run_agent_worker([build_traced_crash_flow()])
 

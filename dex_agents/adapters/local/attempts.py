@@ -36,6 +36,7 @@ from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.step_contexts import AttemptResult, ResultDropReason
 from dex_agents.ports.step_waits import Wait
 
 R = TypeVar("R")
@@ -43,6 +44,17 @@ R = TypeVar("R")
 
 WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
 """How long a wait phase that raised waits before it runs again."""
+
+COMMITTED = AttemptResult()
+LEASE_LOST = AttemptResult(
+    dropped=ResultDropReason.LEASE_LOST,
+    error_type=LeaseLostError.__name__,
+    detail="the worker lost the attempt's lease before its commit; another worker runs it",
+)
+
+
+def _settled(committed: bool) -> AttemptResult:
+    return COMMITTED if committed else LEASE_LOST
 
 
 def _always(_: object) -> bool:
@@ -215,6 +227,7 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
         flush_interval=host.event_flush_interval,
         run_id=running.run_id,
         clock=engine.now,
+        reports_result=True,
     )
     running.context = context
     try:
@@ -250,7 +263,7 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
             row.step_execution_id,
             "".join(traceback.format_exception_only(failure)).strip(),
         )
-        await fail_attempt(host, flow, row, error_type, detail)
+        context.settle(_settled(await fail_attempt(host, flow, row, error_type, detail)))
         return
     pending = context.close()
     await context.wait_closed()
@@ -270,18 +283,25 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
         # at once, as what it is, instead of leaving it to wait out its lease.
         logger.exception("the result of %s could not be committed", row.step_execution_id)
         detail = f"the attempt's result could not be committed: {error}"
+        context.settle(AttemptResult(ResultDropReason.COMMIT_FAILED, type(error).__name__, detail))
         await fail_attempt(host, flow, row, type(error).__name__, detail)
         return
     if not committed:
         logger.warning("%s lost its lease; its result was dropped", row.step_execution_id)
+    # After the commit, not before: what the attempt reports (its spans) must not say a
+    # result is in that a worker killed before the commit leaves out (it runs again).
+    context.settle(_settled(committed))
 
 
 async def fail_attempt(
     host: AttemptHost, flow: RegisteredFlow, row: ExecutionRow, error_type: str, detail: str
-) -> None:
-    """Commit a failed attempt: its retry policy decides whether another runs."""
+) -> bool:
+    """Commit a failed attempt: its retry policy decides whether another runs.
+
+    ``False`` when the worker no longer held the lease, so nothing was recorded.
+    """
     engine = host.engine
-    await host.handing_off(
+    return await host.handing_off(
         lambda tx, limit: handoff.fail_attempt(
             tx, flow, row, error_type, detail, engine.now(), engine.lease_duration, limit
         ),
@@ -294,6 +314,11 @@ async def after_cancel(host: AttemptHost, running: RunningAttempt) -> None:
     if context is not None:
         context.close()
     reason = running.stop_reason
+    timed_out = isinstance(reason, HeartbeatTimeoutError)
+    if context is not None and (timed_out or context.cancellation_requested):
+        # The engine stopped it: that is its outcome, whether or not the record below
+        # lands (a second cancellation, the worker's closing, may interrupt it).
+        context.settle(COMMITTED)
     if isinstance(reason, HeartbeatTimeoutError):
         await fail_attempt(host, running.flow, row, type(reason).__name__, str(reason))
     elif context is not None and context.cancellation_requested:
@@ -302,4 +327,5 @@ async def after_cancel(host: AttemptHost, running: RunningAttempt) -> None:
                 tx, row, host.engine.now(), running.flow.step_history_limit
             )
         )
-    # Otherwise the worker is stopping: the lease lapses and the attempt is taken over.
+    # Otherwise the worker is stopping: the lease lapses and the attempt is taken over, and
+    # its result callbacks never run, as for a worker that died.

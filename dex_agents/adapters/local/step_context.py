@@ -14,9 +14,10 @@ from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.adapters.local.store_errors import StoreError
 from dex_agents.domain.wire import from_json, to_json
+from dex_agents.ports.engine import ENGINE_LOGGER
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.persistence import StateReader, StreamDef
-from dex_agents.ports.step_contexts import RecoveryError
+from dex_agents.ports.step_contexts import AttemptResult, RecoveryError
 from dex_agents.ports.step_waits import WaitResult
 
 T = TypeVar("T")
@@ -79,8 +80,14 @@ class LocalStepContext:
         flush_interval: timedelta | None = DEFAULT_EVENT_FLUSH_INTERVAL,
         run_id: str | None = None,
         clock: Callable[[], datetime] | None = None,
+        reports_result: bool = False,
     ) -> None:
         self._run_id = run_id
+        # Only the worker's own attempts: one run in a commit has no result of its own to
+        # report (it lands with a commit that is not its worker's to watch).
+        self._result_callbacks: list[Callable[[AttemptResult], None]] | None = (
+            [] if reports_result else None
+        )
         # The engine's clock: the worker measures a heartbeat's age against it
         # (``heartbeat_timeout``), so the time of a heartbeat must come from it too.
         self._clock = clock or (lambda: datetime.now(now.tzinfo))
@@ -168,6 +175,28 @@ class LocalStepContext:
         ``False`` while the Worker closes: that attempt is handed out again.
         """
         return self.cancellation_requested
+
+    def on_result(self, callback: Callable[[AttemptResult], None]) -> bool:
+        """Run ``callback`` once the worker committed or dropped this attempt's result.
+
+        ``False`` (and it never runs) for an attempt run in a commit. A worker that
+        dies or stops before its commit never runs it.
+        """
+        if self._result_callbacks is None:
+            return False
+        self._result_callbacks.append(callback)
+        return True
+
+    def settle(self, result: AttemptResult) -> None:
+        """Tell the ``on_result`` callbacks what became of the result (the worker calls it once)."""
+        callbacks, self._result_callbacks = self._result_callbacks or [], None
+        for callback in callbacks:
+            try:
+                callback(result)
+            except Exception:
+                # What a callback does (end a span) is never a reason to fail a commit
+                # that already happened.
+                ENGINE_LOGGER.exception("a result callback of %s failed", self.step_execution_id)
 
     async def heartbeat(self, checkpoint: str | None = None, *, durable: bool = True) -> None:
         """Record liveness and the checkpoint in one commit, with the pending live events.

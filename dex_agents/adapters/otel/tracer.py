@@ -80,12 +80,19 @@ class _Span:
         except Exception:
             report_tracing_failure("recording a span's error")
 
-    def end(self) -> None:
+    def set_error(self, error_type: str, description: str) -> None:
+        try:
+            self._span.set_status(trace.Status(trace.StatusCode.ERROR, description))
+            self._span.set_attribute("error.type", error_type)
+        except Exception:
+            report_tracing_failure("recording a span's error")
+
+    def end(self, end_time_ns: int | None = None) -> None:
         if self._ended:
             return
         self._ended = True
         try:
-            self._span.end()
+            self._span.end(end_time_ns)
         except Exception:
             report_tracing_failure("ending a span")
 

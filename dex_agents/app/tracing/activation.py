@@ -9,6 +9,7 @@ from dex_agents.app.tracing.common import (
     captures_content,
     common_attributes,
     content_json,
+    end_with_result,
     text_message,
 )
 from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
@@ -70,7 +71,8 @@ def start_activation(
                 links=() if previous is None else (previous,),
             )
             traceparent = span.traceparent()
-            span.end()
+            # Exported once AgentTraceContext, which names it, is committed with the Step.
+            end_with_result(context, span)
         except Exception:
             report_tracing_failure("emitting the invoke_agent span")
             traceparent = None

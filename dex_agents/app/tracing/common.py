@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dex_agents.domain.messages import AgentMessage, MessageRole
-from dex_agents.ports.step_contexts import StepContext, step_run_id
+from dex_agents.ports.step_contexts import (
+    AttemptResult,
+    StepContext,
+    on_attempt_result,
+    step_run_id,
+)
 from dex_agents.ports.tracing import (
     AttributeValue,
     NoTracer,
     SessionTracer,
+    TracedSpan,
     report_tracing_failure,
 )
+
+RESULT_DROPPED = "dex.step.result_dropped"
+"""The attribute of a span whose attempt's result its engine dropped: why (``lease_lost``,
+``commit_failed``)."""
 
 if TYPE_CHECKING:
     from dex_agents.app.session import SessionRuntime
@@ -122,3 +133,30 @@ def stopped_with_its_worker(context: StepContext, error: BaseException) -> bool:
     except Exception:
         report_tracing_failure("reading whether the attempt was cancelled")
         return False
+
+
+def end_with_result(context: StepContext, span: TracedSpan, *, failed: bool = False) -> None:
+    """End ``span`` as of now, but only once the attempt's result is committed or dropped.
+
+    On an engine that reports it (``on_attempt_result``), the span is exported after
+    the commit: a Worker killed before it exports none ("An attempt whose Worker died
+    exports no span"), instead of a successful call that the retry runs again. A
+    dropped result is marked with ``RESULT_DROPPED`` and, on a span not ``failed``
+    already, status ``ERROR`` with the engine's error type. Elsewhere it ends now.
+    """
+    end_ns = time.time_ns()  # the span covers the attempt's work, not its commit
+
+    def settle(result: AttemptResult) -> None:
+        if result.dropped is not None:
+            span.set_attributes({RESULT_DROPPED: str(result.dropped)})
+            if not failed:
+                span.set_error(result.error_type, result.detail)
+        span.end(end_ns)
+
+    try:
+        deferred = on_attempt_result(context, settle)
+    except Exception:
+        report_tracing_failure("waiting for the attempt's result")
+        deferred = False
+    if not deferred:
+        span.end(end_ns)

@@ -11,6 +11,7 @@ from dex_agents.app.tracing.common import (
     captures_content,
     common_attributes,
     content_json,
+    end_with_result,
     message_parts,
     renders_as_result,
     stopped_with_its_worker,
@@ -226,7 +227,7 @@ class ModelAttempt:
         )
         if self._error is not None:
             span.record_error(self._error)
-        span.end()
+        end_with_result(self._context, span, failed=self._error is not None)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from dex_agents.app.tracing.common import (
     agent_name,
     captures_content,
     common_attributes,
+    end_with_result,
     stopped_with_its_worker,
 )
 from dex_agents.domain.tool_calls import AgentToolCall
@@ -38,6 +39,7 @@ class ToolAttempt:
         self._stack = stack
         self.span: TracedSpan = NO_SPAN
         self.tool_call_id: str | None = None
+        self.has_failed = False
 
     def begin(self, record: AgentToolCall) -> None:
         """The tool starts for ``record``: its span starts and is current until the attempt ends."""
@@ -73,6 +75,7 @@ class ToolAttempt:
         Its text is the tool's result the model reads: content, on the span only
         when content is captured.
         """
+        self.has_failed = True
         self.span.record_error(error, with_text=captures_content(self._runtime))
 
 
@@ -93,6 +96,7 @@ def tool_attempt(context: StepContext, runtime: SessionRuntime) -> Iterator[Tool
                 # Never ended, so never exported: an OpenTelemetry span exports when it ends.
                 raise
             # A retried tool's last error text is the result the model reads: content.
+            attempt.has_failed = True
             attempt.span.record_error(error, with_text=captures_content(runtime))
             _finish_attempt(context, runtime, attempt)
             raise
@@ -102,12 +106,13 @@ def tool_attempt(context: StepContext, runtime: SessionRuntime) -> Iterator[Tool
 
 def _finish_attempt(context: StepContext, runtime: SessionRuntime, attempt: ToolAttempt) -> None:
     if attempt.tool_call_id is not None:
-        _finish_tool_span(context, runtime, attempt.span, attempt.tool_call_id)
+        _finish_tool_span(context, runtime, attempt, attempt.tool_call_id)
 
 
 def _finish_tool_span(
-    context: StepContext, runtime: SessionRuntime, span: TracedSpan, tool_call_id: str
+    context: StepContext, runtime: SessionRuntime, attempt: ToolAttempt, tool_call_id: str
 ) -> None:
+    span = attempt.span
     try:
         final = context.state.get_instance(AGENT_TOOL_CALLS, tool_call_id)
         if final is not None:
@@ -119,4 +124,5 @@ def _finish_tool_span(
             span.set_attributes(attributes)
     except Exception:
         report_tracing_failure("annotating the execute_tool span")
-    span.end()
+    # The status is the staged record's: exported once it is committed, or marked dropped.
+    end_with_result(context, span, failed=attempt.has_failed)

@@ -1,0 +1,131 @@
+"""A span whose attempt's result the engine dropped says so, beside the retry's span.
+
+The embedded engine exports a span once its attempt's result is committed. When
+the commit finds that another worker took the attempt over (this one stalled
+past its lease), the result is dropped and the Step runs again: the span of the
+call that did run, and was paid for, is exported with ``dex.step.result_dropped``
+and status ``ERROR``, so it does not read as the call whose result the session
+kept. Before, it was exported as a success before the commit, and the trace
+showed two successful calls of one attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from dex_agents import AgentSessionClient, AgentSessionFlow, AgentTracingOptions
+from dex_agents.adapters.local import claims, lease_recovery
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.app.options import AgentSessionOptions
+from dex_agents.domain.runner_outcomes import AgentTurnOutcome
+from dex_agents.ports.runner import AgentTurnContext
+from tests.adapters.engine_flows import running_worker
+from tests.app.scripted_runner import ScriptedRunner
+
+LEASE = timedelta(minutes=1)  # renewed every 20 s: not within the test
+
+
+class Clock:
+    """The engine's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2000, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class HeldRunner(ScriptedRunner):
+    """Holds its first model call until the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        if not self.reached.is_set():
+            self.reached.set()
+            await self.release.wait()
+        return await super().run_model_step(turn)
+
+
+def attributes(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+async def test_a_model_call_whose_lease_was_lost_before_its_commit_is_marked_dropped() -> None:
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    runner = HeldRunner()
+    flow = AgentSessionFlow(
+        runner,
+        flow_type="Held",
+        options=AgentSessionOptions(tracing=AgentTracingOptions(tracer_provider=provider)),
+    )
+    clock, store = Clock(), MemoryFlowStore()
+    engine = LocalEngine(
+        store, [flow], lease_duration=LEASE, clock=clock, poll_interval=timedelta(milliseconds=20)
+    )
+    try:
+        async with running_worker(engine):
+            sessions = AgentSessionClient(LocalFlowClient(engine), flow)
+            await sessions.start_session("s1", "hello")
+            await runner.reached.wait()
+            # This worker stalled past its lease mid-call, and another worker's round took
+            # the attempt over (it had not started: as the same attempt).
+            later = clock.now + 2 * LEASE
+            taken = await engine.run(
+                lambda tx: claims.claim(tx, engine.flows, "other", later, LEASE, 1)
+            )
+            assert [(c.row.step_execution_id, c.row.attempt) for c in taken] == [("RunModel-1", 1)]
+            runner.release.set()  # the call returns; its commit finds the lease gone
+            dropped = await _chat_spans(exporter, 1)
+            # The other worker is gone in turn: its lease lapses and this worker runs it again.
+            clock.now = later + 2 * LEASE
+            await engine.run(
+                lambda tx: lease_recovery.recover_lapsed_leases(tx, engine.flows, clock.now)
+            )
+            snapshot = await sessions.wait_for_user("s1")
+            chats = await _chat_spans(exporter, 2)
+    finally:
+        engine.close()
+        store.close()
+    assert snapshot.messages[-1].text == "echo: hello"
+    assert len(runner.model_calls) == 2
+    (first, retried) = chats
+    assert first is dropped[0]
+    # Both are spans of one attempt of one Step execution, the first marked as dropped,
+    # with what the call that ran used, and why the engine dropped its result.
+    for span in chats:
+        assert attributes(span)["dex.step.execution_id"] == "RunModel-1"
+        assert attributes(span)["dex.step.attempt"] == 1
+        assert attributes(span)["gen_ai.usage.input_tokens"] == 10
+    assert attributes(first)["dex.step.result_dropped"] == "lease_lost"
+    assert attributes(first)["error.type"] == "LeaseLostError"
+    assert first.status.status_code is StatusCode.ERROR
+    assert "lease" in (first.status.description or "")
+    assert "dex.step.result_dropped" not in attributes(retried)
+    assert "error.type" not in attributes(retried)
+    assert retried.status.status_code is StatusCode.UNSET
+    # The dropped span still covers the call, not the wait for the commit: it ended first.
+    assert first.end_time is not None
+    assert retried.start_time is not None
+    assert first.end_time <= retried.start_time
+
+
+async def _chat_spans(exporter: InMemorySpanExporter, count: int) -> list[ReadableSpan]:
+    while True:
+        chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+        if len(chats) >= count:
+            return chats
+        await asyncio.sleep(0.02)
