@@ -7,13 +7,19 @@ call that did run, and was paid for, is exported with ``dex.step.result_dropped`
 and status ``ERROR``, so it does not read as the call whose result the session
 kept. Before, it was exported as a success before the commit, and the trace
 showed two successful calls of one attempt.
+
+A state-only Step the engine runs inside another commit (``AwaitUserMessage`` in
+the commit of the message that wakes it) waits for that commit the same way: a
+commit that fails, and runs the Step again when it is tried again, left the
+failed try's ``invoke_agent`` root as a trace of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -25,13 +31,18 @@ from dex_agents.adapters.local import claims, lease_recovery
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.store_errors import StoreBusyError
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome
+from dex_agents.ports.flow_rows import ExecutionStatus
+from dex_agents.ports.flow_store import StoreTransaction, run_each
 from dex_agents.ports.runner import AgentTurnContext
 from tests.adapters.engine_flows import running_worker
 from tests.app.scripted_runner import ScriptedRunner
 
 LEASE = timedelta(minutes=1)  # renewed every 20 s: not within the test
+
+R = TypeVar("R")
 
 
 class Clock:
@@ -129,3 +140,67 @@ async def _chat_spans(exporter: InMemorySpanExporter, count: int) -> list[Readab
         if len(chats) >= count:
             return chats
         await asyncio.sleep(0.02)
+
+
+class CommitFailsOnce(MemoryFlowStore):
+    """A memory store whose first transaction that completes ``AwaitUserMessage-1`` runs its
+    work and then fails, as a commit that meets a busy disk does: nothing it wrote stays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        def failing(tx: StoreTransaction) -> R:
+            result = work(tx)
+            if not self.failed and _completes_the_first_wait(tx):
+                self.failed = True
+                raise StoreBusyError("the store was busy at the commit")
+            return result
+
+        return super().run(failing, durable=durable)
+
+    def run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[Any]:
+        return run_each(self.run, works)
+
+
+async def test_a_root_run_in_a_commit_that_failed_is_not_exported() -> None:
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    flow = AgentSessionFlow(
+        ScriptedRunner(),
+        flow_type="InCommit",
+        options=AgentSessionOptions(tracing=AgentTracingOptions(tracer_provider=provider)),
+    )
+    store = CommitFailsOnce()
+    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
+    try:
+        async with running_worker(engine):
+            sessions = AgentSessionClient(LocalFlowClient(engine), flow)
+            await sessions.open_session("s1")
+            # The commit that runs AwaitUserMessage (the message's own, in this process)
+            # starts the activation and its root, then fails; the message is sent again.
+            try:
+                await sessions.send_user_message("s1", "hello")
+            except StoreBusyError:
+                await sessions.send_user_message("s1", "hello")
+            snapshot = await sessions.wait_for_user("s1")
+    finally:
+        engine.close()
+        store.close()
+    assert store.failed
+    assert snapshot.messages[-1].text == "echo: hello"
+    (root,) = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+    (chat,) = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert attributes(root)["dex.step.execution_id"] == "AwaitUserMessage-1"
+    # The activation's one trace: the root the committed message started, and its call.
+    assert chat.context.trace_id == root.context.trace_id
+
+
+def _completes_the_first_wait(tx: StoreTransaction) -> bool:
+    return any(
+        row.step_execution_id == "AwaitUserMessage-1" and row.status is ExecutionStatus.COMPLETED
+        for row in tx.flow_executions("s1")
+    )

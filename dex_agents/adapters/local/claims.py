@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dex_agents.adapters.local.lease_recovery import recover_gone_leases, recover_lapsed_leases
 from dex_agents.adapters.local.registry import RegisteredFlow
@@ -24,6 +24,9 @@ from dex_agents.adapters.local.transitions import (
 from dex_agents.ports.flow_client import STEP_CANCELLED_EVENT
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import StoreTransaction
+
+if TYPE_CHECKING:
+    from dex_agents.adapters.local.step_context import LocalStepContext
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class ClaimRound:
     complete: bool = False
     gone_owners: frozenset[str] = frozenset()
     """Other workers whose process ended and whose every lease the round recovered."""
+    ran: Sequence[LocalStepContext] = ()
+    """The state-only Steps the round ran in its commit, to settle once it committed."""
 
 
 class RoundLimit(Protocol):
@@ -79,7 +84,8 @@ class RoundLimit(Protocol):
 
 class RunClaimed(Protocol):
     """What a claim round does with its claims in its own transaction, given its limit:
-    the claims it leaves for the worker to start (``handoff.run_claimed``)."""
+    the claims it leaves for the worker to start, and the contexts of the Steps it ran
+    (``handoff.run_claimed``)."""
 
     def __call__(
         self,
@@ -91,7 +97,7 @@ class RunClaimed(Protocol):
         owner: str,
         now: datetime,
         lease: timedelta,
-    ) -> list[Claim]: ...
+    ) -> tuple[list[Claim], list[LocalStepContext]]: ...
 
 
 def claim_round(
@@ -119,11 +125,15 @@ def claim_round(
     gone_owners = frozenset() if gone is None else recover_gone_leases(tx, flows, owner, now, gone)
     limit = slots.begin()
     claimed = claim(tx, flows, owner, now, lease, limit)
-    claims = run_claimed(tx, claimed, limit, flows=flows, owner=owner, now=now, lease=lease)
+    claims, ran = run_claimed(tx, claimed, limit, flows=flows, owner=owner, now=now, lease=lease)
     slots.took(len(claims))
     complete = len(claimed) < limit and len(claims) < limit
     return replace(
-        capacity_round(tx, owner), claims=claims, complete=complete, gone_owners=gone_owners
+        capacity_round(tx, owner),
+        claims=claims,
+        complete=complete,
+        gone_owners=gone_owners,
+        ran=ran,
     )
 
 

@@ -12,7 +12,7 @@ attempts are handed out again, as after any claim.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
@@ -22,9 +22,11 @@ from dex_agents.adapters.local.in_commit import MOST_RUNS_PER_COMMIT, run_in_com
 from dex_agents.adapters.local.inline_waits import decide_wait_now
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
+from dex_agents.adapters.local.step_context import LocalStepContext
 from dex_agents.ports.engine import StepDecision
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowStatus
 from dex_agents.ports.flow_store import StoreTransaction
+from dex_agents.ports.step_contexts import AttemptResult
 from dex_agents.ports.step_waits import Wait
 
 
@@ -34,13 +36,22 @@ class HandOff:
 
     ``complete`` is ``False`` when the claims filled every slot offered, so more of
     the session may be runnable than was taken. ``cancel_requested`` names the
-    worker's running attempts of the session that the commit asked to stop.
+    worker's running attempts of the session that the commit asked to stop. ``ran``
+    holds the contexts of the state-only Steps it ran (``in_commit``): ``settle_ran``
+    them once it committed.
     """
 
     committed: bool
     claims: list[claims.Claim] = field(default_factory=list)
     complete: bool = True
     cancel_requested: set[int] = field(default_factory=set)
+    ran: list[LocalStepContext] = field(default_factory=list)
+
+
+def settle_ran(ran: Sequence[LocalStepContext]) -> None:
+    """Tell the state-only Steps a commit ran that their results are committed: after it."""
+    for context in ran:
+        context.settle(AttemptResult())
 
 
 R = TypeVar("R")
@@ -96,6 +107,7 @@ def hand_off(
     """
     taken: list[claims.Claim] = []
     cancelled: set[int] = set()
+    ran: list[LocalStepContext] = []
     complete = True
     runs_left = MOST_RUNS_PER_COMMIT
     while True:
@@ -103,19 +115,19 @@ def hand_off(
         found, stopping = _hand_off_once(tx, flow, flow_id, owner, now, lease, offered)
         cancelled |= stopping
         complete = complete and len(found) < offered
-        ran = 0
+        ran_now = 0
         for claim in found:
-            if (
-                runs_left > 0
-                and runs_in_commit(flow, claim)
-                and run_in_commit(tx, flow, claim, now)
-            ):
+            context = None
+            if runs_left > 0 and runs_in_commit(flow, claim):
+                context = run_in_commit(tx, flow, claim, now)
+            if context is not None:
                 runs_left -= 1
-                ran += 1
+                ran_now += 1
+                ran.append(context)
             else:
                 taken.append(claim)
-        if not ran:
-            return HandOff(True, taken, complete=complete, cancel_requested=cancelled)
+        if not ran_now:
+            return HandOff(True, taken, complete=complete, cancel_requested=cancelled, ran=ran)
         complete = True  # the slots it freed are offered again
 
 
@@ -128,9 +140,10 @@ def run_claimed(
     owner: str,
     now: datetime,
     lease: timedelta,
-) -> list[claims.Claim]:
+) -> tuple[list[claims.Claim], list[LocalStepContext]]:
     """Run each claimed state-only Step in the claim round's commit (``in_commit``), and hand
-    off what it made runnable: the claims left for the worker to start, ``limit`` at most.
+    off what it made runnable: the claims left for the worker to start, ``limit`` at most,
+    and the contexts of the Steps it ran, to ``settle_ran`` once the round committed.
 
     A claim round takes the Steps that another process's commit made runnable (a
     client process's message, in a deployment of client and worker processes), so
@@ -139,15 +152,20 @@ def run_claimed(
     commit of a client of the worker's own process.
     """
     left: list[claims.Claim] = []
+    ran: list[LocalStepContext] = []
     for index, claim in enumerate(claimed):
         flow = flows[claim.flow_type]
-        if not (runs_in_commit(flow, claim) and run_in_commit(tx, flow, claim, now)):
+        context = run_in_commit(tx, flow, claim, now) if runs_in_commit(flow, claim) else None
+        if context is None:
             left.append(claim)
             continue
+        ran.append(context)
         # Its slot is free again: what the claims still to come leave is offered.
         free = limit - len(left) - (len(claimed) - index - 1)
-        left += hand_off(tx, flow, claim.row.flow_id, owner, now, lease, free).claims
-    return left
+        handed = hand_off(tx, flow, claim.row.flow_id, owner, now, lease, free)
+        left += handed.claims
+        ran += handed.ran
+    return left, ran
 
 
 def _hand_off_once(

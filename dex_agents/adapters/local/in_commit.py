@@ -56,11 +56,15 @@ def runs_in_commit(flow: RegisteredFlow, claim: Claim) -> bool:
     )
 
 
-def run_in_commit(tx: StoreTransaction, flow: RegisteredFlow, claim: Claim, now: datetime) -> bool:
+def run_in_commit(
+    tx: StoreTransaction, flow: RegisteredFlow, claim: Claim, now: datetime
+) -> LocalStepContext | None:
     """Run a claimed state-only Step's execute and commit its result in ``tx``.
 
-    ``True`` when its result is staged in ``tx``; ``False``, with nothing written,
-    when the worker must run it (it suspended, raised or returned no decision).
+    Its context when its result is staged in ``tx``: once ``tx`` commits, whoever
+    committed it calls ``settle`` on it (``handoff.settle_ran``), and a ``tx`` that
+    fails or is tried again never does. ``None``, with nothing written, when the
+    worker must run it (it suspended, raised or returned no decision).
     """
     row, snapshot = claim.row, claim.snapshot
     assert snapshot is not None  # runs_in_commit checked it
@@ -77,25 +81,28 @@ def run_in_commit(tx: StoreTransaction, flow: RegisteredFlow, claim: Claim, now:
         flush=_refuse_flush,
         flush_interval=None,
         run_id=claim.run_id,
+        # What it reports (its spans) waits for the commit it runs in, as a worker's
+        # attempt's waits for its own: a commit that fails and is tried again runs it again.
+        reports_result=True,
     )
     try:
         running = step.execute(context, flow.decode_input(step, row.input))
     except Exception:
-        return False
+        return None
     try:
         running.send(None)
     except StopIteration as stop:
         decision = stop.value
     except Exception:
-        return False  # the worker runs it again, logs what it raised and retries
+        return None  # the worker runs it again, logs what it raised and retries
     else:
         # It awaited something outside the store: the worker runs it. One that awaits as
         # it cleans up refuses to close, which must not fail the commit either.
         with contextlib.suppress(Exception):
             running.close()
-        return False
+        return None
     if not isinstance(decision, StepDecision):
-        return False
+        return None
     stream = flow.flow.stream
     pending = context.close()
     if stream is not None and pending:
@@ -103,4 +110,4 @@ def run_in_commit(tx: StoreTransaction, flow: RegisteredFlow, claim: Claim, now:
     outcome = tx.run_undoable(
         lambda: transitions.commit_execute(tx, flow, row, state, decision, now)
     )
-    return outcome.error is None and bool(outcome.value)
+    return context if outcome.error is None and bool(outcome.value) else None

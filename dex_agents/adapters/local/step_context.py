@@ -83,8 +83,8 @@ class LocalStepContext:
         reports_result: bool = False,
     ) -> None:
         self._run_id = run_id
-        # Only the worker's own attempts: one run in a commit has no result of its own to
-        # report (it lands with a commit that is not its worker's to watch).
+        # Only where its creator settles it after the commit (a worker's attempt, a Step
+        # run in a commit); elsewhere on_result says no, and callers act at once.
         self._result_callbacks: list[Callable[[AttemptResult], None]] | None = (
             [] if reports_result else None
         )
@@ -179,8 +179,9 @@ class LocalStepContext:
     def on_result(self, callback: Callable[[AttemptResult], None]) -> bool:
         """Run ``callback`` once the worker committed or dropped this attempt's result.
 
-        ``False`` (and it never runs) for an attempt run in a commit. A worker that
-        dies or stops before its commit never runs it.
+        ``False`` (and it never runs) for a context built without ``reports_result``.
+        A worker that dies or stops before its commit never runs it, nor does a
+        commit that fails (a Step run in it runs again when it is tried again).
         """
         if self._result_callbacks is None:
             return False

@@ -243,6 +243,7 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
                 finally:
                     self._round = None
                     self._reserved -= slots.limit
+                handoff.settle_ran(round_.ran)
                 self._forget_marks(round_.gone_owners)
                 self._starved = not round_.complete
                 self._start_all(round_.claims)

@@ -79,6 +79,7 @@ class WorkerHandOffs:
         finally:
             self._reserved -= limit
             self._committing.discard(task)
+        handoff.settle_ran(result.ran)
         self._took(result)
         return result.committed
 
@@ -98,6 +99,7 @@ class WorkerHandOffs:
                 output, result = await commit
             finally:
                 self._reserved -= limit
+            handoff.settle_ran(result.ran)
             self._took(result)
             return output
 
