@@ -34,9 +34,10 @@ from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.store_errors import StoreBusyError
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome
+from dex_agents.domain.tool_effects import ToolEffect, ToolPolicy
 from dex_agents.ports.flow_rows import ExecutionStatus
 from dex_agents.ports.flow_store import StoreTransaction, run_each
-from dex_agents.ports.runner import AgentTurnContext
+from dex_agents.ports.runner import AgentTurnContext, DeferredToolExecution
 from tests.adapters.engine_flows import running_worker
 from tests.app.scripted_runner import ScriptedRunner
 
@@ -135,11 +136,70 @@ async def test_a_model_call_whose_lease_was_lost_before_its_commit_is_marked_dro
 
 
 async def _chat_spans(exporter: InMemorySpanExporter, count: int) -> list[ReadableSpan]:
+    return await _spans(exporter, "chat", count)
+
+
+async def _spans(exporter: InMemorySpanExporter, prefix: str, count: int) -> list[ReadableSpan]:
     while True:
-        chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
-        if len(chats) >= count:
-            return chats
+        spans = [s for s in exporter.get_finished_spans() if s.name.startswith(prefix)]
+        if len(spans) >= count:
+            return spans
         await asyncio.sleep(0.02)
+
+
+async def _first_attempts_span(exporter: InMemorySpanExporter, prefix: str) -> ReadableSpan:
+    while True:
+        for span in await _spans(exporter, prefix, 1):
+            if attributes(span)["dex.step.attempt"] == 1:
+                return span
+        await asyncio.sleep(0.02)
+
+
+async def test_a_tool_call_whose_lease_was_lost_before_its_commit_is_marked_dropped() -> None:
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reached, release = asyncio.Event(), asyncio.Event()
+
+    async def lookup(call: DeferredToolExecution) -> str:
+        reached.set()
+        await release.wait()
+        return "found"
+
+    flow = AgentSessionFlow(
+        ScriptedRunner(tools={"lookup": lookup}),
+        flow_type="HeldTool",
+        options=AgentSessionOptions(
+            tool_policies={"lookup": ToolPolicy(ToolEffect.READ)},
+            tracing=AgentTracingOptions(tracer_provider=provider),
+        ),
+    )
+    clock, store = Clock(), MemoryFlowStore()
+    engine = LocalEngine(store, [flow], lease_duration=LEASE, clock=clock)
+    try:
+        async with running_worker(engine):
+            sessions = AgentSessionClient(LocalFlowClient(engine), flow)
+            await sessions.start_session("s1", "call lookup {}")
+            await reached.wait()
+            # Another worker's round finds this worker's lease lapsed: the attempt had
+            # started (its heartbeat came before the tool), so it failed, for a retry.
+            later = clock.now + 2 * LEASE
+            await engine.run(lambda tx: claims.claim(tx, engine.flows, "other", later, LEASE, 0))
+            (row,) = await engine.read(
+                lambda tx: [r for r in tx.flow_executions("s1") if r.step_type == "CallTool"]
+            )
+            assert row.lease_owner is None
+            release.set()  # the tool returns; its commit finds the lease gone
+            tool = await _first_attempts_span(exporter, "execute_tool")
+    finally:
+        engine.close()
+        store.close()
+    assert attributes(tool)["dex.step.execution_id"] == "CallTool-1"
+    assert attributes(tool)["dex.step.attempt"] == 1
+    assert attributes(tool)["dex.step.result_dropped"] == "lease_lost"
+    assert attributes(tool)["error.type"] == "LeaseLostError"
+    assert tool.status.status_code is StatusCode.ERROR
+    # The status the attempt staged, which the engine did not keep.
+    assert attributes(tool)["dex.agent.tool_call.status"] == "succeeded"
 
 
 class CommitFailsOnce(MemoryFlowStore):
