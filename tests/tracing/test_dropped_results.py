@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -31,6 +32,7 @@ from dex_agents.adapters.local import claims, lease_recovery
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.store_errors import StoreBusyError
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome
@@ -264,3 +266,36 @@ def _completes_the_first_wait(tx: StoreTransaction) -> bool:
         row.step_execution_id == "AwaitUserMessage-1" and row.status is ExecutionStatus.COMPLETED
         for row in tx.flow_executions("s1")
     )
+
+
+async def test_a_root_a_claim_round_runs_in_its_commit_is_exported(tmp_path: Path) -> None:
+    # A message from another process (its own engine, without a worker) is taken up by
+    # the worker's claim round, which runs AwaitUserMessage in its commit: the round
+    # settles it after that commit, or its root would never end.
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    flow = AgentSessionFlow(
+        ScriptedRunner(),
+        flow_type="Rounds",
+        options=AgentSessionOptions(tracing=AgentTracingOptions(tracer_provider=provider)),
+    )
+    path = tmp_path / "engine.db"
+    worker_store, client_store = SqliteFlowStore(path), SqliteFlowStore(path)
+    interval = timedelta(milliseconds=20)
+    served = LocalEngine(worker_store, [flow], poll_interval=interval)
+    client = LocalEngine(client_store, [flow], poll_interval=interval)
+    try:
+        async with running_worker(served):
+            sessions = AgentSessionClient(LocalFlowClient(client), flow)
+            await sessions.open_session("s1")
+            await sessions.wait_for_user("s1")
+            await sessions.send_user_message("s1", "hello")
+            (chat,) = await _spans(exporter, "chat", 1)
+            (root,) = await _spans(exporter, "invoke_agent", 1)
+    finally:
+        served.close()
+        client.close()
+        worker_store.close()
+        client_store.close()
+    assert attributes(root)["dex.step.execution_id"] == "AwaitUserMessage-1"
+    assert chat.context.trace_id == root.context.trace_id
