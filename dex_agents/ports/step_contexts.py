@@ -142,7 +142,8 @@ class StepContext(Protocol):
         ...
 
     def is_cancellation_requested(self) -> bool:
-        """Whether the engine stopped this Step execution (an RPC, a decision, a missed heartbeat).
+        """Whether the engine stopped this attempt (an RPC, a decision, a missed heartbeat, or
+        its ``execute_timeout``).
 
         On the embedded engine it stays ``False`` when the attempt stops because its
         Worker closes: that attempt is handed out again.

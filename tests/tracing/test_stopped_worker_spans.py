@@ -5,6 +5,11 @@ the engine hands them out again as the same attempt. Their ``chat`` or
 ``execute_tool`` span said ``ERROR`` ``CancelledError`` for an error that never
 happened, and a Step execution showed two spans of attempt 1. "An attempt whose
 Worker died exports no span"; a Worker that closes is the same case.
+
+An attempt the engine stops (a ``cancel_turn``, its execute timeout) is a failed
+attempt and keeps its error span, as on Dex, which cancels an invocation past its
+deadline as one it asked to stop. A timed-out attempt used to be taken for one
+whose Worker closed: it exported no span, and the trace showed its retry alone.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelReply,
     ScriptedToolCall,
 )
+from dex_agents.app.options import RunModelLimit
 from dex_agents.domain.model_io import ModelRequest
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.local import LocalRuntime
@@ -49,7 +55,9 @@ class Stall:
             await asyncio.Event().wait()  # until the closing runtime cancels it
 
 
-def traced_flow(stall: Stall, exporter: InMemorySpanExporter) -> AgentSessionFlow:
+def traced_flow(
+    stall: Stall, exporter: InMemorySpanExporter, model_timeout: timedelta | None = None
+) -> AgentSessionFlow:
     @function_tool(effect=ToolEffect.READ)
     async def lookup_order(order_id: str) -> str:
         """Look up an order by its ID."""
@@ -75,6 +83,8 @@ def traced_flow(stall: Stall, exporter: InMemorySpanExporter) -> AgentSessionFlo
         builtin_agent_session_options(definition),
         tracing=AgentTracingOptions(tracer_provider=provider),
     )
+    if model_timeout is not None:
+        options = dataclasses.replace(options, run_model_limit=RunModelLimit(timeout=model_timeout))
     return AgentSessionFlow(
         BuiltinLoopAgentRunner(definition), flow_type="SupportAgent", options=options
     )
@@ -139,3 +149,29 @@ async def test_a_model_call_cancel_turn_stopped_keeps_its_error_span(tmp_path: P
     (chat,) = [span for span in exporter.get_finished_spans() if span.name.startswith("chat")]
     assert chat.status.status_code is StatusCode.ERROR
     assert attributes(chat)["error.type"] == "CancelledError"
+
+
+async def test_a_model_call_past_its_timeout_keeps_its_error_span_beside_its_retry(
+    tmp_path: Path,
+) -> None:
+    exporter = InMemorySpanExporter()
+    stall = Stall("model")
+    flow = traced_flow(stall, exporter, model_timeout=timedelta(milliseconds=200))
+    async with runtime(tmp_path / "engine.db", flow) as engine:
+        sessions = engine.sessions(flow)
+        await sessions.open_session("s1")
+        await sessions.send_user_message("s1", "where is order 7?")
+        await stall.reached.wait()
+        stall.holding = False  # the retry answers
+        snapshot = await sessions.wait_for_user("s1")
+    assert snapshot.messages[-1].text == "Done."
+    chats = [span for span in exporter.get_finished_spans() if span.name.startswith("chat")]
+    timed_out, retried = sorted(chats, key=lambda span: attributes(span)["dex.step.attempt"])
+    assert (
+        attributes(timed_out)["dex.step.execution_id"]
+        == (attributes(retried)["dex.step.execution_id"])
+    )
+    assert [attributes(span)["dex.step.attempt"] for span in (timed_out, retried)] == [1, 2]
+    assert timed_out.status.status_code is StatusCode.ERROR
+    assert attributes(timed_out)["error.type"] == "CancelledError"
+    assert retried.status.status_code is StatusCode.UNSET

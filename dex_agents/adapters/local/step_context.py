@@ -170,7 +170,8 @@ class LocalStepContext:
         return self._row.checkpoint
 
     def is_cancellation_requested(self) -> bool:
-        """Whether an RPC, a decision or a missed heartbeat cancelled this execution.
+        """Whether an RPC, a decision, a missed heartbeat or the execute timeout stopped this
+        attempt.
 
         ``False`` while the Worker closes: that attempt is handed out again.
         """
