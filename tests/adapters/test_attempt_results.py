@@ -23,6 +23,7 @@ from dex_agents.ports.engine import (
     dead_end,
     go_to,
 )
+from dex_agents.ports.flow_rows import ExecutionStatus
 from dex_agents.ports.persistence import StreamDef
 from dex_agents.ports.step_contexts import (
     AttemptResult,
@@ -45,9 +46,11 @@ class Reporting(Step[str]):
 
     input_type = str
 
-    def __init__(self) -> None:
+    def __init__(self, store: MemoryFlowStore) -> None:
+        self.store = store
         self.registered: list[bool] = []
         self.results: list[AttemptResult] = []
+        self.statuses_when_reported: list[ExecutionStatus] = []
         self.reported = asyncio.Event()
 
     def options(self) -> StepOptions:
@@ -63,6 +66,9 @@ class Reporting(Step[str]):
 
     def _report(self, result: AttemptResult) -> None:
         self.results.append(result)
+        # What the store holds as the callback runs: the commit came first.
+        (row,) = self.store.run(lambda tx: list(tx.flow_executions("f1")))
+        self.statuses_when_reported.append(row.status)
         self.reported.set()
 
 
@@ -72,14 +78,15 @@ class ReportingFlow:
     stream: StreamDef[Any] | None = None
     rpcs: Mapping[str, Rpc[Any, Any]] = {}
 
-    def __init__(self) -> None:
-        self.step = Reporting()
+    def __init__(self, store: MemoryFlowStore) -> None:
+        self.step = Reporting(store)
         self.start_step: Step[Any] = self.step
         self.steps: Sequence[Step[Any]] = (self.step,)
 
 
 async def reported(input: str) -> tuple[list[bool], list[AttemptResult]]:
-    flow, store = ReportingFlow(), MemoryFlowStore()
+    store = MemoryFlowStore()
+    flow = ReportingFlow(store)
     engine = LocalEngine(store, [flow])
     try:
         async with running_worker(engine):
@@ -88,6 +95,14 @@ async def reported(input: str) -> tuple[list[bool], list[AttemptResult]]:
     finally:
         engine.close()
         store.close()
+    # What the store held as the callback ran: the attempt's outcome was committed first,
+    # except a result the store refused, reported before its failure is recorded.
+    expected = {
+        "done": ExecutionStatus.COMPLETED,
+        "raise": ExecutionStatus.FAILED,
+        "unregistered": ExecutionStatus.RUNNING,
+    }[input]
+    assert flow.step.statuses_when_reported == [expected]
     return flow.step.registered, flow.step.results
 
 
