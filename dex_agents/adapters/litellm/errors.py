@@ -175,6 +175,16 @@ def _as_status(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _answered_status(error: BaseException) -> int | None:
+    """The status of the HTTP client's error in the chain: what the provider answered."""
+    for current in exception_chain(error):
+        if type(current).__name__ == "HTTPStatusError":
+            answered = _as_status(getattr(getattr(current, "response", None), "status_code", None))
+            if answered is not None:
+                return answered
+    return None
+
+
 def _status_code(error: BaseException) -> int | None:
     """The provider's HTTP status: the HTTP client's answer in the chain, else LiteLLM's.
 
@@ -182,12 +192,8 @@ def _status_code(error: BaseException) -> int | None:
     as 500, 413 as 400); the HTTP client's error keeps what the provider answered,
     which the error shows.
     """
-    for current in exception_chain(error):
-        if type(current).__name__ == "HTTPStatusError":
-            answered = _as_status(getattr(getattr(current, "response", None), "status_code", None))
-            if answered is not None:
-                return answered
-    return _as_status(getattr(error, "status_code", None))
+    answered = _answered_status(error)
+    return answered if answered is not None else _as_status(getattr(error, "status_code", None))
 
 
 def translate_error(
@@ -212,15 +218,13 @@ def translate_error(
         # Before the stream checks: a stream that never connected did not break.
         text = scrub(describe_failure(provider, None, unreached), known)
         return ModelProviderError(text, provider=provider, status_code=None, retryable=True)
-    refusal = _refusal_inside_stream(error)
-    if refusal is not None:
+    answer = _answer_inside_stream(error)
+    if answer is not None:
         # LiteLLM files a content policy violation sent inside a stream as a break,
-        # so a fallback model may try; the same request is refused again.
-        refused_status, message = refusal
-        text = scrub(describe_failure(provider, refused_status, message), known)
-        return ModelProviderError(
-            text, provider=provider, status_code=refused_status, retryable=False
-        )
+        # so a fallback model may try, and so it does any HTTP error answer to a
+        # Gemini stream's request: neither is a stream that broke.
+        answered_status, message = answer
+        return _http_failure(error, provider, answered_status, message, known)
     if _is_stream_break(error) or (streaming and _is_connection_error(error)):
         text = f"the {provider} stream broke before the answer ended: {provider_message(raw)}"
         return ModelStreamInterruptedError(scrub(text, known), provider=provider)
@@ -232,11 +236,23 @@ def translate_error(
         return ModelProviderError(text, provider=provider, status_code=None, retryable=False)
     status = _status_code(error)
     message = provider_message(raw) if status is not None else f"{type(error).__name__}: {raw}"
-    text = scrub(describe_failure(provider, status, message), known)
     # Whether a retry helps follows LiteLLM's filing, which reads the provider's
     # message too (a throttle sent as a 400 is filed as a 429).
     filed = _as_status(getattr(error, "status_code", None))
+    return _http_failure(error, provider, status, message, known, filed)
+
+
+def _http_failure(
+    error: BaseException,
+    provider: str,
+    status: int | None,
+    message: str,
+    secrets: list[str],
+    filed: int | None = None,
+) -> ModelProviderError:
+    """The error of a provider's answer with ``status``, retryable by ``filed`` when LiteLLM filed one."""
     retryable = is_retryable_status(status if filed is None else filed)
+    text = scrub(describe_failure(provider, status, message), secrets)
     return ModelProviderError(text, provider=provider, status_code=status, retryable=retryable)
 
 
@@ -266,14 +282,24 @@ _STREAM_BREAK_NAMES: Final = (
 )
 
 
-def _refusal_inside_stream(error: BaseException) -> tuple[int, str] | None:
-    """The status and message of a 4xx a retry cannot pass that LiteLLM filed as a stream break."""
+def _answer_inside_stream(error: BaseException) -> tuple[int, str] | None:
+    """The status and message of an answer that LiteLLM filed as a stream break.
+
+    A 4xx a retry cannot pass (a content policy violation sent inside the
+    stream), or any HTTP error status that answered the stream's request
+    (Gemini's, whose request LiteLLM sends once the stream is read).
+    """
     original = getattr(error, "original_exception", None)
     if type(error).__name__ != "MidStreamFallbackError" or not isinstance(original, Exception):
         return None
     status = _as_status(getattr(original, "status_code", None))
-    if status is None or is_retryable_status(status):
+    if status is None:
         return None
+    if is_retryable_status(status):
+        answered = _answered_status(error)
+        if answered is None or answered < 400:
+            return None
+        status = answered
     raw = str(getattr(original, "message", None) or original) or type(original).__name__
     return status, provider_message(raw)
 

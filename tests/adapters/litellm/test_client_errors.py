@@ -25,7 +25,7 @@ from tests.adapters.litellm.provider_scripts import (
     openai_error,
     responses_stream,
 )
-from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
+from tests.adapters.litellm.provider_server import ProviderServer, Reply, json_reply, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
 
 litellm.suppress_debug_info = True
@@ -285,3 +285,31 @@ async def test_a_stream_that_breaks_is_closed_before_the_error_is_raised(
     with pytest.raises(ConnectionResetError):
         await read(stream, output, "openai")
     assert stream.closed
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "retryable"),
+    [
+        (429, "RESOURCE_EXHAUSTED", True),
+        (503, "UNAVAILABLE", True),
+        (400, "INVALID_ARGUMENT", False),
+    ],
+)
+async def test_a_gemini_http_error_keeps_its_status_and_is_no_broken_stream(
+    server: ProviderServer, output: RecordingOutput, status: int, kind: str, retryable: bool
+) -> None:
+    # LiteLLM sends a Gemini stream's request once the stream is read, and files
+    # the error status it answers as a break of that stream, with no status.
+    message = "Resource has been exhausted (e.g. check quota)."
+    server.script(
+        json_reply(status, {"error": {"code": status, "message": message, "status": kind}})
+    )
+    client = LiteLLMModelClient(
+        "gemini/gemini-2.5-pro", api_base=server.url, api_key_provider=lambda: KEY
+    )
+    with pytest.raises(ModelProviderError) as caught:
+        await client.call_model(REQUEST, output)
+    assert type(caught.value) is ModelProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (status, retryable)
+    assert str(caught.value) == f"gemini model call failed with HTTP {status}: {message}"
+    assert len(server.requests) == 1
