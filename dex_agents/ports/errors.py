@@ -5,6 +5,7 @@
     DexAgentsError
     ├── ModelSpendLimitExceededError   a spend limit refuses the next model call
     ├── ModelCallError                 a model client's call failed; ``retryable`` says if a retry may help
+    ├── RetryAfterError                a Step attempt failed and asks its next attempt to wait
     └── EngineError                    an engine refused a request
         ├── FlowDefinitionError        a Flow declaration that cannot run (a developer's mistake)
         ├── FlowNotFoundError          no session with that ID
@@ -21,6 +22,8 @@ so the session client handles one set whatever engine it runs on.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from dex_agents.domain.errors import DexAgentsError
 
@@ -40,9 +43,33 @@ class ModelCallError(DexAgentsError):
     one (a 429, a 5xx, a timeout, a dropped stream). One that no retry can fix (a
     bad request, a refused key, a context that is too long) fails the turn at
     once with this error's text as ``last_turn_error``, spending no attempts.
+
+    ``retry_after`` is how long the provider asked to wait before the same
+    request (an HTTP ``Retry-After``), or ``None``. The Step's next attempt then
+    waits that long instead of its retry policy's interval, and when that wait
+    would end past the policy's total duration the turn fails at once.
     """
 
     retryable: bool = True
+    retry_after: timedelta | None = None
+
+
+class RetryAfterError(DexAgentsError):
+    """Raised from a Step's execute phase: the attempt failed with ``cause``, and the
+    next attempt should start ``delay`` from now instead of after its retry policy's interval.
+
+    The retry policy still decides whether a next attempt runs: its
+    ``maximum_attempts``, and its ``total_duration``, within which the delayed
+    attempt must start, or the Step takes its failure route now. Engines report
+    ``cause``, not this wrapper, as the attempt's error, as Dex's ``retry_after`` does.
+    """
+
+    def __init__(self, delay: timedelta, cause: Exception) -> None:
+        if delay <= timedelta(0):
+            raise ValueError(f"delay must be positive, not {delay}")
+        super().__init__(str(cause))
+        self.delay = delay
+        self.cause = cause
 
 
 class EngineError(DexAgentsError):

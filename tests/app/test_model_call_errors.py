@@ -3,12 +3,17 @@
 ``RunModel`` lets its retry policy repeat a retryable failure (a 429, a dropped
 stream); a non-retryable one (a bad request, a refused key) ends the turn with
 the error's text in ``last_turn_error`` after one call, spending no attempts.
+A retryable one whose provider asked for a wait (``retry_after``) is retried
+after that wait instead of the policy's interval, or fails the turn at once
+when the wait would end past the policy's total duration.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
+from dex_agents import AgentSessionFlow
 from dex_agents.builtin_loop import (
     AgentDefinition,
     ModelOutputWriter,
@@ -20,6 +25,8 @@ from dex_agents.domain.model_io import ModelOutputItem
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import ModelCallError
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
+from dex_agents.ports.flow_store import StoreTransaction
 
 TURN = timedelta(seconds=20)
 
@@ -27,9 +34,12 @@ TURN = timedelta(seconds=20)
 class FailingModel:
     """Fails its first ``failures`` calls with ``ModelCallError(retryable=...)``, then answers."""
 
-    def __init__(self, *, retryable: bool, failures: int) -> None:
+    def __init__(
+        self, *, retryable: bool, failures: int, retry_after: timedelta | None = None
+    ) -> None:
         self.retryable = retryable
         self.failures = failures
+        self.retry_after = retry_after
         self.calls = 0
 
     async def call_model(self, request: ModelRequest, output: ModelOutputWriter) -> ModelResponse:
@@ -37,6 +47,7 @@ class FailingModel:
         if self.calls <= self.failures:
             error = ModelCallError("provider said: the context is too long")
             error.retryable = self.retryable
+            error.retry_after = self.retry_after
             raise error
         item = ModelOutputItem(item="{}", provider="test", api="test", text="answered")
         return ModelResponse(output=[item], usage=AgentUsage(model_calls=1))
@@ -45,9 +56,13 @@ class FailingModel:
         return 0
 
 
-async def run_turn(model: FailingModel) -> str | None:
+def model_flow(model: FailingModel) -> AgentSessionFlow:
     agent = AgentDefinition(name="errors", instructions="Answer.", model=model)
-    flow = builtin_agent_session_flow(agent, flow_type="ModelErrorAgent")
+    return builtin_agent_session_flow(agent, flow_type="ModelErrorAgent")
+
+
+async def run_turn(model: FailingModel) -> str | None:
+    flow = model_flow(model)
     async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.open_session("s-1")
@@ -67,3 +82,33 @@ async def test_a_retryable_failure_is_retried_by_run_models_policy() -> None:
     model = FailingModel(retryable=True, failures=1)
     assert await run_turn(model) is None
     assert model.calls == 2
+
+
+async def test_a_wait_past_the_retry_budget_fails_the_turn_after_one_call() -> None:
+    # RunModel's policy allows 30 minutes; retrying at once would be refused again.
+    model = FailingModel(retryable=True, failures=99, retry_after=timedelta(hours=1))
+    assert await run_turn(model) == "provider said: the context is too long"
+    assert model.calls == 1
+
+
+async def test_a_wait_the_provider_asked_for_replaces_the_retry_interval() -> None:
+    model = FailingModel(retryable=True, failures=99, retry_after=timedelta(minutes=10))
+    flow = model_flow(model)
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s-1")
+        assert await sessions.send_user_message("s-1", "hello")
+        engine = runtime.flow_client.engine
+
+        def run_model(tx: StoreTransaction) -> list[ExecutionRow]:
+            return [r for r in tx.flow_executions("s-1") if r.step_type == "RunModel"]
+
+        async with asyncio.timeout(TURN.total_seconds()):
+            while not any(r.attempt == 2 for r in await engine.run(run_model)):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        (retry,) = await engine.run(run_model)
+        assert retry.status is ExecutionStatus.READY
+        assert retry.not_before is not None
+        # The policy's own interval before attempt 2 is 1 second.
+        assert retry.not_before - engine.now() > timedelta(minutes=9)
+        assert model.calls == 1

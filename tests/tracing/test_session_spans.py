@@ -40,6 +40,7 @@ from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.model_io import ModelRequest
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.local import LocalRuntime
+from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
 from dex_agents.ports.tracing import NoTracer
 
@@ -402,6 +403,22 @@ async def test_a_failed_attempt_has_an_error_span_and_its_retry_a_second_span(
     assert (
         attributes(failed)["dex.step.execution_id"] == attributes(retried)["dex.step.execution_id"]
     )
+
+
+def rate_limited(request: ModelRequest) -> ScriptedModelReply:
+    error = ModelCallError("openai model call failed with HTTP 429: slow down")
+    error.retry_after = timedelta(hours=1)  # past RunModel's budget: the turn fails now
+    raise error
+
+
+async def test_a_model_call_that_asks_for_a_wait_keeps_its_own_error_type() -> None:
+    async with traced_session(rate_limited) as traced:
+        await traced.sessions.open_session("s1")
+        await traced.sessions.send_user_message("s1", "hello")
+        await traced.sessions.wait_for_user("s1")
+    (chat,) = traced.named("chat")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert attributes(chat)["error.type"] == "ModelCallError"
 
 
 @pytest.mark.parametrize("captured", [False, True], ids=["content off", "content on"])

@@ -9,6 +9,7 @@ translates its Context in, calls the port Step, and translates the decision out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import MethodType
@@ -32,6 +33,7 @@ from dex_agents.adapters.dex.translate import (
 )
 from dex_agents.adapters.dex.wire_values import dex_type, from_dex
 from dex_agents.ports.engine import FlowDefinition, Step, StepMovement, StepOptions
+from dex_agents.ports.errors import RetryAfterError
 
 
 def _utc_now() -> datetime:
@@ -147,7 +149,12 @@ class DexBinding:
             context, state, self.schema, step.step_type, wait_result, self.clock()
         )
         await step_context.mark_entered()
-        decision = await step.execute(step_context, value)
+        try:
+            decision = await step.execute(step_context, value)
+        except RetryAfterError as error:
+            # Dex takes whole seconds; rounding up never retries before the wait asked for.
+            seconds = max(1, math.ceil(error.delay.total_seconds()))
+            raise dex.retry_after(seconds, error.cause) from error.cause
         step_context.flush_staged_events()
         return dex_decision(
             decision, self.schema, self.step_class, self.static_options, self.input_type

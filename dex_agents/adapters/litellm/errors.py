@@ -11,7 +11,9 @@
 later: ``False`` for a 4xx a retry cannot fix (bad request, authentication,
 permission, not found, context too long) and for a call refused before anything
 was sent (a missing key), ``True`` for 408, 409, 425, 429, any 5xx, timeouts
-and dropped connections. The message is the provider's own,
+and dropped connections. A retryable one keeps the wait the provider asked for
+(``Retry-After``, ``retry-after-ms``) as ``retry_after`` and names it in its
+message, so ``RunModel`` waits that long before its next attempt. The message is the provider's own,
 without credentials, so the session can show it as the turn's ``last_turn_error``.
 A call that could not connect has no HTTP status and says so. A stream that
 breaks mid-answer raises, so no half answer is ever returned.
@@ -23,10 +25,12 @@ import ast
 import contextlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from dex_agents.adapters.litellm.redaction import scrub
+from dex_agents.adapters.litellm.retry_after import describe_wait, parse_retry_after
 from dex_agents.ports.errors import ModelCallError
 
 RETRYABLE_STATUS_CODES: Final = frozenset({408, 409, 425, 429})
@@ -50,16 +54,24 @@ class ModelProviderError(ModelCallError):
     """A provider refused or failed one model call.
 
     ``provider`` is LiteLLM's name for it, ``status_code`` the HTTP status when
-    there was one, and ``retryable`` whether the same request may succeed later.
+    there was one, ``retryable`` whether the same request may succeed later, and
+    ``retry_after`` the wait the provider asked for before it (``Retry-After``).
     """
 
     def __init__(
-        self, message: str, *, provider: str, status_code: int | None, retryable: bool
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int | None,
+        retryable: bool,
+        retry_after: timedelta | None = None,
     ) -> None:
         super().__init__(message)
         self.provider = provider
         self.status_code = status_code
         self.retryable = retryable
+        self.retry_after = retry_after
 
 
 class ModelStreamInterruptedError(ModelProviderError):
@@ -250,10 +262,39 @@ def _http_failure(
     secrets: list[str],
     filed: int | None = None,
 ) -> ModelProviderError:
-    """The error of a provider's answer with ``status``, retryable by ``filed`` when LiteLLM filed one."""
+    """The error of a provider's answer with ``status``; a retryable one keeps its ``Retry-After``."""
     retryable = is_retryable_status(status if filed is None else filed)
-    text = scrub(describe_failure(provider, status, message), secrets)
-    return ModelProviderError(text, provider=provider, status_code=status, retryable=retryable)
+    wait = None
+    if retryable and status is not None:
+        headers = response_headers(error)
+        wait = None if headers is None else parse_retry_after(headers, datetime.now(UTC))
+    text = describe_failure(provider, status, message)
+    if wait is not None:
+        text = f"{text} (the provider asked to {describe_wait(wait)})"
+    return ModelProviderError(
+        scrub(text, secrets),
+        provider=provider,
+        status_code=status,
+        retryable=retryable,
+        retry_after=wait,
+    )
+
+
+def response_headers(error: BaseException) -> Mapping[str, str] | None:
+    """The headers of the provider's answer in ``error``'s chain, or ``None``.
+
+    LiteLLM's own error drops them; the HTTP client's error it chains keeps the
+    response, and LiteLLM keeps a copy as ``litellm_response_headers``.
+    """
+    for name in ("response", None):
+        for current in exception_chain(error):
+            if name is None:
+                headers = getattr(current, "litellm_response_headers", None)
+            else:
+                headers = getattr(getattr(current, name, None), "headers", None)
+            if isinstance(headers, Mapping) and headers:
+                return headers
+    return None
 
 
 def refused_before_sending(error: BaseException) -> BaseException | None:

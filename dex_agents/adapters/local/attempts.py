@@ -35,6 +35,7 @@ from dex_agents.adapters.local.step_context import (
 )
 from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions
+from dex_agents.ports.errors import RetryAfterError
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.step_contexts import AttemptResult, ResultDropReason
@@ -255,6 +256,10 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
                 durable=False,
             )
         failure: BaseException = error
+        retry_delay = None
+        if isinstance(error, RetryAfterError):
+            # As Dex's retry_after: the cause is the attempt's error, the delay its wait.
+            failure, retry_delay = error.cause, error.delay
         if isinstance(error, TimeoutError) and running.stop_reason is None:
             failure = StepTimeoutError(f"the attempt ran longer than {options.execute_timeout}")
         error_type, detail = type(failure).__name__, str(failure)
@@ -264,7 +269,9 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
             row.step_execution_id,
             "".join(traceback.format_exception_only(failure)).strip(),
         )
-        context.settle(_settled(await fail_attempt(host, flow, row, error_type, detail)))
+        context.settle(
+            _settled(await fail_attempt(host, flow, row, error_type, detail, retry_delay))
+        )
         return
     pending = context.close()
     await context.wait_closed()
@@ -317,16 +324,30 @@ async def _execute_timeout(context: LocalStepContext, limit: timedelta) -> Async
 
 
 async def fail_attempt(
-    host: AttemptHost, flow: RegisteredFlow, row: ExecutionRow, error_type: str, detail: str
+    host: AttemptHost,
+    flow: RegisteredFlow,
+    row: ExecutionRow,
+    error_type: str,
+    detail: str,
+    retry_delay: timedelta | None = None,
 ) -> bool:
     """Commit a failed attempt: its retry policy decides whether another runs.
 
+    ``retry_delay`` replaces the policy's interval before the next attempt.
     ``False`` when the worker no longer held the lease, so nothing was recorded.
     """
     engine = host.engine
     return await host.handing_off(
         lambda tx, limit: handoff.fail_attempt(
-            tx, flow, row, error_type, detail, engine.now(), engine.lease_duration, limit
+            tx,
+            flow,
+            row,
+            error_type,
+            detail,
+            engine.now(),
+            engine.lease_duration,
+            limit,
+            retry_delay,
         ),
     )
 

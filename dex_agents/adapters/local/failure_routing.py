@@ -9,7 +9,7 @@ Flow fails.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from dex_agents.adapters.local.history_retention import retire_finished
 from dex_agents.adapters.local.registry import RegisteredFlow
@@ -33,8 +33,13 @@ def fail_attempt(
     error_type: str,
     detail: str,
     now: datetime,
+    retry_delay: timedelta | None = None,
 ) -> None:
-    """Record a failed execute attempt: retry it, route it to its failure Step, or fail the Flow."""
+    """Record a failed execute attempt: retry it, route it to its failure Step, or fail the Flow.
+
+    ``retry_delay``, asked for by the attempt (``RetryAfterError``), replaces the
+    retry policy's interval before the next attempt.
+    """
     row = holds_lease(tx, claimed)
     if row is None:
         return
@@ -43,7 +48,9 @@ def fail_attempt(
             tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, flow.step_history_limit
         )
         return
-    fail_execution(tx, flow, row, error_type, detail, AttemptProgress.NOT_COMPLETED, now)
+    fail_execution(
+        tx, flow, row, error_type, detail, AttemptProgress.NOT_COMPLETED, now, retry_delay
+    )
 
 
 def failure_movement(flow: RegisteredFlow, options: StepOptions) -> StepMovement:
@@ -65,17 +72,20 @@ def fail_execution(
     detail: str,
     progress: AttemptProgress,
     now: datetime,
+    retry_delay: timedelta | None = None,
 ) -> None:
     """Record the failure of ``row``'s attempt, whose lease the caller checked or recovered:
     retry it, or finish it ``failed`` and start its failure Step or fail the Flow.
 
     ``progress`` says how far the attempt got, for the failure Step's ``RecoveryError``.
+    ``retry_delay`` replaces the retry policy's interval; the next attempt must
+    still start within the policy's total duration.
     """
     step = flow.step(row.step_type)
     options = flow.options(step, row.options)
     retry = options.retry
     next_attempt = row.attempt + 1
-    delay = retry.delay_before(next_attempt)
+    delay = retry.delay_before(next_attempt) if retry_delay is None else retry_delay
     started = row.first_attempt_at or now
     within_budget = retry.total_duration is None or now + delay <= started + retry.total_duration
     tx.release_locks(row.id)

@@ -250,9 +250,10 @@ def fail_attempt(
     now: datetime,
     lease: timedelta,
     limit: int,
+    retry_delay: timedelta | None = None,
 ) -> HandOff:
     """``failure_routing.fail_attempt``, then the hand-off of a failure Step it started."""
     if transitions.holds_lease(tx, claimed) is None:
         return HandOff(False)
-    failure_routing.fail_attempt(tx, flow, claimed, error_type, detail, now)
+    failure_routing.fail_attempt(tx, flow, claimed, error_type, detail, now, retry_delay)
     return _hand_off_after(tx, flow, claimed, now, lease, limit)

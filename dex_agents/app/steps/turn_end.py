@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -38,7 +39,7 @@ from dex_agents.ports.engine import (
     StepOptions,
     go_to,
 )
-from dex_agents.ports.errors import ModelCallError
+from dex_agents.ports.errors import ModelCallError, RetryAfterError
 from dex_agents.ports.session_schema import (
     AGENT_STATE,
     AGENT_TOOL_CALLS,
@@ -197,9 +198,14 @@ def model_call_failed(error: ModelCallError, chat: tracing.ModelAttempt) -> Step
     """Where a Step goes after its model call raised ``error``: ``RecordTurnFailure``.
 
     A retryable error is raised again instead, for the Step's retry policy (its
-    failure route ends the turn once the retries run out).
+    failure route ends the turn once the retries run out); one whose provider
+    asked for a wait (``retry_after``) as a ``RetryAfterError``, so the next
+    attempt waits that long instead of the policy's interval.
     """
     if error.retryable:
+        delay = error.retry_after
+        if delay is not None and delay > timedelta(0):
+            raise RetryAfterError(delay, error) from error
         raise error
     chat.failed(error)
     return go_to(RecordTurnFailure, turn_failure_text(error))

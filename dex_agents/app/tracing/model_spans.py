@@ -27,6 +27,7 @@ from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.domain.tool_outcomes import describe_tool_call_outcome
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.windowing import message_sequence_key
+from dex_agents.ports.errors import RetryAfterError
 from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
 from dex_agents.ports.step_contexts import StepContext
 from dex_agents.ports.tracing import (
@@ -165,8 +166,11 @@ class ModelAttempt:
             self._output = [message]
 
     def failed(self, error: BaseException) -> None:
-        """The attempt failed with ``error`` (its span gets status ``ERROR``)."""
-        self._error = error
+        """The attempt failed with ``error`` (its span gets status ``ERROR``).
+
+        A ``RetryAfterError`` is recorded as its cause, the model call's own error.
+        """
+        self._error = error.cause if isinstance(error, RetryAfterError) else error
 
     def emit(self) -> None:
         """Emit the ``chat`` span, when a model call started."""

@@ -4,7 +4,7 @@ its Step never started; a retried attempt keeps the Step's own checkpoint."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import attrs
 import dex
@@ -12,10 +12,13 @@ import pytest
 
 from dex_agents import TOOL_CALL_NOT_RUN_ERROR_PREFIX, AgentSessionFlow
 from dex_agents.adapters.dex.contexts import decode_progress, encode_progress
+from dex_agents.domain.runner_outcomes import AgentTurnOutcome
 from dex_agents.domain.state import AgentState, AgentStatus
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.domain.wire import from_json, to_json
+from dex_agents.ports.errors import ModelCallError
+from dex_agents.ports.runner import AgentTurnContext
 from tests.adapters.dex.fake_dex import DexWorkerDriver, running_worker
 from tests.app.scripted_runner import ScriptedRunner
 
@@ -175,3 +178,36 @@ async def test_a_write_whose_earlier_attempt_started_stays_outcome_unknown_after
     record = from_json(route.attribute_map_writes[("AgentToolCalls", "call-1")], AgentToolCall)
     assert record.status is ToolCallStatus.OUTCOME_UNKNOWN
     assert record.error == "HeartbeatTimeout: heartbeat timed out"
+
+
+class _RateLimitedRunner(ScriptedRunner):
+    """A runner whose model call is refused for now, with the provider's wait."""
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        error = ModelCallError("openai model call failed with HTTP 429: slow down")
+        error.retry_after = timedelta(seconds=2.5)
+        raise error
+
+
+async def test_a_model_calls_wait_reaches_dex_as_retry_after_in_whole_seconds() -> None:
+    flow = AgentSessionFlow(_RateLimitedRunner(), flow_type=FLOW_TYPE)
+    running = AgentState(
+        status=AgentStatus.RUNNING_MODEL,
+        active_turn_id="turn-1",
+        turn_count=1,
+        turn_started_at=datetime(2026, 3, 1, tzinfo=UTC),
+    )
+    async with running_worker(dex.Registry([flow], allow_async_handlers=True)) as worker:
+        outcome = await worker.execute(
+            FLOW_TYPE,
+            "RunModel",
+            "RunModel-1",
+            None,
+            attributes={"AgentState": to_json(running)},
+            loaded_attribute_maps=("AgentToolCalls", "AgentMessages", "AgentMessageChunks"),
+        )
+    assert outcome.error is not None
+    # Dex records the model call's own error, and retries 3 seconds later, not sooner.
+    assert outcome.error.error_type == "dex_agents.ports.errors.ModelCallError"
+    assert outcome.error.detail == "openai model call failed with HTTP 429: slow down"
+    assert outcome.error.retry_after_seconds == 3

@@ -43,11 +43,13 @@ class Reply:
     events: Sequence[tuple[str | None, Any]] | None = None
     cut_after: int | None = None
     before_event: Callable[[int], Awaitable[None]] | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    """Further response headers of a JSON answer, such as ``retry-after``."""
 
 
-def json_reply(status: int, body: Any) -> Reply:
-    """A JSON answer with ``status``."""
-    return Reply(status=status, body=body)
+def json_reply(status: int, body: Any, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
+    """A JSON answer with ``status`` and any further ``headers``."""
+    return Reply(status=status, body=body, headers=headers)
 
 
 def sse_reply(
@@ -151,9 +153,10 @@ def _data(value: Any) -> str:
 async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
     if reply.events is None:
         payload = json.dumps(reply.body).encode()
+        extra = "".join(f"{name}: {value}\r\n" for name, value in reply.headers)
         writer.write(
             f"HTTP/1.1 {reply.status} Scripted\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(payload)}\r\nconnection: close\r\n\r\n".encode()
+            f"content-length: {len(payload)}\r\n{extra}connection: close\r\n\r\n".encode()
             + payload
         )
         await writer.drain()
