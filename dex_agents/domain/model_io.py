@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import attrs
 
@@ -19,6 +19,18 @@ from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.messages import image_tuple
 from dex_agents.domain.runner_outcomes import ModelCallMetadata
 from dex_agents.domain.usage import AgentUsage
+
+CONTENT_FILTER_FINISH_REASON: Final = "content_filter"
+"""The finish reason of an answer that a provider's content filter stopped.
+
+OpenAI's name, which LiteLLM gives every provider's (Anthropic's ``refusal``,
+Gemini's ``SAFETY``), and OpenTelemetry's ``gen_ai.response.finish_reasons`` value.
+"""
+
+CONTENT_FILTER_TURN_ERROR: Final = (
+    "the provider's content filter stopped the model's answer (finish reason content_filter)"
+)
+"""``last_turn_error`` of a turn whose answer the provider's content filter stopped."""
 
 
 def _model_tool_call_tuple(value: Iterable[ModelToolCall]) -> tuple[ModelToolCall, ...]:
@@ -168,3 +180,10 @@ class ModelResponse:
     def tool_calls(self) -> tuple[ModelToolCall, ...]:
         """Every tool call of the response, in model order."""
         return tuple(call for item in self.output for call in item.tool_calls)
+
+    @property
+    def filtered(self) -> bool:
+        """Whether the provider's content filter stopped the answer (``content_filter``)."""
+        metadata = self.model_call_metadata
+        reasons = () if metadata is None else metadata.finish_reasons or ()
+        return CONTENT_FILTER_FINISH_REASON in reasons

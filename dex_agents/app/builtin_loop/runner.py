@@ -41,6 +41,7 @@ from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.messages import FrameworkMessage
 from dex_agents.domain.model_io import (
+    CONTENT_FILTER_TURN_ERROR,
     ModelInputItem,
     ModelOutputItem,
     ModelRequest,
@@ -192,6 +193,16 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction, BuiltinLoopToolCalls):
                 response.usage,
                 new_messages=new_messages,
                 model_call_metadata=metadata,
+            )
+        if response.filtered:
+            # No answer the model meant, and the same request is filtered again: the
+            # turn fails, naming the filter, keeping only items that hold something.
+            kept = [item for item in response.output if item.text or item.reasoning]
+            return TurnCompleted(
+                stored_first + [model_output_message(item) for item in kept],
+                response.usage,
+                model_call_metadata=metadata,
+                turn_error=CONTENT_FILTER_TURN_ERROR,
             )
         decision = await self._decide(turn, False, list(response.output), [], consecutive)
         if decision.action is TurnContinuationAction.CONTINUE_WITH_MESSAGE:

@@ -1,0 +1,130 @@
+"""An answer a provider's content filter stopped: the turn fails and says so.
+
+OpenAI ends it with ``content_filter`` (a Chat Completions finish reason, or a
+Responses API ``response.incomplete`` with that reason), Anthropic with the
+stop reason ``refusal`` and Gemini with ``SAFETY``, which LiteLLM reads as
+``content_filter``. Such an answer, empty or cut after some text, is no normal
+answer: the turn ends with ``CONTENT_FILTER_TURN_ERROR``, keeping any text that
+came, and no empty assistant message is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import litellm
+import pytest
+
+from dex_agents import AgentSessionFlow
+from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow
+from dex_agents.domain.attention import SessionAttention, session_attention
+from dex_agents.domain.messages import MessageRole
+from dex_agents.domain.model_io import CONTENT_FILTER_TURN_ERROR
+from dex_agents.litellm import LiteLLMModelClient
+from dex_agents.local import LocalRuntime
+from tests.adapters.litellm.provider_scripts import (
+    Event,
+    anthropic_stream,
+    chat_stream,
+    message_item,
+    pieces,
+    responses_stream,
+)
+from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
+from tests.adapters.litellm.session_support import FAST, KEY, run_turn
+
+litellm.suppress_debug_info = True
+
+PARTIAL = "Here is the first part of"
+
+
+def _responses(text: str | None) -> Reply:
+    items = [] if text is None else [{**message_item("msg_1", text), "status": "incomplete"}]
+    events = responses_stream(items)
+    _, last = events[-1]
+    response = {**last["response"], "status": "incomplete"}
+    response["incomplete_details"] = {"reason": "content_filter"}
+    events[-1] = (
+        "response.incomplete",
+        {**last, "type": "response.incomplete", "response": response},
+    )
+    return sse_reply(events)
+
+
+def _chat(text: str | None) -> Reply:
+    events: list[Event] = []
+    for name, data in chat_stream(text):
+        choices = data["choices"] if isinstance(data, dict) else []
+        if choices and choices[0]["finish_reason"] == "stop":
+            data = {**data, "choices": [{**choices[0], "finish_reason": "content_filter"}]}
+        events.append((name, data))
+    return sse_reply(events)
+
+
+def _anthropic(text: str | None) -> Reply:
+    blocks = [] if text is None else [{"type": "text", "text": text}]
+    return sse_reply(anthropic_stream(blocks, stop_reason="refusal"))
+
+
+def _gemini(text: str | None) -> Reply:
+    def chunk(parts: list[dict[str, Any]], finish: str | None = None) -> Event:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        data: dict[str, Any] = {"candidates": [candidate], "modelVersion": "gemini-2.5-pro"}
+        if finish is not None:
+            candidate["finishReason"] = finish
+            data["usageMetadata"] = {"promptTokenCount": 40, "totalTokenCount": 40}
+        return (None, data)
+
+    events = [chunk([{"text": piece}]) for piece in pieces(text)] if text else []
+    return sse_reply([*events, chunk([], "SAFETY")])
+
+
+def _flow(server: ProviderServer, api: str) -> AgentSessionFlow:
+    if api == "responses":
+        model = LiteLLMModelClient(
+            "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=lambda: KEY
+        )
+    elif api == "chat":
+        model = LiteLLMModelClient(
+            "openai/gpt-4.1",
+            api="chat_completions",
+            api_base=server.url + "/v1",
+            api_key_provider=lambda: KEY,
+        )
+    elif api == "anthropic":
+        model = LiteLLMModelClient(
+            "anthropic/claude-sonnet-4-5", api_base=server.url, api_key_provider=lambda: KEY
+        )
+    else:
+        model = LiteLLMModelClient(
+            "gemini/gemini-2.5-pro", api_base=server.url, api_key_provider=lambda: KEY
+        )
+    agent = AgentDefinition(name="support", instructions="Help.", model=model)
+    return builtin_agent_session_flow(agent, flow_type="Filtered")
+
+
+REPLIES: dict[str, Callable[[str | None], Reply]] = {
+    "responses": _responses,
+    "chat": _chat,
+    "anthropic": _anthropic,
+    "gemini": _gemini,
+}
+
+
+@pytest.mark.parametrize("api", list(REPLIES))
+@pytest.mark.parametrize("text", [None, PARTIAL], ids=["empty", "cut"])
+async def test_a_filtered_answer_fails_the_turn_and_names_the_filter(
+    server: ProviderServer, api: str, text: str | None
+) -> None:
+    server.script(REPLIES[api](text))
+    flow = _flow(server, api)
+    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
+        done = await run_turn(runtime, flow, "Hi")
+    assert done.state is not None
+    assert done.state.last_turn_error == CONTENT_FILTER_TURN_ERROR
+    assert session_attention(done) is SessionAttention.TURN_FAILED
+    answers = [m.text for m in done.messages if m.role is MessageRole.ASSISTANT]
+    assert answers == ([] if text is None else [text])  # never an empty answer
+    assert len(server.requests) == 1  # the same request is filtered again: no retry
+    server.assert_script_used()
