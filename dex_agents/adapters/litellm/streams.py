@@ -205,7 +205,6 @@ async def _read_chat(
 ) -> StreamedAnswer:
     assembler = ChatStreamAssembler()
     usage: Any = None
-    model: str | None = None
     response_id: str | None = None
     intermittent: str | None = None
     async for chunk in stream:
@@ -213,7 +212,6 @@ async def _read_chat(
         # their streams to the end, and a later chunk (usage alone) clears it.
         intermittent = intermittent or getattr(stream, "intermittent_finish_reason", None)
         chunk_fields = fields(chunk)
-        model = chunk_fields.get("model") or model
         response_id = chunk_fields.get("id") or response_id
         usage = chunk_fields.get("usage") or usage
         for choice in chunk_fields.get("choices") or ():
@@ -252,7 +250,10 @@ async def _read_chat(
     return StreamedAnswer(
         output=(assembler.output_item(provider, taken_ids),),
         usage=chat_completions_usage(None if usage is None else as_dict(usage)),
-        response_model=model,
+        # LiteLLM's stream wrapper (1.105) names every chunk after the model it was
+        # asked for (Azure's after the deployment), not the one that answered: no
+        # answer names its model, so it is None, as the runner contract says.
+        response_model=None,
         response_id=response_id,
         finish_reasons=(assembler.finish_reason,),
     )

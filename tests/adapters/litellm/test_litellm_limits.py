@@ -1,0 +1,90 @@
+"""What LiteLLM 1.105 does not expose, and what the client reports instead.
+
+Each test pins one limit that ``docs/spec-differences.md`` names ("LiteLLM
+1.105"), against a provider on loopback, so a LiteLLM upgrade that lifts it
+fails here and the client can follow.
+"""
+
+from __future__ import annotations
+
+import litellm
+import pytest
+
+from dex_agents.domain.model_io import ModelRequest, UserTextItem
+from dex_agents.litellm import LiteLLMModelClient
+from tests.adapters.litellm.provider_scripts import (
+    anthropic_stream,
+    chat_stream,
+    gemini_stream,
+    message_item,
+    responses_stream,
+)
+from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
+from tests.adapters.litellm.recording_output import RecordingOutput
+from tests.adapters.litellm.session_support import KEY
+
+litellm.suppress_debug_info = True
+
+REQUEST = ModelRequest(instructions="Be brief.", items=(UserTextItem(text="Hi"),))
+
+
+def _key() -> str:
+    return KEY
+
+
+def _client(server: ProviderServer, api: str) -> LiteLLMModelClient:
+    if api == "responses":
+        return LiteLLMModelClient(
+            "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=_key
+        )
+    if api == "chat":
+        return LiteLLMModelClient(
+            "openai/gpt-4.1",
+            api="chat_completions",
+            api_base=server.url + "/v1",
+            api_key_provider=_key,
+        )
+    if api == "azure":
+        return LiteLLMModelClient(
+            "azure/support-deployment",
+            api_base=server.url,
+            api_key_provider=_key,
+            request_options={"api_version": "2024-10-21"},
+        )
+    if api == "anthropic":
+        return LiteLLMModelClient(
+            "anthropic/claude-sonnet-4-5", api_base=server.url, api_key_provider=_key
+        )
+    return LiteLLMModelClient("gemini/gemini-2.5-pro", api_base=server.url, api_key_provider=_key)
+
+
+def _answer(api: str, model: str) -> Reply:
+    if api == "responses":
+        return sse_reply(responses_stream([message_item("msg_1", "Hello.")], model=model))
+    if api in ("chat", "azure"):
+        return sse_reply(chat_stream("Hello.", model=model))
+    if api == "anthropic":
+        return sse_reply(anthropic_stream([{"type": "text", "text": "Hello."}], model=model))
+    return sse_reply(gemini_stream([{"text": "Hello."}], model=model))
+
+
+@pytest.mark.parametrize(
+    ("api", "answered", "reported"),
+    [
+        ("responses", "gpt-5-mini-2025-08-07", "gpt-5-mini-2025-08-07"),
+        ("chat", "gpt-4.1-2025-04-14", None),
+        ("azure", "gpt-4.1-2025-04-14", None),
+        ("anthropic", "claude-sonnet-4-5-20250929", None),
+        ("gemini", "gemini-2.5-pro-002", None),
+    ],
+)
+async def test_only_the_responses_api_exposes_the_model_that_answered(
+    server: ProviderServer, output: RecordingOutput, api: str, answered: str, reported: str | None
+) -> None:
+    # LiteLLM's Chat Completions stream names every chunk after the requested model
+    # (Azure's after its deployment): reporting that as the answer's model was wrong.
+    server.script(_answer(api, answered))
+    response = await _client(server, api).call_model(REQUEST, output)
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.response_model == reported
+    server.assert_script_used()
