@@ -88,3 +88,21 @@ async def test_only_the_responses_api_exposes_the_model_that_answered(
     assert response.model_call_metadata is not None
     assert response.model_call_metadata.response_model == reported
     server.assert_script_used()
+
+
+async def test_anthropic_reasoning_tokens_are_litellms_count_of_the_streamed_thinking(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # Anthropic reports no thinking tokens; LiteLLM counts the thinking text it
+    # streamed (a summary, for Claude 4 models) with its own tokenizer, so the
+    # count is LiteLLM's estimate, and at most the answer's output tokens.
+    thinking = "The user greets me, so I should greet them back briefly and warmly."
+    blocks = [
+        {"type": "thinking", "thinking": thinking, "signature": "EqQBCkYIBxgC"},
+        {"type": "text", "text": "Hello."},
+    ]
+    server.script(sse_reply(anthropic_stream(blocks, output_tokens=400)))
+    response = await _client(server, "anthropic").call_model(REQUEST, output)
+    counted = litellm.token_counter(text=thinking, count_response_tokens=True)
+    assert 0 < response.usage.reasoning_tokens == counted < 400
+    assert response.usage.output_tokens == 400
