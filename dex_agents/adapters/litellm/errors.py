@@ -15,7 +15,8 @@ and dropped connections. A retryable one keeps the wait the provider asked for
 (``Retry-After``, ``retry-after-ms``) as ``retry_after`` and names it in its
 message, so ``RunModel`` waits that long before its next attempt. The message is the provider's own,
 without credentials, so the session can show it as the turn's ``last_turn_error``.
-A call that could not connect has no HTTP status and says so. A stream that
+A call that could not connect, or that timed out before an answer (LiteLLM
+files it as an HTTP 408), has no HTTP status and says so. A stream that
 breaks mid-answer raises, so no half answer is ever returned.
 """
 
@@ -237,6 +238,10 @@ def translate_error(
         # Gemini stream's request: neither is a stream that broke.
         answered_status, message = answer
         return _http_failure(error, provider, answered_status, message, known)
+    if not streaming and _timed_out(error):
+        # LiteLLM files a timeout as an HTTP 408 that no provider sent.
+        text = describe_failure(provider, None, "timed out before the provider answered")
+        return ModelProviderError(text, provider=provider, status_code=None, retryable=True)
     if _is_stream_break(error) or (streaming and _is_connection_error(error)):
         text = f"the {provider} stream broke before the answer ended: {provider_message(raw)}"
         return ModelStreamInterruptedError(scrub(text, known), provider=provider)
@@ -343,6 +348,21 @@ def _answer_inside_stream(error: BaseException) -> tuple[int, str] | None:
         status = answered
     raw = str(getattr(original, "message", None) or original) or type(original).__name__
     return status, provider_message(raw)
+
+
+_TIMEOUT_NAMES: Final = frozenset({"Timeout", "APITimeoutError", "TimeoutException"})
+"""LiteLLM's, the OpenAI SDK's and httpx's timeouts (httpx's read, connect, write and pool)."""
+
+
+def _timed_out(error: BaseException) -> bool:
+    """No answer came in time: a timeout in the chain, and no HTTP status the provider answered."""
+    if _answered_status(error) is not None or _is_stream_break(error):
+        return False
+    return any(
+        isinstance(current, TimeoutError)
+        or any(kind.__name__ in _TIMEOUT_NAMES for kind in type(current).__mro__)
+        for current in exception_chain(error)
+    )
 
 
 def _is_connection_error(error: BaseException) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import traceback
 from collections.abc import Awaitable, Callable
 
@@ -313,3 +314,54 @@ async def test_a_gemini_http_error_keeps_its_status_and_is_no_broken_stream(
     assert (caught.value.status_code, caught.value.retryable) == (status, retryable)
     assert str(caught.value) == f"gemini model call failed with HTTP {status}: {message}"
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_call_that_times_out_says_so_without_an_http_status(
+    output: RecordingOutput, api: str
+) -> None:
+    # LiteLLM files a timeout as an HTTP 408, which no provider sent.
+    release = asyncio.Event()
+    handlers: list[asyncio.Task[None]] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.append(task)
+        await release.wait()  # never answers while the client waits
+        writer.close()
+
+    provider = await asyncio.start_server(silent, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{provider.sockets[0].getsockname()[1]}"
+    options = {"timeout": 0.3}
+    client = {
+        "responses": lambda: LiteLLMModelClient(
+            "openai/gpt-5-mini",
+            api_base=url + "/v1",
+            api_key_provider=lambda: KEY,
+            request_options=options,
+        ),
+        "chat": lambda: LiteLLMModelClient(
+            "openai/gpt-4.1",
+            api="chat_completions",
+            api_base=url + "/v1",
+            api_key_provider=lambda: KEY,
+            request_options=options,
+        ),
+        "anthropic": lambda: LiteLLMModelClient(
+            "anthropic/claude-sonnet-4-5",
+            api_base=url,
+            api_key_provider=lambda: KEY,
+            request_options=options,
+        ),
+    }[api]()
+    async with provider:
+        with pytest.raises(ModelProviderError) as caught:
+            await client.call_model(REQUEST, output)
+        release.set()
+        await asyncio.gather(*handlers)
+    assert handlers  # the request reached the provider, which never answered
+    assert (caught.value.status_code, caught.value.retryable) == (None, True)
+    assert str(caught.value) == (
+        f"{client.provider} model call failed: timed out before the provider answered"
+    )

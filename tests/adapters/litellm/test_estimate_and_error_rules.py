@@ -14,6 +14,7 @@ from litellm.exceptions import (
     BadRequestError,
     InternalServerError,
     ServiceUnavailableError,
+    Timeout,
 )
 
 from dex_agents.adapters.litellm.errors import (
@@ -274,8 +275,12 @@ def test_a_connection_never_made_has_no_http_status_and_is_retried(streaming: bo
         (lambda: chained(litellm_error(InternalServerError, "bad gateway"), json.JSONDecodeError("no JSON", "<html>", 0)), False, ModelProviderError, 500, True),
         (lambda: chained(litellm_error(APIConnectionError, "no key"), ValueError("Missing Gemini API key.")), False, ModelProviderError, None, False),
         (lambda: chained(litellm_error(InternalServerError, "x"), ModuleNotFoundError("No module named 'google.auth'")), False, ModelProviderError, None, False),
+        # LiteLLM files a timeout as an HTTP 408 that no provider sent; a real 408 keeps it.
+        (lambda: chained(litellm_error(Timeout, "Connection timed out."), httpx.ReadTimeout("timed out")), False, ModelProviderError, None, True),
+        (lambda: chained(litellm_error(Timeout, "Request timed out."), TimeoutError()), False, ModelProviderError, None, True),
+        (lambda: chained(litellm_error(Timeout, "Request Timeout"), _http_status_error(408)), False, ModelProviderError, 408, True),
     ],
-    ids=["real-500", "bad-request", "stream-cut", "html-500", "missing-key", "missing-package"],
+    ids=["real-500", "bad-request", "stream-cut", "html-500", "missing-key", "missing-package", "timeout", "asyncio-timeout", "real-408"],
 )  # fmt: skip
 def test_http_answers_and_cut_streams_keep_their_status(
     make: Callable[[], Exception], streaming: bool, kind: type, status: int | None, retryable: bool
@@ -285,3 +290,15 @@ def test_http_answers_and_cut_streams_keep_their_status(
     assert translated is not None
     assert translated.status_code == status
     assert translated.retryable is retryable
+
+
+def _http_status_error(status: int) -> httpx.HTTPStatusError:
+    request = httpx.Request("POST", "https://api.example.com/v1/chat/completions")
+    response = httpx.Response(status, request=request)
+    return httpx.HTTPStatusError(f"HTTP {status}", request=request, response=response)
+
+
+def test_a_timeout_says_no_answer_came_and_shows_no_http_status() -> None:
+    error = chained(litellm_error(Timeout, "Connection timed out."), httpx.ReadTimeout("timed out"))
+    translated = translate_error(error, provider="anthropic", secrets=())
+    assert str(translated) == "anthropic model call failed: timed out before the provider answered"
