@@ -22,6 +22,7 @@ from dex_agents.adapters.litellm.chat_request import chat_arguments
 from dex_agents.adapters.litellm.errors import scrub_exception_chain, translate_error
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
 from dex_agents.adapters.litellm.options import check_options, merged_options
+from dex_agents.adapters.litellm.read_timeouts import ReadTimedStream, unsent_read_timeout
 from dex_agents.adapters.litellm.redaction import environment_secrets, redact_url
 from dex_agents.adapters.litellm.responses_request import responses_arguments
 from dex_agents.adapters.litellm.routing import RESPONSES_API, ModelApi, ModelRoute, route_model
@@ -71,9 +72,10 @@ class LiteLLMModelClient:
     Worker's environment, as LiteLLM reads them, or from ``api_key_provider``, a
     sync or async function called for every call; an exception it raises
     propagates with credentials scrubbed from its text. ``request_options`` are
-    further keyword arguments for LiteLLM, such as ``timeout``; the agent's model
-    settings go over them. Neither may set what the client sets, nor hold a
-    credential. ``repr`` shows no secret.
+    further keyword arguments for LiteLLM, such as ``timeout`` (which the client
+    applies itself to a Gemini stream, whose request LiteLLM sends without it);
+    the agent's model settings go over them. Neither may set what the client
+    sets, nor hold a credential. ``repr`` shows no secret.
     """
 
     def __init__(
@@ -168,6 +170,7 @@ class LiteLLMModelClient:
         if self._api_base is not None:
             arguments["api_base"] = self._api_base
         arguments.update(NO_RETRIES)
+        read_timeout = unsent_read_timeout(route, options)
         streaming = False
         batched = BatchedOutput(output)
         taken_ids = conversation_tool_call_ids(request.items)
@@ -175,10 +178,14 @@ class LiteLLMModelClient:
             if route.api == RESPONSES_API:
                 stream: Any = await litellm.aresponses(**arguments)
                 streaming = True
+                if read_timeout is not None:
+                    stream = ReadTimedStream(stream, read_timeout)
                 answer = await read_responses_stream(stream, batched, route.provider, taken_ids)
             else:
                 stream = await litellm.acompletion(**arguments)
                 streaming = True
+                if read_timeout is not None:
+                    stream = ReadTimedStream(stream, read_timeout)
                 answer = await read_chat_stream(stream, batched, route.provider, taken_ids)
         except Exception as error:
             secrets = environment_secrets(os.environ)

@@ -13,8 +13,9 @@ permission, not found, context too long) and for a call refused before anything
 was sent (a missing key), ``True`` for 408, 409, 425, 429, any 5xx, timeouts
 and dropped connections. A retryable one keeps the wait the provider asked for
 (``Retry-After``, ``retry-after-ms``) as ``retry_after`` and names it in its
-message, so ``RunModel`` waits that long before its next attempt. The message is the provider's own,
-without credentials, so the session can show it as the turn's ``last_turn_error``.
+message, so ``RunModel`` waits that long before its next attempt. The message
+is the provider's own, without credentials, so the session can show it as the
+turn's ``last_turn_error``.
 A call that could not connect, or that timed out before an answer (LiteLLM
 files it as an HTTP 408), has no HTTP status and says so. A stream that
 breaks mid-answer raises, so no half answer is ever returned.
@@ -22,14 +23,14 @@ breaks mid-answer raises, so no half answer is ever returned.
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+from dex_agents.adapters.litellm.provider_messages import describe_failure, provider_message
+from dex_agents.adapters.litellm.read_timeouts import StreamReadTimeoutError
 from dex_agents.adapters.litellm.redaction import scrub
 from dex_agents.adapters.litellm.retry_after import describe_wait, parse_retry_after
 from dex_agents.ports.errors import ModelCallError
@@ -41,14 +42,6 @@ TRANSPORT_ERROR_MODULES: Final = frozenset(
     {"litellm", "openai", "anthropic", "httpx", "httpcore", "aiohttp"}
 )
 """Packages whose exceptions a model call translates; any other exception passes through."""
-
-# LiteLLM names the provider "AnthropicException - " or, for an error that came
-# inside a stream, "AnthropicError - ".
-_LITELLM_PREFIX: Final = re.compile(
-    r"^(?:litellm\.\w+:\s*|\w+Error:\s*|\w+(?:Exception|Error)\s+-\s+)+"
-)
-_BYTES_LITERAL: Final = re.compile(r"""b(['"]).*\1""", re.DOTALL)
-_MESSAGE_LIMIT: Final = 2000
 
 
 class ModelProviderError(ModelCallError):
@@ -87,57 +80,6 @@ def is_retryable_status(status_code: int | None) -> bool:
     if status_code is None or status_code >= 500 or status_code < 400:
         return True
     return status_code in RETRYABLE_STATUS_CODES
-
-
-def _json_message(data: object) -> str | None:
-    if not isinstance(data, dict):
-        return None
-    error = data.get("error")
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return str(error["message"])
-    for value in (error, data.get("message"), data.get("detail")):
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def _embedded_json(text: str) -> object:
-    literal = _BYTES_LITERAL.search(text)
-    if literal is not None:
-        try:
-            value = ast.literal_eval(literal.group(0))
-            if isinstance(value, bytes):
-                return json.loads(value.decode("utf-8", "replace"))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            pass
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start != -1:
-        try:
-            return decoder.raw_decode(text, start)[0]
-        except ValueError:
-            start = text.find("{", start + 1)
-    return None
-
-
-def provider_message(text: str) -> str:
-    """The provider's own message inside a LiteLLM error text.
-
-    The ``error.message`` of a JSON error body when the text holds one, else the
-    text without LiteLLM's ``litellm.<Name>Error:`` and ``<Provider>Exception -`` prefixes.
-    """
-    message = _json_message(_embedded_json(text)) or _LITELLM_PREFIX.sub("", text.strip())
-    message = message.strip() or text.strip()
-    if len(message) > _MESSAGE_LIMIT:
-        message = message[:_MESSAGE_LIMIT] + "..."
-    return message
-
-
-def describe_failure(provider: str, status_code: int | None, message: str) -> str:
-    """``<provider> model call failed with HTTP <status>: <message>``, or without the status."""
-    if status_code is None:
-        return f"{provider} model call failed: {message}"
-    return f"{provider} model call failed with HTTP {status_code}: {message}"
 
 
 def is_transport_error(error: BaseException) -> bool:
@@ -222,6 +164,9 @@ def translate_error(
     if isinstance(error, ModelProviderError):
         scrub_exception_chain(error, known)  # its text may quote the provider
         return error
+    if isinstance(error, StreamReadTimeoutError) and not error.answered:
+        text = describe_failure(provider, None, "timed out before the provider answered")
+        return ModelProviderError(text, provider=provider, status_code=None, retryable=True)
     if not is_transport_error(error):
         return None
     scrub_exception_chain(error, known)

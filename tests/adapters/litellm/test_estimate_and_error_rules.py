@@ -21,12 +21,11 @@ from dex_agents.adapters.litellm.errors import (
     ModelProviderError,
     ModelStreamInterruptedError,
     connect_failure,
-    describe_failure,
     is_retryable_status,
-    provider_message,
     translate_error,
 )
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
+from dex_agents.adapters.litellm.provider_messages import describe_failure, provider_message
 from dex_agents.adapters.litellm.redaction import (
     REDACTED,
     environment_secrets,
