@@ -34,15 +34,21 @@ from dex_agents.domain.compaction import (
 from dex_agents.domain.context_summary import ContextSummary, ContextSummaryRequest
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage, MessageRole
 from dex_agents.domain.model_io import (
+    CONTENT_FILTER_TURN_ERROR,
     ModelOutputItem,
     ModelRequest,
+    ModelResponse,
     ModelToolCall,
     ToolResultItem,
     UserTextItem,
 )
 from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.runner_outcomes import ModelCallMetadata
 from dex_agents.domain.tool_effects import ToolEffect
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.flow_store import FlowStore
+from dex_agents.ports.model_client import ModelOutputWriter
 from dex_agents.ports.runner import AgentTurnContext, ContextCompactionRunner
 from tests.app import harness
 
@@ -330,3 +336,32 @@ def test_the_estimate_is_the_model_clients_estimate_of_the_next_request() -> Non
     )
     assert runner.select_compaction_cutoff(whole, 0) == 3
     assert runner.select_compaction_cutoff(whole, 10_000) is None
+
+
+class FilteredModel:
+    """A model client whose provider's content filter stops every answer part way."""
+
+    async def call_model(self, request: ModelRequest, output: ModelOutputWriter) -> ModelResponse:
+        item = ModelOutputItem(item="{}", provider="p", api="a", text="The user asked")
+        metadata = ModelCallMetadata(finish_reasons=("content_filter",))
+        return ModelResponse(
+            output=[item], usage=AgentUsage(model_calls=1), model_call_metadata=metadata
+        )
+
+    def estimate_input_tokens(self, request: ModelRequest) -> int:
+        return 0
+
+
+async def test_a_summary_the_content_filter_stopped_fails_and_is_not_stored_cut() -> None:
+    definition = AgentDefinition(name="reader", instructions="Answer.", model=FilteredModel())
+    request = ContextSummaryRequest(
+        flow_id="s1",
+        turn_id="t1",
+        messages=history(),
+        through_sequence=5,
+        input_token_budget=10_000,
+    )
+    with pytest.raises(ModelCallError) as caught:
+        await BuiltinLoopAgentRunner(definition).summarize_context(request)
+    assert str(caught.value) == CONTENT_FILTER_TURN_ERROR
+    assert caught.value.retryable is False

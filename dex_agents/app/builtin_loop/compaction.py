@@ -31,8 +31,15 @@ from dex_agents.domain.compaction import (
     select_model_response_cutoff,
 )
 from dex_agents.domain.context_summary import ContextSummaryRequest
-from dex_agents.domain.model_io import ModelInputItem, ModelRequest, ModelResponse, UserTextItem
+from dex_agents.domain.model_io import (
+    CONTENT_FILTER_TURN_ERROR,
+    ModelInputItem,
+    ModelRequest,
+    ModelResponse,
+    UserTextItem,
+)
 from dex_agents.domain.runner_outcomes import ContextSummaryResult
+from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.model_client import ModelClient
 from dex_agents.ports.runner import AgentTurnContext
 
@@ -214,6 +221,12 @@ class BuiltinLoopCompaction:
                 f"the model client of agent {definition.name} returned "
                 f"{type(response).__name__}, not a ModelResponse"
             )
+        if response.filtered:
+            # A cut summary would replace the messages it stands for; the same
+            # request is filtered again, so no retry.
+            error = ModelCallError(CONTENT_FILTER_TURN_ERROR)
+            error.retryable = False
+            raise error
         text = response.text.strip()
         if not text:
             raise ValueError(f"the summary call of agent {definition.name} returned no text")
