@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -214,10 +214,7 @@ def _http_failure(
 ) -> ModelProviderError:
     """The error of a provider's answer with ``status``; a retryable one keeps its ``Retry-After``."""
     retryable = is_retryable_status(status if filed is None else filed)
-    wait = None
-    if retryable and status is not None:
-        headers = response_headers(error)
-        wait = None if headers is None else parse_retry_after(headers, datetime.now(UTC))
+    wait = _retry_after(error) if retryable and status is not None else None
     text = describe_failure(provider, status, message)
     if wait is not None:
         text = f"{text} (the provider asked to {describe_wait(wait)})"
@@ -230,21 +227,29 @@ def _http_failure(
     )
 
 
-def response_headers(error: BaseException) -> Mapping[str, str] | None:
-    """The headers of the provider's answer in ``error``'s chain, or ``None``.
+def response_headers(error: BaseException) -> Iterator[Mapping[str, str]]:
+    """The headers of each provider answer in ``error``'s chain, the HTTP clients' first.
 
-    LiteLLM's own error drops them; the HTTP client's error it chains keeps the
-    response, and LiteLLM keeps a copy as ``litellm_response_headers``.
+    LiteLLM's own error drops them, or holds a placeholder response; the HTTP
+    client's error it chains keeps the answer, and LiteLLM keeps a copy as
+    ``litellm_response_headers``.
     """
-    for name in ("response", None):
-        for current in exception_chain(error):
-            if name is None:
-                headers = getattr(current, "litellm_response_headers", None)
-            else:
-                headers = getattr(getattr(current, name, None), "headers", None)
-            if isinstance(headers, Mapping) and headers:
-                return headers
-    return None
+    chain = exception_chain(error)
+    for current in chain:
+        headers = getattr(getattr(current, "response", None), "headers", None)
+        if isinstance(headers, Mapping) and headers:
+            yield headers
+    for current in chain:
+        headers = getattr(current, "litellm_response_headers", None)
+        if isinstance(headers, Mapping) and headers:
+            yield headers
+
+
+def _retry_after(error: BaseException) -> timedelta | None:
+    """The first wait an answer in ``error``'s chain asks for."""
+    now = datetime.now(UTC)
+    waits = (parse_retry_after(headers, now) for headers in response_headers(error))
+    return next((wait for wait in waits if wait is not None), None)
 
 
 def refused_before_sending(error: BaseException) -> BaseException | None:

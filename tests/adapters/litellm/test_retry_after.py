@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import litellm
 import pytest
+from litellm.exceptions import RateLimitError
 
+from dex_agents.adapters.litellm.errors import translate_error
 from dex_agents.adapters.litellm.retry_after import parse_retry_after
 from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow
 from dex_agents.domain.model_io import ModelRequest, UserTextItem
@@ -153,3 +156,17 @@ async def test_a_wait_past_run_models_budget_fails_the_turn_after_one_request(
     )
     assert len(server.requests) == 1
     server.assert_script_used()
+
+
+def test_the_wait_is_found_behind_a_placeholder_response_without_it() -> None:
+    # LiteLLM's error may hold a response of its own with headers but no wait;
+    # the HTTP client's error it chains holds the provider's answer.
+    request = httpx.Request("POST", "https://api.example.com/v1/responses")
+    answered = httpx.Response(429, headers={"retry-after": "7"}, request=request)
+    cause = httpx.HTTPStatusError("HTTP 429", request=request, response=answered)
+    placeholder = httpx.Response(429, headers={"content-type": "application/json"}, request=request)
+    error = RateLimitError("Slow down.", llm_provider="openai", model="gpt-5", response=placeholder)
+    error.__cause__ = cause
+    translated = translate_error(error, provider="openai", secrets=())
+    assert translated is not None
+    assert translated.retry_after == timedelta(seconds=7)
