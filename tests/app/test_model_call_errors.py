@@ -21,6 +21,7 @@ from dex_agents.builtin_loop import (
     ModelResponse,
     builtin_agent_session_flow,
 )
+from dex_agents.domain.attention import last_turn_cancelled
 from dex_agents.domain.model_io import ModelOutputItem
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.local import LocalRuntime
@@ -111,4 +112,13 @@ async def test_a_wait_the_provider_asked_for_replaces_the_retry_interval() -> No
         assert retry.not_before is not None
         # The policy's own interval before attempt 2 is 1 second.
         assert retry.not_before - engine.now() > timedelta(minutes=9)
+        assert model.calls == 1
+        # The user need not sit out the wait: cancelling the turn ends it now.
+        snapshot = await sessions.get_agent_snapshot("s-1")
+        assert snapshot.state is not None
+        assert snapshot.state.active_turn_id is not None
+        assert await sessions.cancel_turn("s-1", snapshot.state.active_turn_id)
+        done = await sessions.wait_for_user("s-1", timeout=TURN)
+        assert done.state is not None
+        assert last_turn_cancelled(done.state)
         assert model.calls == 1
