@@ -2,16 +2,21 @@
 
 The session lives in the database, not in this process: a chat killed at any
 point resumes where the durable state says it is, and leaving (``/quit``,
-Ctrl-D, Ctrl-C) at any prompt decides nothing that is pending. An answer another
-window gave first wins; this chat then says so and shows what happened, and a
+Ctrl-D, Ctrl-C) at any prompt decides nothing that is pending. What another
+window does shows as it happens, above a waiting prompt too (``line_input``). An
+answer another window gave first wins: the prompt that asked it ends with a line
+saying so (or this chat's refused answer says so), then what happened shows; a
 turn another window cancelled ends with ``turn cancelled elsewhere``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.cli import prompts, terminal
@@ -19,6 +24,7 @@ from dex_agents.cli.database import demo_flow, open_chat_runtime
 from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
+from dex_agents.cli.line_input import LineInput, open_line_input
 from dex_agents.cli.live_text import LiveText
 from dex_agents.cli.mcp_servers import describe_servers, mcp_tool_source
 from dex_agents.cli.real_model import real_model_client
@@ -31,6 +37,14 @@ from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import FlowNotFoundError
 
 _TURN_WAS_CANCELLED = "its turn was cancelled"
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """A prompt ended by the session, not by a typed line: ``snapshot`` no longer asks it."""
+
+    snapshot: AgentSnapshot
 
 
 def refusal_reason(interrupt: AgentInterrupt, answer: str | None, now: datetime) -> str:
@@ -74,10 +88,35 @@ class _Chat:
         client: PortableSessionClient,
         session_id: str,
         follower: Follower,
+        lines: LineInput,
     ):
         self._client = client
         self._session = session_id
         self._follower = follower
+        self._lines = lines
+
+    async def _while_following(
+        self, asking: Coroutine[Any, Any, _T], interrupt: AgentInterrupt | None
+    ) -> _T | _Ended:
+        """Run the prompt ``asking`` while the follower shows what changes above it; end it
+        when the session no longer asks what it asks (``_Ended``)."""
+        prompt = asyncio.create_task(asking, name="dex-agents prompt")
+        watch = asyncio.create_task(
+            self._follower.while_prompt(interrupt), name="dex-agents prompt watch"
+        )
+        try:
+            await asyncio.wait((prompt, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (prompt, watch):
+                task.cancel()
+            # Both end here: the prompt puts the terminal back in its line mode first.
+            await asyncio.gather(prompt, watch, return_exceptions=True)
+        # What was typed wins a tie: it is sent, and a refusal says why.
+        if not prompt.cancelled():
+            return prompt.result()
+        if watch.cancelled():
+            raise asyncio.CancelledError
+        return _Ended(watch.result())
 
     async def run(self, *, resumed: bool) -> int:
         snapshot = await self._client.get_agent_snapshot(self._session)
@@ -93,7 +132,9 @@ class _Chat:
                 return 0
 
     async def _send_message(self) -> bool:
-        text = await prompts.ask_message()
+        text = await self._while_following(prompts.ask_message(self._lines), None)
+        if isinstance(text, _Ended):
+            return True  # the session asks for a decision now; what was typed is kept
         if text is None:
             return False
         if await self._client.send_user_message(self._session, text):
@@ -106,7 +147,12 @@ class _Chat:
         """Ask about ``interrupt`` and send the reply; ``False`` when the person leaves."""
         answer: str | None = None
         if interrupt.kind == InterruptKind.QUESTION:
-            reply = await prompts.ask_answer(interrupt)
+            reply = await self._while_following(
+                prompts.ask_answer(self._lines, interrupt), interrupt
+            )
+            if isinstance(reply, _Ended):
+                await self._say_gone(interrupt, reply.snapshot)
+                return True
             if reply is None:
                 return False
             if reply.declined:
@@ -119,7 +165,12 @@ class _Chat:
                     self._session, interrupt.interrupt_id, answer
                 )
         else:
-            decision = await prompts.ask_approval(interrupt)
+            decision = await self._while_following(
+                prompts.ask_approval(self._lines, interrupt), interrupt
+            )
+            if isinstance(decision, _Ended):
+                await self._say_gone(interrupt, decision.snapshot)
+                return True
             if decision is None:
                 return False
             accepted = await self._client.resolve_interrupt(
@@ -128,6 +179,19 @@ class _Chat:
         if not accepted:
             await self._explain_refusal(interrupt, answer)
         return True
+
+    async def _say_gone(self, interrupt: AgentInterrupt, snapshot: AgentSnapshot) -> None:
+        """Say why the prompt of ``interrupt`` ended before anything was typed: another
+        window answered it, or its turn ended."""
+        what = "question" if interrupt.kind == InterruptKind.QUESTION else "approval"
+        gone = await self._gone_reason(interrupt, snapshot, datetime.now(UTC))
+        if gone is None:
+            # What the other window decided shows next, as the session carries it out.
+            self._follower.say(f"this {what} was answered elsewhere")
+            return
+        self._follower.say(f"this {what} was withdrawn: {gone}")
+        if gone == _TURN_WAS_CANCELLED:  # said once: not again when the chat is idle
+            self._follower.cancellation_shown(interrupt.turn_id)
 
     async def _explain_refusal(self, interrupt: AgentInterrupt, answer: str | None) -> None:
         snapshot = await self._client.get_agent_snapshot(self._session)
@@ -212,8 +276,9 @@ async def run_chat(
             live = LiveText(runtime.flow_client, flow, session_id)
             await live.start()
             try:
-                follower = Follower(client, session_id, live)
-                chat = _Chat(client, session_id, follower)
+                lines = open_line_input()
+                follower = Follower(client, session_id, live, lines.write)
+                chat = _Chat(client, session_id, follower, lines)
                 return await chat.run(resumed=not started)
             finally:
                 await live.stop()

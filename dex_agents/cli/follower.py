@@ -4,12 +4,16 @@ Lines come in the order things happened: the model's text, then each tool call
 it asked for (``agent> calls ...``) followed by that call's status lines
 (``tool> ... -> ...``), then the next model text. A user message that another
 window sent or steered in shows as ``you (elsewhere)> ...`` before the turn it
-starts; the chat's own messages were shown as they were typed.
+starts; the chat's own messages were shown as they were typed. While a prompt
+waits (``while_prompt``), the same lines show above it, and a model's text shows
+once it is stored rather than as it grows.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import deque
+from collections.abc import Callable
 from datetime import timedelta
 
 from dex_agents.app.session_client import PortableSessionClient
@@ -39,10 +43,21 @@ it waited on: the chat itself never cancels a turn."""
 class Follower:
     """Prints a session's live text, new messages and tool call statuses, each once."""
 
-    def __init__(self, client: PortableSessionClient, session_id: str, live: LiveText) -> None:
+    def __init__(
+        self,
+        client: PortableSessionClient,
+        session_id: str,
+        live: LiveText,
+        write: Callable[[str], None] | None = None,
+    ) -> None:
+        """``write`` shows text (``LineInput.write``, above an open prompt); standard
+        output by default."""
         self._client = client
         self._session = session_id
         self._live = live
+        self._write = write or _write_out
+        # Live text taken with a snapshot that was not shown, for the next one.
+        self._held: list[tuple[LiveKey, str]] = []
         self._output = ChatOutput()
         self._last_sequence = 0
         self._statuses: dict[str, ToolCallStatus] = {}
@@ -96,7 +111,11 @@ class Follower:
 
     def say(self, text: str) -> None:
         """Print a line of the chat's own, after any open live line."""
-        print(self._output.line(text), end="", flush=True)
+        self._write(self._output.line(text))
+
+    def _print(self, text: str) -> None:
+        if text:
+            self._write(text)
 
     async def cancellation_reason(self, interrupt: AgentInterrupt) -> CancellationReason | None:
         """Why steering or ``cancel_turn`` removed ``interrupt``, as the Stream reported it."""
@@ -152,9 +171,15 @@ class Follower:
             and message.tool_call_id not in self._finished
         ]
 
-    def show(self, snapshot: AgentSnapshot, live_text: list[tuple[LiveKey, str]]) -> None:
+    def show(
+        self, snapshot: AgentSnapshot, live_text: list[tuple[LiveKey, str]], *, live: bool = True
+    ) -> None:
         """Print what changed since the last call: ``live_text`` was taken before ``snapshot``
-        was read, so every tool call that ended before that text is in ``snapshot``."""
+        was read, so every tool call that ended before that text is in ``snapshot``.
+
+        Without ``live`` (a prompt waits below), a model text shows once it is stored, as
+        whole lines: a line still growing cannot stay open above the prompt.
+        """
         for key, fragment in live_text:
             self._output.arrive(key, fragment)
         calls = {call.tool_call_id: call for call in snapshot.tool_calls}
@@ -164,33 +189,72 @@ class Follower:
                 self._last_sequence = message.sequence
                 parts.extend(self._message(message, calls))
         parts.extend(self._status(call) for call in snapshot.tool_calls)
-        parts.append(self._output.flush())
-        print("".join(parts), end="", flush=True)
+        if live:
+            parts.append(self._output.flush())
+        self._print("".join(parts))
+
+    def _take(self) -> list[tuple[LiveKey, str]]:
+        held, self._held = self._held, []
+        return held + self._live.take()
 
     async def until_person(self) -> AgentSnapshot:
         """Print changes until the session needs a person; return that snapshot."""
         while True:
             seen = self._live.event_count
-            live_text = self._live.take()
-            snapshot = await self._client.get_agent_snapshot(self._session)
-            await self._live.wait_for_finished(self._unknown_results(snapshot), _CATCH_UP)
-            self.show(snapshot, live_text)
+            snapshot = await self._catch_up(live=True)
             attention = session_attention(snapshot)
             if attention is None:
                 await self._live.wait_for_event(seen, _RECHECK)
                 if self._live.event_count == seen:
                     await self._check_running()
                 continue
-            print(self._output.close(), end="", flush=True)
-            state = snapshot.state
-            failed = attention is SessionAttention.TURN_FAILED and state is not None
-            if failed and state is not None and state.turn_count != self._failure_shown:
-                self._failure_shown = state.turn_count
-                error = terminal.escaped(state.last_turn_error or "", keep_newlines=True)
-                self.say(f"turn failed: {error}")
-            elif attention is SessionAttention.IDLE and state is not None:
-                self._say_if_cancelled(state)
+            self._print(self._output.close())
+            self._say_how_it_ended(snapshot, attention)
             return snapshot
+
+    async def _catch_up(
+        self, *, live: bool, unless_gone: AgentInterrupt | None = None
+    ) -> AgentSnapshot:
+        """Read the session and show what changed; with ``unless_gone``, show nothing when
+        that interrupt is no longer pending (the prompt that asks it ends first)."""
+        live_text = self._take()
+        snapshot = await self._client.get_agent_snapshot(self._session)
+        if unless_gone is not None and not _pending(snapshot, unless_gone):
+            self._held = live_text
+            return snapshot
+        await self._live.wait_for_finished(self._unknown_results(snapshot), _CATCH_UP)
+        self.show(snapshot, live_text, live=live)
+        return snapshot
+
+    def _say_how_it_ended(self, snapshot: AgentSnapshot, attention: SessionAttention) -> None:
+        state = snapshot.state
+        failed = attention is SessionAttention.TURN_FAILED and state is not None
+        if failed and state is not None and state.turn_count != self._failure_shown:
+            self._failure_shown = state.turn_count
+            error = terminal.escaped(state.last_turn_error or "", keep_newlines=True)
+            self.say(f"turn failed: {error}")
+        elif attention is SessionAttention.IDLE and state is not None:
+            self._say_if_cancelled(state)
+
+    async def while_prompt(self, interrupt: AgentInterrupt | None) -> AgentSnapshot:
+        """Print what changes while a prompt waits, until the prompt no longer fits; return
+        that snapshot. The message prompt (``interrupt`` ``None``) fits until the session
+        asks for a decision; an approval's or a question's prompt until ``interrupt`` is no
+        longer pending, and then nothing of that snapshot is shown yet. Raises ``CliError``
+        when the session no longer runs."""
+        while True:
+            seen = self._live.event_count
+            snapshot = await self._catch_up(live=False, unless_gone=interrupt)
+            if interrupt is not None and not _pending(snapshot, interrupt):
+                return snapshot
+            if interrupt is None and snapshot.pending_interrupts:
+                return snapshot
+            attention = session_attention(snapshot)
+            if attention is not None:
+                self._say_how_it_ended(snapshot, attention)
+            await self._live.wait_for_event(seen, _RECHECK)
+            if self._live.event_count == seen:
+                await self._check_running()
 
     async def _check_running(self) -> None:
         """Raise ``CliError`` when the session no longer runs: a session another window
@@ -198,7 +262,7 @@ class Follower:
         the chat would wait on its turn for ever."""
         status = (await self._client.flow_client.describe_flow(self._session)).status
         if status != FlowStatus.RUNNING:
-            print(self._output.close(), end="", flush=True)
+            self._print(self._output.close())
             raise CliError(f"session '{terminal.escaped(self._session)}' is {status}")
 
     def _say_if_cancelled(self, state: AgentState) -> None:
@@ -211,3 +275,12 @@ class Follower:
             return
         self._ends_shown.add(turn)
         self.say(TURN_CANCELLED_TEXT)
+
+
+def _pending(snapshot: AgentSnapshot, interrupt: AgentInterrupt) -> bool:
+    return any(i.interrupt_id == interrupt.interrupt_id for i in snapshot.pending_interrupts)
+
+
+def _write_out(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()

@@ -1,0 +1,130 @@
+"""Editing one typed line from the keys a terminal sends, as its line discipline would.
+
+At a prompt the chat reads the terminal key by key (not line by line), so that it
+can print what another window does above the prompt and draw the prompt again
+with what was typed so far. It then does the editing the terminal did before:
+the erase, kill and word-erase keys of the terminal's settings, end of input at
+the start of a line, and Enter. Escape sequences (arrow keys, function keys) are
+dropped whole, as a line discipline would have kept them as text the session
+would then be sent. The cursor stays at the end of the line.
+"""
+
+from __future__ import annotations
+
+import enum
+import unicodedata
+from dataclasses import dataclass
+
+from dex_agents.cli import terminal
+
+
+class Ending(enum.Enum):
+    """How a line ended."""
+
+    ENTER = "enter"
+    END_OF_INPUT = "end_of_input"
+    """The end-of-input key (Ctrl-D) at the start of a line."""
+
+
+@dataclass(frozen=True)
+class EditingKeys:
+    """The terminal's editing characters (``termios`` ``VERASE``, ``VKILL``, ...)."""
+
+    erase: str = "\x7f"
+    kill: str = "\x15"
+    word_erase: str = "\x17"
+    end_of_input: str = "\x04"
+
+
+_BACKSPACE = "\b"
+_ESCAPE = "\x1b"
+
+
+class _Escape(enum.Enum):
+    NONE = 0
+    STARTED = 1  # ESC read
+    CONTROL = 2  # ESC [: parameters until a final byte
+    ONE_MORE = 3  # ESC O: one more character
+
+
+class LineEditor:
+    """One line being typed: ``feed`` applies keys until Enter or end of input."""
+
+    def __init__(self, keys: EditingKeys, text: str = "") -> None:
+        self._keys = keys
+        self.text = text
+        self._escape = _Escape.NONE
+
+    def feed(self, typed: str) -> tuple[Ending | None, str]:
+        """Apply ``typed`` until the line ends; how it ended (``None`` while it goes on),
+        and what was typed after its end, for the next line."""
+        for index, key in enumerate(typed):
+            ending = self._key(key)
+            if ending is not None:
+                return ending, typed[index + 1 :]
+        return None, ""
+
+    def _key(self, key: str) -> Ending | None:
+        if self._escape is not _Escape.NONE:
+            self._in_escape(key)
+            return None
+        keys = self._keys
+        if key in "\n\r":
+            return Ending.ENTER
+        if key == keys.end_of_input:
+            # Mid-line the terminal would hand over the line without a line break; a
+            # line is only sent on Enter here, so the key does nothing there.
+            return Ending.END_OF_INPUT if not self.text else None
+        if key in (keys.erase, _BACKSPACE):
+            self.text = self.text[:-1]
+        elif key == keys.kill:
+            self.text = ""
+        elif key == keys.word_erase:
+            kept = self.text.rstrip()
+            self.text = kept[: len(kept) - len(kept.split()[-1])] if kept else ""
+        elif key == _ESCAPE:
+            self._escape = _Escape.STARTED
+        elif key == "\t" or unicodedata.category(key) != "Cc":
+            self.text += key
+        return None
+
+    def _in_escape(self, key: str) -> None:
+        if self._escape is _Escape.STARTED:
+            if key == "[":
+                self._escape = _Escape.CONTROL
+            elif key == "O":
+                self._escape = _Escape.ONE_MORE
+            else:
+                self._escape = _Escape.NONE  # Alt and a key: dropped
+        elif self._escape is _Escape.ONE_MORE or "\x40" <= key <= "\x7e":
+            self._escape = _Escape.NONE
+
+
+def shown(text: str) -> str:
+    """``text`` as the prompt shows it: a tab as one space, anything else a terminal would
+    act on escaped (``terminal.escaped``), so the width of what is shown is known."""
+    return terminal.escaped(text.replace("\t", " "))
+
+
+def display_width(text: str) -> int:
+    """How many columns ``text`` (as ``shown`` gives it) takes: wide characters take two,
+    combining marks and format characters none."""
+    width = 0
+    for character in text:
+        if unicodedata.combining(character) or unicodedata.category(character) in (
+            "Mn",
+            "Me",
+            "Cf",
+        ):
+            continue
+        width += 2 if unicodedata.east_asian_width(character) in ("W", "F") else 1
+    return width
+
+
+def rows_above_cursor(width: int, columns: int) -> int:
+    """How many rows above the cursor a prompt line of ``width`` columns started, on a
+    terminal ``columns`` wide (the cursor stays on the last column of a full row); none
+    when the width is unknown (``0``, as a terminal that was never sized says)."""
+    if columns <= 0:
+        return 0
+    return max(width - 1, 0) // columns

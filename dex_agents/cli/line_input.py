@@ -1,0 +1,279 @@
+"""Reading the chat's typed lines while the session may print above the prompt.
+
+What another window does (a message sent, a turn cancelled, an approval answered)
+shows while a prompt waits, not once Enter is pressed. ``open_line_input`` picks
+one of two readers:
+
+- ``TerminalInput``, when standard input and output are both a terminal: it
+  reads key by key (``line_editing``), so text printed with ``write`` goes
+  above the prompt, and the prompt is drawn again with what was typed so far.
+  The terminal is in its usual line mode between prompts, so a line typed while
+  a turn runs is echoed and kept by the terminal as before.
+- ``PipeInput`` otherwise: one thread reads whole lines, and text printed while
+  a prompt waits is followed by the prompt again.
+
+A prompt that ends without a line (its task is cancelled, because the session no
+longer asks what it asked) leaves nothing of itself but a line break; a message
+prompt keeps what was typed for the next message prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import io
+import os
+import struct
+import sys
+import threading
+from typing import Protocol
+
+from dex_agents.cli.line_editing import (
+    EditingKeys,
+    Ending,
+    LineEditor,
+    display_width,
+    rows_above_cursor,
+    shown,
+)
+
+
+class LineInput(Protocol):
+    """Where the chat reads typed lines and writes everything it shows."""
+
+    async def read_line(self, prompt: str, *, keep_partial: bool = False) -> str | None:
+        """Show ``prompt`` and read one line, without its line break; ``None`` at end of input.
+
+        Cancelling it ends the prompt; with ``keep_partial`` what was typed comes back
+        as the start of the next prompt that keeps it.
+        """
+        ...
+
+    def write(self, text: str) -> None:
+        """Show ``text`` (whole lines while a prompt waits), above any open prompt."""
+        ...
+
+    def discard_typed_ahead(self) -> bool:
+        """Drop what was typed before the next prompt shows; whether there was any."""
+        ...
+
+
+def _write_out(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+class PipeInput:
+    """Lines from a standard input that is not a terminal, read by one daemon thread.
+
+    One thread for the whole chat, not one per prompt: a prompt that ends without a
+    line leaves the next line to the next prompt instead of to a reader nobody awaits.
+    A daemon thread, not the loop's executor, so Ctrl-C does not wait for Enter.
+    """
+
+    def __init__(self) -> None:
+        self._lines: asyncio.Queue[str | OSError] | None = None
+        self._ended = False
+        self._prompt: str | None = None
+
+    def _start(self) -> asyncio.Queue[str | OSError]:
+        if self._lines is not None:
+            return self._lines
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[str | OSError] = asyncio.Queue()
+        self._lines = lines
+
+        def read() -> None:
+            # Bytes that are not text in the terminal's encoding become U+FFFD: with the
+            # default handlers they either ended the chat (a lone surrogate the session
+            # refuses) or killed this thread and left the chat waiting for ever.
+            if isinstance(sys.stdin, io.TextIOWrapper) and sys.stdin.errors != "replace":
+                sys.stdin.reconfigure(errors="replace")
+            while True:
+                line: str | OSError
+                try:
+                    line = sys.stdin.readline()
+                except OSError as error:  # the terminal went away: the chat ends with one line
+                    line = error
+                # The loop may be gone after Ctrl-C; the line is not needed then.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(lines.put_nowait, line)
+                if not isinstance(line, str) or not line:
+                    return
+
+        threading.Thread(target=read, name="dex-agents-stdin", daemon=True).start()
+        return lines
+
+    async def read_line(self, prompt: str, *, keep_partial: bool = False) -> str | None:
+        if self._ended:
+            return None
+        lines = self._start()
+        _write_out(prompt)
+        self._prompt = prompt
+        try:
+            line = await lines.get()
+        except asyncio.CancelledError:
+            _write_out("\n")
+            raise
+        finally:
+            self._prompt = None
+        if isinstance(line, OSError):
+            raise line
+        if not line:
+            self._ended = True
+            _write_out("\n")
+            return None
+        return line.rstrip("\r\n")
+
+    def write(self, text: str) -> None:
+        if self._prompt is None:
+            _write_out(text)
+        else:
+            _write_out(f"\n{text}{self._prompt}")
+
+    def discard_typed_ahead(self) -> bool:
+        return False  # a pipe's lines were written for the prompts they answer
+
+
+class TerminalInput:
+    """Lines typed at a terminal, read key by key while a prompt is open."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._typed = ""  # read after the last line ended, for the next prompt
+        self._kept = ""  # what an ended message prompt had, for the next one
+        self._prompt: str | None = None
+        self._editor: LineEditor | None = None
+
+    async def read_line(self, prompt: str, *, keep_partial: bool = False) -> str | None:
+        import termios
+
+        fd = self._fd
+        saved = termios.tcgetattr(fd)
+        characters = saved[6]
+        keys = EditingKeys(
+            erase=_key(characters[termios.VERASE], "\x7f"),
+            kill=_key(characters[termios.VKILL], "\x15"),
+            word_erase=_key(characters[termios.VWERASE], "\x17"),
+            end_of_input=_key(characters[termios.VEOF], "\x04"),
+        )
+        keyed = list(saved)
+        keyed[3] = saved[3] & ~(termios.ICANON | termios.ECHO)  # ISIG stays: Ctrl-C, Ctrl-Z
+        keyed[6] = list(characters)
+        keyed[6][termios.VMIN] = 1
+        keyed[6][termios.VTIME] = 0
+        editor = LineEditor(keys, self._kept if keep_partial else "")
+        if keep_partial:
+            self._kept = ""
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[Ending] = loop.create_future()
+
+        def take(typed: str) -> None:
+            before = editor.text
+            ending, self._typed = editor.feed(typed)
+            if editor.text.startswith(before):
+                _write_out(shown(editor.text[len(before) :]))
+            else:
+                self._redraw()
+            if ending is not None and not ended.done():
+                ended.set_result(ending)
+
+        def readable() -> None:
+            if ended.done():
+                return
+            try:
+                data = os.read(fd, 4096)
+            except OSError as error:  # the terminal went away: the chat ends with one line
+                ended.set_exception(error)
+                return
+            if not data:
+                ended.set_result(Ending.END_OF_INPUT)
+                return
+            take(self._typed + self._decoder.decode(data))
+
+        termios.tcsetattr(fd, termios.TCSANOW, keyed)
+        self._prompt, self._editor = prompt, editor
+        try:
+            _write_out(prompt + shown(editor.text))
+            take(self._typed)
+            if not ended.done():
+                loop.add_reader(fd, readable)
+            ending = await ended
+        except asyncio.CancelledError:
+            if keep_partial:
+                self._kept = editor.text
+            self._clear()
+            raise
+        finally:
+            loop.remove_reader(fd)
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+            self._prompt, self._editor = None, None
+        _write_out("\n")
+        return None if ending is Ending.END_OF_INPUT else editor.text
+
+    def _rows_up(self) -> int:
+        if self._prompt is None or self._editor is None:
+            return 0
+        width = display_width(self._prompt + shown(self._editor.text))
+        try:
+            columns = os.get_terminal_size(sys.stdout.fileno()).columns
+        except (OSError, ValueError):
+            columns = 0
+        return rows_above_cursor(width, columns)
+
+    def _clear(self) -> None:
+        """Erase the open prompt and what was typed at it; the cursor ends where it began."""
+        rows = self._rows_up()
+        _write_out((f"\x1b[{rows}A" if rows else "") + "\r\x1b[J")
+
+    def _redraw(self) -> None:
+        if self._prompt is None or self._editor is None:
+            return
+        self._clear()
+        _write_out(self._prompt + shown(self._editor.text))
+
+    def write(self, text: str) -> None:
+        if self._prompt is None:
+            _write_out(text)
+            return
+        self._clear()
+        _write_out(text if text.endswith("\n") else text + "\n")
+        _write_out(self._prompt + shown(self._editor.text if self._editor else ""))
+
+    def discard_typed_ahead(self) -> bool:
+        had = bool(self._typed)
+        self._typed = ""
+        self._decoder.reset()
+        try:
+            import fcntl  # POSIX only, as a terminal's input queue is
+            import termios
+
+            waiting = struct.unpack("i", fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+            if waiting > 0:
+                termios.tcflush(self._fd, termios.TCIFLUSH)
+                had = True
+        except (ImportError, OSError, ValueError):
+            pass
+        return had
+
+
+def _key(value: object, default: str) -> str:
+    """A ``termios`` control character as text; ``default`` when the terminal has none."""
+    if isinstance(value, bytes) and value not in (b"", b"\0"):
+        return value.decode("latin-1")
+    return default
+
+
+def open_line_input() -> LineInput:
+    """``TerminalInput`` when standard input and output are a terminal, else ``PipeInput``."""
+    try:
+        import termios  # noqa: F401  POSIX only
+
+        fd = sys.stdin.fileno()
+        if os.isatty(fd) and os.isatty(sys.stdout.fileno()):
+            return TerminalInput(fd)
+    except (ImportError, OSError, ValueError):
+        pass
+    return PipeInput()

@@ -1,0 +1,140 @@
+"""``dex-agents chat`` on a pseudo-terminal, read with deadlines, as a person runs it."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+from tests.cli.cli_support import CLI, DEADLINE_SECONDS, ROOT, cli_env
+
+COLUMNS = 80
+"""How wide the test's terminal is."""
+
+# A foreground job starts with no signal blocked and Ctrl-C at its default. The test
+# process may have either otherwise (a library's thread that blocks signals, say), and a
+# child inherits both across exec, so a first program sets them as a shell does and
+# then becomes the CLI. Not a preexec_fn: that makes Popen fork instead of vfork, and
+# gRPC (loaded with the Dex SDK) restarts its poller in a forked child, which then
+# crashed now and then on the epoll descriptor close_fds had closed (grpc/grpc#43055).
+AS_A_SHELL_STARTS_A_FOREGROUND_JOB = (
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+    "signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+)
+
+
+def _signal_state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    return " ".join(line for line in status.splitlines() if line.startswith(("SigBlk", "SigIgn")))
+
+
+class Terminal:
+    """A ``chat`` process on a pseudo-terminal, read with deadlines."""
+
+    def __init__(self, tmp_path: Path, session: str = "pty") -> None:
+        self.db = tmp_path / "db.sqlite3"
+        self.master, slave = pty.openpty()
+        # Sized as a terminal window is: the chat draws its prompt again on that many columns.
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
+        command = [*CLI, "chat", "--db", str(self.db), "--session", session]
+        self.process = subprocess.Popen(
+            [*AS_A_SHELL_STARTS_A_FOREGROUND_JOB, *command],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=ROOT,
+            env={**cli_env(tmp_path), "PYTHONFAULTHANDLER": "1"},
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.output = ""
+
+    def expect(self, text: str) -> str:
+        """Read until ``text`` appears after what was already matched; return what came
+        before it and ``text`` itself, with the terminal's line ends as ``\\n``."""
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while text not in self.output:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no {text!r} in:\n{self.output}"
+            ready, _, _ = select.select([self.master], [], [], remaining)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:  # the process closed the terminal
+                    chunk = b""
+                assert chunk, f"the program ended before {text!r}:\n{self.output}"
+                self.output += chunk.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        end = self.output.index(text) + len(text)
+        seen, self.output = self.output[:end], self.output[end:]
+        return seen
+
+    def send(self, line: str) -> None:
+        """Type a line."""
+        os.write(self.master, (line + "\n").encode())
+
+    def type(self, text: str) -> None:
+        """Type ``text`` without pressing Enter."""
+        os.write(self.master, text.encode())
+
+    def end_input(self) -> None:
+        """Ctrl-D at the start of a line: the program reads the end of its input."""
+        os.write(self.master, b"\x04")
+
+    def interrupt(self) -> None:
+        """Ctrl-C: SIGINT to the program's process group, as the terminal sends it."""
+        os.killpg(self.process.pid, signal.SIGINT)
+
+    def exit_code(self) -> int:
+        """Wait for the program to end by itself; a program that hangs fails with its stacks."""
+        try:
+            return self.process.wait(timeout=DEADLINE_SECONDS)
+        except subprocess.TimeoutExpired:
+            signals = _signal_state(self.process.pid)
+            # faulthandler (PYTHONFAULTHANDLER) prints every thread's stack on SIGABRT.
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=DEADLINE_SECONDS)
+            raise AssertionError(
+                f"the program did not end ({signals}):\n{self.output}{self._rest()}"
+            ) from None
+        finally:
+            self.close()
+
+    def _rest(self) -> str:
+        """What the program wrote that was not read yet."""
+        rest = b""
+        while select.select([self.master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            rest += chunk
+        return rest.decode("utf-8", errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL the program's process group."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=DEADLINE_SECONDS)
+        self.close()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=DEADLINE_SECONDS)
+        if self.master >= 0:
+            os.close(self.master)
+            self.master = -1

@@ -1,0 +1,211 @@
+"""What another window does shows in ``dex-agents chat`` while one of its prompts waits.
+
+A second client on the same database file acts as the other window (the console,
+an API call); the chat runs in a pseudo-terminal, as a person runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+from dex_agents.app.session_client import PortableSessionClient
+from dex_agents.domain.messages import MessageRole
+from tests.cli.cli_support import Chat, demo_sessions, pending_interrupt_ids, tool_log
+from tests.cli.pty_support import Terminal
+
+REFUND = '{"order_id": "7", "amount_cents": 1500}'
+APPROVAL_PROMPT = f"approve refund_order {REFUND}? [y/n] "
+_T = TypeVar("_T")
+
+
+def elsewhere(db: Path, act: Callable[[PortableSessionClient], Awaitable[_T]]) -> _T:
+    """Run ``act`` in another window: a client of its own on the chat's database file."""
+
+    async def run() -> _T:
+        async with demo_sessions(db) as sessions:
+            return await act(sessions)
+
+    return asyncio.run(run())
+
+
+async def _only_interrupt(sessions: PortableSessionClient) -> str:
+    (interrupt,) = (await sessions.get_agent_snapshot("pty")).pending_interrupts
+    return interrupt.interrupt_id
+
+
+def _user_texts(db: Path) -> list[str | None]:
+    async def read(sessions: PortableSessionClient) -> list[str | None]:
+        snapshot = await sessions.get_agent_snapshot("pty")
+        return [m.text for m in snapshot.messages if m.role is MessageRole.USER]
+
+    return elsewhere(db, read)
+
+
+def test_a_message_sent_elsewhere_shows_above_the_prompt_and_keeps_what_was_typed(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.type("where is")
+        chat.expect("where is")
+        assert elsewhere(chat.db, lambda s: s.send_user_message("pty", "hello from the console"))
+        # Before, nothing showed until Enter was pressed.
+        chat.expect("you (elsewhere)> hello from the console\n")
+        chat.expect("agent> Demo reply: hello from the console.")
+        chat.expect("you> where is")  # drawn again with what was typed so far
+        chat.send(" order 7")
+        chat.expect("tool> lookup_order -> succeeded")
+        chat.expect("you> ")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+    assert _user_texts(tmp_path / "db.sqlite3") == ["hello from the console", "where is order 7"]
+    assert tool_log(tmp_path) == ["lookup_order 7"]
+
+
+def test_an_approval_answered_elsewhere_ends_its_prompt_with_a_line_saying_so(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.send("refund order 7")
+        chat.expect(APPROVAL_PROMPT)
+
+        async def approve(sessions: PortableSessionClient) -> bool:
+            return await sessions.resolve_interrupt("pty", await _only_interrupt(sessions), True)
+
+        assert elsewhere(chat.db, approve)
+        # Before, the prompt waited for y or n, and only then said "already answered".
+        chat.expect("this approval was answered elsewhere\n")
+        assert "refunded 1500 cents on order 7" in chat.expect("you> ")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+    assert tool_log(tmp_path) == ["refund_order 7 1500"]
+
+
+def test_a_question_answered_elsewhere_ends_its_prompt_and_drops_what_was_typed(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.send("change the address of order 7")
+        chat.expect("question> ")
+        chat.type("3 Old")
+
+        async def answer(sessions: PortableSessionClient) -> bool:
+            interrupt_id = await _only_interrupt(sessions)
+            return await sessions.answer_question("pty", interrupt_id, "2 New Road")
+
+        assert elsewhere(chat.db, answer)
+        chat.expect("this question was answered elsewhere\n")
+        shown = chat.expect("you> ")
+        assert "order 7 now ships to 2 New Road" in shown
+        chat.send("/quit")  # the answer's start was not kept for the message prompt
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+    assert tool_log(tmp_path) == ["update_shipping_address 7 2 New Road"]
+
+
+def test_an_approval_whose_turn_is_cancelled_elsewhere_is_withdrawn_at_once(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.send("refund order 7")
+        chat.expect(APPROVAL_PROMPT)
+
+        async def cancel(sessions: PortableSessionClient) -> bool:
+            snapshot = await sessions.get_agent_snapshot("pty")
+            assert snapshot.state is not None
+            assert snapshot.state.active_turn_id is not None
+            return await sessions.cancel_turn("pty", snapshot.state.active_turn_id)
+
+        assert elsewhere(chat.db, cancel)
+        shown = chat.expect("you> ")
+        assert "this approval was withdrawn: its turn was cancelled\n" in shown
+        assert "turn cancelled elsewhere" not in shown  # said once
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+    assert tool_log(tmp_path) == []
+
+
+def test_a_session_stopped_elsewhere_ends_the_chat_at_its_prompt(tmp_path: Path) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.type("half a mess")
+
+        async def stop(sessions: PortableSessionClient) -> None:
+            await sessions.flow_client.stop_flow("pty", "stopped in another window")
+
+        elsewhere(chat.db, stop)
+        chat.expect("error: session 'pty' is stopped")
+        assert chat.exit_code() == 1
+    finally:
+        chat.close()
+
+
+def test_a_turn_started_elsewhere_that_asks_an_approval_takes_over_the_message_prompt(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.type("where is")
+        assert elsewhere(chat.db, lambda s: s.send_user_message("pty", "refund order 7"))
+        chat.expect("you (elsewhere)> refund order 7\n")
+        chat.expect(APPROVAL_PROMPT)
+        chat.send("n")
+        chat.expect("tool> refund_order -> rejected")
+        chat.expect("you> where is")  # the message typed before the approval came back
+        chat.send(" order 7")
+        chat.expect("tool> lookup_order -> succeeded")
+        chat.expect("you> ")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+    assert pending_interrupt_ids(tmp_path / "db.sqlite3", "pty") == []
+    assert tool_log(tmp_path) == ["lookup_order 7"]
+
+
+def test_on_pipes_an_approval_answered_elsewhere_ends_its_prompt_and_the_next_line_waits(
+    tmp_path: Path,
+) -> None:
+    chat = Chat(tmp_path, session="pty")
+    try:
+        chat.expect("you> ")
+        chat.send("refund order 7")
+        chat.expect(APPROVAL_PROMPT)
+
+        async def approve(sessions: PortableSessionClient) -> bool:
+            return await sessions.resolve_interrupt("pty", await _only_interrupt(sessions), True)
+
+        assert elsewhere(tmp_path / "db.sqlite3", approve)
+        assert chat.expect("this approval was answered elsewhere\n") == (
+            "\nthis approval was answered elsewhere\n"  # on a line of its own, after the prompt
+        )
+        chat.expect("refunded 1500 cents on order 7")
+        chat.expect("you> ")
+        # The line the ended prompt never read goes to the next prompt, not to nobody.
+        chat.send("where is order 7")
+        chat.expect("tool> lookup_order -> succeeded")
+        chat.expect("you> ")
+        assert chat.quit() == 0
+    finally:
+        if chat.process.poll() is None:
+            chat.kill()
+    assert tool_log(tmp_path) == ["refund_order 7 1500", "lookup_order 7"]
