@@ -11,6 +11,7 @@ once it is stored rather than as it grows.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from dex_agents.cli.live_text import LiveKey, LiveText
 from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.plans import executing_turn_user_message
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentState
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
@@ -34,6 +36,24 @@ from dex_agents.ports.flow_rows import FlowStatus
 _RECHECK = timedelta(seconds=1)
 # How long a stored result waits for its call's final status from the Stream.
 _CATCH_UP = timedelta(milliseconds=500)
+
+_PLAN_APPROVAL = re.compile(r"\[Dex\] The user approved plan revision ([0-9]+)\. ")
+
+
+def plan_executed_text(revision: int) -> str:
+    """What the chat shows for the turn that another window's approval of plan ``revision``
+    started, in place of the user message the session wrote for it."""
+    return f"plan revision {revision} approved elsewhere; the agent executes it"
+
+
+def _executed_revision(text: str) -> int | None:
+    """The plan revision ``text`` is the executing turn's message of, if it is one."""
+    match = _PLAN_APPROVAL.match(text)
+    if match is None:
+        return None
+    revision = int(match.group(1))
+    return revision if text == executing_turn_user_message(revision) else None
+
 
 TURN_CANCELLED_TEXT = "turn cancelled elsewhere"
 """What the chat says when another window (the console, an API call) cancelled the turn
@@ -98,6 +118,10 @@ class Follower:
 
     def _user_line(self, message: AgentMessage) -> str:
         text = message.text or ""
+        revision = self._live.plan_execution(message.turn_id)
+        if revision is not None and _executed_revision(text) == revision:
+            # The session's own words for a plan's approval, not anything a person typed.
+            return self._output.line(plan_executed_text(revision))
         if text in self._own:
             # Sent in order: one sent before it that never arrived was deleted elsewhere.
             while self._own.popleft() != text:
@@ -156,6 +180,17 @@ class Follower:
                 parts.append(output.line(terminal.tool_result_line(message, status)))
                 self._finished.add(message.tool_call_id or "")
         return parts
+
+    def _plan_execution_turns(self, snapshot: AgentSnapshot) -> list[str]:
+        """The turns whose new first message reads as a plan's approval: their
+        ``plan_execution_started`` event says whether it is one."""
+        return [
+            message.turn_id
+            for message in snapshot.messages
+            if message.sequence > self._last_sequence
+            and message.role == MessageRole.USER
+            and _executed_revision(message.text or "") is not None
+        ]
 
     def _unknown_results(self, snapshot: AgentSnapshot) -> list[str]:
         """The calls whose new stored result would show without a status: their turn ended,
@@ -223,6 +258,7 @@ class Follower:
             self._held = live_text
             return snapshot
         await self._live.wait_for_finished(self._unknown_results(snapshot), _CATCH_UP)
+        await self._live.wait_for_plan_executions(self._plan_execution_turns(snapshot), _CATCH_UP)
         self.show(snapshot, live_text, live=live)
         return snapshot
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import Any
 
 from dex_agents.domain.events import (
     AgentEvent,
     InterruptResolvedPayload,
+    PlanExecutionStartedPayload,
     TextDeltaPayload,
     ToolCallFinishedPayload,
 )
@@ -47,6 +48,7 @@ class LiveText:
         self._finished: dict[str, ToolCallStatus] = {}
         # Keyed by turn too: a later turn's call may reuse an interrupt ID.
         self._resolved: dict[tuple[str, str], CancellationReason | None] = {}
+        self._plan_executions: dict[str, int] = {}  # turn ID -> the approved plan revision
         self._events = 0
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -90,6 +92,10 @@ class LiveText:
             ):
                 resolved = (event.turn_id or "", event.payload.interrupt_id)
                 self._resolved[resolved] = event.payload.cancellation_reason
+            elif isinstance(event, AgentEvent) and isinstance(
+                event.payload, PlanExecutionStartedPayload
+            ):
+                self._plan_executions[event.turn_id or ""] = event.payload.revision
             self._events += 1
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
@@ -121,9 +127,26 @@ class LiveText:
         The event commits before the result is stored, so a snapshot that shows the
         result only waits for this reader to catch up with the Stream.
         """
+        await self._wait_until(
+            lambda: all(call_id in self._finished for call_id in tool_call_ids), within
+        )
+
+    def plan_execution(self, turn_id: str) -> int | None:
+        """The plan revision whose approval started ``turn_id`` (its ``plan_execution_started``
+        event), if that event arrived."""
+        return self._plan_executions.get(turn_id)
+
+    async def wait_for_plan_executions(self, turn_ids: Collection[str], within: timedelta) -> None:
+        """Return once a ``plan_execution_started`` event of each turn arrived, or after
+        ``within``: the event commits with the turn's first message."""
+        await self._wait_until(
+            lambda: all(turn in self._plan_executions for turn in turn_ids), within
+        )
+
+    async def _wait_until(self, arrived: Callable[[], bool], within: timedelta) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within.total_seconds()
-        while any(call_id not in self._finished for call_id in tool_call_ids):
+        while not arrived():
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return

@@ -182,6 +182,26 @@ def test_a_turn_started_elsewhere_that_asks_an_approval_takes_over_the_message_p
     assert tool_log(tmp_path) == ["lookup_order 7"]
 
 
+def test_a_plan_executed_elsewhere_is_shown_as_an_approval_not_as_a_user_message(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.send("make a plan")
+        chat.expect("tool> write_todos -> succeeded")
+        chat.expect("you> ")
+        assert elsewhere(chat.db, lambda s: s.execute_plan("pty", 1))
+        shown = chat.expect("plan revision 1 approved elsewhere; the agent executes it\n")
+        # Before, it showed as "you (elsewhere)> [Dex] The user approved plan revision 1 ...".
+        assert "[Dex]" not in shown
+        assert "[Dex]" not in chat.expect("agent> Done.")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+
+
 def test_on_pipes_an_approval_answered_elsewhere_ends_its_prompt_and_the_next_line_waits(
     tmp_path: Path,
 ) -> None:
