@@ -29,6 +29,7 @@ from dex_agents.cli.live_text import LiveText
 from dex_agents.cli.mcp_servers import describe_servers, mcp_tool_source
 from dex_agents.cli.real_model import real_model_client
 from dex_agents.domain.builtin_tools import is_allowed_answer
+from dex_agents.domain.events import InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.session_ids import validate_session_id
@@ -80,6 +81,21 @@ def gone_reason(
     if reason is CancellationReason.STEERED:
         return "its turn was steered by a newer message"
     return None
+
+
+def answered_elsewhere_text(
+    interrupt: AgentInterrupt, resolved: InterruptResolvedPayload | None
+) -> str:
+    """What the chat says when another window resolved ``interrupt`` while its prompt waited;
+    ``resolved`` is its ``interrupt_resolved`` event, when the Stream reported it."""
+    if interrupt.kind == InterruptKind.QUESTION:
+        declined = resolved is not None and not resolved.answered
+        return f"this question was {'declined' if declined else 'answered'} elsewhere"
+    if resolved is None:
+        return "this approval was answered elsewhere"
+    return (
+        f"this approval was answered elsewhere: {'approved' if resolved.approved else 'rejected'}"
+    )
 
 
 class _Chat:
@@ -187,7 +203,8 @@ class _Chat:
         gone = await self._gone_reason(interrupt, snapshot, datetime.now(UTC))
         if gone is None:
             # What the other window decided shows next, as the session carries it out.
-            self._follower.say(f"this {what} was answered elsewhere")
+            resolved = self._follower.resolution(interrupt)
+            self._follower.say(answered_elsewhere_text(interrupt, resolved))
             return
         self._follower.say(f"this {what} was withdrawn: {gone}")
         if gone == _TURN_WAS_CANCELLED:  # said once: not again when the chat is idle

@@ -23,6 +23,7 @@ from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.live_text import LiveKey, LiveText
 from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
+from dex_agents.domain.events import InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.plans import executing_turn_user_message
@@ -146,6 +147,10 @@ class Follower:
         return await self._live.cancellation_reason(
             interrupt.turn_id, interrupt.interrupt_id, _CATCH_UP
         )
+
+    def resolution(self, interrupt: AgentInterrupt) -> InterruptResolvedPayload | None:
+        """How ``interrupt`` was resolved, if the Stream reported it already."""
+        return self._live.resolution(interrupt.turn_id, interrupt.interrupt_id)
 
     def _status(self, call: AgentToolCall) -> str:
         if self._statuses.get(call.tool_call_id) == call.status:

@@ -47,7 +47,7 @@ class LiveText:
         self._arrived: list[tuple[LiveKey, str]] = []
         self._finished: dict[str, ToolCallStatus] = {}
         # Keyed by turn too: a later turn's call may reuse an interrupt ID.
-        self._resolved: dict[tuple[str, str], CancellationReason | None] = {}
+        self._resolved: dict[tuple[str, str], InterruptResolvedPayload] = {}
         self._plan_executions: dict[str, int] = {}  # turn ID -> the approved plan revision
         self._events = 0
         self._changed = asyncio.Event()
@@ -91,7 +91,7 @@ class LiveText:
                 event.payload, InterruptResolvedPayload
             ):
                 resolved = (event.turn_id or "", event.payload.interrupt_id)
-                self._resolved[resolved] = event.payload.cancellation_reason
+                self._resolved[resolved] = event.payload
             elif isinstance(event, AgentEvent) and isinstance(
                 event.payload, PlanExecutionStartedPayload
             ):
@@ -169,7 +169,11 @@ class LiveText:
             if remaining <= 0:
                 return None
             await self.wait_for_event(self._events, timedelta(seconds=remaining))
-        return self._resolved[key]
+        return self._resolved[key].cancellation_reason
+
+    def resolution(self, turn_id: str, interrupt_id: str) -> InterruptResolvedPayload | None:
+        """How the interrupt was resolved (its ``interrupt_resolved`` event), if that arrived."""
+        return self._resolved.get((turn_id, interrupt_id))
 
     def take(self) -> list[tuple[LiveKey, str]]:
         """The text that arrived since the last call, in arrival order, with its model call."""

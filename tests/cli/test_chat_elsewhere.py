@@ -82,7 +82,7 @@ def test_an_approval_answered_elsewhere_ends_its_prompt_with_a_line_saying_so(
 
         assert elsewhere(chat.db, approve)
         # Before, the prompt waited for y or n, and only then said "already answered".
-        chat.expect("this approval was answered elsewhere\n")
+        chat.expect("this approval was answered elsewhere: approved\n")
         assert "refunded 1500 cents on order 7" in chat.expect("you> ")
         chat.send("/quit")
         assert chat.exit_code() == 0
@@ -114,6 +114,27 @@ def test_a_question_answered_elsewhere_ends_its_prompt_and_drops_what_was_typed(
     finally:
         chat.close()
     assert tool_log(tmp_path) == ["update_shipping_address 7 2 New Road"]
+
+
+def test_a_question_declined_elsewhere_is_not_said_to_be_answered(tmp_path: Path) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.send("change the address of order 7")
+        chat.expect("question> ")
+
+        async def decline(sessions: PortableSessionClient) -> bool:
+            return await sessions.resolve_interrupt("pty", await _only_interrupt(sessions), False)
+
+        assert elsewhere(chat.db, decline)
+        # Before, it said "this question was answered elsewhere".
+        chat.expect("this question was declined elsewhere\n")
+        assert "tool> ask_user -> rejected: The user declined to answer." in chat.expect("you> ")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+    assert tool_log(tmp_path) == []
 
 
 def test_an_approval_whose_turn_is_cancelled_elsewhere_is_withdrawn_at_once(
@@ -215,8 +236,8 @@ def test_on_pipes_an_approval_answered_elsewhere_ends_its_prompt_and_the_next_li
             return await sessions.resolve_interrupt("pty", await _only_interrupt(sessions), True)
 
         assert elsewhere(tmp_path / "db.sqlite3", approve)
-        assert chat.expect("this approval was answered elsewhere\n") == (
-            "\nthis approval was answered elsewhere\n"  # on a line of its own, after the prompt
+        assert chat.expect("this approval was answered elsewhere: approved\n") == (
+            "\nthis approval was answered elsewhere: approved\n"  # a line of its own
         )
         chat.expect("refunded 1500 cents on order 7")
         chat.expect("you> ")

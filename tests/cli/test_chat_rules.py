@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dex_agents.cli.chat import gone_reason, refusal_reason
+from dex_agents.cli.chat import answered_elsewhere_text, gone_reason, refusal_reason
 from dex_agents.cli.commands import (
     LineKind,
     Prompt,
@@ -17,6 +17,7 @@ from dex_agents.cli.commands import (
 )
 from dex_agents.cli.prompts import not_sent_text
 from dex_agents.cli.terminal import escaped, last_exchange
+from dex_agents.domain.events import InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.requests import AgentSnapshot
@@ -156,6 +157,34 @@ def test_an_interrupt_gone_by_its_deadline_or_a_cancelled_turn_was_not_answered_
     assert gone_reason(_question(), AgentSnapshot(state=None), NOW, steered) == (
         "its turn was steered by a newer message"
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "approved", "answered", "text"),
+    [
+        (InterruptKind.APPROVAL, True, False, "this approval was answered elsewhere: approved"),
+        (InterruptKind.APPROVAL, False, False, "this approval was answered elsewhere: rejected"),
+        (InterruptKind.QUESTION, True, True, "this question was answered elsewhere"),
+        (InterruptKind.QUESTION, False, False, "this question was declined elsewhere"),
+    ],
+)
+def test_an_interrupt_resolved_elsewhere_says_how(
+    kind: InterruptKind, approved: bool, answered: bool, text: str
+) -> None:
+    resolved = InterruptResolvedPayload(
+        interrupt_id="i1",
+        approved=approved,
+        rejection_message=None,
+        kind=kind,
+        answered=answered,
+    )
+    assert answered_elsewhere_text(_question(kind=kind), resolved) == text
+
+
+def test_an_interrupt_resolved_elsewhere_that_the_stream_has_not_reported_is_answered() -> None:
+    approval = _question(kind=InterruptKind.APPROVAL)
+    assert answered_elsewhere_text(approval, None) == "this approval was answered elsewhere"
+    assert answered_elsewhere_text(_question(), None) == "this question was answered elsewhere"
 
 
 def test_an_answer_that_is_not_sent_says_why() -> None:
