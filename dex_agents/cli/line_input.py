@@ -141,7 +141,9 @@ class TerminalInput:
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # Bytes that are not text in the terminal's encoding become U+FFFD, as on a pipe.
+        encoding = getattr(sys.stdin, "encoding", None) or "utf-8"
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
         self._typed = ""  # read after the last line ended, for the next prompt
         self._kept = ""  # what an ended message prompt had, for the next one
         self._prompt: str | None = None

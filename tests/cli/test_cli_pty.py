@@ -205,3 +205,18 @@ def test_a_line_typed_while_the_turn_ran_does_not_decide_what_it_asks(
         chat.close()
     assert len(pending_interrupt_ids(tmp_path / "db.sqlite3", "pty")) == 1
     assert tool_log(tmp_path) == []
+
+
+def test_keys_typed_at_a_terminal_edit_the_line_and_bytes_that_are_not_text_are_replaced(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        # Erase, kill and word erase edit the line; an arrow key's sequence is not text.
+        os.write(chat.master, b"nothing\x15hello \xff worx\x7fld oops\x17\x1b[D\n")
+        assert "agent> Demo reply: hello \ufffd world." in chat.expect("you> ")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
