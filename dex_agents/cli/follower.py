@@ -11,7 +11,6 @@ once it is stored rather than as it grows.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -26,7 +25,6 @@ from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, s
 from dex_agents.domain.events import InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, MessageRole
-from dex_agents.domain.plans import executing_turn_user_message
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentState
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
@@ -37,24 +35,6 @@ from dex_agents.ports.flow_rows import FlowStatus
 _RECHECK = timedelta(seconds=1)
 # How long a stored result waits for its call's final status from the Stream.
 _CATCH_UP = timedelta(milliseconds=500)
-
-_PLAN_APPROVAL = re.compile(r"\[Dex\] The user approved plan revision ([0-9]+)\. ")
-
-
-def plan_executed_text(revision: int) -> str:
-    """What the chat shows for the turn that another window's approval of plan ``revision``
-    started, in place of the user message the session wrote for it."""
-    return f"plan revision {revision} approved elsewhere; the agent executes it"
-
-
-def _executed_revision(text: str) -> int | None:
-    """The plan revision ``text`` is the executing turn's message of, if it is one."""
-    match = _PLAN_APPROVAL.match(text)
-    if match is None:
-        return None
-    revision = int(match.group(1))
-    return revision if text == executing_turn_user_message(revision) else None
-
 
 TURN_CANCELLED_TEXT = "turn cancelled elsewhere"
 """What the chat says when another window (the console, an API call) cancelled the turn
@@ -120,9 +100,9 @@ class Follower:
     def _user_line(self, message: AgentMessage) -> str:
         text = message.text or ""
         revision = self._live.plan_execution(message.turn_id)
-        if revision is not None and _executed_revision(text) == revision:
+        if revision is not None and terminal.executed_plan_revision(text) == revision:
             # The session's own words for a plan's approval, not anything a person typed.
-            return self._output.line(plan_executed_text(revision))
+            return self._output.line(terminal.plan_approved_line(revision, elsewhere=True))
         if text in self._own:
             # Sent in order: one sent before it that never arrived was deleted elsewhere.
             while self._own.popleft() != text:
@@ -194,7 +174,7 @@ class Follower:
             for message in snapshot.messages
             if message.sequence > self._last_sequence
             and message.role == MessageRole.USER
-            and _executed_revision(message.text or "") is not None
+            and terminal.executed_plan_revision(message.text or "") is not None
         ]
 
     def _unknown_results(self, snapshot: AgentSnapshot) -> list[str]:

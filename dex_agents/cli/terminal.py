@@ -8,13 +8,14 @@ cursor, recolour or reorder what the terminal shows.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
 from dex_agents.domain.attention import last_turn_cancelled, last_turn_failed
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
-from dex_agents.domain.plans import AgentPlan
+from dex_agents.domain.plans import AgentPlan, executing_turn_user_message
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.usage import AgentUsage
@@ -105,9 +106,33 @@ def tool_result_line(message: AgentMessage, status: ToolCallStatus | None = None
     return f"tool> {escaped(message.tool_name or '')} -> {shown}"
 
 
+_PLAN_APPROVAL = re.compile(r"\[Dex\] The user approved plan revision ([0-9]+)\. ")
+
+
+def executed_plan_revision(text: str) -> int | None:
+    """The plan revision whose approval ``text`` is the executing turn's user message of
+    (``executing_turn_user_message``), or ``None`` for any other text."""
+    match = _PLAN_APPROVAL.match(text)
+    if match is None:
+        return None
+    revision = int(match.group(1))
+    return revision if text == executing_turn_user_message(revision) else None
+
+
+def plan_approved_line(revision: int, *, elsewhere: bool = False) -> str:
+    """``plan revision <n> approved; the agent executes it``: the user message the session
+    wrote for a plan's approval, shown as what it is rather than as a person's words;
+    ``elsewhere`` when another window than the chat approved it."""
+    where = " elsewhere" if elsewhere else ""
+    return f"plan revision {revision} approved{where}; the agent executes it"
+
+
 def message_lines(message: AgentMessage) -> list[str]:
     """The transcript lines of one stored message."""
     if message.role == MessageRole.USER:
+        revision = executed_plan_revision(message.text or "")
+        if revision is not None:
+            return [plan_approved_line(revision)]
         return [f"{USER_PROMPT}{_text(message.text)}"]
     if message.role == MessageRole.ASSISTANT:
         lines = [agent_text_line(message.text)] if message.text else []

@@ -16,10 +16,17 @@ from dex_agents.cli.commands import (
     parse_line,
 )
 from dex_agents.cli.prompts import not_sent_text
-from dex_agents.cli.terminal import escaped, last_exchange
+from dex_agents.cli.terminal import (
+    escaped,
+    executed_plan_revision,
+    last_exchange,
+    message_lines,
+    plan_approved_line,
+)
 from dex_agents.domain.events import InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.plans import executing_turn_user_message
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
@@ -199,6 +206,19 @@ def _message(sequence: int, role: MessageRole, text: str) -> AgentMessage:
     return AgentMessage(
         sequence=sequence, turn_id="turn-1", role=role, framework_item="{}", text=text
     )
+
+
+def test_a_plan_approval_is_shown_as_one_not_as_the_users_words() -> None:
+    approval = _message(5, MessageRole.USER, executing_turn_user_message(3))
+    # Before, "you> [Dex] The user approved plan revision 3. Execute it ...".
+    assert message_lines(approval) == ["plan revision 3 approved; the agent executes it"]
+    assert plan_approved_line(3, elsewhere=True) == (
+        "plan revision 3 approved elsewhere; the agent executes it"
+    )
+    # Anything else a person typed is theirs, even when it starts the same way.
+    typed = executing_turn_user_message(3) + " Then stop."
+    assert message_lines(_message(6, MessageRole.USER, typed)) == [f"you> {typed}"]
+    assert executed_plan_revision(typed) is None
 
 
 def test_the_last_exchange_starts_at_the_last_user_message() -> None:
