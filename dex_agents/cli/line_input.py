@@ -153,7 +153,10 @@ class TerminalInput:
         import termios
 
         fd = self._fd
-        saved = termios.tcgetattr(fd)
+        try:
+            saved = termios.tcgetattr(fd)
+        except termios.error as error:  # the terminal went away: the chat ends with one line
+            raise OSError(*error.args) from error
         characters = saved[6]
         keys = EditingKeys(
             erase=_key(characters[termios.VERASE], "\x7f"),
@@ -195,9 +198,12 @@ class TerminalInput:
                 return
             take(self._typed + self._decoder.decode(data))
 
-        termios.tcsetattr(fd, termios.TCSANOW, keyed)
         self._prompt, self._editor = prompt, editor
         try:
+            try:
+                termios.tcsetattr(fd, termios.TCSANOW, keyed)
+            except termios.error as error:
+                raise OSError(*error.args) from error
             _write_out(prompt + shown(editor.text))
             take(self._typed)
             if not ended.done():
@@ -210,7 +216,8 @@ class TerminalInput:
             raise
         finally:
             loop.remove_reader(fd)
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
+            with contextlib.suppress(termios.error):  # a terminal that went away has no mode
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
             self._prompt, self._editor = None, None
         _write_out("\n")
         return None if ending is Ending.END_OF_INPUT else editor.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -44,21 +45,25 @@ def _signal_state(pid: int) -> str:
 class Terminal:
     """A ``chat`` process on a pseudo-terminal, read with deadlines."""
 
-    def __init__(self, tmp_path: Path, session: str = "pty") -> None:
+    def __init__(self, tmp_path: Path, session: str = "pty", *, stderr: Path | None = None) -> None:
+        """``stderr`` names a file for the program's errors, to read after the terminal
+        went away; without it they go to the terminal."""
         self.db = tmp_path / "db.sqlite3"
         self.master, slave = pty.openpty()
         # Sized as a terminal window is: the chat draws its prompt again on that many columns.
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
         command = [*CLI, "chat", "--db", str(self.db), "--session", session]
-        self.process = subprocess.Popen(
-            [*AS_A_SHELL_STARTS_A_FOREGROUND_JOB, *command],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=ROOT,
-            env={**cli_env(tmp_path), "PYTHONFAULTHANDLER": "1"},
-            start_new_session=True,
-        )
+        with contextlib.ExitStack() as files:
+            errors = slave if stderr is None else files.enter_context(stderr.open("wb"))
+            self.process = subprocess.Popen(
+                [*AS_A_SHELL_STARTS_A_FOREGROUND_JOB, *command],
+                stdin=slave,
+                stdout=slave,
+                stderr=errors,
+                cwd=ROOT,
+                env={**cli_env(tmp_path), "PYTHONFAULTHANDLER": "1"},
+                start_new_session=True,
+            )
         os.close(slave)
         self.output = ""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dex_agents.domain.messages import MessageRole
-from tests.cli.cli_support import demo_sessions, pending_interrupt_ids, tool_log
+from tests.cli.cli_support import DEADLINE_SECONDS, demo_sessions, pending_interrupt_ids, tool_log
 from tests.cli.pty_support import Terminal
 
 REFUND = '{"order_id": "7", "amount_cents": 1500}'
@@ -220,3 +220,19 @@ def test_keys_typed_at_a_terminal_edit_the_line_and_bytes_that_are_not_text_are_
         assert chat.exit_code() == 0
     finally:
         chat.close()
+
+
+def test_a_terminal_that_goes_away_at_a_prompt_ends_the_chat_with_one_line(tmp_path: Path) -> None:
+    errors = tmp_path / "stderr"
+    chat = Terminal(tmp_path, stderr=errors)
+    try:
+        chat.expect("you> ")
+        chat.type("half typed")
+        chat.expect("half typed")
+        os.close(chat.master)  # the window closes: reads and mode changes fail with EIO
+        chat.master = -1
+        assert chat.process.wait(timeout=DEADLINE_SECONDS) == 1
+    finally:
+        chat.close()
+    # Before, putting the terminal back in line mode failed too, with a traceback.
+    assert errors.read_text(encoding="utf-8") == "dex-agents: error: [Errno 5] Input/output error\n"
