@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import pty
+import re
 import select
 import signal
 import struct
@@ -66,6 +67,7 @@ class Terminal:
             )
         os.close(slave)
         self.output = ""
+        self.raw = ""  # everything read, as written: what ``screen`` draws
 
     def expect(self, text: str) -> str:
         """Read until ``text`` appears after what was already matched; return what came
@@ -81,6 +83,7 @@ class Terminal:
                 except OSError:  # the process closed the terminal
                     chunk = b""
                 assert chunk, f"the program ended before {text!r}:\n{self.output}"
+                self.raw += chunk.decode("utf-8", errors="replace")
                 self.output += chunk.decode("utf-8", errors="replace").replace("\r\n", "\n")
         end = self.output.index(text) + len(text)
         seen, self.output = self.output[:end], self.output[end:]
@@ -143,3 +146,45 @@ class Terminal:
         if self.master >= 0:
             os.close(self.master)
             self.master = -1
+
+
+_CONTROL = re.compile(r"\x1b\[([0-9]*)([A-Za-z])|[\r\n\b]|[^\x1b\r\n\b]")
+
+
+def screen(written: str, columns: int = COLUMNS) -> list[str]:
+    """The rows a terminal ``columns`` wide shows after ``written``, for the few controls the
+    chat writes: carriage return, line feed (as the terminal's ``\\r\\n``), backspace,
+    cursor up and erase below. A full row wraps at the next character, as xterm does."""
+    rows: list[list[str]] = [[]]
+    row = column = 0
+    wrap = False
+    for match in _CONTROL.finditer(written):
+        token, count, final = match.group(0), match.group(1), match.group(2)
+        if final == "A":
+            row, wrap = max(row - int(count or "1"), 0), False
+        elif final == "J":
+            del rows[row][column:]
+            del rows[row + 1 :]
+        elif final is not None:
+            continue  # a control the chat does not write
+        elif token == "\r":
+            column, wrap = 0, False
+        elif token == "\n":
+            row, wrap = row + 1, False
+        elif token == "\b":
+            column, wrap = max(column - 1, 0), False
+        else:
+            if wrap:
+                row, column, wrap = row + 1, 0, False
+            while len(rows) <= row:
+                rows.append([])
+            line = rows[row]
+            line.extend(" " * (column + 1 - len(line)))
+            line[column] = token
+            if column == columns - 1:
+                wrap = True
+            else:
+                column += 1
+        while len(rows) <= row:
+            rows.append([])
+    return ["".join(line).rstrip() for line in rows]

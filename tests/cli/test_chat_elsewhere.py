@@ -14,7 +14,7 @@ from typing import TypeVar
 from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.domain.messages import MessageRole
 from tests.cli.cli_support import Chat, demo_sessions, pending_interrupt_ids, tool_log
-from tests.cli.pty_support import Terminal
+from tests.cli.pty_support import COLUMNS, Terminal, screen
 
 REFUND = '{"order_id": "7", "amount_cents": 1500}'
 APPROVAL_PROMPT = f"approve refund_order {REFUND}? [y/n] "
@@ -66,6 +66,37 @@ def test_a_message_sent_elsewhere_shows_above_the_prompt_and_keeps_what_was_type
         chat.close()
     assert _user_texts(tmp_path / "db.sqlite3") == ["hello from the console", "where is order 7"]
     assert tool_log(tmp_path) == ["lookup_order 7"]
+
+
+def test_a_typed_line_longer_than_the_terminal_is_drawn_again_whole_below_what_arrived(
+    tmp_path: Path,
+) -> None:
+    typed = " ".join(f"word{n}" for n in range(20))  # wraps: longer than a row
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.type(typed)
+        chat.expect(typed[-20:])
+        assert elsewhere(chat.db, lambda s: s.send_user_message("pty", "hello from the console"))
+        chat.expect("you (elsewhere)> hello from the console\n")
+        chat.expect(f"you> {typed}")
+        rows = screen(chat.raw)
+        while rows and not rows[-1]:
+            rows.pop()
+        prompt = f"you> {typed}"
+        # Nothing is left of the prompt as it was before the new lines were printed above it.
+        assert rows[-2:] == [prompt[:COLUMNS], prompt[COLUMNS:]]
+        # The prompt's row now shows what arrived, and the prompt follows it.
+        below = rows.index("type a message; /help lists the commands") + 1
+        assert rows[below] == "you (elsewhere)> hello from the console"
+        assert rows[below + 1].startswith("agent> Demo reply: hello from the console.")
+        assert sum(row.count("word19") for row in rows) == 1
+        chat.send("")
+        chat.expect(f"agent> Demo reply: {typed}.")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
 
 
 def test_an_approval_answered_elsewhere_ends_its_prompt_with_a_line_saying_so(
