@@ -65,14 +65,17 @@ def _write_out(text: str) -> None:
 
 
 class PipeInput:
-    """Lines from a standard input that is not a terminal, read by one daemon thread.
+    """Whole lines from standard input, read by one daemon thread: a pipe, or a terminal
+    whose output goes elsewhere (``dex-agents chat | tee chat.log``).
 
     One thread for the whole chat, not one per prompt: a prompt that ends without a
     line leaves the next line to the next prompt instead of to a reader nobody awaits.
     A daemon thread, not the loop's executor, so Ctrl-C does not wait for Enter.
+    ``terminal`` is standard input's descriptor when it is a terminal.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, terminal: int | None = None) -> None:
+        self._terminal = terminal
         self._lines: asyncio.Queue[str | OSError] | None = None
         self._ended = False
         self._prompt: str | None = None
@@ -133,7 +136,18 @@ class PipeInput:
             _write_out(f"\n{text}{self._prompt}")
 
     def discard_typed_ahead(self) -> bool:
-        return False  # a pipe's lines were written for the prompts they answer
+        if self._terminal is None:
+            return False  # a pipe's lines were written for the prompts they answer
+        # The thread reads a typed line as soon as it is typed: it waits in the queue.
+        had = False
+        lines = self._lines
+        while lines is not None and not lines.empty():
+            line = lines.get_nowait()
+            if not isinstance(line, str) or not line:
+                lines.put_nowait(line)  # the end of input, the last thing queued, stays
+                break
+            had = True
+        return _flush_typed(self._terminal) or had
 
 
 class TerminalInput:
@@ -255,17 +269,22 @@ class TerminalInput:
         had = bool(self._typed)
         self._typed = ""
         self._decoder.reset()
-        try:
-            import fcntl  # POSIX only, as a terminal's input queue is
-            import termios
+        return _flush_typed(self._fd) or had
 
-            waiting = struct.unpack("i", fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-            if waiting > 0:
-                termios.tcflush(self._fd, termios.TCIFLUSH)
-                had = True
-        except (ImportError, OSError, ValueError):
-            pass
-        return had
+
+def _flush_typed(fd: int) -> bool:
+    """Drop the lines waiting in terminal ``fd``'s input queue; whether there were any."""
+    try:
+        import fcntl  # POSIX only, as a terminal's input queue is
+        import termios
+
+        waiting = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        if waiting <= 0:
+            return False
+        termios.tcflush(fd, termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):
+        return False
+    return True
 
 
 def _key(value: object, default: str) -> str:
@@ -281,8 +300,10 @@ def open_line_input() -> LineInput:
         import termios  # noqa: F401  POSIX only
 
         fd = sys.stdin.fileno()
-        if os.isatty(fd) and os.isatty(sys.stdout.fileno()):
+        if not os.isatty(fd):
+            return PipeInput()
+        if os.isatty(sys.stdout.fileno()):
             return TerminalInput(fd)
+        return PipeInput(terminal=fd)
     except (ImportError, OSError, ValueError):
-        pass
-    return PipeInput()
+        return PipeInput()

@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pty
+import select
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from dex_agents.domain.messages import MessageRole
-from tests.cli.cli_support import DEADLINE_SECONDS, demo_sessions, pending_interrupt_ids, tool_log
+from tests.cli.cli_support import (
+    CLI,
+    DEADLINE_SECONDS,
+    ROOT,
+    cli_env,
+    demo_sessions,
+    pending_interrupt_ids,
+    tool_log,
+)
 from tests.cli.pty_support import Terminal
 
 REFUND = '{"order_id": "7", "amount_cents": 1500}'
@@ -236,3 +248,51 @@ def test_a_terminal_that_goes_away_at_a_prompt_ends_the_chat_with_one_line(tmp_p
         chat.close()
     # Before, putting the terminal back in line mode failed too, with a traceback.
     assert errors.read_text(encoding="utf-8") == "dex-agents: error: [Errno 5] Input/output error\n"
+
+
+def test_with_output_to_a_pipe_a_line_typed_while_the_turn_ran_does_not_approve(
+    tmp_path: Path,
+) -> None:
+    # Typed at a terminal, shown in a pipe (dex-agents chat | tee chat.log): lines are read
+    # whole, yet one typed ahead is still no answer to an approval it never saw.
+    master, slave = pty.openpty()
+    command = [*CLI, "chat", "--db", str(tmp_path / "db.sqlite3"), "--session", "pty"]
+    process = subprocess.Popen(
+        command,
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=cli_env(tmp_path),
+        start_new_session=True,
+    )
+    os.close(slave)
+    assert process.stdout is not None
+    shown = b""
+
+    def expect(text: bytes) -> None:
+        nonlocal shown
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while text not in shown:
+            assert process.stdout is not None
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, shown.decode()
+            if select.select([process.stdout], [], [], remaining)[0]:
+                chunk = os.read(process.stdout.fileno(), 4096)
+                assert chunk, shown.decode()
+                shown += chunk
+
+    try:
+        expect(b"you> ")
+        os.write(master, b"refund order 7\nyes\n")
+        expect(b"what was typed before this approval showed was not sent; type it again\n")
+        expect(APPROVAL_PROMPT.encode())
+        os.write(master, b"/quit\n")
+        assert process.wait(timeout=DEADLINE_SECONDS) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=DEADLINE_SECONDS)
+        process.stdout.close()
+        os.close(master)
+    assert tool_log(tmp_path) == []
