@@ -24,6 +24,7 @@ import codecs
 import contextlib
 import io
 import os
+import signal
 import struct
 import sys
 import threading
@@ -212,6 +213,18 @@ class TerminalInput:
                 return
             take(self._typed + self._decoder.decode(data))
 
+        def stop() -> None:
+            # Ctrl-Z: the shell gets the terminal in the mode it gave it, then the chat stops.
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+        def resume() -> None:
+            # fg: the shell set its own mode; the prompt reads keys again, on a fresh line.
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(fd, termios.TCSANOW, keyed)
+            _write_out("\r\x1b[J" + prompt + shown(editor.text))
+
         self._prompt, self._editor = prompt, editor
         try:
             try:
@@ -222,6 +235,10 @@ class TerminalInput:
             take(self._typed)
             if not ended.done():
                 loop.add_reader(fd, readable)
+                # A chat started with Ctrl-Z ignored (no job control) is never stopped.
+                if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
+                    loop.add_signal_handler(signal.SIGTSTP, stop)
+                loop.add_signal_handler(signal.SIGCONT, resume)
             ending = await ended
         except asyncio.CancelledError:
             if keep_partial:
@@ -230,6 +247,8 @@ class TerminalInput:
             raise
         finally:
             loop.remove_reader(fd)
+            loop.remove_signal_handler(signal.SIGTSTP)
+            loop.remove_signal_handler(signal.SIGCONT)
             with contextlib.suppress(termios.error):  # a terminal that went away has no mode
                 termios.tcsetattr(fd, termios.TCSANOW, saved)
             self._prompt, self._editor = None, None

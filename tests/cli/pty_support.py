@@ -51,6 +51,7 @@ class Terminal:
         went away; without it they go to the terminal."""
         self.db = tmp_path / "db.sqlite3"
         self.master, slave = pty.openpty()
+        self.device = os.ttyname(slave)
         # Sized as a terminal window is: the chat draws its prompt again on that many columns.
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
         command = [*CLI, "chat", "--db", str(self.db), "--session", session]
@@ -68,6 +69,26 @@ class Terminal:
         os.close(slave)
         self.output = ""
         self.raw = ""  # everything read, as written: what ``screen`` draws
+
+    def line_mode(self) -> bool:
+        """Whether the terminal is in its usual line mode (canonical, echoing), as a shell
+        leaves it and a prompt reading key by key does not."""
+        fd = os.open(self.device, os.O_RDWR | os.O_NOCTTY)
+        try:
+            local_modes = termios.tcgetattr(fd)[3]
+        finally:
+            os.close(fd)
+        return bool(local_modes & termios.ICANON) and bool(local_modes & termios.ECHO)
+
+    def set_line_mode(self) -> None:
+        """Put the terminal in its usual line mode, as a shell does when a job stops."""
+        fd = os.open(self.device, os.O_RDWR | os.O_NOCTTY)
+        try:
+            modes = termios.tcgetattr(fd)
+            modes[3] |= termios.ICANON | termios.ECHO
+            termios.tcsetattr(fd, termios.TCSANOW, modes)
+        finally:
+            os.close(fd)
 
     def expect(self, text: str) -> str:
         """Read until ``text`` appears after what was already matched; return what came

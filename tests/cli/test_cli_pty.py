@@ -6,7 +6,9 @@ import asyncio
 import os
 import pty
 import select
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -296,3 +298,34 @@ def test_with_output_to_a_pipe_a_line_typed_while_the_turn_ran_does_not_approve(
         process.stdout.close()
         os.close(master)
     assert tool_log(tmp_path) == []
+
+
+def test_a_chat_stopped_at_a_prompt_leaves_the_terminal_in_line_mode_and_resumes_the_prompt(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.type("where is")
+        chat.expect("where is")
+        assert not chat.line_mode()
+        os.killpg(chat.process.pid, signal.SIGTSTP)  # Ctrl-Z
+        stopped = threading.Thread(
+            target=os.waitpid, args=(chat.process.pid, os.WUNTRACED), daemon=True
+        )
+        stopped.start()
+        stopped.join(DEADLINE_SECONDS)
+        assert not stopped.is_alive(), "the chat did not stop"
+        # Before, the shell got a terminal that neither echoed nor read lines.
+        assert chat.line_mode()
+        chat.set_line_mode()  # the shell's own mode, as bash sets it when a job stops
+        os.killpg(chat.process.pid, signal.SIGCONT)  # fg
+        chat.expect("you> where is")  # the prompt is drawn again, keys are read again
+        chat.send(" order 7")
+        chat.expect("tool> lookup_order -> succeeded")
+        chat.expect("you> ")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
+    assert tool_log(tmp_path) == ["lookup_order 7"]
