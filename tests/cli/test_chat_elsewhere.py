@@ -131,6 +131,7 @@ def test_a_question_answered_elsewhere_ends_its_prompt_and_drops_what_was_typed(
         chat.send("change the address of order 7")
         chat.expect("question> ")
         chat.type("3 Old")
+        chat.expect("3 Old")  # read by the prompt, not left in the terminal
 
         async def answer(sessions: PortableSessionClient) -> bool:
             interrupt_id = await _only_interrupt(sessions)
@@ -199,6 +200,7 @@ def test_a_session_stopped_elsewhere_ends_the_chat_at_its_prompt(tmp_path: Path)
     try:
         chat.expect("you> ")
         chat.type("half a mess")
+        chat.expect("half a mess")
 
         async def stop(sessions: PortableSessionClient) -> None:
             await sessions.flow_client.stop_flow("pty", "stopped in another window")
@@ -217,6 +219,7 @@ def test_a_turn_started_elsewhere_that_asks_an_approval_takes_over_the_message_p
     try:
         chat.expect("you> ")
         chat.type("where is")
+        chat.expect("where is")  # read by the prompt, not left in the terminal
         assert elsewhere(chat.db, lambda s: s.send_user_message("pty", "refund order 7"))
         chat.expect("you (elsewhere)> refund order 7\n")
         chat.expect(APPROVAL_PROMPT)
