@@ -5,7 +5,8 @@ app; ``dex-agents serve`` runs it under uvicorn with the demo agent, and calls
 ``close_event_streams(app)`` when it stops, because open event streams never
 end by themselves. It needs
 the ``console`` extra (``starlette``, ``uvicorn``). The page is plain HTML, CSS
-and JavaScript in ``static/``, with no build step.
+and JavaScript modules in ``static/`` (``console.js`` imports the rest), with no
+build step.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ every ``POST`` also under its cross-site rule; every route naming a session
 under the application's ``authorize`` hook):
 
 - ``GET /`` and ``GET /sessions/{id}``: the page (``static/index.html``).
+- ``GET /static/{name}``: its style sheet and JavaScript modules, with no token.
 - ``GET /api/sessions``: the inbox, sessions that need a person first.
 - ``POST /api/sessions``: start a session of a Flow this process serves.
 - ``GET /api/sessions/{id}/snapshot``: ``read_agent_event_stream_snapshot`` JSON
@@ -34,8 +35,7 @@ from starlette.responses import (
     Response,
     StreamingResponse,
 )
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
 from dex_agents.composition.session_flow import AgentSessionFlow
@@ -64,6 +64,15 @@ controls, after its own token or loopback check.
 
 STATIC_DIR = Path(__file__).parent / "static"
 """The page's HTML, CSS and JavaScript, shipped inside the package."""
+
+# Named here, not guessed from the platform's table: a browser runs a module script only when
+# it is served as JavaScript, and on some machines that table maps .js to text/plain.
+_STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+_STATIC_HEADERS = {
+    # Revalidated on each load: a page that mixed modules of two versions would break.
+    "Cache-Control": "no-cache",
+    "X-Content-Type-Options": "nosniff",
+}
 
 _PAGE_HEADERS = {
     "Cache-Control": "no-store",
@@ -163,6 +172,14 @@ def create_console_app(
         if refused is not None:
             return refused
         return FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
+
+    async def static_file(request: Request) -> Response:
+        # The route's name matches no "/", so only the files directly in STATIC_DIR are served.
+        path = STATIC_DIR / request.path_params["name"]
+        media_type = _STATIC_TYPES.get(path.suffix)
+        if media_type is None or not path.is_file():
+            return PlainTextResponse("Not Found", status_code=404)
+        return FileResponse(path, media_type=media_type, headers=_STATIC_HEADERS)
 
     def catalog_of(request: Request) -> SessionCatalog:
         catalog: SessionCatalog = request.app.state.catalog
@@ -330,7 +347,7 @@ def create_console_app(
         Route("/api/sessions/{session_id}/snapshot", guarded(snapshot), methods=["GET"]),
         Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
         Route("/api/sessions/{session_id}/controls/{name}", guarded(control), methods=["POST"]),
-        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+        Route("/static/{name}", static_file, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.event_stream_gate = gate

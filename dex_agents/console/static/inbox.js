@@ -1,0 +1,60 @@
+// The inbox: every session, those that need a person first, and the form that starts one.
+
+import { getJson, post } from "./api.js";
+import { el, notice, when } from "./dom.js";
+
+const INBOX_POLL_MS = 2000;
+
+function attentionBadge(row) {
+  if (!row.attention) return el("span", { class: "badge" }, row.needs_person ? "" : "working");
+  const kind = row.attention === "turn_failed" ? "bad" : row.attention === "idle" ? "good" : "warn";
+  return el("span", { class: `badge ${kind}` }, row.attention.replace("_", " "));
+}
+
+function renderInbox(data) {
+  const rows = data.sessions.map((row) =>
+    el("tr", { class: row.needs_person ? "needs" : "", "data-session": row.session_id },
+      el("td", {}, el("a", { href: `/sessions/${encodeURIComponent(row.session_id)}` }, row.session_id)),
+      el("td", {}, row.flow_type, row.writable ? "" : el("span", { class: "badge" }, " read-only")),
+      el("td", {}, attentionBadge(row), " ", row.status),
+      el("td", {}, row.waits_for || el("span", { class: "muted" }, "-")),
+      el("td", {}, when(row.last_activity))));
+  const table = el("table", { id: "inbox" },
+    el("thead", {}, el("tr", {}, ["Session", "Flow type", "Status", "Waits for", "Last activity"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 5, class: "muted" }, "No sessions yet."))));
+  const holder = document.getElementById("inbox-holder");
+  holder.replaceChildren(table);
+  const select = document.getElementById("new-flow");
+  if (select && select.options.length !== data.flow_types.length) {
+    select.replaceChildren(...data.flow_types.map((t) => el("option", { value: t }, t)));
+    document.getElementById("new-session").hidden = data.flow_types.length === 0;
+  }
+}
+
+export function startInbox(main) {
+  const id = el("input", { type: "text", id: "new-id", placeholder: "session ID (optional)" });
+  const message = el("input", { type: "text", id: "new-message", class: "grow", placeholder: "first message, e.g. refund order 7" });
+  const plan = el("input", { type: "checkbox", id: "new-plan" });
+  const form = el("form", { id: "new-session", hidden: true, onsubmit: async (event) => {
+    event.preventDefault();
+    const answer = await post("/api/sessions", {
+      flow_type: document.getElementById("new-flow").value, session_id: id.value.trim(),
+      message: message.value, plan_mode: plan.checked }, "session started");
+    if (answer.ok) location.href = `/sessions/${encodeURIComponent(answer.session_id)}`;
+  } }, el("select", { id: "new-flow" }), id, message, el("label", {}, plan, " plan mode"),
+  el("button", { class: "primary", type: "submit" }, "Start session"));
+  main.replaceChildren(el("h1", {}, "Sessions"), el("div", { id: "inbox-holder" }), el("h2", {}, "New session"), form);
+  let lost = false; // the last refresh failed: the next one that works says "reconnected"
+  const refresh = async () => {
+    try {
+      renderInbox(await getJson("/api/sessions"));
+      if (lost) { lost = false; notice("reconnected", "good"); }
+    } catch (error) {
+      lost = true;
+      notice(`Cannot list sessions: ${error.message}; retrying…`, "bad");
+    }
+  };
+  // The next refresh waits for this one: with many sessions a rebuild can take longer than the period.
+  const loop = async () => { await refresh(); setTimeout(loop, INBOX_POLL_MS); };
+  loop();
+}

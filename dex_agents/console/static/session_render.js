@@ -1,0 +1,139 @@
+// One session's page drawn from its snapshot: the transcript, the composer, and the cards for
+// what needs the person (approvals, questions), the turn's tool calls, the plan and the queue.
+// Each function takes the SessionView, for its data, its drafts and its controls.
+
+import { el, when } from "./dom.js";
+
+// last_turn_failed of dex_agents.domain.attention: a later steered or cancelled turn
+// keeps last_turn_error, but only the turn in failed_turn_id failed.
+function lastTurnFailed(state) {
+  if (!state.last_turn_error) return false;
+  return !state.failed_turn_id || state.failed_turn_id === `turn-${state.turn_count}`;
+}
+
+export function renderSession(view) {
+  const { snapshot, console: info } = view.data;
+  const state = snapshot.state || {};
+  const writable = info.writable;
+  const left = el("section", {},
+    el("h2", {}, "Conversation"),
+    el("div", { id: "messages" }, snapshot.messages.map(renderMessage)),
+    el("div", { id: "live" }),
+    writable ? renderComposer(view, state) : el("p", { class: "muted", id: "read-only" }, `Read-only: ${info.read_only}.`));
+  const right = el("section", {},
+    renderInterrupts(view, snapshot, writable),
+    renderToolCalls(view, snapshot),
+    renderPlan(view, snapshot, writable, state),
+    renderQueue(view, snapshot, writable),
+    el("h2", {}, "Usage"),
+    el("p", { class: "muted" }, `${snapshot.usage.model_calls} model calls, ${snapshot.usage.input_tokens} in / ${snapshot.usage.output_tokens} out tokens`));
+  return [
+    el("h1", {}, info.session_id, " ", el("span", { class: "badge" }, info.flow_type)),
+    el("p", { id: "status" }, info.status, lastTurnFailed(state) ? el("span", { class: "badge bad" }, ` last turn failed: ${state.last_turn_error}`) : null),
+    el("div", { class: "columns" }, left, right)];
+}
+
+// The model's text and reasoning that the stream carried and no stored message holds yet.
+export function renderLive(view, parts) {
+  // A session that no longer runs replays its last turn's unstored text too: no model writes it now.
+  const ended = view.data && view.data.console.running === false;
+  const role = ended ? "assistant (unfinished when the session ended)" : "assistant (streaming)";
+  return parts.map((p) => el("div", { class: "msg live" },
+    el("span", { class: "role" }, role),
+    p.reasoning ? el("div", { class: "muted" }, p.reasoning) : null, p.text));
+}
+
+function renderMessage(m) {
+  if (m.tool_name && m.role === "assistant") {
+    return el("div", { class: "msg tool" }, el("span", { class: "role" }, `tool call ${m.tool_name}`), m.tool_arguments || "");
+  }
+  if (m.tool_name) {
+    return el("div", { class: "msg tool" }, el("span", { class: "role" }, `${m.tool_name} result`), m.tool_output || m.text || "");
+  }
+  return el("div", { class: `msg ${m.role}` }, el("span", { class: "role" }, m.role), m.text || "");
+}
+
+function renderComposer(view, state) {
+  const text = view.field("textarea", "message", { id: "message", class: "grow", rows: 2, placeholder: "Message the agent" });
+  const plan = view.field("input", "plan-mode", { type: "checkbox", id: "plan-mode" });
+  const active = state.active_turn_id;
+  const send = async (event) => {
+    event.preventDefault();
+    const answer = await view.control("send_user_message", { text: text.value, plan_mode: plan.checked }, "message queued");
+    if (answer.ok) view.clearDraft("message");
+  };
+  const steer = async () => {
+    const answer = await view.control("steer_user_message", { text: text.value, plan_mode: plan.checked }, "turn steered");
+    if (answer.ok) view.clearDraft("message");
+  };
+  return el("form", { id: "composer", onsubmit: send }, text,
+    el("label", {}, plan, " plan mode"),
+    el("button", { class: "primary", type: "submit", id: "send" }, "Send"),
+    el("button", { type: "button", id: "steer", onclick: steer, disabled: !active }, "Steer"),
+    el("button", { type: "button", id: "cancel-turn", class: "danger", disabled: !active || !state.accepts_turn_control,
+      onclick: () => view.control("cancel_turn", { turn_id: active }, "cancel requested") }, "Cancel turn"));
+}
+
+function renderInterrupts(view, snapshot, writable) {
+  if (!snapshot.pending_interrupts.length) return null;
+  // A stopped or failed session never takes the answer: nobody is needed, as the inbox says.
+  const heading = view.data.console.running === false ? "Pending when the session ended" : "Needs you";
+  return [el("h2", {}, heading), snapshot.pending_interrupts.map((i) => {
+    const body = [el("strong", {}, i.kind === "question" ? "Question" : `Approve ${i.tool_name}?`),
+      i.question ? el("p", {}, i.question) : null,
+      i.arguments && i.kind !== "question" ? el("pre", {}, i.arguments) : null,
+      i.deadline ? el("p", { class: "muted" }, `deadline ${when(i.deadline)}`) : null];
+    if (writable && i.kind === "question") {
+      const key = `answer:${i.interrupt_id}`;
+      const answer = view.field("input", key, { type: "text", class: "grow", placeholder: "your answer" });
+      const submit = async (e) => {
+        e.preventDefault();
+        const done = await view.control("answer_question", { interrupt_id: i.interrupt_id, answer: answer.value }, "answered");
+        if (done.ok) view.clearDraft(key);
+      };
+      body.push(el("form", { onsubmit: submit },
+        i.choices.map((c) => el("button", { type: "button", onclick: () => view.control("answer_question", { interrupt_id: i.interrupt_id, answer: c }, "answered") }, c)),
+        i.allows_free_text ? [answer, el("button", { class: "primary", type: "submit" }, "Answer")] : null,
+        el("button", { type: "button", class: "danger", onclick: () => view.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: false }, "declined") }, "Decline")));
+    } else if (writable) {
+      const why = view.field("input", `rejection:${i.interrupt_id}`, { type: "text", class: "grow", placeholder: "message with a rejection (optional)" });
+      body.push(el("form", { onsubmit: (e) => e.preventDefault() },
+        el("button", { type: "button", class: "primary", "data-approve": i.interrupt_id,
+          onclick: () => view.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: true }, "approved") }, "Approve"),
+        why,
+        el("button", { type: "button", class: "danger", "data-reject": i.interrupt_id,
+          onclick: () => view.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: false, rejection_message: why.value }, "rejected") }, "Reject")));
+    }
+    return el("div", { class: "card attention" }, body);
+  })];
+}
+
+function renderToolCalls(view, snapshot) {
+  if (!snapshot.tool_calls.length) return null;
+  return [el("h2", {}, "Tool calls of this turn"), snapshot.tool_calls.map((c) => el("div", { class: "card" },
+    el("strong", {}, c.tool_name), " ", el("span", { class: "badge", "data-tool-status": c.tool_call_id }, view.toolStatus.get(c.tool_call_id) || c.status),
+    c.output ? el("pre", {}, c.output) : null, c.error ? el("pre", { class: "muted" }, c.error) : null,
+    c.rejection_message ? el("p", { class: "muted" }, `rejected: ${c.rejection_message}`) : null))];
+}
+
+function renderPlan(view, snapshot, writable, state) {
+  const plan = snapshot.plan;
+  if (!plan) return null;
+  const todos = plan.todos || [];
+  return [el("h2", {}, `Plan (revision ${plan.revision}, ${plan.status})`), el("div", { class: "card" },
+    el("ul", {}, todos.map((t) => el("li", {}, `[${t.status}] ${t.content}`))),
+    writable && plan.status === "draft" ? el("button", { class: "primary", id: "execute-plan", disabled: Boolean(state.active_turn_id),
+      onclick: () => view.control("execute_plan", { revision: plan.revision }, "plan approved") }, "Execute plan") : null)];
+}
+
+function renderQueue(view, snapshot, writable) {
+  const queued = snapshot.queued_messages || [];
+  const steered = snapshot.steered_messages || [];
+  if (!queued.length && !steered.length) return null;
+  return [el("h2", {}, "Queued"),
+    queued.map((q) => el("div", { class: "card" }, q.text,
+      writable ? el("div", {},
+        el("button", { type: "button", onclick: () => view.control("steer_user_message", { message_id: q.message_id }, "steered into the turn") }, "Steer now"), " ",
+        el("button", { type: "button", class: "danger", onclick: () => view.control("delete_queued_message", { message_id: q.message_id }, "deleted") }, "Delete")) : null)),
+    steered.map((s) => el("div", { class: "card muted" }, `steered: ${s.text}`))];
+}

@@ -1,0 +1,188 @@
+// One session's page kept current: its snapshot, and its event stream from the snapshot's token.
+// Events show the model's text as it streams; an event that changes the state reads the
+// snapshot again, and a turn's end reads it and opens the stream anew.
+
+import { getJson, post } from "./api.js";
+import { el, notice } from "./dom.js";
+import { renderLive, renderSession } from "./session_render.js";
+
+const RETRY_MS = 1000; // after a lost stream or a failed snapshot: a local server restarts in seconds
+const GAP_MS = 20000; // a timer late by this much means the machine slept: reload
+const TERMINAL_EVENTS = new Set(["turn_completed", "turn_failed", "turn_steered", "turn_cancelled"]);
+
+export class SessionView {
+  constructor(main, sessionId) {
+    this.main = main;
+    this.sessionId = sessionId;
+    this.base = `/api/sessions/${encodeURIComponent(sessionId)}`;
+    this.data = null;
+    this.snapshotsAsked = 0; // snapshots asked for, in order; the one shown is snapshotShown
+    this.snapshotShown = 0;
+    this.events = null;
+    this.live = new Map(); // step_execution_id -> {attempt, turn_id, text, reasoning, stored}
+    this.toolStatus = new Map(); // tool_call_id -> status seen on the stream
+    this.softTimer = null;
+    this.retryTimer = null;
+    this.lost = false; // the last stream or snapshot failed: the next snapshot says "reconnected"
+    this.lastTick = Date.now();
+    // What the person is typing, by field: every event renders the page anew, and a draft
+    // kept only in the DOM would be wiped by the render that follows it.
+    this.drafts = new Map();
+  }
+
+  // A field whose value outlives renders: created with its draft, and its draft kept as it changes.
+  field(tag, key, attrs) {
+    const node = el(tag, { ...attrs, "data-draft": key });
+    const property = node.type === "checkbox" ? "checked" : "value";
+    if (this.drafts.has(key)) node[property] = this.drafts.get(key);
+    node.addEventListener(property === "checked" ? "change" : "input", () => this.drafts.set(key, node[property]));
+    return node;
+  }
+
+  // A control that took the draft empties its field, in whichever render shows it now.
+  clearDraft(key) {
+    this.drafts.delete(key);
+    const node = this.main.querySelector(`[data-draft="${CSS.escape(key)}"]`);
+    if (!node) return;
+    if (node.type === "checkbox") node.checked = false;
+    else node.value = "";
+  }
+
+  start() {
+    this.hardReload();
+    setInterval(() => {
+      const now = Date.now();
+      if (now - this.lastTick > GAP_MS) this.hardReload();
+      this.lastTick = now;
+    }, 1000);
+  }
+
+  // The snapshot again, and the stream again from its token: the token replays the active turn.
+  // Until the server answers again (a restart, a dropped network), it tries every RETRY_MS.
+  async hardReload() {
+    clearTimeout(this.retryTimer);
+    if (this.events) { this.events.close(); this.events = null; }
+    this.live.clear();
+    this.toolStatus.clear();
+    const data = await this.loadSnapshot();
+    if (data) this.openEvents(data.resume_token);
+    else this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
+  }
+
+  // The snapshot only: the stream and the live text go on. One that fails is asked for again
+  // while the stream is open: an idle session sends no event that would, and the page would
+  // keep the state it had, under a notice that it is reconnecting.
+  softReload(delay = 150) {
+    clearTimeout(this.softTimer);
+    this.softTimer = setTimeout(async () => {
+      const data = await this.loadSnapshot();
+      if (!data && this.events) this.softReload(RETRY_MS);
+    }, delay);
+  }
+
+  // Snapshots can answer out of order; one asked for before the snapshot shown is older than it,
+  // and showing it would bring back a state the session has left (a turn ended, an approval
+  // answered) until the next event, which an idle session never sends. It still gives its token.
+  async loadSnapshot() {
+    const asked = ++this.snapshotsAsked;
+    let data;
+    try {
+      data = await getJson(`${this.base}/snapshot`);
+    } catch (error) {
+      this.lost = true;
+      notice(`Cannot load the session: ${error.message}; reconnecting…`, "bad");
+      return null;
+    }
+    if (asked < this.snapshotShown) return data;
+    this.snapshotShown = asked;
+    this.data = data;
+    if (this.lost) { this.lost = false; notice("reconnected", "good"); }
+    this.render();
+    return data;
+  }
+
+  openEvents(token) {
+    const url = `${this.base}/events?resume_token=${encodeURIComponent(token || "")}`;
+    if (this.events) this.events.close();
+    const source = new EventSource(url);
+    this.events = source;
+    source.onmessage = (message) => this.apply(JSON.parse(message.data));
+    source.onerror = () => {
+      // A refused token (400), a stopping server (503) or a dropped connection:
+      // rebuild from a fresh snapshot, and say so until it is back.
+      if (this.events !== source) return;
+      source.close();
+      this.events = null;
+      this.lost = true;
+      notice("Lost the session's live stream: reconnecting…", "bad");
+      clearTimeout(this.retryTimer);
+      this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
+    };
+  }
+
+  apply(event) {
+    const payload = typeof event.payload === "string" ? JSON.parse(event.payload || "{}") : event.payload || {};
+    if (TERMINAL_EVENTS.has(event.type)) {
+      // Said at once, whichever window cancelled it; the status line says it from the state.
+      if (event.type === "turn_cancelled") notice("turn cancelled", "bad");
+      this.hardReload();
+      return;
+    }
+    const key = event.step_execution_id;
+    let part = this.live.get(key);
+    if (part && event.attempt < part.attempt) return; // an older attempt's leftovers
+    if (!part || event.attempt > part.attempt) {
+      part = { attempt: event.attempt, turn_id: event.turn_id, text: "", reasoning: "", stored: false };
+      this.live.set(key, part);
+    }
+    switch (event.type) {
+      case "text_delta": part.text += payload.text || ""; this.renderLive(); return;
+      case "reasoning_delta": part.reasoning += payload.text || ""; this.renderLive(); return;
+      case "tool_call_started": this.toolStatus.set(payload.tool_call_id, "running"); break;
+      case "tool_call_finished": this.toolStatus.set(payload.tool_call_id, payload.status); break;
+      // A started call that now waits (a question, a task, a timer) is no longer running: the
+      // snapshot that follows names the wait, where "running" would stay until the call ends.
+      case "interrupt_raised": case "tool_task_started": case "timer_started":
+        if (payload.tool_call_id) this.toolStatus.delete(payload.tool_call_id);
+        break;
+      case "usage_recorded": part.stored = true; break; // the model call committed: its text is in the messages
+      default: break;
+    }
+    this.renderLive();
+    this.softReload();
+  }
+
+  control(name, body, done) {
+    return post(`${this.base}/controls/${name}`, body, done).then((answer) => { this.softReload(); return answer; });
+  }
+
+  renderLive() {
+    const holder = document.getElementById("live");
+    if (!holder) return;
+    const parts = [...this.live.values()].filter((p) => !p.stored && (p.text || p.reasoning));
+    holder.replaceChildren(...renderLive(this, parts));
+    // The stream's status of a call, else its snapshot's: one the stream dropped shows the snapshot's again.
+    for (const call of this.data ? this.data.snapshot.tool_calls : []) {
+      const cell = document.querySelector(`[data-tool-status="${CSS.escape(call.tool_call_id)}"]`);
+      if (cell) cell.textContent = this.toolStatus.get(call.tool_call_id) || call.status;
+    }
+  }
+
+  render() {
+    const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.draft : undefined;
+    const selection = focused !== undefined ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null;
+    this.main.replaceChildren(...renderSession(this));
+    if (focused !== undefined) this.refocus(focused, selection);
+    this.renderLive();
+  }
+
+  // The field the person was typing in keeps the caret after a render.
+  refocus(key, selection) {
+    const node = this.main.querySelector(`[data-draft="${CSS.escape(key)}"]`);
+    if (!node) return;
+    node.focus();
+    if (selection && selection[0] !== null && typeof node.setSelectionRange === "function") {
+      node.setSelectionRange(selection[0], selection[1]);
+    }
+  }
+}

@@ -1,0 +1,43 @@
+"""The page's files: every JavaScript module it imports is served as JavaScript, nothing else is."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+
+from dex_agents.cli.database import demo_flow
+from dex_agents.console import create_console_app
+from dex_agents.console.app import STATIC_DIR
+from tests.console.support import serve_console
+
+_SCRIPT = re.compile(r'<script type="module" src="/static/([\w.]+)">')
+_IMPORT = re.compile(r'^import .* from "\./([\w.]+)";$', re.MULTILINE)
+
+
+async def test_every_module_the_page_imports_is_served_as_javascript(tmp_path: Path) -> None:
+    # A browser runs a module script only when it comes as JavaScript, and a module it
+    # cannot fetch stops the whole page at "Loading…".
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        page = await client.get("/")
+        to_read = _SCRIPT.findall(page.text)
+        assert to_read == ["console.js"]
+        served: set[str] = set()
+        while to_read:
+            name = to_read.pop()
+            if name in served:
+                continue
+            response = await client.get(f"/static/{name}")
+            assert response.status_code == 200, name
+            assert response.headers["content-type"] == "text/javascript; charset=utf-8"
+            assert response.headers["x-content-type-options"] == "nosniff"
+            served.add(name)
+            to_read.extend(_IMPORT.findall(response.text))
+        # Each module in the package is one the page uses.
+        assert served == {path.name for path in STATIC_DIR.glob("*.js")}
+        css = await client.get("/static/console.css")
+        assert css.headers["content-type"] == "text/css; charset=utf-8"
+        for name in ("index.html", "missing.js", "..%2Fapp.py", "../app.py"):
+            assert (await client.get(f"/static/{name}")).status_code == 404, name
