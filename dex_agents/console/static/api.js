@@ -4,10 +4,12 @@ import { notice } from "./dom.js";
 
 const CONTROL_HEADERS = { "Content-Type": "application/json", "X-Dex-Agents-Console": "1" };
 
+// A refused read throws an Error with the server's reason and the answer's status (none
+// when no answer came): the caller tells a lost server from a session that is not there.
 export async function getJson(url) {
   const response = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store" });
   const body = await response.json().catch(() => ({ ok: false, reason: `HTTP ${response.status}` }));
-  if (!response.ok) throw new Error(body.reason || `HTTP ${response.status}`);
+  if (!response.ok) throw Object.assign(new Error(body.reason || `HTTP ${response.status}`), { status: response.status });
   return body;
 }
 

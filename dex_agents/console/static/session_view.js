@@ -25,6 +25,7 @@ export class SessionView {
     this.retryTimer = null;
     this.lost = false; // the last stream or snapshot failed: the next snapshot says "reconnected"
     this.lastTick = Date.now();
+    this.gone = false; // the server has no such session: the page asks for nothing more
     // What the person is typing, by field: every event renders the page anew, and a draft
     // kept only in the DOM would be wiped by the render that follows it.
     this.drafts = new Map();
@@ -52,7 +53,7 @@ export class SessionView {
     this.hardReload();
     setInterval(() => {
       const now = Date.now();
-      if (now - this.lastTick > GAP_MS) this.hardReload();
+      if (now - this.lastTick > GAP_MS && !this.gone) this.hardReload();
       this.lastTick = now;
     }, 1000);
   }
@@ -66,7 +67,7 @@ export class SessionView {
     this.toolStatus.clear();
     const data = await this.loadSnapshot();
     if (data) this.openEvents(data.resume_token);
-    else this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
+    else if (!this.gone) this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
   }
 
   // The snapshot only: the stream and the live text go on. One that fails is asked for again
@@ -76,7 +77,7 @@ export class SessionView {
     clearTimeout(this.softTimer);
     this.softTimer = setTimeout(async () => {
       const data = await this.loadSnapshot();
-      if (!data && this.events) this.softReload(RETRY_MS);
+      if (!data && this.events && !this.gone) this.softReload(RETRY_MS);
     }, delay);
   }
 
@@ -89,16 +90,31 @@ export class SessionView {
     try {
       data = await getJson(`${this.base}/snapshot`);
     } catch (error) {
+      if (error.status === 404) { this.showGone(); return null; }
       this.lost = true;
       notice(`Cannot load the session: ${error.message}; reconnecting…`, "bad");
       return null;
     }
+    if (this.gone) return null; // asked for before a later one found the session gone
     if (asked < this.snapshotShown) return data;
     this.snapshotShown = asked;
     this.data = data;
     if (this.lost) { this.lost = false; notice("reconnected", "good"); }
     this.render();
     return data;
+  }
+
+  // A session that never existed, or that retention removed: no retry will ever find it, so
+  // the page stops its stream and its timers and says so, where it retried every RETRY_MS.
+  showGone() {
+    this.gone = true;
+    clearTimeout(this.retryTimer);
+    clearTimeout(this.softTimer);
+    if (this.events) { this.events.close(); this.events = null; }
+    notice("");
+    this.main.replaceChildren(el("h1", {}, "No such session"),
+      el("p", {}, `The console has no session ${this.sessionId}: it never existed, or it was removed.`),
+      el("p", {}, el("a", { href: "/" }, "All sessions")));
   }
 
   openEvents(token) {
