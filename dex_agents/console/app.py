@@ -11,7 +11,8 @@ under the application's ``authorize`` hook):
 - ``GET /api/sessions/{id}/snapshot``: ``read_agent_event_stream_snapshot`` JSON
   plus ``console`` (Flow type, whether it is writable, status).
 - ``GET /api/sessions/{id}/events``: the session's ``AgentEvents`` as SSE, until
-  ``close_event_streams(app)`` (503 after it).
+  ``close_event_streams(app)`` (503 after it), or until the session no longer runs
+  (a last ``session_ended`` event; ``streams.until_session_ends``).
 - ``POST /api/sessions/{id}/controls/{name}``: one of ``actions.CONTROLS``;
   answers ``{"ok": bool, "reason": str | null}``.
 """
@@ -44,7 +45,7 @@ from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, open_catalog
 from dex_agents.console.request_checks import json_body, refusal
 from dex_agents.console.responses import JSONResponse
 from dex_agents.console.security import TOKEN_COOKIE, check_console_token, token_matches
-from dex_agents.console.streams import StreamGate
+from dex_agents.console.streams import REMOVED, StreamGate, until_session_ends
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.ports.errors import FlowAlreadyStartedError, FlowNotFoundError
 from dex_agents.ui_stream import (
@@ -269,7 +270,19 @@ def create_console_app(
             # the client's next request on it, until the server stopped.
             await frames.aclose()
             return Response(headers=dict(AGENT_EVENT_STREAM_HEADERS))
-        return StreamingResponse(gate.passing(frames), headers=dict(AGENT_EVENT_STREAM_HEADERS))
+        session_id = request.path_params["session_id"]
+        catalog = catalog_of(request)
+
+        async def status() -> str:
+            try:
+                return (await catalog.describe(session_id)).status
+            except FlowNotFoundError:
+                return REMOVED
+
+        return StreamingResponse(
+            gate.passing(until_session_ends(frames, status)),
+            headers=dict(AGENT_EVENT_STREAM_HEADERS),
+        )
 
     async def control(request: Request) -> Response:
         name = request.path_params["name"]

@@ -1,15 +1,58 @@
-"""Ending the console's event streams when its server stops.
+"""Ending the console's event streams: when its server stops, and when their session ends.
 
 An event stream never ends by itself, and uvicorn, asked to stop, waits for
 every open response before the app's lifespan ends: with one browser tab open,
 Ctrl-C would wait forever. ``StreamGate`` ends the streams it lets through once
 it is closed; the browser's ``EventSource`` then reconnects, to the next server.
+
+A session that no longer runs (stopped, failed, completed, or removed) writes
+no more events, so its stream would only send keep-alives for as long as its
+page stays open. ``until_session_ends`` ends it after the first poll that saw
+no event once the session has ended, with a ``session_ended`` event that tells
+the page not to reconnect.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable
+
+from dex_agents.ui_stream import KEEP_ALIVE_FRAME
+
+SESSION_ENDED_EVENT = "session_ended"
+"""The SSE event name of a stream's last frame once its session no longer runs."""
+
+REMOVED = "removed"
+"""The status ``until_session_ends`` gets for a session the engine no longer has."""
+
+
+def session_ended_frame(status: str) -> str:
+    """The last frame of a stream whose session ended with ``status``; it carries no ``id``,
+    so it moves no resume token."""
+    return f"event: {SESSION_ENDED_EVENT}\ndata: {json.dumps({'status': status})}\n\n"
+
+
+async def until_session_ends(
+    frames: AsyncGenerator[str, None], status: Callable[[], Awaitable[str]]
+) -> AsyncGenerator[str, None]:
+    """``frames`` until a poll that saw no event finds ``status()`` other than ``running``:
+    then ``session_ended_frame`` and the end. ``frames`` is closed either way.
+
+    Checked only after a keep-alive: every event the session wrote before it ended has
+    been sent by then (a stopped turn's text replays in full), and a running session's
+    stream asks once per empty long poll.
+    """
+    try:
+        async for frame in frames:
+            yield frame
+            if frame == KEEP_ALIVE_FRAME:
+                current = await status()
+                if current != "running":
+                    yield session_ended_frame(current)
+                    return
+    finally:
+        await frames.aclose()
 
 
 class StreamGate:

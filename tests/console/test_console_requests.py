@@ -3,6 +3,8 @@ unusual tokens, a tool's text that is not valid Unicode."""
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -12,6 +14,7 @@ from dex_agents.cli.database import demo_flow
 from dex_agents.cli.serve import console_url
 from dex_agents.console import TOKEN_ENV, create_console_app, load_console_token
 from dex_agents.console.security import ConsoleConfigError
+from dex_agents.local import LocalRuntime
 from tests.console.agents import UNDECODABLE_FILE, file_flow
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot, texts
 
@@ -122,3 +125,27 @@ async def test_text_with_a_lone_surrogate_from_a_tool_is_served_escaped(tmp_path
             lambda body: body["snapshot"]["state"]["active_turn_id"] is None,
         )
         assert f"done: deleted {UNDECODABLE_FILE}" in texts(done)
+
+
+async def test_the_stream_of_a_stopped_session_replays_its_events_then_ends(
+    tmp_path: Path,
+) -> None:
+    # It long-polled a Stream nobody writes to any more, for as long as its page stayed open.
+    db = tmp_path / "s.sqlite3"
+    app = create_console_app(db, [demo_flow()], poll_timeout=timedelta(milliseconds=200))
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        start = {"session_id": "stopped", "message": "refund order 7"}
+        await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+        await eventually(
+            lambda: snapshot(client, "stopped"),
+            lambda body: bool(body["snapshot"]["pending_interrupts"]),
+        )
+        async with LocalRuntime(db, [demo_flow()], workers=0, create=False) as other:
+            await other.flow_client.stop_flow("stopped", "stopped elsewhere")
+        response = await client.get("/api/sessions/stopped/events")
+        frames = response.text.split("\n\n")
+        assert frames[-1] == ""
+        assert frames[-2] == 'event: session_ended\ndata: {"status": "stopped"}'
+        replayed = [json.loads(f.split("data: ", 1)[1])["type"] for f in frames if "id: " in f]
+        assert replayed[0] == "turn_started"
+        assert replayed[-1] == "interrupt_raised"

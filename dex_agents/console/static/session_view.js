@@ -26,6 +26,7 @@ export class SessionView {
     this.lost = false; // the last stream or snapshot failed: the next snapshot says "reconnected"
     this.lastTick = Date.now();
     this.gone = false; // the server has no such session: the page asks for nothing more
+    this.ended = false; // the session no longer runs and its stream has sent all it will
     // What the person is typing, by field: every event renders the page anew, and a draft
     // kept only in the DOM would be wiped by the render that follows it.
     this.drafts = new Map();
@@ -53,7 +54,7 @@ export class SessionView {
     this.hardReload();
     setInterval(() => {
       const now = Date.now();
-      if (now - this.lastTick > GAP_MS && !this.gone) this.hardReload();
+      if (now - this.lastTick > GAP_MS && !this.gone && !this.ended) this.hardReload();
       this.lastTick = now;
     }, 1000);
   }
@@ -66,7 +67,7 @@ export class SessionView {
     this.live.clear();
     this.toolStatus.clear();
     const data = await this.loadSnapshot();
-    if (data) this.openEvents(data.resume_token);
+    if (data) { if (!this.ended) this.openEvents(data.resume_token); }
     else if (!this.gone) this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
   }
 
@@ -77,7 +78,7 @@ export class SessionView {
     clearTimeout(this.softTimer);
     this.softTimer = setTimeout(async () => {
       const data = await this.loadSnapshot();
-      if (!data && this.events && !this.gone) this.softReload(RETRY_MS);
+      if (!data && (this.events || this.ended) && !this.gone) this.softReload(RETRY_MS);
     }, delay);
   }
 
@@ -123,6 +124,16 @@ export class SessionView {
     const source = new EventSource(url);
     this.events = source;
     source.onmessage = (message) => this.apply(JSON.parse(message.data));
+    // The server's last frame once the session no longer runs (stopped, failed, completed or
+    // removed), after every event it wrote: the page shows its final state and opens no
+    // stream again, where it reconnected for as long as it stayed open. The live text stays.
+    source.addEventListener("session_ended", () => {
+      if (this.events !== source) return;
+      source.close();
+      this.events = null;
+      this.ended = true;
+      this.softReload(0);
+    });
     source.onerror = () => {
       // A refused token (400), a stopping server (503) or a dropped connection:
       // rebuild from a fresh snapshot, and say so until it is back.
