@@ -1,4 +1,4 @@
-"""Scripted agents for the console's browser tests: two that ask questions, one that plans.
+"""Scripted agents for the console's browser tests: ones that ask, plan, or show images.
 
 All run on the built-in loop with a ``ScriptedModelClient``, so every turn is
 deterministic and needs no key; only the model is scripted, the session is real.
@@ -16,12 +16,19 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelReply,
     ScriptedToolCall,
 )
-from dex_agents.builtin_loop import ToolCallContext, builtin_agent_session_flow, function_tool
+from dex_agents.builtin_loop import (
+    FunctionToolResult,
+    ToolCallContext,
+    builtin_agent_session_flow,
+    function_tool,
+)
 from dex_agents.cli.database import demo_flow
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.domain.builtin_tools import BuiltInTool
 from dex_agents.domain.model_io import ModelRequest
 from dex_agents.local import LocalRuntime
+from dex_agents.ports.media_store import MediaStore
+from tests.domain.images_support import png
 
 SPEED_QUESTION = "Which shipping speed?"
 SPEEDS = ("standard", "express")
@@ -169,3 +176,31 @@ def file_flow() -> AgentSessionFlow:
         tools=[delete_file],
     )
     return builtin_agent_session_flow(definition, flow_type="FileAgent")
+
+
+SCREENSHOT_TEXT = "Took a screenshot."
+SEEN_TEXT = "I see the screen."
+
+
+def image_flow(media: MediaStore) -> AgentSessionFlow:
+    """``EyesAgent``: takes a screenshot (a tool result with an image in ``media``), then answers."""
+
+    @function_tool(effect=ToolEffect.READ)
+    async def take_screenshot(context: ToolCallContext) -> FunctionToolResult:
+        """Take a screenshot of the screen."""
+        assert context.media_store is not None
+        reference = await context.media_store.put_image(png())
+        return FunctionToolResult(output=SCREENSHOT_TEXT, images=[reference])
+
+    def reply(request: ModelRequest) -> ScriptedModelReply:
+        if ScriptedModelClient.tool_results(request):
+            return ScriptedModelReply(text=SEEN_TEXT)
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall("take_screenshot", {}),))
+
+    definition = AgentDefinition(
+        name="eyes",
+        instructions="Look.",
+        model=ScriptedModelClient(reply),
+        tools=[take_screenshot],
+    )
+    return builtin_agent_session_flow(definition, flow_type="EyesAgent", media_store=media)

@@ -48,9 +48,24 @@ function renderMessage(m) {
     return el("div", { class: "msg tool" }, el("span", { class: "role" }, `tool call ${m.tool_name}`), m.tool_arguments || "");
   }
   if (m.tool_name) {
-    return el("div", { class: "msg tool" }, el("span", { class: "role" }, `${m.tool_name} result`), m.tool_output || m.text || "");
+    return el("div", { class: "msg tool" }, el("span", { class: "role" }, `${m.tool_name} result`), m.tool_output || m.text || "",
+      renderImages(m.images));
   }
-  return el("div", { class: `msg ${m.role}` }, el("span", { class: "role" }, m.role), m.text || "");
+  return el("div", { class: `msg ${m.role}` }, el("span", { class: "role" }, m.role), m.text || "", renderImages(m.images));
+}
+
+// A message's images live in a media store the page cannot read, so each is named by its type
+// and size: without this a message sent with a picture looked as if it had none.
+function renderImages(images) {
+  if (!images || !images.length) return null;
+  return el("ul", { class: "images" }, images.map((image) =>
+    el("li", { "data-image": image.sha256 }, `${image.mime_type} image, ${byteSize(image.size_bytes)}`)));
+}
+
+function byteSize(bytes) {
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
 function renderComposer(view, state) {
