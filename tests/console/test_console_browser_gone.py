@@ -92,3 +92,24 @@ async def test_a_session_removed_while_its_page_is_open_stops_the_page(tmp_path:
             await _a_minute_later(page)
             assert sent[asked:] == []
             assert sent[-1] == "idle/snapshot"
+
+
+async def test_the_pages_of_the_console_ask_for_nothing_that_is_not_there(tmp_path: Path) -> None:
+    # Before, each load asked for /favicon.ico, which the console does not have: a 404 in the
+    # browser's console on every page, among which a real one was easy to miss. Playwright
+    # reports no event for that request, so the browser's console is read.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        start = {"session_id": "idle", "message": "where is order 7"}
+        await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+        async with browser_page() as page:
+            errors: list[str] = []
+            page.on(
+                "console", lambda m: errors.append(m.location["url"]) if m.type == "error" else None
+            )
+            for path in ("/", "/sessions/idle"):
+                await page.goto(url + path)
+                await expect(page.locator("h1")).not_to_have_text("Loading…")
+                await expect(page.locator("#notice")).to_have_text("")
+                await page.evaluate("fetch('/api/sessions').then((r) => r.text())")
+            assert errors == []
