@@ -6,10 +6,11 @@ under the application's ``authorize`` hook):
 
 - ``GET /`` and ``GET /sessions/{id}``: the page (``static/index.html``).
 - ``GET /static/{name}``: its style sheet and JavaScript modules, with no token.
-- ``GET /api/sessions``: the inbox, sessions that need a person first.
+- ``GET /api/sessions``: the inbox, sessions that need a person first, and the Flow
+  types a new session can have (``flow_types``; ``plan_mode_flow_types`` take plan mode).
 - ``POST /api/sessions``: start a session of a Flow this process serves.
 - ``GET /api/sessions/{id}/snapshot``: ``read_agent_event_stream_snapshot`` JSON
-  plus ``console`` (Flow type, whether it is writable, status).
+  plus ``console`` (Flow type, whether it is writable, status, whether it takes plan mode).
 - ``GET /api/sessions/{id}/events``: the session's ``AgentEvents`` as SSE, until
   ``close_event_streams(app)`` (503 after it), or until the session no longer runs
   (a last ``session_ended`` event; ``streams.until_session_ends``).
@@ -193,6 +194,7 @@ def create_console_app(
             {
                 "sessions": [row.to_json() for row in rows],
                 "flow_types": catalog.writable_flow_types,
+                "plan_mode_flow_types": catalog.plan_mode_flow_types,
             }
         )
 
@@ -238,6 +240,7 @@ def create_console_app(
             "writable": row.writable,
             "status": row.status,
             "running": info.status == "running",
+            "plan_mode": entry.plan_mode,
             "read_only": _read_only_reason(entry, info.status) if not row.writable else None,
         }
         return JSONResponse(body, headers={"Cache-Control": "no-store"})

@@ -56,6 +56,11 @@ class ConsoleFlow:
     """Whether this process serves the Flow (its workers run the sessions' Steps)."""
 
     @property
+    def plan_mode(self) -> bool:
+        """Whether the Flow takes messages in plan mode (``plan_mode_enabled``)."""
+        return self.flow.options.plan_mode_enabled
+
+    @property
     def sessions(self) -> AgentSessionClient:
         """The session client of the Flow, for its RPCs."""
         return self.runtime.sessions(self.flow)
@@ -119,6 +124,11 @@ class SessionCatalog:
     def writable_flow_types(self) -> list[str]:
         """The Flow types this process serves: the ones a new session can have."""
         return sorted(t for t, entry in self._flows.items() if entry.writable)
+
+    @property
+    def plan_mode_flow_types(self) -> list[str]:
+        """The Flow types this process serves whose sessions take plan mode."""
+        return [t for t in self.writable_flow_types if self._flows[t].plan_mode]
 
     def flow(self, flow_type: str) -> ConsoleFlow | None:
         """The ``ConsoleFlow`` of ``flow_type``, or ``None`` when the console cannot read it."""

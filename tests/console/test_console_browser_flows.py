@@ -7,6 +7,7 @@ from pathlib import Path
 import httpx
 from playwright.async_api import Locator, Page, expect
 
+from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from tests.console.agents import (
     NOTE_QUESTION,
@@ -130,3 +131,28 @@ async def test_a_draft_plan_is_reviewed_and_executed_from_the_page(tmp_path: Pat
             body = await snapshot(client, "migrate-1")
         assert body["snapshot"]["plan"]["status"] == "completed"
         assert body["snapshot"]["state"]["active_turn_id"] is None
+
+
+async def test_plan_mode_is_offered_only_for_flows_that_have_it(tmp_path: Path) -> None:
+    # Before, every composer and the new-session form offered it, and a message sent with it
+    # to a Flow with plan mode off came back "Not done: ... (blank, or plan mode is off)".
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow(), plan_flow()])
+    async with serve_console_and_page(app) as (url, page):
+        plan_box = page.locator("#new-plan")
+        await page.select_option("#new-flow", "MigrationAgent")
+        await expect(plan_box).to_be_visible()
+        await page.select_option("#new-flow", "DemoSupportAgent")
+        await expect(plan_box).to_be_hidden()
+        await page.fill("#new-id", "chat-1")
+        await page.fill("#new-message", "where is order 7")
+        await page.click("#new-session button[type=submit]")
+        await page.wait_for_url("**/sessions/chat-1")
+        await expect(page.locator("#composer")).to_be_visible(timeout=WAIT_MS)
+        await expect(page.locator("#plan-mode")).to_have_count(0)
+        await page.goto(f"{url}/")
+        await page.select_option("#new-flow", "MigrationAgent")
+        await page.fill("#new-id", "migrate-2")
+        await page.fill("#new-message", "migrate the orders table")
+        await page.click("#new-session button[type=submit]")
+        await page.wait_for_url("**/sessions/migrate-2")
+        await expect(page.locator("#plan-mode")).to_be_visible(timeout=WAIT_MS)

@@ -25,23 +25,36 @@ function renderInbox(data) {
   const holder = document.getElementById("inbox-holder");
   holder.replaceChildren(table);
   const select = document.getElementById("new-flow");
+  planModeFlowTypes = new Set(data.plan_mode_flow_types || []);
   if (select && select.options.length !== data.flow_types.length) {
     select.replaceChildren(...data.flow_types.map((t) => el("option", { value: t }, t)));
     document.getElementById("new-session").hidden = data.flow_types.length === 0;
   }
+  showPlanMode();
+}
+
+// The Flow types whose sessions take plan mode: the box is offered only for those, since any
+// other Flow refuses a message sent in plan mode.
+let planModeFlowTypes = new Set();
+
+function showPlanMode() {
+  const select = document.getElementById("new-flow");
+  const label = document.getElementById("new-plan-label");
+  if (select && label) label.hidden = !planModeFlowTypes.has(select.value);
 }
 
 export function startInbox(main) {
   const id = el("input", { type: "text", id: "new-id", placeholder: "session ID (optional)" });
   const message = el("input", { type: "text", id: "new-message", class: "grow", placeholder: "first message, e.g. refund order 7" });
   const plan = el("input", { type: "checkbox", id: "new-plan" });
+  const planLabel = el("label", { id: "new-plan-label", hidden: true }, plan, " plan mode");
   const form = el("form", { id: "new-session", hidden: true, onsubmit: async (event) => {
     event.preventDefault();
     const answer = await post("/api/sessions", {
       flow_type: document.getElementById("new-flow").value, session_id: id.value.trim(),
-      message: message.value, plan_mode: plan.checked }, "session started");
+      message: message.value, plan_mode: plan.checked && !planLabel.hidden }, "session started");
     if (answer.ok) location.href = `/sessions/${encodeURIComponent(answer.session_id)}`;
-  } }, el("select", { id: "new-flow" }), id, message, el("label", {}, plan, " plan mode"),
+  } }, el("select", { id: "new-flow", onchange: showPlanMode }), id, message, planLabel,
   el("button", { class: "primary", type: "submit" }, "Start session"));
   main.replaceChildren(el("h1", {}, "Sessions"), el("div", { id: "inbox-holder" }), el("h2", {}, "New session"), form);
   let lost = false; // the last refresh failed: the next one that works says "reconnected"

@@ -19,7 +19,7 @@ export function renderSession(view) {
     el("h2", {}, "Conversation"),
     el("div", { id: "messages" }, snapshot.messages.map(renderMessage)),
     el("div", { id: "live" }),
-    writable ? renderComposer(view, state) : el("p", { class: "muted", id: "read-only" }, `Read-only: ${info.read_only}.`));
+    writable ? renderComposer(view, state, info.plan_mode) : el("p", { class: "muted", id: "read-only" }, `Read-only: ${info.read_only}.`));
   const right = el("section", {},
     renderInterrupts(view, snapshot, writable),
     renderToolCalls(view, snapshot),
@@ -68,9 +68,10 @@ function byteSize(bytes) {
   return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
-function renderComposer(view, state) {
+// Plan mode is offered only where the Flow has it: any other refuses a message sent in it.
+function renderComposer(view, state, planMode) {
   const text = view.field("textarea", "message", { id: "message", class: "grow", rows: 2, placeholder: "Message the agent" });
-  const plan = view.field("input", "plan-mode", { type: "checkbox", id: "plan-mode" });
+  const plan = planMode ? view.field("input", "plan-mode", { type: "checkbox", id: "plan-mode" }) : { checked: false };
   const active = state.active_turn_id;
   const send = async (event) => {
     event.preventDefault();
@@ -82,7 +83,7 @@ function renderComposer(view, state) {
     if (answer.ok) view.clearDraft("message");
   };
   return el("form", { id: "composer", onsubmit: send }, text,
-    el("label", {}, plan, " plan mode"),
+    planMode ? el("label", {}, plan, " plan mode") : null,
     el("button", { class: "primary", type: "submit", id: "send" }, "Send"),
     el("button", { type: "button", id: "steer", onclick: steer, disabled: !active }, "Steer"),
     el("button", { type: "button", id: "cancel-turn", class: "danger", disabled: !active || !state.accepts_turn_control,
