@@ -87,6 +87,7 @@ class InboxRow:
             "status": self.status,
             "attention": self.attention,
             "needs_person": self.rank < _WORKING_RANK,
+            "running": self.rank != _CLOSED_RANK,
             "waits_for": self.waits_for,
             "last_activity": self.last_activity.isoformat(),
             "writable": self.writable,
@@ -220,7 +221,10 @@ class SessionCatalog:
             flow_type=info.flow_type,
             status=status,
             attention=None if attention is None or info.status != "running" else str(attention),
-            waits_for=None if snapshot is None else _waits_for(snapshot),
+            # A stopped or failed session never takes the answer its interrupt asked for.
+            waits_for=None
+            if snapshot is None or info.status != "running"
+            else _waits_for(snapshot),
             last_activity=last_activity,
             writable=entry is not None and entry.writable and info.status == "running",
             rank=rank,

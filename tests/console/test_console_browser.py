@@ -4,6 +4,7 @@ and a turn another window cancelled or a session it stopped (mid model call too)
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from dex_agents.local import LocalRuntime
 from dex_agents.ports.runner import AgentTurnContext
 from tests.app.scripted_runner import ScriptedRunner
 from tests.console.browser import WAIT_MS, browser_page, needs_chromium, serve_console_and_page
-from tests.console.support import CONTROL_HEADERS, serve_console
+from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
 SCREENSHOT_ENV = "DEX_AGENTS_CONSOLE_SCREENSHOT"
@@ -165,3 +166,27 @@ async def test_a_session_stopped_mid_model_call_shows_its_text_as_unfinished_not
             await expect(live).not_to_contain_text("streaming")
     finally:
         runner.release.set()
+
+
+async def test_a_stopped_session_in_the_inbox_is_not_working_nor_waiting(tmp_path: Path) -> None:
+    # Before, its row read "working stopped", and its Waits for column still named the
+    # approval it can never take.
+    db = tmp_path / "s.sqlite3"
+    app = create_console_app(db, [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        for session_id in ("stopped", "waiting"):
+            start = {"session_id": session_id, "message": "refund order 7"}
+            await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+            await eventually(
+                functools.partial(snapshot, client, session_id),
+                lambda body: bool(body["snapshot"]["pending_interrupts"]),
+            )
+        async with LocalRuntime(db, [demo_flow()], workers=0, create=False) as other:
+            await other.flow_client.stop_flow("stopped", "stopped in another window")
+        async with browser_page() as page:
+            await page.goto(url + "/")
+            stopped = page.locator('#inbox tr[data-session="stopped"]')
+            await expect(stopped.locator("td").nth(2)).to_have_text("stopped", timeout=WAIT_MS)
+            await expect(stopped.locator("td").nth(3)).to_have_text("-")
+            waiting = page.locator('#inbox tr[data-session="waiting"]')
+            await expect(waiting.locator("td").nth(3)).to_have_text("approval of refund_order")
