@@ -190,3 +190,21 @@ async def test_a_stopped_session_in_the_inbox_is_not_working_nor_waiting(tmp_pat
             await expect(stopped.locator("td").nth(3)).to_have_text("-")
             waiting = page.locator('#inbox tr[data-session="waiting"]')
             await expect(waiting.locator("td").nth(3)).to_have_text("approval of refund_order")
+
+
+async def test_a_working_session_in_the_inbox_says_working_once(tmp_path: Path) -> None:
+    # Before, a "working" badge stood before the status, which says it too:
+    # "working working (running_model)".
+    runner = _HeldModel()
+    flow = AgentSessionFlow(runner, flow_type="HeldAgent")
+    app = create_console_app(tmp_path / "s.sqlite3", [flow])
+    try:
+        async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+            start = {"session_id": "busy", "message": "hello"}
+            await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+            async with browser_page() as page:
+                await page.goto(url + "/")
+                status = page.locator('#inbox tr[data-session="busy"] td').nth(2)
+                await expect(status).to_have_text("working (running_model)", timeout=WAIT_MS)
+    finally:
+        runner.release.set()

@@ -5,10 +5,10 @@ import { el, notice, when } from "./dom.js";
 
 const INBOX_POLL_MS = 2000;
 
-// A session that no longer runs gets none: its status says how it ended, where "working" did not.
+// Only what the session waits for gets a badge: a working session's status says "working"
+// itself, and one that no longer runs says how it ended.
 function attentionBadge(row) {
-  if (!row.running) return null;
-  if (!row.attention) return el("span", { class: "badge" }, row.needs_person ? "" : "working");
+  if (!row.attention) return null; // the server gives none to a session that no longer runs
   const kind = row.attention === "turn_failed" ? "bad" : row.attention === "idle" ? "good" : "warn";
   return el("span", { class: `badge ${kind}` }, row.attention.replace("_", " "));
 }
@@ -18,7 +18,7 @@ function renderInbox(data) {
     el("tr", { class: row.needs_person ? "needs" : "", "data-session": row.session_id },
       el("td", {}, el("a", { href: `/sessions/${encodeURIComponent(row.session_id)}` }, row.session_id)),
       el("td", {}, row.flow_type, row.writable ? "" : el("span", { class: "badge" }, " read-only")),
-      el("td", {}, attentionBadge(row), row.running ? " " : null, row.status),
+      el("td", {}, attentionBadge(row), row.attention ? " " : null, row.status),
       el("td", {}, row.waits_for || el("span", { class: "muted" }, "-")),
       el("td", {}, when(row.last_activity))));
   const table = el("table", { id: "inbox" },
