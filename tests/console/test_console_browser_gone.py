@@ -1,4 +1,5 @@
-"""The console in a real Chromium: a session the server does not have stops the page's requests.
+"""The console in a real Chromium: a session the server does not have, or does not allow this
+person, stops the page's requests.
 
 The page's timers run on Playwright's clock, so a minute of retries passes at once;
 a fetch of the page's own, answered after them, makes sure every request they
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import httpx
 from playwright.async_api import Page, Request, Route, expect
+from starlette.requests import Request as StarletteRequest
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
@@ -113,3 +115,21 @@ async def test_the_pages_of_the_console_ask_for_nothing_that_is_not_there(tmp_pa
                 await expect(page.locator("#notice")).to_have_text("")
                 await page.evaluate("fetch('/api/sessions').then((r) => r.text())")
             assert errors == []
+
+
+async def test_a_session_the_application_does_not_allow_is_asked_for_once(tmp_path: Path) -> None:
+    # As for a missing session: the page asked every second, under "reconnecting…", for a
+    # session the application's authorize hook refuses to this person.
+    async def only_public(request: StarletteRequest, session_id: str) -> bool:
+        return session_id != "secret"
+
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], authorize=only_public)
+    async with serve_console(app) as url, browser_page() as page:
+        await page.clock.install()
+        sent = _api_requests(page)
+        await page.goto(f"{url}/sessions/secret")
+        await expect(page.locator("h1")).to_have_text("Not allowed", timeout=WAIT_MS)
+        await expect(page.locator("#main")).to_contain_text("not allowed to see session secret")
+        await expect(page.locator("#notice")).to_have_text("")
+        await _a_minute_later(page)
+        assert sent == ["secret/snapshot"]

@@ -91,7 +91,7 @@ export class SessionView {
     try {
       data = await getJson(`${this.base}/snapshot`);
     } catch (error) {
-      if (error.status === 404) { this.showGone(); return null; }
+      if (error.status === 404 || error.status === 403) { this.showGone(error.status); return null; }
       this.lost = true;
       notice(`Cannot load the session: ${error.message}; reconnecting…`, "bad");
       return null;
@@ -105,16 +105,19 @@ export class SessionView {
     return data;
   }
 
-  // A session that never existed, or that retention removed: no retry will ever find it, so
-  // the page stops its stream and its timers and says so, where it retried every RETRY_MS.
-  showGone() {
+  // A session that never existed or that retention removed (404), or one the application's
+  // authorize hook keeps from this person (403): no retry will change that, so the page stops
+  // its stream and its timers and says so, where it retried every RETRY_MS.
+  showGone(status) {
     this.gone = true;
     clearTimeout(this.retryTimer);
     clearTimeout(this.softTimer);
     if (this.events) { this.events.close(); this.events = null; }
     notice("");
-    this.main.replaceChildren(el("h1", {}, "No such session"),
-      el("p", {}, `The console has no session ${this.sessionId}: it never existed, or it was removed.`),
+    const [heading, why] = status === 403
+      ? ["Not allowed", `You are not allowed to see session ${this.sessionId}.`]
+      : ["No such session", `The console has no session ${this.sessionId}: it never existed, or it was removed.`];
+    this.main.replaceChildren(el("h1", {}, heading), el("p", {}, why),
       el("p", {}, el("a", { href: "/" }, "All sessions")));
   }
 
