@@ -204,3 +204,13 @@ def image_flow(media: MediaStore) -> AgentSessionFlow:
         tools=[take_screenshot],
     )
     return builtin_agent_session_flow(definition, flow_type="EyesAgent", media_store=media)
+
+
+def echo_flow() -> AgentSessionFlow:
+    """``EchoAgent``: answers each message with ``ok``, one model call a turn."""
+    definition = AgentDefinition(
+        name="echo",
+        instructions="Answer ok.",
+        model=ScriptedModelClient(lambda request: ScriptedModelReply(text="ok")),
+    )
+    return builtin_agent_session_flow(definition, flow_type="EchoAgent")

@@ -17,6 +17,7 @@ export function renderSession(view) {
   const writable = info.writable;
   const left = el("section", {},
     el("h2", {}, "Conversation"),
+    renderOlder(snapshot),
     el("div", { id: "messages" }, snapshot.messages.map(renderMessage)),
     el("div", { id: "live" }),
     writable ? renderComposer(view, state, info.plan_mode) : el("p", { class: "muted", id: "read-only" }, `Read-only: ${info.read_only}.`));
@@ -41,6 +42,20 @@ export function renderLive(view, parts) {
   return parts.map((p) => el("div", { class: "msg live" },
     el("span", { class: "role" }, role),
     p.reasoning ? el("div", { class: "muted" }, p.reasoning) : null, p.text));
+}
+
+// The snapshot holds the last 200 messages, and retention may have deleted older ones: a
+// transcript that does not start at message 1 says so, not as if the session began there.
+function renderOlder(snapshot) {
+  const first = snapshot.messages.length ? snapshot.messages[0].sequence : null;
+  if (first === null || first <= 1) return null;
+  const hidden = first - 1;
+  const deleted = snapshot.deleted_before_sequence ? Math.min(snapshot.deleted_before_sequence, first) - 1 : 0;
+  const text = deleted >= hidden
+    ? `${hidden} earlier message${hidden === 1 ? " was" : "s were"} deleted by the session's retention.`
+    : `${hidden} earlier message${hidden === 1 ? " is" : "s are"} not shown: this page holds the last ${snapshot.messages.length}`
+      + (deleted > 0 ? `, and retention deleted ${deleted} of them.` : ".");
+  return el("p", { class: "muted", id: "older" }, text);
 }
 
 function renderMessage(m) {
