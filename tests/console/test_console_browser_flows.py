@@ -156,3 +156,20 @@ async def test_plan_mode_is_offered_only_for_flows_that_have_it(tmp_path: Path) 
         await page.click("#new-session button[type=submit]")
         await page.wait_for_url("**/sessions/migrate-2")
         await expect(page.locator("#plan-mode")).to_be_visible(timeout=WAIT_MS)
+
+
+async def test_a_blank_message_is_not_sent_and_the_page_says_why(tmp_path: Path) -> None:
+    # Before, Send and Steer posted it, and the session's refusal came back as "Not done: the
+    # session did not accept the message (blank, or plan mode is off)".
+    app = create_console_app(tmp_path / "s.sqlite3", [question_flow()])
+    async with serve_console_and_page(app) as (_, page):
+        await _ship_a_parcel(page, "ship-4")
+        sent: list[str] = []
+        page.on("request", lambda r: sent.append(r.url) if r.method == "POST" else None)
+        for button in ("#send", "#steer"):
+            await page.fill("#message", "  ")
+            await page.click(button)
+            await expect(page.locator("#notice")).to_have_text("Type a message first.")
+            await page.evaluate("document.getElementById('notice').textContent = ''")
+        await page.evaluate("fetch('/api/sessions').then((r) => r.text())")
+        assert sent == []

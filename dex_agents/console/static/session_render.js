@@ -2,7 +2,7 @@
 // what needs the person (approvals, questions), the turn's tool calls, the plan and the queue.
 // Each function takes the SessionView, for its data, its drafts and its controls.
 
-import { el, when } from "./dom.js";
+import { el, notice, when } from "./dom.js";
 
 // last_turn_failed of dex_agents.domain.attention: a later steered or cancelled turn
 // keeps last_turn_error, but only the turn in failed_turn_id failed.
@@ -88,15 +88,15 @@ function renderComposer(view, state, planMode) {
   const text = view.field("textarea", "message", { id: "message", class: "grow", rows: 2, placeholder: "Message the agent" });
   const plan = planMode ? view.field("input", "plan-mode", { type: "checkbox", id: "plan-mode" }) : { checked: false };
   const active = state.active_turn_id;
-  const send = async (event) => {
-    event.preventDefault();
-    const answer = await view.control("send_user_message", { text: text.value, plan_mode: plan.checked }, "message queued");
+  // A blank message is refused by every session: said here, where the refusal that came back
+  // could not tell it from plan mode being off.
+  const sendAs = async (name, done) => {
+    if (!text.value.trim()) { notice("Type a message first.", "bad"); return; }
+    const answer = await view.control(name, { text: text.value, plan_mode: plan.checked }, done);
     if (answer.ok) view.clearDraft("message");
   };
-  const steer = async () => {
-    const answer = await view.control("steer_user_message", { text: text.value, plan_mode: plan.checked }, "turn steered");
-    if (answer.ok) view.clearDraft("message");
-  };
+  const send = (event) => { event.preventDefault(); return sendAs("send_user_message", "message queued"); };
+  const steer = () => sendAs("steer_user_message", "turn steered");
   return el("form", { id: "composer", onsubmit: send }, text,
     planMode ? el("label", {}, plan, " plan mode") : null,
     el("button", { class: "primary", type: "submit", id: "send" }, "Send"),
