@@ -1,4 +1,5 @@
-"""The page's files: every JavaScript module it imports is served as JavaScript, nothing else is."""
+"""The page's files: every JavaScript module it imports is served as JavaScript, nothing else
+is, and the page runs no script but those."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import re
 from pathlib import Path
 
 import httpx
+from playwright.async_api import Route, expect
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from dex_agents.console.app import STATIC_DIR
+from tests.console.browser import WAIT_MS, browser_page, needs_chromium
 from tests.console.support import serve_console
 
 _SCRIPT = re.compile(r'<script type="module" src="/static/([\w.]+)">')
@@ -41,3 +44,23 @@ async def test_every_module_the_page_imports_is_served_as_javascript(tmp_path: P
         assert css.headers["content-type"] == "text/css; charset=utf-8"
         for name in ("index.html", "missing.js", "..%2Fapp.py", "../app.py"):
             assert (await client.get(f"/static/{name}")).status_code == 404, name
+
+
+@needs_chromium
+async def test_the_page_runs_only_the_consoles_own_scripts(tmp_path: Path) -> None:
+    # The page sets server text only as textContent; should markup ever get in, a script in
+    # it must not run. Before, the page's policy said only who may frame it.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, browser_page() as page:
+
+        async def with_injected_script(route: Route) -> None:
+            response = await route.fetch()
+            body = (await response.text()).replace(
+                "</body>", "<script>window.injected = true;</script></body>"
+            )
+            await route.fulfill(response=response, body=body)
+
+        await page.route(f"{url}/", with_injected_script)
+        await page.goto(url + "/")
+        await expect(page.locator("#inbox")).to_be_visible(timeout=WAIT_MS)
+        assert await page.evaluate("window.injected") is None
