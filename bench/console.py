@@ -36,12 +36,17 @@ import httpx
 from dex_agents.adapters.local.codec import decode_resume_token
 from dex_agents.cli.database import demo_flow
 from dex_agents.composition.session_client import AgentSessionClient
+from dex_agents.console.app import STATIC_DIR
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.flow_store import StoreTransaction
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTROL_HEADERS = {"X-Dex-Agents-Console": "1"}
-STATIC = ("/static/console.js", "/static/console.css")
+STATIC = (
+    *(f"/static/{path.name}" for path in sorted(STATIC_DIR.glob("*.js"))),
+    "/static/console.css",
+)
+"""What a page load fetches besides the page: the style sheet and every JavaScript module."""
 APPROVAL_EVERY = 10
 """Every tenth session waits for a refund's approval; the others are idle after one turn."""
 TURN_SESSION = "s-0001"
