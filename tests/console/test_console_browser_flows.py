@@ -7,8 +7,12 @@ from pathlib import Path
 import httpx
 from playwright.async_api import Locator, Page, expect
 
+from dex_agents.app.builtin_loop.definition import AgentDefinition
+from dex_agents.app.builtin_loop.scripted_model import ScriptedModelClient, ScriptedModelReply
+from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
+from dex_agents.domain.model_io import ModelRequest
 from tests.console.agents import (
     NOTE_QUESTION,
     PLAN_TASKS,
@@ -173,3 +177,26 @@ async def test_a_blank_message_is_not_sent_and_the_page_says_why(tmp_path: Path)
             await page.evaluate("document.getElementById('notice').textContent = ''")
         await page.evaluate("fetch('/api/sessions').then((r) => r.text())")
         assert sent == []
+
+
+def _model_down(request: ModelRequest) -> ScriptedModelReply:
+    raise RuntimeError("the model is down")
+
+
+async def test_a_failed_turn_names_its_error_once_after_the_status(tmp_path: Path) -> None:
+    # Before: "waiting for a message (its last turn failed) last turn failed: the model is down".
+    definition = AgentDefinition(
+        name="down", instructions="Answer.", model=ScriptedModelClient(_model_down)
+    )
+    flow = builtin_agent_session_flow(definition, flow_type="DownAgent")
+    app = create_console_app(tmp_path / "s.sqlite3", [flow])
+    async with serve_console_and_page(app) as (_, page):
+        await page.fill("#new-id", "down-1")
+        await page.fill("#new-message", "hello")
+        await page.click("#new-session button[type=submit]")
+        await page.wait_for_url("**/sessions/down-1")
+        await expect(page.locator("#status")).to_have_text(
+            # Past the model call's retries.
+            "waiting for a message (its last turn failed) the model is down",
+            timeout=2 * WAIT_MS,
+        )

@@ -30,8 +30,15 @@ export function renderSession(view) {
     el("p", { class: "muted" }, `${snapshot.usage.model_calls} model calls, ${snapshot.usage.input_tokens} in / ${snapshot.usage.output_tokens} out tokens`));
   return [
     el("h1", {}, info.session_id, " ", el("span", { class: "badge" }, info.flow_type)),
-    el("p", { id: "status" }, info.status, lastTurnFailed(state) ? el("span", { class: "badge bad" }, ` last turn failed: ${state.last_turn_error}`) : null),
+    el("p", { id: "status" }, info.status, lastTurnFailed(state) ? failedTurnBadge(info, state) : null),
     el("div", { class: "columns" }, left, right)];
+}
+
+// A running session's status already says its last turn failed: the badge adds only the error.
+// One that no longer runs says only how it ended, so the badge says which turn failed too.
+function failedTurnBadge(info, state) {
+  const text = info.running ? state.last_turn_error : `last turn failed: ${state.last_turn_error}`;
+  return [" ", el("span", { class: "badge bad" }, text)];
 }
 
 // The model's text and reasoning that the stream carried and no stored message holds yet.
