@@ -214,3 +214,21 @@ def echo_flow() -> AgentSessionFlow:
         model=ScriptedModelClient(lambda request: ScriptedModelReply(text="ok")),
     )
     return builtin_agent_session_flow(definition, flow_type="EchoAgent")
+
+
+def asking_image_flow(media: MediaStore) -> AgentSessionFlow:
+    """``PatientEyesAgent``: asks a question first, so messages sent meanwhile are queued."""
+
+    def reply(request: ModelRequest) -> ScriptedModelReply:
+        if ScriptedModelClient.tool_results(request):
+            return ScriptedModelReply(text=SEEN_TEXT)
+        question = {"question": "Which screen?"}
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall(BuiltInTool.ASK_USER, question),))
+
+    definition = AgentDefinition(
+        name="patient-eyes",
+        instructions="Ask, then look.",
+        model=ScriptedModelClient(reply),
+        built_in_tools=frozenset({BuiltInTool.ASK_USER}),
+    )
+    return builtin_agent_session_flow(definition, flow_type="PatientEyesAgent", media_store=media)

@@ -169,9 +169,9 @@ function renderQueue(view, snapshot, writable) {
   const steered = snapshot.steered_messages || [];
   if (!queued.length && !steered.length) return null;
   return [el("h2", {}, "Queued"),
-    queued.map((q) => el("div", { class: "card" }, q.text,
+    queued.map((q) => el("div", { class: "card" }, q.text, renderImages(q.images),
       writable ? el("div", {},
         el("button", { type: "button", onclick: () => view.control("steer_user_message", { message_id: q.message_id }, "steered into the turn") }, "Steer now"), " ",
         el("button", { type: "button", class: "danger", onclick: () => view.control("delete_queued_message", { message_id: q.message_id }, "deleted") }, "Delete")) : null)),
-    steered.map((s) => el("div", { class: "card muted" }, `steered: ${s.text}`))];
+    steered.map((s) => el("div", { class: "card muted" }, `steered: ${s.text}`, renderImages(s.images)))];
 }
