@@ -97,7 +97,12 @@ async def test_a_session_stopped_while_its_page_is_open_is_shown_stopped(tmp_pat
             await expect(page.locator("[data-approve]")).to_be_visible(timeout=WAIT_MS)
             # The stream has replayed the turn, the page's timers stop, and every snapshot it
             # asked for is answered, before the stop: the page can learn of it only from its stream.
-            await page.wait_for_function("window.lastEventType === 'interrupt_raised'")
+            # Read with evaluate: wait_for_function evaluates its text with eval, which the
+            # page's content security policy refuses.
+            await eventually(
+                lambda: page.evaluate("window.lastEventType"),
+                lambda last: last == "interrupt_raised",
+            )
             # Five seconds on from the page's clock, which runs at the real one's pace since
             # installed: short of the jump the page takes for the machine waking from sleep.
             await page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=5))

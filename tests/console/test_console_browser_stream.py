@@ -164,7 +164,9 @@ async def test_a_snapshot_answered_after_a_newer_one_is_not_shown(tmp_path: Path
             await expect(messages).to_contain_text("done: charged savings", timeout=WAIT_MS)
             await third.wait()
             await held[1].fulfill(json=asking)
-            await page.wait_for_function("window.snapshotsRead >= 3", timeout=WAIT_MS)
+            # Read with evaluate: wait_for_function evaluates its text with eval, which the
+            # page's content security policy refuses.
+            await eventually(lambda: page.evaluate("window.snapshotsRead"), lambda read: read >= 3)
             await expect(messages).to_contain_text("done: charged savings")
             await expect(page.locator(".card.attention")).to_have_count(0)
 
