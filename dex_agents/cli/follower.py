@@ -25,6 +25,7 @@ from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, s
 from dex_agents.domain.events import InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.plans import executed_plan_revision
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentState
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
@@ -100,7 +101,7 @@ class Follower:
     def _user_line(self, message: AgentMessage) -> str:
         text = message.text or ""
         revision = self._live.plan_execution(message.turn_id)
-        if revision is not None and terminal.executed_plan_revision(text) == revision:
+        if revision is not None and executed_plan_revision(text) == revision:
             # The session's own words for a plan's approval, not anything a person typed.
             return self._output.line(terminal.plan_approved_line(revision, elsewhere=True))
         if text in self._own:
@@ -174,7 +175,7 @@ class Follower:
             for message in snapshot.messages
             if message.sequence > self._last_sequence
             and message.role == MessageRole.USER
-            and terminal.executed_plan_revision(message.text or "") is not None
+            and executed_plan_revision(message.text or "") is not None
         ]
 
     def _unknown_results(self, snapshot: AgentSnapshot) -> list[str]:

@@ -8,14 +8,13 @@ cursor, recolour or reorder what the terminal shows.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
 from dex_agents.domain.attention import last_turn_cancelled, last_turn_failed
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
-from dex_agents.domain.plans import AgentPlan, executing_turn_user_message
+from dex_agents.domain.plans import AgentPlan, executed_plan_revision
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.usage import AgentUsage
@@ -104,19 +103,6 @@ def tool_result_line(message: AgentMessage, status: ToolCallStatus | None = None
         _text(message.tool_output) if status is None else f"{status}: {_text(message.tool_output)}"
     )
     return f"tool> {escaped(message.tool_name or '')} -> {shown}"
-
-
-_PLAN_APPROVAL = re.compile(r"\[Dex\] The user approved plan revision ([0-9]+)\. ")
-
-
-def executed_plan_revision(text: str) -> int | None:
-    """The plan revision whose approval ``text`` is the executing turn's user message of
-    (``executing_turn_user_message``), or ``None`` for any other text."""
-    match = _PLAN_APPROVAL.match(text)
-    if match is None:
-        return None
-    revision = int(match.group(1))
-    return revision if text == executing_turn_user_message(revision) else None
 
 
 def plan_approved_line(revision: int, *, elsewhere: bool = False) -> str:

@@ -47,6 +47,7 @@ from dex_agents.console.request_checks import json_body, refusal
 from dex_agents.console.responses import JSONResponse
 from dex_agents.console.security import TOKEN_COOKIE, check_console_token, token_matches
 from dex_agents.console.streams import REMOVED, StreamGate, until_session_ends
+from dex_agents.console.transcript import plan_approvals
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.ports.errors import FlowAlreadyStartedError, FlowNotFoundError
 from dex_agents.ui_stream import (
@@ -244,6 +245,7 @@ def create_console_app(
             "running": info.status == "running",
             "plan_mode": entry.plan_mode,
             "read_only": _read_only_reason(entry, info.status) if not row.writable else None,
+            "plan_approvals": plan_approvals(value.snapshot),
         }
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 

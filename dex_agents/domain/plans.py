@@ -2,12 +2,14 @@
 
 Also the pure rules of plan mode ("Plans and plan mode"): the plan a ``write_todos``
 call writes and the result the model sees, which calls a planning turn rejects,
-the interaction mode of a new turn, when ``execute_plan`` accepts an approval,
+the interaction mode of a new turn, when ``execute_plan`` accepts an approval, the
+user message an approval starts its turn with and how a transcript recognizes it,
 and the plan note that shows the model the plan.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Sequence
 from enum import StrEnum
 from typing import Protocol
@@ -213,6 +215,23 @@ def executing_turn_user_message(revision: int) -> str:
         f"[Dex] The user approved plan revision {revision}. Execute it and keep the task "
         "statuses current with write_todos."
     )
+
+
+_PLAN_APPROVAL = re.compile(r"\[Dex\] The user approved plan revision ([0-9]+)\. ")
+
+
+def executed_plan_revision(text: str) -> int | None:
+    """The plan revision whose approval ``text`` is the executing turn's user message of
+    (``executing_turn_user_message``), or ``None`` for any other text.
+
+    Only the exact text counts: a person who typed the same opening words and more is
+    still a person. Every view of a transcript (the CLI, the console) asks this one rule.
+    """
+    match = _PLAN_APPROVAL.match(text)
+    if match is None:
+        return None
+    revision = int(match.group(1))
+    return revision if text == executing_turn_user_message(revision) else None
 
 
 def new_turn_interaction_mode(

@@ -18,7 +18,6 @@ from dex_agents.cli.commands import (
 from dex_agents.cli.prompts import not_sent_text
 from dex_agents.cli.terminal import (
     escaped,
-    executed_plan_revision,
     last_exchange,
     message_lines,
     plan_approved_line,
@@ -26,7 +25,7 @@ from dex_agents.cli.terminal import (
 from dex_agents.domain.events import InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
-from dex_agents.domain.plans import executing_turn_user_message
+from dex_agents.domain.plans import executed_plan_revision, executing_turn_user_message
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect

@@ -22,7 +22,7 @@ from tests.console.agents import (
     question_flow,
     shipping_answer,
 )
-from tests.console.browser import WAIT_MS, needs_chromium, serve_console_and_page
+from tests.console.browser import WAIT_MS, message_texts, needs_chromium, serve_console_and_page
 from tests.console.support import snapshot, texts
 
 pytestmark = needs_chromium
@@ -128,9 +128,19 @@ async def test_a_draft_plan_is_reviewed_and_executed_from_the_page(tmp_path: Pat
         for task in PLAN_TASKS:
             await expect(page.get_by_text(f"[completed] {task}")).to_be_visible()
         messages = page.locator("#messages")
-        await expect(messages).to_contain_text("The user approved plan revision 1")
         await expect(messages).to_contain_text("Migrated: every task is completed.")
         await expect(page.locator("#execute-plan")).to_have_count(0)
+        # The session wrote the executing turn's message, not the person: shown as the
+        # approval, live and after a reload, as dex-agents show does. Before, it was a user
+        # message reading "[Dex] The user approved plan revision 1. Execute it ...".
+        approval = ["plan\nplan revision 1 approved; the agent executes it"]
+        for reload in (False, True):
+            if reload:
+                await page.reload()
+                await expect(messages).to_contain_text("Migrated", timeout=WAIT_MS)
+            shown = await message_texts(page)
+            assert [text for text in shown if "approved" in text] == approval
+            assert shown[0] == "user\nmigrate the orders table"
         async with httpx.AsyncClient(base_url=url) as client:
             body = await snapshot(client, "migrate-1")
         assert body["snapshot"]["plan"]["status"] == "completed"

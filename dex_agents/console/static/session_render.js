@@ -18,7 +18,7 @@ export function renderSession(view) {
   const left = el("section", {},
     el("h2", {}, "Conversation"),
     renderOlder(snapshot),
-    el("div", { id: "messages" }, snapshot.messages.map(renderMessage)),
+    el("div", { id: "messages" }, snapshot.messages.map((m) => renderMessage(m, info.plan_approvals || {}))),
     el("div", { id: "live" }),
     writable ? renderComposer(view, state, info.plan_mode) : el("p", { class: "muted", id: "read-only" }, `Read-only: ${info.read_only}.`));
   const right = el("section", {},
@@ -65,7 +65,14 @@ function renderOlder(snapshot) {
   return el("p", { class: "muted", id: "older" }, text);
 }
 
-function renderMessage(m) {
+// approvals: {sequence: revision} of the user messages the session wrote for a plan's approval,
+// by the server's rule (executed_plan_revision): the session's words, not the person's.
+function renderMessage(m, approvals) {
+  const revision = m.role === "user" ? approvals[String(m.sequence)] : undefined;
+  if (revision !== undefined) {
+    return el("div", { class: "msg plan", "data-plan-approval": revision }, el("span", { class: "role" }, "plan"),
+      `plan revision ${revision} approved; the agent executes it`);
+  }
   if (m.tool_name && m.role === "assistant") {
     return el("div", { class: "msg tool" }, el("span", { class: "role" }, `tool call ${m.tool_name}`), m.tool_arguments || "");
   }
