@@ -24,7 +24,11 @@ from dex_agents.builtin_loop import (
 )
 from dex_agents.cli.database import demo_flow
 from dex_agents.composition.session_flow import AgentSessionFlow
-from dex_agents.domain.builtin_tools import BuiltInTool
+from dex_agents.domain.builtin_tools import (
+    QUESTION_DEADLINE_PASSED_MESSAGE,
+    QUESTION_DECLINED_MESSAGE,
+    BuiltInTool,
+)
 from dex_agents.domain.model_io import ModelRequest
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.media_store import MediaStore
@@ -38,16 +42,32 @@ APPROVED_PLAN_TEXT = "The user approved plan revision"
 """How the session's executing turn's user message starts, after ``[Dex]``."""
 
 
-def shipping_answer(speed: str, note: str) -> str:
-    """What the question agent answers once both questions are answered."""
-    return f"Shipping {speed}; note for the courier: {note}"
+DEFAULT_SPEED = "standard"
+"""The speed the question agent ships at when the person declines to choose one."""
 
 
-def _answers(request: ModelRequest) -> list[str]:
-    answers = []
+def shipping_answer(speed: str | None, note: str | None) -> str:
+    """What the question agent answers once both questions are answered or declined:
+    a declined one (``None``) leaves the default speed, or no note."""
+    chosen = DEFAULT_SPEED if speed is None else speed
+    return f"Shipping {chosen}; note for the courier: {'none' if note is None else note}"
+
+
+_NO_ANSWER = frozenset({QUESTION_DECLINED_MESSAGE, QUESTION_DEADLINE_PASSED_MESSAGE})
+
+
+def _answers(request: ModelRequest) -> list[str | None]:
+    # A declined question (or one whose deadline passed) is a plain-text result, not JSON:
+    # a real agent reads it and goes on without the answer, so this one does too, where it
+    # failed its turn on the text. Any other result is an answer's JSON, parsed strictly.
+    answers: list[str | None] = []
     for result in ScriptedModelClient.tool_results(request):
+        if result.output in _NO_ANSWER:
+            answers.append(None)
+            continue
         value = json.loads(result.output)
-        answers.append(str(value["answer"]) if value.get("status") == "answered" else "")
+        assert value["status"] == "answered", value
+        answers.append(str(value["answer"]))
     return answers
 
 

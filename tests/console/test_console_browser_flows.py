@@ -65,6 +65,24 @@ async def test_questions_are_answered_from_the_page_by_choice_and_in_free_text(
         assert answer in texts(body)
 
 
+async def test_a_declined_question_lets_the_agent_go_on_without_the_answer(
+    tmp_path: Path,
+) -> None:
+    # Before, the test agent failed its turn on the decline's plain-text result, which no
+    # real agent does, so a decline from the page could not be followed any further.
+    app = create_console_app(tmp_path / "s.sqlite3", [question_flow()])
+    async with serve_console_and_page(app) as (_, page):
+        card = await _ship_a_parcel(page, "ship-5")
+        await card.get_by_role("button", name="Decline", exact=True).click()
+        await expect(page.locator("#notice")).to_have_text("declined")
+        await expect(card).to_contain_text(NOTE_QUESTION, timeout=WAIT_MS)
+        await card.get_by_role("button", name="Answer", exact=True).wait_for()
+        await card.get_by_role("button", name="Decline", exact=True).click()
+        answer = shipping_answer(None, None)
+        await expect(page.locator("#messages")).to_contain_text(answer, timeout=WAIT_MS)
+        await expect(page.locator("#status")).to_have_text("waiting for a message")
+
+
 async def test_what_the_person_types_outlives_the_renders_that_events_cause(
     tmp_path: Path,
 ) -> None:
