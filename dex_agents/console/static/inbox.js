@@ -70,6 +70,21 @@ export function startInbox(main) {
     }
   };
   // The next refresh waits for this one: with many sessions a rebuild can take longer than the period.
-  const loop = async () => { await refresh(); setTimeout(loop, INBOX_POLL_MS); };
-  loop();
+  // A hidden tab refreshes nothing, where it asked every INBOX_POLL_MS for as long as it stayed
+  // open: it refreshes at once when shown again, so the person never reads a stale inbox.
+  let timer = null;
+  let refreshing = false;
+  const hidden = () => document.visibilityState === "hidden";
+  const loop = async () => {
+    timer = null;
+    refreshing = true;
+    try { await refresh(); } finally { refreshing = false; }
+    if (!hidden()) timer = setTimeout(loop, INBOX_POLL_MS);
+  };
+  document.addEventListener("visibilitychange", () => {
+    if (hidden()) { clearTimeout(timer); timer = null; return; }
+    // One in flight schedules the next itself when it ends: a second would run beside it.
+    if (!refreshing && timer === null) loop();
+  });
+  if (!hidden()) loop();
 }
