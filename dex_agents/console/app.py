@@ -10,7 +10,8 @@ under the application's ``authorize`` hook):
   types a new session can have (``flow_types``; ``plan_mode_flow_types`` take plan mode).
 - ``POST /api/sessions``: start a session of a Flow this process serves.
 - ``GET /api/sessions/{id}/snapshot``: ``read_agent_event_stream_snapshot`` JSON
-  plus ``console`` (Flow type, whether it is writable, status, whether it takes plan mode).
+  plus ``console`` (Flow type, whether it is writable, status, whether it takes plan mode,
+  and ``plan_approvals``: which user messages are a plan's approval, ``transcript``).
 - ``GET /api/sessions/{id}/events``: the session's ``AgentEvents`` as SSE, until
   ``close_event_streams(app)`` (503 after it), or until the session no longer runs
   (a last ``session_ended`` event; ``streams.until_session_ends``).
