@@ -92,6 +92,13 @@ async def test_a_wait_past_the_retry_budget_fails_the_turn_after_one_call() -> N
     assert model.calls == 1
 
 
+async def test_a_wait_longer_than_any_date_fails_the_turn_after_one_call() -> None:
+    # A broken Retry-After (some 300 billion seconds) fits a timedelta, not a datetime.
+    model = FailingModel(retryable=True, failures=99, retry_after=timedelta(days=999_999_000))
+    assert await run_turn(model) == "provider said: the context is too long"
+    assert model.calls == 1
+
+
 async def test_a_wait_the_provider_asked_for_replaces_the_retry_interval() -> None:
     model = FailingModel(retryable=True, failures=99, retry_after=timedelta(minutes=10))
     flow = model_flow(model)

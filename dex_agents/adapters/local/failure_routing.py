@@ -87,13 +87,17 @@ def fail_execution(
     next_attempt = row.attempt + 1
     delay = retry.delay_before(next_attempt) if retry_delay is None else retry_delay
     started = row.first_attempt_at or now
-    within_budget = retry.total_duration is None or now + delay <= started + retry.total_duration
+    retry_at = _after(now, delay)
+    deadline = None if retry.total_duration is None else _after(started, retry.total_duration)
+    # A wait past the last date a datetime holds (a provider's broken Retry-After) never
+    # ends: the attempt takes its failure route now, as past the policy's total duration.
+    within_budget = retry_at is not None and (deadline is None or retry_at <= deadline)
     tx.release_locks(row.id)
-    if next_attempt <= retry.maximum_attempts and within_budget:
+    if next_attempt <= retry.maximum_attempts and within_budget and retry_at is not None:
         row.status = ExecutionStatus.READY
         row.attempt = next_attempt
         row.attempt_started = False
-        row.not_before = now + delay
+        row.not_before = retry_at
         row.lease_owner = None
         row.lease_expires_at = None
         tx.update_execution(row)
@@ -119,3 +123,11 @@ def fail_execution(
     apply_decision(
         tx, flow, row.flow_id, StepDecision(DecisionKind.FAIL, reason=reason), "", now, row.id
     )
+
+
+def _after(moment: datetime, delay: timedelta) -> datetime | None:
+    """``moment + delay``, or ``None`` past the last date a ``datetime`` holds."""
+    try:
+        return moment + delay
+    except OverflowError:
+        return None
