@@ -237,3 +237,30 @@ async def test_events_written_while_a_flush_is_on_its_way_are_flushed_after_it()
     await asyncio.wait_for(again.wait(), timeout=10)
     assert flushes == [['"first"'], ['"second"']]
     assert context.close() == []
+
+
+async def test_a_heartbeat_cancelled_mid_commit_that_then_fails_keeps_its_events() -> None:
+    beating = asyncio.Event()
+    # A queued commit lands or fails whether or not its caller still waits for it.
+    outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    async def beat(checkpoint: str | None, events: list[str], durable: bool) -> bool:
+        beating.set()
+        return await asyncio.shield(outcome)
+
+    async def flush(events: list[str]) -> bool:
+        return True
+
+    context = _context(beat, flush, flush_interval=timedelta(hours=1))
+    context.write_event(EVENTS, "first")
+    # The session's background heartbeat, cancelled as the attempt's model call ends.
+    heartbeat = asyncio.create_task(context.heartbeat())
+    await beating.wait()
+    heartbeat.cancel()
+    pending = context.close()
+    outcome.set_exception(StoreBusyError("the write lock was held past the busy timeout"))
+    given_back = await context.wait_closed()
+    # Before, "first" went with neither the failed commit nor the result's.
+    assert [*given_back, *pending] == ['"first"']
+    with pytest.raises(asyncio.CancelledError):
+        await heartbeat

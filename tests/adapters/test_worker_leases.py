@@ -24,7 +24,7 @@ from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOp
 from dex_agents.ports.flow_rows import ExecutionStatus
 from dex_agents.ports.persistence import StreamDef
 from dex_agents.ports.step_contexts import RecoveryError, StepContext
-from tests.adapters.engine_flows import running_worker
+from tests.adapters.engine_flows import EVENTS, running_worker
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=1)
 # Renewed every second; long enough that the clock's move below leaves it held.
@@ -388,6 +388,59 @@ async def test_a_live_event_flush_of_a_flow_with_no_stream_says_whether_the_leas
             lambda tx: claims.append_events(tx, registered, mine.row, ["x"], later)
         )
         assert await engine.read(lambda tx: list(tx.events_after("f1", 0, 10))) == []
+    finally:
+        engine.close()
+        store.close()
+
+
+class EventBeat(Step[None]):
+    """Writes a live event, waits at a gate, then heartbeats: the heartbeat carries the event."""
+
+    def __init__(self) -> None:
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+        self.stopped = asyncio.Event()
+        self.error: BaseException | None = None
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        context.write_event(EVENTS, "progress")
+        self.reached.set()
+        try:
+            await self.release.wait()
+            await context.heartbeat()
+        except asyncio.CancelledError as error:
+            self.error = error
+            self.stopped.set()
+            raise
+        return dead_end()
+
+
+class EventBeatFlow:
+    flow_type = "EventBeat"
+    schema: Sequence[Any] = ()
+    stream: StreamDef[Any] | None = EVENTS
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.step = EventBeat()
+        self.start_step: Step[Any] = self.step
+        self.steps: Sequence[Step[Any]] = (self.step,)
+
+
+async def test_a_lease_lost_found_by_the_attempts_own_heartbeat_with_events_raises_there() -> None:
+    flow, clock = EventBeatFlow(), Clock()
+    store = MemoryFlowStore()
+    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
+    try:
+        async with running_worker(engine):
+            await LocalFlowClient(engine).start_flow(flow, "f1", None)
+            await flow.step.reached.wait()
+            await _another_worker_takes_over(engine, clock)
+            flow.step.release.set()
+            await flow.step.stopped.wait()
+        # Its commit carrying the event runs in the attempt's own task, so the lease lost
+        # is raised there, not a cancellation from another task.
+        assert isinstance(flow.step.error, LeaseLostError)
     finally:
         engine.close()
         store.close()

@@ -247,7 +247,7 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
         raise
     except Exception as error:  # a failed attempt: the retry policy decides
         unsent = context.close()
-        await context.wait_closed()
+        unsent[:0] = await context.wait_closed()
         if unsent:
             # Live events stay even when the attempt fails, as in Dex: a UI keeps
             # only the highest attempt's text, so it needs to see this one's.
@@ -274,7 +274,7 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
         )
         return
     pending = context.close()
-    await context.wait_closed()
+    pending[:0] = await context.wait_closed()
     stream = flow.flow.stream
     if stream is not None and pending:
         state.events[:0] = [(stream, event) for event in pending]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -105,6 +105,12 @@ class LocalStepContext:
         # commit took and wrote newer ones meanwhile: until 2026-12-07 a heartbeat's commit
         # during a flush the store then failed put the flush's events after its own.
         self._sending = asyncio.Lock()
+        # The commits carrying live events, each in a task of its own (``_on_its_way``).
+        self._sends: set[asyncio.Task[Any]] = set()
+        # The attempt's task, which builds its context. Its own heartbeats need no task of
+        # their own: cancelled, the attempt ends and its live events go nowhere anyway, and
+        # a lost lease found there raises LeaseLostError in it, not a cancellation.
+        self._attempt_task = None if flush_interval is None else asyncio.current_task()
         self._closed = False
         self.started = False
         self.last_heartbeat_at = now
@@ -215,14 +221,11 @@ class LocalStepContext:
             return
         synced = durable or checkpoint is not None
         if (synced or self._flush_interval is None) and self._buffer:
-            # After the commit that carries older events: its store fault puts them back.
-            async with self._sending:
-                events, self._buffer = self._buffer, []
-                try:
-                    held = await self._beat(checkpoint, events, synced)
-                except StoreError:
-                    self._buffer[:0] = events  # as for a flush: they go with a later commit
-                    raise
+
+            async def beat(events: list[str]) -> bool:
+                return await self._beat(checkpoint, events, synced)
+
+            held = await self._on_its_way(self._send(beat))
         else:
             self._flush_soon()
             held = await self._beat(checkpoint, [], synced)
@@ -269,22 +272,50 @@ class LocalStepContext:
         """Write the buffered events; whether they were written (a fault puts them back)."""
         if not self._buffer:
             return False
-        async with self._sending:
-            if not self._buffer:
-                return False  # a heartbeat took them while this flush waited for its commit
-            events, self._buffer = self._buffer, []
-            try:
-                written = await self._flush(events)
-            except StoreError:
-                # A store fault (a write lock held past the busy timeout, a full disk) must
-                # not end the attempt: raised here, the attempt's end met it and dropped its
-                # result. The events wait for the next flush or the result's commit, which
-                # the worker retries until the store works again.
-                self._buffer[:0] = events
-                return False
+        try:
+            written = await self._on_its_way(self._send(self._flush_events))
+        except StoreError:
+            # A store fault (a write lock held past the busy timeout, a full disk) must
+            # not end the attempt: raised here, the attempt's end met it and dropped its
+            # result. The events wait for the next flush or the result's commit, which
+            # the worker retries until the store works again.
+            return False
         if written:
             self.started = True
         return written
+
+    async def _flush_events(self, events: list[str]) -> bool:
+        if not events:
+            return False  # a heartbeat took them while this flush waited for its commit
+        return await self._flush(events)
+
+    async def _send(self, commit: Callable[[list[str]], Awaitable[T]]) -> T:
+        """``commit`` the buffered events after the commit carrying older ones; a store
+        fault puts them back in front of the buffer, for a later commit."""
+        async with self._sending:
+            events, self._buffer = self._buffer, []
+            try:
+                return await commit(events)
+            except StoreError:
+                self._buffer[:0] = events
+                raise
+
+    def _on_its_way(self, send: Coroutine[Any, Any, T]) -> Awaitable[T]:
+        """``send`` in a task of its own, which outlives a cancellation of its caller.
+
+        A queued commit lands or fails whether or not its caller still waits: until
+        2026-12-07 the attempt's end, cancelling the flusher (or the session's background
+        heartbeat) mid-commit, lost the events of a commit the store then failed, which
+        neither that commit nor the result's carried. ``wait_closed`` waits for these.
+        """
+        if self._flush_interval is None:
+            return send  # run in a commit: nothing runs beside it, and it must not suspend
+        if asyncio.current_task() is self._attempt_task:
+            return send
+        task = asyncio.get_running_loop().create_task(send)
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
+        return asyncio.shield(task)
 
     def close(self) -> list[str]:
         """End the attempt: no more live writes; return the events still buffered for the commit."""
@@ -294,8 +325,10 @@ class LocalStepContext:
         events, self._buffer = self._buffer, []
         return events
 
-    async def wait_closed(self) -> None:
-        """Let a cancelled flusher finish unwinding.
+    async def wait_closed(self) -> list[str]:
+        """Let a cancelled flusher finish unwinding, and the commits of live events on their
+        way finish; return the events those the store failed gave back, which are older
+        than the ones ``close`` returned.
 
         A cancellation of the attempt that comes meanwhile ends here too, on purpose: the
         Step's code has returned, so the attempt goes on to commit its result, and that
@@ -306,3 +339,8 @@ class LocalStepContext:
         if self._flusher is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
+        while self._sends:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait(set(self._sends))  # cancelled, it leaves them running
+        events, self._buffer = self._buffer, []
+        return events

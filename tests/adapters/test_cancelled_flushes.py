@@ -1,0 +1,109 @@
+"""A live-event flush the attempt's end stops while its commit is on its way: when the
+store then fails that commit, its events still reach the Stream with the result."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.probes import wait_until
+from dex_agents.adapters.local.store_errors import StoreBusyError
+from dex_agents.ports.engine import Rpc, Step, StepDecision, complete
+from dex_agents.ports.flow_store import (
+    BatchOutcome,
+    StoreTransaction,
+    StoreWouldWaitError,
+    run_each,
+)
+from dex_agents.ports.step_contexts import StepContext
+from tests.adapters.engine_flows import EVENTS, running_worker
+
+R = TypeVar("R")
+
+
+class FirstEventsFail(MemoryFlowStore):
+    """A memory store whose first transaction that writes the Stream event ``first`` waits for ``fail``,
+    then fails as a commit that meets a busy disk does: nothing it wrote stays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.fail = threading.Event()
+
+    def run(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
+        def failing(tx: StoreTransaction) -> R:
+            before = tx.last_event_id("f1")
+            result = work(tx)
+            written = [event.value for event in tx.events_after("f1", before, 100)]
+            if written == ['"first"'] and not self.entered.is_set():
+                self.entered.set()
+                self.fail.wait(timeout=20)
+                raise StoreBusyError("the store was busy at the commit")
+            return result
+
+        return super().run(failing, durable=durable)
+
+    def run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        return run_each(self.run, works)
+
+    def try_run_batch(
+        self, works: Sequence[Callable[[StoreTransaction], Any]], *, durable: bool = True
+    ) -> Sequence[BatchOutcome]:
+        # Until the flush's commit is in, commits go to the store thread, where that one
+        # can wait for the test without stopping the event loop.
+        if not self.entered.is_set():
+            raise StoreWouldWaitError("the test holds the loop's commits")
+        return super().try_run_batch(works, durable=durable)
+
+
+class Streams(Step[None]):
+    store: FirstEventsFail
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        context.write_event(EVENTS, "first")
+        entered: bool = await wait_until("the flush's commit", self.store.entered.is_set)
+        assert entered
+        # The flush's commit fails once the attempt's end has stopped its flusher.
+        self.store.fail.set()
+        return complete()
+
+
+class StreamFlow:
+    flow_type = "Streams"
+    schema: Sequence[Any] = ()
+    stream = EVENTS
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.start_step: Step[Any] = Streams()
+        self.steps: Sequence[Step[Any]] = (self.start_step,)
+
+
+async def test_a_flush_stopped_mid_commit_that_then_fails_keeps_its_events() -> None:
+    store = FirstEventsFail()
+    Streams.store = store
+    flow = StreamFlow()
+    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
+    client = LocalFlowClient(engine)
+    async with running_worker(engine):
+        await client.start_flow(flow, "f1", None)
+
+        async def completed() -> bool:
+            return (await client.describe_flow("f1")).status == "completed"
+
+        done: bool = await wait_until("the Flow to complete", completed)
+        assert done
+    events = engine.store.read(lambda tx: tx.events_after("f1", 0, 100))
+    # Before, the attempt's end cancelled the flusher while its commit was queued, and the
+    # commit's failure reached nobody: "first" was in neither that commit nor the result's.
+    assert [event.value for event in events] == ['"first"']
+    engine.close()
+    await asyncio.sleep(0)
