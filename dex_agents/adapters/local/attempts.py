@@ -187,7 +187,14 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
     step = flow.step(row.step_type)
     options = running.options or flow.options(step, row.options)
     # The claim read the state and the run ID (the spans' dex.run.id) with the lease.
-    snapshot = await claimed_state(host, running, options.loads)
+    try:
+        snapshot = await claimed_state(host, running, options.loads)
+    except asyncio.CancelledError:
+        # A state read again (the claim could not read it) that a cancellation stops ends
+        # cancelled too: until 2026-12-07 it recorded nothing and stayed leased until the
+        # lease lapsed.
+        await after_cancel(host, running)
+        raise
     state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
 
     # A heartbeat or an event flush changes only its own attempt's row and the Stream:
@@ -365,7 +372,7 @@ async def after_cancel(host: AttemptHost, running: RunningAttempt) -> None:
         context.settle(COMMITTED)
     if isinstance(reason, HeartbeatTimeoutError):
         await fail_attempt(host, running.flow, row, type(reason).__name__, str(reason))
-    elif context is not None and context.cancellation_requested:
+    elif running.cancel_requested or (context is not None and context.cancellation_requested):
         await host.transact(
             lambda tx: claims.cancelled_while_running(
                 tx, row, host.engine.now(), running.flow.step_history_limit
