@@ -88,8 +88,13 @@ class RetryPolicy:
     def delay_before(self, next_attempt: int) -> timedelta:
         """The delay before ``next_attempt`` (2 or more)."""
         exponent = max(next_attempt - 2, 0)
-        seconds = self.initial_interval.total_seconds() * self.backoff_coefficient**exponent
-        return min(timedelta(seconds=seconds), self.maximum_interval)
+        try:
+            seconds = self.initial_interval.total_seconds() * self.backoff_coefficient**exponent
+            # Capped before it becomes a timedelta: a long policy's later delays (2 ** 47
+            # seconds by attempt 49) are past what one holds, and raised in the commit.
+            return min(timedelta(seconds=seconds), self.maximum_interval)
+        except OverflowError:
+            return self.maximum_interval
 
 
 @dataclass(frozen=True)

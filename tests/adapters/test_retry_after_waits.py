@@ -1,5 +1,6 @@
-"""An attempt that raises ``RetryAfterError`` waits its delay before the next attempt,
-within its retry policy: a delay no date can end takes the failure route now."""
+"""A failed attempt waits before the next one: its retry policy's interval, or the delay
+its ``RetryAfterError`` asks for, within the policy. A delay no date can end takes the
+failure route now; a policy's interval, however many attempts it allows, is capped."""
 
 from __future__ import annotations
 
@@ -20,6 +21,34 @@ from tests.adapters.engine_flows import running_worker
 # Within timedelta's range, past datetime's: what a provider's broken Retry-After
 # (some 300 billion seconds) gives.
 ENDLESS = timedelta(days=999_999_000)
+
+
+class Fails(Step[None]):
+    """Fails every attempt, under a policy whose intervals grow a millionfold each time."""
+
+    def options(self) -> StepOptions:
+        return StepOptions(
+            retry=RetryPolicy(
+                maximum_attempts=8,
+                initial_interval=timedelta(milliseconds=1),
+                backoff_coefficient=1e6,
+                maximum_interval=timedelta(milliseconds=1),
+            )
+        )
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        raise RuntimeError("failed")
+
+
+class FailsFlow:
+    flow_type = "Fails"
+    schema: Sequence[Any] = ()
+    stream = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.start_step: Step[Any] = Fails()
+        self.steps: Sequence[Step[Any]] = (self.start_step,)
 
 
 class RateLimited(Step[None]):
@@ -48,8 +77,7 @@ class RateLimitedFlow:
         self.steps: Sequence[Step[Any]] = (self.start_step,)
 
 
-async def fails_at_once(store: FlowStore, total_duration: timedelta | None) -> None:
-    flow = RateLimitedFlow(total_duration)
+async def fails(store: FlowStore, flow: RateLimitedFlow | FailsFlow, attempts: int) -> None:
     engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
     client = LocalFlowClient(engine)
     async with running_worker(engine):
@@ -63,13 +91,27 @@ async def fails_at_once(store: FlowStore, total_duration: timedelta | None) -> N
         seen: bool = await wait_until("the Flow to fail", failed)
         assert seen
     (row,) = engine.store.read(lambda tx: tx.flow_executions("f1"))
-    assert (row.status, row.attempt, row.lease_owner) == (ExecutionStatus.FAILED, 1, None)
+    assert (row.status, row.attempt, row.lease_owner) == (ExecutionStatus.FAILED, attempts, None)
     engine.close()
 
 
 async def test_a_wait_past_any_date_fails_within_a_total_duration(store: FlowStore) -> None:
-    await fails_at_once(store, timedelta(minutes=30))
+    await fails(store, RateLimitedFlow(timedelta(minutes=30)), 1)
 
 
 async def test_a_wait_past_any_date_fails_without_a_total_duration(store: FlowStore) -> None:
-    await fails_at_once(store, None)
+    await fails(store, RateLimitedFlow(None), 1)
+
+
+def test_a_policy_s_interval_is_capped_however_many_attempts_it_allows() -> None:
+    # 2 ** 47 seconds is past what a timedelta holds; the policy's cap is a minute.
+    assert RetryPolicy(maximum_attempts=100).delay_before(49) == timedelta(minutes=1)
+    assert RetryPolicy(maximum_attempts=2000).delay_before(1100) == timedelta(minutes=1)
+
+
+async def test_a_policy_whose_intervals_outgrow_a_timedelta_runs_every_attempt(
+    store: FlowStore,
+) -> None:
+    # Until 2026-12-07 the failure of attempt 4 raised OverflowError in its commit (10 ** 15
+    # seconds before the cap): the execution stayed running, leased, and failed so again.
+    await fails(store, FailsFlow(), 8)
