@@ -28,7 +28,7 @@ import signal
 import struct
 import sys
 import threading
-from typing import Protocol
+from typing import Any, Protocol
 
 from dex_agents.cli.line_editing import (
     EditingKeys,
@@ -226,6 +226,7 @@ class TerminalInput:
             _write_out("\r\x1b[J" + prompt + shown(editor.text))
 
         self._prompt, self._editor = prompt, editor
+        ending_signals = _restore_before_ending(fd, saved)
         try:
             try:
                 termios.tcsetattr(fd, termios.TCSANOW, keyed)
@@ -251,6 +252,8 @@ class TerminalInput:
             loop.remove_signal_handler(signal.SIGCONT)
             with contextlib.suppress(termios.error):  # a terminal that went away has no mode
                 termios.tcsetattr(fd, termios.TCSANOW, saved)
+            for number in ending_signals:  # the mode is back: they may end the chat as before
+                signal.signal(number, signal.SIG_DFL)
             self._prompt, self._editor = None, None
         _write_out("\n")
         return None if ending is Ending.END_OF_INPUT else editor.text
@@ -289,6 +292,36 @@ class TerminalInput:
         self._typed = ""
         self._decoder.reset()
         return _flush_typed(self._fd) or had
+
+
+# Signals that end the chat where it is: kill's default, a closed terminal window, Ctrl-backslash.
+_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _restore_before_ending(fd: int, saved: list[Any]) -> list[signal.Signals]:
+    """Have each of ``_ENDING_SIGNALS`` at its default put terminal ``fd`` back in mode
+    ``saved`` first, then end the chat as it did; the signals whose handler was set.
+
+    Their default ends the process at once, which left the shell a terminal that neither
+    echoed nor read lines. A Python handler, not the loop's: one that arrives as the prompt
+    ends still ends the chat, rather than finding the loop's handler already gone.
+    """
+    import termios
+
+    def restore_and_end(number: int, _frame: object) -> None:
+        with contextlib.suppress(termios.error):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+        with contextlib.suppress(OSError, ValueError):  # the shell's prompt starts on a new line
+            os.write(sys.stdout.fileno(), b"\n")
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+
+    handled: list[signal.Signals] = []
+    for number in _ENDING_SIGNALS:
+        if signal.getsignal(number) is signal.SIG_DFL:  # not one ignored, as nohup does
+            signal.signal(number, restore_and_end)
+            handled.append(number)
+    return handled
 
 
 def _flush_typed(fd: int) -> bool:

@@ -1,0 +1,46 @@
+"""How ``dex-agents chat`` leaves its terminal and reads it, on a pseudo-terminal."""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.pty_support import Terminal
+
+
+@contextlib.contextmanager
+def _no_core_files() -> Iterator[None]:
+    """No core file from a program that SIGQUIT ends (children inherit the limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+
+
+@pytest.mark.parametrize(
+    "number", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=lambda number: number.name
+)
+def test_a_signal_that_ends_the_chat_at_a_prompt_leaves_the_terminal_in_line_mode(
+    tmp_path: Path, number: signal.Signals
+) -> None:
+    with _no_core_files():
+        chat = Terminal(tmp_path)
+        try:
+            chat.expect("you> ")
+            chat.type("where is")
+            chat.expect("where is")
+            assert not chat.line_mode()
+            chat.process.send_signal(number)
+            # It still ends as the signal ends a program, now with the terminal put back:
+            # before, the shell got a terminal that neither echoed nor read lines.
+            assert chat.process.wait(timeout=30) == -number
+            assert chat.line_mode()
+        finally:
+            chat.close()
