@@ -89,15 +89,16 @@ class PipeInput:
         self._lines = lines
 
         def read() -> None:
+            stdin = sys.stdin  # None when the chat started with it closed (``<&-``)
             # Bytes that are not text in the terminal's encoding become U+FFFD: with the
             # default handlers they either ended the chat (a lone surrogate the session
             # refuses) or killed this thread and left the chat waiting for ever.
-            if isinstance(sys.stdin, io.TextIOWrapper) and sys.stdin.errors != "replace":
-                sys.stdin.reconfigure(errors="replace")
+            if isinstance(stdin, io.TextIOWrapper) and stdin.errors != "replace":
+                stdin.reconfigure(errors="replace")
             while True:
                 line: str | OSError
                 try:
-                    line = sys.stdin.readline()
+                    line = "" if stdin is None else stdin.readline()  # closed: nothing to read
                 except OSError as error:  # the terminal went away: the chat ends with one line
                     line = error
                 # The loop may be gone after Ctrl-C; the line is not needed then.
@@ -348,6 +349,8 @@ def _key(value: object, default: str) -> str:
 
 def open_line_input() -> LineInput:
     """``TerminalInput`` when standard input and output are a terminal, else ``PipeInput``."""
+    if sys.stdin is None:  # closed: read as the end of input, as an empty pipe is
+        return PipeInput()
     try:
         import termios  # noqa: F401  POSIX only
 

@@ -1,15 +1,17 @@
-"""How ``dex-agents chat`` leaves its terminal and reads it, on a pseudo-terminal."""
+"""How ``dex-agents chat`` reads its input and leaves its terminal as it found it."""
 
 from __future__ import annotations
 
 import contextlib
 import resource
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.cli.cli_support import run_cli
 from tests.cli.pty_support import Terminal
 
 
@@ -44,3 +46,16 @@ def test_a_signal_that_ends_the_chat_at_a_prompt_leaves_the_terminal_in_line_mod
             assert chat.line_mode()
         finally:
             chat.close()
+
+
+def test_a_chat_whose_standard_input_is_closed_leaves_as_at_the_end_of_input(
+    tmp_path: Path,
+) -> None:
+    closed_stdin = (sys.executable, "-c", _CLOSE_STDIN_THEN_RUN)
+    result = run_cli(tmp_path, "chat", "--db", str(tmp_path / "db.sqlite3"), prefix=closed_stdin)
+    # Before, a traceback: the chat asked a standard input that is None for its descriptor.
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.endswith("you> \n")
+
+
+_CLOSE_STDIN_THEN_RUN = "import os, sys; os.close(0); os.execv(sys.argv[1], sys.argv[1:])"
