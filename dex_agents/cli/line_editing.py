@@ -106,25 +106,33 @@ def shown(text: str) -> str:
     return terminal.escaped(text.replace("\t", " "))
 
 
+def _columns(character: str) -> int:
+    if unicodedata.combining(character) or unicodedata.category(character) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(character) in ("W", "F") else 1
+
+
 def display_width(text: str) -> int:
     """How many columns ``text`` (as ``shown`` gives it) takes: wide characters take two,
     combining marks and format characters none."""
-    width = 0
-    for character in text:
-        if unicodedata.combining(character) or unicodedata.category(character) in (
-            "Mn",
-            "Me",
-            "Cf",
-        ):
-            continue
-        width += 2 if unicodedata.east_asian_width(character) in ("W", "F") else 1
-    return width
+    return sum(_columns(character) for character in text)
 
 
-def rows_above_cursor(width: int, columns: int) -> int:
-    """How many rows above the cursor a prompt line of ``width`` columns started, on a
-    terminal ``columns`` wide (the cursor stays on the last column of a full row); none
-    when the width is unknown (``0``, as a terminal that was never sized says)."""
+def rows_above_cursor(text: str, columns: int) -> int:
+    """How many rows above the cursor a prompt line showing ``text`` (as ``shown`` gives
+    it) started, on a terminal ``columns`` wide; none when the width is unknown (``0``,
+    as a terminal that was never sized says).
+
+    The cursor stays on the last column of a full row, and a wide character with one
+    column left on its row starts the next one, leaving that column empty: counting
+    columns alone left a line's first row on the screen when it was erased.
+    """
     if columns <= 0:
         return 0
-    return max(width - 1, 0) // columns
+    row = column = 0
+    for character in text:
+        width = _columns(character)
+        if width and column + width > columns:
+            row, column = row + 1, 0
+        column += width
+    return row

@@ -34,7 +34,6 @@ from dex_agents.cli.line_editing import (
     EditingKeys,
     Ending,
     LineEditor,
-    display_width,
     rows_above_cursor,
     shown,
 )
@@ -262,12 +261,11 @@ class TerminalInput:
     def _rows_up(self) -> int:
         if self._prompt is None or self._editor is None:
             return 0
-        width = display_width(self._prompt + shown(self._editor.text))
         try:
             columns = os.get_terminal_size(sys.stdout.fileno()).columns
         except (OSError, ValueError):
             columns = 0
-        return rows_above_cursor(width, columns)
+        return rows_above_cursor(self._prompt + shown(self._editor.text), columns)
 
     def _clear(self) -> None:
         """Erase the open prompt and what was typed at it; the cursor ends where it began."""

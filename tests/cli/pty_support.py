@@ -14,6 +14,7 @@ import subprocess
 import sys
 import termios
 import time
+import unicodedata
 from pathlib import Path
 
 from tests.cli.cli_support import CLI, DEADLINE_SECONDS, ROOT, cli_env
@@ -175,7 +176,8 @@ _CONTROL = re.compile(r"\x1b\[([0-9]*)([A-Za-z])|[\r\n\b]|[^\x1b\r\n\b]")
 def screen(written: str, columns: int = COLUMNS) -> list[str]:
     """The rows a terminal ``columns`` wide shows after ``written``, for the few controls the
     chat writes: carriage return, line feed (as the terminal's ``\\r\\n``), backspace,
-    cursor up and erase below. A full row wraps at the next character, as xterm does."""
+    cursor up and erase below. A full row wraps at the next character, as xterm does; a
+    wide character takes two columns, and wraps whole when only one is left."""
     rows: list[list[str]] = [[]]
     row = column = 0
     wrap = False
@@ -195,17 +197,18 @@ def screen(written: str, columns: int = COLUMNS) -> list[str]:
         elif token == "\b":
             column, wrap = max(column - 1, 0), False
         else:
-            if wrap:
+            wide = 2 if unicodedata.east_asian_width(token) in ("W", "F") else 1
+            if wrap or column + wide > columns:  # a wide character never straddles two rows
                 row, column, wrap = row + 1, 0, False
             while len(rows) <= row:
                 rows.append([])
             line = rows[row]
-            line.extend(" " * (column + 1 - len(line)))
-            line[column] = token
-            if column == columns - 1:
+            line.extend(" " * (column + wide - len(line)))
+            line[column : column + wide] = [token, ""][:wide]  # its second cell shows nothing
+            if column + wide == columns:
                 wrap = True
             else:
-                column += 1
+                column += wide
         while len(rows) <= row:
             rows.append([])
     return ["".join(line).rstrip() for line in rows]

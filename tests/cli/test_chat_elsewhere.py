@@ -284,3 +284,28 @@ def test_on_pipes_an_approval_answered_elsewhere_ends_its_prompt_and_the_next_li
         if chat.process.poll() is None:
             chat.kill()
     assert tool_log(tmp_path) == ["refund_order 7 1500", "lookup_order 7"]
+
+
+def test_a_typed_line_whose_wide_character_wraps_early_is_erased_whole(tmp_path: Path) -> None:
+    # "you> " and 74 letters leave one column: the wide character starts the next row, so
+    # the line takes three rows, one more than its 160 columns make on an 80-column terminal.
+    typed = "a" * 74 + "界" + "b" * 79
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.type(typed)
+        chat.expect("b" * 79)
+        assert elsewhere(chat.db, lambda s: s.send_user_message("pty", "hello from the console"))
+        chat.expect("you (elsewhere)> hello from the console\n")
+        chat.expect(f"you> {typed}")
+        rows = screen(chat.raw)
+        while rows and not rows[-1]:
+            rows.pop()
+        # Before, the prompt's first row was left above what arrived.
+        assert rows[-3:] == ["you> " + "a" * 74, "界" + "b" * 78, "b"]
+        below = rows.index("type a message; /help lists the commands") + 1
+        assert rows[below] == "you (elsewhere)> hello from the console"
+        chat.send("\x15/quit")  # Ctrl-U drops what was typed
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()

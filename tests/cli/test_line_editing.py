@@ -72,8 +72,19 @@ def test_what_is_shown_has_a_known_width() -> None:
 
 
 @pytest.mark.parametrize(
-    ("width", "columns", "rows"),
-    [(0, 80, 0), (5, 80, 0), (80, 80, 0), (81, 80, 1), (161, 80, 2), (200, 0, 0)],
+    ("text", "columns", "rows"),
+    [
+        ("", 80, 0),
+        ("a" * 5, 80, 0),
+        ("a" * 80, 80, 0),
+        ("a" * 81, 80, 1),
+        ("a" * 161, 80, 2),
+        ("a" * 200, 0, 0),
+        ("a" * 78 + "日", 80, 0),  # the wide character fills the row
+        ("a" * 79 + "日", 80, 1),  # one column left: the wide character starts the next row
+        ("a" * 79 + "日" + "b" * 79, 80, 2),
+        ("e\u0301" * 80, 80, 0),  # combining marks take no column
+    ],
 )
-def test_rows_above_the_cursor_count_wrapped_rows(width: int, columns: int, rows: int) -> None:
-    assert rows_above_cursor(width, columns) == rows
+def test_rows_above_the_cursor_count_wrapped_rows(text: str, columns: int, rows: int) -> None:
+    assert rows_above_cursor(text, columns) == rows
