@@ -196,7 +196,7 @@ class TerminalInput:
             if editor.text.startswith(before):
                 _write_out(shown(editor.text[len(before) :]))
             else:
-                self._redraw()
+                self._redraw(before)
             if ending is not None and not ended.done():
                 ended.set_result(ending)
 
@@ -258,24 +258,30 @@ class TerminalInput:
         _write_out("\n")
         return None if ending is Ending.END_OF_INPUT else editor.text
 
-    def _rows_up(self) -> int:
-        if self._prompt is None or self._editor is None:
+    def _rows_up(self, typed: str) -> int:
+        if self._prompt is None:
             return 0
         try:
             columns = os.get_terminal_size(sys.stdout.fileno()).columns
         except (OSError, ValueError):
             columns = 0
-        return rows_above_cursor(self._prompt + shown(self._editor.text), columns)
+        return rows_above_cursor(self._prompt + shown(typed), columns)
 
-    def _clear(self) -> None:
-        """Erase the open prompt and what was typed at it; the cursor ends where it began."""
-        rows = self._rows_up()
+    def _clear(self, typed: str | None = None) -> None:
+        """Erase the open prompt and what was typed at it; the cursor ends where it began.
+
+        ``typed`` is the text the prompt shows, when the line was edited since: the rows
+        to erase are those of what is shown, not of what the line now holds.
+        """
+        if typed is None:
+            typed = self._editor.text if self._editor else ""
+        rows = self._rows_up(typed)
         _write_out((f"\x1b[{rows}A" if rows else "") + "\r\x1b[J")
 
-    def _redraw(self) -> None:
+    def _redraw(self, shown_before: str) -> None:
         if self._prompt is None or self._editor is None:
             return
-        self._clear()
+        self._clear(shown_before)
         _write_out(self._prompt + shown(self._editor.text))
 
     def write(self, text: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_support import run_cli
-from tests.cli.pty_support import Terminal
+from tests.cli.pty_support import Terminal, screen
 
 
 @contextlib.contextmanager
@@ -59,3 +59,27 @@ def test_a_chat_whose_standard_input_is_closed_leaves_as_at_the_end_of_input(
 
 
 _CLOSE_STDIN_THEN_RUN = "import os, sys; os.close(0); os.execv(sys.argv[1], sys.argv[1:])"
+
+
+@pytest.mark.parametrize(
+    "key", ["\x15", "\x17" * 20, "\x7f" * 200], ids=["kill", "word erase", "erase"]
+)
+def test_a_wrapped_line_erased_at_once_leaves_nothing_of_itself(tmp_path: Path, key: str) -> None:
+    typed = " ".join(f"word{n}" for n in range(20))  # wraps: longer than a row
+    chat = Terminal(tmp_path)
+    try:
+        chat.expect("you> ")
+        chat.type(typed)
+        chat.expect(typed[-20:])
+        chat.type(key)  # Ctrl-U, or Ctrl-W or backspace until the line is empty
+        chat.type("hi")
+        chat.expect("you> hi")
+        rows = screen(chat.raw)
+        while rows and not rows[-1]:
+            rows.pop()
+        # Before, the line's first row stayed above the prompt drawn again.
+        assert rows[-2:] == ["type a message; /help lists the commands", "you> hi"]
+        chat.send("\x15/quit")
+        assert chat.exit_code() == 0
+    finally:
+        chat.close()
