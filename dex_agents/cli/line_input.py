@@ -25,10 +25,9 @@ import contextlib
 import io
 import os
 import signal
-import struct
 import sys
 import threading
-from typing import Any, Protocol
+from typing import Protocol
 
 from dex_agents.cli.line_editing import (
     EditingKeys,
@@ -37,6 +36,7 @@ from dex_agents.cli.line_editing import (
     rows_above_cursor,
     shown,
 )
+from dex_agents.cli.terminal_modes import flush_typed, restore_before_ending, terminal_key
 
 
 class LineInput(Protocol):
@@ -148,7 +148,7 @@ class PipeInput:
                 lines.put_nowait(line)  # the end of input, the last thing queued, stays
                 break
             had = True
-        return _flush_typed(self._terminal) or had
+        return flush_typed(self._terminal) or had
 
 
 class TerminalInput:
@@ -174,10 +174,10 @@ class TerminalInput:
             raise OSError(*error.args) from error
         characters = saved[6]
         keys = EditingKeys(
-            erase=_key(characters[termios.VERASE], "\x7f"),
-            kill=_key(characters[termios.VKILL], "\x15"),
-            word_erase=_key(characters[termios.VWERASE], "\x17"),
-            end_of_input=_key(characters[termios.VEOF], "\x04"),
+            erase=terminal_key(characters[termios.VERASE], "\x7f"),
+            kill=terminal_key(characters[termios.VKILL], "\x15"),
+            word_erase=terminal_key(characters[termios.VWERASE], "\x17"),
+            end_of_input=terminal_key(characters[termios.VEOF], "\x04"),
         )
         keyed = list(saved)
         keyed[3] = saved[3] & ~(termios.ICANON | termios.ECHO)  # ISIG stays: Ctrl-C, Ctrl-Z
@@ -226,7 +226,7 @@ class TerminalInput:
             _write_out("\r\x1b[J" + prompt + shown(editor.text))
 
         self._prompt, self._editor = prompt, editor
-        ending_signals = _restore_before_ending(fd, saved)
+        ending_signals = restore_before_ending(fd, saved)
         try:
             try:
                 termios.tcsetattr(fd, termios.TCSANOW, keyed)
@@ -296,59 +296,7 @@ class TerminalInput:
         had = bool(self._typed)
         self._typed = ""
         self._decoder.reset()
-        return _flush_typed(self._fd) or had
-
-
-# Signals that end the chat where it is: kill's default, a closed terminal window, Ctrl-backslash.
-_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-
-def _restore_before_ending(fd: int, saved: list[Any]) -> list[signal.Signals]:
-    """Have each of ``_ENDING_SIGNALS`` at its default put terminal ``fd`` back in mode
-    ``saved`` first, then end the chat as it did; the signals whose handler was set.
-
-    Their default ends the process at once, which left the shell a terminal that neither
-    echoed nor read lines. A Python handler, not the loop's: one that arrives as the prompt
-    ends still ends the chat, rather than finding the loop's handler already gone.
-    """
-    import termios
-
-    def restore_and_end(number: int, _frame: object) -> None:
-        with contextlib.suppress(termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
-        with contextlib.suppress(OSError, ValueError):  # the shell's prompt starts on a new line
-            os.write(sys.stdout.fileno(), b"\n")
-        signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
-
-    handled: list[signal.Signals] = []
-    for number in _ENDING_SIGNALS:
-        if signal.getsignal(number) is signal.SIG_DFL:  # not one ignored, as nohup does
-            signal.signal(number, restore_and_end)
-            handled.append(number)
-    return handled
-
-
-def _flush_typed(fd: int) -> bool:
-    """Drop the lines waiting in terminal ``fd``'s input queue; whether there were any."""
-    try:
-        import fcntl  # POSIX only, as a terminal's input queue is
-        import termios
-
-        waiting = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-        if waiting <= 0:
-            return False
-        termios.tcflush(fd, termios.TCIFLUSH)
-    except (ImportError, OSError, ValueError):
-        return False
-    return True
-
-
-def _key(value: object, default: str) -> str:
-    """A ``termios`` control character as text; ``default`` when the terminal has none."""
-    if isinstance(value, bytes) and value not in (b"", b"\0"):
-        return value.decode("latin-1")
-    return default
+        return flush_typed(self._fd) or had
 
 
 def open_line_input() -> LineInput:

@@ -1,0 +1,69 @@
+"""The terminal settings the chat's key-by-key prompt relies on and puts back.
+
+``line_input.TerminalInput`` takes the terminal out of its line mode while a prompt
+waits; these helpers read its editing keys, drop what was typed ahead, and put its
+mode back before a signal ends the chat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import struct
+import sys
+from typing import Any
+
+# Signals that end the chat where it is: kill's default, a closed terminal window, Ctrl-\
+# (by name: a platform without terminals lacks some, and this module still imports there).
+_ENDING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name)
+)
+
+
+def restore_before_ending(fd: int, saved: list[Any]) -> list[signal.Signals]:
+    """Have each of ``_ENDING_SIGNALS`` at its default put terminal ``fd`` back in mode
+    ``saved`` first, then end the chat as it did; the signals whose handler was set.
+
+    Their default ends the process at once, which left the shell a terminal that neither
+    echoed nor read lines. A Python handler, not the loop's: one that arrives as the prompt
+    ends still ends the chat, rather than finding the loop's handler already gone.
+    """
+    import termios
+
+    def restore_and_end(number: int, _frame: object) -> None:
+        with contextlib.suppress(termios.error):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+        with contextlib.suppress(OSError, ValueError):  # the shell's prompt starts on a new line
+            os.write(sys.stdout.fileno(), b"\n")
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+
+    handled: list[signal.Signals] = []
+    for number in _ENDING_SIGNALS:
+        if signal.getsignal(number) is signal.SIG_DFL:  # not one ignored, as nohup does
+            signal.signal(number, restore_and_end)
+            handled.append(number)
+    return handled
+
+
+def flush_typed(fd: int) -> bool:
+    """Drop the lines waiting in terminal ``fd``'s input queue; whether there were any."""
+    try:
+        import fcntl  # POSIX only, as a terminal's input queue is
+        import termios
+
+        waiting = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        if waiting <= 0:
+            return False
+        termios.tcflush(fd, termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):
+        return False
+    return True
+
+
+def terminal_key(value: object, default: str) -> str:
+    """A ``termios`` control character as text; ``default`` when the terminal has none."""
+    if isinstance(value, bytes) and value not in (b"", b"\0"):
+        return value.decode("latin-1")
+    return default
