@@ -36,7 +36,12 @@ from dex_agents.cli.line_editing import (
     rows_above_cursor,
     shown,
 )
-from dex_agents.cli.terminal_modes import flush_typed, restore_before_ending, terminal_key
+from dex_agents.cli.terminal_modes import (
+    flush_typed,
+    in_foreground,
+    restore_before_ending,
+    terminal_key,
+)
 
 
 class LineInput(Protocol):
@@ -220,6 +225,10 @@ class TerminalInput:
             os.kill(os.getpid(), signal.SIGSTOP)
 
         def resume() -> None:
+            # bg, or kill %1 (SIGTERM and SIGCONT): the terminal is the shell's; setting its
+            # mode would stop the chat again. The next fg resumes the prompt.
+            if not in_foreground(fd):
+                return
             # fg: the shell set its own mode; the prompt reads keys again, on a fresh line.
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(fd, termios.TCSANOW, keyed)

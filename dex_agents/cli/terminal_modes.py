@@ -32,10 +32,13 @@ def restore_before_ending(fd: int, saved: list[Any]) -> list[signal.Signals]:
     import termios
 
     def restore_and_end(number: int, _frame: object) -> None:
-        with contextlib.suppress(termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
-        with contextlib.suppress(OSError, ValueError):  # the shell's prompt starts on a new line
-            os.write(sys.stdout.fileno(), b"\n")
+        # A chat stopped with Ctrl-Z put the mode back already, and ``kill %1`` resumes it
+        # in the background, where setting the mode would stop it again instead of ending.
+        if in_foreground(fd):
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
+            with contextlib.suppress(OSError, ValueError):  # the shell's prompt: a new line
+                os.write(sys.stdout.fileno(), b"\n")
         signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
 
@@ -45,6 +48,15 @@ def restore_before_ending(fd: int, saved: list[Any]) -> list[signal.Signals]:
             signal.signal(number, restore_and_end)
             handled.append(number)
     return handled
+
+
+def in_foreground(fd: int) -> bool:
+    """Whether this process may set terminal ``fd``'s mode without being stopped for it
+    (``SIGTTOU``): its job is in the foreground, or ``fd`` is not its controlling terminal."""
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:  # not its controlling terminal: no job control stops it
+        return True
 
 
 def flush_typed(fd: int) -> bool:

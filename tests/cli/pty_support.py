@@ -8,6 +8,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import signal
 import struct
 import subprocess
@@ -44,27 +45,56 @@ def _signal_state(pid: int) -> str:
     return " ".join(line for line in status.splitlines() if line.startswith(("SigBlk", "SigIgn")))
 
 
+# An interactive shell with job control needs the terminal as its controlling terminal,
+# which a new session only gets by asking (Popen's dup2 does not give it).
+_SHELL_ON_ITS_TERMINAL = (
+    sys.executable,
+    "-c",
+    "import fcntl, os, signal, sys, termios; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+    "fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execv(sys.argv[1], sys.argv[1:])",
+)
+
+SHELL_PROMPT = "shell$ "
+"""The prompt of the interactive shell ``Terminal(shell=...)`` runs."""
+
+
 class Terminal:
     """A ``chat`` process on a pseudo-terminal, read with deadlines."""
 
-    def __init__(self, tmp_path: Path, session: str = "pty", *, stderr: Path | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        session: str = "pty",
+        *,
+        stderr: Path | None = None,
+        shell: str | None = None,
+    ) -> None:
         """``stderr`` names a file for the program's errors, to read after the terminal
-        went away; without it they go to the terminal."""
+        went away; without it they go to the terminal. With ``shell`` (bash's path) the
+        terminal runs that shell, interactive with job control, and the test types
+        ``command`` (the chat's command line) at its ``SHELL_PROMPT``."""
         self.db = tmp_path / "db.sqlite3"
         self.master, slave = pty.openpty()
         self.device = os.ttyname(slave)
         # Sized as a terminal window is: the chat draws its prompt again on that many columns.
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
         command = [*CLI, "chat", "--db", str(self.db), "--session", session]
+        self.command = shlex.join(command)
+        env = {**cli_env(tmp_path), "PYTHONFAULTHANDLER": "1"}
+        if shell is None:
+            argv = [*AS_A_SHELL_STARTS_A_FOREGROUND_JOB, *command]
+        else:
+            argv = [*_SHELL_ON_ITS_TERMINAL, shell, "--norc", "--noprofile", "-i"]
+            env["PS1"] = SHELL_PROMPT
         with contextlib.ExitStack() as files:
             errors = slave if stderr is None else files.enter_context(stderr.open("wb"))
             self.process = subprocess.Popen(
-                [*AS_A_SHELL_STARTS_A_FOREGROUND_JOB, *command],
+                argv,
                 stdin=slave,
                 stdout=slave,
                 stderr=errors,
                 cwd=ROOT,
-                env={**cli_env(tmp_path), "PYTHONFAULTHANDLER": "1"},
+                env=env,
                 start_new_session=True,
             )
         os.close(slave)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import resource
+import shutil
 import signal
 import sys
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_support import run_cli
-from tests.cli.pty_support import Terminal, screen
+from tests.cli.pty_support import SHELL_PROMPT, Terminal, screen
 
 
 @contextlib.contextmanager
@@ -83,3 +84,26 @@ def test_a_wrapped_line_erased_at_once_leaves_nothing_of_itself(tmp_path: Path, 
         assert chat.exit_code() == 0
     finally:
         chat.close()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
+def test_a_chat_stopped_at_a_prompt_and_killed_from_its_shell_ends(tmp_path: Path) -> None:
+    shell = Terminal(tmp_path, shell=shutil.which("bash"))
+    try:
+        shell.expect(SHELL_PROMPT)
+        shell.send(shell.command)
+        shell.expect("you> ")
+        shell.type("where is")
+        shell.expect("where is")
+        shell.type("\x1a")  # Ctrl-Z: the terminal stops the chat, the shell takes the terminal
+        shell.expect(SHELL_PROMPT)
+        shell.send("kill %1")  # SIGTERM, then SIGCONT to let the stopped job take it
+        shell.expect(SHELL_PROMPT)
+        # Before, the chat, resumed in the background, stopped again as it set the terminal's
+        # mode (SIGTTOU) instead of ending: its job stayed stopped.
+        shell.send('wait -f %1; echo "ended with $?"')
+        assert "ended with 143" in shell.expect(SHELL_PROMPT)  # 128 + SIGTERM
+        shell.send("exit")
+        assert shell.exit_code() == 0
+    finally:
+        shell.close()
