@@ -86,6 +86,7 @@ class Terminal:
         else:
             argv = [*_SHELL_ON_ITS_TERMINAL, shell, "--norc", "--noprofile", "-i"]
             env["PS1"] = SHELL_PROMPT
+            env["HISTFILE"] = str(tmp_path / "shell_history")  # not the person's own history
         with contextlib.ExitStack() as files:
             errors = slave if stderr is None else files.enter_context(stderr.open("wb"))
             self.process = subprocess.Popen(
