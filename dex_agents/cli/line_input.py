@@ -38,7 +38,6 @@ from dex_agents.cli.line_editing import (
 )
 from dex_agents.cli.terminal_modes import (
     flush_typed,
-    in_foreground,
     restore_before_ending,
     terminal_key,
 )
@@ -225,11 +224,9 @@ class TerminalInput:
             os.kill(os.getpid(), signal.SIGSTOP)
 
         def resume() -> None:
-            # bg, or kill %1 (SIGTERM and SIGCONT): the terminal is the shell's; setting its
-            # mode would stop the chat again. The next fg resumes the prompt.
-            if not in_foreground(fd):
-                return
             # fg: the shell set its own mode; the prompt reads keys again, on a fresh line.
+            # After bg, setting the mode stops the chat again (SIGTTOU) until fg, as a prompt
+            # in the background should: reading there, it would take the shell's next line.
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(fd, termios.TCSANOW, keyed)
             _write_out("\r\x1b[J" + prompt + shown(editor.text))

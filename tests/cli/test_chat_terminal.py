@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.cli_support import run_cli
+from tests.cli.cli_support import run_cli, tool_log
 from tests.cli.pty_support import SHELL_PROMPT, Terminal, screen
 
 
@@ -109,3 +109,37 @@ def test_a_chat_stopped_at_a_prompt_and_killed_from_its_shell_ends(tmp_path: Pat
         assert shell.exit_code() == 0
     finally:
         shell.close()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
+def test_a_chat_stopped_at_a_prompt_sent_to_the_background_and_back_reads_its_prompt(
+    tmp_path: Path,
+) -> None:
+    shell = Terminal(tmp_path, shell=shutil.which("bash"))
+    try:
+        shell.expect(SHELL_PROMPT)
+        shell.send("set -b")  # a job's change of state is told at once, not at the next prompt
+        shell.expect(SHELL_PROMPT)
+        shell.send(shell.command)
+        shell.expect("you> ")
+        shell.type("where is")
+        shell.expect("where is")
+        shell.type("\x1a")  # Ctrl-Z
+        shell.expect(SHELL_PROMPT)
+        shell.send("bg")
+        # A prompt cannot read keys in the background: it stops again at once, as it sets
+        # the terminal's mode. Before, it waited there, read the shell's next line ("fg")
+        # itself, and after fg waited for a whole line before drawing the prompt again.
+        shell.expect("Stopped")
+        shell.send("fg")
+        shell.expect("you> where is")
+        shell.send(" order 7")
+        shell.expect("tool> lookup_order -> succeeded")
+        shell.expect("you> ")
+        shell.send("/quit")
+        shell.expect(SHELL_PROMPT)
+        shell.send("exit")
+        assert shell.exit_code() == 0
+    finally:
+        shell.close()
+    assert tool_log(tmp_path) == ["lookup_order 7"]
