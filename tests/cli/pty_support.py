@@ -192,7 +192,14 @@ class Terminal:
         self.process.wait(timeout=DEADLINE_SECONDS)
         self.close()
 
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Kill the program if it still runs, and close the terminal."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=DEADLINE_SECONDS)

@@ -47,8 +47,7 @@ def _user_texts(db: Path) -> list[str | None]:
 def test_a_message_sent_elsewhere_shows_above_the_prompt_and_keeps_what_was_typed(
     tmp_path: Path,
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.type("where is")
         chat.expect("where is")
@@ -62,8 +61,6 @@ def test_a_message_sent_elsewhere_shows_above_the_prompt_and_keeps_what_was_type
         chat.expect("you> ")
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
     assert _user_texts(tmp_path / "db.sqlite3") == ["hello from the console", "where is order 7"]
     assert tool_log(tmp_path) == ["lookup_order 7"]
 
@@ -72,8 +69,7 @@ def test_a_typed_line_longer_than_the_terminal_is_drawn_again_whole_below_what_a
     tmp_path: Path,
 ) -> None:
     typed = " ".join(f"word{n}" for n in range(20))  # wraps: longer than a row
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.type(typed)
         chat.expect(typed[-20:])
@@ -95,15 +91,12 @@ def test_a_typed_line_longer_than_the_terminal_is_drawn_again_whole_below_what_a
         chat.expect(f"agent> Demo reply: {typed}.")
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
 
 
 def test_an_approval_answered_elsewhere_ends_its_prompt_with_a_line_saying_so(
     tmp_path: Path,
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.send("refund order 7")
         chat.expect(APPROVAL_PROMPT)
@@ -117,16 +110,13 @@ def test_an_approval_answered_elsewhere_ends_its_prompt_with_a_line_saying_so(
         assert "refunded 1500 cents on order 7" in chat.expect("you> ")
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
     assert tool_log(tmp_path) == ["refund_order 7 1500"]
 
 
 def test_a_question_answered_elsewhere_ends_its_prompt_and_drops_what_was_typed(
     tmp_path: Path,
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.send("change the address of order 7")
         chat.expect("question> ")
@@ -143,14 +133,11 @@ def test_a_question_answered_elsewhere_ends_its_prompt_and_drops_what_was_typed(
         assert "order 7 now ships to 2 New Road" in shown
         chat.send("/quit")  # the answer's start was not kept for the message prompt
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
     assert tool_log(tmp_path) == ["update_shipping_address 7 2 New Road"]
 
 
 def test_a_question_declined_elsewhere_is_not_said_to_be_answered(tmp_path: Path) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.send("change the address of order 7")
         chat.expect("question> ")
@@ -164,16 +151,13 @@ def test_a_question_declined_elsewhere_is_not_said_to_be_answered(tmp_path: Path
         assert "tool> ask_user -> rejected: The user declined to answer." in chat.expect("you> ")
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
     assert tool_log(tmp_path) == []
 
 
 def test_an_approval_whose_turn_is_cancelled_elsewhere_is_withdrawn_at_once(
     tmp_path: Path,
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.send("refund order 7")
         chat.expect(APPROVAL_PROMPT)
@@ -190,14 +174,11 @@ def test_an_approval_whose_turn_is_cancelled_elsewhere_is_withdrawn_at_once(
         assert "turn cancelled elsewhere" not in shown  # said once
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
     assert tool_log(tmp_path) == []
 
 
 def test_a_session_stopped_elsewhere_ends_the_chat_at_its_prompt(tmp_path: Path) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.type("half a mess")
         chat.expect("half a mess")
@@ -208,15 +189,12 @@ def test_a_session_stopped_elsewhere_ends_the_chat_at_its_prompt(tmp_path: Path)
         elsewhere(chat.db, stop)
         chat.expect("error: session 'pty' is stopped")
         assert chat.exit_code() == 1
-    finally:
-        chat.close()
 
 
 def test_a_turn_started_elsewhere_that_asks_an_approval_takes_over_the_message_prompt(
     tmp_path: Path,
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.type("where is")
         chat.expect("where is")  # read by the prompt, not left in the terminal
@@ -231,8 +209,6 @@ def test_a_turn_started_elsewhere_that_asks_an_approval_takes_over_the_message_p
         chat.expect("you> ")
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
     assert pending_interrupt_ids(tmp_path / "db.sqlite3", "pty") == []
     assert tool_log(tmp_path) == ["lookup_order 7"]
 
@@ -240,8 +216,7 @@ def test_a_turn_started_elsewhere_that_asks_an_approval_takes_over_the_message_p
 def test_a_plan_executed_elsewhere_is_shown_as_an_approval_not_as_a_user_message(
     tmp_path: Path,
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.send("make a plan")
         chat.expect("tool> write_todos -> succeeded")
@@ -253,8 +228,6 @@ def test_a_plan_executed_elsewhere_is_shown_as_an_approval_not_as_a_user_message
         assert "[Dex]" not in chat.expect("agent> Done.")
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
 
 
 def test_on_pipes_an_approval_answered_elsewhere_ends_its_prompt_and_the_next_line_waits(
@@ -290,8 +263,7 @@ def test_a_typed_line_whose_wide_character_wraps_early_is_erased_whole(tmp_path:
     # "you> " and 74 letters leave one column: the wide character starts the next row, so
     # the line takes three rows, one more than its 160 columns make on an 80-column terminal.
     typed = "a" * 74 + "界" + "b" * 79
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.type(typed)
         chat.expect("b" * 79)
@@ -307,5 +279,3 @@ def test_a_typed_line_whose_wide_character_wraps_early_is_erased_whole(tmp_path:
         assert rows[below] == "you (elsewhere)> hello from the console"
         chat.send("\x15/quit")  # Ctrl-U drops what was typed
         assert chat.exit_code() == 0
-    finally:
-        chat.close()

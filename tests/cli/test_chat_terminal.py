@@ -33,20 +33,16 @@ def _no_core_files() -> Iterator[None]:
 def test_a_signal_that_ends_the_chat_at_a_prompt_leaves_the_terminal_in_line_mode(
     tmp_path: Path, number: signal.Signals
 ) -> None:
-    with _no_core_files():
-        chat = Terminal(tmp_path)
-        try:
-            chat.expect("you> ")
-            chat.type("where is")
-            chat.expect("where is")
-            assert not chat.line_mode()
-            chat.process.send_signal(number)
-            # It still ends as the signal ends a program, now with the terminal put back:
-            # before, the shell got a terminal that neither echoed nor read lines.
-            assert chat.process.wait(timeout=30) == -number
-            assert chat.line_mode()
-        finally:
-            chat.close()
+    with _no_core_files(), Terminal(tmp_path) as chat:
+        chat.expect("you> ")
+        chat.type("where is")
+        chat.expect("where is")
+        assert not chat.line_mode()
+        chat.process.send_signal(number)
+        # It still ends as the signal ends a program, now with the terminal put back:
+        # before, the shell got a terminal that neither echoed nor read lines.
+        assert chat.process.wait(timeout=30) == -number
+        assert chat.line_mode()
 
 
 def test_a_chat_whose_standard_input_is_closed_leaves_as_at_the_end_of_input(
@@ -67,8 +63,7 @@ _CLOSE_STDIN_THEN_RUN = "import os, sys; os.close(0); os.execv(sys.argv[1], sys.
 )
 def test_a_wrapped_line_erased_at_once_leaves_nothing_of_itself(tmp_path: Path, key: str) -> None:
     typed = " ".join(f"word{n}" for n in range(20))  # wraps: longer than a row
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.type(typed)
         chat.expect(typed[-20:])
@@ -82,14 +77,11 @@ def test_a_wrapped_line_erased_at_once_leaves_nothing_of_itself(tmp_path: Path, 
         assert rows[-2:] == ["type a message; /help lists the commands", "you> hi"]
         chat.send("\x15/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
 def test_a_chat_stopped_at_a_prompt_and_killed_from_its_shell_ends(tmp_path: Path) -> None:
-    shell = Terminal(tmp_path, shell=shutil.which("bash"))
-    try:
+    with Terminal(tmp_path, shell=shutil.which("bash")) as shell:
         shell.expect(SHELL_PROMPT)
         shell.send("set -b")  # a job's change of state is told at once, not at the next prompt
         shell.expect(SHELL_PROMPT)
@@ -107,16 +99,13 @@ def test_a_chat_stopped_at_a_prompt_and_killed_from_its_shell_ends(tmp_path: Pat
         assert "Stopped" not in shell.expect("jobs listed\n")
         shell.send("exit")
         assert shell.exit_code() == 0
-    finally:
-        shell.close()
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
 def test_a_chat_stopped_at_a_prompt_sent_to_the_background_and_back_reads_its_prompt(
     tmp_path: Path,
 ) -> None:
-    shell = Terminal(tmp_path, shell=shutil.which("bash"))
-    try:
+    with Terminal(tmp_path, shell=shutil.which("bash")) as shell:
         shell.expect(SHELL_PROMPT)
         shell.send("set -b")  # a job's change of state is told at once, not at the next prompt
         shell.expect(SHELL_PROMPT)
@@ -140,6 +129,4 @@ def test_a_chat_stopped_at_a_prompt_sent_to_the_background_and_back_reads_its_pr
         shell.expect(SHELL_PROMPT)
         shell.send("exit")
         assert shell.exit_code() == 0
-    finally:
-        shell.close()
     assert tool_log(tmp_path) == ["lookup_order 7"]

@@ -38,16 +38,13 @@ def test_a_refund_approval_survives_a_kill_and_the_refund_runs_once(tmp_path: Pa
         first.expect("[y/n] ")
     finally:
         first.kill()
-    second = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as second:
         # The pending approval is asked again when the same command runs again.
         second.expect("[y/n] ")
         second.send("y")
         second.expect("agent> Done")
         second.send("/quit")
         assert second.exit_code() == 0
-    finally:
-        second.close()
     assert tool_log(tmp_path) == ["refund_order 7 1500"]
 
 
@@ -88,16 +85,13 @@ def test_a_resumed_chat_shows_the_write_that_already_ran(tmp_path: Path) -> None
         first.expect("you> ")
     finally:
         first.kill()
-    second = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as second:
         second.expect("resuming session pty in")
         exchange = second.expect("waiting for: a user message\nyou> ").splitlines()
         assert exchange[2:4] == ["last exchange:", "  you> change the address of order 7"]
         assert "  tool> update_shipping_address -> order 7 now ships to 2 New Road" in exchange
         second.send("/quit")
         assert second.exit_code() == 0
-    finally:
-        second.close()
     assert tool_log(tmp_path) == ["update_shipping_address 7 2 New Road"]
 
 
@@ -122,15 +116,12 @@ def test_a_resumed_chat_says_its_last_turn_was_cancelled(tmp_path: Path) -> None
             await sessions.wait_for_user("pty")
 
     asyncio.run(cancel_elsewhere())
-    second = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as second:
         second.expect("resuming session pty in")
         shown = second.expect("waiting for: a user message\nyou> ").splitlines()
         assert shown[-3:-1] == ["the last turn was cancelled", "waiting for: a user message"]
         second.send("/quit")
         assert second.exit_code() == 0
-    finally:
-        second.close()
     assert tool_log(tmp_path) == []  # the refund was never approved
 
 
@@ -140,8 +131,7 @@ def test_a_resumed_chat_says_its_last_turn_was_cancelled(tmp_path: Path) -> None
 def test_leaving_at_an_approval_prompt_decides_nothing(
     tmp_path: Path, leave: str, code: int
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.send("refund order 7")
         chat.expect(APPROVAL_PROMPT)
@@ -152,15 +142,12 @@ def test_leaving_at_an_approval_prompt_decides_nothing(
         else:
             chat.send(leave)
         assert chat.exit_code() == code
-    finally:
-        chat.close()
     assert len(pending_interrupt_ids(tmp_path / "db.sqlite3", "pty")) == 1
     assert tool_log(tmp_path) == []
 
 
 def test_help_and_unknown_commands_are_answered_and_never_sent(tmp_path: Path) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.send("/help")
         assert "  /quit       leave, deciding nothing" in chat.expect("you> ")
@@ -182,8 +169,6 @@ def test_help_and_unknown_commands_are_answered_and_never_sent(tmp_path: Path) -
         chat.expect(APPROVAL_PROMPT)
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
 
     async def user_texts() -> list[str | None]:
         async with demo_sessions(tmp_path / "db.sqlite3") as sessions:
@@ -204,8 +189,7 @@ def test_help_and_unknown_commands_are_answered_and_never_sent(tmp_path: Path) -
 def test_a_line_typed_while_the_turn_ran_does_not_decide_what_it_asks(
     tmp_path: Path, message: str, what: str, prompt: str
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         # One write: the second line waits in the terminal while the turn runs.
         os.write(chat.master, f"{message}\nyes\n".encode())
@@ -215,8 +199,6 @@ def test_a_line_typed_while_the_turn_ran_does_not_decide_what_it_asks(
         assert len(pending_interrupt_ids(tmp_path / "db.sqlite3", "pty")) == 1
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
     assert len(pending_interrupt_ids(tmp_path / "db.sqlite3", "pty")) == 1
     assert tool_log(tmp_path) == []
 
@@ -224,30 +206,24 @@ def test_a_line_typed_while_the_turn_ran_does_not_decide_what_it_asks(
 def test_keys_typed_at_a_terminal_edit_the_line_and_bytes_that_are_not_text_are_replaced(
     tmp_path: Path,
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         # Erase, kill and word erase edit the line; an arrow key's sequence is not text.
         os.write(chat.master, b"nothing\x15hello \xff worx\x7fld oops\x17\x1b[D\n")
         assert "agent> Demo reply: hello \ufffd world." in chat.expect("you> ")
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
 
 
 def test_a_terminal_that_goes_away_at_a_prompt_ends_the_chat_with_one_line(tmp_path: Path) -> None:
     errors = tmp_path / "stderr"
-    chat = Terminal(tmp_path, stderr=errors)
-    try:
+    with Terminal(tmp_path, stderr=errors) as chat:
         chat.expect("you> ")
         chat.type("half typed")
         chat.expect("half typed")
         os.close(chat.master)  # the window closes: reads and mode changes fail with EIO
         chat.master = -1
         assert chat.process.wait(timeout=DEADLINE_SECONDS) == 1
-    finally:
-        chat.close()
     # Before, putting the terminal back in line mode failed too, with a traceback.
     assert errors.read_text(encoding="utf-8") == "dex-agents: error: [Errno 5] Input/output error\n"
 
@@ -303,8 +279,7 @@ def test_with_output_to_a_pipe_a_line_typed_while_the_turn_ran_does_not_approve(
 def test_a_chat_stopped_at_a_prompt_leaves_the_terminal_in_line_mode_and_resumes_the_prompt(
     tmp_path: Path,
 ) -> None:
-    chat = Terminal(tmp_path)
-    try:
+    with Terminal(tmp_path) as chat:
         chat.expect("you> ")
         chat.type("where is")
         chat.expect("where is")
@@ -326,6 +301,4 @@ def test_a_chat_stopped_at_a_prompt_leaves_the_terminal_in_line_mode_and_resumes
         chat.expect("you> ")
         chat.send("/quit")
         assert chat.exit_code() == 0
-    finally:
-        chat.close()
     assert tool_log(tmp_path) == ["lookup_order 7"]
