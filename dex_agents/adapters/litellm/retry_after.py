@@ -68,8 +68,10 @@ def _wait(seconds: float) -> timedelta | None:
         return None
     try:
         return timedelta(seconds=seconds)
-    except OverflowError:  # longer than timedelta holds: the wait of a broken header
-        return None
+    except OverflowError:
+        # Longer than timedelta holds: still a wait, the longest there is, so the retry
+        # budget refuses it and the turn fails, instead of calling again at once.
+        return timedelta.max
 
 
 def describe_wait(delay: timedelta) -> str:

@@ -49,7 +49,10 @@ NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
         ({"retry-after": "-3"}, None),
         ({"retry-after": "later"}, None),
         ({"retry-after": "nan"}, None),
-        ({"retry-after": "1e300"}, None),
+        # Longer than any wait can be: still a wait, so the turn fails instead of retrying
+        # at the policy's interval while the provider refuses.
+        ({"retry-after": "1e300"}, timedelta.max),
+        ({"retry-after": "inf"}, None),
         ({"x-ratelimit-reset-requests": "2s"}, None),
     ],
 )  # fmt: skip
