@@ -63,6 +63,12 @@ class PrefixCache(Generic[T, S]):
         self._walks_per_key = walks_per_key
         self._remembered = itertools.count()
         self._cached: SizedLru[tuple[_Walk[T, S], ...]] = SizedLru(entries, most_weight, _weight)
+        self._compared = 0
+
+    @property
+    def compared(self) -> int:
+        """How many elements resumes have compared so far: the work a ``lineage`` spares."""
+        return self._compared
 
     def resume(
         self, key: Hashable, sequence: Sequence[T], *, lineage: object | None = None
@@ -79,7 +85,11 @@ class PrefixCache(Generic[T, S]):
         for walk in walks:  # longest first
             if walk.walked > len(sequence):
                 continue
-            if (lineage is not None and lineage is walk.lineage) or _starts(sequence, walk):
+            if lineage is not None and lineage is walk.lineage:
+                return walk.resumed
+            starts, compared = _starts(sequence, walk)
+            self._compared += compared
+            if starts:
                 return walk.resumed
         return None
 
@@ -154,12 +164,15 @@ def _weight(walks: tuple[_Walk[T, S], ...]) -> int:
     return sum(walk.weight for walk in walks)
 
 
-def _starts(sequence: Sequence[T], walk: _Walk[T, S]) -> bool:
-    """Whether ``sequence`` starts with ``walk``'s walked elements."""
+def _starts(sequence: Sequence[T], walk: _Walk[T, S]) -> tuple[bool, int]:
+    """Whether ``sequence`` starts with ``walk``'s walked elements, and how many elements
+    that compared."""
     walked = walk.walked
     elements = walk.elements
     prefix = elements if len(elements) == walked else elements[:walked]
     head = sequence[:walked]
     # The very tuple that was remembered (a tuple's whole slice is itself) needs no
     # look at its elements: a request's items are walked twice per model call.
-    return head is prefix or tuple(head) == prefix
+    if head is prefix:
+        return True, 0
+    return tuple(head) == prefix, walked

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dex_agents.app.builtin_loop import scripted_model
+from dex_agents.app.builtin_loop import scripted_estimates
 from dex_agents.app.builtin_loop.scripted_model import (
     DEFAULT_MAX_RECORDED_REQUESTS,
     SCRIPTED_API,
@@ -409,7 +409,7 @@ def test_sessions_that_began_alike_each_resume_the_walk_of_their_own_requests() 
         estimate(short[:end])
     for end in range(11, 21):  # the long one's later walks each take the place of its last
         estimate(long[: end * 2])
-    walked = scripted_model._ITEMS_WALKED
+    walked = scripted_estimates._ITEMS_WALKED
     assert walked.resume(("scripted", id(first)), long) == (40, (_text_tokens(long[:40]), ()))
     assert walked.resume(("scripted", id(first)), short) == (10, (_text_tokens(short[:10]), ()))
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, cast
 import attrs
 
 from dex_agents.app.builtin_loop.definition import AgentDefinition, InstructionContext
+from dex_agents.app.builtin_loop.request_prefixes import REQUEST_PREFIXES, ItemsPrefix
 from dex_agents.domain.compaction import (
     CONTEXT_SUMMARY_INSTRUCTIONS,
     CONTEXT_SUMMARY_TRANSCRIPT_HEADER,
@@ -114,6 +115,12 @@ class BuiltinLoopCompaction:
         source's tools as its ``cached_tools()`` or the runner's last listing of it
         has them (``cached_tool_listing``), since a listing needs I/O.
         """
+        return self._next_model_request(turn)[0]
+
+    def _next_model_request(
+        self, turn: AgentTurnContext
+    ) -> tuple[ModelRequest, ItemsPrefix | None]:
+        """``next_model_request``, and where its items hold a kept walk (``request_prefixes``)."""
         # The conversation module imports this one for the summary note, so it is
         # imported here.
         from dex_agents.app.builtin_loop.conversation import turn_conversation
@@ -129,9 +136,10 @@ class BuiltinLoopCompaction:
                 interaction_mode=turn.interaction_mode,
             )
         )
-        return ModelRequest(
+        conversation = turn_conversation(turn)
+        request = ModelRequest(
             instructions=instructions,
-            items=tuple(turn_conversation(turn).items),
+            items=tuple(conversation.items),
             tools=tuple(
                 runner._tools(
                     turn,
@@ -142,6 +150,7 @@ class BuiltinLoopCompaction:
             settings=definition.model_settings,
             max_output_tokens=definition.max_output_tokens,
         )
+        return request, conversation.prefix
 
     def estimate_input_tokens(self, turn: AgentTurnContext) -> int:
         """The resolved model client's estimate of the next request, without image bytes.
@@ -150,13 +159,14 @@ class BuiltinLoopCompaction:
         with the instructions as fixed tokens.
         """
         client = self.definition.model_for(turn.session_settings)
-        request = self.next_model_request(turn)
+        request, prefix = self._next_model_request(turn)
         estimate = _estimator(client)
         if estimate is None:
             return estimate_stored_input_tokens(
                 turn, fixed_input_tokens=estimate_text_tokens(request.instructions)
             )
-        return _count(estimate(request), client)
+        with REQUEST_PREFIXES.noting(request.items, prefix):
+            return _count(estimate(request), client)
 
     def select_compaction_cutoff(
         self, turn: AgentTurnContext, retained_token_budget: int

@@ -4,13 +4,18 @@ conversation, its run state, and the results of its recorded tool calls."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import attrs
 
 from dex_agents.app.builtin_loop.compaction import context_summary_items
 from dex_agents.app.builtin_loop.items import (
     model_input_item,
+)
+from dex_agents.app.builtin_loop.request_prefixes import (
+    ItemsLineage,
+    ItemsPrefix,
+    extended_lineage,
 )
 from dex_agents.app.message_store import MESSAGE_LINEAGE
 from dex_agents.app.prefix_cache import PrefixCache
@@ -72,6 +77,9 @@ class Conversation:
     previous_output: list[ModelOutputItem]
     has_images: bool = False
     """Whether an item carries image references (so a runner without a media store strips them)."""
+    prefix: ItemsPrefix | None = field(default=None, compare=False)
+    """Where ``items`` hold the kept walk's items, element by element (``request_prefixes.py``):
+    how the items were built, not what they are, so two inputs alike compare equal."""
 
 
 def recorded_result(turn: AgentTurnContext, call: ModelToolCall) -> ToolResultItem:
@@ -110,6 +118,8 @@ class _Walked:
     has_images: bool
     chars: int
     """The characters of the walked messages' stored items: what the kept items weigh."""
+    lineage: ItemsLineage
+    """The chain of kept walks whose items each start with the one before (``request_prefixes``)."""
 
 
 _WALKED: PrefixCache[AgentMessage, _Walked] = PrefixCache(lambda walked: walked.chars)
@@ -137,8 +147,12 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
     # A read of all_messages vouches for itself: its walk resumes with no look at the messages.
     lineage = MESSAGE_LINEAGE.lineage(turn.flow_id, messages)
     resumed = _WALKED.resume(turn.flow_id, messages, lineage=lineage)
+    # The kept walk the items start with, and its lineage: the one resumed, or the one kept now.
+    prefix_items: tuple[ModelInputItem, ...] = ()
+    items_lineage: ItemsLineage | None = None
     if resumed is not None and turn.turn_id not in resumed[1].turn_ids:
         start, walked = resumed
+        prefix_items, items_lineage = walked.items, walked.lineage
         items = list(walked.items)
         unanswered = list(walked.unanswered)
         trailing_output = list(walked.trailing_output)
@@ -150,17 +164,23 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
     walked_turns: set[str] = set()
 
     def keep(end: int) -> None:
+        nonlocal prefix_items, items_lineage
         if end > start:
+            # Only appended to since the walk resumed: the kept items start with the resumed.
+            kept = tuple(items)
+            items_lineage = extended_lineage(items_lineage, prefix_items, kept)
+            prefix_items = kept
             _WALKED.remember(
                 turn.flow_id,
                 messages,
                 _Walked(
-                    items=tuple(items),
+                    items=kept,
                     unanswered=tuple(unanswered),
                     trailing_output=tuple(trailing_output),
                     turn_ids=known_turns | walked_turns,
                     has_images=had_images or _any_images(items[resumed_items:]),
                     chars=chars,
+                    lineage=items_lineage,
                 ),
                 walked=end,
                 lineage=lineage,
@@ -203,6 +223,9 @@ def turn_conversation(turn: AgentTurnContext) -> Conversation:
         results,
         trailing_output if results else [],
         has_images=had_images or _any_images(items[resumed_items:]),
+        prefix=None
+        if items_lineage is None
+        else ItemsPrefix(len(summary), prefix_items, items_lineage),
     )
 
 

@@ -31,6 +31,7 @@ from dex_agents.app.builtin_loop.items import (
     tool_result_message,
     user_text_message,
 )
+from dex_agents.app.builtin_loop.request_prefixes import REQUEST_PREFIXES, ItemsPrefix
 from dex_agents.app.builtin_loop.tool_calls import BuiltinLoopToolCalls, check_own_images
 from dex_agents.domain.builtin_tools import (
     BuiltInTool,
@@ -168,7 +169,13 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction, BuiltinLoopToolCalls):
                 self._last_listings[source.source_name] = tools
         forced = offers_tools and self._forces_write_todos(turn, run_state.model_calls)
         response = await self._call_model(
-            turn, items, offers_tools, listing, forced, has_images=conversation.has_images
+            turn,
+            items,
+            offers_tools,
+            listing,
+            forced,
+            has_images=conversation.has_images,
+            prefix=conversation.prefix,
         )
         model_calls = run_state.model_calls + 1
         new_messages = stored_first + [model_output_message(item) for item in response.output]
@@ -249,6 +256,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction, BuiltinLoopToolCalls):
         forced: bool = False,
         *,
         has_images: bool = True,
+        prefix: ItemsPrefix | None = None,
     ) -> ModelResponse:
         definition = self.definition
         settings = turn.session_settings
@@ -263,6 +271,7 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction, BuiltinLoopToolCalls):
         if self.media_store is None and has_images:
             # Without a store a tool source's references stay stored for display only.
             items = [without_images(item) for item in items]
+            prefix = None  # new item objects: no walk kept them
         request = ModelRequest(
             instructions=instructions,
             items=tuple(items),
@@ -283,7 +292,8 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction, BuiltinLoopToolCalls):
                 image_bytes=image_bytes,
                 max_output_tokens=request.max_output_tokens,
             )
-        response = await definition.model_for(settings).call_model(request, turn.events)
+        with REQUEST_PREFIXES.noting(request.items, prefix):
+            response = await definition.model_for(settings).call_model(request, turn.events)
         if not isinstance(response, ModelResponse):
             raise TypeError(
                 f"the model client of agent {definition.name} returned "

@@ -18,21 +18,21 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 
-from dex_agents.app.prefix_cache import PrefixCache
+from dex_agents.app.builtin_loop.scripted_estimates import (
+    ESTIMATED_IMAGE_INPUT_TOKENS,
+    tool_tokens,
+    walk_items,
+)
 from dex_agents.domain.canonical_json import compact_encoder, dumps
-from dex_agents.domain.compaction import UTF8_BYTES_PER_TOKEN, estimate_text_tokens
-from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.compaction import estimate_text_tokens
 from dex_agents.domain.model_io import (
-    ModelInputItem,
     ModelOutputItem,
     ModelRequest,
     ModelResponse,
     ModelToolCall,
-    ModelToolDefinition,
     ToolResultItem,
     UserTextItem,
 )
-from dex_agents.domain.object_memo import ObjectMemo
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.wire import to_wire
 from dex_agents.ports.model_client import ModelOutputWriter
@@ -45,66 +45,6 @@ SCRIPTED_API: Final = "scripted"
 
 DEFAULT_MAX_RECORDED_REQUESTS: Final = 100
 """How many of the latest requests ``ScriptedModelClient.requests`` keeps by default."""
-
-# The LiteLLM client's ESTIMATED_IMAGE_INPUT_TOKENS, so that a scripted agent's
-# compaction triggers where a real one's would.
-_ESTIMATED_IMAGE_INPUT_TOKENS: Final = 1600
-
-
-_ItemsWalk: TypeAlias = tuple[int, tuple[AgentImageReference, ...]]
-
-_WALKS_PER_FIRST_ITEM: Final = 8
-"""The walks kept for requests that start with one item object: of as many sessions.
-
-Equal stored items decode to one object, so sessions that began alike (a
-benchmark's or a test's, or two users' "hi") send requests with the same first
-item. With one walk kept for them, the requests of two such sessions took turns
-replacing each other's walk, and each walked its items again from where the two
-part: the whole history of the longer, at every call.
-"""
-
-_ITEMS_WALKED: PrefixCache[ModelInputItem, _ItemsWalk] = PrefixCache(
-    lambda walk: walk[0] * UTF8_BYTES_PER_TOKEN, walks_per_key=_WALKS_PER_FIRST_ITEM
-)
-"""The estimated tokens and the images of the items of earlier requests.
-
-A session's requests repeat its conversation's items (the same objects, from
-the built-in loop's walk), so an item is estimated once, not once per call. A
-kept walk weighs the bytes its tokens were estimated from. Requests have no
-session, so the first item's object is the key.
-"""
-
-
-def _walk_items(items: tuple[ModelInputItem, ...]) -> _ItemsWalk:
-    """The estimated tokens of ``items``' texts and their images, in order."""
-    if not items:
-        return 0, ()
-    key = ("scripted", id(items[0]))
-    resumed = _ITEMS_WALKED.resume(key, items)
-    start, (tokens, images) = resumed or (0, (0, ()))
-    for item in items[start:]:
-        if isinstance(item, ModelOutputItem):
-            tokens += estimate_text_tokens(item.item)
-            continue
-        tokens += estimate_text_tokens(item.text if isinstance(item, UserTextItem) else item.output)
-        if item.images:
-            images += item.images
-    if start < len(items):  # the second walk of a call's items finds them all walked
-        _ITEMS_WALKED.remember(key, items, (tokens, images), replacing=resumed)
-    return tokens, images
-
-
-_TOOL_TOKENS: ObjectMemo[ModelToolDefinition, int] = ObjectMemo()
-"""The estimated tokens of each offered definition object.
-
-Function and listed tools offer the same definition object in every call, so its
-schema is encoded and estimated once, not once per call.
-"""
-
-
-def _tool_tokens(tool: ModelToolDefinition) -> int:
-    texts = (tool.name, tool.description, dumps(dict(tool.parameters_schema)))
-    return sum(estimate_text_tokens(text) for text in texts)
 
 
 def _arguments_json(name: str, arguments: object) -> str:
@@ -291,12 +231,12 @@ class ScriptedModelClient:
         Text counts as ``estimate_text_tokens``; each image counts 1600 tokens, as
         the LiteLLM client's ``ESTIMATED_IMAGE_INPUT_TOKENS``.
         """
-        item_tokens, images = _walk_items(request.items)
+        item_tokens, images = walk_items(request.items)
         return (
             estimate_text_tokens(request.instructions)
-            + sum(_TOOL_TOKENS.get(tool, _tool_tokens) for tool in request.tools)
+            + sum(tool_tokens(tool) for tool in request.tools)
             + item_tokens
-            + len(images) * _ESTIMATED_IMAGE_INPUT_TOKENS
+            + len(images) * ESTIMATED_IMAGE_INPUT_TOKENS
         )
 
     async def call_model(self, request: ModelRequest, output: ModelOutputWriter) -> ModelResponse:
@@ -305,7 +245,7 @@ class ScriptedModelClient:
         missing = sorted(
             {
                 image.sha256
-                for image in _walk_items(request.items)[1]
+                for image in walk_items(request.items)[1]
                 if image.sha256 not in request.image_bytes
             }
         )
