@@ -44,6 +44,7 @@ from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.console.actions import CONTROLS, ControlInputError, run_control
 from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, open_catalog
+from dex_agents.console.messages import messages_page
 from dex_agents.console.request_checks import json_body, refusal
 from dex_agents.console.responses import JSONResponse
 from dex_agents.console.security import TOKEN_COOKIE, check_console_token, token_matches
@@ -250,6 +251,13 @@ def create_console_app(
         }
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
+    async def messages(request: Request) -> Response:
+        entry = await session_flow(request)
+        if isinstance(entry, Response):
+            return entry
+        session_id = request.path_params["session_id"]
+        return await messages_page(entry.sessions, session_id, request.query_params)
+
     async def events(request: Request) -> Response:
         if gate.closed:
             return PlainTextResponse("the console is stopping", status_code=503)
@@ -366,6 +374,7 @@ def create_console_app(
         Route("/api/sessions", guarded(list_sessions), methods=["GET"]),
         Route("/api/sessions", guarded(start_session), methods=["POST"]),
         Route("/api/sessions/{session_id}/snapshot", guarded(snapshot), methods=["GET"]),
+        Route("/api/sessions/{session_id}/messages", guarded(messages), methods=["GET"]),
         Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
         Route("/api/sessions/{session_id}/controls/{name}", guarded(control), methods=["POST"]),
         Route("/static/{name}", static_file, methods=["GET"]),

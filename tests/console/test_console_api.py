@@ -412,7 +412,7 @@ async def test_a_session_the_session_rules_refuse_gets_409_from_every_route(
         await runtime.flow_client.start_flow(flow, session_id, AgentSessionStartInput())
     app = create_console_app(path, [demo_flow()])
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
-        for route in ("snapshot", "events"):
+        for route in ("snapshot", "events", "messages"):
             answer = await client.get(f"/api/sessions/{session_id}/{route}")
             assert answer.status_code == 409, (route, answer.text)
             assert "invalid session ID" in answer.json()["reason"]
