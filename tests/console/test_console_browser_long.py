@@ -1,8 +1,10 @@
-"""The console in a real Chromium: a session longer than the snapshot's last 200 messages."""
+"""The console in a real Chromium: a session longer than the snapshot's last 200 messages,
+and its earlier messages read back a page at a time."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from playwright.async_api import expect
 
@@ -10,6 +12,9 @@ from dex_agents.console import create_console_app
 from dex_agents.local import LocalRuntime
 from tests.console.agents import echo_flow
 from tests.console.browser import WAIT_MS, needs_chromium, serve_console_and_page
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 pytestmark = needs_chromium
 
@@ -37,3 +42,59 @@ async def test_a_transcript_longer_than_the_snapshot_says_what_it_leaves_out(
             "2 earlier messages are not shown: this page holds the last 200.", timeout=WAIT_MS
         )
         await expect(page.locator("#messages .msg").first).to_contain_text("message 2")
+
+
+LONGER_TURNS = 225
+"""450 messages: the snapshot's 200, a page of 200 before them, and 50 before that."""
+
+
+async def _top(page: Page, sequence: int) -> float:
+    """Where message ``sequence`` is on the screen, once the browser has drawn twice more:
+    a scroll the browser adjusts by itself lands by then."""
+    await page.evaluate(
+        "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
+    )
+    box = await page.locator(f'#messages [data-sequence="{sequence}"]').bounding_box()
+    assert box is not None
+    return float(box["y"])
+
+
+async def test_earlier_messages_load_above_without_moving_what_the_person_reads(
+    tmp_path: Path,
+) -> None:
+    db, flow = tmp_path / "s.sqlite3", echo_flow()
+    async with LocalRuntime(db, [flow], workers=1) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.start_session("longer", "message 1")
+        await sessions.wait_for_user("longer")
+        for number in range(2, LONGER_TURNS + 1):
+            assert await sessions.send_user_message("longer", f"message {number}")
+            await sessions.wait_for_user("longer")
+    app = create_console_app(db, [flow])
+    async with serve_console_and_page(app) as (url, page):
+        await page.goto(f"{url}/sessions/longer")
+        older, shown = page.locator("#older"), page.locator("#messages .msg")
+        await expect(older).to_have_text(
+            "250 earlier messages are not shown: this page holds the last 200.", timeout=WAIT_MS
+        )
+        before = await _top(page, 251)
+        await page.click("#show-earlier")
+        await expect(shown).to_have_count(400, timeout=WAIT_MS)
+        assert abs(await _top(page, 251) - before) <= 1
+        await expect(older).to_have_text(
+            "50 earlier messages are not shown: this page holds the last 400."
+        )
+        await page.click("#show-earlier")
+        await expect(shown).to_have_count(450, timeout=WAIT_MS)
+        await expect(shown.first).to_contain_text("message 1")
+        await expect(older).to_have_count(0)
+        await expect(page.locator("#show-earlier")).to_have_count(0)
+        # The live stream goes on: a new turn's messages join the end, and the two that leave
+        # the snapshot's last 200 stay shown at the top of theirs.
+        await page.fill("#message", "message 226")
+        await page.click("#send")
+        await expect(shown).to_have_count(452, timeout=WAIT_MS)
+        sequences = await shown.evaluate_all("ms => ms.map((m) => Number(m.dataset.sequence))")
+        assert sequences == list(range(1, 453))
+        await expect(shown.last).to_contain_text("ok")
+        await expect(page.locator("#notice")).not_to_contain_text("Lost")

@@ -15,10 +15,11 @@ export function renderSession(view) {
   const { snapshot, console: info } = view.data;
   const state = snapshot.state || {};
   const writable = info.writable;
+  const transcript = view.earlier.transcript(view.data);
   const left = el("section", {},
     el("h2", {}, "Conversation"),
-    renderOlder(snapshot),
-    el("div", { id: "messages" }, snapshot.messages.map((m) => renderMessage(m, info.plan_approvals || {}))),
+    renderOlder(view, transcript),
+    el("div", { id: "messages" }, transcript.messages.map((m) => renderMessage(m, transcript.approvals))),
     el("div", { id: "live" }),
     writable ? renderComposer(view, state, info.plan_mode) : el("p", { class: "muted", id: "read-only" }, `Read-only: ${info.read_only}.`));
   const right = el("section", {},
@@ -52,22 +53,33 @@ export function renderLive(view, parts) {
 }
 
 // The snapshot holds the last 200 messages, and retention may have deleted older ones: a
-// transcript that does not start at message 1 says so, not as if the session began there.
-function renderOlder(snapshot) {
-  const first = snapshot.messages.length ? snapshot.messages[0].sequence : null;
+// transcript that does not start at message 1 says so, not as if the session began there,
+// and offers the stored ones a page at a time (view.showEarlier).
+function renderOlder(view, transcript) {
+  const { messages } = transcript;
+  const first = messages.length ? messages[0].sequence : null;
   if (first === null || first <= 1) return null;
   const hidden = first - 1;
-  const deleted = snapshot.deleted_before_sequence ? Math.min(snapshot.deleted_before_sequence, first) - 1 : 0;
+  const deleted = transcript.deletedBefore ? Math.min(transcript.deletedBefore, first) - 1 : 0;
   const text = deleted >= hidden
     ? `${hidden} earlier message${hidden === 1 ? " was" : "s were"} deleted by the session's retention.`
-    : `${hidden} earlier message${hidden === 1 ? " is" : "s are"} not shown: this page holds the last ${snapshot.messages.length}`
+    : `${hidden} earlier message${hidden === 1 ? " is" : "s are"} not shown: this page holds the last ${messages.length}`
       + (deleted > 0 ? `, and retention deleted ${deleted} of them.` : ".");
-  return el("p", { class: "muted", id: "older" }, text);
+  return [el("p", { class: "muted", id: "older" }, text),
+    deleted >= hidden ? null : el("button", { type: "button", id: "show-earlier", disabled: view.earlier.loading,
+      onclick: () => view.showEarlier() }, "Show earlier messages")];
+}
+
+// Each is marked with its sequence: showEarlier keeps the first one shown where it was.
+function renderMessage(m, approvals) {
+  const node = messageNode(m, approvals);
+  node.dataset.sequence = m.sequence;
+  return node;
 }
 
 // approvals: {sequence: revision} of the user messages the session wrote for a plan's approval,
 // by the server's rule (executed_plan_revision): the session's words, not the person's.
-function renderMessage(m, approvals) {
+function messageNode(m, approvals) {
   const revision = m.role === "user" ? approvals[String(m.sequence)] : undefined;
   if (revision !== undefined) {
     return el("div", { class: "msg plan", "data-plan-approval": revision }, el("span", { class: "role" }, "plan"),

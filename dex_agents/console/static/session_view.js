@@ -4,6 +4,7 @@
 
 import { getJson, post } from "./api.js";
 import { el, notice } from "./dom.js";
+import { EarlierMessages } from "./earlier.js";
 import { renderLive, renderSession } from "./session_render.js";
 
 const RETRY_MS = 1000; // after a lost stream or a failed snapshot: a local server restarts in seconds
@@ -16,6 +17,7 @@ export class SessionView {
     this.sessionId = sessionId;
     this.base = `/api/sessions/${encodeURIComponent(sessionId)}`;
     this.data = null;
+    this.earlier = new EarlierMessages(this.base); // the messages read back before the snapshot's
     this.snapshotsAsked = 0; // snapshots asked for, in order; the one shown is snapshotShown
     this.snapshotShown = 0;
     this.events = null;
@@ -99,6 +101,7 @@ export class SessionView {
     if (this.gone) return null; // asked for before a later one found the session gone
     if (asked < this.snapshotShown) return data;
     this.snapshotShown = asked;
+    this.earlier.follow(this.data, data);
     this.data = data;
     if (this.lost) { this.lost = false; notice("reconnected", "good"); }
     this.render();
@@ -180,6 +183,33 @@ export class SessionView {
     }
     this.renderLive();
     this.softReload();
+  }
+
+  // The page of messages before the first one shown, put above it. The first message shown
+  // stays where it was on the screen, so the person reads on from where they were; the event
+  // stream and the live text are left as they are.
+  async showEarlier() {
+    const firstShown = () => {
+      const { messages } = this.earlier.transcript(this.data);
+      return messages.length ? messages[0].sequence : 1;
+    };
+    const reading = this.earlier.readPage(firstShown);
+    this.render(); // shows the button disabled while the page is read
+    let read;
+    try {
+      read = await reading;
+    } catch (error) {
+      notice(`Cannot load earlier messages: ${error.message}`, "bad");
+      this.render();
+      return;
+    }
+    if (!read || this.gone) return;
+    const anchor = this.main.querySelector(`#messages [data-sequence="${read.first}"]`);
+    const top = anchor ? anchor.getBoundingClientRect().top : null;
+    this.earlier.prepend(read.page);
+    this.render();
+    const moved = this.main.querySelector(`#messages [data-sequence="${read.first}"]`);
+    if (top !== null && moved) window.scrollBy(0, moved.getBoundingClientRect().top - top);
   }
 
   control(name, body, done) {
