@@ -24,17 +24,18 @@ from dex_agents.domain.builtin_tools import (
     BuiltInToolDefinition,
 )
 from dex_agents.domain.compaction import (
-    CONTEXT_SUMMARY_INSTRUCTIONS,
-    CONTEXT_SUMMARY_NOTE_HEADER,
-    CONTEXT_SUMMARY_TRANSCRIPT_HEADER,
     CompactionPolicy,
-    build_context_summary_omission_note,
-    build_context_summary_prompt,
     estimate_stored_input_tokens,
-    estimate_text_tokens,
     select_turn_boundary_cutoff,
 )
 from dex_agents.domain.context_summary import ContextSummary, ContextSummaryRequest
+from dex_agents.domain.context_summary_prompt import (
+    CONTEXT_SUMMARY_INSTRUCTIONS,
+    CONTEXT_SUMMARY_NOTE_HEADER,
+    CONTEXT_SUMMARY_TRANSCRIPT_HEADER,
+    build_context_summary_omission_note,
+    build_context_summary_prompt,
+)
 from dex_agents.domain.errors import (
     DexAgentsError,
     ImageValidationError,
@@ -160,6 +161,7 @@ from dex_agents.domain.state import (
     TurnReplySequence,
     TurnSessionSettings,
 )
+from dex_agents.domain.token_estimates import estimate_text_tokens
 from dex_agents.domain.tool_calls import (
     AgentToolCall,
     CancellationReason,

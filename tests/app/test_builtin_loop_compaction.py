@@ -25,13 +25,13 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedToolCall,
 )
 from dex_agents.builtin_loop import builtin_agent_session_flow
-from dex_agents.domain.compaction import (
+from dex_agents.domain.compaction import CompactionPolicy
+from dex_agents.domain.context_summary import ContextSummary, ContextSummaryRequest
+from dex_agents.domain.context_summary_prompt import (
     CONTEXT_SUMMARY_INSTRUCTIONS,
     CONTEXT_SUMMARY_NOTE_HEADER,
     CONTEXT_SUMMARY_TRANSCRIPT_HEADER,
-    CompactionPolicy,
 )
-from dex_agents.domain.context_summary import ContextSummary, ContextSummaryRequest
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage, MessageRole
 from dex_agents.domain.model_io import (
     CONTENT_FILTER_TURN_ERROR,

@@ -22,12 +22,12 @@ from dex_agents.app.builtin_loop.definition import AgentDefinition
 from dex_agents.app.builtin_loop.flow import builtin_agent_session_options
 from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
 from dex_agents.builtin_loop import ModelRequest, ScriptedModelClient, ScriptedModelReply
-from dex_agents.domain.compaction import (
+from dex_agents.domain.compaction import estimate_stored_input_tokens
+from dex_agents.domain.context_summary import ContextSummary
+from dex_agents.domain.context_summary_prompt import (
     CONTEXT_SUMMARY_INSTRUCTIONS,
     CONTEXT_SUMMARY_NOTE_HEADER,
-    estimate_stored_input_tokens,
 )
-from dex_agents.domain.context_summary import ContextSummary
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.model_io import UserTextItem
 from dex_agents.domain.requests import AgentSnapshot

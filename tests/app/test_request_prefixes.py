@@ -34,8 +34,8 @@ from dex_agents.builtin_loop import (
     builtin_agent_session_flow,
     function_tool,
 )
-from dex_agents.domain.compaction import estimate_text_tokens
 from dex_agents.domain.model_io import ModelInputItem, ModelOutputItem, UserTextItem
+from dex_agents.domain.token_estimates import estimate_text_tokens
 from dex_agents.local import LocalRuntime
 from tests.app.test_conversation_walk import CASES
 

@@ -19,7 +19,6 @@ from dex_agents.app.builtin_loop.scripted_model import (
     ScriptedModelReply,
     ScriptedToolCall,
 )
-from dex_agents.domain.compaction import estimate_text_tokens
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.model_io import (
     ModelOutputItem,
@@ -29,6 +28,7 @@ from dex_agents.domain.model_io import (
     ToolResultItem,
     UserTextItem,
 )
+from dex_agents.domain.token_estimates import estimate_text_tokens
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.model_client import (
     ForcedToolChoiceSupport,

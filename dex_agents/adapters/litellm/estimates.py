@@ -13,8 +13,8 @@ from dex_agents.adapters.litellm.images import ESTIMATED_IMAGE_INPUT_TOKENS, wit
 from dex_agents.adapters.litellm.replay import replays_exactly
 from dex_agents.adapters.litellm.routing import ModelRoute, ToolResultImages
 from dex_agents.adapters.litellm.tools import schema_text
-from dex_agents.domain.compaction import estimate_text_tokens
 from dex_agents.domain.model_io import ModelOutputItem, ModelRequest, ToolResultItem, UserTextItem
+from dex_agents.domain.token_estimates import estimate_text_tokens
 
 
 def _tool_result_tokens(item: ToolResultItem, route: ModelRoute) -> int:

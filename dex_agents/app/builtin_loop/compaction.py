@@ -21,17 +21,18 @@ import attrs
 from dex_agents.app.builtin_loop.definition import AgentDefinition, InstructionContext
 from dex_agents.app.builtin_loop.request_prefixes import REQUEST_PREFIXES, ItemsPrefix
 from dex_agents.domain.compaction import (
+    estimate_stored_input_tokens,
+    model_response_cuts,
+    select_model_response_cutoff,
+)
+from dex_agents.domain.context_summary import ContextSummaryRequest
+from dex_agents.domain.context_summary_prompt import (
     CONTEXT_SUMMARY_INSTRUCTIONS,
     CONTEXT_SUMMARY_TRANSCRIPT_HEADER,
     build_context_summary_note,
     build_context_summary_omission_note,
     build_context_summary_prompt,
-    estimate_stored_input_tokens,
-    estimate_text_tokens,
-    model_response_cuts,
-    select_model_response_cutoff,
 )
-from dex_agents.domain.context_summary import ContextSummaryRequest
 from dex_agents.domain.model_io import (
     CONTENT_FILTER_TURN_ERROR,
     ModelInputItem,
@@ -40,6 +41,7 @@ from dex_agents.domain.model_io import (
     UserTextItem,
 )
 from dex_agents.domain.runner_outcomes import ContextSummaryResult
+from dex_agents.domain.token_estimates import estimate_text_tokens
 from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.model_client import ModelClient
 from dex_agents.ports.runner import AgentTurnContext

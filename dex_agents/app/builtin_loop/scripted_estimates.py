@@ -12,7 +12,6 @@ from typing import Final, TypeAlias
 from dex_agents.app.builtin_loop.request_prefixes import REQUEST_PREFIXES, ItemsPrefix
 from dex_agents.app.prefix_cache import PrefixCache
 from dex_agents.domain.canonical_json import dumps
-from dex_agents.domain.compaction import UTF8_BYTES_PER_TOKEN, estimate_text_tokens
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.model_io import (
     ModelInputItem,
@@ -21,6 +20,7 @@ from dex_agents.domain.model_io import (
     UserTextItem,
 )
 from dex_agents.domain.object_memo import ObjectMemo
+from dex_agents.domain.token_estimates import UTF8_BYTES_PER_TOKEN, estimate_text_tokens
 
 # The LiteLLM client's ESTIMATED_IMAGE_INPUT_TOKENS, so that a scripted agent's
 # compaction triggers where a real one's would.

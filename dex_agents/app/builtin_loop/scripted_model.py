@@ -24,7 +24,6 @@ from dex_agents.app.builtin_loop.scripted_estimates import (
     walk_items,
 )
 from dex_agents.domain.canonical_json import compact_encoder, dumps
-from dex_agents.domain.compaction import estimate_text_tokens
 from dex_agents.domain.model_io import (
     ModelOutputItem,
     ModelRequest,
@@ -33,6 +32,7 @@ from dex_agents.domain.model_io import (
     ToolResultItem,
     UserTextItem,
 )
+from dex_agents.domain.token_estimates import estimate_text_tokens
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.domain.wire import to_wire
 from dex_agents.ports.model_client import ModelOutputWriter

@@ -33,13 +33,13 @@ from dex_agents.adapters.litellm.redaction import (
     scrub,
 )
 from dex_agents.adapters.litellm.routing import ModelRoute
-from dex_agents.domain.compaction import estimate_text_tokens
 from dex_agents.domain.model_io import (
     ModelRequest,
     ModelToolDefinition,
     ToolResultItem,
     UserTextItem,
 )
+from dex_agents.domain.token_estimates import estimate_text_tokens
 from tests.adapters.litellm.request_cases import (
     ANTHROPIC,
     ANTHROPIC_ITEM,
