@@ -10,19 +10,20 @@ of a response starts, the others are recorded ``write_queued`` with no Step and
 no interrupt, and ``RunModel`` starts each in turn (``start_queued_write``) or
 records them skipped. ``ResumeTurn`` waits for one result per call that started
 or settled in the commit; a queued write that never starts publishes none.
+The Step a call moves to, with its options, is ``tool_step_movements.py``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 import attrs
 
+from dex_agents.app import tool_step_movements
 from dex_agents.app.session import SessionRuntime, deadline_from
 from dex_agents.app.session_events import commit_event
-from dex_agents.app.steps import builtin_steps, tool_steps
+from dex_agents.app.steps import builtin_steps
 from dex_agents.domain.builtin_tools import (
     BuiltInTool,
     enabled_built_in_tool,
@@ -51,22 +52,8 @@ from dex_agents.domain.plans import (
 from dex_agents.domain.runner_outcomes import DeferredToolCall
 from dex_agents.domain.state import AgentState
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallCompleted, ToolCallStatus
-from dex_agents.domain.tool_effects import (
-    ToolEffect,
-    ToolFailureRoute,
-    ToolStepType,
-    is_approval_required,
-    max_tool_attempts,
-    tool_effect_rules,
-)
-from dex_agents.ports.engine import (
-    AttributeLock,
-    MapLoad,
-    RetryPolicy,
-    Step,
-    StepMovement,
-    StepOptions,
-)
+from dex_agents.domain.tool_effects import ToolEffect, is_approval_required
+from dex_agents.ports.engine import StepMovement
 from dex_agents.ports.session_schema import (
     AGENT_PLAN,
     AGENT_TOOL_CALLS,
@@ -74,81 +61,6 @@ from dex_agents.ports.session_schema import (
     TOOL_CALL_RESULTS,
 )
 from dex_agents.ports.step_contexts import StepContext
-
-DEFAULT_TOOL_STEP_TIMEOUT = timedelta(hours=2)
-"""A tool Step attempt's timeout unless the runner gives the call its own."""
-
-TOOL_STEP_HEARTBEAT_TIMEOUT = timedelta(minutes=1)
-"""A started tool Step attempt must heartbeat this often; the session does every 20 seconds."""
-
-
-def own_record_load(tool_call_id: str) -> MapLoad:
-    """The load of a Step that reads only its own tool call record."""
-    return MapLoad(AGENT_TOOL_CALLS, tool_call_id)
-
-
-def tool_step_movement(runtime: SessionRuntime, record: AgentToolCall) -> StepMovement:
-    """The movement to a call's tool Step, with its own options and its record's load."""
-    rules = tool_effect_rules(record.effect)
-    provided = None
-    options_provider = runtime.capabilities.tool_call_step_options
-    if options_provider is not None:
-        provided = options_provider.tool_call_step_options(record)
-    timeout = (
-        DEFAULT_TOOL_STEP_TIMEOUT
-        if provided is None or provided.timeout is None
-        else provided.timeout
-    )
-    retry = RetryPolicy(maximum_attempts=max_tool_attempts(record.effect))
-    if rules.step is ToolStepType.CALL_TOOL and provided is not None and provided.retry_policy:
-        policy = provided.retry_policy
-        retry = RetryPolicy(
-            maximum_attempts=policy.maximum_attempts or retry.maximum_attempts,
-            initial_interval=policy.initial_interval or retry.initial_interval,
-            backoff_coefficient=policy.backoff_coefficient or retry.backoff_coefficient,
-            maximum_interval=policy.maximum_interval or retry.maximum_interval,
-            total_duration=policy.total_duration,
-        )
-    step = (
-        tool_steps.CallTool
-        if rules.step is ToolStepType.CALL_TOOL
-        else tool_steps.CallSingleAttemptTool
-    )
-    options = StepOptions(
-        execute_timeout=timeout,
-        heartbeat_timeout=TOOL_STEP_HEARTBEAT_TIMEOUT,
-        retry=retry,
-        failure_step=failure_step_for(record),
-        loads=(own_record_load(record.tool_call_id),),
-    )
-    return StepMovement(step, record.tool_call_id, options)
-
-
-def failure_step_for(record: AgentToolCall) -> type[Step[str]]:
-    """The failure route of a Step that runs or waits for the call: by its effect."""
-    if tool_effect_rules(record.effect).failure_route is ToolFailureRoute.RECORD_TOOL_FAILURE:
-        return tool_steps.RecordToolFailure
-    return tool_steps.RecordToolOutcomeUnknown
-
-
-def approval_movement(record: AgentToolCall) -> StepMovement:
-    """The movement to ``AwaitToolApproval`` for a call, loading only its own record.
-
-    Its failure route records the call by its effect, so a Step that fails (such as
-    on a runner whose ``tool_call_step_options`` raises once the call is approved)
-    ends that call, not the whole session.
-    """
-    approval = tool_steps.AwaitToolApproval
-    loads = (own_record_load(record.tool_call_id),)
-    # The Step rewrites PendingInterrupts when a deadline passes; holding the lock
-    # keeps resolve_interrupt from committing a change between its read and write.
-    options = StepOptions(
-        loads=loads,
-        wait_loads=loads,
-        locks=(AttributeLock(PENDING_INTERRUPTS),),
-        failure_step=failure_step_for(record),
-    )
-    return StepMovement(approval, record.tool_call_id, options)
 
 
 def finish_record(context: StepContext, runtime: SessionRuntime, record: AgentToolCall) -> None:
@@ -317,7 +229,7 @@ def _start_call(
     # The caller adds the interrupt to PendingInterrupts, once for the whole commit.
     context.state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, record)
     if record.status is not ToolCallStatus.AWAITING_APPROVAL:
-        return tool_step_movement(runtime, record), None
+        return tool_step_movements.tool_step_movement(runtime, record), None
     interrupt = AgentInterrupt(
         interrupt_id=record.tool_call_id,
         tool_call_id=record.tool_call_id,
@@ -340,7 +252,7 @@ def _start_call(
             kind=InterruptKind.APPROVAL,
         ),
     )
-    return approval_movement(record), interrupt
+    return tool_step_movements.approval_movement(record), interrupt
 
 
 def _invalid_built_in_arguments(

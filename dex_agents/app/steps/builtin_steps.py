@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from dex_agents.app import tool_routing
+from dex_agents.app import tool_routing, tool_step_movements
 from dex_agents.app.session import SessionRuntime
 from dex_agents.app.session_events import commit_event
 from dex_agents.app.steps import questions, tool_steps, turn_control
@@ -80,7 +80,7 @@ def timer_movement(record: AgentToolCall) -> StepMovement:
     it, or runs first and leaves the call to the Step's own check. The started
     wait's Timer Execute locks nothing.
     """
-    own = (tool_routing.own_record_load(record.tool_call_id),)
+    own = (tool_step_movements.own_record_load(record.tool_call_id),)
     locks = () if _is_waiting_for_timer(record) else (AttributeLock(PENDING_INTERRUPTS),)
     options = StepOptions(
         loads=own, wait_loads=own, locks=locks, failure_step=tool_steps.RecordToolFailure

@@ -32,7 +32,7 @@ from datetime import timedelta
 
 import attrs
 
-from dex_agents.app import tool_routing
+from dex_agents.app import tool_routing, tool_step_movements
 from dex_agents.app.session import SessionRuntime, deadline_from
 from dex_agents.app.session_events import commit_event, commit_interrupt_resolved
 from dex_agents.app.steps import tool_steps, tool_tasks, turn_control
@@ -93,16 +93,16 @@ def question_movement(record: AgentToolCall) -> StepMovement:
     its interrupt ID would name, so Execute can tell whether another call uses it.
     A failure route by effect keeps a broken Step from failing the whole session.
     """
-    own = tool_routing.own_record_load(record.tool_call_id)
+    own = tool_step_movements.own_record_load(record.tool_call_id)
     loads: tuple[MapLoad, ...] = (own,)
     interrupt_id = question_interrupt_id(record)
     if interrupt_id != record.tool_call_id:
-        loads = (own, tool_routing.own_record_load(interrupt_id))
+        loads = (own, tool_step_movements.own_record_load(interrupt_id))
     options = StepOptions(
         locks=(AttributeLock(PENDING_INTERRUPTS),),
         loads=loads,
         wait_loads=(own,),
-        failure_step=tool_routing.failure_step_for(record),
+        failure_step=tool_step_movements.failure_step_for(record),
     )
     return StepMovement(AwaitQuestionAnswer, record.tool_call_id, options)
 
@@ -296,7 +296,7 @@ class AwaitQuestionAnswer(Step[str]):
         if settled.status is ToolCallStatus.WAITING_FOR_TASK:
             # The task has started, so its question never ends the call.
             return go_to_many(tool_tasks.poll_movement(runtime, settled))
-        return go_to_many(tool_routing.tool_step_movement(runtime, settled))
+        return go_to_many(tool_step_movements.tool_step_movement(runtime, settled))
 
     def _resolved(
         self,

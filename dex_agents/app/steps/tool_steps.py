@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import attrs
 
-from dex_agents.app import tool_routing, tracing
+from dex_agents.app import tool_routing, tool_step_movements, tracing
 from dex_agents.app.session import SessionRuntime, background_heartbeat
 from dex_agents.app.session_events import (
     SessionEventWriter,
@@ -128,9 +128,9 @@ class _ToolStep(Step[str]):
         record = _own_record(context, input)
         if record is None or record.is_final:
             return dead_end()
-        # Imported here: tool_routing imports this module, and turn_control (through
-        # run_model) takes names from tool_routing, so at module level the import fails
-        # with tool_routing partly initialized.
+        # Imported here: tool_routing imports this module (through tool_step_movements),
+        # and turn_control (through run_model) takes names from tool_routing, so at module
+        # level the import fails with tool_routing partly initialized.
         from dex_agents.app.steps import turn_control
 
         cancelled = turn_control.cancel_before_start(context, self.runtime, record)
@@ -284,7 +284,7 @@ class AwaitToolApproval(Step[str]):
                 # A Timer that fires before the deadline waits again; so does one that
                 # fires just as resolve_interrupt removed the interrupt, whose answer is
                 # then waiting on InterruptResolutions.
-                return go_to_many(tool_routing.approval_movement(record))
+                return go_to_many(tool_step_movements.approval_movement(record))
             state.set(PENDING_INTERRUPTS, without_interrupt(pending, input))
             tracing.start_activation(
                 context,
@@ -305,7 +305,7 @@ class AwaitToolApproval(Step[str]):
             from dex_agents.app.steps import turn_control  # an import cycle, see _execute
 
             if turn_control.is_stale_cancellation(state, record):
-                return go_to_many(tool_routing.approval_movement(record))
+                return go_to_many(tool_step_movements.approval_movement(record))
             state.set(PENDING_INTERRUPTS, without_interrupt(pending, input))
             self._resolved(
                 context, record, approved=False, rejection=None, reason=resolution.reason
@@ -330,7 +330,7 @@ class AwaitToolApproval(Step[str]):
             # The approval's root parents the call's spans, not the deferring one's.
             approved = attrs.evolve(record, status=ToolCallStatus.APPROVED, trace_context=root)
             state.set_instance(AGENT_TOOL_CALLS, record.tool_call_id, approved)
-            return go_to_many(tool_routing.tool_step_movement(runtime, approved))
+            return go_to_many(tool_step_movements.tool_step_movement(runtime, approved))
         rejected = attrs.evolve(
             record, status=ToolCallStatus.REJECTED, rejection_message=resolution.rejection_message
         )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from dex_agents.app import tool_routing, tracing
+from dex_agents.app import tool_routing, tool_step_movements, tracing
 from dex_agents.app.session import SessionRuntime
 from dex_agents.app.session_events import SessionEventWriter, commit_event
 from dex_agents.app.steps import questions, tool_steps, turn_control
@@ -116,16 +116,16 @@ def poll_movement(runtime: SessionRuntime, record: AgentToolCall) -> StepMovemen
     ``idempotent_write`` calls and ``RecordToolOutcomeUnknown`` otherwise. A poll
     attempt may run as long as the call's tool Step.
     """
-    tool_step = tool_routing.tool_step_movement(runtime, record).options or StepOptions()
+    tool_step = tool_step_movements.tool_step_movement(runtime, record).options or StepOptions()
     failure = (
         tool_steps.RecordToolFailure
         if tool_failure_route(record.effect) is ToolFailureRoute.RECORD_TOOL_FAILURE
         else tool_steps.RecordToolOutcomeUnknown
     )
-    own = (tool_routing.own_record_load(record.tool_call_id),)
+    own = (tool_step_movements.own_record_load(record.tool_call_id),)
     options = StepOptions(
         execute_timeout=tool_step.execute_timeout,
-        heartbeat_timeout=tool_routing.TOOL_STEP_HEARTBEAT_TIMEOUT,
+        heartbeat_timeout=tool_step_movements.TOOL_STEP_HEARTBEAT_TIMEOUT,
         retry=RetryPolicy(maximum_attempts=POLL_TOOL_TASK_ATTEMPTS),
         failure_step=failure,
         loads=own,

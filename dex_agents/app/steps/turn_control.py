@@ -18,7 +18,7 @@ from datetime import timedelta
 
 import attrs
 
-from dex_agents.app import tool_routing
+from dex_agents.app import tool_routing, tool_step_movements
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD
 from dex_agents.app.session import (
     SessionRuntime,
@@ -359,7 +359,7 @@ def _answered_first(record: AgentToolCall, pending_ids: set[str]) -> StepMovemen
     ID; ``PollToolTask`` then abandons the task. ``None`` for every other call.
     """
     if record.status is ToolCallStatus.AWAITING_APPROVAL and record.tool_call_id not in pending_ids:
-        return tool_routing.approval_movement(record)
+        return tool_step_movements.approval_movement(record)
     if (
         is_question_raised(record)
         and (record.interrupt_id or record.tool_call_id) not in pending_ids

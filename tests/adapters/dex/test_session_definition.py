@@ -12,7 +12,7 @@ from dex_agents import AgentSessionFlow, AgentSessionOptions
 from dex_agents.app.steps.builtin_steps import timer_movement
 from dex_agents.app.steps.questions import question_movement
 from dex_agents.app.steps.tool_tasks import poll_movement
-from dex_agents.app.tool_routing import approval_movement, tool_step_movement
+from dex_agents.app.tool_step_movements import approval_movement, tool_step_movement
 from dex_agents.domain.session_graph import SESSION_FLOW_NODES
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.domain.tool_effects import ToolEffect
