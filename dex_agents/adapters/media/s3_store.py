@@ -4,9 +4,8 @@ An image's object key is ``<prefix>/sha256/<sha256>``; ``s3_location`` makes key
 URIs from the same bucket and prefix. The store talks to S3 through aiobotocore, the
 asyncio client under aioboto3, opening a client for its calls (calls that overlap on one
 event loop share it, ``s3_clients.py``), so one store is safe to use from any event loop
-and needs no closing. The clients share their TLS settings
-(``_SharedTlsSession``): each new client built its own SSL context on its first
-request, and loading the system's certificates into it took about 50 ms of CPU.
+and needs no closing. The clients share their TLS settings (``s3_tls.py``), and
+explicit keys stay out of every ``repr`` (``s3_credentials.py``).
 
 Writes are conditional: ``PutObject`` with ``If-None-Match: *``. ``412`` means the same
 content-addressed object already exists, which is success; ``409`` (a concurrent
@@ -22,23 +21,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
-import threading
 from typing import Any, Final
 
 import aiohttp
 from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
-from aiobotocore.httpsession import AIOHTTPSession  # type: ignore[import-untyped]
 from aiobotocore.session import AioSession  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
 from dex_agents.adapters.media.s3_clients import SharedClients
+from dex_agents.adapters.media.s3_credentials import explicit_credentials
 from dex_agents.adapters.media.s3_location import (
     S3Location,
     parse_s3_store_uri,
     require_endpoint_url,
 )
 from dex_agents.adapters.media.s3_logging import hide_keys_in_botocore_logs
+from dex_agents.adapters.media.s3_tls import SharedTlsSession
 from dex_agents.adapters.media.stored_bytes import checked_stored_image
 from dex_agents.domain.errors import MediaStoreError
 from dex_agents.domain.images import (
@@ -59,69 +57,8 @@ _READ_CHUNK: Final = 1 << 20
 _TRANSPORT_ERRORS: Final = (BotoCoreError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
 
 
-_TLS_CONTEXTS: dict[object, ssl.SSLContext] = {}
-_TLS_LOCK = threading.Lock()
-
-
-class _SharedTlsSession(AIOHTTPSession):  # type: ignore[misc]
-    """aiobotocore's HTTP session, whose endpoint TLS context is made once per process for
-    each ``verify`` setting instead of once per client.
-
-    A context is shared only where nothing changes it after it is made: a proxy or a
-    client certificate gets a context of its own, as before. An aiobotocore without
-    ``_build_ssl_contexts`` never calls this, and builds one per client as it did.
-    """
-
-    def _build_ssl_contexts(self, proxy_url: str | None) -> tuple[ssl.SSLContext, None]:
-        if proxy_url or getattr(self, "_cert_file", None):
-            built: tuple[ssl.SSLContext, None] = super()._build_ssl_contexts(proxy_url)
-            return built
-        verify = self._verify
-        with _TLS_LOCK:
-            context = _TLS_CONTEXTS.get(verify)
-            if context is None:
-                context = _TLS_CONTEXTS[verify] = self._build_verify_context()
-        return context, None
-
-
 class _ConditionalWritesRefused(Exception):
     """The service does not implement ``If-None-Match`` on ``PutObject``."""
-
-
-class _Credentials:
-    """Explicit keys, kept out of every ``repr``."""
-
-    __slots__ = ("access_key_id", "secret_access_key", "session_token")
-
-    def __init__(
-        self, access_key_id: str, secret_access_key: str, session_token: str | None
-    ) -> None:
-        self.access_key_id = access_key_id
-        self.secret_access_key = secret_access_key
-        self.session_token = session_token
-
-    def __repr__(self) -> str:
-        return "<credentials>"
-
-
-def _explicit_credentials(
-    access_key_id: str | None, secret_access_key: str | None, session_token: str | None
-) -> _Credentials | None:
-    for name, value in (
-        ("access_key_id", access_key_id),
-        ("secret_access_key", secret_access_key),
-        ("session_token", session_token),
-    ):
-        if value is not None and (not isinstance(value, str) or not value):
-            # The message never shows the value: it may be a key.
-            raise TypeError(f"{name} must be a non-empty str or None")
-    if access_key_id is None and secret_access_key is None:
-        if session_token is not None:
-            raise ValueError("session_token needs access_key_id and secret_access_key")
-        return None
-    if access_key_id is None or secret_access_key is None:
-        raise ValueError("pass both access_key_id and secret_access_key, or neither")
-    return _Credentials(access_key_id, secret_access_key, session_token)
 
 
 def _status(error: ClientError) -> int | None:
@@ -189,7 +126,7 @@ class S3MediaStore:
         self._endpoint_url = endpoint_url
         self._region_name = region_name
         self._force_path_style = force_path_style
-        self._credentials = _explicit_credentials(access_key_id, secret_access_key, session_token)
+        self._credentials = explicit_credentials(access_key_id, secret_access_key, session_token)
         # botocore's debug lines show the session token and key ID each request sends.
         hide_keys_in_botocore_logs()
         self._session = AioSession()
@@ -200,7 +137,7 @@ class S3MediaStore:
             # default; get_image checks the SHA-256 of every read itself.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
-            http_session_cls=_SharedTlsSession,
+            http_session_cls=SharedTlsSession,
         )
         self._conditional_writes = True
         self._clients = SharedClients(self._open_client)

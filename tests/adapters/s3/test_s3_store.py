@@ -15,7 +15,7 @@ from aiobotocore import httpsession  # type: ignore[import-untyped]
 from aiobotocore.client import AioBaseClient  # type: ignore[import-untyped]
 from aiobotocore.session import AioSession  # type: ignore[import-untyped]
 
-from dex_agents.adapters.media import s3_store as s3_store_module
+from dex_agents.adapters.media import s3_tls
 from dex_agents.domain.errors import ImageValidationError, MediaStoreError
 from dex_agents.domain.images import build_image_reference, image_uri
 from dex_agents.ports.media_store import MediaStore, load_images
@@ -68,7 +68,7 @@ async def test_every_client_shares_the_tls_settings_made_once(
         return cert_path(verify)
 
     monkeypatch.setattr(httpsession, "get_cert_path", counted)
-    monkeypatch.setattr(s3_store_module, "_TLS_CONTEXTS", {})
+    monkeypatch.setattr(s3_tls, "_TLS_CONTEXTS", {})
     store, other = moto_store(moto_endpoint, bucket), moto_store(moto_endpoint, bucket, "b")
     reference = await store.put_image(PNG)
     for _ in range(3):
