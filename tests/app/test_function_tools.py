@@ -20,11 +20,8 @@ from dex_agents.app.builtin_loop.function_tools import (
     ToolCallContext,
     function_tool,
 )
-from dex_agents.app.builtin_loop.json_schema import (
-    convert_json_value,
-    json_schema_for_type,
-    validate_json_value,
-)
+from dex_agents.app.builtin_loop.json_schema import convert_json_value, json_schema_for_type
+from dex_agents.app.builtin_loop.json_validation import validate_json_value
 from dex_agents.domain.errors import ImageValidationError, ToolExecutionError
 from dex_agents.domain.events import EventPayload
 from dex_agents.domain.images import MAX_IMAGES_PER_MESSAGE, AgentImageReference, image_uri

@@ -27,10 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dex_agents.app.builtin_loop.json_schema import (
+from dex_agents.app.builtin_loop.json_schema import convert_json_value, json_schema_for_type
+from dex_agents.app.builtin_loop.json_validation import (
     JsonSchemaViolation,
-    convert_json_value,
-    json_schema_for_type,
     json_type_name,
     validate_json_value,
 )

@@ -5,29 +5,26 @@
 ``Literal``, ``Enum``, unions (``anyOf``; ``Optional[T]`` is ``anyOf`` with
 ``null``), dataclasses, ``TypedDict`` and ``Annotated[T, "description"]``. Every
 schema is inlined (no ``$ref``), so a recursive dataclass is refused.
-``validate_json_value`` checks a decoded JSON value against the subset of JSON
-Schema these use, and ``convert_json_value`` turns a valid value into the hinted
-Python type.
+``convert_json_value`` turns a value valid for such a schema into the hinted
+Python type; ``json_validation.py`` checks a decoded value against a schema.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
-__all__ = [
-    "JsonSchemaViolation",
-    "convert_json_value",
-    "json_schema_for_type",
-    "json_type_name",
-    "type_hint_name",
-    "validate_json_value",
-]
+from dex_agents.app.builtin_loop.json_validation import (
+    JsonSchemaViolation,
+    json_type_name,
+    validate_json_value,
+)
+
+__all__ = ["convert_json_value", "json_schema_for_type", "type_hint_name"]
 
 SUPPORTED_TYPES_TEXT = (
     "str, int, float, bool, None, list, dict[str, T], Literal, Enum, unions, "
@@ -42,13 +39,6 @@ _SCALAR_SCHEMAS: Mapping[object, str] = {
     None: "null",
     type(None): "null",
 }
-
-
-_LARGEST_EXACT_INTEGER = 2**53
-
-
-class JsonSchemaViolation(ValueError):
-    """A decoded JSON value that breaks its schema; the message names the path."""
 
 
 def type_hint_name(hint: object) -> str:
@@ -188,157 +178,9 @@ def json_schema_for_type(hint: object, *, where: str = "a value") -> dict[str, A
     return _schema(hint, where, frozenset())
 
 
-def json_type_name(value: object) -> str:
-    """The JSON type of a decoded JSON value: ``string``, ``integer``, ``number``, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
-
-
-def _has_type(value: object, kind: str) -> bool:
-    actual = json_type_name(value)
-    if kind == "number":
-        return actual in ("integer", "number")
-    if kind == "integer" and actual == "number":
-        number = float(typing.cast(float, value))
-        # Past 2**53 a float is no longer the integer the text wrote (12345678901234567890.0
-        # reads as ...7168), so only a whole number that is exact counts as an integer.
-        return number.is_integer() and abs(number) <= _LARGEST_EXACT_INTEGER
-    return actual == kind
-
-
-def _path_text(path: tuple[str | int, ...]) -> str:
-    if not path:
-        return "arguments"
-    text = str(path[0])
-    for segment in path[1:]:
-        text += f"[{segment}]" if isinstance(segment, int) else f".{segment}"
-    return text
-
-
-def _shown(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _types_of(schema: Mapping[str, Any]) -> list[str]:
-    kinds = schema.get("type")
-    if kinds is None:
-        return []
-    return [kinds] if isinstance(kinds, str) else list(kinds)
-
-
-def _describe(schema: Mapping[str, Any]) -> str:
-    if "const" in schema:
-        return _shown(schema["const"])
-    if "enum" in schema:
-        return " or ".join(_shown(value) for value in schema["enum"])
-    if "anyOf" in schema:
-        return " or ".join(_describe(alternative) for alternative in schema["anyOf"])
-    return " or ".join(_types_of(schema)) or "any value"
-
-
-def _check(value: object, schema: Mapping[str, Any], path: tuple[str | int, ...]) -> None:
-    where = _path_text(path)
-    kinds = _types_of(schema)
-    if kinds and not any(_has_type(value, kind) for kind in kinds):
-        raise JsonSchemaViolation(
-            f"{where}: expected {' or '.join(kinds)}, got {json_type_name(value)}"
-        )
-    if "const" in schema and value != schema["const"]:
-        raise JsonSchemaViolation(
-            f"{where}: expected {_shown(schema['const'])}, got {_shown(value)}"
-        )
-    if "enum" in schema and not any(
-        value == allowed and json_type_name(value) == json_type_name(allowed)
-        for allowed in schema["enum"]
-    ):
-        allowed = ", ".join(_shown(item) for item in schema["enum"])
-        raise JsonSchemaViolation(f"{where}: {_shown(value)} is not one of {allowed}")
-    if "anyOf" in schema:
-        _check_any_of(value, schema["anyOf"], path)
-    if isinstance(value, list | tuple) and isinstance(schema.get("items"), Mapping):
-        for index, item in enumerate(value):
-            _check(item, schema["items"], (*path, index))
-    if isinstance(value, Mapping):
-        _check_object(value, schema, path)
-
-
-def _check_any_of(
-    value: object, alternatives: Sequence[Mapping[str, Any]], path: tuple[str | int, ...]
-) -> None:
-    errors: list[JsonSchemaViolation] = []
-    for alternative in alternatives:
-        try:
-            _check(value, alternative, path)
-        except JsonSchemaViolation as error:
-            errors.append(error)
-        else:
-            return
-    same_type = [
-        error
-        for alternative, error in zip(alternatives, errors, strict=True)
-        if any(_has_type(value, kind) for kind in _types_of(alternative))
-    ]
-    if len(same_type) == 1:
-        # Only one alternative takes this JSON type, so its own error says what is wrong.
-        raise same_type[0]
-    if same_type and isinstance(value, Mapping | list | tuple):
-        # "expected object or object" tells nothing: each alternative's error does.
-        reasons = "; ".join(str(error) for error in same_type)
-        raise JsonSchemaViolation(f"{_path_text(path)}: matches no alternative: {reasons}")
-    expected = " or ".join(_describe(alternative) for alternative in alternatives)
-    raise JsonSchemaViolation(
-        f"{_path_text(path)}: expected {expected}, got {json_type_name(value)}"
-    )
-
-
-def _check_object(
-    value: Mapping[str, Any], schema: Mapping[str, Any], path: tuple[str | int, ...]
-) -> None:
-    where = _path_text(path)
-    properties: Mapping[str, Any] = schema.get("properties", {})
-    for name in schema.get("required", ()):
-        if name not in value:
-            raise JsonSchemaViolation(f"{where}: missing required property {name}")
-    extra = schema.get("additionalProperties", True)
-    for name, item in value.items():
-        if name in properties:
-            _check(item, properties[name], (*path, name))
-        elif extra is False:
-            raise JsonSchemaViolation(f"{where}: unexpected property {name}")
-        elif isinstance(extra, Mapping):
-            _check(item, extra, (*path, name))
-
-
-def validate_json_value(
-    value: object, schema: Mapping[str, Any], path: tuple[str | int, ...] = ()
-) -> None:
-    """Raise ``JsonSchemaViolation`` when ``value`` breaks ``schema``.
-
-    The validator knows ``type``, ``enum``, ``const``, ``anyOf``, ``items``,
-    ``properties``, ``required`` and ``additionalProperties``: the keywords
-    ``json_schema_for_type`` writes. It ignores every other keyword of a
-    hand-written schema. The message starts with the path of the value that is
-    wrong, such as ``items[2].name``, or ``arguments`` for the whole value.
-    """
-    _check(value, schema, path)
-
-
 def _matches(value: object, hint: object) -> bool:
     try:
-        _check(value, json_schema_for_type(hint), ())
+        validate_json_value(value, json_schema_for_type(hint))
     except (JsonSchemaViolation, TypeError):
         return False
     return True
