@@ -28,6 +28,12 @@ from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.model_client import ModelOutputWriter
 
 _RETRYABLE_RESPONSE_ERRORS = frozenset({"server_error", "rate_limit_exceeded", None})
+_OWN_ID_PROVIDERS = frozenset({"anthropic"})
+"""Providers whose Chat Completions answer LiteLLM (1.105) names with an ID of its own.
+
+Its Anthropic reader drops the message ID (``msg_...``) and names every chunk
+``chatcmpl-<uuid>``, which no provider's record holds.
+"""
 
 
 @attrs.frozen(kw_only=True)
@@ -254,6 +260,8 @@ async def _read_chat(
         # asked for (Azure's after the deployment), not the one that answered: no
         # answer names its model, so it is None, as the runner contract says.
         response_model=None,
-        response_id=response_id,
+        # An ID LiteLLM made up finds nothing in the provider's records: None, as
+        # for response_model, where the framework does not expose the provider's.
+        response_id=None if provider in _OWN_ID_PROVIDERS else response_id,
         finish_reasons=(assembler.finish_reason,),
     )

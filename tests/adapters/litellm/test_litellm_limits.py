@@ -106,3 +106,37 @@ async def test_anthropic_reasoning_tokens_are_litellms_count_of_the_streamed_thi
     counted = litellm.token_counter(text=thinking, count_response_tokens=True)
     assert 0 < response.usage.reasoning_tokens == counted < 400
     assert response.usage.output_tokens == 400
+
+
+async def test_litellm_names_an_anthropic_answer_with_an_id_of_its_own(
+    server: ProviderServer,
+) -> None:
+    # The message_start event holds the message ID; LiteLLM drops it, and every
+    # chunk carries a chatcmpl-<uuid> that LiteLLM made up.
+    server.script(sse_reply(anthropic_stream([{"type": "text", "text": "Hello."}])))
+    stream = await litellm.acompletion(
+        model="anthropic/claude-sonnet-4-5",
+        messages=[{"role": "user", "content": "Hi"}],
+        stream=True,
+        api_base=server.url,
+        api_key=KEY,
+        max_retries=0,
+    )
+    ids = {chunk.id async for chunk in stream}
+    assert len(ids) == 1
+    (litellm_id,) = ids
+    assert litellm_id.startswith("chatcmpl-")
+    assert "msg_01" not in litellm_id
+
+
+@pytest.mark.parametrize(("api", "reported"), [("chat", "chatcmpl-1"), ("anthropic", None)])
+async def test_a_chat_completions_answer_reports_the_providers_id_or_none(
+    server: ProviderServer, output: RecordingOutput, api: str, reported: str | None
+) -> None:
+    # The provider's own ID passes through; LiteLLM's made-up one for Anthropic
+    # names nothing the provider knows.
+    server.script(_answer(api, "some-model"))
+    response = await _client(server, api).call_model(REQUEST, output)
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.response_id == reported
+    server.assert_script_used()
