@@ -47,11 +47,37 @@ class ModelCallError(DexAgentsError):
     ``retry_after`` is how long the provider asked to wait before the same
     request (an HTTP ``Retry-After``), or ``None``. The Step's next attempt then
     waits that long instead of its retry policy's interval, and when that wait
-    would end past the policy's total duration the turn fails at once.
+    would end past the policy's total duration the turn fails at once. Any other
+    value (a number of seconds) raises ``TypeError``, set or read.
     """
 
     retryable: bool = True
-    retry_after: timedelta | None = None
+    _retry_after: timedelta | None = None
+
+    @property
+    def retry_after(self) -> timedelta | None:
+        """The wait the provider asked for before the same request, or ``None``."""
+        return self._retry_after
+
+    @retry_after.setter
+    def retry_after(self, value: timedelta | None) -> None:
+        self._retry_after = checked_retry_after(value, self)
+
+
+def checked_retry_after(value: object, error: ModelCallError) -> timedelta | None:
+    """``value`` as ``error``'s ``retry_after``; anything but a ``timedelta`` or ``None``
+    raises ``TypeError``.
+
+    A number of seconds, the likeliest mistake, was compared with a ``timedelta``
+    where the Step read it, and the turn failed with Python's "'>' not supported
+    between instances of 'int' and 'datetime.timedelta'", the provider's error lost.
+    """
+    if value is None or isinstance(value, timedelta):
+        return value
+    raise TypeError(
+        f"{type(error).__name__}.retry_after must be a datetime.timedelta or None, "
+        f"not {type(value).__name__}; the model call failed with: {error}"
+    )
 
 
 class RetryAfterError(DexAgentsError):

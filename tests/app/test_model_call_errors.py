@@ -129,3 +129,38 @@ async def test_a_wait_the_provider_asked_for_replaces_the_retry_interval() -> No
         assert done.state is not None
         assert last_turn_cancelled(done.state)
         assert model.calls == 1
+
+
+class SecondsModel(FailingModel):
+    """Sets ``retry_after`` to a number of seconds, as a client's author might."""
+
+    async def call_model(self, request: ModelRequest, output: ModelOutputWriter) -> ModelResponse:
+        self.calls += 1
+        error = ModelCallError("provider said: slow down")
+        error.retry_after = 30  # type: ignore[assignment]
+        raise error
+
+
+class RateLimitedError(ModelCallError):
+    retry_after = 30  # type: ignore[assignment]
+
+
+class ClassAttributeModel(FailingModel):
+    """Raises an error whose class gives ``retry_after`` as a number of seconds."""
+
+    async def call_model(self, request: ModelRequest, output: ModelOutputWriter) -> ModelResponse:
+        self.calls += 1
+        raise RateLimitedError("provider said: slow down")
+
+
+async def test_a_wait_that_is_no_timedelta_is_refused_by_name() -> None:
+    # Read as it was, the turn failed with "'>' not supported between instances
+    # of 'int' and 'datetime.timedelta'", without the provider's error.
+    for model, kind in (
+        (SecondsModel(retryable=True, failures=0), "ModelCallError"),
+        (ClassAttributeModel(retryable=True, failures=0), "RateLimitedError"),
+    ):
+        assert await run_turn(model) == (
+            f"{kind}.retry_after must be a datetime.timedelta or None, not int; "
+            "the model call failed with: provider said: slow down"
+        )

@@ -39,7 +39,7 @@ from dex_agents.ports.engine import (
     StepOptions,
     go_to,
 )
-from dex_agents.ports.errors import ModelCallError, RetryAfterError
+from dex_agents.ports.errors import ModelCallError, RetryAfterError, checked_retry_after
 from dex_agents.ports.session_schema import (
     AGENT_STATE,
     AGENT_TOOL_CALLS,
@@ -203,7 +203,8 @@ def model_call_failed(error: ModelCallError, chat: tracing.ModelAttempt) -> Step
     attempt waits that long instead of the policy's interval.
     """
     if error.retryable:
-        delay = error.retry_after
+        # A subclass's class attribute passes by the setter's check.
+        delay = checked_retry_after(error.retry_after, error)
         if delay is not None and delay > timedelta(0):
             raise RetryAfterError(delay, error) from error
         raise error
