@@ -5,7 +5,9 @@ Responses API ``response.incomplete`` with that reason), Anthropic with the
 stop reason ``refusal`` and Gemini with ``SAFETY``, which LiteLLM reads as
 ``content_filter``. Such an answer, empty or cut after some text, is no normal
 answer: the turn ends with ``CONTENT_FILTER_TURN_ERROR``, keeping any text that
-came, and no empty assistant message is stored.
+came, and no empty assistant message is stored. An answer with tool calls is
+not failed: its calls run, one the filter cut reads ``invalid arguments``, and
+the model is asked again.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from dex_agents.local import LocalRuntime
 from tests.adapters.litellm.provider_scripts import (
     Event,
     anthropic_stream,
+    chat_reply,
     chat_stream,
     message_item,
     pieces,
     responses_stream,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
-from tests.adapters.litellm.session_support import FAST, KEY, run_turn
+from tests.adapters.litellm.session_support import FAST, KEY, lookup, run_turn
 
 litellm.suppress_debug_info = True
 
@@ -127,4 +130,41 @@ async def test_a_filtered_answer_fails_the_turn_and_names_the_filter(
     answers = [m.text for m in done.messages if m.role is MessageRole.ASSISTANT]
     assert answers == ([] if text is None else [text])  # never an empty answer
     assert len(server.requests) == 1  # the same request is filtered again: no retry
+    server.assert_script_used()
+
+
+async def test_a_filtered_answer_with_a_tool_call_runs_it_and_asks_again(
+    server: ProviderServer,
+) -> None:
+    # The filter stopped the call inside its arguments: the README says what follows.
+    arguments = '{"order_id":"7"}'
+    events = []
+    for name, data in chat_stream(None, [("call_1", "lookup", arguments)]):
+        choices = data["choices"] if isinstance(data, dict) else []
+        delta = choices[0]["delta"] if choices else {}
+        if (
+            delta.get("tool_calls", [{}])[0].get("function", {}).get("arguments")
+            == arguments[len(arguments) // 2 :]
+        ):
+            continue  # the arguments' second half never came
+        if choices and choices[0]["finish_reason"] == "tool_calls":
+            data = {**data, "choices": [{**choices[0], "finish_reason": "content_filter"}]}
+        events.append((name, data))
+    server.script(sse_reply(events), chat_reply("Which order do you mean?"))
+    model = LiteLLMModelClient(
+        "openai/gpt-4.1",
+        api="chat_completions",
+        api_base=server.url + "/v1",
+        api_key_provider=lambda: KEY,
+    )
+    agent = AgentDefinition(name="support", instructions="Help.", model=model, tools=[lookup])
+    flow = builtin_agent_session_flow(agent, flow_type="Filtered")
+    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
+        done = await run_turn(runtime, flow, "Hi")
+    assert done.state is not None
+    assert done.state.last_turn_error is None
+    assert done.messages[-1].text == "Which order do you mean?"
+    sent = server.requests[1].body["messages"]
+    assert sent[2]["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert sent[3]["content"].startswith("The tool call failed: invalid arguments for lookup")
     server.assert_script_used()
