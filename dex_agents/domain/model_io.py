@@ -32,6 +32,22 @@ CONTENT_FILTER_TURN_ERROR: Final = (
 )
 """``last_turn_error`` of a turn whose answer the provider's content filter stopped."""
 
+OUTPUT_LIMIT_FINISH_REASONS: Final = frozenset({"length", "max_output_tokens"})
+"""Finish reasons of an answer cut at its output token limit.
+
+Chat Completions' ``length`` (LiteLLM's name for Anthropic's ``max_tokens`` and
+Gemini's ``MAX_TOKENS``) and the reason of an incomplete Responses API answer.
+"""
+
+
+def output_limit_turn_error(finish_reason: str) -> str:
+    """``last_turn_error`` of a turn whose answer the output token limit cut before any
+    text or tool call (``finish_reason`` one of ``OUTPUT_LIMIT_FINISH_REASONS``)."""
+    return (
+        "the model's answer reached its output token limit before any text or tool call "
+        f"(finish reason {finish_reason})"
+    )
+
 
 def _model_tool_call_tuple(value: Iterable[ModelToolCall]) -> tuple[ModelToolCall, ...]:
     return tuple(value)
@@ -187,3 +203,22 @@ class ModelResponse:
         metadata = self.model_call_metadata
         reasons = () if metadata is None else metadata.finish_reasons or ()
         return CONTENT_FILTER_FINISH_REASON in reasons
+
+    @property
+    def stopped_error(self) -> str | None:
+        """The ``last_turn_error`` of an answer without tool calls that is no answer, or ``None``.
+
+        One the content filter stopped (``CONTENT_FILTER_TURN_ERROR``), or one the
+        output token limit cut before any text (``output_limit_turn_error``): the
+        user would otherwise read an empty answer as the model's.
+        """
+        if self.tool_calls:
+            return None
+        if self.filtered:
+            return CONTENT_FILTER_TURN_ERROR
+        metadata = self.model_call_metadata
+        reasons = () if metadata is None else metadata.finish_reasons or ()
+        limit = next((reason for reason in reasons if reason in OUTPUT_LIMIT_FINISH_REASONS), None)
+        if limit is None or self.text:
+            return None
+        return output_limit_turn_error(limit)

@@ -42,7 +42,6 @@ from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.messages import FrameworkMessage
 from dex_agents.domain.model_io import (
-    CONTENT_FILTER_TURN_ERROR,
     ModelInputItem,
     ModelOutputItem,
     ModelRequest,
@@ -201,15 +200,17 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction, BuiltinLoopToolCalls):
                 new_messages=new_messages,
                 model_call_metadata=metadata,
             )
-        if response.filtered:
-            # No answer the model meant, and the same request is filtered again: the
-            # turn fails, naming the filter, keeping only items that hold something.
+        stopped = response.stopped_error
+        if stopped is not None:
+            # No answer the model meant (filtered, or cut empty at the token limit),
+            # and the same request ends so again: the turn fails, naming why, keeping
+            # only items that hold something.
             kept = [item for item in response.output if item.text or item.reasoning]
             return TurnCompleted(
                 stored_first + [model_output_message(item) for item in kept],
                 response.usage,
                 model_call_metadata=metadata,
-                turn_error=CONTENT_FILTER_TURN_ERROR,
+                turn_error=stopped,
             )
         decision = await self._decide(turn, False, list(response.output), [], consecutive)
         if decision.action is TurnContinuationAction.CONTINUE_WITH_MESSAGE:

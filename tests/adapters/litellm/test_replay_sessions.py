@@ -86,7 +86,11 @@ async def test_a_tool_call_cut_at_max_tokens_replays_and_the_session_goes_on(
 
 
 def chat_answer_spent_on_reasoning() -> Reply:
-    """An answer cut at the output token limit before any text: no content, no calls."""
+    """An answer that ended with no content and no calls, its tokens all spent on reasoning.
+
+    Cut at the output token limit (``length``) it fails the turn and is not stored
+    (``test_output_limit.py``); ended by the model, it is stored and replays as none.
+    """
 
     def chunk(delta: dict[str, object] | None, finish: str | None = None) -> tuple[None, object]:
         choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
@@ -104,7 +108,7 @@ def chat_answer_spent_on_reasoning() -> Reply:
     return sse_reply(
         [
             chunk({"role": "assistant", "content": ""}),
-            chunk({}, "length"),
+            chunk({}, "stop"),
             chunk(None),
             (None, "[DONE]"),
         ]
