@@ -189,6 +189,18 @@ def fields(value: Any) -> Mapping[str, Any]:
     return {**values, **extra} if extra else values
 
 
+def provider_response_model(chunk: Any) -> str | None:
+    """The model the provider's chunk named, as LiteLLM keeps it, or ``None``.
+
+    LiteLLM's stream wrapper (1.105) names every chunk after the model it was asked
+    for (Azure's after the deployment); the provider's own name is left in the
+    chunk's ``_hidden_params`` (``provider_response_model``).
+    """
+    hidden = getattr(chunk, "_hidden_params", None)
+    model = hidden.get("provider_response_model") if isinstance(hidden, Mapping) else None
+    return model if isinstance(model, str) and model else None
+
+
 def _tool_call_deltas(calls: Any) -> list[ToolCallDelta]:
     deltas = []
     for call in calls:
@@ -213,7 +225,10 @@ async def _read_chat(
     usage: Any = None
     response_id: str | None = None
     intermittent: str | None = None
+    response_model: str | None = None
     async for chunk in stream:
+        # The same on every chunk that has it: read until one has.
+        response_model = response_model or provider_response_model(chunk)
         # Gemini's (and Vertex AI's) finish reason is kept only here, as LiteLLM reads
         # their streams to the end, and a later chunk (usage alone) clears it.
         intermittent = intermittent or getattr(stream, "intermittent_finish_reason", None)
@@ -256,12 +271,9 @@ async def _read_chat(
     return StreamedAnswer(
         output=(assembler.output_item(provider, taken_ids),),
         usage=chat_completions_usage(None if usage is None else as_dict(usage)),
-        # LiteLLM's stream wrapper (1.105) names every chunk after the model it was
-        # asked for (Azure's after the deployment), not the one that answered: no
-        # answer names its model, so it is None, as the runner contract says.
-        response_model=None,
-        # An ID LiteLLM made up finds nothing in the provider's records: None, as
-        # for response_model, where the framework does not expose the provider's.
+        response_model=response_model,
+        # An ID LiteLLM made up finds nothing in the provider's records: None, as the
+        # runner contract says of a value the framework does not expose.
         response_id=None if provider in _OWN_ID_PROVIDERS else response_id,
         finish_reasons=(assembler.finish_reason,),
     )

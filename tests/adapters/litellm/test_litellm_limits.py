@@ -69,25 +69,46 @@ def _answer(api: str, model: str) -> Reply:
 
 
 @pytest.mark.parametrize(
-    ("api", "answered", "reported"),
+    ("api", "answered"),
     [
-        ("responses", "gpt-5-mini-2025-08-07", "gpt-5-mini-2025-08-07"),
-        ("chat", "gpt-4.1-2025-04-14", None),
-        ("azure", "gpt-4.1-2025-04-14", None),
-        ("anthropic", "claude-sonnet-4-5-20250929", None),
-        ("gemini", "gemini-2.5-pro-002", None),
+        ("responses", "gpt-5-mini-2025-08-07"),
+        ("chat", "gpt-4.1-2025-04-14"),
+        ("azure", "gpt-4.1-2025-04-14"),
+        ("anthropic", "claude-sonnet-4-5-20250929"),
+        ("gemini", "gemini-2.5-pro-002"),
     ],
 )
-async def test_only_the_responses_api_exposes_the_model_that_answered(
-    server: ProviderServer, output: RecordingOutput, api: str, answered: str, reported: str | None
+async def test_the_response_model_is_the_model_that_answered(
+    server: ProviderServer, output: RecordingOutput, api: str, answered: str
 ) -> None:
     # LiteLLM's Chat Completions stream names every chunk after the requested model
-    # (Azure's after its deployment): reporting that as the answer's model was wrong.
+    # (Azure's after its deployment): reporting that as the answer's model was
+    # wrong, and reporting none dropped what LiteLLM keeps of the provider's.
     server.script(_answer(api, answered))
     response = await _client(server, api).call_model(REQUEST, output)
     assert response.model_call_metadata is not None
-    assert response.model_call_metadata.response_model == reported
+    assert response.model_call_metadata.response_model == answered
     server.assert_script_used()
+
+
+async def test_litellm_names_chat_completions_chunks_after_the_model_asked_for(
+    server: ProviderServer,
+) -> None:
+    # The limit the client works round: the chunk's model is the alias asked for;
+    # the provider's name is only in the chunk's _hidden_params.
+    server.script(_answer("chat", "gpt-4.1-2025-04-14"))
+    stream = await litellm.acompletion(
+        model="openai/gpt-4.1",
+        messages=[{"role": "user", "content": "Hi"}],
+        stream=True,
+        api_base=server.url + "/v1",
+        api_key=KEY,
+        max_retries=0,
+    )
+    seen = {
+        (chunk.model, chunk._hidden_params.get("provider_response_model")) async for chunk in stream
+    }
+    assert seen == {("gpt-4.1", "gpt-4.1-2025-04-14")}
 
 
 async def test_anthropic_reasoning_tokens_are_litellms_count_of_the_streamed_thinking(
