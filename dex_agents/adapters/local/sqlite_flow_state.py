@@ -102,8 +102,16 @@ class SqliteFlowState:
             if whole is not None:
                 return whole.get(key)
         sql = "SELECT value FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
-        values = self._execute(sql, (flow_id, name, key)).fetchone()
-        text = None if values is None else unpack(values[0])
+        cursor = self._execute(sql, (flow_id, name, key))
+        try:
+            values = cursor.fetchone()
+            text = None if values is None else unpack(values[0])
+        except Exception:
+            # Stopped mid-way and kept alive by the error's traceback, the statement held
+            # its read snapshot after the transaction ended: once another connection wrote,
+            # each write of this connection waited out the busy timeout and failed.
+            cursor.close()
+            raise
         if key == "":
             self._known.flow(flow_id).singletons[name] = text
         return text
@@ -116,7 +124,12 @@ class SqliteFlowState:
                 "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? "
                 "ORDER BY key"
             )
-            whole = {key: unpack(value) for key, value in self._execute(sql, (flow_id, name))}
+            cursor = self._execute(sql, (flow_id, name))
+            try:
+                whole = {key: unpack(value) for key, value in cursor}
+            except Exception:
+                cursor.close()  # as in get_value: a stopped statement holds its snapshot
+                raise
             known.keep_map(name, whole)
             return dict(whole)
         return dict(sorted(whole.items()))
@@ -150,7 +163,12 @@ class SqliteFlowState:
             marks = ", ".join("?" for _ in part)
             sql = f"""SELECT key, value FROM attribute_values
                 WHERE flow_id = ? AND name = ? AND key IN ({marks})"""
-            read = {key: unpack(value) for key, value in self._execute(sql, (flow_id, name, *part))}
+            cursor = self._execute(sql, (flow_id, name, *part))
+            try:
+                read = {key: unpack(value) for key, value in cursor}
+            except Exception:
+                cursor.close()  # as in get_value: a stopped statement holds its snapshot
+                raise
             committed = {
                 key: text for key, text in read.items() if (flow_id, name, key) not in self._written
             }
@@ -178,7 +196,12 @@ class SqliteFlowState:
             marks = ", ".join("?" for _ in missing)
             sql = f"""SELECT name, value FROM attribute_values
                 WHERE flow_id = ? AND name IN ({marks}) AND key = ''"""
-            read = {name: unpack(value) for name, value in self._execute(sql, (flow_id, *missing))}
+            cursor = self._execute(sql, (flow_id, *missing))
+            try:
+                read = {name: unpack(value) for name, value in cursor}
+            except Exception:
+                cursor.close()  # as in get_value: a stopped statement holds its snapshot
+                raise
             for name in missing:
                 singletons[name] = read.get(name)
         found = {}
