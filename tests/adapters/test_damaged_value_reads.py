@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -56,6 +57,35 @@ def damage(path: Path, name: str, key: str, value_sql: str) -> None:
         f"UPDATE attribute_values SET value = {value_sql} WHERE name = ? AND key = ?",
         (name, key),
     )
+
+
+READS: dict[str, tuple[str, str, Callable[[StoreTransaction], object]]] = {
+    "singletons": ("A", "", lambda tx: tx.get_singletons("f1", ["A"])),
+    "value": ("M", "k2", lambda tx: tx.get_value("f1", "M", "k2")),
+    "map": ("M", "k2", lambda tx: tx.get_values("f1", "M")),
+    "write-once": ("M", "k2", lambda tx: tx.get_write_once_values("f1", "M")),
+}
+
+
+@pytest.mark.parametrize("value_sql", DAMAGES.values(), ids=DAMAGES.keys())
+@pytest.mark.parametrize("read", READS.values(), ids=READS.keys())
+def test_a_read_of_a_damaged_value_names_the_attribute_the_key_and_the_flow_run(
+    damaged: tuple[Path, str],
+    read: tuple[str, str, Callable[[StoreTransaction], object]],
+    value_sql: str,
+) -> None:
+    path, _ = damaged
+    name, key, work = read
+    damage(path, name, key, value_sql)
+    store = SqliteFlowStore(path)
+    try:
+        with pytest.raises(StoreCorruptError) as raised:
+            store.read(work)
+    finally:
+        store.close()
+    where = f"Attribute {name!r}" + ("" if key == "" else f", key {key!r},")
+    assert str(path) in str(raised.value)
+    assert f"the stored value of {where} of Flow run 'f1'" in str(raised.value)
 
 
 def test_a_read_stopped_by_a_damaged_value_leaves_no_snapshot_held(

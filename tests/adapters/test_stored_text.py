@@ -277,7 +277,10 @@ def test_a_damaged_compressed_value_is_reported_as_damage_of_the_file(tmp_path: 
             damaged.run(lambda tx: tx.get_value("f1", "chunks", "0001"))
     finally:
         damaged.close()
-    assert str(raised.value).startswith(f"{path} is damaged: a stored value does not decompress")
+    assert str(raised.value).startswith(
+        f"{path} is damaged: the stored value of Attribute 'chunks', key '0001', of Flow run 'f1'"
+        " could not be read: a stored value does not decompress"
+    )
 
 
 def test_an_executions_long_fields_are_stored_compressed_and_read_as_text(

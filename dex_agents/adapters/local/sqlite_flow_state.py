@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from dex_agents.adapters.local.damaged_values import damaged_value, is_undecodable
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
@@ -106,11 +107,8 @@ class SqliteFlowState:
         try:
             values = cursor.fetchone()
             text = None if values is None else unpack(values[0])
-        except Exception:
-            # Stopped mid-way and kept alive by the error's traceback, the statement held
-            # its read snapshot after the transaction ended: once another connection wrote,
-            # each write of this connection waited out the busy timeout and failed.
-            cursor.close()
+        except Exception as error:
+            self._name_damaged(cursor, error, flow_id, (name,), (key,))
             raise
         if key == "":
             self._known.flow(flow_id).singletons[name] = text
@@ -127,8 +125,8 @@ class SqliteFlowState:
             cursor = self._execute(sql, (flow_id, name))
             try:
                 whole = {key: unpack(value) for key, value in cursor}
-            except Exception:
-                cursor.close()  # as in get_value: a stopped statement holds its snapshot
+            except Exception as error:
+                self._name_damaged(cursor, error, flow_id, (name,))
                 raise
             known.keep_map(name, whole)
             return dict(whole)
@@ -166,8 +164,8 @@ class SqliteFlowState:
             cursor = self._execute(sql, (flow_id, name, *part))
             try:
                 read = {key: unpack(value) for key, value in cursor}
-            except Exception:
-                cursor.close()  # as in get_value: a stopped statement holds its snapshot
+            except Exception as error:
+                self._name_damaged(cursor, error, flow_id, (name,), part)
                 raise
             committed = {
                 key: text for key, text in read.items() if (flow_id, name, key) not in self._written
@@ -199,8 +197,8 @@ class SqliteFlowState:
             cursor = self._execute(sql, (flow_id, *missing))
             try:
                 read = {name: unpack(value) for name, value in cursor}
-            except Exception:
-                cursor.close()  # as in get_value: a stopped statement holds its snapshot
+            except Exception as error:
+                self._name_damaged(cursor, error, flow_id, missing, ("",))
                 raise
             for name in missing:
                 singletons[name] = read.get(name)
@@ -210,6 +208,27 @@ class SqliteFlowState:
             if text is not None:
                 found[name] = text
         return found
+
+    def _name_damaged(
+        self,
+        cursor: sqlite3.Cursor,
+        error: Exception,
+        flow_id: str,
+        names: Sequence[str],
+        keys: Sequence[str] | None = None,
+    ) -> None:
+        """Close ``cursor``, the read's, that ``error`` stopped; when ``error`` says a value did
+        not decode, raise the error that names which one (``damaged_values.py``).
+
+        Stopped mid-way and kept alive by the error's traceback, the statement held its
+        read snapshot after the transaction ended: once another connection wrote, each
+        write of this connection waited out the busy timeout and failed.
+        """
+        cursor.close()
+        if is_undecodable(error):
+            named = damaged_value(self._execute, flow_id, names, keys)
+            if named is not None:
+                raise named from error
 
     def put_value(self, flow_id: str, name: str, key: str, value: str) -> None:
         if self._holds(flow_id, name, key, value):
