@@ -1,9 +1,12 @@
 """An execute attempt cancelled while its worker reads its state again ends cancelled at once.
 
 A claim that cannot read a session's state (a damaged value) leases the Step with no
-snapshot, and the worker reads the state itself, through store faults. A cancellation
-the store records meanwhile (an RPC's ``canceling_steps``) stops that read; leases here
-last an hour, so only the attempt's own record of its end finishes the execution.
+snapshot, and the worker reads the state itself, once: that read fails too, and the
+attempt fails under its retry policy (``test_damaged_state_attempts.py``). A
+cancellation the store records meanwhile (an RPC's ``canceling_steps``), whether it
+stops that read or finds the Step waiting for its next attempt, ends the Step
+cancelled; leases here last an hour, so only the attempt's own record of its end, or
+the RPC's, finishes the execution.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dex_agents.ports.step_contexts import RpcContext, StepContext
 from tests.adapters.engine_flows import LOG, running_worker
 
 HOUR = timedelta(hours=1)
+_CLAIMED = (ExecutionStatus.RUNNING, ExecutionStatus.READY)
 
 
 class Reads(Step[None]):
@@ -71,20 +75,22 @@ async def test_an_attempt_cancelled_while_it_reads_its_state_again_ends_cancelle
         raw.close()
         async with running_worker(engine):
 
-            def leased() -> bool:
-                (row,) = store.read(lambda tx: tx.flow_executions("f1"))
-                return row.status is ExecutionStatus.RUNNING
+            async def claimed() -> bool:
+                (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
+                return row.first_attempt_at is not None and row.status in _CLAIMED
 
-            # Leased with no snapshot: the worker's task reads the state, and fails to.
-            assert await wait_until("the claim", leased)
+            # Leased with no snapshot: the worker's task reads the state, and fails to. Its
+            # one read is short, so the cancellation may find it failed, waiting to retry.
+            taken: bool = await wait_until("the claim", claimed)
+            assert taken
             assert await client.invoke_rpc(flow, "f1", "cancel", None)
 
             async def ended() -> list[tuple[str, str]] | None:
                 history = await client.read_step_history("f1")
                 return [(e.step_type, e.event_type) for e in history] or None
 
-            # Before, its task stopped and recorded nothing: it stayed running, leased,
-            # until the lease lapsed.
+            # Before, a task stopped in its read recorded nothing: it stayed running,
+            # leased, until the lease lapsed.
             history: list[tuple[str, str]] = await wait_until("the attempt's end", ended)
             assert history == [("Reads", STEP_CANCELLED_EVENT)]
         assert not Reads.ran

@@ -14,35 +14,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import traceback
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Protocol, TypeVar
 
 from dex_agents.adapters.local import claims, handoff
-from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.running_attempts import AttemptHost, RunningAttempt, claimed_state
 from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.staged_state import (
-    Snapshot,
     SnapshotSource,
     StagedState,
-    read_snapshot,
 )
 from dex_agents.adapters.local.step_context import (
     LeaseLostError,
     LocalStepContext,
     LocalWaitContext,
 )
+from dex_agents.adapters.local.store_errors import UnreadableStateError
 from dex_agents.ports.engine import ENGINE_LOGGER as logger
-from dex_agents.ports.engine import MapLoad, StepDecision, StepOptions
+from dex_agents.ports.engine import StepDecision
 from dex_agents.ports.errors import RetryAfterError
 from dex_agents.ports.flow_rows import ExecutionRow
-from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.step_contexts import AttemptResult, ResultDropReason
 from dex_agents.ports.step_waits import Wait
-
-R = TypeVar("R")
-
 
 WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
 """How long a wait phase that raised waits before it runs again."""
@@ -69,77 +63,6 @@ class StepTimeoutError(TimeoutError):
 
 class HeartbeatTimeoutError(TimeoutError):
     """A started attempt sent no heartbeat within its ``heartbeat_timeout``."""
-
-
-class RunningAttempt:
-    """A claimed execution the worker runs and watches: its row, what the claim read, its task."""
-
-    def __init__(
-        self,
-        row: ExecutionRow,
-        flow: RegisteredFlow,
-        options: StepOptions | None,
-        claim: claims.Claim,
-    ) -> None:
-        self.row = row
-        self.flow = flow
-        self.snapshot = claim.snapshot
-        self.run_id = claim.run_id
-        self.options = options
-        self.context: LocalStepContext | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.stop_reason: BaseException | None = None
-        # Its task was cancelled for a cancellation the store recorded (not a stopping worker).
-        self.cancel_requested = False
-
-
-class AttemptHost(Protocol):
-    """The worker an attempt runs in: its engine and the commits that go through its faults."""
-
-    @property
-    def engine(self) -> LocalEngine:
-        """The engine whose store the attempt commits to."""
-        ...
-
-    @property
-    def event_flush_interval(self) -> timedelta:
-        """How long the attempt's live events may wait to be written, batched."""
-        ...
-
-    async def transact(self, work: Callable[[StoreTransaction], R], *, durable: bool = True) -> R:
-        """Run ``work`` in a store transaction, retried through store faults."""
-        ...
-
-    async def read(self, work: Callable[[StoreTransaction], R]) -> R:
-        """Run ``work`` in a read transaction, retried through store faults."""
-        ...
-
-    async def handing_off(self, work: Callable[[StoreTransaction, int], handoff.HandOff]) -> bool:
-        """Commit ``work`` durably and start what it leased; whether the lease still held."""
-        ...
-
-    def stop_lost_run(self, running: RunningAttempt) -> None:
-        """Stop ``running``'s task, whose lease is lost, unless it calls this or commits now."""
-        ...
-
-
-async def claimed_state(
-    host: AttemptHost, running: RunningAttempt, loads: Sequence[MapLoad]
-) -> Snapshot:
-    """The state the claim read with its lease, or (when it could not) read now."""
-    snapshot = running.snapshot
-    if snapshot is None:
-        row, schema = running.row, running.flow.flow.schema
-
-        def read(tx: StoreTransaction) -> tuple[Snapshot, str | None]:
-            flow_row = tx.get_flow(row.flow_id)
-            run_id = None if flow_row is None else flow_row.run_id
-            return read_snapshot(tx, row.flow_id, schema, loads), run_id
-
-        fresh, running.run_id = await host.read(read)
-        running.snapshot = fresh
-        return fresh
-    return snapshot
 
 
 async def run_wait(host: AttemptHost, running: RunningAttempt) -> None:
@@ -195,6 +118,12 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
         # lease lapsed.
         await after_cancel(host, running)
         raise
+    except UnreadableStateError as error:
+        # As a Step that raised: its retry policy and failure route decide, and no slot
+        # is held meanwhile. Nothing stored changes, so a repaired file can go on.
+        logger.error("attempt %d of %s failed: %s", row.attempt, row.step_execution_id, error)
+        await fail_attempt(host, flow, row, type(error).__name__, str(error))
+        return
     state = StagedState(row.flow_id, SnapshotSource(snapshot), options.loads)
 
     # A heartbeat or an event flush changes only its own attempt's row and the Stream:

@@ -24,6 +24,15 @@ class StoredValueError(StoreCorruptError):
     program wrote it. Raised where the value is decoded; the store adds its path."""
 
 
+class UnreadableStateError(StoreCorruptError):
+    """A claimed Step's stored state could not be read: a value it loads is damaged.
+
+    Its attempt fails with this error, naming the value, as a Step that raised does,
+    so its retry policy and failure route decide; nothing stored is changed, and once
+    a person repairs the value a Flow that has not ended goes on.
+    """
+
+
 class StoreVersionError(StoreError):
     """The file's schema is newer than this dex-agents understands."""
 

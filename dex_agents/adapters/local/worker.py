@@ -19,9 +19,9 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from dex_agents.adapters.local import attempts, claims, handoff, lease_recovery
-from dex_agents.adapters.local.attempts import RunningAttempt
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.round_slots import RoundSlots
+from dex_agents.adapters.local.running_attempts import RunningAttempt
 from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.step_context import DEFAULT_EVENT_FLUSH_INTERVAL
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored

@@ -22,8 +22,8 @@ import functools
 from collections.abc import Sequence
 
 from dex_agents.adapters.local import attempts, claims
-from dex_agents.adapters.local.attempts import RunningAttempt
 from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.running_attempts import RunningAttempt
 from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.step_context import LeaseLostError
 from dex_agents.adapters.local.store_faults import StoreFaultLog

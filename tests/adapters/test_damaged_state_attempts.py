@@ -1,0 +1,163 @@
+"""A Step whose stored state cannot be read fails its attempt, naming the value, and never spins.
+
+A value damaged in the file (bytes that are no UTF-8, a compressed value that no
+longer inflates) makes the claim lease the Step with no snapshot; the worker
+reads the state again once, and when that fails too the attempt fails with
+``UnreadableStateError``, naming the Attribute and the Flow run, under the
+Step's retry policy. Until 2026-12-07 the worker took that read for a passing
+store fault and tried it again for ever, holding a slot and renewing the lease.
+Nothing stored is changed, so a person who repairs the value lets the Flow go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.probes import wait_until
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions, dead_end
+from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, EXECUTE_FAILED_EVENT
+from dex_agents.ports.flow_rows import FlowStatus
+from dex_agents.ports.step_contexts import StepContext
+from tests.adapters.engine_flows import LOG, running_worker
+
+POLL = timedelta(milliseconds=20)
+DAMAGES = {
+    "not-utf8": "CAST(x'ff22' AS TEXT)",
+    "not-inflating": "x'01ffffffff'",
+}
+
+
+class Reads(Step[None]):
+    """Reads ``Log`` and completes; retried quickly, as often as a test needs."""
+
+    attempts = 2
+
+    def options(self) -> StepOptions:
+        return StepOptions(
+            retry=RetryPolicy(
+                maximum_attempts=Reads.attempts,
+                initial_interval=timedelta(milliseconds=50),
+                backoff_coefficient=1,
+            )
+        )
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        context.state.get(LOG)
+        return dead_end()
+
+
+class ReadsFlow:
+    flow_type = "Reads"
+    schema: Sequence[Any] = (LOG,)
+    stream = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.start_step: Step[Any] = Reads()
+        self.steps: Sequence[Step[Any]] = (self.start_step,)
+
+
+def stored(path: Path, flow_id: str) -> list[tuple[str, bytes]]:
+    """``flow_id``'s stored values as the file holds them, bytes for bytes."""
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        rows = raw.execute(
+            "SELECT name, CAST(value AS BLOB) FROM attribute_values WHERE flow_id = ?",
+            (flow_id,),
+        ).fetchall()
+    return sorted(rows)
+
+
+def damage(path: Path, flow_id: str, value_sql: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as raw, raw:
+        raw.execute(
+            "INSERT INTO attribute_values VALUES (?, ?, '', " + value_sql + ")",
+            (flow_id, LOG.name),
+        )
+
+
+def repair(path: Path, flow_id: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as raw, raw:
+        raw.execute(
+            "UPDATE attribute_values SET value = ? WHERE flow_id = ? AND name = ?",
+            ('["repaired"]', flow_id, LOG.name),
+        )
+
+
+@pytest.fixture
+def engine_flow(tmp_path: Path) -> Iterator[tuple[LocalEngine, ReadsFlow]]:
+    store = SqliteFlowStore(tmp_path / "flows.sqlite3")
+    flow = ReadsFlow()
+    engine = LocalEngine(store, [flow], poll_interval=POLL)
+    yield engine, flow
+    engine.close()
+    store.close()
+
+
+@pytest.mark.parametrize("value_sql", DAMAGES.values(), ids=DAMAGES.keys())
+async def test_an_attempt_that_cannot_read_its_state_fails_under_its_retry_policy(
+    tmp_path: Path, engine_flow: tuple[LocalEngine, ReadsFlow], value_sql: str
+) -> None:
+    (engine, flow), path = engine_flow, tmp_path / "flows.sqlite3"
+    client = LocalFlowClient(engine)
+    Reads.attempts = 2
+    await client.start_flow(flow, "damaged", None)
+    damage(path, "damaged", value_sql)
+    before = stored(path, "damaged")
+    async with running_worker(engine):
+        await client.start_flow(flow, "whole", None)
+
+        async def failed() -> bool:
+            return (await client.describe_flow("damaged")).status == FlowStatus.FAILED
+
+        # Before, the worker read the state again for ever and the Flow never ended.
+        ended: bool = await wait_until("the damaged Flow's end", failed)
+        assert ended
+        history = await client.read_step_history("whole")
+        assert [e.event_type for e in history] == [EXECUTE_COMPLETED_EVENT]
+    history = await client.read_step_history("damaged")
+    assert [(e.event_type, e.final_attempt) for e in history] == [(EXECUTE_FAILED_EVENT, 2)]
+    (row,) = engine.store.read(lambda tx: [tx.get_flow("damaged")])
+    assert row is not None
+    assert row.failure_reason is not None
+    assert "UnreadableStateError" in row.failure_reason
+    assert "Attribute 'Log'" in row.failure_reason
+    assert "Flow run 'damaged'" in row.failure_reason
+    assert stored(path, "damaged") == before, "the damaged value was changed"
+
+
+async def test_a_repaired_value_lets_the_step_go_on(
+    tmp_path: Path, engine_flow: tuple[LocalEngine, ReadsFlow]
+) -> None:
+    (engine, flow), path = engine_flow, tmp_path / "flows.sqlite3"
+    client = LocalFlowClient(engine)
+    Reads.attempts = 1000
+    await client.start_flow(flow, "f1", None)
+    damage(path, "f1", DAMAGES["not-utf8"])
+    async with running_worker(engine):
+
+        async def retried() -> bool:
+            (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
+            return row.attempt >= 2
+
+        again: bool = await wait_until("a failed attempt", retried)
+        assert again
+    # A person repairs the value while no worker runs.
+    repair(path, "f1")
+
+    async def completed() -> bool:
+        history = await client.read_step_history("f1")
+        return [e.event_type for e in history] == [EXECUTE_COMPLETED_EVENT]
+
+    async with running_worker(engine):
+        done: bool = await wait_until("the Step's end", completed)
+        assert done
