@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import NoReturn
 
 from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.store_errors import StoreCorruptError
 from dex_agents.app.rpcs import ATTENTION_SNAPSHOT
 from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE, build_demo_agent
@@ -98,7 +99,8 @@ class Reader:
     flows: Mapping[str, AgentSessionFlow]
 
     async def snapshot(self, info: FlowInfo) -> AgentSnapshot | None:
-        """The session's snapshot, or ``None`` when it is not an agent session this can read.
+        """The session's snapshot, or ``None`` when it is not an agent session this can read;
+        ``StoreCorruptError`` when its stored state is damaged.
 
         Through the engine's client rather than ``AgentSessionClient``: the IDs come
         from the file, and a listing shows a session another program started with
@@ -111,6 +113,11 @@ class Reader:
             snapshot = await self.runtime.flow_client.invoke_rpc(
                 flow, info.flow_id, "get_agent_snapshot", None
             )
+        except StoreCorruptError:
+            # A damaged session is an agent session all the same: "cannot read as an agent
+            # session" sent a person looking at the wrong thing. Said as it is, with the
+            # value to repair.
+            raise
         except DexAgentsError:  # a Flow of its own with another schema, or one that went away
             return None
         return snapshot if isinstance(snapshot, AgentSnapshot) else None

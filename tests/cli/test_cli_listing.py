@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -297,6 +299,23 @@ def test_show_refuses_a_flow_run_that_is_not_an_agent_session(
         "dex-agents: error: 'engine-1' is a EngineTest Flow run that dex-agents cannot "
         "read as an agent session (working)\n",
     )
+
+
+def test_show_of_a_session_whose_state_is_damaged_names_the_damaged_value(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with contextlib.closing(sqlite3.connect(seeded)) as raw, raw:
+        raw.execute(
+            "UPDATE attribute_values SET value = CAST(x'ff22' AS TEXT)"
+            " WHERE flow_id = 'o1' AND name = 'AgentState'"
+        )
+    code, out, err = _run(capsys, "show", "o1", "--db", str(seeded))
+    # Before, it said o1 was "a OtherAgent Flow run that dex-agents cannot read as an
+    # agent session", which is not what is wrong with it.
+    assert (code, out) == (1, "")
+    assert err.startswith(f"dex-agents: error: {seeded} is damaged: the stored value of ")
+    assert "Attribute 'AgentState' of Flow run 'o1' is not UTF-8 text" in err
+    assert len(err.splitlines()) == 1, err
 
 
 def test_chat_refuses_a_session_of_another_flow_type_before_anything_is_typed(
