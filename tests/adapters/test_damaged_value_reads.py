@@ -106,3 +106,32 @@ def test_a_read_stopped_by_a_damaged_value_leaves_no_snapshot_held(
         assert kept.value is not None
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("works", [1, 2], ids=["lone", "batched"])
+def test_a_batched_work_that_reads_a_damaged_value_fails_naming_the_file_and_the_value(
+    damaged: tuple[Path, str], works: int
+) -> None:
+    path, _ = damaged
+    damage(path, "A", "", DAMAGES["not-utf8"])
+    store = SqliteFlowStore(path)
+    try:
+
+        def reads_damaged(tx: StoreTransaction) -> object:
+            return tx.get_singletons("f1", ["A"])
+
+        def writes(tx: StoreTransaction) -> None:
+            tx.put_value("f1", "C", "", '"c"')
+
+        outcomes = store.run_batch([reads_damaged, writes][:works])
+        # A client's write RPC goes through a batch: before, its error named neither the
+        # file nor, in a batch of several, anything at all (SQLite's UTF-8 error failed
+        # the whole batch, the other works' too).
+        error = outcomes[0].error
+        assert isinstance(error, StoreCorruptError)
+        assert str(error).startswith(f"{path} is damaged: the stored value of Attribute 'A'")
+        if works == 2:
+            assert outcomes[1].error is None
+            assert store.read(lambda tx: tx.get_singletons("f1", ["C"])) == {"C": '"c"'}
+    finally:
+        store.close()

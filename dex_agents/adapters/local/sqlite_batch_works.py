@@ -10,8 +10,11 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
+from dex_agents.adapters.local.store_errors import StoreCorruptError, StoredValueError
 from dex_agents.ports.flow_store import BatchOutcome, StoreTransaction
 
 R = TypeVar("R")
@@ -25,7 +28,19 @@ class WorkRaised(Exception):
         self.error = error
 
 
-def raising_apart(work: Callable[[StoreTransaction], R]) -> Callable[[StoreTransaction], R]:
+def in_file(error: Exception, path: Path) -> Exception:
+    """What a work raised, as the store says it: a stored value that did not decode names
+    the file too (``StoreCorruptError``), as ``SqliteFlowStore.run`` says it."""
+    if not isinstance(error, StoredValueError):
+        return error
+    named = StoreCorruptError(f"{path} is damaged: {error}")
+    named.__cause__ = error
+    return named
+
+
+def raising_apart(
+    work: Callable[[StoreTransaction], R], path: Path
+) -> Callable[[StoreTransaction], R]:
     """``work``, with what it raises set apart from a failure of SQLite itself, which the
     store translates and raises, as a batch in savepoints does."""
 
@@ -35,17 +50,23 @@ def raising_apart(work: Callable[[StoreTransaction], R]) -> Callable[[StoreTrans
         except sqlite3.Error:
             raise
         except Exception as error:
-            raise WorkRaised(error) from None
+            raise WorkRaised(in_file(error, path)) from None
 
     return apart
 
 
 def each_in_savepoint(
-    works: Sequence[Callable[[StoreTransaction], Any]],
+    works: Sequence[Callable[[StoreTransaction], Any]], path: Path
 ) -> Callable[[StoreTransaction], list[BatchOutcome]]:
     """One transaction's work that runs ``works`` in order, each in a savepoint of its own."""
 
     def each(tx: StoreTransaction) -> list[BatchOutcome]:
-        return [tx.run_undoable(functools.partial(work, tx)) for work in works]
+        outcomes = [tx.run_undoable(functools.partial(work, tx)) for work in works]
+        return [
+            outcome
+            if outcome.error is None
+            else replace(outcome, error=in_file(outcome.error, path))
+            for outcome in outcomes
+        ]
 
     return each

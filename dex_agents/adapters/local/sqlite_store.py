@@ -198,14 +198,14 @@ class SqliteFlowStore(SqliteStoreCapabilities):
     ) -> Sequence[BatchOutcome]:
         if len(works) != 1:
             return self._run_work(
-                each_in_savepoint(works), read_only=False, durable=durable, begin=begin
+                each_in_savepoint(works, self.path), read_only=False, durable=durable, begin=begin
             )
         # A lone work needs no savepoint: its failure is the whole transaction's, and rolling
         # the transaction back undoes what rolling back to a savepoint would, in two
         # statements fewer per commit (most commits carry one work).
         try:
             value = self._run_work(
-                raising_apart(works[0]), read_only=False, durable=durable, begin=begin
+                raising_apart(works[0], self.path), read_only=False, durable=durable, begin=begin
             )
         except WorkRaised as raised:
             return [BatchOutcome(error=raised.error)]
