@@ -301,14 +301,30 @@ def test_show_refuses_a_flow_run_that_is_not_an_agent_session(
     )
 
 
+def _damage_state(db: Path, session_id: str) -> None:
+    with contextlib.closing(sqlite3.connect(db)) as raw, raw:
+        raw.execute(
+            "UPDATE attribute_values SET value = CAST(x'ff22' AS TEXT)"
+            " WHERE flow_id = ? AND name = 'AgentState'",
+            (session_id,),
+        )
+
+
+def test_sessions_lists_every_session_when_one_has_damaged_state(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _damage_state(seeded, "o1")
+    code, out, err = _run(capsys, "sessions", "--db", str(seeded))
+    # Before, SQLite's UTF-8 error in the listing's one read failed the whole command.
+    assert (code, err) == (0, "")
+    listed = [line.split()[0] for line in out.splitlines()[1:]]
+    assert listed == ["d1", "o1", "evil\\x1b[2J\\u202eid", "engine-1"]
+
+
 def test_show_of_a_session_whose_state_is_damaged_names_the_damaged_value(
     seeded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with contextlib.closing(sqlite3.connect(seeded)) as raw, raw:
-        raw.execute(
-            "UPDATE attribute_values SET value = CAST(x'ff22' AS TEXT)"
-            " WHERE flow_id = 'o1' AND name = 'AgentState'"
-        )
+    _damage_state(seeded, "o1")
     code, out, err = _run(capsys, "show", "o1", "--db", str(seeded))
     # Before, it said o1 was "a OtherAgent Flow run that dex-agents cannot read as an
     # agent session", which is not what is wrong with it.
