@@ -1,9 +1,11 @@
-"""A read served from the kept rows alone begins no transaction (``SqliteFlowStore.read``).
+"""A read served from the kept rows alone begins no transaction (``kept_reads``).
 
-It checks ``PRAGMA data_version`` once; its first statement, if it runs one,
-begins the transaction. When another connection committed in between, what the
-read took from the kept rows may not match the transaction's snapshot, so the
-read runs again, in a transaction from its start.
+It checks ``PRAGMA data_version`` once, at its first use of the kept rows; its
+first statement, if it runs one, begins the transaction. When another
+connection committed in between, what the read took from the kept rows may not
+match the transaction's snapshot, so the read runs again, in a transaction from
+its start. A read whose first statement comes before any use of the kept rows
+checks them in its transaction alone.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_store import StoreTransaction
+from tests.adapters.flow_store_rows import at
 from tests.adapters.traced_sql import sqlite_store_with_a_flow, traced_statements
 
 
@@ -78,6 +81,36 @@ def test_a_commit_of_another_connection_before_the_first_statement_runs_the_read
 def test_a_commit_of_another_connection_before_the_read_is_seen(store: SqliteFlowStore) -> None:
     _other_connection_sets(store, "Settings", '"second"')
     assert store.read(lambda tx: tx.get_value("f1", "Settings", "")) == '"second"'
+
+
+def _stream_then_value(tx: StoreTransaction) -> tuple[int, str | None]:
+    # A Stream read runs its statement before it uses anything kept.
+    return len(tx.events_after("f1", 0, 10)), tx.get_value("f1", "Settings", "")
+
+
+def test_a_read_that_starts_with_a_statement_checks_the_kept_rows_in_its_transaction_alone(
+    store: SqliteFlowStore,
+) -> None:
+    with traced_statements(store) as statements:
+        assert store.read(_stream_then_value) == (0, '"first"')
+    # Not once before the transaction and again in it: in it, right after its BEGIN.
+    begin = statements.index("BEGIN DEFERRED")
+    assert statements.count("PRAGMA data_version") == 1
+    assert statements[begin + 1] == "PRAGMA data_version"
+    assert statements[-1] == "COMMIT"
+
+
+def test_a_read_that_starts_with_a_statement_sees_another_connection_s_commit(
+    store: SqliteFlowStore,
+) -> None:
+    other = SqliteFlowStore(store.path)  # another process's connection
+    try:
+        other.run(lambda tx: tx.append_event("Agent", "f1", '"a"', "test", at(1)))
+    finally:
+        other.close()
+    _other_connection_sets(store, "Settings", '"second"')
+    # The kept "first" is forgotten in the read's transaction, which its first statement began.
+    assert store.read(_stream_then_value) == (1, '"second"')
 
 
 def test_a_read_that_fails_after_its_first_statement_leaves_no_transaction_open(

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from dex_agents.adapters.local.sqlite_schema import (
     EXECUTION_COLUMNS,
@@ -344,3 +344,23 @@ class KnownRows:
             return None
         values = known.active[execution_id]
         return decode_execution(values), values
+
+
+class _OnFirstUse:
+    """Stands in for the kept rows until their first use, which ``resolve`` gives them at."""
+
+    __slots__ = ("_resolve",)
+
+    def __init__(self, resolve: Callable[[], KnownRows]) -> None:
+        self._resolve = resolve
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._resolve(), name)
+
+
+def known_on_first_use(resolve: Callable[[], KnownRows]) -> KnownRows:
+    """A stand-in for the rows ``resolve`` returns, which calls it at each use (a read checks
+    the kept rows at their first use, ``kept_reads``); ``resolve`` puts the real rows in its
+    place, so it is used once."""
+    # Typed as what it stands in for: each use of it is the real one's, through __getattr__.
+    return cast(KnownRows, _OnFirstUse(resolve))

@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import runs_changed_after
+from dex_agents.adapters.local.kept_reads import read_kept
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.own_events import OwnEvents
 from dex_agents.adapters.local.sqlite_batch_works import (
@@ -247,7 +248,9 @@ class SqliteFlowStore(SqliteStoreCapabilities):
             self._wal.check()
             known = self._known
 
-            def transaction(begin: Callable[[], None] | None = None) -> SqliteTransaction:
+            def transaction(
+                begin: Callable[[], None] | None = None, look: Callable[[], None] | None = None
+            ) -> SqliteTransaction:
                 return SqliteTransaction(
                     connection,
                     self._write_once,
@@ -255,6 +258,7 @@ class SqliteFlowStore(SqliteStoreCapabilities):
                     known=known,
                     block_sizes=self._block_sizes,
                     begin=begin,
+                    look=look,
                 )
 
             worked = False
@@ -276,7 +280,13 @@ class SqliteFlowStore(SqliteStoreCapabilities):
             tx: SqliteTransaction | None = None
             try:
                 if read_only:
-                    done, value = self._read_kept(connection, work, transaction)
+                    done, value = read_kept(
+                        connection,
+                        known,
+                        work,
+                        transaction,
+                        lambda: self._set_busy_timeout(connection, self._patience_ms()),
+                    )
                     if done:
                         return cast(R, value)
                     tx = transaction()
@@ -316,48 +326,6 @@ class SqliteFlowStore(SqliteStoreCapabilities):
                     tx.end()
                 self._in_run = False
 
-    def _read_kept(
-        self,
-        connection: sqlite3.Connection,
-        work: Callable[[StoreTransaction], R],
-        transaction: Callable[[Callable[[], None]], SqliteTransaction],
-    ) -> tuple[bool, R | None]:
-        """Run read-only ``work`` with no transaction until its first statement, when nothing
-        kept is stale; ``(False, None)`` when it must run in a transaction from the start.
-
-        Most reads (a client's snapshot of its session) are served from the kept rows
-        alone: they then cost one statement, not a transaction's four. A statement
-        begins the transaction, and if another connection committed since the check,
-        what was served from the kept rows may not match its snapshot: the work is
-        dropped and runs again in a transaction of its own.
-        """
-        try:
-            version = connection.execute("PRAGMA data_version").fetchone()[0]
-        except sqlite3.Error:
-            return False, None  # the transaction's read says why, with the busy timeout
-        if not self._known.holds_version(version):
-            return False, None
-
-        def begin() -> None:
-            self._set_busy_timeout(connection, self._patience_ms())
-            connection.execute("BEGIN DEFERRED")
-            if connection.execute("PRAGMA data_version").fetchone()[0] != version:
-                raise _SnapshotMoved
-
-        tx = transaction(begin)
-        try:
-            value = work(tx)
-            if connection.in_transaction:
-                connection.execute("COMMIT")
-            return True, value
-        except _SnapshotMoved:
-            return False, None
-        finally:
-            if connection.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    connection.execute("ROLLBACK")
-            tx.end()
-
     def _patience_ms(self) -> int:
         return round(self.busy_timeout.total_seconds() * 1000)
 
@@ -390,9 +358,3 @@ class SqliteFlowStore(SqliteStoreCapabilities):
             if self._turnstile is not None:
                 self._turnstile.close()
                 self._turnstile = None
-
-
-class _SnapshotMoved(BaseException):
-    """Another connection committed between a read's check of the kept rows and its first
-    statement. A ``BaseException``, so that no ``except Exception`` in the work keeps it
-    from running again."""

@@ -52,7 +52,8 @@ class SqliteStream:
     ) -> None:
         self._execute = execute
         self._sizes = sizes
-        self._known = known
+        self.known = known
+        """What the connection keeps (``KnownRows``); the transaction swaps a stand-in for it."""
         self._appended = appended
         # The transaction's changed Flow runs (``flow_changes``): each whose events it wrote.
         self._changed = changed
@@ -73,11 +74,11 @@ class SqliteStream:
         cursor = self._execute(sql, (flow_type, flow_id, pack_event(value), size, source, when))
         event_id = int(cursor.lastrowid or 0)
         self._unsaved_bytes[flow_type] = self._unsaved_bytes.get(flow_type, 0) + size
-        sizes = self._known.stream_bytes
+        sizes = self.known.stream_bytes
         if flow_type in sizes:
             sizes[flow_type] += size
         # This transaction holds the write lock: the event is its run's newest.
-        known = self._known.flow(flow_id)
+        known = self.known.flow(flow_id)
         if known.last_event_id is not None:
             row = EventRow(
                 event_id, flow_type, flow_id, value, source, datetime.fromisoformat(when)
@@ -184,7 +185,7 @@ class SqliteStream:
             rows = self._block_events(flow_id, after_id, limit)
             rows.extend(decode_event(values) for values in singles[: limit - len(rows)])
         if rows and len(rows) < limit:  # the read reached the run's newest event
-            self._known.flow(flow_id).last_event_id = rows[-1].id
+            self.known.flow(flow_id).last_event_id = rows[-1].id
         return rows
 
     def _block_events(self, flow_id: str, after_id: int, limit: int) -> list[EventRow]:
@@ -207,7 +208,7 @@ class SqliteStream:
             (SELECT MAX(id) FROM stream_events WHERE flow_id = ?),
             (SELECT MAX(last_id) FROM event_blocks WHERE flow_id = ?), 0)"""
         last = int(self._execute(sql, (flow_id, flow_id)).fetchone()[0])
-        self._known.flow(flow_id).last_event_id = last
+        self.known.flow(flow_id).last_event_id = last
         return last
 
     def get_event(self, event_id: int) -> EventRow | None:
@@ -227,7 +228,7 @@ class SqliteStream:
     def trim(self, flow_type: str, capacity_bytes: int) -> int:
         if capacity_bytes < 0:
             raise ValueError(f"capacity_bytes must be 0 or more, not {capacity_bytes}")
-        sizes = self._known.stream_bytes
+        sizes = self.known.stream_bytes
         total = sizes.get(flow_type)
         if total is None:
             sql = "SELECT bytes FROM stream_sizes WHERE flow_type = ?"
@@ -263,7 +264,7 @@ class SqliteStream:
         if singles_freed:
             sql = "DELETE FROM stream_events WHERE flow_type = ? AND id <= ? RETURNING flow_id"
             self._changed.update(str(row[0]) for row in self._execute(sql, (flow_type, last_id)))
-            self._known.forget_single_events()
+            self.known.forget_single_events()
         if blocks_freed:
             # A block that ends by last_id began by it too: the bound keeps this to the oldest.
             sql = """DELETE FROM event_blocks

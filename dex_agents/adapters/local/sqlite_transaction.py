@@ -10,7 +10,7 @@ from typing import Any
 
 from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import record_changes
-from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows
+from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows, known_on_first_use
 from dex_agents.adapters.local.sqlite_channels import SqliteChannels
 from dex_agents.adapters.local.sqlite_flow_state import SqliteFlowState
 from dex_agents.adapters.local.sqlite_schema import (
@@ -90,15 +90,21 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
         known: KnownRows | None = None,
         block_sizes: BlockSizes | None = None,
         begin: Callable[[], None] | None = None,
+        look: Callable[[], None] | None = None,
     ) -> None:
         self._connection: sqlite3.Connection | None = connection
         # Called before the first statement: a read served from the kept rows alone
-        # begins no transaction (``SqliteFlowStore.read``).
+        # begins no transaction (``kept_reads``).
         self._begin = begin
+        # Called at the first use of the kept rows, unless a statement came first: it
+        # checks them then (``kept_reads``).
+        self._look = look
         self._write_once = write_once if write_once is not None else WriteOnceValues(0)
         # What the connection knows across transactions; a transaction on its own knows
         # nothing beyond itself.
-        self._known = known if known is not None else KnownRows()
+        self._known_rows = known if known is not None else KnownRows()
+        # Until looked at, a stand-in that looks at the first use (``_known_now``).
+        self._known = self._known_rows if look is None else known_on_first_use(self._known_now)
         # Checked here rather than with PRAGMA query_only: toggling that pragma expires every
         # prepared statement of the connection, so each read would compile its SQL again.
         self._read_only = read_only
@@ -145,6 +151,14 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
             self._with_events,
         )
 
+    def _known_now(self) -> KnownRows:
+        """The kept rows, looked at first if neither a look nor a statement came yet."""
+        look, self._look = self._look, None
+        if look is not None:
+            look()
+        self._known = self._stream.known = self._known_rows
+        return self._known_rows
+
     def end(self) -> None:
         self._connection = None
         self._stream.end()
@@ -171,6 +185,9 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
         if self._begin is not None:
             begin, self._begin = self._begin, None
             begin()
+            # Begun, the transaction checked the kept rows itself, if nothing looked before.
+            self._look = None
+            self._known = self._stream.known = self._known_rows
         if (self._unwritten or self._unupdated) and _EXECUTIONS in sql:
             self._write_pending()
         return self._connection.execute(sql, params)
