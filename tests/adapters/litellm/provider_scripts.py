@@ -139,6 +139,20 @@ def responses_reply(items: Sequence[Mapping[str, Any]], **options: Any) -> Reply
     return sse_reply(responses_stream(items, **options))
 
 
+def incomplete_responses_reply(items: Sequence[Mapping[str, Any]], reason: str) -> Reply:
+    """``responses_stream(items)`` ending in ``response.incomplete`` for ``reason``
+    (``max_output_tokens``, ``content_filter``) in place of ``response.completed``."""
+    events = responses_stream(items)
+    _, last = events[-1]
+    response = {**last["response"], "status": "incomplete"}
+    response["incomplete_details"] = {"reason": reason}
+    events[-1] = (
+        "response.incomplete",
+        {**last, "type": "response.incomplete", "response": response},
+    )
+    return sse_reply(events)
+
+
 # ---------------------------------------------------------------------------
 # OpenAI Chat Completions
 
@@ -196,6 +210,17 @@ def chat_stream(
 
 def chat_reply(text: str | None = None, tool_calls: Sequence[tuple[str, str, str]] = ()) -> Reply:
     return sse_reply(chat_stream(text, tool_calls))
+
+
+def chat_reply_finishing(text: str | None, finish_reason: str) -> Reply:
+    """``chat_reply(text)`` whose last choice ends with ``finish_reason``, not ``stop``."""
+    events: list[Event] = []
+    for name, data in chat_stream(text):
+        choices = data["choices"] if isinstance(data, dict) else []
+        if choices and choices[0]["finish_reason"] == "stop":
+            data = {**data, "choices": [{**choices[0], "finish_reason": finish_reason}]}
+        events.append((name, data))
+    return sse_reply(events)
 
 
 def openai_error(status: int, message: str, code: str | None = None) -> Reply:

@@ -7,7 +7,9 @@ from datetime import timedelta
 from dex_agents import AgentSessionFlow, ToolEffect
 from dex_agents.builtin_loop import function_tool
 from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.litellm import LiteLLMModelClient
 from dex_agents.local import LocalRuntime
+from tests.adapters.litellm.provider_server import ProviderServer
 
 FAST = timedelta(milliseconds=20)
 WAIT = timedelta(seconds=20)
@@ -18,6 +20,24 @@ KEY = "tenant-key-0123456789abcdef"
 def lookup(order_id: str) -> str:
     """Look an order up."""
     return f"order {order_id} shipped"
+
+
+def loopback_client(server: ProviderServer, api: str) -> LiteLLMModelClient:
+    """A client of ``server`` speaking ``api``: ``responses`` (OpenAI's default),
+    ``chat`` (OpenAI Chat Completions), ``anthropic`` or ``gemini``."""
+    if api == "responses":
+        return LiteLLMModelClient(
+            "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=lambda: KEY
+        )
+    if api == "chat":
+        return LiteLLMModelClient(
+            "openai/gpt-4.1",
+            api="chat_completions",
+            api_base=server.url + "/v1",
+            api_key_provider=lambda: KEY,
+        )
+    model = {"anthropic": "anthropic/claude-sonnet-4-5", "gemini": "gemini/gemini-2.5-pro"}[api]
+    return LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
 
 
 async def run_turn(runtime: LocalRuntime, flow: AgentSessionFlow, text: str) -> AgentSnapshot:

@@ -29,13 +29,14 @@ from tests.adapters.litellm.provider_scripts import (
     Event,
     anthropic_stream,
     chat_reply,
+    chat_reply_finishing,
     chat_stream,
+    incomplete_responses_reply,
     message_item,
     pieces,
-    responses_stream,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
-from tests.adapters.litellm.session_support import FAST, KEY, lookup, run_turn
+from tests.adapters.litellm.session_support import FAST, KEY, lookup, loopback_client, run_turn
 
 litellm.suppress_debug_info = True
 
@@ -44,25 +45,11 @@ PARTIAL = "Here is the first part of"
 
 def _responses(text: str | None) -> Reply:
     items = [] if text is None else [{**message_item("msg_1", text), "status": "incomplete"}]
-    events = responses_stream(items)
-    _, last = events[-1]
-    response = {**last["response"], "status": "incomplete"}
-    response["incomplete_details"] = {"reason": "content_filter"}
-    events[-1] = (
-        "response.incomplete",
-        {**last, "type": "response.incomplete", "response": response},
-    )
-    return sse_reply(events)
+    return incomplete_responses_reply(items, "content_filter")
 
 
 def _chat(text: str | None) -> Reply:
-    events: list[Event] = []
-    for name, data in chat_stream(text):
-        choices = data["choices"] if isinstance(data, dict) else []
-        if choices and choices[0]["finish_reason"] == "stop":
-            data = {**data, "choices": [{**choices[0], "finish_reason": "content_filter"}]}
-        events.append((name, data))
-    return sse_reply(events)
+    return chat_reply_finishing(text, "content_filter")
 
 
 def _anthropic(text: str | None) -> Reply:
@@ -84,25 +71,7 @@ def _gemini(text: str | None) -> Reply:
 
 
 def _flow(server: ProviderServer, api: str) -> AgentSessionFlow:
-    if api == "responses":
-        model = LiteLLMModelClient(
-            "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=lambda: KEY
-        )
-    elif api == "chat":
-        model = LiteLLMModelClient(
-            "openai/gpt-4.1",
-            api="chat_completions",
-            api_base=server.url + "/v1",
-            api_key_provider=lambda: KEY,
-        )
-    elif api == "anthropic":
-        model = LiteLLMModelClient(
-            "anthropic/claude-sonnet-4-5", api_base=server.url, api_key_provider=lambda: KEY
-        )
-    else:
-        model = LiteLLMModelClient(
-            "gemini/gemini-2.5-pro", api_base=server.url, api_key_provider=lambda: KEY
-        )
+    model = loopback_client(server, api)
     agent = AgentDefinition(name="support", instructions="Help.", model=model)
     return builtin_agent_session_flow(agent, flow_type="Filtered")
 

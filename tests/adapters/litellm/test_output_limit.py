@@ -18,18 +18,16 @@ from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow
 from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.model_io import output_limit_turn_error
-from dex_agents.litellm import LiteLLMModelClient
 from dex_agents.local import LocalRuntime
 from tests.adapters.litellm.provider_scripts import (
-    Event,
     anthropic_stream,
-    chat_stream,
+    chat_reply_finishing,
+    incomplete_responses_reply,
     message_item,
     reasoning_item,
-    responses_stream,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
-from tests.adapters.litellm.session_support import FAST, KEY, run_turn
+from tests.adapters.litellm.session_support import FAST, loopback_client, run_turn
 
 litellm.suppress_debug_info = True
 
@@ -41,25 +39,11 @@ def _responses(text: str | None) -> Reply:
     items = [reasoning_item("rs_1", THINKING, "gAAAAB-encrypted")]
     if text is not None:
         items.append({**message_item("msg_1", text), "status": "incomplete"})
-    events = responses_stream(items)
-    _, last = events[-1]
-    response = {**last["response"], "status": "incomplete"}
-    response["incomplete_details"] = {"reason": "max_output_tokens"}
-    events[-1] = (
-        "response.incomplete",
-        {**last, "type": "response.incomplete", "response": response},
-    )
-    return sse_reply(events)
+    return incomplete_responses_reply(items, "max_output_tokens")
 
 
 def _chat(text: str | None) -> Reply:
-    events: list[Event] = []
-    for name, data in chat_stream(text):
-        choices = data["choices"] if isinstance(data, dict) else []
-        if choices and choices[0]["finish_reason"] == "stop":
-            data = {**data, "choices": [{**choices[0], "finish_reason": "length"}]}
-        events.append((name, data))
-    return sse_reply(events)
+    return chat_reply_finishing(text, "length")
 
 
 def _anthropic(text: str | None) -> Reply:
@@ -72,21 +56,7 @@ REASONS = {"responses": "max_output_tokens", "chat": "length", "anthropic": "len
 
 
 def _flow(server: ProviderServer, api: str) -> AgentSessionFlow:
-    if api == "responses":
-        model = LiteLLMModelClient(
-            "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=lambda: KEY
-        )
-    elif api == "chat":
-        model = LiteLLMModelClient(
-            "openai/gpt-4.1",
-            api="chat_completions",
-            api_base=server.url + "/v1",
-            api_key_provider=lambda: KEY,
-        )
-    else:
-        model = LiteLLMModelClient(
-            "anthropic/claude-sonnet-4-5", api_base=server.url, api_key_provider=lambda: KEY
-        )
+    model = loopback_client(server, api)
     agent = AgentDefinition(name="support", instructions="Help.", model=model)
     return builtin_agent_session_flow(agent, flow_type="Limited")
 
