@@ -9,6 +9,7 @@ value the read covered is read again as bytes and decoded here, one by one.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 
@@ -24,6 +25,27 @@ def is_undecodable(error: BaseException) -> bool:
     if isinstance(error, StoredValueError):
         return True
     return isinstance(error, sqlite3.OperationalError) and _UTF8_ERROR in str(error)
+
+
+_QUOTED_TEXT = re.compile(r" with text '.*'\Z", re.DOTALL)
+"""The copy of the value that Python's sqlite3 puts after the column's name."""
+
+LEFT_OUT = " (its text is left out)"
+"""What stands for the quoted text in a scrubbed error."""
+
+
+def scrub_undecodable_text(error: BaseException) -> None:
+    """Cut, in place, the copy of a stored text that did not decode from ``error``'s message.
+
+    Python's sqlite3 quotes the whole value ("Could not decode to UTF-8 column 'value'
+    with text '...'"): a user's message, a tool's output, a key. A traceback prints the
+    chained exceptions too, so the one SQLite raised is scrubbed where it is caught,
+    before any error that names it is made.
+    """
+    if isinstance(error, sqlite3.OperationalError) and _UTF8_ERROR in str(error):
+        error.args = tuple(
+            _QUOTED_TEXT.sub(LEFT_OUT, arg) if isinstance(arg, str) else arg for arg in error.args
+        )
 
 
 def value_name(name: str, key: str, flow_id: str) -> str:

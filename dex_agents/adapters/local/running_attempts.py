@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Protocol, TypeVar
 
 from dex_agents.adapters.local import claims, handoff
-from dex_agents.adapters.local.damaged_values import is_undecodable
+from dex_agents.adapters.local.damaged_values import is_undecodable, scrub_undecodable_text
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import Snapshot, read_snapshot
@@ -102,6 +102,8 @@ async def claimed_state(
                 # the read is not retried as a passing store fault (until 2026-12-07 it was,
                 # for ever, holding the slot and renewing the lease).
                 if is_undecodable(error):
+                    # Its message goes into the attempt's stored failure: not the value.
+                    scrub_undecodable_text(error)
                     return error, run_id
                 raise
 

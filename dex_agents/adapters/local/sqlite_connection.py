@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
+from dex_agents.adapters.local.damaged_values import scrub_undecodable_text
 from dex_agents.adapters.local.sqlite_versions import (
     NEW_FILE_PAGE_SIZE,
     SCHEMA_VERSION,
@@ -105,6 +106,9 @@ def translate_error(error: sqlite3.Error, path: Path, busy_timeout: timedelta) -
         return StoreError(f"cannot open the flow store {path}: {error}")
     if "Could not decode to UTF-8" in str(error):
         # SQLite stores text as it was given: a value that is no longer UTF-8 was damaged.
+        # Its text may be a secret: the message, and the chain that keeps the error, say
+        # which column it is, not what it holds.
+        scrub_undecodable_text(error)
         return StoreCorruptError(f"{path} is damaged: a stored value {error}")
     if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return StoreCorruptError(f"{path} is not a usable dex-agents flow store database: {error}")

@@ -12,7 +12,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from dex_agents.adapters.local.damaged_values import damaged_value, is_undecodable
+from dex_agents.adapters.local.damaged_values import (
+    damaged_value,
+    is_undecodable,
+    scrub_undecodable_text,
+)
 from dex_agents.adapters.local.known_rows import KnownRows
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
@@ -225,6 +229,7 @@ class SqliteFlowState:
         write of this connection waited out the busy timeout and failed.
         """
         cursor.close()
+        scrub_undecodable_text(error)  # the named error chains it: a traceback prints it
         if is_undecodable(error):
             named = damaged_value(self._execute, flow_id, names, keys)
             if named is not None:
