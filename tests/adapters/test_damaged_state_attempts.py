@@ -161,3 +161,36 @@ async def test_a_repaired_value_lets_the_step_go_on(
     async with running_worker(engine):
         done: bool = await wait_until("the Step's end", completed)
         assert done
+
+
+async def test_a_damaged_flow_row_leaves_the_other_sessions_steps_claimed(
+    tmp_path: Path,
+) -> None:
+    path, flow = tmp_path / "flows.sqlite3", ReadsFlow()
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=POLL)
+    client = LocalFlowClient(engine)
+    await client.start_flow(flow, "damaged", None)
+    await client.start_flow(flow, "whole", None)
+    engine.close()
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as raw, raw:
+        raw.execute("UPDATE flows SET input = CAST(x'ff' AS TEXT) WHERE flow_id = 'damaged'")
+    # Opened after the damage, as a restarted program is: nothing kept hides it.
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=POLL)
+    client = LocalFlowClient(engine)
+    try:
+        async with running_worker(engine):
+
+            async def completed() -> bool:
+                history = await client.read_step_history("whole")
+                return [e.event_type for e in history] == [EXECUTE_COMPLETED_EVENT]
+
+            # Before, each claim round failed on the damaged row and the worker retried
+            # it for ever: the whole session's Step never ran.
+            done: bool = await wait_until("the whole session's Step", completed)
+            assert done
+    finally:
+        engine.close()
+        store.close()

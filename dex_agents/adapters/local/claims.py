@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
+from dex_agents.adapters.local.damaged_values import is_undecodable, scrub_undecodable_text
 from dex_agents.adapters.local.lease_recovery import recover_gone_leases, recover_lapsed_leases
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import Snapshot, read_snapshot
@@ -21,6 +22,7 @@ from dex_agents.adapters.local.transitions import (
     holds_lease,
     satisfy_wait,
 )
+from dex_agents.ports.engine import ENGINE_LOGGER as logger
 from dex_agents.ports.flow_client import STEP_CANCELLED_EVENT
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import StoreTransaction
@@ -166,7 +168,17 @@ def claim(
     for row in tx.claimable_executions(now, limit * 4 + 8):
         if len(claims) >= limit:
             break
-        flow_row = tx.get_flow(row.flow_id)
+        try:
+            flow_row = tx.get_flow(row.flow_id)
+        except Exception as error:
+            if not is_undecodable(error):
+                raise
+            # A damaged Flow run's row (its input, output or failure text) is left for a
+            # person to repair: raised, it failed every round of this worker, for ever,
+            # and no other session's Step was claimed.
+            scrub_undecodable_text(error)
+            logger.error("%s: Flow run %r was not claimed: %s", owner, row.flow_id, error)
+            continue
         flow = None if flow_row is None else flows.get(flow_row.flow_type)
         if flow is None or flow_row is None:
             continue  # a Flow type this process does not serve
