@@ -36,7 +36,7 @@ import httpx
 from dex_agents.adapters.local.codec import decode_resume_token
 from dex_agents.cli.database import demo_flow
 from dex_agents.composition.session_client import AgentSessionClient
-from dex_agents.console.app import STATIC_DIR
+from dex_agents.console.page_files import STATIC_DIR
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.flow_store import StoreTransaction
 

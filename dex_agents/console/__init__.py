@@ -12,12 +12,12 @@ build step.
 from __future__ import annotations
 
 from dex_agents.console.app import (
-    STATIC_DIR,
     Authorize,
     allow_all,
     close_event_streams,
     create_console_app,
 )
+from dex_agents.console.page_files import STATIC_DIR
 from dex_agents.console.security import (
     CSRF_HEADER,
     TOKEN_COOKIE,

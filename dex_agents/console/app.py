@@ -26,13 +26,11 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
-    FileResponse,
     PlainTextResponse,
     RedirectResponse,
     Response,
@@ -45,6 +43,7 @@ from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.console.actions import CONTROLS, ControlInputError, run_control
 from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, open_catalog
 from dex_agents.console.messages import messages_page
+from dex_agents.console.page_files import StaticFiles, page_response
 from dex_agents.console.request_checks import json_body, refusal
 from dex_agents.console.responses import JSONResponse
 from dex_agents.console.security import TOKEN_COOKIE, check_console_token, token_matches
@@ -66,29 +65,6 @@ Authorize = Callable[[Request, str], Awaitable[bool]]
 The console calls it for every session it lists, shows, streams, starts or
 controls, after its own token or loopback check.
 """
-
-STATIC_DIR = Path(__file__).parent / "static"
-"""The page's HTML, CSS and JavaScript, shipped inside the package."""
-
-# Named here, not guessed from the platform's table: a browser runs a module script only when
-# it is served as JavaScript, and on some machines that table maps .js to text/plain.
-_STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
-_STATIC_HEADERS = {
-    # Revalidated on each load: a page that mixed modules of two versions would break.
-    "Cache-Control": "no-cache",
-    "X-Content-Type-Options": "nosniff",
-}
-
-_PAGE_HEADERS = {
-    "Cache-Control": "no-store",
-    # Without a token a page on any site could frame the loopback console and trick a
-    # click on Approve (clickjacking): the page refuses to be framed at all. It runs, styles
-    # and reaches only the console's own files and API, so markup that ever got into it could
-    # run no script; its icon is an empty data: URL.
-    "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-}
 
 
 async def allow_all(request: Request, session_id: str) -> bool:
@@ -178,15 +154,12 @@ def create_console_app(
         refused = refusal(request, token)
         if refused is not None:
             return refused
-        return FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
+        return page_response()
+
+    static_files = StaticFiles()
 
     async def static_file(request: Request) -> Response:
-        # The route's name matches no "/", so only the files directly in STATIC_DIR are served.
-        path = STATIC_DIR / request.path_params["name"]
-        media_type = _STATIC_TYPES.get(path.suffix)
-        if media_type is None or not path.is_file():
-            return PlainTextResponse("Not Found", status_code=404)
-        return FileResponse(path, media_type=media_type, headers=_STATIC_HEADERS)
+        return static_files.response(request.path_params["name"])
 
     def catalog_of(request: Request) -> SessionCatalog:
         catalog: SessionCatalog = request.app.state.catalog

@@ -11,7 +11,7 @@ from playwright.async_api import Route, expect
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
-from dex_agents.console.app import STATIC_DIR
+from dex_agents.console.page_files import STATIC_DIR
 from tests.console.browser import WAIT_MS, browser_page, needs_chromium
 from tests.console.support import serve_console
 
@@ -44,6 +44,16 @@ async def test_every_module_the_page_imports_is_served_as_javascript(tmp_path: P
         assert css.headers["content-type"] == "text/css; charset=utf-8"
         for name in ("index.html", "missing.js", "..%2Fapp.py", "../app.py"):
             assert (await client.get(f"/static/{name}")).status_code == 404, name
+
+
+async def test_a_name_no_file_can_have_is_not_found(tmp_path: Path) -> None:
+    # A name past the file system's longest (255 bytes) failed the file lookup with
+    # "File name too long": 500, and a traceback in the server's log for each such request.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        for name in ("a" * 300 + ".js", "a%00.js", "console.js%00", "..%5Cconsole.js"):
+            answer = await client.get(f"/static/{name}")
+            assert (answer.status_code, answer.text) == (404, "Not Found"), name
 
 
 @needs_chromium
