@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -65,6 +65,10 @@ Authorize = Callable[[Request, str], Awaitable[bool]]
 The console calls it for every session it lists, shows, streams, starts or
 controls, after its own token or loopback check.
 """
+
+# The read after a stream's session ended waits no longer than this for an event that is
+# not there: every event the session wrote is stored by then.
+_LAST_READ_POLL = timedelta(milliseconds=1)
 
 
 async def allow_all(request: Request, session_id: str) -> bool:
@@ -268,8 +272,17 @@ def create_console_app(
             except FlowNotFoundError:
                 return REMOVED
 
+        async def frames_after(token: str) -> AsyncGenerator[str, None]:
+            return await stream_agent_event_frames(
+                entry.runtime.flow_client,
+                entry.flow,
+                session_id,
+                resume_token=token,
+                poll_timeout=_LAST_READ_POLL,
+            )
+
         return StreamingResponse(
-            gate.passing(until_session_ends(frames, status)),
+            gate.passing(until_session_ends(frames, status, frames_after, resume_token)),
             headers=dict(AGENT_EVENT_STREAM_HEADERS),
         )
 

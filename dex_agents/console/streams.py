@@ -8,8 +8,8 @@ it is closed; the browser's ``EventSource`` then reconnects, to the next server.
 A session that no longer runs (stopped, failed, completed, or removed) writes
 no more events, so its stream would only send keep-alives for as long as its
 page stays open. ``until_session_ends`` ends it after the first poll that saw
-no event once the session has ended, with a ``session_ended`` event that tells
-the page not to reconnect.
+no event once the session has ended, and the events written since that poll,
+with a ``session_ended`` event that tells the page not to reconnect.
 """
 
 from __future__ import annotations
@@ -33,26 +33,56 @@ def session_ended_frame(status: str) -> str:
     return f"event: {SESSION_ENDED_EVENT}\ndata: {json.dumps({'status': status})}\n\n"
 
 
-async def until_session_ends(
-    frames: AsyncGenerator[str, None], status: Callable[[], Awaitable[str]]
-) -> AsyncGenerator[str, None]:
-    """``frames`` until a poll that saw no event finds ``status()`` other than ``running``:
-    then ``session_ended_frame`` and the end. ``frames`` is closed either way.
+FramesAfter = Callable[[str], Awaitable[AsyncGenerator[str, None]]]
+"""``frames_after(resume_token)``: the session's frames after ``resume_token``, each poll short."""
 
-    Checked only after a keep-alive: every event the session wrote before it ended has
-    been sent by then (a stopped turn's text replays in full), and a running session's
-    stream asks once per empty long poll.
+
+def _resume_token(frame: str, current: str) -> str:
+    # An event's frame starts "id: <token>" (agent_event_frame); a keep-alive carries none.
+    if frame.startswith("id: "):
+        return frame[4 : frame.index("\n")]
+    return current
+
+
+async def until_session_ends(
+    frames: AsyncGenerator[str, None],
+    status: Callable[[], Awaitable[str]],
+    frames_after: FramesAfter,
+    resume_token: str = "",
+) -> AsyncGenerator[str, None]:
+    """``frames`` (from ``resume_token``) until a poll that saw no event finds ``status()``
+    other than ``running``: then the events written since that poll (read by ``frames_after``
+    up to its first keep-alive), ``session_ended_frame`` and the end. ``frames`` is closed
+    either way.
+
+    Checked only after a keep-alive, so a running session's stream asks once per empty
+    long poll. The read after the look sends what a turn wrote between the empty poll and
+    the look, when the session ended right after it: none of it was sent before, and the
+    page, told the session ended, opens no other stream.
     """
+    token = resume_token
     try:
         async for frame in frames:
             yield frame
+            token = _resume_token(frame, token)
             if frame == KEEP_ALIVE_FRAME:
                 current = await status()
                 if current != "running":
-                    yield session_ended_frame(current)
-                    return
+                    break
+        else:
+            return
     finally:
         await frames.aclose()
+    if current != REMOVED:  # a session the engine no longer has has no events to read
+        rest = await frames_after(token)
+        try:
+            async for frame in rest:
+                if frame == KEEP_ALIVE_FRAME:
+                    break
+                yield frame
+        finally:
+            await rest.aclose()
+    yield session_ended_frame(current)
 
 
 class StreamGate:
