@@ -19,11 +19,11 @@ from dex_agents.adapters.litellm.errors import translate_error
 from dex_agents.adapters.litellm.retry_after import parse_retry_after
 from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow
 from dex_agents.domain.model_io import ModelRequest, UserTextItem
-from dex_agents.litellm import LiteLLMModelClient, ModelProviderError
+from dex_agents.litellm import ModelProviderError
 from dex_agents.local import LocalRuntime
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, json_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
-from tests.adapters.litellm.session_support import FAST, KEY, run_turn
+from tests.adapters.litellm.session_support import FAST, loopback_client, run_turn
 
 litellm.suppress_debug_info = True
 
@@ -58,27 +58,6 @@ NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 )  # fmt: skip
 def test_the_wait_a_provider_asks_for(headers: dict[str, str], wait: timedelta | None) -> None:
     assert parse_retry_after(headers, NOW) == wait
-
-
-def _client(server: ProviderServer, api: str) -> LiteLLMModelClient:
-    if api == "responses":
-        return LiteLLMModelClient(
-            "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=lambda: KEY
-        )
-    if api == "chat":
-        return LiteLLMModelClient(
-            "openai/gpt-4.1",
-            api="chat_completions",
-            api_base=server.url + "/v1",
-            api_key_provider=lambda: KEY,
-        )
-    if api == "anthropic":
-        return LiteLLMModelClient(
-            "anthropic/claude-sonnet-4-5", api_base=server.url, api_key_provider=lambda: KEY
-        )
-    return LiteLLMModelClient(
-        "gemini/gemini-2.5-pro", api_base=server.url, api_key_provider=lambda: KEY
-    )
 
 
 def _refusal(api: str, status: int, message: str, headers: tuple[tuple[str, str], ...]) -> Reply:
@@ -119,7 +98,7 @@ async def test_a_refusal_for_now_carries_and_names_the_providers_wait(
     wait: int,
 ) -> None:
     server.script(_refusal(api, status, "Slow down.", headers))
-    client = _client(server, api)
+    client = loopback_client(server, api)
     with pytest.raises(ModelProviderError) as caught:
         await client.call_model(REQUEST, output)
     error = caught.value
@@ -137,7 +116,7 @@ async def test_a_request_no_retry_can_fix_has_no_wait(
 ) -> None:
     server.script(json_reply(400, {"error": {"message": "Bad input."}}, (("retry-after", "20"),)))
     with pytest.raises(ModelProviderError) as caught:
-        await _client(server, "chat").call_model(REQUEST, output)
+        await loopback_client(server, "chat").call_model(REQUEST, output)
     assert (caught.value.retryable, caught.value.retry_after) == (False, None)
     assert str(caught.value) == "openai model call failed with HTTP 400: Bad input."
 
@@ -147,7 +126,7 @@ async def test_a_wait_past_run_models_budget_fails_the_turn_after_one_request(
 ) -> None:
     # The default budget is 30 minutes; retrying sooner than asked is refused again.
     server.script(_refusal("responses", 429, "Rate limit reached.", (("retry-after", "3600"),)))
-    model = _client(server, "responses")
+    model = loopback_client(server, "responses")
     agent = AgentDefinition(name="support", instructions="Help.", model=model)
     flow = builtin_agent_session_flow(agent, flow_type="RateLimited")
     async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
