@@ -16,13 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dex_agents.adapters.local.sqlite_schema import (
-    EXECUTION_DATA,
+from dex_agents.adapters.local.sqlite_rows import (
     changed_execution_values,
     decode_execution,
     execution_fields,
     stored_execution_row,
     stored_execution_values,
+)
+from dex_agents.adapters.local.sqlite_schema import (
+    EXECUTION_DATA,
 )
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from tests.adapters.flow_store_rows import execution

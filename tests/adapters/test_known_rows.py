@@ -16,7 +16,7 @@ import pytest
 
 from dex_agents.adapters.local import known_rows
 from dex_agents.adapters.local.event_blocks import BLOCK_EVENTS
-from dex_agents.adapters.local.sqlite_schema import (
+from dex_agents.adapters.local.sqlite_rows import (
     execution_fields,
     stored_execution_row,
     stored_execution_values,

@@ -13,8 +13,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dex_agents.adapters.local import sqlite_schema
-from dex_agents.adapters.local.sqlite_schema import STORED_TIMES_KEPT, stored_time
+from dex_agents.adapters.local import sqlite_rows
+from dex_agents.adapters.local.sqlite_rows import (
+    STORED_TIMES_KEPT,
+    stored_time,
+)
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.ports.flow_rows import ExecutionRow
 from tests.adapters.flow_store_rows import add_executions, add_flows, execution, flow
@@ -79,7 +82,7 @@ def test_the_kept_texts_stay_bounded() -> None:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     for second in range(STORED_TIMES_KEPT + 10):
         stored_time(start + timedelta(seconds=second), "created_at")
-    assert len(sqlite_schema._STORED_TIMES) <= STORED_TIMES_KEPT
+    assert len(sqlite_rows._STORED_TIMES) <= STORED_TIMES_KEPT
     assert stored_time(start, "created_at") == "2026-01-01T00:00:00.000000+00:00"
 
 

@@ -31,10 +31,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from dex_agents.adapters.local.sqlite_schema import (
-    EXECUTION_COLUMNS,
+from dex_agents.adapters.local.sqlite_rows import (
     decode_execution,
     decode_flow,
+)
+from dex_agents.adapters.local.sqlite_schema import (
+    EXECUTION_COLUMNS,
 )
 from dex_agents.ports.flow_rows import ACTIVE_EXECUTION_STATUSES, ExecutionRow, FlowRow, MessageRow
 from dex_agents.ports.store_capabilities import ChangedFlows

@@ -21,7 +21,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from dex_agents.adapters.local.known_rows import KnownFlow, KnownRows
-from dex_agents.adapters.local.sqlite_schema import MESSAGE_SELECT, decode_message, stored_time
+from dex_agents.adapters.local.sqlite_rows import (
+    decode_message,
+    stored_time,
+)
+from dex_agents.adapters.local.sqlite_schema import (
+    MESSAGE_SELECT,
+)
 from dex_agents.ports.flow_rows import MessageRow
 
 _CONSUME = """UPDATE channel_messages SET consumed = 1 WHERE seq = ? AND consumed = 0

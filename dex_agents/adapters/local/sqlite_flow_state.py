@@ -18,11 +18,13 @@ from dex_agents.adapters.local.damaged_values import (
     scrub_undecodable_text,
 )
 from dex_agents.adapters.local.known_rows import KnownRows
+from dex_agents.adapters.local.sqlite_rows import (
+    decode_flow,
+    row_params,
+)
 from dex_agents.adapters.local.sqlite_schema import (
     ATTRIBUTE_KEYS_SELECT,
     FLOW_COLUMNS,
-    decode_flow,
-    row_params,
 )
 from dex_agents.adapters.local.store_rows import normalized_flow
 from dex_agents.adapters.local.stored_text import pack_value, unpack

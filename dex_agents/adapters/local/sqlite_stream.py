@@ -26,7 +26,13 @@ from dex_agents.adapters.local.event_blocks import (
     sizes_in_id_order,
 )
 from dex_agents.adapters.local.known_rows import KnownRows
-from dex_agents.adapters.local.sqlite_schema import EVENT_SELECT, decode_event, stored_time
+from dex_agents.adapters.local.sqlite_rows import (
+    decode_event,
+    stored_time,
+)
+from dex_agents.adapters.local.sqlite_schema import (
+    EVENT_SELECT,
+)
 from dex_agents.adapters.local.store_rows import check_limit
 from dex_agents.adapters.local.stored_text import pack_event, unpack
 from dex_agents.ports.flow_rows import EventRow

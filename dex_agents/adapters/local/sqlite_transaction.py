@@ -13,18 +13,11 @@ from dex_agents.adapters.local.flow_changes import record_changes
 from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows, known_on_first_use
 from dex_agents.adapters.local.sqlite_channels import SqliteChannels
 from dex_agents.adapters.local.sqlite_flow_state import SqliteFlowState
-from dex_agents.adapters.local.sqlite_schema import (
-    CLAIMABLE_WHERE,
-    DUE_TIMERS_WHERE,
-    EXECUTION_DATA,
+from dex_agents.adapters.local.sqlite_rows import (
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
     EXECUTION_INSERT_WITH_ID,
-    EXECUTION_SELECT,
     EXECUTION_UPDATE,
-    EXPIRED_LEASES_WHERE,
-    LEASED_WHERE,
-    NEXT_TIMER_SELECT,
     changed_execution_values,
     decode_execution,
     decode_time,
@@ -33,6 +26,15 @@ from dex_agents.adapters.local.sqlite_schema import (
     execution_update,
     stored_execution_row,
     stored_execution_values,
+)
+from dex_agents.adapters.local.sqlite_schema import (
+    CLAIMABLE_WHERE,
+    DUE_TIMERS_WHERE,
+    EXECUTION_DATA,
+    EXECUTION_SELECT,
+    EXPIRED_LEASES_WHERE,
+    LEASED_WHERE,
+    NEXT_TIMER_SELECT,
 )
 from dex_agents.adapters.local.sqlite_stream import SqliteStream
 from dex_agents.adapters.local.store_rows import (
