@@ -21,7 +21,13 @@ from dex_agents.adapters.local.decoded_values import (
 )
 from dex_agents.adapters.local.registry import register_flows
 from dex_agents.adapters.local.sqlite_store import StoredValueError
-from dex_agents.adapters.local.staged_state import Snapshot, SnapshotSource, StagedState
+from dex_agents.adapters.local.staged_state import (
+    StagedState,
+)
+from dex_agents.adapters.local.state_sources import (
+    Snapshot,
+    SnapshotSource,
+)
 from dex_agents.adapters.local.step_context import LocalStepContext
 from dex_agents.domain.events import AgentEvent, TextDeltaPayload, TurnStartedPayload
 from dex_agents.domain.images import AgentImageReference

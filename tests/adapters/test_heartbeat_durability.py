@@ -12,7 +12,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dex_agents.adapters.local.registry import register_flows
-from dex_agents.adapters.local.staged_state import Snapshot, SnapshotSource, StagedState
+from dex_agents.adapters.local.staged_state import (
+    StagedState,
+)
+from dex_agents.adapters.local.state_sources import (
+    Snapshot,
+    SnapshotSource,
+)
 from dex_agents.adapters.local.step_context import LocalStepContext
 from dex_agents.adapters.local.store_errors import StoreBusyError
 from tests.adapters.engine_flows import EVENTS, EngineTestFlow

@@ -10,9 +10,11 @@ import pytest
 from dex_agents.adapters.local.registry import register_flows
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.staged_state import (
+    StagedState,
+)
+from dex_agents.adapters.local.state_sources import (
     Snapshot,
     SnapshotSource,
-    StagedState,
     TransactionSource,
     read_snapshot,
 )

@@ -22,8 +22,10 @@ from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.running_attempts import AttemptHost, RunningAttempt, claimed_state
 from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.staged_state import (
-    SnapshotSource,
     StagedState,
+)
+from dex_agents.adapters.local.state_sources import (
+    SnapshotSource,
 )
 from dex_agents.adapters.local.step_context import (
     LeaseLostError,

@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Protocol
 from dex_agents.adapters.local.damaged_values import is_undecodable, scrub_undecodable_text
 from dex_agents.adapters.local.lease_recovery import recover_gone_leases, recover_lapsed_leases
 from dex_agents.adapters.local.registry import RegisteredFlow
-from dex_agents.adapters.local.staged_state import Snapshot, read_snapshot
+from dex_agents.adapters.local.state_sources import (
+    Snapshot,
+    read_snapshot,
+)
 from dex_agents.adapters.local.transitions import (
     end_wait_phase,
     finish,

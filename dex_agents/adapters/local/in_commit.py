@@ -24,7 +24,12 @@ from datetime import datetime
 from dex_agents.adapters.local import transitions
 from dex_agents.adapters.local.claims import Claim
 from dex_agents.adapters.local.registry import RegisteredFlow
-from dex_agents.adapters.local.staged_state import SnapshotSource, StagedState
+from dex_agents.adapters.local.staged_state import (
+    StagedState,
+)
+from dex_agents.adapters.local.state_sources import (
+    SnapshotSource,
+)
 from dex_agents.adapters.local.step_context import LocalStepContext
 from dex_agents.ports.engine import StepDecision
 from dex_agents.ports.flow_store import StoreTransaction

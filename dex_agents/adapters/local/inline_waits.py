@@ -15,7 +15,13 @@ import inspect
 from datetime import datetime
 
 from dex_agents.adapters.local.registry import RegisteredFlow
-from dex_agents.adapters.local.staged_state import SnapshotSource, StagedState, read_snapshot
+from dex_agents.adapters.local.staged_state import (
+    StagedState,
+)
+from dex_agents.adapters.local.state_sources import (
+    SnapshotSource,
+    read_snapshot,
+)
 from dex_agents.adapters.local.step_context import LocalWaitContext
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.flow_store import StoreTransaction

@@ -16,7 +16,12 @@ import attrs
 
 from dex_agents.adapters.local import lease_recovery, transitions
 from dex_agents.adapters.local.registry import RegisteredFlow
-from dex_agents.adapters.local.staged_state import StagedState, TransactionSource
+from dex_agents.adapters.local.staged_state import (
+    StagedState,
+)
+from dex_agents.adapters.local.state_sources import (
+    TransactionSource,
+)
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import Rpc, RpcResult
 from dex_agents.ports.errors import (

@@ -18,7 +18,10 @@ from dex_agents.adapters.local import claims, handoff
 from dex_agents.adapters.local.damaged_values import is_undecodable, scrub_undecodable_text
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.registry import RegisteredFlow
-from dex_agents.adapters.local.staged_state import Snapshot, read_snapshot
+from dex_agents.adapters.local.state_sources import (
+    Snapshot,
+    read_snapshot,
+)
 from dex_agents.adapters.local.step_context import LocalStepContext
 from dex_agents.adapters.local.store_errors import UnreadableStateError
 from dex_agents.ports.engine import MapLoad, StepOptions
