@@ -11,7 +11,8 @@ third of a lease).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -223,6 +224,18 @@ class SilentFlow:
         self.steps: Sequence[Step[Any]] = (self.silent, self.recovered)
 
 
+@contextlib.contextmanager
+def _engine(flow: Any, clock: Clock, lease: timedelta) -> Iterator[LocalEngine]:
+    """An engine on a memory store with ``lease`` and the test's ``clock``, closed after."""
+    store = MemoryFlowStore()
+    engine = LocalEngine(store, [flow], lease_duration=lease, clock=clock)
+    try:
+        yield engine
+    finally:
+        engine.close()
+        store.close()
+
+
 async def _another_worker_takes_over(
     engine: LocalEngine, clock: Clock, slots: int = 1
 ) -> list[claims.Claim]:
@@ -237,9 +250,7 @@ async def _another_worker_takes_over(
 
 async def test_a_started_attempt_silent_past_its_heartbeat_timeout_fails_as_requested() -> None:
     flow, clock = SilentFlow(), Clock()
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], lease_duration=LEASE, clock=clock)
-    try:
+    with _engine(flow, clock, LEASE) as engine:
         async with running_worker(engine):
             await LocalFlowClient(engine).start_flow(flow, "f1", None)
             await flow.silent.beat.wait()
@@ -256,16 +267,11 @@ async def test_a_started_attempt_silent_past_its_heartbeat_timeout_fails_as_requ
             "HeartbeatTimeoutError",
             "no heartbeat for 0:00:01",
         )
-    finally:
-        engine.close()
-        store.close()
 
 
 async def test_an_attempt_whose_lease_another_worker_took_stops_at_its_heartbeat() -> None:
     flow, clock = GatedFlow(), Clock()
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
-    try:
+    with _engine(flow, clock, LONG_LEASE) as engine:
         async with running_worker(engine):
             await LocalFlowClient(engine).start_flow(flow, "f1", None)
             await flow.gated.reached.wait()
@@ -282,16 +288,11 @@ async def test_an_attempt_whose_lease_another_worker_took_stops_at_its_heartbeat
         assert flow.gated.cancellation_requested is False
         (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
         assert (row.status, row.lease_owner, row.attempt) == (ExecutionStatus.RUNNING, "other", 1)
-    finally:
-        engine.close()
-        store.close()
 
 
 async def test_an_attempt_handed_out_again_to_its_own_worker_runs_once() -> None:
     flow, clock = GatedFlow(), Clock()
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
-    try:
+    with _engine(flow, clock, LONG_LEASE) as engine:
         async with running_worker(engine):
             await LocalFlowClient(engine).start_flow(flow, "f1", None)
             await flow.gated.reached.wait()
@@ -308,16 +309,11 @@ async def test_an_attempt_handed_out_again_to_its_own_worker_runs_once() -> None
             await flow.gated.effected.wait()
         assert flow.gated.runs == [1, 1]
         assert flow.gated.effects == [1]
-    finally:
-        engine.close()
-        store.close()
 
 
 async def test_a_lease_lost_found_by_another_tasks_heartbeat_stops_the_attempt() -> None:
     flow, clock = BackgroundBeatFlow(), Clock()
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
-    try:
+    with _engine(flow, clock, LONG_LEASE) as engine:
         async with running_worker(engine):
             await LocalFlowClient(engine).start_flow(flow, "f1", None)
             await flow.step.calling.wait()
@@ -333,16 +329,11 @@ async def test_a_lease_lost_found_by_another_tasks_heartbeat_stops_the_attempt()
         assert flow.step.results == []
         (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
         assert (row.status, row.lease_owner, row.attempt) == (ExecutionStatus.RUNNING, "other", 1)
-    finally:
-        engine.close()
-        store.close()
 
 
 async def test_a_lease_lost_found_by_a_live_event_flush_stops_the_attempt() -> None:
     flow, clock = StreamingFlow(), Clock()
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
-    try:
+    with _engine(flow, clock, LONG_LEASE) as engine:
         async with running_worker(engine):
             await LocalFlowClient(engine).start_flow(flow, "f1", None)
             await flow.step.calling.wait()
@@ -360,18 +351,13 @@ async def test_a_lease_lost_found_by_a_live_event_flush_stops_the_attempt() -> N
         (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
         assert (row.status, row.lease_owner, row.attempt) == (ExecutionStatus.RUNNING, "other", 1)
         assert not row.attempt_started
-    finally:
-        engine.close()
-        store.close()
 
 
 async def test_a_live_event_flush_of_a_flow_with_no_stream_says_whether_the_lease_holds() -> None:
     # A flush that writes nothing because the Flow has no Stream is not a lease lost: the
     # worker stops the attempt only on the second.
     flow, clock = GatedFlow(), Clock()
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
-    try:
+    with _engine(flow, clock, LONG_LEASE) as engine:
         registered = engine.registered(flow)
         await LocalFlowClient(engine).start_flow(flow, "f1", None)
         (mine,) = await engine.run(
@@ -388,9 +374,6 @@ async def test_a_live_event_flush_of_a_flow_with_no_stream_says_whether_the_leas
             lambda tx: claims.append_events(tx, registered, mine.row, ["x"], later)
         )
         assert await engine.read(lambda tx: list(tx.events_after("f1", 0, 10))) == []
-    finally:
-        engine.close()
-        store.close()
 
 
 class EventBeat(Step[None]):
@@ -429,9 +412,7 @@ class EventBeatFlow:
 
 async def test_a_lease_lost_found_by_the_attempts_own_heartbeat_with_events_raises_there() -> None:
     flow, clock = EventBeatFlow(), Clock()
-    store = MemoryFlowStore()
-    engine = LocalEngine(store, [flow], lease_duration=LONG_LEASE, clock=clock)
-    try:
+    with _engine(flow, clock, LONG_LEASE) as engine:
         async with running_worker(engine):
             await LocalFlowClient(engine).start_flow(flow, "f1", None)
             await flow.step.reached.wait()
@@ -441,6 +422,3 @@ async def test_a_lease_lost_found_by_the_attempts_own_heartbeat_with_events_rais
         # Its commit carrying the event runs in the attempt's own task, so the lease lost
         # is raised there, not a cancellation from another task.
         assert isinstance(flow.step.error, LeaseLostError)
-    finally:
-        engine.close()
-        store.close()
