@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
 
 from dex_agents import AgentSessionFlow
+from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
 from dex_agents.cli.live_text import LiveText
 from dex_agents.domain.messages import FrameworkMessage, MessageRole
+from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.local import LocalRuntime
@@ -40,6 +45,40 @@ class HeldModel(ScriptedRunner):
         return TurnCompleted(new_messages=[answer], usage=AgentUsage(model_calls=1))
 
 
+@dataclass
+class _WaitingChat:
+    """A chat's follower waiting on the turn of its message "where is order 7", whose
+    model ``runner`` holds; ``following`` is its wait (``Follower.until_person``)."""
+
+    runner: HeldModel
+    runtime: LocalRuntime
+    client: PortableSessionClient
+    live: LiveText
+    following: asyncio.Task[AgentSnapshot]
+
+
+@contextlib.asynccontextmanager
+async def _chat_waiting_on_a_turn() -> AsyncIterator[_WaitingChat]:
+    runner = HeldModel()
+    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        client = runtime.sessions(flow)
+        live = LiveText(runtime.flow_client, flow, "s1")
+        try:
+            await client.start_session("s1")
+            await live.start()
+            follower = Follower(client, "s1", live)
+            follower.mark_seen(await client.get_agent_snapshot("s1"))
+            assert await client.send_user_message("s1", "where is order 7")
+            follower.sent("where is order 7")  # as the chat does: the person typed it
+            following = asyncio.create_task(follower.until_person())
+            yield _WaitingChat(runner, runtime, client, live, following)
+        finally:
+            for release in runner.releases:
+                release.set()
+            await live.stop()
+
+
 async def _shows(capsys: pytest.CaptureFixture[str], shown: list[str], text: str) -> None:
     deadline = asyncio.get_running_loop().time() + DEADLINE_SECONDS
     while text not in "".join(shown):
@@ -51,35 +90,19 @@ async def _shows(capsys: pytest.CaptureFixture[str], shown: list[str], text: str
 async def test_live_text_grows_on_one_line_before_the_turn_ends_and_is_not_repeated(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    runner = HeldModel()
-    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
-    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
-        client = runtime.sessions(flow)
-        live = LiveText(runtime.flow_client, flow, "s1")
-        try:
-            await client.start_session("s1")
-            await live.start()
-            follower = Follower(client, "s1", live)
-            follower.mark_seen(await client.get_agent_snapshot("s1"))
-            assert await client.send_user_message("s1", "where is order 7")
-            follower.sent("where is order 7")  # as the chat does: the person typed it
-            following = asyncio.create_task(follower.until_person())
-            shown: list[str] = []
-            await _shows(capsys, shown, "agent> thinking about ")
-            runner.releases[0].set()
-            await _shows(capsys, shown, "agent> thinking about order 7")
-            # The model call is still held: the text came from the Stream, not the transcript.
-            assert not following.done()
-            runner.releases[1].set()
-            snapshot = await asyncio.wait_for(following, DEADLINE_SECONDS)
-            shown.append(capsys.readouterr().out)
-            assert snapshot.state is not None
-            assert snapshot.state.active_turn_id is None
-            assert "".join(shown) == "agent> thinking about order 7\n"
-        finally:
-            for release in runner.releases:
-                release.set()
-            await live.stop()
+    async with _chat_waiting_on_a_turn() as chat:
+        shown: list[str] = []
+        await _shows(capsys, shown, "agent> thinking about ")
+        chat.runner.releases[0].set()
+        await _shows(capsys, shown, "agent> thinking about order 7")
+        # The model call is still held: the text came from the Stream, not the transcript.
+        assert not chat.following.done()
+        chat.runner.releases[1].set()
+        snapshot = await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
+        shown.append(capsys.readouterr().out)
+        assert snapshot.state is not None
+        assert snapshot.state.active_turn_id is None
+        assert "".join(shown) == "agent> thinking about order 7\n"
 
 
 @pytest.mark.parametrize("reader_lags", [False, True], ids=["reader-current", "reader-lags"])
@@ -90,37 +113,21 @@ async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(
     # snapshot did not say that the turn was cancelled (now its cancelled_turn_id does).
     # It then waited 500 ms for the turn_cancelled event, and a Stream reader that had
     # not caught up by then left the cancel unsaid.
-    runner = HeldModel()
-    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
-    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
-        client = runtime.sessions(flow)
-        live = LiveText(runtime.flow_client, flow, "s1")
-        try:
-            await client.start_session("s1")
-            await live.start()
-            follower = Follower(client, "s1", live)
-            follower.mark_seen(await client.get_agent_snapshot("s1"))
-            assert await client.send_user_message("s1", "where is order 7")
-            follower.sent("where is order 7")  # as the chat does: the person typed it
-            following = asyncio.create_task(follower.until_person())
-            shown: list[str] = []
-            await _shows(capsys, shown, "agent> thinking about ")
-            if reader_lags:
-                await live.stop()  # a reader far behind: no later event of the turn reaches it
-            snapshot = await client.get_agent_snapshot("s1")
-            assert snapshot.state is not None
-            assert snapshot.state.active_turn_id is not None
-            # Another window (the console, an API call) cancels the turn the chat waits on.
-            assert await client.cancel_turn("s1", snapshot.state.active_turn_id)
-            idle = await asyncio.wait_for(following, DEADLINE_SECONDS)
-            shown.append(capsys.readouterr().out)
-            assert idle.state is not None
-            assert idle.state.active_turn_id is None
-            assert "".join(shown) == "agent> thinking about \nturn cancelled elsewhere\n"
-        finally:
-            for release in runner.releases:
-                release.set()
-            await live.stop()
+    async with _chat_waiting_on_a_turn() as chat:
+        shown: list[str] = []
+        await _shows(capsys, shown, "agent> thinking about ")
+        if reader_lags:
+            await chat.live.stop()  # a reader far behind: no later event of the turn reaches it
+        snapshot = await chat.client.get_agent_snapshot("s1")
+        assert snapshot.state is not None
+        assert snapshot.state.active_turn_id is not None
+        # Another window (the console, an API call) cancels the turn the chat waits on.
+        assert await chat.client.cancel_turn("s1", snapshot.state.active_turn_id)
+        idle = await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
+        shown.append(capsys.readouterr().out)
+        assert idle.state is not None
+        assert idle.state.active_turn_id is None
+        assert "".join(shown) == "agent> thinking about \nturn cancelled elsewhere\n"
 
 
 async def test_a_message_another_window_steers_in_is_shown_before_its_turn(
@@ -128,36 +135,20 @@ async def test_a_message_another_window_steers_in_is_shown_before_its_turn(
 ) -> None:
     # Before, the chat showed only the agent's answer to it: user messages were never
     # shown, as the chat's own were typed, so the person saw replies to words never seen.
-    runner = HeldModel()
-    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
-    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
-        client = runtime.sessions(flow)
-        live = LiveText(runtime.flow_client, flow, "s1")
-        try:
-            await client.start_session("s1")
-            await live.start()
-            follower = Follower(client, "s1", live)
-            follower.mark_seen(await client.get_agent_snapshot("s1"))
-            assert await client.send_user_message("s1", "where is order 7")
-            follower.sent("where is order 7")
-            following = asyncio.create_task(follower.until_person())
-            shown: list[str] = []
-            await _shows(capsys, shown, "agent> thinking about ")
-            # Another window steers the turn the chat waits on.
-            assert await client.steer_user_message("s1", text="use the staging account")
-            for release in runner.releases:
-                release.set()
-            await asyncio.wait_for(following, DEADLINE_SECONDS)
-            shown.append(capsys.readouterr().out)
-            assert "".join(shown) == (
-                "agent> thinking about order 7\n"
-                "you (elsewhere)> use the staging account\n"
-                "agent> thinking about order 7\n"
-            )
-        finally:
-            for release in runner.releases:
-                release.set()
-            await live.stop()
+    async with _chat_waiting_on_a_turn() as chat:
+        shown: list[str] = []
+        await _shows(capsys, shown, "agent> thinking about ")
+        # Another window steers the turn the chat waits on.
+        assert await chat.client.steer_user_message("s1", text="use the staging account")
+        for release in chat.runner.releases:
+            release.set()
+        await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
+        shown.append(capsys.readouterr().out)
+        assert "".join(shown) == (
+            "agent> thinking about order 7\n"
+            "you (elsewhere)> use the staging account\n"
+            "agent> thinking about order 7\n"
+        )
 
 
 async def test_a_session_another_window_stops_ends_the_wait_on_its_turn(
@@ -165,27 +156,11 @@ async def test_a_session_another_window_stops_ends_the_wait_on_its_turn(
 ) -> None:
     # Before, the chat waited for ever: a stopped session writes no more events, and its
     # snapshot still shows the turn it was running.
-    runner = HeldModel()
-    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
-    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
-        client = runtime.sessions(flow)
-        live = LiveText(runtime.flow_client, flow, "s1")
-        try:
-            await client.start_session("s1")
-            await live.start()
-            follower = Follower(client, "s1", live)
-            follower.mark_seen(await client.get_agent_snapshot("s1"))
-            assert await client.send_user_message("s1", "where is order 7")
-            follower.sent("where is order 7")
-            following = asyncio.create_task(follower.until_person())
-            await _shows(capsys, [], "agent> thinking about ")
-            await runtime.flow_client.stop_flow("s1", "stopped in another window")
-            with pytest.raises(CliError, match=r"^session 's1' is stopped$"):
-                await asyncio.wait_for(following, DEADLINE_SECONDS)
-        finally:
-            for release in runner.releases:
-                release.set()
-            await live.stop()
+    async with _chat_waiting_on_a_turn() as chat:
+        await _shows(capsys, [], "agent> thinking about ")
+        await chat.runtime.flow_client.stop_flow("s1", "stopped in another window")
+        with pytest.raises(CliError, match=r"^session 's1' is stopped$"):
+            await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
 
 
 def test_stored_text_completes_the_open_live_line() -> None:
