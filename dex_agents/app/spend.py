@@ -55,6 +55,10 @@ async def check_model_call(
     with no retry and the error's message as ``last_turn_error``, exactly as
     ``RecordTurnFailure`` ends a turn; the returned decision moves on from there.
     Any other exception propagates and fails the attempt like a runner error.
+
+    An allowed call first marks the attempt started (a heartbeat), so a Worker
+    lost after the model call makes the call that runs again a new attempt: the
+    key ``(flow_id, step_execution_id, attempt)`` then names one model call.
     """
     limit = runtime.options.spend_limit
     if limit is None:
@@ -65,6 +69,11 @@ async def check_model_call(
         refused = RecoveryError(detail=str(error), error_type=type(error).__name__)
         failure = turn_end.RecordTurnFailure(runtime)
         return await failure.execute(_RefusedCallContext(context, refused), None)
+    # Without a start mark, the embedded engine hands a lost attempt that sent no
+    # heartbeat out again under the same number: a call that returned and was
+    # reported before the kill, and the call run again, shared one key, and an
+    # application that deduplicated by it counted one call of the two it paid for.
+    await context.heartbeat()
     return None
 
 

@@ -43,11 +43,14 @@ class ModelSpendLimit(Protocol):
       exception fails the attempt like a runner error, and the Step's retry policy
       runs it again.
     - ``record_model_usage`` runs after a model call returned, with that call's
-      usage, before the Step commits. A crash between the two can report a call
-      twice, and a call whose attempt failed is not reported, because its usage is
-      unknown; keep the counters approximate or deduplicate by
-      ``(flow_id, step_execution_id, attempt)``. An exception it raises is logged
-      and ignored, so a counter outage never reruns a model call.
+      usage, before the Step commits. An allowed call marks its attempt started,
+      so ``(flow_id, step_execution_id, attempt)`` names one model call: a Worker
+      lost between the report and the commit runs the call again as a new
+      attempt, which is reported too, since it was paid for too. Use the key to
+      make your own counting idempotent, not to drop a report. A call whose
+      attempt failed is not reported, because its usage is unknown; keep the
+      counters approximate. An exception it raises is logged and ignored, so a
+      counter outage never reruns a model call.
     - Both may run concurrently for many sessions; the session never holds a lock
       while it awaits them.
     """
