@@ -5,8 +5,10 @@ Web"). ``SESSION_FLOW_NODES`` holds one node per row of the Step table, with the
 row's input, a one-line summary of what it does, and its "Next" cell.
 ``SESSION_FLOW_EDGES`` holds every movement that table and the arrow diagram
 name, and the ones a session makes that only the spec's prose names (a
-continued turn, a Timer that waits again, a refused summary call), so Dex Web
-has an edge for every movement a session makes. Each is labelled with its
+continued turn, a Timer that waits again, a refused summary call) and the
+failure routes this build gives the Steps that wait for a person
+(docs/spec-differences.md, "Flow shape"), so Dex Web has an edge for every
+movement a session makes. Each is labelled with its
 condition; a failure route is an edge of kind ``failure_route``, and the Steps
 of one ``go_to_many`` are edges of kind ``go_to_many``. A Step that may end its
 path carries an ``end_condition`` instead of an edge, because an ended path
@@ -213,6 +215,8 @@ _FAIL = SessionFlowEdgeKind.FAILURE_ROUTE
 _TOOL_CALLS = "ToolCallsRequested"
 _FAILURE = "failure route"
 _STEERED = "steered or cancelled"
+_FAILURE_OF_A_READ = "failure route: read or idempotent_write"
+_FAILURE_OF_A_WRITE = "failure route: non_idempotent_write or unclassified"
 
 
 def _edge(
@@ -258,11 +262,16 @@ SESSION_FLOW_EDGES: tuple[SessionFlowEdge, ...] = (
     _edge(
         "AwaitToolApproval", "AwaitToolApproval", "Timer fired before the deadline, or a stale wake"
     ),
+    # Beyond the table, as for the tool Steps: a failure ends the call, not the session.
+    _edge("AwaitToolApproval", "RecordToolFailure", _FAILURE_OF_A_READ, _FAIL),
+    _edge("AwaitToolApproval", "RecordToolOutcomeUnknown", _FAILURE_OF_A_WRITE, _FAIL),
     _edge("AwaitQuestionAnswer", "CallTool", "tool's question answered"),
     _edge("AwaitQuestionAnswer", "CallSingleAttemptTool", "tool's question answered"),
     _edge("AwaitQuestionAnswer", "PollToolTask", "task's question answered"),
     _edge("AwaitQuestionAnswer", "FinishTurnCancellation", "turn cancelled during a task"),
     _edge("AwaitQuestionAnswer", "AwaitQuestionAnswer", "tool's question raised"),
+    _edge("AwaitQuestionAnswer", "RecordToolFailure", _FAILURE_OF_A_READ, _FAIL),
+    _edge("AwaitQuestionAnswer", "RecordToolOutcomeUnknown", _FAILURE_OF_A_WRITE, _FAIL),
     # The first AwaitTimer records waiting_for_timer; the next one waits on the Timer.
     _edge("AwaitTimer", "AwaitTimer", "wait started, or woken before wait_until"),
     _edge("CallTool", "AwaitQuestionAnswer", "ToolInputRequested"),
@@ -274,13 +283,8 @@ SESSION_FLOW_EDGES: tuple[SessionFlowEdge, ...] = (
     _edge("PollToolTask", "PollToolTask", "task still running"),
     _edge("PollToolTask", "AwaitQuestionAnswer", "ToolInputRequested"),
     _edge("PollToolTask", "FinishTurnCancellation", "turn cancelled"),
-    _edge("PollToolTask", "RecordToolFailure", "failure route: read or idempotent_write", _FAIL),
-    _edge(
-        "PollToolTask",
-        "RecordToolOutcomeUnknown",
-        "failure route: non_idempotent_write or unclassified",
-        _FAIL,
-    ),
+    _edge("PollToolTask", "RecordToolFailure", _FAILURE_OF_A_READ, _FAIL),
+    _edge("PollToolTask", "RecordToolOutcomeUnknown", _FAILURE_OF_A_WRITE, _FAIL),
     _edge("ResumeTurn", "RunModel", "every result in"),
     _edge("ResumeTurn", "ApplyTurnControl", _STEERED),
     _edge("ResumeTurn", "ResumeTurn", "a record of the turn unfinished, or a steer wake"),

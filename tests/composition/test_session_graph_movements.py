@@ -2,7 +2,8 @@
 
 Dex Web draws a session on the session Flow Definition Graph, so a movement the
 graph lacks is one Dex Web cannot draw. Sessions run a continued turn, a
-durable wait, an approval, a steer, and a summary call a spend limit refuses;
+durable wait, an approval, a steer, a summary call a spend limit refuses, and
+approvals and questions whose Step fails after a person answered;
 the database's Step executions name each one's source Step
 (``from_step_execution_id``).
 """
@@ -16,12 +17,20 @@ from pathlib import Path
 
 from dex_agents import (
     AgentSessionFlow,
+    AgentSessionOptions,
+    AgentToolCall,
     AgentUsage,
     BuiltInTool,
     CompactionPolicy,
+    DeferredToolExecution,
+    DeferredToolOutcome,
+    InterruptKind,
     ModelSpendCheck,
     ModelSpendLimitExceededError,
+    ToolCallStepOptions,
     ToolEffect,
+    ToolInputRequested,
+    ToolPolicy,
 )
 from dex_agents.builtin_loop import (
     AgentDefinition,
@@ -40,6 +49,7 @@ from dex_agents.builtin_loop import (
 from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.local import LocalRuntime
 from dex_agents.session_graph import SESSION_FLOW_EDGES
+from tests.app.scripted_runner import ScriptedRunner
 
 WAIT = timedelta(seconds=30)
 
@@ -150,5 +160,68 @@ async def test_a_refused_summary_call_moves_along_an_edge_of_the_graph(tmp_path:
     assert [check.split("-")[0] for check in limit.checks] == ["RunModel", "CompactContext"]
     made = movements(database)
     assert ("CompactContext", "AwaitUserMessage") in made
+    drawn = {(edge.source, edge.target) for edge in SESSION_FLOW_EDGES}
+    assert sorted(made - drawn) == []
+
+
+class StepOptionsFailAfterAPerson(ScriptedRunner):
+    """Its Step options raise once a person approved a call or answered its tool's question.
+
+    So ``AwaitToolApproval`` and ``AwaitQuestionAnswer`` fail and take their call's
+    failure route, by effect.
+    """
+
+    def tool_call_step_options(self, call: AgentToolCall) -> ToolCallStepOptions | None:
+        if call.tool_name in APPROVED_TOOLS or call.input_answers:
+            raise RuntimeError(f"no Step options for {call.tool_name}")
+        return None
+
+    # ScriptedRunner's tools answer with text only; each of these asks its question.
+    async def execute_deferred_tool_call(  # type: ignore[override]
+        self, call: DeferredToolExecution
+    ) -> DeferredToolOutcome:
+        return ToolInputRequested("Go ahead?")
+
+
+APPROVED_TOOLS = {"refund", "peek"}
+FAILING_AFTER_A_PERSON = {
+    "refund": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),
+    "peek": ToolPolicy(ToolEffect.READ, requires_approval=True),
+    "ask_read": ToolPolicy(ToolEffect.READ),
+    "ask_pay": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
+}
+
+
+async def test_the_failure_routes_of_the_steps_that_wait_for_a_person_are_edges(
+    tmp_path: Path,
+) -> None:
+    flow = AgentSessionFlow(
+        StepOptionsFailAfterAPerson(),
+        flow_type="GraphAgent",
+        options=AgentSessionOptions(tool_policies=FAILING_AFTER_A_PERSON),
+    )
+    database = tmp_path / "sessions.sqlite3"
+    async with LocalRuntime(database, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s1")
+        assert await sessions.send_user_message(
+            "s1", "call refund {} and peek {} and ask_read {} and ask_pay {}"
+        )
+        snapshot = await sessions.wait_for_user("s1", timeout=WAIT)
+        while snapshot.pending_interrupts:
+            for interrupt in snapshot.pending_interrupts:
+                if interrupt.kind is InterruptKind.QUESTION:
+                    await sessions.answer_question("s1", interrupt.interrupt_id, "yes")
+                else:
+                    await sessions.resolve_interrupt("s1", interrupt.interrupt_id, approved=True)
+            snapshot = await sessions.wait_for_user("s1", timeout=WAIT)
+    made = movements(database)
+    # The scenario reached what it means to check.
+    assert {
+        ("AwaitToolApproval", "RecordToolOutcomeUnknown"),
+        ("AwaitToolApproval", "RecordToolFailure"),
+        ("AwaitQuestionAnswer", "RecordToolFailure"),
+        ("AwaitQuestionAnswer", "RecordToolOutcomeUnknown"),
+    } <= made
     drawn = {(edge.source, edge.target) for edge in SESSION_FLOW_EDGES}
     assert sorted(made - drawn) == []
