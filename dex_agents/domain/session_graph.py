@@ -6,7 +6,7 @@ row's input, a one-line summary of what it does, and its "Next" cell.
 ``SESSION_FLOW_EDGES`` holds every movement that table and the arrow diagram
 name, and the ones a session makes that only the spec's prose names (a
 continued turn, a Timer that waits again, a refused summary call) and the
-failure routes this build gives the Steps that wait for a person
+failure routes this build gives the Steps that wait for a person or a Timer
 (docs/spec-differences.md, "Flow shape"), so Dex Web has an edge for every
 movement a session makes. Each is labelled with its
 condition; a failure route is an edge of kind ``failure_route``, and the Steps
@@ -274,6 +274,7 @@ SESSION_FLOW_EDGES: tuple[SessionFlowEdge, ...] = (
     _edge("AwaitQuestionAnswer", "RecordToolOutcomeUnknown", _FAILURE_OF_A_WRITE, _FAIL),
     # The first AwaitTimer records waiting_for_timer; the next one waits on the Timer.
     _edge("AwaitTimer", "AwaitTimer", "wait started, or woken before wait_until"),
+    _edge("AwaitTimer", "RecordToolFailure", _FAILURE, _FAIL),
     _edge("CallTool", "AwaitQuestionAnswer", "ToolInputRequested"),
     _edge("CallTool", "PollToolTask", "ToolTaskStarted"),
     _edge("CallTool", "RecordToolFailure", _FAILURE, _FAIL),

@@ -24,7 +24,7 @@ from dex_agents.domain.session_graph_actions import SessionFlowAction, session_f
 from dex_agents.domain.unicode_text import first_lone_surrogate
 from dex_agents.domain.wire import to_json
 
-SESSION_FLOW_GRAPH_GENERATED_AT = datetime(2026, 12, 7, 13, 0, tzinfo=UTC)
+SESSION_FLOW_GRAPH_GENERATED_AT = datetime(2026, 12, 7, 12, 56, tzinfo=UTC)
 """When the session graph template last changed; every document carries it as ``generated_at``.
 
 Change it whenever ``SESSION_FLOW_NODES``, ``SESSION_FLOW_EDGES`` or the Actions change.

@@ -108,12 +108,13 @@ FAILURE_ROUTES = {
     ("PollToolTask", "RecordToolFailure"),
     ("PollToolTask", "RecordToolOutcomeUnknown"),
     ("CancelToolTask", "RecordToolOutcomeUnknown"),
-    # Beyond the table: the Steps that wait for a person end their call by its effect
-    # (docs/spec-differences.md, "Flow shape").
+    # Beyond the table: the Steps that wait for a person end their call by its effect,
+    # and a durable wait's (a read) records failed (docs/spec-differences.md, "Flow shape").
     ("AwaitToolApproval", "RecordToolFailure"),
     ("AwaitToolApproval", "RecordToolOutcomeUnknown"),
     ("AwaitQuestionAnswer", "RecordToolFailure"),
     ("AwaitQuestionAnswer", "RecordToolOutcomeUnknown"),
+    ("AwaitTimer", "RecordToolFailure"),
 }
 
 GO_TO_MANY = {
@@ -189,7 +190,7 @@ def test_each_row_has_its_input_and_exactly_its_next_steps(
     assert _targets(step_type, failure=False) | ends == next_targets | beyond
 
 
-def test_failure_routes_are_exactly_the_tables_and_the_waits_for_a_person() -> None:
+def test_failure_routes_are_exactly_the_tables_and_the_waits() -> None:
     failures = {
         (edge.source, edge.target)
         for edge in SESSION_FLOW_EDGES
@@ -259,7 +260,7 @@ def test_cancel_turn_cancels_the_model_call_compaction_and_waits_then_finishes()
 
 
 def test_the_document_carries_the_template_time_not_the_call_time() -> None:
-    assert datetime(2026, 12, 7, 13, 0, tzinfo=UTC) == SESSION_FLOW_GRAPH_GENERATED_AT
+    assert datetime(2026, 12, 7, 12, 56, tzinfo=UTC) == SESSION_FLOW_GRAPH_GENERATED_AT
     assert SESSION_FLOW_GRAPH_GENERATED_AT.utcoffset() == timedelta(0)
     document = session_flow_definition_document("SupportAgent", "support-agent.operate")
     assert document.generated_at is SESSION_FLOW_GRAPH_GENERATED_AT
@@ -278,7 +279,7 @@ def test_the_document_is_deterministic_and_round_trips_through_the_wire() -> Non
     assert text == second.to_json()
     assert from_json(text, SessionFlowDefinitionDocument) == first
     data = json.loads(text)
-    assert data["generated_at"] == "2026-12-07T13:00:00+00:00"
+    assert data["generated_at"] == "2026-12-07T12:56:00+00:00"
     assert data["edges"][0] == {
         "source": "StartAgentSession",
         "target": "RunModel",
@@ -346,7 +347,7 @@ def test_the_rendering_passes_dex_webs_flow_definition_checks() -> None:
     assert graph["source"] == {"language": "python", "path": "dex_agents/session_graph.py"}
     assert graph["flow"] == {"name": "SupportAgent", "startStepId": "step:StartAgentSession"}
     assert graph["diagnostics"] == []
-    assert graph["generatedAt"] == "2026-12-07T13:00:00+00:00"
+    assert graph["generatedAt"] == "2026-12-07T12:56:00+00:00"
     ids = [node["id"] for node in graph["nodes"]]
     assert len(ids) == len(set(ids))
     edge_ids = [edge["id"] for edge in graph["edges"]]
