@@ -125,6 +125,12 @@ def test_an_invocation_log_counts_calls_across_processes(tmp_path: Path) -> None
     assert log.count("refund") == 0
 
 
+def test_an_invocation_log_makes_its_directory_as_a_gate_does(tmp_path: Path) -> None:
+    log = InvocationLog(tmp_path / "state" / "logs" / "calls.log")
+    log.record("refund order 7")
+    assert log.entries() == [Invocation(os.getpid(), "refund order 7")]
+
+
 def test_an_invocation_name_may_hold_any_character_but_a_newline(tmp_path: Path) -> None:
     log = InvocationLog(tmp_path / "calls.log")
     names = ["carriage\rreturn", "line\u2028separator", "form\x0cfeed", "tab\tand space"]

@@ -181,7 +181,8 @@ class InvocationLog:
     """Real tool and model calls, counted across Worker processes in one append-only file.
 
     ``record(name)`` appends ``<pid> <name>`` in one ``O_APPEND`` write, so the
-    lines of concurrent processes never interleave.
+    lines of concurrent processes never interleave; it creates the file's
+    directory first, as ``FileGate`` does its own.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -192,6 +193,9 @@ class InvocationLog:
         if not name or "\n" in name:
             raise ValueError(f"an invocation name must be non-empty and one line: {name!r}")
         line = f"{os.getpid()} {name}\n".encode()
+        # Without it a log under a directory no one had made yet failed the tool or
+        # model call that recorded it, inside the Worker child, with FileNotFoundError.
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(descriptor, line)
