@@ -175,7 +175,12 @@ class AgentTestStack:
         return self.backend.worker_logs()
 
     async def read_step_history(self, session_id: str) -> list[StepHistoryEntry]:
-        """The session's completed Steps, oldest first."""
+        """The session's completed Steps, oldest first.
+
+        On the embedded engine, Steps that finished in one commit are listed in
+        the order they were created (``LocalFlowClient.read_step_history``), so
+        count entries rather than rely on their order within a commit.
+        """
         return await self.backend.read_step_history(session_id)
 
 

@@ -226,7 +226,13 @@ class LocalFlowClient(LocalStreamReads):
         return None if text is None else from_stored(text, attribute.value_type, self._engine.store)
 
     async def read_step_history(self, flow_id: str) -> Sequence[StepHistoryEntry]:
-        """Completed Step executions, oldest first."""
+        """Completed Step executions, oldest first.
+
+        Executions that finished in one commit share its time and are listed in
+        the order they were created: a state-only Step run inside another Step's
+        commit (``ResumeTurn`` woken by a tool's result) is listed before that
+        Step when it was created first.
+        """
 
         def history(tx: StoreTransaction) -> list[StepHistoryEntry]:
             if tx.get_flow(flow_id) is None:
