@@ -10,7 +10,7 @@ to a file instead, with ``render_session_flow_graph`` or the
 ``--flow-rendering-dir`` naming its directory::
 
     dex-agents-session-graph SupportAgent support-agent.operate --output-dir build/flows
-    dexcli dev --flow-rendering-dir build/flows
+    # then start Dex Web with: --flow-rendering-dir build/flows
 
 The file is a Flow Definition Graph of schema version ``"1.0"``, the form that
 directory takes. ``render_session_flow_graph_dot`` draws the same graph in Graphviz
