@@ -12,6 +12,7 @@ tables of cases:
 - ``responses_request`` and ``chat_request``: a ``ModelRequest`` as each API's input;
 - ``responses_output`` and ``chat_stream``: each API's output as ``ModelOutputItem`` values;
 - ``usage``: each API's usage as ``AgentUsage``;
+- ``answer_ids``: which answers LiteLLM names with an ID of its own;
 - ``estimates``: ``estimate_input_tokens``;
 - ``redaction``: credentials scrubbed from texts and URLs;
 - ``errors``: the errors the client raises, and LiteLLM's translated to them.

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import litellm
 
+from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
 from dex_agents.adapters.litellm.call_ids import conversation_tool_call_ids
 from dex_agents.adapters.litellm.chat_request import chat_arguments
@@ -206,7 +207,8 @@ class LiteLLMModelClient:
                 request_model=route.model,
                 response_model=answer.response_model,
                 provider_name=route.provider,
-                response_id=answer.response_id,
+                # An ID LiteLLM made up finds nothing in the provider's records.
+                response_id=None if litellm_names_the_answer(route) else answer.response_id,
                 finish_reasons=answer.finish_reasons,
             ),
         )

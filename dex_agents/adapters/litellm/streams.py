@@ -28,12 +28,6 @@ from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.model_client import ModelOutputWriter
 
 _RETRYABLE_RESPONSE_ERRORS = frozenset({"server_error", "rate_limit_exceeded", None})
-_OWN_ID_PROVIDERS = frozenset({"anthropic"})
-"""Providers whose Chat Completions answer LiteLLM (1.105) names with an ID of its own.
-
-Its Anthropic reader drops the message ID (``msg_...``) and names every chunk
-``chatcmpl-<uuid>``, which no provider's record holds.
-"""
 
 
 @attrs.frozen(kw_only=True)
@@ -44,6 +38,7 @@ class StreamedAnswer:
     usage: AgentUsage
     response_model: str | None
     response_id: str | None
+    """The ID the stream named the answer with, which may be LiteLLM's own (``answer_ids``)."""
     finish_reasons: tuple[str, ...]
 
 
@@ -272,8 +267,6 @@ async def _read_chat(
         output=(assembler.output_item(provider, taken_ids),),
         usage=chat_completions_usage(None if usage is None else as_dict(usage)),
         response_model=response_model,
-        # An ID LiteLLM made up finds nothing in the provider's records: None, as the
-        # runner contract says of a value the framework does not expose.
-        response_id=None if provider in _OWN_ID_PROVIDERS else response_id,
+        response_id=response_id,
         finish_reasons=(assembler.finish_reason,),
     )

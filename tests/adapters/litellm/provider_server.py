@@ -3,7 +3,8 @@
 ``ProviderServer`` is an HTTP/1.1 server on ``127.0.0.1`` (asyncio streams, one
 request per connection) that LiteLLM reaches through ``api_base``. Each request
 takes the next scripted ``Reply``: a JSON answer with a status, or Server-Sent
-Events sent with chunked transfer encoding, optionally cut after some events by
+Events sent with chunked transfer encoding (or binary ``frames``, as Bedrock's
+event stream), optionally cut after some events by
 closing the connection without the final chunk, as a dropped stream looks, or
 paced: each event sent only once the test lets it (``before_event``). A
 request with no reply left is answered 500 and counted in ``unscripted``, and
@@ -45,11 +46,22 @@ class Reply:
     before_event: Callable[[int], Awaitable[None]] | None = None
     headers: tuple[tuple[str, str], ...] = ()
     """Further response headers of a JSON answer, such as ``retry-after``."""
+    frames: Sequence[bytes] | None = None
+    """A stream of binary frames sent as they are, in place of ``events``."""
+    content_type: str = "text/event-stream"
+    """The content type of a stream."""
 
 
 def json_reply(status: int, body: Any, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
     """A JSON answer with ``status`` and any further ``headers``."""
     return Reply(status=status, body=body, headers=headers)
+
+
+def frames_reply(
+    frames: Sequence[bytes], content_type: str, *, cut_after: int | None = None
+) -> Reply:
+    """A stream of binary ``frames`` of ``content_type``; ``cut_after`` as in ``sse_reply``."""
+    return Reply(frames=tuple(frames), content_type=content_type, cut_after=cut_after)
 
 
 def sse_reply(
@@ -151,7 +163,7 @@ def _data(value: Any) -> str:
 
 
 async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
-    if reply.events is None:
+    if reply.events is None and reply.frames is None:
         payload = json.dumps(reply.body).encode()
         extra = "".join(f"{name}: {value}\r\n" for name, value in reply.headers)
         writer.write(
@@ -162,18 +174,24 @@ async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
         await writer.drain()
         return
     writer.write(
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-        b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        f"HTTP/1.1 200 OK\r\ncontent-type: {reply.content_type}\r\n"
+        "transfer-encoding: chunked\r\nconnection: close\r\n\r\n".encode()
     )
-    for sent, (name, data) in enumerate(reply.events):
+    chunks = reply.frames if reply.frames is not None else _event_chunks(reply.events or ())
+    for sent, chunk in enumerate(chunks):
         if reply.cut_after is not None and sent == reply.cut_after:
             await writer.drain()
             return  # no final chunk: the client sees a connection dropped mid-answer
         if reply.before_event is not None and sent:
             await writer.drain()
             await reply.before_event(sent)
-        text = (f"event: {name}\n" if name else "") + f"data: {_data(data)}\n\n"
-        chunk = text.encode()
         writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
     writer.write(b"0\r\n\r\n")
     await writer.drain()
+
+
+def _event_chunks(events: Sequence[tuple[str | None, Any]]) -> list[bytes]:
+    return [
+        ((f"event: {name}\n" if name else "") + f"data: {_data(data)}\n\n").encode()
+        for name, data in events
+    ]

@@ -12,6 +12,7 @@ import pytest
 
 from dex_agents.domain.model_io import ModelRequest, UserTextItem
 from dex_agents.litellm import LiteLLMModelClient
+from tests.adapters.litellm.bedrock_scripts import bedrock_env, converse_reply
 from tests.adapters.litellm.provider_scripts import (
     anthropic_stream,
     chat_stream,
@@ -22,6 +23,7 @@ from tests.adapters.litellm.provider_scripts import (
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
 from tests.adapters.litellm.session_support import KEY
+from tests.adapters.litellm.vertex_support import LOCATION, PROJECT, vertex_options, vertex_token
 
 litellm.suppress_debug_info = True
 
@@ -160,4 +162,58 @@ async def test_a_chat_completions_answer_reports_the_providers_id_or_none(
     response = await _client(server, api).call_model(REQUEST, output)
     assert response.model_call_metadata is not None
     assert response.model_call_metadata.response_id == reported
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize(
+    ("model", "path"),
+    [
+        ("azure_ai/claude-sonnet-4-5", "/anthropic/v1/messages"),
+        (
+            "vertex_ai/claude-sonnet-4-5@20250929",
+            f"/v1/projects/{PROJECT}/locations/{LOCATION}/publishers/anthropic/models/"
+            "claude-sonnet-4-5@20250929:streamRawPredict?alt=sse",
+        ),
+    ],
+)
+async def test_claude_on_a_cloud_reports_no_id_that_litellm_made_up(
+    server: ProviderServer,
+    output: RecordingOutput,
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+    path: str,
+) -> None:
+    # Vertex AI and Azure AI answer in Anthropic's Messages stream, which LiteLLM
+    # reads as Anthropic's: it names the answer chatcmpl-<uuid>, as the span showed.
+    server.script(sse_reply(anthropic_stream([{"type": "text", "text": "Hello."}])))
+    if model.startswith("vertex_ai/"):
+        client = LiteLLMModelClient(model, api_base=server.url, request_options=vertex_options())
+        with vertex_token(monkeypatch):
+            response = await client.call_model(REQUEST, output)
+    else:
+        client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=_key)
+        response = await client.call_model(REQUEST, output)
+    assert [request.path for request in server.requests] == [path]
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.response_id is None
+    assert output.text() == "Hello."
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0", "bedrock/amazon.nova-pro-v1:0"],
+)
+async def test_a_bedrock_answer_reports_no_id_that_litellm_made_up(
+    server: ProviderServer, output: RecordingOutput, monkeypatch: pytest.MonkeyPatch, model: str
+) -> None:
+    # Bedrock's Converse stream carries no ID of the answer; LiteLLM names it
+    # chatcmpl-<uuid>, which no Bedrock record holds.
+    bedrock_env(monkeypatch)
+    server.script(converse_reply("Hello."))
+    response = await LiteLLMModelClient(model, api_base=server.url).call_model(REQUEST, output)
+    assert server.requests[0].path.endswith("/converse-stream")
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.response_id is None
+    assert output.text() == "Hello."
     server.assert_script_used()

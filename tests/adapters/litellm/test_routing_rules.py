@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer
 from dex_agents.adapters.litellm.options import (
     CREDENTIAL_KEYS,
     RESERVED_KEYS,
@@ -157,3 +158,25 @@ def test_the_responses_include_always_asks_for_encrypted_reasoning(
     options: dict[str, Any], include: list[str]
 ) -> None:
     assert responses_include(options) == include
+
+
+@pytest.mark.parametrize(
+    ("model", "provider", "provider_model", "litellms"),
+    [
+        ("anthropic/claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5", True),
+        ("vertex_ai/claude-sonnet-4-5@20250929", "vertex_ai", "claude-sonnet-4-5@20250929", True),
+        ("vertex_ai_beta/claude-opus-4-1", "vertex_ai_beta", "claude-opus-4-1", True),
+        ("azure_ai/Claude-Sonnet-4-5", "azure_ai", "Claude-Sonnet-4-5", True),
+        ("bedrock/amazon.nova-pro-v1:0", "bedrock", "amazon.nova-pro-v1:0", True),
+        ("bedrock/us.anthropic.claude-sonnet-4-5-v1:0", "bedrock", "us.anthropic.claude-sonnet-4-5-v1:0", True),
+        ("vertex_ai/gemini-2.5-pro", "vertex_ai", "gemini-2.5-pro", False),
+        ("vertex_ai/mistral-large", "vertex_ai", "mistral-large", False),
+        ("azure_ai/gpt-4o", "azure_ai", "gpt-4o", False),
+        ("gemini/gemini-2.5-flash", "gemini", "gemini-2.5-flash", False),
+        ("openai/gpt-4.1", "openai", "gpt-4.1", False),
+    ],
+)  # fmt: skip
+def test_which_answers_litellm_names_with_an_id_of_its_own(
+    model: str, provider: str, provider_model: str, litellms: bool
+) -> None:
+    assert litellm_names_the_answer(route_model(model, provider, provider_model, None)) is litellms
