@@ -233,10 +233,12 @@ class BuiltinLoopCompaction:
                 f"the model client of agent {definition.name} returned "
                 f"{type(response).__name__}, not a ModelResponse"
             )
-        if response.filtered:
-            # A cut summary would replace the messages it stands for; the same
-            # request is filtered again, so no retry.
-            error = ModelCallError(CONTENT_FILTER_TURN_ERROR)
+        stopped = CONTENT_FILTER_TURN_ERROR if response.filtered else response.stopped_error
+        if stopped is not None:
+            # A summary the content filter stopped would replace the messages it
+            # stands for cut, and one the output token limit cut before any text is
+            # none; the same request ends so again, so no retry, and the error says why.
+            error = ModelCallError(stopped)
             error.retryable = False
             raise error
         text = response.text.strip()

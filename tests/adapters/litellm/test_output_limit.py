@@ -5,20 +5,27 @@ Chat Completions ends it with ``length`` (LiteLLM's name for Anthropic's
 reason is ``max_output_tokens``, its tokens spent on reasoning. Such an answer
 read as an empty normal one; the turn now ends with ``output_limit_turn_error``,
 keeping the reasoning, and no empty assistant message is stored. An answer
-cut after some text is the model's answer, as before.
+cut after some text is the model's answer, as before. A context summary cut so
+fails ``CompactContext`` the same way, since the same request is cut again.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import litellm
 import pytest
 
 from dex_agents import AgentSessionFlow
+from dex_agents.app.builtin_loop.items import user_text_message
+from dex_agents.app.builtin_loop.runner import BuiltinLoopAgentRunner
 from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow
 from dex_agents.domain.attention import SessionAttention, session_attention
-from dex_agents.domain.messages import MessageRole
+from dex_agents.domain.context_summary import ContextSummaryRequest
+from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.model_io import output_limit_turn_error
 from dex_agents.local import LocalRuntime
+from dex_agents.ports.errors import ModelCallError
 from tests.adapters.litellm.provider_scripts import (
     anthropic_stream,
     chat_reply_finishing,
@@ -91,4 +98,34 @@ async def test_an_answer_cut_after_some_text_is_the_models_answer(
     assert done.state is not None
     assert done.state.last_turn_error is None
     assert PARTIAL in [m.text for m in done.messages if m.role is MessageRole.ASSISTANT]
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize("api", list(REPLIES))
+async def test_a_summary_cut_empty_at_the_token_limit_fails_naming_it_without_a_retry(
+    server: ProviderServer, api: str
+) -> None:
+    # Read as "returned no text", a ValueError, the same summary request was
+    # retried and cut again, each a paid call, and the turn's error hid why.
+    server.script(REPLIES[api](None))
+    agent = AgentDefinition(
+        name="support", instructions="Help.", model=loopback_client(server, api)
+    )
+    message = AgentMessage.from_framework_message(
+        user_text_message("Where is order 7?"),
+        sequence=1,
+        turn_id="t1",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    request = ContextSummaryRequest(
+        flow_id="s1",
+        turn_id="t1",
+        messages=(message,),
+        through_sequence=1,
+        input_token_budget=100_000,
+    )
+    with pytest.raises(ModelCallError) as caught:
+        await BuiltinLoopAgentRunner(agent).summarize_context(request)
+    assert str(caught.value) == output_limit_turn_error(REASONS[api])
+    assert caught.value.retryable is False
     server.assert_script_used()
