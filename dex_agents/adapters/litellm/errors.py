@@ -18,7 +18,9 @@ is the provider's own, without credentials, so the session can show it as the
 turn's ``last_turn_error``.
 A call that could not connect, or that timed out before an answer (LiteLLM
 files it as an HTTP 408), has no HTTP status and says so. A stream that
-breaks mid-answer raises, so no half answer is ever returned.
+breaks mid-answer raises, so no half answer is ever returned; so does a
+stream error the provider says a retry can help (Bedrock's
+``modelStreamErrorException``), a retryable break.
 """
 
 from __future__ import annotations
@@ -176,6 +178,10 @@ def translate_error(
         # Before the stream checks: a stream that never connected did not break.
         text = scrub(describe_failure(provider, None, unreached), known)
         return ModelProviderError(text, provider=provider, status_code=None, retryable=True)
+    event = _retryable_stream_event(error)
+    if event is not None:
+        text = f"the {provider} stream broke before the answer ended: {provider_message(event)}"
+        return ModelStreamInterruptedError(scrub(text, known), provider=provider)
     answer = _answer_inside_stream(error)
     if answer is not None:
         # LiteLLM files a content policy violation sent inside a stream as a break,
@@ -298,6 +304,25 @@ def _answer_inside_stream(error: BaseException) -> tuple[int, str] | None:
         status = answered
     raw = str(getattr(original, "message", None) or original) or type(original).__name__
     return status, provider_message(raw)
+
+
+_RETRYABLE_STREAM_EVENTS: Final = ("modelStreamErrorException",)
+"""Bedrock's error events inside a stream that its documentation says to retry
+("An error occurred while streaming the response. Retry your request.")."""
+
+
+def _retryable_stream_event(error: BaseException) -> str | None:
+    """The text of a Bedrock error event that says a retry can help, or ``None``.
+
+    LiteLLM files it under the event's modeled HTTP status, 424, which no
+    retry would pass, though no HTTP answer had that status.
+    """
+    for current in exception_chain(error):
+        if type(current).__name__ == "BedrockError":
+            text = str(getattr(current, "message", None) or current)
+            if text.startswith(_RETRYABLE_STREAM_EVENTS):
+                return text
+    return None
 
 
 _TIMEOUT_NAMES: Final = frozenset({"Timeout", "APITimeoutError", "TimeoutException"})

@@ -1,0 +1,183 @@
+"""``LiteLLMModelClient`` on Amazon Bedrock, against a Converse API on loopback.
+
+LiteLLM sends a Bedrock model's call to ``/model/<id>/converse-stream``, signed
+with the AWS credentials of the environment, and reads the answer in the AWS
+event stream encoding (``bedrock_scripts``). Bedrock sends its errors either as
+an HTTP answer or, once the stream has begun, as an exception event.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import litellm
+import pytest
+
+from dex_agents.domain.model_io import (
+    ModelInputItem,
+    ModelRequest,
+    ModelToolDefinition,
+    ToolResultItem,
+    UserTextItem,
+)
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.litellm import LiteLLMModelClient, ModelProviderError, ModelStreamInterruptedError
+from tests.adapters.litellm.bedrock_scripts import (
+    EVENT_STREAM,
+    bedrock_env,
+    converse_frames,
+    converse_reply,
+    exception,
+)
+from tests.adapters.litellm.provider_server import ProviderServer, frames_reply, json_reply
+from tests.adapters.litellm.recording_output import RecordingOutput
+from tests.adapters.litellm.request_cases import IMAGE_BYTES, PNG, PNG_IMAGE
+
+litellm.suppress_debug_info = True
+
+CLAUDE = "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+NOVA = "bedrock/amazon.nova-pro-v1:0"
+REQUEST = ModelRequest(instructions="Be brief.", items=(UserTextItem(text="Hi"),))
+PNG_BASE64 = base64.b64encode(PNG).decode()
+USER = UserTextItem(text="Where is order 7?")
+LOOKUP = ModelToolDefinition(
+    name="lookup",
+    description="Look an order up.",
+    parameters_schema={"type": "object", "properties": {"order_id": {"type": "string"}}},
+)
+SCREENSHOT = ToolResultItem(
+    tool_call_id="tooluse_9", tool_name="lookup", output="order 7 shipped", images=(PNG_IMAGE,)
+)
+
+
+def _request(*items: ModelInputItem) -> ModelRequest:
+    return ModelRequest(
+        instructions="You help with orders.", items=items, tools=(LOOKUP,), image_bytes=IMAGE_BYTES
+    )
+
+
+@pytest.fixture(autouse=True)
+def _aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    bedrock_env(monkeypatch)
+
+
+@pytest.mark.parametrize("model", [CLAUDE, NOVA])
+async def test_a_tool_turn_streams_split_arguments_and_sends_the_results_image(
+    server: ProviderServer, output: RecordingOutput, model: str
+) -> None:
+    server.script(
+        converse_reply("Let me check.", [("tooluse_9", "lookup", '{"order_id": "7"}')]),
+        converse_reply("It shipped."),
+    )
+    client = LiteLLMModelClient(model, api_base=server.url)
+    first = await client.call_model(_request(USER), output)
+    (item,) = first.output
+    assert [(c.tool_call_id, c.tool_name, c.arguments) for c in item.tool_calls] == [
+        ("tooluse_9", "lookup", '{"order_id": "7"}')
+    ]
+    assert first.usage == AgentUsage(model_calls=1, input_tokens=60, output_tokens=7)
+    await client.call_model(_request(USER, item, SCREENSHOT), output)
+    assert server.requests[1].body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"text": "Let me check."},
+                {
+                    "toolUse": {
+                        "input": {"order_id": "7"},
+                        "name": "lookup",
+                        "toolUseId": "tooluse_9",
+                    }
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "toolResult": {
+                        "content": [
+                            {"text": "order 7 shipped"},
+                            {"image": {"source": {"bytes": PNG_BASE64}, "format": "png"}},
+                        ],
+                        "toolUseId": "tooluse_9",
+                    }
+                }
+            ],
+        },
+    ]
+    assert output.text() == "Let me check.It shipped."
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "retryable"),
+    [
+        (429, "ThrottlingException", True),
+        (500, "InternalServerException", True),
+        (503, "ServiceUnavailableException", True),
+        (400, "ValidationException", False),
+    ],
+)
+async def test_an_http_error_keeps_its_status_and_is_retried_when_a_retry_can_help(
+    server: ProviderServer, output: RecordingOutput, status: int, kind: str, retryable: bool
+) -> None:
+    headers = (("x-amzn-ErrorType", f"{kind}:http://internal.amazon.com/coral/"),)
+    server.script(json_reply(status, {"message": f"{kind}: no"}, headers=headers))
+    with pytest.raises(ModelProviderError) as caught:
+        await LiteLLMModelClient(NOVA, api_base=server.url).call_model(REQUEST, output)
+    assert (caught.value.status_code, caught.value.retryable) == (status, retryable)
+    assert str(caught.value) == f"bedrock model call failed with HTTP {status}: {kind}: no"
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize(
+    ("event", "error", "retryable"),
+    [
+        # Bedrock's documentation: "An error occurred while streaming the response.
+        # Retry your request." LiteLLM files it as an HTTP 424 that no retry passes.
+        ("modelStreamErrorException", ModelStreamInterruptedError, True),
+        ("throttlingException", ModelStreamInterruptedError, True),
+        ("internalServerException", ModelStreamInterruptedError, True),
+        ("validationException", ModelProviderError, False),
+    ],
+)
+async def test_an_error_inside_the_stream_is_retried_when_bedrock_says_a_retry_can_help(
+    server: ProviderServer,
+    output: RecordingOutput,
+    event: str,
+    error: type[ModelProviderError],
+    retryable: bool,
+) -> None:
+    frames = converse_frames("Half of an answer that stops.")[:2]
+    server.script(frames_reply([*frames, exception(event, "The stream failed.")], EVENT_STREAM))
+    with pytest.raises(ModelProviderError) as caught:
+        await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(REQUEST, output)
+    assert type(caught.value) is error
+    assert caught.value.retryable is retryable
+    assert "The stream failed." in str(caught.value)
+    server.assert_script_used()
+
+
+async def test_a_stream_cut_mid_answer_is_a_retryable_break(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    frames = converse_frames("Half of an answer that never ends.")
+    server.script(frames_reply(frames, EVENT_STREAM, cut_after=2))
+    with pytest.raises(ModelStreamInterruptedError) as caught:
+        await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(REQUEST, output)
+    assert caught.value.retryable is True
+    assert output.deltas  # the answer had started
+    server.assert_script_used()
+
+
+async def test_an_answer_without_usage_is_kept(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    server.script(converse_reply("Hello.", usage=None))
+    response = await LiteLLMModelClient(NOVA, api_base=server.url).call_model(REQUEST, output)
+    assert response.text == "Hello."
+    assert response.usage.model_calls == 1
+    assert json.loads(response.output[0].item)["content"] == "Hello."
+    server.assert_script_used()
