@@ -2,7 +2,8 @@
 
 Claude Opus 5.5 and Claude Sonnet 5.5 refuse ``tool_choice`` ``"required"`` on
 every route, and so does a Claude model with extended thinking on a route that
-LiteLLM sends to Anthropic's API: Anthropic itself, Bedrock or Vertex AI. Such a
+LiteLLM sends to Anthropic's API: Anthropic itself, Bedrock, Vertex AI or Azure
+AI (``azure_ai/claude-...``, posted to ``/anthropic/v1/messages``). Such a
 call counts as extended thinking when its settings hold a ``thinking`` option that
 is not disabled, or a ``reasoning_effort`` other than ``"none"``. Gemini and OpenAI
 models accept a forced tool choice with thinking or reasoning.
@@ -17,7 +18,7 @@ from typing import Any, Final
 from dex_agents.adapters.litellm.routing import ModelRoute
 
 _REFUSING_MODELS: Final = re.compile(r"claude-(?:opus|sonnet)-5[-.]5(?![0-9])", re.IGNORECASE)
-_CLAUDE_ROUTE_PROVIDERS: Final = frozenset({"bedrock", "vertex_ai", "vertex_ai_beta"})
+_CLAUDE_ROUTE_PROVIDERS: Final = frozenset({"bedrock", "vertex_ai", "vertex_ai_beta", "azure_ai"})
 
 
 def routes_to_claude_api(route: ModelRoute) -> bool:

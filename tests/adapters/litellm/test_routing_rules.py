@@ -83,6 +83,8 @@ BEDROCK_CLAUDE = _route(
 )
 BEDROCK_NOVA = _route("bedrock/amazon.nova-pro-v1:0", "bedrock", "amazon.nova-pro-v1:0")
 VERTEX_CLAUDE = _route("vertex_ai/claude-sonnet-4-5", "vertex_ai", "claude-sonnet-4-5")
+AZURE_AI_CLAUDE = _route("azure_ai/claude-sonnet-4-5", "azure_ai", "claude-sonnet-4-5")
+AZURE_AI_GPT = _route("azure_ai/gpt-5", "azure_ai", "gpt-5")
 GEMINI = _route("gemini/gemini-2.5-pro", "gemini", "gemini-2.5-pro")
 OPENAI = _route("openai/gpt-5", "openai", "gpt-5")
 OPUS_55 = _route("anthropic/claude-opus-5-5", "anthropic", "claude-opus-5-5")
@@ -109,6 +111,10 @@ ENABLED = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
         (BEDROCK_CLAUDE, {"reasoning_effort": "high"}, False),
         (BEDROCK_NOVA, {"reasoning_effort": "high"}, True),
         (VERTEX_CLAUDE, ENABLED, False),
+        (AZURE_AI_CLAUDE, ENABLED, False),
+        (AZURE_AI_CLAUDE, {"reasoning_effort": "high"}, False),
+        (AZURE_AI_CLAUDE, {}, True),
+        (AZURE_AI_GPT, {"reasoning_effort": "high"}, True),
         (GEMINI, {"reasoning_effort": "high"}, True),
         (GEMINI, {"thinking": {"type": "enabled", "budget_tokens": 1024}}, True),
         (OPENAI, {"reasoning": {"effort": "high"}}, True),
