@@ -160,11 +160,15 @@ async def test_an_error_inside_the_stream_is_retried_when_bedrock_says_a_retry_c
     server.assert_script_used()
 
 
-async def test_a_stream_cut_mid_answer_is_a_retryable_break(
-    server: ProviderServer, output: RecordingOutput
+@pytest.mark.parametrize("cut", [True, False], ids=["connection-cut", "ended-before-messageStop"])
+async def test_a_stream_broken_mid_answer_is_a_retryable_break(
+    server: ProviderServer, output: RecordingOutput, cut: bool
 ) -> None:
     frames = converse_frames("Half of an answer that never ends.")
-    server.script(frames_reply(frames, EVENT_STREAM, cut_after=2))
+    if cut:
+        server.script(frames_reply(frames, EVENT_STREAM, cut_after=2))
+    else:
+        server.script(frames_reply(frames[:3], EVENT_STREAM))  # a clean end, but no messageStop
     with pytest.raises(ModelStreamInterruptedError) as caught:
         await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(REQUEST, output)
     assert caught.value.retryable is True
