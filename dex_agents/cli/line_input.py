@@ -6,7 +6,8 @@ one of two readers:
 
 - ``TerminalInput``, when standard input and output are both a terminal: it
   reads key by key (``line_editing``), so text printed with ``write`` goes
-  above the prompt, and the prompt is drawn again with what was typed so far.
+  above the prompt, and the prompt is drawn again with what was typed so far
+  (also when the terminal is resized, at its new width).
   The terminal is in its usual line mode between prompts, so a line typed while
   a turn runs is echoed and kept by the terminal as before.
 - ``PipeInput`` otherwise: one thread reads whole lines, and text printed while
@@ -231,6 +232,12 @@ class TerminalInput:
                 termios.tcsetattr(fd, termios.TCSANOW, keyed)
             _write_out("\r\x1b[J" + prompt + shown(editor.text))
 
+        def resized() -> None:
+            # A terminal that rewraps its rows (most do; xterm cuts them) shows the prompt
+            # at its new width already, and one that cut the rows lost their ends: either
+            # way the prompt is drawn again, erased as the new width lays it out.
+            self._redraw(editor.text)
+
         self._prompt, self._editor = prompt, editor
         ending_signals = restore_before_ending(fd, saved)
         try:
@@ -246,6 +253,7 @@ class TerminalInput:
                 if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
                     loop.add_signal_handler(signal.SIGTSTP, stop)
                 loop.add_signal_handler(signal.SIGCONT, resume)
+                loop.add_signal_handler(signal.SIGWINCH, resized)
             ending = await ended
         except asyncio.CancelledError:
             if keep_partial:
@@ -256,6 +264,7 @@ class TerminalInput:
             loop.remove_reader(fd)
             loop.remove_signal_handler(signal.SIGTSTP)
             loop.remove_signal_handler(signal.SIGCONT)
+            loop.remove_signal_handler(signal.SIGWINCH)
             with contextlib.suppress(termios.error):  # a terminal that went away has no mode
                 termios.tcsetattr(fd, termios.TCSANOW, saved)
             for number in ending_signals:  # the mode is back: they may end the chat as before

@@ -154,6 +154,12 @@ class Terminal:
         """Ctrl-D at the start of a line: the program reads the end of its input."""
         os.write(self.master, b"\x04")
 
+    def resize(self, columns: int) -> None:
+        """Make the terminal ``columns`` wide, and send SIGWINCH as the terminal does to its
+        foreground job (the chat has no controlling terminal here, so the kernel would not)."""
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        os.killpg(self.process.pid, signal.SIGWINCH)
+
     def interrupt(self) -> None:
         """Ctrl-C: SIGINT to the program's process group, as the terminal sends it."""
         os.killpg(self.process.pid, signal.SIGINT)
@@ -211,42 +217,70 @@ class Terminal:
 _CONTROL = re.compile(r"\x1b\[([0-9]*)([A-Za-z])|[\r\n\b]|[^\x1b\r\n\b]")
 
 
-def screen(written: str, columns: int = COLUMNS) -> list[str]:
-    """The rows a terminal ``columns`` wide shows after ``written``, for the few controls the
-    chat writes: carriage return, line feed (as the terminal's ``\\r\\n``), backspace,
-    cursor up and erase below. A full row wraps at the next character, as xterm does; a
-    wide character takes two columns, and wraps whole when only one is left."""
-    rows: list[list[str]] = [[]]
-    row = column = 0
-    wrap = False
-    for match in _CONTROL.finditer(written):
-        token, count, final = match.group(0), match.group(1), match.group(2)
-        if final == "A":
-            row, wrap = max(row - int(count or "1"), 0), False
-        elif final == "J":
-            del rows[row][column:]
-            del rows[row + 1 :]
-        elif final is not None:
-            continue  # a control the chat does not write
-        elif token == "\r":
-            column, wrap = 0, False
-        elif token == "\n":
-            row, wrap = row + 1, False
-        elif token == "\b":
-            column, wrap = max(column - 1, 0), False
-        else:
-            wide = 2 if unicodedata.east_asian_width(token) in ("W", "F") else 1
-            if wrap or column + wide > columns:  # a wide character never straddles two rows
-                row, column, wrap = row + 1, 0, False
-            while len(rows) <= row:
-                rows.append([])
-            line = rows[row]
-            line.extend(" " * (column + wide - len(line)))
-            line[column : column + wide] = [token, ""][:wide]  # its second cell shows nothing
-            if column + wide == columns:
-                wrap = True
+class Screen:
+    """The rows a terminal shows, fed what a program writes, for the few controls the chat
+    writes: carriage return, line feed (as the terminal's ``\\r\\n``), backspace, cursor up
+    and erase below. A full row wraps at the next character, as xterm does; a wide
+    character takes two columns, and wraps whole when only one is left."""
+
+    def __init__(self, columns: int = COLUMNS) -> None:
+        self.columns = columns
+        self._rows: list[list[str]] = [[]]
+        self._row = self._column = 0
+        self._wrap = False
+
+    def feed(self, written: str) -> None:
+        """Draw ``written`` at the cursor."""
+        rows = self._rows
+        for match in _CONTROL.finditer(written):
+            token, count, final = match.group(0), match.group(1), match.group(2)
+            if final == "A":
+                self._row, self._wrap = max(self._row - int(count or "1"), 0), False
+            elif final == "J":
+                del rows[self._row][self._column :]
+                del rows[self._row + 1 :]
+            elif final is not None:
+                continue  # a control the chat does not write
+            elif token == "\r":
+                self._column, self._wrap = 0, False
+            elif token == "\n":
+                self._row, self._wrap = self._row + 1, False
+            elif token == "\b":
+                self._column, self._wrap = max(self._column - 1, 0), False
             else:
-                column += wide
-        while len(rows) <= row:
-            rows.append([])
-    return ["".join(line).rstrip() for line in rows]
+                self._character(token)
+            while len(rows) <= self._row:
+                rows.append([])
+
+    def _character(self, token: str) -> None:
+        wide = 2 if unicodedata.east_asian_width(token) in ("W", "F") else 1
+        if self._wrap or self._column + wide > self.columns:  # never straddles two rows
+            self._row, self._column, self._wrap = self._row + 1, 0, False
+        while len(self._rows) <= self._row:
+            self._rows.append([])
+        line = self._rows[self._row]
+        line.extend(" " * (self._column + wide - len(line)))
+        line[self._column : self._column + wide] = [token, ""][:wide]  # 2nd cell: nothing
+        if self._column + wide == self.columns:
+            self._wrap = True
+        else:
+            self._column += wide
+
+    def resize(self, columns: int) -> None:
+        """Make the terminal ``columns`` wide, as xterm does: rows keep their text, cut at
+        the new width, and are not wrapped again; the cursor stays on its row."""
+        self.columns = columns
+        for line in self._rows:
+            del line[columns:]
+        self._column, self._wrap = min(self._column, columns - 1), False
+
+    def rows(self) -> list[str]:
+        """The rows shown, without trailing spaces."""
+        return ["".join(line).rstrip() for line in self._rows]
+
+
+def screen(written: str, columns: int = COLUMNS) -> list[str]:
+    """The rows a terminal ``columns`` wide shows after ``written`` (``Screen``)."""
+    shown = Screen(columns)
+    shown.feed(written)
+    return shown.rows()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_support import run_cli, tool_log
-from tests.cli.pty_support import SHELL_PROMPT, Terminal, screen
+from tests.cli.pty_support import SHELL_PROMPT, Screen, Terminal, screen
 
 
 @contextlib.contextmanager
@@ -130,3 +130,36 @@ def test_a_chat_stopped_at_a_prompt_sent_to_the_background_and_back_reads_its_pr
         shell.send("exit")
         assert shell.exit_code() == 0
     assert tool_log(tmp_path) == ["lookup_order 7"]
+
+
+@pytest.mark.parametrize("columns", [60, 100], ids=["narrower", "wider"])
+def test_a_resized_terminal_shows_the_wrapped_prompt_drawn_again_at_its_new_width(
+    tmp_path: Path, columns: int
+) -> None:
+    typed = " ".join(f"word{n}" for n in range(17))  # two rows at 60, 80 and 100 columns
+    with Terminal(tmp_path) as chat:
+        chat.expect("you> ")
+        chat.type(typed)
+        chat.expect(typed[-20:])
+        shown = Screen()
+        shown.feed(chat.raw)
+        chat.resize(columns)
+        shown.resize(columns)
+        written = len(chat.raw)
+        # Before, nothing was drawn again: narrower, the cut end of the first row was lost
+        # from the screen; wider, the line stayed broken where the old width broke it.
+        chat.expect(f"you> {typed}")
+        shown.feed(chat.raw[written:])
+        rows = shown.rows()
+        while rows and not rows[-1]:
+            rows.pop()
+        prompt = f"you> {typed}"
+        assert rows[-3:] == [
+            "type a message; /help lists the commands",
+            prompt[:columns].rstrip(),
+            prompt[columns:],
+        ]
+        chat.send("")  # keys are still read at the new width
+        chat.expect(f"agent> Demo reply: {typed}.")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
