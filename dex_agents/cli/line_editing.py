@@ -16,6 +16,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from dex_agents.cli import terminal
+from dex_agents.cli.text_width import units
 
 
 class Ending(enum.Enum):
@@ -106,18 +107,6 @@ def shown(text: str) -> str:
     return terminal.escaped(text.replace("\t", " "))
 
 
-def _columns(character: str) -> int:
-    if unicodedata.combining(character) or unicodedata.category(character) in ("Mn", "Me", "Cf"):
-        return 0
-    return 2 if unicodedata.east_asian_width(character) in ("W", "F") else 1
-
-
-def display_width(text: str) -> int:
-    """How many columns ``text`` (as ``shown`` gives it) takes: wide characters take two,
-    combining marks and format characters none."""
-    return sum(_columns(character) for character in text)
-
-
 def rows_above_cursor(text: str, columns: int) -> int:
     """How many rows above the cursor a prompt line showing ``text`` (as ``shown`` gives
     it) started, on a terminal ``columns`` wide; none when the width is unknown (``0``,
@@ -125,13 +114,13 @@ def rows_above_cursor(text: str, columns: int) -> int:
 
     The cursor stays on the last column of a full row, and a wide character with one
     column left on its row starts the next one, leaving that column empty: counting
-    columns alone left a line's first row on the screen when it was erased.
+    columns alone left a line's first row on the screen when it was erased. Widths are
+    those of ``text_width``.
     """
     if columns <= 0:
         return 0
     row = column = 0
-    for character in text:
-        width = _columns(character)
+    for _, width in units(text):
         if width and column + width > columns:
             row, column = row + 1, 0
         column += width

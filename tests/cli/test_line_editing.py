@@ -8,10 +8,10 @@ from dex_agents.cli.line_editing import (
     EditingKeys,
     Ending,
     LineEditor,
-    display_width,
     rows_above_cursor,
     shown,
 )
+from dex_agents.cli.text_width import display_width
 
 KEYS = EditingKeys()
 
@@ -67,8 +67,40 @@ def test_the_terminals_own_keys_are_used() -> None:
 
 def test_what_is_shown_has_a_known_width() -> None:
     assert shown("a\tb\x1b[31m") == "a b\\x1b[31m"
-    assert display_width("日本") == 4
-    assert display_width("e\u0301") == 1
+
+
+# The widths the wcwidth library's wcswidth (0.7) gives, which terminals that draw emoji
+# sequences follow.
+@pytest.mark.parametrize(
+    ("text", "columns"),
+    [
+        ("a", 1),
+        ("日本", 4),  # wide
+        ("\u3000", 2),  # full-width space
+        ("e\u0301", 1),  # a combining accent
+        ("\u200b", 0),  # zero width space
+        ("a\u00adb", 3),  # a soft hyphen shows
+        ("\u1100\u1161\u11a8", 2),  # a Hangul syllable of conjoining letters
+        ("\u2764", 1),  # a heart in text style
+        ("\u2764\ufe0f", 2),  # variation selector 16: the emoji
+        ("\u2600\ufe0f", 2),
+        ("\u2600\ufe0e", 1),  # variation selector 15: text style
+        ("\u263a\ufe0fx", 3),
+        ("1\ufe0f\u20e3", 2),  # a keycap
+        ("a\ufe0f", 1),  # a letter has no emoji style
+        ("\U0001f44d", 2),
+        ("\U0001f44d\U0001f3fd", 2),  # a skin tone joins its emoji
+        ("a\U0001f3fd", 3),  # but not a letter
+        ("\U0001f468\u200d\U0001f469\u200d\U0001f467", 2),  # joined emoji
+        ("\U0001f3f3\ufe0f\u200d\U0001f308", 2),
+        ("\U0001f9d1\U0001f3fd\u200d\U0001f4bb", 2),
+        ("\U0001f1eb\U0001f1f7", 2),  # a flag
+        ("\U0001f1eb\U0001f1f7\U0001f1e9", 4),  # a flag and a regional indicator alone
+    ],
+    ids=ascii,
+)
+def test_text_takes_the_columns_a_terminal_gives_it(text: str, columns: int) -> None:
+    assert display_width(text) == columns
 
 
 @pytest.mark.parametrize(
@@ -84,6 +116,11 @@ def test_what_is_shown_has_a_known_width() -> None:
         ("a" * 79 + "日", 80, 1),  # one column left: the wide character starts the next row
         ("a" * 79 + "日" + "b" * 79, 80, 2),
         ("e\u0301" * 80, 80, 0),  # combining marks take no column
+        ("a" * 78 + "\u2764\ufe0f", 80, 0),  # the emoji fills the row
+        ("a" * 79 + "\u2764\ufe0f", 80, 1),  # one column left: the emoji starts the next row
+        ("a" * 79 + "\u2764\ufe0f" + "b" * 78, 80, 1),
+        ("a" * 79 + "\u2764\ufe0f" + "b" * 79, 80, 2),
+        ("\U0001f44d\U0001f3fd" * 40, 80, 0),  # two columns each, not four
     ],
 )
 def test_rows_above_the_cursor_count_wrapped_rows(text: str, columns: int, rows: int) -> None:
