@@ -6,7 +6,9 @@ with what was typed so far. It then does the editing the terminal did before:
 the erase, kill and word-erase keys of the terminal's settings, end of input at
 the start of a line, and Enter. Escape sequences (arrow keys, function keys) are
 dropped whole, as a line discipline would have kept them as text the session
-would then be sent. The cursor stays at the end of the line.
+would then be sent. The erase key takes what shows as one character, as line
+editors do (``text_width.units``), where the terminal took one code point. The cursor
+stays at the end of the line.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from dex_agents.cli import terminal
-from dex_agents.cli.text_width import units
+from dex_agents.cli.text_width import units, without_last_unit
 
 
 class Ending(enum.Enum):
@@ -77,7 +79,9 @@ class LineEditor:
             # line is only sent on Enter here, so the key does nothing there.
             return Ending.END_OF_INPUT if not self.text else None
         if key in (keys.erase, _BACKSPACE):
-            self.text = self.text[:-1]
+            # What shows as one character goes whole (an emoji and its selector, a letter
+            # and its accent), not just its last code point.
+            self.text = without_last_unit(self.text)
         elif key == keys.kill:
             self.text = ""
         elif key == keys.word_erase:

@@ -126,3 +126,9 @@ def units(text: str) -> Iterator[tuple[str, int]]:
 def display_width(text: str) -> int:
     """How many columns ``text`` takes (``units``)."""
     return sum(width for _, width in units(text))
+
+
+def without_last_unit(text: str) -> str:
+    """``text`` without its last unit (``units``): what one press of the erase key leaves."""
+    pieces = [unit for unit, _ in units(text)]
+    return text[: len(text) - len(pieces[-1])] if pieces else ""

@@ -22,6 +22,9 @@ KEYS = EditingKeys()
         ("refund order 7", "refund order 7"),
         ("refund orderx\x7f 7", "refund order 7"),
         ("refund orderx\b 7", "refund order 7"),
+        ("love \u2764\ufe0f\x7f", "love "),  # the emoji goes whole, not its selector alone
+        ("cafe\u0301\x7f", "caf"),  # the letter goes with its accent
+        ("\U0001f1eb\U0001f1f7\U0001f1e9\x7f\x7f", ""),  # a lone indicator, then the flag
         ("something\x15where is", "where is"),
         ("where is my  \x17order", "where is order"),
         ("where\x1b[Dis\x1bOA order\x1b[1;5C", "whereis order"),
