@@ -4,7 +4,8 @@ Lines come in the order things happened: the model's text, then each tool call
 it asked for (``agent> calls ...``) followed by that call's status lines
 (``tool> ... -> ...``), then the next model text. A user message that another
 window sent or steered in shows as ``you (elsewhere)> ...`` before the turn it
-starts; the chat's own messages were shown as they were typed. While a prompt
+starts; the chat's own messages were shown as they were typed, and one that another
+window deleted from the queue is said to be (``own_messages``). While a prompt
 waits (``while_prompt``), the same lines show above it, and a model's text shows
 once it is stored rather than as it grows.
 """
@@ -12,7 +13,6 @@ once it is stored rather than as it grows.
 from __future__ import annotations
 
 import sys
-from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -21,6 +21,7 @@ from dex_agents.cli import terminal
 from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.live_text import LiveKey, LiveText
+from dex_agents.cli.own_messages import OwnMessages
 from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
 from dex_agents.domain.events import InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterrupt
@@ -68,7 +69,7 @@ class Follower:
         # Turns up to this number ended before the chat followed them: resume_lines said how.
         self._ended_before = 0
         self._ends_shown: set[str] = set()
-        self._own: deque[str] = deque()  # messages this chat sent, not stored yet
+        self._own = OwnMessages()  # messages this chat sent, not stored yet
         self._last_turn = ""
         self._opening = False  # the messages so far of _last_turn are all user messages
 
@@ -87,7 +88,7 @@ class Follower:
 
     def sent(self, text: str) -> None:
         """This chat sent ``text``, which the person typed: it is not shown again."""
-        self._own.append(text)
+        self._own.sent(text)
 
     def _opens_turn(self, message: AgentMessage) -> bool:
         """Whether ``message`` is a user message its turn starts with, not a note the
@@ -104,10 +105,7 @@ class Follower:
         if revision is not None and executed_plan_revision(text) == revision:
             # The session's own words for a plan's approval, not anything a person typed.
             return self._output.line(terminal.plan_approved_line(revision, elsewhere=True))
-        if text in self._own:
-            # Sent in order: one sent before it that never arrived was deleted elsewhere.
-            while self._own.popleft() != text:
-                pass
+        if self._own.stored(text):
             return ""
         return self._output.line(f"you (elsewhere)> {terminal.escaped(text, keep_newlines=True)}")
 
@@ -193,10 +191,17 @@ class Follower:
         ]
 
     def show(
-        self, snapshot: AgentSnapshot, live_text: list[tuple[LiveKey, str]], *, live: bool = True
+        self,
+        snapshot: AgentSnapshot,
+        live_text: list[tuple[LiveKey, str]],
+        *,
+        live: bool = True,
+        sent_before: int | None = None,
     ) -> None:
         """Print what changed since the last call: ``live_text`` was taken before ``snapshot``
         was read, so every tool call that ended before that text is in ``snapshot``.
+        ``sent_before`` is how many messages this chat had sent when ``snapshot`` was read
+        (all of them by default): of those, one it no longer lists was deleted elsewhere.
 
         Without ``live`` (a prompt waits below), a model text shows once it is stored, as
         whole lines: a line still growing cannot stay open above the prompt.
@@ -210,6 +215,10 @@ class Follower:
                 self._last_sequence = message.sequence
                 parts.extend(self._message(message, calls))
         parts.extend(self._status(call) for call in snapshot.tool_calls)
+        sent = self._own.count if sent_before is None else sent_before
+        for text in self._own.deleted(snapshot, sent):
+            shown = terminal.escaped(text, keep_newlines=True)
+            parts.append(self._output.line(f"your queued message was deleted elsewhere: {shown}"))
         if live:
             parts.append(self._output.flush())
         self._print("".join(parts))
@@ -239,13 +248,14 @@ class Follower:
         """Read the session and show what changed; with ``unless_gone``, show nothing when
         that interrupt is no longer pending (the prompt that asks it ends first)."""
         live_text = self._take()
+        sent_before = self._own.count
         snapshot = await self._client.get_agent_snapshot(self._session)
         if unless_gone is not None and not _pending(snapshot, unless_gone):
             self._held = live_text
             return snapshot
         await self._live.wait_for_finished(self._unknown_results(snapshot), _CATCH_UP)
         await self._live.wait_for_plan_executions(self._plan_execution_turns(snapshot), _CATCH_UP)
-        self.show(snapshot, live_text, live=live)
+        self.show(snapshot, live_text, live=live, sent_before=sent_before)
         return snapshot
 
     def _say_how_it_ended(self, snapshot: AgentSnapshot, attention: SessionAttention) -> None:

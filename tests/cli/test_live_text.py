@@ -54,6 +54,7 @@ class _WaitingChat:
     runtime: LocalRuntime
     client: PortableSessionClient
     live: LiveText
+    follower: Follower
     following: asyncio.Task[AgentSnapshot]
 
 
@@ -72,7 +73,7 @@ async def _chat_waiting_on_a_turn() -> AsyncIterator[_WaitingChat]:
             assert await client.send_user_message("s1", "where is order 7")
             follower.sent("where is order 7")  # as the chat does: the person typed it
             following = asyncio.create_task(follower.until_person())
-            yield _WaitingChat(runner, runtime, client, live, following)
+            yield _WaitingChat(runner, runtime, client, live, follower, following)
         finally:
             for release in runner.releases:
                 release.set()
@@ -149,6 +150,54 @@ async def test_a_message_another_window_steers_in_is_shown_before_its_turn(
             "you (elsewhere)> use the staging account\n"
             "agent> thinking about order 7\n"
         )
+
+
+async def test_a_queued_message_another_window_deletes_is_said_to_be_deleted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before, nothing was said: the person waited for an answer to a message that was gone.
+    async with _chat_waiting_on_a_turn() as chat:
+        shown: list[str] = []
+        await _shows(capsys, shown, "agent> thinking about ")
+        # The person sends another message while the turn runs: it waits in the queue.
+        assert await chat.client.send_user_message("s1", "and order 8")
+        chat.follower.sent("and order 8")
+        (queued,) = (await chat.client.get_agent_snapshot("s1")).queued_messages
+        # Another window deletes it.
+        assert await chat.client.delete_queued_message("s1", queued.message_id)
+        await _shows(capsys, shown, "your queued message was deleted elsewhere: and order 8\n")
+        for release in chat.runner.releases:
+            release.set()
+        await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
+        shown.append(capsys.readouterr().out)
+        assert "".join(shown) == (
+            "agent> thinking about \n"
+            "your queued message was deleted elsewhere: and order 8\n"
+            "agent> order 7\n"
+        )
+
+
+async def test_a_queued_message_steered_ahead_of_an_earlier_one_is_not_taken_for_a_deletion(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before, the second message stored first made the first count as deleted, and when
+    # its turn came it showed as another window's: "you (elsewhere)> and order 8".
+    async with _chat_waiting_on_a_turn() as chat:
+        shown: list[str] = []
+        await _shows(capsys, shown, "agent> thinking about ")
+        for text in ("and order 8", "and order 9"):
+            assert await chat.client.send_user_message("s1", text)
+            chat.follower.sent(text)
+        queued = (await chat.client.get_agent_snapshot("s1")).queued_messages
+        # Another window steers the turn with the second one.
+        assert await chat.client.steer_user_message("s1", message_id=queued[1].message_id)
+        for release in chat.runner.releases:
+            release.set()
+        idle = await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
+        shown.append(capsys.readouterr().out)
+        texts = [m.text for m in idle.messages if m.role is MessageRole.USER]
+        assert texts == ["where is order 7", "and order 9", "and order 8"]
+        assert "elsewhere" not in "".join(shown)
 
 
 async def test_a_session_another_window_stops_ends_the_wait_on_its_turn(
