@@ -122,6 +122,10 @@ class _Chat:
         )
         try:
             await asyncio.wait((prompt, watch), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # Ctrl-C: the prompt stays shown, and the chat's last line break ends it.
+            self._lines.leave()
+            raise
         finally:
             for task in (prompt, watch):
                 task.cancel()

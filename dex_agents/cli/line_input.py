@@ -15,7 +15,9 @@ one of two readers:
 
 A prompt that ends without a line (its task is cancelled, because the session no
 longer asks what it asked) leaves nothing of itself but a line break; a message
-prompt keeps what was typed for the next message prompt.
+prompt keeps what was typed for the next message prompt. One that ends because the
+person left with Ctrl-C (``leave``) stays shown, so what was left undecided can
+still be read.
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ class LineInput(Protocol):
 
     def discard_typed_ahead(self) -> bool:
         """Drop what was typed before the next prompt shows; whether there was any."""
+        ...
+
+    def leave(self) -> None:
+        """The chat is leaving (Ctrl-C): a prompt that ends from now on stays shown as it
+        is, with what was typed, for the line break the chat ends with."""
         ...
 
 
@@ -141,6 +148,9 @@ class PipeInput:
         else:
             _write_out(f"\n{text}{self._prompt}")
 
+    def leave(self) -> None:
+        pass  # a prompt on a pipe is never erased
+
     def discard_typed_ahead(self) -> bool:
         if self._terminal is None:
             return False  # a pipe's lines were written for the prompts they answer
@@ -168,6 +178,7 @@ class TerminalInput:
         self._kept = ""  # what an ended message prompt had, for the next one
         self._prompt: str | None = None
         self._editor: LineEditor | None = None
+        self._leaving = False
 
     async def read_line(self, prompt: str, *, keep_partial: bool = False) -> str | None:
         import termios
@@ -258,7 +269,8 @@ class TerminalInput:
         except asyncio.CancelledError:
             if keep_partial:
                 self._kept = editor.text
-            self._clear()
+            if not self._leaving:
+                self._clear()
             raise
         finally:
             loop.remove_reader(fd)
@@ -306,6 +318,9 @@ class TerminalInput:
         self._clear()
         _write_out(text if text.endswith("\n") else text + "\n")
         _write_out(self._prompt + shown(self._editor.text if self._editor else ""))
+
+    def leave(self) -> None:
+        self._leaving = True
 
     def discard_typed_ahead(self) -> bool:
         had = bool(self._typed)

@@ -174,13 +174,13 @@ class Terminal:
             self.process.send_signal(signal.SIGABRT)
             self.process.wait(timeout=DEADLINE_SECONDS)
             raise AssertionError(
-                f"the program did not end ({signals}):\n{self.output}{self._rest()}"
+                f"the program did not end ({signals}):\n{self.output}{self.rest()}"
             ) from None
         finally:
             self.close()
 
-    def _rest(self) -> str:
-        """What the program wrote that was not read yet."""
+    def rest(self) -> str:
+        """What the program wrote that was not read yet, read until it writes no more."""
         rest = b""
         while select.select([self.master], [], [], 0.5)[0]:
             try:

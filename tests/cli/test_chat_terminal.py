@@ -163,3 +163,33 @@ def test_a_resized_terminal_shows_the_wrapped_prompt_drawn_again_at_its_new_widt
         chat.expect(f"agent> Demo reply: {typed}.")
         chat.send("/quit")
         assert chat.exit_code() == 0
+
+
+@pytest.mark.parametrize(
+    ("message", "prompt"),
+    [
+        (None, "you> "),
+        ("refund order 7", '{"order_id": "7", "amount_cents": 1500}? [y/n] '),
+        ("change the address of order 7", "question> "),
+    ],
+    ids=["message", "approval", "question"],
+)
+def test_ctrl_c_at_a_prompt_leaves_it_on_the_screen_as_typed(
+    tmp_path: Path, message: str | None, prompt: str
+) -> None:
+    with Terminal(tmp_path) as chat:
+        chat.expect("you> ")
+        if message is not None:
+            chat.send(message)
+            chat.expect(prompt)
+        chat.type("half typed")
+        chat.expect("half typed")
+        chat.interrupt()
+        assert chat.process.wait(timeout=30) == 130
+        rows = screen(chat.raw + chat.rest())
+        while rows and not rows[-1]:
+            rows.pop()
+        # Before, the prompt was erased: left at an approval, the person no longer saw
+        # what they had left pending.
+        assert rows[-1].endswith(f"{prompt}half typed")
+        assert chat.line_mode()
