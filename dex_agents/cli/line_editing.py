@@ -6,7 +6,9 @@ with what was typed so far. It then does the editing the terminal did before:
 the erase, kill and word-erase keys of the terminal's settings, end of input at
 the start of a line, and Enter. Escape sequences (arrow keys, function keys) are
 dropped whole, as a line discipline would have kept them as text the session
-would then be sent. The erase key takes what shows as one character, as line
+would then be sent. Text the terminal marks as pasted (bracketed paste, which the
+prompt turns on) keeps its line breaks as text: a pasted paragraph is one line,
+not one message a line. The erase key takes what shows as one character, as line
 editors do (``text_width.units``), where the terminal took one code point. The cursor
 stays at the end of the line.
 """
@@ -42,6 +44,10 @@ class EditingKeys:
 _BACKSPACE = "\b"
 _ESCAPE = "\x1b"
 
+BRACKETED_PASTE_ON = "\x1b[?2004h"
+"""Asks the terminal to mark pasted text with ``ESC [200~`` and ``ESC [201~``."""
+BRACKETED_PASTE_OFF = "\x1b[?2004l"
+
 
 class _Escape(enum.Enum):
     NONE = 0
@@ -57,6 +63,9 @@ class LineEditor:
         self._keys = keys
         self.text = text
         self._escape = _Escape.NONE
+        self._parameters = ""  # of the control sequence being read
+        self._pasting = False
+        self._after_return = False  # the last pasted key was a carriage return
 
     def feed(self, typed: str) -> tuple[Ending | None, str]:
         """Apply ``typed`` until the line ends; how it ended (``None`` while it goes on),
@@ -70,6 +79,9 @@ class LineEditor:
     def _key(self, key: str) -> Ending | None:
         if self._escape is not _Escape.NONE:
             self._in_escape(key)
+            return None
+        if self._pasting:
+            self._pasted(key)
             return None
         keys = self._keys
         if key in "\n\r":
@@ -93,16 +105,33 @@ class LineEditor:
             self.text += key
         return None
 
+    def _pasted(self, key: str) -> None:
+        after_return, self._after_return = self._after_return, key == "\r"
+        if key == _ESCAPE:
+            self._escape = _Escape.STARTED
+        elif key == "\n" and after_return:
+            pass  # a Windows line end: one line break
+        elif key in "\r\n":
+            self.text += "\n"
+        elif key == "\t" or unicodedata.category(key) != "Cc":
+            self.text += key
+
     def _in_escape(self, key: str) -> None:
         if self._escape is _Escape.STARTED:
             if key == "[":
-                self._escape = _Escape.CONTROL
+                self._escape, self._parameters = _Escape.CONTROL, ""
             elif key == "O":
                 self._escape = _Escape.ONE_MORE
             else:
                 self._escape = _Escape.NONE  # Alt and a key: dropped
-        elif self._escape is _Escape.ONE_MORE or "\x40" <= key <= "\x7e":
+        elif self._escape is _Escape.ONE_MORE:
             self._escape = _Escape.NONE
+        elif "\x40" <= key <= "\x7e":
+            self._escape = _Escape.NONE
+            if key == "~" and self._parameters in ("200", "201"):  # a paste starts or ends
+                self._pasting, self._after_return = self._parameters == "200", False
+        else:
+            self._parameters += key
 
 
 def shown(text: str) -> str:

@@ -33,6 +33,8 @@ import threading
 from typing import Protocol
 
 from dex_agents.cli.line_editing import (
+    BRACKETED_PASTE_OFF,
+    BRACKETED_PASTE_ON,
     EditingKeys,
     Ending,
     LineEditor,
@@ -196,6 +198,9 @@ class TerminalInput:
             end_of_input=terminal_key(characters[termios.VEOF], "\x04"),
         )
         keyed = list(saved)
+        # Enter comes as a carriage return, told apart from a pasted line feed (CR LF is one
+        # line break of a paste, not two).
+        keyed[0] = saved[0] & ~termios.ICRNL
         keyed[3] = saved[3] & ~(termios.ICANON | termios.ECHO)  # ISIG stays: Ctrl-C, Ctrl-Z
         keyed[6] = list(characters)
         keyed[6][termios.VMIN] = 1
@@ -233,6 +238,7 @@ class TerminalInput:
             # Ctrl-Z: the shell gets the terminal in the mode it gave it, then the chat stops.
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(fd, termios.TCSANOW, saved)
+            _write_out(BRACKETED_PASTE_OFF)
             os.kill(os.getpid(), signal.SIGSTOP)
 
         def resume() -> None:
@@ -241,7 +247,7 @@ class TerminalInput:
             # in the background should: reading there, it would take the shell's next line.
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(fd, termios.TCSANOW, keyed)
-            _write_out("\r\x1b[J" + prompt + shown(editor.text))
+            _write_out(BRACKETED_PASTE_ON + "\r\x1b[J" + prompt + shown(editor.text))
 
         def resized() -> None:
             # A terminal that rewraps its rows (most do; xterm cuts them) shows the prompt
@@ -256,7 +262,8 @@ class TerminalInput:
                 termios.tcsetattr(fd, termios.TCSANOW, keyed)
             except termios.error as error:
                 raise OSError(*error.args) from error
-            _write_out(prompt + shown(editor.text))
+            # Pasted text comes marked, so its line breaks stay in the line (line_editing).
+            _write_out(BRACKETED_PASTE_ON + prompt + shown(editor.text))
             take(self._typed)
             if not ended.done():
                 loop.add_reader(fd, readable)
@@ -279,6 +286,10 @@ class TerminalInput:
             loop.remove_signal_handler(signal.SIGWINCH)
             with contextlib.suppress(termios.error):  # a terminal that went away has no mode
                 termios.tcsetattr(fd, termios.TCSANOW, saved)
+            # Unbuffered: a terminal that went away fails it, and a buffered copy would fail
+            # again as the chat ends, with a traceback.
+            with contextlib.suppress(OSError, ValueError):
+                os.write(sys.stdout.fileno(), BRACKETED_PASTE_OFF.encode())
             for number in ending_signals:  # the mode is back: they may end the chat as before
                 signal.signal(number, signal.SIG_DFL)
             self._prompt, self._editor = None, None

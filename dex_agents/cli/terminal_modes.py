@@ -37,8 +37,8 @@ def restore_before_ending(fd: int, saved: list[Any]) -> list[signal.Signals]:
         if in_foreground(fd):
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(fd, termios.TCSANOW, saved)
-            with contextlib.suppress(OSError, ValueError):  # the shell's prompt: a new line
-                os.write(sys.stdout.fileno(), b"\n")
+            with contextlib.suppress(OSError, ValueError):  # no paste marks; a new line
+                os.write(sys.stdout.fileno(), b"\x1b[?2004l\n")
         signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
 

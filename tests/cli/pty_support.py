@@ -100,6 +100,7 @@ class Terminal:
             )
         os.close(slave)
         self.output = ""
+        self._split = ""
         self.raw = ""  # everything read, as written: what ``screen`` draws
 
     def line_mode(self) -> bool:
@@ -136,8 +137,13 @@ class Terminal:
                 except OSError:  # the process closed the terminal
                     chunk = b""
                 assert chunk, f"the program ended before {text!r}:\n{self.output}"
-                self.raw += chunk.decode("utf-8", errors="replace")
-                self.output += chunk.decode("utf-8", errors="replace").replace("\r\n", "\n")
+                read = chunk.decode("utf-8", errors="replace")
+                self.raw += read
+                # A mode's sequence split between two reads is read whole with the next.
+                read, self._split = self._split + read, ""
+                if split := _MODE_STARTED.search(read):
+                    read, self._split = read[: split.start()], split.group(0)
+                self.output += _MODES.sub("", read).replace("\r\n", "\n")
         end = self.output.index(text) + len(text)
         seen, self.output = self.output[:end], self.output[end:]
         return seen
@@ -214,7 +220,10 @@ class Terminal:
             self.master = -1
 
 
-_CONTROL = re.compile(r"\x1b\[([0-9]*)([A-Za-z])|[\r\n\b]|[^\x1b\r\n\b]")
+_CONTROL = re.compile(r"\x1b\[\??([0-9]*)([A-Za-z])|[\r\n\b]|[^\x1b\r\n\b]")
+# Modes the chat sets that show nothing (bracketed paste on and off).
+_MODES = re.compile(r"\x1b\[\?[0-9]+[hl]")
+_MODE_STARTED = re.compile(r"\x1b(\[(\?[0-9]*)?)?$")
 
 
 class Screen:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import resource
 import shutil
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.cli_support import run_cli, tool_log
+from dex_agents.domain.messages import MessageRole
+from tests.cli.cli_support import demo_sessions, run_cli, tool_log
 from tests.cli.pty_support import SHELL_PROMPT, Screen, Terminal, screen
 
 
@@ -193,3 +195,24 @@ def test_ctrl_c_at_a_prompt_leaves_it_on_the_screen_as_typed(
         # what they had left pending.
         assert rows[-1].endswith(f"{prompt}half typed")
         assert chat.line_mode()
+
+
+def test_a_pasted_paragraph_is_one_message(tmp_path: Path) -> None:
+    with Terminal(tmp_path) as chat:
+        chat.expect("you> ")
+        # What a terminal sends for a paste once the prompt asked for marks around it.
+        chat.type("\x1b[200~hello\r\nthere\x1b[201~")
+        chat.expect("there")
+        chat.type("\r")  # Enter
+        # Before, each pasted line was a message of its own, each starting a turn.
+        chat.expect("agent> Demo reply: hello\nthere.")
+        chat.expect("you> ")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+
+    async def user_texts() -> list[str | None]:
+        async with demo_sessions(tmp_path / "db.sqlite3") as sessions:
+            snapshot = await sessions.get_agent_snapshot("pty")
+            return [m.text for m in snapshot.messages if m.role is MessageRole.USER]
+
+    assert asyncio.run(user_texts()) == ["hello\nthere"]

@@ -60,6 +60,15 @@ def test_an_escape_sequence_split_between_reads_is_still_dropped() -> None:
     assert editor.text == "ab"
 
 
+def test_pasted_line_breaks_are_text_and_enter_ends_the_line() -> None:
+    editor = LineEditor(KEYS, "see: ")
+    pasted = "\x1b[200~Traceback:\r\n  File x\rError\x15\x1b[D\x1b[201~"
+    assert editor.feed(pasted) == (None, "")
+    assert editor.text == "see: Traceback:\n  File x\nError"
+    assert editor.feed("\x7f\rnext") == (Ending.ENTER, "next")
+    assert editor.text == "see: Traceback:\n  File x\nErro"
+
+
 def test_the_terminals_own_keys_are_used() -> None:
     editor = LineEditor(
         EditingKeys(erase="\x08", kill="\x18", word_erase="\x17", end_of_input="\x1a")
