@@ -204,9 +204,10 @@ def take(
     """Lease one runnable execution to ``owner``, with the state its phase loads and the
     Flow run's ``run_id``; ``None`` when a lock it needs is held.
 
-    A session whose stored state cannot be read is leased with no snapshot: its
-    worker reads the state again and fails that attempt alone, so the commit that
-    leases it (a claim round, or another Step's or a client's commit) still commits.
+    A session whose stored state cannot be read (a damaged value) is leased with no
+    snapshot: its worker reads the state again and fails that attempt alone, so the
+    commit that leases it (a claim round, or another Step's or a client's commit) still
+    commits. Any other error of that read is raised.
     """
     step = flow.step(row.step_type)
     options = flow.options(step, row.options)
@@ -230,7 +231,13 @@ def take(
     tx.update_execution(row)
     try:
         snapshot = read_snapshot(tx, row.flow_id, flow.flow.schema, loads)
-    except Exception:
+    except Exception as error:
+        # Only a damaged value, which reads no better the next time. Any other fault (a
+        # disk I/O error, after which SQLite may have rolled the transaction back) fails
+        # the commit that leases it, which its worker logs and tries again: until
+        # 2026-12-07 it was taken for a damaged value, and the commit went on unseen.
+        if not is_undecodable(error):
+            raise
         snapshot = None
     return Claim(row, phase, flow.flow_type, snapshot, run_id)
 
