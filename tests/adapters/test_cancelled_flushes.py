@@ -14,7 +14,7 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.probes import wait_until
 from dex_agents.adapters.local.store_errors import StoreBusyError
-from dex_agents.ports.engine import Rpc, Step, StepDecision, complete
+from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions, complete
 from dex_agents.ports.flow_store import (
     BatchOutcome,
     StoreTransaction,
@@ -104,6 +104,68 @@ async def test_a_flush_stopped_mid_commit_that_then_fails_keeps_its_events() -> 
     events = engine.store.read(lambda tx: tx.events_after("f1", 0, 100))
     # Before, the attempt's end cancelled the flusher while its commit was queued, and the
     # commit's failure reached nobody: "first" was in neither that commit nor the result's.
+    assert [event.value for event in events] == ['"first"']
+    engine.close()
+    await asyncio.sleep(0)
+
+
+class BeatsPastItsTimeout(Step[None]):
+    """Writes the event ``first`` and sends a heartbeat, which carries it; the execute timeout
+    stops the attempt while that heartbeat's commit is on its way, and the store then fails
+    that commit."""
+
+    store: FirstEventsFail
+
+    def options(self) -> StepOptions:
+        return StepOptions(
+            execute_timeout=timedelta(milliseconds=100), retry=RetryPolicy(maximum_attempts=1)
+        )
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        context.write_event(EVENTS, "first")
+        try:
+            await context.heartbeat()
+        except asyncio.CancelledError:
+            self.store.fail.set()
+            raise
+        return complete()
+
+
+class BeatFlow:
+    flow_type = "Beats"
+    schema: Sequence[Any] = ()
+    stream = EVENTS
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.start_step: Step[Any] = BeatsPastItsTimeout()
+        self.steps: Sequence[Step[Any]] = (self.start_step,)
+
+
+async def test_a_heartbeat_the_execute_timeout_stops_mid_commit_that_then_fails_keeps_its_events() -> (
+    None
+):
+    store = FirstEventsFail()
+    BeatsPastItsTimeout.store = store
+    flow = BeatFlow()
+    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
+    client = LocalFlowClient(engine)
+    async with running_worker(engine):
+        await client.start_flow(flow, "f1", None)
+
+        async def failed() -> bool:
+            return (await client.describe_flow("f1")).status == "failed"
+
+        done: bool = await wait_until("the Flow to fail", failed)
+        assert done
+    assert store.entered.is_set()
+    (row,) = engine.store.read(lambda tx: [tx.get_flow("f1")])
+    assert row is not None
+    assert row.failure_reason is not None
+    assert "StepTimeoutError" in row.failure_reason
+    events = engine.store.read(lambda tx: tx.events_after("f1", 0, 100))
+    # Before, the timeout cancelled the attempt's own heartbeat, which ran in the attempt's
+    # task, and the commit's failure reached nobody: the failed attempt's live event was lost.
     assert [event.value for event in events] == ['"first"']
     engine.close()
     await asyncio.sleep(0)

@@ -105,11 +105,11 @@ class LocalStepContext:
         # commit took and wrote newer ones meanwhile: until 2026-12-07 a heartbeat's commit
         # during a flush the store then failed put the flush's events after its own.
         self._sending = asyncio.Lock()
-        # The commits carrying live events, each in a task of its own (``_on_its_way``).
+        # The commits carrying live events, each in a task of its own (``_on_its_way``), and
+        # those of them the attempt's own task sent (its heartbeats), for ``sender``.
         self._sends: set[asyncio.Task[Any]] = set()
-        # The attempt's task, which builds its context. Its own heartbeats need no task of
-        # their own: cancelled, the attempt ends and its live events go nowhere anyway, and
-        # a lost lease found there raises LeaseLostError in it, not a cancellation.
+        self._own_sends: set[asyncio.Task[Any]] = set()
+        # The attempt's task, which builds its context.
         self._attempt_task = None if flush_interval is None else asyncio.current_task()
         self._closed = False
         self.started = False
@@ -307,15 +307,31 @@ class LocalStepContext:
         2026-12-07 the attempt's end, cancelling the flusher (or the session's background
         heartbeat) mid-commit, lost the events of a commit the store then failed, which
         neither that commit nor the result's carried. ``wait_closed`` waits for these.
+        The attempt's own heartbeats too: until 2026-12-07 they ran in its task, and the
+        execute timeout stopping one mid-commit lost its events, which a failed attempt
+        keeps (``sender`` still tells them apart).
         """
         if self._flush_interval is None:
             return send  # run in a commit: nothing runs beside it, and it must not suspend
-        if asyncio.current_task() is self._attempt_task:
-            return send
         task = asyncio.get_running_loop().create_task(send)
         self._sends.add(task)
         task.add_done_callback(self._sends.discard)
+        if asyncio.current_task() is self._attempt_task:
+            self._own_sends.add(task)
+            task.add_done_callback(self._own_sends.discard)
         return asyncio.shield(task)
+
+    def sender(self, task: asyncio.Task[Any] | None) -> asyncio.Task[Any] | None:
+        """The task on whose behalf ``task`` runs: the attempt's task when ``task`` carries one
+        of its own heartbeats (``_on_its_way``), otherwise ``task``.
+
+        A heartbeat that finds the lease taken raises ``LeaseLostError`` in the task that
+        sent it, so the worker stops the attempt's task only when another task sent it
+        (``WorkerLeases.stop_lost_run``).
+        """
+        if task is not None and task in self._own_sends:
+            return self._attempt_task
+        return task
 
     def close(self) -> list[str]:
         """End the attempt: no more live writes; return the events still buffered for the commit."""

@@ -99,11 +99,15 @@ class WorkerLeases:
         another task sends (the session's background heartbeat, every 20 s while a model
         or tool call runs) would stop that task alone, and a live-event flush (every 50 ms
         while a model streams) nothing, and the call would run on to a result its commit
-        drops. Not stopped: the task that calls this (it stops by itself), and one whose
-        result commits now (``_cancellable``), left to that commit.
+        drops. Not stopped: the task that calls this, or whose heartbeat's commit calls it
+        (it stops by itself), and one whose result commits now (``_cancellable``), left to
+        that commit.
         """
         task = self._cancellable(running)
-        if task is not None and task is not asyncio.current_task():
+        current = asyncio.current_task()
+        if running.context is not None:
+            current = running.context.sender(current)  # its own heartbeat, in a task of its own
+        if task is not None and task is not current:
             running.stop_reason = LeaseLostError(
                 f"{running.row.step_execution_id} attempt {running.row.attempt} lost its lease"
             )
