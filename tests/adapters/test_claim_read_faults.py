@@ -5,7 +5,8 @@ is claimed again once the fault has cleared.
 that session fails alone and the commit that leases it still commits. Until
 2026-12-07 it did so for any error of that read: an I/O error (after which SQLite
 may have rolled the transaction back, so what the commit wrote next ran outside it)
-passed unseen, and the worker never logged the fault.
+passed unseen, and the worker never logged the fault. So did the same read where a
+commit decides a new Step's wait (``inline_waits.decide_wait_now``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import pytest
 from dex_agents.adapters.local import claims
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.inline_waits import decide_wait_now
 from dex_agents.adapters.local.probes import wait_until
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreError
-from dex_agents.ports.flow_rows import ExecutionStatus
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import BatchOutcome, StoreTransaction
-from tests.adapters.engine_flows import EngineTestFlow, running_worker
+from dex_agents.ports.step_waits import ChannelCondition, Wait
+from tests.adapters.engine_flows import INBOX, EngineTestFlow, running_worker
 
 R = TypeVar("R")
 LEASE = timedelta(minutes=1)
@@ -132,3 +135,30 @@ async def test_a_worker_logs_the_fault_and_runs_the_step_once_it_clears(
     assert any("disk I/O error" in record.getMessage() for record in caplog.records)
     # The Step ran once, as its first attempt, on the state the later claim read.
     assert list(flow.probe.attempts.values()) == [[1]]
+
+
+async def test_a_wait_decided_in_a_commit_whose_state_read_fails_fails_that_commit(
+    engine: LocalEngine, flow: EngineTestFlow
+) -> None:
+    # The same read, where a commit that creates a Step decides its wait (``inline_waits``).
+    await LocalFlowClient(engine).start_flow(flow, "f1", "x")
+    now = engine.now()
+    waiting = ExecutionRow(
+        flow_id="f1",
+        step_type="AwaitMessage",
+        step_execution_id="AwaitMessage-1",
+        input="null",
+        status=ExecutionStatus.PENDING_WAIT,
+        created_at=now,
+    )
+    registered = engine.registered(flow)
+
+    def decide(tx: StoreTransaction) -> Wait | None:
+        return decide_wait_now(tx, registered, waiting, now)
+
+    _faulty(engine).faults = 1
+    # Before, the read's error was taken for damaged state and the commit went on.
+    with pytest.raises(StoreError, match="disk I/O error"):
+        await engine.run(decide)
+    assert _faulty(engine).faults == 0
+    assert await engine.run(decide) == Wait.until(ChannelCondition(INBOX))

@@ -14,6 +14,7 @@ import contextlib
 import inspect
 from datetime import datetime
 
+from dex_agents.adapters.local.damaged_values import is_undecodable
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import (
     StagedState,
@@ -36,9 +37,13 @@ def decide_wait_now(
     options = flow.options(step, row.options)
     try:
         snapshot = read_snapshot(tx, row.flow_id, flow.flow.schema, options.wait_loads)
-    except Exception:
-        # Damaged state fails only this session's wait phase, not the commit deciding it;
-        # a failure of the transaction itself fails its next statement anyway.
+    except Exception as error:
+        # Damaged state fails only this session's wait phase, not the commit deciding it.
+        # Any other fault (a disk I/O error, after which SQLite may have rolled the
+        # transaction back, and the statements after it would each commit alone) fails the
+        # commit: until 2026-12-07 it was taken for damaged state too.
+        if not is_undecodable(error):
+            raise
         return None
     state = StagedState(row.flow_id, SnapshotSource(snapshot), options.wait_loads)
     try:
