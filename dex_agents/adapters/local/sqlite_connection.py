@@ -93,6 +93,22 @@ def transact(
     return result
 
 
+def still_in_transaction(connection: sqlite3.Connection) -> sqlite3.Connection:
+    """``connection``, whose transaction still runs; ``sqlite3.OperationalError`` when SQLite
+    rolled it back after an error.
+
+    On some errors (an I/O error, a full disk, an interrupted write) SQLite rolls the
+    whole transaction back, and the connection is in autocommit mode again: a statement
+    then would commit on its own, outside the transaction whose other writes were
+    undone. Until 2026-12-07 one did whenever a work took such an error for another.
+    """
+    if not connection.in_transaction:
+        raise sqlite3.OperationalError(
+            "SQLite rolled the transaction back after an error; nothing of it was stored"
+        )
+    return connection
+
+
 def translate_error(error: sqlite3.Error, path: Path, busy_timeout: timedelta) -> StoreError:
     """The store's error for a failure of SQLite on the file at ``path``."""
     code = getattr(error, "sqlite_errorcode", None)

@@ -12,6 +12,7 @@ from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import record_changes
 from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows, known_on_first_use
 from dex_agents.adapters.local.sqlite_channels import SqliteChannels
+from dex_agents.adapters.local.sqlite_connection import still_in_transaction
 from dex_agents.adapters.local.sqlite_flow_state import SqliteFlowState
 from dex_agents.adapters.local.sqlite_rows import (
     EXECUTION_DATA_POSITIONS,
@@ -102,8 +103,7 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
         # checks them then (``kept_reads``).
         self._look = look
         self._write_once = write_once if write_once is not None else WriteOnceValues(0)
-        # What the connection knows across transactions; a transaction on its own knows
-        # nothing beyond itself.
+        # What the connection knows across transactions (alone, a transaction knows itself).
         self._known_rows = known if known is not None else KnownRows()
         # Until looked at, a stand-in that looks at the first use (``_known_now``).
         self._known = self._known_rows if look is None else known_on_first_use(self._known_now)
@@ -192,7 +192,7 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
             self._known = self._stream.known = self._known_rows
         if (self._unwritten or self._unupdated) and _EXECUTIONS in sql:
             self._write_pending()
-        return self._connection.execute(sql, params)
+        return still_in_transaction(self._connection).execute(sql, params)
 
     def _write_pending(self) -> None:
         """Write the kept INSERTs of new executions, then the kept UPDATEs of stored ones."""
