@@ -14,6 +14,7 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.probes import wait_until
 from dex_agents.adapters.local.store_errors import StoreBusyError
+from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions, complete
 from dex_agents.ports.flow_store import (
     BatchOutcome,
@@ -169,3 +170,65 @@ async def test_a_heartbeat_the_execute_timeout_stops_mid_commit_that_then_fails_
     assert [event.value for event in events] == ['"first"']
     engine.close()
     await asyncio.sleep(0)
+
+
+class FallsSilent(Step[None]):
+    """Sends a heartbeat, writes the event ``last`` and then sends no heartbeat again: the
+    worker stops it past its heartbeat timeout, with ``last`` still waiting for its flush."""
+
+    def options(self) -> StepOptions:
+        return StepOptions(
+            heartbeat_timeout=timedelta(milliseconds=100), retry=RetryPolicy(maximum_attempts=1)
+        )
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        await context.heartbeat()
+        context.write_event(EVENTS, "last")
+        await asyncio.Event().wait()  # a call that hangs; only the worker stops it
+        return complete()
+
+
+class SilentFlow:
+    flow_type = "Silent"
+    schema: Sequence[Any] = ()
+    stream = EVENTS
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.start_step: Step[Any] = FallsSilent()
+        self.steps: Sequence[Step[Any]] = (self.start_step,)
+
+
+async def test_an_attempt_the_heartbeat_timeout_stops_keeps_its_buffered_events() -> None:
+    store = MemoryFlowStore()
+    flow = SilentFlow()
+    # Renewals, which look for silent attempts, every 100 ms; a flush that never comes first.
+    engine = LocalEngine(
+        store,
+        [flow],
+        poll_interval=timedelta(milliseconds=20),
+        lease_duration=timedelta(seconds=0.3),
+    )
+    client = LocalFlowClient(engine)
+    worker = LocalWorker(engine, event_flush_interval=timedelta(minutes=10))
+    running = asyncio.create_task(worker.run())
+    try:
+        await client.start_flow(flow, "f1", None)
+
+        async def failed() -> bool:
+            return (await client.describe_flow("f1")).status == "failed"
+
+        done: bool = await wait_until("the Flow to fail", failed)
+        assert done
+    finally:
+        await worker.stop()
+        await running
+    (row,) = store.read(lambda tx: [tx.get_flow("f1")])
+    assert row is not None
+    assert row.failure_reason is not None
+    assert "HeartbeatTimeoutError" in row.failure_reason
+    events = store.read(lambda tx: tx.events_after("f1", 0, 100))
+    # Before, the attempt's stop dropped them: a failed attempt keeps its live events, as
+    # one that raised does.
+    assert [event.value for event in events] == ['"last"']
+    engine.close()

@@ -184,15 +184,7 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
         await after_cancel(host, running)
         raise
     except Exception as error:  # a failed attempt: the retry policy decides
-        unsent = context.close()
-        unsent[:0] = await context.wait_closed()
-        if unsent:
-            # Live events stay even when the attempt fails, as in Dex: a UI keeps
-            # only the highest attempt's text, so it needs to see this one's.
-            await host.transact(
-                lambda tx: claims.append_events(tx, flow, row, unsent, engine.now()),
-                durable=False,
-            )
+        await _keep_live_events(host, flow, row, context, context.close())
         failure: BaseException = error
         retry_delay = None
         if isinstance(error, RetryAfterError):
@@ -290,11 +282,29 @@ async def fail_attempt(
     )
 
 
+async def _keep_live_events(
+    host: AttemptHost,
+    flow: RegisteredFlow,
+    row: ExecutionRow,
+    context: LocalStepContext,
+    unsent: list[str],
+) -> None:
+    """Write a failed attempt's live events that ``close`` returned (``unsent``) and those its
+    commits on their way give back, which are older."""
+    unsent[:0] = await context.wait_closed()
+    if unsent:
+        # Live events stay even when the attempt fails, as in Dex: a UI keeps
+        # only the highest attempt's text, so it needs to see this one's.
+        await host.transact(
+            lambda tx: claims.append_events(tx, flow, row, unsent, host.engine.now()),
+            durable=False,
+        )
+
+
 async def after_cancel(host: AttemptHost, running: RunningAttempt) -> None:
     """Record why a cancelled attempt stopped, unless the worker is stopping."""
     context, row = running.context, running.row
-    if context is not None:
-        context.close()
+    unsent = [] if context is None else context.close()
     reason = running.stop_reason
     timed_out = isinstance(reason, HeartbeatTimeoutError)
     if context is not None and (timed_out or context.cancellation_requested):
@@ -302,6 +312,10 @@ async def after_cancel(host: AttemptHost, running: RunningAttempt) -> None:
         # lands (a second cancellation, the worker's closing, may interrupt it).
         context.settle(COMMITTED)
     if isinstance(reason, HeartbeatTimeoutError):
+        if context is not None:
+            # A failed attempt, as one that raised: until 2026-12-07 its stop dropped the
+            # live events still waiting for their flush.
+            await _keep_live_events(host, running.flow, row, context, unsent)
         await fail_attempt(host, running.flow, row, type(reason).__name__, str(reason))
     elif running.cancel_requested or (context is not None and context.cancellation_requested):
         await host.transact(
