@@ -40,9 +40,6 @@ from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.step_contexts import AttemptResult, ResultDropReason
 from dex_agents.ports.step_waits import Wait
 
-WAIT_PHASE_RETRY_DELAY = timedelta(seconds=1)
-"""How long a wait phase that raised waits before it runs again."""
-
 COMMITTED = AttemptResult()
 LEASE_LOST = AttemptResult(
     dropped=ResultDropReason.LEASE_LOST,
@@ -90,15 +87,32 @@ async def run_wait(host: AttemptHost, running: RunningAttempt) -> None:
                 )
             )
         raise
-    except Exception:
-        logger.exception("wait phase of %s failed; it runs again", row.step_execution_id)
+    except Exception as error:
+        retry = host.wait_failures.failed(row.id, error)
+        if retry.loud:
+            # Once per execution (and failure) per worker: the cause stays in the log without
+            # a traceback a second for as long as the Step is active.
+            logger.exception(
+                "wait phase of %s failed; it runs again, less often while it keeps failing"
+                " (logged once)",
+                row.step_execution_id,
+            )
+        else:
+            logger.debug(
+                "wait phase of %s failed again (%d in a row); it runs again in %s: %s",
+                row.step_execution_id,
+                retry.failures,
+                retry.delay,
+                "".join(traceback.format_exception_only(error)).strip(),
+            )
         await host.transact(
             lambda tx: claims.retry_wait_phase(
-                tx, row, engine.now(), WAIT_PHASE_RETRY_DELAY, flow.step_history_limit
+                tx, row, engine.now(), retry.delay, flow.step_history_limit
             ),
             durable=False,
         )
         return
+    host.wait_failures.succeeded(row.id)
     await host.handing_off(
         lambda tx, limit: handoff.submit_wait(
             tx, flow, row, wait, engine.now(), engine.lease_duration, limit

@@ -24,6 +24,7 @@ from dex_agents.adapters.local.state_sources import (
 )
 from dex_agents.adapters.local.step_context import LocalStepContext
 from dex_agents.adapters.local.store_errors import UnreadableStateError
+from dex_agents.adapters.local.wait_phase_failures import WaitPhaseFailures
 from dex_agents.ports.engine import MapLoad, StepOptions
 from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.flow_store import StoreTransaction
@@ -59,6 +60,11 @@ class AttemptHost(Protocol):
     @property
     def engine(self) -> LocalEngine:
         """The engine whose store the attempt commits to."""
+        ...
+
+    @property
+    def wait_failures(self) -> WaitPhaseFailures:
+        """The consecutive failed wait phases of the executions the worker ran."""
         ...
 
     @property

@@ -25,6 +25,7 @@ from dex_agents.adapters.local.running_attempts import RunningAttempt
 from dex_agents.adapters.local.sqlite_store import StoreError
 from dex_agents.adapters.local.step_context import DEFAULT_EVENT_FLUSH_INTERVAL
 from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
+from dex_agents.adapters.local.wait_phase_failures import WaitPhaseFailures
 from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.adapters.local.worker_handoffs import WorkerHandOffs, took_everything
 from dex_agents.adapters.local.worker_leases import WorkerLeases
@@ -63,6 +64,7 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
         self._max = max_concurrent_tasks
         self.worker_id = worker_id or f"worker-{uuid.uuid4()}"
         self.event_flush_interval = event_flush_interval
+        self.wait_failures = WaitPhaseFailures()
         self._running: dict[int, RunningAttempt] = {}
         # Slots promised to claims whose transaction has not returned yet.
         self._reserved = 0
