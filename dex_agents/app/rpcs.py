@@ -13,7 +13,7 @@ import attrs
 
 from dex_agents.app.message_store import CHUNKS_LOAD, WINDOW_LOAD, all_messages
 from dex_agents.app.session import SessionRuntime, accepts_user_message, turn_records
-from dex_agents.domain.attention import session_attention
+from dex_agents.domain.attention import session_attention, with_cancelled_turn
 from dex_agents.domain.builtin_tools import is_allowed_answer
 from dex_agents.domain.interrupts import (
     AgentInterrupt,
@@ -201,7 +201,8 @@ def _attention_snapshot(context: RpcContext, _: None) -> RpcResult[AgentSnapshot
         )
     return RpcResult(
         AgentSnapshot(
-            state=agent_state,
+            # A turn cancelled before AgentState kept cancelled_turn_id read as ended.
+            state=with_cancelled_turn(agent_state, state.get(TURN_CANCELLATION_REQUEST)),
             # A cancelled turn's interrupts stay listed until FinishTurnCancellation runs,
             # and an expired one until its Timer does, but no answer reaches them: a snapshot that showed them would send
             # wait_for_user, a listing or a UI to a person for nothing.

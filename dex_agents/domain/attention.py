@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+import attrs
+
 from dex_agents.domain.interrupts import InterruptKind
 from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.state import AgentState, AgentStatus
+from dex_agents.domain.state import AgentState, AgentStatus, TurnCancellationRequest
 from dex_agents.domain.turns import turn_id
 
 
@@ -51,12 +53,32 @@ def last_turn_cancelled(state: AgentState) -> bool:
     """Whether no turn runs and the newest turn was cancelled (``cancel_turn``).
 
     Read from the state alone, so a listing of many sessions need not read their
-    events. A state stored before ``cancelled_turn_id`` was kept has none: its
-    cancelled turn reads as ended, as it did then.
+    events. A state stored before ``cancelled_turn_id`` was kept has none; the
+    snapshots fill it in from the ``TurnCancellationRequest`` (``with_cancelled_turn``).
     """
     if state.active_turn_id is not None or state.turn_count < 1:
         return False
     return state.cancelled_turn_id == turn_id(state.turn_count)
+
+
+def with_cancelled_turn(state: AgentState, request: TurnCancellationRequest | None) -> AgentState:
+    """``state`` with ``cancelled_turn_id`` set from ``request`` (the ``TurnCancellationRequest``)
+    when a state stored before that field was kept leaves it unset.
+
+    Only ``cancel_turn`` writes the request, only for the active turn, and once it is
+    recorded that turn can end no other way than cancelled. So a request that names
+    the newest turn of an idle state says that turn was cancelled, as
+    ``cancelled_turn_id`` does for a state stored since.
+    """
+    if (
+        state.cancelled_turn_id is not None
+        or request is None
+        or state.active_turn_id is not None
+        or state.turn_count < 1
+        or request.turn_id != turn_id(state.turn_count)
+    ):
+        return state
+    return attrs.evolve(state, cancelled_turn_id=request.turn_id)
 
 
 def session_attention(snapshot: AgentSnapshot) -> SessionAttention | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -252,6 +253,41 @@ def test_sessions_says_the_last_turn_was_cancelled_as_show_does(
     status = {row[0]: row[2] for row in (line.split("  ") for line in out.splitlines()[1:])}
     assert status["cancelled"] == "waiting for a message (its last turn was cancelled)"
     assert status["completed"].rstrip() == "waiting for a message"
+
+
+def _forget_cancelled_turn_ids(db: Path) -> None:
+    """Store each AgentState as a dex-agents from before ``cancelled_turn_id`` wrote it."""
+    with contextlib.closing(sqlite3.connect(db)) as raw, raw:
+        rows = raw.execute(
+            "SELECT flow_id, value FROM attribute_values WHERE name = 'AgentState'"
+        ).fetchall()
+        for flow_id, value in rows:
+            state = json.loads(value)
+            assert state.pop("cancelled_turn_id", None) in (None, "turn-1")
+            raw.execute(
+                "UPDATE attribute_values SET value = ? WHERE flow_id = ? AND name = 'AgentState'",
+                (json.dumps(state, separators=(",", ":"), sort_keys=True), flow_id),
+            )
+
+
+def test_a_turn_cancelled_before_cancelled_turn_id_was_kept_reads_as_cancelled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The TurnCancellationRequest that cancel_turn recorded for the newest turn says so: until
+    # 2026-12-07 such a session was listed and shown as if its last turn had ended.
+    db = tmp_path / "cancelled.sqlite3"
+    asyncio.run(_seed_cancelled_turn(db))
+    _forget_cancelled_turn_ids(db)
+
+    code, out, err = _run(capsys, "sessions", "--db", str(db))
+
+    assert (code, err) == (0, "")
+    status = {row[0]: row[2] for row in (line.split("  ") for line in out.splitlines()[1:])}
+    assert status["cancelled"] == "waiting for a message (its last turn was cancelled)"
+    assert status["completed"].rstrip() == "waiting for a message"
+    code, out, err = _run(capsys, "show", "cancelled", "--db", str(db))
+    assert (code, err) == (0, "")
+    assert "the last turn was cancelled" in out.splitlines()
 
 
 async def _seed_cancelled_then_trimmed(db: Path) -> None:

@@ -6,12 +6,17 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
+from dex_agents.domain.attention import (
+    SessionAttention,
+    last_turn_cancelled,
+    session_attention,
+    with_cancelled_turn,
+)
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import QueuedUserMessage
 from dex_agents.domain.plans import PlanExecutionRequest
 from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.state import AgentState, AgentStatus
+from dex_agents.domain.state import AgentState, AgentStatus, TurnCancellationRequest
 
 IDLE = AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=1)
 RUNNING = AgentState(status=AgentStatus.RUNNING_TOOLS, active_turn_id="turn-2", turn_count=2)
@@ -122,3 +127,44 @@ CANCELLED_CASES: list[tuple[str, AgentState, bool]] = [
 )
 def test_last_turn_cancelled(state: AgentState, expected: bool) -> None:
     assert last_turn_cancelled(state) is expected
+
+
+REQUEST_TURN_1 = TurnCancellationRequest(turn_id="turn-1")
+
+FILLED_CASES: list[tuple[str, AgentState, TurnCancellationRequest | None, str | None]] = [
+    ("an old state whose newest turn the request names", IDLE, REQUEST_TURN_1, "turn-1"),
+    ("no request: no turn was ever cancelled", IDLE, None, None),
+    (
+        "the request names an older turn, and the newest ended otherwise",
+        attrs.evolve(IDLE, turn_count=2),
+        REQUEST_TURN_1,
+        None,
+    ),
+    (
+        "a turn is active: it has not ended yet",
+        attrs.evolve(RUNNING, turn_count=1, active_turn_id="turn-1"),
+        REQUEST_TURN_1,
+        None,
+    ),
+    (
+        "a state that keeps the field is left as it is",
+        attrs.evolve(IDLE, turn_count=2, cancelled_turn_id="turn-2"),
+        TurnCancellationRequest(turn_id="turn-2"),
+        "turn-2",
+    ),
+    ("before any turn", attrs.evolve(IDLE, turn_count=0), REQUEST_TURN_1, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "request_", "expected"),
+    [case[1:] for case in FILLED_CASES],
+    ids=[case[0] for case in FILLED_CASES],
+)
+def test_with_cancelled_turn(
+    state: AgentState, request_: TurnCancellationRequest | None, expected: str | None
+) -> None:
+    filled = with_cancelled_turn(state, request_)
+    assert filled.cancelled_turn_id == expected
+    assert last_turn_cancelled(filled) is (expected is not None and state.active_turn_id is None)
+    assert attrs.evolve(filled, cancelled_turn_id=state.cancelled_turn_id) == state
