@@ -12,7 +12,10 @@ Nothing stored is changed, so a person who repairs the value lets the Flow go on
 from __future__ import annotations
 
 import contextlib
+import json
+import random
 import sqlite3
+import string
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +26,7 @@ import pytest
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.probes import wait_until
-from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreCorruptError
 from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions, dead_end
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, EXECUTE_FAILED_EVENT
 from dex_agents.ports.flow_rows import FlowStatus
@@ -191,6 +194,70 @@ async def test_a_damaged_flow_row_leaves_the_other_sessions_steps_claimed(
             # it for ever: the whole session's Step never ran.
             done: bool = await wait_until("the whole session's Step", completed)
             assert done
+    finally:
+        engine.close()
+        store.close()
+
+
+def _damage_a_page_of(path: Path, flow_id: str) -> None:
+    """Give ``flow_id`` a ``Log`` spread over overflow pages, then write garbage over one."""
+    text = "".join(random.Random(7).choice(string.ascii_letters) for _ in range(20_000))
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        with raw:
+            raw.execute(
+                "INSERT INTO attribute_values VALUES (?, ?, '', ?)",
+                (flow_id, LOG.name, json.dumps([text])),
+            )
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = raw.execute("PRAGMA page_size").fetchone()[0]
+        pages = raw.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'attribute_values' AND pagetype = 'overflow'"
+        ).fetchall()
+    assert len(pages) > 4
+    (page,) = pages[len(pages) // 2]
+    with path.open("r+b") as file:
+        file.seek((page - 1) * page_size)
+        file.write(b"\x07" * page_size)
+
+
+async def test_a_session_whose_state_is_on_a_damaged_page_fails_alone(tmp_path: Path) -> None:
+    path, flow = tmp_path / "flows.sqlite3", ReadsFlow()
+    Reads.attempts = 2
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=POLL)
+    client = LocalFlowClient(engine)
+    await client.start_flow(flow, "damaged", None)
+    await client.start_flow(flow, "whole", None)
+    engine.close()
+    store.close()
+    _damage_a_page_of(path, "damaged")
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=POLL)
+    client = LocalFlowClient(engine)
+    try:
+        async with running_worker(engine):
+
+            async def ended() -> bool:
+                whole = await client.read_step_history("whole")
+                damaged = (await client.describe_flow("damaged")).status
+                return [e.event_type for e in whole] == [EXECUTE_COMPLETED_EVENT] and (
+                    damaged == FlowStatus.FAILED
+                )
+
+            # Before, SQLite's "database disk image is malformed" left the claim round's
+            # transaction unable to write, and the worker retried the round for ever as a
+            # passing fault: no Step of any session was claimed again.
+            done: bool = await wait_until("both sessions' ends", ended)
+            assert done
+        (row,) = engine.store.read(lambda tx: [tx.get_flow("damaged")])
+        assert row is not None
+        assert row.failure_reason is not None
+        assert "UnreadableStateError" in row.failure_reason
+        assert "Flow run 'damaged' are on a damaged page" in row.failure_reason
+        # A client's read of it says the file is damaged, and where, and breaks nothing.
+        with pytest.raises(StoreCorruptError, match=r"is damaged: .*Flow run 'damaged'"):
+            await client.read_attribute("damaged", LOG)
+        assert await client.read_attribute("whole", LOG) is None
     finally:
         engine.close()
         store.close()

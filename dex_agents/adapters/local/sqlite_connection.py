@@ -126,6 +126,9 @@ def translate_error(error: sqlite3.Error, path: Path, busy_timeout: timedelta) -
         # which column it is, not what it holds.
         scrub_undecodable_text(error)
         return StoreCorruptError(f"{path} is damaged: a stored value {error}")
-    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+    if primary == sqlite3.SQLITE_CORRUPT:
+        # A damaged page of a dex-agents file, not some other file: said as what it is.
+        return StoreCorruptError(f"{path} is damaged: SQLite found a damaged page ({error})")
+    if primary == sqlite3.SQLITE_NOTADB:
         return StoreCorruptError(f"{path} is not a usable dex-agents flow store database: {error}")
     return StoreError(f"the flow store {path} failed: {error}")

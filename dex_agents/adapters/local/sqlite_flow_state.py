@@ -12,6 +12,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from dex_agents.adapters.local.damaged_pages import (
+    DamagedRuns,
+    damaged_page_error,
+    is_damaged_page,
+)
 from dex_agents.adapters.local.damaged_values import (
     damaged_value,
     is_undecodable,
@@ -39,10 +44,12 @@ class SqliteFlowState:
     """Mixed into ``SqliteTransaction``, which provides ``_execute``, ``_known`` (what the
     connection keeps), ``_write_once`` (the write-once values the store keeps), and the
     sets and list its commit logs and keeps: ``_changed``, ``_with_state``, ``_written``
-    and ``written_once``."""
+    and ``written_once``; ``_damaged_runs`` are the runs whose values are on a damaged
+    page, which no read touches again (``damaged_pages.py``)."""
 
     _known: KnownRows
     _write_once: WriteOnceValues
+    _damaged_runs: DamagedRuns
     _changed: set[str]
     _with_state: set[str]
     _written: set[tuple[str, str, str]]
@@ -109,7 +116,7 @@ class SqliteFlowState:
             if whole is not None:
                 return whole.get(key)
         sql = "SELECT value FROM attribute_values WHERE flow_id = ? AND name = ? AND key = ?"
-        cursor = self._execute(sql, (flow_id, name, key))
+        cursor = self._value_cursor(flow_id, sql, (flow_id, name, key))
         try:
             values = cursor.fetchone()
             text = None if values is None else unpack(values[0])
@@ -128,7 +135,7 @@ class SqliteFlowState:
                 "SELECT key, value FROM attribute_values WHERE flow_id = ? AND name = ? "
                 "ORDER BY key"
             )
-            cursor = self._execute(sql, (flow_id, name))
+            cursor = self._value_cursor(flow_id, sql, (flow_id, name))
             try:
                 whole = {key: unpack(value) for key, value in cursor}
             except Exception as error:
@@ -167,7 +174,7 @@ class SqliteFlowState:
             marks = ", ".join("?" for _ in part)
             sql = f"""SELECT key, value FROM attribute_values
                 WHERE flow_id = ? AND name = ? AND key IN ({marks})"""
-            cursor = self._execute(sql, (flow_id, name, *part))
+            cursor = self._value_cursor(flow_id, sql, (flow_id, name, *part))
             try:
                 read = {key: unpack(value) for key, value in cursor}
             except Exception as error:
@@ -200,7 +207,7 @@ class SqliteFlowState:
             marks = ", ".join("?" for _ in missing)
             sql = f"""SELECT name, value FROM attribute_values
                 WHERE flow_id = ? AND name IN ({marks}) AND key = ''"""
-            cursor = self._execute(sql, (flow_id, *missing))
+            cursor = self._value_cursor(flow_id, sql, (flow_id, *missing))
             try:
                 read = {name: unpack(value) for name, value in cursor}
             except Exception as error:
@@ -214,6 +221,23 @@ class SqliteFlowState:
             if text is not None:
                 found[name] = text
         return found
+
+    def _value_cursor(self, flow_id: str, sql: str, params: Sequence[object]) -> sqlite3.Cursor:
+        """``sql``, a read of ``flow_id``'s Attribute values, run; refused before it reads a
+        page when a read found them on a damaged page (``damaged_pages.py``)."""
+        self._damaged_runs.check(flow_id)
+        try:
+            return self._execute(sql, params)
+        except sqlite3.DatabaseError as error:  # SQLite steps to the first row here
+            self._note_damaged_page(flow_id, error)
+            raise
+
+    def _note_damaged_page(self, flow_id: str, error: Exception) -> None:
+        """Raise the error naming ``flow_id`` when ``error`` is SQLite's damaged page."""
+        if is_damaged_page(error):
+            # The transaction can write nothing now; the next one reads none of these pages.
+            self._damaged_runs.note(flow_id, error)
+            raise damaged_page_error(flow_id, error) from error
 
     def _name_damaged(
         self,
@@ -231,6 +255,7 @@ class SqliteFlowState:
         write of this connection waited out the busy timeout and failed.
         """
         cursor.close()
+        self._note_damaged_page(flow_id, error)
         scrub_undecodable_text(error)  # the named error chains it: a traceback prints it
         if is_undecodable(error):
             named = damaged_value(self._execute, flow_id, names, keys)

@@ -22,6 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from dex_agents.adapters.local.damaged_pages import DamagedRuns
 from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import runs_changed_after
 from dex_agents.adapters.local.kept_reads import read_kept
@@ -116,6 +117,7 @@ class SqliteFlowStore(SqliteStoreCapabilities):
         self._poll: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._write_once = WriteOnceValues()
+        self._damaged_runs = DamagedRuns()
         self._block_sizes = BlockSizes()
         self._known = KnownRows()
         # PRAGMA data_version on this store's connection when written_elsewhere last read it.
@@ -259,6 +261,7 @@ class SqliteFlowStore(SqliteStoreCapabilities):
                     block_sizes=self._block_sizes,
                     begin=begin,
                     look=look,
+                    damaged_runs=self._damaged_runs,
                 )
 
             worked = False

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from dex_agents.adapters.local.damaged_pages import DamagedRuns
 from dex_agents.adapters.local.event_blocks import BlockSizes
 from dex_agents.adapters.local.flow_changes import record_changes
 from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows, known_on_first_use
@@ -94,14 +95,14 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
         block_sizes: BlockSizes | None = None,
         begin: Callable[[], None] | None = None,
         look: Callable[[], None] | None = None,
+        damaged_runs: DamagedRuns | None = None,
     ) -> None:
         self._connection: sqlite3.Connection | None = connection
-        # Called before the first statement: a read served from the kept rows alone
-        # begins no transaction (``kept_reads``).
-        self._begin = begin
-        # Called at the first use of the kept rows, unless a statement came first: it
-        # checks them then (``kept_reads``).
-        self._look = look
+        self._damaged_runs = damaged_runs if damaged_runs is not None else DamagedRuns()
+        # Called before the first statement (a read served from the kept rows alone begins no
+        # transaction), and at the first use of the kept rows unless a statement came first
+        # (it checks them then): ``kept_reads``.
+        self._begin, self._look = begin, look
         self._write_once = write_once if write_once is not None else WriteOnceValues(0)
         # What the connection knows across transactions (alone, a transaction knows itself).
         self._known_rows = known if known is not None else KnownRows()
