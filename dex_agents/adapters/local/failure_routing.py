@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from dex_agents.adapters.local.history_retention import retire_finished
+from dex_agents.adapters.local.history_retention import hand_back_taken, retire_finished
 from dex_agents.adapters.local.registry import RegisteredFlow
+from dex_agents.adapters.local.store_errors import UnreadableStateError
 from dex_agents.adapters.local.transitions import (
     apply_decision,
     create_execution,
@@ -103,7 +104,12 @@ def fail_execution(
         tx.update_execution(row)
         return
     finish(tx, row, ExecutionStatus.FAILED, EXECUTE_FAILED_EVENT, now, flow.step_history_limit)
-    retire_finished(tx, row)
+    if error_type == UnreadableStateError.__name__:
+        # Its last attempt never read the state it would act with, and no failed attempt
+        # committed anything: a user's message its wait took stays stored, not lost with it.
+        hand_back_taken(tx, row)
+    else:
+        retire_finished(tx, row)
     recovery = RecoveryError(detail=detail, error_type=error_type, attempt_progress=progress)
     if options.failure_step is not None:
         create_execution(

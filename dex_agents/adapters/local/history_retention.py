@@ -5,7 +5,9 @@ Channel message it ever consumed. The rule:
 
 - A Channel message is deleted in the commit that finishes the execution whose
   wait took it (completed or failed): it has been acted on, and its value lives
-  on in the Step's result. A cancelled execution hands its messages back instead.
+  on in the Step's result. A cancelled execution hands its messages back instead,
+  and so does one that failed because its state could not be read
+  (``UnreadableStateError``): no attempt acted on them with the session's state.
 - Each session keeps its newest ``step_history_limit`` finished Step executions
   (1,000 by default), newest by when they were created (their IDs), not by when
   they finished; older ones are deleted. The check runs in the commit that
@@ -63,6 +65,14 @@ def retire_finished(tx: StoreTransaction, row: ExecutionRow) -> None:
     taken = taken_messages(row)
     if taken:
         tx.delete_consumed_messages([message.seq for message in taken])
+
+
+def hand_back_taken(tx: StoreTransaction, row: ExecutionRow) -> None:
+    """Return the Channel messages ``row``'s wait took to their Channel: ``row`` never acted
+    on them (it was cancelled, or no attempt could read the state to act with)."""
+    taken = taken_messages(row)
+    if taken:
+        tx.restore_messages([message.seq for message in taken])
 
 
 def prune_if_due(tx: StoreTransaction, row: ExecutionRow, limit: int | None) -> None:

@@ -22,9 +22,12 @@ from dex_agents.adapters.local.codec import (
     encode_recovery,
     encode_wait,
     encode_wait_result,
-    taken_messages,
 )
-from dex_agents.adapters.local.history_retention import prune_if_due, retire_finished
+from dex_agents.adapters.local.history_retention import (
+    hand_back_taken,
+    prune_if_due,
+    retire_finished,
+)
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import to_json
@@ -295,9 +298,7 @@ def finish(
     the Step that ``FinishTurnCancellation`` sends the call back to.
     """
     if status is ExecutionStatus.CANCELLED:
-        taken = taken_messages(row)
-        if taken:
-            tx.restore_messages([message.seq for message in taken])
+        hand_back_taken(tx, row)
     row.status = status
     row.final_event = event
     row.finished_at = now

@@ -1,0 +1,83 @@
+"""What a session whose stored state is damaged ends as, and what it keeps.
+
+A value of the session damaged in the file (bytes that are no UTF-8) makes each
+attempt of the Step that loads it fail with ``UnreadableStateError``, under its
+retry policy. ``AwaitUserMessage`` has no failure route, so the session fails,
+saying which value could not be read and never the damaged text, and the
+worker goes on serving the other sessions. The user's message the Step's wait
+took was never read with the session's state, so it is handed back to its
+Channel, not deleted with the failed execution (until 2026-12-07 it was lost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+from dex_agents.adapters.local.probes import wait_until
+from dex_agents.local import LocalRuntime
+from dex_agents.ports.flow_rows import FlowStatus
+from tests.reliability.conftest import reliability_flow
+
+WAIT = timedelta(seconds=30)
+DAMAGED_TEXT = b"\xffsecret-ish"
+
+
+def _damage_state(path: Path, session: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as raw, raw:
+        raw.execute(
+            "UPDATE attribute_values SET value = CAST(? AS TEXT)"
+            " WHERE flow_id = ? AND name = 'AgentState'",
+            (DAMAGED_TEXT, session),
+        )
+
+
+def _queued_texts(path: Path, session: str) -> list[str]:
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        rows = raw.execute(
+            "SELECT CAST(value AS TEXT) FROM channel_messages WHERE flow_id = ?"
+            " AND channel = 'QueuedUserMessages'",
+            (session,),
+        ).fetchall()
+    return [text for (text,) in rows]
+
+
+async def test_a_session_whose_state_is_damaged_fails_saying_why_and_keeps_the_message(
+    tmp_path: Path,
+) -> None:
+    path, flow = tmp_path / "sessions.sqlite3", reliability_flow()
+    async with LocalRuntime(path, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+        for session in ("damaged", "whole"):
+            await sessions.open_session(session)
+            await sessions.wait_for_user(session, timeout=WAIT)
+    _damage_state(path, "damaged")
+    # A client of its own sends it, so that the worker's claim takes it, as in an app.
+    async with LocalRuntime(path, [flow], workers=0) as client:
+        assert await client.sessions(flow).send_user_message("damaged", "my words")
+    async with LocalRuntime(path, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        sessions = runtime.sessions(flow)
+
+        async def failed() -> bool:
+            info = await runtime.flow_client.describe_flow("damaged")
+            return info.status == FlowStatus.FAILED
+
+        ended: bool = await wait_until("the damaged session's end", failed)
+        assert ended
+        # The worker serves the other sessions meanwhile.
+        assert await sessions.send_user_message("whole", "hello")
+        done = await sessions.wait_for_user("whole", timeout=WAIT)
+        assert done.messages[-1].text == "echo: hello"
+        (row,) = runtime.flow_client.engine.store.read(lambda tx: [tx.get_flow("damaged")])
+    assert row is not None
+    assert row.failure_reason is not None
+    reason = row.failure_reason
+    assert "UnreadableStateError" in reason
+    assert "Attribute 'AgentState'" in reason
+    assert "Flow run 'damaged'" in reason
+    assert "secret-ish" not in reason
+    # Before, the failed AwaitUserMessage deleted the message its wait took with itself.
+    (queued,) = _queued_texts(path, "damaged")
+    assert "my words" in queued
