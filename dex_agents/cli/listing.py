@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from dex_agents.adapters.local.store_errors import StoreCorruptError
 from dex_agents.cli import terminal
 from dex_agents.cli.database import Reader, open_reader
 from dex_agents.cli.errors import CliError
@@ -149,7 +150,16 @@ async def run_show(db: str | os.PathLike[str], session_id: str) -> int:
                 f"no session with ID '{shown}' in {terminal.escaped(os.fspath(db))}"
             ) from None
         flow_type = terminal.escaped(info.flow_type)
-        snapshot = await reader.snapshot(info)
+        try:
+            snapshot = await reader.snapshot(info)
+        except StoreCorruptError:
+            if info.failure_reason is None:
+                raise
+            # It failed because its state could not be read: the reason names the value,
+            # and says that the session is over, which the read's own error did not.
+            raise CliError(
+                f"session '{shown}' {info.status}: {terminal.escaped(info.failure_reason)}"
+            ) from None
         # With no AgentState and no StartAgentSession to write it, this is some other Flow.
         if snapshot is None or (snapshot.state is None and _STARTING not in info.active_step_types):
             raise CliError(
@@ -167,5 +177,9 @@ async def run_show(db: str | os.PathLike[str], session_id: str) -> int:
         messages,
         deleted_before=deleted_before,
     )
+    if info.status != "running":
+        # Its state still reads as it was when it ended: waiting, or at work.
+        why = "" if info.failure_reason is None else f": {info.failure_reason}"
+        lines.insert(1, terminal.escaped(f"the session {info.status}{why}"))
     print("\n".join(lines))
     return 0

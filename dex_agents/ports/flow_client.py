@@ -43,7 +43,11 @@ class StreamMessage(Generic[T]):
 
 @dataclass(frozen=True)
 class FlowInfo:
-    """A Flow run as a client sees it."""
+    """A Flow run as a client sees it.
+
+    ``failure_reason`` says why a ``failed`` (or stopped) run ended, where the engine
+    tells: the embedded engine does; Dex SDK 1.23.0 reports none, so it is ``None`` there.
+    """
 
     flow_id: str
     flow_type: str
@@ -51,6 +55,7 @@ class FlowInfo:
     started_at: datetime
     closed_at: datetime | None
     active_step_types: tuple[str, ...]
+    failure_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,18 @@ Channel, not deleted with the failed execution (until 2026-12-07 it was lost).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from dex_agents.adapters.local.probes import wait_until
+from dex_agents.cli.main import main
 from dex_agents.local import LocalRuntime
+from dex_agents.ports.errors import FlowNotActiveError
 from dex_agents.ports.flow_rows import FlowStatus
 from tests.reliability.conftest import reliability_flow
 
@@ -70,10 +75,13 @@ async def test_a_session_whose_state_is_damaged_fails_saying_why_and_keeps_the_m
         assert await sessions.send_user_message("whole", "hello")
         done = await sessions.wait_for_user("whole", timeout=WAIT)
         assert done.messages[-1].text == "echo: hello"
-        (row,) = runtime.flow_client.engine.store.read(lambda tx: [tx.get_flow("damaged")])
-    assert row is not None
-    assert row.failure_reason is not None
-    reason = row.failure_reason
+        info = await runtime.flow_client.describe_flow("damaged")
+        # A message sent now is refused saying why the session ended, not only that it did.
+        with pytest.raises(FlowNotActiveError) as refused:
+            await sessions.send_user_message("damaged", "more words")
+    reason = info.failure_reason
+    assert reason is not None
+    assert str(refused.value) == f"session 'damaged' is failed: {reason}"
     assert "UnreadableStateError" in reason
     assert "Attribute 'AgentState'" in reason
     assert "Flow run 'damaged'" in reason
@@ -81,3 +89,32 @@ async def test_a_session_whose_state_is_damaged_fails_saying_why_and_keeps_the_m
     # Before, the failed AwaitUserMessage deleted the message its wait took with itself.
     (queued,) = _queued_texts(path, "damaged")
     assert "my words" in queued
+
+
+async def test_show_says_why_a_session_whose_state_is_damaged_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, flow = tmp_path / "sessions.sqlite3", reliability_flow()
+    async with LocalRuntime(path, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        await runtime.sessions(flow).open_session("damaged")
+        await runtime.sessions(flow).wait_for_user("damaged", timeout=WAIT)
+    _damage_state(path, "damaged")
+    async with LocalRuntime(path, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        assert await runtime.sessions(flow).send_user_message("damaged", "my words")
+
+        async def failed() -> bool:
+            info = await runtime.flow_client.describe_flow("damaged")
+            return info.status == FlowStatus.FAILED
+
+        ended: bool = await wait_until("the damaged session's end", failed)
+        assert ended
+
+    code = await asyncio.to_thread(main, ["show", "damaged", "--db", str(path)])
+
+    out, err = capsys.readouterr()
+    # Before, show said only that the file is damaged, not that the session had failed.
+    assert (code, out) == (1, "")
+    assert err.startswith("dex-agents: error: session 'damaged' failed: Step AwaitUserMessage-")
+    assert "UnreadableStateError" in err
+    assert "Attribute 'AgentState'" in err
+    assert "secret-ish" not in err

@@ -261,4 +261,5 @@ def _flow_info(tx: StoreTransaction, row: FlowRow) -> FlowInfo:
         started_at=row.created_at,
         closed_at=row.closed_at,
         active_step_types=tuple(sorted({execution.step_type for execution in active})),
+        failure_reason=row.failure_reason,
     )

@@ -30,7 +30,7 @@ from dex_agents.ports.errors import (
     FlowNotFoundError,
     RpcLockConflictError,
 )
-from dex_agents.ports.flow_rows import ExecutionStatus, FlowStatus
+from dex_agents.ports.flow_rows import ExecutionStatus, FlowRow, FlowStatus
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.persistence import StateTransaction
 
@@ -166,7 +166,7 @@ def run_rpc(
         raise FlowNotFoundError(f"no {flow.flow_type} session with ID {flow_id!r}")
     active = row.status is FlowStatus.RUNNING
     if (rpc.locks or rpc.is_transactional) and not active:
-        raise FlowNotActiveError(f"session {flow_id!r} is {row.status.value}")
+        raise _not_active(row)
     for lock in rpc.locks:
         holder = tx.lock_holder(flow_id, lock.lock_name)
         if holder is not None:
@@ -184,7 +184,7 @@ def run_rpc(
         raise FlowDefinitionError(f"RPC {rpc.name} wrote a Stream event; only Steps can")
     changes = state.has_effects or result.next_steps or result.canceling_steps
     if changes and not active:
-        raise FlowNotActiveError(f"session {flow_id!r} is {row.status.value}")
+        raise _not_active(row)
     if read_only:
         if changes:
             raise RpcNeedsWriteError(rpc.name)
@@ -196,3 +196,9 @@ def run_rpc(
         transitions.create_execution(tx, flow, flow_id, movement, "", now)
     transitions.match_waiting(tx, flow_id, now)
     return result.output
+
+
+def _not_active(row: FlowRow) -> FlowNotActiveError:
+    """The refusal of an RPC that changes a closed session: why it ended, when it failed."""
+    why = "" if row.failure_reason is None else f": {row.failure_reason}"
+    return FlowNotActiveError(f"session {row.flow_id!r} is {row.status.value}{why}")
