@@ -51,6 +51,7 @@ from dex_agents.console.streams import REMOVED, StreamGate, until_session_ends
 from dex_agents.console.transcript import plan_approvals
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.ports.errors import FlowAlreadyStartedError, FlowNotFoundError
+from dex_agents.ports.flow_client import FlowInfo
 from dex_agents.ui_stream import (
     AGENT_EVENT_STREAM_HEADERS,
     DEFAULT_AGENT_EVENT_POLL_TIMEOUT,
@@ -90,12 +91,20 @@ def close_event_streams(app: Starlette) -> None:
     gate.close()
 
 
-def _read_only_reason(entry: ConsoleFlow, status: str) -> str:
+def _read_only_reason(entry: ConsoleFlow, info: FlowInfo) -> str:
     """Why the page of a session takes no controls: a stopped, failed or completed session
     takes no more, whichever Flow type it is, and this console serves only its own."""
-    if status != "running":
-        return f"this session is {status}"
+    if info.status != "running":
+        return _ended(info)
     return f"this console does not run {entry.flow.flow_type} sessions"
+
+
+def _ended(info: FlowInfo) -> str:
+    """How a session that no longer runs ended; a failed one says why (a stop's reason is the
+    stopper's own words, for its own page)."""
+    if info.status == "failed" and info.failure_reason:
+        return f"this session is failed: {info.failure_reason}"
+    return f"this session is {info.status}"
 
 
 def create_console_app(
@@ -211,7 +220,14 @@ def create_console_app(
             )
             info = await catalog.describe(session_id)
         except DexAgentsError as error:
-            return JSONResponse({"ok": False, "reason": str(error)}, status_code=409)
+            reason = str(error)
+            with contextlib.suppress(DexAgentsError):
+                ended = await catalog.describe(session_id)
+                if ended.status == "failed" and ended.failure_reason:
+                    # Its state could not be read: why it failed says which value, and that
+                    # the session is over, which the read's own error did not.
+                    reason = _ended(ended)
+            return JSONResponse({"ok": False, "reason": reason}, status_code=409)
         row = await catalog.inbox_row(info)
         # Not to_json(), which writes a lone surrogate as U+FFFD for other frameworks'
         # responses: this one escapes it, so the page gets the text as the event frames carry it.
@@ -223,7 +239,7 @@ def create_console_app(
             "status": row.status,
             "running": info.status == "running",
             "plan_mode": entry.plan_mode,
-            "read_only": _read_only_reason(entry, info.status) if not row.writable else None,
+            "read_only": _read_only_reason(entry, info) if not row.writable else None,
             "plan_approvals": plan_approvals(value.snapshot),
         }
         return JSONResponse(body, headers={"Cache-Control": "no-store"})

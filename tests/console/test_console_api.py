@@ -6,14 +6,17 @@ import asyncio
 import contextlib
 import signal
 import socket
+import sqlite3
 import sys
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 
 from dex_agents.adapters.local.database_file import DatabaseFileError
+from dex_agents.adapters.local.probes import wait_until
 from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.cli.database import demo_flow
 from dex_agents.cli.demo_agent import build_demo_agent
@@ -455,3 +458,38 @@ async def test_a_body_declared_too_large_is_refused_before_it_is_read(tmp_path: 
             writer.close()
             await writer.wait_closed()
     assert status.split()[1] == b"413"
+
+
+async def test_a_session_that_failed_on_damaged_state_says_why_on_its_page(
+    tmp_path: Path,
+) -> None:
+    path, flow = tmp_path / "s.sqlite3", demo_flow()
+    async with LocalRuntime(path, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        await runtime.sessions(flow).open_session("damaged")
+        await runtime.sessions(flow).wait_for_user("damaged", timeout=timedelta(seconds=30))
+    with contextlib.closing(sqlite3.connect(path)) as raw, raw:
+        raw.execute(
+            "UPDATE attribute_values SET value = CAST(x'ff22' AS TEXT)"
+            " WHERE flow_id = 'damaged' AND name = 'AgentState'"
+        )
+    async with LocalRuntime(path, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        assert await runtime.sessions(flow).send_user_message("damaged", "hello")
+
+        async def failed() -> bool:
+            info = await runtime.flow_client.describe_flow("damaged")
+            return info.status == "failed"
+
+        ended: bool = await wait_until("the damaged session's end", failed)
+        assert ended
+    app = create_console_app(path, [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        answer = await client.get("/api/sessions/damaged/snapshot")
+        inbox = (await client.get("/api/sessions")).json()
+    assert answer.status_code == 409
+    reason = answer.json()["reason"]
+    # Before, the page said only that the file was damaged, as if the session still ran.
+    assert reason.startswith("this session is failed: Step AwaitUserMessage-")
+    assert "Attribute 'AgentState'" in reason
+    assert [(row["session_id"], row["status"]) for row in inbox["sessions"]] == [
+        ("damaged", "failed")
+    ]
