@@ -180,6 +180,19 @@ def execution_update(positions: tuple[int, ...]) -> str:
     return f"UPDATE step_executions SET {columns} WHERE id = ?"
 
 
+_FLOW_FIELD = EXECUTION_DATA.index("flow_id")
+
+
+def execution_update_statement(
+    execution_id: int, values: Sequence[object], changed: Sequence[int] | None
+) -> tuple[str, list[object]]:
+    """The UPDATE of an execution's ``changed`` columns (``None``: all, where its Flow run is
+    still ``values``' own) to ``values``."""
+    if changed is None:
+        return EXECUTION_UPDATE, [*values, execution_id, values[_FLOW_FIELD]]
+    return execution_update(tuple(changed)), [*(values[i] for i in changed), execution_id]
+
+
 def execution_fields(row: ExecutionRow) -> tuple[Any, ...]:
     """The row's ``EXECUTION_DATA`` fields as they are now, before encoding."""
     fields_now: tuple[Any, ...] = _READ_DATA(row)

@@ -19,13 +19,12 @@ from dex_agents.adapters.local.sqlite_rows import (
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
     EXECUTION_INSERT_WITH_ID,
-    EXECUTION_UPDATE,
     changed_execution_values,
     decode_execution,
     decode_time,
     encode_time,
     execution_fields,
-    execution_update,
+    execution_update_statement,
     stored_execution_row,
     stored_execution_values,
 )
@@ -66,16 +65,6 @@ _ACTIVE_SELECT = (
 _LAST_STEP_ACTIVITY = (
     "SELECT max(created_at), max(finished_at) FROM step_executions WHERE flow_id = ?"
 )
-
-
-def _execution_update(
-    execution_id: int, values: Sequence[object], changed: Sequence[int] | None
-) -> tuple[str, list[object]]:
-    """The UPDATE of an execution's ``changed`` columns (``None``: all, where its Flow run is
-    still ``values``' own) to ``values``."""
-    if changed is None:
-        return EXECUTION_UPDATE, [*values, execution_id, values[_FLOW_FIELD]]
-    return execution_update(tuple(changed)), [*(values[i] for i in changed), execution_id]
 
 
 _STORED_DATA: Callable[[Sequence[object]], tuple[object, ...]] = operator.itemgetter(
@@ -202,7 +191,7 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
             self._execute(EXECUTION_INSERT_WITH_ID, [*values, execution_id])
         unupdated, self._unupdated = self._unupdated, {}
         for execution_id, (values, changed) in unupdated.items():
-            self._execute(*_execution_update(execution_id, values, sorted(changed)))
+            self._execute(*execution_update_statement(execution_id, values, sorted(changed)))
 
     def run_undoable(self, work: Callable[[], Any]) -> BatchOutcome:
         """Run ``work`` in a savepoint; an ``Exception`` it raises rolls back to it.
@@ -301,7 +290,7 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
             pending = self._unupdated.get(row.id)
             positions = frozenset(changed) if pending is None else pending[1].union(changed)
             self._unupdated[row.id] = (values, positions)
-        elif self._execute(*_execution_update(row.id, values, changed)).rowcount == 0:
+        elif self._execute(*execution_update_statement(row.id, values, changed)).rowcount == 0:
             # Every column, and only where the row's Flow run is the stored one.
             stored = self._execute(
                 "SELECT flow_id FROM step_executions WHERE id = ?", (row.id,)
