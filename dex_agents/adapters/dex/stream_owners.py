@@ -23,33 +23,39 @@ import dex
 from dex_agents.ports.errors import FlowNotFoundError
 
 
-def _not_found(flow_type: str, flow_id: str) -> FlowNotFoundError:
-    return FlowNotFoundError(f"no {flow_type} session with ID {flow_id!r}")
+def _require_owner(
+    flow_type: str, flow_id: str, described: dex.FlowInfo | dex.DexServiceError
+) -> None:
+    """The rule, whichever way ``describe`` was called: what ``describe`` answered for ``flow_id``.
+
+    A session Dex does not find, or of another Flow type, is not found; a
+    ``describe`` that failed for another reason leaves the read's own outcome.
+    """
+    if isinstance(described, dex.FlowNotFoundError) or (
+        isinstance(described, dex.FlowInfo) and described.flow_type != flow_type
+    ):
+        raise FlowNotFoundError(f"no {flow_type} session with ID {flow_id!r}")
 
 
 async def check_stream_owner(
     describe: Callable[[str], Awaitable[dex.FlowInfo]], flow_type: str, flow_id: str
 ) -> None:
     """``FlowNotFoundError`` when ``describe`` finds no ``flow_type`` session ``flow_id``."""
+    described: dex.FlowInfo | dex.DexServiceError
     try:
-        info = await describe(flow_id)
-    except dex.FlowNotFoundError:
-        raise _not_found(flow_type, flow_id) from None
-    except dex.DexServiceError:
-        return
-    if info.flow_type != flow_type:
-        raise _not_found(flow_type, flow_id)
+        described = await describe(flow_id)
+    except dex.DexServiceError as error:
+        described = error
+    _require_owner(flow_type, flow_id, described)
 
 
 def check_stream_owner_sync(
     describe: Callable[[str], dex.FlowInfo], flow_type: str, flow_id: str
 ) -> None:
     """``check_stream_owner`` with a blocking ``describe``."""
+    described: dex.FlowInfo | dex.DexServiceError
     try:
-        info = describe(flow_id)
-    except dex.FlowNotFoundError:
-        raise _not_found(flow_type, flow_id) from None
-    except dex.DexServiceError:
-        return
-    if info.flow_type != flow_type:
-        raise _not_found(flow_type, flow_id)
+        described = describe(flow_id)
+    except dex.DexServiceError as error:
+        described = error
+    _require_owner(flow_type, flow_id, described)

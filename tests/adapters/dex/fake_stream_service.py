@@ -47,11 +47,14 @@ class FakeStreamFlowService(FakeFlowService):
         flows: Each started Flow's type, by Flow ID.
         streams: Each Stream's messages as JSON text, oldest first, keyed by
             ``(flow type, Stream name, Flow ID)``.
+        summaries_fail: Every ``GetFlowSummary`` fails with ``INTERNAL``, as a
+            server that cannot look Flows up for now.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.flows: dict[str, str] = {}
+        self.summaries_fail = False
         self.streams: dict[tuple[str, str, str], list[str]] = {}
 
     def _messages(self, request: Any) -> list[pb.StreamMessage]:
@@ -70,6 +73,10 @@ class FakeStreamFlowService(FakeFlowService):
         self, request: pb.GetFlowSummaryRequest, context: Any
     ) -> pb.GetFlowSummaryResponse:
         """The Flow's type, running; ``NOT_FOUND`` for a Flow ID never started."""
+        if self.summaries_fail:
+            await _abort(
+                context, grpc.StatusCode.INTERNAL, pb.ERROR_SUB_STATUS_UNSPECIFIED, "lookup failed"
+            )
         flow_type = self.flows.get(request.flow_id)
         if flow_type is None:
             await _abort(

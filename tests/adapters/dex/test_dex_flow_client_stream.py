@@ -188,6 +188,20 @@ async def test_a_session_of_another_flow_type_or_none_is_not_found() -> None:
                 await stream_agent_event_frames(reads, flow, session_id)
 
 
+async def test_a_read_whose_session_cannot_be_looked_up_keeps_its_own_outcome() -> None:
+    # "stream_owners": a describe_flow failing for another reason than a missing
+    # Flow says nothing of the session, so the read's own timeout stands.
+    support = AgentSessionFlow(ScriptedRunner(), flow_type="SupportAgent")
+    second = timedelta(seconds=1)
+    async with serving_streams([support]) as (service, client, sync_client):
+        service.summaries_fail = True
+        reads, sync_reads = DexFlowClient(client), DexSyncFlowClient(sync_client)
+        with pytest.raises(StreamReadTimeoutError):
+            await reads.read_stream(support, "nobody", poll_timeout=second)
+        with pytest.raises(StreamReadTimeoutError):
+            await asyncio.to_thread(sync_reads.read_stream, support, "nobody", "", second)
+
+
 async def test_a_session_removed_after_a_read_found_it_is_not_found() -> None:
     # Found by an audit: each client remembered a session it had found for good, so
     # once Dex removed it (retention deletes a closed session), every read at its
