@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from mcp.client import session as mcp_session
 
 from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.errors import McpConnectionError
@@ -79,16 +80,23 @@ async def test_connection_timeout_bounds_the_probe_too(tmp_path: Path) -> None:
     assert dropped(log) == ["server/discover"]  # initialize was never sent
 
 
-async def test_initialize_after_an_unanswered_probe_gets_connection_timeout_of_its_own() -> None:
+async def test_initialize_after_an_unanswered_probe_gets_connection_timeout_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Found by an audit: connection_timeout bounded the whole handshake, where "What a
     # call does" bounds each handshake request, so a stdio server whose first start
     # took 35 seconds (npx fetching its packages) never connected with the default
     # 30: its requests waited in the pipe, the SDK's probe gave up after its 10
-    # seconds, and initialize was cut off 20 seconds later. The server here starts
-    # after 15 seconds, past a 12 second timeout but within 10 plus 12.
-    server = McpStdioServerConfig(name="slow", command=sys.executable, args=(str(SLOW_START), "15"))
+    # seconds, and initialize was cut off 20 seconds later. The SDK's probe waits 3
+    # seconds here, not 10, so the case takes seconds, not a quarter of a minute: the
+    # server answers 4.5 seconds after it started, past a 4 second timeout but within
+    # 3 plus 4 (its imports are made while it waits).
+    monkeypatch.setattr(mcp_session, "DISCOVER_TIMEOUT_SECONDS", 3.0)
+    server = McpStdioServerConfig(
+        name="slow", command=sys.executable, args=(str(SLOW_START), "4.5")
+    )
     async with connected(
-        server, connection_timeout=timedelta(seconds=12), connection_attempts=1
+        server, connection_timeout=timedelta(seconds=4), connection_attempts=1
     ) as client:
         assert (await client.list_tools()).tools
 
