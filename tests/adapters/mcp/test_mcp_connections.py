@@ -25,6 +25,7 @@ from dex_agents.adapters.mcp.listing import ServerListings
 from dex_agents.mcp import McpStdioServerConfig, McpStreamableHttpServerConfig, McpToolSource
 from tests.adapters.mcp import refusing_server
 from tests.adapters.mcp.http_server import HttpTestServer, free_loopback_port
+from tests.adapters.mcp.listing_support import listing_failures, listings_of
 
 SILENT_PROXY = Path(__file__).with_name("silent_proxy.py")
 SLOW_START = Path(__file__).with_name("slow_start.py")
@@ -153,12 +154,10 @@ async def test_a_first_listing_no_one_waits_for_leaves_its_server_out_of_later_c
     # runner's tool_source_listing_timeout, so the source offered nothing, not even
     # the tools of its other servers, listed long before.
     log = tmp_path / "quiet.log"
-    listings = ServerListings(
-        [silent_server(log, "server/discover", "initialize"), stdio_server],
-        listing_ttl=timedelta(minutes=5),
-        listing_failure_backoff=timedelta(seconds=30),
+    listings = listings_of(
+        silent_server(log, "server/discover", "initialize"),
+        stdio_server,
         connection_timeout=timedelta(minutes=10),
-        connection_attempts=1,
     )
     try:
         first = asyncio.create_task(listings.list())
@@ -225,29 +224,18 @@ async def test_an_unreachable_server_is_tried_again_only_after_its_backoff_and_i
     port = free_loopback_port()
     config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
     now = 0.0
-    listings = ServerListings(
-        [config],
-        listing_ttl=timedelta(minutes=5),
-        listing_failure_backoff=timedelta(seconds=30),
-        connection_timeout=timedelta(seconds=30),
-        connection_attempts=1,
-        clock=lambda: now,
-    )
-
-    def failures() -> int:
-        return sum("could not be listed" in r.getMessage() for r in caplog.records)
-
+    listings = listings_of(config, clock=lambda: now)
     with caplog.at_level(logging.WARNING):
         assert await listings.list() == [(config, ())]  # the first listing is awaited
         for moment in (1.0, 15.0, 29.9):  # list_tools calls within the backoff
             now = moment
             assert await listings.list() == [(config, ())]
             await listings.settled()
-        assert failures() == 1  # none of them tried the server
+        assert listing_failures(caplog) == 1  # none of them tried the server
         now = 30.0
         assert await listings.list() == [(config, ())]  # tried again, in the background
         await listings.settled()
-        assert failures() == 2
+        assert listing_failures(caplog) == 2
         with HttpTestServer({}, port=port):
             now = 60.0
             assert await listings.list() == [(config, ())]  # not waited for

@@ -20,7 +20,6 @@ from mcp_types import ListToolsResult, PaginatedRequestParams
 
 from dex_agents.adapters.mcp.calls import WaitForTask, call_mcp_tool
 from dex_agents.adapters.mcp.http_transport import shared_tls_context
-from dex_agents.adapters.mcp.listing import ServerListings
 from dex_agents.builtin_loop import (
     InMemoryMediaStore,
     ModelRequest,
@@ -35,6 +34,7 @@ from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.mcp import McpStreamableHttpServerConfig, McpToolSource
 from tests.adapters.mcp.conftest import CallLog
 from tests.adapters.mcp.http_server import HttpTestServer, free_loopback_port
+from tests.adapters.mcp.listing_support import listing_failures, listings_of
 from tests.adapters.mcp.session_support import (
     SESSION,
     approve,
@@ -292,14 +292,7 @@ async def test_a_listed_server_that_cannot_be_listed_again_waits_out_its_backoff
     port = free_loopback_port()
     config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
     now = 0.0
-    listings = ServerListings(
-        [config],
-        listing_ttl=timedelta(minutes=5),
-        listing_failure_backoff=timedelta(seconds=30),
-        connection_timeout=timedelta(seconds=30),
-        connection_attempts=1,
-        clock=lambda: now,
-    )
+    listings = listings_of(config, clock=lambda: now)
     with HttpTestServer({}, port=port):
         [(_, listed)] = await listings.list()
     now = 301.0  # the listing is due again, and the server is down
@@ -308,15 +301,13 @@ async def test_a_listed_server_that_cannot_be_listed_again_waits_out_its_backoff
             [(_, offered)] = await listings.list()
             await listings.settled()  # the background listing has ended
             now += 1.0
-    failures = [r for r in caplog.records if "could not be listed" in r.getMessage()]
-    assert len(failures) == 1
+    assert listing_failures(caplog) == 1
     assert offered == listed  # the earlier tools are still offered
     now = 301.0 + 30.0
     with caplog.at_level(logging.WARNING):
         await listings.list()
         await listings.settled()
-    failures = [r for r in caplog.records if "could not be listed" in r.getMessage()]
-    assert len(failures) == 2  # tried again once the backoff passed
+    assert listing_failures(caplog) == 2  # tried again once the backoff passed
 
 
 async def test_a_first_listing_the_runner_stops_waiting_for_goes_on_for_a_later_model_call(
@@ -328,13 +319,7 @@ async def test_a_first_listing_the_runner_stops_waiting_for_goes_on_for_a_later_
     # timed out, and the source's other servers' tools were never offered either.
     server = HttpTestServer({"MCP_TEST_CALL_LOG": str(call_log.path)})  # not answering yet
     config = McpStreamableHttpServerConfig(name="notes", url=server.url)
-    listings = ServerListings(
-        [config],
-        listing_ttl=timedelta(minutes=5),
-        listing_failure_backoff=timedelta(seconds=30),
-        connection_timeout=timedelta(seconds=30),
-        connection_attempts=3,
-    )
+    listings = listings_of(config, connection_attempts=3)
     with pytest.raises(TimeoutError):
         # The runner's wait; the connection waits in the listening socket's backlog.
         await asyncio.wait_for(listings.list(), timeout=0.5)
@@ -375,15 +360,8 @@ async def test_model_calls_that_wait_for_one_first_listing_take_its_outcome(
     # Worker listed a server that was down four times in a row, ignoring the backoff.
     port = free_loopback_port()
     config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
-    listings = ServerListings(
-        [config],
-        listing_ttl=timedelta(minutes=5),
-        listing_failure_backoff=timedelta(seconds=30),
-        connection_timeout=timedelta(seconds=5),
-        connection_attempts=1,
-    )
+    listings = listings_of(config, connection_timeout=timedelta(seconds=5))
     with caplog.at_level(logging.WARNING):
         offered = await asyncio.gather(*(listings.list() for _ in range(4)))
     assert [tools for [(_, tools)] in offered] == [()] * 4
-    failures = [r for r in caplog.records if "could not be listed" in r.getMessage()]
-    assert len(failures) == 1
+    assert listing_failures(caplog) == 1
