@@ -170,6 +170,11 @@ class Terminal:
         """Ctrl-C: SIGINT to the program's process group, as the terminal sends it."""
         os.killpg(self.process.pid, signal.SIGINT)
 
+    def quit(self) -> int:
+        """``/quit`` at the prompt; the exit code once the program has ended (``exit_code``)."""
+        self.send("/quit")
+        return self.exit_code()
+
     def exit_code(self) -> int:
         """Wait for the program to end by itself; a program that hangs fails with its stacks."""
         try:

@@ -7,7 +7,8 @@ an API call); the chat runs in a pseudo-terminal, as a person runs it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,6 +37,44 @@ async def _only_interrupt(sessions: PortableSessionClient) -> str:
     return interrupt.interrupt_id
 
 
+def _resolved_elsewhere(db: Path, approved: bool) -> bool:
+    """Approve or decline the chat's one pending approval or question in another window."""
+
+    async def resolve(sessions: PortableSessionClient) -> bool:
+        return await sessions.resolve_interrupt("pty", await _only_interrupt(sessions), approved)
+
+    return elsewhere(db, resolve)
+
+
+def _answered_elsewhere(db: Path, answer: str) -> bool:
+    """Answer the chat's one pending question in another window."""
+
+    async def resolve(sessions: PortableSessionClient) -> bool:
+        return await sessions.answer_question("pty", await _only_interrupt(sessions), answer)
+
+    return elsewhere(db, resolve)
+
+
+@contextmanager
+def _chat_asking(tmp_path: Path, message: str, prompt: str) -> Iterator[Terminal]:
+    """The chat in a terminal, asking at ``prompt`` once ``message`` was sent."""
+    with Terminal(tmp_path) as chat:
+        chat.expect("you> ")
+        chat.send(message)
+        chat.expect(prompt)
+        yield chat
+
+
+@contextmanager
+def _chat_typing(tmp_path: Path, typed: str) -> Iterator[Terminal]:
+    """The chat in a terminal, its message prompt holding ``typed``, not sent."""
+    with Terminal(tmp_path) as chat:
+        chat.expect("you> ")
+        chat.type(typed)
+        chat.expect(typed)  # read by the prompt, not left in the terminal
+        yield chat
+
+
 def _user_texts(db: Path) -> list[str | None]:
     async def read(sessions: PortableSessionClient) -> list[str | None]:
         snapshot = await sessions.get_agent_snapshot("pty")
@@ -47,10 +86,7 @@ def _user_texts(db: Path) -> list[str | None]:
 def test_a_message_sent_elsewhere_shows_above_the_prompt_and_keeps_what_was_typed(
     tmp_path: Path,
 ) -> None:
-    with Terminal(tmp_path) as chat:
-        chat.expect("you> ")
-        chat.type("where is")
-        chat.expect("where is")
+    with _chat_typing(tmp_path, "where is") as chat:
         assert elsewhere(chat.db, lambda s: s.send_user_message("pty", "hello from the console"))
         # Before, nothing showed until Enter was pressed.
         chat.expect("you (elsewhere)> hello from the console\n")
@@ -59,8 +95,7 @@ def test_a_message_sent_elsewhere_shows_above_the_prompt_and_keeps_what_was_type
         chat.send(" order 7")
         chat.expect("tool> lookup_order -> succeeded")
         chat.expect("you> ")
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
     assert _user_texts(tmp_path / "db.sqlite3") == ["hello from the console", "where is order 7"]
     assert tool_log(tmp_path) == ["lookup_order 7"]
 
@@ -89,78 +124,49 @@ def test_a_typed_line_longer_than_the_terminal_is_drawn_again_whole_below_what_a
         assert sum(row.count("word19") for row in rows) == 1
         chat.send("")
         chat.expect(f"agent> Demo reply: {typed}.")
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
 
 
 def test_an_approval_answered_elsewhere_ends_its_prompt_with_a_line_saying_so(
     tmp_path: Path,
 ) -> None:
-    with Terminal(tmp_path) as chat:
-        chat.expect("you> ")
-        chat.send("refund order 7")
-        chat.expect(APPROVAL_PROMPT)
-
-        async def approve(sessions: PortableSessionClient) -> bool:
-            return await sessions.resolve_interrupt("pty", await _only_interrupt(sessions), True)
-
-        assert elsewhere(chat.db, approve)
+    with _chat_asking(tmp_path, "refund order 7", APPROVAL_PROMPT) as chat:
+        assert _resolved_elsewhere(chat.db, approved=True)
         # Before, the prompt waited for y or n, and only then said "already answered".
         chat.expect("this approval was answered elsewhere: approved\n")
         assert "refunded 1500 cents on order 7" in chat.expect("you> ")
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
     assert tool_log(tmp_path) == ["refund_order 7 1500"]
 
 
 def test_a_question_answered_elsewhere_ends_its_prompt_and_drops_what_was_typed(
     tmp_path: Path,
 ) -> None:
-    with Terminal(tmp_path) as chat:
-        chat.expect("you> ")
-        chat.send("change the address of order 7")
-        chat.expect("question> ")
+    with _chat_asking(tmp_path, "change the address of order 7", "question> ") as chat:
         chat.type("3 Old")
         chat.expect("3 Old")  # read by the prompt, not left in the terminal
-
-        async def answer(sessions: PortableSessionClient) -> bool:
-            interrupt_id = await _only_interrupt(sessions)
-            return await sessions.answer_question("pty", interrupt_id, "2 New Road")
-
-        assert elsewhere(chat.db, answer)
+        assert _answered_elsewhere(chat.db, "2 New Road")
         chat.expect("this question was answered elsewhere\n")
         shown = chat.expect("you> ")
         assert "order 7 now ships to 2 New Road" in shown
-        chat.send("/quit")  # the answer's start was not kept for the message prompt
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0  # the answer's start was not kept for the message prompt
     assert tool_log(tmp_path) == ["update_shipping_address 7 2 New Road"]
 
 
 def test_a_question_declined_elsewhere_is_not_said_to_be_answered(tmp_path: Path) -> None:
-    with Terminal(tmp_path) as chat:
-        chat.expect("you> ")
-        chat.send("change the address of order 7")
-        chat.expect("question> ")
-
-        async def decline(sessions: PortableSessionClient) -> bool:
-            return await sessions.resolve_interrupt("pty", await _only_interrupt(sessions), False)
-
-        assert elsewhere(chat.db, decline)
+    with _chat_asking(tmp_path, "change the address of order 7", "question> ") as chat:
+        assert _resolved_elsewhere(chat.db, approved=False)
         # Before, it said "this question was answered elsewhere".
         chat.expect("this question was declined elsewhere\n")
         assert "tool> ask_user -> rejected: The user declined to answer." in chat.expect("you> ")
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
     assert tool_log(tmp_path) == []
 
 
 def test_an_approval_whose_turn_is_cancelled_elsewhere_is_withdrawn_at_once(
     tmp_path: Path,
 ) -> None:
-    with Terminal(tmp_path) as chat:
-        chat.expect("you> ")
-        chat.send("refund order 7")
-        chat.expect(APPROVAL_PROMPT)
+    with _chat_asking(tmp_path, "refund order 7", APPROVAL_PROMPT) as chat:
 
         async def cancel(sessions: PortableSessionClient) -> bool:
             snapshot = await sessions.get_agent_snapshot("pty")
@@ -172,16 +178,12 @@ def test_an_approval_whose_turn_is_cancelled_elsewhere_is_withdrawn_at_once(
         shown = chat.expect("you> ")
         assert "this approval was withdrawn: its turn was cancelled\n" in shown
         assert "turn cancelled elsewhere" not in shown  # said once
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
     assert tool_log(tmp_path) == []
 
 
 def test_a_session_stopped_elsewhere_ends_the_chat_at_its_prompt(tmp_path: Path) -> None:
-    with Terminal(tmp_path) as chat:
-        chat.expect("you> ")
-        chat.type("half a mess")
-        chat.expect("half a mess")
+    with _chat_typing(tmp_path, "half a mess") as chat:
 
         async def stop(sessions: PortableSessionClient) -> None:
             await sessions.flow_client.stop_flow("pty", "stopped in another window")
@@ -194,10 +196,7 @@ def test_a_session_stopped_elsewhere_ends_the_chat_at_its_prompt(tmp_path: Path)
 def test_a_turn_started_elsewhere_that_asks_an_approval_takes_over_the_message_prompt(
     tmp_path: Path,
 ) -> None:
-    with Terminal(tmp_path) as chat:
-        chat.expect("you> ")
-        chat.type("where is")
-        chat.expect("where is")  # read by the prompt, not left in the terminal
+    with _chat_typing(tmp_path, "where is") as chat:
         assert elsewhere(chat.db, lambda s: s.send_user_message("pty", "refund order 7"))
         chat.expect("you (elsewhere)> refund order 7\n")
         chat.expect(APPROVAL_PROMPT)
@@ -207,8 +206,7 @@ def test_a_turn_started_elsewhere_that_asks_an_approval_takes_over_the_message_p
         chat.send(" order 7")
         chat.expect("tool> lookup_order -> succeeded")
         chat.expect("you> ")
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
     assert pending_interrupt_ids(tmp_path / "db.sqlite3", "pty") == []
     assert tool_log(tmp_path) == ["lookup_order 7"]
 
@@ -226,8 +224,7 @@ def test_a_plan_executed_elsewhere_is_shown_as_an_approval_not_as_a_user_message
         # Before, it showed as "you (elsewhere)> [Dex] The user approved plan revision 1 ...".
         assert "[Dex]" not in shown
         assert "[Dex]" not in chat.expect("agent> Done.")
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
 
 
 def test_on_pipes_an_approval_answered_elsewhere_ends_its_prompt_and_the_next_line_waits(
@@ -238,11 +235,7 @@ def test_on_pipes_an_approval_answered_elsewhere_ends_its_prompt_and_the_next_li
         chat.expect("you> ")
         chat.send("refund order 7")
         chat.expect(APPROVAL_PROMPT)
-
-        async def approve(sessions: PortableSessionClient) -> bool:
-            return await sessions.resolve_interrupt("pty", await _only_interrupt(sessions), True)
-
-        assert elsewhere(tmp_path / "db.sqlite3", approve)
+        assert _resolved_elsewhere(tmp_path / "db.sqlite3", approved=True)
         assert chat.expect("this approval was answered elsewhere: approved\n") == (
             "\nthis approval was answered elsewhere: approved\n"  # a line of its own
         )

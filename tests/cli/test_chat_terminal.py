@@ -29,6 +29,22 @@ def _no_core_files() -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
 
 
+@contextlib.contextmanager
+def _chat_stopped_in_bash(tmp_path: Path) -> Iterator[Terminal]:
+    """bash in a terminal, its job the chat stopped by Ctrl-Z with "where is" typed at its prompt."""
+    with Terminal(tmp_path, shell=shutil.which("bash")) as shell:
+        shell.expect(SHELL_PROMPT)
+        shell.send("set -b")  # a job's change of state is told at once, not at the next prompt
+        shell.expect(SHELL_PROMPT)
+        shell.send(shell.command)
+        shell.expect("you> ")
+        shell.type("where is")
+        shell.expect("where is")
+        shell.type("\x1a")  # Ctrl-Z: the terminal stops the chat, the shell takes the terminal
+        shell.expect(SHELL_PROMPT)
+        yield shell
+
+
 @pytest.mark.parametrize(
     "number", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=lambda number: number.name
 )
@@ -83,16 +99,7 @@ def test_a_wrapped_line_erased_at_once_leaves_nothing_of_itself(tmp_path: Path, 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
 def test_a_chat_stopped_at_a_prompt_and_killed_from_its_shell_ends(tmp_path: Path) -> None:
-    with Terminal(tmp_path, shell=shutil.which("bash")) as shell:
-        shell.expect(SHELL_PROMPT)
-        shell.send("set -b")  # a job's change of state is told at once, not at the next prompt
-        shell.expect(SHELL_PROMPT)
-        shell.send(shell.command)
-        shell.expect("you> ")
-        shell.type("where is")
-        shell.expect("where is")
-        shell.type("\x1a")  # Ctrl-Z: the terminal stops the chat, the shell takes the terminal
-        shell.expect(SHELL_PROMPT)
+    with _chat_stopped_in_bash(tmp_path) as shell:
         shell.send("kill %1")  # SIGTERM, then SIGCONT to let the stopped job take it
         # Before, the chat, resumed in the background, stopped again as it set the terminal's
         # mode (SIGTTOU) instead of ending: its job stayed stopped ("Stopped (tty output)").
@@ -107,16 +114,7 @@ def test_a_chat_stopped_at_a_prompt_and_killed_from_its_shell_ends(tmp_path: Pat
 def test_a_chat_stopped_at_a_prompt_sent_to_the_background_and_back_reads_its_prompt(
     tmp_path: Path,
 ) -> None:
-    with Terminal(tmp_path, shell=shutil.which("bash")) as shell:
-        shell.expect(SHELL_PROMPT)
-        shell.send("set -b")  # a job's change of state is told at once, not at the next prompt
-        shell.expect(SHELL_PROMPT)
-        shell.send(shell.command)
-        shell.expect("you> ")
-        shell.type("where is")
-        shell.expect("where is")
-        shell.type("\x1a")  # Ctrl-Z
-        shell.expect(SHELL_PROMPT)
+    with _chat_stopped_in_bash(tmp_path) as shell:
         shell.send("bg")
         # A prompt cannot read keys in the background: it stops again at once, as it sets
         # the terminal's mode. Before, it waited there, read the shell's next line ("fg")

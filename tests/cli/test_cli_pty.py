@@ -43,8 +43,7 @@ def test_a_refund_approval_survives_a_kill_and_the_refund_runs_once(tmp_path: Pa
         second.expect("[y/n] ")
         second.send("y")
         second.expect("agent> Done")
-        second.send("/quit")
-        assert second.exit_code() == 0
+        assert second.quit() == 0
     assert tool_log(tmp_path) == ["refund_order 7 1500"]
 
 
@@ -90,8 +89,7 @@ def test_a_resumed_chat_shows_the_write_that_already_ran(tmp_path: Path) -> None
         exchange = second.expect("waiting for: a user message\nyou> ").splitlines()
         assert exchange[2:4] == ["last exchange:", "  you> change the address of order 7"]
         assert "  tool> update_shipping_address -> order 7 now ships to 2 New Road" in exchange
-        second.send("/quit")
-        assert second.exit_code() == 0
+        assert second.quit() == 0
     assert tool_log(tmp_path) == ["update_shipping_address 7 2 New Road"]
 
 
@@ -120,8 +118,7 @@ def test_a_resumed_chat_says_its_last_turn_was_cancelled(tmp_path: Path) -> None
         second.expect("resuming session pty in")
         shown = second.expect("waiting for: a user message\nyou> ").splitlines()
         assert shown[-3:-1] == ["the last turn was cancelled", "waiting for: a user message"]
-        second.send("/quit")
-        assert second.exit_code() == 0
+        assert second.quit() == 0
     assert tool_log(tmp_path) == []  # the refund was never approved
 
 
@@ -167,8 +164,7 @@ def test_help_and_unknown_commands_are_answered_and_never_sent(tmp_path: Path) -
         chat.send("/refund")
         chat.expect("unknown command /refund; /help lists the commands\n")
         chat.expect(APPROVAL_PROMPT)
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
 
     async def user_texts() -> list[str | None]:
         async with demo_sessions(tmp_path / "db.sqlite3") as sessions:
@@ -197,8 +193,7 @@ def test_a_line_typed_while_the_turn_ran_does_not_decide_what_it_asks(
             chat.expect(prompt)
         )
         assert len(pending_interrupt_ids(tmp_path / "db.sqlite3", "pty")) == 1
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
     assert len(pending_interrupt_ids(tmp_path / "db.sqlite3", "pty")) == 1
     assert tool_log(tmp_path) == []
 
@@ -211,8 +206,7 @@ def test_keys_typed_at_a_terminal_edit_the_line_and_bytes_that_are_not_text_are_
         # Erase, kill and word erase edit the line; an arrow key's sequence is not text.
         os.write(chat.master, b"nothing\x15hello \xff worx\x7fld oops\x17\x1b[D\n")
         assert "agent> Demo reply: hello \ufffd world." in chat.expect("you> ")
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
 
 
 def test_a_terminal_that_goes_away_at_a_prompt_ends_the_chat_with_one_line(tmp_path: Path) -> None:
@@ -299,6 +293,5 @@ def test_a_chat_stopped_at_a_prompt_leaves_the_terminal_in_line_mode_and_resumes
         chat.send(" order 7")
         chat.expect("tool> lookup_order -> succeeded")
         chat.expect("you> ")
-        chat.send("/quit")
-        assert chat.exit_code() == 0
+        assert chat.quit() == 0
     assert tool_log(tmp_path) == ["lookup_order 7"]
