@@ -14,7 +14,7 @@ from dex_agents.domain.runner_outcomes import (
     ToolTaskPollOutcome,
     ToolTaskStarted,
 )
-from dex_agents.domain.tool_calls import AgentToolCall
+from dex_agents.domain.tool_calls import AgentToolCall, CancellationReason, ToolCallStatus
 from dex_agents.domain.tool_outcomes import (
     describe_tool_call_outcome,
 )
@@ -94,3 +94,13 @@ class CancellableTaskRunner(TranscriptRunner):
 
     async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
         self.cancelled_tasks.append(cancellation)
+
+    def assert_task_abandoned(self) -> None:
+        """``task-7`` was cancelled once, and the cancelled turn recorded ``call-1`` outcome unknown."""
+        assert [c.tool_call.task_id for c in self.cancelled_tasks] == ["task-7"]
+        (records,) = self.unfinished
+        abandoned = records["call-1"]
+        assert (abandoned.status, abandoned.cancellation_reason) == (
+            ToolCallStatus.OUTCOME_UNKNOWN,
+            CancellationReason.TURN_CANCELLED,
+        )

@@ -155,13 +155,7 @@ REPORT = AgentSessionOptions(tool_policies={"report": ToolPolicy(ToolEffect.READ
 async def assert_task_abandoned(session: Session, runner: CancellableTaskRunner) -> list[str]:
     """The turn ends cancelled with the task abandoned; returns the Step history's types."""
     snapshot = await session.idle()
-    assert [c.tool_call.task_id for c in runner.cancelled_tasks] == ["task-7"]
-    (records,) = runner.unfinished
-    abandoned = records["call-1"]
-    assert (abandoned.status, abandoned.cancellation_reason) == (
-        ToolCallStatus.OUTCOME_UNKNOWN,
-        CancellationReason.TURN_CANCELLED,
-    )
+    runner.assert_task_abandoned()
     assert texts(snapshot.messages) == [
         ("user", "call report {}"),
         ("tool", f"report={OUTCOME_UNKNOWN_TOOL_RESULT}"),
