@@ -3,10 +3,16 @@
 Playwright drives ``/usr/bin/chromium`` as it is, through ``executable_path``,
 so no browser is downloaded. Without it every browser test skips, naming why
 (``./ci.sh`` installs the package where it can).
+
+A module marked ``browser_tests`` runs its tests on the session's event loop with
+one Chromium (the ``chromium`` fixture of ``conftest.py``), and each page gets a
+browser context of its own: no cookies, storage or cache of another test's, as
+with a browser of its own, without starting Playwright and Chromium for each test.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +24,7 @@ from starlette.applications import Starlette
 from tests.console.support import serve_console
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import Browser, Page, ViewportSize
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -35,12 +41,36 @@ WAIT_MS = 15_000
 needs_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="no /usr/bin/chromium: apt-get install -y chromium"
 )
-"""Mark a module of browser tests: they skip, naming the package, where Chromium is missing."""
+"""Mark a browser test: it skips, naming the package, where Chromium is missing."""
+
+browser_tests = [
+    needs_chromium,
+    pytest.mark.asyncio(loop_scope="session"),
+    pytest.mark.usefixtures("chromium"),
+]
+"""Mark a module of browser tests (``pytestmark = browser_tests``): they share one Chromium."""
+
+VIEWPORT: ViewportSize = {"width": 1200, "height": 760}
+
+
+class SharedChromium:
+    """The session's Chromium while the ``chromium`` fixture holds it, and the loop it runs on."""
+
+    browser: Browser | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def on_this_loop(cls) -> Browser | None:
+        """The shared browser, if it is open and driven from the running loop."""
+        browser = cls.browser
+        if browser is None or cls.loop is not asyncio.get_running_loop():
+            return None
+        return browser if browser.is_connected() else None
 
 
 @contextlib.asynccontextmanager
-async def browser_page() -> AsyncIterator[Page]:
-    """A new page of a headless Chromium, closed with its browser on the way out."""
+async def launched_chromium() -> AsyncIterator[Browser]:
+    """A headless Chromium, closed on the way out."""
     # Imported here so that collecting the tests needs no Playwright where they skip.
     from playwright.async_api import async_playwright
 
@@ -49,9 +79,25 @@ async def browser_page() -> AsyncIterator[Page]:
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
         )
         try:
-            yield await browser.new_page(viewport={"width": 1200, "height": 760})
+            yield browser
         finally:
             await browser.close()
+
+
+@contextlib.asynccontextmanager
+async def browser_page() -> AsyncIterator[Page]:
+    """A new page in a browser context of its own, closed with it on the way out.
+
+    The page is of the session's Chromium in a module marked ``browser_tests``, else
+    of a Chromium of its own.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        browser = SharedChromium.on_this_loop()
+        if browser is None:
+            browser = await stack.enter_async_context(launched_chromium())
+        context = await browser.new_context(viewport=VIEWPORT)
+        stack.push_async_callback(context.close)
+        yield await context.new_page()
 
 
 @contextlib.asynccontextmanager

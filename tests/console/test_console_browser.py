@@ -18,14 +18,14 @@ from dex_agents.domain.runner_outcomes import AgentTurnOutcome
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.runner import AgentTurnContext
 from tests.app.scripted_runner import ScriptedRunner
-from tests.console.browser import WAIT_MS, browser_page, needs_chromium, serve_console_and_page
+from tests.console.browser import WAIT_MS, browser_page, browser_tests, serve_console_and_page
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
 SCREENSHOT_ENV = "DEX_AGENTS_CONSOLE_SCREENSHOT"
 """Set to 1 to write ``docs/console.png`` from this test."""
 
-pytestmark = needs_chromium
+pytestmark = browser_tests
 
 
 async def test_approve_from_the_page_and_the_tools_result_appears(tmp_path: Path) -> None:

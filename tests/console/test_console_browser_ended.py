@@ -18,10 +18,10 @@ from playwright.async_api import Page, Request, expect
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from dex_agents.local import LocalRuntime
-from tests.console.browser import WAIT_MS, browser_page, needs_chromium
+from tests.console.browser import WAIT_MS, browser_page, browser_tests
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 
-pytestmark = needs_chromium
+pytestmark = browser_tests
 
 POLL = timedelta(milliseconds=200)
 """The console's long poll: a stream asks whether its session still runs after each empty one."""

@@ -22,10 +22,10 @@ from tests.console.agents import (
     question_flow,
     shipping_answer,
 )
-from tests.console.browser import WAIT_MS, message_texts, needs_chromium, serve_console_and_page
+from tests.console.browser import WAIT_MS, browser_tests, message_texts, serve_console_and_page
 from tests.console.support import snapshot, texts
 
-pytestmark = needs_chromium
+pytestmark = browser_tests
 
 
 async def _ship_a_parcel(page: Page, session_id: str) -> Locator:

@@ -16,10 +16,10 @@ from starlette.requests import Request as StarletteRequest
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
-from tests.console.browser import WAIT_MS, browser_page, needs_chromium
+from tests.console.browser import WAIT_MS, browser_page, browser_tests
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 
-pytestmark = needs_chromium
+pytestmark = browser_tests
 
 GONE = "it never existed, or it was removed"
 

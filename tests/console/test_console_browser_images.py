@@ -11,11 +11,11 @@ from dex_agents.adapters.media.memory_store import InMemoryMediaStore
 from dex_agents.console import create_console_app
 from dex_agents.local import LocalRuntime
 from tests.console.agents import SCREENSHOT_TEXT, SEEN_TEXT, asking_image_flow, image_flow
-from tests.console.browser import WAIT_MS, browser_page, needs_chromium
+from tests.console.browser import WAIT_MS, browser_page, browser_tests
 from tests.console.support import eventually, serve_console, snapshot
 from tests.domain.images_support import png
 
-pytestmark = needs_chromium
+pytestmark = browser_tests
 
 
 async def test_the_images_of_a_message_and_of_a_tool_result_are_named(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ from playwright.async_api import Page, Request, expect
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
-from tests.console.browser import WAIT_MS, browser_page, needs_chromium
+from tests.console.browser import WAIT_MS, browser_page, browser_tests
 from tests.console.support import CONTROL_HEADERS, serve_console
 
-pytestmark = needs_chromium
+pytestmark = browser_tests
 
 
 async def _show(page: Page, state: str) -> None:

@@ -11,12 +11,12 @@ from playwright.async_api import expect
 from dex_agents.console import create_console_app
 from dex_agents.local import LocalRuntime
 from tests.console.agents import echo_flow
-from tests.console.browser import WAIT_MS, needs_chromium, serve_console_and_page
+from tests.console.browser import WAIT_MS, browser_tests, serve_console_and_page
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
-pytestmark = needs_chromium
+pytestmark = browser_tests
 
 TURNS = 101
 """A user message and an answer each: 202 messages, two more than the snapshot holds."""

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from playwright.async_api import expect
 
-from tests.console.browser import WAIT_MS, browser_page, message_texts, needs_chromium
+from tests.console.browser import WAIT_MS, browser_page, browser_tests, message_texts
 from tests.console.serve_process import ServeProcess, free_port
 
-pytestmark = needs_chromium
+pytestmark = browser_tests
 
 
 @contextlib.contextmanager

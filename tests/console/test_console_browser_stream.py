@@ -25,11 +25,11 @@ from starlette.routing import Route as AppRoute
 from dex_agents.console import create_console_app
 from dex_agents.ui_stream import AGENT_EVENT_STREAM_HEADERS
 from tests.console.agents import ACCOUNT_QUESTION, account_flow
-from tests.console.browser import WAIT_MS, browser_page, needs_chromium
+from tests.console.browser import WAIT_MS, browser_page, browser_tests
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 from tests.ui_stream.sse import Frame, FrameReader, is_type
 
-pytestmark = needs_chromium
+pytestmark = browser_tests
 
 LOST_STREAM = "Lost the session's live stream"
 COUNT_SNAPSHOTS_READ = """
