@@ -140,6 +140,18 @@ async def sessions_in_every_situation(path: Path) -> None:
         await runtime.sessions(demo).start_session("starting", "where is order 1")
 
 
+def _calls_then_says_done(tool: str) -> ScriptedModelClient:
+    """A model that calls ``tool`` with no arguments, then answers ``done: <its output>``."""
+
+    def reply(request: ModelRequest) -> ScriptedModelReply:
+        results = ScriptedModelClient.tool_results(request)
+        if results:
+            return ScriptedModelReply(text=f"done: {results[-1].output}")
+        return ScriptedModelReply(tool_calls=(ScriptedToolCall(tool, {}),))
+
+    return ScriptedModelClient(reply)
+
+
 ACCOUNT_QUESTION = "Which account?"
 ACCOUNTS = ("savings", "checking")
 
@@ -154,16 +166,10 @@ def account_flow() -> AgentSessionFlow:
             return f"charged {context.input_answers[0]}"
         return ToolInputRequested(ACCOUNT_QUESTION, choices=ACCOUNTS)
 
-    def reply(request: ModelRequest) -> ScriptedModelReply:
-        results = ScriptedModelClient.tool_results(request)
-        if results:
-            return ScriptedModelReply(text=f"done: {results[-1].output}")
-        return ScriptedModelReply(tool_calls=(ScriptedToolCall("pick_account", {}),))
-
     definition = AgentDefinition(
         name="accounts",
         instructions="Charge an account.",
-        model=ScriptedModelClient(reply),
+        model=_calls_then_says_done("pick_account"),
         tools=[pick_account],
     )
     return builtin_agent_session_flow(definition, flow_type="AccountAgent")
@@ -183,16 +189,10 @@ def file_flow() -> AgentSessionFlow:
             return f"deleted {UNDECODABLE_FILE}"
         return ToolInputRequested(f"Delete {UNDECODABLE_FILE}?", choices=("yes", "no"))
 
-    def reply(request: ModelRequest) -> ScriptedModelReply:
-        results = ScriptedModelClient.tool_results(request)
-        if results:
-            return ScriptedModelReply(text=f"done: {results[-1].output}")
-        return ScriptedModelReply(tool_calls=(ScriptedToolCall("delete_file", {}),))
-
     definition = AgentDefinition(
         name="files",
         instructions="Tidy the files.",
-        model=ScriptedModelClient(reply),
+        model=_calls_then_says_done("delete_file"),
         tools=[delete_file],
     )
     return builtin_agent_session_flow(definition, flow_type="FileAgent")
@@ -234,6 +234,18 @@ def echo_flow() -> AgentSessionFlow:
         model=ScriptedModelClient(lambda request: ScriptedModelReply(text="ok")),
     )
     return builtin_agent_session_flow(definition, flow_type="EchoAgent")
+
+
+async def echo_session(db: Path, session_id: str, turns: int) -> None:
+    """Session ``session_id`` of ``echo_flow`` in ``db``: ``turns`` turns, "message 1" onwards."""
+    flow = echo_flow()
+    async with LocalRuntime(db, [flow], workers=1) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.start_session(session_id, "message 1")
+        await sessions.wait_for_user(session_id)
+        for number in range(2, turns + 1):
+            assert await sessions.send_user_message(session_id, f"message {number}")
+            await sessions.wait_for_user(session_id)
 
 
 def asking_image_flow(media: MediaStore) -> AgentSessionFlow:

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 from playwright.async_api import expect
 
 from dex_agents.console import create_console_app
-from dex_agents.local import LocalRuntime
-from tests.console.agents import echo_flow
+from tests.console.agents import echo_flow, echo_session
 from tests.console.browser import WAIT_MS, browser_tests, serve_console_and_page
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
 pytestmark = browser_tests
+
 
 TURNS = 101
 """A user message and an answer each: 202 messages, two more than the snapshot holds."""
@@ -26,15 +26,9 @@ async def test_a_transcript_longer_than_the_snapshot_says_what_it_leaves_out(
     tmp_path: Path,
 ) -> None:
     # Before, the page began at message 3 as if the session had begun there.
-    db, flow = tmp_path / "s.sqlite3", echo_flow()
-    async with LocalRuntime(db, [flow], workers=1) as runtime:
-        sessions = runtime.sessions(flow)
-        await sessions.start_session("long", "message 1")
-        await sessions.wait_for_user("long")
-        for number in range(2, TURNS + 1):
-            assert await sessions.send_user_message("long", f"message {number}")
-            await sessions.wait_for_user("long")
-    app = create_console_app(db, [flow])
+    db = tmp_path / "s.sqlite3"
+    await echo_session(db, "long", TURNS)
+    app = create_console_app(db, [echo_flow()])
     async with serve_console_and_page(app) as (url, page):
         await page.goto(f"{url}/sessions/long")
         older = page.locator("#older")
@@ -62,15 +56,9 @@ async def _top(page: Page, sequence: int) -> float:
 async def test_earlier_messages_load_above_without_moving_what_the_person_reads(
     tmp_path: Path,
 ) -> None:
-    db, flow = tmp_path / "s.sqlite3", echo_flow()
-    async with LocalRuntime(db, [flow], workers=1) as runtime:
-        sessions = runtime.sessions(flow)
-        await sessions.start_session("longer", "message 1")
-        await sessions.wait_for_user("longer")
-        for number in range(2, LONGER_TURNS + 1):
-            assert await sessions.send_user_message("longer", f"message {number}")
-            await sessions.wait_for_user("longer")
-    app = create_console_app(db, [flow])
+    db = tmp_path / "s.sqlite3"
+    await echo_session(db, "longer", LONGER_TURNS)
+    app = create_console_app(db, [echo_flow()])
     async with serve_console_and_page(app) as (url, page):
         await page.goto(f"{url}/sessions/longer")
         older, shown = page.locator("#older"), page.locator("#messages .msg")

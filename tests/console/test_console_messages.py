@@ -18,22 +18,11 @@ from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.plans import executing_turn_user_message
 from dex_agents.domain.requests import AgentMessagesPage, ListAgentMessagesRequest
 from dex_agents.local import LocalRuntime
-from tests.console.agents import echo_flow
+from tests.console.agents import echo_flow, echo_session
 from tests.console.support import serve_console
 
 TURNS = 5
 """A user message and an answer each: sequences 1 to 10."""
-
-
-async def _echo_session(db: Path, session_id: str = "long", turns: int = TURNS) -> None:
-    flow = echo_flow()
-    async with LocalRuntime(db, [flow], workers=1) as runtime:
-        sessions = runtime.sessions(flow)
-        await sessions.start_session(session_id, "message 1")
-        await sessions.wait_for_user(session_id)
-        for number in range(2, turns + 1):
-            assert await sessions.send_user_message(session_id, f"message {number}")
-            await sessions.wait_for_user(session_id)
 
 
 def _sequences(body: dict[str, Any]) -> list[int]:
@@ -42,7 +31,7 @@ def _sequences(body: dict[str, Any]) -> list[int]:
 
 async def test_pages_go_back_by_sequence_as_list_agent_messages_does(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
-    await _echo_session(db)
+    await echo_session(db, "long", TURNS)
     app = create_console_app(db, [echo_flow()])
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
         newest = await client.get("/api/sessions/long/messages")
@@ -103,7 +92,7 @@ def test_a_query_without_a_limit_asks_for_a_page_as_long_as_the_snapshot() -> No
 
 async def test_bad_input_is_answered_400_before_any_page_is_read(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
-    await _echo_session(db, turns=1)
+    await echo_session(db, "long", 1)
     app = create_console_app(db, [echo_flow()])
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
         for query, reason in [
@@ -142,8 +131,8 @@ def test_a_page_says_which_of_its_messages_are_a_plans_approval() -> None:
 
 async def test_the_route_is_under_the_token_loopback_and_authorize_rules(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
-    await _echo_session(db, "mine-1", turns=1)
-    await _echo_session(db, "yours-1", turns=1)
+    await echo_session(db, "mine-1", 1)
+    await echo_session(db, "yours-1", 1)
 
     async def only_mine(request: object, session_id: str) -> bool:
         return session_id.startswith("mine-")
