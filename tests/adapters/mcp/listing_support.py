@@ -7,8 +7,13 @@ from datetime import timedelta
 
 import pytest
 
-from dex_agents.adapters.mcp.config import McpServerConfig
+from dex_agents.adapters.mcp.config import McpServerConfig, McpStreamableHttpServerConfig
 from dex_agents.adapters.mcp.listing import Clock, ServerListings
+
+
+def notes_at(port: int) -> McpStreamableHttpServerConfig:
+    """The test server "notes" over HTTP on loopback ``port``, where nothing may listen yet."""
+    return McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
 
 
 def listings_of(

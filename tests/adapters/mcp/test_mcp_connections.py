@@ -25,7 +25,7 @@ from dex_agents.adapters.mcp.listing import ServerListings
 from dex_agents.mcp import McpStdioServerConfig, McpStreamableHttpServerConfig, McpToolSource
 from tests.adapters.mcp import refusing_server
 from tests.adapters.mcp.http_server import HttpTestServer, free_loopback_port
-from tests.adapters.mcp.listing_support import listing_failures, listings_of
+from tests.adapters.mcp.listing_support import listing_failures, listings_of, notes_at
 
 SILENT_PROXY = Path(__file__).with_name("silent_proxy.py")
 SLOW_START = Path(__file__).with_name("slow_start.py")
@@ -222,7 +222,7 @@ async def test_an_unreachable_server_is_tried_again_only_after_its_backoff_and_i
     # Pins "MCP tools" over "Known limitations", which says an unreachable server is
     # tried again on every list_tools call (docs/spec-differences.md).
     port = free_loopback_port()
-    config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
+    config = notes_at(port)
     now = 0.0
     listings = listings_of(config, clock=lambda: now)
     with caplog.at_level(logging.WARNING):

@@ -34,7 +34,7 @@ from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.mcp import McpStreamableHttpServerConfig, McpToolSource
 from tests.adapters.mcp.conftest import CallLog
 from tests.adapters.mcp.http_server import HttpTestServer, free_loopback_port
-from tests.adapters.mcp.listing_support import listing_failures, listings_of
+from tests.adapters.mcp.listing_support import listing_failures, listings_of, notes_at
 from tests.adapters.mcp.session_support import (
     SESSION,
     approve,
@@ -260,7 +260,7 @@ async def test_a_server_that_cannot_be_listed_is_left_out_until_its_backoff_pass
     call_log: CallLog, caplog: pytest.LogCaptureFixture
 ) -> None:
     port = free_loopback_port()
-    config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
+    config = notes_at(port)
     backoff = timedelta(seconds=3)
     source = McpToolSource([config], listing_failure_backoff=backoff)
     async with session(source, ScriptedModelClient(read_when_offered)) as s:
@@ -290,7 +290,7 @@ async def test_a_listed_server_that_cannot_be_listed_again_waits_out_its_backoff
     # Found by an audit: once a server had tools, a failed listing after listing_ttl
     # set no backoff, so every later model call started another listing of it.
     port = free_loopback_port()
-    config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
+    config = notes_at(port)
     now = 0.0
     listings = listings_of(config, clock=lambda: now)
     with HttpTestServer({}, port=port):
@@ -359,7 +359,7 @@ async def test_model_calls_that_wait_for_one_first_listing_take_its_outcome(
     # listed it again once that listing ended, so four sessions starting at once on a
     # Worker listed a server that was down four times in a row, ignoring the backoff.
     port = free_loopback_port()
-    config = McpStreamableHttpServerConfig(name="notes", url=f"http://127.0.0.1:{port}/mcp")
+    config = notes_at(port)
     listings = listings_of(config, connection_timeout=timedelta(seconds=5))
     with caplog.at_level(logging.WARNING):
         offered = await asyncio.gather(*(listings.list() for _ in range(4)))
