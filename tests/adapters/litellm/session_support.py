@@ -46,3 +46,9 @@ async def run_turn(runtime: LocalRuntime, flow: AgentSessionFlow, text: str) -> 
     await sessions.open_session("s-1")
     assert await sessions.send_user_message("s-1", text)
     return await sessions.wait_for_user("s-1", timeout=WAIT)
+
+
+async def one_turn(flow: AgentSessionFlow, text: str) -> AgentSnapshot:
+    """``run_turn`` of ``text`` on an in-memory runtime of its own, closed once the turn ends."""
+    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
+        return await run_turn(runtime, flow, text)

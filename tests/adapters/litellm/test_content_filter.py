@@ -24,7 +24,6 @@ from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.model_io import CONTENT_FILTER_TURN_ERROR
 from dex_agents.litellm import LiteLLMModelClient
-from dex_agents.local import LocalRuntime
 from tests.adapters.litellm.provider_scripts import (
     Event,
     anthropic_stream,
@@ -36,7 +35,12 @@ from tests.adapters.litellm.provider_scripts import (
     pieces,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
-from tests.adapters.litellm.session_support import FAST, KEY, lookup, loopback_client, run_turn
+from tests.adapters.litellm.session_support import (
+    KEY,
+    lookup,
+    loopback_client,
+    one_turn,
+)
 
 litellm.suppress_debug_info = True
 
@@ -91,8 +95,7 @@ async def test_a_filtered_answer_fails_the_turn_and_names_the_filter(
 ) -> None:
     server.script(REPLIES[api](text))
     flow = _flow(server, api)
-    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        done = await run_turn(runtime, flow, "Hi")
+    done = await one_turn(flow, "Hi")
     assert done.state is not None
     assert done.state.last_turn_error == CONTENT_FILTER_TURN_ERROR
     assert session_attention(done) is SessionAttention.TURN_FAILED
@@ -128,8 +131,7 @@ async def test_a_filtered_answer_with_a_tool_call_runs_it_and_asks_again(
     )
     agent = AgentDefinition(name="support", instructions="Help.", model=model, tools=[lookup])
     flow = builtin_agent_session_flow(agent, flow_type="Filtered")
-    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        done = await run_turn(runtime, flow, "Hi")
+    done = await one_turn(flow, "Hi")
     assert done.state is not None
     assert done.state.last_turn_error is None
     assert done.messages[-1].text == "Which order do you mean?"

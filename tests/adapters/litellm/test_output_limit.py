@@ -24,7 +24,6 @@ from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.context_summary import ContextSummaryRequest
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.model_io import output_limit_turn_error
-from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import ModelCallError
 from tests.adapters.litellm.provider_scripts import (
     anthropic_stream,
@@ -34,7 +33,7 @@ from tests.adapters.litellm.provider_scripts import (
     reasoning_item,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, sse_reply
-from tests.adapters.litellm.session_support import FAST, loopback_client, run_turn
+from tests.adapters.litellm.session_support import loopback_client, one_turn
 
 litellm.suppress_debug_info = True
 
@@ -74,8 +73,7 @@ async def test_an_answer_cut_empty_at_the_token_limit_fails_the_turn_and_names_i
 ) -> None:
     server.script(REPLIES[api](None))
     flow = _flow(server, api)
-    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        done = await run_turn(runtime, flow, "Hi")
+    done = await one_turn(flow, "Hi")
     assert done.state is not None
     assert done.state.last_turn_error == output_limit_turn_error(REASONS[api])
     assert session_attention(done) is SessionAttention.TURN_FAILED
@@ -93,8 +91,7 @@ async def test_an_answer_cut_after_some_text_is_the_models_answer(
 ) -> None:
     server.script(REPLIES[api](PARTIAL))
     flow = _flow(server, api)
-    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        done = await run_turn(runtime, flow, "Hi")
+    done = await one_turn(flow, "Hi")
     assert done.state is not None
     assert done.state.last_turn_error is None
     assert PARTIAL in [m.text for m in done.messages if m.role is MessageRole.ASSISTANT]

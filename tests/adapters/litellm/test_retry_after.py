@@ -20,10 +20,9 @@ from dex_agents.adapters.litellm.retry_after import parse_retry_after
 from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow
 from dex_agents.domain.model_io import ModelRequest, UserTextItem
 from dex_agents.litellm import ModelProviderError
-from dex_agents.local import LocalRuntime
 from tests.adapters.litellm.provider_server import ProviderServer, Reply, json_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
-from tests.adapters.litellm.session_support import FAST, loopback_client, run_turn
+from tests.adapters.litellm.session_support import loopback_client, one_turn
 
 litellm.suppress_debug_info = True
 
@@ -129,8 +128,7 @@ async def test_a_wait_past_run_models_budget_fails_the_turn_after_one_request(
     model = loopback_client(server, "responses")
     agent = AgentDefinition(name="support", instructions="Help.", model=model)
     flow = builtin_agent_session_flow(agent, flow_type="RateLimited")
-    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        done = await run_turn(runtime, flow, "Hi")
+    done = await one_turn(flow, "Hi")
     assert done.state is not None
     assert done.state.last_turn_error == (
         "openai model call failed with HTTP 429: Rate limit reached. "

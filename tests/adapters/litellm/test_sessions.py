@@ -46,7 +46,7 @@ from tests.adapters.litellm.provider_scripts import (
     responses_stream,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
-from tests.adapters.litellm.session_support import FAST, KEY, WAIT, lookup, run_turn
+from tests.adapters.litellm.session_support import FAST, KEY, WAIT, lookup, one_turn, run_turn
 
 litellm.suppress_debug_info = True
 
@@ -191,8 +191,7 @@ async def test_a_rate_limit_is_retried_once_and_the_turn_completes(server: Provi
         openai_error(429, "Rate limit reached"), responses_reply([message_item("m", ANSWER)])
     )
     flow = openai_flow(server)
-    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        done = await run_turn(runtime, flow, "Hi")
+    done = await one_turn(flow, "Hi")
     assert done.state is not None
     assert done.state.last_turn_error is None
     assert done.messages[-1].text == ANSWER
@@ -209,8 +208,7 @@ async def test_a_bad_request_fails_the_turn_with_the_providers_message(
 ) -> None:
     server.script(*[openai_error(400, f"{CONTEXT} Key {KEY} was used.")] * 3)
     flow = openai_flow(server)
-    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        done = await run_turn(runtime, flow, "Hi")
+    done = await one_turn(flow, "Hi")
     assert session_attention(done) is SessionAttention.TURN_FAILED
     assert done.state is not None
     assert done.state.last_turn_error == (
@@ -222,8 +220,7 @@ async def test_a_bad_request_fails_the_turn_with_the_providers_message(
 async def test_a_bad_request_burns_no_retries(server: ProviderServer) -> None:
     server.script(openai_error(400, CONTEXT))
     flow = openai_flow(server)
-    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        done = await run_turn(runtime, flow, "Hi")
+    done = await one_turn(flow, "Hi")
     assert done.state is not None
     assert done.state.last_turn_error == f"openai model call failed with HTTP 400: {CONTEXT}"
     assert len(server.requests) == 1
@@ -321,8 +318,7 @@ async def test_a_provider_that_numbers_its_tool_calls_completes_the_turn(
     )
     agent = AgentDefinition(name="support", instructions="You help.", model=model, tools=[lookup])
     flow = builtin_agent_session_flow(agent, flow_type="LiteLLMNumberedCalls")
-    async with LocalRuntime(None, [flow], poll_interval=FAST) as runtime:
-        done = await run_turn(runtime, flow, "Where are orders 7, 8 and 9?")
+    done = await one_turn(flow, "Where are orders 7, 8 and 9?")
     assert done.state is not None
     assert done.state.last_turn_error is None
     assert assistant_texts(done)[-1] == ANSWER
