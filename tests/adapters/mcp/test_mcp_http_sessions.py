@@ -261,20 +261,24 @@ async def test_a_server_that_cannot_be_listed_is_left_out_until_its_backoff_pass
 ) -> None:
     port = free_loopback_port()
     config = notes_at(port)
-    backoff = timedelta(seconds=3)
+    backoff = timedelta(seconds=30)
     source = McpToolSource([config], listing_failure_backoff=backoff)
+    # The listings' clock moves only when the test says, so a loaded machine's slow
+    # server start cannot pass the backoff before the turn that must not ask the server.
+    now = 0.0
+    source._listings.clock = lambda: now
     async with session(source, ScriptedModelClient(read_when_offered)) as s:
         with caplog.at_level(logging.WARNING):
             down = await turn(s)
-        failed_at = time.monotonic()
         assert down.messages[-1].text == "offered: []"
         assert "MCP server 'notes' could not be listed" in caplog.text
         with HttpTestServer({"MCP_TEST_CALL_LOG": str(call_log.path)}, port=port):
             # The server answers now, but within the backoff it is not asked.
+            now = backoff.total_seconds() - 1
             within = await turn(s)
-            assert time.monotonic() - failed_at < backoff.total_seconds()
             assert within.messages[-1].text == "offered: []"
             # After the backoff a background listing runs; a later one returns its tools.
+            now = backoff.total_seconds() + 1
             deadline = time.monotonic() + 30
             while not await source.list_tools():
                 assert time.monotonic() < deadline, "the server was never listed again"
