@@ -261,3 +261,52 @@ async def test_a_session_whose_state_is_on_a_damaged_page_fails_alone(tmp_path: 
     finally:
         engine.close()
         store.close()
+
+
+async def test_a_session_on_a_damaged_page_goes_on_once_the_file_is_repaired_in_place(
+    tmp_path: Path,
+) -> None:
+    path, backup, flow = tmp_path / "flows.sqlite3", tmp_path / "backup.sqlite3", ReadsFlow()
+    Reads.attempts = 1000
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=POLL)
+    client = LocalFlowClient(engine)
+    await client.start_flow(flow, "f1", None)
+    engine.close()
+    store.close()
+    with (
+        contextlib.closing(sqlite3.connect(path)) as good,
+        contextlib.closing(sqlite3.connect(backup)) as copy,
+    ):
+        good.backup(copy)
+    _damage_a_page_of(path, "f1")
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=POLL)
+    client = LocalFlowClient(engine)
+    try:
+        async with running_worker(engine):
+
+            async def refused() -> bool:
+                (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
+                return row.attempt >= 2
+
+            failing: bool = await wait_until("an attempt refused its damaged page", refused)
+            assert failing
+        # A person restores the backup over the file, in place, while the store stays open.
+        with (
+            contextlib.closing(sqlite3.connect(backup)) as copy,
+            contextlib.closing(sqlite3.connect(path)) as damaged,
+        ):
+            copy.backup(damaged)
+
+        async def completed() -> bool:
+            history = await client.read_step_history("f1")
+            return [e.event_type for e in history] == [EXECUTE_COMPLETED_EVENT]
+
+        # Before, the store refused the run's values for as long as it was open.
+        async with running_worker(engine):
+            done: bool = await wait_until("the repaired session's Step", completed)
+            assert done
+    finally:
+        engine.close()
+        store.close()

@@ -11,15 +11,26 @@ Attribute values finds a damaged page, and each later transaction of the store
 refuses to read those values with ``StoredValueError`` before it reads a page,
 so the transaction stays usable: a claim round leases that session's Step with
 no state, its attempt fails with ``UnreadableStateError`` naming the run, and
-its retry policy and failure route decide, as for a damaged value. The note
-lasts as long as the store is open: such a page does not mend, and a file a
-person repaired is opened again.
+its retry policy and failure route decide, as for a damaged value.
+
+A noted run is not refused for good: each later read of its values first reads
+them all on a connection of its own (``DamagedRuns.check``), where a damaged
+page spoils nothing, and forgets the note when they read whole. A file a person
+repaired in place while the store stayed open (a backup restored over it with
+``.restore``, the damaged rows rewritten by another process) is read again:
+until 2026-12-07 the note lasted as long as the store was open, so a repaired
+session's Step kept failing with ``UnreadableStateError`` until the program
+restarted. Only the engine's own reads of a noted run pay for that second
+connection, and those come as seldom as its Step's retry policy lets them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
+from datetime import timedelta
+from pathlib import Path
 
 from dex_agents.adapters.local.store_errors import StoredValueError
 
@@ -42,13 +53,20 @@ def damaged_page_error(flow_id: str, error: BaseException | None = None) -> Stor
     )
 
 
+PROBE_BUSY_TIMEOUT = timedelta(seconds=1)
+"""How long the read that checks a noted run waits for a lock (in WAL mode it seldom waits)."""
+
+
 class DamagedRuns:
     """The Flow runs of one store whose Attribute values a read found on a damaged page.
 
-    Shared by every transaction of the store, on any thread.
+    Shared by every transaction of the store, on any thread. With ``path``, the store's
+    file, a noted run is read again on a connection of its own before each refusal, and
+    forgotten once it reads whole; without one, a note is kept.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
+        self._path = path
         self._lock = threading.Lock()
         self._runs: dict[str, str] = {}
 
@@ -63,5 +81,33 @@ class DamagedRuns:
             return
         with self._lock:
             found = self._runs.get(flow_id)
-        if found is not None:
-            raise damaged_page_error(flow_id, sqlite3.DatabaseError(found))
+        if found is None:
+            return
+        if self._path is not None and _reads_whole(self._path, flow_id):
+            # Repaired in place while the store stayed open: its values read again.
+            with self._lock:
+                self._runs.pop(flow_id, None)
+            return
+        raise damaged_page_error(flow_id, sqlite3.DatabaseError(found))
+
+
+def _reads_whole(path: Path, flow_id: str) -> bool:
+    """Whether every stored value of ``flow_id`` reads from ``path`` without a damaged page.
+
+    On a connection of its own, so a damaged page leaves the caller's transaction
+    usable; the values are read as bytes, every page of them, and not kept.
+    """
+    try:
+        with contextlib.closing(
+            sqlite3.connect(path, timeout=PROBE_BUSY_TIMEOUT.total_seconds())
+        ) as probe:
+            probe.text_factory = bytes
+            cursor = probe.execute(
+                "SELECT value FROM attribute_values WHERE flow_id = ?", (flow_id,)
+            )
+            for _ in cursor:
+                pass
+    except sqlite3.Error:
+        # Still damaged, or not known to be whole (a lock held too long): still refused.
+        return False
+    return True

@@ -117,7 +117,7 @@ class SqliteFlowStore(SqliteStoreCapabilities):
         self._poll: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
         self._write_once = WriteOnceValues()
-        self._damaged_runs = DamagedRuns()
+        self._damaged_runs = DamagedRuns(self.path)
         self._block_sizes = BlockSizes()
         self._known = KnownRows()
         # PRAGMA data_version on this store's connection when written_elsewhere last read it.
