@@ -104,9 +104,12 @@ def fail_execution(
         tx.update_execution(row)
         return
     finish(tx, row, ExecutionStatus.FAILED, EXECUTE_FAILED_EVENT, now, flow.step_history_limit)
-    if error_type == UnreadableStateError.__name__:
-        # Its last attempt never read the state it would act with, and no failed attempt
-        # committed anything: a user's message its wait took stays stored, not lost with it.
+    if error_type == UnreadableStateError.__name__ and options.failure_step is None:
+        # Its last attempt never read the state it would act with, and the Flow fails with
+        # it: a user's message its wait took stays stored, not lost with it. A failure route
+        # acts in its place (settles the call whose approval or answer it took), so there
+        # the messages go with it, as on Dex: handed back, the next wait on their Channel
+        # and key took them as its own.
         hand_back_taken(tx, row)
     else:
         retire_finished(tx, row)

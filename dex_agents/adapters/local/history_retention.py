@@ -7,7 +7,9 @@ Channel message it ever consumed. The rule:
   wait took it (completed or failed): it has been acted on, and its value lives
   on in the Step's result. A cancelled execution hands its messages back instead,
   and so does one that failed because its state could not be read
-  (``UnreadableStateError``): no attempt acted on them with the session's state.
+  (``UnreadableStateError``) and with it the Flow: no attempt acted on them with
+  the session's state. One with a failure route does not: that route acts in
+  its place, and the next wait on their Channel would take them as its own.
 - Each session keeps its newest ``step_history_limit`` finished Step executions
   (1,000 by default), newest by when they were created (their IDs), not by when
   they finished; older ones are deleted. The check runs in the commit that
