@@ -325,7 +325,8 @@ class PortableSessionClient:
         follows the ``AgentEvents`` Stream rather than polling, with the
         snapshot as the source of truth, and raises ``SessionWaitTimeoutError``
         after ``timeout`` (5 minutes by default), or ``FlowNotActiveError`` once
-        the session failed or was stopped while it needed no person. Right after
+        the session failed or was stopped while it needed no person (a failed one's
+        says why, as ``FlowInfo.failure_reason`` does). Right after
         ``send_user_message`` returned ``True`` it waits for that message's turn:
         an accepted message is queued until it is stored; likewise after
         ``execute_plan``, for the executing turn.
@@ -346,8 +347,13 @@ class PortableSessionClient:
         client = self._client
 
         async def closed_status() -> str | None:
-            status = (await client.describe_flow(session_id)).status
-            return None if status == FlowStatus.RUNNING else str(status)
+            info = await client.describe_flow(session_id)
+            if info.status == FlowStatus.RUNNING:
+                return None
+            if info.status == FlowStatus.FAILED and info.failure_reason:
+                # As a message sent to it is refused: why it failed.
+                return f"{info.status}: {info.failure_reason}"
+            return f"{info.status}: it will not need a person"
 
         return await wait_for_person(
             self._client,

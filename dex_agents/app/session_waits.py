@@ -22,7 +22,9 @@ embedded engine's ``stream_tail_marked``), but for ``SNAPSHOT_RECHECK_INTERVAL``
 at most: it stands on the event alone, not on a snapshot. A read that finds
 the session busy without a new event to say so also asks whether its Flow
 still runs (``closed_status``): a failed or stopped session writes no more
-events and will never need a person.
+events and will never need a person. So does a read that fails: a session that
+failed because its state could not be read raises why it failed, not the
+read's own error (until 2026-12-07 the damaged file's, which said neither).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.errors import (
+    EngineError,
     FlowNotActiveError,
     SessionWaitTimeoutError,
     StreamReadTimeoutError,
@@ -107,9 +110,10 @@ async def wait_for_person(
     """Return the first snapshot in which the session needs a person (``session_attention``).
 
     Raises ``SessionWaitTimeoutError`` when ``timeout`` passes first.
-    ``closed_status`` returns the status of a Flow that no longer runs, else
-    ``None``; when a read finds the session busy with no new event behind it and
-    the Flow is closed, the wait raises ``FlowNotActiveError`` naming that status.
+    ``closed_status`` says how a Flow that no longer runs ended (the words after
+    ``session '<id>' is``: its status, and why), else ``None``; when a read finds
+    the session busy with no new event behind it, or fails, and the Flow is
+    closed, the wait raises ``FlowNotActiveError`` saying so.
     """
     if timeout <= timedelta(0):
         raise ValueError(f"timeout must be positive, not {timeout}")
@@ -134,18 +138,24 @@ async def wait_for_person(
         if read_now:
             if take_mark is not None:
                 mark = await take_mark()
-            snapshot = await read_snapshot()
+            try:
+                snapshot = await read_snapshot()
+            except EngineError:
+                ended = None if closed_status is None else await closed_status()
+                if ended is None:
+                    raise
+                # A session whose state cannot be read failed because of it: why it
+                # ended says which value, and that the wait is over.
+                raise FlowNotActiveError(f"session {session_id!r} is {ended}") from None
             read_due = None
             if session_attention(snapshot) is not None:
                 return snapshot
             # A failed or stopped session stays busy or unstarted for good: the wait
             # ran to its timeout (5 minutes by default) and then said only that.
             if not relevant and closed_status is not None:
-                status = await closed_status()
-                if status is not None:
-                    raise FlowNotActiveError(
-                        f"session {session_id!r} is {status}: it will not need a person"
-                    )
+                ended = await closed_status()
+                if ended is not None:
+                    raise FlowNotActiveError(f"session {session_id!r} is {ended}")
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise SessionWaitTimeoutError(

@@ -286,7 +286,11 @@ async def test_wait_for_user_on_a_session_that_failed_to_start_says_so(store: Fl
         # It waited out the whole timeout, then said the session needed no person.
         with pytest.raises(FlowNotActiveError) as raised:
             await session.sessions.wait_for_user("s1", timeout=timedelta(seconds=20))
-    assert str(raised.value) == "session 's1' is failed: it will not need a person"
+        info = await session.client.describe_flow("s1")
+    # Why it failed, as a message sent to it is refused with.
+    assert info.failure_reason is not None
+    assert info.failure_reason.startswith("invalid start session settings: ")
+    assert str(raised.value) == f"session 's1' is failed: {info.failure_reason}"
 
 
 async def test_the_client_refuses_settings_over_the_limit_before_sending() -> None:

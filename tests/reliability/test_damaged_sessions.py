@@ -79,9 +79,13 @@ async def test_a_session_whose_state_is_damaged_fails_saying_why_and_keeps_the_m
         # A message sent now is refused saying why the session ended, not only that it did.
         with pytest.raises(FlowNotActiveError) as refused:
             await sessions.send_user_message("damaged", "more words")
+        # Before, a wait for it raised the damaged file's error, which said neither.
+        with pytest.raises(FlowNotActiveError) as waited:
+            await sessions.wait_for_user("damaged", timeout=WAIT)
     reason = info.failure_reason
     assert reason is not None
     assert str(refused.value) == f"session 'damaged' is failed: {reason}"
+    assert str(waited.value) == str(refused.value)
     assert "UnreadableStateError" in reason
     assert "Attribute 'AgentState'" in reason
     assert "Flow run 'damaged'" in reason
