@@ -9,6 +9,7 @@ so they are printed escaped.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -31,7 +32,22 @@ last scheduled or finished: the last time the session did anything."""
 
 _STARTING = "StartAgentSession"
 _QUESTION_WIDTH = 40
+_REASON_WIDTH = 60
 _PAGE = 200
+_FAILED_STEP = re.compile(r"\AStep \S+ failed after \d+ attempts?: ")
+"""How the embedded engine begins the reason of a session whose Step failed for good
+(``failure_routing.fail_execution``): the error after it says more in a short column."""
+
+
+def closed_status(info: FlowInfo) -> str:
+    """The status of a session that no longer runs: a failed one says briefly why
+    (``FlowInfo.failure_reason``, cut short; ``show`` and the console's page give it whole).
+
+    A stop's reason is the stopper's own words, not shown in a list of every session.
+    """
+    if info.status != "failed" or not info.failure_reason:
+        return info.status
+    return f"failed: {_short(_FAILED_STEP.sub('', info.failure_reason), _REASON_WIDTH)}"
 
 
 def step_status(info: FlowInfo) -> str:
@@ -40,7 +56,7 @@ def step_status(info: FlowInfo) -> str:
     For sessions whose state this program cannot read.
     """
     if info.status != "running":
-        return info.status
+        return closed_status(info)
     steps = set(info.active_step_types)
     if _STARTING in steps:
         return "starting"
@@ -53,17 +69,17 @@ def step_status(info: FlowInfo) -> str:
     return "working"
 
 
-def _short(text: str) -> str:
+def _short(text: str, width: int = _QUESTION_WIDTH) -> str:
     one_line = " ".join(text.split())
-    if len(one_line) <= _QUESTION_WIDTH:
+    if len(one_line) <= width:
         return one_line
-    return one_line[: _QUESTION_WIDTH - 3] + "..."
+    return one_line[: width - 3] + "..."
 
 
 def snapshot_status(info: FlowInfo, snapshot: AgentSnapshot) -> str:
     """What a session waits for, from its snapshot."""
     if info.status != "running":
-        return info.status
+        return closed_status(info)
     if snapshot.pending_interrupts:
         first = snapshot.pending_interrupts[0]
         if first.kind == InterruptKind.QUESTION:

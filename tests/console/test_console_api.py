@@ -490,6 +490,7 @@ async def test_a_session_that_failed_on_damaged_state_says_why_on_its_page(
     # Before, the page said only that the file was damaged, as if the session still ran.
     assert reason.startswith("this session is failed: Step AwaitUserMessage-")
     assert "Attribute 'AgentState'" in reason
+    # Before, the inbox said only 'failed'; the cause, cut short, now follows it.
     assert [(row["session_id"], row["status"]) for row in inbox["sessions"]] == [
-        ("damaged", "failed")
+        ("damaged", "failed: UnreadableStateError: the state of AwaitUserMessage in Fl...")
     ]

@@ -122,3 +122,11 @@ async def test_show_says_why_a_session_whose_state_is_damaged_failed(
     assert "UnreadableStateError" in err
     assert "Attribute 'AgentState'" in err
     assert "secret-ish" not in err
+
+    code = await asyncio.to_thread(main, ["sessions", "--db", str(path)])
+
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    (row,) = [line for line in out.splitlines() if line.startswith("damaged ")]
+    # Before, the listing said only 'failed'; the cause, cut short, now follows it.
+    assert "  failed: UnreadableStateError: the state of AwaitUserMessage in Fl...  " in row
