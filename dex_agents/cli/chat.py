@@ -25,6 +25,7 @@ from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
 from dex_agents.cli.line_input import LineInput, open_line_input
+from dex_agents.cli.listing import ended_status
 from dex_agents.cli.live_text import LiveText
 from dex_agents.cli.mcp_servers import describe_servers, mcp_tool_source
 from dex_agents.cli.real_model import real_model_client
@@ -257,7 +258,8 @@ async def _check_session(runtime: LocalRuntime, session_id: str) -> None:
             f"to {DEMO_FLOW_TYPE} sessions only (choose another --session)"
         )
     if info.status != "running":
-        raise CliError(f"session '{shown}' is {info.status} (choose another --session)")
+        # A failed one says why, which a person otherwise learns only from show.
+        raise CliError(f"session '{shown}' is {ended_status(info)} (choose another --session)")
 
 
 async def run_chat(

@@ -50,6 +50,14 @@ def closed_status(info: FlowInfo) -> str:
     return f"failed: {_short(_FAILED_STEP.sub('', info.failure_reason), _REASON_WIDTH)}"
 
 
+def ended_status(info: FlowInfo) -> str:
+    """How a session that no longer runs ended, for a command that refuses it: a failed
+    one's whole ``failure_reason``, as a message sent to it is refused with."""
+    if info.status != "failed" or not info.failure_reason:
+        return info.status
+    return f"failed: {' '.join(info.failure_reason.split())}"
+
+
 def step_status(info: FlowInfo) -> str:
     """What a session waits for, from its Flow run alone (the Steps it is active in).
 

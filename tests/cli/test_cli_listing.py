@@ -381,6 +381,28 @@ def test_chat_refuses_a_session_of_another_flow_type_before_anything_is_typed(
     )
 
 
+async def _seed_failed_start(db: Path) -> None:
+    flow = demo_flow()
+    # Settings far over the limit fail the session in its first Step, with a reason.
+    start = AgentSessionStartInput(session_settings={"notes": "x" * 40_000})
+    async with LocalRuntime(db, [flow]) as runtime:
+        await runtime.flow_client.start_flow(flow, "broken", start)
+
+
+def test_chat_refuses_a_failed_session_saying_why_it_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "failed.sqlite3"
+    asyncio.run(_seed_failed_start(db))
+    code, out, err = _run(capsys, "chat", "--session", "broken", "--db", str(db))
+    # Before, it said only that the session is failed.
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        "dex-agents: error: session 'broken' is failed: invalid start session settings: "
+    )
+    assert err.endswith(" (choose another --session)\n")
+
+
 def test_sessions_of_an_empty_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "db.sqlite3"
 
