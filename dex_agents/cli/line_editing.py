@@ -77,8 +77,7 @@ class LineEditor:
         return None, ""
 
     def _key(self, key: str) -> Ending | None:
-        if self._escape is not _Escape.NONE:
-            self._in_escape(key)
+        if self._escape is not _Escape.NONE and self._in_escape(key):
             return None
         if self._pasting:
             self._pasted(key)
@@ -116,7 +115,21 @@ class LineEditor:
         elif key == "\t" or unicodedata.category(key) != "Cc":
             self.text += key
 
-    def _in_escape(self, key: str) -> None:
+    def _in_escape(self, key: str) -> bool:
+        """Read ``key`` in the escape sequence begun; whether it was part of it.
+
+        An escape, a control character or a non-ASCII character cannot be part of a
+        sequence: it ends a cut one (a log copied with half a colour code, the Escape key
+        alone) and is read for itself, as terminals read it. Taken into the sequence, it
+        hid the paste's end mark, and every Enter after it was a pasted line break: the
+        line could no longer be sent.
+        """
+        if key == _ESCAPE:
+            self._escape = _Escape.STARTED
+            return True
+        if not " " <= key <= "\x7e":
+            self._escape = _Escape.NONE
+            return False
         if self._escape is _Escape.STARTED:
             if key == "[":
                 self._escape, self._parameters = _Escape.CONTROL, ""
@@ -132,6 +145,7 @@ class LineEditor:
                 self._pasting, self._after_return = self._parameters == "200", False
         else:
             self._parameters += key
+        return True
 
 
 def shown(text: str) -> str:

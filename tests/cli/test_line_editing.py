@@ -69,6 +69,32 @@ def test_pasted_line_breaks_are_text_and_enter_ends_the_line() -> None:
     assert editor.text == "see: Traceback:\n  File x\nErro"
 
 
+@pytest.mark.parametrize(
+    ("typed", "text"),
+    [
+        ("\x1b[200~log \x1b[1\x1b[201~", "log "),  # half a colour code at the paste's end
+        ("\x1b[200~log\x1b\x1b[201~", "log"),  # an escape alone
+        ("\x1b[200~log \x1b[\u00e9t\x1b[201~", "log \u00e9t"),  # not a sequence's byte
+        ("\x1b[200~a\x1b[1\rb\x1b[201~", "a\nb"),  # a line break ends a cut sequence
+    ],
+    ids=ascii,
+)
+def test_a_paste_holding_a_cut_escape_sequence_still_ends(typed: str, text: str) -> None:
+    editor = LineEditor(KEYS)
+    assert editor.feed(typed) == (None, "")
+    # Before, the cut sequence took in the paste's end mark: every Enter after it was a
+    # pasted line break, and the line could not be sent.
+    assert editor.feed("\rnext") == (Ending.ENTER, "next")
+    assert editor.text == text
+
+
+def test_enter_after_the_escape_key_ends_the_line() -> None:
+    editor = LineEditor(KEYS, "where is")
+    # Before, the escape key took Enter as the rest of its sequence, and dropped it.
+    assert editor.feed("\x1b\r") == (Ending.ENTER, "")
+    assert editor.text == "where is"
+
+
 def test_the_terminals_own_keys_are_used() -> None:
     editor = LineEditor(
         EditingKeys(erase="\x08", kill="\x18", word_erase="\x17", end_of_input="\x1a")
