@@ -234,8 +234,12 @@ class TerminalInput:
                 return
             take(self._typed + self._decoder.decode(data))
 
+        stopped = False  # by Ctrl-Z: the shell wrote below the prompt since
+
         def stop() -> None:
             # Ctrl-Z: the shell gets the terminal in the mode it gave it, then the chat stops.
+            nonlocal stopped
+            stopped = True
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(fd, termios.TCSANOW, saved)
             _write_out(BRACKETED_PASTE_OFF)
@@ -245,9 +249,17 @@ class TerminalInput:
             # fg: the shell set its own mode; the prompt reads keys again, on a fresh line.
             # After bg, setting the mode stops the chat again (SIGTTOU) until fg, as a prompt
             # in the background should: reading there, it would take the shell's next line.
+            nonlocal stopped
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(fd, termios.TCSANOW, keyed)
-            _write_out(BRACKETED_PASTE_ON + "\r\x1b[J" + prompt + shown(editor.text))
+            _write_out(BRACKETED_PASTE_ON)
+            if stopped:
+                stopped = False
+                _write_out("\r\x1b[J" + prompt + shown(editor.text))
+            else:
+                # Continued without a Ctrl-Z since (the second continue of bg then fg): the
+                # prompt is where it was drawn, and is erased whole, not its last row only.
+                self._redraw(editor.text)
 
         def resized() -> None:
             # A terminal that rewraps its rows (most do; xterm cuts them) shows the prompt

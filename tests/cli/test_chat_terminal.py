@@ -15,7 +15,7 @@ import pytest
 
 from dex_agents.domain.messages import MessageRole
 from tests.cli.cli_support import demo_sessions, run_cli, tool_log
-from tests.cli.pty_support import SHELL_PROMPT, Screen, Terminal, screen
+from tests.cli.pty_support import COLUMNS, SHELL_PROMPT, Screen, Terminal, screen
 
 
 @contextlib.contextmanager
@@ -130,6 +130,39 @@ def test_a_chat_stopped_at_a_prompt_sent_to_the_background_and_back_reads_its_pr
         shell.send("exit")
         assert shell.exit_code() == 0
     assert tool_log(tmp_path) == ["lookup_order 7"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
+def test_a_wrapped_prompt_sent_to_the_background_and_back_shows_once(tmp_path: Path) -> None:
+    typed = " ".join(f"word{n}" for n in range(20))  # wraps: longer than a row
+    with Terminal(tmp_path, shell=shutil.which("bash")) as shell:
+        shell.expect(SHELL_PROMPT)
+        shell.send("set -b")  # a job's change of state is told at once, not at the next prompt
+        shell.expect(SHELL_PROMPT)
+        shell.send(shell.command)
+        shell.expect("you> ")
+        shell.type(typed)
+        shell.expect(typed[-20:])
+        shell.type("\x1a")  # Ctrl-Z
+        shell.expect(SHELL_PROMPT)
+        shell.send("bg")  # continued, the prompt stops again as it sets the terminal's mode
+        shell.expect("Stopped")
+        shell.send("fg")
+        # Continued twice (by bg, then by fg), the prompt is drawn on a fresh line, then again
+        # where it is.
+        shell.expect(f"you> {typed}")
+        shell.expect(f"you> {typed}")
+        rows = screen(shell.raw)
+        while rows and not rows[-1]:
+            rows.pop()
+        prompt = f"you> {typed}"
+        # Before, the second drawing erased the last row only: the first row showed twice.
+        assert rows[-3].endswith("--session pty")  # fg shows the command it continues
+        assert rows[-2:] == [prompt[:COLUMNS], prompt[COLUMNS:]]
+        shell.send("\x15/quit")
+        shell.expect(SHELL_PROMPT)
+        shell.send("exit")
+        assert shell.exit_code() == 0
 
 
 @pytest.mark.parametrize("columns", [60, 100], ids=["narrower", "wider"])
