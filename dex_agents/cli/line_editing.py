@@ -61,11 +61,28 @@ class LineEditor:
 
     def __init__(self, keys: EditingKeys, text: str = "") -> None:
         self._keys = keys
-        self.text = text
+        self._text = text
+        # Characters added since ``text`` was last read, joined once when it is: adding
+        # them one at a time copied the whole line each time, and a pasted megabyte took
+        # minutes, with the chat deaf to everything else meanwhile.
+        self._added: list[str] = []
         self._escape = _Escape.NONE
         self._parameters = ""  # of the control sequence being read
         self._pasting = False
         self._after_return = False  # the last pasted key was a carriage return
+
+    @property
+    def text(self) -> str:
+        """The line as edited so far."""
+        if self._added:
+            self._text += "".join(self._added)
+            self._added.clear()
+        return self._text
+
+    @text.setter
+    def text(self, text: str) -> None:
+        self._added.clear()
+        self._text = text
 
     def feed(self, typed: str) -> tuple[Ending | None, str]:
         """Apply ``typed`` until the line ends; how it ended (``None`` while it goes on),
@@ -101,7 +118,7 @@ class LineEditor:
         elif key == _ESCAPE:
             self._escape = _Escape.STARTED
         elif key == "\t" or unicodedata.category(key) != "Cc":
-            self.text += key
+            self._added.append(key)
         return None
 
     def _pasted(self, key: str) -> None:
@@ -111,9 +128,9 @@ class LineEditor:
         elif key == "\n" and after_return:
             pass  # a Windows line end: one line break
         elif key in "\r\n":
-            self.text += "\n"
+            self._added.append("\n")
         elif key == "\t" or unicodedata.category(key) != "Cc":
-            self.text += key
+            self._added.append(key)
 
     def _in_escape(self, key: str) -> bool:
         """Read ``key`` in the escape sequence begun; whether it was part of it.

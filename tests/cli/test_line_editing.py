@@ -95,6 +95,15 @@ def test_enter_after_the_escape_key_ends_the_line() -> None:
     assert editor.text == "where is"
 
 
+def test_a_large_paste_read_in_many_pieces_is_edited_as_typed_at_once() -> None:
+    pasted = "\x1b[200~" + "word word\r\n" * 30_000 + "last\x1b[201~"
+    keys = pasted + "\x7f\x7f x\x17 end\rnext"
+    editor = LineEditor(KEYS, "see: ")
+    results = [editor.feed(keys[start : start + 4096]) for start in range(0, len(keys), 4096)]
+    assert [ending for ending, _ in results if ending is not None] == [Ending.ENTER]
+    assert editor.text == "see: " + "word word\n" * 30_000 + "la  end"
+
+
 def test_the_terminals_own_keys_are_used() -> None:
     editor = LineEditor(
         EditingKeys(erase="\x08", kill="\x18", word_erase="\x17", end_of_input="\x1a")
