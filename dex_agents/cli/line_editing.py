@@ -8,9 +8,11 @@ the start of a line, and Enter. Escape sequences (arrow keys, function keys) are
 dropped whole, as a line discipline would have kept them as text the session
 would then be sent. Text the terminal marks as pasted (bracketed paste, which the
 prompt turns on) keeps its line breaks as text: a pasted paragraph is one line,
-not one message a line. The erase key takes what shows as one character, as line
-editors do (``text_width.units``), where the terminal took one code point. The cursor
-stays at the end of the line.
+not one message a line, and a Ctrl-C in it is not a key. The keys that signal the
+chat's job (Ctrl-C, Ctrl-\\, Ctrl-Z) come back from ``feed`` for the reader to send
+their signals. The erase key takes what shows as one character, as line editors do
+(``text_width.units``), where the terminal took one code point. The cursor stays at
+the end of the line.
 """
 
 from __future__ import annotations
@@ -31,14 +33,30 @@ class Ending(enum.Enum):
     """The end-of-input key (Ctrl-D) at the start of a line."""
 
 
+class SignalKey(enum.Enum):
+    """A key that signals the chat's job, as the terminal signalled it before (``ISIG``),
+    read where it was typed rather than pasted; the line goes on."""
+
+    INTERRUPT = "interrupt"
+    """Ctrl-C."""
+    QUIT = "quit"
+    """Ctrl-\\."""
+    SUSPEND = "suspend"
+    """Ctrl-Z."""
+
+
 @dataclass(frozen=True)
 class EditingKeys:
-    """The terminal's editing characters (``termios`` ``VERASE``, ``VKILL``, ...)."""
+    """The terminal's editing characters (``termios`` ``VERASE``, ``VKILL``, ...), and
+    those that signal its job (``VINTR``, ``VQUIT``, ``VSUSP``; empty: none)."""
 
     erase: str = "\x7f"
     kill: str = "\x15"
     word_erase: str = "\x17"
     end_of_input: str = "\x04"
+    interrupt: str = ""
+    quit: str = ""
+    suspend: str = ""
 
 
 _BACKSPACE = "\b"
@@ -57,7 +75,8 @@ class _Escape(enum.Enum):
 
 
 class LineEditor:
-    """One line being typed: ``feed`` applies keys until Enter or end of input."""
+    """One line being typed: ``feed`` applies keys until Enter, end of input or a
+    signal key."""
 
     def __init__(self, keys: EditingKeys, text: str = "") -> None:
         self._keys = keys
@@ -84,22 +103,25 @@ class LineEditor:
         self._added.clear()
         self._text = text
 
-    def feed(self, typed: str) -> tuple[Ending | None, str]:
-        """Apply ``typed`` until the line ends; how it ended (``None`` while it goes on),
-        and what was typed after its end, for the next line."""
+    def feed(self, typed: str) -> tuple[Ending | SignalKey | None, str]:
+        """Apply ``typed`` until the line ends or a signal key is read; how it ended, or
+        that key (``None`` while it goes on), and what was typed after it."""
         for index, key in enumerate(typed):
             ending = self._key(key)
             if ending is not None:
                 return ending, typed[index + 1 :]
         return None, ""
 
-    def _key(self, key: str) -> Ending | None:
+    def _key(self, key: str) -> Ending | SignalKey | None:
         if self._escape is not _Escape.NONE and self._in_escape(key):
             return None
         if self._pasting:
-            self._pasted(key)
+            self._pasted(key)  # a pasted Ctrl-C is text the terminal let through, not a key
             return None
         keys = self._keys
+        signalling = (keys.interrupt, keys.quit, keys.suspend)
+        if key in signalling:  # never matched by a key the terminal does not have (empty)
+            return (SignalKey.INTERRUPT, SignalKey.QUIT, SignalKey.SUSPEND)[signalling.index(key)]
         if key in "\n\r":
             return Ending.ENTER
         if key == keys.end_of_input:

@@ -35,16 +35,18 @@ from typing import Protocol
 from dex_agents.cli.line_editing import (
     BRACKETED_PASTE_OFF,
     BRACKETED_PASTE_ON,
-    EditingKeys,
     Ending,
     LineEditor,
+    SignalKey,
     rows_above_cursor,
     shown,
 )
 from dex_agents.cli.terminal_modes import (
+    editing_keys,
     flush_typed,
+    keyed_mode,
     restore_before_ending,
-    terminal_key,
+    signal_job,
 )
 
 
@@ -190,22 +192,8 @@ class TerminalInput:
             saved = termios.tcgetattr(fd)
         except termios.error as error:  # the terminal went away: the chat ends with one line
             raise OSError(*error.args) from error
-        characters = saved[6]
-        keys = EditingKeys(
-            erase=terminal_key(characters[termios.VERASE], "\x7f"),
-            kill=terminal_key(characters[termios.VKILL], "\x15"),
-            word_erase=terminal_key(characters[termios.VWERASE], "\x17"),
-            end_of_input=terminal_key(characters[termios.VEOF], "\x04"),
-        )
-        keyed = list(saved)
-        # Enter comes as a carriage return, told apart from a pasted line feed (CR LF is one
-        # line break of a paste, not two).
-        keyed[0] = saved[0] & ~termios.ICRNL
-        keyed[3] = saved[3] & ~(termios.ICANON | termios.ECHO)  # ISIG stays: Ctrl-C, Ctrl-Z
-        keyed[6] = list(characters)
-        keyed[6][termios.VMIN] = 1
-        keyed[6][termios.VTIME] = 0
-        editor = LineEditor(keys, self._kept if keep_partial else "")
+        keyed = keyed_mode(saved)
+        editor = LineEditor(editing_keys(saved), self._kept if keep_partial else "")
         if keep_partial:
             self._kept = ""
         loop = asyncio.get_running_loop()
@@ -218,7 +206,12 @@ class TerminalInput:
                 _write_out(shown(editor.text[len(before) :]))
             else:
                 self._redraw(before)
-            if ending is not None and not ended.done():
+            if isinstance(ending, SignalKey):
+                # The terminal dropped what was typed after the key, as it signalled.
+                self._typed = ""
+                flush_typed(fd)
+                signal_job(ending)
+            elif ending is not None and not ended.done():
                 ended.set_result(ending)
 
         def readable() -> None:
@@ -276,14 +269,14 @@ class TerminalInput:
                 raise OSError(*error.args) from error
             # Pasted text comes marked, so its line breaks stay in the line (line_editing).
             _write_out(BRACKETED_PASTE_ON + prompt + shown(editor.text))
-            take(self._typed)
+            # A chat started with Ctrl-Z ignored (no job control) is never stopped.
+            if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
+                loop.add_signal_handler(signal.SIGTSTP, stop)
+            loop.add_signal_handler(signal.SIGCONT, resume)
+            loop.add_signal_handler(signal.SIGWINCH, resized)
+            take(self._typed)  # after the handlers: it may hold a Ctrl-Z
             if not ended.done():
                 loop.add_reader(fd, readable)
-                # A chat started with Ctrl-Z ignored (no job control) is never stopped.
-                if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
-                    loop.add_signal_handler(signal.SIGTSTP, stop)
-                loop.add_signal_handler(signal.SIGCONT, resume)
-                loop.add_signal_handler(signal.SIGWINCH, resized)
             ending = await ended
         except asyncio.CancelledError:
             if keep_partial:

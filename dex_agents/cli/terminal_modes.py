@@ -1,8 +1,9 @@
 """The terminal settings the chat's key-by-key prompt relies on and puts back.
 
 ``line_input.TerminalInput`` takes the terminal out of its line mode while a prompt
-waits; these helpers read its editing keys, drop what was typed ahead, and put its
-mode back before a signal ends the chat.
+waits (``keyed_mode``); these helpers read its editing keys, drop what was typed ahead,
+send the signal of a typed Ctrl-C, Ctrl-\\ or Ctrl-Z, and put its mode back before a
+signal ends the chat.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import signal
 import struct
 import sys
 from typing import Any
+
+from dex_agents.cli.line_editing import EditingKeys, SignalKey
 
 # Signals that end the chat where it is: kill's default, a closed terminal window, Ctrl-\
 # (by name: a platform without terminals lacks some, and this module still imports there).
@@ -79,3 +82,55 @@ def terminal_key(value: object, default: str) -> str:
     if isinstance(value, bytes) and value not in (b"", b"\0"):
         return value.decode("latin-1")
     return default
+
+
+def editing_keys(saved: list[Any]) -> EditingKeys:
+    """The editing keys of terminal mode ``saved`` (as ``termios.tcgetattr`` gives it), and
+    the keys that signal its job when it has them signal (``ISIG``)."""
+    import termios
+
+    characters = saved[6]
+    signals = bool(saved[3] & termios.ISIG)
+    return EditingKeys(
+        erase=terminal_key(characters[termios.VERASE], "\x7f"),
+        kill=terminal_key(characters[termios.VKILL], "\x15"),
+        word_erase=terminal_key(characters[termios.VWERASE], "\x17"),
+        end_of_input=terminal_key(characters[termios.VEOF], "\x04"),
+        interrupt=terminal_key(characters[termios.VINTR], "") if signals else "",
+        quit=terminal_key(characters[termios.VQUIT], "") if signals else "",
+        suspend=terminal_key(characters[termios.VSUSP], "") if signals else "",
+    )
+
+
+def keyed_mode(saved: list[Any]) -> list[Any]:
+    """Terminal mode ``saved`` as the prompt reads it, key by key without echo.
+
+    Enter comes as a carriage return, told apart from a pasted line feed (CR LF is one line
+    break of a paste, not two). The keys that signal the job come as keys too
+    (``editing_keys``): the terminal signalled on the byte wherever it came from, and a
+    paste that held a Ctrl-C ended the chat, leaving the rest of the paste to the shell.
+    """
+    import termios
+
+    keyed = list(saved)
+    keyed[0] = saved[0] & ~termios.ICRNL
+    keyed[3] = saved[3] & ~(termios.ICANON | termios.ECHO | termios.ISIG)
+    keyed[6] = list(saved[6])
+    keyed[6][termios.VMIN] = 1
+    keyed[6][termios.VTIME] = 0
+    return keyed
+
+
+_SIGNALS = {
+    SignalKey.INTERRUPT: "SIGINT",
+    SignalKey.QUIT: "SIGQUIT",
+    SignalKey.SUSPEND: "SIGTSTP",
+}
+
+
+def signal_job(key: SignalKey) -> None:
+    """Send the signal of ``key`` to the chat's process group, as the terminal sends it to
+    its foreground job."""
+    number = getattr(signal, _SIGNALS[key], None)  # by name: a platform may lack it
+    if number is not None:
+        os.killpg(os.getpgrp(), number)

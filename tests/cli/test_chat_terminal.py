@@ -165,6 +165,32 @@ def test_a_wrapped_prompt_sent_to_the_background_and_back_shows_once(tmp_path: P
         assert shell.exit_code() == 0
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
+def test_a_paste_holding_a_ctrl_c_stays_in_the_line_and_a_typed_one_leaves(
+    tmp_path: Path,
+) -> None:
+    with Terminal(tmp_path, shell=shutil.which("bash")) as shell:
+        shell.expect(SHELL_PROMPT)
+        shell.send(shell.command)
+        shell.expect("you> ")
+        shell.type("\x1b[200~where is\x03 order 7\x1b[201~")
+        shell.expect("order 7")
+        # Before, the terminal read the pasted Ctrl-C as the key: the chat ended, and the
+        # rest of the paste went to the shell's command line.
+        shell.send("")
+        shell.expect("tool> lookup_order -> succeeded")
+        shell.expect("you> ")
+        shell.type("half typed")
+        shell.expect("half typed")
+        shell.type("\x03")  # typed, Ctrl-C still leaves, with the prompt as typed
+        shell.expect(SHELL_PROMPT)
+        shell.send("echo left with $?")
+        shell.expect("left with 130")
+        shell.send("exit")
+        assert shell.exit_code() == 0
+    assert tool_log(tmp_path) == ["lookup_order 7"]
+
+
 @pytest.mark.parametrize("columns", [60, 100], ids=["narrower", "wider"])
 def test_a_resized_terminal_shows_the_wrapped_prompt_drawn_again_at_its_new_width(
     tmp_path: Path, columns: int

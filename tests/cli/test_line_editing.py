@@ -8,6 +8,7 @@ from dex_agents.cli.line_editing import (
     EditingKeys,
     Ending,
     LineEditor,
+    SignalKey,
     rows_above_cursor,
     shown,
 )
@@ -102,6 +103,36 @@ def test_a_large_paste_read_in_many_pieces_is_edited_as_typed_at_once() -> None:
     results = [editor.feed(keys[start : start + 4096]) for start in range(0, len(keys), 4096)]
     assert [ending for ending, _ in results if ending is not None] == [Ending.ENTER]
     assert editor.text == "see: " + "word word\n" * 30_000 + "la  end"
+
+
+SIGNALLING = EditingKeys(interrupt="\x03", quit="\x1c", suspend="\x1a")
+
+
+@pytest.mark.parametrize(
+    ("key", "signal_key"),
+    [("\x03", SignalKey.INTERRUPT), ("\x1c", SignalKey.QUIT), ("\x1a", SignalKey.SUSPEND)],
+    ids=repr,
+)
+def test_a_typed_signal_key_comes_back_and_the_line_goes_on(
+    key: str, signal_key: SignalKey
+) -> None:
+    editor = LineEditor(SIGNALLING, "where")
+    assert editor.feed(f" is{key}rest") == (signal_key, "rest")
+    assert editor.text == "where is"
+    assert editor.feed(" order\r") == (Ending.ENTER, "")
+    assert editor.text == "where is order"
+
+
+def test_a_pasted_signal_key_is_dropped_as_the_other_pasted_controls() -> None:
+    editor = LineEditor(SIGNALLING)
+    assert editor.feed("\x1b[200~line one\x03\x1c\x1a line two\x1b[201~") == (None, "")
+    assert editor.text == "line one line two"
+
+
+def test_a_terminal_without_signal_keys_has_them_as_controls() -> None:
+    editor = LineEditor(KEYS)  # as a terminal set with stty -isig
+    assert editor.feed("a\x03\x1cb") == (None, "")
+    assert editor.text == "ab"
 
 
 def test_the_terminals_own_keys_are_used() -> None:
