@@ -169,8 +169,9 @@ class PortableSessionClient:
     ) -> bool:
         """Steer the running turn with a queued message (``message_id``) or new ``text``.
 
-        While no turn is active, ``text`` is queued. ``False`` for both or neither,
-        blank text, a message no longer queued, or a turn that does not accept steering.
+        While no turn is active, ``text`` is queued, unless steered messages wait to
+        start the next turn: then it joins them. ``False`` for both or neither, blank
+        text, a message no longer queued, or a turn that does not accept steering.
         """
         where = "steer_user_message"
         _require_session_id(where, session_id)

@@ -92,9 +92,10 @@ def _take_queued(state: StateTransaction, message_id: str) -> AgentUserMessage |
 def steer_user_message(runtime: SessionRuntime) -> Rpc[SteerUserMessageRequest, bool]:
     """``steer_user_message``: move a queued message by ``message_id``, or steer with ``text``.
 
-    While no turn is active, ``text`` is queued like ``send_user_message``.
-    ``False`` for both or neither, blank text, a message no longer queued, or a
-    turn that does not accept steering.
+    While no turn is active, ``text`` is queued like ``send_user_message``, unless
+    steered messages wait to start the next turn: then it joins them, so one
+    sender's steers start turns in the order sent. ``False`` for both or neither,
+    blank text, a message no longer queued, or a turn that does not accept steering.
     """
 
     def handle(context: RpcContext, request: SteerUserMessageRequest) -> RpcResult[bool]:
@@ -111,7 +112,11 @@ def steer_user_message(runtime: SessionRuntime) -> Rpc[SteerUserMessageRequest, 
             )
             if not accepts_user_message(runtime, message):
                 return RpcResult(False)
-            if turn is None:
+            # While steered messages wait to start the next turn (the steered turn has
+            # ended, theirs has not started), the text joins them: queued, it would start
+            # a turn only after theirs, and after a steer sent later. The listed messages,
+            # unlike channel_size, include those ApplyTurnControl's wait has taken.
+            if turn is None and not state.pending_messages(STEERED_USER_MESSAGES):
                 state.publish(QUEUED_USER_MESSAGES, message)
                 return RpcResult(True)
         else:
@@ -133,7 +138,7 @@ def steer_user_message(runtime: SessionRuntime) -> Rpc[SteerUserMessageRequest, 
         bool,
         handle,
         is_transactional=True,
-        channel_loads=(QUEUED_USER_MESSAGES,),
+        channel_loads=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES),
     )
 
 

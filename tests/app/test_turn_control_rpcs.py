@@ -54,6 +54,7 @@ from tests.app.turn_control_fakes import (
     IDLE,
     LOCKED,
     NOW,
+    QUEUED,
     QUEUED_ID,
     WAITING_INTERRUPT,
     call,
@@ -102,6 +103,49 @@ def test_steering_text_while_no_turn_is_active_queues_it() -> None:
     assert published(state) == [
         (QUEUED_USER_MESSAGES.name, "", to_json(AgentUserMessage(text="go")))
     ]
+
+
+EARLIER = [AgentUserMessage(text="earlier")]
+
+
+@pytest.mark.parametrize(
+    ("case", "request_value", "moved", "steered", "taken"),
+    [
+        ("text", SteerUserMessageRequest(text="go"), AgentUserMessage(text="go"), EARLIER, []),
+        (
+            "text, the steered messages taken by ApplyTurnControl's wait",
+            SteerUserMessageRequest(text="go"),
+            AgentUserMessage(text="go"),
+            [],
+            EARLIER,
+        ),
+        ("a queued message", SteerUserMessageRequest(message_id=QUEUED_ID), QUEUED, EARLIER, []),
+    ],
+)
+def test_a_steer_between_a_steered_turn_and_the_turn_it_starts_joins_the_steered_messages(
+    case: str,
+    request_value: SteerUserMessageRequest,
+    moved: AgentUserMessage,
+    steered: list[AgentUserMessage],
+    taken: list[AgentUserMessage],
+) -> None:
+    # The steered turn has ended and the turn of its steered messages has not started:
+    # queued text would start a turn only after that one, and after a steer sent later.
+    # A wait that took the steered messages keeps them listed until its Step commits.
+    state = staged(
+        IDLE,
+        channels={STEERED_USER_MESSAGES: steered, QUEUED_USER_MESSAGES: [QUEUED]},
+        taken={STEERED_USER_MESSAGES: taken},
+    )
+    assert call(steer_user_message(runtime()), state, request_value).output is True, case
+    assert published(state) == [
+        (STEERED_USER_MESSAGES.name, "", to_json(moved)),
+        (
+            TURN_CONTROL_REQUESTS.name,
+            "",
+            to_json(TurnControlRequest(kind=TurnControlKind.STEER, turn_id=None)),
+        ),
+    ], case
 
 
 def test_a_queued_plan_mode_message_moved_by_id_keeps_plan_mode() -> None:

@@ -47,20 +47,28 @@ LOCKED = AgentState(
     status=AgentStatus.RUNNING_MODEL, active_turn_id="turn-1", accepts_turn_control=False
 )
 QUEUED_ID = "QueuedUserMessages-0"
+QUEUED = AgentUserMessage(text="queued")
+"""The message ``QUEUED_ID`` names when a test queues only it."""
 
 
 class FakeSource:
-    """Committed values and waiting messages; ``vanishing`` messages are gone at the second look."""
+    """Committed values and waiting messages; ``vanishing`` messages are gone at the second look.
+
+    ``taken`` messages are those a wait took whose Step has not committed: as on the
+    embedded engine, an RPC lists them but neither counts nor deletes them.
+    """
 
     def __init__(
         self,
         values: Mapping[tuple[str, str], str],
         channels: Mapping[str, Sequence[str]],
         vanishing: Sequence[str] = (),
+        taken: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self._values = dict(values)
         self._channels = {name: list(items) for name, items in channels.items()}
         self._vanishing = set(vanishing)
+        self._taken = {name: list(items) for name, items in (taken or {}).items()}
         self._looks = 0
 
     def value(self, name: str, key: str) -> str | None:
@@ -72,7 +80,14 @@ class FakeSource:
     def channel_size(self, name: str) -> int:
         return len(self._channels.get(name, []))
 
-    def pending(self, name: str) -> Sequence[MessageRow]:
+    def _taken_rows(self, name: str) -> list[MessageRow]:
+        # Taken before the waiting messages arrived, so they come first.
+        return [
+            MessageRow(-1 - i, "s1", name, "", f"{name}-taken-{i}", value, NOW)
+            for i, value in reversed(list(enumerate(self._taken.get(name, []))))
+        ]
+
+    def _waiting_rows(self, name: str) -> list[MessageRow]:
         self._looks += 1
         rows = [
             MessageRow(i, "s1", name, "", f"{name}-{i}", value, NOW)
@@ -82,9 +97,12 @@ class FakeSource:
             rows = [row for row in rows if row.message_id not in self._vanishing]
         return rows
 
+    def pending(self, name: str) -> Sequence[MessageRow]:
+        return [*self._taken_rows(name), *self._waiting_rows(name)]
+
     def deletable(self, name: str) -> Sequence[MessageRow]:
-        # No wait takes messages in these tests; a vanishing one is gone by the second look.
-        return self.pending(name)
+        # A vanishing message is gone by the second look.
+        return self._waiting_rows(name)
 
 
 def staged(
@@ -94,6 +112,7 @@ def staged(
     records: Sequence[AgentToolCall] = (),
     channels: Mapping[ChannelDef[Any], Sequence[Any]] | None = None,
     vanishing: Sequence[str] = (),
+    taken: Mapping[ChannelDef[Any], Sequence[Any]] | None = None,
 ) -> StagedState:
     stored = {(attribute.name, ""): to_json(value) for attribute, value in (values or {}).items()}
     if agent_state is not None:
@@ -101,7 +120,8 @@ def staged(
     for record in records:
         stored[(AGENT_TOOL_CALLS.name, record.tool_call_id)] = to_json(record)
     waiting = {c.name: [to_json(v) for v in items] for c, items in (channels or {}).items()}
-    source = FakeSource(stored, waiting, vanishing)
+    took = {c.name: [to_json(v) for v in items] for c, items in (taken or {}).items()}
+    source = FakeSource(stored, waiting, vanishing, took)
     return StagedState("s1", source, (MapLoad(AGENT_TOOL_CALLS),))
 
 

@@ -54,7 +54,7 @@ PERSISTENCE = {
 RPCS: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...]]] = {
     "send_user_message": ((), True, (), ()),
     "execute_plan": (("PendingPlanExecution",), False, (), ()),
-    "steer_user_message": ((), True, (), ("QueuedUserMessages",)),
+    "steer_user_message": ((), True, (), ("QueuedUserMessages", "SteeredUserMessages")),
     "delete_queued_message": ((), True, (), ("QueuedUserMessages",)),
     "cancel_turn": (("TurnCancellationRequest", "PendingInterrupts"), False, (), ()),
     "resolve_interrupt": (("PendingInterrupts",), False, (), ()),
