@@ -20,6 +20,7 @@ from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.cli import terminal
 from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.errors import CliError
+from dex_agents.cli.listing import ended_status
 from dex_agents.cli.live_text import LiveKey, LiveText
 from dex_agents.cli.own_messages import OwnMessages
 from dex_agents.domain.attention import SessionAttention, last_turn_cancelled, session_attention
@@ -292,10 +293,11 @@ class Follower:
         """Raise ``CliError`` when the session no longer runs: a session another window
         stopped (or one that failed) writes no more events and never needs a person, so
         the chat would wait on its turn for ever."""
-        status = (await self._client.flow_client.describe_flow(self._session)).status
-        if status != FlowStatus.RUNNING:
+        info = await self._client.flow_client.describe_flow(self._session)
+        if info.status != FlowStatus.RUNNING:
             self._print(self._output.close())
-            raise CliError(f"session '{terminal.escaped(self._session)}' is {status}")
+            # A failed one says why, as the chat's refusal of a failed session does.
+            raise CliError(f"session '{terminal.escaped(self._session)}' is {ended_status(info)}")
 
     def _say_if_cancelled(self, state: AgentState) -> None:
         """Say so, once, when the session's newest turn, which ended while the chat followed

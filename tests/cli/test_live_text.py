@@ -6,11 +6,12 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from dex_agents import AgentSessionFlow
+from dex_agents.adapters.local.transitions import cancel_steps
 from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.errors import CliError
@@ -21,6 +22,8 @@ from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.local import LocalRuntime
+from dex_agents.ports.flow_rows import FlowStatus
+from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.runner import AgentTurnContext
 from tests.app.scripted_runner import ScriptedRunner
 
@@ -209,6 +212,28 @@ async def test_a_session_another_window_stops_ends_the_wait_on_its_turn(
         await _shows(capsys, [], "agent> thinking about ")
         await chat.runtime.flow_client.stop_flow("s1", "stopped in another window")
         with pytest.raises(CliError, match=r"^session 's1' is stopped$"):
+            await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
+
+
+async def test_a_session_that_fails_while_followed_ends_the_wait_saying_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before, the chat said only that the session is failed, and a person had to run
+    # show to learn why.
+    async with _chat_waiting_on_a_turn() as chat:
+        await _shows(capsys, [], "agent> thinking about ")
+
+        def fail(tx: StoreTransaction) -> None:
+            # As the engine fails a session whose Step failed with no failure route.
+            row = tx.get_flow("s1")
+            assert row is not None
+            row.status, row.failure_reason = FlowStatus.FAILED, "Step RunModel failed: boom"
+            tx.update_flow(row)
+            cancel_steps(tx, "s1", None, datetime.now(UTC), None)
+
+        await chat.runtime.flow_client._engine.run(fail)
+        expected = r"^session 's1' is failed: Step RunModel failed: boom$"
+        with pytest.raises(CliError, match=expected):
             await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
 
 
