@@ -66,13 +66,15 @@ else:
 class AgentTurnContext:
     """The committed state ``run_model_step`` works from; see "The runner contract".
 
-    ``messages`` are the stored messages in sequence order (after
-    ``context_summary`` once the session compacts); the last user message belongs
-    to this turn. ``framework_run_state`` is ``None`` for the turn's first model
-    call, else the value of this turn's last ``ToolCallsRequested`` or
-    ``TurnContinued``. ``tool_calls`` holds every record of this turn by tool call
+    ``attempt`` is the one-based ``RunModel`` attempt. ``messages`` are the stored
+    messages in sequence order (after ``context_summary`` once the session
+    compacts); the last user message belongs to this turn. ``framework_run_state``
+    is ``None`` for the turn's first model call, else the value of this turn's last
+    ``ToolCallsRequested`` or ``TurnContinued``. ``tool_calls`` holds every record of this turn by tool call
     ID; when ``RunModel`` runs, every record is final. ``events`` is bound to the
-    turn, Step execution and attempt. ``enabled_built_in_tools`` are the built-in
+    turn, Step execution and attempt, and drops what is written after the call
+    returns. ``heartbeat`` records liveness; the session already heartbeats every
+    20 seconds in the background. ``enabled_built_in_tools`` are the built-in
     tools to offer, from ``AgentSessionOptions.built_in_tools``. ``session_settings`` is
     the running turn's copy, empty when there are none.
     """
@@ -209,20 +211,44 @@ class AgentFrameworkRunner(Protocol[ToolOutcomeT_co]):
 
         Rebuild the input from committed state only: each message's
         ``framework_item``, or the framework from ``turn.framework_run_state`` with
-        every tool call answered from its final record. Report ``usage`` for this
-        call only. Any exception fails the attempt, and a retry reruns only this
-        call.
+        every tool call answered from its final record. Then return:
+
+        - ``ToolCallsRequested`` when the model asks for tools: one
+          ``DeferredToolCall`` per call in model order, each ``policy`` from
+          ``turn.resolve_tool_policy``, and a non-empty ``framework_run_state``
+          that continues the turn after the tools. Tool call IDs are non-empty,
+          hold no ``/`` and are unique within the turn; a later turn may reuse them.
+        - ``TurnCompleted`` with the turn's items the session has not stored yet,
+          in order; with ``turn_error`` the turn ends failed, without a retry.
+        - ``TurnContinued`` for another model call in the same turn.
+
+        A runner that stores items as they appear (``ToolCallsRequested.new_messages``
+        or ``TurnContinued``) implements ``UnfinishedTurnMessageBuilder``; one that
+        sets ``new_messages`` without it fails its turn after that model call, with
+        no retry. Report ``usage`` for this call only. Never run a tool here unless
+        the framework cannot defer it; such a tool runs again on a retry. Any
+        exception fails the attempt: ``RunModel`` reruns only this call, up to three
+        attempts within 30 minutes (``AgentSessionOptions.run_model_limit``), then
+        ``RecordTurnFailure`` ends the turn.
         """
         ...
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolOutcomeT_co:
         """Run the real tool once and return its outcome.
 
-        May run concurrently with itself: the calls of one response run in parallel
-        Steps. Raise ``ToolExecutionError`` for a failure the model should see and
-        ``ToolOutcomeUnknownError`` for a write whose outcome is unknown; any other
-        exception is a Step failure that the call's effect class handles. Return
-        ``ToolInputRequested`` only while the call has taken no effect.
+        Return ``ToolExecutionResult``; ``ToolInputRequested`` only while the call
+        has taken no effect; or ``ToolTaskStarted`` for remote work the session
+        polls through ``ToolTaskPoller`` (save the handle with
+        ``save_heartbeat_checkpoint`` first, and return the saved one when
+        ``heartbeat_checkpoint`` holds it). May run concurrently with itself: the
+        calls of one response run in parallel Steps. Raise ``ToolExecutionError``
+        for a failure the model should see (``failed``) and
+        ``ToolOutcomeUnknownError`` for a write whose outcome is unknown
+        (``outcome_unknown``); neither is retried. Any other exception is a Step
+        failure: a ``read`` or ``idempotent_write`` call retries up to three
+        attempts with the same ``idempotency_key``, then records ``failed`` for a
+        read and ``outcome_unknown`` for a write; a single-attempt call records
+        ``outcome_unknown``.
         """
         ...
 
@@ -234,7 +260,8 @@ class UnfinishedTurnMessageBuilder(Protocol):
     Required of a runner that stores items as they appear
     (``ToolCallsRequested.new_messages`` or ``TurnContinued``). ``RecordTurnFailure``
     and ``ApplyTurnControl`` call it; if it raises or returns anything but
-    ``FrameworkMessage`` values, the session stores only its note.
+    ``FrameworkMessage`` values, or a message with an invalid image, the session
+    logs a warning and stores only its note.
     """
 
     def build_unfinished_turn_messages(self, turn: AgentTurnContext) -> Sequence[FrameworkMessage]:
@@ -289,10 +316,18 @@ class ToolTaskPoller(Protocol):
     async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
         """Read the task once and return its result, its next interval, or its question.
 
-        A crash repeats only this poll, so only read the task, or deliver
-        ``pending_answer`` idempotently, keyed by a question ID when the task has
-        one. When a retry cannot tell whether an earlier attempt delivered it,
-        return the question again instead.
+        ``ToolExecutionResult`` records ``succeeded`` and ``ToolExecutionError``
+        ``failed``. ``ToolTaskPending`` stores the next interval and its
+        ``continuation`` as ``input_continuation`` (``None`` clears it).
+        ``ToolInputRequested`` asks the user; the answer, a decline or a passed
+        deadline comes back as ``pending_answer``, since the started task decides.
+        Keep the answered question's continuation only while the task may still
+        show that question. Any other exception fails the poll attempt; after three,
+        a ``read`` call records ``failed`` and any other ``outcome_unknown``, since
+        the task may still run. A crash repeats only this poll, so only read the
+        task, or deliver ``pending_answer`` idempotently, keyed by a question ID
+        when the task has one. When a retry cannot tell whether an earlier attempt
+        delivered it, return the question again instead.
         """
         ...
 
@@ -302,7 +337,11 @@ class ToolTaskCanceller(Protocol):
     """Optional: stops the remote work of a task that ``cancel_turn`` abandoned."""
 
     async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
-        """Cancel the task best-effort; idempotent by ``task_id``, as a retry calls it again."""
+        """Cancel the task best-effort; idempotent by ``task_id``, as a retry calls it again.
+
+        The call is recorded ``outcome_unknown`` whatever this does; when it keeps
+        failing, the call is still recorded and the turn ends.
+        """
         ...
 
 
