@@ -109,8 +109,11 @@ class ToolCallsRequested:
     """The model asked for tools: one ``DeferredToolCall`` per call, in model order.
 
     ``framework_run_state`` must be non-empty and continue the turn after the tools.
-    ``new_messages`` lets a runner store items as they appear; the session appends
-    them in the commit that records the tool calls.
+    Tool call IDs must be non-empty, hold no ``/`` and be unique within the turn;
+    later turns may reuse them. ``new_messages`` lets a runner store items as they
+    appear; the session appends them in the commit that records the tool calls. Such
+    a runner implements ``build_unfinished_turn_messages``, or its turn fails after
+    this model call, without a retry.
     """
 
     framework_run_state: str
@@ -124,7 +127,12 @@ class ToolCallsRequested:
 
 @attrs.frozen
 class TurnContinued:
-    """Make another model call in the same turn, after storing ``new_messages``."""
+    """Make another model call in the same turn, after storing ``new_messages``.
+
+    End ``new_messages`` with a user message when the provider needs the request to
+    end with one. A runner that continues turns implements
+    ``build_unfinished_turn_messages``.
+    """
 
     framework_run_state: str
     new_messages: tuple[FrameworkMessage, ...] = attrs.field(converter=_message_tuple)
