@@ -208,7 +208,11 @@ class LiteLLMModelClient:
                 response_model=answer.response_model,
                 provider_name=route.provider,
                 # An ID LiteLLM made up finds nothing in the provider's records.
-                response_id=None if litellm_names_the_answer(route) else answer.response_id,
+                response_id=(
+                    None
+                    if litellm_names_the_answer(route, answer.answer_url)
+                    else answer.response_id
+                ),
                 finish_reasons=answer.finish_reasons,
             ),
         )

@@ -40,6 +40,8 @@ class StreamedAnswer:
     response_id: str | None
     """The ID the stream named the answer with, which may be LiteLLM's own (``answer_ids``)."""
     finish_reasons: tuple[str, ...]
+    answer_url: str | None = None
+    """The URL LiteLLM sent the request to, as its Chat Completions stream names it."""
 
 
 def as_dict(value: Any, *, exclude_none: bool = False) -> dict[str, Any]:
@@ -196,6 +198,18 @@ def provider_response_model(chunk: Any) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
+def answer_url(chunk: Any) -> str | None:
+    """The URL LiteLLM sent the request to, as it keeps it on each chunk, or ``None``.
+
+    LiteLLM (1.105) may send one model's requests to different APIs, request by
+    request (Bedrock's Converse or its native Chat Completions); the chunk's
+    ``_hidden_params["api_base"]`` is the URL of the one that answered.
+    """
+    hidden = getattr(chunk, "_hidden_params", None)
+    url = hidden.get("api_base") if isinstance(hidden, Mapping) else None
+    return url if isinstance(url, str) and url else None
+
+
 def _tool_call_deltas(calls: Any) -> list[ToolCallDelta]:
     deltas = []
     for call in calls:
@@ -221,9 +235,11 @@ async def _read_chat(
     response_id: str | None = None
     intermittent: str | None = None
     response_model: str | None = None
+    url: str | None = None
     async for chunk in stream:
         # The same on every chunk that has it: read until one has.
         response_model = response_model or provider_response_model(chunk)
+        url = url or answer_url(chunk)
         # Gemini's (and Vertex AI's) finish reason is kept only here, as LiteLLM reads
         # their streams to the end, and a later chunk (usage alone) clears it.
         intermittent = intermittent or getattr(stream, "intermittent_finish_reason", None)
@@ -269,4 +285,5 @@ async def _read_chat(
         response_model=response_model,
         response_id=response_id,
         finish_reasons=(assembler.finish_reason,),
+        answer_url=url,
     )

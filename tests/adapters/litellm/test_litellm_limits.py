@@ -10,7 +10,7 @@ from __future__ import annotations
 import litellm
 import pytest
 
-from dex_agents.domain.model_io import ModelRequest, UserTextItem
+from dex_agents.domain.model_io import ModelRequest, ModelToolDefinition, UserTextItem
 from dex_agents.litellm import LiteLLMModelClient
 from tests.adapters.litellm.bedrock_scripts import bedrock_env, converse_reply
 from tests.adapters.litellm.provider_scripts import (
@@ -28,6 +28,11 @@ from tests.adapters.litellm.vertex_support import LOCATION, PROJECT, vertex_opti
 litellm.suppress_debug_info = True
 
 REQUEST = ModelRequest(instructions="Be brief.", items=(UserTextItem(text="Hi"),))
+LOOKUP = ModelToolDefinition(
+    name="lookup",
+    description="Look an order up.",
+    parameters_schema={"type": "object", "properties": {"order_id": {"type": "string"}}},
+)
 
 
 def _key() -> str:
@@ -216,4 +221,39 @@ async def test_a_bedrock_answer_reports_no_id_that_litellm_made_up(
     assert response.model_call_metadata is not None
     assert response.model_call_metadata.response_id is None
     assert output.text() == "Hello."
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize(
+    "model", ["bedrock/chat_completions/openai.gpt-oss-20b-1:0", "bedrock/global.openai.gpt-6-sol"]
+)
+async def test_bedrocks_native_chat_completions_answer_reports_the_providers_id(
+    server: ProviderServer, output: RecordingOutput, monkeypatch: pytest.MonkeyPatch, model: str
+) -> None:
+    # Bedrock Runtime's OpenAI-compatible Chat Completions (the chat_completions/
+    # route, and GPT 5.6 and newer by default) names its answer, and LiteLLM keeps
+    # the ID; only Converse's answer carries none.
+    bedrock_env(monkeypatch)
+    server.script(sse_reply(chat_stream(text="Hello.")))
+    response = await LiteLLMModelClient(model, api_base=server.url).call_model(REQUEST, output)
+    assert [request.path for request in server.requests] == ["/openai/v1/chat/completions"]
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.response_id == "chatcmpl-1"
+    assert output.text() == "Hello."
+    server.assert_script_used()
+
+
+async def test_a_request_bedrock_sends_to_converse_instead_reports_no_id(
+    server: ProviderServer, output: RecordingOutput, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LiteLLM sends a GPT 5.6+ request with tools and reasoning to Converse, whose
+    # stream names no answer: the ID is LiteLLM's own, whatever the model's route.
+    bedrock_env(monkeypatch)
+    server.script(converse_reply("Hello."))
+    request = ModelRequest(instructions="Be brief.", items=REQUEST.items, tools=(LOOKUP,))
+    client = LiteLLMModelClient("bedrock/global.openai.gpt-6-sol", api_base=server.url)
+    response = await client.call_model(request, output)
+    assert server.requests[0].path.endswith("/converse-stream")
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.response_id is None
     server.assert_script_used()

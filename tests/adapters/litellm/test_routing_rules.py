@@ -186,3 +186,19 @@ def test_which_answers_litellm_names_with_an_id_of_its_own(
     model: str, provider: str, provider_model: str, litellms: bool
 ) -> None:
     assert litellm_names_the_answer(route_model(model, provider, provider_model, None)) is litellms
+
+
+@pytest.mark.parametrize(
+    ("url", "litellms"),
+    [
+        (None, True),
+        ("https://bedrock-runtime.us-east-1.amazonaws.com/model/amazon.nova-pro-v1%3A0/converse-stream", True),
+        ("https://bedrock-runtime.us-east-1.amazonaws.com/model/x/invoke-with-response-stream", True),
+        ("https://bedrock-runtime.us-east-1.amazonaws.com/openai/v1/chat/completions", False),
+    ],
+)  # fmt: skip
+def test_a_bedrock_answer_is_named_by_litellm_unless_its_chat_completions_answered(
+    url: str | None, litellms: bool
+) -> None:
+    route = route_model("bedrock/openai.gpt-6-sol", "bedrock", "openai.gpt-6-sol", None)
+    assert litellm_names_the_answer(route, url) is litellms
