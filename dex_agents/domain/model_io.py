@@ -219,6 +219,7 @@ class ModelResponse:
         metadata = self.model_call_metadata
         reasons = () if metadata is None else metadata.finish_reasons or ()
         limit = next((reason for reason in reasons if reason in OUTPUT_LIMIT_FINISH_REASONS), None)
-        if limit is None or self.text:
+        # Line breaks alone, as a model may send before its answer, are no text.
+        if limit is None or self.text.strip():
             return None
         return output_limit_turn_error(limit)

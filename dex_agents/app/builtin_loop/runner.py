@@ -204,8 +204,8 @@ class BuiltinLoopAgentRunner(BuiltinLoopCompaction, BuiltinLoopToolCalls):
         if stopped is not None:
             # No answer the model meant (filtered, or cut empty at the token limit),
             # and the same request ends so again: the turn fails, naming why, keeping
-            # only items that hold something.
-            kept = [item for item in response.output if item.text or item.reasoning]
+            # only items that hold something (line breaks alone hold nothing).
+            kept = [item for item in response.output if (item.text or "").strip() or item.reasoning]
             return TurnCompleted(
                 stored_first + [model_output_message(item) for item in kept],
                 response.usage,

@@ -38,6 +38,8 @@ from tests.adapters.litellm.session_support import loopback_client, one_turn
 litellm.suppress_debug_info = True
 
 PARTIAL = "Here is the first part of"
+BLANK = "\n\n"
+"""Text that is no text: the line breaks a model may send before its answer."""
 THINKING = "Working out the order's route."
 
 
@@ -67,11 +69,12 @@ def _flow(server: ProviderServer, api: str) -> AgentSessionFlow:
     return builtin_agent_session_flow(agent, flow_type="Limited")
 
 
+@pytest.mark.parametrize("text", [None, BLANK])
 @pytest.mark.parametrize("api", list(REPLIES))
 async def test_an_answer_cut_empty_at_the_token_limit_fails_the_turn_and_names_it(
-    server: ProviderServer, api: str
+    server: ProviderServer, api: str, text: str | None
 ) -> None:
-    server.script(REPLIES[api](None))
+    server.script(REPLIES[api](text))
     flow = _flow(server, api)
     done = await one_turn(flow, "Hi")
     assert done.state is not None
@@ -98,13 +101,15 @@ async def test_an_answer_cut_after_some_text_is_the_models_answer(
     server.assert_script_used()
 
 
+@pytest.mark.parametrize("text", [None, BLANK])
 @pytest.mark.parametrize("api", list(REPLIES))
 async def test_a_summary_cut_empty_at_the_token_limit_fails_naming_it_without_a_retry(
-    server: ProviderServer, api: str
+    server: ProviderServer, api: str, text: str | None
 ) -> None:
     # Read as "returned no text", a ValueError, the same summary request was
-    # retried and cut again, each a paid call, and the turn's error hid why.
-    server.script(REPLIES[api](None))
+    # retried and cut again, each a paid call, and the turn's error hid why; a
+    # summary of line breaks alone is as empty.
+    server.script(REPLIES[api](text))
     agent = AgentDefinition(
         name="support", instructions="Help.", model=loopback_client(server, api)
     )
