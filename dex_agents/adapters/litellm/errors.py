@@ -20,7 +20,8 @@ A call that could not connect, or that timed out before an answer (LiteLLM
 files it as an HTTP 408), has no HTTP status and says so. A stream that
 breaks mid-answer raises, so no half answer is ever returned; so does a
 stream error the provider says a retry can help (Bedrock's
-``modelStreamErrorException``), a retryable break.
+``modelStreamErrorException``), a retryable break, unless the model it names
+refused the request itself (``bedrock_stream_errors``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+from dex_agents.adapters.litellm.bedrock_stream_errors import (
+    ModelStreamError,
+    model_stream_error,
+)
 from dex_agents.adapters.litellm.provider_messages import describe_failure, provider_message
 from dex_agents.adapters.litellm.read_timeouts import StreamReadTimeoutError
 from dex_agents.adapters.litellm.redaction import scrub
@@ -178,9 +183,13 @@ def translate_error(
         # Before the stream checks: a stream that never connected did not break.
         text = scrub(describe_failure(provider, None, unreached), known)
         return ModelProviderError(text, provider=provider, status_code=None, retryable=True)
-    event = _retryable_stream_event(error)
+    event = _model_stream_error(error)
     if event is not None:
-        text = f"the {provider} stream broke before the answer ended: {provider_message(event)}"
+        if not is_retryable_status(event.original_status):
+            # The model refused the request, and a retry sends it again.
+            text = scrub(describe_failure(provider, None, event.message), known)
+            return ModelProviderError(text, provider=provider, status_code=None, retryable=False)
+        text = f"the {provider} stream broke before the answer ended: {event.message}"
         return ModelStreamInterruptedError(scrub(text, known), provider=provider)
     answer = _answer_inside_stream(error)
     if answer is not None:
@@ -306,22 +315,13 @@ def _answer_inside_stream(error: BaseException) -> tuple[int, str] | None:
     return status, provider_message(raw)
 
 
-_RETRYABLE_STREAM_EVENTS: Final = ("modelStreamErrorException",)
-"""Bedrock's error events inside a stream that its documentation says to retry
-("An error occurred while streaming the response. Retry your request.")."""
-
-
-def _retryable_stream_event(error: BaseException) -> str | None:
-    """The text of a Bedrock error event that says a retry can help, or ``None``.
-
-    LiteLLM files it under the event's modeled HTTP status, 424, which no
-    retry would pass, though no HTTP answer had that status.
-    """
+def _model_stream_error(error: BaseException) -> ModelStreamError | None:
+    """The ``modelStreamErrorException`` of a ``BedrockError`` in ``error``'s chain, or ``None``."""
     for current in exception_chain(error):
         if type(current).__name__ == "BedrockError":
-            text = str(getattr(current, "message", None) or current)
-            if text.startswith(_RETRYABLE_STREAM_EVENTS):
-                return text
+            event = model_stream_error(str(getattr(current, "message", None) or current))
+            if event is not None:
+                return event
     return None
 
 

@@ -53,14 +53,18 @@ def event(kind: str, payload: Mapping[str, Any]) -> bytes:
     return frame(headers, payload)
 
 
-def exception(kind: str, message: str) -> bytes:
-    """An error Bedrock sends inside the stream, such as ``throttlingException``."""
+def exception(kind: str, message: str, **fields: Any) -> bytes:
+    """An error Bedrock sends inside the stream, such as ``throttlingException``.
+
+    ``fields`` are the event's further members, such as a
+    ``modelStreamErrorException``'s ``originalStatusCode`` and ``originalMessage``.
+    """
     headers = {
         ":exception-type": kind,
         ":content-type": "application/json",
         ":message-type": "exception",
     }
-    return frame(headers, {"message": message})
+    return frame(headers, {"message": message, **fields})
 
 
 def converse_frames(

@@ -160,6 +160,40 @@ async def test_an_error_inside_the_stream_is_retried_when_bedrock_says_a_retry_c
     server.assert_script_used()
 
 
+@pytest.mark.parametrize(
+    ("status", "model_message", "error", "retryable"),
+    [
+        (529, "Overloaded", ModelStreamInterruptedError, True),
+        (500, "Internal server error", ModelStreamInterruptedError, True),
+        (400, "messages.1: text content blocks must be non-empty", ModelProviderError, False),
+    ],
+)
+async def test_a_model_stream_error_is_retried_unless_the_model_refused_the_request(
+    server: ProviderServer,
+    output: RecordingOutput,
+    status: int,
+    model_message: str,
+    error: type[ModelProviderError],
+    retryable: bool,
+) -> None:
+    # The event names the model's own status and message; a 4xx of the model's
+    # is the same request refused again, and its message says why, not Bedrock's.
+    event = exception(
+        "modelStreamErrorException",
+        f"Received a {status} from the model.",
+        originalStatusCode=status,
+        originalMessage=model_message,
+    )
+    frames = converse_frames("Half of an answer that stops.")[:2]
+    server.script(frames_reply([*frames, event], EVENT_STREAM))
+    with pytest.raises(ModelProviderError) as caught:
+        await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(REQUEST, output)
+    assert type(caught.value) is error
+    assert caught.value.retryable is retryable
+    assert model_message in str(caught.value)
+    server.assert_script_used()
+
+
 @pytest.mark.parametrize("cut", [True, False], ids=["connection-cut", "ended-before-messageStop"])
 async def test_a_stream_broken_mid_answer_is_a_retryable_break(
     server: ProviderServer, output: RecordingOutput, cut: bool
