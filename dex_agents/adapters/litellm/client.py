@@ -20,13 +20,24 @@ from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
 from dex_agents.adapters.litellm.call_ids import conversation_tool_call_ids
 from dex_agents.adapters.litellm.chat_request import chat_arguments
-from dex_agents.adapters.litellm.errors import scrub_exception_chain, translate_error
+from dex_agents.adapters.litellm.errors import (
+    ModelStreamInterruptedError,
+    scrub_exception_chain,
+    translate_error,
+)
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
+from dex_agents.adapters.litellm.gemini_finish import GeminiFinishWatch
 from dex_agents.adapters.litellm.options import check_options, merged_options
 from dex_agents.adapters.litellm.read_timeouts import ReadTimedStream, unsent_read_timeout
 from dex_agents.adapters.litellm.redaction import environment_secrets, redact_url
 from dex_agents.adapters.litellm.responses_request import responses_arguments
-from dex_agents.adapters.litellm.routing import RESPONSES_API, ModelApi, ModelRoute, route_model
+from dex_agents.adapters.litellm.routing import (
+    RESPONSES_API,
+    ModelApi,
+    ModelRoute,
+    is_gemini,
+    route_model,
+)
 from dex_agents.adapters.litellm.streams import read_chat_stream, read_responses_stream
 from dex_agents.adapters.litellm.tool_choice import accepts_forced_tool_choice
 from dex_agents.domain.model_io import ModelRequest, ModelResponse
@@ -175,6 +186,15 @@ class LiteLLMModelClient:
         streaming = False
         batched = BatchedOutput(output)
         taken_ids = conversation_tool_call_ids(request.items)
+        watch: GeminiFinishWatch | None = None
+        if (
+            route.api != RESPONSES_API
+            and is_gemini(route.provider, route.provider_model)
+            and "client" not in arguments
+        ):
+            # LiteLLM keeps no sign of whether Gemini finished the answer: read its body.
+            watch = GeminiFinishWatch()
+            arguments["client"] = watch.http_client()
         try:
             if route.api == RESPONSES_API:
                 stream: Any = await litellm.aresponses(**arguments)
@@ -188,6 +208,11 @@ class LiteLLMModelClient:
                 if read_timeout is not None:
                     stream = ReadTimedStream(stream, read_timeout)
                 answer = await read_chat_stream(stream, batched, route.provider, taken_ids)
+                if watch is not None and watch.cut:
+                    raise ModelStreamInterruptedError(
+                        f"the {route.provider} stream ended before the answer finished",
+                        provider=route.provider,
+                    )
         except Exception as error:
             secrets = environment_secrets(os.environ)
             if api_key is not None:
@@ -200,6 +225,8 @@ class LiteLLMModelClient:
             raise translated from error
         finally:
             batched.flush()  # the writer drops what comes after the call
+            if watch is not None:
+                await arguments["client"].close()
         return ModelResponse(
             output=answer.output,
             usage=answer.usage,

@@ -1,0 +1,87 @@
+"""A Gemini stream that ended cleanly before Gemini finished the answer.
+
+LiteLLM (1.105) marks every chunk of a Gemini stream ``stop`` and ends a stream
+whose last chunk had no ``finishReason`` as if it had one, so such a stream read
+as a whole answer. The client reads Gemini's own ``finishReason`` off the
+stream's HTTP body (``gemini_finish``): without one, the stream broke.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import litellm
+import pytest
+
+from dex_agents.domain.model_io import ModelRequest, UserTextItem
+from dex_agents.litellm import LiteLLMModelClient, ModelStreamInterruptedError
+from tests.adapters.litellm.provider_scripts import gemini_stream
+from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
+from tests.adapters.litellm.recording_output import RecordingOutput
+from tests.adapters.litellm.session_support import KEY
+
+litellm.suppress_debug_info = True
+
+REQUEST = ModelRequest(instructions="Be brief.", items=(UserTextItem(text="Hi"),))
+ANSWER = "Order 7 shipped today and arrives on Friday."
+
+
+def _client(server: ProviderServer, **options: Any) -> LiteLLMModelClient:
+    return LiteLLMModelClient(
+        "gemini/gemini-2.5-pro",
+        api_base=server.url,
+        api_key_provider=lambda: KEY,
+        request_options=options or None,
+    )
+
+
+async def test_litellm_marks_every_gemini_chunk_stop(server: ProviderServer) -> None:
+    # Why the client reads Gemini's finishReason itself: LiteLLM's chunks and
+    # stream wrapper say "stop" whether Gemini finished the answer or not.
+    server.script(sse_reply(gemini_stream([{"text": ANSWER}])[:2]))
+    stream = await litellm.acompletion(
+        model="gemini/gemini-2.5-pro",
+        messages=[{"role": "user", "content": "Hi"}],
+        stream=True,
+        api_base=server.url,
+        api_key=KEY,
+        max_retries=0,
+    )
+    reasons = [choice.finish_reason async for chunk in stream for choice in chunk.choices]
+    assert reasons[-1] == "stop"
+    assert stream.intermittent_finish_reason == "stop"
+
+
+@pytest.mark.parametrize("options", [{}, {"timeout": 30}], ids=["default", "timeout"])
+async def test_a_gemini_stream_that_ended_before_its_finish_reason_is_a_retryable_break(
+    server: ProviderServer, output: RecordingOutput, options: dict[str, Any]
+) -> None:
+    server.script(sse_reply(gemini_stream([{"text": ANSWER}])[:2]))
+    with pytest.raises(ModelStreamInterruptedError) as caught:
+        await _client(server, **options).call_model(REQUEST, output)
+    assert caught.value.retryable is True
+    assert str(caught.value) == "the gemini stream ended before the answer finished"
+    assert output.deltas  # the answer had started
+    server.assert_script_used()
+
+
+async def test_a_finished_gemini_answer_is_the_answer(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    server.script(sse_reply(gemini_stream([{"text": ANSWER}])))
+    response = await _client(server).call_model(REQUEST, output)
+    assert response.text == ANSWER
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.finish_reasons == ("stop",)
+    server.assert_script_used()
+
+
+async def test_a_blocked_prompt_is_no_broken_stream(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # Gemini answers a prompt it blocks with no candidate, so no finishReason.
+    blocked = {"promptFeedback": {"blockReason": "SAFETY"}, "modelVersion": "gemini-2.5-pro"}
+    server.script(sse_reply([(None, blocked)]))
+    response = await _client(server).call_model(REQUEST, output)
+    assert response.filtered
+    server.assert_script_used()
