@@ -8,15 +8,16 @@ stream's HTTP body (``gemini_finish``): without one, the stream broke.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import litellm
 import pytest
 
-from dex_agents.domain.model_io import ModelRequest, UserTextItem
+from dex_agents.domain.model_io import ModelRequest, ModelResponse, UserTextItem
 from dex_agents.litellm import LiteLLMModelClient, ModelStreamInterruptedError
 from tests.adapters.litellm.provider_scripts import gemini_stream
-from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
+from tests.adapters.litellm.provider_server import ProviderServer, RecordedRequest, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
 from tests.adapters.litellm.session_support import KEY
 
@@ -84,4 +85,34 @@ async def test_a_blocked_prompt_is_no_broken_stream(
     server.script(sse_reply([(None, blocked)]))
     response = await _client(server).call_model(REQUEST, output)
     assert response.filtered
+    server.assert_script_used()
+
+
+async def test_concurrent_gemini_calls_of_one_client_are_each_judged_by_their_own_body(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # The calls share one watched HTTP client (their connections are reused, as with
+    # LiteLLM's shared one): each must still read its own stream's finishReason.
+    both_sent = asyncio.Event()
+
+    def count(_: RecordedRequest) -> None:
+        if len(server.requests) == 2:
+            both_sent.set()
+
+    async def second_request_arrived(_: int) -> None:
+        await both_sent.wait()
+
+    server.refuse = count
+
+    events = gemini_stream([{"text": ANSWER}])
+    server.script(sse_reply(events[:2], before_event=second_request_arrived), sse_reply(events))
+    client = _client(server)
+    cut, whole = await asyncio.gather(
+        client.call_model(REQUEST, output),
+        client.call_model(REQUEST, RecordingOutput()),
+        return_exceptions=True,
+    )
+    assert isinstance(cut, ModelStreamInterruptedError)
+    assert isinstance(whole, ModelResponse)
+    assert whole.text == ANSWER
     server.assert_script_used()
