@@ -2,8 +2,9 @@
 
 One Flow run is one agent session; the Flow ID is the session ID. Every model
 call is one ``RunModel`` Step and every tool call its own Step, so a crash repeats
-at most the one call that was running, and a write whose outcome is unknown is
-recorded ``outcome_unknown``, never silently repeated.
+only the calls that were running (the tool calls of one model answer run in
+parallel), and a write whose outcome is unknown is recorded ``outcome_unknown``,
+never silently repeated.
 
 This module re-exports the spec's public names: the session's values and
 persistence names, the runner contract, built-in tools, and the pure rules the
