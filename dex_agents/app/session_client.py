@@ -95,7 +95,8 @@ class PortableSessionClient:
         that cannot build a message with them, raise ``ValueError`` before
         anything is sent, where ``send_user_message`` returns ``False``: the
         first turn would otherwise fail the session for good, or plan in a
-        Flow that has no plan mode.
+        Flow that has no plan mode. So do images with a blank
+        ``initial_message``, which starts no turn and would drop them.
         """
         where = "start_session"
         _require_session_id(where, session_id)
@@ -111,6 +112,12 @@ class PortableSessionClient:
         )
         if refusal is not None:
             raise ValueError(f"{where}: {refusal}")
+        if checked_images and not initial_message.strip():
+            # StartAgentSession starts no turn for a blank message, so nothing would keep them.
+            raise ValueError(
+                f"{where}: images need a non-blank initial_message: a blank one starts "
+                "no turn, so the session would start without them"
+            )
         start = AgentSessionStartInput(
             initial_message=initial_message,
             session_settings=None if session_settings is None else dict(session_settings),

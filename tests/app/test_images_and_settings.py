@@ -164,6 +164,20 @@ async def test_a_start_that_the_flow_cannot_run_is_refused_before_anything_is_se
         assert snapshot.messages[-1].text == "echo: look"
 
 
+async def test_images_with_a_blank_first_message_are_refused_before_anything_is_sent() -> None:
+    # A blank initial_message starts no turn, so its images reached no message: the
+    # session started without them and nothing said so.
+    async with session_stack(MemoryFlowStore(), ImageRunner()) as session:
+        with pytest.raises(ValueError, match="images need a non-blank initial_message"):
+            await session.sessions.start_session("s1", " \n", images=[CHART])
+        with pytest.raises(FlowNotFoundError):
+            await session.client.describe_flow("s1")
+        await session.sessions.start_session("s1", "  ")
+        await session.until("the session to start", lambda s: s.state)
+        assert (await session.sessions.get_agent_snapshot("s1")).messages == ()
+        assert await session.sessions.send_user_message("s1", " ", images=[CHART]) is False
+
+
 async def test_invalid_references_are_refused_before_anything_is_sent() -> None:
     async with session_stack(MemoryFlowStore(), ImageRunner()) as session:
         with pytest.raises(ImageValidationError) as raised:
