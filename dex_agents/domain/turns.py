@@ -16,6 +16,7 @@ from typing import Literal, TypeAlias
 import attrs
 
 from dex_agents.domain.errors import DexAgentsError
+from dex_agents.domain.unicode_text import first_lone_surrogate
 
 TURN_ID_PREFIX = "turn-"
 """How every turn ID starts; the turn number follows."""
@@ -39,7 +40,8 @@ def parse_turn_number(value: str) -> int:
 
 
 class InvalidToolCallIdError(DexAgentsError, ValueError):
-    """A tool call ID that is empty or blank, contains ``/``, or repeats within one turn.
+    """A tool call ID that is empty or blank, contains ``/`` or a lone surrogate, or repeats
+    within one turn.
 
     Such an ID fails the turn: the idempotency key could not tell the calls apart.
     """
@@ -51,7 +53,8 @@ class InvalidToolCallIdError(DexAgentsError, ValueError):
 
 
 def validate_tool_call_id(tool_call_id: str) -> str:
-    """``tool_call_id`` when it is a non-blank string without ``/``; else ``InvalidToolCallIdError``."""
+    """``tool_call_id`` when it is a non-blank string without ``/`` or a lone surrogate; else
+    ``InvalidToolCallIdError``."""
     if not isinstance(tool_call_id, str):
         raise InvalidToolCallIdError(
             tool_call_id, f"a tool call ID is a string, not {type(tool_call_id).__name__}"
@@ -63,6 +66,15 @@ def validate_tool_call_id(tool_call_id: str) -> str:
         raise InvalidToolCallIdError(tool_call_id, "a tool call ID must not be blank")
     if "/" in tool_call_id:
         raise InvalidToolCallIdError(tool_call_id, "a tool call ID must not contain '/'")
+    surrogate = first_lone_surrogate(tool_call_id)
+    if surrogate is not None:
+        # It keys AgentToolCalls and names Steps: a key is stored as it is, with no UTF-8
+        # form for a surrogate, so the store would refuse RunModel's every commit.
+        raise InvalidToolCallIdError(
+            tool_call_id,
+            "a tool call ID must be valid Unicode text: it has a lone surrogate "
+            f"U+{ord(tool_call_id[surrogate]):04X} at index {surrogate}",
+        )
     return tool_call_id
 
 
@@ -71,7 +83,8 @@ def validate_tool_call_ids(
 ) -> tuple[str, ...]:
     """The tool call IDs of one model response, in order, once each is valid.
 
-    Every ID must be non-blank, contain no ``/``, and be unique within the turn:
+    Every ID must be non-blank, contain no ``/`` and no lone surrogate, and be unique
+    within the turn:
     within ``tool_call_ids`` and against ``existing_ids``, the IDs of the turn's
     earlier records. IDs may repeat in later turns, because the idempotency key
     includes the turn ID.

@@ -71,6 +71,11 @@ def test_the_idempotency_key() -> None:
         ("", "invalid tool call ID '': a tool call ID must not be empty"),
         (" \t", "invalid tool call ID ' \\t': a tool call ID must not be blank"),
         ("a/b", "invalid tool call ID 'a/b': a tool call ID must not contain '/'"),
+        (
+            "ab\udc80",
+            "invalid tool call ID 'ab\\udc80': a tool call ID must be valid Unicode text: "
+            "it has a lone surrogate U+DC80 at index 2",
+        ),
         (7, "invalid tool call ID 7: a tool call ID is a string, not int"),
     ],
 )
