@@ -29,6 +29,8 @@ NEW_ID = re.compile(r"^call_[0-9a-f]{32}$")
         (None, set(), frozenset(), False),
         (7, set(), frozenset(), False),
         ("fn/abc", set(), frozenset(), False),  # the session refuses "/"
+        (" \t", set(), frozenset(), False),  # and a blank ID
+        ("call_\ud800", set(), frozenset(), False),  # and a lone surrogate
     ],
 )
 def test_recordable_call_id(
