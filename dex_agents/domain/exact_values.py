@@ -42,23 +42,64 @@ def _check(hint: Any) -> Check:
     origin = typing.get_origin(hint)
     arguments = typing.get_args(hint)
     if origin is typing.Union or origin is types.UnionType:
-        alternatives = tuple(_check(argument) for argument in arguments)
-
-        def any_of(value: object) -> bool:
-            # Loops, not any() and all() over generators, here and below: they run for
-            # every field of every value a Step writes.
-            for alternative in alternatives:  # noqa: SIM110
-                if alternative(value):
-                    return True
-            return False
-
-        return any_of
+        return _union_check(arguments)
     if origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis:
         each = _check(arguments[0])
         return lambda value: type(value) is tuple and all(map(each, value))
     if isinstance(hint, type) and attrs.has(hint):
         return _fields_check(hint)
-    return lambda value: False
+    return _never
+
+
+def _never(value: object) -> bool:
+    return False
+
+
+def _union_check(arguments: tuple[Any, ...]) -> Check:
+    """A union's check, which picks the alternatives to try by the value's exact type.
+
+    Every check here accepts values of one exact type only (``_exact_types``), so an event's
+    payload goes straight to its own class's check, not through the twenty listed before it.
+    """
+    by_type: dict[type, list[Check]] = {}
+    for argument in arguments:
+        for kind in _exact_types(argument):
+            by_type.setdefault(kind, []).append(_check(argument))
+    checks = {kind: _any_of(tuple(found)) for kind, found in by_type.items()}
+    pick = checks.get
+
+    def union(value: object) -> bool:
+        return pick(type(value), _never)(value)
+
+    return union
+
+
+def _any_of(alternatives: tuple[Check, ...]) -> Check:
+    if len(alternatives) == 1:
+        return alternatives[0]
+
+    def any_of(value: object) -> bool:
+        # Loops, not any() and all() over generators, here and below: they run for
+        # every field of every value a Step writes.
+        for alternative in alternatives:  # noqa: SIM110
+            if alternative(value):
+                return True
+        return False
+
+    return any_of
+
+
+def _exact_types(hint: Any) -> tuple[type, ...]:
+    """The types ``_check(hint)`` may accept a value of (``type(value)``, not subclasses):
+    none for a hint whose check accepts nothing."""
+    plain = _plain_types(hint)
+    if plain is not None:
+        return plain
+    if hint is datetime or (isinstance(hint, type) and attrs.has(hint)):
+        return (hint,)
+    if typing.get_origin(hint) is tuple:
+        return (tuple,)
+    return ()
 
 
 def _plain_types(hint: Any) -> tuple[type, ...] | None:
@@ -81,26 +122,37 @@ def _utc_time(value: object) -> bool:
 
 
 def _fields_check(cls: Any) -> Check:
+    """``cls``'s check as one expression over its fields, written and compiled as ``attrs``
+    writes the class's own methods (so its field names are names in code): no loop and no
+    ``getattr`` by name, since it runs for every value a Step writes."""
     hints = typing.get_type_hints(cls)
-    names = [field.name for field in attrs.fields(cls)]
-    # Made when first used, so a class may name itself. Fields of plain types are checked
-    # in one loop, the rest each by its own check.
-    plain: list[tuple[str, tuple[type, ...]]] = []
-    other: list[tuple[str, Check]] = []
+    fields = attrs.fields(cls)
+    namespace: dict[str, Any] = {"cls": cls}
+    terms = ["type(value) is cls"]
+    for index, field in enumerate(fields):
+        hint = hints[field.name]
+        plain = _plain_types(hint)
+        if plain is not None and len(plain) == 1:
+            namespace[f"t{index}"] = plain[0]
+            terms.append(f"type(value.{field.name}) is t{index}")
+        elif plain is not None:
+            namespace[f"t{index}"] = plain
+            terms.append(f"type(value.{field.name}) in t{index}")
+        else:
+            namespace[f"c{index}"] = _bound_at_first_use(namespace, f"c{index}", hint)
+            terms.append(f"c{index}(value.{field.name})")
+    source = "def check(value):\n    return " + " and ".join(terms) + "\n"
+    exec(compile(source, f"<exact check of {cls.__qualname__}>", "exec"), namespace)
+    return namespace["check"]  # type: ignore[no-any-return]
 
-    def check(value: object) -> bool:
-        if type(value) is not cls:
-            return False
-        if not plain and not other:
-            kinds = {name: _plain_types(hints[name]) for name in names}
-            other[:] = [(name, _check(hints[name])) for name in names if kinds[name] is None]
-            plain[:] = [(name, kind) for name, kind in kinds.items() if kind is not None]
-        for name, allowed in plain:
-            if type(getattr(value, name)) not in allowed:
-                return False
-        for name, field_check in other:  # noqa: SIM110
-            if not field_check(getattr(value, name)):
-                return False
-        return True
 
-    return check
+def _bound_at_first_use(namespace: dict[str, Any], name: str, hint: Any) -> Check:
+    """A field's check that looks up ``_check(hint)`` when first called and puts it in its
+    place, so a class may name itself (or one that names it) without its check recursing
+    while it is written."""
+
+    def first_use(value: object) -> bool:
+        check = namespace[name] = _check(hint)
+        return check(value)
+
+    return first_use

@@ -108,3 +108,40 @@ def test_whatever_decoding_gives_is_exact(cls: type[Any], data: st.DataObject) -
     if cls is AgentEvent and not attrs.has(type(decoded.payload)):
         return  # a type of the session's own: its payload is a mapping
     assert exactly_decodable(decoded, cls)
+
+
+@attrs.frozen
+class _Node:
+    label: str
+    children: tuple[_Node, ...] = ()
+    parent: _Node | None = None
+
+
+@attrs.frozen
+class _Either:
+    numbers: tuple[int, ...] | tuple[str, ...]
+    when: datetime | int | None = None
+
+
+def test_a_class_that_names_itself_is_checked_all_the_way_down() -> None:
+    leaf = _Node("leaf")
+    assert exactly_decodable(_Node("root", children=(leaf,), parent=leaf), _Node)
+    assert not exactly_decodable(_Node("root", children=(_Node(7),)), _Node)  # type: ignore[arg-type]
+    assert not exactly_decodable(_Node("root", parent=_Node("up", parent=_Node(b"x"))), _Node)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "exact"),
+    [
+        (_Either((1, 2)), True),
+        (_Either(("a",)), True),  # the second alternative of the same type is tried too
+        (_Either((1, "a")), False),  # type: ignore[arg-type]
+        (_Either([1]), False),  # type: ignore[arg-type]
+        (_Either((), when=datetime(2026, 12, 7, tzinfo=UTC)), True),
+        (_Either((), when=3), True),
+        (_Either((), when=True), False),  # a bool is no int once decoded
+        (_Either((), when=datetime(2026, 12, 7)), False),
+    ],
+)
+def test_a_union_tries_every_alternative_of_the_value_type(value: _Either, exact: bool) -> None:
+    assert exactly_decodable(value, _Either) is exact
