@@ -57,12 +57,17 @@ class ExecutionStatus(StrEnum):
     @property
     def is_final(self) -> bool:
         """Whether nothing will run for this execution again."""
-        return self in (
-            ExecutionStatus.COMPLETED,
-            ExecutionStatus.FAILED,
-            ExecutionStatus.CANCELLED,
-        )
+        return self in _FINAL_EXECUTION_STATUSES
 
+
+# A module constant, not the members named in is_final: on Python 3.11 each read of an enum
+# member from its class goes through EnumType.__getattr__'s slow attribute hook, and the
+# in-memory store asks is_final about 50 times a turn.
+_FINAL_EXECUTION_STATUSES = (
+    ExecutionStatus.COMPLETED,
+    ExecutionStatus.FAILED,
+    ExecutionStatus.CANCELLED,
+)
 
 ACTIVE_EXECUTION_STATUSES = (
     ExecutionStatus.PENDING_WAIT,
