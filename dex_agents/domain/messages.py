@@ -19,6 +19,13 @@ class MessageRole(StrEnum):
     TOOL = "tool"
 
 
+def _message_role(value: MessageRole | str) -> MessageRole:
+    # A member as it is, by its type: calling the enum class on Python 3.11 runs
+    # EnumType.__call__ and its slow attribute hook, about three times the instructions,
+    # and a turn builds this value's fields several times.
+    return value if type(value) is MessageRole else MessageRole(value)
+
+
 def image_tuple(value: Iterable[AgentImageReference]) -> tuple[AgentImageReference, ...]:
     """Convert any iterable of image references to the tuple a frozen value holds."""
     return tuple(value)
@@ -33,7 +40,7 @@ class FrameworkMessage:
     spans and notes read.
     """
 
-    role: MessageRole = attrs.field(converter=MessageRole)
+    role: MessageRole = attrs.field(converter=_message_role)
     framework_item: str
     text: str | None = None
     tool_call_id: str | None = None
@@ -49,7 +56,7 @@ class AgentMessage:
 
     sequence: int
     turn_id: str
-    role: MessageRole = attrs.field(converter=MessageRole)
+    role: MessageRole = attrs.field(converter=_message_role)
     framework_item: str
     text: str | None = None
     tool_call_id: str | None = None

@@ -30,6 +30,18 @@ class InteractionMode(StrEnum):
     EXECUTING = "executing"
 
 
+def _agent_status(value: AgentStatus | str) -> AgentStatus:
+    # A member as it is, by its type: calling the enum class on Python 3.11 runs
+    # EnumType.__call__ and its slow attribute hook, about three times the instructions,
+    # and a turn builds this value's fields several times.
+    return value if type(value) is AgentStatus else AgentStatus(value)
+
+
+def _interaction_mode(value: InteractionMode | str) -> InteractionMode:
+    # As _agent_status.
+    return value if type(value) is InteractionMode else InteractionMode(value)
+
+
 @attrs.frozen(kw_only=True)
 class AgentState:
     """The ``AgentState`` Attribute.
@@ -44,9 +56,9 @@ class AgentState:
     cancelled while it is ``turn-<turn_count>``.
     """
 
-    status: AgentStatus = attrs.field(converter=AgentStatus)
+    status: AgentStatus = attrs.field(converter=_agent_status)
     interaction_mode: InteractionMode = attrs.field(
-        default=InteractionMode.CHAT, converter=InteractionMode
+        default=InteractionMode.CHAT, converter=_interaction_mode
     )
     active_turn_id: str | None = None
     turn_count: int = 0

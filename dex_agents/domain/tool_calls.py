@@ -54,6 +54,18 @@ class CancellationReason(StrEnum):
     TURN_CANCELLED = "turn_cancelled"
 
 
+def _tool_effect(value: ToolEffect | str) -> ToolEffect:
+    # A member as it is, by its type: calling the enum class on Python 3.11 runs
+    # EnumType.__call__ and its slow attribute hook, about three times the instructions,
+    # and a turn builds this value's fields several times.
+    return value if type(value) is ToolEffect else ToolEffect(value)
+
+
+def _tool_call_status(value: ToolCallStatus | str) -> ToolCallStatus:
+    # As _tool_effect.
+    return value if type(value) is ToolCallStatus else ToolCallStatus(value)
+
+
 @attrs.frozen(kw_only=True)
 class AgentToolCall:
     """One tool call of the active turn, keyed by its tool call ID in ``AgentToolCalls``.
@@ -74,9 +86,9 @@ class AgentToolCall:
     tool_name: str
     arguments: str
     turn_id: str
-    effect: ToolEffect = attrs.field(converter=ToolEffect)
+    effect: ToolEffect = attrs.field(converter=_tool_effect)
     requires_approval: bool
-    status: ToolCallStatus = attrs.field(converter=ToolCallStatus)
+    status: ToolCallStatus = attrs.field(converter=_tool_call_status)
     deferral_order: int
     ordered: bool = False
     write_queued: bool = False
@@ -115,7 +127,7 @@ class ToolCallCompleted:
     """The ``ToolCallResults`` message a tool call publishes once, when its record becomes final."""
 
     tool_call_id: str
-    status: ToolCallStatus = attrs.field(converter=ToolCallStatus)
+    status: ToolCallStatus = attrs.field(converter=_tool_call_status)
 
 
 @attrs.frozen(kw_only=True)

@@ -132,6 +132,8 @@ def _effect_rules() -> Mapping[ToolEffect, ToolEffectRules]:
 
 
 def _effect(effect: ToolEffect | str) -> ToolEffect:
+    if type(effect) is ToolEffect:
+        return effect  # as it is: calling the enum class is slow on Python 3.11, see tool_calls
     try:
         return ToolEffect(effect)
     except ValueError:
