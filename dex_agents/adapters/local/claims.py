@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
+from dex_agents.adapters.local import status_members
 from dex_agents.adapters.local.damaged_values import is_undecodable, scrub_undecodable_text
 from dex_agents.adapters.local.lease_recovery import recover_gone_leases, recover_lapsed_leases
 from dex_agents.adapters.local.registry import RegisteredFlow
@@ -211,7 +212,7 @@ def take(
     """
     step = flow.step(row.step_type)
     options = flow.options(step, row.options)
-    if row.status is ExecutionStatus.PENDING_WAIT:
+    if row.status is status_members.PENDING_WAIT:
         phase = "wait"
         loads = options.wait_loads
     else:
@@ -224,7 +225,7 @@ def take(
             tx.acquire_lock(row.flow_id, name, row.id)
         if row.first_attempt_at is None:
             row.first_attempt_at = now
-    row.status = ExecutionStatus.RUNNING
+    row.status = status_members.RUNNING
     row.lease_owner = owner
     row.lease_expires_at = now + lease
     row.not_before = None

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
-from dex_agents.adapters.local import claims, failure_routing, transitions
+from dex_agents.adapters.local import claims, failure_routing, status_members, transitions
 from dex_agents.adapters.local.in_commit import MOST_RUNS_PER_COMMIT, run_in_commit, runs_in_commit
 from dex_agents.adapters.local.inline_waits import decide_wait_now
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.adapters.local.step_context import LocalStepContext
 from dex_agents.ports.engine import StepDecision
-from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowStatus
+from dex_agents.ports.flow_rows import ExecutionRow
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.step_contexts import AttemptResult
 from dex_agents.ports.step_waits import Wait
@@ -180,18 +180,18 @@ def _hand_off_once(
     """One read of a Flow run's active Steps: decide new waits, lease up to ``limit`` runnable
     executions, and name ``owner``'s running ones that were asked to stop."""
     flow_row = tx.get_flow(flow_id)
-    flow_running = flow_row is not None and flow_row.status is FlowStatus.RUNNING
-    runnable = (ExecutionStatus.PENDING_WAIT, ExecutionStatus.READY)
-    wanted = [*runnable, ExecutionStatus.RUNNING] if flow_running else [ExecutionStatus.RUNNING]
+    flow_running = flow_row is not None and flow_row.status is status_members.FLOW_RUNNING
+    runnable = status_members.RUNNABLE
+    wanted = [*runnable, status_members.RUNNING] if flow_running else [status_members.RUNNING]
     taken: list[claims.Claim] = []
     cancelled: set[int] = set()
     for row in tx.flow_executions(flow_id, wanted):
-        if row.status is ExecutionStatus.RUNNING:
+        if row.status is status_members.RUNNING:
             if row.cancel_requested and row.lease_owner == owner:
                 cancelled.add(row.id)
             continue
         assert flow_row is not None  # only a running Flow's runnable Steps are read
-        if row.status is ExecutionStatus.PENDING_WAIT and not row.cancel_requested:
+        if row.status is status_members.PENDING_WAIT and not row.cancel_requested:
             wait = decide_wait_now(tx, flow, row, now)
             if wait is not None:
                 transitions.store_wait(tx, row, wait, now)

@@ -9,9 +9,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from dex_agents.adapters.local import status_members
 from dex_agents.adapters.local.codec import taken_messages
 from dex_agents.ports.engine import MapLoad
-from dex_agents.ports.flow_rows import ExecutionStatus, MessageRow
+from dex_agents.ports.flow_rows import MessageRow
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.persistence import (
     AttributeDef,
@@ -154,7 +155,7 @@ class TransactionSource:
         taken = [
             message
             for row in self._tx.flow_executions(
-                self._flow_id, [ExecutionStatus.READY, ExecutionStatus.RUNNING]
+                self._flow_id, [status_members.READY, status_members.RUNNING]
             )
             for message in taken_messages(row)
             if message.channel == name and message.key == _SINGLETON

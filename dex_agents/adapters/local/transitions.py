@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
+from dex_agents.adapters.local import status_members
 from dex_agents.adapters.local.codec import (
     condition_fire_at,
     decode_wait,
@@ -31,7 +32,7 @@ from dex_agents.adapters.local.history_retention import (
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.staged_state import StagedState
 from dex_agents.domain.wire import to_json
-from dex_agents.ports.engine import DecisionKind, StepDecision, StepMovement
+from dex_agents.ports.engine import StepDecision, StepMovement
 from dex_agents.ports.errors import FlowAlreadyStartedError
 from dex_agents.ports.flow_client import (
     EXECUTE_COMPLETED_EVENT,
@@ -97,7 +98,7 @@ def create_execution(
         step_type=step.step_type,
         step_execution_id=f"{step.step_type}-{number}",
         input=to_json(movement.input) if input_json is None else input_json,
-        status=ExecutionStatus.PENDING_WAIT if step.has_wait() else ExecutionStatus.READY,
+        status=status_members.PENDING_WAIT if step.has_wait() else status_members.READY,
         created_at=now,
         options=None if movement.options is None else encode_options(movement.options),
         from_step_execution_id=from_step_execution_id,
@@ -112,7 +113,7 @@ def holds_lease(tx: StoreTransaction, claimed: ExecutionRow) -> ExecutionRow | N
     row = tx.get_execution(claimed.id)
     if (
         row is None
-        or row.status is not ExecutionStatus.RUNNING
+        or row.status is not status_members.RUNNING
         or row.lease_owner != claimed.lease_owner
         or row.attempt != claimed.attempt
     ):
@@ -156,20 +157,20 @@ def end_wait_phase(
 def store_wait(tx: StoreTransaction, row: ExecutionRow, wait: Wait, now: datetime) -> None:
     """Store an execution's decided wait and satisfy it at once if it is ready."""
     if not wait.conditions:
-        row.status = ExecutionStatus.READY
+        row.status = status_members.READY
         row.wait_result = encode_wait_result(None, False)
         tx.update_execution(row)
         return
     row.wait, row.timer_at = encode_wait(wait, now)
     row.wait_started_at = now
-    row.status = ExecutionStatus.WAITING
+    row.status = status_members.WAITING
     tx.update_execution(row)
     satisfy_wait(tx, row, now)
 
 
 def satisfy_wait(tx: StoreTransaction, row: ExecutionRow, now: datetime) -> bool:
     """End a waiting execution's wait if a condition is ready: Timers first, then Channels in order."""
-    if row.status is not ExecutionStatus.WAITING or row.wait is None:
+    if row.status is not status_members.WAITING or row.wait is None:
         return False
     conditions = decode_wait(row.wait)
     for index, condition in enumerate(conditions):
@@ -192,7 +193,7 @@ def satisfy_wait(tx: StoreTransaction, row: ExecutionRow, now: datetime) -> bool
 
 
 def _end_wait(tx: StoreTransaction, row: ExecutionRow, result: str) -> None:
-    row.status = ExecutionStatus.READY
+    row.status = status_members.READY
     row.wait_result = result
     row.timer_at = None
     tx.update_execution(row)
@@ -200,7 +201,7 @@ def _end_wait(tx: StoreTransaction, row: ExecutionRow, result: str) -> None:
 
 def match_waiting(tx: StoreTransaction, flow_id: str, now: datetime) -> None:
     """Offer a Flow run's waiting executions the messages it has now, oldest wait first."""
-    for row in tx.flow_executions(flow_id, [ExecutionStatus.WAITING]):
+    for row in tx.flow_executions(flow_id, [status_members.WAITING]):
         satisfy_wait(tx, row, now)
 
 
@@ -245,14 +246,14 @@ def apply_decision(
     cancel_steps(
         tx, flow_id, [s.step_type for s in decision.canceling_steps], now, limit, except_id
     )
-    if decision.kind is DecisionKind.GO:
+    if decision.kind is status_members.GO:
         for movement in decision.movements:
             create_execution(tx, flow, flow_id, movement, from_step_execution_id, now)
-    elif decision.kind in (DecisionKind.COMPLETE, DecisionKind.FAIL):
+    elif decision.kind in (status_members.COMPLETE, status_members.FAIL):
         row = tx.get_flow(flow_id)
         if row is not None:
-            completed = decision.kind is DecisionKind.COMPLETE
-            row.status = FlowStatus.COMPLETED if completed else FlowStatus.FAILED
+            completed = decision.kind is status_members.COMPLETE
+            row.status = status_members.FLOW_COMPLETED if completed else status_members.FLOW_FAILED
             row.closed_at = now
             row.output = to_json(decision.output) if completed else None
             row.failure_reason = decision.reason
@@ -274,7 +275,7 @@ def cancel_steps(
     for row in tx.flow_executions(flow_id, list(ACTIVE_EXECUTION_STATUSES)):
         if row.id == except_id or (step_types is not None and row.step_type not in step_types):
             continue
-        if row.status is ExecutionStatus.RUNNING:
+        if row.status is status_members.RUNNING:
             row.cancel_requested = True
         else:
             finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, history_limit)
@@ -297,7 +298,7 @@ def finish(
     Dex), so an answer that committed before ``cancel_turn`` still waits for
     the Step that ``FinishTurnCancellation`` sends the call back to.
     """
-    if status is ExecutionStatus.CANCELLED:
+    if status is status_members.CANCELLED:
         hand_back_taken(tx, row)
     row.status = status
     row.final_event = event
@@ -325,11 +326,15 @@ def commit_execute(
         return False
     flow_row = tx.get_flow(row.flow_id)
     limit = flow.step_history_limit
-    if flow_row is None or flow_row.status is not FlowStatus.RUNNING or row.cancel_requested:
-        finish(tx, row, ExecutionStatus.CANCELLED, STEP_CANCELLED_EVENT, now, limit)
+    if (
+        flow_row is None
+        or flow_row.status is not status_members.FLOW_RUNNING
+        or row.cancel_requested
+    ):
+        finish(tx, row, status_members.CANCELLED, STEP_CANCELLED_EVENT, now, limit)
         return True
     apply_staged(tx, flow, row.flow_id, staged, f"#{row.step_execution_id}", now)
-    finish(tx, row, ExecutionStatus.COMPLETED, EXECUTE_COMPLETED_EVENT, now, limit)
+    finish(tx, row, status_members.COMPLETED, EXECUTE_COMPLETED_EVENT, now, limit)
     retire_finished(tx, row)
     apply_decision(tx, flow, row.flow_id, decision, row.step_execution_id, now, row.id)
     match_waiting(tx, row.flow_id, now)
