@@ -184,6 +184,10 @@ async def run_show(db: str | os.PathLike[str], session_id: str) -> int:
             raise CliError(
                 f"session '{shown}' {info.status}: {terminal.escaped(info.failure_reason)}"
             ) from None
+        if snapshot is not None and snapshot.state is None and info.failure_reason is not None:
+            # Its start was refused (or its first Step failed) before any state was written:
+            # there is nothing to show but why.
+            raise CliError(f"session '{shown}' {terminal.escaped(ended_status(info))}")
         # With no AgentState and no StartAgentSession to write it, this is some other Flow.
         if snapshot is None or (snapshot.state is None and _STARTING not in info.active_step_types):
             raise CliError(

@@ -403,6 +403,18 @@ def test_chat_refuses_a_failed_session_saying_why_it_failed(
     assert err.endswith(" (choose another --session)\n")
 
 
+def test_show_of_a_session_whose_start_was_refused_says_why_it_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "failed.sqlite3"
+    asyncio.run(_seed_failed_start(db))
+    code, out, err = _run(capsys, "show", "broken", "--db", str(db))
+    # Before, it called the session a Flow run dex-agents cannot read as an agent session.
+    assert (code, out) == (1, "")
+    assert err.startswith("dex-agents: error: session 'broken' failed: invalid start session ")
+    assert "cannot read" not in err
+
+
 def test_sessions_of_an_empty_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "db.sqlite3"
 
