@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -51,7 +51,8 @@ class HeldModel(ScriptedRunner):
 @dataclass
 class _WaitingChat:
     """A chat's follower waiting on the turn of its message "where is order 7", whose
-    model ``runner`` holds; ``following`` is its wait (``Follower.until_person``)."""
+    model ``runner`` holds; ``following`` is its wait (``Follower.until_person``), and
+    ``shown`` what it has written so far."""
 
     runner: HeldModel
     runtime: LocalRuntime
@@ -59,10 +60,38 @@ class _WaitingChat:
     live: LiveText
     follower: Follower
     following: asyncio.Task[AgentSnapshot]
+    capsys: pytest.CaptureFixture[str]
+    shown: list[str] = field(default_factory=list)
+
+    async def shows(self, text: str) -> None:
+        """Wait until the chat has written ``text``."""
+        deadline = asyncio.get_running_loop().time() + DEADLINE_SECONDS
+        while text not in "".join(self.shown):
+            assert asyncio.get_running_loop().time() < deadline, "".join(self.shown)
+            await asyncio.sleep(0.02)  # capsys cannot be awaited; the deadline bounds the wait
+            self.shown.append(self.capsys.readouterr().out)
+
+    async def followed(self) -> AgentSnapshot:
+        """The snapshot the follower's wait ends with, once all it wrote is in ``shown``."""
+        snapshot = await asyncio.wait_for(self.following, DEADLINE_SECONDS)
+        self.shown.append(self.capsys.readouterr().out)
+        return snapshot
+
+    async def turn_ends(self) -> AgentSnapshot:
+        """Let the model answer, then wait as ``followed`` does."""
+        for release in self.runner.releases:
+            release.set()
+        return await self.followed()
+
+    def screen(self) -> str:
+        """All the chat has written."""
+        return "".join(self.shown)
 
 
 @contextlib.asynccontextmanager
-async def _chat_waiting_on_a_turn() -> AsyncIterator[_WaitingChat]:
+async def _chat_waiting_on_a_turn(
+    capsys: pytest.CaptureFixture[str],
+) -> AsyncIterator[_WaitingChat]:
     runner = HeldModel()
     flow = AgentSessionFlow(runner, flow_type="LiveAgent")
     async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
@@ -76,37 +105,26 @@ async def _chat_waiting_on_a_turn() -> AsyncIterator[_WaitingChat]:
             assert await client.send_user_message("s1", "where is order 7")
             follower.sent("where is order 7")  # as the chat does: the person typed it
             following = asyncio.create_task(follower.until_person())
-            yield _WaitingChat(runner, runtime, client, live, follower, following)
+            yield _WaitingChat(runner, runtime, client, live, follower, following, capsys)
         finally:
             for release in runner.releases:
                 release.set()
             await live.stop()
 
 
-async def _shows(capsys: pytest.CaptureFixture[str], shown: list[str], text: str) -> None:
-    deadline = asyncio.get_running_loop().time() + DEADLINE_SECONDS
-    while text not in "".join(shown):
-        assert asyncio.get_running_loop().time() < deadline, "".join(shown)
-        await asyncio.sleep(0.02)  # capsys cannot be awaited; the deadline bounds the wait
-        shown.append(capsys.readouterr().out)
-
-
 async def test_live_text_grows_on_one_line_before_the_turn_ends_and_is_not_repeated(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    async with _chat_waiting_on_a_turn() as chat:
-        shown: list[str] = []
-        await _shows(capsys, shown, "agent> thinking about ")
+    async with _chat_waiting_on_a_turn(capsys) as chat:
+        await chat.shows("agent> thinking about ")
         chat.runner.releases[0].set()
-        await _shows(capsys, shown, "agent> thinking about order 7")
+        await chat.shows("agent> thinking about order 7")
         # The model call is still held: the text came from the Stream, not the transcript.
         assert not chat.following.done()
-        chat.runner.releases[1].set()
-        snapshot = await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
-        shown.append(capsys.readouterr().out)
+        snapshot = await chat.turn_ends()
         assert snapshot.state is not None
         assert snapshot.state.active_turn_id is None
-        assert "".join(shown) == "agent> thinking about order 7\n"
+        assert chat.screen() == "agent> thinking about order 7\n"
 
 
 @pytest.mark.parametrize("reader_lags", [False, True], ids=["reader-current", "reader-lags"])
@@ -117,9 +135,8 @@ async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(
     # snapshot did not say that the turn was cancelled (now its cancelled_turn_id does).
     # It then waited 500 ms for the turn_cancelled event, and a Stream reader that had
     # not caught up by then left the cancel unsaid.
-    async with _chat_waiting_on_a_turn() as chat:
-        shown: list[str] = []
-        await _shows(capsys, shown, "agent> thinking about ")
+    async with _chat_waiting_on_a_turn(capsys) as chat:
+        await chat.shows("agent> thinking about ")
         if reader_lags:
             await chat.live.stop()  # a reader far behind: no later event of the turn reaches it
         snapshot = await chat.client.get_agent_snapshot("s1")
@@ -127,11 +144,10 @@ async def test_a_turn_another_window_cancels_is_said_to_be_cancelled(
         assert snapshot.state.active_turn_id is not None
         # Another window (the console, an API call) cancels the turn the chat waits on.
         assert await chat.client.cancel_turn("s1", snapshot.state.active_turn_id)
-        idle = await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
-        shown.append(capsys.readouterr().out)
+        idle = await chat.followed()
         assert idle.state is not None
         assert idle.state.active_turn_id is None
-        assert "".join(shown) == "agent> thinking about \nturn cancelled elsewhere\n"
+        assert chat.screen() == "agent> thinking about \nturn cancelled elsewhere\n"
 
 
 async def test_a_message_another_window_steers_in_is_shown_before_its_turn(
@@ -139,16 +155,12 @@ async def test_a_message_another_window_steers_in_is_shown_before_its_turn(
 ) -> None:
     # Before, the chat showed only the agent's answer to it: user messages were never
     # shown, as the chat's own were typed, so the person saw replies to words never seen.
-    async with _chat_waiting_on_a_turn() as chat:
-        shown: list[str] = []
-        await _shows(capsys, shown, "agent> thinking about ")
+    async with _chat_waiting_on_a_turn(capsys) as chat:
+        await chat.shows("agent> thinking about ")
         # Another window steers the turn the chat waits on.
         assert await chat.client.steer_user_message("s1", text="use the staging account")
-        for release in chat.runner.releases:
-            release.set()
-        await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
-        shown.append(capsys.readouterr().out)
-        assert "".join(shown) == (
+        await chat.turn_ends()
+        assert chat.screen() == (
             "agent> thinking about order 7\n"
             "you (elsewhere)> use the staging account\n"
             "agent> thinking about order 7\n"
@@ -159,21 +171,17 @@ async def test_a_queued_message_another_window_deletes_is_said_to_be_deleted(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Before, nothing was said: the person waited for an answer to a message that was gone.
-    async with _chat_waiting_on_a_turn() as chat:
-        shown: list[str] = []
-        await _shows(capsys, shown, "agent> thinking about ")
+    async with _chat_waiting_on_a_turn(capsys) as chat:
+        await chat.shows("agent> thinking about ")
         # The person sends another message while the turn runs: it waits in the queue.
         assert await chat.client.send_user_message("s1", "and order 8")
         chat.follower.sent("and order 8")
         (queued,) = (await chat.client.get_agent_snapshot("s1")).queued_messages
         # Another window deletes it.
         assert await chat.client.delete_queued_message("s1", queued.message_id)
-        await _shows(capsys, shown, "your queued message was deleted elsewhere: and order 8\n")
-        for release in chat.runner.releases:
-            release.set()
-        await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
-        shown.append(capsys.readouterr().out)
-        assert "".join(shown) == (
+        await chat.shows("your queued message was deleted elsewhere: and order 8\n")
+        await chat.turn_ends()
+        assert chat.screen() == (
             "agent> thinking about \n"
             "your queued message was deleted elsewhere: and order 8\n"
             "agent> order 7\n"
@@ -185,22 +193,18 @@ async def test_a_queued_message_steered_ahead_of_an_earlier_one_is_not_taken_for
 ) -> None:
     # Before, the second message stored first made the first count as deleted, and when
     # its turn came it showed as another window's: "you (elsewhere)> and order 8".
-    async with _chat_waiting_on_a_turn() as chat:
-        shown: list[str] = []
-        await _shows(capsys, shown, "agent> thinking about ")
+    async with _chat_waiting_on_a_turn(capsys) as chat:
+        await chat.shows("agent> thinking about ")
         for text in ("and order 8", "and order 9"):
             assert await chat.client.send_user_message("s1", text)
             chat.follower.sent(text)
         queued = (await chat.client.get_agent_snapshot("s1")).queued_messages
         # Another window steers the turn with the second one.
         assert await chat.client.steer_user_message("s1", message_id=queued[1].message_id)
-        for release in chat.runner.releases:
-            release.set()
-        idle = await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
-        shown.append(capsys.readouterr().out)
+        idle = await chat.turn_ends()
         texts = [m.text for m in idle.messages if m.role is MessageRole.USER]
         assert texts == ["where is order 7", "and order 9", "and order 8"]
-        assert "elsewhere" not in "".join(shown)
+        assert "elsewhere" not in chat.screen()
 
 
 async def test_a_session_another_window_stops_ends_the_wait_on_its_turn(
@@ -208,8 +212,8 @@ async def test_a_session_another_window_stops_ends_the_wait_on_its_turn(
 ) -> None:
     # Before, the chat waited for ever: a stopped session writes no more events, and its
     # snapshot still shows the turn it was running.
-    async with _chat_waiting_on_a_turn() as chat:
-        await _shows(capsys, [], "agent> thinking about ")
+    async with _chat_waiting_on_a_turn(capsys) as chat:
+        await chat.shows("agent> thinking about ")
         await chat.runtime.flow_client.stop_flow("s1", "stopped in another window")
         with pytest.raises(CliError, match=r"^session 's1' is stopped$"):
             await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
@@ -220,8 +224,8 @@ async def test_a_session_that_fails_while_followed_ends_the_wait_saying_why(
 ) -> None:
     # Before, the chat said only that the session is failed, and a person had to run
     # show to learn why.
-    async with _chat_waiting_on_a_turn() as chat:
-        await _shows(capsys, [], "agent> thinking about ")
+    async with _chat_waiting_on_a_turn(capsys) as chat:
+        await chat.shows("agent> thinking about ")
 
         def fail(tx: StoreTransaction) -> None:
             # As the engine fails a session whose Step failed with no failure route.
