@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from dex_agents.ports.persistence import AttributeDef, AttributeMapDef, ChannelD
 from dex_agents.ports.step_contexts import RpcContext, StepContext, WaitContext
 from dex_agents.ports.step_waits import ChannelCondition, Wait
 from tests.adapters.engine_flows import running_worker
+from tests.support.flow_runs import channel_texts, wait_for_status
 
 POLL = timedelta(milliseconds=20)
 NOTES: AttributeMapDef[str] = AttributeMapDef("Notes", str)
@@ -109,35 +110,33 @@ def _damage_notes(path: Path, flow_id: str) -> None:
         )
 
 
-def _inbox(path: Path, flow_id: str) -> list[str]:
-    with contextlib.closing(sqlite3.connect(path)) as raw:
-        rows = raw.execute(
-            "SELECT CAST(value AS TEXT) FROM channel_messages WHERE flow_id = ?"
-            " AND channel = 'Inbox'",
-            (flow_id,),
-        ).fetchall()
-    return [text for (text,) in rows]
-
-
-async def _fail_takes(tmp_path: Path, flow: HandBackFlow) -> tuple[LocalEngine, SqliteFlowStore]:
+@contextlib.asynccontextmanager
+async def _failing_takes(
+    tmp_path: Path, flow: HandBackFlow
+) -> AsyncIterator[tuple[LocalEngine, LocalFlowClient]]:
     """Start ``f1``, let ``Takes`` wait, damage its ``Notes``, send ``first``: its wait takes
-    ``first`` in the send's commit, and each attempt fails on the damaged value."""
+    ``first`` in the send's commit, and each attempt fails on the damaged value. The engine
+    and its store are closed on the way out."""
     path = tmp_path / "flows.sqlite3"
     store = SqliteFlowStore(path)
     engine = LocalEngine(store, [flow], poll_interval=POLL)
     client = LocalFlowClient(engine)
-    await client.start_flow(flow, "f1", None)
-    async with running_worker(engine):
+    try:
+        await client.start_flow(flow, "f1", None)
+        async with running_worker(engine):
 
-        async def waiting() -> bool:
-            (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
-            return row.status.value == "waiting"
+            async def waiting() -> bool:
+                (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
+                return row.status.value == "waiting"
 
-        submitted: bool = await wait_until("Takes's wait", waiting)
-        assert submitted
-    _damage_notes(path, "f1")
-    assert await client.invoke_rpc(flow, "f1", "send", "first")
-    return engine, store
+            submitted: bool = await wait_until("Takes's wait", waiting)
+            assert submitted
+        _damage_notes(path, "f1")
+        assert await client.invoke_rpc(flow, "f1", "send", "first")
+        yield engine, client
+    finally:
+        engine.close()
+        store.close()
 
 
 async def test_a_step_with_a_failure_route_consumes_the_messages_it_took(
@@ -145,51 +144,34 @@ async def test_a_step_with_a_failure_route_consumes_the_messages_it_took(
 ) -> None:
     flow = HandBackFlow()
     Takes.failure_route = Recovers
-    engine, store = await _fail_takes(tmp_path, flow)
-    client = LocalFlowClient(engine)
-    try:
-        async with running_worker(engine):
+    async with _failing_takes(tmp_path, flow) as (engine, client), running_worker(engine):
 
-            async def next_started() -> bool:
-                rows = await engine.read(lambda tx: tx.flow_executions("f1"))
-                return any(
-                    row.step_type == "TakesNext"
-                    and row.status.value in ("waiting", "ready", "running", "completed")
-                    for row in rows
-                )
+        async def next_started() -> bool:
+            rows = await engine.read(lambda tx: tx.flow_executions("f1"))
+            return any(
+                row.step_type == "TakesNext"
+                and row.status.value in ("waiting", "ready", "running", "completed")
+                for row in rows
+            )
 
-            moved: bool = await wait_until("the failure route's next wait", next_started)
-            assert moved
-            # Before, 'first' was handed back and TakesNext took it as its own at once.
-            assert await client.read_attribute("f1", GOT) is None
-            assert await client.invoke_rpc(flow, "f1", "send", "second")
+        moved: bool = await wait_until("the failure route's next wait", next_started)
+        assert moved
+        # Before, 'first' was handed back and TakesNext took it as its own at once.
+        assert await client.read_attribute("f1", GOT) is None
+        assert await client.invoke_rpc(flow, "f1", "send", "second")
 
-            async def got() -> bool:
-                return await client.read_attribute("f1", GOT) is not None
+        async def got() -> bool:
+            return await client.read_attribute("f1", GOT) is not None
 
-            done: bool = await wait_until("TakesNext's message", got)
-            assert done
-            assert await client.read_attribute("f1", GOT) == "second"
-    finally:
-        engine.close()
-        store.close()
-    assert _inbox(tmp_path / "flows.sqlite3", "f1") == []
+        done: bool = await wait_until("TakesNext's message", got)
+        assert done
+        assert await client.read_attribute("f1", GOT) == "second"
+    assert channel_texts(tmp_path / "flows.sqlite3", "f1", "Inbox") == []
 
 
 async def test_a_step_without_a_failure_route_hands_its_messages_back(tmp_path: Path) -> None:
     flow = HandBackFlow()
     Takes.failure_route = None
-    engine, store = await _fail_takes(tmp_path, flow)
-    client = LocalFlowClient(engine)
-    try:
-        async with running_worker(engine):
-
-            async def failed() -> bool:
-                return (await client.describe_flow("f1")).status == FlowStatus.FAILED
-
-            ended: bool = await wait_until("the Flow's end", failed)
-            assert ended
-    finally:
-        engine.close()
-        store.close()
-    assert _inbox(tmp_path / "flows.sqlite3", "f1") == ['"first"']
+    async with _failing_takes(tmp_path, flow) as (engine, client), running_worker(engine):
+        await wait_for_status(client, "f1", FlowStatus.FAILED)
+    assert channel_texts(tmp_path / "flows.sqlite3", "f1", "Inbox") == ['"first"']

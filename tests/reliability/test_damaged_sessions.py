@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents.adapters.local.probes import wait_until
 from dex_agents.cli.main import main
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import FlowNotActiveError
 from dex_agents.ports.flow_rows import FlowStatus
 from tests.reliability.conftest import reliability_flow
+from tests.support.flow_runs import channel_texts, wait_for_status
 
 WAIT = timedelta(seconds=30)
 DAMAGED_TEXT = b"\xffsecret-ish"
@@ -37,16 +37,6 @@ def _damage_state(path: Path, session: str) -> None:
             " WHERE flow_id = ? AND name = 'AgentState'",
             (DAMAGED_TEXT, session),
         )
-
-
-def _queued_texts(path: Path, session: str) -> list[str]:
-    with contextlib.closing(sqlite3.connect(path)) as raw:
-        rows = raw.execute(
-            "SELECT CAST(value AS TEXT) FROM channel_messages WHERE flow_id = ?"
-            " AND channel = 'QueuedUserMessages'",
-            (session,),
-        ).fetchall()
-    return [text for (text,) in rows]
 
 
 async def test_a_session_whose_state_is_damaged_fails_saying_why_and_keeps_the_message(
@@ -64,13 +54,7 @@ async def test_a_session_whose_state_is_damaged_fails_saying_why_and_keeps_the_m
         assert await client.sessions(flow).send_user_message("damaged", "my words")
     async with LocalRuntime(path, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
         sessions = runtime.sessions(flow)
-
-        async def failed() -> bool:
-            info = await runtime.flow_client.describe_flow("damaged")
-            return info.status == FlowStatus.FAILED
-
-        ended: bool = await wait_until("the damaged session's end", failed)
-        assert ended
+        await wait_for_status(runtime.flow_client, "damaged", FlowStatus.FAILED)
         # The worker serves the other sessions meanwhile.
         assert await sessions.send_user_message("whole", "hello")
         done = await sessions.wait_for_user("whole", timeout=WAIT)
@@ -91,7 +75,7 @@ async def test_a_session_whose_state_is_damaged_fails_saying_why_and_keeps_the_m
     assert "Flow run 'damaged'" in reason
     assert "secret-ish" not in reason
     # Before, the failed AwaitUserMessage deleted the message its wait took with itself.
-    (queued,) = _queued_texts(path, "damaged")
+    (queued,) = channel_texts(path, "damaged", "QueuedUserMessages")
     assert "my words" in queued
 
 
@@ -105,13 +89,7 @@ async def test_show_says_why_a_session_whose_state_is_damaged_failed(
     _damage_state(path, "damaged")
     async with LocalRuntime(path, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
         assert await runtime.sessions(flow).send_user_message("damaged", "my words")
-
-        async def failed() -> bool:
-            info = await runtime.flow_client.describe_flow("damaged")
-            return info.status == FlowStatus.FAILED
-
-        ended: bool = await wait_until("the damaged session's end", failed)
-        assert ended
+        await wait_for_status(runtime.flow_client, "damaged", FlowStatus.FAILED)
 
     code = await asyncio.to_thread(main, ["show", "damaged", "--db", str(path)])
 
