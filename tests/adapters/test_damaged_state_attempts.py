@@ -18,6 +18,7 @@ import sqlite3
 import string
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, EXECUTE_FAILED
 from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.step_contexts import StepContext
 from tests.adapters.engine_flows import LOG, running_worker
+from tests.support.flow_runs import wait_for_status
 
 POLL = timedelta(milliseconds=20)
 DAMAGES = {
@@ -96,14 +98,43 @@ def repair(path: Path, flow_id: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def opened(path: Path, flow: ReadsFlow) -> Iterator[tuple[LocalEngine, LocalFlowClient]]:
+    """An engine on the file at ``path`` and a client of it; both closed on the way out,
+    as a program that ends is."""
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=POLL)
+    try:
+        yield engine, LocalFlowClient(engine)
+    finally:
+        engine.close()
+        store.close()
+
+
+async def started(path: Path, flow: ReadsFlow, *flow_ids: str) -> None:
+    """Start a run of ``flow`` for each of ``flow_ids`` in the file at ``path``, then close it."""
+    with opened(path, flow) as (_, client):
+        for flow_id in flow_ids:
+            await client.start_flow(flow, flow_id, None)
+
+
+async def step_completed(client: LocalFlowClient, flow_id: str) -> bool:
+    """Whether ``flow_id``'s one Step has completed."""
+    history = await client.read_step_history(flow_id)
+    return [e.event_type for e in history] == [EXECUTE_COMPLETED_EVENT]
+
+
+async def attempted_again(engine: LocalEngine, flow_id: str) -> bool:
+    """Whether ``flow_id``'s Step has had a second attempt (the first failed)."""
+    (row,) = await engine.read(lambda tx: tx.flow_executions(flow_id))
+    return row.attempt >= 2
+
+
 @pytest.fixture
 def engine_flow(tmp_path: Path) -> Iterator[tuple[LocalEngine, ReadsFlow]]:
-    store = SqliteFlowStore(tmp_path / "flows.sqlite3")
     flow = ReadsFlow()
-    engine = LocalEngine(store, [flow], poll_interval=POLL)
-    yield engine, flow
-    engine.close()
-    store.close()
+    with opened(tmp_path / "flows.sqlite3", flow) as (engine, _):
+        yield engine, flow
 
 
 @pytest.mark.parametrize("value_sql", DAMAGES.values(), ids=DAMAGES.keys())
@@ -118,13 +149,8 @@ async def test_an_attempt_that_cannot_read_its_state_fails_under_its_retry_polic
     before = stored(path, "damaged")
     async with running_worker(engine):
         await client.start_flow(flow, "whole", None)
-
-        async def failed() -> bool:
-            return (await client.describe_flow("damaged")).status == FlowStatus.FAILED
-
         # Before, the worker read the state again for ever and the Flow never ended.
-        ended: bool = await wait_until("the damaged Flow's end", failed)
-        assert ended
+        await wait_for_status(client, "damaged", FlowStatus.FAILED)
         history = await client.read_step_history("whole")
         assert [e.event_type for e in history] == [EXECUTE_COMPLETED_EVENT]
     history = await client.read_step_history("damaged")
@@ -147,22 +173,12 @@ async def test_a_repaired_value_lets_the_step_go_on(
     await client.start_flow(flow, "f1", None)
     damage(path, "f1", DAMAGES["not-utf8"])
     async with running_worker(engine):
-
-        async def retried() -> bool:
-            (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
-            return row.attempt >= 2
-
-        again: bool = await wait_until("a failed attempt", retried)
+        again: bool = await wait_until("a failed attempt", partial(attempted_again, engine, "f1"))
         assert again
     # A person repairs the value while no worker runs.
     repair(path, "f1")
-
-    async def completed() -> bool:
-        history = await client.read_step_history("f1")
-        return [e.event_type for e in history] == [EXECUTE_COMPLETED_EVENT]
-
     async with running_worker(engine):
-        done: bool = await wait_until("the Step's end", completed)
+        done: bool = await wait_until("the Step's end", partial(step_completed, client, "f1"))
         assert done
 
 
@@ -170,33 +186,17 @@ async def test_a_damaged_flow_row_leaves_the_other_sessions_steps_claimed(
     tmp_path: Path,
 ) -> None:
     path, flow = tmp_path / "flows.sqlite3", ReadsFlow()
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [flow], poll_interval=POLL)
-    client = LocalFlowClient(engine)
-    await client.start_flow(flow, "damaged", None)
-    await client.start_flow(flow, "whole", None)
-    engine.close()
-    store.close()
+    await started(path, flow, "damaged", "whole")
     with contextlib.closing(sqlite3.connect(path)) as raw, raw:
         raw.execute("UPDATE flows SET input = CAST(x'ff' AS TEXT) WHERE flow_id = 'damaged'")
     # Opened after the damage, as a restarted program is: nothing kept hides it.
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [flow], poll_interval=POLL)
-    client = LocalFlowClient(engine)
-    try:
+    with opened(path, flow) as (engine, client):
         async with running_worker(engine):
-
-            async def completed() -> bool:
-                history = await client.read_step_history("whole")
-                return [e.event_type for e in history] == [EXECUTE_COMPLETED_EVENT]
-
             # Before, each claim round failed on the damaged row and the worker retried
             # it for ever: the whole session's Step never ran.
+            completed = partial(step_completed, client, "whole")
             done: bool = await wait_until("the whole session's Step", completed)
             assert done
-    finally:
-        engine.close()
-        store.close()
 
 
 def _damage_a_page_of(path: Path, flow_id: str) -> None:
@@ -223,26 +223,14 @@ def _damage_a_page_of(path: Path, flow_id: str) -> None:
 async def test_a_session_whose_state_is_on_a_damaged_page_fails_alone(tmp_path: Path) -> None:
     path, flow = tmp_path / "flows.sqlite3", ReadsFlow()
     Reads.attempts = 2
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [flow], poll_interval=POLL)
-    client = LocalFlowClient(engine)
-    await client.start_flow(flow, "damaged", None)
-    await client.start_flow(flow, "whole", None)
-    engine.close()
-    store.close()
+    await started(path, flow, "damaged", "whole")
     _damage_a_page_of(path, "damaged")
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [flow], poll_interval=POLL)
-    client = LocalFlowClient(engine)
-    try:
+    with opened(path, flow) as (engine, client):
         async with running_worker(engine):
 
             async def ended() -> bool:
-                whole = await client.read_step_history("whole")
                 damaged = (await client.describe_flow("damaged")).status
-                return [e.event_type for e in whole] == [EXECUTE_COMPLETED_EVENT] and (
-                    damaged == FlowStatus.FAILED
-                )
+                return await step_completed(client, "whole") and damaged == FlowStatus.FAILED
 
             # Before, SQLite's "database disk image is malformed" left the claim round's
             # transaction unable to write, and the worker retried the round for ever as a
@@ -258,9 +246,6 @@ async def test_a_session_whose_state_is_on_a_damaged_page_fails_alone(tmp_path: 
         with pytest.raises(StoreCorruptError, match=r"is damaged: .*Flow run 'damaged'"):
             await client.read_attribute("damaged", LOG)
         assert await client.read_attribute("whole", LOG) is None
-    finally:
-        engine.close()
-        store.close()
 
 
 async def test_a_session_on_a_damaged_page_goes_on_once_the_file_is_repaired_in_place(
@@ -268,28 +253,16 @@ async def test_a_session_on_a_damaged_page_goes_on_once_the_file_is_repaired_in_
 ) -> None:
     path, backup, flow = tmp_path / "flows.sqlite3", tmp_path / "backup.sqlite3", ReadsFlow()
     Reads.attempts = 1000
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [flow], poll_interval=POLL)
-    client = LocalFlowClient(engine)
-    await client.start_flow(flow, "f1", None)
-    engine.close()
-    store.close()
+    await started(path, flow, "f1")
     with (
         contextlib.closing(sqlite3.connect(path)) as good,
         contextlib.closing(sqlite3.connect(backup)) as copy,
     ):
         good.backup(copy)
     _damage_a_page_of(path, "f1")
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [flow], poll_interval=POLL)
-    client = LocalFlowClient(engine)
-    try:
+    with opened(path, flow) as (engine, client):
         async with running_worker(engine):
-
-            async def refused() -> bool:
-                (row,) = await engine.read(lambda tx: tx.flow_executions("f1"))
-                return row.attempt >= 2
-
+            refused = partial(attempted_again, engine, "f1")
             failing: bool = await wait_until("an attempt refused its damaged page", refused)
             assert failing
         # A person restores the backup over the file, in place, while the store stays open.
@@ -298,15 +271,8 @@ async def test_a_session_on_a_damaged_page_goes_on_once_the_file_is_repaired_in_
             contextlib.closing(sqlite3.connect(path)) as damaged,
         ):
             copy.backup(damaged)
-
-        async def completed() -> bool:
-            history = await client.read_step_history("f1")
-            return [e.event_type for e in history] == [EXECUTE_COMPLETED_EVENT]
-
         # Before, the store refused the run's values for as long as it was open.
         async with running_worker(engine):
+            completed = partial(step_completed, client, "f1")
             done: bool = await wait_until("the repaired session's Step", completed)
             assert done
-    finally:
-        engine.close()
-        store.close()
