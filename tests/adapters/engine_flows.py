@@ -21,10 +21,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.worker import LocalWorker
 from dex_agents.ports.engine import (
     AttributeLock,
+    FlowDefinition,
     MapLoad,
     RetryPolicy,
     Rpc,
@@ -38,6 +40,7 @@ from dex_agents.ports.engine import (
     go_to,
     go_to_many,
 )
+from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.persistence import (
     AttributeDef,
     AttributeMapDef,
@@ -46,6 +49,7 @@ from dex_agents.ports.persistence import (
 )
 from dex_agents.ports.step_contexts import RpcContext, StepContext, WaitContext
 from dex_agents.ports.step_waits import ChannelCondition, Wait, timer
+from tests.support.flow_runs import wait_for_status
 
 LOG: AttributeDef[tuple[str, ...]] = AttributeDef("Log", tuple[str, ...])
 RESULTS: AttributeMapDef[str] = AttributeMapDef("Results", str)
@@ -526,6 +530,31 @@ class HeldFlow:
         self.held, self.after = Held(), After()
         self.start_step: Step[Any] = self.held
         self.steps: Sequence[Step[Any]] = (self.held, self.after)
+
+
+class OneStepFlow:
+    """A Flow type of one Step, ``step``, with no Attributes or RPCs, writing to ``stream``."""
+
+    schema: Sequence[Any] = ()
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(
+        self, flow_type: str, step: Step[Any], stream: StreamDef[Any] | None = None
+    ) -> None:
+        self.flow_type = flow_type
+        self.stream = stream
+        self.start_step: Step[Any] = step
+        self.steps: Sequence[Step[Any]] = (step,)
+
+
+async def run_until(
+    engine: LocalEngine, flow: FlowDefinition, status: FlowStatus, flow_id: str = "f1"
+) -> None:
+    """Start ``flow_id``, a run of ``flow``, and run a worker until the run has ``status``."""
+    client = LocalFlowClient(engine)
+    async with running_worker(engine):
+        await client.start_flow(flow, flow_id, None)
+        await wait_for_status(client, flow_id, status)
 
 
 @contextlib.asynccontextmanager

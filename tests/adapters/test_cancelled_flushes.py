@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -15,7 +15,8 @@ from dex_agents.adapters.local.memory_store import MemoryFlowStore
 from dex_agents.adapters.local.probes import wait_until
 from dex_agents.adapters.local.store_errors import StoreBusyError
 from dex_agents.adapters.local.worker import LocalWorker
-from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions, complete
+from dex_agents.ports.engine import RetryPolicy, Step, StepDecision, StepOptions, complete
+from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.flow_store import (
     BatchOutcome,
     StoreTransaction,
@@ -23,7 +24,8 @@ from dex_agents.ports.flow_store import (
     run_each,
 )
 from dex_agents.ports.step_contexts import StepContext
-from tests.adapters.engine_flows import EVENTS, running_worker
+from tests.adapters.engine_flows import EVENTS, OneStepFlow, run_until
+from tests.support.flow_runs import wait_for_status
 
 R = TypeVar("R")
 
@@ -77,31 +79,12 @@ class Streams(Step[None]):
         return complete()
 
 
-class StreamFlow:
-    flow_type = "Streams"
-    schema: Sequence[Any] = ()
-    stream = EVENTS
-    rpcs: Mapping[str, Rpc[Any, Any]] = {}
-
-    def __init__(self) -> None:
-        self.start_step: Step[Any] = Streams()
-        self.steps: Sequence[Step[Any]] = (self.start_step,)
-
-
 async def test_a_flush_stopped_mid_commit_that_then_fails_keeps_its_events() -> None:
     store = FirstEventsFail()
     Streams.store = store
-    flow = StreamFlow()
+    flow = OneStepFlow("Streams", Streams(), EVENTS)
     engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    client = LocalFlowClient(engine)
-    async with running_worker(engine):
-        await client.start_flow(flow, "f1", None)
-
-        async def completed() -> bool:
-            return (await client.describe_flow("f1")).status == "completed"
-
-        done: bool = await wait_until("the Flow to complete", completed)
-        assert done
+    await run_until(engine, flow, FlowStatus.COMPLETED)
     events = engine.store.read(lambda tx: tx.events_after("f1", 0, 100))
     # Before, the attempt's end cancelled the flusher while its commit was queued, and the
     # commit's failure reached nobody: "first" was in neither that commit nor the result's.
@@ -132,33 +115,14 @@ class BeatsPastItsTimeout(Step[None]):
         return complete()
 
 
-class BeatFlow:
-    flow_type = "Beats"
-    schema: Sequence[Any] = ()
-    stream = EVENTS
-    rpcs: Mapping[str, Rpc[Any, Any]] = {}
-
-    def __init__(self) -> None:
-        self.start_step: Step[Any] = BeatsPastItsTimeout()
-        self.steps: Sequence[Step[Any]] = (self.start_step,)
-
-
 async def test_a_heartbeat_the_execute_timeout_stops_mid_commit_that_then_fails_keeps_its_events() -> (
     None
 ):
     store = FirstEventsFail()
     BeatsPastItsTimeout.store = store
-    flow = BeatFlow()
+    flow = OneStepFlow("Beats", BeatsPastItsTimeout(), EVENTS)
     engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    client = LocalFlowClient(engine)
-    async with running_worker(engine):
-        await client.start_flow(flow, "f1", None)
-
-        async def failed() -> bool:
-            return (await client.describe_flow("f1")).status == "failed"
-
-        done: bool = await wait_until("the Flow to fail", failed)
-        assert done
+    await run_until(engine, flow, FlowStatus.FAILED)
     assert store.entered.is_set()
     (row,) = engine.store.read(lambda tx: [tx.get_flow("f1")])
     assert row is not None
@@ -188,20 +152,9 @@ class FallsSilent(Step[None]):
         return complete()
 
 
-class SilentFlow:
-    flow_type = "Silent"
-    schema: Sequence[Any] = ()
-    stream = EVENTS
-    rpcs: Mapping[str, Rpc[Any, Any]] = {}
-
-    def __init__(self) -> None:
-        self.start_step: Step[Any] = FallsSilent()
-        self.steps: Sequence[Step[Any]] = (self.start_step,)
-
-
 async def test_an_attempt_the_heartbeat_timeout_stops_keeps_its_buffered_events() -> None:
     store = MemoryFlowStore()
-    flow = SilentFlow()
+    flow = OneStepFlow("Silent", FallsSilent(), EVENTS)
     # Renewals, which look for silent attempts, every 100 ms; a flush that never comes first.
     engine = LocalEngine(
         store,
@@ -214,12 +167,7 @@ async def test_an_attempt_the_heartbeat_timeout_stops_keeps_its_buffered_events(
     running = asyncio.create_task(worker.run())
     try:
         await client.start_flow(flow, "f1", None)
-
-        async def failed() -> bool:
-            return (await client.describe_flow("f1")).status == "failed"
-
-        done: bool = await wait_until("the Flow to fail", failed)
-        assert done
+        await wait_for_status(client, "f1", FlowStatus.FAILED)
     finally:
         await worker.stop()
         await running

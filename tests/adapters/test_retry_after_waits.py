@@ -4,19 +4,15 @@ failure route now; a policy's interval, however many attempts it allows, is capp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
 
-from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
-from dex_agents.adapters.local.probes import wait_until
-from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions
+from dex_agents.ports.engine import RetryPolicy, Step, StepDecision, StepOptions
 from dex_agents.ports.errors import RetryAfterError
-from dex_agents.ports.flow_rows import ExecutionStatus
+from dex_agents.ports.flow_rows import ExecutionStatus, FlowStatus
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.step_contexts import StepContext
-from tests.adapters.engine_flows import running_worker
+from tests.adapters.engine_flows import OneStepFlow, run_until
 
 # Within timedelta's range, past datetime's: what a provider's broken Retry-After
 # (some 300 billion seconds) gives.
@@ -40,17 +36,6 @@ class Fails(Step[None]):
         raise RuntimeError("failed")
 
 
-class FailsFlow:
-    flow_type = "Fails"
-    schema: Sequence[Any] = ()
-    stream = None
-    rpcs: Mapping[str, Rpc[Any, Any]] = {}
-
-    def __init__(self) -> None:
-        self.start_step: Step[Any] = Fails()
-        self.steps: Sequence[Step[Any]] = (self.start_step,)
-
-
 class RateLimited(Step[None]):
     """Always asks for a wait of ``delay`` before its next attempt."""
 
@@ -66,41 +51,23 @@ class RateLimited(Step[None]):
         raise RetryAfterError(ENDLESS, RuntimeError("rate limited"))
 
 
-class RateLimitedFlow:
-    flow_type = "RateLimited"
-    schema: Sequence[Any] = ()
-    stream = None
-    rpcs: Mapping[str, Rpc[Any, Any]] = {}
-
-    def __init__(self, total_duration: timedelta | None) -> None:
-        self.start_step: Step[Any] = RateLimited(total_duration)
-        self.steps: Sequence[Step[Any]] = (self.start_step,)
-
-
-async def fails(store: FlowStore, flow: RateLimitedFlow | FailsFlow, attempts: int) -> None:
+async def fails(store: FlowStore, step: Step[None], attempts: int) -> None:
+    flow = OneStepFlow(type(step).__name__, step)
     engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
-    client = LocalFlowClient(engine)
-    async with running_worker(engine):
-        await client.start_flow(flow, "f1", None)
-
-        async def failed() -> bool:
-            return (await client.describe_flow("f1")).status == "failed"
-
-        # Until 2026-12-07 the failure's commit raised OverflowError: the execution
-        # stayed running, leased, and ran again once its lease lapsed.
-        seen: bool = await wait_until("the Flow to fail", failed)
-        assert seen
+    # Until 2026-12-07 the failure's commit raised OverflowError: the execution
+    # stayed running, leased, and ran again once its lease lapsed.
+    await run_until(engine, flow, FlowStatus.FAILED)
     (row,) = engine.store.read(lambda tx: tx.flow_executions("f1"))
     assert (row.status, row.attempt, row.lease_owner) == (ExecutionStatus.FAILED, attempts, None)
     engine.close()
 
 
 async def test_a_wait_past_any_date_fails_within_a_total_duration(store: FlowStore) -> None:
-    await fails(store, RateLimitedFlow(timedelta(minutes=30)), 1)
+    await fails(store, RateLimited(timedelta(minutes=30)), 1)
 
 
 async def test_a_wait_past_any_date_fails_without_a_total_duration(store: FlowStore) -> None:
-    await fails(store, RateLimitedFlow(None), 1)
+    await fails(store, RateLimited(None), 1)
 
 
 def test_a_policy_s_interval_is_capped_however_many_attempts_it_allows() -> None:
@@ -114,4 +81,4 @@ async def test_a_policy_whose_intervals_outgrow_a_timedelta_runs_every_attempt(
 ) -> None:
     # Until 2026-12-07 the failure of attempt 4 raised OverflowError in its commit (10 ** 15
     # seconds before the cap): the execution stayed running, leased, and failed so again.
-    await fails(store, FailsFlow(), 8)
+    await fails(store, Fails(), 8)
