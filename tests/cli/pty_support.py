@@ -293,6 +293,14 @@ class Screen:
         return ["".join(line).rstrip() for line in self._rows]
 
 
+def up_to_last_written(rows: list[str]) -> list[str]:
+    """``rows`` without the blank rows below the last one written on."""
+    end = len(rows)
+    while end and not rows[end - 1]:
+        end -= 1
+    return rows[:end]
+
+
 def screen(written: str, columns: int = COLUMNS) -> list[str]:
     """The rows a terminal ``columns`` wide shows after ``written`` (``Screen``)."""
     shown = Screen(columns)

@@ -15,7 +15,7 @@ from typing import TypeVar
 from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.domain.messages import MessageRole
 from tests.cli.cli_support import Chat, demo_sessions, pending_interrupt_ids, tool_log
-from tests.cli.pty_support import COLUMNS, Terminal, screen
+from tests.cli.pty_support import COLUMNS, Terminal, screen, up_to_last_written
 
 REFUND = '{"order_id": "7", "amount_cents": 1500}'
 APPROVAL_PROMPT = f"approve refund_order {REFUND}? [y/n] "
@@ -111,9 +111,7 @@ def test_a_typed_line_longer_than_the_terminal_is_drawn_again_whole_below_what_a
         assert elsewhere(chat.db, lambda s: s.send_user_message("pty", "hello from the console"))
         chat.expect("you (elsewhere)> hello from the console\n")
         chat.expect(f"you> {typed}")
-        rows = screen(chat.raw)
-        while rows and not rows[-1]:
-            rows.pop()
+        rows = up_to_last_written(screen(chat.raw))
         prompt = f"you> {typed}"
         # Nothing is left of the prompt as it was before the new lines were printed above it.
         assert rows[-2:] == [prompt[:COLUMNS], prompt[COLUMNS:]]
@@ -263,9 +261,7 @@ def test_a_typed_line_whose_wide_character_wraps_early_is_erased_whole(tmp_path:
         assert elsewhere(chat.db, lambda s: s.send_user_message("pty", "hello from the console"))
         chat.expect("you (elsewhere)> hello from the console\n")
         chat.expect(f"you> {typed}")
-        rows = screen(chat.raw)
-        while rows and not rows[-1]:
-            rows.pop()
+        rows = up_to_last_written(screen(chat.raw))
         # Before, the prompt's first row was left above what arrived.
         assert rows[-3:] == ["you> " + "a" * 74, "界" + "b" * 78, "b"]
         below = rows.index("type a message; /help lists the commands") + 1

@@ -15,7 +15,14 @@ import pytest
 
 from dex_agents.domain.messages import MessageRole
 from tests.cli.cli_support import demo_sessions, run_cli, tool_log
-from tests.cli.pty_support import COLUMNS, SHELL_PROMPT, Screen, Terminal, screen
+from tests.cli.pty_support import (
+    COLUMNS,
+    SHELL_PROMPT,
+    Screen,
+    Terminal,
+    screen,
+    up_to_last_written,
+)
 
 
 @contextlib.contextmanager
@@ -30,16 +37,16 @@ def _no_core_files() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _chat_stopped_in_bash(tmp_path: Path) -> Iterator[Terminal]:
-    """bash in a terminal, its job the chat stopped by Ctrl-Z with "where is" typed at its prompt."""
+def _chat_stopped_in_bash(tmp_path: Path, typed: str = "where is") -> Iterator[Terminal]:
+    """bash in a terminal, its job the chat stopped by Ctrl-Z with ``typed`` at its prompt."""
     with Terminal(tmp_path, shell=shutil.which("bash")) as shell:
         shell.expect(SHELL_PROMPT)
         shell.send("set -b")  # a job's change of state is told at once, not at the next prompt
         shell.expect(SHELL_PROMPT)
         shell.send(shell.command)
         shell.expect("you> ")
-        shell.type("where is")
-        shell.expect("where is")
+        shell.type(typed)
+        shell.expect(typed[-20:])
         shell.type("\x1a")  # Ctrl-Z: the terminal stops the chat, the shell takes the terminal
         shell.expect(SHELL_PROMPT)
         yield shell
@@ -88,9 +95,7 @@ def test_a_wrapped_line_erased_at_once_leaves_nothing_of_itself(tmp_path: Path, 
         chat.type(key)  # Ctrl-U, or Ctrl-W or backspace until the line is empty
         chat.type("hi")
         chat.expect("you> hi")
-        rows = screen(chat.raw)
-        while rows and not rows[-1]:
-            rows.pop()
+        rows = up_to_last_written(screen(chat.raw))
         # Before, the line's first row stayed above the prompt drawn again.
         assert rows[-2:] == ["type a message; /help lists the commands", "you> hi"]
         chat.send("\x15/quit")
@@ -135,16 +140,7 @@ def test_a_chat_stopped_at_a_prompt_sent_to_the_background_and_back_reads_its_pr
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
 def test_a_wrapped_prompt_sent_to_the_background_and_back_shows_once(tmp_path: Path) -> None:
     typed = " ".join(f"word{n}" for n in range(20))  # wraps: longer than a row
-    with Terminal(tmp_path, shell=shutil.which("bash")) as shell:
-        shell.expect(SHELL_PROMPT)
-        shell.send("set -b")  # a job's change of state is told at once, not at the next prompt
-        shell.expect(SHELL_PROMPT)
-        shell.send(shell.command)
-        shell.expect("you> ")
-        shell.type(typed)
-        shell.expect(typed[-20:])
-        shell.type("\x1a")  # Ctrl-Z
-        shell.expect(SHELL_PROMPT)
+    with _chat_stopped_in_bash(tmp_path, typed) as shell:
         shell.send("bg")  # continued, the prompt stops again as it sets the terminal's mode
         shell.expect("Stopped")
         shell.send("fg")
@@ -152,9 +148,7 @@ def test_a_wrapped_prompt_sent_to_the_background_and_back_shows_once(tmp_path: P
         # where it is.
         shell.expect(f"you> {typed}")
         shell.expect(f"you> {typed}")
-        rows = screen(shell.raw)
-        while rows and not rows[-1]:
-            rows.pop()
+        rows = up_to_last_written(screen(shell.raw))
         prompt = f"you> {typed}"
         # Before, the second drawing erased the last row only: the first row showed twice.
         assert rows[-3].endswith("--session pty")  # fg shows the command it continues
@@ -209,9 +203,7 @@ def test_a_resized_terminal_shows_the_wrapped_prompt_drawn_again_at_its_new_widt
         # from the screen; wider, the line stayed broken where the old width broke it.
         chat.expect(f"you> {typed}")
         shown.feed(chat.raw[written:])
-        rows = shown.rows()
-        while rows and not rows[-1]:
-            rows.pop()
+        rows = up_to_last_written(shown.rows())
         prompt = f"you> {typed}"
         assert rows[-3:] == [
             "type a message; /help lists the commands",
@@ -245,9 +237,7 @@ def test_ctrl_c_at_a_prompt_leaves_it_on_the_screen_as_typed(
         chat.expect("half typed")
         chat.interrupt()
         assert chat.process.wait(timeout=30) == 130
-        rows = screen(chat.raw + chat.rest())
-        while rows and not rows[-1]:
-            rows.pop()
+        rows = up_to_last_written(screen(chat.raw + chat.rest()))
         # Before, the prompt was erased: left at an approval, the person no longer saw
         # what they had left pending.
         assert rows[-1].endswith(f"{prompt}half typed")
