@@ -8,26 +8,15 @@ kills the Worker mid-call, starts a replacement, and reads from the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
-from dex_agents import AgentSessionClient
-from dex_agents.domain.events import AgentEvent, ToolCallDeferredPayload, ToolCallFinishedPayload
-from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.state import AgentStatus
+from dex_agents.domain.events import ToolCallDeferredPayload, ToolCallFinishedPayload
 from dex_agents.domain.tool_outcomes import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.ports.flow_client import EXECUTE_FAILED_EVENT
-from dex_agents.testing import (
-    EXECUTE_COMPLETED_EVENT,
-    AgentTestStack,
-    Invocation,
-    InvocationLog,
-    wait_for_agent_snapshot,
-)
+from dex_agents.testing import EXECUTE_COMPLETED_EVENT, Invocation
 from tests.app.crash_agent import (
     STATE_DIR_ENV,
     build_crash_flow,
@@ -35,66 +24,15 @@ from tests.app.crash_agent import (
     model_gate,
     tool_gate,
 )
-from tests.support.session_events import session_events
-
-T = TypeVar("T")
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Crash:
-    """A test stack running the crash agent, with its state directory and invocation log."""
-
-    stack: AgentTestStack
-    sessions: AgentSessionClient
-    state_dir: Path
-    log: InvocationLog
-
-    async def diagnosed(self, waiting: Awaitable[T]) -> T:
-        """Await ``waiting``; on a timeout, fail with the Worker children's output."""
-        try:
-            return await waiting
-        except TimeoutError as error:
-            pytest.fail(f"{error}\n{self.stack.worker_logs()}")
-
-    async def idle(self) -> AgentSnapshot:
-        """Wait until the first turn has ended and the session waits for a message."""
-
-        def ended(snapshot: AgentSnapshot) -> AgentSnapshot | None:
-            state = snapshot.state
-            waiting = state is not None and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
-            return snapshot if waiting and state is not None and state.turn_count == 1 else None
-
-        return await self.diagnosed(
-            wait_for_agent_snapshot(self.sessions, "s1", ended, description="the turn to end")
-        )
-
-    async def events(self) -> list[AgentEvent]:
-        """Every event of the session's Stream."""
-        return await session_events(self.stack.client, self.sessions.flow, "s1")
-
-    async def history(self, *step_types: str) -> list[tuple[str, int, str]]:
-        """``(step_type, final_attempt, event_type)`` of the finished Steps of ``step_types``."""
-        entries = await self.stack.read_step_history("s1")
-        return [
-            (entry.step_type, entry.final_attempt, entry.event_type)
-            for entry in entries
-            if entry.step_type in step_types
-        ]
+from tests.app.crash_stack import Crash, crash_stack
 
 
 @pytest.fixture
 async def crash(tmp_path: Path) -> AsyncIterator[Crash]:
+    log = invocation_log(tmp_path)
     flow = build_crash_flow()
-    async with AgentTestStack(
-        tmp_path,
-        [flow],
-        "tests.app.crash_worker",
-        worker_cwd=REPO_ROOT,
-        worker_env={STATE_DIR_ENV: str(tmp_path)},
-    ) as stack:
-        yield Crash(stack, stack.sessions(flow), tmp_path, invocation_log(tmp_path))
+    async with crash_stack(tmp_path, flow, "tests.app.crash_worker", STATE_DIR_ENV, log) as crash:
+        yield crash
 
 
 @pytest.mark.parametrize(("tool", "effect"), [("lookup", "read"), ("upsert", "idempotent_write")])
