@@ -57,6 +57,18 @@ def _request(*items: ModelInputItem) -> ModelRequest:
     )
 
 
+async def _stream_failure(
+    server: ProviderServer, output: RecordingOutput, event: bytes
+) -> ModelProviderError:
+    """What a call raises whose answer breaks off at ``event`` after its first two frames."""
+    frames = converse_frames("Half of an answer that stops.")[:2]
+    server.script(frames_reply([*frames, event], EVENT_STREAM))
+    with pytest.raises(ModelProviderError) as caught:
+        await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(REQUEST, output)
+    server.assert_script_used()
+    return caught.value
+
+
 @pytest.fixture(autouse=True)
 def _aws(monkeypatch: pytest.MonkeyPatch) -> None:
     bedrock_env(monkeypatch)
@@ -150,14 +162,10 @@ async def test_an_error_inside_the_stream_is_retried_when_bedrock_says_a_retry_c
     error: type[ModelProviderError],
     retryable: bool,
 ) -> None:
-    frames = converse_frames("Half of an answer that stops.")[:2]
-    server.script(frames_reply([*frames, exception(event, "The stream failed.")], EVENT_STREAM))
-    with pytest.raises(ModelProviderError) as caught:
-        await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(REQUEST, output)
-    assert type(caught.value) is error
-    assert caught.value.retryable is retryable
-    assert "The stream failed." in str(caught.value)
-    server.assert_script_used()
+    failure = await _stream_failure(server, output, exception(event, "The stream failed."))
+    assert type(failure) is error
+    assert failure.retryable is retryable
+    assert "The stream failed." in str(failure)
 
 
 @pytest.mark.parametrize(
@@ -184,14 +192,10 @@ async def test_a_model_stream_error_is_retried_unless_the_model_refused_the_requ
         originalStatusCode=status,
         originalMessage=model_message,
     )
-    frames = converse_frames("Half of an answer that stops.")[:2]
-    server.script(frames_reply([*frames, event], EVENT_STREAM))
-    with pytest.raises(ModelProviderError) as caught:
-        await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(REQUEST, output)
-    assert type(caught.value) is error
-    assert caught.value.retryable is retryable
-    assert model_message in str(caught.value)
-    server.assert_script_used()
+    failure = await _stream_failure(server, output, event)
+    assert type(failure) is error
+    assert failure.retryable is retryable
+    assert model_message in str(failure)
 
 
 @pytest.mark.parametrize("cut", [True, False], ids=["connection-cut", "ended-before-messageStop"])
