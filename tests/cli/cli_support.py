@@ -21,6 +21,7 @@ from pathlib import Path
 from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.cli.database import demo_flow
 from dex_agents.cli.demo_agent import DEMO_TOOL_LOG_ENV
+from dex_agents.domain.messages import MessageRole
 from dex_agents.local import LocalRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,6 +136,17 @@ def pending_interrupt_ids(db: Path, session_id: str) -> list[str]:
         async with demo_sessions(db) as client:
             snapshot = await client.get_agent_snapshot(session_id)
             return [interrupt.interrupt_id for interrupt in snapshot.pending_interrupts]
+
+    return asyncio.run(read())
+
+
+def user_texts(db: Path, session_id: str) -> list[str | None]:
+    """The texts of the session's user messages, read by another process's client."""
+
+    async def read() -> list[str | None]:
+        async with demo_sessions(db) as client:
+            snapshot = await client.get_agent_snapshot(session_id)
+            return [m.text for m in snapshot.messages if m.role is MessageRole.USER]
 
     return asyncio.run(read())
 

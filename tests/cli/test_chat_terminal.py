@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import resource
 import shutil
@@ -13,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents.domain.messages import MessageRole
-from tests.cli.cli_support import demo_sessions, run_cli, tool_log
+from tests.cli.cli_support import run_cli, tool_log, user_texts
 from tests.cli.pty_support import (
     COLUMNS,
     SHELL_PROMPT,
@@ -257,9 +255,4 @@ def test_a_pasted_paragraph_is_one_message(tmp_path: Path) -> None:
         chat.send("/quit")
         assert chat.exit_code() == 0
 
-    async def user_texts() -> list[str | None]:
-        async with demo_sessions(tmp_path / "db.sqlite3") as sessions:
-            snapshot = await sessions.get_agent_snapshot("pty")
-            return [m.text for m in snapshot.messages if m.role is MessageRole.USER]
-
-    assert asyncio.run(user_texts()) == ["hello\nthere"]
+    assert user_texts(tmp_path / "db.sqlite3", "pty") == ["hello\nthere"]

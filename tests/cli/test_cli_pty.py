@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents.domain.messages import MessageRole
 from tests.cli.cli_support import (
     CLI,
     DEADLINE_SECONDS,
@@ -23,6 +22,7 @@ from tests.cli.cli_support import (
     demo_sessions,
     pending_interrupt_ids,
     tool_log,
+    user_texts,
 )
 from tests.cli.pty_support import Terminal
 
@@ -166,12 +166,7 @@ def test_help_and_unknown_commands_are_answered_and_never_sent(tmp_path: Path) -
         chat.expect(APPROVAL_PROMPT)
         assert chat.quit() == 0
 
-    async def user_texts() -> list[str | None]:
-        async with demo_sessions(tmp_path / "db.sqlite3") as sessions:
-            snapshot = await sessions.get_agent_snapshot("pty")
-            return [m.text for m in snapshot.messages if m.role is MessageRole.USER]
-
-    assert asyncio.run(user_texts()) == ["refund order 7"]
+    assert user_texts(tmp_path / "db.sqlite3", "pty") == ["refund order 7"]
     assert tool_log(tmp_path) == []
 
 
