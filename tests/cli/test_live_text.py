@@ -17,7 +17,7 @@ from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
 from dex_agents.cli.live_text import LiveText
-from dex_agents.domain.messages import FrameworkMessage, MessageRole
+from dex_agents.domain.messages import FrameworkMessage, MessageRole, QueuedUserMessage
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
@@ -82,6 +82,13 @@ class _WaitingChat:
         for release in self.runner.releases:
             release.set()
         return await self.followed()
+
+    async def queue(self, *texts: str) -> tuple[QueuedUserMessage, ...]:
+        """Send ``texts`` while the turn runs, as the person does; the queue they wait in."""
+        for text in texts:
+            assert await self.client.send_user_message("s1", text)
+            self.follower.sent(text)
+        return (await self.client.get_agent_snapshot("s1")).queued_messages
 
     def screen(self) -> str:
         """All the chat has written."""
@@ -174,9 +181,7 @@ async def test_a_queued_message_another_window_deletes_is_said_to_be_deleted(
     async with _chat_waiting_on_a_turn(capsys) as chat:
         await chat.shows("agent> thinking about ")
         # The person sends another message while the turn runs: it waits in the queue.
-        assert await chat.client.send_user_message("s1", "and order 8")
-        chat.follower.sent("and order 8")
-        (queued,) = (await chat.client.get_agent_snapshot("s1")).queued_messages
+        (queued,) = await chat.queue("and order 8")
         # Another window deletes it.
         assert await chat.client.delete_queued_message("s1", queued.message_id)
         await chat.shows("your queued message was deleted elsewhere: and order 8\n")
@@ -195,10 +200,7 @@ async def test_a_queued_message_steered_ahead_of_an_earlier_one_is_not_taken_for
     # its turn came it showed as another window's: "you (elsewhere)> and order 8".
     async with _chat_waiting_on_a_turn(capsys) as chat:
         await chat.shows("agent> thinking about ")
-        for text in ("and order 8", "and order 9"):
-            assert await chat.client.send_user_message("s1", text)
-            chat.follower.sent(text)
-        queued = (await chat.client.get_agent_snapshot("s1")).queued_messages
+        queued = await chat.queue("and order 8", "and order 9")
         # Another window steers the turn with the second one.
         assert await chat.client.steer_user_message("s1", message_id=queued[1].message_id)
         idle = await chat.turn_ends()
