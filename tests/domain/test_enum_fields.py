@@ -57,12 +57,15 @@ def test_a_member_is_kept_and_its_text_converted(
         assert getattr(build(member.value), field) is member
 
 
+@pytest.mark.parametrize("value", ["no-such-member", None, 1, True, b"user", ("user",)])
 @pytest.mark.parametrize(("field", "enum", "build"), _BUILDS)
 def test_a_value_of_no_member_is_refused(
-    field: str, enum: type[StrEnum], build: Callable[[Any], Any]
+    field: str, enum: type[StrEnum], build: Callable[[Any], Any], value: object
 ) -> None:
+    # Not only text: a converter that let a value of another type through as it is would
+    # leave a field that neither the wire form nor the enum's members hold.
     with pytest.raises(ValueError, match="is not a valid"):
-        build("no-such-member")
+        build(value)
 
 
 def test_an_effect_given_as_a_member_or_its_text_finds_its_rules() -> None:
