@@ -32,6 +32,7 @@ import sys
 import threading
 from typing import Protocol
 
+from dex_agents.cli import terminal
 from dex_agents.cli.line_editing import (
     BRACKETED_PASTE_OFF,
     BRACKETED_PASTE_ON,
@@ -278,6 +279,11 @@ class TerminalInput:
             if not ended.done():
                 loop.add_reader(fd, readable)
             ending = await ended
+            if ending is Ending.ENTER and "\n" in editor.text:
+                # Sent, a pasted paragraph shows as its lines, as the transcript and other
+                # windows show it, not as the escapes the prompt edited it with.
+                self._clear()
+                _write_out(prompt + terminal.escaped(editor.text, keep_newlines=True))
         except asyncio.CancelledError:
             if keep_partial:
                 self._kept = editor.text

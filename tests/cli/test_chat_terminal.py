@@ -252,6 +252,9 @@ def test_a_pasted_paragraph_is_one_message(tmp_path: Path) -> None:
         # Before, each pasted line was a message of its own, each starting a turn.
         chat.expect("agent> Demo reply: hello\nthere.")
         chat.expect("you> ")
+        # Before, the sent paragraph stayed on the screen as the prompt edited it, its line
+        # break escaped ("you> hello\\x0athere"), where other windows show it as lines.
+        assert "\nyou> hello\nthere\n" in "\n".join(screen(chat.raw))
         chat.send("/quit")
         assert chat.exit_code() == 0
 
