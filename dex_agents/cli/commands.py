@@ -112,8 +112,8 @@ def help_lines(prompt: Prompt) -> list[str]:
     elif prompt is Prompt.QUESTION:
         lines.append("at this question: type the answer, or /decline to decline it")
     else:
-        lines.append(
-            "anything else is a message to the agent; try 'where is order 7', "
-            "'refund order 7', 'change the address of order 7' or 'make a plan'"
-        )
+        lines += [
+            "anything else is a message to the agent; try 'where is order 7',",
+            "'refund order 7', 'change the address of order 7' or 'make a plan'",
+        ]
     return lines

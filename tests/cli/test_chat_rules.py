@@ -97,6 +97,13 @@ def test_help_says_how_to_leave_and_what_the_prompt_takes() -> None:
     assert "/decline" in "\n".join(help_lines(Prompt.QUESTION))
 
 
+@pytest.mark.parametrize("prompt", list(Prompt))
+def test_help_fits_a_terminal_80_columns_wide(prompt: Prompt) -> None:
+    # Before, the message prompt's last line was 131 characters, which the terminal broke
+    # mid-word ('refund order 7\n') where the lines above it were broken between words.
+    assert [line for line in help_lines(prompt) if len(line) > 80] == []
+
+
 @pytest.mark.parametrize(
     ("text", "shown"),
     [
