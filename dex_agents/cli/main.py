@@ -71,18 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--session", default=DEFAULT_SESSION, help="session ID (default: demo)")
     chat.add_argument("--db", default=DEFAULT_DB, help=f"{db_help}; created when missing")
-    chat.add_argument(
-        "--model",
-        default=os.environ.get(MODEL_ENV) or None,
-        help=f"a LiteLLM model, e.g. openai/gpt-5-mini (default: ${MODEL_ENV}, else the "
-        "scripted demo model); its key comes from the environment (OPENAI_API_KEY, ...)",
-    )
-    chat.add_argument(
-        "--api-base",
-        default=None,
-        help=f"the model server's base URL, e.g. a local OpenAI-compatible one (default: "
-        f"${API_BASE_ENV}); needs --model",
-    )
+    _add_model_arguments(chat)
     chat.add_argument(
         "--mcp-stdio",
         action="append",
@@ -118,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="a web console of every session: live, with approvals, questions and steering",
         description="Serve a web console of every session in the file, running the demo "
-        "agent. Binds to 127.0.0.1; any other --host needs a token "
+        "agent (on --model, as chat does: give it the model of the chats on the file). Binds to 127.0.0.1; any other --host needs a token "
         "($DEX_AGENTS_CONSOLE_TOKEN or --token-file).",
     )
     serve.add_argument("--db", default=DEFAULT_DB, help=f"{db_help}; created when missing")
@@ -129,7 +118,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--port", type=_port, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})"
     )
     serve.add_argument("--token-file", default=None, help="file holding the console token")
+    _add_model_arguments(serve)
     return parser
+
+
+def _add_model_arguments(command: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--api-base``, which ``chat`` and ``serve`` both take: the console's
+    worker runs turns of the chat's sessions too, so it needs the chat's model."""
+    command.add_argument(
+        "--model",
+        default=os.environ.get(MODEL_ENV) or None,
+        help=f"a LiteLLM model, e.g. openai/gpt-5-mini (default: ${MODEL_ENV}, else the "
+        "scripted demo model); its key comes from the environment (OPENAI_API_KEY, ...)",
+    )
+    command.add_argument(
+        "--api-base",
+        default=None,
+        help=f"the model server's base URL, e.g. a local OpenAI-compatible one (default: "
+        f"${API_BASE_ENV}); needs --model",
+    )
 
 
 def _port(text: str) -> int:
@@ -154,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.command is None:
         parser.print_help()
         return 0
-    if arguments.command == "chat":
+    if arguments.command in ("chat", "serve"):
         if arguments.api_base is not None and arguments.model is None:
             # Ignored, the flag left a person talking to the scripted model while they
             # thought they reached their own server.
@@ -178,7 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sessions": lambda: run_sessions(arguments.db),
         "show": lambda: run_show(arguments.db, arguments.session),
         "serve": lambda: run_serve(
-            arguments.db, arguments.host, arguments.port, token_file=arguments.token_file
+            arguments.db,
+            arguments.host,
+            arguments.port,
+            token_file=arguments.token_file,
+            model=arguments.model,
+            api_base=arguments.api_base,
         ),
     }
     try:

@@ -1,6 +1,7 @@
 """``dex-agents serve``: the session console in a browser, with the demo agent running.
 
-It serves the demo agent's sessions with one worker in this process, shows the
+It serves the demo agent's sessions with one worker in this process (on the
+scripted model, or the LiteLLM model ``--model`` names, as ``chat`` takes it), shows the
 sessions of every other Flow type in the file read-only, and listens on
 127.0.0.1 by default. Any other host needs a token (``$DEX_AGENTS_CONSOLE_TOKEN``
 or ``--token-file``): the console is a remote control for the agents.
@@ -17,6 +18,7 @@ from dex_agents.adapters.local.database_file import check_database_file
 from dex_agents.cli import terminal
 from dex_agents.cli.database import CHAT_LEASE_DURATION, demo_flow
 from dex_agents.cli.errors import CliError
+from dex_agents.cli.real_model import real_model_client
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -38,11 +40,14 @@ async def run_serve(
     port: int = DEFAULT_PORT,
     *,
     token_file: str | os.PathLike[str] | None = None,
+    model: str | None = None,
+    api_base: str | None = None,
 ) -> int:
     """Serve the console of ``db`` on ``host``:``port`` until Ctrl-C; refuse an unsafe host.
 
     The console needs the ``console`` extra (Starlette, uvicorn); it is imported
-    here, so every other command works without it.
+    here, so every other command works without it. With ``model`` its worker runs the
+    demo agent on that LiteLLM model, as ``chat --model`` does.
     """
     try:
         import uvicorn
@@ -76,9 +81,10 @@ async def run_serve(
     # The faults chat names in one line, found before the URL is printed: the app opens the
     # file only as it starts, where a fault was a uvicorn traceback after the URL.
     check_database_file(db, must_exist=False)
+    client_model = None if model is None else real_model_client(model, api_base)
     listening = _listening_socket(host, port)
     app = create_console_app(
-        db, [demo_flow()], token=token, workers=1, lease_duration=CHAT_LEASE_DURATION
+        db, [demo_flow(client_model)], token=token, workers=1, lease_duration=CHAT_LEASE_DURATION
     )
     # The port the socket got: --port 0 asks the OS for a free one.
     port = listening.getsockname()[1]

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -30,7 +31,8 @@ def free_port() -> int:
 class ServeProcess:
     """One ``dex-agents serve --db DB --port PORT`` process; demo tools log to ``tool_log``."""
 
-    def __init__(self, db: Path, port: int, tool_log: Path) -> None:
+    def __init__(self, db: Path, port: int, tool_log: Path, options: Sequence[str] = ()) -> None:
+        """``options`` go to ``serve`` after ``--db`` and ``--port``."""
         self.url = f"http://127.0.0.1:{port}"
         self._stderr = db.with_name(f"serve-{port}.stderr")
         env = dict(os.environ)
@@ -38,7 +40,7 @@ class ServeProcess:
         command = [sys.executable, "-m", "dex_agents.cli", "serve", "--db", str(db)]
         with self._stderr.open("ab") as stderr:
             self.process = subprocess.Popen(
-                [*command, "--port", str(port)],
+                [*command, "--port", str(port), *options],
                 cwd=ROOT,
                 env=env,
                 stdin=subprocess.DEVNULL,
