@@ -8,6 +8,7 @@ moved, whichever fields changed, including a status that makes the row history
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -20,11 +21,15 @@ from dex_agents.adapters.local.sqlite_rows import (
     changed_execution_values,
     decode_execution,
     execution_fields,
+    execution_insert_statement,
+    execution_update_statement,
     stored_execution_row,
     stored_execution_values,
 )
 from dex_agents.adapters.local.sqlite_schema import (
+    EXECUTION_COLUMNS,
     EXECUTION_DATA,
+    SCHEMA,
 )
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from tests.adapters.flow_store_rows import execution
@@ -141,3 +146,26 @@ def test_a_status_that_is_no_member_is_refused_on_write_and_on_read(status: Any)
     values[EXECUTION_DATA.index("status")] = status
     with pytest.raises(ValueError, match="is not a valid ExecutionStatus"):
         decode_execution(stored_execution_row(1, values))
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=_ROWS, after=st.fixed_dictionaries({}, optional=_CHANGES))
+def test_an_insert_and_an_update_store_their_nulls_and_values_in_place(
+    before: ExecutionRow, after: dict[str, Any]
+) -> None:
+    # Their NULLs are written in the statements' text and only the other values bound:
+    # every column must still get its own value.
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    for statement in SCHEMA:
+        connection.execute(statement)
+    select = f"SELECT {', '.join(EXECUTION_COLUMNS)} FROM step_executions WHERE id = ?"
+    fields_before = execution_fields(before)
+    stored_before = stored_execution_values(fields_before)
+    connection.execute(*execution_insert_statement(7, stored_before))
+    assert connection.execute(select, (7,)).fetchone() == stored_execution_row(7, stored_before)
+    fields_now = execution_fields(replace(before, **after))
+    stored, changed = changed_execution_values(fields_now, fields_before, stored_before)
+    if changed:  # the store updates no row whose stored values stayed
+        connection.execute(*execution_update_statement(7, stored, changed))
+    assert connection.execute(select, (7,)).fetchone() == stored_execution_row(7, stored)
+    connection.close()

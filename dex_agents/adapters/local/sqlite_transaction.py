@@ -18,12 +18,12 @@ from dex_agents.adapters.local.sqlite_flow_state import SqliteFlowState
 from dex_agents.adapters.local.sqlite_rows import (
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
-    EXECUTION_INSERT_WITH_ID,
     changed_execution_values,
     decode_execution,
     decode_time,
     encode_time,
     execution_fields,
+    execution_insert_statement,
     execution_update_statement,
     stored_execution_row,
     stored_execution_values,
@@ -188,7 +188,7 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
         """Write the kept INSERTs of new executions, then the kept UPDATEs of stored ones."""
         unwritten, self._unwritten = self._unwritten, {}
         for execution_id, values in unwritten.items():
-            self._execute(EXECUTION_INSERT_WITH_ID, [*values, execution_id])
+            self._execute(*execution_insert_statement(execution_id, values))
         unupdated, self._unupdated = self._unupdated, {}
         for execution_id, (values, changed) in unupdated.items():
             self._execute(*execution_update_statement(execution_id, values, sorted(changed)))
