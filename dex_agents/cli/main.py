@@ -72,21 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--session", default=DEFAULT_SESSION, help="session ID (default: demo)")
     chat.add_argument("--db", default=DEFAULT_DB, help=f"{db_help}; created when missing")
     _add_model_arguments(chat)
-    chat.add_argument(
-        "--mcp-stdio",
-        action="append",
-        default=[],
-        metavar='"CMD ARGS"',
-        help="attach the tools of an MCP server run as this command over stdio (repeatable; "
-        'needs pip install "dex-agents[mcp]")',
-    )
-    chat.add_argument(
-        "--mcp-url",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="attach the tools of a Streamable HTTP MCP server (repeatable; needs the mcp extra)",
-    )
+    _add_mcp_arguments(chat)
     sessions = commands.add_parser(
         "sessions",
         help="list every session: ID, Flow type, what it waits for, when a Step last ran",
@@ -107,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="a web console of every session: live, with approvals, questions and steering",
         description="Serve a web console of every session in the file, running the demo "
-        "agent (on --model, as chat does: give it the model of the chats on the file). Binds to 127.0.0.1; any other --host needs a token "
+        "agent (on --model and with --mcp-stdio/--mcp-url, as chat does: give it the model and "
+        "MCP servers of the chats on the file). Binds to 127.0.0.1; any other --host needs a token "
         "($DEX_AGENTS_CONSOLE_TOKEN or --token-file).",
     )
     serve.add_argument("--db", default=DEFAULT_DB, help=f"{db_help}; created when missing")
@@ -119,7 +106,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--token-file", default=None, help="file holding the console token")
     _add_model_arguments(serve)
+    _add_mcp_arguments(serve)
     return parser
+
+
+def _add_mcp_arguments(command: argparse.ArgumentParser) -> None:
+    """``--mcp-stdio`` and ``--mcp-url``, which ``chat`` and ``serve`` both take: the
+    console's worker runs turns of the chat's sessions too, so it needs the chat's tools."""
+    command.add_argument(
+        "--mcp-stdio",
+        action="append",
+        default=[],
+        metavar='"CMD ARGS"',
+        help="attach the tools of an MCP server run as this command over stdio (repeatable; "
+        'needs pip install "dex-agents[mcp]")',
+    )
+    command.add_argument(
+        "--mcp-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="attach the tools of a Streamable HTTP MCP server (repeatable; needs the mcp extra)",
+    )
 
 
 def _add_model_arguments(command: argparse.ArgumentParser) -> None:
@@ -191,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             token_file=arguments.token_file,
             model=arguments.model,
             api_base=arguments.api_base,
+            mcp_stdio=arguments.mcp_stdio,
+            mcp_urls=arguments.mcp_url,
         ),
     }
     try:

@@ -1,7 +1,8 @@
 """``dex-agents serve``: the session console in a browser, with the demo agent running.
 
 It serves the demo agent's sessions with one worker in this process (on the
-scripted model, or the LiteLLM model ``--model`` names, as ``chat`` takes it), shows the
+scripted model, or the LiteLLM model ``--model`` names, with the tools of the MCP
+servers ``--mcp-stdio`` and ``--mcp-url`` name, as ``chat`` takes them), shows the
 sessions of every other Flow type in the file read-only, and listens on
 127.0.0.1 by default. Any other host needs a token (``$DEX_AGENTS_CONSOLE_TOKEN``
 or ``--token-file``): the console is a remote control for the agents.
@@ -13,11 +14,13 @@ import os
 import socket
 import sys
 import urllib.parse
+from collections.abc import Sequence
 
 from dex_agents.adapters.local.database_file import check_database_file
 from dex_agents.cli import terminal
 from dex_agents.cli.database import CHAT_LEASE_DURATION, demo_flow
 from dex_agents.cli.errors import CliError
+from dex_agents.cli.mcp_servers import describe_servers, mcp_tool_source
 from dex_agents.cli.real_model import real_model_client
 
 DEFAULT_HOST = "127.0.0.1"
@@ -42,12 +45,15 @@ async def run_serve(
     token_file: str | os.PathLike[str] | None = None,
     model: str | None = None,
     api_base: str | None = None,
+    mcp_stdio: Sequence[str] = (),
+    mcp_urls: Sequence[str] = (),
 ) -> int:
     """Serve the console of ``db`` on ``host``:``port`` until Ctrl-C; refuse an unsafe host.
 
     The console needs the ``console`` extra (Starlette, uvicorn); it is imported
     here, so every other command works without it. With ``model`` its worker runs the
-    demo agent on that LiteLLM model, as ``chat --model`` does.
+    demo agent on that LiteLLM model, as ``chat --model`` does; ``mcp_stdio`` commands and
+    ``mcp_urls`` attach MCP servers' tools, as chat's do (``mcp_tool_source``).
     """
     try:
         import uvicorn
@@ -82,27 +88,38 @@ async def run_serve(
     # file only as it starts, where a fault was a uvicorn traceback after the URL.
     check_database_file(db, must_exist=False)
     client_model = None if model is None else real_model_client(model, api_base)
-    listening = _listening_socket(host, port)
-    app = create_console_app(
-        db, [demo_flow(client_model)], token=token, workers=1, lease_duration=CHAT_LEASE_DURATION
-    )
-    # The port the socket got: --port 0 asks the OS for a free one.
-    port = listening.getsockname()[1]
-    print(f"dex-agents console: {console_url(host, port, token)}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws="none")
-
-    class ConsoleServer(uvicorn.Server):
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            # uvicorn waits for every open response before it stops, and an event
-            # stream never ends by itself: end them, or Ctrl-C waits for the browsers.
-            close_event_streams(app)
-            await super().shutdown(sockets)
-
+    # Checked before the socket, as chat checks it first: a bad flag is one line.
+    source = mcp_tool_source(mcp_stdio, mcp_urls)
     try:
-        await ConsoleServer(config).serve(sockets=[listening])
+        listening = _listening_socket(host, port)
+        flow = demo_flow(client_model, () if source is None else (source,))
+        app = create_console_app(
+            db, [flow], token=token, workers=1, lease_duration=CHAT_LEASE_DURATION
+        )
+        # The port the socket got: --port 0 asks the OS for a free one.
+        port = listening.getsockname()[1]
+        print(f"dex-agents console: {console_url(host, port, token)}", file=sys.stderr, flush=True)
+        if source is not None:
+            for line in describe_servers(source):
+                print(terminal.escaped(line), file=sys.stderr, flush=True)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws="none")
+
+        class ConsoleServer(uvicorn.Server):
+            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+                # uvicorn waits for every open response before it stops, and an event
+                # stream never ends by itself: end them, or Ctrl-C waits for the browsers.
+                close_event_streams(app)
+                await super().shutdown(sockets)
+
+        try:
+            await ConsoleServer(config).serve(sockets=[listening])
+        finally:
+            listening.close()
+        return 0
     finally:
-        listening.close()
-    return 0
+        # The stdio servers' processes and the URL servers' connections end with serve.
+        if source is not None:
+            await source.aclose()
 
 
 def _unreadable_token_file(token_file: str | os.PathLike[str] | None, reason: str) -> str:
