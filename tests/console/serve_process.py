@@ -8,12 +8,14 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from dex_agents.cli.demo_agent import DEMO_TOOL_LOG_ENV
+from tests.console.support import CONTROL_HEADERS, eventually, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 START_DEADLINE_SECONDS = 30.0
@@ -88,3 +90,29 @@ class ServeProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(STOP_DEADLINE_SECONDS)
+
+
+async def message_sent_in_console(
+    folder: Path,
+    options: Sequence[str],
+    message: str,
+    done: Callable[[dict[str, Any]], bool],
+    within: float = 15.0,
+) -> tuple[dict[str, Any], str]:
+    """Start session ``s`` with ``message`` through the console of a ``serve`` given
+    ``options`` (its file and logs in ``folder``); its snapshot once ``done`` holds, and
+    serve's standard error."""
+    serve = ServeProcess(folder / "db.sqlite3", free_port(), folder / "tools.log", options)
+    try:
+        await serve.ready()
+        async with httpx.AsyncClient(base_url=serve.url) as client:
+            started = await client.post(
+                "/api/sessions",
+                json={"session_id": "s", "message": message},
+                headers=CONTROL_HEADERS,
+            )
+            assert started.json()["ok"] is True
+            body = await eventually(lambda: snapshot(client, "s"), done, within=within)
+    finally:
+        serve.kill()
+    return body, serve.stderr()

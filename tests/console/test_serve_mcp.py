@@ -6,12 +6,9 @@ import shlex
 import sys
 from pathlib import Path
 
-import httpx
-
 from tests.adapters.litellm.provider_scripts import chat_reply
 from tests.adapters.litellm.provider_server import ProviderServer
-from tests.console.serve_process import ROOT, ServeProcess, free_port
-from tests.console.support import CONTROL_HEADERS, eventually, snapshot
+from tests.console.serve_process import ROOT, message_sent_in_console
 
 SERVER_SCRIPT = ROOT / "tests" / "adapters" / "mcp" / "mcp_test_server.py"
 ANSWER = "Note a says hello."
@@ -30,27 +27,17 @@ async def test_a_turn_run_by_serves_worker_calls_a_tool_of_the_mcp_server_serve_
             *("--model", "hosted_vllm/my-model", "--api-base", server.url + "/v1"),
             *("--mcp-stdio", command),
         ]
-        serve = ServeProcess(tmp_path / "db.sqlite3", free_port(), tmp_path / "tools.log", options)
-        try:
-            await serve.ready()
-            async with httpx.AsyncClient(base_url=serve.url) as client:
-                started = await client.post(
-                    "/api/sessions",
-                    json={"session_id": "s", "message": "read note a"},
-                    headers=CONTROL_HEADERS,
-                )
-                assert started.json()["ok"] is True
-                body = await eventually(
-                    lambda: snapshot(client, "s"),
-                    # The tool call's message comes first; stdio servers start per call.
-                    lambda b: b["snapshot"]["messages"][-1]["text"] == ANSWER,
-                    within=60.0,
-                )
-        finally:
-            serve.kill()
+        body, stderr = await message_sent_in_console(
+            tmp_path,
+            options,
+            "read note a",
+            # The tool call's message comes first; stdio servers start per call.
+            lambda b: b["snapshot"]["messages"][-1]["text"] == ANSWER,
+            within=60.0,
+        )
         # Before, serve took no --mcp-stdio: it refused the flag, and a turn its worker ran
         # (sent in the console, or left by a chat given the server) lacked the tool.
-        assert f"mcp: mcp_test_server: {command}" in serve.stderr()
+        assert f"mcp: mcp_test_server: {command}" in stderr
         assert body["snapshot"]["messages"][0]["text"] == "read note a"
         server.assert_script_used()
         first, last = server.requests
