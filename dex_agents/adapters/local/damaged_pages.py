@@ -22,6 +22,17 @@ until 2026-12-07 the note lasted as long as the store was open, so a repaired
 session's Step kept failing with ``UnreadableStateError`` until the program
 restarted. Only the engine's own reads of a noted run pay for that second
 connection, and those come as seldom as its Step's retry policy lets them.
+
+Only damage under the run's own values is noted (``DamagedRuns.note``). A
+damaged page of the table's index, or of the table's root page, spoils the read
+of every run's values, and until 2026-12-07 each run whose Step ran was noted in
+turn and its session failed, for good, though its values were whole and a repair
+of the file would have brought all of them back. Before it notes a run, the
+store reads the table's first and last rows and the run's values without the
+index, on a connection of its own; when the table's root is damaged, or the
+run's values read whole, the damage is the file's, not the run's: the read
+fails as any other damaged page does (``StoreCorruptError`` naming the file and
+what to do), a worker retries it with backoff, and no session fails.
 """
 
 from __future__ import annotations
@@ -70,10 +81,15 @@ class DamagedRuns:
         self._lock = threading.Lock()
         self._runs: dict[str, str] = {}
 
-    def note(self, flow_id: str, error: BaseException) -> None:
-        """Keep ``flow_id`` as damaged, with SQLite's words for it."""
+    def note(self, flow_id: str, error: BaseException) -> bool:
+        """Keep ``flow_id`` as damaged, with SQLite's words for it, and return ``True``; or
+        return ``False`` and keep nothing when the damage is not under its own values (an
+        index's page, the table's root page), which fails every run's read alike."""
+        if self._path is not None and not _damage_is_the_runs(self._path, flow_id):
+            return False
         with self._lock:
             self._runs.setdefault(flow_id, str(error))
+        return True
 
     def check(self, flow_id: str) -> None:
         """Raise ``StoredValueError`` naming ``flow_id`` when its values are on a damaged page."""
@@ -89,6 +105,38 @@ class DamagedRuns:
                 self._runs.pop(flow_id, None)
             return
         raise damaged_page_error(flow_id, sqlite3.DatabaseError(found))
+
+
+def _damage_is_the_runs(path: Path, flow_id: str) -> bool:
+    """Whether a damaged page found under ``flow_id``'s values holds its values, as far as a
+    read of ``path`` on a connection of its own tells; ``True`` when it cannot tell."""
+    try:
+        with contextlib.closing(
+            sqlite3.connect(path, timeout=PROBE_BUSY_TIMEOUT.total_seconds())
+        ) as probe:
+            probe.text_factory = bytes
+            try:
+                # The table's root and the paths to its first and last rows: every run's read
+                # passes through the root.
+                for order in ("ASC", "DESC"):
+                    probe.execute(
+                        f"SELECT rowid FROM attribute_values NOT INDEXED ORDER BY rowid {order}"
+                        " LIMIT 1"
+                    ).fetchall()
+            except sqlite3.DatabaseError as error:
+                return not is_damaged_page(error)
+            try:
+                # Through the table alone: an index's damaged page is no run's.
+                cursor = probe.execute(
+                    "SELECT value FROM attribute_values NOT INDEXED WHERE flow_id = ?", (flow_id,)
+                )
+                for _ in cursor:
+                    pass
+            except sqlite3.DatabaseError:
+                return True
+    except sqlite3.Error:
+        return True  # not known: kept as the run's, as before
+    return False
 
 
 def _reads_whole(path: Path, flow_id: str) -> bool:

@@ -233,10 +233,10 @@ class SqliteFlowState:
             raise
 
     def _note_damaged_page(self, flow_id: str, error: Exception) -> None:
-        """Raise the error naming ``flow_id`` when ``error`` is SQLite's damaged page."""
-        if is_damaged_page(error):
-            # The transaction can write nothing now; the next one reads none of these pages.
-            self._damaged_runs.note(flow_id, error)
+        """Raise the error naming ``flow_id`` when ``error`` is SQLite's damaged page under its values."""
+        # The transaction can write nothing now; the next one reads none of these pages.
+        # Damage that is not under the run's values is the file's, raised as it is.
+        if is_damaged_page(error) and self._damaged_runs.note(flow_id, error):
             raise damaged_page_error(flow_id, error) from error
 
     def _name_damaged(

@@ -1,0 +1,155 @@
+"""Damaged pages of the file that hold no session's values alone: an index, a table's root.
+
+SQLite reports them as it does a damaged page under one session's values
+("database disk image is malformed"), but every session's read meets them.
+Until 2026-12-07 the store took a damaged page met while reading a run's values
+for that run's own (``damaged_pages.py``), so a damaged index page of the
+values, or the values table's root, failed the session of every Step that ran,
+for good, though a repair of the file would have brought all of them back.
+Now such a read fails as the file's fault, naming the file and what to do; the
+worker retries it, no session fails, and a backup restored in place while the
+store is open lets every session go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dex_agents.adapters.local.client import LocalFlowClient
+from dex_agents.adapters.local.engine import LocalEngine
+from dex_agents.adapters.local.probes import wait_until
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreCorruptError
+from dex_agents.ports.engine import (
+    ENGINE_LOGGER,
+    RetryPolicy,
+    Rpc,
+    Step,
+    StepDecision,
+    StepOptions,
+    dead_end,
+)
+from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT
+from dex_agents.ports.step_contexts import StepContext
+from tests.adapters.engine_flows import LOG, running_worker
+
+POLL = timedelta(milliseconds=20)
+SHARED_PAGES = {
+    "the values' index": "sqlite_autoindex_attribute_values_1",
+    "the values table's root": "attribute_values",
+}
+
+
+class ReadsOnce(Step[None]):
+    """Reads ``Log`` and completes; one failed attempt fails its Flow run for good."""
+
+    def options(self) -> StepOptions:
+        return StepOptions(retry=RetryPolicy(maximum_attempts=1))
+
+    async def execute(self, context: StepContext, input: None) -> StepDecision:
+        context.state.get(LOG)
+        return dead_end()
+
+
+class ReadsFlow:
+    flow_type = "ReadsOnce"
+    schema: Sequence[Any] = (LOG,)
+    stream = None
+    rpcs: Mapping[str, Rpc[Any, Any]] = {}
+
+    def __init__(self) -> None:
+        self.start_step: Step[Any] = ReadsOnce()
+        self.steps: Sequence[Step[Any]] = (self.start_step,)
+
+
+def copy_file(source: Path, target: Path) -> None:
+    """Copy the database at ``source`` over ``target`` through SQLite's backup, as
+    ``sqlite3 TARGET ".restore SOURCE"`` does: in place, while others have it open."""
+    with (
+        contextlib.closing(sqlite3.connect(source)) as good,
+        contextlib.closing(sqlite3.connect(target)) as damaged,
+    ):
+        good.backup(damaged)
+
+
+def give_values(path: Path, *flow_ids: str) -> None:
+    """Store a ``Log`` for each of ``flow_ids``, so their reads go through the values table."""
+    with contextlib.closing(sqlite3.connect(path)) as raw, raw:
+        for flow_id in flow_ids:
+            raw.execute(
+                "INSERT INTO attribute_values VALUES (?, ?, '', ?)",
+                (flow_id, LOG.name, f'["{flow_id}"]'),
+            )
+
+
+def damage_pages_of(path: Path, btree: str) -> None:
+    """Write garbage over every page of ``btree`` (a table or an index) in the file."""
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = raw.execute("PRAGMA page_size").fetchone()[0]
+        pages = [p for (p,) in raw.execute("SELECT pageno FROM dbstat WHERE name = ?", (btree,))]
+    assert pages
+    with path.open("r+b") as file:
+        for page in pages:
+            file.seek((page - 1) * page_size)
+            file.write(b"\x07" * page_size)
+
+
+@contextlib.contextmanager
+def opened(path: Path, flow: ReadsFlow) -> Iterator[tuple[LocalEngine, LocalFlowClient]]:
+    store = SqliteFlowStore(path)
+    engine = LocalEngine(store, [flow], poll_interval=POLL)
+    try:
+        yield engine, LocalFlowClient(engine)
+    finally:
+        engine.close()
+        store.close()
+
+
+async def started(path: Path, flow: ReadsFlow, *flow_ids: str) -> None:
+    """Start a run of ``flow`` for each of ``flow_ids`` in the file at ``path``, then close it."""
+    with opened(path, flow) as (_, client):
+        for flow_id in flow_ids:
+            await client.start_flow(flow, flow_id, None)
+
+
+async def step_completed(client: LocalFlowClient, flow_id: str) -> bool:
+    history = await client.read_step_history(flow_id)
+    return [(e.event_type, e.final_attempt) for e in history] == [(EXECUTE_COMPLETED_EVENT, 1)]
+
+
+@pytest.mark.parametrize("btree", SHARED_PAGES.values(), ids=SHARED_PAGES.keys())
+async def test_a_damaged_page_every_session_reads_fails_none_and_a_restore_lets_them_go_on(
+    tmp_path: Path, btree: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, backup, flow = tmp_path / "flows.sqlite3", tmp_path / "backup.sqlite3", ReadsFlow()
+    await started(path, flow, "f1", "f2")
+    give_values(path, "f1", "f2")
+    copy_file(path, backup)
+    damage_pages_of(path, btree)
+    caplog.set_level("ERROR", ENGINE_LOGGER.name)
+    with opened(path, flow) as (engine, client):
+        with pytest.raises(StoreCorruptError) as read:
+            await client.read_attribute("f1", LOG)
+        # Before, the read blamed f1's own values, and the Step that read them failed.
+        assert "is damaged: SQLite found a damaged page" in str(read.value)
+        async with running_worker(engine):
+
+            def logged() -> bool:
+                return "SQLite found a damaged page" in caplog.text
+
+            assert await wait_until("the worker's report of the damage", logged)
+            # Restored over the file while the store and its worker have it open.
+            copy_file(backup, path)
+            for flow_id in ("f1", "f2"):
+                done: bool = await wait_until(
+                    f"{flow_id}'s Step", partial(step_completed, client, flow_id)
+                )
+                assert done
