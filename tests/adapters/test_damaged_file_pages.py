@@ -153,3 +153,36 @@ async def test_a_damaged_page_every_session_reads_fails_none_and_a_restore_lets_
                     f"{flow_id}'s Step", partial(step_completed, client, flow_id)
                 )
                 assert done
+
+
+FILE_PAGES = ("step_executions", "claimable_executions", "flow_changes")
+"""B-trees a claim round or a commit reads: the Step executions, the index of claimable
+ones, the log of which runs each commit changed."""
+
+
+@pytest.mark.parametrize("btree", FILE_PAGES)
+async def test_a_damaged_page_says_what_to_do_and_a_restore_lets_the_worker_go_on(
+    tmp_path: Path, btree: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, backup, flow = tmp_path / "flows.sqlite3", tmp_path / "backup.sqlite3", ReadsFlow()
+    await started(path, flow, "f1")
+    copy_file(path, backup)
+    damage_pages_of(path, btree)
+    caplog.set_level("ERROR", ENGINE_LOGGER.name)
+    advice = f"Restore a backup over it in place (sqlite3 '{path}' \".restore BACKUP\")"
+    with opened(path, flow) as (engine, client):
+        with pytest.raises(StoreCorruptError) as refused:
+            await client.start_flow(flow, "f2", None)
+        # Before, the error named the file and the fault, and left the person there.
+        assert str(refused.value).startswith(f"{path} is damaged: SQLite found a damaged page")
+        assert advice in str(refused.value)
+        async with running_worker(engine):
+
+            def logged() -> bool:
+                return advice in caplog.text
+
+            assert await wait_until("the worker's report of the damage", logged)
+            copy_file(backup, path)
+            done: bool = await wait_until("f1's Step", partial(step_completed, client, "f1"))
+            assert done
+        await client.start_flow(flow, "f2", None)

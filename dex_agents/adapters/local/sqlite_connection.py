@@ -109,6 +109,20 @@ def still_in_transaction(connection: sqlite3.Connection) -> sqlite3.Connection:
     return connection
 
 
+def repair_advice(path: Path) -> str:
+    """What a person does about a damaged page of the file at ``path``.
+
+    Said in the error itself: the store cannot repair the file, waiting does not
+    either, and the person who reads the error (a worker's log, a client's
+    traceback, ``dex-agents sessions``) needs the next step, not only the fault.
+    """
+    return (
+        f"Restore a backup over it in place (sqlite3 '{path}' \".restore BACKUP\"): the"
+        " programs that have it open go on. With no backup, stop them and copy what"
+        f" still reads into a new file (sqlite3 '{path}' .recover, or .dump)"
+    )
+
+
 def translate_error(error: sqlite3.Error, path: Path, busy_timeout: timedelta) -> StoreError:
     """The store's error for a failure of SQLite on the file at ``path``."""
     code = getattr(error, "sqlite_errorcode", None)
@@ -128,7 +142,9 @@ def translate_error(error: sqlite3.Error, path: Path, busy_timeout: timedelta) -
         return StoreCorruptError(f"{path} is damaged: a stored value {error}")
     if primary == sqlite3.SQLITE_CORRUPT:
         # A damaged page of a dex-agents file, not some other file: said as what it is.
-        return StoreCorruptError(f"{path} is damaged: SQLite found a damaged page ({error})")
+        return StoreCorruptError(
+            f"{path} is damaged: SQLite found a damaged page ({error}). {repair_advice(path)}"
+        )
     if primary == sqlite3.SQLITE_NOTADB:
         return StoreCorruptError(f"{path} is not a usable dex-agents flow store database: {error}")
     return StoreError(f"the flow store {path} failed: {error}")
