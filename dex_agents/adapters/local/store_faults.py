@@ -7,6 +7,12 @@ stopped worker would leave every session stuck until someone restarts the
 process. So the worker retries the transaction, waiting a little longer each
 time up to ``MAX_STORE_RETRY_DELAY``; it logs a fault once when it appears and
 once when it clears, not on every try.
+
+A fault clears when a transaction that failed commits, not when any other one
+does: a damaged page fails only the transactions that read it (a claim round),
+and until 2026-12-07 each lease renewal or read that missed it logged "works
+again", and the claim round's next try logged the fault anew, a pair of lines
+about every second for as long as the file stayed damaged.
 """
 
 from __future__ import annotations
@@ -55,7 +61,8 @@ class StoreFaultLog:
             )
 
     def succeeded(self) -> None:
-        """Note a transaction that committed; log the recovery if a fault was in force."""
+        """Note that a transaction that had failed committed; log the recovery if a fault was
+        in force. A transaction that never failed says nothing of the fault: call nothing."""
         if self._fault is not None:
             self._logger.warning(
                 "%s: the session database works again after %d failed tries",
@@ -79,15 +86,18 @@ async def until_stored(
 ) -> R:
     """Run ``call`` until it raises no ``StoreError``; re-raise the last one once ``give_up()``."""
     delay = FIRST_STORE_RETRY_DELAY
+    failed = False
     while True:
         try:
             result = await call()
         except StoreError as error:
+            failed = True
             faults.failed(error)
             if give_up():
                 raise
             await asyncio.sleep(delay.total_seconds())
             delay = next_delay(delay)
             continue
-        faults.succeeded()
+        if failed:
+            faults.succeeded()
         return result

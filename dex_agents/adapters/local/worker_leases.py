@@ -51,6 +51,7 @@ class WorkerLeases:
         the attempts whose cancellation was requested, and the started ones gone silent."""
         engine = self._engine
         interval = engine.lease_duration.total_seconds() / 3
+        failed = False  # whether the last renewal failed
         while True:
             await asyncio.sleep(interval)
             if not self._running:
@@ -63,8 +64,11 @@ class WorkerLeases:
             except StoreError as error:
                 # The next renewal tries again; a lease that lapses meanwhile is taken over.
                 self._faults.failed(error)
+                failed = True
                 continue
-            self._faults.succeeded()
+            if failed:
+                self._faults.succeeded()
+                failed = False
             self._cancel(cancelled)
             self._stop_silent()
 
