@@ -32,6 +32,7 @@ from dex_agents.adapters.local.group_commit import GroupCommitQueue
 from dex_agents.adapters.local.handoff import HandOffTarget
 from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
 from dex_agents.adapters.local.registry import RegisteredFlow, register_flows
+from dex_agents.adapters.local.stalled_workers import StalledWorkers
 from dex_agents.adapters.local.store_errors import StoreError
 from dex_agents.adapters.local.wake_up import WakeUp
 from dex_agents.adapters.local.write_looks import WriteLooks
@@ -107,6 +108,8 @@ class LocalEngine:
         # The store's write signal, read on the loop of the first wait.
         self._write_looks = WriteLooks(self._commits, self._wake, self._wake_workers)
         self._closed = False
+        self.stalls = StalledWorkers()
+        """This process's workers that a damaged file stops: its Stream waits raise it."""
         self.hand_off_target: HandOffTarget | None = None
         """The worker of this process that clients' commits hand runnable Steps to, if any."""
 
@@ -300,8 +303,12 @@ class LocalEngine:
         store cannot tell which run did), at most ``within``; return the mark of now.
 
         Commits that give other runs events do not end it, so a reader of one session's
-        Stream among many reads again only when that Stream grew.
+        Stream among many reads again only when that Stream grew. Raises
+        ``StoreCorruptError`` while a damaged file stops a worker of this process
+        (``stalled_workers.py``): no event would come.
         """
+        # No Step of this process can run: a wait for the next event would wait it out.
+        self.stalls.check()
         changes = self._flow_changes
         self._write_looks.start(self.store, asyncio.get_running_loop())
         now = changes.look(await self.recent_change_counter())

@@ -83,21 +83,30 @@ async def until_stored(
     faults: StoreFaultLog,
     *,
     give_up: Callable[[], bool] = lambda: False,
+    stalled: Callable[[StoreError | None, int], None] | None = None,
 ) -> R:
-    """Run ``call`` until it raises no ``StoreError``; re-raise the last one once ``give_up()``."""
+    """Run ``call`` until it raises no ``StoreError``; re-raise the last one once ``give_up()``.
+
+    ``stalled`` is told each failure with the count of tries so far, and ``None`` once
+    ``call`` succeeds after failing (``StalledWorkers.note``).
+    """
     delay = FIRST_STORE_RETRY_DELAY
-    failed = False
+    tries = 0
     while True:
         try:
             result = await call()
         except StoreError as error:
-            failed = True
+            tries += 1
             faults.failed(error)
+            if stalled is not None:
+                stalled(error, tries)
             if give_up():
                 raise
             await asyncio.sleep(delay.total_seconds())
             delay = next_delay(delay)
             continue
-        if failed:
+        if tries:
             faults.succeeded()
+            if stalled is not None:
+                stalled(None, 0)
         return result

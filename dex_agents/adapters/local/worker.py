@@ -164,6 +164,7 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
+            engine.stalls.note(self.worker_id, None)  # a stopped worker stalls nothing
             holds_leases = await self._abandon_running()
             # A started attempt's lease is not handed back: a cancelled attempt may still
             # run on in a thread until the process ends. Its mark stays held until then,
@@ -288,7 +289,9 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
             run_claimed=handoff.run_claimed,
             gone=gone,
         )
-        return await self._commit_quietly(work, took_everything)
+        # A round that keeps failing on a damaged file runs no Step of any session: this
+        # process's waits say so (``stalled_workers.py``).
+        return await self._commit_quietly(work, took_everything, stalls=True)
 
     async def _sees_gone_workers(self) -> bool:
         """Whether another worker holding leases is gone, by its mark: a read, and a look at

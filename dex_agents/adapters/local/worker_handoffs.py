@@ -11,6 +11,7 @@ caller still waits.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -126,15 +127,21 @@ class WorkerHandOffs:
         self._cancel(result.cancel_requested)
 
     async def _commit_quietly(
-        self, work: Callable[[StoreTransaction], R], quiet: Callable[[R], bool]
+        self,
+        work: Callable[[StoreTransaction], R],
+        quiet: Callable[[R], bool],
+        *,
+        stalls: bool = False,
     ) -> R:
         """A durable ``transact`` of work that hands out claims, which ``quiet`` may say made
-        nothing runnable (``LocalEngine.run_quietly``)."""
+        nothing runnable (``LocalEngine.run_quietly``); with ``stalls``, its faults are noted
+        in the engine's ``stalls``."""
         engine = self._engine
         return await until_stored(
             lambda: engine.run_quietly(work, quiet=quiet),
             self._faults,
             give_up=self._stopping.is_set,
+            stalled=functools.partial(engine.stalls.note, self.worker_id) if stalls else None,
         )
 
     async def commit_handing_off(

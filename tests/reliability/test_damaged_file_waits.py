@@ -1,0 +1,81 @@
+"""A wait for a session in a process whose worker a damaged file stops says so at once.
+
+Garbage over the locks table: a client's reads and a queued message miss it,
+but every claim round of the worker meets it, so no Step runs until a person
+repairs the file. Until 2026-12-07 ``wait_for_user`` in the worker's own process
+waited out its whole timeout (5 minutes by default) and then said only that the
+session did not need a person; the demo chat waited for an answer for ever.
+Now it raises the file's ``StoreCorruptError``, naming the file and what to
+do, and once a backup is restored in place the session goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dex_agents.adapters.local.probes import wait_until
+from dex_agents.adapters.local.sqlite_store import StoreCorruptError
+from dex_agents.local import LocalRuntime
+from tests.reliability.conftest import reliability_flow
+
+WAIT = timedelta(seconds=30)
+
+
+def copy_file(source: Path, target: Path) -> None:
+    """``sqlite3 TARGET ".restore SOURCE"``: in place, while others have it open."""
+    with (
+        contextlib.closing(sqlite3.connect(source)) as good,
+        contextlib.closing(sqlite3.connect(target)) as damaged,
+    ):
+        good.backup(damaged)
+
+
+def damage_pages_of(path: Path, btree: str) -> None:
+    """Write garbage over every page of ``btree`` in the file."""
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = raw.execute("PRAGMA page_size").fetchone()[0]
+        pages = [p for (p,) in raw.execute("SELECT pageno FROM dbstat WHERE name = ?", (btree,))]
+    assert pages
+    with path.open("r+b") as file:
+        for page in pages:
+            file.seek((page - 1) * page_size)
+            file.write(b"\x07" * page_size)
+
+
+async def test_a_wait_beside_a_worker_a_damaged_file_stops_raises_and_goes_on_once_restored(
+    tmp_path: Path,
+) -> None:
+    path, backup, flow = (
+        tmp_path / "sessions.sqlite3",
+        tmp_path / "backup.sqlite3",
+        reliability_flow(),
+    )
+    poll = timedelta(milliseconds=20)
+    async with LocalRuntime(path, [flow], poll_interval=poll) as runtime:
+        await runtime.sessions(flow).open_session("s1")
+        await runtime.sessions(flow).wait_for_user("s1", timeout=WAIT)
+    # A client of its own queues the message, as an app's web process does.
+    async with LocalRuntime(path, [flow], workers=0) as client:
+        assert await client.sessions(flow).send_user_message("s1", "hello")
+    copy_file(path, backup)
+    damage_pages_of(path, "locks")
+    async with LocalRuntime(path, [flow], poll_interval=poll) as runtime:
+        sessions = runtime.sessions(flow)
+        with pytest.raises(StoreCorruptError) as stopped:
+            await sessions.wait_for_user("s1", timeout=WAIT)
+        # Before, the wait ran to its timeout and said the session did not need a person.
+        message = str(stopped.value)
+        assert message.startswith(f"no Step of this process can run: {path} is damaged: ")
+        assert f"sqlite3 '{path}' \".restore BACKUP\"" in message
+        copy_file(backup, path)
+        # The worker's next try, within its longest backoff, finds the file whole.
+        engine = runtime.flow_client.engine
+        assert await wait_until("the worker's next try", lambda: not engine.stalls.stalled)
+        done = await sessions.wait_for_user("s1", timeout=WAIT)
+    assert done.messages[-1].text == "echo: hello"
