@@ -27,6 +27,9 @@ from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.probes import wait_until
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreCorruptError
+from dex_agents.adapters.local.stalled_workers import STALLED_AFTER_TRIES, StalledWorkers
+from dex_agents.adapters.local.store_errors import StoreError
+from dex_agents.adapters.local.store_faults import StoreFaultLog, until_stored
 from dex_agents.ports.engine import (
     ENGINE_LOGGER,
     RetryPolicy,
@@ -186,3 +189,88 @@ async def test_a_damaged_page_says_what_to_do_and_a_restore_lets_the_worker_go_o
             done: bool = await wait_until("f1's Step", partial(step_completed, client, "f1"))
             assert done
         await client.start_flow(flow, "f2", None)
+
+
+def damage_values_of(path: Path, *flow_ids: str) -> None:
+    """Give each of ``flow_ids`` a ``Log`` spread over overflow pages, then write garbage over
+    a page in the middle of each: damage under that run's values alone."""
+    texts = {flow_id: "".join(f"<{flow_id} {n:05d}>" for n in range(2000)) for flow_id in flow_ids}
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        with raw:
+            for flow_id, text in texts.items():
+                raw.execute(
+                    "INSERT INTO attribute_values VALUES (?, ?, '', ?)",
+                    (flow_id, LOG.name, f'["{text}"]'),
+                )
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = raw.execute("PRAGMA page_size").fetchone()[0]
+    data = path.read_bytes()
+    with path.open("r+b") as file:
+        for flow_id in flow_ids:
+            page = data.index(f"<{flow_id} 01000>".encode()) // page_size
+            file.seek(page * page_size)
+            file.write(b"\x07" * page_size)
+
+
+def read_error(store: SqliteFlowStore, flow_id: str) -> StoreError:
+    """The error a read of ``flow_id``'s values raises."""
+    with pytest.raises(StoreError) as failed:
+        store.read(lambda tx: tx.get_singletons(flow_id, [LOG.name]))
+    return failed.value
+
+
+async def test_claim_rounds_that_meet_one_sessions_damaged_page_after_another_stall_nothing(
+    tmp_path: Path,
+) -> None:
+    path, flow = tmp_path / "flows.sqlite3", ReadsFlow()
+    await started(path, flow, "f1", "f2", "f3")
+    damage_values_of(path, "f1", "f2", "f3")
+    store = SqliteFlowStore(path)
+    try:
+        # As a claim round meets them: each round notes one run, the next leases its Step
+        # with no state and meets the next run's page.
+        errors = [read_error(store, flow_id) for flow_id in ("f1", "f2", "f3")]
+    finally:
+        store.close()
+    assert all("Flow run" in str(error) for error in errors), errors
+    stalls = StalledWorkers()
+    seen: list[bool] = []
+
+    async def claim_round() -> str:
+        seen.append(stalls.stalled)
+        if errors:
+            raise errors.pop(0)
+        return "claimed"
+
+    faults = StoreFaultLog(ENGINE_LOGGER, "w1")
+    assert await until_stored(claim_round, faults, stalled=partial(stalls.note, "w1")) == "claimed"
+    # Before, three failed rounds in a row stalled the worker, whichever the page, and every
+    # wait of the process raised that no Step could run, until the fourth round.
+    assert seen == [False, False, False, False]
+
+
+async def test_claim_rounds_that_meet_a_damaged_page_of_the_file_stall_the_worker(
+    tmp_path: Path,
+) -> None:
+    path, flow = tmp_path / "flows.sqlite3", ReadsFlow()
+    await started(path, flow, "f1")
+    give_values(path, "f1")
+    damage_pages_of(path, "attribute_values")
+    store = SqliteFlowStore(path)
+    try:
+        errors = [read_error(store, "f1") for _ in range(STALLED_AFTER_TRIES)]
+    finally:
+        store.close()
+    stalls = StalledWorkers()
+    seen: list[bool] = []
+
+    async def claim_round() -> str:
+        seen.append(stalls.stalled)
+        if errors:
+            raise errors.pop(0)
+        return "claimed"
+
+    faults = StoreFaultLog(ENGINE_LOGGER, "w1")
+    assert await until_stored(claim_round, faults, stalled=partial(stalls.note, "w1")) == "claimed"
+    assert seen == [False, False, False, True]
+    assert not stalls.stalled

@@ -18,13 +18,30 @@ does a wait know the file was repaired before the worker's next try (within
 from __future__ import annotations
 
 import threading
+from typing import TypeGuard
 
-from dex_agents.adapters.local.store_errors import StoreCorruptError, StoreError
+from dex_agents.adapters.local.store_errors import (
+    StoreCorruptError,
+    StoredValueError,
+    StoreError,
+)
 
 STALLED_AFTER_TRIES = 3
 """How many failed tries in a row make a worker's damaged-file fault a stall (about 0.35 s
-of backoff): a damaged page under one session's values fails one claim round, then that
-session's Step is leased without its state, and stalls nothing."""
+of backoff)."""
+
+
+def is_damaged_file(error: StoreError) -> TypeGuard[StoreCorruptError]:
+    """Whether ``error`` is a damaged page that is no one session's.
+
+    A page under one session's values (``StoredValueError``, which the store raises
+    as the cause of its ``StoreCorruptError``) fails one claim round, and the next
+    leases that session's Step without its state: it stalls nothing, though rounds
+    that meet several such sessions fail one after another.
+    """
+    return isinstance(error, StoreCorruptError) and not isinstance(
+        error.__cause__, StoredValueError
+    )
 
 
 class StalledWorkers:
@@ -32,16 +49,21 @@ class StalledWorkers:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._tries: dict[str, int] = {}  # each worker's damaged-file failures in a row
         self._faults: dict[str, StoreCorruptError] = {}
 
-    def note(self, worker_id: str, error: StoreError | None, tries: int = 0) -> None:
-        """Note ``worker_id``'s store fault after ``tries`` failed tries in a row, or that it
-        cleared (``None``); only a damaged file's that lasted counts."""
+    def note(self, worker_id: str, error: StoreError | None) -> None:
+        """Note that ``worker_id``'s claim round failed with ``error``, or committed (``None``)."""
         with self._lock:
-            if isinstance(error, StoreCorruptError) and tries >= STALLED_AFTER_TRIES:
-                self._faults[worker_id] = error
-            elif error is None:
+            if error is None:
+                self._tries.pop(worker_id, None)
                 self._faults.pop(worker_id, None)
+            elif is_damaged_file(error):
+                tries = self._tries[worker_id] = self._tries.get(worker_id, 0) + 1
+                if tries >= STALLED_AFTER_TRIES:
+                    self._faults[worker_id] = error
+            elif isinstance(error, StoreCorruptError):
+                self._tries.pop(worker_id, None)  # one session's page: the next round goes on
 
     @property
     def stalled(self) -> bool:

@@ -83,12 +83,12 @@ async def until_stored(
     faults: StoreFaultLog,
     *,
     give_up: Callable[[], bool] = lambda: False,
-    stalled: Callable[[StoreError | None, int], None] | None = None,
+    stalled: Callable[[StoreError | None], None] | None = None,
 ) -> R:
     """Run ``call`` until it raises no ``StoreError``; re-raise the last one once ``give_up()``.
 
-    ``stalled`` is told each failure with the count of tries so far, and ``None`` once
-    ``call`` succeeds after failing (``StalledWorkers.note``).
+    ``stalled`` is told each failure, and ``None`` once ``call`` succeeds after failing
+    (``StalledWorkers.note``).
     """
     delay = FIRST_STORE_RETRY_DELAY
     tries = 0
@@ -99,7 +99,7 @@ async def until_stored(
             tries += 1
             faults.failed(error)
             if stalled is not None:
-                stalled(error, tries)
+                stalled(error)
             if give_up():
                 raise
             await asyncio.sleep(delay.total_seconds())
@@ -108,5 +108,5 @@ async def until_stored(
         if tries:
             faults.succeeded()
             if stalled is not None:
-                stalled(None, 0)
+                stalled(None)
         return result
