@@ -26,7 +26,11 @@ from dex_agents.adapters.litellm.errors import (
     translate_error,
 )
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
-from dex_agents.adapters.litellm.gemini_finish import GeminiFinishWatch
+from dex_agents.adapters.litellm.gemini_finish import (
+    GeminiFinishWatch,
+    watched_http_client,
+    watching,
+)
 from dex_agents.adapters.litellm.options import check_options, merged_options
 from dex_agents.adapters.litellm.read_timeouts import ReadTimedStream, unsent_read_timeout
 from dex_agents.adapters.litellm.redaction import environment_secrets, redact_url
@@ -194,39 +198,38 @@ class LiteLLMModelClient:
         ):
             # LiteLLM keeps no sign of whether Gemini finished the answer: read its body.
             watch = GeminiFinishWatch()
-            arguments["client"] = watch.http_client()
-        try:
-            if route.api == RESPONSES_API:
-                stream: Any = await litellm.aresponses(**arguments)
-                streaming = True
-                if read_timeout is not None:
-                    stream = ReadTimedStream(stream, read_timeout)
-                answer = await read_responses_stream(stream, batched, route.provider, taken_ids)
-            else:
-                stream = await litellm.acompletion(**arguments)
-                streaming = True
-                if read_timeout is not None:
-                    stream = ReadTimedStream(stream, read_timeout)
-                answer = await read_chat_stream(stream, batched, route.provider, taken_ids)
-                if watch is not None and watch.cut:
-                    raise ModelStreamInterruptedError(
-                        f"the {route.provider} stream ended before the answer finished",
-                        provider=route.provider,
-                    )
-        except Exception as error:
-            secrets = environment_secrets(os.environ)
-            if api_key is not None:
-                secrets.append(api_key)
-            translated = translate_error(
-                error, provider=route.provider, secrets=secrets, streaming=streaming
-            )
-            if translated is None or translated is error:
-                raise
-            raise translated from error
-        finally:
-            batched.flush()  # the writer drops what comes after the call
-            if watch is not None:
-                await arguments["client"].close()
+            arguments["client"] = watched_http_client()
+        with watching(watch):
+            try:
+                if route.api == RESPONSES_API:
+                    stream: Any = await litellm.aresponses(**arguments)
+                    streaming = True
+                    if read_timeout is not None:
+                        stream = ReadTimedStream(stream, read_timeout)
+                    answer = await read_responses_stream(stream, batched, route.provider, taken_ids)
+                else:
+                    stream = await litellm.acompletion(**arguments)
+                    streaming = True
+                    if read_timeout is not None:
+                        stream = ReadTimedStream(stream, read_timeout)
+                    answer = await read_chat_stream(stream, batched, route.provider, taken_ids)
+                    if watch is not None and watch.cut:
+                        raise ModelStreamInterruptedError(
+                            f"the {route.provider} stream ended before the answer finished",
+                            provider=route.provider,
+                        )
+            except Exception as error:
+                secrets = environment_secrets(os.environ)
+                if api_key is not None:
+                    secrets.append(api_key)
+                translated = translate_error(
+                    error, provider=route.provider, secrets=secrets, streaming=streaming
+                )
+                if translated is None or translated is error:
+                    raise
+                raise translated from error
+            finally:
+                batched.flush()  # the writer drops what comes after the call
         return ModelResponse(
             output=answer.output,
             usage=answer.usage,

@@ -6,20 +6,28 @@ to ``"stop"`` and keeps neither the raw chunk nor the provider's value on its
 chunks or stream wrapper, so a Gemini stream that ended cleanly mid-answer read
 as a whole answer. Its parser is no stable place to look; Gemini's wire format
 is. For a Gemini model's Chat Completions call the client hands LiteLLM an HTTP
-client of its own (``client=``, which LiteLLM uses for the stream's request,
-built like LiteLLM's shared one), whose response hook watches each ``data:``
-line of the body as LiteLLM reads it. A call whose body was never watched (a
-caller's own ``client``, or a LiteLLM that ignores it) is read as before.
+client (``client=``, which LiteLLM uses for the stream's request) whose
+response hook shows each ``data:`` line of the body, as LiteLLM reads it, to
+the watch of the call that sent the request (``watching``). The Gemini calls
+of one event loop share that client, so their connections are reused as on
+LiteLLM's own shared client; LiteLLM's client cache keeps it, one per event
+loop, and closes it as it closes its own. A call whose body was never watched
+(a caller's own ``client``, or a LiteLLM that ignores it) is read as before.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Final
 
 import httpx
-from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, get_async_httpx_client
+
+_CLIENT_NAME: Final = "dex_agents_gemini_finish_watch"
+"""The name LiteLLM's client cache keeps the watched client under, with its event loop."""
 
 
 class GeminiFinishWatch:
@@ -30,19 +38,6 @@ class GeminiFinishWatch:
         """A response of the provider came through the watch."""
         self.finished = False
         """A chunk named a ``finishReason``, or Gemini blocked the prompt (``blockReason``)."""
-
-    def http_client(self) -> AsyncHTTPHandler:
-        """A LiteLLM HTTP client, built as LiteLLM builds its own, whose responses this watches.
-
-        The caller closes it (``close``) once the call is over.
-        """
-        return AsyncHTTPHandler(event_hooks={"response": [self._watch]})
-
-    async def _watch(self, response: httpx.Response) -> None:
-        body = response.stream
-        if isinstance(body, httpx.AsyncByteStream):  # always, on an async client
-            self.watched = True
-            response.stream = _WatchedBody(body, self)
 
     def read_line(self, line: bytes) -> None:
         """Read one line of the Server-Sent Events body."""
@@ -65,6 +60,47 @@ class GeminiFinishWatch:
     def cut(self) -> bool:
         """Whether a watched stream ended without Gemini ending the answer."""
         return self.watched and not self.finished
+
+
+_CALL_WATCH: ContextVar[GeminiFinishWatch | None] = ContextVar(
+    "dex_agents_gemini_finish_watch", default=None
+)
+"""The watch of the call running in this context: the shared client's hook finds it here."""
+
+
+def watched_http_client() -> AsyncHTTPHandler:
+    """The LiteLLM HTTP client of this event loop whose responses the calls' watches see.
+
+    LiteLLM's client cache builds it as LiteLLM builds its own shared client,
+    keeps it for the running event loop, and closes it as it closes its own:
+    the caller must not close it.
+    """
+    return get_async_httpx_client(
+        llm_provider=_CLIENT_NAME, params={"event_hooks": {"response": [_show_to_watch]}}
+    )
+
+
+@contextmanager
+def watching(watch: GeminiFinishWatch | None) -> Iterator[None]:
+    """Show ``watch`` the body of each response the watched client gets in this context.
+
+    ``None`` watches nothing: a call that is not watched sees no outer call's watch.
+    """
+    token = _CALL_WATCH.set(watch)
+    try:
+        yield
+    finally:
+        _CALL_WATCH.reset(token)
+
+
+async def _show_to_watch(response: httpx.Response) -> None:
+    # httpx runs response hooks in the task that sent the request, whose
+    # context holds that call's watch (concurrent calls run in their own tasks).
+    watch = _CALL_WATCH.get()
+    body = response.stream
+    if watch is not None and isinstance(body, httpx.AsyncByteStream):
+        watch.watched = True
+        response.stream = _WatchedBody(body, watch)
 
 
 class _WatchedBody(httpx.AsyncByteStream):

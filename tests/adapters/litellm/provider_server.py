@@ -1,7 +1,8 @@
 """A model provider on loopback: it records each request and answers from a script.
 
 ``ProviderServer`` is an HTTP/1.1 server on ``127.0.0.1`` (asyncio streams, one
-request per connection) that LiteLLM reaches through ``api_base``. Each request
+request per connection unless ``keep_alive``, and ``connections`` counts the
+connections it took) that LiteLLM reaches through ``api_base``. Each request
 takes the next scripted ``Reply``: a JSON answer with a status, or Server-Sent
 Events sent with chunked transfer encoding (or binary ``frames``, as Bedrock's
 event stream), optionally cut after some events by
@@ -89,7 +90,12 @@ class ProviderServer:
     refuse: Callable[[RecordedRequest], Reply | None] | None = None
     port: int = 0
     """The port to listen on; ``0`` lets the system choose one."""
+    keep_alive: bool = False
+    """Answer further requests on a connection, as providers do, rather than close it."""
+    connections: int = 0
+    """How many connections the server took."""
     _server: asyncio.Server | None = None
+    _open: set[asyncio.StreamWriter] = field(default_factory=set)
 
     @property
     def url(self) -> str:
@@ -119,26 +125,36 @@ class ProviderServer:
     ) -> None:
         assert self._server is not None
         self._server.close()
+        for writer in self._open:  # a kept-alive connection's handler waits for a request
+            writer.close()
         await self._server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._open.add(writer)
         try:
-            request = await _read_request(reader)
-            if request is None:
-                return
-            self.requests.append(request)
-            refusal = self.refuse(request) if self.refuse is not None else None
-            if refusal is not None:
-                await _send(writer, refusal)
-            elif self.replies:
-                await _send(writer, self.replies.popleft())
-            else:
-                self.unscripted += 1
-                await _send(writer, json_reply(500, {"error": {"message": "no scripted reply"}}))
+            while await self._answer(reader, writer) and self.keep_alive:
+                pass
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            self._open.discard(writer)
             writer.close()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        request = await _read_request(reader)
+        if request is None:
+            return False
+        self.requests.append(request)
+        refusal = self.refuse(request) if self.refuse is not None else None
+        if refusal is not None:
+            reply = refusal
+        elif self.replies:
+            reply = self.replies.popleft()
+        else:
+            self.unscripted += 1
+            reply = json_reply(500, {"error": {"message": "no scripted reply"}})
+        return await _send(writer, reply, self.keep_alive)
 
 
 async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
@@ -162,32 +178,35 @@ def _data(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
+async def _send(writer: asyncio.StreamWriter, reply: Reply, keep_alive: bool) -> bool:
+    """Send ``reply``; whether the connection can take another request."""
+    closing = "" if keep_alive else "connection: close\r\n"
     if reply.events is None and reply.frames is None:
         payload = json.dumps(reply.body).encode()
         extra = "".join(f"{name}: {value}\r\n" for name, value in reply.headers)
         writer.write(
             f"HTTP/1.1 {reply.status} Scripted\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(payload)}\r\n{extra}connection: close\r\n\r\n".encode()
+            f"content-length: {len(payload)}\r\n{extra}{closing}\r\n".encode()
             + payload
         )
         await writer.drain()
-        return
+        return True
     writer.write(
         f"HTTP/1.1 200 OK\r\ncontent-type: {reply.content_type}\r\n"
-        "transfer-encoding: chunked\r\nconnection: close\r\n\r\n".encode()
+        f"transfer-encoding: chunked\r\n{closing}\r\n".encode()
     )
     chunks = reply.frames if reply.frames is not None else _event_chunks(reply.events or ())
     for sent, chunk in enumerate(chunks):
         if reply.cut_after is not None and sent == reply.cut_after:
             await writer.drain()
-            return  # no final chunk: the client sees a connection dropped mid-answer
+            return False  # no final chunk: the client sees a connection dropped mid-answer
         if reply.before_event is not None and sent:
             await writer.drain()
             await reply.before_event(sent)
         writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
     writer.write(b"0\r\n\r\n")
     await writer.drain()
+    return True
 
 
 def _event_chunks(events: Sequence[tuple[str | None, Any]]) -> list[bytes]:

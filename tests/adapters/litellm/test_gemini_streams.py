@@ -88,6 +88,21 @@ async def test_a_blocked_prompt_is_no_broken_stream(
     server.assert_script_used()
 
 
+async def test_gemini_calls_reuse_their_connection(output: RecordingOutput) -> None:
+    # The watched client lives as long as LiteLLM's shared one it stands in for,
+    # so a Gemini call does not open a connection of its own.
+    async with ProviderServer(keep_alive=True) as server:
+        events = gemini_stream([{"text": ANSWER}])
+        server.script(sse_reply(events), sse_reply(events[:2]), sse_reply(events))
+        first, second = _client(server), _client(server)
+        assert (await first.call_model(REQUEST, output)).text == ANSWER
+        with pytest.raises(ModelStreamInterruptedError):
+            await second.call_model(REQUEST, RecordingOutput())
+        assert (await first.call_model(REQUEST, RecordingOutput())).text == ANSWER
+        server.assert_script_used()
+        assert server.connections == 1
+
+
 async def test_concurrent_gemini_calls_of_one_client_are_each_judged_by_their_own_body(
     server: ProviderServer, output: RecordingOutput
 ) -> None:
