@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from dex_agents.adapters.litellm.routing import ModelRoute
 
-_ANTHROPIC_READER_PROVIDERS: Final = frozenset({"vertex_ai", "vertex_ai_beta", "azure_ai"})
+_ANTHROPIC_READER_PROVIDERS: Final = frozenset({"vertex_ai", "azure_ai"})
 """Providers whose Claude models LiteLLM reads with its Anthropic reader."""
 
 _NAMING_BEDROCK_PATH: Final = "/chat/completions"

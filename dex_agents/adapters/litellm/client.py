@@ -39,7 +39,6 @@ from dex_agents.adapters.litellm.routing import (
     RESPONSES_API,
     ModelApi,
     ModelRoute,
-    is_gemini,
     route_model,
 )
 from dex_agents.adapters.litellm.streams import read_chat_stream, read_responses_stream
@@ -124,7 +123,14 @@ class LiteLLMModelClient:
         options = dict(request_options or {})
         check_options("request_options", options)
         provider, provider_model = _provider_of(model, api_base)
-        self._route: ModelRoute = route_model(model, provider, provider_model, api)
+        self._route: ModelRoute = route_model(
+            model,
+            provider,
+            provider_model,
+            api,
+            api_base=api_base,
+            base_model=options.get("base_model"),
+        )
         self._api_base = api_base
         self._api_key_provider = api_key_provider
         self._options = options
@@ -191,11 +197,7 @@ class LiteLLMModelClient:
         batched = BatchedOutput(output)
         taken_ids = conversation_tool_call_ids(request.items)
         watch: GeminiFinishWatch | None = None
-        if (
-            route.api != RESPONSES_API
-            and is_gemini(route.provider, route.provider_model)
-            and "client" not in arguments
-        ):
+        if route.api != RESPONSES_API and route.gemini and "client" not in arguments:
             # LiteLLM keeps no sign of whether Gemini finished the answer: read its body.
             watch = GeminiFinishWatch()
             arguments["client"] = watched_http_client()

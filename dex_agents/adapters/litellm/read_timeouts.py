@@ -16,7 +16,7 @@ import math
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from dex_agents.adapters.litellm.routing import ModelRoute, is_gemini
+from dex_agents.adapters.litellm.routing import ModelRoute
 
 
 class StreamReadTimeoutError(TimeoutError):
@@ -35,7 +35,7 @@ class StreamReadTimeoutError(TimeoutError):
 def unsent_read_timeout(route: ModelRoute, options: Mapping[str, Any]) -> float | None:
     """The ``timeout`` of ``options`` in seconds when LiteLLM would not apply it to ``route``'s stream."""
     timeout = options.get("timeout")
-    if not is_gemini(route.provider, route.provider_model):
+    if not route.gemini:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         return None  # an httpx.Timeout, or none: LiteLLM's own client and its defaults

@@ -24,9 +24,6 @@ ModelApi: TypeAlias = Literal["responses", "chat_completions"]
 APIS: Final = (RESPONSES_API, CHAT_COMPLETIONS_API)
 """The values ``LiteLLMModelClient(api=...)`` takes besides ``None``."""
 
-GEMINI_PROVIDERS: Final = frozenset({"gemini", "vertex_ai", "vertex_ai_beta"})
-"""Providers whose Gemini models see no tool result images."""
-
 TOOL_MESSAGE_IMAGE_PROVIDERS: Final = frozenset({"anthropic", "bedrock"})
 """Chat Completions providers whose LiteLLM conversion keeps images in a tool message."""
 
@@ -56,6 +53,8 @@ class ModelRoute:
     provider_model: str
     api: str
     tool_result_images: ToolResultImages
+    gemini: bool
+    """LiteLLM sends the model's calls to Gemini, on the Gemini API or Vertex AI (``is_gemini``)."""
 
 
 def default_api(provider: str) -> str:
@@ -63,35 +62,66 @@ def default_api(provider: str) -> str:
     return RESPONSES_API if provider == "openai" else CHAT_COMPLETIONS_API
 
 
-def is_gemini(provider: str, provider_model: str) -> bool:
-    """A Gemini model on the Gemini API or Vertex AI (not Claude or another model on Vertex AI)."""
-    if provider == "gemini":
+def is_gemini(
+    provider: str,
+    provider_model: str,
+    *,
+    api_base: str | None = None,
+    base_model: object = None,
+) -> bool:
+    """Whether LiteLLM sends the model's calls to Gemini, on the Gemini API or Vertex AI.
+
+    As LiteLLM (1.105) routes them: every ``gemini`` and ``vertex_ai_beta``
+    model; on ``vertex_ai``, a model named Gemini (``gemini-2.5-pro``, or
+    ``gemini/<endpoint id>``), any model whose ``base_model`` option names
+    Gemini (LiteLLM's way to call a tuned Gemini's numeric endpoint), and a
+    numeric endpoint ID with an ``api_base`` (a Private Service Connect
+    endpoint). A numeric ``vertex_ai`` endpoint without either is a Model Garden
+    deployment, and Claude or another partner model on Vertex AI is no Gemini.
+    """
+    if provider in ("gemini", "vertex_ai_beta"):
         return True
-    return provider in GEMINI_PROVIDERS and "gemini" in provider_model.lower()
+    if provider != "vertex_ai":
+        return False
+    if isinstance(base_model, str) and "gemini" in base_model:
+        return True
+    return "gemini" in provider_model.lower() or (provider_model.isdigit() and api_base is not None)
 
 
-def tool_result_images(provider: str, provider_model: str, api: str) -> ToolResultImages:
-    """Where a tool result's images go for this provider, model and API ("Images on the built-in loop")."""
-    if is_gemini(provider, provider_model):
+def tool_result_images(provider: str, gemini: bool, api: str) -> ToolResultImages:
+    """Where a tool result's images go for this provider and API ("Images on the built-in loop")."""
+    if gemini:
         return ToolResultImages.OMITTED
     if api == RESPONSES_API or provider in TOOL_MESSAGE_IMAGE_PROVIDERS:
         return ToolResultImages.IN_RESULT
     return ToolResultImages.FOLLOW_UP_MESSAGE
 
 
-def route_model(model: str, provider: str, provider_model: str, api: str | None) -> ModelRoute:
+def route_model(
+    model: str,
+    provider: str,
+    provider_model: str,
+    api: str | None,
+    *,
+    api_base: str | None = None,
+    base_model: object = None,
+) -> ModelRoute:
     """The route of ``model``, whose provider LiteLLM named; ``api`` overrides the default.
 
+    ``api_base`` is the client's, and ``base_model`` the ``base_model`` of its
+    request options: LiteLLM routes some Vertex AI models by them (``is_gemini``).
     Raises ``ValueError`` for an ``api`` other than ``None``, ``"responses"`` and
     ``"chat_completions"``.
     """
     if api is not None and api not in APIS:
         raise ValueError(f'api must be None, "responses" or "chat_completions", not {api!r}')
     chosen = default_api(provider) if api is None else api
+    gemini = is_gemini(provider, provider_model, api_base=api_base, base_model=base_model)
     return ModelRoute(
         model=model,
         provider=provider,
         provider_model=provider_model,
         api=chosen,
-        tool_result_images=tool_result_images(provider, provider_model, chosen),
+        tool_result_images=tool_result_images(provider, gemini, chosen),
+        gemini=gemini,
     )

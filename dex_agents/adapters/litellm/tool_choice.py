@@ -18,7 +18,7 @@ from typing import Any, Final
 from dex_agents.adapters.litellm.routing import ModelRoute
 
 _REFUSING_MODELS: Final = re.compile(r"claude-(?:opus|sonnet)-5[-.]5(?![0-9])", re.IGNORECASE)
-_CLAUDE_ROUTE_PROVIDERS: Final = frozenset({"bedrock", "vertex_ai", "vertex_ai_beta", "azure_ai"})
+_CLAUDE_ROUTE_PROVIDERS: Final = frozenset({"bedrock", "vertex_ai", "azure_ai"})
 
 
 def routes_to_claude_api(route: ModelRoute) -> bool:

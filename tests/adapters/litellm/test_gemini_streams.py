@@ -20,6 +20,7 @@ from tests.adapters.litellm.provider_scripts import gemini_stream
 from tests.adapters.litellm.provider_server import ProviderServer, RecordedRequest, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
 from tests.adapters.litellm.session_support import KEY
+from tests.adapters.litellm.vertex_support import vertex_gemini_token, vertex_options
 
 litellm.suppress_debug_info = True
 
@@ -63,6 +64,36 @@ async def test_a_gemini_stream_that_ended_before_its_finish_reason_is_a_retryabl
     assert caught.value.retryable is True
     assert str(caught.value) == "the gemini stream ended before the answer finished"
     assert output.deltas  # the answer had started
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize(
+    ("model", "options"),
+    [
+        ("vertex_ai/4965075652664360960", {}),
+        ("vertex_ai_beta/4965075652664360960", {}),
+    ],
+    ids=["psc", "beta"],
+)
+async def test_a_gemini_endpoint_on_vertex_ai_is_watched_as_gemini(
+    server: ProviderServer,
+    output: RecordingOutput,
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+    options: dict[str, Any],
+) -> None:
+    # LiteLLM sends a tuned or dedicated Gemini's numeric endpoint Gemini's
+    # request, and reads its stream as it reads any Gemini stream.
+    vertex_gemini_token(monkeypatch)
+    server.script(sse_reply(gemini_stream([{"text": ANSWER}])[:2]))
+    client = LiteLLMModelClient(
+        model, api_base=server.url, request_options={**vertex_options(), **options}
+    )
+    with pytest.raises(ModelStreamInterruptedError):
+        await client.call_model(REQUEST, output)
+    assert server.requests[0].path.endswith(
+        "/endpoints/4965075652664360960:streamGenerateContent?alt=sse"
+    )
     server.assert_script_used()
 
 

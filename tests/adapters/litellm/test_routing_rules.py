@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from litellm.llms.vertex_ai.common_utils import VertexAIModelRoute, get_vertex_ai_model_route
 
 from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer
 from dex_agents.adapters.litellm.options import (
@@ -63,7 +64,50 @@ def test_which_api_and_where_tool_result_images_go(
         provider_model=provider_model,
         api=expected_api,
         tool_result_images=images,
+        gemini=images is OMITTED,
     )
+
+
+PSC = "https://10.96.32.8"
+"""A Private Service Connect endpoint's ``api_base``."""
+
+
+@pytest.mark.parametrize(
+    ("provider", "provider_model", "api_base", "base_model", "gemini"),
+    [
+        ("gemini", "gemini-2.5-pro", None, None, True),
+        ("vertex_ai", "gemini-2.5-pro", None, None, True),
+        ("vertex_ai", "gemini/4965075652664360960", None, None, True),
+        ("vertex_ai", "4965075652664360960", PSC, None, True),
+        ("vertex_ai", "4965075652664360960", None, "vertex_ai/gemini-2.5-pro", True),
+        ("vertex_ai", "4965075652664360960", None, None, False),  # a Model Garden deployment
+        ("vertex_ai", "4965075652664360960", None, "vertex_ai/llama-3", False),
+        ("vertex_ai", "openai/4965075652664360960", PSC, None, False),
+        ("vertex_ai", "claude-sonnet-4-5", None, None, False),
+        ("vertex_ai", "mistral-large", PSC, None, False),
+        ("vertex_ai_beta", "gemini-2.5-pro", None, None, True),
+        ("vertex_ai_beta", "4965075652664360960", None, None, True),
+        ("openai", "gemini-2.5-pro", None, None, False),  # an OpenAI-compatible proxy
+    ],
+)  # fmt: skip
+def test_which_models_litellm_sends_to_gemini(
+    provider: str, provider_model: str, api_base: str | None, base_model: str | None, gemini: bool
+) -> None:
+    route = route_model(
+        f"{provider}/{provider_model}",
+        provider,
+        provider_model,
+        None,
+        api_base=api_base,
+        base_model=base_model,
+    )
+    assert route.gemini is gemini
+    assert (route.tool_result_images is OMITTED) is gemini
+    if provider == "vertex_ai":
+        # The rule is LiteLLM's own choice of a Vertex AI model's handler.
+        params = {"api_base": api_base, "base_model": base_model}
+        chosen = get_vertex_ai_model_route(provider_model, params)
+        assert (chosen is VertexAIModelRoute.GEMINI) is gemini
 
 
 def test_an_unknown_api_is_refused() -> None:
@@ -171,7 +215,7 @@ def test_the_responses_include_always_asks_for_encrypted_reasoning(
     [
         ("anthropic/claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5", True),
         ("vertex_ai/claude-sonnet-4-5@20250929", "vertex_ai", "claude-sonnet-4-5@20250929", True),
-        ("vertex_ai_beta/claude-opus-4-1", "vertex_ai_beta", "claude-opus-4-1", True),
+        ("vertex_ai_beta/claude-opus-4-1", "vertex_ai_beta", "claude-opus-4-1", False),  # sent to Gemini
         ("azure_ai/Claude-Sonnet-4-5", "azure_ai", "Claude-Sonnet-4-5", True),
         ("bedrock/amazon.nova-pro-v1:0", "bedrock", "amazon.nova-pro-v1:0", True),
         ("bedrock/us.anthropic.claude-sonnet-4-5-v1:0", "bedrock", "us.anthropic.claude-sonnet-4-5-v1:0", True),

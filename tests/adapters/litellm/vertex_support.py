@@ -1,10 +1,13 @@
-"""A Vertex AI access token for LiteLLM's partner model route (Claude on Vertex AI), offline.
+"""A Vertex AI access token for LiteLLM's Vertex AI routes, offline.
 
 LiteLLM gets a Vertex AI token through ``google-auth``, which is not installed
 here (users of Vertex AI install it). ``vertex_token`` gives LiteLLM's partner
-model route a credential as ``google-auth`` would leave it, a fresh token for
-``PROJECT``, in the cache LiteLLM reads before it would load one, so the
-request goes to the provider on loopback with ``Authorization: Bearer TOKEN``.
+model route (Claude on Vertex AI) a credential as ``google-auth`` would leave
+it, a fresh token for ``PROJECT``, in the cache LiteLLM reads before it would
+load one, so the request goes to the provider on loopback with
+``Authorization: Bearer TOKEN``. LiteLLM's Gemini route reads that cache only
+through ``google-auth``'s token states, so ``vertex_gemini_token`` stands in for
+the step that asks ``google-auth`` for the token.
 """
 
 from __future__ import annotations
@@ -47,6 +50,15 @@ def vertex_token(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
     finally:
         cache.pop(key, None)
+
+
+def vertex_gemini_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LiteLLM's Gemini route on Vertex AI gets ``TOKEN`` for the project, for the test."""
+
+    async def fresh_token(credentials: object, project_id: str | None) -> tuple[str, str]:
+        return TOKEN, project_id or PROJECT
+
+    monkeypatch.setattr(litellm_main.vertex_chat_completion, "get_access_token_async", fresh_token)
 
 
 def vertex_options() -> dict[str, str]:
