@@ -174,6 +174,14 @@ async def test_an_error_inside_the_stream_is_retried_when_bedrock_says_a_retry_c
         (529, "Overloaded", ModelStreamInterruptedError, True),
         (500, "Internal server error", ModelStreamInterruptedError, True),
         (400, "messages.1: text content blocks must be non-empty", ModelProviderError, False),
+        # A 4xx of the model's that a retry can pass (its rate limit) is retried.
+        (
+            429,
+            "Too many tokens, please wait before trying again.",
+            ModelStreamInterruptedError,
+            True,
+        ),
+        (413, "Request too large", ModelProviderError, False),
     ],
 )
 async def test_a_model_stream_error_is_retried_unless_the_model_refused_the_request(
