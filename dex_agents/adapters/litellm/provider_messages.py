@@ -15,9 +15,10 @@ import re
 from typing import Final
 
 # LiteLLM names the provider "AnthropicException - " or, for an error that came
-# inside a stream, "AnthropicError - ".
+# inside a stream, "AnthropicError - ", and some errors by provider and kind
+# ("Vertex_ai_betaException BadRequestError - ", "AzureException BadRequestError - ").
 _LITELLM_PREFIX: Final = re.compile(
-    r"^(?:litellm\.\w+:\s*|\w+Error:\s*|\w+(?:Exception|Error)\s+-\s+)+"
+    r"^(?:litellm\.\w+:\s*|\w+Error:\s*|\w+(?:Exception|Error)(?:\s+\w+Error)?\s+-\s+)+"
 )
 _BYTES_LITERAL: Final = re.compile(r"""b(['"]).*\1""", re.DOTALL)
 _MESSAGE_LIMIT: Final = 2000

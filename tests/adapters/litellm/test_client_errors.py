@@ -316,6 +316,28 @@ async def test_a_gemini_http_error_keeps_its_status_and_is_no_broken_stream(
     assert len(server.requests) == 1
 
 
+async def test_a_gemini_error_inside_a_200_stream_shows_geminis_words(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # LiteLLM files it as "Vertex_ai_betaException BadRequestError - <status> - <message>".
+    error = {
+        "code": 400,
+        "message": "Request contains an invalid argument.",
+        "status": "INVALID_ARGUMENT",
+    }
+    server.script(sse_reply([(None, {"error": error})]))
+    client = LiteLLMModelClient(
+        "gemini/gemini-2.5-pro", api_base=server.url, api_key_provider=lambda: KEY
+    )
+    with pytest.raises(ModelProviderError) as caught:
+        await client.call_model(REQUEST, output)
+    assert (caught.value.status_code, caught.value.retryable) == (400, False)
+    assert str(caught.value) == (
+        "gemini model call failed with HTTP 400: "
+        "INVALID_ARGUMENT - Request contains an invalid argument."
+    )
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_a_call_that_times_out_says_so_without_an_http_status(
     output: RecordingOutput, api: str

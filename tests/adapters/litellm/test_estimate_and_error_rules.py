@@ -171,6 +171,12 @@ def test_redact_url(url: str, shown: str) -> None:
             "litellm.MidStreamFallbackError: litellm.InternalServerError: AnthropicError - Overloaded",
             "Overloaded",
         ),
+        (
+            "litellm.BadRequestError: Vertex_ai_betaException BadRequestError - INVALID_ARGUMENT - Invalid argument.",
+            "INVALID_ARGUMENT - Invalid argument.",
+        ),
+        ("AzureException BadRequestError - The prompt was filtered.", "The prompt was filtered."),
+        ("Vertex_aiException ContentPolicyViolationError - The response was blocked.", "The response was blocked."),
         ('{"detail": "Not Found"}', "Not Found"),
         ("plain text", "plain text"),
     ],
