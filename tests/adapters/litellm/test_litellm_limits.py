@@ -257,3 +257,45 @@ async def test_a_request_bedrock_sends_to_converse_instead_reports_no_id(
     assert response.model_call_metadata is not None
     assert response.model_call_metadata.response_id is None
     server.assert_script_used()
+
+
+def _without_usage(api: str, text: str) -> Reply:
+    """An answer of ``text`` on ``api`` whose stream reports no usage at all."""
+    if api == "responses":
+        events = responses_stream([message_item("msg_1", text)])
+        kind, last = events[-1]
+        events[-1] = (kind, {**last, "response": {**last["response"], "usage": None}})
+        return sse_reply(events)
+    if api == "chat":
+        return sse_reply([e for e in chat_stream(text) if "usage" not in e[1]])
+    if api == "anthropic":
+        events = []
+        for kind, data in anthropic_stream([{"type": "text", "text": text}]):
+            if kind == "message_start":
+                message = {key: value for key, value in data["message"].items() if key != "usage"}
+                data = {**data, "message": message}
+            elif kind == "message_delta":
+                data = {key: value for key, value in data.items() if key != "usage"}
+            events.append((kind, data))
+        return sse_reply(events)
+    return sse_reply(
+        [
+            (kind, {key: value for key, value in data.items() if key != "usageMetadata"})
+            for kind, data in gemini_stream([{"text": text}])
+        ]
+    )
+
+
+@pytest.mark.parametrize("api", ["responses", "chat", "anthropic", "gemini"])
+async def test_usage_the_provider_never_reported_is_litellms_count(
+    server: ProviderServer, output: RecordingOutput, api: str
+) -> None:
+    # LiteLLM counts the request and the answer with its own tokenizer when the
+    # stream reports no usage, and hands that count on as the answer's usage.
+    answer = "Order 7 shipped today and arrives on Friday."
+    server.script(_without_usage(api, answer))
+    response = await _client(server, api).call_model(REQUEST, output)
+    assert response.text == answer
+    assert response.usage.input_tokens > 0  # the provider said nothing, and it is not 0
+    assert response.usage.output_tokens > 0
+    server.assert_script_used()
