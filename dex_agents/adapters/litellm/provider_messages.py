@@ -20,6 +20,8 @@ from typing import Final
 _LITELLM_PREFIX: Final = re.compile(
     r"^(?:litellm\.\w+:\s*|\w+Error:\s*|\w+(?:Exception|Error)(?:\s+\w+Error)?\s+-\s+)+"
 )
+# LiteLLM ends a chunk's error with the chunk's repr ("... Received Chunk={'text': ...}").
+_CHUNK_DUMP: Final = re.compile(r"\.?\s*Received Chunk=.*", re.DOTALL)
 _BYTES_LITERAL: Final = re.compile(r"""b(['"]).*\1""", re.DOTALL)
 _MESSAGE_LIMIT: Final = 2000
 
@@ -59,8 +61,10 @@ def provider_message(text: str) -> str:
     """The provider's own message inside a LiteLLM error text.
 
     The ``error.message`` of a JSON error body when the text holds one, else the
-    text without LiteLLM's ``litellm.<Name>Error:`` and ``<Provider>Exception -`` prefixes.
+    text without LiteLLM's ``litellm.<Name>Error:`` and ``<Provider>Exception -`` prefixes
+    and without the chunk LiteLLM appends to an error a chunk named.
     """
+    text = _CHUNK_DUMP.sub("", text)
     message = _json_message(_embedded_json(text)) or _LITELLM_PREFIX.sub("", text.strip())
     message = message.strip() or text.strip()
     if len(message) > _MESSAGE_LIMIT:

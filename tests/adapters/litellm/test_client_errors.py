@@ -177,6 +177,26 @@ async def test_a_broken_stream_raises_a_retryable_error_and_returns_nothing(
     assert output.deltas  # text streamed, but no response came back
 
 
+async def test_a_chat_answer_that_ended_in_error_says_so_without_litellms_chunk(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # A gateway (OpenRouter) ends an answer that failed upstream with finish_reason
+    # "error"; LiteLLM raises with the chunk's repr appended, which read as the
+    # provider's message.
+    events = chat_stream("Half of an answer")[:3]
+    _, last = events[-1]
+    assert isinstance(last, dict)
+    choice = {"index": 0, "delta": {"content": ""}, "finish_reason": "error"}
+    events += [(None, {**last, "choices": [choice]}), (None, "[DONE]")]
+    server.script(sse_reply(events))
+    with pytest.raises(ModelStreamInterruptedError) as caught:
+        await clients(server)["chat"].call_model(REQUEST, output)
+    assert str(caught.value) == (
+        "the openai stream broke before the answer ended: "
+        "openai raised a streaming error - finish_reason: error, no content string given"
+    )
+
+
 @pytest.mark.parametrize(
     ("code", "status", "kind", "retryable"),
     [
