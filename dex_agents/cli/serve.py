@@ -58,6 +58,7 @@ async def run_serve(
     try:
         import uvicorn
 
+        from dex_agents.cli.serve_setup import ServeWorkerSetup
         from dex_agents.console import close_event_streams, create_console_app
         from dex_agents.console.security import (
             TOKEN_ENV,
@@ -90,11 +91,18 @@ async def run_serve(
     client_model = None if model is None else real_model_client(model, api_base)
     # Checked before the socket, as chat checks it first: a bad flag is one line.
     source = mcp_tool_source(mcp_stdio, mcp_urls)
+    # The session page says which model and tools turns run with, never a key (worker_setup).
+    setup = ServeWorkerSetup(model, api_base, source)
     try:
         listening = _listening_socket(host, port)
         flow = demo_flow(client_model, () if source is None else (source,))
         app = create_console_app(
-            db, [flow], token=token, workers=1, lease_duration=CHAT_LEASE_DURATION
+            db,
+            [flow],
+            token=token,
+            workers=1,
+            lease_duration=CHAT_LEASE_DURATION,
+            worker_setup=setup,
         )
         # The port the socket got: --port 0 asks the OS for a free one.
         port = listening.getsockname()[1]
@@ -117,6 +125,7 @@ async def run_serve(
             listening.close()
         return 0
     finally:
+        await setup.aclose()
         # The stdio servers' processes and the URL servers' connections end with serve.
         if source is not None:
             await source.aclose()

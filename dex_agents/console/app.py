@@ -15,6 +15,9 @@ under the application's ``authorize`` hook):
 - ``GET /api/sessions/{id}/events``: the session's ``AgentEvents`` as SSE, until
   ``close_event_streams(app)`` (503 after it), or until the session no longer runs
   (a last ``session_ended`` event; ``streams.until_session_ends``).
+- ``GET /api/sessions/{id}/worker``: ``{"worker": ...}``, what this process's worker runs
+  the session's turns with (``worker_setup.WorkerSetup``), or ``null`` when it does not
+  run them (a session that ended, a Flow type it does not serve) or was not told.
 - ``POST /api/sessions/{id}/controls/{name}``: one of ``actions.CONTROLS``;
   answers ``{"ok": bool, "reason": str | null}``.
 """
@@ -44,14 +47,15 @@ from dex_agents.console.actions import CONTROLS, ControlInputError, run_control
 from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, open_catalog
 from dex_agents.console.messages import messages_page
 from dex_agents.console.page_files import StaticFiles, page_response
+from dex_agents.console.read_only import ended, read_only_reason
 from dex_agents.console.request_checks import json_body, refusal
 from dex_agents.console.responses import JSONResponse
 from dex_agents.console.security import TOKEN_COOKIE, check_console_token, token_matches
 from dex_agents.console.streams import REMOVED, StreamGate, until_session_ends
 from dex_agents.console.transcript import plan_approvals
+from dex_agents.console.worker_setup import ReadWorkerSetup
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.ports.errors import FlowAlreadyStartedError, FlowNotFoundError
-from dex_agents.ports.flow_client import FlowInfo
 from dex_agents.ui_stream import (
     AGENT_EVENT_STREAM_HEADERS,
     DEFAULT_AGENT_EVENT_POLL_TIMEOUT,
@@ -91,22 +95,6 @@ def close_event_streams(app: Starlette) -> None:
     gate.close()
 
 
-def _read_only_reason(entry: ConsoleFlow, info: FlowInfo) -> str:
-    """Why the page of a session takes no controls: a stopped, failed or completed session
-    takes no more, whichever Flow type it is, and this console serves only its own."""
-    if info.status != "running":
-        return _ended(info)
-    return f"this console does not run {entry.flow.flow_type} sessions"
-
-
-def _ended(info: FlowInfo) -> str:
-    """How a session that no longer runs ended; a failed one says why (a stop's reason is the
-    stopper's own words, for its own page)."""
-    if info.status == "failed" and info.failure_reason:
-        return f"this session is failed: {info.failure_reason}"
-    return f"this session is {info.status}"
-
-
 def create_console_app(
     db: str | os.PathLike[str],
     flows: Sequence[AgentSessionFlow] = (),
@@ -117,6 +105,7 @@ def create_console_app(
     create: bool = True,
     lease_duration: timedelta = DEFAULT_LEASE_DURATION,
     poll_timeout: timedelta = DEFAULT_AGENT_EVENT_POLL_TIMEOUT,
+    worker_setup: ReadWorkerSetup | None = None,
 ) -> Starlette:
     """The console of the sessions in ``db``, as an ASGI app to serve with any ASGI server.
 
@@ -125,8 +114,9 @@ def create_console_app(
     started; sessions of every other Flow type in the file are shown read-only.
     ``token``, when given, is required on every request (``ConsoleConfigError``
     when it is empty or not printable ASCII); without one the app answers
-    loopback requests only. ``authorize`` decides per session. Serve it
-    with its lifespan on (uvicorn's default).
+    loopback requests only. ``authorize`` decides per session. ``worker_setup``
+    says what the workers run a served Flow type's turns with (its model and tools),
+    for the session page. Serve it with its lifespan on (uvicorn's default).
     """
     if token is not None:
         check_console_token(token)
@@ -222,11 +212,11 @@ def create_console_app(
         except DexAgentsError as error:
             reason = str(error)
             with contextlib.suppress(DexAgentsError):
-                ended = await catalog.describe(session_id)
-                if ended.status == "failed" and ended.failure_reason:
+                gone = await catalog.describe(session_id)
+                if gone.status == "failed" and gone.failure_reason:
                     # Its state could not be read: why it failed says which value, and that
                     # the session is over, which the read's own error did not.
-                    reason = _ended(ended)
+                    reason = ended(gone)
             return JSONResponse({"ok": False, "reason": reason}, status_code=409)
         row = await catalog.inbox_row(info)
         # Not to_json(), which writes a lone surrogate as U+FFFD for other frameworks'
@@ -239,9 +229,22 @@ def create_console_app(
             "status": row.status,
             "running": info.status == "running",
             "plan_mode": entry.plan_mode,
-            "read_only": _read_only_reason(entry, info) if not row.writable else None,
+            "read_only": read_only_reason(entry, info) if not row.writable else None,
             "plan_approvals": plan_approvals(value.snapshot),
         }
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    async def worker(request: Request) -> Response:
+        entry = await session_flow(request)
+        if isinstance(entry, Response):
+            return entry
+        info = await catalog_of(request).describe(request.path_params["session_id"])
+        setup = None
+        # Only a session this process runs: another Flow type's turns, or those of a session
+        # that ended, run on whatever its own worker was given, if at all.
+        if worker_setup is not None and entry.writable and info.status == "running":
+            setup = await worker_setup(info.flow_type)
+        body = {"worker": None if setup is None else setup.to_json()}
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     async def messages(request: Request) -> Response:
@@ -378,6 +381,7 @@ def create_console_app(
         Route("/api/sessions/{session_id}/snapshot", guarded(snapshot), methods=["GET"]),
         Route("/api/sessions/{session_id}/messages", guarded(messages), methods=["GET"]),
         Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
+        Route("/api/sessions/{session_id}/worker", guarded(worker), methods=["GET"]),
         Route("/api/sessions/{session_id}/controls/{name}", guarded(control), methods=["POST"]),
         Route("/static/{name}", static_file, methods=["GET"]),
     ]

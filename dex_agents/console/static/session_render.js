@@ -27,6 +27,7 @@ export function renderSession(view) {
     renderToolCalls(view, snapshot),
     renderPlan(view, snapshot, writable, state),
     renderQueue(view, snapshot, writable),
+    renderWorker(writable ? view.worker : null),
     el("h2", {}, "Usage"),
     el("p", { class: "muted" }, `${snapshot.usage.model_calls} model calls, ${snapshot.usage.input_tokens} in / ${snapshot.usage.output_tokens} out tokens`));
   return [
@@ -40,6 +41,20 @@ export function renderSession(view) {
 function failedTurnBadge(info, state) {
   const text = info.running ? state.last_turn_error : `last turn failed: ${state.last_turn_error}`;
   return [" ", el("span", { class: "badge bad" }, text)];
+}
+
+// The model and MCP servers this console's worker runs the turns with (never a key: the server
+// sends URLs without credentials and no stdio command line). A chat on the same file runs the
+// turns it takes with its own.
+function renderWorker(worker) {
+  if (!worker) return null;
+  const model = worker.model_server ? `${worker.model} at ${worker.model_server}` : worker.model;
+  const tools = (server) => server.tools === null ? "listing its tools…"
+    : server.tools.length ? server.tools.join(", ") : "no tools: it could not be listed, or offers none";
+  return [el("h2", {}, "Model and tools"), el("div", { class: "card", id: "worker" },
+    el("p", {}, `This console's worker runs the turns on ${model}.`),
+    worker.tool_servers.length ? el("ul", {}, worker.tool_servers.map((server) =>
+      el("li", { "data-tool-server": server.name }, `MCP ${server.name} (${server.url || "stdio"}): ${tools(server)}`))) : null)];
 }
 
 // The model's text and reasoning that the stream carried and no stored message holds yet.

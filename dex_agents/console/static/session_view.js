@@ -32,6 +32,8 @@ export class SessionView {
     // What the person is typing, by field: every event renders the page anew, and a draft
     // kept only in the DOM would be wiped by the render that follows it.
     this.drafts = new Map();
+    this.worker = null; // what this console's worker runs the session's turns with, once read
+    this.workerAsked = 0;
   }
 
   // A field whose value outlives renders: created with its draft, and its draft kept as it changes.
@@ -68,6 +70,7 @@ export class SessionView {
     if (this.events) { this.events.close(); this.events = null; }
     this.live.clear();
     this.toolStatus.clear();
+    this.loadWorker();
     const data = await this.loadSnapshot();
     if (data) { if (!this.ended) this.openEvents(data.resume_token); }
     else if (!this.gone) this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
@@ -106,6 +109,22 @@ export class SessionView {
     if (this.lost) { this.lost = false; notice("reconnected", "good"); }
     this.render();
     return data;
+  }
+
+  // The model and MCP tools the console's worker runs the turns with: read with each new
+  // snapshot and stream (a turn's end, a reconnect), since a server's tools are listed again.
+  // A failed read keeps what the page showed: the snapshot's own read says the server is gone.
+  async loadWorker() {
+    const asked = ++this.workerAsked;
+    let body;
+    try {
+      body = await getJson(`${this.base}/worker`);
+    } catch (error) {
+      return;
+    }
+    if (asked !== this.workerAsked || this.gone) return;
+    this.worker = body.worker;
+    if (this.data) this.render();
   }
 
   // A session that never existed or that retention removed (404), or one the application's

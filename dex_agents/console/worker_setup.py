@@ -1,0 +1,95 @@
+"""What the console's worker runs a Flow type's turns with: its model and its MCP servers' tools.
+
+A session's page shows it (``GET /api/sessions/{id}/worker``), so a person can
+tell which model answers a message sent there and which tools it may call. The
+page is a remote control that may be opened from another machine, so nothing
+here carries a secret: a URL is shown without its user info (``<redacted>@``),
+with every query value ``<redacted>`` and without its fragment, and a stdio
+server's command line is not shown at all, since its arguments may carry a key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from urllib.parse import urlsplit, urlunsplit
+
+import attrs
+
+from dex_agents.domain.secrets import REDACTED
+
+
+def shown_url(url: str) -> str:
+    """``url`` as the page may show it: scheme, host, port and path; credentials replaced.
+
+    A URL that cannot be parsed is shown as ``<redacted>`` as a whole.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - read for its ValueError: a port that is not a number
+    except ValueError:
+        return REDACTED
+    _, at, host = parts.netloc.rpartition("@")
+    netloc = f"{REDACTED}@{host}" if at else parts.netloc
+    # Every value, not only those named as a credential: a key is often just ?key=.
+    query = "&".join(
+        f"{pair.partition('=')[0]}={REDACTED}" if "=" in pair else REDACTED
+        for pair in parts.query.split("&")
+        if pair
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query, fragment=""))
+
+
+def _shown_optional_url(url: str | None) -> str | None:
+    return None if url is None else shown_url(url)
+
+
+def _optional_names(names: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if names is None else tuple(names)
+
+
+def _servers(servers: Iterable[ToolServerSetup]) -> tuple[ToolServerSetup, ...]:
+    return tuple(servers)
+
+
+@attrs.frozen(kw_only=True)
+class ToolServerSetup:
+    """One MCP server of the worker, as the session page shows it."""
+
+    name: str
+    """The server's name: the first part of its tools' names (``<server>__<tool>``)."""
+    url: str | None = attrs.field(default=None, converter=_shown_optional_url)
+    """A Streamable HTTP server's URL, through ``shown_url``; ``None`` for a stdio server."""
+    tools: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_names)
+    """The names of the tools the worker offers from it, as the model sees them; empty
+    when it could not be listed, ``None`` while its first listing still runs."""
+
+    def to_json(self) -> dict[str, object]:
+        """The server as the page reads it."""
+        tools = None if self.tools is None else list(self.tools)
+        return {"name": self.name, "url": self.url, "tools": tools}
+
+
+@attrs.frozen(kw_only=True)
+class WorkerSetup:
+    """What this process's worker runs a Flow type's turns with."""
+
+    model: str
+    """The model, as named to the worker (a LiteLLM model such as ``openai/gpt-5-mini``)."""
+    model_server: str | None = attrs.field(default=None, converter=_shown_optional_url)
+    """The model server's base URL, through ``shown_url``; ``None`` for the provider's own."""
+    tool_servers: tuple[ToolServerSetup, ...] = attrs.field(default=(), converter=_servers)
+    """The MCP servers whose tools its turns offer, in order."""
+
+    def to_json(self) -> dict[str, object]:
+        """The setup as the page reads it."""
+        return {
+            "model": self.model,
+            "model_server": self.model_server,
+            "tool_servers": [server.to_json() for server in self.tool_servers],
+        }
+
+
+ReadWorkerSetup = Callable[[str], Awaitable[WorkerSetup | None]]
+"""``worker_setup(flow_type)``: what this process's worker runs that Flow type's turns with,
+or ``None`` when it does not say. Called for a session's page, so keep it short: a slow
+listing is better shown as still running (``ToolServerSetup.tools=None``)."""

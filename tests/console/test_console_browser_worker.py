@@ -1,0 +1,73 @@
+"""A session's page says which model and MCP tools ``dex-agents serve``'s worker runs turns with."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import httpx
+from playwright.async_api import expect
+
+from tests.adapters.litellm.provider_scripts import chat_reply
+from tests.adapters.litellm.provider_server import ProviderServer
+from tests.console.browser import WAIT_MS, browser_page, browser_tests
+from tests.console.serve_process import ROOT, ServeProcess, free_port
+from tests.console.support import CONTROL_HEADERS
+
+pytestmark = browser_tests
+
+SERVER_SCRIPT = ROOT / "tests" / "adapters" / "mcp" / "mcp_test_server.py"
+SECRETS = ("hunter2", "sekret-query", "sekret-arg")
+
+
+async def test_the_session_page_names_the_model_and_each_mcp_servers_tools_without_a_secret(
+    tmp_path: Path,
+) -> None:
+    server_command = [sys.executable, str(SERVER_SCRIPT)]
+    closed_port = free_port()
+    async with ProviderServer() as provider:
+        provider.script(chat_reply("Hello from the model."))
+        options = [
+            *("--model", "hosted_vllm/my-model", "--api-base", provider.url + "/v1"),
+            # A key in a stdio server's arguments, as `env KEY=...` or `--token ...` pass it.
+            *("--mcp-stdio", shlex.join(["env", "NOTES_TOKEN=sekret-arg", *server_command])),
+            *("--mcp-stdio", shlex.join([*server_command, "--exit"])),  # exits at once
+            *("--mcp-url", f"http://me:hunter2@127.0.0.1:{closed_port}/mcp?token=sekret-query"),
+        ]
+        serve = ServeProcess(tmp_path / "db.sqlite3", free_port(), tmp_path / "t.log", options)
+        try:
+            await serve.ready()
+            async with httpx.AsyncClient(base_url=serve.url) as client:
+                started = await client.post(
+                    "/api/sessions",
+                    json={"session_id": "s", "message": "hello"},
+                    headers=CONTROL_HEADERS,
+                )
+                assert started.json()["ok"] is True
+            async with browser_page() as page:
+                await page.goto(serve.url + "/sessions/s")
+                await expect(page.locator("#messages")).to_contain_text(
+                    "Hello from the model.", timeout=WAIT_MS
+                )
+                worker = page.locator("#worker")
+                # Before, the page named no model and no tool: a message sent there was
+                # answered by whatever serve was given, and nothing said what.
+                await expect(worker).to_contain_text(
+                    f"hosted_vllm/my-model at {provider.url}/v1",
+                    timeout=WAIT_MS,
+                )
+                notes = page.locator('[data-tool-server="mcp_test_server"]')
+                await expect(notes).to_contain_text("(stdio): ", timeout=WAIT_MS)
+                await expect(notes).to_contain_text("mcp_test_server__read_note")
+                failed = page.locator('[data-tool-server="mcp_test_server_2"]')
+                await expect(failed).to_contain_text("no tools")
+                unreachable = page.locator(f'[data-tool-server="local_{closed_port}"]')
+                await expect(unreachable).to_contain_text(
+                    f"(http://<redacted>@127.0.0.1:{closed_port}/mcp?token=<redacted>): no tools"
+                )
+                shown = await page.content()
+                assert not [secret for secret in SECRETS if secret in shown]
+        finally:
+            serve.kill()
+        provider.assert_script_used()

@@ -1,0 +1,92 @@
+"""``GET /api/sessions/{id}/worker``: what the console's worker runs a session's turns with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dex_agents.cli.database import demo_flow
+from dex_agents.console import create_console_app
+from dex_agents.console.worker_setup import ToolServerSetup, WorkerSetup, shown_url
+from dex_agents.local import LocalRuntime
+from tests.console.support import CONTROL_HEADERS, serve_console
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+        ("https://me:pw@models.example/v1", "https://<redacted>@models.example/v1"),
+        ("https://tok@models.example", "https://<redacted>@models.example"),
+        # Every query value: Google's key is ?key=, which names no credential.
+        (
+            "https://h.example/v1?key=abc&api-version=2",
+            "https://h.example/v1?key=<redacted>&api-version=<redacted>",
+        ),
+        ("https://h.example/mcp?abc", "https://h.example/mcp?<redacted>"),
+        ("https://h.example/mcp#access_token=abc", "https://h.example/mcp"),
+        ("http://h.example:port/", "<redacted>"),
+    ],
+)
+def test_a_url_is_shown_without_its_credentials(url: str, shown: str) -> None:
+    assert shown_url(url) == shown
+    assert WorkerSetup(model="m", model_server=url).model_server == shown
+    assert ToolServerSetup(name="s", url=url).url == shown
+
+
+async def _setup(flow_type: str) -> WorkerSetup:
+    return WorkerSetup(
+        model="openai/gpt-5-mini",
+        model_server="https://me:pw@models.example/v1?api_key=k",
+        tool_servers=[
+            ToolServerSetup(name="notes", tools=["notes__read"]),
+            ToolServerSetup(name="slow", url="http://127.0.0.1:9/mcp"),
+        ],
+    )
+
+
+async def test_a_running_session_of_a_served_flow_type_says_what_its_turns_run_with(
+    tmp_path: Path,
+) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], worker_setup=_setup)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        started = await client.post(
+            "/api/sessions", json={"session_id": "s"}, headers=CONTROL_HEADERS
+        )
+        assert started.json()["ok"] is True
+        answer = await client.get("/api/sessions/s/worker")
+        assert answer.json() == {
+            "worker": {
+                "model": "openai/gpt-5-mini",
+                "model_server": "https://<redacted>@models.example/v1?api_key=<redacted>",
+                "tool_servers": [
+                    {"name": "notes", "url": None, "tools": ["notes__read"]},
+                    {"name": "slow", "url": "http://127.0.0.1:9/mcp", "tools": None},
+                ],
+            }
+        }
+        assert (await client.get("/api/sessions/missing/worker")).status_code == 404
+        # A session that ended runs no more turns, here or anywhere.
+        async with LocalRuntime(
+            tmp_path / "s.sqlite3", [demo_flow()], workers=0, create=False
+        ) as other:
+            await other.flow_client.stop_flow("s", "stopped in another window")
+        assert (await client.get("/api/sessions/s/worker")).json() == {"worker": None}
+
+
+async def test_a_session_the_console_does_not_run_names_no_model(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    flow = demo_flow()
+    async with LocalRuntime(db, [flow]) as runtime:
+        await runtime.sessions(flow).start_session("theirs", "")
+    # A console that does not serve the Flow type: its worker never runs these turns.
+    app = create_console_app(db, [], worker_setup=_setup)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        answer = await client.get("/api/sessions/theirs/worker")
+        assert answer.json() == {"worker": None}
+    # A console told nothing says nothing.
+    app = create_console_app(db, [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        assert (await client.get("/api/sessions/theirs/worker")).json() == {"worker": None}
