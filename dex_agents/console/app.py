@@ -243,7 +243,9 @@ def create_console_app(
         # Only a session this process runs: another Flow type's turns, or those of a session
         # that ended, run on whatever its own worker was given, if at all.
         if worker_setup is not None and entry.writable and info.status == "running":
-            setup = await worker_setup(info.flow_type)
+            read, setup = await gate.unless_closed(worker_setup(info.flow_type))
+            if not read:
+                return PlainTextResponse("the console is stopping", status_code=503)
         body = {"worker": None if setup is None else setup.to_json()}
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 

@@ -17,11 +17,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TypeVar
 
 from dex_agents.ui_stream import KEEP_ALIVE_FRAME
 
 SESSION_ENDED_EVENT = "session_ended"
 """The SSE event name of a stream's last frame once its session no longer runs."""
+
+T = TypeVar("T")
 
 REMOVED = "removed"
 """The status ``until_session_ends`` gets for a session the engine no longer has."""
@@ -99,6 +102,23 @@ class StreamGate:
     def close(self) -> None:
         """End every stream passed through this gate, at its current wait; idempotent."""
         self._closed.set()
+
+    async def unless_closed(self, work: Awaitable[T]) -> tuple[bool, T | None]:
+        """``(True, result)`` of ``work``, or ``(False, None)`` once the gate closes first,
+        with ``work`` cancelled: a request that waits on something slow (a first MCP
+        listing) would hold the server's stop as a stream does."""
+        task = asyncio.ensure_future(work)
+        closed = asyncio.ensure_future(self._closed.wait())
+        try:
+            await asyncio.wait({task, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closed.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+        if task.cancelled():
+            return False, None
+        return True, task.result()
 
     async def passing(self, frames: AsyncGenerator[str, None]) -> AsyncGenerator[str, None]:
         """``frames`` until the gate closes; ``frames`` is closed either way."""

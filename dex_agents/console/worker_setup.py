@@ -92,4 +92,5 @@ class WorkerSetup:
 ReadWorkerSetup = Callable[[str], Awaitable[WorkerSetup | None]]
 """``worker_setup(flow_type)``: what this process's worker runs that Flow type's turns with,
 or ``None`` when it does not say. Called for a session's page, so keep it short: a slow
-listing is better shown as still running (``ToolServerSetup.tools=None``)."""
+listing is better shown as still running (``ToolServerSetup.tools=None``). It is cancelled
+when the console starts to stop (``close_event_streams``)."""

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
 import pytest
 
 from dex_agents.cli.database import demo_flow
-from dex_agents.console import create_console_app
+from dex_agents.console import close_event_streams, create_console_app
 from dex_agents.console.worker_setup import ToolServerSetup, WorkerSetup, shown_url
 from dex_agents.local import LocalRuntime
+from tests.console.serve_process import STOP_DEADLINE_SECONDS
 from tests.console.support import CONTROL_HEADERS, serve_console
 
 
@@ -90,3 +92,33 @@ async def test_a_session_the_console_does_not_run_names_no_model(tmp_path: Path)
     app = create_console_app(db, [demo_flow()])
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
         assert (await client.get("/api/sessions/theirs/worker")).json() == {"worker": None}
+
+
+async def test_a_page_waiting_for_the_worker_setup_is_answered_503_when_the_console_stops(
+    tmp_path: Path,
+) -> None:
+    entered, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def listing_forever(flow_type: str) -> WorkerSetup:
+        entered.set()
+        try:
+            await asyncio.Event().wait()  # a first MCP listing of a server that never answers
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        raise AssertionError("never set")
+
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], worker_setup=listing_forever)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        started = await client.post(
+            "/api/sessions", json={"session_id": "s"}, headers=CONTROL_HEADERS
+        )
+        assert started.json()["ok"] is True
+        asked = asyncio.create_task(client.get("/api/sessions/s/worker"))
+        await entered.wait()
+        close_event_streams(app)
+        # Before, the request waited for the hook, and uvicorn, stopping, for the request:
+        # serve's Ctrl-C waited out the page's wait for the listing.
+        answer = await asyncio.wait_for(asked, STOP_DEADLINE_SECONDS)
+        assert answer.status_code == 503
+        assert cancelled.is_set()
