@@ -125,10 +125,12 @@ async def run_serve(
             listening.close()
         return 0
     finally:
-        await setup.aclose()
         # The stdio servers' processes and the URL servers' connections end with serve.
         if source is not None:
             await source.aclose()
+        # After the source: its listings end as it closes, where cancelling the page's first,
+        # still waited for, logged that the server's tools were left out.
+        await setup.aclose()
 
 
 def _unreadable_token_file(token_file: str | os.PathLike[str] | None, reason: str) -> str:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import shlex
+import socket
 import sys
 from pathlib import Path
 
+import httpx
+
 from tests.adapters.litellm.provider_scripts import chat_reply
 from tests.adapters.litellm.provider_server import ProviderServer
-from tests.console.serve_process import ROOT, message_sent_in_console
+from tests.console.serve_process import ROOT, ServeProcess, free_port, message_sent_in_console
+from tests.console.support import CONTROL_HEADERS
 
 SERVER_SCRIPT = ROOT / "tests" / "adapters" / "mcp" / "mcp_test_server.py"
 ANSWER = "Note a says hello."
@@ -45,3 +49,30 @@ async def test_a_turn_run_by_serves_worker_calls_a_tool_of_the_mcp_server_serve_
     assert "mcp_test_server__read_note" in offered
     results = [m for m in last.body["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in results] == ["note a: hello"]
+
+
+async def test_serve_stopped_while_a_servers_first_listing_runs_says_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    # A server that takes the connection and never answers: its first listing outlasts
+    # the page's wait for it.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+        serve = ServeProcess(
+            tmp_path / "db.sqlite3", free_port(), tmp_path / "t.log", ["--mcp-url", url]
+        )
+        try:
+            await serve.ready()
+            async with httpx.AsyncClient(base_url=serve.url, timeout=30.0) as client:
+                started = await client.post(
+                    "/api/sessions", json={"session_id": "s"}, headers=CONTROL_HEADERS
+                )
+                assert started.json()["ok"] is True
+                answer = await client.get("/api/sessions/s/worker")
+            assert answer.json()["worker"]["tool_servers"][0]["tools"] is None  # still listing
+            await serve.interrupt()
+        finally:
+            serve.kill()
+    # Before, serve cancelled the page's listing before closing the source, and the source
+    # warned that the server's tools were left out, as its last words.
+    assert "not listed yet" not in serve.stderr()
