@@ -9,11 +9,14 @@ from pathlib import Path
 import httpx
 from playwright.async_api import expect
 
+from dex_agents.cli.database import demo_flow
+from dex_agents.console import create_console_app
+from dex_agents.console.worker_setup import ToolServerSetup, WorkerSetup
 from tests.adapters.litellm.provider_scripts import chat_reply
 from tests.adapters.litellm.provider_server import ProviderServer
 from tests.console.browser import WAIT_MS, browser_page, browser_tests
 from tests.console.serve_process import ROOT, ServeProcess, free_port
-from tests.console.support import CONTROL_HEADERS
+from tests.console.support import CONTROL_HEADERS, serve_console
 
 pytestmark = browser_tests
 
@@ -71,3 +74,28 @@ async def test_the_session_page_names_the_model_and_each_mcp_servers_tools_witho
         finally:
             serve.kill()
         provider.assert_script_used()
+
+
+async def test_a_server_still_listing_shows_its_tools_once_listed_with_no_turn_run(
+    tmp_path: Path,
+) -> None:
+    listed = False
+
+    async def setup(flow_type: str) -> WorkerSetup:
+        tools = ["notes__read"] if listed else None
+        return WorkerSetup(model="m", tool_servers=[ToolServerSetup(name="notes", tools=tools)])
+
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], worker_setup=setup)
+    async with serve_console(app) as url, browser_page() as page:
+        async with httpx.AsyncClient(base_url=url) as client:
+            started = await client.post(
+                "/api/sessions", json={"session_id": "idle"}, headers=CONTROL_HEADERS
+            )
+            assert started.json()["ok"] is True
+        await page.goto(url + "/sessions/idle")
+        notes = page.locator('[data-tool-server="notes"]')
+        await expect(notes).to_have_text("MCP notes (stdio): listing its tools…")
+        listed = True
+        # Before, the page asked again only at a turn's end or a reconnect, and an idle
+        # session has neither: it said "listing" for as long as it stayed open.
+        await expect(notes).to_have_text("MCP notes (stdio): notes__read", timeout=WAIT_MS)

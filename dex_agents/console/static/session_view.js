@@ -34,6 +34,7 @@ export class SessionView {
     this.drafts = new Map();
     this.worker = null; // what this console's worker runs the session's turns with, once read
     this.workerAsked = 0;
+    this.workerTimer = null;
   }
 
   // A field whose value outlives renders: created with its draft, and its draft kept as it changes.
@@ -112,9 +113,11 @@ export class SessionView {
   }
 
   // The model and MCP tools the console's worker runs the turns with: read with each new
-  // snapshot and stream (a turn's end, a reconnect), since a server's tools are listed again.
+  // snapshot and stream (a turn's end, a reconnect), since a server's tools are listed again,
+  // and again after RETRY_MS while a server's first listing runs, which no event ends.
   // A failed read keeps what the page showed: the snapshot's own read says the server is gone.
   async loadWorker() {
+    clearTimeout(this.workerTimer);
     const asked = ++this.workerAsked;
     let body;
     try {
@@ -125,6 +128,8 @@ export class SessionView {
     if (asked !== this.workerAsked || this.gone) return;
     this.worker = body.worker;
     if (this.data) this.render();
+    const listing = this.worker && this.worker.tool_servers.some((server) => server.tools === null);
+    if (listing) this.workerTimer = setTimeout(() => this.loadWorker(), RETRY_MS);
   }
 
   // A session that never existed or that retention removed (404), or one the application's
@@ -134,6 +139,7 @@ export class SessionView {
     this.gone = true;
     clearTimeout(this.retryTimer);
     clearTimeout(this.softTimer);
+    clearTimeout(this.workerTimer);
     if (this.events) { this.events.close(); this.events = null; }
     notice("");
     const [heading, why] = status === 403
