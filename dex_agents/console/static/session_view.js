@@ -71,9 +71,9 @@ export class SessionView {
     if (this.events) { this.events.close(); this.events = null; }
     this.live.clear();
     this.toolStatus.clear();
-    this.loadWorker();
     const data = await this.loadSnapshot();
-    if (data) { if (!this.ended) this.openEvents(data.resume_token); }
+    // After the snapshot: a session that is not there (or not for this person) is asked nothing more.
+    if (data) { this.loadWorker(); if (!this.ended) this.openEvents(data.resume_token); }
     else if (!this.gone) this.retryTimer = setTimeout(() => this.hardReload(), RETRY_MS);
   }
 
