@@ -44,15 +44,14 @@ function failedTurnBadge(info, state) {
 }
 
 // The model and MCP servers this console's worker runs the turns with (never a key: the server
-// sends URLs without credentials and no stdio command line). A chat on the same file runs the
-// turns it takes with its own.
+// sends URLs without credentials and no stdio command line).
 function renderWorker(worker) {
   if (!worker) return null;
   const model = worker.model_server ? `${worker.model} at ${worker.model_server}` : worker.model;
   const tools = (server) => server.tools === null ? "listing its tools…"
     : server.tools.length ? server.tools.join(", ") : "no tools: it could not be listed, or offers none";
   return [el("h2", {}, "Model and tools"), el("div", { class: "card", id: "worker" },
-    el("p", {}, `This console's worker runs the turns on ${model}.`),
+    el("p", {}, `Turns this console's worker runs use ${model}; a chat on the same file runs those it takes with its own.`),
     worker.tool_servers.length ? el("ul", {}, worker.tool_servers.map((server) =>
       el("li", { "data-tool-server": server.name }, `MCP ${server.name} (${server.url || "stdio"}): ${tools(server)}`))) : null)];
 }
