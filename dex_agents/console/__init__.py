@@ -6,7 +6,8 @@ app; ``dex-agents serve`` runs it under uvicorn with the demo agent, and calls
 end by themselves. It needs
 the ``console`` extra (``starlette``, ``uvicorn``). The page is plain HTML, CSS
 and JavaScript modules in ``static/`` (``console.js`` imports the rest), with no
-build step.
+build step. ``worker_setup=`` says what the worker runs a Flow type's turns with
+(``WorkerSetup``), for the session page.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dex_agents.console.security import (
     is_loopback_host,
     load_console_token,
 )
+from dex_agents.console.worker_setup import ReadWorkerSetup, ToolServerSetup, WorkerSetup
 
 __all__ = [
     "CSRF_HEADER",
@@ -34,6 +36,9 @@ __all__ = [
     "TOKEN_ENV",
     "Authorize",
     "ConsoleConfigError",
+    "ReadWorkerSetup",
+    "ToolServerSetup",
+    "WorkerSetup",
     "allow_all",
     "close_event_streams",
     "create_console_app",
