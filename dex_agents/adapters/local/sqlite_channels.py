@@ -47,7 +47,7 @@ class SqliteChannels:
     _changed: set[str]
 
     def _execute(
-        self, sql: str, params: Sequence[object] | dict[str, object] = ()
+        self, sql: str, params: Sequence[object] | dict[str, object] = (), *, apart: bool = False
     ) -> sqlite3.Cursor:
         raise NotImplementedError
 

@@ -56,7 +56,7 @@ class SqliteFlowState:
     written_once: list[tuple[str, str, str, str | None]]
 
     def _execute(
-        self, sql: str, params: Sequence[object] | dict[str, object] = ()
+        self, sql: str, params: Sequence[object] | dict[str, object] = (), *, apart: bool = False
     ) -> sqlite3.Cursor:
         raise NotImplementedError
 
@@ -227,7 +227,8 @@ class SqliteFlowState:
         page when a read found them on a damaged page (``damaged_pages.py``)."""
         self._damaged_runs.check(flow_id)
         try:
-            return self._execute(sql, params)
+            # Its own cursor: a value that does not decode stops the read, which then closes it.
+            return self._execute(sql, params, apart=True)
         except sqlite3.DatabaseError as error:  # SQLite steps to the first row here
             self._note_damaged_page(flow_id, error)
             raise

@@ -50,13 +50,18 @@ class SqliteStream:
     def __init__(
         self,
         execute: Execute,
+        execute_apart: Execute,
         known: KnownRows,
         appended: list[tuple[int, EventRow]],
         sizes: BlockSizes,
         changed: set[str],
         with_events: set[str],
     ) -> None:
+        # ``execute`` runs on the transaction's one cursor, which the next statement resets;
+        # ``execute_apart`` on a cursor of its own, for reads iterated across other
+        # statements or stopped before their last row (``SqliteTransaction._execute``).
         self._execute = execute
+        self._execute_apart = execute_apart
         self._sizes = sizes
         self.known = known
         """What the connection keeps (``KnownRows``); the transaction swaps a stand-in for it."""
@@ -106,7 +111,7 @@ class SqliteStream:
         """Let go of the transaction's ``execute`` once it has ended: the stream is the
         transaction's, and the bound method back to it kept both, and their dicts, sets and
         lists, alive until a garbage collection, several transactions a turn."""
-        self._execute = _ended
+        self._execute = self._execute_apart = _ended
 
     def save_sizes(self) -> None:
         """Add the bytes appended since the last call to ``stream_sizes``."""
@@ -201,7 +206,7 @@ class SqliteStream:
             return rows
         sql = f"""SELECT {BLOCK_SELECT} FROM event_blocks
             WHERE flow_id = ? AND last_id > ? ORDER BY last_id"""
-        cursor = self._execute(sql, (flow_id, after_id))
+        cursor = self._execute_apart(sql, (flow_id, after_id))
         for block in cursor:
             rows.extend(event for event in decode_block(*block) if event.id > after_id)
             if len(rows) >= limit:
@@ -225,7 +230,7 @@ class SqliteStream:
         # Blocks of other sessions overlap its ID range, so the nearest first IDs go first.
         sql = f"""SELECT {BLOCK_SELECT} FROM event_blocks
             WHERE first_id <= ? AND last_id >= ? AND trimmed_to < ? ORDER BY first_id DESC"""
-        for block in self._execute(sql, (event_id, event_id, event_id)):
+        for block in self._execute_apart(sql, (event_id, event_id, event_id)):
             for event in decode_block(*block):
                 if event.id == event_id:
                     return event
@@ -247,12 +252,13 @@ class SqliteStream:
         # The size goes down by what is freed, from a row that must then hold every byte.
         self.save_sizes()
         freed = deleted = last_id = 0
-        blocks = self._execute(
+        # Both are read together, and a block's sizes not known yet are read in between.
+        blocks = self._execute_apart(
             "SELECT first_id, last_id, trimmed_to FROM event_blocks"
             " WHERE flow_type = ? ORDER BY first_id",
             (flow_type,),
         )
-        singles = self._execute(
+        singles = self._execute_apart(
             "SELECT id, size FROM stream_events WHERE flow_type = ? ORDER BY id", (flow_type,)
         )
         singles_freed = blocks_freed = False
