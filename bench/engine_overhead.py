@@ -66,6 +66,7 @@ WRITE_PRIMITIVES = frozenset(
         "update_flow",
         "put_value",
         "delete_value",
+        "write_values",
         "append_message",
         "consume_messages",
         "delete_message",

@@ -24,7 +24,7 @@ log) is in ``dex_agents.ports.store_capabilities``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -92,6 +92,11 @@ class StoreTransaction(Protocol):
 
     def delete_value(self, flow_id: str, name: str, key: str) -> None:
         """Unset one value; unsetting an unset value does nothing."""
+        ...
+
+    def write_values(self, flow_id: str, writes: Mapping[tuple[str, str], str | None]) -> None:
+        """Set each ``(name, key)`` of ``writes`` to its value, or unset it where that is
+        ``None``: what ``put_value`` and ``delete_value`` do, for many values in one call."""
         ...
 
     # Channel messages; ``key`` is "" for a plain Channel

@@ -30,6 +30,14 @@ operations = st.one_of(
         st.just("delete_value"), st.sampled_from(FLOW_IDS), st.sampled_from(("", "k1", "k2"))
     ),
     st.tuples(
+        st.just("write_values"),
+        st.sampled_from(FLOW_IDS),
+        st.dictionaries(
+            st.tuples(st.sampled_from(("attr", "other")), st.sampled_from(("", "k1", "k2"))),
+            st.none() | st.sampled_from(('"a"', '"b"')),
+        ),
+    ),
+    st.tuples(
         st.just("append_message"),
         st.sampled_from(FLOW_IDS),
         st.sampled_from(("", "k1", "k2")),
@@ -89,6 +97,9 @@ def apply(tx: StoreTransaction, operation: tuple[Any, ...]) -> object:
     if name == "delete_value":
         tx.delete_value(args[0], "attr", args[1])
         return None
+    if name == "write_values":
+        tx.write_values(args[0], args[1])
+        return None
     if name == "append_message":
         return tx.append_message(args[0], "ch", args[1], args[2], "1", args[3])
     if name == "consume":
@@ -116,7 +127,7 @@ def everything(tx: StoreTransaction) -> dict[str, object]:
     keys = ("", "k1", "k2")
     return {
         "flows": tx.list_flows(),
-        "values": [tx.get_values(f, "attr") for f in FLOW_IDS],
+        "values": [tx.get_values(f, name) for f in FLOW_IDS for name in ("attr", "other")],
         "value": [tx.get_value(f, "attr", "") for f in FLOW_IDS],
         "pending": [tx.pending_messages(f, "ch", k) for f in FLOW_IDS for k in keys],
         "keys": [tx.pending_channel_keys(f, "ch") for f in FLOW_IDS],

@@ -9,7 +9,7 @@ of a batch does. The Stream's primitives are mixed in from ``memory_stream``.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -169,6 +169,13 @@ class MemoryTransaction(MemoryStream, StoreTransaction):
         instances = self._t.values.get((flow_id, name), {})
         if key in instances:
             self._pop(instances, key)
+
+    def write_values(self, flow_id: str, writes: Mapping[tuple[str, str], str | None]) -> None:
+        for (name, key), value in writes.items():
+            if value is None:
+                self.delete_value(flow_id, name, key)
+            else:
+                self.put_value(flow_id, name, key, value)
 
     # Channel messages
     def _pending_seqs(self, flow_id: str, channel: str, key: str) -> set[int]:

@@ -214,11 +214,8 @@ def apply_staged(
     now: datetime,
 ) -> None:
     """Write a transaction's staged values, deletions, publishes and events."""
-    for (name, key), value in staged.writes.items():
-        if value is None:
-            tx.delete_value(flow_id, name, key)
-        else:
-            tx.put_value(flow_id, name, key, value)
+    if staged.writes:
+        tx.write_values(flow_id, staged.writes)
     for message_id in staged.deleted_messages:
         tx.delete_message(flow_id, message_id)
     for publish in staged.publishes:
