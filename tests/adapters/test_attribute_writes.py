@@ -1,6 +1,6 @@
 """A SQLite store writes a Step's staged values in one upsert and one DELETE per Attribute.
 
-A Step writes back what it staged (``StoreTransaction.write_values``): 4 to 13
+A Step writes back what it staged (``StoreTransaction.write_values``): 1 to 7
 values a commit in a tool turn, and each was a statement of its own. What the
 file then holds must be what ``put_value`` and ``delete_value`` leave, one by one
 (``test_flow_store_equivalence.py`` compares both stores over random writes).
