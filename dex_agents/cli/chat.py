@@ -123,6 +123,10 @@ class _Chat:
         )
         try:
             await asyncio.wait((prompt, watch), return_when=asyncio.FIRST_COMPLETED)
+            if watch.done() and not watch.cancelled() and watch.exception() is not None:
+                # The chat ends on the watch's error (the session stopped): what was typed
+                # stays shown above the error, so it is not lost unseen.
+                self._lines.end_on_error()
         except asyncio.CancelledError:
             # Ctrl-C: the prompt stays shown, and the chat's last line break ends it.
             self._lines.leave()

@@ -16,8 +16,9 @@ one of two readers:
 A prompt that ends without a line (its task is cancelled, because the session no
 longer asks what it asked) leaves nothing of itself but a line break; a message
 prompt keeps what was typed for the next message prompt. One that ends because the
-person left with Ctrl-C (``leave``) stays shown, so what was left undecided can
-still be read.
+person left with Ctrl-C (``leave``), or because the chat ends on an error
+(``end_on_error``: the session stopped), stays shown, so what was left undecided or
+unsent can still be read.
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ class LineInput(Protocol):
     def leave(self) -> None:
         """The chat is leaving (Ctrl-C): a prompt that ends from now on stays shown as it
         is, with what was typed, for the line break the chat ends with."""
+        ...
+
+    def end_on_error(self) -> None:
+        """The chat ends on an error (its session stopped): a prompt that ends from now on
+        stays shown as it is, with what was typed, and ends its line, so the error line
+        shows below it."""
         ...
 
 
@@ -156,6 +163,9 @@ class PipeInput:
     def leave(self) -> None:
         pass  # a prompt on a pipe is never erased
 
+    def end_on_error(self) -> None:
+        pass  # a prompt on a pipe is never erased, and a cancelled one ends its line
+
     def discard_typed_ahead(self) -> bool:
         if self._terminal is None:
             return False  # a pipe's lines were written for the prompts they answer
@@ -184,6 +194,7 @@ class TerminalInput:
         self._prompt: str | None = None
         self._editor: LineEditor | None = None
         self._leaving = False
+        self._ending_line = False  # a prompt that ends stays, with a line break after it
 
     async def read_line(self, prompt: str, *, keep_partial: bool = False) -> str | None:
         import termios
@@ -289,6 +300,8 @@ class TerminalInput:
                 self._kept = editor.text
             if not self._leaving:
                 self._clear()
+            elif self._ending_line:
+                _write_out("\n")
             raise
         finally:
             loop.remove_reader(fd)
@@ -343,6 +356,9 @@ class TerminalInput:
 
     def leave(self) -> None:
         self._leaving = True
+
+    def end_on_error(self) -> None:
+        self._leaving = self._ending_line = True
 
     def discard_typed_ahead(self) -> bool:
         had = bool(self._typed)

@@ -189,6 +189,12 @@ def test_a_session_stopped_elsewhere_ends_the_chat_at_its_prompt(tmp_path: Path)
         elsewhere(chat.db, stop)
         chat.expect("error: session 'pty' is stopped")
         assert chat.exit_code() == 1
+        # Before, the prompt was erased with what was typed at it, which the person then
+        # no longer saw, nor that it was never sent.
+        assert up_to_last_written(screen(chat.raw))[-2:] == [
+            "you> half a mess",
+            "dex-agents: error: session 'pty' is stopped",
+        ]
 
 
 def test_a_turn_started_elsewhere_that_asks_an_approval_takes_over_the_message_prompt(
