@@ -6,7 +6,10 @@ Ctrl-D, Ctrl-C) at any prompt decides nothing that is pending. What another
 window does shows as it happens, above a waiting prompt too (``line_input``). An
 answer another window gave first wins: the prompt that asked it ends with a line
 saying so (or this chat's refused answer says so), then what happened shows; a
-turn another window cancelled ends with ``turn cancelled elsewhere``.
+turn another window cancelled ends with ``turn cancelled elsewhere``. At a terminal,
+a message prompt waits below a running turn's text too: a line typed there is sent
+at once, to wait in the session's queue for the next turn, and what is typed but not
+sent comes back at the message prompt after the turn.
 """
 
 from __future__ import annotations
@@ -149,12 +152,54 @@ class _Chat:
             print("\n".join(terminal.resume_lines(snapshot)), flush=True)
         self._follower.mark_seen(snapshot)
         while True:
-            snapshot = await self._follower.until_person()
+            followed = await self._follow_turn()
+            if followed is None:
+                return 0
+            snapshot = followed
             if snapshot.pending_interrupts:
                 if not await self._answer(snapshot.pending_interrupts[0]):
                     return 0
             elif not await self._send_message():
                 return 0
+
+    async def _follow_turn(self) -> AgentSnapshot | None:
+        """Show what the session does until it needs a person; that snapshot, or ``None``
+        when the person leaves. Where the input reads during turns, a message prompt waits
+        below what shows, and each line typed there is sent at once."""
+        if not self._lines.reads_during_turns:
+            return await self._follower.until_person()
+        watch = asyncio.create_task(self._follower.until_person(), name="dex-agents turn")
+        prompt: asyncio.Task[str | None] | None = None
+        try:
+            while True:
+                prompt = asyncio.create_task(
+                    prompts.ask_message(self._lines, during_turn=True),
+                    name="dex-agents turn prompt",
+                )
+                await asyncio.wait((prompt, watch), return_when=asyncio.FIRST_COMPLETED)
+                if not prompt.done():
+                    if watch.exception() is not None:
+                        self._lines.end_on_error()  # what was typed stays shown, above the error
+                    break
+                text = prompt.result()
+                if text is None:
+                    return None
+                await self._send(text)
+                if watch.done():  # what was sent starts a turn of its own: follow it
+                    watch = asyncio.create_task(
+                        self._follower.until_person(), name="dex-agents turn"
+                    )
+        except asyncio.CancelledError:
+            # Ctrl-C: the prompt stays shown, and the chat's last line break ends it.
+            self._lines.leave()
+            raise
+        finally:
+            tasks = (watch,) if prompt is None else (prompt, watch)
+            for task in tasks:
+                task.cancel()
+            # Cancelled, the prompt keeps what was typed for the next message prompt.
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return watch.result()
 
     async def _send_message(self) -> bool:
         text = await self._while_following(prompts.ask_message(self._lines), None)
@@ -162,11 +207,14 @@ class _Chat:
             return True  # the session asks for a decision now; what was typed is kept
         if text is None:
             return False
+        await self._send(text)
+        return True
+
+    async def _send(self, text: str) -> None:
         if await self._client.send_user_message(self._session, text):
             self._follower.sent(text)
         else:
             self._follower.say("the session did not accept that message")
-        return True
 
     async def _answer(self, interrupt: AgentInterrupt) -> bool:
         """Ask about ``interrupt`` and send the reply; ``False`` when the person leaves."""
@@ -304,7 +352,7 @@ async def run_chat(
             await live.start()
             try:
                 lines = open_line_input()
-                follower = Follower(client, session_id, live, lines.write)
+                follower = Follower(client, session_id, live, lines.write, lines.open_line_ended)
                 chat = _Chat(client, session_id, follower, lines)
                 return await chat.run(resumed=not started)
             finally:

@@ -7,7 +7,9 @@ window sent or steered in shows as ``you (elsewhere)> ...`` before the turn it
 starts; the chat's own messages were shown as they were typed, and one that another
 window deleted from the queue is said to be (``own_messages``). While a prompt
 waits (``while_prompt``), the same lines show above it, and a model's text shows
-once it is stored rather than as it grows.
+once it is stored rather than as it grows. While a turn runs (``until_person``) a
+prompt may wait below its growing text (``LineInput.reads_during_turns``): a line
+sent there ends the model's open line on the screen, and its text goes on below.
 """
 
 from __future__ import annotations
@@ -53,13 +55,16 @@ class Follower:
         session_id: str,
         live: LiveText,
         write: Callable[[str], None] | None = None,
+        open_line_ended: Callable[[], bool] | None = None,
     ) -> None:
         """``write`` shows text (``LineInput.write``, above an open prompt); standard
-        output by default."""
+        output by default. ``open_line_ended`` says whether a prompt's line ended the
+        line ``write`` left open since it was last asked (``LineInput.open_line_ended``)."""
         self._client = client
         self._session = session_id
         self._live = live
         self._write = write or _write_out
+        self._open_line_ended = open_line_ended or (lambda: False)
         # Live text taken with a snapshot that was not shown, for the next one.
         self._held: list[tuple[LiveKey, str]] = []
         self._output = ChatOutput()
@@ -116,7 +121,18 @@ class Follower:
 
     def say(self, text: str) -> None:
         """Print a line of the chat's own, after any open live line."""
+        self._sync()
         self._write(self._output.line(text))
+
+    def _sync(self) -> None:
+        """Forget the open live line when a prompt's line ended it on the screen: what
+        continues it starts a line of its own, and nothing needs to end it."""
+        if self._open_line_ended():
+            self._output.close()
+
+    def _close(self) -> None:
+        self._sync()
+        self._print(self._output.close())
 
     def _print(self, text: str) -> None:
         if text:
@@ -207,6 +223,7 @@ class Follower:
         Without ``live`` (a prompt waits below), a model text shows once it is stored, as
         whole lines: a line still growing cannot stay open above the prompt.
         """
+        self._sync()
         for key, fragment in live_text:
             self._output.arrive(key, fragment)
         calls = {call.tool_call_id: call for call in snapshot.tool_calls}
@@ -239,7 +256,7 @@ class Follower:
                 if self._live.event_count == seen:
                     await self._check_running()
                 continue
-            self._print(self._output.close())
+            self._close()
             self._say_how_it_ended(snapshot, attention)
             return snapshot
 
@@ -295,7 +312,7 @@ class Follower:
         the chat would wait on its turn for ever."""
         info = await self._client.flow_client.describe_flow(self._session)
         if info.status != FlowStatus.RUNNING:
-            self._print(self._output.close())
+            self._close()
             # A failed one says why, as the chat's refusal of a failed session does.
             raise CliError(f"session '{terminal.escaped(self._session)}' is {ended_status(info)}")
 

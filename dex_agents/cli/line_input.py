@@ -7,9 +7,10 @@ one of two readers:
 - ``TerminalInput``, when standard input and output are both a terminal: it
   reads key by key (``line_editing``), so text printed with ``write`` goes
   above the prompt, and the prompt is drawn again with what was typed so far
-  (also when the terminal is resized, at its new width).
-  The terminal is in its usual line mode between prompts, so a line typed while
-  a turn runs is echoed and kept by the terminal as before.
+  (also when the terminal is resized, at its new width). A line ``write`` left
+  open (a model's text as it streams) shows above the prompt, and goes on there
+  as more of it is written, so a prompt can wait below a running turn
+  (``reads_during_turns``).
 - ``PipeInput`` otherwise: one thread reads whole lines, and text printed while
   a prompt waits is followed by the prompt again.
 
@@ -54,20 +55,35 @@ from dex_agents.cli.terminal_modes import (
 class LineInput(Protocol):
     """Where the chat reads typed lines and writes everything it shows."""
 
-    async def read_line(self, prompt: str, *, keep_partial: bool = False) -> str | None:
+    async def read_line(
+        self, prompt: str, *, keep_partial: bool = False, until_typed: bool = False
+    ) -> str | None:
         """Show ``prompt`` and read one line, without its line break; ``None`` at end of input.
 
         Cancelling it ends the prompt; with ``keep_partial`` what was typed comes back
-        as the start of the next prompt that keeps it.
+        as the start of the next prompt that keeps it. With ``until_typed`` (below a
+        running turn) the prompt shows once something is typed at it, and Enter on
+        nothing shows nothing.
         """
         ...
 
     def write(self, text: str) -> None:
-        """Show ``text`` (whole lines while a prompt waits), above any open prompt."""
+        """Show ``text`` above any open prompt; a line it leaves open goes on there."""
         ...
 
     def discard_typed_ahead(self) -> bool:
         """Drop what was typed before the next prompt shows; whether there was any."""
+        ...
+
+    @property
+    def reads_during_turns(self) -> bool:
+        """Whether a prompt may wait below a running turn's text as it streams: a line typed
+        there is sent at once. On a pipe, lines wait for the prompt after the turn."""
+        ...
+
+    def open_line_ended(self) -> bool:
+        """Whether a prompt's line ended, on the screen, the line ``write`` left open, since
+        this was last asked: what continues that line starts a line of its own."""
         ...
 
     def leave(self) -> None:
@@ -101,8 +117,12 @@ class TerminalInput:
         self._editor: LineEditor | None = None
         self._leaving = False
         self._ending_line = False  # a prompt that ends stays, with a line break after it
+        self._above = ""  # the last line written, as shown, when no line break ended it yet
+        self._above_ended = False  # by a prompt's line: ``open_line_ended``
 
-    async def read_line(self, prompt: str, *, keep_partial: bool = False) -> str | None:
+    async def read_line(
+        self, prompt: str, *, keep_partial: bool = False, until_typed: bool = False
+    ) -> str | None:
         import termios
 
         fd = self._fd
@@ -111,7 +131,8 @@ class TerminalInput:
         except termios.error as error:  # the terminal went away: the chat ends with one line
             raise OSError(*error.args) from error
         keyed = keyed_mode(saved)
-        editor = LineEditor(editing_keys(saved), self._kept if keep_partial else "")
+        keys = editing_keys(saved)
+        editor = LineEditor(keys, self._kept if keep_partial else "")
         if keep_partial:
             self._kept = ""
         loop = asyncio.get_running_loop()
@@ -120,7 +141,11 @@ class TerminalInput:
         def take(typed: str) -> None:
             before = editor.text
             ending, self._typed = editor.feed(typed)
-            if editor.text.startswith(before):
+            if self._prompt is None:  # not shown until something is typed (``until_typed``)
+                if editor.text or ending is Ending.END_OF_INPUT:
+                    self._prompt = prompt
+                    _write_out(("\n" if self._above else "") + prompt + shown(editor.text))
+            elif editor.text.startswith(before):
                 _write_out(shown(editor.text[len(before) :]))
             else:
                 self._redraw(before)
@@ -166,7 +191,9 @@ class TerminalInput:
             _write_out(BRACKETED_PASTE_ON)
             if stopped:
                 stopped = False
-                _write_out("\r\x1b[J" + prompt + shown(editor.text))
+                self._end_open_line()  # the shell wrote below it since
+                if self._prompt is not None:
+                    _write_out("\r\x1b[J" + prompt + shown(editor.text))
             else:
                 # Continued without a Ctrl-Z since (the second continue of bg then fg): the
                 # prompt is where it was drawn, and is erased whole, not its last row only.
@@ -178,7 +205,8 @@ class TerminalInput:
             # way the prompt is drawn again, erased as the new width lays it out.
             self._redraw(editor.text)
 
-        self._prompt, self._editor = prompt, editor
+        self._editor = editor
+        self._prompt = None if until_typed and not editor.text else prompt
         ending_signals = restore_before_ending(fd, saved)
         try:
             try:
@@ -186,7 +214,12 @@ class TerminalInput:
             except termios.error as error:
                 raise OSError(*error.args) from error
             # Pasted text comes marked, so its line breaks stay in the line (line_editing).
-            _write_out(BRACKETED_PASTE_ON + prompt + shown(editor.text))
+            # Below a line left open, on a row of its own: ``write`` goes on with that line.
+            if self._prompt is None:
+                _write_out(BRACKETED_PASTE_ON)
+            else:
+                above = "\n" if self._above else ""
+                _write_out(BRACKETED_PASTE_ON + above + prompt + shown(editor.text))
             # A chat started with Ctrl-Z ignored (no job control) is never stopped.
             if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
                 loop.add_signal_handler(signal.SIGTSTP, stop)
@@ -196,6 +229,7 @@ class TerminalInput:
             if not ended.done():
                 loop.add_reader(fd, readable)
             ending = await ended
+            shows = self._prompt is not None
             if ending is Ending.ENTER and "\n" in editor.text:
                 # Sent, a pasted paragraph shows as its lines, as the transcript and other
                 # windows show it, not as the escapes the prompt edited it with.
@@ -204,8 +238,17 @@ class TerminalInput:
         except asyncio.CancelledError:
             if keep_partial:
                 self._kept = editor.text
-            if not self._leaving:
+                if ended.done() and not ended.cancelled() and ended.exception() is None:
+                    # The line ended as the prompt did (Enter as a turn ended): the next
+                    # prompt that keeps the line reads its ending too, so it is not lost.
+                    ending_key = "\r" if ended.result() is Ending.ENTER else keys.end_of_input
+                    self._typed = ending_key + self._typed
+            if self._prompt is None:  # never shown
+                if self._leaving and self._ending_line and self._above:
+                    _write_out("\n")
+            elif not self._leaving:
                 self._clear()
+                self._back_to_open_line()
             elif self._ending_line:
                 _write_out("\n")
             raise
@@ -223,8 +266,29 @@ class TerminalInput:
             for number in ending_signals:  # the mode is back: they may end the chat as before
                 signal.signal(number, signal.SIG_DFL)
             self._prompt, self._editor = None, None
-        _write_out("\n")
+        if shows:
+            _write_out("\n")
+            self._end_open_line()  # the prompt's line stays below it
         return None if ending is Ending.END_OF_INPUT else editor.text
+
+    def _end_open_line(self) -> None:
+        if self._above:
+            self._above, self._above_ended = "", True
+
+    def _open_line_rows(self) -> int:
+        """How many rows up from the row below it the open line starts."""
+        try:
+            columns = os.get_terminal_size(sys.stdout.fileno()).columns
+        except (OSError, ValueError):
+            columns = 0
+        # A tab moves to the next multiple of 8 columns, as terminals set their tab stops.
+        return rows_above_cursor(self._above.expandtabs(), columns) + 1
+
+    def _back_to_open_line(self) -> None:
+        """With the prompt erased, put the cursor back at the end of the line left open
+        above it, as if the prompt had never been drawn: what follows continues it."""
+        if self._above:
+            _write_out(f"\x1b[{self._open_line_rows()}A\r\x1b[J{self._above}")
 
     def _rows_up(self, typed: str) -> int:
         if self._prompt is None:
@@ -255,16 +319,30 @@ class TerminalInput:
     def write(self, text: str) -> None:
         if self._prompt is None:
             _write_out(text)
-            return
-        self._clear()
-        _write_out(text if text.endswith("\n") else text + "\n")
-        _write_out(self._prompt + shown(self._editor.text if self._editor else ""))
+        else:
+            self._clear()
+            self._back_to_open_line()
+            _write_out(text)
+        _, line_break, after = text.rpartition("\n")
+        self._above = after if line_break else self._above + after
+        if self._prompt is not None:
+            # What goes on writing the open line is written again with it, then the prompt.
+            above = "\n" if self._above else ""
+            _write_out(above + self._prompt + shown(self._editor.text if self._editor else ""))
 
     def leave(self) -> None:
         self._leaving = True
 
     def end_on_error(self) -> None:
         self._leaving = self._ending_line = True
+
+    @property
+    def reads_during_turns(self) -> bool:
+        return True
+
+    def open_line_ended(self) -> bool:
+        ended, self._above_ended = self._above_ended, False
+        return ended
 
     def discard_typed_ahead(self) -> bool:
         had = bool(self._typed)

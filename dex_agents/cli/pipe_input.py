@@ -62,7 +62,9 @@ class PipeInput:
         threading.Thread(target=read, name="dex-agents-stdin", daemon=True).start()
         return lines
 
-    async def read_line(self, prompt: str, *, keep_partial: bool = False) -> str | None:
+    async def read_line(
+        self, prompt: str, *, keep_partial: bool = False, until_typed: bool = False
+    ) -> str | None:
         if self._ended:
             return None
         lines = self._start()
@@ -91,6 +93,13 @@ class PipeInput:
 
     def leave(self) -> None:
         pass  # a prompt on a pipe is never erased
+
+    @property
+    def reads_during_turns(self) -> bool:
+        return False  # a pipe's lines were written for the prompts they answer
+
+    def open_line_ended(self) -> bool:
+        return False  # no prompt waits below a line left open
 
     def end_on_error(self) -> None:
         pass  # a prompt on a pipe is never erased, and a cancelled one ends its line

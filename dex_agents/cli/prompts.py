@@ -36,11 +36,15 @@ def _say_discarded(lines: LineInput, what: str) -> None:
         lines.write(f"what was typed before this {what} showed was not sent; type it again\n")
 
 
-async def _read(lines: LineInput, prompt_text: str, prompt: Prompt) -> TypedLine | None:
+async def _read(
+    lines: LineInput, prompt_text: str, prompt: Prompt, *, until_typed: bool = False
+) -> TypedLine | None:
     """The next line that is text or a decision; ``None`` to leave. Help and unknown
     commands are answered here, and the prompt is shown again."""
     while True:
-        line = await lines.read_line(prompt_text, keep_partial=prompt is Prompt.MESSAGE)
+        line = await lines.read_line(
+            prompt_text, keep_partial=prompt is Prompt.MESSAGE, until_typed=until_typed
+        )
         if line is None:
             return None
         typed = parse_line(line, prompt)
@@ -56,10 +60,11 @@ async def _read(lines: LineInput, prompt_text: str, prompt: Prompt) -> TypedLine
             return typed
 
 
-async def ask_message(lines: LineInput) -> str | None:
+async def ask_message(lines: LineInput, *, during_turn: bool = False) -> str | None:
     """The next user message; ``None`` to leave. Cancelled, it keeps what was typed for
-    the next message prompt."""
-    typed = await _read(lines, terminal.USER_PROMPT, Prompt.MESSAGE)
+    the next message prompt. ``during_turn``, the prompt shows below the running turn's
+    text once something is typed at it."""
+    typed = await _read(lines, terminal.USER_PROMPT, Prompt.MESSAGE, until_typed=during_turn)
     return None if typed is None else typed.text
 
 

@@ -68,11 +68,13 @@ class Terminal:
         *,
         stderr: Path | None = None,
         shell: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         """``stderr`` names a file for the program's errors, to read after the terminal
         went away; without it they go to the terminal. With ``shell`` (bash's path) the
         terminal runs that shell, interactive with job control, and the test types
-        ``command`` (the chat's command line) at its ``SHELL_PROMPT``."""
+        ``command`` (the chat's command line) at its ``SHELL_PROMPT``. ``env`` adds to the
+        program's environment (``DEX_AGENTS_MODEL``, say)."""
         self.db = tmp_path / "db.sqlite3"
         self.master, slave = pty.openpty()
         self.device = os.ttyname(slave)
@@ -80,13 +82,14 @@ class Terminal:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
         command = [*CLI, "chat", "--db", str(self.db), "--session", session]
         self.command = shlex.join(command)
-        env = {**cli_env(tmp_path), "PYTHONFAULTHANDLER": "1"}
+        environment = {**cli_env(tmp_path), "PYTHONFAULTHANDLER": "1", **(env or {})}
         if shell is None:
             argv = [*AS_A_SHELL_STARTS_A_FOREGROUND_JOB, *command]
         else:
             argv = [*_SHELL_ON_ITS_TERMINAL, shell, "--norc", "--noprofile", "-i"]
-            env["PS1"] = SHELL_PROMPT
-            env["HISTFILE"] = str(tmp_path / "shell_history")  # not the person's own history
+            environment["PS1"] = SHELL_PROMPT
+            # Not the person's own history.
+            environment["HISTFILE"] = str(tmp_path / "shell_history")
         with contextlib.ExitStack() as files:
             errors = slave if stderr is None else files.enter_context(stderr.open("wb"))
             self.process = subprocess.Popen(
@@ -95,7 +98,7 @@ class Terminal:
                 stdout=slave,
                 stderr=errors,
                 cwd=ROOT,
-                env=env,
+                env=environment,
                 start_new_session=True,
             )
         os.close(slave)
@@ -155,6 +158,13 @@ class Terminal:
     def type(self, text: str) -> None:
         """Type ``text`` without pressing Enter."""
         os.write(self.master, text.encode())
+
+    def paste(self, text: str) -> None:
+        """Paste ``text``, its line breaks sent as Enter is, as a terminal does: marked as
+        pasted (``ESC [200~`` ... ``ESC [201~``) when the program last asked for the marks."""
+        asked = self.raw.rfind("\x1b[?2004h") > self.raw.rfind("\x1b[?2004l")
+        sent = text.replace("\n", "\r")
+        self.type(f"\x1b[200~{sent}\x1b[201~" if asked else sent)
 
     def end_input(self) -> None:
         """Ctrl-D at the start of a line: the program reads the end of its input."""
