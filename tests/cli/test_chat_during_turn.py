@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from dex_agents.app.session_client import PortableSessionClient
 from tests.adapters.litellm.provider_scripts import chat_reply, chat_stream
 from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
 from tests.cli.cli_support import DEADLINE_SECONDS, user_texts
 from tests.cli.pty_support import COLUMNS, Terminal, screen, up_to_last_written
+from tests.cli.test_chat_elsewhere import elsewhere
 
 ANSWER = "Order 7 shipped on Monday and arrives on Friday."
 PAUSED_AFTER = "agent> Order 7 shipped "
@@ -201,3 +203,24 @@ def test_a_model_line_wider_than_the_terminal_goes_on_above_what_is_typed(
         assert sum(row.count("word0 ") for row in rows) == 1
         chat.send("\x15/quit")
         assert chat.exit_code() == 0
+
+
+def test_a_session_stopped_elsewhere_while_the_model_writes_leaves_what_was_typed_shown(
+    tmp_path: Path,
+) -> None:
+    with _chat_mid_turn(tmp_path) as (chat, _):
+        chat.type("half typed")
+        chat.expect("half typed")
+
+        async def stop(sessions: PortableSessionClient) -> None:
+            await sessions.flow_client.stop_flow("pty", "stopped in another window")
+
+        elsewhere(chat.db, stop)
+        chat.expect("error: session 'pty' is stopped")
+        assert chat.exit_code() == 1
+        assert up_to_last_written(screen(chat.raw))[-3:] == [
+            PAUSED_AFTER.rstrip(),
+            "you> half typed",
+            "dex-agents: error: session 'pty' is stopped",
+        ]
+    assert user_texts(tmp_path / "db.sqlite3", "pty") == ["where is order 7?"]
