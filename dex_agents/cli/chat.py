@@ -151,31 +151,39 @@ class _Chat:
         if resumed:
             print("\n".join(terminal.resume_lines(snapshot)), flush=True)
         self._follower.mark_seen(snapshot)
+        typed: str | None = None  # a message to send as the next turn is followed
         while True:
-            followed = await self._follow_turn()
+            followed = await self._follow_turn(typed)
             if followed is None:
                 return 0
-            snapshot = followed
-            if snapshot.pending_interrupts:
-                if not await self._answer(snapshot.pending_interrupts[0]):
+            typed = None
+            if followed.pending_interrupts:
+                if not await self._answer(followed.pending_interrupts[0]):
                     return 0
-            elif not await self._send_message():
+                continue
+            text = await self._while_following(prompts.ask_message(self._lines), None)
+            if text is None:
                 return 0
+            if not isinstance(text, _Ended):  # else the session asks for a decision now
+                typed = text
 
-    async def _follow_turn(self) -> AgentSnapshot | None:
-        """Show what the session does until it needs a person; that snapshot, or ``None``
-        when the person leaves. Where the input reads during turns, a message prompt waits
-        below what shows, and each line typed there is sent at once."""
+    async def _follow_turn(self, typed: str | None) -> AgentSnapshot | None:
+        """Send ``typed``, if any, and show what the session does until it needs a person;
+        that snapshot, or ``None`` when the person leaves. Where the input reads during
+        turns, a message prompt waits below what shows, from before ``typed`` is sent (a
+        key pressed meanwhile is the prompt's, not the terminal's to echo), and each line
+        typed there is sent at once."""
         if not self._lines.reads_during_turns:
+            if typed is not None:
+                await self._send(typed)
             return await self._follower.until_person()
-        watch = asyncio.create_task(self._follower.until_person(), name="dex-agents turn")
-        prompt: asyncio.Task[str | None] | None = None
+        prompt = self._turn_prompt()
+        watch: asyncio.Task[AgentSnapshot] | None = None
         try:
+            if typed is not None:
+                await self._send(typed)
+            watch = self._watch_turn()
             while True:
-                prompt = asyncio.create_task(
-                    prompts.ask_message(self._lines, during_turn=True),
-                    name="dex-agents turn prompt",
-                )
                 await asyncio.wait((prompt, watch), return_when=asyncio.FIRST_COMPLETED)
                 if not prompt.done():
                     if watch.exception() is not None:
@@ -186,29 +194,26 @@ class _Chat:
                     return None
                 await self._send(text)
                 if watch.done():  # what was sent starts a turn of its own: follow it
-                    watch = asyncio.create_task(
-                        self._follower.until_person(), name="dex-agents turn"
-                    )
+                    watch = self._watch_turn()
+                prompt = self._turn_prompt()
         except asyncio.CancelledError:
             # Ctrl-C: the prompt stays shown, and the chat's last line break ends it.
             self._lines.leave()
             raise
         finally:
-            tasks = (watch,) if prompt is None else (prompt, watch)
+            tasks = (prompt,) if watch is None else (prompt, watch)
             for task in tasks:
                 task.cancel()
             # Cancelled, the prompt keeps what was typed for the next message prompt.
             await asyncio.gather(*tasks, return_exceptions=True)
         return watch.result()
 
-    async def _send_message(self) -> bool:
-        text = await self._while_following(prompts.ask_message(self._lines), None)
-        if isinstance(text, _Ended):
-            return True  # the session asks for a decision now; what was typed is kept
-        if text is None:
-            return False
-        await self._send(text)
-        return True
+    def _turn_prompt(self) -> asyncio.Task[str | None]:
+        asking = prompts.ask_message(self._lines, during_turn=True)
+        return asyncio.create_task(asking, name="dex-agents turn prompt")
+
+    def _watch_turn(self) -> asyncio.Task[AgentSnapshot]:
+        return asyncio.create_task(self._follower.until_person(), name="dex-agents turn")
 
     async def _send(self, text: str) -> None:
         if await self._client.send_user_message(self._session, text):

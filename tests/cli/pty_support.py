@@ -18,6 +18,7 @@ import time
 import unicodedata
 from pathlib import Path
 
+from dex_agents.cli.line_editing import BRACKETED_PASTE_OFF, BRACKETED_PASTE_ON
 from tests.cli.cli_support import CLI, DEADLINE_SECONDS, ROOT, cli_env
 
 COLUMNS = 80
@@ -133,23 +134,39 @@ class Terminal:
         while text not in self.output:
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"no {text!r} in:\n{self.output}"
-            ready, _, _ = select.select([self.master], [], [], remaining)
-            if ready:
-                try:
-                    chunk = os.read(self.master, 4096)
-                except OSError:  # the process closed the terminal
-                    chunk = b""
-                assert chunk, f"the program ended before {text!r}:\n{self.output}"
-                read = chunk.decode("utf-8", errors="replace")
-                self.raw += read
-                # A mode's sequence split between two reads is read whole with the next.
-                read, self._split = self._split + read, ""
-                if split := _MODE_STARTED.search(read):
-                    read, self._split = read[: split.start()], split.group(0)
-                self.output += _MODES.sub("", read).replace("\r\n", "\n")
+            self._read(remaining, text)
         end = self.output.index(text) + len(text)
         seen, self.output = self.output[:end], self.output[end:]
         return seen
+
+    def _read(self, seconds: float, awaited: str) -> None:
+        ready, _, _ = select.select([self.master], [], [], seconds)
+        if not ready:
+            return
+        try:
+            chunk = os.read(self.master, 4096)
+        except OSError:  # the process closed the terminal
+            chunk = b""
+        assert chunk, f"the program ended before {awaited}:\n{self.output}"
+        read = chunk.decode("utf-8", errors="replace")
+        self.raw += read
+        # A mode's sequence split between two reads is read whole with the next.
+        read, self._split = self._split + read, ""
+        if split := _MODE_STARTED.search(read):
+            read, self._split = read[: split.start()], split.group(0)
+        self.output += _MODES.sub("", read).replace("\r\n", "\n")
+
+    def _paste_marks_asked(self) -> bool:
+        return self.raw.rfind(BRACKETED_PASTE_ON) > self.raw.rfind(BRACKETED_PASTE_OFF)
+
+    def expect_paste_marks(self) -> None:
+        """Read until the program last asked for pasted text to be marked, as a prompt
+        reading keys does."""
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while not self._paste_marks_asked():
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no prompt asked for paste marks:\n{self.output}"
+            self._read(remaining, "paste marks were asked for")
 
     def send(self, line: str) -> None:
         """Type a line."""
@@ -162,9 +179,8 @@ class Terminal:
     def paste(self, text: str) -> None:
         """Paste ``text``, its line breaks sent as Enter is, as a terminal does: marked as
         pasted (``ESC [200~`` ... ``ESC [201~``) when the program last asked for the marks."""
-        asked = self.raw.rfind("\x1b[?2004h") > self.raw.rfind("\x1b[?2004l")
         sent = text.replace("\n", "\r")
-        self.type(f"\x1b[200~{sent}\x1b[201~" if asked else sent)
+        self.type(f"\x1b[200~{sent}\x1b[201~" if self._paste_marks_asked() else sent)
 
     def end_input(self) -> None:
         """Ctrl-D at the start of a line: the program reads the end of its input."""

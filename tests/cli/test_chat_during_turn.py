@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -224,3 +225,31 @@ def test_a_session_stopped_elsewhere_while_the_model_writes_leaves_what_was_type
             "dex-agents: error: session 'pty' is stopped",
         ]
     assert user_texts(tmp_path / "db.sqlite3", "pty") == ["where is order 7?"]
+
+
+def test_a_paragraph_pasted_while_the_message_is_being_sent_is_one_message(
+    tmp_path: Path,
+) -> None:
+    with Terminal(tmp_path) as chat:
+        chat.expect("you> ")
+        # Another writer holds the database: sending the message waits for it.
+        holder = sqlite3.connect(chat.db, timeout=DEADLINE_SECONDS)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            chat.send("first")
+            chat.expect("first\n")
+            # Before, the terminal was in its line mode until the message was sent: what was
+            # typed meanwhile was the terminal's, echoed and split into lines.
+            chat.expect_paste_marks()
+            assert not chat.line_mode()
+            chat.paste("hello\nthere")
+            chat.expect("there")
+            chat.type("\r")
+            chat.expect("you> hello")
+        finally:
+            holder.rollback()
+            holder.close()
+        chat.expect("agent> Demo reply: hello\nthere.")
+        chat.expect("you> ")
+        assert chat.quit() == 0
+    assert user_texts(tmp_path / "db.sqlite3", "pty") == ["first", "hello\nthere"]
