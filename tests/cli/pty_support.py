@@ -139,6 +139,20 @@ class Terminal:
         seen, self.output = self.output[:end], self.output[end:]
         return seen
 
+    def expect_last_rows(self, last: list[str]) -> list[str]:
+        """Read until the screen's last rows written on are ``last``; return every row.
+
+        A screen is read whole rather than after one ``expect``, since the chat may
+        erase a line and draw it again (a prompt below a turn, then the message prompt
+        after it): the text an ``expect`` matched can be the draw that goes next.
+        """
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while (rows := up_to_last_written(screen(self.raw)))[-len(last) :] != last:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"the screen's last rows are not {last!r}:\n" + "\n".join(rows)
+            self._read(remaining, repr(last))
+        return rows
+
     def _read(self, seconds: float, awaited: str) -> None:
         ready, _, _ = select.select([self.master], [], [], seconds)
         if not ready:

@@ -98,10 +98,8 @@ def test_what_is_typed_while_the_model_writes_stays_below_its_text_and_enter_que
         chat.expect("and the invoice")
         model.go_on()
         chat.expect("Friday.")
-        chat.expect("you> and the invoice")
-        rows = up_to_last_written(screen(chat.raw))
         # Before, the terminal echoed what was typed into the middle of the model's text.
-        assert rows[-2:] == [f"agent> {ANSWER}", "you> and the invoice"]
+        chat.expect_last_rows([f"agent> {ANSWER}", "you> and the invoice"])
         chat.type("\r")  # Enter: sent now, as the next message
         chat.expect("agent> Noted.")
         chat.expect("you> ")
@@ -191,16 +189,16 @@ def test_a_model_line_wider_than_the_terminal_goes_on_above_what_is_typed(
         chat.expect("and the invoice")
         model.go_on()
         chat.expect("word29.")
-        chat.expect("you> and the invoice")
-        rows = up_to_last_written(screen(chat.raw))
         shown = f"agent> {answer}"
         # Each piece wrote the model's line again whole: none of its rows is left twice.
-        assert rows[-4:] == [
-            shown[:COLUMNS].rstrip(),
-            shown[COLUMNS : 2 * COLUMNS].rstrip(),
-            shown[2 * COLUMNS :],
-            "you> and the invoice",
-        ]
+        rows = chat.expect_last_rows(
+            [
+                shown[:COLUMNS].rstrip(),
+                shown[COLUMNS : 2 * COLUMNS].rstrip(),
+                shown[2 * COLUMNS :],
+                "you> and the invoice",
+            ]
+        )
         assert sum(row.count("word0 ") for row in rows) == 1
         chat.send("\x15/quit")
         assert chat.exit_code() == 0
