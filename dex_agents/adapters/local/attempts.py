@@ -12,12 +12,11 @@ lease.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import traceback
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 from dex_agents.adapters.local import claims, handoff
+from dex_agents.adapters.local.execute_timeout import ExecuteTimeout
 from dex_agents.adapters.local.registry import RegisteredFlow
 from dex_agents.adapters.local.running_attempts import AttemptHost, RunningAttempt, claimed_state
 from dex_agents.adapters.local.sqlite_store import StoreError
@@ -185,7 +184,7 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
     )
     running.context = context
     try:
-        async with _execute_timeout(context, options.execute_timeout):
+        async with ExecuteTimeout(context, options.execute_timeout):
             decision = await step.execute(context, flow.decode_input(step, row.input))
         if not isinstance(decision, StepDecision):
             raise TypeError(
@@ -243,28 +242,6 @@ async def run_execute(host: AttemptHost, running: RunningAttempt) -> None:
     # After the commit, not before: what the attempt reports (its spans) must not say a
     # result is in that a worker killed before the commit leaves out (it runs again).
     context.settle(_settled(committed))
-
-
-@contextlib.asynccontextmanager
-async def _execute_timeout(context: LocalStepContext, limit: timedelta) -> AsyncIterator[None]:
-    """``asyncio.timeout(limit)``, which the attempt sees as a cancellation the engine asked for.
-
-    As Dex cancels an invocation past its deadline, and as a missed heartbeat stops an
-    attempt here: its Step's spans are kept (an error span of a failed attempt). Seen
-    as a Worker closing, a timed-out attempt exported no span though its retry did.
-    """
-    loop = asyncio.get_running_loop()
-    async with asyncio.timeout(None) as scope:
-
-        def expire() -> None:
-            context.cancellation_requested = True
-            scope.reschedule(loop.time())  # the timeout cancels the task now
-
-        handle = loop.call_later(limit.total_seconds(), expire)
-        try:
-            yield
-        finally:
-            handle.cancel()
 
 
 async def fail_attempt(
