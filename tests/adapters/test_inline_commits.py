@@ -125,6 +125,23 @@ def test_a_try_while_another_thread_is_in_a_transaction_runs_nothing(store: Flow
     assert store.read(lambda tx: tx.get_value("f1", "a", "")) is None
 
 
+def test_a_try_whose_work_raises_leaves_the_store_to_other_threads(store: FlowStore) -> None:
+    assert isinstance(store, InlineFlowStore)
+
+    def fails(_: StoreTransaction) -> None:
+        raise ValueError("no")
+
+    with pytest.raises(ValueError, match="no"):
+        store.try_read(fails)
+    store.try_run_batch([fails])
+    # The store's lock went back with each try: another thread's try begins at once.
+    with ThreadPoolExecutor(1) as elsewhere:
+        read = elsewhere.submit(store.try_read, lambda tx: tx.get_value("f1", "a", ""))
+        assert read.result() is None
+        written = elsewhere.submit(store.try_run_batch, [_writes("a", [])])
+        assert [outcome.value for outcome in written.result()] == ["a"]
+
+
 def test_a_sqlite_try_while_another_connection_writes_runs_nothing(tmp_path: Path) -> None:
     path = tmp_path / "flows.sqlite3"
     store, other = SqliteFlowStore(path), SqliteFlowStore(path)
