@@ -518,6 +518,25 @@ async def test_a_stopping_worker_hands_back_work_it_never_started(
         assert stack.probe.attempts["Start-1"] == [1]
 
 
+async def test_a_reader_s_wait_that_runs_out_returns_and_leaves_no_cancellation(
+    store_kind: str, tmp_path: Path
+) -> None:
+    async with running_stack(make_store(store_kind, tmp_path), worker=False) as stack:
+        await stack.client.start_flow(stack.flow, "s1", "x")
+        engine = stack.engine
+        mark = await engine.flow_change_mark()
+
+        async def read() -> int:
+            now = await engine.wait_for_flow_change("s1", mark, timedelta(milliseconds=20))
+            await asyncio.sleep(0)  # no cancellation is left to come after the wait
+            return now
+
+        waiter = asyncio.create_task(read())
+        assert await waiter >= mark
+        assert waiter.cancelling() == 0
+        assert not engine._flow_changes.watched()  # the run's watch ended with the wait
+
+
 async def test_a_reader_cancelled_as_it_is_woken_stays_cancelled(
     store_kind: str, tmp_path: Path
 ) -> None:
