@@ -7,11 +7,9 @@ sequence of load, decide, commit.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -61,9 +59,6 @@ from dex_agents.ports.session_schema import (
     TURN_SESSION_SETTINGS,
 )
 from dex_agents.ports.step_contexts import StepContext
-
-BACKGROUND_HEARTBEAT_INTERVAL = timedelta(seconds=20)
-"""How often the session heartbeats while a runner call runs."""
 
 
 @dataclass(frozen=True)
@@ -285,38 +280,6 @@ def record_usage(
         AgentEventType.USAGE_RECORDED,
         UsageRecordedPayload(recorded=usage, session=total),
     )
-
-
-@contextlib.asynccontextmanager
-async def background_heartbeat(
-    context: StepContext, interval: timedelta = BACKGROUND_HEARTBEAT_INTERVAL
-) -> AsyncIterator[None]:
-    """Heartbeat every ``interval`` while the body runs (a long model or tool call)."""
-    loop = asyncio.get_running_loop()
-    seconds = interval.total_seconds()
-    beating: asyncio.Task[None] | None = None
-
-    async def beat() -> None:
-        while True:
-            with contextlib.suppress(Exception):  # a missed heartbeat is the timeout's to judge
-                await context.heartbeat()
-            await asyncio.sleep(seconds)
-
-    def start() -> None:
-        nonlocal beating
-        beating = loop.create_task(beat())
-
-    # Most calls end long before the first beat is due: until then a timer, not a Task
-    # created and cancelled for every model and tool call.
-    timer = loop.call_later(seconds, start)
-    try:
-        yield
-    finally:
-        timer.cancel()
-        if beating is not None:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
 
 
 def deadline_from(now: datetime, options: AgentSessionOptions) -> datetime | None:

@@ -1,4 +1,4 @@
-"""``background_heartbeat``: beats while a long call runs, none for a call that ends first."""
+"""``BackgroundHeartbeat``: beats while a long call runs, none for a call that ends first."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 from datetime import timedelta
 from typing import cast
 
-from dex_agents.app.session import background_heartbeat
+from dex_agents.app.background_heartbeat import BackgroundHeartbeat
 from dex_agents.ports.step_contexts import StepContext
 from dex_agents.testing import wait_until
 
@@ -25,7 +25,7 @@ class CountingContext:
 
 async def test_a_call_that_ends_before_the_first_beat_is_due_beats_never() -> None:
     context = CountingContext()
-    async with background_heartbeat(cast(StepContext, context), timedelta(milliseconds=20)):
+    async with BackgroundHeartbeat(cast(StepContext, context), timedelta(milliseconds=20)):
         pass
     await asyncio.sleep(0.05)
     assert context.beats == 0
@@ -33,7 +33,7 @@ async def test_a_call_that_ends_before_the_first_beat_is_due_beats_never() -> No
 
 async def test_a_long_call_beats_until_it_ends_even_after_a_failed_beat() -> None:
     context = CountingContext()
-    async with background_heartbeat(cast(StepContext, context), timedelta(milliseconds=1)):
+    async with BackgroundHeartbeat(cast(StepContext, context), timedelta(milliseconds=1)):
         await wait_until("three heartbeats", lambda: context.beats >= 3 or None)
     ended_at = context.beats
     await asyncio.sleep(0.02)

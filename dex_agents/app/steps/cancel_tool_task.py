@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from dex_agents.app import tool_routing
-from dex_agents.app.session import SessionRuntime, background_heartbeat
+from dex_agents.app.background_heartbeat import BackgroundHeartbeat
+from dex_agents.app.session import SessionRuntime
 from dex_agents.app.steps import tool_steps
 from dex_agents.domain.tool_calls import CancellationReason
 from dex_agents.domain.tool_outcomes import abandon_tool_task, cancel_unstarted_tool_call
@@ -87,7 +88,7 @@ class CancelToolTask(Step[str]):
             cancellation = ToolTaskCancellation(
                 flow_id=context.flow_id, tool_call=record, attempt=context.attempt
             )
-            async with background_heartbeat(context):
+            async with BackgroundHeartbeat(context):
                 await runner.cancel_tool_task(cancellation)
         tool_routing.finish_record(context, runtime, abandon_tool_task(record))
         return dead_end()

@@ -14,11 +14,11 @@ import logging
 import attrs
 
 from dex_agents.app import spend, tracing
+from dex_agents.app.background_heartbeat import BackgroundHeartbeat
 from dex_agents.app.message_store import all_messages
 from dex_agents.app.session import (
     SessionRuntime,
     SessionStateError,
-    background_heartbeat,
     record_usage,
     require_state,
 )
@@ -195,7 +195,7 @@ class CompactContext(Step[CompactContextInput]):
         await context.heartbeat()
         chat.started(request.messages)
         try:
-            async with background_heartbeat(context):
+            async with BackgroundHeartbeat(context):
                 result = await runner.summarize_context(request)
         except ModelCallError as error:
             return turn_end.model_call_failed(error, chat)

@@ -12,6 +12,7 @@ import dataclasses
 import attrs
 
 from dex_agents.app import spend, tracing
+from dex_agents.app.background_heartbeat import BackgroundHeartbeat
 from dex_agents.app.message_store import (
     CHUNKS_LOAD,
     WINDOW_LOAD,
@@ -21,7 +22,6 @@ from dex_agents.app.message_store import (
 )
 from dex_agents.app.session import (
     SessionRuntime,
-    background_heartbeat,
     end_turn,
     record_usage,
     require_state,
@@ -186,7 +186,7 @@ class RunModel(Step[None]):
             return decision
         chat.started(turn.messages, turn.tool_calls)
         try:
-            async with background_heartbeat(context):
+            async with BackgroundHeartbeat(context):
                 raw = await runtime.runner.run_model_step(turn)
         except ModelCallError as error:
             return turn_end.model_call_failed(error, chat)

@@ -17,7 +17,8 @@ from typing import TypeVar
 import attrs
 
 from dex_agents.app import tool_routing, tool_step_movements, tracing
-from dex_agents.app.session import SessionRuntime, background_heartbeat
+from dex_agents.app.background_heartbeat import BackgroundHeartbeat
+from dex_agents.app.session import SessionRuntime
 from dex_agents.app.session_events import (
     SessionEventWriter,
     commit_interrupt_resolved,
@@ -100,7 +101,7 @@ async def run_tool(
     retried. The attempt's events writer is closed either way.
     """
     try:
-        async with background_heartbeat(context):
+        async with BackgroundHeartbeat(context):
             return check(await call())
     except (ToolExecutionError, ToolOutcomeUnknownError) as error:
         traced.failed(error)
