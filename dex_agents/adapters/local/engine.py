@@ -90,11 +90,16 @@ class LocalEngine:
         lease_duration: timedelta = DEFAULT_LEASE_DURATION,
         clock: Callable[[], datetime] = utc_now,
         step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT,
+        retry_interval_scale: float = 1.0,
     ) -> None:
         check_engine_interval("poll_interval", poll_interval)
         check_engine_interval("lease_duration", lease_duration)
         self.store = store
-        self.flows = register_flows(flows, step_history_limit=step_history_limit)
+        self.flows = register_flows(
+            flows,
+            step_history_limit=step_history_limit,
+            retry_interval_scale=retry_interval_scale,
+        )
         self.poll_interval = poll_interval
         self.lease_duration = lease_duration
         self._clock = clock

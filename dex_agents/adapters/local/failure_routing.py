@@ -86,7 +86,10 @@ def fail_execution(
     options = flow.options(step, row.options)
     retry = options.retry
     next_attempt = row.attempt + 1
-    delay = retry.delay_before(next_attempt) if retry_delay is None else retry_delay
+    if retry_delay is None:
+        delay = retry.delay_before(next_attempt) * flow.retry_interval_scale
+    else:
+        delay = retry_delay
     started = row.first_attempt_at or now
     retry_at = _after(now, delay)
     deadline = None if retry.total_duration is None else _after(started, retry.total_duration)

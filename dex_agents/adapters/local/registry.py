@@ -38,6 +38,8 @@ class RegisteredFlow:
     (``register_flows``)."""
     step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT
     """The finished Step executions each session keeps (``history_retention.py``)."""
+    retry_interval_scale: float = 1.0
+    """What each retry policy's interval is multiplied by (``check_retry_interval_scale``)."""
     _decoded_options: dict[str, StepOptions] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -115,11 +117,32 @@ class RegisteredFlow:
         return item
 
 
+def check_retry_interval_scale(scale: object) -> float:
+    """``scale`` if it is a number above 0 and at most 1; else ``ValueError`` naming it.
+
+    The engine multiplies each retry policy's interval by it: 1 (the default)
+    waits each interval as the policy says, and a test's smaller scale waits
+    less, with the same attempts in the same order. A ``RetryAfterError``'s
+    delay and the policy's ``total_duration`` stay as given.
+    """
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, int | float)
+        or not 0 < scale <= 1  # also refuses NaN
+    ):
+        raise ValueError(f"retry_interval_scale must be above 0 and at most 1, not {scale!r}")
+    return float(scale)
+
+
 def register_flows(
-    flows: Sequence[FlowDefinition], *, step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT
+    flows: Sequence[FlowDefinition],
+    *,
+    step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT,
+    retry_interval_scale: float = 1.0,
 ) -> dict[str, RegisteredFlow]:
     """Check and index Flow types; ``FlowDefinitionError`` names the first problem."""
     check_step_history_limit(step_history_limit)
+    check_retry_interval_scale(retry_interval_scale)
     registered: dict[str, RegisteredFlow] = {}
     for flow in flows:
         if flow.flow_type in registered:
@@ -156,7 +179,7 @@ def register_flows(
             if name != rpc.name:
                 raise FlowDefinitionError(f"RPC {rpc.name} is registered as {name}")
         registered[flow.flow_type] = RegisteredFlow(
-            flow, steps, schema, own_options, step_history_limit
+            flow, steps, schema, own_options, step_history_limit, retry_interval_scale
         )
     return registered
 

@@ -31,6 +31,7 @@ from dex_agents.adapters.local.history_retention import (
     check_step_history_limit,
 )
 from dex_agents.adapters.local.memory_store import MemoryFlowStore
+from dex_agents.adapters.local.registry import check_retry_interval_scale
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.worker import LocalWorker, check_max_concurrent_tasks
 from dex_agents.ports.engine import ENGINE_LOGGER as logger
@@ -58,6 +59,8 @@ class EngineRuntime:
     ``DatabaseFileError`` when the runtime opens, naming the fault.
     ``step_history_limit`` is how many finished Step executions each session
     keeps in the file (1,000; ``None`` keeps all; see ``history_retention.py``).
+    ``retry_interval_scale`` (1) multiplies each retry policy's interval, for
+    tests that need not wait a policy's seconds (``check_retry_interval_scale``).
 
     On exit the workers stop claiming (a running attempt is cancelled and left
     to its lease, so another process or the next start takes it over), then the
@@ -76,8 +79,10 @@ class EngineRuntime:
         poll_interval: timedelta = DEFAULT_POLL_INTERVAL,
         worker_id_prefix: str | None = None,
         step_history_limit: int | None = DEFAULT_STEP_HISTORY_LIMIT,
+        retry_interval_scale: float = 1.0,
     ) -> None:
         check_step_history_limit(step_history_limit)
+        check_retry_interval_scale(retry_interval_scale)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be a whole number, 0 or more, not {workers!r}")
         given_flows: object = flows  # typed as a list, but a caller may pass one Flow
@@ -118,6 +123,7 @@ class EngineRuntime:
         self._poll_interval = poll_interval
         self._worker_id_prefix = worker_id_prefix
         self._step_history_limit = step_history_limit
+        self._retry_interval_scale = retry_interval_scale
         self._store: FlowStore | None = None
         self._engine: LocalEngine | None = None
         self._client: LocalFlowClient | None = None
@@ -192,6 +198,7 @@ class EngineRuntime:
                 poll_interval=self._poll_interval,
                 lease_duration=self._lease_duration,
                 step_history_limit=self._step_history_limit,
+                retry_interval_scale=self._retry_interval_scale,
             )
         except BaseException:
             store.close()
