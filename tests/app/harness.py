@@ -32,6 +32,10 @@ from tests.support.session_events import session_events
 
 T = TypeVar("T")
 
+RETRY_INTERVAL_SCALE = 0.01
+"""The session tests' engines retry at a hundredth of each policy's interval: a Step that
+keeps failing runs its attempts in the same order, without the default policy's 3 s."""
+
 
 async def until(
     sessions: AgentSessionClient,
@@ -99,10 +103,16 @@ async def serving(
 ) -> AsyncIterator[LocalFlowClient]:
     """An engine on ``store`` serving ``flow`` with a worker on this loop; its client.
 
+    Its retries wait ``RETRY_INTERVAL_SCALE`` of each policy's interval.
+
     The worker stops, and the engine and ``store`` close, on the way out.
     """
     engine = LocalEngine(
-        store, [flow], poll_interval=timedelta(milliseconds=20), lease_duration=lease_duration
+        store,
+        [flow],
+        poll_interval=timedelta(milliseconds=20),
+        lease_duration=lease_duration,
+        retry_interval_scale=RETRY_INTERVAL_SCALE,
     )
     worker = LocalWorker(engine)
     task = asyncio.create_task(worker.run())

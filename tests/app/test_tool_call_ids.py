@@ -22,6 +22,7 @@ from dex_agents.builtin_loop import (
     function_tool,
 )
 from dex_agents.local import LocalRuntime
+from tests.app.harness import RETRY_INTERVAL_SCALE
 
 
 @function_tool(effect=ToolEffect.READ)
@@ -61,7 +62,8 @@ async def test_an_id_a_session_cannot_record_fails_the_turn_naming_it(
         name="ids", instructions="i", model=ScriptedModelClient(respond), tools=[look]
     )
     flow = builtin_agent_session_flow(agent, flow_type="ToolCallIds")
-    async with LocalRuntime(tmp_path / "s.sqlite3" if in_file else None, [flow]) as runtime:
+    database = tmp_path / "s.sqlite3" if in_file else None
+    async with LocalRuntime(database, [flow], retry_interval_scale=RETRY_INTERVAL_SCALE) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.start_session("s1", "look")
         snapshot = await sessions.wait_for_user("s1")

@@ -18,6 +18,7 @@ from dex_agents.domain.runner_outcomes import ToolTaskPollOutcome
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import FlowStore, StoreTransaction
 from dex_agents.ports.runner import ToolTaskCancellation, ToolTaskPoll
+from tests.app.harness import RETRY_INTERVAL_SCALE
 from tests.app.steering_support import CancellableTaskRunner
 from tests.app.test_steering_races import REPORT
 from tests.support.session_events import session_events
@@ -55,7 +56,12 @@ async def test_a_poll_failed_before_cancel_turn_is_recorded_once(store: FlowStor
     runner = FailingPollRunner(interval=0)
     runner.release.set()
     flow = AgentSessionFlow(runner, flow_type="TestAgent", options=REPORT)
-    engine = LocalEngine(store, [flow], poll_interval=timedelta(milliseconds=20))
+    engine = LocalEngine(
+        store,
+        [flow],
+        poll_interval=timedelta(milliseconds=20),
+        retry_interval_scale=RETRY_INTERVAL_SCALE,
+    )
     registered = engine.registered(flow)
     client = LocalFlowClient(engine)
     sessions = AgentSessionClient(client, flow)
