@@ -28,13 +28,10 @@ from dex_agents.ports.engine import FlowDefinition
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.runner import DeferredToolExecution
 from tests.app.scripted_runner import ScriptedRunner
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 from tests.support.session_events import session_events
 
 T = TypeVar("T")
-
-RETRY_INTERVAL_SCALE = 0.01
-"""The session tests' engines retry at a hundredth of each policy's interval: a Step that
-keeps failing runs its attempts in the same order, without the default policy's 3 s."""
 
 
 async def until(

@@ -28,7 +28,7 @@ from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import StoreTransaction
-from tests.app.harness import RETRY_INTERVAL_SCALE
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 
 TURN = timedelta(seconds=20)
 

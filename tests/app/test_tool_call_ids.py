@@ -22,7 +22,7 @@ from dex_agents.builtin_loop import (
     function_tool,
 )
 from dex_agents.local import LocalRuntime
-from tests.app.harness import RETRY_INTERVAL_SCALE
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 
 
 @function_tool(effect=ToolEffect.READ)

@@ -18,9 +18,9 @@ from dex_agents.domain.runner_outcomes import ToolTaskPollOutcome
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import FlowStore, StoreTransaction
 from dex_agents.ports.runner import ToolTaskCancellation, ToolTaskPoll
-from tests.app.harness import RETRY_INTERVAL_SCALE
 from tests.app.steering_support import CancellableTaskRunner
 from tests.app.test_steering_races import REPORT
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 from tests.support.session_events import session_events
 
 RECORDER = "RecordToolFailure"  # a read's poll routes its failure here
