@@ -14,7 +14,9 @@ environment variable:
 - ``DEXCLI`` unset: the embedded engine (``dex_agents.adapters.local``); the
   test process and each Worker child share one SQLite database in the test's
   ``tmp_path``. Worker children run with a 1 s lease and a 50 ms poll, so a
-  killed Worker's Steps are taken over within seconds.
+  killed Worker's Steps are taken over within seconds. ``worker_env`` may set
+  ``RETRY_INTERVAL_SCALE_ENV`` (``DEX_AGENTS_TEST_RETRY_INTERVAL_SCALE``, above 0
+  and at most 1) to shorten each retry policy's interval in the children.
 
 The Worker runs ``python -m <worker_module>`` in its own process group, so
 ``WorkerProcess.kill()`` SIGKILLs it at an exact moment; the module calls
@@ -58,6 +60,7 @@ from dex_agents.adapters.local.integration_stack import (
     LEASE_SECONDS_ENV,
     POLL_SECONDS_ENV,
     READY_DIR_ENV,
+    RETRY_INTERVAL_SCALE_ENV,
     LocalAgentTestStack,
     WorkerProcess,
 )
@@ -222,6 +225,7 @@ __all__ = [
     "LEASE_SECONDS_ENV",
     "POLL_SECONDS_ENV",
     "READY_DIR_ENV",
+    "RETRY_INTERVAL_SCALE_ENV",
     "SERVER_ADDRESS_ENV",
     "AgentTestStack",
     "ContextWindowSessionResult",

@@ -18,6 +18,7 @@ from dex_agents.testing import (
     DATABASE_ENV,
     LEASE_SECONDS_ENV,
     POLL_SECONDS_ENV,
+    RETRY_INTERVAL_SCALE_ENV,
     AgentTestStack,
     FileGate,
     Invocation,
@@ -291,6 +292,19 @@ async def test_the_stack_prints_worker_output_when_its_block_fails(
         (
             {DATABASE_ENV: "x.db", POLL_SECONDS_ENV: "inf"},
             ValueError(f"{POLL_SECONDS_ENV} must be a finite number of seconds, not 'inf'"),
+        ),
+        (
+            {DATABASE_ENV: "x.db", RETRY_INTERVAL_SCALE_ENV: "fast"},
+            ValueError(f"{RETRY_INTERVAL_SCALE_ENV} must be a number, not 'fast'"),
+        ),
+        *(
+            (
+                {DATABASE_ENV: "x.db", RETRY_INTERVAL_SCALE_ENV: raw},
+                ValueError(
+                    f"{RETRY_INTERVAL_SCALE_ENV} must be above 0 and at most 1, not {raw!r}"
+                ),
+            )
+            for raw in ("0", "2", "nan")
         ),
     ],
 )

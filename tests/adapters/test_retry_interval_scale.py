@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -14,10 +15,15 @@ from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.runtime import EngineRuntime
 from dex_agents.ports.engine import RetryPolicy, Step, StepDecision, StepOptions
 from dex_agents.ports.errors import RetryAfterError
-from dex_agents.ports.flow_rows import ExecutionRow
+from dex_agents.ports.flow_rows import ExecutionRow, FlowStatus
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.step_contexts import StepContext
+from dex_agents.testing import RETRY_INTERVAL_SCALE_ENV, AgentTestStack
 from tests.adapters.engine_flows import OneStepFlow, running_worker
+from tests.adapters.retry_scale_worker import build_flow
+from tests.support.flow_runs import wait_for_status
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 """The engine's clock, which stands still: a retry made due by it never becomes due."""
@@ -86,3 +92,20 @@ def test_a_scale_that_is_not_above_0_and_at_most_1_is_refused_by_name(
     with pytest.raises(ValueError, match=r"^retry_interval_scale ") as runtime_error:
         EngineRuntime(None, [OneStepFlow("Fails", Fails())], retry_interval_scale=scale)  # type: ignore[arg-type]
     assert str(engine_error.value) == str(runtime_error.value) == message
+
+
+async def test_a_worker_child_retries_at_the_scale_its_environment_gives(tmp_path: Path) -> None:
+    # The policy waits an hour before the second attempt; a ten-millionth of it is 0.36 ms.
+    flow = build_flow()
+    async with AgentTestStack(
+        tmp_path,
+        [flow],
+        "tests.adapters.retry_scale_worker",
+        worker_cwd=REPO_ROOT,
+        worker_env={RETRY_INTERVAL_SCALE_ENV: "0.0000001"},
+    ) as stack:
+        await stack.start_worker()
+        await stack.client.start_flow(flow, "f1", None)
+        await wait_for_status(stack.client, "f1", FlowStatus.COMPLETED)
+        (row,) = await stack.read_step_history("f1")
+        assert row.final_attempt == 2

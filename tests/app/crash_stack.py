@@ -21,7 +21,13 @@ from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentStatus
-from dex_agents.testing import AgentTestStack, InvocationLog, wait_for_agent_snapshot
+from dex_agents.testing import (
+    RETRY_INTERVAL_SCALE_ENV,
+    AgentTestStack,
+    InvocationLog,
+    wait_for_agent_snapshot,
+)
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 from tests.support.session_events import session_events
 
 T = TypeVar("T")
@@ -86,6 +92,10 @@ async def crash_stack(
         [flow],
         worker_module,
         worker_cwd=REPO_ROOT,
-        worker_env={state_dir_env: str(state_dir)},
+        # A killed attempt's retry waits a hundredth of its policy's interval.
+        worker_env={
+            state_dir_env: str(state_dir),
+            RETRY_INTERVAL_SCALE_ENV: str(RETRY_INTERVAL_SCALE),
+        },
     ) as stack:
         yield Crash(stack, stack.sessions(flow), state_dir, log)

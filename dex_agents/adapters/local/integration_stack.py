@@ -49,6 +49,11 @@ attempts are taken over quickly."""
 POLL_SECONDS_ENV = "DEX_AGENTS_TEST_POLL_SECONDS"
 """How often the Worker child looks for other processes' commits, in seconds (0.05 by default)."""
 
+RETRY_INTERVAL_SCALE_ENV = "DEX_AGENTS_TEST_RETRY_INTERVAL_SCALE"
+"""What the Worker child's engine multiplies each retry policy's interval by (1 by default,
+the intervals as they are): a test of a killed attempt's retry need not wait the policy's
+second (``retry_interval_scale``, above 0 and at most 1)."""
+
 DEFAULT_TEST_LEASE_SECONDS = 1.0
 """A Worker child's lease: a killed Worker's started attempt fails within about a second."""
 
@@ -138,6 +143,7 @@ async def serve_agent_worker(
     lease: timedelta,
     poll: timedelta,
     max_concurrent_tasks: int = 16,
+    retry_interval_scale: float = 1.0,
 ) -> None:
     """Run a ``LocalWorker`` over ``database_path`` until the process is killed."""
     async with EngineRuntime(
@@ -149,6 +155,7 @@ async def serve_agent_worker(
         lease_duration=lease,
         poll_interval=poll,
         worker_id_prefix=f"pid-{os.getpid()}",
+        retry_interval_scale=retry_interval_scale,
     ) as runtime:
         await asyncio.sleep(0)  # the Worker's claim loop has started
         if ready_dir is not None:
@@ -170,6 +177,17 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
     return timedelta(seconds=value)
 
 
+def _retry_interval_scale(env: Mapping[str, str]) -> float:
+    raw = env.get(RETRY_INTERVAL_SCALE_ENV, "")
+    try:
+        value = float(raw) if raw else 1.0
+    except ValueError:
+        raise ValueError(f"{RETRY_INTERVAL_SCALE_ENV} must be a number, not {raw!r}") from None
+    if not 0 < value <= 1:  # also refuses NaN
+        raise ValueError(f"{RETRY_INTERVAL_SCALE_ENV} must be above 0 and at most 1, not {raw!r}")
+    return value
+
+
 def run_agent_worker(flows: Sequence[FlowDefinition], *, max_concurrent_tasks: int = 16) -> None:
     """The Worker child's entry point: serve ``flows`` over the stack's database until killed.
 
@@ -186,6 +204,7 @@ def run_agent_worker(flows: Sequence[FlowDefinition], *, max_concurrent_tasks: i
     ready_dir = env.get(READY_DIR_ENV)
     lease = _seconds(env, LEASE_SECONDS_ENV, DEFAULT_TEST_LEASE_SECONDS)
     poll = _seconds(env, POLL_SECONDS_ENV, DEFAULT_TEST_POLL_SECONDS)
+    scale = _retry_interval_scale(env)
     end_with_parent(env)
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s pid {os.getpid()} %(name)s: %(message)s"
@@ -198,6 +217,7 @@ def run_agent_worker(flows: Sequence[FlowDefinition], *, max_concurrent_tasks: i
             lease=lease,
             poll=poll,
             max_concurrent_tasks=max_concurrent_tasks,
+            retry_interval_scale=scale,
         )
     )
 
@@ -210,6 +230,7 @@ __all__ = [
     "LEASE_SECONDS_ENV",
     "POLL_SECONDS_ENV",
     "READY_DIR_ENV",
+    "RETRY_INTERVAL_SCALE_ENV",
     "WORKER_DIR_NAME",
     "WORKER_START_TIMEOUT_SECONDS",
     "LocalAgentTestStack",
