@@ -50,6 +50,7 @@ from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.local import LocalRuntime
 from dex_agents.session_graph import SESSION_FLOW_EDGES
 from tests.app.scripted_runner import ScriptedRunner
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 
 WAIT = timedelta(seconds=30)
 
@@ -201,7 +202,13 @@ async def test_the_failure_routes_of_the_steps_that_wait_for_a_person_are_edges(
         options=AgentSessionOptions(tool_policies=FAILING_AFTER_A_PERSON),
     )
     database = tmp_path / "sessions.sqlite3"
-    async with LocalRuntime(database, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+    # Each Step that fails after a person retries before its failure route.
+    async with LocalRuntime(
+        database,
+        [flow],
+        poll_interval=timedelta(milliseconds=20),
+        retry_interval_scale=RETRY_INTERVAL_SCALE,
+    ) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.open_session("s1")
         assert await sessions.send_user_message(

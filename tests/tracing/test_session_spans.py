@@ -43,6 +43,7 @@ from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
 from dex_agents.ports.tracing import NoTracer
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 
 
 @function_tool(effect=ToolEffect.READ)
@@ -131,7 +132,12 @@ async def traced_session(
     flow = AgentSessionFlow(
         BuiltinLoopAgentRunner(definition), flow_type="SupportAgent", options=options
     )
-    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+    async with LocalRuntime(
+        None,
+        [flow],
+        poll_interval=timedelta(milliseconds=20),
+        retry_interval_scale=RETRY_INTERVAL_SCALE,
+    ) as runtime:
         yield Traced(runtime.sessions(flow), runtime, exporter)
 
 
