@@ -30,17 +30,22 @@ from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.state import AgentStatus
 from dex_agents.testing import (
     EXECUTE_COMPLETED_EVENT,
+    RETRY_INTERVAL_SCALE_ENV,
     AgentTestStack,
     wait_for_agent_snapshot,
     wait_until,
 )
 from tests.app.crash_agent import STATE_DIR_ENV, invocation_log, model_gate, tool_gate
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 from tests.tracing.traced_crash_worker import (
     SPAN_GATE_ENV,
     build_traced_crash_flow,
     span_gate,
     spans_file,
 )
+
+FAST_RETRIES = {RETRY_INTERVAL_SCALE_ENV: str(RETRY_INTERVAL_SCALE)}
+"""The Worker children's retry after a kill waits a hundredth of its policy's interval."""
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,7 +88,7 @@ async def test_a_model_call_killed_mid_call_exports_no_span_and_its_retry_joins_
         [flow],
         "tests.tracing.traced_crash_worker",
         worker_cwd=REPO_ROOT,
-        worker_env={STATE_DIR_ENV: str(tmp_path)},
+        worker_env={STATE_DIR_ENV: str(tmp_path), **FAST_RETRIES},
     ) as stack:
         sessions = stack.sessions(flow)
         first = await stack.start_worker()
@@ -155,7 +160,7 @@ async def test_a_worker_killed_once_a_model_calls_span_is_exported_has_committed
         [flow],
         "tests.tracing.traced_crash_worker",
         worker_cwd=REPO_ROOT,
-        worker_env={STATE_DIR_ENV: str(tmp_path), SPAN_GATE_ENV: resumed},
+        worker_env={STATE_DIR_ENV: str(tmp_path), SPAN_GATE_ENV: resumed, **FAST_RETRIES},
     ) as stack:
         sessions = stack.sessions(flow)
         first = await stack.start_worker()
