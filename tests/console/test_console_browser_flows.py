@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -13,6 +14,7 @@ from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from dex_agents.domain.model_io import ModelRequest
+from dex_agents.local import LocalRuntime
 from tests.console.agents import (
     NOTE_QUESTION,
     PLAN_TASKS,
@@ -24,6 +26,7 @@ from tests.console.agents import (
 )
 from tests.console.browser import WAIT_MS, browser_tests, message_texts, serve_console_and_page
 from tests.console.support import snapshot, texts
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 
 pytestmark = browser_tests
 
@@ -217,14 +220,23 @@ async def test_a_failed_turn_names_its_error_once_after_the_status(tmp_path: Pat
         name="down", instructions="Answer.", model=ScriptedModelClient(_model_down)
     )
     flow = builtin_agent_session_flow(definition, flow_type="DownAgent")
-    app = create_console_app(tmp_path / "s.sqlite3", [flow])
-    async with serve_console_and_page(app) as (_, page):
-        await page.fill("#new-id", "down-1")
-        await page.fill("#new-message", "hello")
-        await page.click("#new-session button[type=submit]")
-        await page.wait_for_url("**/sessions/down-1")
-        await expect(page.locator("#status")).to_have_text(
-            # Past the model call's retries.
-            "waiting for a message (its last turn failed) the model is down",
-            timeout=2 * WAIT_MS,
-        )
+    path = tmp_path / "s.sqlite3"
+    # The session's worker runs beside the console, its model call's retries at a hundredth
+    # of the policy's interval (the console's own worker would wait its 1 s + 2 s).
+    async with LocalRuntime(
+        path,
+        [flow],
+        poll_interval=timedelta(milliseconds=20),
+        retry_interval_scale=RETRY_INTERVAL_SCALE,
+    ):
+        app = create_console_app(path, [flow], workers=0)
+        async with serve_console_and_page(app) as (_, page):
+            await page.fill("#new-id", "down-1")
+            await page.fill("#new-message", "hello")
+            await page.click("#new-session button[type=submit]")
+            await page.wait_for_url("**/sessions/down-1")
+            await expect(page.locator("#status")).to_have_text(
+                # Past the model call's retries.
+                "waiting for a message (its last turn failed) the model is down",
+                timeout=2 * WAIT_MS,
+            )
