@@ -41,6 +41,7 @@ from dex_agents.domain.model_io import ModelRequest, ToolResultItem, UserTextIte
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 
 POLL = timedelta(milliseconds=20)
 SHORT_LEASE = timedelta(seconds=1)
@@ -106,7 +107,14 @@ class Workers:
     def runtime(
         self, flow: AgentSessionFlow, lease: timedelta = DEFAULT_LEASE_DURATION
     ) -> LocalRuntime:
-        return LocalRuntime(self.path, [flow], poll_interval=POLL, lease_duration=lease)
+        # A Step taken over from a closed runtime retries at a hundredth of its policy's interval.
+        return LocalRuntime(
+            self.path,
+            [flow],
+            poll_interval=POLL,
+            lease_duration=lease,
+            retry_interval_scale=RETRY_INTERVAL_SCALE,
+        )
 
     def spans(self, step_type: str) -> list[ReadableSpan]:
         """The exported spans of ``step_type``, leaving out attempts cancelled by a closing runtime."""

@@ -39,6 +39,7 @@ from dex_agents.app.options import RunModelLimit
 from dex_agents.domain.model_io import ModelRequest
 from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.local import LocalRuntime
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 
 
 class Stall:
@@ -91,12 +92,14 @@ def traced_flow(
 
 
 def runtime(path: Path, flow: AgentSessionFlow) -> LocalRuntime:
-    # A short lease: the second runtime takes over the attempt the first one left.
+    # A short lease: the second runtime takes over the attempt the first one left, and its
+    # retry waits a hundredth of the policy's interval.
     return LocalRuntime(
         path,
         [flow],
         poll_interval=timedelta(milliseconds=20),
         lease_duration=timedelta(seconds=1),
+        retry_interval_scale=RETRY_INTERVAL_SCALE,
     )
 
 
