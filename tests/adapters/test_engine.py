@@ -33,6 +33,7 @@ from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, STEP_CANCELLED
 from dex_agents.ports.flow_store import FlowStore
 from dex_agents.ports.step_contexts import AttemptProgress
 from tests.adapters.engine_flows import EngineTestFlow, Probe
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 
 STORES = ["memory", "sqlite"]
 
@@ -90,6 +91,8 @@ async def running_stack(
         lease_duration=lease,
         poll_interval=timedelta(milliseconds=20),
         step_history_limit=step_history_limit,
+        # A Step whose attempt failed (its lease lost) retries without the policy's 1 s.
+        retry_interval_scale=RETRY_INTERVAL_SCALE,
     )
     client = LocalFlowClient(engine)
     task: asyncio.Task[None] | None = None

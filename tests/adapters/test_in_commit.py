@@ -26,6 +26,7 @@ from dex_agents.ports.flow_store import BatchOutcome, FlowStore, StoreTransactio
 from dex_agents.ports.persistence import StreamDef
 from dex_agents.ports.step_contexts import RpcContext, StepContext
 from tests.adapters.engine_flows import LOG, append_log, running_worker
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 
 R = TypeVar("R")
 
@@ -175,7 +176,8 @@ def counted(store: FlowStore) -> Iterator[tuple[DurableCounter, LocalEngine]]:
     Decide.runs.clear()
     counter = DurableCounter(store)
     flows = [InCommitFlow(), OrdinaryFlow(), DecideFirstFlow(), OrdinaryDecideFirstFlow()]
-    engine = LocalEngine(counter, flows)
+    # A Decide that raises retries at a hundredth of its policy's interval.
+    engine = LocalEngine(counter, flows, retry_interval_scale=RETRY_INTERVAL_SCALE)
     try:
         yield counter, engine
     finally:
