@@ -99,3 +99,35 @@ async def test_a_server_still_listing_shows_its_tools_once_listed_with_no_turn_r
         # Before, the page asked again only at a turn's end or a reconnect, and an idle
         # session has neither: it said "listing" for as long as it stayed open.
         await expect(notes).to_have_text("MCP notes (stdio): notes__read", timeout=WAIT_MS)
+
+
+async def test_the_worker_card_is_drawn_again_alone_leaving_the_messages_in_place(
+    tmp_path: Path,
+) -> None:
+    listed = False
+
+    async def setup(flow_type: str) -> WorkerSetup:
+        tools = ["notes__read"] if listed else None
+        return WorkerSetup(model="m", tool_servers=[ToolServerSetup(name="notes", tools=tools)])
+
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], worker_setup=setup)
+    async with serve_console(app) as url, browser_page() as page:
+        async with httpx.AsyncClient(base_url=url) as client:
+            started = await client.post(
+                "/api/sessions",
+                json={"session_id": "s", "message": "hello"},
+                headers=CONTROL_HEADERS,
+            )
+            assert started.json()["ok"] is True
+        await page.goto(url + "/sessions/s")
+        first = page.locator("#messages .msg").first
+        await expect(first).to_contain_text("hello", timeout=WAIT_MS)
+        notes = page.locator('[data-tool-server="notes"]')
+        await expect(notes).to_have_text("MCP notes (stdio): listing its tools…")
+        await first.evaluate("(node) => { node.keptByTest = true; }")
+        listed = True
+        await expect(notes).to_have_text("MCP notes (stdio): notes__read", timeout=WAIT_MS)
+        # Before, each read of the worker drew the whole page again: every message was a new
+        # node (a person's selection in them lost), and a test that had just found one read
+        # its place from a node no longer on the page.
+        assert await first.evaluate("(node) => node.keptByTest === true")

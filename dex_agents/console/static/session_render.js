@@ -27,7 +27,7 @@ export function renderSession(view) {
     renderToolCalls(view, snapshot),
     renderPlan(view, snapshot, writable, state),
     renderQueue(view, snapshot, writable),
-    renderWorker(writable ? view.worker : null),
+    el("div", { id: "worker-setup" }, renderWorker(writable ? view.worker : null)),
     el("h2", {}, "Usage"),
     el("p", { class: "muted" }, `${snapshot.usage.model_calls} model calls, ${snapshot.usage.input_tokens} in / ${snapshot.usage.output_tokens} out tokens`));
   return [
@@ -41,6 +41,13 @@ export function renderSession(view) {
 function failedTurnBadge(info, state) {
   const text = info.running ? state.last_turn_error : `last turn failed: ${state.last_turn_error}`;
   return [" ", el("span", { class: "badge bad" }, text)];
+}
+
+// The worker's card drawn again on its own, when its read comes back: drawing the whole page
+// for it would replace every message under the person's eyes (and a selection in them).
+export function renderWorkerSetup(view, root) {
+  const slot = root.querySelector("#worker-setup");
+  if (slot) slot.replaceChildren(...[renderWorker(view.data.console.writable ? view.worker : null)].flat().filter(Boolean));
 }
 
 // The model and MCP servers this console's worker runs the turns with (never a key: the server

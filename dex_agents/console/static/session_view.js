@@ -5,7 +5,7 @@
 import { getJson, post } from "./api.js";
 import { el, notice } from "./dom.js";
 import { EarlierMessages } from "./earlier.js";
-import { renderLive, renderSession } from "./session_render.js";
+import { renderLive, renderSession, renderWorkerSetup } from "./session_render.js";
 
 const RETRY_MS = 1000; // after a lost stream or a failed snapshot: a local server restarts in seconds
 const GAP_MS = 20000; // a timer late by this much means the machine slept: reload
@@ -127,7 +127,7 @@ export class SessionView {
     }
     if (asked !== this.workerAsked || this.gone) return;
     this.worker = body.worker;
-    if (this.data) this.render();
+    if (this.data) renderWorkerSetup(this, this.main);
     const listing = this.worker && this.worker.tool_servers.some((server) => server.tools === null);
     if (listing) this.workerTimer = setTimeout(() => this.loadWorker(), RETRY_MS);
   }
