@@ -55,5 +55,7 @@ class BackgroundHeartbeat:
         beating = self._beating
         if beating is not None:
             beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
+            # asyncio.wait, not ``await beating`` in suppress(CancelledError): that also
+            # swallowed a cancellation of the call itself (its Worker stopping, its execute
+            # timeout) arriving while the beat ended, and the Step ran on past it.
+            await asyncio.wait((beating,))

@@ -38,3 +38,39 @@ async def test_a_long_call_beats_until_it_ends_even_after_a_failed_beat() -> Non
     ended_at = context.beats
     await asyncio.sleep(0.02)
     assert context.beats == ended_at
+
+
+class SlowToStopContext:
+    """A heartbeat that, cancelled, takes a moment to end (a store write finishing)."""
+
+    def __init__(self) -> None:
+        self.beats = 0
+        self.stopping = asyncio.Event()
+
+    async def heartbeat(self, checkpoint: str | None = None) -> None:
+        self.beats += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.stopping.set()
+            await asyncio.sleep(0.01)
+            raise
+
+
+async def test_a_cancellation_that_comes_while_the_beat_stops_cancels_the_call() -> None:
+    # The exit waits for the cancelled beat; a cancellation of the call in that wait (its
+    # Worker stopping, its execute timeout) is the call's, not the beat's to swallow.
+    context = SlowToStopContext()
+    ran_on: list[str] = []
+
+    async def call() -> None:
+        async with BackgroundHeartbeat(cast(StepContext, context), timedelta(milliseconds=1)):
+            await wait_until("a heartbeat", lambda: context.beats or None)
+        ran_on.append("after the call")
+
+    task = asyncio.create_task(call())
+    await context.stopping.wait()
+    task.cancel()
+    await asyncio.wait((task,))
+    assert task.cancelled()
+    assert ran_on == []
