@@ -11,6 +11,7 @@ do, and once a backup is restored in place the session goes on.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from datetime import timedelta
@@ -21,6 +22,7 @@ import pytest
 from dex_agents.adapters.local.probes import wait_until
 from dex_agents.adapters.local.sqlite_store import StoreCorruptError
 from dex_agents.local import LocalRuntime
+from dex_agents.ports.errors import StreamReadTimeoutError
 from tests.reliability.conftest import reliability_flow
 
 WAIT = timedelta(seconds=30)
@@ -79,3 +81,35 @@ async def test_a_wait_beside_a_worker_a_damaged_file_stops_raises_and_goes_on_on
         assert await wait_until("the worker's next try", lambda: not engine.stalls.stalled)
         done = await sessions.wait_for_user("s1", timeout=WAIT)
     assert done.messages[-1].text == "echo: hello"
+
+
+async def test_a_stream_poll_that_began_before_the_worker_stalled_raises_once_it_does(
+    tmp_path: Path,
+) -> None:
+    path, flow = tmp_path / "sessions.sqlite3", reliability_flow()
+    poll = timedelta(milliseconds=20)
+    async with LocalRuntime(path, [flow], poll_interval=poll) as runtime:
+        await runtime.sessions(flow).open_session("s1")
+        await runtime.sessions(flow).wait_for_user("s1", timeout=WAIT)
+    async with LocalRuntime(path, [flow], poll_interval=poll) as runtime:
+        client = runtime.flow_client
+        # The worker is idle on pages it read before: it meets the damage at the next commit.
+        damage_pages_of(path, "locks")
+        token = ""
+        with contextlib.suppress(StreamReadTimeoutError):
+            while True:
+                token = (await client.read_stream(flow, "s1", token, timedelta(0))).resume_token
+
+        async def follow() -> None:
+            nonlocal token
+            while True:  # the queued message's events, then the poll past them
+                token = (await client.read_stream(flow, "s1", token, WAIT)).resume_token
+
+        following = asyncio.create_task(follow())
+        # Another process's client queues the message; this worker's rounds then meet the
+        # page, the third of them 0.35 s later at least, while the poll already waits.
+        async with LocalRuntime(path, [flow], workers=0) as other:
+            assert await other.sessions(flow).send_user_message("s1", "hello")
+        # Before, a poll already waiting when the worker stalled ran to its timeout.
+        with pytest.raises(StoreCorruptError, match=r"^no Step of this process can run: "):
+            await following

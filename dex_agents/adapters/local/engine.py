@@ -113,7 +113,7 @@ class LocalEngine:
         # The store's write signal, read on the loop of the first wait.
         self._write_looks = WriteLooks(self._commits, self._wake, self._wake_workers)
         self._closed = False
-        self.stalls = StalledWorkers()
+        self.stalls = StalledWorkers(self._flow_changes.wake_all)
         """This process's workers that a damaged file stops: its Stream waits raise it."""
         self.hand_off_target: HandOffTarget | None = None
         """The worker of this process that clients' commits hand runnable Steps to, if any."""
@@ -343,6 +343,7 @@ class LocalEngine:
         finally:
             timer.cancel()
             changes.unwatch(flow_id, wake)
+        self.stalls.check()  # woken by a worker's stall (``StalledWorkers``)
         return changes.epoch
 
     async def _watch_flows(self, wake: WakeUp) -> None:

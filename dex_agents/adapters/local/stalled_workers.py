@@ -9,15 +9,17 @@ default for ``wait_for_user``) for a turn that could not come, with the reason
 in the log alone (until 2026-12-07). Now a worker notes here a damaged-file
 fault of its claim round that lasted ``STALLED_AFTER_TRIES`` tries in a row, and
 each wait of the process for a Stream raises it (``StoreCorruptError``, naming
-the file and what to do) until that round commits again. A client of another
-process cannot see this worker's fault and waits to its timeout, as before. Nor
-does a wait know the file was repaired before the worker's next try (within
-``MAX_STORE_RETRY_DELAY``, 2 s): one that starts in between still raises.
+the file and what to do) until that round commits again; a wait already waiting
+is woken to raise it. A client of another process cannot see this worker's
+fault and waits to its timeout, as before. Nor does a wait know the file was
+repaired before the worker's next try (within ``MAX_STORE_RETRY_DELAY``, 2 s):
+one that starts in between still raises.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TypeGuard
 
 from dex_agents.adapters.local.store_errors import (
@@ -47,13 +49,17 @@ def is_damaged_file(error: StoreError) -> TypeGuard[StoreCorruptError]:
 class StalledWorkers:
     """The damaged-file fault of each worker of one engine that its claim rounds cannot pass."""
 
-    def __init__(self) -> None:
+    def __init__(self, stalled: Callable[[], None] = lambda: None) -> None:
+        """``stalled`` is called, on the thread of ``note``, when a worker becomes stalled:
+        the waits that began before must end, and find the stall when they look again."""
         self._lock = threading.Lock()
         self._tries: dict[str, int] = {}  # each worker's damaged-file failures in a row
         self._faults: dict[str, StoreCorruptError] = {}
+        self._stalled = stalled
 
     def note(self, worker_id: str, error: StoreError | None) -> None:
         """Note that ``worker_id``'s claim round failed with ``error``, or committed (``None``)."""
+        began = False
         with self._lock:
             if error is None:
                 self._tries.pop(worker_id, None)
@@ -61,9 +67,14 @@ class StalledWorkers:
             elif is_damaged_file(error):
                 tries = self._tries[worker_id] = self._tries.get(worker_id, 0) + 1
                 if tries >= STALLED_AFTER_TRIES:
+                    began = worker_id not in self._faults
                     self._faults[worker_id] = error
             elif isinstance(error, StoreCorruptError):
                 self._tries.pop(worker_id, None)  # one session's page: the next round goes on
+        if began:
+            # Until 2026-12-07 only a wait that began after this raised: a Stream poll
+            # already waiting ran to its timeout.
+            self._stalled()
 
     @property
     def stalled(self) -> bool:
