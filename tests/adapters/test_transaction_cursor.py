@@ -7,13 +7,15 @@ statement's rows. So those reads run on cursors of their own
 events together and reads the sizes of blocks it does not know in between. A
 read on the shared cursor that an error stops before its last row must not keep
 its read snapshot open once its transaction has ended, though the error's
-traceback keeps the transaction alive.
+traceback keeps the transaction alive; nor must a read on a cursor of its own
+(the blocks a read of events or a trim walks).
 """
 
 from __future__ import annotations
 
 import functools
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,45 @@ def test_a_read_stopped_by_a_damaged_row_keeps_no_snapshot_while_its_error_lives
             store.run(lambda tx: tx.append_event("A", "a1", '"last"', "s", at(99)))
         other.execute("CREATE TABLE probe (x)")
         # A statement still open on the store's connection would keep the WAL's frames.
+        busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert busy == 0, raised.value
+    finally:
+        other.close()
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda tx: tx.events_after("a1", 0, 10_000),
+        lambda tx: tx.trim_events("A", 0),
+    ],
+    ids=["events_after", "trim_events"],
+)
+def test_a_read_of_its_own_cursor_stopped_by_a_damaged_block_keeps_no_snapshot(
+    tmp_path: Path, read: Callable[[StoreTransaction], object]
+) -> None:
+    # The blocks are read on a cursor of their own, walked across other statements; a
+    # damaged block stops that walk before its last row, and the error keeps its frames.
+    path = tmp_path / "flows.sqlite3"
+    store = SqliteFlowStore(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        store.run(
+            lambda tx: [
+                tx.append_event("A", "a1", f'"{n}"', "s", at(n))
+                for n in range(BLOCK_EVENTS * 3 + 1)
+            ]
+        )
+        store.close()
+        store = SqliteFlowStore(path)  # knows no block's sizes: a trim reads each block
+        other.execute(
+            "UPDATE event_blocks SET events = x'02ff'"
+            " WHERE first_id = (SELECT min(first_id) FROM event_blocks)"
+        )
+        with pytest.raises(StoreCorruptError) as raised:
+            store.run(read)
+        other.execute("CREATE TABLE probe (x)")
         busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         assert busy == 0, raised.value
     finally:

@@ -207,11 +207,15 @@ class SqliteStream:
         sql = f"""SELECT {BLOCK_SELECT} FROM event_blocks
             WHERE flow_id = ? AND last_id > ? ORDER BY last_id"""
         cursor = self._execute_apart(sql, (flow_id, after_id))
-        for block in cursor:
-            rows.extend(event for event in decode_block(*block) if event.id > after_id)
-            if len(rows) >= limit:
-                cursor.close()
-                return rows[:limit]
+        try:
+            for block in cursor:
+                rows.extend(event for event in decode_block(*block) if event.id > after_id)
+                if len(rows) >= limit:
+                    return rows[:limit]
+        finally:
+            # Also when a damaged block stops it: the error's traceback keeps the cursor,
+            # and its open statement the read snapshot, after the transaction ended.
+            cursor.close()
         return rows
 
     def last_event_id(self, flow_id: str) -> int:
@@ -230,10 +234,14 @@ class SqliteStream:
         # Blocks of other sessions overlap its ID range, so the nearest first IDs go first.
         sql = f"""SELECT {BLOCK_SELECT} FROM event_blocks
             WHERE first_id <= ? AND last_id >= ? AND trimmed_to < ? ORDER BY first_id DESC"""
-        for block in self._execute_apart(sql, (event_id, event_id, event_id)):
-            for event in decode_block(*block):
-                if event.id == event_id:
-                    return event
+        cursor = self._execute_apart(sql, (event_id, event_id, event_id))
+        try:
+            for block in cursor:
+                for event in decode_block(*block):
+                    if event.id == event_id:
+                        return event
+        finally:
+            cursor.close()  # as in ``_block_events``
         return None
 
     def trim(self, flow_type: str, capacity_bytes: int) -> int:
@@ -262,15 +270,18 @@ class SqliteStream:
             "SELECT id, size FROM stream_events WHERE flow_type = ? ORDER BY id", (flow_type,)
         )
         singles_freed = blocks_freed = False
-        for event_id, size, in_block in sizes_in_id_order(
-            self._block_sizes(blocks), _pairs(singles)
-        ):
-            freed, deleted, last_id = freed + size, deleted + 1, event_id
-            blocks_freed, singles_freed = blocks_freed or in_block, singles_freed or not in_block
-            if freed >= excess:
-                break
-        blocks.close()
-        singles.close()
+        try:
+            for event_id, size, in_block in sizes_in_id_order(
+                self._block_sizes(blocks), _pairs(singles)
+            ):
+                freed, deleted, last_id = freed + size, deleted + 1, event_id
+                blocks_freed = blocks_freed or in_block
+                singles_freed = singles_freed or not in_block
+                if freed >= excess:
+                    break
+        finally:
+            blocks.close()  # as in ``_block_events``
+            singles.close()
         # The runs whose events went are logged, so other connections forget what they knew
         # of them (how many single events each has).
         if singles_freed:

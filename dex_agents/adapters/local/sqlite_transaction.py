@@ -183,6 +183,8 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, StoreTransaction):
 
         ``apart`` runs it on a cursor of its own, for a read whose rows are read while
         other statements run, or that its caller closes or leaves before its last row.
+        A caller that may stop before the last row closes it in a ``finally``: an error's
+        traceback keeps the cursor, and its statement the read snapshot, past ``end``.
         """
         if self._connection is None:
             raise RuntimeError(
