@@ -191,6 +191,15 @@ def translate_error(
             return ModelProviderError(text, provider=provider, status_code=None, retryable=False)
         text = f"the {provider} stream broke before the answer ended: {event.message}"
         return ModelStreamInterruptedError(scrub(text, known), provider=provider)
+    unread = _unreadable_chunk(error) if _is_stream_break(error) else None
+    if unread is not None:
+        # LiteLLM's parser failed on a field the provider may leave out (Gemini's
+        # functionCall without args): every retry reads the same kind of answer.
+        text = (
+            f"LiteLLM could not read the {provider} answer: no field {unread!r} where it needs one"
+        )
+        text = scrub(describe_failure(provider, None, text), known)
+        return ModelProviderError(text, provider=provider, status_code=None, retryable=False)
     answer = _answer_inside_stream(error)
     if answer is not None:
         # LiteLLM files a content policy violation sent inside a stream as a break,
@@ -313,6 +322,14 @@ def _answer_inside_stream(error: BaseException) -> tuple[int, str] | None:
         status = answered
     raw = str(getattr(original, "message", None) or original) or type(original).__name__
     return status, provider_message(raw)
+
+
+def _unreadable_chunk(error: BaseException) -> str | None:
+    """The field LiteLLM's stream parser missed (a ``KeyError`` in ``error``'s chain), or ``None``."""
+    for current in exception_chain(error):
+        if type(current) is KeyError and len(current.args) == 1:
+            return str(current.args[0])
+    return None
 
 
 def _model_stream_error(error: BaseException) -> ModelStreamError | None:

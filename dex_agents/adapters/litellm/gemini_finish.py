@@ -13,6 +13,11 @@ of one event loop share that client, so their connections are reused as on
 LiteLLM's own shared client; LiteLLM's client cache keeps it, one per event
 loop, and closes it as it closes its own. A call whose body was never watched
 (a caller's own ``client``, or a LiteLLM that ignores it) is read as before.
+
+The watch also mends what LiteLLM (1.105) cannot read: a ``functionCall``
+without ``args``, which Gemini's API makes optional (a call of a function that
+takes no parameters) and LiteLLM's parser needs, gets ``"args": {}``, what the
+missing field means, before LiteLLM reads the line.
 """
 
 from __future__ import annotations
@@ -39,27 +44,53 @@ class GeminiFinishWatch:
         self.finished = False
         """A chunk named a ``finishReason``, or Gemini blocked the prompt (``blockReason``)."""
 
-    def read_line(self, line: bytes) -> None:
-        """Read one line of the Server-Sent Events body."""
-        if self.finished or not line.startswith(b"data:"):
-            return
+    def read_line(self, line: bytes) -> bytes:
+        """Read one line of the Server-Sent Events body (without its ``\\n``); the line to pass on.
+
+        The line as it came, unless it holds a function call LiteLLM cannot read
+        (``mend_function_calls``): then the line with the call mended.
+        """
+        if not line.startswith(b"data:"):
+            return line
         try:
             chunk: Any = json.loads(line[5:])
         except ValueError:
-            return
+            return line
         if not isinstance(chunk, dict):
-            return
+            return line
         feedback = chunk.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             self.finished = True  # no answer at all: LiteLLM reads it as filtered
         for candidate in chunk.get("candidates") or ():
             if isinstance(candidate, dict) and candidate.get("finishReason"):
                 self.finished = True
+        if not mend_function_calls(chunk):
+            return line
+        ending = b"\r" if line.endswith(b"\r") else b""
+        return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + ending
 
     @property
     def cut(self) -> bool:
         """Whether a watched stream ended without Gemini ending the answer."""
         return self.watched and not self.finished
+
+
+def mend_function_calls(chunk: dict[str, Any]) -> bool:
+    """Give each ``functionCall`` of ``chunk`` without ``args`` an empty ``args``; whether one had none.
+
+    Gemini's API makes ``args`` optional; LiteLLM (1.105) raises ``KeyError``
+    for a call without it, on every retry alike.
+    """
+    mended = False
+    for candidate in chunk.get("candidates") or ():
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else ():
+            call = part.get("functionCall") if isinstance(part, dict) else None
+            if isinstance(call, dict) and "args" not in call:
+                call["args"] = {}
+                mended = True
+    return mended
 
 
 _CALL_WATCH: ContextVar[GeminiFinishWatch | None] = ContextVar(
@@ -104,7 +135,11 @@ async def _show_to_watch(response: httpx.Response) -> None:
 
 
 class _WatchedBody(httpx.AsyncByteStream):
-    """A response body passed on unchanged, each complete line shown to the watch."""
+    """A response body passed on line by line, each line as the watch passes it on.
+
+    A line is passed on once it is complete: LiteLLM reads the body by lines,
+    so holding a line's first part until its end delays nothing it reads.
+    """
 
     def __init__(self, body: httpx.AsyncByteStream, watch: GeminiFinishWatch) -> None:
         self._body = body
@@ -114,11 +149,10 @@ class _WatchedBody(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for piece in self._body:
             *lines, self._partial = (self._partial + piece).split(b"\n")
-            for line in lines:
-                self._watch.read_line(line.rstrip(b"\r"))
-            yield piece
+            if lines:
+                yield b"".join(self._watch.read_line(line) + b"\n" for line in lines)
         if self._partial:
-            self._watch.read_line(self._partial.rstrip(b"\r"))
+            yield self._watch.read_line(self._partial)
             self._partial = b""
 
     async def aclose(self) -> None:

@@ -13,9 +13,14 @@ from typing import Any
 
 import litellm
 import pytest
+from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
 from dex_agents.domain.model_io import ModelRequest, ModelResponse, UserTextItem
-from dex_agents.litellm import LiteLLMModelClient, ModelStreamInterruptedError
+from dex_agents.litellm import (
+    LiteLLMModelClient,
+    ModelProviderError,
+    ModelStreamInterruptedError,
+)
 from tests.adapters.litellm.provider_scripts import gemini_stream
 from tests.adapters.litellm.provider_server import ProviderServer, RecordedRequest, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
@@ -161,4 +166,37 @@ async def test_concurrent_gemini_calls_of_one_client_are_each_judged_by_their_ow
     assert isinstance(cut, ModelStreamInterruptedError)
     assert isinstance(whole, ModelResponse)
     assert whole.text == ANSWER
+    server.assert_script_used()
+
+
+NO_ARGS_CALL = {"functionCall": {"name": "current_time"}}
+"""A call of a function without parameters: Gemini's API makes ``args`` optional."""
+
+
+async def test_a_gemini_function_call_without_args_is_a_call_with_no_arguments(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # LiteLLM (1.105) raised KeyError 'args' for it, a retryable break that every
+    # retry met again; the body watch gives the call the empty args it means.
+    server.script(sse_reply(gemini_stream([NO_ARGS_CALL])))
+    response = await _client(server).call_model(REQUEST, output)
+    (item,) = response.output
+    (call,) = item.tool_calls
+    assert (call.tool_name, call.arguments) == ("current_time", "{}")
+    server.assert_script_used()
+
+
+async def test_an_unwatched_gemini_function_call_without_args_fails_at_once(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # A caller's own client is not watched, so LiteLLM's parser meets the call as sent.
+    server.script(sse_reply(gemini_stream([NO_ARGS_CALL])))
+    with pytest.raises(ModelProviderError) as caught:
+        await _client(server, client=AsyncHTTPHandler()).call_model(REQUEST, output)
+    assert type(caught.value) is ModelProviderError
+    assert caught.value.retryable is False
+    assert str(caught.value) == (
+        "gemini model call failed: LiteLLM could not read the gemini answer: "
+        "no field 'args' where it needs one"
+    )
     server.assert_script_used()
