@@ -15,8 +15,10 @@ tables of cases:
 - ``answer_ids``: which answers LiteLLM names with an ID of its own;
 - ``estimates``: ``estimate_input_tokens``;
 - ``redaction``: credentials scrubbed from texts and URLs;
-- ``errors``: the errors the client raises, and LiteLLM's translated to them.
+- ``errors``: the errors the client raises, and LiteLLM's translated to them;
+- ``answered_errors``: errors a provider answers with HTTP 200, and whether a retry helps.
 
-``streams`` reads LiteLLM's streams and ``client`` makes the call; both need LiteLLM.
+``streams`` reads LiteLLM's streams, ``body_watch`` (and ``gemini_finish``) a call's
+HTTP body as LiteLLM reads it, and ``client`` makes the call; they need LiteLLM.
 Import the client from ``dex_agents.litellm``.
 """

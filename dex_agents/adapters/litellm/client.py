@@ -17,7 +17,14 @@ from urllib.parse import urlsplit
 import litellm
 
 from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer
+from dex_agents.adapters.litellm.answered_errors import answered_failure
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
+from dex_agents.adapters.litellm.body_watch import (
+    BodyWatch,
+    watch_response,
+    watched_http_client,
+    watching,
+)
 from dex_agents.adapters.litellm.call_ids import conversation_tool_call_ids
 from dex_agents.adapters.litellm.chat_request import chat_arguments
 from dex_agents.adapters.litellm.errors import (
@@ -26,11 +33,7 @@ from dex_agents.adapters.litellm.errors import (
     translate_error,
 )
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
-from dex_agents.adapters.litellm.gemini_finish import (
-    GeminiFinishWatch,
-    watched_http_client,
-    watching,
-)
+from dex_agents.adapters.litellm.gemini_finish import GeminiFinishWatch
 from dex_agents.adapters.litellm.options import check_options, merged_options
 from dex_agents.adapters.litellm.read_timeouts import ReadTimedStream, unsent_read_timeout
 from dex_agents.adapters.litellm.redaction import environment_secrets, redact_url
@@ -52,6 +55,13 @@ ApiKeyProvider: TypeAlias = Callable[[], "str | Awaitable[str]"]
 
 NO_RETRIES: Mapping[str, int] = {"num_retries": 0, "max_retries": 0}
 """LiteLLM's retries and the provider SDK's, both off: ``RunModel`` retries."""
+
+HOOKED_CHAT_PROVIDERS = frozenset({"anthropic"})
+"""Chat Completions providers whose body the client watches through its own HTTP client.
+
+LiteLLM returns their stream with the HTTP response out of reach
+(``body_watch``), and takes a LiteLLM HTTP client (``client=``) for them.
+"""
 
 
 def _provider_of(model: str, api_base: str | None) -> tuple[str, str]:
@@ -196,26 +206,35 @@ class LiteLLMModelClient:
         streaming = False
         batched = BatchedOutput(output)
         taken_ids = conversation_tool_call_ids(request.items)
-        watch: GeminiFinishWatch | None = None
-        if route.api != RESPONSES_API and route.gemini and "client" not in arguments:
-            # LiteLLM keeps no sign of whether Gemini finished the answer: read its body.
-            watch = GeminiFinishWatch()
+        # LiteLLM keeps neither whether Gemini finished the answer nor the error a
+        # provider answered with HTTP 200: the call reads its body (body_watch).
+        chat = route.api != RESPONSES_API
+        watch = GeminiFinishWatch() if chat and route.gemini else BodyWatch()
+        hooked = "client" not in arguments and (
+            isinstance(watch, GeminiFinishWatch)
+            or (chat and route.provider in HOOKED_CHAT_PROVIDERS)
+        )
+        if hooked:
             arguments["client"] = watched_http_client()
-        with watching(watch):
+        with watching(watch if hooked else None):
             try:
                 if route.api == RESPONSES_API:
                     stream: Any = await litellm.aresponses(**arguments)
                     streaming = True
+                    watch_response(getattr(stream, "response", None), watch)
                     if read_timeout is not None:
                         stream = ReadTimedStream(stream, read_timeout)
                     answer = await read_responses_stream(stream, batched, route.provider, taken_ids)
                 else:
                     stream = await litellm.acompletion(**arguments)
                     streaming = True
+                    # The OpenAI SDK's stream, under LiteLLM's, holds the unread response.
+                    sdk_stream = getattr(stream, "completion_stream", None)
+                    watch_response(getattr(sdk_stream, "response", None), watch)
                     if read_timeout is not None:
                         stream = ReadTimedStream(stream, read_timeout)
                     answer = await read_chat_stream(stream, batched, route.provider, taken_ids)
-                    if watch is not None and watch.cut:
+                    if isinstance(watch, GeminiFinishWatch) and watch.cut:
                         raise ModelStreamInterruptedError(
                             f"the {route.provider} stream ended before the answer finished",
                             provider=route.provider,
@@ -227,6 +246,11 @@ class LiteLLMModelClient:
                 translated = translate_error(
                     error, provider=route.provider, secrets=secrets, streaming=streaming
                 )
+                if isinstance(translated, ModelStreamInterruptedError) and watch.error is not None:
+                    # LiteLLM read the provider's error as a stream that ended or broke.
+                    translated = answered_failure(
+                        watch.error, provider=route.provider, secrets=secrets
+                    )
                 if translated is None or translated is error:
                     raise
                 raise translated from error

@@ -5,14 +5,10 @@ stream that ends without one was cut. LiteLLM (1.105) maps a chunk without one
 to ``"stop"`` and keeps neither the raw chunk nor the provider's value on its
 chunks or stream wrapper, so a Gemini stream that ended cleanly mid-answer read
 as a whole answer. Its parser is no stable place to look; Gemini's wire format
-is. For a Gemini model's Chat Completions call the client hands LiteLLM an HTTP
-client (``client=``, which LiteLLM uses for the stream's request) whose
-response hook shows each ``data:`` line of the body, as LiteLLM reads it, to
-the watch of the call that sent the request (``watching``). The Gemini calls
-of one event loop share that client, so their connections are reused as on
-LiteLLM's own shared client; LiteLLM's client cache keeps it, one per event
-loop, and closes it as it closes its own. A call whose body was never watched
-(a caller's own ``client``, or a LiteLLM that ignores it) is read as before.
+is. For a Gemini model's Chat Completions call the client hands LiteLLM the
+watched HTTP client (``body_watch``), which LiteLLM uses for the stream's
+request, and a ``GeminiFinishWatch`` reads each ``data:`` line of the body as
+LiteLLM reads it.
 
 The watch also mends what LiteLLM (1.105) cannot read: a ``functionCall``
 without ``args``, which Gemini's API makes optional (a call of a function that
@@ -22,52 +18,30 @@ missing field means, before LiteLLM reads the line.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any, Final
+from typing import Any
 
-import httpx
-from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, get_async_httpx_client
-
-_CLIENT_NAME: Final = "dex_agents_gemini_finish_watch"
-"""The name LiteLLM's client cache keeps the watched client under, with its event loop."""
+from dex_agents.adapters.litellm.body_watch import BodyWatch
 
 
-class GeminiFinishWatch:
+class GeminiFinishWatch(BodyWatch):
     """What the body of one Gemini stream said: whether it came, and whether Gemini ended it."""
 
+    reads_every_chunk = True
+
     def __init__(self) -> None:
-        self.watched = False
-        """A response of the provider came through the watch."""
+        super().__init__()
         self.finished = False
         """A chunk named a ``finishReason``, or Gemini blocked the prompt (``blockReason``)."""
 
-    def read_line(self, line: bytes) -> bytes:
-        """Read one line of the Server-Sent Events body (without its ``\\n``); the line to pass on.
-
-        The line as it came, unless it holds a function call LiteLLM cannot read
-        (``mend_function_calls``): then the line with the call mended.
-        """
-        if not line.startswith(b"data:"):
-            return line
-        try:
-            chunk: Any = json.loads(line[5:])
-        except ValueError:
-            return line
-        if not isinstance(chunk, dict):
-            return line
+    def read_chunk(self, chunk: dict[str, Any]) -> bool:
+        """Read one chunk: whether it ends the answer; mend its calls (``mend_function_calls``)."""
         feedback = chunk.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             self.finished = True  # no answer at all: LiteLLM reads it as filtered
         for candidate in chunk.get("candidates") or ():
             if isinstance(candidate, dict) and candidate.get("finishReason"):
                 self.finished = True
-        if not mend_function_calls(chunk):
-            return line
-        ending = b"\r" if line.endswith(b"\r") else b""
-        return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + ending
+        return mend_function_calls(chunk)
 
     @property
     def cut(self) -> bool:
@@ -91,69 +65,3 @@ def mend_function_calls(chunk: dict[str, Any]) -> bool:
                 call["args"] = {}
                 mended = True
     return mended
-
-
-_CALL_WATCH: ContextVar[GeminiFinishWatch | None] = ContextVar(
-    "dex_agents_gemini_finish_watch", default=None
-)
-"""The watch of the call running in this context: the shared client's hook finds it here."""
-
-
-def watched_http_client() -> AsyncHTTPHandler:
-    """The LiteLLM HTTP client of this event loop whose responses the calls' watches see.
-
-    LiteLLM's client cache builds it as LiteLLM builds its own shared client,
-    keeps it for the running event loop, and closes it as it closes its own:
-    the caller must not close it.
-    """
-    return get_async_httpx_client(
-        llm_provider=_CLIENT_NAME, params={"event_hooks": {"response": [_show_to_watch]}}
-    )
-
-
-@contextmanager
-def watching(watch: GeminiFinishWatch | None) -> Iterator[None]:
-    """Show ``watch`` the body of each response the watched client gets in this context.
-
-    ``None`` watches nothing: a call that is not watched sees no outer call's watch.
-    """
-    token = _CALL_WATCH.set(watch)
-    try:
-        yield
-    finally:
-        _CALL_WATCH.reset(token)
-
-
-async def _show_to_watch(response: httpx.Response) -> None:
-    # httpx runs response hooks in the task that sent the request, whose
-    # context holds that call's watch (concurrent calls run in their own tasks).
-    watch = _CALL_WATCH.get()
-    body = response.stream
-    if watch is not None and isinstance(body, httpx.AsyncByteStream):
-        watch.watched = True
-        response.stream = _WatchedBody(body, watch)
-
-
-class _WatchedBody(httpx.AsyncByteStream):
-    """A response body passed on line by line, each line as the watch passes it on.
-
-    A line is passed on once it is complete: LiteLLM reads the body by lines,
-    so holding a line's first part until its end delays nothing it reads.
-    """
-
-    def __init__(self, body: httpx.AsyncByteStream, watch: GeminiFinishWatch) -> None:
-        self._body = body
-        self._watch = watch
-        self._partial = b""
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for piece in self._body:
-            *lines, self._partial = (self._partial + piece).split(b"\n")
-            if lines:
-                yield b"".join(self._watch.read_line(line) + b"\n" for line in lines)
-        if self._partial:
-            yield self._watch.read_line(self._partial)
-            self._partial = b""
-
-    async def aclose(self) -> None:
-        await self._body.aclose()

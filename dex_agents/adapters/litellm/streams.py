@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from dex_agents.adapters.litellm.answered_errors import is_retryable_kind
 from dex_agents.adapters.litellm.chat_stream import ChatStreamAssembler, ToolCallDelta
 from dex_agents.adapters.litellm.errors import ModelProviderError, ModelStreamInterruptedError
 from dex_agents.adapters.litellm.responses_output import (
@@ -26,8 +27,6 @@ from dex_agents.adapters.litellm.usage import chat_completions_usage, responses_
 from dex_agents.domain.model_io import ModelOutputItem
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.ports.model_client import ModelOutputWriter
-
-_RETRYABLE_RESPONSE_ERRORS = frozenset({"server_error", "rate_limit_exceeded", None})
 
 
 @attrs.frozen(kw_only=True)
@@ -64,7 +63,7 @@ def _failure(provider: str, error: Any, what: str) -> ModelProviderError:
         f"{provider} model call failed: {message}",
         provider=provider,
         status_code=None,
-        retryable=code in _RETRYABLE_RESPONSE_ERRORS,
+        retryable=is_retryable_kind((code,) if isinstance(code, str) and code else ()),
     )
 
 

@@ -1,0 +1,172 @@
+"""What a model call's HTTP body said that LiteLLM does not keep, read as LiteLLM reads it.
+
+LiteLLM (1.105) reads some answers without keeping what the provider said: a
+JSON error body sent with HTTP 200 in place of a stream, the Responses API's
+error event in its documented flat shape (``answered_errors``), Gemini's
+``finishReason`` (``gemini_finish``). A ``BodyWatch`` sees each line of one
+call's response body as it passes to LiteLLM, and may mend a line before
+LiteLLM reads it. It sees the body either through an HTTP client of its own
+that the call hands LiteLLM (``client=``, ``watched_http_client``), whose
+response hook passes each body to the watch of the call that sent the request
+(``watching``), or, for a stream whose HTTP response LiteLLM returns unread
+(the OpenAI SDK's, the Responses API's), by wrapping that response's body
+(``watch_response``). The calls of one event loop share the watched client, so
+their connections are reused as on LiteLLM's own shared client; LiteLLM's
+client cache keeps it, one per event loop, and closes it as it closes its own.
+A call whose body was never watched (a caller's own ``client``) is read as
+before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Final
+
+import httpx
+from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, get_async_httpx_client
+
+from dex_agents.adapters.litellm.answered_errors import AnsweredError, answered_error
+
+_CLIENT_NAME: Final = "dex_agents_body_watch"
+"""The name LiteLLM's client cache keeps the watched client under, with its event loop."""
+
+_BODY_LIMIT: Final = 65536
+"""The most of a body that is not a stream the watch keeps: an error body is short."""
+
+
+class BodyWatch:
+    """What the body of one call said: whether it came, and the error the provider answered."""
+
+    reads_every_chunk = False
+    """Whether ``read_chunk`` reads each chunk; else only a line that may hold an error is parsed."""
+
+    def __init__(self) -> None:
+        self.watched = False
+        """A response of the provider came through the watch."""
+        self.error: AnsweredError | None = None
+        """The first error the body held: a JSON error body, or an error event of a stream."""
+
+    def read_line(self, line: bytes) -> bytes:
+        """Read one line of a Server-Sent Events body (without its ``\\n``); the line to pass on."""
+        if not line.startswith(b"data:"):
+            return line
+        if not self.reads_every_chunk and b'"error' not in line:
+            return line  # LiteLLM parses each line too: a second parse only where it may tell
+        try:
+            chunk: Any = json.loads(line[5:])
+        except ValueError:
+            return line
+        if not isinstance(chunk, dict):
+            return line
+        if self.error is None:
+            self.error = answered_error(chunk, in_stream=True)
+        if not self.read_chunk(chunk):
+            return line
+        ending = b"\r" if line.endswith(b"\r") else b""
+        return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + ending
+
+    def read_chunk(self, chunk: dict[str, Any]) -> bool:
+        """Read one JSON chunk of a stream, mending it in place; whether it was mended."""
+        return False
+
+    def read_body(self, body: bytes) -> None:
+        """Read the whole of a body that is not a stream (JSON, as an error answers)."""
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return
+        if self.error is None:
+            self.error = answered_error(data, in_stream=False)
+
+
+_CALL_WATCH: ContextVar[BodyWatch | None] = ContextVar("dex_agents_body_watch", default=None)
+"""The watch of the call running in this context: the shared client's hook finds it here."""
+
+
+def watched_http_client() -> AsyncHTTPHandler:
+    """The LiteLLM HTTP client of this event loop whose responses the calls' watches see.
+
+    LiteLLM's client cache builds it as LiteLLM builds its own shared client,
+    keeps it for the running event loop, and closes it as it closes its own:
+    the caller must not close it.
+    """
+    return get_async_httpx_client(
+        llm_provider=_CLIENT_NAME, params={"event_hooks": {"response": [_show_to_watch]}}
+    )
+
+
+@contextmanager
+def watching(watch: BodyWatch | None) -> Iterator[None]:
+    """Show ``watch`` the body of each response the watched client gets in this context.
+
+    ``None`` watches nothing: a call that is not watched sees no outer call's watch.
+    """
+    token = _CALL_WATCH.set(watch)
+    try:
+        yield
+    finally:
+        _CALL_WATCH.reset(token)
+
+
+def watch_response(response: object, watch: BodyWatch) -> bool:
+    """Show ``watch`` the body of ``response``, an HTTP response not yet read; whether it could.
+
+    The caller holds the response LiteLLM returned; ``False`` for anything else.
+    """
+    if not isinstance(response, httpx.Response) or response.is_stream_consumed:
+        return False
+    body = response.stream
+    if not isinstance(body, httpx.AsyncByteStream) or isinstance(body, _WatchedBody):
+        return False
+    watch.watched = True
+    response.stream = _WatchedBody(body, watch, _is_event_stream(response))
+    return True
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+async def _show_to_watch(response: httpx.Response) -> None:
+    # httpx runs response hooks in the task that sent the request, whose
+    # context holds that call's watch (concurrent calls run in their own tasks).
+    watch = _CALL_WATCH.get()
+    if watch is not None:
+        watch_response(response, watch)
+
+
+class _WatchedBody(httpx.AsyncByteStream):
+    """A response body passed on line by line, each line as the watch passes it on.
+
+    A line is passed on once it is complete: LiteLLM reads the body by lines,
+    so holding a line's first part until its end delays nothing it reads. A
+    body that is not an event stream is also kept, up to ``_BODY_LIMIT``, for
+    the watch to read whole once it ends.
+    """
+
+    def __init__(self, body: httpx.AsyncByteStream, watch: BodyWatch, event_stream: bool) -> None:
+        self._body = body
+        self._watch = watch
+        self._event_stream = event_stream
+        self._partial = b""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        kept: bytearray | None = None if self._event_stream else bytearray()
+        async for piece in self._body:
+            if kept is not None and len(kept) <= _BODY_LIMIT:
+                kept += piece
+            *lines, self._partial = (self._partial + piece).split(b"\n")
+            if lines:
+                yield b"".join(self._watch.read_line(line) + b"\n" for line in lines)
+        if self._partial:
+            yield self._watch.read_line(self._partial)
+            self._partial = b""
+        if kept is not None and len(kept) <= _BODY_LIMIT:
+            self._watch.read_body(bytes(kept))
+
+    async def aclose(self) -> None:
+        await self._body.aclose()

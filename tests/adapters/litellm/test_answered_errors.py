@@ -1,0 +1,140 @@
+"""Errors a provider answers with HTTP 200: a JSON error body, and the Responses API's flat error event.
+
+LiteLLM (1.105) read a JSON error body sent in place of a stream as a stream
+that ended with nothing, and the Responses API's error event in its documented
+flat shape as a generic in-stream error: both were retryable stream breaks
+without the provider's words, retried even for a context that is too long.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import litellm
+import pytest
+
+from dex_agents.adapters.litellm.answered_errors import answered_error, is_retryable_kind
+from dex_agents.litellm import ModelProviderError, ModelStreamInterruptedError
+from tests.adapters.litellm.provider_scripts import message_item, responses_stream
+from tests.adapters.litellm.provider_server import ProviderServer, json_reply, sse_reply
+from tests.adapters.litellm.recording_output import RecordingOutput
+from tests.adapters.litellm.test_client_errors import APIS, KEY, REQUEST, clients
+
+litellm.suppress_debug_info = True
+
+CONTEXT = "This model's maximum context length is 128000 tokens."
+
+OPENAI_CONTEXT = {
+    "error": {
+        "message": CONTEXT,
+        "type": "invalid_request_error",
+        "code": "context_length_exceeded",
+    }
+}
+ANTHROPIC_OVERLOADED = {
+    "type": "error",
+    "error": {"type": "overloaded_error", "message": "Overloaded"},
+}
+OPENAI_RATE_LIMIT = {
+    "error": {"message": "Rate limit reached.", "type": "requests", "code": "rate_limit_exceeded"}
+}
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize(
+    ("body", "message", "retryable"),
+    [
+        (OPENAI_CONTEXT, CONTEXT, False),
+        (ANTHROPIC_OVERLOADED, "Overloaded", True),
+        (OPENAI_RATE_LIMIT, "Rate limit reached.", True),
+    ],
+    ids=["context-too-long", "overloaded", "rate-limit"],
+)
+async def test_a_json_error_answered_with_200_keeps_the_providers_words_and_kind(
+    server: ProviderServer,
+    output: RecordingOutput,
+    api: str,
+    body: dict[str, Any],
+    message: str,
+    retryable: bool,
+) -> None:
+    server.script(json_reply(200, body))
+    client = clients(server)[api]
+    with pytest.raises(ModelProviderError) as caught:
+        await client.call_model(REQUEST, output)
+    assert type(caught.value) is ModelProviderError  # the provider answered: no stream broke
+    assert (caught.value.status_code, caught.value.retryable) == (None, retryable)
+    assert str(caught.value) == f"{client.provider} model call failed: {message}"
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_json_error_answered_with_200_shows_no_key(
+    server: ProviderServer, output: RecordingOutput, api: str
+) -> None:
+    body = {"error": {"message": f"key {KEY} may not use this model", "type": "permission_error"}}
+    server.script(json_reply(200, body))
+    with pytest.raises(ModelProviderError) as caught:
+        await clients(server)[api].call_model(REQUEST, output)
+    assert KEY not in str(caught.value)
+    assert str(caught.value).endswith("key [redacted] may not use this model")
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "retryable"),
+    [
+        ("context_length_exceeded", ModelProviderError, False),
+        ("server_error", ModelStreamInterruptedError, True),
+        ("rate_limit_exceeded", ModelStreamInterruptedError, True),
+    ],
+)
+async def test_a_flat_responses_error_event_keeps_its_message_and_code(
+    server: ProviderServer,
+    output: RecordingOutput,
+    code: str,
+    kind: type[ModelProviderError],
+    retryable: bool,
+) -> None:
+    # The error event as the Responses API reference documents it: code and message on top.
+    events = responses_stream([message_item("msg_1", "Half of an answer")])[:3]
+    flat = {"type": "error", "sequence_number": 3, "code": code, "message": CONTEXT, "param": None}
+    server.script(sse_reply([*events, ("error", flat)]))
+    with pytest.raises(ModelProviderError) as caught:
+        await clients(server)["responses"].call_model(REQUEST, output)
+    assert type(caught.value) is kind
+    assert (caught.value.status_code, caught.value.retryable) == (None, retryable)
+    assert str(caught.value).endswith(f": {CONTEXT}")
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize(
+    ("kinds", "status", "retryable"),
+    [
+        (("context_length_exceeded", "invalid_request_error"), None, False),
+        (("insufficient_quota",), None, False),
+        (("rate_limit_exceeded", "requests"), None, True),
+        (("overloaded_error",), None, True),
+        (("api_error",), None, True),
+        (("UNAVAILABLE",), None, True),
+        (("INVALID_ARGUMENT",), 400, False),
+        (("RESOURCE_EXHAUSTED",), 429, True),
+        ((), None, True),
+    ],
+)
+def test_whether_a_retry_helps_follows_the_errors_kind(
+    kinds: tuple[str, ...], status: int | None, retryable: bool
+) -> None:
+    assert is_retryable_kind(kinds, status) is retryable
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"id": "chatcmpl-1", "choices": []},
+        {"type": "response.output_text.delta", "delta": "error"},
+        {"error": None},
+        [{"error": {"message": "a list is no error body"}}],
+    ],
+)
+def test_a_body_without_an_error_holds_none(data: object) -> None:
+    assert answered_error(data, in_stream=False) is None
