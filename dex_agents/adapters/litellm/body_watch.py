@@ -10,11 +10,12 @@ that the call hands LiteLLM (``client=``, ``watched_http_client``), whose
 response hook passes each body to the watch of the call that sent the request
 (``watching``), or, for a stream whose HTTP response LiteLLM returns unread
 (the OpenAI SDK's, the Responses API's), by wrapping that response's body
-(``watch_response``). The calls of one event loop share the watched client, so
-their connections are reused as on LiteLLM's own shared client; LiteLLM's
-client cache keeps it, one per event loop, and closes it as it closes its own.
-A call whose body was never watched (a caller's own ``client``) is read as
-before.
+(``watch_response``). The body is read before the HTTP client decodes it, so
+the watched client asks for it uncompressed, and a compressed body is not
+watched. The calls of one event loop share the watched client, so their
+connections are reused as on LiteLLM's own shared client; LiteLLM's client
+cache keeps it, one per event loop, and closes it as it closes its own. A call
+whose body was never watched (a caller's own ``client``) is read as before.
 """
 
 from __future__ import annotations
@@ -93,9 +94,8 @@ def watched_http_client() -> AsyncHTTPHandler:
     keeps it for the running event loop, and closes it as it closes its own:
     the caller must not close it.
     """
-    return get_async_httpx_client(
-        llm_provider=_CLIENT_NAME, params={"event_hooks": {"response": [_show_to_watch]}}
-    )
+    hooks = {"request": [_ask_for_a_plain_body], "response": [_show_to_watch]}
+    return get_async_httpx_client(llm_provider=_CLIENT_NAME, params={"event_hooks": hooks})
 
 
 @contextmanager
@@ -118,6 +118,10 @@ def watch_response(response: object, watch: BodyWatch) -> bool:
     """
     if not isinstance(response, httpx.Response) or response.is_stream_consumed:
         return False
+    if response.headers.get("content-encoding", "identity").strip().lower() != "identity":
+        # The body is read before the HTTP client decodes it: a compressed one is
+        # not read at all, rather than read as a body that said nothing.
+        return False
     body = response.stream
     if not isinstance(body, httpx.AsyncByteStream) or isinstance(body, _WatchedBody):
         return False
@@ -129,6 +133,13 @@ def watch_response(response: object, watch: BodyWatch) -> bool:
 def _is_event_stream(response: httpx.Response) -> bool:
     content_type: str = response.headers.get("content-type", "")
     return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+async def _ask_for_a_plain_body(request: httpx.Request) -> None:
+    # A watched body is read as it comes, before the HTTP client decodes it, so
+    # a watched call asks for it uncompressed (a gzip body read as saying nothing).
+    if _CALL_WATCH.get() is not None:
+        request.headers["accept-encoding"] = "identity"
 
 
 async def _show_to_watch(response: httpx.Response) -> None:

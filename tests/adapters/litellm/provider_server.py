@@ -18,6 +18,7 @@ that reply, before the script is read.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -51,6 +52,8 @@ class Reply:
     """A stream of binary frames sent as they are, in place of ``events``."""
     content_type: str = "text/event-stream"
     """The content type of a stream."""
+    gzip: bool = False
+    """Send a stream gzip-compressed when the request accepts it, as Google's front ends do."""
 
 
 def json_reply(status: int, body: Any, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
@@ -154,7 +157,9 @@ class ProviderServer:
         else:
             self.unscripted += 1
             reply = json_reply(500, {"error": {"message": "no scripted reply"}})
-        return await _send(writer, reply, self.keep_alive)
+        accepted = request.headers.get("accept-encoding", "")
+        compress = reply.gzip and "gzip" in [e.split(";")[0].strip() for e in accepted.split(",")]
+        return await _send(writer, reply, self.keep_alive, compress)
 
 
 async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
@@ -178,8 +183,10 @@ def _data(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-async def _send(writer: asyncio.StreamWriter, reply: Reply, keep_alive: bool) -> bool:
-    """Send ``reply``; whether the connection can take another request."""
+async def _send(
+    writer: asyncio.StreamWriter, reply: Reply, keep_alive: bool, compress: bool = False
+) -> bool:
+    """Send ``reply``, a stream gzip-compressed when ``compress``; whether the connection can take another request."""
     closing = "" if keep_alive else "connection: close\r\n"
     if reply.events is None and reply.frames is None:
         payload = json.dumps(reply.body).encode()
@@ -191,11 +198,14 @@ async def _send(writer: asyncio.StreamWriter, reply: Reply, keep_alive: bool) ->
         )
         await writer.drain()
         return True
+    encoding = "content-encoding: gzip\r\n" if compress else ""
     writer.write(
-        f"HTTP/1.1 200 OK\r\ncontent-type: {reply.content_type}\r\n"
+        f"HTTP/1.1 200 OK\r\ncontent-type: {reply.content_type}\r\n{encoding}"
         f"transfer-encoding: chunked\r\n{closing}\r\n".encode()
     )
     chunks = reply.frames if reply.frames is not None else _event_chunks(reply.events or ())
+    if compress:
+        chunks = [gzip.compress(b"".join(chunks))]
     for sent, chunk in enumerate(chunks):
         if reply.cut_after is not None and sent == reply.cut_after:
             await writer.drain()

@@ -9,6 +9,7 @@ stream's HTTP body (``gemini_finish``): without one, the stream broke.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import litellm
@@ -199,4 +200,17 @@ async def test_an_unwatched_gemini_function_call_without_args_fails_at_once(
         "gemini model call failed: LiteLLM could not read the gemini answer: "
         "no field 'args' where it needs one"
     )
+    server.assert_script_used()
+
+
+async def test_a_gemini_stream_the_provider_would_compress_is_read_as_sent(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # The watch reads the body before the HTTP client decodes it: a gzip body read
+    # as having no finishReason, so every such answer was a broken stream.
+    server.script(replace(sse_reply(gemini_stream([{"text": ANSWER}, NO_ARGS_CALL])), gzip=True))
+    response = await _client(server).call_model(REQUEST, output)
+    assert response.text == ANSWER
+    (item,) = response.output
+    assert [call.arguments for call in item.tool_calls] == ["{}"]
     server.assert_script_used()
