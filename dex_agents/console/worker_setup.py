@@ -4,12 +4,14 @@ A session's page shows it (``GET /api/sessions/{id}/worker``), so a person can
 tell which model answers a message sent there and which tools it may call. The
 page is a remote control that may be opened from another machine, so nothing
 here carries a secret: a URL is shown without its user info (``<redacted>@``),
-with every query value ``<redacted>`` and without its fragment, and a stdio
-server's command line is not shown at all, since its arguments may carry a key.
+with every query value and every path part that is not a plain word ``<redacted>``
+and without its fragment, and a stdio server's command line is not shown at all,
+since its arguments may carry a key.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -17,16 +19,31 @@ import attrs
 
 from dex_agents.domain.secrets import REDACTED
 
+# A path part shown as it is: a lowercase word (``mcp``, ``api``, ``openai``, ``@org``) or a
+# version (``v1``). Anything else may be a key: hosted MCP servers put theirs in the path
+# (``/api/mcp/s/<key>/mcp``), and a random key is seldom all lowercase letters.
+_PLAIN_PATH_PART = re.compile(r"@?[a-z][a-z._-]{0,31}|v[0-9]{1,2}[a-z]{0,6}[0-9]{0,2}")
+
+
+def _shown_path(path: str) -> str:
+    return "/".join(
+        part if not part or _PLAIN_PATH_PART.fullmatch(part) else REDACTED
+        for part in path.split("/")
+    )
+
 
 def shown_url(url: str) -> str:
     """``url`` as the page may show it: scheme, host, port and path; credentials replaced.
 
-    A URL that cannot be parsed is shown as ``<redacted>`` as a whole.
+    A URL that cannot be parsed, or has no host (``key@host:4000``, read as a scheme and
+    a path), is shown as ``<redacted>`` as a whole.
     """
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - read for its ValueError: a port that is not a number
     except ValueError:
+        return REDACTED
+    if not parts.netloc:
         return REDACTED
     _, at, host = parts.netloc.rpartition("@")
     netloc = f"{REDACTED}@{host}" if at else parts.netloc
@@ -36,7 +53,8 @@ def shown_url(url: str) -> str:
         for pair in parts.query.split("&")
         if pair
     )
-    return urlunsplit(parts._replace(netloc=netloc, query=query, fragment=""))
+    path = _shown_path(parts.path)
+    return urlunsplit(parts._replace(netloc=netloc, path=path, query=query, fragment=""))
 
 
 def _shown_optional_url(url: str | None) -> str | None:

@@ -30,6 +30,17 @@ from tests.console.support import CONTROL_HEADERS, serve_console
         ("https://h.example/mcp?abc", "https://h.example/mcp?<redacted>"),
         ("https://h.example/mcp#access_token=abc", "https://h.example/mcp"),
         ("http://h.example:port/", "<redacted>"),
+        # A hosted MCP server's key is a part of its path; words and versions are kept.
+        (
+            "https://mcp.example/api/mcp/s/ZjE2YTk3OGEtNzc1Ni00ZjUx/mcp",
+            "https://mcp.example/api/mcp/s/<redacted>/mcp",
+        ),
+        ("https://h.example/mcp/sk-proj-4fQz9", "https://h.example/mcp/<redacted>"),
+        ("https://h.example/@team/notes/mcp", "https://h.example/@team/notes/mcp"),
+        ("https://h.example/v1beta/openai/", "https://h.example/v1beta/openai/"),
+        ("https://h.example/v1;key=abc/x", "https://h.example/<redacted>/x"),
+        # No host: urllib reads "key" as the scheme and the rest as a path.
+        ("key:abc@h.example:4000", "<redacted>"),
     ],
 )
 def test_a_url_is_shown_without_its_credentials(url: str, shown: str) -> None:
