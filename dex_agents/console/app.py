@@ -17,7 +17,7 @@ under the application's ``authorize`` hook):
   (a last ``session_ended`` event; ``streams.until_session_ends``).
 - ``GET /api/sessions/{id}/worker``: ``{"worker": ...}``, what this process's worker runs
   the session's turns with (``worker_setup.WorkerSetup``), or ``null`` when it does not
-  run them (a session that ended, a Flow type it does not serve) or was not told.
+  run them (a session that ended, a Flow type it does not serve, ``workers=0``) or was not told.
 - ``POST /api/sessions/{id}/controls/{name}``: one of ``actions.CONTROLS``;
   answers ``{"ok": bool, "reason": str | null}``.
 """
@@ -240,9 +240,9 @@ def create_console_app(
             return entry
         info = await catalog_of(request).describe(request.path_params["session_id"])
         setup = None
-        # Only a session this process runs: another Flow type's turns, or those of a session
-        # that ended, run on whatever its own worker was given, if at all.
-        if worker_setup is not None and entry.writable and info.status == "running":
+        # Only a session this process runs: another Flow type's turns, those of a session that
+        # ended, or every turn of a console with no worker (workers=0) run elsewhere, if at all.
+        if worker_setup is not None and workers and entry.writable and info.status == "running":
             read, setup = await gate.unless_closed(worker_setup(info.flow_type))
             if not read:
                 return PlainTextResponse("the console is stopping", status_code=503)

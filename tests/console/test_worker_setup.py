@@ -103,6 +103,11 @@ async def test_a_session_the_console_does_not_run_names_no_model(tmp_path: Path)
     app = create_console_app(db, [demo_flow()])
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
         assert (await client.get("/api/sessions/theirs/worker")).json() == {"worker": None}
+    # A console with no worker of its own (workers=0) steers sessions other processes run:
+    # the card said "Turns this console's worker runs use m" of turns it never runs.
+    app = create_console_app(db, [demo_flow()], workers=0, worker_setup=_setup)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        assert (await client.get("/api/sessions/theirs/worker")).json() == {"worker": None}
 
 
 async def test_a_page_waiting_for_the_worker_setup_is_answered_503_when_the_console_stops(
