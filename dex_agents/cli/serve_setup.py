@@ -24,10 +24,13 @@ if TYPE_CHECKING:
 SCRIPTED_MODEL = "the scripted demo model"
 """What the page names as the model when serve was given none."""
 
-LISTING_WAIT = timedelta(seconds=5)
+LISTING_WAIT = timedelta(seconds=0.25)
 """How long a page's request waits for the servers' first listing before it says it still
-runs: an unreachable server's lasts its connection attempts, and a waiting request held
-serve's Ctrl-C, which waits for every open response."""
+runs (the page asks again every second until it ends): an unreachable server's lasts its
+connection attempts, a waiting request held serve's Ctrl-C, which waits for every open
+response, and it held one of the browser's six connections to the console, beside each
+open session page's event stream (with 5 s here and five session tabs open, a snapshot's
+read waited 6.5 to 19.5 s)."""
 
 
 class ServeWorkerSetup:
