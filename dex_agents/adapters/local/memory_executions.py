@@ -7,11 +7,11 @@ claims, timers and leases walk the active ones alone, as the SQLite store's inde
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
 
+from dex_agents.adapters.local.memory_parts import MemoryPart
 from dex_agents.adapters.local.store_rows import (
     check_limit,
     moved_execution_message,
@@ -26,31 +26,11 @@ from dex_agents.ports.flow_rows import (
     FlowStatus,
 )
 
-if TYPE_CHECKING:
-    from dex_agents.adapters.local.memory_transaction import MemoryTables
-
-K = TypeVar("K")
-V = TypeVar("V")
-
 _CLAIMABLE = (ExecutionStatus.PENDING_WAIT, ExecutionStatus.READY)
 
 
-class MemoryExecutions:
-    """Mixed into ``MemoryTransaction``, which provides the live tables (``_t``), the undo
-    log (``undo``) and the writes that log their undo (``_put``, ``_pop``, ``_next_id``)."""
-
-    undo: list[Callable[[], object]]
-
-    _t: MemoryTables
-
-    def _put(self, mapping: MutableMapping[K, V], key: K, value: V) -> None:
-        raise NotImplementedError
-
-    def _pop(self, mapping: MutableMapping[K, V], key: K) -> V:
-        raise NotImplementedError
-
-    def _next_id(self, sequence: str) -> int:
-        raise NotImplementedError
+class MemoryExecutions(MemoryPart):
+    """Mixed into ``MemoryTransaction`` (``memory_parts.MemoryPart``)."""
 
     def _store_execution(self, row: ExecutionRow) -> None:
         self._put(self._t.executions, row.id, row)

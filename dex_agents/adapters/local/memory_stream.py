@@ -9,37 +9,17 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
 
+from dex_agents.adapters.local.memory_parts import MemoryPart
 from dex_agents.adapters.local.store_rows import check_limit, utc_time
 from dex_agents.ports.flow_rows import EventRow
 
-if TYPE_CHECKING:
-    from dex_agents.adapters.local.memory_transaction import MemoryTables
 
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class MemoryStream:
-    """Mixed into ``MemoryTransaction``, which provides the live tables (``_t``), the undo
-    log (``undo``) and the writes that log their undo (``_put``, ``_pop``, ``_next_id``)."""
-
-    undo: list[Callable[[], object]]
-
-    _t: MemoryTables
-
-    def _put(self, mapping: MutableMapping[K, V], key: K, value: V) -> None:
-        raise NotImplementedError
-
-    def _pop(self, mapping: MutableMapping[K, V], key: K) -> V:
-        raise NotImplementedError
-
-    def _next_id(self, sequence: str) -> int:
-        raise NotImplementedError
+class MemoryStream(MemoryPart):
+    """Mixed into ``MemoryTransaction`` (``memory_parts.MemoryPart``)."""
 
     def append_event(
         self, flow_type: str, flow_id: str, value: str, source: str, created_at: datetime
