@@ -28,7 +28,7 @@ from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
 from dex_agents.ports.flow_store import StoreTransaction
-from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
+from tests.support.retry_intervals import retrying_runtime
 
 TURN = timedelta(seconds=20)
 
@@ -65,12 +65,7 @@ def model_flow(model: FailingModel) -> AgentSessionFlow:
 
 async def run_turn(model: FailingModel) -> str | None:
     flow = model_flow(model)
-    async with LocalRuntime(
-        None,
-        [flow],
-        poll_interval=timedelta(milliseconds=20),
-        retry_interval_scale=RETRY_INTERVAL_SCALE,
-    ) as runtime:
+    async with retrying_runtime(None, [flow]) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.open_session("s-1")
         assert await sessions.send_user_message("s-1", "hello")

@@ -27,7 +27,7 @@ from tests.adapters.engine_flows import EngineTestFlow
 from tests.app.compaction_support import CompactingRunner
 from tests.app.scripted_runner import ScriptedRunner
 from tests.app.steering_support import SlowModelRunner
-from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
+from tests.support.retry_intervals import retrying_runtime
 
 WAIT = timedelta(seconds=30)
 # Written by "another program": the session client refuses such an ID, the engine does not.
@@ -179,12 +179,7 @@ def test_show_says_which_messages_retention_deleted(
 
 async def _seed_failed_turn(db: Path) -> None:
     flow = AgentSessionFlow(ScriptedRunner(), flow_type="OtherAgent")
-    async with LocalRuntime(
-        db,
-        [flow],
-        poll_interval=timedelta(milliseconds=20),
-        retry_interval_scale=RETRY_INTERVAL_SCALE,
-    ) as runtime:
+    async with retrying_runtime(db, [flow]) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.start_session("failed", "fail")
         await sessions.wait_for_user("failed", timeout=WAIT)

@@ -50,7 +50,7 @@ from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.local import LocalRuntime
 from dex_agents.session_graph import SESSION_FLOW_EDGES
 from tests.app.scripted_runner import ScriptedRunner
-from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
+from tests.support.retry_intervals import retrying_runtime
 
 WAIT = timedelta(seconds=30)
 
@@ -203,12 +203,7 @@ async def test_the_failure_routes_of_the_steps_that_wait_for_a_person_are_edges(
     )
     database = tmp_path / "sessions.sqlite3"
     # Each Step that fails after a person retries before its failure route.
-    async with LocalRuntime(
-        database,
-        [flow],
-        poll_interval=timedelta(milliseconds=20),
-        retry_interval_scale=RETRY_INTERVAL_SCALE,
-    ) as runtime:
+    async with retrying_runtime(database, [flow]) as runtime:
         sessions = runtime.sessions(flow)
         await sessions.open_session("s1")
         assert await sessions.send_user_message(

@@ -34,7 +34,7 @@ from dex_agents.domain.state import AgentSessionStartInput
 from dex_agents.local import LocalRuntime
 from tests.console.serve_process import ROOT
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot, texts
-from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
+from tests.support.retry_intervals import retrying_runtime
 
 OTHER_FLOW_TYPE = "SomeoneElsesAgent"
 
@@ -473,12 +473,7 @@ async def test_a_session_that_failed_on_damaged_state_says_why_on_its_page(
             "UPDATE attribute_values SET value = CAST(x'ff22' AS TEXT)"
             " WHERE flow_id = 'damaged' AND name = 'AgentState'"
         )
-    async with LocalRuntime(
-        path,
-        [flow],
-        poll_interval=timedelta(milliseconds=20),
-        retry_interval_scale=RETRY_INTERVAL_SCALE,
-    ) as runtime:
+    async with retrying_runtime(path, [flow]) as runtime:
         assert await runtime.sessions(flow).send_user_message("damaged", "hello")
 
         async def failed() -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -14,7 +13,6 @@ from dex_agents.builtin_loop import builtin_agent_session_flow
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from dex_agents.domain.model_io import ModelRequest
-from dex_agents.local import LocalRuntime
 from tests.console.agents import (
     NOTE_QUESTION,
     PLAN_TASKS,
@@ -26,7 +24,7 @@ from tests.console.agents import (
 )
 from tests.console.browser import WAIT_MS, browser_tests, message_texts, serve_console_and_page
 from tests.console.support import snapshot, texts
-from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
+from tests.support.retry_intervals import retrying_runtime
 
 pytestmark = browser_tests
 
@@ -223,12 +221,7 @@ async def test_a_failed_turn_names_its_error_once_after_the_status(tmp_path: Pat
     path = tmp_path / "s.sqlite3"
     # The session's worker runs beside the console, its model call's retries at a hundredth
     # of the policy's interval (the console's own worker would wait its 1 s + 2 s).
-    async with LocalRuntime(
-        path,
-        [flow],
-        poll_interval=timedelta(milliseconds=20),
-        retry_interval_scale=RETRY_INTERVAL_SCALE,
-    ):
+    async with retrying_runtime(path, [flow]):
         app = create_console_app(path, [flow], workers=0)
         async with serve_console_and_page(app) as (_, page):
             await page.fill("#new-id", "down-1")

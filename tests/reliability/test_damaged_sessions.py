@@ -25,7 +25,7 @@ from dex_agents.ports.errors import FlowNotActiveError
 from dex_agents.ports.flow_rows import FlowStatus
 from tests.reliability.conftest import reliability_flow
 from tests.support.flow_runs import channel_texts, wait_for_status
-from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
+from tests.support.retry_intervals import retrying_runtime
 
 WAIT = timedelta(seconds=30)
 DAMAGED_TEXT = b"\xffsecret-ish"
@@ -53,12 +53,7 @@ async def test_a_session_whose_state_is_damaged_fails_saying_why_and_keeps_the_m
     # A client of its own sends it, so that the worker's claim takes it, as in an app.
     async with LocalRuntime(path, [flow], workers=0) as client:
         assert await client.sessions(flow).send_user_message("damaged", "my words")
-    async with LocalRuntime(
-        path,
-        [flow],
-        poll_interval=timedelta(milliseconds=20),
-        retry_interval_scale=RETRY_INTERVAL_SCALE,
-    ) as runtime:
+    async with retrying_runtime(path, [flow]) as runtime:
         sessions = runtime.sessions(flow)
         await wait_for_status(runtime.flow_client, "damaged", FlowStatus.FAILED)
         # The worker serves the other sessions meanwhile.
@@ -93,12 +88,7 @@ async def test_show_says_why_a_session_whose_state_is_damaged_failed(
         await runtime.sessions(flow).open_session("damaged")
         await runtime.sessions(flow).wait_for_user("damaged", timeout=WAIT)
     _damage_state(path, "damaged")
-    async with LocalRuntime(
-        path,
-        [flow],
-        poll_interval=timedelta(milliseconds=20),
-        retry_interval_scale=RETRY_INTERVAL_SCALE,
-    ) as runtime:
+    async with retrying_runtime(path, [flow]) as runtime:
         assert await runtime.sessions(flow).send_user_message("damaged", "my words")
         await wait_for_status(runtime.flow_client, "damaged", FlowStatus.FAILED)
 

@@ -43,7 +43,7 @@ from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.session_schema import AGENT_TRACE_CONTEXT
 from dex_agents.ports.tracing import NoTracer
-from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
+from tests.support.retry_intervals import retrying_runtime
 
 
 @function_tool(effect=ToolEffect.READ)
@@ -132,12 +132,7 @@ async def traced_session(
     flow = AgentSessionFlow(
         BuiltinLoopAgentRunner(definition), flow_type="SupportAgent", options=options
     )
-    async with LocalRuntime(
-        None,
-        [flow],
-        poll_interval=timedelta(milliseconds=20),
-        retry_interval_scale=RETRY_INTERVAL_SCALE,
-    ) as runtime:
+    async with retrying_runtime(None, [flow]) as runtime:
         yield Traced(runtime.sessions(flow), runtime, exporter)
 
 
