@@ -15,8 +15,9 @@ sent comes back at the message prompt after the turn.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -43,6 +44,9 @@ from dex_agents.ports.errors import FlowNotFoundError
 
 _TURN_WAS_CANCELLED = "its turn was cancelled"
 _T = TypeVar("_T")
+# What the chat does as it starts following the session again: send a message or an
+# answer, or say why a prompt ended.
+_Action = Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -151,37 +155,38 @@ class _Chat:
         if resumed:
             print("\n".join(terminal.resume_lines(snapshot)), flush=True)
         self._follower.mark_seen(snapshot)
-        typed: str | None = None  # a message to send as the next turn is followed
+        first: _Action | None = None  # done as the next turn is followed
         while True:
-            followed = await self._follow_turn(typed)
+            followed = await self._follow_turn(first)
             if followed is None:
                 return 0
-            typed = None
+            first = None
             if followed.pending_interrupts:
-                if not await self._answer(followed.pending_interrupts[0]):
+                first = await self._answer(followed.pending_interrupts[0])
+                if first is None:
                     return 0
                 continue
             text = await self._while_following(prompts.ask_message(self._lines), None)
             if text is None:
                 return 0
             if not isinstance(text, _Ended):  # else the session asks for a decision now
-                typed = text
+                first = functools.partial(self._send, text)
 
-    async def _follow_turn(self, typed: str | None) -> AgentSnapshot | None:
-        """Send ``typed``, if any, and show what the session does until it needs a person;
-        that snapshot, or ``None`` when the person leaves. Where the input reads during
-        turns, a message prompt waits below what shows, from before ``typed`` is sent (a
-        key pressed meanwhile is the prompt's, not the terminal's to echo), and each line
-        typed there is sent at once."""
+    async def _follow_turn(self, first: _Action | None) -> AgentSnapshot | None:
+        """Do ``first``, if any (send a message or an answer), and show what the session
+        does until it needs a person; that snapshot, or ``None`` when the person leaves.
+        Where the input reads during turns, a message prompt waits below what shows, from
+        before ``first`` is done (a key pressed meanwhile is the prompt's, not the
+        terminal's to echo), and each line typed there is sent at once."""
         if not self._lines.reads_during_turns:
-            if typed is not None:
-                await self._send(typed)
+            if first is not None:
+                await first()
             return await self._follower.until_person()
         prompt = self._turn_prompt()
         watch: asyncio.Task[AgentSnapshot] | None = None
         try:
-            if typed is not None:
-                await self._send(typed)
+            if first is not None:
+                await first()
             watch = self._watch_turn()
             while True:
                 await asyncio.wait((prompt, watch), return_when=asyncio.FIRST_COMPLETED)
@@ -221,42 +226,45 @@ class _Chat:
         else:
             self._follower.say("the session did not accept that message")
 
-    async def _answer(self, interrupt: AgentInterrupt) -> bool:
-        """Ask about ``interrupt`` and send the reply; ``False`` when the person leaves."""
-        answer: str | None = None
+    async def _answer(self, interrupt: AgentInterrupt) -> _Action | None:
+        """Ask about ``interrupt``; what sends the reply, or says why the prompt ended,
+        done once the prompt below the turn waits (``_follow_turn``); ``None`` when the
+        person leaves."""
         if interrupt.kind == InterruptKind.QUESTION:
             reply = await self._while_following(
                 prompts.ask_answer(self._lines, interrupt), interrupt
             )
             if isinstance(reply, _Ended):
-                await self._say_gone(interrupt, reply.snapshot)
-                return True
+                return functools.partial(self._say_gone, interrupt, reply.snapshot)
             if reply is None:
-                return False
-            if reply.declined:
-                accepted = await self._client.resolve_interrupt(
-                    self._session, interrupt.interrupt_id, False
-                )
-            else:
-                answer = reply.answer
-                accepted = await self._client.answer_question(
-                    self._session, interrupt.interrupt_id, answer
-                )
-        else:
-            decision = await self._while_following(
-                prompts.ask_approval(self._lines, interrupt), interrupt
-            )
-            if isinstance(decision, _Ended):
-                await self._say_gone(interrupt, decision.snapshot)
-                return True
-            if decision is None:
-                return False
+                return None
+            return functools.partial(self._send_answer, interrupt, reply)
+        decision = await self._while_following(
+            prompts.ask_approval(self._lines, interrupt), interrupt
+        )
+        if isinstance(decision, _Ended):
+            return functools.partial(self._say_gone, interrupt, decision.snapshot)
+        if decision is None:
+            return None
+        return functools.partial(self._send_decision, interrupt, decision)
+
+    async def _send_answer(self, interrupt: AgentInterrupt, reply: prompts.QuestionReply) -> None:
+        if reply.declined:
             accepted = await self._client.resolve_interrupt(
-                self._session, interrupt.interrupt_id, decision
+                self._session, interrupt.interrupt_id, False
+            )
+        else:
+            accepted = await self._client.answer_question(
+                self._session, interrupt.interrupt_id, reply.answer
             )
         if not accepted:
-            await self._explain_refusal(interrupt, answer)
-        return True
+            await self._explain_refusal(interrupt, None if reply.declined else reply.answer)
+
+    async def _send_decision(self, interrupt: AgentInterrupt, approved: bool) -> None:
+        if not await self._client.resolve_interrupt(
+            self._session, interrupt.interrupt_id, approved
+        ):
+            await self._explain_refusal(interrupt, None)
 
     async def _say_gone(self, interrupt: AgentInterrupt, snapshot: AgentSnapshot) -> None:
         """Say why the prompt of ``interrupt`` ended before anything was typed: another

@@ -251,3 +251,40 @@ def test_a_paragraph_pasted_while_the_message_is_being_sent_is_one_message(
         chat.expect("you> ")
         assert chat.quit() == 0
     assert user_texts(tmp_path / "db.sqlite3", "pty") == ["first", "hello\nthere"]
+
+
+@pytest.mark.parametrize(
+    ("message", "prompt", "answer"),
+    [
+        ("refund order 7", "[y/n] ", "y"),
+        ("change the address of order 7", "question> ", "/decline"),
+    ],
+    ids=["approval", "question"],
+)
+def test_a_paragraph_pasted_while_an_answer_is_being_sent_is_one_message(
+    tmp_path: Path, message: str, prompt: str, answer: str
+) -> None:
+    with Terminal(tmp_path) as chat:
+        chat.expect("you> ")
+        chat.send(message)
+        chat.expect(prompt)
+        # Another writer holds the database: sending the answer waits for it.
+        holder = sqlite3.connect(chat.db, timeout=DEADLINE_SECONDS)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            chat.send(answer)
+            chat.expect(answer + "\n")
+            # Before, the terminal was in its line mode until the answer was sent: what was
+            # typed meanwhile was the terminal's, echoed and split into lines.
+            chat.expect_paste_marks()
+            assert not chat.line_mode()
+            chat.paste("hello\nthere")
+        finally:
+            holder.rollback()
+            holder.close()
+        chat.expect("there")
+        chat.type("\r")
+        chat.expect("agent> Demo reply: hello\nthere.")
+        chat.expect("you> ")
+        assert chat.quit() == 0
+    assert user_texts(tmp_path / "db.sqlite3", "pty") == [message, "hello\nthere"]
