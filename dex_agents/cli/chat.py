@@ -15,6 +15,7 @@ sent comes back at the message prompt after the turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -31,6 +32,7 @@ from dex_agents.cli.follower import Follower
 from dex_agents.cli.line_input import LineInput, open_line_input
 from dex_agents.cli.listing import ended_status
 from dex_agents.cli.live_text import LiveText
+from dex_agents.cli.log_lines import records_shown_by
 from dex_agents.cli.mcp_servers import describe_servers, mcp_tool_source
 from dex_agents.cli.real_model import real_model_client
 from dex_agents.domain.builtin_tools import is_allowed_answer
@@ -367,7 +369,10 @@ async def run_chat(
                 lines = open_line_input()
                 follower = Follower(client, session_id, live, lines.write, lines.open_line_ended)
                 chat = _Chat(client, session_id, follower, lines)
-                return await chat.run(resumed=not started)
+                # A record written to stderr would land in a prompt below a turn.
+                records = records_shown_by(follower.say) if lines.reads_during_turns else None
+                with records or contextlib.nullcontext():
+                    return await chat.run(resumed=not started)
             finally:
                 await live.stop()
     finally:

@@ -288,3 +288,31 @@ def test_a_paragraph_pasted_while_an_answer_is_being_sent_is_one_message(
         chat.expect("you> ")
         assert chat.quit() == 0
     assert user_texts(tmp_path / "db.sqlite3", "pty") == [message, "hello\nthere"]
+
+
+def test_a_warning_logged_while_something_is_typed_below_the_turn_shows_above_the_prompt(
+    tmp_path: Path,
+) -> None:
+    with _chat_mid_turn(tmp_path) as (chat, model):
+        chat.type("half typed")
+        chat.expect("half typed")
+        # Another writer holds the database past its busy timeout: the worker, writing the
+        # model's next words, logs that the session database failed.
+        holder = sqlite3.connect(chat.db, timeout=DEADLINE_SECONDS)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            model.go_on()
+            chat.expect("the session database failed")
+        finally:
+            holder.rollback()
+            holder.close()
+        chat.expect("Friday.")
+        rows = chat.expect_last_rows(["agent> on Monday and arrives on Friday.", "you> half typed"])
+        # Before, the record was written to the terminal in the middle of the prompt's row.
+        assert [row for row in rows if "half typed" in row] == ["you> half typed"]
+        failed = next(n for n, row in enumerate(rows) if row.startswith("dex-agents: error: "))
+        # On a line of its own: the model's text goes on below it.
+        assert rows[failed - 1] == PAUSED_AFTER.rstrip()
+        chat.send("\x15/quit")
+        assert chat.exit_code() == 0
+    assert user_texts(tmp_path / "db.sqlite3", "pty") == ["where is order 7?"]
