@@ -20,6 +20,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from dex_agents.domain.tracing import GenAISemanticConventionsVersion
 from dex_agents.ports.tracing import (
     NO_SPAN,
+    UNCHANGED_CONTEXT,
     AttributeValue,
     SpanKind,
     TracedSpan,
@@ -212,11 +213,9 @@ class OpenTelemetrySessionTracer:
             return NO_SPAN
         return _Span(span)
 
-    @contextlib.contextmanager
-    def current_parent(self, traceparent: str | None) -> Iterator[None]:
+    def current_parent(self, traceparent: str | None) -> contextlib.AbstractContextManager[None]:
         if traceparent is None:
-            yield
-            return
+            return UNCHANGED_CONTEXT  # each model Step with tracing off: no generator
 
         def make() -> otel_context.Context:
             span_context = _span_context(traceparent)
@@ -224,5 +223,4 @@ class OpenTelemetrySessionTracer:
                 return otel_context.get_current()
             return trace.set_span_in_context(trace.NonRecordingSpan(span_context))
 
-        with _attached(make):
-            yield
+        return _attached(make)

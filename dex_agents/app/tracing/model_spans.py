@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from dex_agents.app.tracing.common import (
@@ -234,10 +235,9 @@ class ModelAttempt:
         end_with_result(self._context, span, failed=self._error is not None)
 
 
-@contextlib.contextmanager
 def model_attempt(
     context: StepContext, runtime: SessionRuntime, turn_id: str | None
-) -> Iterator[ModelAttempt]:
+) -> contextlib.AbstractContextManager[ModelAttempt]:
     """Trace one model Step attempt: the activation's root is current while it runs.
 
     ``attempt.parent`` is the stored root even when this Worker's tracing is off:
@@ -245,22 +245,61 @@ def model_attempt(
     a Worker with tracing still join the activation (the read is of the attempt's
     snapshot, not the store).
     """
-    attempt = ModelAttempt(context, runtime, turn_id)
-    tracer = runtime.tracing.tracer
-    try:
-        attempt.parent = context.state.get(AGENT_TRACE_CONTEXT)
-    except Exception:
-        report_tracing_failure("reading AgentTraceContext")
-    with tracer.current_parent(attempt.parent):
+    return _ModelAttemptScope(context, runtime, turn_id)
+
+
+class _ModelAttemptScope:
+    """``model_attempt``'s block. A class, not a ``contextlib.contextmanager``: that
+    generator, and the tracer's ``current_parent`` as another, cost about 15 K instructions
+    more an attempt, two a turn (``bench/turns-log.md``, the ninth pass).
+
+    Its rule, as the generator had it: the root is current from the block's start until
+    after the span is emitted; a block that ends by an exception records it and emits the
+    span, unless the attempt stopped with its Worker (then no span: it runs again as the
+    same attempt); the exception goes on either way.
+    """
+
+    __slots__ = ("_attempt", "_context", "_parent", "_runtime", "_turn_id")
+
+    def __init__(self, context: StepContext, runtime: SessionRuntime, turn_id: str | None) -> None:
+        self._context = context
+        self._runtime = runtime
+        self._turn_id = turn_id
+
+    def __enter__(self) -> ModelAttempt:
+        context = self._context
+        runtime = self._runtime
+        attempt = ModelAttempt(context, runtime, self._turn_id)
+        tracer = runtime.tracing.tracer
         try:
-            yield attempt
-        except BaseException as error:
-            if stopped_with_its_worker(context, error):
-                raise  # no span: the attempt runs again as the same attempt
-            attempt.failed(error)
-            attempt.emit()
+            attempt.parent = context.state.get(AGENT_TRACE_CONTEXT)
+        except Exception:
+            report_tracing_failure("reading AgentTraceContext")
+        parent = tracer.current_parent(attempt.parent)
+        parent.__enter__()
+        self._attempt = attempt
+        self._parent = parent
+        return attempt
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        parent = self._parent
+        try:
+            if error is None:
+                self._attempt.emit()
+            elif not stopped_with_its_worker(self._context, error):  # else no span: it runs again
+                self._attempt.failed(error)
+                self._attempt.emit()
+        except BaseException as raised:
+            # Raised while the root is current: its block ends with that, as a ``with`` would.
+            if parent.__exit__(type(raised), raised, raised.__traceback__):
+                return True
             raise
-        attempt.emit()
+        return parent.__exit__(kind, error, traceback)
 
 
 def _stored_tool_messages(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 from dex_agents.app.tracing.common import (
@@ -31,12 +31,11 @@ if TYPE_CHECKING:
 class ToolAttempt:
     """One tool Step attempt's ``execute_tool`` span, started when the tool starts."""
 
-    def __init__(
-        self, context: StepContext, runtime: SessionRuntime, stack: contextlib.ExitStack
-    ) -> None:
+    def __init__(self, context: StepContext, runtime: SessionRuntime) -> None:
         self._context = context
         self._runtime = runtime
-        self._stack = stack
+        # The span's ``current()`` block, entered at ``begin`` and left when the attempt ends.
+        self._current: contextlib.AbstractContextManager[None] | None = None
         self.span: TracedSpan = NO_SPAN
         self.tool_call_id: str | None = None
         self.has_failed = False
@@ -65,9 +64,17 @@ class ToolAttempt:
                 parent=record.trace_context,
             )
             self.tool_call_id = record.tool_call_id
-            self._stack.enter_context(self.span.current())
+            current = self.span.current()
+            current.__enter__()
+            self._current = current
         except Exception:
             report_tracing_failure("starting the execute_tool span")
+
+    def leave(self) -> None:
+        """The span stops being current (the attempt ended; its span ends after this)."""
+        current, self._current = self._current, None
+        if current is not None:
+            current.__exit__(None, None, None)
 
     def failed(self, error: BaseException) -> None:
         """The tool failed with ``error`` though the Step handled it.
@@ -79,28 +86,56 @@ class ToolAttempt:
         self.span.record_error(error, with_text=captures_content(self._runtime))
 
 
-@contextlib.contextmanager
-def tool_attempt(context: StepContext, runtime: SessionRuntime) -> Iterator[ToolAttempt]:
+def tool_attempt(
+    context: StepContext, runtime: SessionRuntime
+) -> contextlib.AbstractContextManager[ToolAttempt]:
     """Trace one ``CallTool``, ``CallSingleAttemptTool`` or ``PollToolTask`` attempt.
 
     The span starts at ``ToolAttempt.begin`` and ends with the attempt, with the
     record's final status.
     """
-    with contextlib.ExitStack() as stack:
-        attempt = ToolAttempt(context, runtime, stack)
-        try:
-            yield attempt
-        except BaseException as error:
-            stack.close()  # the span stops being current before it ends
+    return _ToolAttemptScope(context, runtime)
+
+
+class _ToolAttemptScope:
+    """``tool_attempt``'s block. A class, not a ``contextlib.contextmanager`` around an
+    ``ExitStack``: those cost about 16 K instructions more a tool Step (``bench/turns-log.md``,
+    the ninth pass).
+
+    Its rule, as the generator had it: when the block ends, the span stops being current
+    before it ends; a block that ends by an exception records it on the span (its text
+    only when content is captured) and ends the span, unless the attempt stopped with its
+    Worker: then the span never ends, so it is never exported. The exception goes on
+    either way.
+    """
+
+    __slots__ = ("_attempt", "_context", "_runtime")
+
+    def __init__(self, context: StepContext, runtime: SessionRuntime) -> None:
+        self._context = context
+        self._runtime = runtime
+
+    def __enter__(self) -> ToolAttempt:
+        self._attempt = ToolAttempt(self._context, self._runtime)
+        return self._attempt
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        context = self._context
+        runtime = self._runtime
+        attempt = self._attempt
+        attempt.leave()  # the span stops being current before it ends
+        if error is not None:
             if stopped_with_its_worker(context, error):
                 # Never ended, so never exported: an OpenTelemetry span exports when it ends.
-                raise
+                return
             # A retried tool's last error text is the result the model reads: content.
             attempt.has_failed = True
             attempt.span.record_error(error, with_text=captures_content(runtime))
-            _finish_attempt(context, runtime, attempt)
-            raise
-        stack.close()
         _finish_attempt(context, runtime, attempt)
 
 
