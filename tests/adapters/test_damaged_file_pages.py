@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from typing import Any
 import pytest
 
 from dex_agents.adapters.local.client import LocalFlowClient
-from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.probes import wait_until
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreCorruptError
 from dex_agents.adapters.local.stalled_workers import STALLED_AFTER_TRIES, StalledWorkers
@@ -42,8 +40,8 @@ from dex_agents.ports.engine import (
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT
 from dex_agents.ports.step_contexts import StepContext
 from tests.adapters.engine_flows import LOG, running_worker
+from tests.support.damaged_files import copy_file, damage_pages_of, opened, started
 
-POLL = timedelta(milliseconds=20)
 SHARED_PAGES = {
     "the values' index": "sqlite_autoindex_attribute_values_1",
     "the values table's root": "attribute_values",
@@ -72,16 +70,6 @@ class ReadsFlow:
         self.steps: Sequence[Step[Any]] = (self.start_step,)
 
 
-def copy_file(source: Path, target: Path) -> None:
-    """Copy the database at ``source`` over ``target`` through SQLite's backup, as
-    ``sqlite3 TARGET ".restore SOURCE"`` does: in place, while others have it open."""
-    with (
-        contextlib.closing(sqlite3.connect(source)) as good,
-        contextlib.closing(sqlite3.connect(target)) as damaged,
-    ):
-        good.backup(damaged)
-
-
 def give_values(path: Path, *flow_ids: str) -> None:
     """Store a ``Log`` for each of ``flow_ids``, so their reads go through the values table."""
     with contextlib.closing(sqlite3.connect(path)) as raw, raw:
@@ -90,37 +78,6 @@ def give_values(path: Path, *flow_ids: str) -> None:
                 "INSERT INTO attribute_values VALUES (?, ?, '', ?)",
                 (flow_id, LOG.name, f'["{flow_id}"]'),
             )
-
-
-def damage_pages_of(path: Path, btree: str) -> None:
-    """Write garbage over every page of ``btree`` (a table or an index) in the file."""
-    with contextlib.closing(sqlite3.connect(path)) as raw:
-        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        page_size = raw.execute("PRAGMA page_size").fetchone()[0]
-        pages = [p for (p,) in raw.execute("SELECT pageno FROM dbstat WHERE name = ?", (btree,))]
-    assert pages
-    with path.open("r+b") as file:
-        for page in pages:
-            file.seek((page - 1) * page_size)
-            file.write(b"\x07" * page_size)
-
-
-@contextlib.contextmanager
-def opened(path: Path, flow: ReadsFlow) -> Iterator[tuple[LocalEngine, LocalFlowClient]]:
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [flow], poll_interval=POLL)
-    try:
-        yield engine, LocalFlowClient(engine)
-    finally:
-        engine.close()
-        store.close()
-
-
-async def started(path: Path, flow: ReadsFlow, *flow_ids: str) -> None:
-    """Start a run of ``flow`` for each of ``flow_ids`` in the file at ``path``, then close it."""
-    with opened(path, flow) as (_, client):
-        for flow_id in flow_ids:
-            await client.start_flow(flow, flow_id, None)
 
 
 async def step_completed(client: LocalFlowClient, flow_id: str) -> bool:

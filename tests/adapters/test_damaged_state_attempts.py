@@ -27,15 +27,15 @@ import pytest
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.engine import LocalEngine
 from dex_agents.adapters.local.probes import wait_until
-from dex_agents.adapters.local.sqlite_store import SqliteFlowStore, StoreCorruptError
+from dex_agents.adapters.local.sqlite_store import StoreCorruptError
 from dex_agents.ports.engine import RetryPolicy, Rpc, Step, StepDecision, StepOptions, dead_end
 from dex_agents.ports.flow_client import EXECUTE_COMPLETED_EVENT, EXECUTE_FAILED_EVENT
 from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.step_contexts import StepContext
 from tests.adapters.engine_flows import LOG, running_worker
+from tests.support.damaged_files import opened, started
 from tests.support.flow_runs import wait_for_status
 
-POLL = timedelta(milliseconds=20)
 DAMAGES = {
     "not-utf8": "CAST(x'ff22' AS TEXT)",
     "not-inflating": "x'01ffffffff'",
@@ -96,26 +96,6 @@ def repair(path: Path, flow_id: str) -> None:
             "UPDATE attribute_values SET value = ? WHERE flow_id = ? AND name = ?",
             ('["repaired"]', flow_id, LOG.name),
         )
-
-
-@contextlib.contextmanager
-def opened(path: Path, flow: ReadsFlow) -> Iterator[tuple[LocalEngine, LocalFlowClient]]:
-    """An engine on the file at ``path`` and a client of it; both closed on the way out,
-    as a program that ends is."""
-    store = SqliteFlowStore(path)
-    engine = LocalEngine(store, [flow], poll_interval=POLL)
-    try:
-        yield engine, LocalFlowClient(engine)
-    finally:
-        engine.close()
-        store.close()
-
-
-async def started(path: Path, flow: ReadsFlow, *flow_ids: str) -> None:
-    """Start a run of ``flow`` for each of ``flow_ids`` in the file at ``path``, then close it."""
-    with opened(path, flow) as (_, client):
-        for flow_id in flow_ids:
-            await client.start_flow(flow, flow_id, None)
 
 
 async def step_completed(client: LocalFlowClient, flow_id: str) -> bool:

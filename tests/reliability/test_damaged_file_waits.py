@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,30 +23,9 @@ from dex_agents.adapters.local.sqlite_store import StoreCorruptError
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import StreamReadTimeoutError
 from tests.reliability.conftest import reliability_flow
+from tests.support.damaged_files import copy_file, damage_pages_of
 
 WAIT = timedelta(seconds=30)
-
-
-def copy_file(source: Path, target: Path) -> None:
-    """``sqlite3 TARGET ".restore SOURCE"``: in place, while others have it open."""
-    with (
-        contextlib.closing(sqlite3.connect(source)) as good,
-        contextlib.closing(sqlite3.connect(target)) as damaged,
-    ):
-        good.backup(damaged)
-
-
-def damage_pages_of(path: Path, btree: str) -> None:
-    """Write garbage over every page of ``btree`` in the file."""
-    with contextlib.closing(sqlite3.connect(path)) as raw:
-        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        page_size = raw.execute("PRAGMA page_size").fetchone()[0]
-        pages = [p for (p,) in raw.execute("SELECT pageno FROM dbstat WHERE name = ?", (btree,))]
-    assert pages
-    with path.open("r+b") as file:
-        for page in pages:
-            file.seek((page - 1) * page_size)
-            file.write(b"\x07" * page_size)
 
 
 async def test_a_wait_beside_a_worker_a_damaged_file_stops_raises_and_goes_on_once_restored(
