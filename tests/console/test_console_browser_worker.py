@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-from playwright.async_api import expect
+from playwright.async_api import Page, expect
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
@@ -76,26 +78,40 @@ async def test_the_session_page_names_the_model_and_each_mcp_servers_tools_witho
         provider.assert_script_used()
 
 
+class _Listing:
+    """A worker setup whose one MCP server lists its tools once ``done`` is set."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    async def __call__(self, flow_type: str) -> WorkerSetup:
+        tools = ["notes__read"] if self.done else None
+        return WorkerSetup(model="m", tool_servers=[ToolServerSetup(name="notes", tools=tools)])
+
+
+@contextlib.asynccontextmanager
+async def _session_page(
+    tmp_path: Path, start: dict[str, str]
+) -> AsyncIterator[tuple[Page, _Listing]]:
+    """A console whose worker's server is still listing, with the page of the session
+    started with ``start`` open."""
+    listing = _Listing()
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], worker_setup=listing)
+    async with serve_console(app) as url, browser_page() as page:
+        async with httpx.AsyncClient(base_url=url) as client:
+            started = await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+            assert started.json()["ok"] is True
+        await page.goto(f"{url}/sessions/{start['session_id']}")
+        yield page, listing
+
+
 async def test_a_server_still_listing_shows_its_tools_once_listed_with_no_turn_run(
     tmp_path: Path,
 ) -> None:
-    listed = False
-
-    async def setup(flow_type: str) -> WorkerSetup:
-        tools = ["notes__read"] if listed else None
-        return WorkerSetup(model="m", tool_servers=[ToolServerSetup(name="notes", tools=tools)])
-
-    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], worker_setup=setup)
-    async with serve_console(app) as url, browser_page() as page:
-        async with httpx.AsyncClient(base_url=url) as client:
-            started = await client.post(
-                "/api/sessions", json={"session_id": "idle"}, headers=CONTROL_HEADERS
-            )
-            assert started.json()["ok"] is True
-        await page.goto(url + "/sessions/idle")
+    async with _session_page(tmp_path, {"session_id": "idle"}) as (page, listing):
         notes = page.locator('[data-tool-server="notes"]')
         await expect(notes).to_have_text("MCP notes (stdio): listing its tools…")
-        listed = True
+        listing.done = True
         # Before, the page asked again only at a turn's end or a reconnect, and an idle
         # session has neither: it said "listing" for as long as it stayed open.
         await expect(notes).to_have_text("MCP notes (stdio): notes__read", timeout=WAIT_MS)
@@ -104,28 +120,14 @@ async def test_a_server_still_listing_shows_its_tools_once_listed_with_no_turn_r
 async def test_the_worker_card_is_drawn_again_alone_leaving_the_messages_in_place(
     tmp_path: Path,
 ) -> None:
-    listed = False
-
-    async def setup(flow_type: str) -> WorkerSetup:
-        tools = ["notes__read"] if listed else None
-        return WorkerSetup(model="m", tool_servers=[ToolServerSetup(name="notes", tools=tools)])
-
-    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], worker_setup=setup)
-    async with serve_console(app) as url, browser_page() as page:
-        async with httpx.AsyncClient(base_url=url) as client:
-            started = await client.post(
-                "/api/sessions",
-                json={"session_id": "s", "message": "hello"},
-                headers=CONTROL_HEADERS,
-            )
-            assert started.json()["ok"] is True
-        await page.goto(url + "/sessions/s")
+    start = {"session_id": "s", "message": "hello"}
+    async with _session_page(tmp_path, start) as (page, listing):
         first = page.locator("#messages .msg").first
         await expect(first).to_contain_text("hello", timeout=WAIT_MS)
         notes = page.locator('[data-tool-server="notes"]')
         await expect(notes).to_have_text("MCP notes (stdio): listing its tools…")
         await first.evaluate("(node) => { node.keptByTest = true; }")
-        listed = True
+        listing.done = True
         await expect(notes).to_have_text("MCP notes (stdio): notes__read", timeout=WAIT_MS)
         # Before, each read of the worker drew the whole page again: every message was a new
         # node (a person's selection in them lost), and a test that had just found one read
