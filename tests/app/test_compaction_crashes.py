@@ -1,0 +1,110 @@
+"""Compaction and retention across a Worker SIGKILL: a real Worker child dies mid-phase.
+
+The phase crash agent (``tests.app.phase_crash_agent``) compacts a session of
+short turns at a small window and deletes summarized chunks past a small
+retention limit, so turn 9 makes a summary call (``CompactContext``) and then a
+model call whose commit deletes chunks. A Worker is killed inside each; the
+next one finishes the turn. What must hold is what a run with no kill leaves:
+each call that committed is counted once, one summary per generation, and
+retention deletes each chunk once, with no message lost or listed twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from dex_agents.domain.events import CompactionFinishedPayload
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentStatus
+from dex_agents.testing import Invocation, WorkerProcess, wait_for_agent_snapshot
+from tests.app.crash_stack import Crash, crash_stack
+from tests.app.phase_crash_agent import (
+    STATE_DIR_ENV,
+    build_phase_crash_flow,
+    gate,
+    invocation_log,
+)
+
+
+@pytest.fixture
+async def crash(tmp_path: Path) -> AsyncIterator[Crash]:
+    log = invocation_log(tmp_path)
+    flow = build_phase_crash_flow()
+    worker = "tests.app.phase_crash_worker"
+    async with crash_stack(tmp_path, flow, worker, STATE_DIR_ENV, log) as crash:
+        yield crash
+
+
+async def turns_ended(crash: Crash, turns: int) -> AgentSnapshot:
+    """The snapshot once ``turns`` turns have ended and the session waits for a message."""
+
+    def ended(snapshot: AgentSnapshot) -> AgentSnapshot | None:
+        state = snapshot.state
+        waiting = state is not None and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
+        return snapshot if waiting and state is not None and state.turn_count == turns else None
+
+    return await crash.diagnosed(
+        wait_for_agent_snapshot(crash.sessions, "s1", ended, description=f"turn {turns} to end")
+    )
+
+
+async def killed_at(crash: Crash, what: str, turn: str, worker: WorkerProcess) -> WorkerProcess:
+    """Kill ``worker`` once it stops at gate ``<what>-<turn>``, open the gate, start another."""
+    stop = gate(crash.state_dir, what, turn)
+    assert await crash.diagnosed(stop.wait_until_reached()) == worker.pid
+    worker.kill()
+    stop.release()  # a run that must not happen again would now pass and be logged
+    return await crash.stack.start_worker()
+
+
+async def test_kills_in_a_summary_call_and_in_the_model_call_whose_commit_deletes_chunks_change_nothing(
+    crash: Crash,
+) -> None:
+    first = await crash.stack.start_worker()
+    await crash.sessions.start_session("s1", "m1")
+    await turns_ended(crash, 1)
+    for number in range(2, 9):
+        assert await crash.sessions.send_user_message("s1", f"m{number}")
+        await turns_ended(crash, number)
+    assert await crash.sessions.update_session_settings("s1", {"gates": ["summary", "model"]})
+    assert await crash.sessions.send_user_message("s1", "m9")
+    second = await killed_at(crash, "summary", "turn-9", first)
+    third = await killed_at(crash, "model", "turn-9", second)
+    await turns_ended(crash, 9)
+    assert await crash.sessions.update_session_settings("s1", {})
+    assert await crash.sessions.send_user_message("s1", "m10")
+    snapshot = await turns_ended(crash, 10)
+
+    gated = 'settings={"gates": ["summary", "model"]}'
+    assert [e for e in crash.log.entries() if "turn-9" in e.name] == [
+        Invocation(first.pid, "summary turn-9 through=16"),
+        Invocation(second.pid, "summary turn-9 through=16"),
+        Invocation(second.pid, f"model turn-9 first {gated}"),
+        Invocation(third.pid, f"model turn-9 first {gated}"),
+    ]
+    summary = snapshot.context_summary
+    assert summary is not None
+    assert (summary.generation, summary.last_sequence) == (2, 16)
+    finished = [e.payload for e in await crash.events() if e.type == "compaction_finished"]
+    assert [
+        (p.generation, p.through_sequence)
+        for p in finished
+        if isinstance(p, CompactionFinishedPayload)
+    ] == [(1, 8), (2, 16)]
+    # Ten answers and two summaries committed; the two killed calls count nothing.
+    assert snapshot.usage.model_calls == 12
+    # Retention deleted [1, 2] .. [13, 14] once, as a run with no kill does.
+    assert snapshot.deleted_before_sequence == 15
+    page = await crash.sessions.list_agent_messages("s1", after_sequence=0, limit=200)
+    assert page.deleted_before_sequence == 15
+    assert [(m.sequence, m.text) for m in page.messages] == [
+        (15, "m8"),
+        (16, "echo: m8"),
+        (17, "m9"),
+        (18, "echo: m9"),
+        (19, "m10"),
+        (20, "echo: m10"),
+    ]
