@@ -1,0 +1,112 @@
+"""The Worker child of the MCP phase crash tests: ``python -m tests.adapters.mcp.gated_worker``.
+
+Two agents on the Streamable HTTP test server at ``$MCP_TEST_TASK_URL``, each
+stopping at a ``FileGate`` in ``$MCP_GATED_STATE_DIR`` where a test SIGKILLs the
+Worker, and recording in its ``invocations.log``:
+
+- ``PictureAgent`` calls ``picture`` once; its images go to a
+  ``LocalDirectoryMediaStore`` under ``<state dir>/media``, which records
+  ``put <sha256>`` and stops at gate ``put-stored`` once the image is stored,
+  before the tool's result commits;
+- ``TaskAgent`` calls ``build_report`` once and polls its task; each poll
+  records ``poll attempt=<n>``, and a poll that read the task completed stops at
+  gate ``poll-completed`` before its result commits.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dex_agents import AgentSessionFlow
+from dex_agents.builtin_loop import (
+    AgentDefinition,
+    LocalDirectoryMediaStore,
+    builtin_agent_session_flow,
+)
+from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolTaskPollOutcome
+from dex_agents.mcp import McpStreamableHttpServerConfig, McpToolSource
+from dex_agents.ports.runner import ToolTaskPoll
+from dex_agents.testing import FileGate, InvocationLog, run_agent_worker
+from tests.adapters.mcp.session_support import calls_then_answer
+from tests.adapters.mcp.task_worker import REPORT_NAME, URL_ENV
+
+STATE_DIR_ENV = "MCP_GATED_STATE_DIR"
+
+
+def invocation_log(state_dir: Path) -> InvocationLog:
+    """The log of real uploads and polls under a state directory."""
+    return InvocationLog(state_dir / "invocations.log")
+
+
+def gate(state_dir: Path, name: str) -> FileGate:
+    """The gate ``put-stored`` or ``poll-completed``."""
+    return FileGate(state_dir, name)
+
+
+def media_root(state_dir: Path) -> Path:
+    """Where the picture agent's media store keeps its images."""
+    return state_dir / "media"
+
+
+def _state_dir() -> Path:
+    # Read at call time: the test process builds the Flows too, without the variable.
+    return Path(os.environ[STATE_DIR_ENV])
+
+
+class GatedMediaStore(LocalDirectoryMediaStore):
+    """A local directory store that stops once an image is stored, before the Step commits."""
+
+    async def put_image(self, data: bytes) -> AgentImageReference:
+        reference = await super().put_image(data)
+        invocation_log(_state_dir()).record(f"put {reference.sha256}")
+        await gate(_state_dir(), "put-stored").wait_for_release()
+        return reference
+
+
+class GatedTaskSource(McpToolSource):
+    """An MCP tool source whose poll stops once it read the task completed."""
+
+    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
+        invocation_log(_state_dir()).record(f"poll attempt={poll.attempt}")
+        outcome = await super().poll_tool_task(poll)
+        if isinstance(outcome, ToolExecutionResult):
+            await gate(_state_dir(), "poll-completed").wait_for_release()
+        return outcome
+
+
+def build_picture_flow(url: str, state_dir: Path) -> AgentSessionFlow:
+    """The picture agent's Flow, identical in the test process and the Worker child."""
+    store = GatedMediaStore(media_root(state_dir))
+    source = McpToolSource(
+        [McpStreamableHttpServerConfig(name="notes", url=url)], media_store=store
+    )
+    agent = AgentDefinition(
+        name="pictures",
+        instructions="You show pictures.",
+        model=calls_then_answer(("notes__picture", {})),
+        tool_sources=[source],
+    )
+    return builtin_agent_session_flow(agent, flow_type="PictureAgent", media_store=store)
+
+
+def build_gated_task_flow(url: str) -> AgentSessionFlow:
+    """The task agent's Flow, identical in the test process and the Worker child."""
+    source = GatedTaskSource([McpStreamableHttpServerConfig(name="notes", url=url)])
+    agent = AgentDefinition(
+        name="reports",
+        instructions="You build reports.",
+        model=calls_then_answer(("notes__build_report", {"name": REPORT_NAME})),
+        tool_sources=[source],
+    )
+    return builtin_agent_session_flow(agent, flow_type="GatedTaskAgent")
+
+
+def build_gated_flows(url: str, state_dir: Path) -> list[AgentSessionFlow]:
+    """Both agents' Flows."""
+    return [build_picture_flow(url, state_dir), build_gated_task_flow(url)]
+
+
+if __name__ == "__main__":
+    run_agent_worker(build_gated_flows(os.environ[URL_ENV], _state_dir()))

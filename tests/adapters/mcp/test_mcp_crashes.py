@@ -1,0 +1,144 @@
+"""An MCP image upload and an MCP task poll, each cut by a Worker SIGKILL before its commit.
+
+The gated Worker child (``tests.adapters.mcp.gated_worker``) stops once an
+image of a ``picture`` result is stored, and once a poll has read its task
+completed, both before the tool Step commits. The test kills it there and starts
+another. The promise: a crash repeats only the one call that ran, so the read
+``picture`` is called again and stores the same object once more (the store is
+keyed by SHA-256), and the task's poll runs again while ``build_report`` is
+never sent again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dex_agents import AgentSessionClient
+from dex_agents.domain.events import ToolCallFinishedPayload
+from dex_agents.domain.messages import MessageRole
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.state import AgentStatus
+from dex_agents.domain.tool_calls import ToolCallStatus
+from dex_agents.testing import (
+    RETRY_INTERVAL_SCALE_ENV,
+    AgentTestStack,
+    wait_for_agent_snapshot,
+    wait_until,
+)
+from tests.adapters.mcp.conftest import CallLog
+from tests.adapters.mcp.gated_worker import (
+    STATE_DIR_ENV,
+    build_gated_flows,
+    gate,
+    invocation_log,
+    media_root,
+)
+from tests.adapters.mcp.http_server import ROOT, HttpTestServer
+from tests.adapters.mcp.mcp_test_server import release_file
+from tests.adapters.mcp.session_support import SESSION
+from tests.adapters.mcp.task_worker import REPORT_NAME, URL_ENV
+from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
+from tests.support.session_events import session_events
+
+
+@dataclass
+class Gated:
+    """The stack of the gated Worker children, and a client of each agent."""
+
+    stack: AgentTestStack
+    pictures: AgentSessionClient
+    tasks: AgentSessionClient
+    state_dir: Path
+
+
+@pytest.fixture
+async def gated(tmp_path: Path, http_test_server: HttpTestServer) -> AsyncIterator[Gated]:
+    picture_flow, task_flow = build_gated_flows(http_test_server.url, tmp_path)
+    async with AgentTestStack(
+        tmp_path,
+        [picture_flow, task_flow],
+        "tests.adapters.mcp.gated_worker",
+        worker_cwd=ROOT,
+        worker_env={
+            URL_ENV: http_test_server.url,
+            STATE_DIR_ENV: str(tmp_path),
+            RETRY_INTERVAL_SCALE_ENV: str(RETRY_INTERVAL_SCALE),
+        },
+    ) as stack:
+        yield Gated(stack, stack.sessions(picture_flow), stack.sessions(task_flow), tmp_path)
+
+
+async def answered(gated: Gated, sessions: AgentSessionClient) -> AgentSnapshot:
+    """The snapshot once the first turn ended with the model's answer."""
+
+    def done(snapshot: AgentSnapshot) -> AgentSnapshot | None:
+        state = snapshot.state
+        idle = state is not None and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
+        return snapshot if idle and state is not None and state.turn_count == 1 else None
+
+    try:
+        return await wait_for_agent_snapshot(sessions, SESSION, done, description="the answer")
+    except TimeoutError as error:
+        pytest.fail(f"{error}\n{gated.stack.worker_logs()}")
+
+
+async def finished(sessions: AgentSessionClient) -> list[ToolCallStatus]:
+    events = await session_events(sessions.flow_client, sessions.flow, SESSION)
+    return [e.payload.status for e in events if isinstance(e.payload, ToolCallFinishedPayload)]
+
+
+async def test_an_image_stored_before_a_kill_is_stored_once_more_as_one_object(
+    gated: Gated, call_log: CallLog
+) -> None:
+    first = await gated.stack.start_worker()
+    await gated.pictures.start_session(SESSION, "show me")
+    stored = gate(gated.state_dir, "put-stored")
+    assert await stored.wait_until_reached() == first.pid
+    first.kill()
+    stored.release()
+    second = await gated.stack.start_worker()
+    snapshot = await answered(gated, gated.pictures)
+
+    (put_1, put_2) = invocation_log(gated.state_dir).entries()
+    assert (put_1.pid, put_2.pid) == (first.pid, second.pid)
+    assert put_1.name == put_2.name
+    sha256 = put_1.name.split()[1]
+    # A read runs again after a kill: two calls, one object, no file left half-written.
+    assert len(call_log.calls("picture")) == 2
+    objects = media_root(gated.state_dir) / "sha256"
+    assert sorted(p.name for p in objects.iterdir()) == [sha256]
+    assert await finished(gated.pictures) == [ToolCallStatus.SUCCEEDED]
+    (result,) = [m for m in snapshot.messages if m.role is MessageRole.TOOL]
+    assert [image.sha256 for image in result.images] == [sha256]
+
+
+async def test_a_poll_killed_after_it_read_its_task_completed_polls_again_and_never_resends(
+    gated: Gated, call_log: CallLog
+) -> None:
+    log = invocation_log(gated.state_dir)
+    first = await gated.stack.start_worker()
+    await gated.tasks.start_session(SESSION, "go")
+    await wait_until("a first poll", lambda: log.entries() or None)
+    release_file(call_log.path, REPORT_NAME).touch()  # the next poll reads it completed
+    completed = gate(gated.state_dir, "poll-completed")
+    assert await completed.wait_until_reached() == first.pid
+    first.kill()
+    completed.release()
+    second = await gated.stack.start_worker()
+    snapshot = await answered(gated, gated.tasks)
+
+    polls = log.entries()
+    assert {p.pid for p in polls[:-1]} == {first.pid}
+    # The killed poll runs again on the new Worker (as the same attempt: it sent no heartbeat).
+    assert polls[-1].pid == second.pid
+    events = await session_events(gated.tasks.flow_client, gated.tasks.flow, SESSION)
+    # What the killed poll read never committed: one status change, one result.
+    statuses = [e.payload for e in events if e.type == "mcp.task_status"]
+    assert [p["status"] for p in statuses if isinstance(p, Mapping)] == ["completed"]
+    assert len(call_log.calls("build_report")) == 1  # polls only read the task
+    assert await finished(gated.tasks) == [ToolCallStatus.SUCCEEDED]
+    assert snapshot.messages[-1].text == f"report {REPORT_NAME} ready"
