@@ -6,7 +6,8 @@ retention limit, so turn 9 makes a summary call (``CompactContext``) and then a
 model call whose commit deletes chunks. A Worker is killed inside each; the
 next one finishes the turn. What must hold is what a run with no kill leaves:
 each call that committed is counted once, one summary per generation, and
-retention deletes each chunk once, with no message lost or listed twice.
+retention deletes each chunk once, with no message lost or listed twice. A
+summary call that ``cancel_turn`` cancelled before the kill never runs again.
 """
 
 from __future__ import annotations
@@ -60,15 +61,21 @@ async def killed_at(crash: Crash, what: str, turn: str, worker: WorkerProcess) -
     return await crash.stack.start_worker()
 
 
-async def test_kills_in_a_summary_call_and_in_the_model_call_whose_commit_deletes_chunks_change_nothing(
-    crash: Crash,
-) -> None:
-    first = await crash.stack.start_worker()
+async def eight_turns(crash: Crash) -> WorkerProcess:
+    """A Worker that ran turns ``m1`` .. ``m8``; the next turn compacts through 16."""
+    worker = await crash.stack.start_worker()
     await crash.sessions.start_session("s1", "m1")
     await turns_ended(crash, 1)
     for number in range(2, 9):
         assert await crash.sessions.send_user_message("s1", f"m{number}")
         await turns_ended(crash, number)
+    return worker
+
+
+async def test_kills_in_a_summary_call_and_in_the_model_call_whose_commit_deletes_chunks_change_nothing(
+    crash: Crash,
+) -> None:
+    first = await eight_turns(crash)
     assert await crash.sessions.update_session_settings("s1", {"gates": ["summary", "model"]})
     assert await crash.sessions.send_user_message("s1", "m9")
     second = await killed_at(crash, "summary", "turn-9", first)
@@ -108,3 +115,35 @@ async def test_kills_in_a_summary_call_and_in_the_model_call_whose_commit_delete
         (19, "m10"),
         (20, "echo: m10"),
     ]
+
+
+async def test_a_summary_call_killed_after_cancel_turn_never_runs_again_and_the_turn_ends(
+    crash: Crash,
+) -> None:
+    first = await eight_turns(crash)
+    assert await crash.sessions.update_session_settings("s1", {"gates": ["summary"]})
+    assert await crash.sessions.send_user_message("s1", "m9")
+    stop = gate(crash.state_dir, "summary", "turn-9")
+    assert await crash.diagnosed(stop.wait_until_reached()) == first.pid
+    assert await crash.sessions.cancel_turn("s1", "turn-9")
+    first.kill()
+    stop.release()  # a summary call run again would now pass and be logged
+    second = await crash.stack.start_worker()
+    snapshot = await turns_ended(crash, 9)
+
+    assert snapshot.state is not None
+    assert snapshot.state.cancelled_turn_id == "turn-9"
+    assert [e for e in crash.log.entries() if "turn-9" in e.name] == [
+        Invocation(first.pid, "summary turn-9 through=16"),
+    ]
+    summary = snapshot.context_summary
+    assert summary is not None
+    assert summary.generation == 1  # the cancelled summary was dropped
+    # The next turn runs on the new Worker and compacts then.
+    assert await crash.sessions.update_session_settings("s1", {})
+    assert await crash.sessions.send_user_message("s1", "m10")
+    snapshot = await turns_ended(crash, 10)
+    summary = snapshot.context_summary
+    assert summary is not None
+    assert summary.generation == 2
+    assert {e.pid for e in crash.log.entries() if "turn-10" in e.name} == {second.pid}
