@@ -136,3 +136,53 @@ async def test_settings_changed_while_a_killed_write_ran_reach_the_next_turn_onl
     ]
     assert await pay_statuses(crash) == [ToolCallStatus.OUTCOME_UNKNOWN]
     assert snapshot.session_settings == {"v": 2}
+
+
+async def modelling(crash: Crash) -> WorkerProcess:
+    """A Worker whose session ``s1`` is inside turn 1's first model call, at its gate."""
+    first = await crash.stack.start_worker()
+    await crash.sessions.start_session("s1", "m1", session_settings={"gates": ["model"]})
+    stop = gate(crash.state_dir, "model", "turn-1")
+    assert await crash.diagnosed(stop.wait_until_reached()) == first.pid
+    return first
+
+
+async def test_a_model_call_killed_after_a_steer_is_not_run_again_and_the_steer_starts_a_turn(
+    crash: Crash,
+) -> None:
+    first = await modelling(crash)
+    assert await crash.sessions.steer_user_message("s1", text="m2")
+    first.kill()
+    gate(crash.state_dir, "model", "turn-1").release()  # a call run again would be logged
+    gate(crash.state_dir, "model", "turn-2").release()  # the steered turn has the gate too
+    second = await crash.stack.start_worker()
+    snapshot = await turns_ended(crash, 2)
+
+    gated = 'settings={"gates": ["model"]}'
+    assert crash.log.entries() == [
+        Invocation(first.pid, f"model turn-1 first {gated}"),
+        Invocation(second.pid, f"model turn-2 first {gated}"),
+    ]
+    assert [m.text for m in snapshot.messages] == ["m1", "m2", "echo: m2"]
+    assert snapshot.usage.model_calls == 1
+
+
+async def test_a_model_call_killed_after_cancel_turn_is_not_run_again(crash: Crash) -> None:
+    first = await modelling(crash)
+    assert await crash.sessions.cancel_turn("s1", "turn-1")
+    first.kill()
+    gate(crash.state_dir, "model", "turn-1").release()  # a call run again would be logged
+    second = await crash.stack.start_worker()
+    snapshot = await turns_ended(crash, 1)
+    assert await crash.sessions.update_session_settings("s1", {})
+    assert await crash.sessions.send_user_message("s1", "m2")
+    snapshot = await turns_ended(crash, 2)
+
+    assert crash.log.entries() == [
+        Invocation(first.pid, 'model turn-1 first settings={"gates": ["model"]}'),
+        Invocation(second.pid, "model turn-2 first settings={}"),
+    ]
+    assert snapshot.state is not None
+    assert snapshot.state.cancelled_turn_id == "turn-1"
+    assert snapshot.messages[-1].text == "echo: m2"
+    assert snapshot.usage.model_calls == 1
