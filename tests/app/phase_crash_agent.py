@@ -12,6 +12,8 @@ small window, chunks and retention limit) and records every real call in
 - ``pay <idempotency key> attempt=<n>``: the non-idempotent write (no approval),
   which then waits at gate ``pay-<tool call ID>``.
 
+It offers the built-in ``ask_user`` and ``durable_wait`` too.
+
 A turn whose settings hold ``"gates": [...]`` stops its model calls
 (``"model"``) and summary calls (``"summary"``) at gate ``<what>-<turn>``, so a
 test SIGKILLs the Worker there.
@@ -24,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dex_agents import AgentSessionFlow, CompactionPolicy
+from dex_agents import AgentSessionFlow, BuiltInTool, CompactionPolicy
 from dex_agents.app.options import AgentSessionOptions
 from dex_agents.domain.context_summary import ContextSummaryRequest
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, ContextSummaryResult
@@ -94,7 +96,12 @@ class PhaseCrashRunner(CompactingRunner):
 
 def build_phase_crash_flow() -> AgentSessionFlow:
     """The phase crash tests' session Flow, identical in the test process and the Worker child."""
-    options = AgentSessionOptions(tool_policies=TOOL_POLICIES, compaction=POLICY, **SMALL_STORAGE)
+    options = AgentSessionOptions(
+        tool_policies=TOOL_POLICIES,
+        built_in_tools=frozenset({BuiltInTool.ASK_USER, BuiltInTool.DURABLE_WAIT}),
+        compaction=POLICY,
+        **SMALL_STORAGE,
+    )
     return AgentSessionFlow(
         PhaseCrashRunner(tools={"pay": pay}), flow_type=FLOW_TYPE, options=options
     )

@@ -1,0 +1,89 @@
+"""A session's durable waits across a Worker SIGKILL: a question and a ``durable_wait``.
+
+The phase crash agent's model asks ``ask_user`` or ``durable_wait`` and its
+Worker child is killed while the session waits; the answer comes, or the
+Timer fires, with only the replacement running. The wait survives, its call
+finishes once, and no model call runs twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from dex_agents.domain.events import ToolCallFinishedPayload
+from dex_agents.domain.requests import AgentSnapshot
+from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
+from dex_agents.testing import Invocation, wait_for_agent_snapshot
+from tests.app.crash_stack import Crash, crash_stack
+from tests.app.phase_crash_agent import STATE_DIR_ENV, build_phase_crash_flow, invocation_log
+
+
+@pytest.fixture
+async def crash(tmp_path: Path) -> AsyncIterator[Crash]:
+    log = invocation_log(tmp_path)
+    flow = build_phase_crash_flow()
+    worker = "tests.app.phase_crash_worker"
+    async with crash_stack(tmp_path, flow, worker, STATE_DIR_ENV, log) as crash:
+        yield crash
+
+
+async def waiting(crash: Crash, status: ToolCallStatus) -> AgentToolCall:
+    """The session's call once it has ``status``."""
+
+    def found(snapshot: AgentSnapshot) -> AgentToolCall | None:
+        return next((r for r in snapshot.tool_calls if r.status is status), None)
+
+    return await crash.diagnosed(
+        wait_for_agent_snapshot(crash.sessions, "s1", found, description=status.value)
+    )
+
+
+async def finished(crash: Crash) -> list[ToolCallStatus]:
+    events = await crash.events()
+    return [e.payload.status for e in events if isinstance(e.payload, ToolCallFinishedPayload)]
+
+
+async def test_a_question_asked_before_a_kill_is_answered_on_the_next_worker_once(
+    crash: Crash,
+) -> None:
+    first = await crash.stack.start_worker()
+    await crash.sessions.start_session("s1", 'call ask_user {"question": "Which colour?"}')
+    record = await waiting(crash, ToolCallStatus.AWAITING_ANSWER)
+    first.kill()
+    second = await crash.stack.start_worker()
+    assert record.interrupt_id is not None
+    assert await crash.sessions.answer_question("s1", record.interrupt_id, "blue")
+    snapshot = await crash.idle()
+
+    assert crash.log.entries() == [
+        Invocation(first.pid, "model turn-1 first settings={}"),
+        Invocation(second.pid, "model turn-1 resume settings={}"),
+    ]
+    assert await finished(crash) == [ToolCallStatus.SUCCEEDED]
+    assert "blue" in (snapshot.messages[-1].text or "")
+    assert snapshot.usage.model_calls == 2
+
+
+async def test_a_durable_wait_s_timer_fires_on_the_next_worker_and_the_call_ends_once(
+    crash: Crash,
+) -> None:
+    first = await crash.stack.start_worker()
+    await crash.sessions.start_session(
+        "s1", 'call durable_wait {"duration_seconds": 3, "reason": "let the build finish"}'
+    )
+    await waiting(crash, ToolCallStatus.WAITING_FOR_TIMER)
+    first.kill()  # well before the Timer's 3 s, so only the replacement can see it fire
+    second = await crash.stack.start_worker()
+    snapshot = await crash.idle()
+
+    assert crash.log.entries() == [
+        Invocation(first.pid, "model turn-1 first settings={}"),
+        Invocation(second.pid, "model turn-1 resume settings={}"),
+    ]
+    assert await finished(crash) == [ToolCallStatus.SUCCEEDED]
+    assert snapshot.messages[-1].text == (
+        'durable_wait={"status":"completed","waited_seconds":3,"reason":"let the build finish"}'
+    )
