@@ -8,9 +8,11 @@ Worker, and recording in its ``invocations.log``:
   ``LocalDirectoryMediaStore`` under ``<state dir>/media``, which records
   ``put <sha256>`` and stops at gate ``put-stored`` once the image is stored,
   before the tool's result commits;
-- ``TaskAgent`` calls ``build_report`` once and polls its task; each poll
+- ``GatedTaskAgent`` calls ``build_report`` once and polls its task; each poll
   records ``poll attempt=<n>``, and a poll that read the task completed stops at
-  gate ``poll-completed`` before its result commits.
+  gate ``poll-completed`` before its result commits. Cancelling its task
+  records ``cancel attempt=<n>`` and stops at gate ``cancel-sent`` once
+  ``tasks/cancel`` is sent.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dex_agents.builtin_loop import (
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolTaskPollOutcome
 from dex_agents.mcp import McpStreamableHttpServerConfig, McpToolSource
-from dex_agents.ports.runner import ToolTaskPoll
+from dex_agents.ports.runner import ToolTaskCancellation, ToolTaskPoll
 from dex_agents.testing import FileGate, InvocationLog, run_agent_worker
 from tests.adapters.mcp.session_support import calls_then_answer
 from tests.adapters.mcp.task_worker import REPORT_NAME, URL_ENV
@@ -66,7 +68,8 @@ class GatedMediaStore(LocalDirectoryMediaStore):
 
 
 class GatedTaskSource(McpToolSource):
-    """An MCP tool source whose poll stops once it read the task completed."""
+    """An MCP tool source whose poll stops once it read the task completed, and whose
+    cancellation stops once it is sent."""
 
     async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
         invocation_log(_state_dir()).record(f"poll attempt={poll.attempt}")
@@ -74,6 +77,11 @@ class GatedTaskSource(McpToolSource):
         if isinstance(outcome, ToolExecutionResult):
             await gate(_state_dir(), "poll-completed").wait_for_release()
         return outcome
+
+    async def cancel_tool_task(self, cancellation: ToolTaskCancellation) -> None:
+        invocation_log(_state_dir()).record(f"cancel attempt={cancellation.attempt}")
+        await super().cancel_tool_task(cancellation)
+        await gate(_state_dir(), "cancel-sent").wait_for_release()
 
 
 def build_picture_flow(url: str, state_dir: Path) -> AgentSessionFlow:

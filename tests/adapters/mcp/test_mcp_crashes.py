@@ -1,12 +1,14 @@
-"""An MCP image upload and an MCP task poll, each cut by a Worker SIGKILL before its commit.
+"""An MCP image upload, a task poll and a task cancellation, each cut by a Worker SIGKILL
+before its commit.
 
 The gated Worker child (``tests.adapters.mcp.gated_worker``) stops once an
-image of a ``picture`` result is stored, and once a poll has read its task
-completed, both before the tool Step commits. The test kills it there and starts
+image of a ``picture`` result is stored, once a poll has read its task
+completed, and once ``tasks/cancel`` is sent, each before its Step commits. The test kills it there and starts
 another. The promise: a crash repeats only the one call that ran, so the read
 ``picture`` is called again and stores the same object once more (the store is
-keyed by SHA-256), and the task's poll runs again while ``build_report`` is
-never sent again.
+keyed by SHA-256), the task's poll runs again while ``build_report`` is never
+sent again, and a task cancellation killed once sent is sent again, for the
+same task, and recorded once.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from tests.adapters.mcp.gated_worker import (
 from tests.adapters.mcp.http_server import ROOT, HttpTestServer
 from tests.adapters.mcp.mcp_test_server import release_file
 from tests.adapters.mcp.session_support import SESSION
+from tests.adapters.mcp.task_support import waiting_for_task
 from tests.adapters.mcp.task_worker import REPORT_NAME, URL_ENV
 from tests.support.retry_intervals import RETRY_INTERVAL_SCALE
 from tests.support.session_events import session_events
@@ -142,3 +145,30 @@ async def test_a_poll_killed_after_it_read_its_task_completed_polls_again_and_ne
     assert len(call_log.calls("build_report")) == 1  # polls only read the task
     assert await finished(gated.tasks) == [ToolCallStatus.SUCCEEDED]
     assert snapshot.messages[-1].text == f"report {REPORT_NAME} ready"
+
+
+async def test_a_task_cancellation_killed_once_sent_is_sent_again_and_recorded_once(
+    gated: Gated, call_log: CallLog
+) -> None:
+    log = invocation_log(gated.state_dir)
+    first = await gated.stack.start_worker()
+    await gated.tasks.start_session(SESSION, "go")
+    call = await waiting_for_task(gated.tasks)
+    assert await gated.tasks.cancel_turn(SESSION, call.turn_id)
+    sent = gate(gated.state_dir, "cancel-sent")
+    assert await sent.wait_until_reached() == first.pid
+    first.kill()
+    sent.release()
+    second = await gated.stack.start_worker()
+    snapshot = await answered(gated, gated.tasks)
+
+    cancels = [e for e in log.entries() if e.name.startswith("cancel")]
+    assert [e.pid for e in cancels] == [first.pid, second.pid]
+    # Idempotent by task ID: sent again after the kill, for the same task.
+    assert [row["arguments"] for row in call_log.calls("tasks/cancel")] == [
+        {"taskId": call.task_id}
+    ] * 2
+    assert len(call_log.calls("build_report")) == 1
+    assert await finished(gated.tasks) == [ToolCallStatus.OUTCOME_UNKNOWN]
+    assert snapshot.state is not None
+    assert snapshot.state.cancelled_turn_id == call.turn_id
