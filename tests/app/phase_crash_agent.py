@@ -12,7 +12,8 @@ small window, chunks and retention limit) and records every real call in
 - ``pay <idempotency key> attempt=<n>``: the non-idempotent write (no approval),
   which then waits at gate ``pay-<tool call ID>``.
 
-It offers the built-in ``ask_user`` and ``durable_wait`` too.
+It offers the built-in ``ask_user``, ``durable_wait`` and ``write_todos`` too, and
+plan mode.
 
 A turn whose settings hold ``"gates": [...]`` stops its model calls
 (``"model"``) and summary calls (``"summary"``) at gate ``<what>-<turn>``, so a
@@ -76,6 +77,10 @@ async def pay(call: DeferredToolExecution) -> str:
 class PhaseCrashRunner(CompactingRunner):
     """``CompactingRunner`` that records its calls and stops them at gates a turn asks for."""
 
+    @property
+    def supports_plan_mode(self) -> bool:
+        return True
+
     async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
         phase = "resume" if turn.is_resuming else "first"
         settings = json.dumps(dict(turn.session_settings), sort_keys=True)
@@ -98,7 +103,10 @@ def build_phase_crash_flow() -> AgentSessionFlow:
     """The phase crash tests' session Flow, identical in the test process and the Worker child."""
     options = AgentSessionOptions(
         tool_policies=TOOL_POLICIES,
-        built_in_tools=frozenset({BuiltInTool.ASK_USER, BuiltInTool.DURABLE_WAIT}),
+        built_in_tools=frozenset(
+            {BuiltInTool.ASK_USER, BuiltInTool.DURABLE_WAIT, BuiltInTool.WRITE_TODOS}
+        ),
+        plan_mode_enabled=True,
         compaction=POLICY,
         **SMALL_STORAGE,
     )
