@@ -1,6 +1,6 @@
 """The Worker child of the MCP phase crash tests: ``python -m tests.adapters.mcp.gated_worker``.
 
-Two agents on the Streamable HTTP test server at ``$MCP_TEST_TASK_URL``, each
+Three agents on the Streamable HTTP test server at ``$MCP_TEST_TASK_URL``, each
 stopping at a ``FileGate`` in ``$MCP_GATED_STATE_DIR`` where a test SIGKILLs the
 Worker, and recording in its ``invocations.log``:
 
@@ -12,7 +12,9 @@ Worker, and recording in its ``invocations.log``:
   records ``poll attempt=<n>``, and a poll that read the task completed stops at
   gate ``poll-completed`` before its result commits. Cancelling its task
   records ``cancel attempt=<n>`` and stops at gate ``cancel-sent`` once
-  ``tasks/cancel`` is sent.
+  ``tasks/cancel`` is sent;
+- ``AccountAgent`` calls ``choose_account``, whose task asks the user, and has
+  no gate.
 """
 
 from __future__ import annotations
@@ -111,9 +113,21 @@ def build_gated_task_flow(url: str) -> AgentSessionFlow:
     return builtin_agent_session_flow(agent, flow_type="GatedTaskAgent")
 
 
+def build_account_flow(url: str) -> AgentSessionFlow:
+    """The account agent's Flow, identical in the test process and the Worker child."""
+    source = McpToolSource([McpStreamableHttpServerConfig(name="notes", url=url)])
+    agent = AgentDefinition(
+        name="accounts",
+        instructions="You choose accounts.",
+        model=calls_then_answer(("notes__choose_account", {})),
+        tool_sources=[source],
+    )
+    return builtin_agent_session_flow(agent, flow_type="AccountAgent")
+
+
 def build_gated_flows(url: str, state_dir: Path) -> list[AgentSessionFlow]:
-    """Both agents' Flows."""
-    return [build_picture_flow(url, state_dir), build_gated_task_flow(url)]
+    """The three agents' Flows: pictures, the gated task, accounts."""
+    return [build_picture_flow(url, state_dir), build_gated_task_flow(url), build_account_flow(url)]
 
 
 if __name__ == "__main__":

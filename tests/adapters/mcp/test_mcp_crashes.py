@@ -8,7 +8,8 @@ another. The promise: a crash repeats only the one call that ran, so the read
 ``picture`` is called again and stores the same object once more (the store is
 keyed by SHA-256), the task's poll runs again while ``build_report`` is never
 sent again, and a task cancellation killed once sent is sent again, for the
-same task, and recorded once.
+same task, and recorded once. A task's question answered while no Worker runs
+is delivered once by the next one.
 """
 
 from __future__ import annotations
@@ -55,15 +56,16 @@ class Gated:
     stack: AgentTestStack
     pictures: AgentSessionClient
     tasks: AgentSessionClient
+    accounts: AgentSessionClient
     state_dir: Path
 
 
 @pytest.fixture
 async def gated(tmp_path: Path, http_test_server: HttpTestServer) -> AsyncIterator[Gated]:
-    picture_flow, task_flow = build_gated_flows(http_test_server.url, tmp_path)
+    flows = build_gated_flows(http_test_server.url, tmp_path)
     async with AgentTestStack(
         tmp_path,
-        [picture_flow, task_flow],
+        flows,
         "tests.adapters.mcp.gated_worker",
         worker_cwd=ROOT,
         worker_env={
@@ -72,7 +74,8 @@ async def gated(tmp_path: Path, http_test_server: HttpTestServer) -> AsyncIterat
             RETRY_INTERVAL_SCALE_ENV: str(RETRY_INTERVAL_SCALE),
         },
     ) as stack:
-        yield Gated(stack, stack.sessions(picture_flow), stack.sessions(task_flow), tmp_path)
+        pictures, tasks, accounts = (stack.sessions(flow) for flow in flows)
+        yield Gated(stack, pictures, tasks, accounts, tmp_path)
 
 
 async def answered(gated: Gated, sessions: AgentSessionClient) -> AgentSnapshot:
@@ -172,3 +175,26 @@ async def test_a_task_cancellation_killed_once_sent_is_sent_again_and_recorded_o
     assert await finished(gated.tasks) == [ToolCallStatus.OUTCOME_UNKNOWN]
     assert snapshot.state is not None
     assert snapshot.state.cancelled_turn_id == call.turn_id
+
+
+async def test_a_task_s_question_answered_while_no_worker_runs_is_delivered_once(
+    gated: Gated, call_log: CallLog
+) -> None:
+    first = await gated.stack.start_worker()
+    await gated.accounts.start_session(SESSION, "go")
+    asked = await wait_for_agent_snapshot(
+        gated.accounts,
+        SESSION,
+        lambda snapshot: next(iter(snapshot.pending_interrupts), None),
+        description="the task's question",
+    )
+    first.kill()
+    assert await gated.accounts.answer_question(SESSION, asked.interrupt_id, "savings")
+    await gated.stack.start_worker()
+    snapshot = await answered(gated, gated.accounts)
+
+    answer = {"action": "accept", "content": {"account": "savings"}}
+    assert [row["arguments"]["account"] for row in call_log.calls("tasks/update")] == [answer]
+    assert len(call_log.calls("choose_account")) == 1
+    assert await finished(gated.accounts) == [ToolCallStatus.SUCCEEDED]
+    assert snapshot.messages[-1].text == f"using {answer}"
