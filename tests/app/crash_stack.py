@@ -51,16 +51,16 @@ class Crash:
         except TimeoutError as error:
             pytest.fail(f"{error}\n{self.stack.worker_logs()}")
 
-    async def idle(self) -> AgentSnapshot:
-        """Wait until the first turn has ended and the session waits for a message."""
+    async def idle(self, turns: int = 1) -> AgentSnapshot:
+        """Wait until ``turns`` turns have ended and the session waits for a message."""
 
         def ended(snapshot: AgentSnapshot) -> AgentSnapshot | None:
             state = snapshot.state
             waiting = state is not None and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
-            return snapshot if waiting and state is not None and state.turn_count == 1 else None
+            return snapshot if waiting and state is not None and state.turn_count == turns else None
 
         return await self.diagnosed(
-            wait_for_agent_snapshot(self.sessions, "s1", ended, description="the turn to end")
+            wait_for_agent_snapshot(self.sessions, "s1", ended, description=f"turn {turns} to end")
         )
 
     async def events(self) -> list[AgentEvent]:

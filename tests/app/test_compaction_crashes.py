@@ -18,9 +18,7 @@ from pathlib import Path
 import pytest
 
 from dex_agents.domain.events import CompactionFinishedPayload
-from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.state import AgentStatus
-from dex_agents.testing import Invocation, WorkerProcess, wait_for_agent_snapshot
+from dex_agents.testing import Invocation, WorkerProcess
 from tests.app.crash_stack import Crash, crash_stack
 from tests.app.phase_crash_agent import (
     STATE_DIR_ENV,
@@ -39,19 +37,6 @@ async def crash(tmp_path: Path) -> AsyncIterator[Crash]:
         yield crash
 
 
-async def turns_ended(crash: Crash, turns: int) -> AgentSnapshot:
-    """The snapshot once ``turns`` turns have ended and the session waits for a message."""
-
-    def ended(snapshot: AgentSnapshot) -> AgentSnapshot | None:
-        state = snapshot.state
-        waiting = state is not None and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
-        return snapshot if waiting and state is not None and state.turn_count == turns else None
-
-    return await crash.diagnosed(
-        wait_for_agent_snapshot(crash.sessions, "s1", ended, description=f"turn {turns} to end")
-    )
-
-
 async def killed_at(crash: Crash, what: str, turn: str, worker: WorkerProcess) -> WorkerProcess:
     """Kill ``worker`` once it stops at gate ``<what>-<turn>``, open the gate, start another."""
     stop = gate(crash.state_dir, what, turn)
@@ -65,10 +50,10 @@ async def eight_turns(crash: Crash) -> WorkerProcess:
     """A Worker that ran turns ``m1`` .. ``m8``; the next turn compacts through 16."""
     worker = await crash.stack.start_worker()
     await crash.sessions.start_session("s1", "m1")
-    await turns_ended(crash, 1)
+    await crash.idle(1)
     for number in range(2, 9):
         assert await crash.sessions.send_user_message("s1", f"m{number}")
-        await turns_ended(crash, number)
+        await crash.idle(number)
     return worker
 
 
@@ -80,10 +65,10 @@ async def test_kills_in_a_summary_call_and_in_the_model_call_whose_commit_delete
     assert await crash.sessions.send_user_message("s1", "m9")
     second = await killed_at(crash, "summary", "turn-9", first)
     third = await killed_at(crash, "model", "turn-9", second)
-    await turns_ended(crash, 9)
+    await crash.idle(9)
     assert await crash.sessions.update_session_settings("s1", {})
     assert await crash.sessions.send_user_message("s1", "m10")
-    snapshot = await turns_ended(crash, 10)
+    snapshot = await crash.idle(10)
 
     gated = 'settings={"gates": ["summary", "model"]}'
     assert [e for e in crash.log.entries() if "turn-9" in e.name] == [
@@ -129,7 +114,7 @@ async def test_a_summary_call_killed_after_cancel_turn_never_runs_again_and_the_
     first.kill()
     stop.release()  # a summary call run again would now pass and be logged
     second = await crash.stack.start_worker()
-    snapshot = await turns_ended(crash, 9)
+    snapshot = await crash.idle(9)
 
     assert snapshot.state is not None
     assert snapshot.state.cancelled_turn_id == "turn-9"
@@ -142,7 +127,7 @@ async def test_a_summary_call_killed_after_cancel_turn_never_runs_again_and_the_
     # The next turn runs on the new Worker and compacts then.
     assert await crash.sessions.update_session_settings("s1", {})
     assert await crash.sessions.send_user_message("s1", "m10")
-    snapshot = await turns_ended(crash, 10)
+    snapshot = await crash.idle(10)
     summary = snapshot.context_summary
     assert summary is not None
     assert summary.generation == 2

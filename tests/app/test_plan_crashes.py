@@ -18,9 +18,8 @@ import pytest
 
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.plans import PlanStatus
-from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.state import AgentStatus, InteractionMode
-from dex_agents.testing import Invocation, wait_for_agent_snapshot
+from dex_agents.domain.state import InteractionMode
+from dex_agents.testing import Invocation
 from tests.app.crash_stack import Crash, crash_stack
 from tests.app.phase_crash_agent import (
     STATE_DIR_ENV,
@@ -42,19 +41,6 @@ async def crash(tmp_path: Path) -> AsyncIterator[Crash]:
         yield crash
 
 
-async def turns_ended(crash: Crash, turns: int) -> AgentSnapshot:
-    """The snapshot once ``turns`` turns have ended and the session waits for a message."""
-
-    def ended(snapshot: AgentSnapshot) -> AgentSnapshot | None:
-        state = snapshot.state
-        waiting = state is not None and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
-        return snapshot if waiting and state is not None and state.turn_count == turns else None
-
-    return await crash.diagnosed(
-        wait_for_agent_snapshot(crash.sessions, "s1", ended, description=f"turn {turns} to end")
-    )
-
-
 async def test_a_plan_approved_while_no_worker_runs_executes_once_through_a_killed_model_call(
     crash: Crash,
 ) -> None:
@@ -63,7 +49,7 @@ async def test_a_plan_approved_while_no_worker_runs_executes_once_through_a_kill
     await crash.sessions.start_session(
         "s1", PLAN, plan_mode=True, session_settings={"gates": ["model"]}
     )
-    await turns_ended(crash, 1)
+    await crash.idle(1)
     first.kill()
     assert await crash.sessions.execute_plan("s1", 1)
     second = await crash.stack.start_worker()
@@ -72,7 +58,7 @@ async def test_a_plan_approved_while_no_worker_runs_executes_once_through_a_kill
     second.kill()
     executing.release()
     third = await crash.stack.start_worker()
-    snapshot = await turns_ended(crash, 2)
+    snapshot = await crash.idle(2)
 
     assert [e for e in crash.log.entries() if "turn-2" in e.name] == [
         Invocation(second.pid, f"model turn-2 first {GATED}"),

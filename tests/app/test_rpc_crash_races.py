@@ -16,10 +16,8 @@ import pytest
 
 from dex_agents.domain.events import ToolCallFinishedPayload
 from dex_agents.domain.messages import MessageRole
-from dex_agents.domain.requests import AgentSnapshot
-from dex_agents.domain.state import AgentStatus
 from dex_agents.domain.tool_calls import ToolCallStatus
-from dex_agents.testing import Invocation, WorkerProcess, wait_for_agent_snapshot
+from dex_agents.testing import Invocation, WorkerProcess
 from tests.app.crash_stack import Crash, crash_stack
 from tests.app.phase_crash_agent import (
     STATE_DIR_ENV,
@@ -54,20 +52,6 @@ async def killed(crash: Crash, worker: WorkerProcess) -> WorkerProcess:
     return await crash.stack.start_worker()
 
 
-async def turns_ended(crash: Crash, turns: int) -> AgentSnapshot:
-    """The snapshot once ``turns`` turns have ended and nothing waits to start another."""
-
-    def ended(snapshot: AgentSnapshot) -> AgentSnapshot | None:
-        state = snapshot.state
-        waiting = state is not None and state.status is AgentStatus.WAITING_FOR_USER_MESSAGE
-        done = waiting and state is not None and state.turn_count == turns
-        return snapshot if done and not snapshot.steered_messages else None
-
-    return await crash.diagnosed(
-        wait_for_agent_snapshot(crash.sessions, "s1", ended, description=f"turn {turns} to end")
-    )
-
-
 async def pay_statuses(crash: Crash) -> list[ToolCallStatus]:
     finished = [e.payload for e in await crash.events() if e.type == "tool_call_finished"]
     return [p.status for p in finished if isinstance(p, ToolCallFinishedPayload)]
@@ -79,7 +63,7 @@ async def test_a_write_killed_after_cancel_turn_is_outcome_unknown_and_the_turn_
     first = await paying(crash, {})
     assert await crash.sessions.cancel_turn("s1", "turn-1")
     second = await killed(crash, first)
-    snapshot = await turns_ended(crash, 1)
+    snapshot = await crash.idle(1)
 
     assert crash.log.entries() == [
         Invocation(first.pid, "model turn-1 first settings={}"),
@@ -97,7 +81,7 @@ async def test_a_message_steered_into_a_killed_write_s_turn_is_stored_and_answer
     first = await paying(crash, {})
     assert await crash.sessions.steer_user_message("s1", text="stop paying")
     second = await killed(crash, first)
-    snapshot = await turns_ended(crash, 2)
+    snapshot = await crash.idle(2)
 
     entries = crash.log.entries()
     assert entries[:2] == [
@@ -123,9 +107,9 @@ async def test_settings_changed_while_a_killed_write_ran_reach_the_next_turn_onl
     first = await paying(crash, {"v": 1})
     assert await crash.sessions.update_session_settings("s1", {"v": 2})
     second = await killed(crash, first)
-    await turns_ended(crash, 1)
+    await crash.idle(1)
     assert await crash.sessions.send_user_message("s1", "again")
-    snapshot = await turns_ended(crash, 2)
+    snapshot = await crash.idle(2)
 
     assert crash.log.entries() == [
         Invocation(first.pid, 'model turn-1 first settings={"v": 1}'),
@@ -156,7 +140,7 @@ async def test_a_model_call_killed_after_a_steer_is_not_run_again_and_the_steer_
     gate(crash.state_dir, "model", "turn-1").release()  # a call run again would be logged
     gate(crash.state_dir, "model", "turn-2").release()  # the steered turn has the gate too
     second = await crash.stack.start_worker()
-    snapshot = await turns_ended(crash, 2)
+    snapshot = await crash.idle(2)
 
     gated = 'settings={"gates": ["model"]}'
     assert crash.log.entries() == [
@@ -173,10 +157,10 @@ async def test_a_model_call_killed_after_cancel_turn_is_not_run_again(crash: Cra
     first.kill()
     gate(crash.state_dir, "model", "turn-1").release()  # a call run again would be logged
     second = await crash.stack.start_worker()
-    snapshot = await turns_ended(crash, 1)
+    snapshot = await crash.idle(1)
     assert await crash.sessions.update_session_settings("s1", {})
     assert await crash.sessions.send_user_message("s1", "m2")
-    snapshot = await turns_ended(crash, 2)
+    snapshot = await crash.idle(2)
 
     assert crash.log.entries() == [
         Invocation(first.pid, 'model turn-1 first settings={"gates": ["model"]}'),
