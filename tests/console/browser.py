@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 from tests.console.support import serve_console
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, Page, ViewportSize
+    from playwright.async_api import Browser, BrowserContext, Page, ViewportSize
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -85,11 +85,12 @@ async def launched_chromium() -> AsyncIterator[Browser]:
 
 
 @contextlib.asynccontextmanager
-async def browser_page() -> AsyncIterator[Page]:
-    """A new page in a browser context of its own, closed with it on the way out.
+async def browser_context() -> AsyncIterator[BrowserContext]:
+    """A browser context of its own (one profile: its pages share cookies and the browser's
+    six connections to a host, as a person's tabs do), closed on the way out.
 
-    The page is of the session's Chromium in a module marked ``browser_tests``, else
-    of a Chromium of its own.
+    It is of the session's Chromium in a module marked ``browser_tests``, else of a
+    Chromium of its own.
     """
     async with contextlib.AsyncExitStack() as stack:
         browser = SharedChromium.on_this_loop()
@@ -97,6 +98,13 @@ async def browser_page() -> AsyncIterator[Page]:
             browser = await stack.enter_async_context(launched_chromium())
         context = await browser.new_context(viewport=VIEWPORT)
         stack.push_async_callback(context.close)
+        yield context
+
+
+@contextlib.asynccontextmanager
+async def browser_page() -> AsyncIterator[Page]:
+    """A new page in a browser context of its own (``browser_context``), closed with it."""
+    async with browser_context() as context:
         yield await context.new_page()
 
 
@@ -106,6 +114,17 @@ async def serve_console_and_page(app: Starlette) -> AsyncIterator[tuple[str, Pag
     async with serve_console(app) as url, browser_page() as page:
         await page.goto(url + "/")
         yield url, page
+
+
+async def show_tab(page: Page, state: str) -> None:
+    """Make the tab ``visible`` or ``hidden`` as the browser would when the person switches tabs."""
+    await page.evaluate(
+        """(state) => {
+          Object.defineProperty(document, "visibilityState", { value: state, configurable: true });
+          document.dispatchEvent(new Event("visibilitychange"));
+        }""",
+        state,
+    )
 
 
 async def message_texts(page: Page) -> list[str]:

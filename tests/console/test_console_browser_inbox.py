@@ -9,21 +9,10 @@ from playwright.async_api import Page, Request, expect
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
-from tests.console.browser import WAIT_MS, browser_page, browser_tests
+from tests.console.browser import WAIT_MS, browser_page, browser_tests, show_tab
 from tests.console.support import CONTROL_HEADERS, serve_console
 
 pytestmark = browser_tests
-
-
-async def _show(page: Page, state: str) -> None:
-    """Make the tab ``visible`` or ``hidden`` as the browser would when the person switches tabs."""
-    await page.evaluate(
-        """(state) => {
-          Object.defineProperty(document, "visibilityState", { value: state, configurable: true });
-          document.dispatchEvent(new Event("visibilitychange"));
-        }""",
-        state,
-    )
 
 
 async def _sent_so_far(page: Page) -> None:
@@ -51,7 +40,7 @@ async def test_a_hidden_inbox_asks_for_nothing_and_refreshes_at_once_when_shown(
         await expect(page.locator("#inbox")).to_contain_text("No sessions yet.", timeout=WAIT_MS)
         # The first load is done and nothing is in flight: the next refresh waits on its timer.
         assert len(asked) == 1
-        await _show(page, "hidden")
+        await show_tab(page, "hidden")
         async with httpx.AsyncClient(base_url=url) as client:
             start = {"session_id": "while-hidden", "message": "where is order 7"}
             await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
@@ -60,7 +49,7 @@ async def test_a_hidden_inbox_asks_for_nothing_and_refreshes_at_once_when_shown(
         assert len(asked) == 1
         await expect(page.locator("#inbox")).to_contain_text("No sessions yet.")
         # Shown again: the inbox is read at once, with no timer run on.
-        await _show(page, "visible")
+        await show_tab(page, "visible")
         row = page.locator("#inbox tbody tr").first
         await expect(row).to_contain_text("while-hidden", timeout=WAIT_MS)
         assert len(asked) == 2

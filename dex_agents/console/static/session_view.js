@@ -11,6 +11,8 @@ const RETRY_MS = 1000; // after a lost stream or a failed snapshot: a local serv
 const GAP_MS = 20000; // a timer late by this much means the machine slept: reload
 const TERMINAL_EVENTS = new Set(["turn_completed", "turn_failed", "turn_steered", "turn_cancelled"]);
 
+const hidden = () => document.visibilityState === "hidden";
+
 export class SessionView {
   constructor(main, sessionId) {
     this.main = main;
@@ -21,6 +23,10 @@ export class SessionView {
     this.snapshotsAsked = 0; // snapshots asked for, in order; the one shown is snapshotShown
     this.snapshotShown = 0;
     this.events = null;
+    // The token of the last event drawn (else the snapshot's the stream was opened from): a
+    // hidden tab closes its stream and opens it again from here when it is shown. Null while a
+    // hard reload runs: its snapshot's token replays the turn into the live text it emptied.
+    this.resumeToken = null;
     this.live = new Map(); // step_execution_id -> {attempt, turn_id, text, reasoning, stored}
     this.toolStatus = new Map(); // tool_call_id -> status seen on the stream
     this.softTimer = null;
@@ -59,9 +65,23 @@ export class SessionView {
     this.hardReload();
     setInterval(() => {
       const now = Date.now();
-      if (now - this.lastTick > GAP_MS && !this.gone && !this.ended) this.hardReload();
+      // A hidden tab has no stream to lose to a sleep: it opens one from its token when shown.
+      if (now - this.lastTick > GAP_MS && !this.gone && !this.ended && !hidden()) this.hardReload();
       this.lastTick = now;
     }, 1000);
+    // A browser opens at most six connections to one host, and each page's event stream holds
+    // one for as long as it is open: with six session tabs open a seventh never loaded, and
+    // every snapshot read and control of theirs waited. A hidden tab closes its stream and opens
+    // it again from the last event it drew when shown, so the stream sends what it missed,
+    // each event once, after the live text it kept.
+    document.addEventListener("visibilitychange", () => {
+      if (hidden()) {
+        if (this.events) { this.events.close(); this.events = null; }
+      } else if (!this.events && !this.gone && !this.ended && this.resumeToken !== null) {
+        this.openEvents(this.resumeToken);
+        if (this.lost) this.softReload(0); // a snapshot that failed while hidden was not asked again
+      }
+    });
   }
 
   // The snapshot again, and the stream again from its token: the token replays the active turn.
@@ -69,6 +89,7 @@ export class SessionView {
   async hardReload() {
     clearTimeout(this.retryTimer);
     if (this.events) { this.events.close(); this.events = null; }
+    this.resumeToken = null;
     this.live.clear();
     this.toolStatus.clear();
     const data = await this.loadSnapshot();
@@ -150,11 +171,17 @@ export class SessionView {
   }
 
   openEvents(token) {
-    const url = `${this.base}/events?resume_token=${encodeURIComponent(token || "")}`;
-    if (this.events) this.events.close();
+    if (this.events) { this.events.close(); this.events = null; }
+    this.resumeToken = token || "";
+    if (hidden()) return; // opened from resumeToken when the tab is shown
+    const url = `${this.base}/events?resume_token=${encodeURIComponent(this.resumeToken)}`;
     const source = new EventSource(url);
     this.events = source;
-    source.onmessage = (message) => this.apply(JSON.parse(message.data));
+    source.onmessage = (message) => {
+      // Before apply: a turn's end reloads, and opens the stream from the new snapshot's token.
+      if (message.lastEventId) this.resumeToken = message.lastEventId;
+      this.apply(JSON.parse(message.data));
+    };
     // The server's last frame once the session no longer runs (stopped, failed, completed or
     // removed), after every event it wrote: the page shows its final state and opens no
     // stream again, where it reconnected for as long as it stayed open. The live text stays.
