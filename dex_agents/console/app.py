@@ -17,7 +17,8 @@ under the application's ``authorize`` hook):
   (a last ``session_ended`` event; ``streams.until_session_ends``).
 - ``GET /api/sessions/{id}/worker``: ``{"worker": ...}``, what this process's worker runs
   the session's turns with (``worker_setup.WorkerSetup``), or ``null`` when it does not
-  run them (a session that ended, a Flow type it does not serve, ``workers=0``) or was not told.
+  run them (a session that ended, a Flow type it does not serve, ``workers=0``) or was not told;
+  500 with ``{"ok": false, "reason": ...}`` when the ``worker_setup`` hook fails.
 - ``POST /api/sessions/{id}/controls/{name}``: one of ``actions.CONTROLS``;
   answers ``{"ok": bool, "reason": str | null}``.
 """
@@ -53,7 +54,11 @@ from dex_agents.console.responses import JSONResponse
 from dex_agents.console.security import TOKEN_COOKIE, check_console_token, token_matches
 from dex_agents.console.streams import REMOVED, StreamGate, until_session_ends
 from dex_agents.console.transcript import plan_approvals
-from dex_agents.console.worker_setup import ReadWorkerSetup
+from dex_agents.console.worker_setup import (
+    GuardedWorkerSetup,
+    ReadWorkerSetup,
+    WorkerSetupUnreadable,
+)
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.ports.errors import FlowAlreadyStartedError, FlowNotFoundError
 from dex_agents.ui_stream import (
@@ -121,6 +126,7 @@ def create_console_app(
     if token is not None:
         check_console_token(token)
     gate = StreamGate()
+    read_setup = None if worker_setup is None else GuardedWorkerSetup(worker_setup)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -242,8 +248,16 @@ def create_console_app(
         setup = None
         # Only a session this process runs: another Flow type's turns, those of a session that
         # ended, or every turn of a console with no worker (workers=0) run elsewhere, if at all.
-        if worker_setup is not None and workers and entry.writable and info.status == "running":
-            read, setup = await gate.unless_closed(worker_setup(info.flow_type))
+        if read_setup is not None and workers and entry.writable and info.status == "running":
+            try:
+                read, setup = await gate.unless_closed(read_setup(info.flow_type))
+            except WorkerSetupUnreadable as error:
+                # Not a bare 500: the page says the card could not be read, and why.
+                return JSONResponse(
+                    {"ok": False, "reason": str(error)},
+                    status_code=500,
+                    headers={"Cache-Control": "no-store"},
+                )
             if not read:
                 return PlainTextResponse("the console is stopping", status_code=503)
         body = {"worker": None if setup is None else setup.to_json()}

@@ -11,6 +11,7 @@ since its arguments may carry a key.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from urllib.parse import urlsplit, urlunsplit
@@ -18,6 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 import attrs
 
 from dex_agents.domain.secrets import REDACTED
+
+_log = logging.getLogger(__name__)
 
 # A path part shown as it is: a lowercase word (``mcp``, ``api``, ``openai``, ``@org``) or a
 # version (``v1``). Anything else may be a key: hosted MCP servers put theirs in the path
@@ -112,3 +115,57 @@ ReadWorkerSetup = Callable[[str], Awaitable[WorkerSetup | None]]
 or ``None`` when it does not say. Called for a session's page, so keep it short: a slow
 listing is better shown as still running (``ToolServerSetup.tools=None``). It is cancelled
 when the console starts to stop (``close_event_streams``)."""
+
+
+class WorkerSetupUnreadable(Exception):
+    """The application's ``worker_setup`` raised, or returned something other than a
+    ``WorkerSetup`` or ``None``; its text is what the page shows, never the error's own."""
+
+
+class GuardedWorkerSetup:
+    """``worker_setup`` as the console's worker route calls it.
+
+    A hook that fails raises ``WorkerSetupUnreadable`` naming the Flow type and the
+    error's type only: the error's own text may hold a URL with its key, and the page may
+    be open on another machine. The error itself is logged with its traceback, once
+    while the same failure repeats: the page asks again with each turn and reconnect.
+    """
+
+    def __init__(self, read: ReadWorkerSetup) -> None:
+        self._read = read
+        self._logged: dict[str, str] = {}  # flow type -> the failure logged last
+
+    async def __call__(self, flow_type: str) -> WorkerSetup | None:
+        """``read(flow_type)``; ``WorkerSetupUnreadable`` when it fails."""
+        try:
+            # An object: the hook is the application's, and may return anything.
+            setup: object = await self._read(flow_type)
+        except Exception as error:
+            self._log(flow_type, f"{type(error).__name__}: {error}", error)
+            raise WorkerSetupUnreadable(
+                _unreadable(flow_type, f"raised {type(error).__name__}")
+            ) from error
+        if setup is None or isinstance(setup, WorkerSetup):
+            self._logged.pop(flow_type, None)
+            return setup
+        kind = type(setup).__name__
+        self._log(flow_type, f"returned a {kind}, not a WorkerSetup or None", None)
+        raise WorkerSetupUnreadable(_unreadable(flow_type, f"returned a {kind}"))
+
+    def _log(self, flow_type: str, failure: str, error: Exception | None) -> None:
+        if self._logged.get(flow_type) == failure:
+            return
+        self._logged[flow_type] = failure
+        _log.error(
+            "the console's worker_setup hook failed for %s: %s",
+            flow_type,
+            failure,
+            exc_info=error,
+        )
+
+
+def _unreadable(flow_type: str, what: str) -> str:
+    return (
+        f"what the worker runs {flow_type} turns with could not be read: "
+        f"the console's worker_setup hook {what} (see the console's log)"
+    )

@@ -133,3 +133,33 @@ async def test_the_worker_card_is_drawn_again_alone_leaving_the_messages_in_plac
         # node (a person's selection in them lost), and a test that had just found one read
         # its place from a node no longer on the page.
         assert await first.evaluate("(node) => node.keptByTest === true")
+
+
+async def test_a_failing_worker_setup_hook_says_so_in_the_card_and_the_page_works(
+    tmp_path: Path,
+) -> None:
+    async def failing(flow_type: str) -> WorkerSetup:
+        raise RuntimeError("cannot reach https://me:hunter2@models.example")
+
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], worker_setup=failing)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        start = {"session_id": "s", "message": "hello"}
+        started = await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+        assert started.json()["ok"] is True
+        async with browser_page() as page:
+            await page.goto(f"{url}/sessions/s")
+            await expect(page.locator("#messages")).to_contain_text(
+                "Demo reply: hello.", timeout=WAIT_MS
+            )
+            # Before, the card was left out, as for a console told nothing.
+            await expect(page.locator("#worker")).to_have_text(
+                "what the worker runs DemoSupportAgent turns with could not be read: the "
+                "console's worker_setup hook raised RuntimeError (see the console's log)",
+                timeout=WAIT_MS,
+            )
+            assert "hunter2" not in await page.content()
+            await page.fill("#message", "and now")
+            await page.click("#send")
+            await expect(page.locator("#messages")).to_contain_text(
+                "Demo reply: and now.", timeout=WAIT_MS
+            )

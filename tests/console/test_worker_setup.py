@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import httpx
@@ -138,3 +139,41 @@ async def test_a_page_waiting_for_the_worker_setup_is_answered_503_when_the_cons
         answer = await asyncio.wait_for(asked, STOP_DEADLINE_SECONDS)
         assert answer.status_code == 503
         assert cancelled.is_set()
+
+
+async def test_a_failing_worker_setup_hook_is_named_without_its_text_and_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def failing(flow_type: str) -> WorkerSetup:
+        raise RuntimeError("cannot reach https://me:hunter2@models.example")
+
+    async def wrong(flow_type: str) -> WorkerSetup:
+        return {"model": "m"}  # type: ignore[return-value]  # an application's mistake
+
+    db = tmp_path / "s.sqlite3"
+    caplog.set_level(logging.ERROR, logger="dex_agents.console")
+    app = create_console_app(db, [demo_flow()], worker_setup=failing)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        started = await client.post(
+            "/api/sessions", json={"session_id": "s"}, headers=CONTROL_HEADERS
+        )
+        assert started.json()["ok"] is True
+        # Before, a bare "Internal Server Error" that named nothing, logged by uvicorn each time.
+        for _ in range(3):
+            answer = await client.get("/api/sessions/s/worker")
+            assert answer.status_code == 500
+            assert answer.json() == {
+                "ok": False,
+                "reason": "what the worker runs DemoSupportAgent turns with could not be read: "
+                "the console's worker_setup hook raised RuntimeError (see the console's log)",
+            }
+        # The rest of the session's routes answer as ever.
+        assert (await client.get("/api/sessions/s/snapshot")).status_code == 200
+    logged = [r for r in caplog.records if r.name.startswith("dex_agents.console")]
+    assert len(logged) == 1
+    assert "hunter2" in logged[0].getMessage()  # the log has it all; the page, none of it
+    app = create_console_app(db, [demo_flow()], worker_setup=wrong)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        answer = await client.get("/api/sessions/s/worker")
+        assert answer.status_code == 500
+        assert "worker_setup hook returned a dict" in answer.json()["reason"]

@@ -54,6 +54,10 @@ export function renderWorkerSetup(view, root) {
 // sends URLs without credentials and no stdio command line).
 function renderWorker(worker) {
   if (!worker) return null;
+  if (worker.unreadable) {
+    return [el("h2", {}, "Model and tools"), el("div", { class: "card", id: "worker" },
+      el("p", { class: "muted" }, worker.unreadable))];
+  }
   const model = worker.model_server ? `${worker.model} at ${worker.model_server}` : worker.model;
   const tools = (server) => server.tools === null ? "listing its tools…"
     : server.tools.length ? server.tools.join(", ") : "no tools: it could not be listed, or offers none";

@@ -136,7 +136,9 @@ export class SessionView {
   // The model and MCP tools the console's worker runs the turns with: read with each new
   // snapshot and stream (a turn's end, a reconnect), since a server's tools are listed again,
   // and again after RETRY_MS while a server's first listing runs, which no event ends.
-  // A failed read keeps what the page showed: the snapshot's own read says the server is gone.
+  // A read no server answered keeps what the page showed: the snapshot's own read says the
+  // server is gone. One the server refused (the application's worker_setup hook failed) says
+  // so in the card, where the card vanished as if the console were told nothing.
   async loadWorker() {
     clearTimeout(this.workerTimer);
     const asked = ++this.workerAsked;
@@ -144,12 +146,13 @@ export class SessionView {
     try {
       body = await getJson(`${this.base}/worker`);
     } catch (error) {
-      return;
+      if (error.status !== 500) return; // no answer, a stopping console (503), a session gone
+      body = { worker: { unreadable: error.message } };
     }
     if (asked !== this.workerAsked || this.gone) return;
     this.worker = body.worker;
     if (this.data) renderWorkerSetup(this, this.main);
-    const listing = this.worker && this.worker.tool_servers.some((server) => server.tools === null);
+    const listing = this.worker && !this.worker.unreadable && this.worker.tool_servers.some((server) => server.tools === null);
     if (listing) this.workerTimer = setTimeout(() => this.loadWorker(), RETRY_MS);
   }
 
