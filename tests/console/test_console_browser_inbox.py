@@ -56,3 +56,33 @@ async def test_a_hidden_inbox_asks_for_nothing_and_refreshes_at_once_when_shown(
         await page.clock.run_for(2_000)
         await _sent_so_far(page)
         assert len(asked) == 3  # and on with the period while it is shown
+
+
+async def test_a_refresh_keeps_the_rows_that_did_not_change_and_the_selection_in_them(
+    tmp_path: Path,
+) -> None:
+    # Before, each refresh drew the whole table anew: a click pressed across it was lost, and
+    # a session ID the person had selected to copy was unselected within 2 s.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, browser_page() as page:
+        async with httpx.AsyncClient(base_url=url) as client:
+            start = {"session_id": "kept", "message": "hello"}
+            await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+            kept = page.locator('#inbox [data-session="kept"]')
+            await page.clock.install()
+            await page.goto(url + "/")
+            await expect(kept).to_contain_text("waiting for a message", timeout=WAIT_MS)
+            await kept.locator("a").evaluate(
+                """(link) => {
+                  link.keptByTest = true;
+                  getSelection().selectAllChildren(link);
+                }"""
+            )
+            start = {"session_id": "new", "message": "hello"}
+            await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+            await page.clock.run_for(2_000)
+            await expect(page.locator('#inbox [data-session="new"]')).to_be_visible(timeout=WAIT_MS)
+        assert await kept.locator("a").evaluate("(link) => link.keptByTest === true")
+        assert await page.evaluate("getSelection().toString()") == "kept"
+        await kept.locator("a").click()
+        await page.wait_for_url("**/sessions/kept")

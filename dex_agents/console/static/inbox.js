@@ -13,19 +13,49 @@ function attentionBadge(row) {
   return el("span", { class: `badge ${kind}` }, row.attention.replace("_", " "));
 }
 
+function rowNode(row) {
+  return el("tr", { class: row.needs_person ? "needs" : "", "data-session": row.session_id },
+    el("td", {}, el("a", { href: `/sessions/${encodeURIComponent(row.session_id)}` }, row.session_id)),
+    el("td", {}, row.flow_type, row.writable ? "" : el("span", { class: "badge" }, " read-only")),
+    el("td", {}, attentionBadge(row), row.attention ? " " : null, row.status),
+    el("td", {}, row.waits_for || el("span", { class: "muted" }, "-")),
+    el("td", {}, when(row.last_activity)));
+}
+
+// The rows drawn, by session ID, with the JSON each was drawn from. A refresh puts in only
+// the rows that changed and moves only those out of place: it drew the whole table anew every
+// 2 s, which dropped a click pressed across it (the link under the press was gone at its
+// release) and any text the person had selected, such as a session ID to copy.
+let drawn = new Map();
+
+function renderRows(body, sessions) {
+  const next = new Map();
+  const nodes = sessions.map((row) => {
+    const json = JSON.stringify(row);
+    const old = drawn.get(row.session_id);
+    const node = old && old.json === json ? old.node : rowNode(row);
+    next.set(row.session_id, { json, node });
+    return node;
+  });
+  drawn = next;
+  if (!nodes.length) nodes.push(body.querySelector("tr.empty") || el("tr", { class: "empty" }, el("td", { colspan: 5, class: "muted" }, "No sessions yet.")));
+  nodes.forEach((node, index) => {
+    const here = body.children[index];
+    if (here !== node) body.insertBefore(node, here || null);
+  });
+  while (body.children.length > nodes.length) body.lastElementChild.remove();
+}
+
 function renderInbox(data) {
-  const rows = data.sessions.map((row) =>
-    el("tr", { class: row.needs_person ? "needs" : "", "data-session": row.session_id },
-      el("td", {}, el("a", { href: `/sessions/${encodeURIComponent(row.session_id)}` }, row.session_id)),
-      el("td", {}, row.flow_type, row.writable ? "" : el("span", { class: "badge" }, " read-only")),
-      el("td", {}, attentionBadge(row), row.attention ? " " : null, row.status),
-      el("td", {}, row.waits_for || el("span", { class: "muted" }, "-")),
-      el("td", {}, when(row.last_activity))));
-  const table = el("table", { id: "inbox" },
-    el("thead", {}, el("tr", {}, ["Session", "Flow type", "Status", "Waits for", "Last activity"].map((h) => el("th", {}, h)))),
-    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 5, class: "muted" }, "No sessions yet."))));
   const holder = document.getElementById("inbox-holder");
-  holder.replaceChildren(table);
+  let body = holder.querySelector("#inbox tbody");
+  if (!body) {
+    body = el("tbody", {});
+    holder.replaceChildren(el("table", { id: "inbox" },
+      el("thead", {}, el("tr", {}, ["Session", "Flow type", "Status", "Waits for", "Last activity"].map((h) => el("th", {}, h)))),
+      body));
+  }
+  renderRows(body, data.sessions);
   const select = document.getElementById("new-flow");
   planModeFlowTypes = new Set(data.plan_mode_flow_types || []);
   if (select && select.options.length !== data.flow_types.length) {
