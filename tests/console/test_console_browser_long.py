@@ -1,16 +1,19 @@
 """The console in a real Chromium: a session longer than the snapshot's last 200 messages,
-and its earlier messages read back a page at a time."""
+its earlier messages read back a page at a time, and text too wide for its box."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
 from playwright.async_api import expect
 
+from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from tests.console.agents import echo_flow, echo_session
 from tests.console.browser import WAIT_MS, browser_tests, serve_console_and_page
+from tests.console.support import CONTROL_HEADERS
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -86,3 +89,25 @@ async def test_earlier_messages_load_above_without_moving_what_the_person_reads(
         assert sequences == list(range(1, 453))
         await expect(shown.last).to_contain_text("ok")
         await expect(page.locator("#notice")).not_to_contain_text("Lost")
+
+
+OVERFLOWING = """() => [document.documentElement, ...document.querySelectorAll("h1, td, .msg")]
+  .filter((node) => node.scrollWidth > node.clientWidth)
+  .map((node) => node.tagName + "." + node.className)"""
+"""The page's elements whose text runs out of their box, sideways."""
+
+
+async def test_text_with_no_space_breaks_inside_its_box(tmp_path: Path) -> None:
+    # Before, a token with no space (a tool's JSON output, a URL, a long session ID) ran out of
+    # its message, over the right column, and the page scrolled sideways, as did the inbox.
+    session_id = "s" + "y" * 150
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console_and_page(app) as (url, page):
+        async with httpx.AsyncClient(base_url=url) as client:
+            start = {"session_id": session_id, "message": "see " + "x" * 400}
+            await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+        await expect(page.locator("#inbox")).to_contain_text(session_id, timeout=WAIT_MS)
+        assert await page.evaluate(OVERFLOWING) == []
+        await page.goto(f"{url}/sessions/{session_id}")
+        await expect(page.locator("#messages")).to_contain_text("Demo reply", timeout=WAIT_MS)
+        assert await page.evaluate(OVERFLOWING) == []
