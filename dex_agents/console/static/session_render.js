@@ -152,7 +152,7 @@ function renderComposer(view, state, planMode) {
     planMode ? el("label", {}, plan, " plan mode") : null,
     el("button", { class: "primary", type: "submit", id: "send" }, "Send"),
     el("button", { type: "button", id: "steer", onclick: steer, disabled: !active }, "Steer"),
-    el("button", { type: "button", id: "cancel-turn", class: "danger", disabled: !active || !state.accepts_turn_control,
+    el("button", { type: "button", id: "cancel-turn", class: "danger", disabled: !active || !state.accepts_turn_control, "data-turn": active,
       onclick: () => view.control("cancel_turn", { turn_id: active }, "cancel requested") }, "Cancel turn"));
 }
 
@@ -173,13 +173,13 @@ function renderInterrupts(view, snapshot, writable) {
         const done = await view.control("answer_question", { interrupt_id: i.interrupt_id, answer: answer.value }, "answered");
         if (done.ok) view.clearDraft(key);
       };
-      body.push(el("form", { onsubmit: submit },
+      body.push(el("form", { onsubmit: submit, "data-interrupt": i.interrupt_id },
         i.choices.map((c) => el("button", { type: "button", onclick: () => view.control("answer_question", { interrupt_id: i.interrupt_id, answer: c }, "answered") }, c)),
         i.allows_free_text ? [answer, el("button", { class: "primary", type: "submit" }, "Answer")] : null,
         el("button", { type: "button", class: "danger", onclick: () => view.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: false }, "declined") }, "Decline")));
     } else if (writable) {
       const why = view.field("input", `rejection:${i.interrupt_id}`, { type: "text", class: "grow", placeholder: "message with a rejection (optional)" });
-      body.push(el("form", { onsubmit: (e) => e.preventDefault() },
+      body.push(el("form", { onsubmit: (e) => e.preventDefault(), "data-interrupt": i.interrupt_id },
         el("button", { type: "button", class: "primary", "data-approve": i.interrupt_id,
           onclick: () => view.control("resolve_interrupt", { interrupt_id: i.interrupt_id, approved: true }, "approved") }, "Approve"),
         why,
@@ -204,7 +204,7 @@ function renderPlan(view, snapshot, writable, state) {
   const todos = plan.todos || [];
   return [el("h2", {}, `Plan (revision ${plan.revision}, ${plan.status})`), el("div", { class: "card" },
     el("ul", {}, todos.map((t) => el("li", {}, `[${t.status}] ${t.content}`))),
-    writable && plan.status === "draft" ? el("button", { class: "primary", id: "execute-plan", disabled: Boolean(state.active_turn_id),
+    writable && plan.status === "draft" ? el("button", { class: "primary", id: "execute-plan", disabled: Boolean(state.active_turn_id), "data-revision": plan.revision,
       onclick: () => view.control("execute_plan", { revision: plan.revision }, "plan approved") }, "Execute plan") : null)];
 }
 
@@ -215,7 +215,7 @@ function renderQueue(view, snapshot, writable) {
   return [el("h2", {}, "Queued"),
     queued.map((q) => el("div", { class: "card" }, q.text, renderImages(q.images),
       writable ? el("div", {},
-        el("button", { type: "button", onclick: () => view.control("steer_user_message", { message_id: q.message_id }, "steered into the turn") }, "Steer now"), " ",
-        el("button", { type: "button", class: "danger", onclick: () => view.control("delete_queued_message", { message_id: q.message_id }, "deleted") }, "Delete")) : null)),
+        el("button", { type: "button", "data-message": q.message_id, onclick: () => view.control("steer_user_message", { message_id: q.message_id }, "steered into the turn") }, "Steer now"), " ",
+        el("button", { type: "button", class: "danger", "data-message": q.message_id, onclick: () => view.control("delete_queued_message", { message_id: q.message_id }, "deleted") }, "Delete")) : null)),
     steered.map((s) => el("div", { class: "card muted" }, `steered: ${s.text}`, renderImages(s.images)))];
 }

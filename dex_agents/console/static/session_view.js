@@ -3,7 +3,7 @@
 // snapshot again, and a turn's end reads it and opens the stream anew.
 
 import { getJson, post } from "./api.js";
-import { el, notice } from "./dom.js";
+import { el, notice, patch } from "./dom.js";
 import { EarlierMessages } from "./earlier.js";
 import { renderLive, renderSession, renderWorkerSetup } from "./session_render.js";
 
@@ -286,7 +286,7 @@ export class SessionView {
   render() {
     const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.draft : undefined;
     const selection = focused !== undefined ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null;
-    this.main.replaceChildren(...renderSession(this));
+    patch(this.main, renderSession(this));
     if (focused !== undefined) this.refocus(focused, selection);
     this.renderLive();
   }
