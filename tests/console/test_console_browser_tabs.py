@@ -3,13 +3,21 @@ connections to one host: hidden tabs give theirs back and catch up when shown.""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 from playwright.async_api import Page, expect
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
+from dex_agents.ui_stream import AGENT_EVENT_STREAM_HEADERS
 from tests.console.browser import (
     WAIT_MS,
     browser_context,
@@ -17,7 +25,8 @@ from tests.console.browser import (
     message_texts,
     show_tab,
 )
-from tests.console.support import CONTROL_HEADERS, serve_console
+from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
+from tests.ui_stream.sse import Frame, FrameReader, is_type
 
 pytestmark = browser_tests
 
@@ -68,3 +77,65 @@ async def test_with_more_than_six_session_tabs_the_shown_one_loads_and_acts(
         await expect(first.locator("#live .msg")).to_have_count(0)
         texts = await message_texts(first)
         assert len(texts) == len(set(texts)), texts
+
+
+def _text_frame(like: Frame, token: str, text: str) -> str:
+    """A ``text_delta`` frame of the same Step as ``like``, with ``token`` and ``text``."""
+    event = dict(like.event)
+    event["payload"] = json.dumps({"text": text})
+    return f"id: {token}\ndata: {json.dumps(event)}\n\n"
+
+
+def _streams_from(app: Starlette, streams: list[list[str]], tokens: list[str]) -> None:
+    """Serve the n-th event stream opened as ``streams[n]``, then held open; ``tokens`` gets
+    each one's ``resume_token``."""
+
+    async def events(request: Request) -> Response:
+        frames = streams[len(tokens)]
+        tokens.append(request.query_params.get("resume_token", ""))
+
+        async def follow() -> AsyncIterator[str]:
+            for frame in frames:
+                yield frame
+            await asyncio.Event().wait()
+            yield ""  # never reached: the page closes the stream
+
+        return StreamingResponse(follow(), headers=dict(AGENT_EVENT_STREAM_HEADERS))
+
+    app.router.routes.insert(0, Route("/api/sessions/{session_id}/events", events))
+
+
+async def test_a_tab_shown_again_resumes_its_stream_after_the_last_event_it_drew(
+    tmp_path: Path,
+) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        start = {"session_id": "s", "message": "hello"}
+        await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+        await eventually(
+            lambda: snapshot(client, "s"),
+            lambda body: body["snapshot"]["state"]["active_turn_id"] is None,
+        )
+        events = "/api/sessions/s/events"
+        async with client.stream("GET", events, params={"resume_token": ""}) as response:
+            real = await FrameReader(response).until(is_type("text_delta"))
+        started, delta = real[-2], real[-1]
+        first = _text_frame(delta, "first-token", "streamed while shown, ")
+        tokens: list[str] = []
+        _streams_from(
+            app,
+            [[started.raw, first], [_text_frame(delta, "second-token", "and after.")]],
+            tokens,
+        )
+        async with browser_context() as context:
+            page = await context.new_page()
+            await page.goto(f"{url}/sessions/s")
+            live = page.locator("#live .msg")
+            await expect(live).to_contain_text("streamed while shown, ", timeout=WAIT_MS)
+            await show_tab(page, "hidden")
+            await show_tab(page, "visible")
+            await expect(live).to_contain_text("streamed while shown, and after.", timeout=WAIT_MS)
+            # The second stream went on from the last event drawn, not from the snapshot's
+            # token (which replays the turn): the text is there once.
+            assert tokens[1:] == ["first-token"]
+            await expect(live).to_have_count(1)
