@@ -139,3 +139,23 @@ async def test_a_tab_shown_again_resumes_its_stream_after_the_last_event_it_drew
             # token (which replays the turn): the text is there once.
             assert tokens[1:] == ["first-token"]
             await expect(live).to_have_count(1)
+
+
+async def test_each_tab_is_titled_by_its_session_and_whether_it_needs_the_person(
+    tmp_path: Path,
+) -> None:
+    # Before, every tab was titled "dex-agents console": among many none could be told apart.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, browser_context() as context:
+        page = await context.new_page()
+        await page.goto(f"{url}/")
+        await expect(page).to_have_title("Sessions - dex-agents console", timeout=WAIT_MS)
+        await page.fill("#new-id", "refund-7")
+        await page.fill("#new-message", "refund order 7 $5")
+        await page.click("#new-session button[type=submit]")
+        await expect(page).to_have_title(
+            "needs you: refund-7 - dex-agents console", timeout=WAIT_MS
+        )
+        await page.locator("[data-approve]").click()
+        await expect(page.locator("#messages")).to_contain_text("refunded", timeout=WAIT_MS)
+        await expect(page).to_have_title("refund-7 - dex-agents console")

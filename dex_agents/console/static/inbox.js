@@ -76,6 +76,7 @@ function showPlanMode() {
 }
 
 export function startInbox(main) {
+  document.title = "Sessions - dex-agents console";
   const id = el("input", { type: "text", id: "new-id", placeholder: "session ID (optional)" });
   const message = el("input", { type: "text", id: "new-message", class: "grow", placeholder: "first message, e.g. refund order 7" });
   const plan = el("input", { type: "checkbox", id: "new-plan" });

@@ -36,6 +36,15 @@ export function renderSession(view) {
     el("div", { class: "columns" }, left, right)];
 }
 
+// The tab's title: the session, and first whether it waits for the person, as the inbox marks
+// it. Every tab was titled "dex-agents console", so among many open tabs none could be told
+// from another, nor the one that needed an answer.
+export function pageTitle(view) {
+  const { snapshot, console: info } = view.data;
+  const waiting = snapshot.pending_interrupts.length && info.running !== false ? "needs you: " : "";
+  return `${waiting}${info.session_id} - dex-agents console`;
+}
+
 // A running session's status already says its last turn failed: the badge adds only the error.
 // One that no longer runs says only how it ended, so the badge says which turn failed too.
 function failedTurnBadge(info, state) {

@@ -5,7 +5,7 @@
 import { getJson, post } from "./api.js";
 import { el, notice, patch } from "./dom.js";
 import { EarlierMessages } from "./earlier.js";
-import { renderLive, renderSession, renderWorkerSetup } from "./session_render.js";
+import { pageTitle, renderLive, renderSession, renderWorkerSetup } from "./session_render.js";
 
 const RETRY_MS = 1000; // after a lost stream or a failed snapshot: a local server restarts in seconds
 const GAP_MS = 20000; // a timer late by this much means the machine slept: reload
@@ -287,6 +287,7 @@ export class SessionView {
     const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.draft : undefined;
     const selection = focused !== undefined ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null;
     patch(this.main, renderSession(this));
+    document.title = pageTitle(this);
     if (focused !== undefined) this.refocus(focused, selection);
     this.renderLive();
   }
