@@ -159,3 +159,31 @@ async def test_each_tab_is_titled_by_its_session_and_whether_it_needs_the_person
         await page.locator("[data-approve]").click()
         await expect(page.locator("#messages")).to_contain_text("refunded", timeout=WAIT_MS)
         await expect(page).to_have_title("refund-7 - dex-agents console")
+
+
+async def test_a_hidden_tab_reads_its_session_now_and_then_so_its_title_says_it_needs_you(
+    tmp_path: Path,
+) -> None:
+    # A hidden tab has no stream: without a read now and then its title never said the
+    # session came to wait for the person, where the title is all a person sees of it.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, browser_context() as context:
+        async with httpx.AsyncClient(base_url=url) as client:
+            start = {"session_id": "q", "message": "hello"}
+            await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+            page = await context.new_page()
+            await page.clock.install()
+            await page.goto(f"{url}/sessions/q")
+            await _reply_shown(page, "hello")
+            await show_tab(page, "hidden")
+            message = {"text": "refund order 7 $5"}
+            sent = await client.post(
+                "/api/sessions/q/controls/send_user_message", json=message, headers=CONTROL_HEADERS
+            )
+            assert sent.json()["ok"] is True
+            await eventually(
+                lambda: snapshot(client, "q"),
+                lambda body: bool(body["snapshot"]["pending_interrupts"]),
+            )
+        await page.clock.run_for(15_000)
+        await expect(page).to_have_title("needs you: q - dex-agents console", timeout=WAIT_MS)

@@ -9,6 +9,9 @@ import { pageTitle, renderLive, renderSession, renderWorkerSetup } from "./sessi
 
 const RETRY_MS = 1000; // after a lost stream or a failed snapshot: a local server restarts in seconds
 const GAP_MS = 20000; // a timer late by this much means the machine slept: reload
+// A hidden tab has no stream: it reads the snapshot this often, so its title still says when the
+// session needs the person. A read ends at once: it holds none of the browser's connections.
+const HIDDEN_READ_MS = 15000;
 const TERMINAL_EVENTS = new Set(["turn_completed", "turn_failed", "turn_steered", "turn_cancelled"]);
 
 const hidden = () => document.visibilityState === "hidden";
@@ -41,6 +44,7 @@ export class SessionView {
     this.worker = null; // what this console's worker runs the session's turns with, once read
     this.workerAsked = 0;
     this.workerTimer = null;
+    this.hiddenTimer = null;
   }
 
   // A field whose value outlives renders: created with its draft, and its draft kept as it changes.
@@ -75,6 +79,7 @@ export class SessionView {
     // it again from the last event it drew when shown, so the stream sends what it missed,
     // each event once, after the live text it kept.
     document.addEventListener("visibilitychange", () => {
+      this.readWhileHidden();
       if (hidden()) {
         if (this.events) { this.events.close(); this.events = null; }
       } else if (!this.events && !this.gone && !this.ended && this.resumeToken !== null) {
@@ -82,6 +87,17 @@ export class SessionView {
         if (this.lost) this.softReload(0); // a snapshot that failed while hidden was not asked again
       }
     });
+    this.readWhileHidden();
+  }
+
+  readWhileHidden() {
+    clearInterval(this.hiddenTimer);
+    this.hiddenTimer = null;
+    if (!hidden()) return;
+    this.hiddenTimer = setInterval(() => {
+      if (this.gone || this.ended) { clearInterval(this.hiddenTimer); return; }
+      this.softReload(0);
+    }, HIDDEN_READ_MS);
   }
 
   // The snapshot again, and the stream again from its token: the token replays the active turn.
