@@ -207,6 +207,11 @@ class _Chat:
             # Ctrl-C: the prompt stays shown, and the chat's last line break ends it.
             self._lines.leave()
             raise
+        except Exception:
+            # A send the session or the store refused ends the chat on its error: what was
+            # typed at the prompt meanwhile stays shown, above the error, not erased unseen.
+            self._lines.end_on_error()
+            raise
         finally:
             tasks = (prompt,) if watch is None else (prompt, watch)
             for task in tasks:

@@ -13,11 +13,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
+from dex_agents.adapters.local.transitions import stop_flow
 from dex_agents.app.session_client import PortableSessionClient
+from dex_agents.ports.flow_store import StoreTransaction
 from tests.adapters.litellm.provider_scripts import chat_reply, chat_stream
 from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
 from tests.cli.cli_support import DEADLINE_SECONDS, user_texts
@@ -316,3 +320,60 @@ def test_a_warning_logged_while_something_is_typed_below_the_turn_shows_above_th
         chat.send("\x15/quit")
         assert chat.exit_code() == 0
     assert user_texts(tmp_path / "db.sqlite3", "pty") == ["where is order 7?"]
+
+
+@contextmanager
+def _stopped_once_let_go(db: Path) -> Iterator[threading.Event]:
+    """Another writer holds the database, and stops the session in the transaction it
+    holds once the yielded event is set: a send that waits for the database meanwhile
+    finds the session stopped."""
+    held, go = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def stop(tx: StoreTransaction) -> None:
+        held.set()
+        assert go.wait(DEADLINE_SECONDS)
+        stop_flow(tx, "pty", "stopped in another window", datetime.now(UTC), None)
+
+    def hold() -> None:
+        store = SqliteFlowStore(db)
+        try:
+            store.run(stop)
+        except BaseException as error:
+            failures.append(error)
+            held.set()
+        finally:
+            store.close()
+
+    holder = threading.Thread(target=hold, name="holder", daemon=True)
+    holder.start()
+    try:
+        assert held.wait(DEADLINE_SECONDS)
+        yield go
+    finally:
+        go.set()
+        holder.join(DEADLINE_SECONDS)
+    assert not failures
+
+
+def test_a_message_the_session_refuses_leaves_what_was_typed_meanwhile_shown(
+    tmp_path: Path,
+) -> None:
+    with Terminal(tmp_path) as chat:
+        chat.expect("you> ")
+        with _stopped_once_let_go(chat.db) as go:
+            chat.send("first")
+            chat.expect("first\n")
+            chat.expect_paste_marks()  # the prompt below the turn reads keys
+            chat.type("half typed")
+            chat.expect("half typed")
+            go.set()
+        chat.expect("error: session 'pty' is stopped")
+        assert chat.exit_code() == 1
+        # Before, the prompt was erased with what was typed at it, and the error shown alone.
+        assert up_to_last_written(screen(chat.raw))[-3:] == [
+            "you> first",
+            "you> half typed",
+            "dex-agents: error: session 'pty' is stopped: stopped in another window",
+        ]
+    assert user_texts(tmp_path / "db.sqlite3", "pty") == []
