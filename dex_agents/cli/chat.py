@@ -199,10 +199,12 @@ class _Chat:
                 text = prompt.result()
                 if text is None:
                     return None
+                # Open before the line is sent: a key pressed meanwhile is the prompt's, not
+                # the terminal's to echo, and a paste stays one message.
+                prompt = self._turn_prompt()
                 await self._send(text)
                 if watch.done():  # what was sent starts a turn of its own: follow it
                     watch = self._watch_turn()
-                prompt = self._turn_prompt()
         except asyncio.CancelledError:
             # Ctrl-C: the prompt stays shown, and the chat's last line break ends it.
             self._lines.leave()

@@ -19,6 +19,7 @@ from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.transitions import stop_flow
 from dex_agents.ports.flow_store import StoreTransaction
 from tests.cli.cli_support import DEADLINE_SECONDS, user_texts
+from tests.cli.paused_model import chat_mid_turn
 from tests.cli.pty_support import Terminal, screen, up_to_last_written
 
 
@@ -142,3 +143,31 @@ def test_a_message_the_session_refuses_leaves_what_was_typed_meanwhile_shown(
             "dex-agents: error: session 'pty' is stopped: stopped in another window",
         ]
     assert user_texts(tmp_path / "db.sqlite3", "pty") == []
+
+
+def test_a_paragraph_pasted_while_a_line_typed_below_the_turn_is_being_sent_is_one_message(
+    tmp_path: Path,
+) -> None:
+    with chat_mid_turn(tmp_path, "Noted.", "Noted again.") as (chat, model):
+        holder = sqlite3.connect(chat.db, timeout=DEADLINE_SECONDS)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            chat.send("and the invoice")
+            chat.expect("you> and the invoice\n")
+            # Before, the terminal was in its line mode until the line was sent: what was
+            # typed meanwhile was the terminal's, echoed and split into lines.
+            chat.expect_paste_marks()
+            assert not chat.line_mode()
+            chat.paste("hello\nthere")
+            chat.expect("there")
+        finally:
+            holder.rollback()
+            holder.close()
+        chat.type("\r")
+        chat.expect("you> hello")
+        model.go_on()
+        chat.expect("agent> Noted again.")
+        chat.expect("you> ")
+        assert chat.quit() == 0
+    texts = ["where is order 7?", "and the invoice", "hello\nthere"]
+    assert user_texts(tmp_path / "db.sqlite3", "pty") == texts
