@@ -59,6 +59,20 @@ class EditingKeys:
     suspend: str = ""
 
 
+@dataclass(frozen=True)
+class TypedAhead:
+    """What the prompt of a decision dropped of what was typed before it showed
+    (``LineInput.discard_typed_ahead``): typed then, it would decide what its writer
+    never saw."""
+
+    dropped: bool = False
+    """Keys were dropped: to be typed again."""
+    entered_line: bool = False
+    """The prompt below the turn read the Enter of its line as the turn ended at the
+    decision: the Enter was dropped, and the line comes back, not sent, at the next
+    message prompt."""
+
+
 _BACKSPACE = "\b"
 _ESCAPE = "\x1b"
 

@@ -39,6 +39,7 @@ from dex_agents.cli.line_editing import (
     Ending,
     LineEditor,
     SignalKey,
+    TypedAhead,
     rows_above_cursor,
     shown,
 )
@@ -71,8 +72,8 @@ class LineInput(Protocol):
         """Show ``text`` above any open prompt; a line it leaves open goes on there."""
         ...
 
-    def discard_typed_ahead(self) -> bool:
-        """Drop what was typed before the next prompt shows; whether there was any."""
+    def discard_typed_ahead(self) -> TypedAhead:
+        """Drop what was typed before the next prompt shows; what that was."""
         ...
 
     @property
@@ -113,6 +114,7 @@ class TerminalInput:
         self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
         self._typed = ""  # read after the last line ended, for the next prompt
         self._kept = ""  # what an ended message prompt had, for the next one
+        self._kept_entered = False  # its Enter was read as it ended: ``_typed`` begins with it
         self._prompt: str | None = None
         self._editor: LineEditor | None = None
         self._leaving = False
@@ -134,7 +136,7 @@ class TerminalInput:
         keys = editing_keys(saved)
         editor = LineEditor(keys, self._kept if keep_partial else "")
         if keep_partial:
-            self._kept = ""
+            self._kept, self._kept_entered = "", False
         loop = asyncio.get_running_loop()
         ended: asyncio.Future[Ending] = loop.create_future()
 
@@ -241,8 +243,10 @@ class TerminalInput:
                 if ended.done() and not ended.cancelled() and ended.exception() is None:
                     # The line ended as the prompt did (Enter as a turn ended): the next
                     # prompt that keeps the line reads its ending too, so it is not lost.
-                    ending_key = "\r" if ended.result() is Ending.ENTER else keys.end_of_input
-                    self._typed = ending_key + self._typed
+                    if ended.result() is not Ending.ENTER:
+                        self._typed = keys.end_of_input + self._typed
+                    elif self._kept:  # Enter on nothing sends nothing: not read again
+                        self._typed, self._kept_entered = "\r" + self._typed, True
             if self._prompt is None:  # never shown
                 if self._leaving and self._ending_line and self._above:
                     _write_out("\n")
@@ -344,11 +348,15 @@ class TerminalInput:
         ended, self._above_ended = self._above_ended, False
         return ended
 
-    def discard_typed_ahead(self) -> bool:
-        had = bool(self._typed)
-        self._typed = ""
+    def discard_typed_ahead(self) -> TypedAhead:
+        # A line entered as the prompt below the turn ended keeps its text for the next
+        # message prompt: only its Enter goes, and the line is not to be typed again.
+        entered, typed = self._kept_entered, self._typed
+        if entered:
+            typed = typed.removeprefix("\r")
+        self._typed, self._kept_entered = "", False
         self._decoder.reset()
-        return flush_typed(self._fd) or had
+        return TypedAhead(dropped=flush_typed(self._fd) or bool(typed), entered_line=entered)
 
 
 def open_line_input() -> LineInput:

@@ -9,6 +9,7 @@ import io
 import sys
 import threading
 
+from dex_agents.cli.line_editing import TypedAhead
 from dex_agents.cli.terminal_modes import flush_typed
 
 
@@ -104,9 +105,9 @@ class PipeInput:
     def end_on_error(self) -> None:
         pass  # a prompt on a pipe is never erased, and a cancelled one ends its line
 
-    def discard_typed_ahead(self) -> bool:
+    def discard_typed_ahead(self) -> TypedAhead:
         if self._terminal is None:
-            return False  # a pipe's lines were written for the prompts they answer
+            return TypedAhead()  # a pipe's lines were written for the prompts they answer
         # The thread reads a typed line as soon as it is typed: it waits in the queue.
         had = False
         lines = self._lines
@@ -116,4 +117,4 @@ class PipeInput:
                 lines.put_nowait(line)  # the end of input, the last thing queued, stays
                 break
             had = True
-        return flush_typed(self._terminal) or had
+        return TypedAhead(dropped=flush_typed(self._terminal) or had)

@@ -32,7 +32,14 @@ def _say_discarded(lines: LineInput, what: str) -> None:
     Read at an approval or a question, a line typed while the turn ran (the next message,
     say) would decide what its writer never saw: it would become the answer.
     """
-    if lines.discard_typed_ahead():
+    typed = lines.discard_typed_ahead()
+    if typed.entered_line:
+        # Its text is kept for the message prompt: typed again, it would be there twice.
+        back = "it comes back at the message prompt after it"
+        if typed.dropped:
+            back += "; what was typed after it was not sent: type that again"
+        lines.write(f"the line entered as this {what} showed was not sent; {back}\n")
+    elif typed.dropped:
         lines.write(f"what was typed before this {what} showed was not sent; type it again\n")
 
 

@@ -1,0 +1,80 @@
+"""The chat's key-by-key prompts (``TerminalInput``) in this process, on a pseudo-terminal.
+
+Here a test can end a prompt at an instant a chat in a subprocess only reaches by
+chance: between the prompt reading a key and going on with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pty
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from dex_agents.cli import prompts
+from dex_agents.cli.line_input import TerminalInput
+from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
+from tests.cli.cli_support import DEADLINE_SECONDS
+
+APPROVAL = AgentInterrupt(
+    interrupt_id="call-1",
+    tool_call_id="call-1",
+    tool_name="refund_order",
+    kind=InterruptKind.APPROVAL,
+    turn_id="turn-1",
+    arguments='{"order_id": "7"}',
+)
+
+
+@pytest.fixture
+def terminal() -> Iterator[tuple[int, int]]:
+    """A pseudo-terminal: its master, where the test types, and the prompts' side."""
+    master, slave = pty.openpty()
+    try:
+        yield master, slave
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+async def _shown(capsys: pytest.CaptureFixture[str], text: str, seen: list[str]) -> None:
+    """Go round the event loop, one pass at a time, until the prompts wrote ``text``;
+    ``seen`` collects what they wrote."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while text not in "".join(seen):
+        assert time.monotonic() < deadline, f"no {text!r} in {''.join(seen)!r}"
+        await asyncio.sleep(0)
+        seen.append(capsys.readouterr().out)
+
+
+async def test_a_line_entered_as_the_turn_ends_at_an_approval_is_said_to_come_back_unsent(
+    terminal: tuple[int, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    master, slave = terminal
+    lines = TerminalInput(slave)
+    seen: list[str] = []
+    below = asyncio.create_task(prompts.ask_message(lines, during_turn=True))
+    os.write(master, b"and the invoice\r")
+    # The pass that read the line (and its Enter) wrote it: cancelled on the next pass, the
+    # prompt below the turn ends before it goes on with the Enter, as when the turn ended
+    # at an approval in the same instant.
+    await _shown(capsys, "and the invoice", seen)
+    below.cancel()
+    await asyncio.gather(below, return_exceptions=True)
+    seen.clear()
+    asking = asyncio.create_task(prompts.ask_approval(lines, APPROVAL))
+    await _shown(capsys, "[y/n] ", seen)
+    os.write(master, b"n\r")
+    assert await asking is False
+    said = "".join(seen)
+    # Before, the approval said to type the line again, and it came back all the same.
+    assert "type it again" not in said
+    assert "the line entered as this approval showed was not sent" in said
+    seen.clear()
+    after = asyncio.create_task(prompts.ask_message(lines, during_turn=True))
+    await _shown(capsys, "you> and the invoice", seen)
+    os.write(master, b"\r")
+    assert await after == "and the invoice"
