@@ -7,12 +7,14 @@ test lets it go on (``paused_model``).
 from __future__ import annotations
 
 import signal
-import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.app.session_client import PortableSessionClient
+from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE
 from tests.cli.cli_support import DEADLINE_SECONDS, user_texts
 from tests.cli.paused_model import ANSWER, PAUSED_AFTER, chat_mid_turn, paused_model
 from tests.cli.pty_support import COLUMNS, Terminal, screen, up_to_last_written
@@ -160,23 +162,27 @@ def test_a_warning_logged_while_something_is_typed_below_the_turn_shows_above_th
     with chat_mid_turn(tmp_path) as (chat, model):
         chat.type("half typed")
         chat.expect("half typed")
-        # Another writer holds the database past its busy timeout: the worker, writing the
-        # model's next words, logs that the session database failed.
-        holder = sqlite3.connect(chat.db, timeout=DEADLINE_SECONDS)
+        # Another program writes an event the chat cannot read: reading the Stream for the
+        # model's words, the chat logs that it skipped it. (Not a write lock held past the
+        # busy timeout, which the worker logs too, but only after 10 s.)
+        store = SqliteFlowStore(chat.db)
         try:
-            holder.execute("BEGIN EXCLUSIVE")
-            model.go_on()
-            chat.expect("the session database failed")
+            store.run(
+                lambda tx: tx.append_event(
+                    DEMO_FLOW_TYPE, "pty", '"not an event"', "elsewhere", datetime.now(UTC)
+                )
+            )
         finally:
-            holder.rollback()
-            holder.close()
+            store.close()
+        chat.expect("which no longer decodes")
+        model.go_on()
         chat.expect("Friday.")
         rows = chat.expect_last_rows(["agent> on Monday and arrives on Friday.", "you> half typed"])
         # Before, the record was written to the terminal in the middle of the prompt's row.
         assert [row for row in rows if "half typed" in row] == ["you> half typed"]
-        failed = next(n for n, row in enumerate(rows) if row.startswith("dex-agents: error: "))
+        warned = next(n for n, row in enumerate(rows) if row.startswith("dex-agents: warning: "))
         # On a line of its own: the model's text goes on below it.
-        assert rows[failed - 1] == PAUSED_AFTER.rstrip()
+        assert rows[warned - 1] == PAUSED_AFTER.rstrip()
         chat.send("\x15/quit")
         assert chat.exit_code() == 0
     assert user_texts(tmp_path / "db.sqlite3", "pty") == ["where is order 7?"]
