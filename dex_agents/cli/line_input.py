@@ -9,8 +9,8 @@ one of two readers:
   above the prompt, and the prompt is drawn again with what was typed so far
   (also when the terminal is resized, at its new width). A line ``write`` left
   open (a model's text as it streams) shows above the prompt, and goes on there
-  as more of it is written, so a prompt can wait below a running turn
-  (``reads_during_turns``).
+  as more of it is written (until a resize ends it), so a prompt can wait below a
+  running turn (``reads_during_turns``).
 - ``PipeInput`` otherwise: one thread reads whole lines, and text printed while
   a prompt waits is followed by the prompt again.
 
@@ -206,6 +206,14 @@ class TerminalInput:
             # at its new width already, and one that cut the rows lost their ends: either
             # way the prompt is drawn again, erased as the new width lays it out.
             self._redraw(editor.text)
+            # The line left open above takes rows that a terminal that rewraps laid out
+            # again and one that cuts kept as they were: going back up into it, as what
+            # continues it did, erased a row above it or left its start twice. It ends here
+            # instead (on a line of its own when no prompt shows below it): what continues
+            # it starts a line of its own.
+            if self._above and self._prompt is None:
+                _write_out("\n")
+            self._end_open_line()
 
         self._editor = editor
         self._prompt = None if until_typed and not editor.text else prompt

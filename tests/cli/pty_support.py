@@ -106,6 +106,8 @@ class Terminal:
         self.output = ""
         self._split = ""
         self.raw = ""  # everything read, as written: what ``screen`` draws
+        # Where in ``raw`` the terminal was resized, and to how many columns.
+        self._resizes: list[tuple[int, int]] = []
 
     def line_mode(self) -> bool:
         """Whether the terminal is in its usual line mode (canonical, echoing), as a shell
@@ -147,11 +149,21 @@ class Terminal:
         after it): the text an ``expect`` matched can be the draw that goes next.
         """
         deadline = time.monotonic() + DEADLINE_SECONDS
-        while (rows := up_to_last_written(screen(self.raw)))[-len(last) :] != last:
+        while (rows := up_to_last_written(self._screen()))[-len(last) :] != last:
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"the screen's last rows are not {last!r}:\n" + "\n".join(rows)
             self._read(remaining, repr(last))
         return rows
+
+    def _screen(self) -> list[str]:
+        """The rows shown after ``raw``, resized where ``resize`` was called (``Screen``)."""
+        shown, drawn = Screen(), 0
+        for at, columns in self._resizes:
+            shown.feed(self.raw[drawn:at])
+            shown.resize(columns)
+            drawn = at
+        shown.feed(self.raw[drawn:])
+        return shown.rows()
 
     def _read(self, seconds: float, awaited: str) -> None:
         ready, _, _ = select.select([self.master], [], [], seconds)
@@ -202,7 +214,9 @@ class Terminal:
 
     def resize(self, columns: int) -> None:
         """Make the terminal ``columns`` wide, and send SIGWINCH as the terminal does to its
-        foreground job (the chat has no controlling terminal here, so the kernel would not)."""
+        foreground job (the chat has no controlling terminal here, so the kernel would not).
+        What was read so far was drawn at the old width (``expect_last_rows``)."""
+        self._resizes.append((len(self.raw), columns))
         fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
         os.killpg(self.process.pid, signal.SIGWINCH)
 
