@@ -29,22 +29,24 @@ from dex_agents.cli.database import demo_flow, open_chat_runtime
 from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
+from dex_agents.cli.interrupt_texts import (
+    TURN_WAS_CANCELLED,
+    answered_elsewhere_text,
+    gone_reason,
+    refusal_reason,
+)
 from dex_agents.cli.line_input import LineInput, open_line_input
 from dex_agents.cli.listing import ended_status
 from dex_agents.cli.live_text import LiveText
 from dex_agents.cli.log_lines import records_shown_by
 from dex_agents.cli.mcp_servers import describe_servers, mcp_tool_source
 from dex_agents.cli.real_model import real_model_client
-from dex_agents.domain.builtin_tools import is_allowed_answer
-from dex_agents.domain.events import InterruptResolvedPayload
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.session_ids import validate_session_id
-from dex_agents.domain.tool_calls import CancellationReason
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import FlowNotFoundError
 
-_TURN_WAS_CANCELLED = "its turn was cancelled"
 _T = TypeVar("_T")
 # What the chat does as it starts following the session again: send a message or an
 # answer, or say why a prompt ended.
@@ -56,56 +58,6 @@ class _Ended:
     """A prompt ended by the session, not by a typed line: ``snapshot`` no longer asks it."""
 
     snapshot: AgentSnapshot
-
-
-def refusal_reason(interrupt: AgentInterrupt, answer: str | None, now: datetime) -> str:
-    """The best reason the session can have had to refuse ``answer`` (``None`` for a
-    decision) to ``interrupt``, which is still pending."""
-    if interrupt.deadline is not None and now >= interrupt.deadline:
-        return f"its deadline passed at {interrupt.deadline:%Y-%m-%d %H:%M:%S} UTC"
-    if answer is not None and not is_allowed_answer(
-        answer, choices=interrupt.choices, allows_free_text=interrupt.allows_free_text
-    ):
-        choices = ", ".join(terminal.escaped(choice) for choice in interrupt.choices)
-        return f"the question takes one of: {choices}" if choices else "the answer is blank"
-    return "the session refused it (its turn may be ending or being cancelled)"
-
-
-def gone_reason(
-    interrupt: AgentInterrupt,
-    snapshot: AgentSnapshot,
-    now: datetime,
-    cancelled: CancellationReason | None = None,
-) -> str | None:
-    """Why ``interrupt`` is no longer pending, when it was not another window's answer.
-
-    ``cancelled`` is the cancellation reason the Stream reported for it: once the
-    cancelled or steered turn ended, its call is no longer in ``snapshot``.
-    """
-    if interrupt.deadline is not None and now >= interrupt.deadline:
-        return f"its deadline passed at {interrupt.deadline:%Y-%m-%d %H:%M:%S} UTC"
-    call = next((c for c in snapshot.tool_calls if c.tool_call_id == interrupt.tool_call_id), None)
-    reason = (None if call is None else call.cancellation_reason) or cancelled
-    if reason is CancellationReason.TURN_CANCELLED:
-        return _TURN_WAS_CANCELLED
-    if reason is CancellationReason.STEERED:
-        return "its turn was steered by a newer message"
-    return None
-
-
-def answered_elsewhere_text(
-    interrupt: AgentInterrupt, resolved: InterruptResolvedPayload | None
-) -> str:
-    """What the chat says when another window resolved ``interrupt`` while its prompt waited;
-    ``resolved`` is its ``interrupt_resolved`` event, when the Stream reported it."""
-    if interrupt.kind == InterruptKind.QUESTION:
-        declined = resolved is not None and not resolved.answered
-        return f"this question was {'declined' if declined else 'answered'} elsewhere"
-    if resolved is None:
-        return "this approval was answered elsewhere"
-    return (
-        f"this approval was answered elsewhere: {'approved' if resolved.approved else 'rejected'}"
-    )
 
 
 class _Chat:
@@ -286,7 +238,7 @@ class _Chat:
             self._follower.say(answered_elsewhere_text(interrupt, resolved))
             return
         self._follower.say(f"this {what} was withdrawn: {gone}")
-        if gone == _TURN_WAS_CANCELLED:  # said once: not again when the chat is idle
+        if gone == TURN_WAS_CANCELLED:  # said once: not again when the chat is idle
             self._follower.cancellation_shown(interrupt.turn_id)
 
     async def _explain_refusal(self, interrupt: AgentInterrupt, answer: str | None) -> None:
@@ -301,7 +253,7 @@ class _Chat:
             self._follower.say(f"this answer was not accepted: {reason}")
         elif (gone := await self._gone_reason(interrupt, snapshot, now)) is not None:
             self._follower.say(f"this answer was not accepted: {gone}")
-            if gone == _TURN_WAS_CANCELLED:  # said once: not again when the chat is idle
+            if gone == TURN_WAS_CANCELLED:  # said once: not again when the chat is idle
                 self._follower.cancellation_shown(interrupt.turn_id)
         else:
             # What the other window decided shows next, as the session carries it out.

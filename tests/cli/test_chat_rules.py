@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dex_agents.cli.chat import answered_elsewhere_text, gone_reason, refusal_reason
 from dex_agents.cli.commands import (
     LineKind,
     Prompt,
@@ -15,6 +14,7 @@ from dex_agents.cli.commands import (
     help_lines,
     parse_line,
 )
+from dex_agents.cli.interrupt_texts import answered_elsewhere_text, gone_reason, refusal_reason
 from dex_agents.cli.prompts import not_sent_text
 from dex_agents.cli.terminal import (
     escaped,
