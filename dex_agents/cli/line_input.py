@@ -104,6 +104,14 @@ def _write_out(text: str) -> None:
     sys.stdout.flush()
 
 
+def _columns() -> int:
+    """How wide the terminal is; ``0`` when that is unknown."""
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        return 0
+
+
 class TerminalInput:
     """Lines typed at a terminal, read key by key while a prompt is open."""
 
@@ -121,6 +129,7 @@ class TerminalInput:
         self._ending_line = False  # a prompt that ends stays, with a line break after it
         self._above = ""  # the last line written, as shown, when no line break ended it yet
         self._above_ended = False  # by a prompt's line: ``open_line_ended``
+        self._width = _columns()  # as the rows shown were laid out: a resize changes it
 
     async def read_line(
         self, prompt: str, *, keep_partial: bool = False, until_typed: bool = False
@@ -207,13 +216,15 @@ class TerminalInput:
             # way the prompt is drawn again, erased as the new width lays it out.
             self._redraw(editor.text)
             # The line left open above takes rows that a terminal that rewraps laid out
-            # again and one that cuts kept as they were: going back up into it, as what
-            # continues it did, erased a row above it or left its start twice. It ends here
-            # instead (on a line of its own when no prompt shows below it): what continues
-            # it starts a line of its own.
-            if self._above and self._prompt is None:
-                _write_out("\n")
-            self._end_open_line()
+            # again and one that cuts kept as they were: where their numbers differ, going
+            # back up into it, as what continues it does, erased a row above it or left
+            # its start twice. It ends there instead (on a line of its own when no prompt
+            # shows below it): what continues it starts a line of its own.
+            drawn, self._width = self._width, _columns()
+            if self._above and self._open_line_rows(drawn) != self._open_line_rows():
+                if self._prompt is None:
+                    _write_out("\n")
+                self._end_open_line()
 
         self._editor = editor
         self._prompt = None if until_typed and not editor.text else prompt
@@ -287,14 +298,14 @@ class TerminalInput:
         if self._above:
             self._above, self._above_ended = "", True
 
-    def _open_line_rows(self) -> int:
-        """How many rows up from the row below it the open line starts."""
-        try:
-            columns = os.get_terminal_size(sys.stdout.fileno()).columns
-        except (OSError, ValueError):
-            columns = 0
+    def _open_line_rows(self, columns: int | None = None) -> int:
+        """How many rows up from the row below it the open line starts, on a terminal
+        ``columns`` wide (as wide as it is now by default)."""
         # A tab moves to the next multiple of 8 columns, as terminals set their tab stops.
-        return rows_above_cursor(self._above.expandtabs(), columns) + 1
+        return (
+            rows_above_cursor(self._above.expandtabs(), _columns() if columns is None else columns)
+            + 1
+        )
 
     def _back_to_open_line(self) -> None:
         """With the prompt erased, put the cursor back at the end of the line left open
@@ -305,11 +316,7 @@ class TerminalInput:
     def _rows_up(self, typed: str) -> int:
         if self._prompt is None:
             return 0
-        try:
-            columns = os.get_terminal_size(sys.stdout.fileno()).columns
-        except (OSError, ValueError):
-            columns = 0
-        return rows_above_cursor(self._prompt + shown(typed), columns)
+        return rows_above_cursor(self._prompt + shown(typed), _columns())
 
     def _clear(self, typed: str | None = None) -> None:
         """Erase the open prompt and what was typed at it; the cursor ends where it began.
