@@ -35,12 +35,13 @@ from dex_agents.cli.interrupt_texts import (
     gone_reason,
     refusal_reason,
 )
-from dex_agents.cli.line_input import LineInput, open_line_input
+from dex_agents.cli.line_input import open_line_input
 from dex_agents.cli.listing import ended_status
 from dex_agents.cli.live_text import LiveText
 from dex_agents.cli.log_lines import records_shown_by
 from dex_agents.cli.mcp_servers import describe_servers, mcp_tool_source
 from dex_agents.cli.real_model import real_model_client
+from dex_agents.cli.typed_lines import LineInput
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.session_ids import validate_session_id

@@ -21,7 +21,7 @@ from dex_agents.cli.commands import (
     parse_line,
     unknown_command_text,
 )
-from dex_agents.cli.line_input import LineInput
+from dex_agents.cli.typed_lines import LineInput
 from dex_agents.domain.builtin_tools import is_allowed_answer
 from dex_agents.domain.interrupts import AgentInterrupt
 
