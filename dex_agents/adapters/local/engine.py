@@ -31,6 +31,7 @@ from dex_agents.adapters.local.flow_change_waits import FlowChanges
 from dex_agents.adapters.local.group_commit import GroupCommitQueue
 from dex_agents.adapters.local.handoff import HandOffTarget
 from dex_agents.adapters.local.history_retention import DEFAULT_STEP_HISTORY_LIMIT
+from dex_agents.adapters.local.read_rounds import ReadRounds
 from dex_agents.adapters.local.registry import RegisteredFlow, register_flows
 from dex_agents.adapters.local.stalled_workers import StalledWorkers
 from dex_agents.adapters.local.store_errors import StoreError
@@ -108,6 +109,7 @@ class LocalEngine:
         self._work_wakes: set[WakeUp] = set()  # workers waiting for work (``wait_for_work``)
         self._last_counter: int | None = None
         self._commits = GroupCommitQueue(store, self._executor)
+        self._reads = ReadRounds()  # the reads of one pass of the loop share a transaction
         self._flow_changes = FlowChanges(store if isinstance(store, FlowChangeLog) else None)
         self._watcher: asyncio.Task[None] | None = None
         # The store's write signal, read on the loop of the first wait.
@@ -195,12 +197,16 @@ class LocalEngine:
         inline = self._commits.inline
         if inline is not None:
             # A read in place finishes without suspending, so let the loop's other tasks
-            # run first: a caller polling in a tight loop must not starve the worker.
-            await asyncio.sleep(0)
+            # run first: a caller polling in a tight loop must not starve the worker. The
+            # reads asked for meanwhile run with this one (``read_rounds.py``).
+            read = self._reads.queue(work)
             try:
-                return inline.try_read(work)
+                await asyncio.sleep(0)
+                return self._reads.run(inline, read)
             except StoreWouldWaitError:
                 pass
+            finally:
+                self._reads.drop(read)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.store.read, work)
 
