@@ -15,8 +15,9 @@ still yields once, as before, and sees a snapshot taken after it was asked
 for; reads of one pass share the snapshot, as reads run in the same instant
 would. A read whose work raises is run again alone, so its caller gets the
 error a read alone gives (the store translates SQLite's and a damaged value's
-errors for the transaction, and an error of SQLite may have ended it for the
-reads after it too), and so is a read that a cancelled runner left behind.
+errors for the transaction), and so is every read after it in the round, since
+an error of SQLite may have ended the transaction for them too, and so is a
+read that a cancelled runner left behind.
 """
 
 from __future__ import annotations
@@ -106,5 +107,8 @@ def _run_each(tx: StoreTransaction, reads: list[QueuedRead[Any]]) -> None:
         try:
             read.value = read.work(tx)
         except Exception:
-            continue  # run again alone by its caller, who gets the error it gives then
+            # This read and every one after it run alone: an error may have ended the
+            # transaction, and the reads after it must not see a snapshot of their own
+            # per statement.
+            return
         read.done = True
