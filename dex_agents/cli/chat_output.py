@@ -9,6 +9,13 @@ A model call's deltas all commit before its message, but the Stream follower can
 lag behind the snapshot: a stored text may arrive before any of its deltas. Such
 a text is kept, and later deltas of the same turn that spell its beginning are
 held back; if they turn out to say something else, they are shown after all.
+
+A chat may follow one session for days, so a model call's text is forgotten once
+no delta of it can come again: turns run one after another, and each call's
+deltas commit before its stored message, so once a delta of a later turn
+arrives, every call whose stored text was shown (``done``) has had all of its
+deltas. Until 2026-12-07 every call's text was kept for the life of the chat,
+and each stored text and flush walked all of them.
 """
 
 from __future__ import annotations
@@ -32,9 +39,15 @@ class ChatOutput:
 
     def __init__(self) -> None:
         self._calls: dict[LiveKey, _Call] = {}
+        self._turn = ""  # the turn of the latest call whose live text arrived
         self._open: LiveKey | None = None
         # Stored texts shown before any of their deltas: (turn ID, text, still unclaimed).
         self._early: list[tuple[str, str, bool]] = []
+
+    @property
+    def kept_calls(self) -> int:
+        """How many model calls' live text is kept now."""
+        return len(self._calls)
 
     def close(self) -> str:
         """End the open live line, if any, so what follows starts on a line of its own."""
@@ -49,7 +62,13 @@ class ChatOutput:
 
     def arrive(self, key: LiveKey, fragment: str) -> None:
         """Record live text; ``stored`` and ``flush`` decide what to show of it."""
-        call = self._calls.setdefault(key, _Call())
+        call = self._calls.get(key)
+        if call is None:
+            if key[0] and key[0] != self._turn:
+                self._turn = key[0]
+                # A later turn's first delta: no delta of an earlier turn follows it.
+                self._calls = {k: c for k, c in self._calls.items() if not c.done or k[0] == key[0]}
+            call = self._calls[key] = _Call()
         if not call.done:
             call.text += fragment
 

@@ -287,6 +287,26 @@ def test_held_back_deltas_that_say_something_else_are_shown_after_all() -> None:
     assert output.stored("turn-1", "Help me") == "\n"
 
 
+def test_a_later_turn_forgets_the_calls_whose_text_was_shown() -> None:
+    # A chat that follows a session for days kept every model call's text, and walked
+    # them all at each stored text and flush.
+    output = ChatOutput()
+    for turn in range(1, 201):
+        key = (f"turn-{turn}", "RunModel-1", 1)
+        output.arrive(key, "Hel")
+        # The previous turn's stored text comes with the snapshot read after this delta.
+        if turn > 1:
+            assert output.stored(f"turn-{turn - 1}", "Hello") == "lo\n"
+        assert output.flush() == "agent> Hel"
+        output.arrive(key, "lo")
+        assert output.kept_calls <= 2
+    assert output.stored("turn-200", "Hello") == "lo\n"
+    # Every earlier turn's call has been forgotten: the next turn's delta leaves its own alone.
+    output.arrive(("turn-201", "RunModel-1", 1), "Next")
+    assert output.kept_calls == 1
+    assert output.flush() == "agent> Next"
+
+
 def test_live_text_of_another_turn_is_never_taken_for_a_stored_text() -> None:
     output = ChatOutput()
     assert output.stored("turn-1", "Done.") == "agent> Done.\n"
