@@ -79,6 +79,11 @@ class Follower:
         self._last_turn = ""
         self._opening = False  # the messages so far of _last_turn are all user messages
 
+    @property
+    def kept_calls(self) -> int:
+        """How many tool calls' statuses the follower and its Stream reader keep now."""
+        return len(self._statuses) + len(self._finished) + len(self._live.finished_ids())
+
     def mark_seen(self, snapshot: AgentSnapshot) -> None:
         """Treat everything in ``snapshot`` as shown already."""
         self._last_sequence = max((m.sequence for m in snapshot.messages), default=0)
@@ -267,6 +272,7 @@ class Follower:
         that interrupt is no longer pending (the prompt that asks it ends first)."""
         live_text = self._take()
         sent_before = self._own.count
+        finished_before = self._live.finished_ids()
         snapshot = await self._client.get_agent_snapshot(self._session)
         if unless_gone is not None and not _pending(snapshot, unless_gone):
             self._held = live_text
@@ -274,6 +280,14 @@ class Follower:
         await self._live.wait_for_finished(self._unknown_results(snapshot), _CATCH_UP)
         await self._live.wait_for_plan_executions(self._plan_execution_turns(snapshot), _CATCH_UP)
         self.show(snapshot, live_text, live=live, sent_before=sent_before)
+        # A chat may follow a session for days. A call the snapshot no longer lists belongs
+        # to a turn that ended before the read, so its stored result was shown by now: its
+        # status, whether it was shown, and the Stream's status (read before the snapshot)
+        # are needed no more. mark_seen keeps the listed calls alone likewise.
+        listed = {call.tool_call_id for call in snapshot.tool_calls}
+        self._statuses = {key: value for key, value in self._statuses.items() if key in listed}
+        self._finished &= listed
+        self._live.forget_finished(finished_before - listed)
         return snapshot
 
     def _say_how_it_ended(self, snapshot: AgentSnapshot, attention: SessionAttention) -> None:

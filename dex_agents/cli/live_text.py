@@ -131,6 +131,15 @@ class LiveText:
             lambda: all(call_id in self._finished for call_id in tool_call_ids), within
         )
 
+    def finished_ids(self) -> frozenset[str]:
+        """The calls whose ``tool_call_finished`` event arrived so far."""
+        return frozenset(self._finished)
+
+    def forget_finished(self, tool_call_ids: Collection[str]) -> None:
+        """Forget the final status of calls whose stored results were shown already."""
+        for tool_call_id in tool_call_ids:
+            self._finished.pop(tool_call_id, None)
+
     def plan_execution(self, turn_id: str) -> int | None:
         """The plan revision whose approval started ``turn_id`` (its ``plan_execution_started``
         event), if that event arrived."""

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from dex_agents import AgentSessionFlow
 from dex_agents.adapters.local.transitions import cancel_steps
 from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.cli.chat_output import ChatOutput
+from dex_agents.cli.database import demo_flow
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
 from dex_agents.cli.live_text import LiveText
@@ -241,6 +243,33 @@ async def test_a_session_that_fails_while_followed_ends_the_wait_saying_why(
         expected = r"^session 's1' is failed: Step RunModel failed: boom$"
         with pytest.raises(CliError, match=expected):
             await asyncio.wait_for(chat.following, DEADLINE_SECONDS)
+
+
+async def test_a_followed_chat_forgets_the_tool_calls_of_turns_it_has_shown(tmp_path: Path) -> None:
+    # A chat that follows a session for days kept three entries for every tool call.
+    flow = demo_flow()
+    async with LocalRuntime(tmp_path / "chat.db", [flow], workers=1) as runtime:
+        client = runtime.sessions(flow)
+        await client.open_session("s1")
+        live = LiveText(runtime.flow_client, flow, "s1")
+        await live.start()
+        shown: list[str] = []
+        follower = Follower(client, "s1", live, write=shown.append)
+        try:
+            for number in range(1, 11):
+                text = f"where is order {number}"
+                follower.sent(text)
+                await client.send_user_message("s1", text)
+                await asyncio.wait_for(follower.until_person(), DEADLINE_SECONDS)
+                assert follower.kept_calls == 0
+        finally:
+            await live.stop()
+    # Each call's result is still shown once, with its status.
+    tools = [line for line in "".join(shown).splitlines() if line.startswith("tool> ")]
+    assert len(tools) == 10
+    for number, line in enumerate(tools, start=1):
+        assert line.startswith("tool> lookup_order -> succeeded: ")
+        assert f'"order_id": "{number}"' in line
 
 
 def test_stored_text_completes_the_open_live_line() -> None:
