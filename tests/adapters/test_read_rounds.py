@@ -176,3 +176,21 @@ def test_a_pass_reads_a_commit_made_before_its_reads_were_asked_for(tmp_path: Pa
         other.close()
         store.close()
     assert [getattr(each, "flow_id", None) for each in outcomes] == ["f0", None, "f0", "late"]
+
+
+def test_a_read_that_writes_raises_in_a_round_as_alone(store: FlowStore) -> None:
+    engine = LocalEngine(store, [])
+
+    def writes(tx: StoreTransaction) -> str:
+        tx.put_value("f0", "noted", "", '"x"')
+        return "wrote"
+
+    try:
+        # The memory store finds the write once every work of the transaction has run.
+        outcomes = asyncio.run(_each(engine, [_flow_of("f1"), writes, _flow_of("f2")]))
+    finally:
+        engine.close()
+    assert [getattr(each, "flow_id", None) for each in outcomes] == ["f1", None, "f2"]
+    assert isinstance(outcomes[1], RuntimeError)
+    assert str(outcomes[1]) == "FlowStore.read work must not write"
+    assert store.read(lambda tx: tx.get_value("f0", "noted", "")) is None

@@ -17,7 +17,9 @@ would. A read whose work raises is run again alone, so its caller gets the
 error a read alone gives (the store translates SQLite's and a damaged value's
 errors for the transaction), and so is every read after it in the round, since
 an error of SQLite may have ended the transaction for them too, and so is a
-read that a cancelled runner left behind.
+read that a cancelled runner left behind. A round whose transaction raises
+(the memory store checks that no read wrote once every work has run) gives no
+values: each of its reads runs alone.
 """
 
 from __future__ import annotations
@@ -91,7 +93,11 @@ class ReadRounds:
                 self._queued[:0] = queued
                 raise
             except Exception:
-                pass  # not the error of any one read: each read not done runs alone
+                # Not the error of any one read, but the transaction's: the values it gave
+                # stand on nothing (the memory store undoes a read that wrote, and raises,
+                # once every work has run), so each read runs alone and gets its own outcome.
+                for each in queued:
+                    each.done = False
         if read.done:
             value: R = read.value
             return value
