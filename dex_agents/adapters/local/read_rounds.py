@@ -77,7 +77,8 @@ class ReadRounds:
 
     def run(self, store: InlineFlowStore, read: QueuedRead[R]) -> R:
         """``read``'s value: run with every read still queued in one ``try_read`` unless a
-        round ran it already; alone when its work raised there, or when it is alone.
+        round ran it already; alone when its work or the round's transaction raised there,
+        or when it is alone.
         ``StoreWouldWaitError`` when the store is busy, with nothing run: the reads stay
         queued for their own callers."""
         if not read.taken:
