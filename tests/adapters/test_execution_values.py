@@ -17,21 +17,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dex_agents.adapters.local.sqlite_row_reads import decode_execution, decode_flow
 from dex_agents.adapters.local.sqlite_rows import (
     changed_execution_values,
-    decode_execution,
     execution_fields,
     execution_insert_statement,
     execution_update_statement,
+    row_params,
     stored_execution_row,
     stored_execution_values,
 )
 from dex_agents.adapters.local.sqlite_schema import (
     EXECUTION_COLUMNS,
     EXECUTION_DATA,
+    FLOW_COLUMNS,
     SCHEMA,
 )
-from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus
+from dex_agents.adapters.local.store_rows import EXECUTION_TIME_FIELDS
+from dex_agents.ports.flow_rows import ExecutionRow, ExecutionStatus, FlowRow, FlowStatus
 from tests.adapters.flow_store_rows import execution
 
 _TIMES = st.one_of(
@@ -169,3 +172,48 @@ def test_an_insert_and_an_update_store_their_nulls_and_values_in_place(
         connection.execute(*execution_update_statement(7, stored, changed))
     assert connection.execute(select, (7,)).fetchone() == stored_execution_row(7, stored)
     connection.close()
+
+
+def test_every_column_of_a_stored_row_is_read_back_into_its_own_field() -> None:
+    # The decoders name each column in place (sqlite_rows): every field here differs from
+    # every other, so two columns read into each other's fields, or a time, a flag or a
+    # packed text left as stored, fails.
+    times: dict[str, Any] = {
+        name: datetime(2026, 3, 1, tzinfo=UTC) + timedelta(hours=i)
+        for i, name in enumerate(EXECUTION_TIME_FIELDS)
+    }
+    texts: dict[str, Any] = {
+        name: f"{name}-{'x' * 300 if name in {'options', 'wait', 'wait_result'} else 'v'}"
+        for name in EXECUTION_COLUMNS
+        if name not in {*times, "status", "id", "attempt", "attempt_started", "cancel_requested"}
+    }
+    row = ExecutionRow(
+        **times,
+        **texts,
+        status=ExecutionStatus.COMPLETED,
+        id=41,
+        attempt=3,
+        attempt_started=True,
+        cancel_requested=False,
+    )
+    stored = stored_execution_values(execution_fields(row))
+    assert isinstance(stored[EXECUTION_DATA.index("wait")], bytes)  # finished: packed
+    assert decode_execution(stored_execution_row(41, stored)) == row
+    flipped = replace(row, attempt_started=False, cancel_requested=True)
+    stored = stored_execution_values(execution_fields(flipped))
+    read = decode_execution(stored_execution_row(41, stored))
+    assert read == flipped
+    assert type(read.attempt_started) is bool
+    assert type(read.cancel_requested) is bool  # SQLite's 1 equals True: the type tells
+    flow = FlowRow(
+        "f-id",
+        "f-type",
+        "f-run",
+        FlowStatus.FAILED,
+        "f-input",
+        datetime(2026, 3, 1, tzinfo=UTC),
+        datetime(2026, 3, 2, tzinfo=UTC),
+        "f-output",
+        "f-reason",
+    )
+    assert decode_flow(tuple(row_params(flow, FLOW_COLUMNS).values())) == flow

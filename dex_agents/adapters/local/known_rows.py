@@ -31,10 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from dex_agents.adapters.local.sqlite_rows import (
-    decode_execution,
-    decode_flow,
-)
+from dex_agents.adapters.local.sqlite_row_reads import decode_execution, decode_flow
 from dex_agents.adapters.local.sqlite_schema import (
     EXECUTION_COLUMNS,
 )

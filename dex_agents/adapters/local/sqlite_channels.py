@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from dex_agents.adapters.local.known_rows import KnownFlow, KnownRows
+from dex_agents.adapters.local.sqlite_row_reads import decode_message
 from dex_agents.adapters.local.sqlite_rows import (
-    decode_message,
     stored_time,
 )
 from dex_agents.adapters.local.sqlite_schema import (

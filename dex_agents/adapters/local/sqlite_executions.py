@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from dex_agents.adapters.local.known_rows import ACTIVE_STATUSES, KnownRows
+from dex_agents.adapters.local.sqlite_row_reads import decode_execution
 from dex_agents.adapters.local.sqlite_rows import (
     EXECUTION_DATA_POSITIONS,
     EXECUTION_INSERT,
     changed_execution_values,
-    decode_execution,
     decode_time,
     encode_time,
     execution_fields,

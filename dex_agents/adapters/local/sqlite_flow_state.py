@@ -24,8 +24,8 @@ from dex_agents.adapters.local.damaged_values import (
     scrub_undecodable_text,
 )
 from dex_agents.adapters.local.known_rows import KnownRows
+from dex_agents.adapters.local.sqlite_row_reads import decode_flow
 from dex_agents.adapters.local.sqlite_rows import (
-    decode_flow,
     row_params,
 )
 from dex_agents.adapters.local.sqlite_schema import (

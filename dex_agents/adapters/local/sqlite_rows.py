@@ -14,21 +14,16 @@ from typing import Any
 from dex_agents.adapters.local.sqlite_schema import (
     EXECUTION_COLUMNS,
     EXECUTION_DATA,
-    FLOW_COLUMNS,
 )
 from dex_agents.adapters.local.store_rows import (
     EXECUTION_TIME_FIELDS,
-    FLOW_TIME_FIELDS,
     utc_time,
 )
-from dex_agents.adapters.local.stored_text import pack_history_field, unpack
+from dex_agents.adapters.local.stored_text import pack_history_field
 from dex_agents.ports.flow_rows import (
-    EventRow,
     ExecutionRow,
     ExecutionStatus,
     FlowRow,
-    FlowStatus,
-    MessageRow,
 )
 
 
@@ -82,43 +77,16 @@ def row_params(row: FlowRow | ExecutionRow, columns: Sequence[str]) -> dict[str,
     return {name: encode_value(getattr(row, name)) for name in columns}
 
 
-_FLOW_TIMES = tuple(FLOW_COLUMNS.index(name) for name in FLOW_TIME_FIELDS)
-_FLOW_STATUS = FLOW_COLUMNS.index("status")
-
-
-# A status read or written a hundred times a turn is looked up here: calling the enum
-# costs about ten times as much. A StrEnum member hashes and compares as its text, so
-# either finds its entry; anything else goes to the enum, which raises ValueError.
-_FLOW_STATUSES = {status.value: status for status in FlowStatus}
-_EXECUTION_STATUSES = {status.value: status for status in ExecutionStatus}
+# A status written a hundred times a turn is looked up here: calling the enum costs about
+# ten times as much. A StrEnum member hashes and compares as its text, so either finds its
+# entry; anything else goes to the enum, which raises ValueError.
 _EXECUTION_STATUS_TEXTS = {status.value: status.value for status in ExecutionStatus}
-
-
-def _flow_status(text: Any) -> FlowStatus:
-    found = _FLOW_STATUSES.get(text) if isinstance(text, str) else None
-    return found if found is not None else FlowStatus(text)
-
-
-def _execution_status(value: Any) -> ExecutionStatus:
-    # A status or its stored text; ValueError (from the enum) for anything else.
-    found = _EXECUTION_STATUSES.get(value) if isinstance(value, str) else None
-    return found if found is not None else ExecutionStatus(value)
 
 
 def _execution_status_text(value: Any) -> str:
     # The member's text without the enum's value property, which costs as much as the lookup.
     found = _EXECUTION_STATUS_TEXTS.get(value) if isinstance(value, str) else None
     return found if found is not None else ExecutionStatus(value).value
-
-
-def decode_flow(values: Sequence[Any]) -> FlowRow:
-    # By position (FLOW_COLUMNS is FlowRow's fields in order): the kept row of a session is
-    # decoded afresh for each of the dozen reads of it a turn makes.
-    data = list(values)
-    for position in _FLOW_TIMES:
-        data[position] = decode_time(data[position])
-    data[_FLOW_STATUS] = _flow_status(data[_FLOW_STATUS])
-    return FlowRow(*data)
 
 
 # A turn writes and reads a few dozen execution rows, so their columns are handled by
@@ -135,13 +103,6 @@ _FINISHED_STATUSES = frozenset(
 )
 _DATA_HISTORY = tuple(EXECUTION_DATA.index(name) for name in _HISTORY_FIELDS)
 _DATA_OPTIONS = EXECUTION_DATA.index("options")
-_COLUMN_HISTORY = tuple(EXECUTION_COLUMNS.index(name) for name in _HISTORY_FIELDS)
-_COLUMN_TIMES = tuple(EXECUTION_COLUMNS.index(name) for name in EXECUTION_TIME_FIELDS)
-_COLUMN_STATUS = EXECUTION_COLUMNS.index("status")
-_COLUMN_FLAGS = (
-    EXECUTION_COLUMNS.index("attempt_started"),
-    EXECUTION_COLUMNS.index("cancel_requested"),
-)
 
 EXECUTION_INSERT = (
     f"INSERT INTO step_executions ({', '.join(EXECUTION_DATA)}) "
@@ -317,31 +278,3 @@ def changed_execution_values(
             changed.append(position)
     changed.sort()
     return stored, changed
-
-
-def decode_execution(values: Sequence[Any]) -> ExecutionRow:
-    data = list(values)
-    for position in _COLUMN_HISTORY:
-        if isinstance(data[position], bytes):
-            data[position] = unpack(data[position])
-    for position in _COLUMN_TIMES:
-        if data[position] is not None:
-            data[position] = datetime.fromisoformat(data[position])
-    data[_COLUMN_STATUS] = _execution_status(data[_COLUMN_STATUS])
-    for position in _COLUMN_FLAGS:
-        data[position] = bool(data[position])
-    return ExecutionRow(*data)
-
-
-def decode_message(values: Sequence[Any]) -> MessageRow:
-    seq, flow_id, channel, key, message_id, value, created_at = values
-    return MessageRow(
-        seq, flow_id, channel, key, message_id, value, datetime.fromisoformat(created_at)
-    )
-
-
-def decode_event(values: Sequence[Any]) -> EventRow:
-    event_id, flow_type, flow_id, value, source, created_at = values
-    return EventRow(
-        event_id, flow_type, flow_id, unpack(value), source, datetime.fromisoformat(created_at)
-    )

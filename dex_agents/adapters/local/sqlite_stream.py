@@ -26,8 +26,8 @@ from dex_agents.adapters.local.event_blocks import (
     sizes_in_id_order,
 )
 from dex_agents.adapters.local.known_rows import KnownRows
+from dex_agents.adapters.local.sqlite_row_reads import decode_event
 from dex_agents.adapters.local.sqlite_rows import (
-    decode_event,
     stored_time,
 )
 from dex_agents.adapters.local.sqlite_schema import (
