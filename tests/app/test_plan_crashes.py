@@ -20,13 +20,11 @@ from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.plans import PlanStatus
 from dex_agents.domain.state import InteractionMode
 from dex_agents.testing import Invocation
-from tests.app.crash_stack import Crash, crash_stack
+from tests.app.crash_stack import Crash
 from tests.app.phase_crash_agent import (
-    STATE_DIR_ENV,
-    build_phase_crash_flow,
     gate,
-    invocation_log,
 )
+from tests.app.phase_crashes import phase_crash
 
 PLAN = 'call write_todos {"todos": [{"content": "back up", "status": "pending"}]}'
 GATED = 'settings={"gates": ["model"]}'
@@ -34,10 +32,7 @@ GATED = 'settings={"gates": ["model"]}'
 
 @pytest.fixture
 async def crash(tmp_path: Path) -> AsyncIterator[Crash]:
-    log = invocation_log(tmp_path)
-    flow = build_phase_crash_flow()
-    worker = "tests.app.phase_crash_worker"
-    async with crash_stack(tmp_path, flow, worker, STATE_DIR_ENV, log) as crash:
+    async with phase_crash(tmp_path) as crash:
         yield crash
 
 
