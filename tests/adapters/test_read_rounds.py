@@ -4,6 +4,7 @@ gets what it would alone: its value, its own error, or nothing once cancelled.""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -88,18 +89,22 @@ def test_a_read_that_raises_gets_its_own_error_and_the_others_their_values(
     assert [type(each) for each in outcomes[1::2]] == [ItsOwnError, ItsOwnError]
 
 
+def _noted(ran: list[str], flow_id: str) -> Callable[[StoreTransaction], FlowRow | None]:
+    """A read of ``flow_id`` that notes in ``ran`` each time it runs."""
+
+    def work(tx: StoreTransaction) -> FlowRow | None:
+        ran.append(flow_id)
+        return tx.get_flow(flow_id)
+
+    return work
+
+
 def test_a_read_cancelled_before_its_pass_leaves_the_queue_and_the_others(
     store: FlowStore,
 ) -> None:
     engine = LocalEngine(store, [])
     ran: list[str] = []
-
-    def noted(flow_id: str) -> Callable[[StoreTransaction], FlowRow | None]:
-        def work(tx: StoreTransaction) -> FlowRow | None:
-            ran.append(flow_id)
-            return tx.get_flow(flow_id)
-
-        return work
+    noted = functools.partial(_noted, ran)
 
     async def main() -> list[object]:
         alone = asyncio.create_task(engine.read(noted("f1")))
@@ -131,13 +136,7 @@ def test_reads_that_find_the_store_busy_wait_for_it_and_each_run_once(
 ) -> None:
     engine = LocalEngine(store, [])
     ran: list[str] = []
-
-    def noted(flow_id: str) -> Callable[[StoreTransaction], FlowRow | None]:
-        def work(tx: StoreTransaction) -> FlowRow | None:
-            ran.append(flow_id)
-            return tx.get_flow(flow_id)
-
-        return work
+    noted = functools.partial(_noted, ran)
 
     async def main() -> list[object]:
         with write_held_open(store):
