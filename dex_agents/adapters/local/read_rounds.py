@@ -53,27 +53,23 @@ class ReadRounds:
     def __init__(self) -> None:
         self._threads = threading.local()
 
-    @property
     def _queued(self) -> list[QueuedRead[Any]]:
-        queued: list[QueuedRead[Any]] | None = getattr(self._threads, "queued", None)
-        if queued is None:
+        try:
+            queued: list[QueuedRead[Any]] = self._threads.queued
+        except AttributeError:
             queued = self._threads.queued = []
         return queued
-
-    @_queued.setter
-    def _queued(self, queued: list[QueuedRead[Any]]) -> None:
-        self._threads.queued = queued
 
     def queue(self, work: Callable[[StoreTransaction], R]) -> QueuedRead[R]:
         """Queue ``work``; its caller yields to the loop, then calls ``run``."""
         read = QueuedRead(work)
-        self._queued.append(read)
+        self._queued().append(read)
         return read
 
     def drop(self, read: QueuedRead[Any]) -> None:
         """Take ``read`` out of the queue unless a round took it (its caller was cancelled)."""
         if not read.taken:
-            self._queued.remove(read)
+            self._queued().remove(read)
 
     def run(self, store: InlineFlowStore, read: QueuedRead[R]) -> R:
         """``read``'s value: run with every read still queued in one ``try_read`` unless a
@@ -82,16 +78,22 @@ class ReadRounds:
         ``StoreWouldWaitError`` when the store is busy, with nothing run: the reads stay
         queued for their own callers."""
         if not read.taken:
-            queued, self._queued = self._queued, []
+            queued = self._queued()
+            if len(queued) == 1:
+                # Alone (a read stays queued until a round takes it), as most reads of a
+                # turn are: no round to set up, and a busy store leaves no other to requeue.
+                queued.clear()
+                read.taken = True
+                return store.try_read(read.work)
+            self._threads.queued = []
             for each in queued:
                 each.taken = True
             try:
-                if len(queued) > 1:
-                    store.try_read(lambda tx: _run_each(tx, queued))
+                store.try_read(lambda tx: _run_each(tx, queued))
             except StoreWouldWaitError:
                 for each in queued:
                     each.taken = False
-                self._queued[:0] = queued
+                self._queued()[:0] = queued
                 raise
             except Exception:
                 # Not the error of any one read, but the transaction's: the values it gave
