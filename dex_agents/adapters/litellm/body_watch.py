@@ -11,8 +11,10 @@ response hook passes each body to the watch of the call that sent the request
 (``watching``), or, for a stream whose HTTP response LiteLLM returns unread
 (the OpenAI SDK's, the Responses API's), by wrapping that response's body
 (``watch_response``). The body is read before the HTTP client decodes it, so
-the watched client asks for it uncompressed, and a compressed body is not
-watched. The calls of one event loop share the watched client, so their
+the watched client asks for it uncompressed, so that a watch may mend its
+lines; a body sent gzip- or deflate-compressed anyway (the SDKs ask for one) is
+watched through a decompressed copy, passed on as it came, unmended, and one of
+another encoding is not watched. The calls of one event loop share the watched client, so their
 connections are reused as on LiteLLM's own shared client; LiteLLM's client
 cache keeps it, one per event loop, and closes it as it closes its own. A call
 whose body was never watched (a caller's own ``client``) is read as before.
@@ -21,7 +23,8 @@ whose body was never watched (a caller's own ``client``) is read as before.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
@@ -118,15 +121,21 @@ def watch_response(response: object, watch: BodyWatch) -> bool:
     """
     if not isinstance(response, httpx.Response) or response.is_stream_consumed:
         return False
-    if response.headers.get("content-encoding", "identity").strip().lower() != "identity":
-        # The body is read before the HTTP client decodes it: a compressed one is
-        # not read at all, rather than read as a body that said nothing.
+    encodings = [
+        name.strip().lower()
+        for name in response.headers.get("content-encoding", "").split(",")
+        if name.strip().lower() not in ("", "identity")
+    ]
+    if len(encodings) > 1 or (encodings and encodings[0] not in _INFLATED_ENCODINGS):
+        # The body is read before the HTTP client decodes it: one the watch cannot
+        # decompress is not read at all, rather than read as a body that said nothing.
         return False
     body = response.stream
     if not isinstance(body, httpx.AsyncByteStream) or isinstance(body, _WatchedBody):
         return False
     watch.watched = True
-    response.stream = _WatchedBody(body, watch, _is_event_stream(response))
+    inflater = _Inflater(encodings[0]) if encodings else None
+    response.stream = _WatchedBody(body, watch, _is_event_stream(response), inflater)
     return True
 
 
@@ -150,34 +159,101 @@ async def _show_to_watch(response: httpx.Response) -> None:
         watch_response(response, watch)
 
 
+_INFLATED_ENCODINGS: Final = frozenset({"gzip", "deflate"})
+"""The content encodings whose body the watch reads through a decompressed copy."""
+
+
+class _Inflater:
+    """A body's gzip or deflate compression undone, piece by piece, as httpx undoes it."""
+
+    def __init__(self, encoding: str) -> None:
+        self._gzip = encoding == "gzip"
+        # Deflate is zlib-wrapped by the standard and sent raw by some servers:
+        # the first piece tells, as httpx's own decoder reads it.
+        self._first = not self._gzip
+        self._decompressor = zlib.decompressobj(
+            zlib.MAX_WBITS | 16 if self._gzip else zlib.MAX_WBITS
+        )
+
+    def inflate(self, piece: bytes) -> bytes:
+        """The plain bytes of ``piece``; raises ``zlib.error`` for a body that is not so compressed."""
+        first, self._first = self._first, False
+        try:
+            return self._decompressor.decompress(piece)
+        except zlib.error:
+            if not first:
+                raise
+            self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
+            return self._decompressor.decompress(piece)
+
+    def flush(self) -> bytes:
+        """The plain bytes the decompressor still holds at the body's end."""
+        return self._decompressor.flush()
+
+
 class _WatchedBody(httpx.AsyncByteStream):
     """A response body passed on line by line, each line as the watch passes it on.
 
     A line is passed on once it is complete: LiteLLM reads the body by lines,
     so holding a line's first part until its end delays nothing it reads. A
     body that is not an event stream is also kept, up to ``_BODY_LIMIT``, for
-    the watch to read whole once it ends.
+    the watch to read whole once it ends. A compressed body (``inflater``) is
+    passed on as it came, the watch reading its decompressed copy; a copy that
+    does not decompress stops the watch, which then judges nothing.
     """
 
-    def __init__(self, body: httpx.AsyncByteStream, watch: BodyWatch, event_stream: bool) -> None:
+    def __init__(
+        self,
+        body: httpx.AsyncByteStream,
+        watch: BodyWatch,
+        event_stream: bool,
+        inflater: _Inflater | None = None,
+    ) -> None:
         self._body = body
         self._watch = watch
-        self._event_stream = event_stream
+        self._compressed = inflater is not None
+        self._inflater = inflater
+        self._kept: bytearray | None = None if event_stream else bytearray()
         self._partial = b""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        kept: bytearray | None = None if self._event_stream else bytearray()
         async for piece in self._body:
-            if kept is not None and len(kept) <= _BODY_LIMIT:
-                kept += piece
-            *lines, self._partial = (self._partial + piece).split(b"\n")
-            if lines:
-                yield b"".join(self._watch.read_line(line) + b"\n" for line in lines)
+            if not self._compressed:
+                passed = self._read(piece)
+                if passed:
+                    yield passed
+                continue
+            if self._inflater is not None:
+                self._read_copy(self._inflater.inflate, piece)
+            yield piece
+        if self._inflater is not None:
+            self._read_copy(self._inflater.flush, None)
         if self._partial:
-            yield self._watch.read_line(self._partial)
+            passed = self._watch.read_line(self._partial)
             self._partial = b""
-        if kept is not None and len(kept) <= _BODY_LIMIT:
-            self._watch.read_body(bytes(kept))
+            if not self._compressed:
+                yield passed
+        if self._kept is not None and len(self._kept) <= _BODY_LIMIT:
+            self._watch.read_body(bytes(self._kept))
+
+    def _read(self, piece: bytes) -> bytes:
+        """Show the watch the complete lines ``piece`` ends; the bytes to pass on."""
+        if self._kept is not None and len(self._kept) <= _BODY_LIMIT:
+            self._kept += piece
+        *lines, self._partial = (self._partial + piece).split(b"\n")
+        return b"".join(self._watch.read_line(line) + b"\n" for line in lines)
+
+    def _read_copy(self, inflate: Callable[..., bytes], piece: bytes | None) -> None:
+        """Show the watch the decompressed copy of ``piece`` (the rest, for ``None``)."""
+        try:
+            plain = inflate() if piece is None else inflate(piece)
+        except zlib.error:
+            # The HTTP client fails on it too: a body the watch could not read says nothing.
+            self._inflater = self._kept = None
+            self._partial = b""
+            self._watch.watched = False
+            return
+        self._read(plain)
 
     async def aclose(self) -> None:
         await self._body.aclose()

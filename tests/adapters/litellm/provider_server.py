@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,8 +53,9 @@ class Reply:
     """A stream of binary frames sent as they are, in place of ``events``."""
     content_type: str = "text/event-stream"
     """The content type of a stream."""
-    gzip: bool = False
-    """Send a stream gzip-compressed when the request accepts it, as Google's front ends do."""
+    compression: str | None = None
+    """``"gzip"`` or ``"deflate"``: send the body so compressed when the request accepts
+    it, as Google's front ends do, and as a gateway may an error body."""
 
 
 def json_reply(status: int, body: Any, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
@@ -158,7 +160,8 @@ class ProviderServer:
             self.unscripted += 1
             reply = json_reply(500, {"error": {"message": "no scripted reply"}})
         accepted = request.headers.get("accept-encoding", "")
-        compress = reply.gzip and "gzip" in [e.split(";")[0].strip() for e in accepted.split(",")]
+        accepts = [e.split(";")[0].strip() for e in accepted.split(",")]
+        compress = reply.compression is not None and reply.compression in accepts
         return await _send(writer, reply, self.keep_alive, compress)
 
 
@@ -186,26 +189,28 @@ def _data(value: Any) -> str:
 async def _send(
     writer: asyncio.StreamWriter, reply: Reply, keep_alive: bool, compress: bool = False
 ) -> bool:
-    """Send ``reply``, a stream gzip-compressed when ``compress``; whether the connection can take another request."""
+    """Send ``reply``, compressed when ``compress``; whether the connection can take another request."""
     closing = "" if keep_alive else "connection: close\r\n"
+    encoding = f"content-encoding: {reply.compression}\r\n" if compress else ""
     if reply.events is None and reply.frames is None:
         payload = json.dumps(reply.body).encode()
+        if compress:
+            payload = _compressed(payload, reply.compression)
         extra = "".join(f"{name}: {value}\r\n" for name, value in reply.headers)
         writer.write(
             f"HTTP/1.1 {reply.status} Scripted\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(payload)}\r\n{extra}{closing}\r\n".encode()
+            f"{encoding}content-length: {len(payload)}\r\n{extra}{closing}\r\n".encode()
             + payload
         )
         await writer.drain()
         return True
-    encoding = "content-encoding: gzip\r\n" if compress else ""
     writer.write(
         f"HTTP/1.1 200 OK\r\ncontent-type: {reply.content_type}\r\n{encoding}"
         f"transfer-encoding: chunked\r\n{closing}\r\n".encode()
     )
     chunks = reply.frames if reply.frames is not None else _event_chunks(reply.events or ())
     if compress:
-        chunks = [gzip.compress(b"".join(chunks))]
+        chunks = [_compressed(b"".join(chunks), reply.compression)]
     for sent, chunk in enumerate(chunks):
         if reply.cut_after is not None and sent == reply.cut_after:
             await writer.drain()
@@ -217,6 +222,10 @@ async def _send(
     writer.write(b"0\r\n\r\n")
     await writer.drain()
     return True
+
+
+def _compressed(payload: bytes, compression: str | None) -> bytes:
+    return gzip.compress(payload) if compression == "gzip" else zlib.compress(payload)
 
 
 def _event_chunks(events: Sequence[tuple[str | None, Any]]) -> list[bytes]:

@@ -8,6 +8,7 @@ without the provider's words, retried even for a context that is too long.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import litellm
@@ -15,7 +16,7 @@ import pytest
 
 from dex_agents.adapters.litellm.answered_errors import answered_error, is_retryable_kind
 from dex_agents.litellm import ModelProviderError, ModelStreamInterruptedError
-from tests.adapters.litellm.provider_scripts import message_item, responses_stream
+from tests.adapters.litellm.provider_scripts import chat_stream, message_item, responses_stream
 from tests.adapters.litellm.provider_server import ProviderServer, json_reply, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
 from tests.adapters.litellm.test_client_errors import APIS, KEY, REQUEST, clients
@@ -65,6 +66,51 @@ async def test_a_json_error_answered_with_200_keeps_the_providers_words_and_kind
     assert type(caught.value) is ModelProviderError  # the provider answered: no stream broke
     assert (caught.value.status_code, caught.value.retryable) == (None, retryable)
     assert str(caught.value) == f"{client.provider} model call failed: {message}"
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("compression", ["gzip", "deflate"])
+async def test_a_compressed_json_error_answered_with_200_keeps_the_providers_words_and_kind(
+    server: ProviderServer, output: RecordingOutput, api: str, compression: str
+) -> None:
+    # The OpenAI SDK asks for a compressed body, and the watch read the bytes
+    # before the HTTP client decoded them: the error was a retryable stream break.
+    server.script(replace(json_reply(200, OPENAI_CONTEXT), compression=compression))
+    client = clients(server)[api]
+    with pytest.raises(ModelProviderError) as caught:
+        await client.call_model(REQUEST, output)
+    assert type(caught.value) is ModelProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (None, False)
+    assert str(caught.value) == f"{client.provider} model call failed: {CONTEXT}"
+    server.assert_script_used()
+
+
+async def test_a_compressed_flat_responses_error_event_keeps_its_message_and_code(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    events = responses_stream([message_item("msg_1", "Half of an answer")])[:3]
+    flat = {"type": "error", "sequence_number": 3, "code": "context_length_exceeded"}
+    server.script(
+        replace(sse_reply([*events, ("error", {**flat, "message": CONTEXT})]), compression="gzip")
+    )
+    with pytest.raises(ModelProviderError) as caught:
+        await clients(server)["responses"].call_model(REQUEST, output)
+    assert type(caught.value) is ModelProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (None, False)
+    assert str(caught.value) == f"openai model call failed: {CONTEXT}"
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+async def test_a_compressed_answer_is_read_as_sent(
+    server: ProviderServer, output: RecordingOutput, api: str
+) -> None:
+    answer = [message_item("msg_1", "Order 7 is late.")]
+    reply = responses_stream(answer) if api == "responses" else chat_stream("Order 7 is late.")
+    server.script(replace(sse_reply(reply), compression="gzip"))
+    response = await clients(server)[api].call_model(REQUEST, output)
+    assert response.text == "Order 7 is late."
     server.assert_script_used()
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from collections.abc import AsyncIterator
 
 import httpx
@@ -59,8 +61,59 @@ async def test_a_json_error_body_in_pieces_is_read_whole() -> None:
     )
 
 
-async def test_a_compressed_body_is_not_watched() -> None:
+ERROR_BODY = json.dumps({"error": {"message": "Overloaded", "type": "overloaded_error"}}).encode()
+
+
+def _raw_deflate(body: bytes) -> bytes:
+    compressor = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return compressor.compress(body) + compressor.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compressed"),
+    [
+        ("gzip", gzip.compress(ERROR_BODY)),
+        ("deflate", zlib.compress(ERROR_BODY)),
+        ("deflate", _raw_deflate(ERROR_BODY)),
+        ("identity, GZIP", gzip.compress(ERROR_BODY)),
+    ],
+    ids=["gzip", "deflate", "raw-deflate", "listed"],
+)
+async def test_a_compressed_body_passes_on_as_sent_and_is_read_decompressed(
+    encoding: str, compressed: bytes
+) -> None:
+    watch = BodyWatch()
+    response = _response(compressed, 3, "application/json", **{"content-encoding": encoding})
+    assert watch_response(response, watch)
+    assert await response.aread() == ERROR_BODY  # httpx decoded what passed on
+    assert watch.error is not None
+    assert watch.error.message == "Overloaded"
+
+
+async def test_a_compressed_stream_is_read_but_not_mended() -> None:
     watch = GeminiFinishWatch()
-    response = _response(b"\x1f\x8b", 2, "text/event-stream", **{"content-encoding": "gzip"})
+    response = _response(
+        gzip.compress(BODY), 9, "text/event-stream", **{"content-encoding": "gzip"}
+    )
+    assert watch_response(response, watch)
+    assert await response.aread() == BODY
+    assert watch.finished
+
+
+async def test_a_body_that_does_not_decompress_is_judged_by_nothing() -> None:
+    watch = GeminiFinishWatch()
+    response = _response(
+        b"\x1f\x8bnot gzip", 2, "text/event-stream", **{"content-encoding": "gzip"}
+    )
+    assert watch_response(response, watch)
+    with pytest.raises(httpx.DecodingError):
+        await response.aread()
+    assert not watch.cut  # read as LiteLLM reads it, not as a stream that said nothing
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd", "gzip, deflate"])
+async def test_a_body_of_another_encoding_is_not_watched(encoding: str) -> None:
+    watch = GeminiFinishWatch()
+    response = _response(b"\x1f\x8b", 2, "text/event-stream", **{"content-encoding": encoding})
     assert not watch_response(response, watch)
     assert not watch.cut  # read as LiteLLM reads it, not as a stream that said nothing

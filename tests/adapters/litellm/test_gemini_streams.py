@@ -208,7 +208,9 @@ async def test_a_gemini_stream_the_provider_would_compress_is_read_as_sent(
 ) -> None:
     # The watch reads the body before the HTTP client decodes it: a gzip body read
     # as having no finishReason, so every such answer was a broken stream.
-    server.script(replace(sse_reply(gemini_stream([{"text": ANSWER}, NO_ARGS_CALL])), gzip=True))
+    server.script(
+        replace(sse_reply(gemini_stream([{"text": ANSWER}, NO_ARGS_CALL])), compression="gzip")
+    )
     response = await _client(server).call_model(REQUEST, output)
     assert response.text == ANSWER
     (item,) = response.output
