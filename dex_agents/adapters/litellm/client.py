@@ -228,9 +228,11 @@ class LiteLLMModelClient:
                 else:
                     stream = await litellm.acompletion(**arguments)
                     streaming = True
-                    # The OpenAI SDK's stream, under LiteLLM's, holds the unread response.
+                    # The stream under LiteLLM's holds the unread response: the OpenAI
+                    # SDK's as ``response``, LiteLLM's own HTTP handler's as ``http_response``.
                     sdk_stream = getattr(stream, "completion_stream", None)
-                    watch_response(getattr(sdk_stream, "response", None), watch)
+                    if not watch_response(getattr(sdk_stream, "response", None), watch):
+                        watch_response(getattr(sdk_stream, "http_response", None), watch)
                     if read_timeout is not None:
                         stream = ReadTimedStream(stream, read_timeout)
                     answer = await read_chat_stream(stream, batched, route.provider, taken_ids)

@@ -15,7 +15,7 @@ import litellm
 import pytest
 
 from dex_agents.adapters.litellm.answered_errors import answered_error, is_retryable_kind
-from dex_agents.litellm import ModelProviderError, ModelStreamInterruptedError
+from dex_agents.litellm import LiteLLMModelClient, ModelProviderError, ModelStreamInterruptedError
 from tests.adapters.litellm.provider_scripts import chat_stream, message_item, responses_stream
 from tests.adapters.litellm.provider_server import ProviderServer, json_reply, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
@@ -184,3 +184,32 @@ def test_whether_a_retry_helps_follows_the_errors_kind(
 )
 def test_a_body_without_an_error_holds_none(data: object) -> None:
     assert answered_error(data, in_stream=False) is None
+
+
+@pytest.mark.parametrize(
+    "model", ["deepseek/deepseek-chat", "xai/grok-4", "mistral/mistral-large-latest"]
+)
+@pytest.mark.parametrize(
+    ("body", "message", "retryable"),
+    [(OPENAI_CONTEXT, CONTEXT, False), (OPENAI_RATE_LIMIT, "Rate limit reached.", True)],
+    ids=["context-too-long", "rate-limit"],
+)
+async def test_a_json_error_answered_with_200_by_an_openai_compatible_provider_keeps_its_kind(
+    server: ProviderServer,
+    output: RecordingOutput,
+    model: str,
+    body: dict[str, Any],
+    message: str,
+    retryable: bool,
+) -> None:
+    # LiteLLM reads these providers' streams with its own HTTP handler, whose
+    # unread response its stream keeps apart from the OpenAI SDK's: the error
+    # was a retryable stream break, retried even for a context that is too long.
+    server.script(json_reply(200, body))
+    client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
+    with pytest.raises(ModelProviderError) as caught:
+        await client.call_model(REQUEST, output)
+    assert type(caught.value) is ModelProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (None, retryable)
+    assert str(caught.value) == f"{client.provider} model call failed: {message}"
+    server.assert_script_used()
