@@ -133,3 +133,19 @@ def answered_failure(
         status_code=None,
         retryable=error.retryable,
     )
+
+
+def raised_by_litellm(error: BaseException) -> bool:
+    """Whether LiteLLM's own code raised ``error`` (its traceback's last frame is LiteLLM's).
+
+    LiteLLM (1.105) may fail on its own while it files a provider's error: an
+    error chunk whose ``code`` is a name (Groq's, OpenRouter's) raised a bare
+    ``ValueError`` from ``int("context_length_exceeded")``.
+    """
+    traceback = error.__traceback__
+    if traceback is None:
+        return False
+    while traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    module = traceback.tb_frame.f_globals.get("__name__")
+    return isinstance(module, str) and module.split(".", 1)[0] == "litellm"

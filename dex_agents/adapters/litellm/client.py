@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import litellm
 
 from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer
-from dex_agents.adapters.litellm.answered_errors import answered_failure
+from dex_agents.adapters.litellm.answered_errors import answered_failure, raised_by_litellm
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
 from dex_agents.adapters.litellm.body_watch import (
     BodyWatch,
@@ -248,8 +248,12 @@ class LiteLLMModelClient:
                 translated = translate_error(
                     error, provider=route.provider, secrets=secrets, streaming=streaming
                 )
-                if isinstance(translated, ModelStreamInterruptedError) and watch.error is not None:
-                    # LiteLLM read the provider's error as a stream that ended or broke.
+                if watch.error is not None and (
+                    isinstance(translated, ModelStreamInterruptedError)
+                    or (translated is None and raised_by_litellm(error))
+                ):
+                    # LiteLLM read the provider's error as a stream that ended or
+                    # broke, or failed on its own while it filed it.
                     translated = answered_failure(
                         watch.error, provider=route.provider, secrets=secrets
                     )

@@ -213,3 +213,37 @@ async def test_a_json_error_answered_with_200_by_an_openai_compatible_provider_k
     assert (caught.value.status_code, caught.value.retryable) == (None, retryable)
     assert str(caught.value) == f"{client.provider} model call failed: {message}"
     server.assert_script_used()
+
+
+@pytest.mark.parametrize("model", ["groq/openai/gpt-oss-120b", "openrouter/openai/gpt-4.1"])
+async def test_an_error_whose_code_is_a_name_is_the_providers_not_litellms_value_error(
+    server: ProviderServer, output: RecordingOutput, model: str
+) -> None:
+    # LiteLLM files such an error chunk with int(code): a bare ValueError
+    # ("invalid literal for int()") escaped the call, no ModelProviderError at all.
+    server.script(json_reply(200, OPENAI_CONTEXT))
+    client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
+    with pytest.raises(ModelProviderError) as caught:
+        await client.call_model(REQUEST, output)
+    assert type(caught.value) is ModelProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (None, False)
+    assert str(caught.value) == f"{client.provider} model call failed: {CONTEXT}"
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize("model", ["groq/openai/gpt-oss-120b", "openrouter/openai/gpt-4.1"])
+async def test_a_retryable_error_chunk_whose_code_is_a_name_breaks_the_stream(
+    server: ProviderServer, output: RecordingOutput, model: str
+) -> None:
+    # OpenRouter ends a stream that failed mid-answer with such a chunk.
+    events = chat_stream("Half of an answer")[:2]
+    failed = {"error": {"code": "server_error", "message": "Upstream provider failed."}}
+    server.script(sse_reply([*events, (None, failed)]))
+    client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
+    with pytest.raises(ModelStreamInterruptedError) as caught:
+        await client.call_model(REQUEST, output)
+    assert caught.value.retryable is True
+    assert str(caught.value).endswith(
+        "stream broke before the answer ended: Upstream provider failed."
+    )
+    server.assert_script_used()
