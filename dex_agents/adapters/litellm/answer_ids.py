@@ -43,6 +43,11 @@ def litellm_names_the_answer(route: ModelRoute, answer_url: str | None = None) -
     if route.provider == "bedrock":
         path = urlsplit(answer_url).path if answer_url else ""
         return not path.rstrip("/").endswith(_NAMING_BEDROCK_PATH)
+    return reads_as_anthropic(route)
+
+
+def reads_as_anthropic(route: ModelRoute) -> bool:
+    """Whether LiteLLM reads this route's Claude answers with its Anthropic reader (Vertex AI, Azure AI)."""
     return (
         route.provider in _ANTHROPIC_READER_PROVIDERS and "claude" in route.provider_model.lower()
     )

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import litellm
 
-from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer
+from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer, reads_as_anthropic
 from dex_agents.adapters.litellm.answered_errors import answered_failure, raised_by_litellm
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
 from dex_agents.adapters.litellm.body_watch import (
@@ -60,7 +60,9 @@ HOOKED_CHAT_PROVIDERS = frozenset({"anthropic"})
 """Chat Completions providers whose body the client watches through its own HTTP client.
 
 LiteLLM returns their stream with the HTTP response out of reach
-(``body_watch``), and takes a LiteLLM HTTP client (``client=``) for them.
+(``body_watch``), and takes a LiteLLM HTTP client (``client=``) for them; so
+it does for Claude on Vertex AI and Azure AI, which it reads as Anthropic's
+(``reads_as_anthropic``).
 """
 
 
@@ -212,7 +214,7 @@ class LiteLLMModelClient:
         watch = GeminiFinishWatch() if chat and route.gemini else BodyWatch()
         hooked = "client" not in arguments and (
             isinstance(watch, GeminiFinishWatch)
-            or (chat and route.provider in HOOKED_CHAT_PROVIDERS)
+            or (chat and (route.provider in HOOKED_CHAT_PROVIDERS or reads_as_anthropic(route)))
         )
         if hooked:
             arguments["client"] = watched_http_client()

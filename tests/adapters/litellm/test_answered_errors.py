@@ -16,10 +16,15 @@ import pytest
 
 from dex_agents.adapters.litellm.answered_errors import answered_error, is_retryable_kind
 from dex_agents.litellm import LiteLLMModelClient, ModelProviderError, ModelStreamInterruptedError
-from tests.adapters.litellm.provider_scripts import chat_stream, message_item, responses_stream
+from tests.adapters.litellm.provider_scripts import (
+    chat_stream,
+    message_item,
+    responses_stream,
+)
 from tests.adapters.litellm.provider_server import ProviderServer, json_reply, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
 from tests.adapters.litellm.test_client_errors import APIS, KEY, REQUEST, clients
+from tests.adapters.litellm.vertex_support import vertex_options, vertex_token
 
 litellm.suppress_debug_info = True
 
@@ -246,4 +251,30 @@ async def test_a_retryable_error_chunk_whose_code_is_a_name_breaks_the_stream(
     assert str(caught.value).endswith(
         "stream broke before the answer ended: Upstream provider failed."
     )
+    server.assert_script_used()
+
+
+CLOUD_CLAUDES = ["azure_ai/claude-sonnet-4-5", "vertex_ai/claude-sonnet-4-5@20250929"]
+
+
+def _cloud_claude(model: str, server: ProviderServer) -> LiteLLMModelClient:
+    if model.startswith("vertex_ai/"):
+        return LiteLLMModelClient(model, api_base=server.url, request_options=vertex_options())
+    return LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
+
+
+@pytest.mark.parametrize("model", CLOUD_CLAUDES)
+async def test_a_json_error_answered_with_200_for_claude_on_a_cloud_keeps_its_words_and_kind(
+    server: ProviderServer, output: RecordingOutput, monkeypatch: pytest.MonkeyPatch, model: str
+) -> None:
+    # LiteLLM reads these with its Anthropic reader, the HTTP response out of
+    # reach: the error read as a retryable stream that ended with nothing.
+    too_long = {"type": "error", "error": {"type": "invalid_request_error", "message": CONTEXT}}
+    server.script(json_reply(200, too_long))
+    client = _cloud_claude(model, server)
+    with vertex_token(monkeypatch), pytest.raises(ModelProviderError) as caught:
+        await client.call_model(REQUEST, output)
+    assert type(caught.value) is ModelProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (None, False)
+    assert str(caught.value) == f"{client.provider} model call failed: {CONTEXT}"
     server.assert_script_used()
