@@ -54,12 +54,14 @@ class BodyWatch:
         """A response of the provider came through the watch."""
         self.error: AnsweredError | None = None
         """The first error the body held: a JSON error body, or an error event of a stream."""
+        self.refusal: list[str] = []
+        """The pieces of a Chat Completions refusal (``delta.refusal``), which LiteLLM drops."""
 
     def read_line(self, line: bytes) -> bytes:
         """Read one line of a Server-Sent Events body (without its ``\\n``); the line to pass on."""
         if not line.startswith(b"data:"):
             return line
-        if not self.reads_every_chunk and b'"error' not in line:
+        if not self.reads_every_chunk and b'"error' not in line and b'"refusal"' not in line:
             return line  # LiteLLM parses each line too: a second parse only where it may tell
         try:
             chunk: Any = json.loads(line[5:])
@@ -69,6 +71,7 @@ class BodyWatch:
             return line
         if self.error is None:
             self.error = answered_error(chunk, in_stream=True)
+        self.refusal.extend(chat_refusal(chunk))
         if not self.read_chunk(chunk):
             return line
         ending = b"\r" if line.endswith(b"\r") else b""
@@ -86,6 +89,16 @@ class BodyWatch:
             return
         if self.error is None:
             self.error = answered_error(data, in_stream=False)
+
+
+def chat_refusal(chunk: dict[str, Any]) -> list[str]:
+    """The refusal text a Chat Completions chunk's answer (choice 0) holds, as a list of 0 or 1."""
+    for choice in chunk.get("choices") or ():
+        if isinstance(choice, dict) and (choice.get("index") or 0) == 0:
+            delta = choice.get("delta")
+            refusal = delta.get("refusal") if isinstance(delta, dict) else None
+            return [refusal] if isinstance(refusal, str) and refusal else []
+    return []
 
 
 _CALL_WATCH: ContextVar[BodyWatch | None] = ContextVar("dex_agents_body_watch", default=None)

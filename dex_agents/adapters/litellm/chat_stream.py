@@ -2,7 +2,8 @@
 
 ``ChatStreamAssembler`` takes each chunk's delta as plain values and builds the
 assistant message as LiteLLM presents it: ``content``, ``tool_calls``,
-Anthropic ``thinking_blocks`` with their ``signature``, ``reasoning_content``,
+Anthropic ``thinking_blocks`` with their ``signature``, OpenAI's ``refusal``,
+``reasoning_content``,
 and other ``provider_specific_fields`` (such as Gemini thought signatures). The
 message replays unchanged to the same provider. A call whose ID the session
 cannot record (none, one with ``/``, or one the conversation already has, as
@@ -62,6 +63,7 @@ class ChatStreamAssembler:
 
     def __init__(self) -> None:
         self._content: list[str] = []
+        self._refusal: list[str] = []
         self._reasoning: list[str] = []
         self._thinking: list[str] = []
         self._blocks: list[dict[str, Any]] = []
@@ -79,6 +81,7 @@ class ChatStreamAssembler:
         self,
         *,
         content: str | None = None,
+        refusal: str | None = None,
         reasoning: str | None = None,
         thinking_blocks: Sequence[Mapping[str, Any]] | None = None,
         tool_calls: Sequence[ToolCallDelta] = (),
@@ -88,6 +91,8 @@ class ChatStreamAssembler:
         """Add one chunk's delta."""
         if content:
             self._content.append(content)
+        if refusal:
+            self._refusal.append(refusal)
         if reasoning:
             self._reasoning.append(reasoning)
         for block in thinking_blocks or ():
@@ -147,6 +152,8 @@ class ChatStreamAssembler:
         for call in self._calls:
             call.id = recordable_call_id(call.id, used, taken_ids)
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content) or None}
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
         if self._calls:
             message["tool_calls"] = [call.wire() for call in self._calls]
         if blocks:
@@ -167,7 +174,8 @@ class ChatStreamAssembler:
             item=item_json(message),
             provider=provider,
             api=CHAT_COMPLETIONS_API,
-            text=message["content"],
+            # A refusal is what the model answered, as in a Responses message's text.
+            text=(message["content"] or "") + message.get("refusal", "") or None,
             tool_calls=tuple(
                 ModelToolCall(
                     tool_call_id=call["id"],

@@ -237,7 +237,9 @@ class LiteLLMModelClient:
                         watch_response(getattr(sdk_stream, "http_response", None), watch)
                     if read_timeout is not None:
                         stream = ReadTimedStream(stream, read_timeout)
-                    answer = await read_chat_stream(stream, batched, route.provider, taken_ids)
+                    answer = await read_chat_stream(
+                        stream, batched, route.provider, taken_ids, watch.refusal
+                    )
                     if isinstance(watch, GeminiFinishWatch) and watch.cut:
                         raise ModelStreamInterruptedError(
                             f"the {route.provider} stream ended before the answer finished",

@@ -10,7 +10,7 @@ assemblers as plain values.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterable, Collection, Coroutine, Mapping
+from collections.abc import AsyncIterable, Collection, Coroutine, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -106,12 +106,17 @@ async def read_chat_stream(
     output: ModelOutputWriter,
     provider: str,
     taken_ids: Collection[str] = (),
+    refusal: Sequence[str] = (),
 ) -> StreamedAnswer:
     """Read a Chat Completions stream to its end; the answer needs the provider's finish reason.
 
     A tool call whose ID is one of ``taken_ids`` gets a new one (``ChatStreamAssembler``).
+    ``refusal`` holds, once the stream has ended, the pieces of the model's refusal
+    (``delta.refusal``), which LiteLLM (1.105) drops from its chunks: the body
+    watch's (``BodyWatch.refusal``).
     """
-    return await _closed_on_failure(stream, _read_chat(stream, output, provider, taken_ids))
+    reading = _read_chat(stream, output, provider, taken_ids, refusal)
+    return await _closed_on_failure(stream, reading)
 
 
 async def _read_responses(
@@ -227,7 +232,11 @@ def _tool_call_deltas(calls: Any) -> list[ToolCallDelta]:
 
 
 async def _read_chat(
-    stream: AsyncIterable[Any], output: ModelOutputWriter, provider: str, taken_ids: Collection[str]
+    stream: AsyncIterable[Any],
+    output: ModelOutputWriter,
+    provider: str,
+    taken_ids: Collection[str],
+    refusal: Sequence[str],
 ) -> StreamedAnswer:
     assembler = ChatStreamAssembler()
     usage: Any = None
@@ -266,6 +275,10 @@ async def _read_chat(
                 provider_specific_fields=delta.get("provider_specific_fields"),
                 finish_reason=choice_fields.get("finish_reason"),
             )
+    refused = "".join(refusal)
+    if refused:
+        output.write_text_delta(refused)
+        assembler.add(refusal=refused)
     # LiteLLM ends a stream that stopped early with a finish reason of its own;
     # its stream wrapper keeps whether the provider sent one, as received or, for
     # Gemini, as intermittent: without that every Gemini answer was refused.
