@@ -56,6 +56,12 @@ class BodyWatch:
         """The first error the body held: a JSON error body, or an error event of a stream."""
         self.refusal: list[str] = []
         """The pieces of a Chat Completions refusal (``delta.refusal``), which LiteLLM drops."""
+        self.finished_with_error = False
+        """A Chat Completions chunk ended the answer with ``finish_reason: "error"``.
+
+        OpenRouter's, say; LiteLLM (1.105) reads it as ``stop`` on the routes it
+        reads with its own HTTP handler, so half an answer read as a whole one.
+        """
 
     def read_line(self, line: bytes) -> bytes:
         """Read one line of a Server-Sent Events body (without its ``\\n``); the line to pass on."""
@@ -71,7 +77,14 @@ class BodyWatch:
             return line
         if self.error is None:
             self.error = answered_error(chunk, in_stream=True)
-        self.refusal.extend(chat_refusal(chunk))
+        answer = chat_answer(chunk)
+        if answer is not None:
+            delta = answer.get("delta")
+            refusal = delta.get("refusal") if isinstance(delta, dict) else None
+            if isinstance(refusal, str) and refusal:
+                self.refusal.append(refusal)
+            if answer.get("finish_reason") == "error":
+                self.finished_with_error = True
         if not self.read_chunk(chunk):
             return line
         ending = b"\r" if line.endswith(b"\r") else b""
@@ -91,14 +104,13 @@ class BodyWatch:
             self.error = answered_error(data, in_stream=False)
 
 
-def chat_refusal(chunk: dict[str, Any]) -> list[str]:
-    """The refusal text a Chat Completions chunk's answer (choice 0) holds, as a list of 0 or 1."""
-    for choice in chunk.get("choices") or ():
+def chat_answer(chunk: dict[str, Any]) -> dict[str, Any] | None:
+    """The choice of a Chat Completions chunk that is the answer (index 0, or none), or ``None``."""
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
         if isinstance(choice, dict) and (choice.get("index") or 0) == 0:
-            delta = choice.get("delta")
-            refusal = delta.get("refusal") if isinstance(delta, dict) else None
-            return [refusal] if isinstance(refusal, str) and refusal else []
-    return []
+            return choice
+    return None
 
 
 _CALL_WATCH: ContextVar[BodyWatch | None] = ContextVar("dex_agents_body_watch", default=None)

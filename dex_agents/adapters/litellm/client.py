@@ -240,6 +240,12 @@ class LiteLLMModelClient:
                     answer = await read_chat_stream(
                         stream, batched, route.provider, taken_ids, watch.refusal
                     )
+                    if watch.finished_with_error:
+                        raise ModelStreamInterruptedError(
+                            f"the {route.provider} stream broke before the answer ended: "
+                            "the provider ended it with finish reason 'error'",
+                            provider=route.provider,
+                        )
                     if isinstance(watch, GeminiFinishWatch) and watch.cut:
                         raise ModelStreamInterruptedError(
                             f"the {route.provider} stream ended before the answer finished",

@@ -278,3 +278,23 @@ async def test_a_json_error_answered_with_200_for_claude_on_a_cloud_keeps_its_wo
     assert (caught.value.status_code, caught.value.retryable) == (None, False)
     assert str(caught.value) == f"{client.provider} model call failed: {CONTEXT}"
     server.assert_script_used()
+
+
+@pytest.mark.parametrize("model", ["openrouter/openai/gpt-4.1", "deepseek/deepseek-chat"])
+async def test_an_answer_the_provider_ended_with_finish_reason_error_is_a_broken_stream(
+    server: ProviderServer, output: RecordingOutput, model: str
+) -> None:
+    # LiteLLM read the finish reason "error" as "stop": half an answer was the answer.
+    events = chat_stream("Half of an answer that")[:3]
+    first: dict[str, Any] = events[0][1]
+    ended = {**first, "choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}
+    server.script(sse_reply([*events, (None, ended), (None, "[DONE]")]))
+    client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
+    with pytest.raises(ModelStreamInterruptedError) as caught:
+        await client.call_model(REQUEST, output)
+    assert caught.value.retryable is True
+    assert str(caught.value) == (
+        f"the {client.provider} stream broke before the answer ended: "
+        "the provider ended it with finish reason 'error'"
+    )
+    server.assert_script_used()
