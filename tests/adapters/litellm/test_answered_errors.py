@@ -46,6 +46,15 @@ OPENAI_RATE_LIMIT = {
 }
 
 
+def assert_answered(
+    error: ModelProviderError, provider: str, message: str, *, retryable: bool
+) -> None:
+    """``error`` is the provider's answered error: its message, no status, the kind's retry rule."""
+    assert type(error) is ModelProviderError
+    assert (error.status_code, error.retryable) == (None, retryable)
+    assert str(error) == f"{provider} model call failed: {message}"
+
+
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize(
     ("body", "message", "retryable"),
@@ -68,9 +77,8 @@ async def test_a_json_error_answered_with_200_keeps_the_providers_words_and_kind
     client = clients(server)[api]
     with pytest.raises(ModelProviderError) as caught:
         await client.call_model(REQUEST, output)
-    assert type(caught.value) is ModelProviderError  # the provider answered: no stream broke
-    assert (caught.value.status_code, caught.value.retryable) == (None, retryable)
-    assert str(caught.value) == f"{client.provider} model call failed: {message}"
+    # The provider answered: no stream broke.
+    assert_answered(caught.value, client.provider, message, retryable=retryable)
     server.assert_script_used()
 
 
@@ -85,9 +93,7 @@ async def test_a_compressed_json_error_answered_with_200_keeps_the_providers_wor
     client = clients(server)[api]
     with pytest.raises(ModelProviderError) as caught:
         await client.call_model(REQUEST, output)
-    assert type(caught.value) is ModelProviderError
-    assert (caught.value.status_code, caught.value.retryable) == (None, False)
-    assert str(caught.value) == f"{client.provider} model call failed: {CONTEXT}"
+    assert_answered(caught.value, client.provider, CONTEXT, retryable=False)
     server.assert_script_used()
 
 
@@ -101,9 +107,7 @@ async def test_a_compressed_flat_responses_error_event_keeps_its_message_and_cod
     )
     with pytest.raises(ModelProviderError) as caught:
         await clients(server)["responses"].call_model(REQUEST, output)
-    assert type(caught.value) is ModelProviderError
-    assert (caught.value.status_code, caught.value.retryable) == (None, False)
-    assert str(caught.value) == f"openai model call failed: {CONTEXT}"
+    assert_answered(caught.value, "openai", CONTEXT, retryable=False)
     server.assert_script_used()
 
 
@@ -214,9 +218,7 @@ async def test_a_json_error_answered_with_200_by_an_openai_compatible_provider_k
     client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
     with pytest.raises(ModelProviderError) as caught:
         await client.call_model(REQUEST, output)
-    assert type(caught.value) is ModelProviderError
-    assert (caught.value.status_code, caught.value.retryable) == (None, retryable)
-    assert str(caught.value) == f"{client.provider} model call failed: {message}"
+    assert_answered(caught.value, client.provider, message, retryable=retryable)
     server.assert_script_used()
 
 
@@ -230,9 +232,7 @@ async def test_an_error_whose_code_is_a_name_is_the_providers_not_litellms_value
     client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
     with pytest.raises(ModelProviderError) as caught:
         await client.call_model(REQUEST, output)
-    assert type(caught.value) is ModelProviderError
-    assert (caught.value.status_code, caught.value.retryable) == (None, False)
-    assert str(caught.value) == f"{client.provider} model call failed: {CONTEXT}"
+    assert_answered(caught.value, client.provider, CONTEXT, retryable=False)
     server.assert_script_used()
 
 
@@ -274,9 +274,7 @@ async def test_a_json_error_answered_with_200_for_claude_on_a_cloud_keeps_its_wo
     client = _cloud_claude(model, server)
     with vertex_token(monkeypatch), pytest.raises(ModelProviderError) as caught:
         await client.call_model(REQUEST, output)
-    assert type(caught.value) is ModelProviderError
-    assert (caught.value.status_code, caught.value.retryable) == (None, False)
-    assert str(caught.value) == f"{client.provider} model call failed: {CONTEXT}"
+    assert_answered(caught.value, client.provider, CONTEXT, retryable=False)
     server.assert_script_used()
 
 
