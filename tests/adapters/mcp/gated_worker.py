@@ -13,8 +13,9 @@ Worker, and recording in its ``invocations.log``:
   gate ``poll-completed`` before its result commits. Cancelling its task
   records ``cancel attempt=<n>`` and stops at gate ``cancel-sent`` once
   ``tasks/cancel`` is sent;
-- ``AccountAgent`` calls ``choose_account``, whose task asks the user, and has
-  no gate.
+- ``AccountAgent`` calls ``choose_account``, whose task asks the user; a poll
+  that sent the user's answer (``tasks/update``) stops at gate ``answer-sent``
+  before its result commits.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ from dex_agents.builtin_loop import (
     builtin_agent_session_flow,
 )
 from dex_agents.domain.images import AgentImageReference
-from dex_agents.domain.runner_outcomes import ToolExecutionResult, ToolTaskPollOutcome
+from dex_agents.domain.runner_outcomes import (
+    ToolExecutionResult,
+    ToolTaskPending,
+    ToolTaskPollOutcome,
+)
 from dex_agents.mcp import McpStreamableHttpServerConfig, McpToolSource
 from dex_agents.ports.runner import ToolTaskCancellation, ToolTaskPoll
 from dex_agents.testing import FileGate, InvocationLog, run_agent_worker
@@ -45,7 +50,7 @@ def invocation_log(state_dir: Path) -> InvocationLog:
 
 
 def gate(state_dir: Path, name: str) -> FileGate:
-    """The gate ``put-stored`` or ``poll-completed``."""
+    """The gate ``put-stored``, ``poll-completed``, ``cancel-sent`` or ``answer-sent``."""
     return FileGate(state_dir, name)
 
 
@@ -86,6 +91,18 @@ class GatedTaskSource(McpToolSource):
         await gate(_state_dir(), "cancel-sent").wait_for_release()
 
 
+class GatedAccountSource(McpToolSource):
+    """An MCP tool source whose poll stops once it sent the user's answer to its task."""
+
+    async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
+        outcome = await super().poll_tool_task(poll)
+        # Only a first attempt with an answer the task still waited for sends it.
+        sent = poll.pending_answer is not None and poll.attempt == 1
+        if sent and isinstance(outcome, ToolTaskPending):
+            await gate(_state_dir(), "answer-sent").wait_for_release()
+        return outcome
+
+
 def build_picture_flow(url: str, state_dir: Path) -> AgentSessionFlow:
     """The picture agent's Flow, identical in the test process and the Worker child."""
     store = GatedMediaStore(media_root(state_dir))
@@ -115,7 +132,7 @@ def build_gated_task_flow(url: str) -> AgentSessionFlow:
 
 def build_account_flow(url: str) -> AgentSessionFlow:
     """The account agent's Flow, identical in the test process and the Worker child."""
-    source = McpToolSource([McpStreamableHttpServerConfig(name="notes", url=url)])
+    source = GatedAccountSource([McpStreamableHttpServerConfig(name="notes", url=url)])
     agent = AgentDefinition(
         name="accounts",
         instructions="You choose accounts.",

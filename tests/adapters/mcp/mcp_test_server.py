@@ -9,7 +9,9 @@ structured output whose output schema changes once the file ``schema-v2`` appear
 to the call log (``count_notes``: the server deployed again with a new schema), and tools
 answered with a task of the tasks extension (``TaskExtension``): ``build_report``,
 whose task completes after ``seconds`` or once the file ``release-<name>`` appears
-next to the call log, and ``choose_account``, whose task asks which account to use.
+next to the call log, and ``choose_account``, whose task asks which account to use and
+lists the answered request 2.5 s more (while the file ``answer-held`` is there; until
+``answer-taken`` is).
 Every call appends one JSON line (tool, arguments and request ``_meta``) to the
 file named by ``MCP_TEST_CALL_LOG``, so a test sees what reached the server across
 processes.
@@ -87,11 +89,26 @@ ACCOUNT_REQUEST = {
 }
 STILL_LISTED_SECONDS = 2.5
 """How long ``choose_account`` keeps listing its answered request, as a slow server may."""
+ANSWER_HELD = "answer-held"
+"""While this file is next to the call log, ``choose_account`` lists its answered request."""
+ANSWER_TAKEN = "answer-taken"
+"""Once this file is next to the call log (and no ``ANSWER_HELD``), ``choose_account``
+has taken its answer in, however recent."""
 
 
 def release_file(call_log: str | os.PathLike[str], name: str) -> Path:
     """The file whose existence completes ``build_report``'s task for report ``name``."""
     return Path(call_log).with_name(f"release-{name}")
+
+
+def answer_held_file(call_log: str | os.PathLike[str]) -> Path:
+    """The file whose existence keeps ``choose_account``'s answered request listed."""
+    return Path(call_log).with_name(ANSWER_HELD)
+
+
+def answer_taken_file(call_log: str | os.PathLike[str]) -> Path:
+    """The file whose existence ends the listing of ``choose_account``'s answered request."""
+    return Path(call_log).with_name(ANSWER_TAKEN)
 
 
 def schema_v2_file(call_log: str | os.PathLike[str]) -> Path:
@@ -143,11 +160,19 @@ class _Task:
                 return {**base, "status": "completed", "result": _done(f"report {name} ready")}
             return {**base, "status": "working", "statusMessage": f"building {name}"}
         waiting = {"status": "input_required", "inputRequests": {"account": ACCOUNT_REQUEST}}
-        if self.answer is None or time.monotonic() - self.answered_at < STILL_LISTED_SECONDS:
+        if self.answer is None or self._still_listed():
             return {**base, **waiting}
         if self.answer.get("action") == "accept":
             return {**base, "status": "completed", "result": _done(f"using {self.answer}")}
         return {**base, "status": "completed", "result": _done(f"no account: {self.answer}")}
+
+    def _still_listed(self) -> bool:
+        log = os.environ.get("MCP_TEST_CALL_LOG")
+        if log is not None and answer_held_file(log).exists():
+            return True
+        if log is not None and answer_taken_file(log).exists():
+            return False
+        return time.monotonic() - self.answered_at < STILL_LISTED_SECONDS
 
 
 _TASKS: dict[str, _Task] = {}

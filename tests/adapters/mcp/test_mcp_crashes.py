@@ -9,7 +9,10 @@ another. The promise: a crash repeats only the one call that ran, so the read
 keyed by SHA-256), the task's poll runs again while ``build_report`` is never
 sent again, and a task cancellation killed once sent is sent again, for the
 same task, and recorded once. A task's question answered while no Worker runs
-is delivered once by the next one.
+is delivered once by the next one. A poll killed once it sent an answer
+(``tasks/update``) is retried as attempt 2, which never sends it: a task that took
+the answer ends the call with it, one that still lists the request gets the
+question asked again (the spec's "the user may answer twice").
 """
 
 from __future__ import annotations
@@ -41,7 +44,11 @@ from tests.adapters.mcp.gated_worker import (
     media_root,
 )
 from tests.adapters.mcp.http_server import ROOT, HttpTestServer
-from tests.adapters.mcp.mcp_test_server import release_file
+from tests.adapters.mcp.mcp_test_server import (
+    answer_held_file,
+    answer_taken_file,
+    release_file,
+)
 from tests.adapters.mcp.session_support import SESSION
 from tests.adapters.mcp.task_support import waiting_for_task
 from tests.adapters.mcp.task_worker import REPORT_NAME, URL_ENV
@@ -180,6 +187,7 @@ async def test_a_task_cancellation_killed_once_sent_is_sent_again_and_recorded_o
 async def test_a_task_s_question_answered_while_no_worker_runs_is_delivered_once(
     gated: Gated, call_log: CallLog
 ) -> None:
+    gate(gated.state_dir, "answer-sent").release()  # this test kills no Worker there
     first = await gated.stack.start_worker()
     await gated.accounts.start_session(SESSION, "go")
     asked = await wait_for_agent_snapshot(
@@ -198,3 +206,70 @@ async def test_a_task_s_question_answered_while_no_worker_runs_is_delivered_once
     assert len(call_log.calls("choose_account")) == 1
     assert await finished(gated.accounts) == [ToolCallStatus.SUCCEEDED]
     assert snapshot.messages[-1].text == f"using {answer}"
+
+
+async def asked(gated: Gated, count: int) -> str:
+    """The interrupt ID of the account task's ``count``-th question, once it is pending."""
+
+    def found(snapshot: AgentSnapshot) -> str | None:
+        pending = [i.interrupt_id for i in snapshot.pending_interrupts]
+        return pending[0] if pending and pending[0].endswith(f"-input-{count}") else None
+
+    try:
+        return await wait_for_agent_snapshot(
+            gated.accounts, SESSION, found, description=f"question {count}"
+        )
+    except TimeoutError as error:
+        pytest.fail(f"{error}\n{gated.stack.worker_logs()}")
+
+
+async def test_a_poll_killed_once_it_sent_an_answer_the_task_took_never_sends_it_again(
+    gated: Gated, call_log: CallLog
+) -> None:
+    first = await gated.stack.start_worker()
+    await gated.accounts.start_session(SESSION, "go")
+    assert await gated.accounts.answer_question(SESSION, await asked(gated, 1), "savings")
+    sent = gate(gated.state_dir, "answer-sent")
+    assert await sent.wait_until_reached() == first.pid
+    first.kill()
+    answer_taken_file(call_log.path).touch()  # the task took the answer in before the retry
+    sent.release()
+    await gated.stack.start_worker()
+    snapshot = await answered(gated, gated.accounts)
+
+    # The retry (attempt 2: the killed poll had heartbeated) reads the task completed.
+    answer = {"action": "accept", "content": {"account": "savings"}}
+    assert [row["arguments"]["account"] for row in call_log.calls("tasks/update")] == [answer]
+    assert len(call_log.calls("choose_account")) == 1
+    assert await finished(gated.accounts) == [ToolCallStatus.SUCCEEDED]
+    assert snapshot.messages[-1].text == f"using {answer}"
+    events = await session_events(gated.accounts.flow_client, gated.accounts.flow, SESSION)
+    assert [e.type for e in events].count("interrupt_raised") == 1  # never asked again
+
+
+async def test_a_poll_killed_once_it_sent_an_answer_still_listed_asks_again_and_ends_once(
+    gated: Gated, call_log: CallLog
+) -> None:
+    first = await gated.stack.start_worker()
+    await gated.accounts.start_session(SESSION, "go")
+    assert await gated.accounts.answer_question(SESSION, await asked(gated, 1), "savings")
+    sent = gate(gated.state_dir, "answer-sent")
+    assert await sent.wait_until_reached() == first.pid
+    answer_held_file(call_log.path).touch()  # the task lists the answered request still
+    first.kill()
+    sent.release()
+    await gated.stack.start_worker()
+    # A retry cannot tell whether the killed attempt sent the answer: it asks again.
+    assert await gated.accounts.answer_question(SESSION, await asked(gated, 2), "checking")
+    await wait_until("the second answer sent", lambda: len(call_log.calls("tasks/update")) == 2)
+    answer_held_file(call_log.path).unlink()
+    answer_taken_file(call_log.path).touch()
+    snapshot = await answered(gated, gated.accounts)
+
+    answers = [row["arguments"]["account"] for row in call_log.calls("tasks/update")]
+    first_answer = {"action": "accept", "content": {"account": "savings"}}
+    assert answers == [first_answer, {"action": "accept", "content": {"account": "checking"}}]
+    assert len(call_log.calls("choose_account")) == 1
+    assert await finished(gated.accounts) == [ToolCallStatus.SUCCEEDED]
+    # The task took the answer the killed poll sent; the call ends once, with it.
+    assert snapshot.messages[-1].text == f"using {first_answer}"
