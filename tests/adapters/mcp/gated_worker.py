@@ -5,9 +5,10 @@ stopping at a ``FileGate`` in ``$MCP_GATED_STATE_DIR`` where a test SIGKILLs the
 Worker, and recording in its ``invocations.log``:
 
 - ``PictureAgent`` calls ``picture`` once; its images go to a
-  ``LocalDirectoryMediaStore`` under ``<state dir>/media``, which records
-  ``put <sha256>`` and stops at gate ``put-stored`` once the image is stored,
-  before the tool's result commits;
+  ``LocalDirectoryMediaStore`` under ``<state dir>/media``, which stops at gate
+  ``put-renaming`` once an image's temporary file is written and synced, before
+  its rename, then records ``put <sha256>`` and stops at gate ``put-stored`` once
+  the image is stored, before the tool's result commits;
 - ``GatedTaskAgent`` calls ``build_report`` once and polls its task; each poll
   records ``poll attempt=<n>``, and a poll that read the task completed stops at
   gate ``poll-completed`` before its result commits. Cancelling its task
@@ -21,9 +22,13 @@ Worker, and recording in its ``invocations.log``:
 from __future__ import annotations
 
 import os
+import re
+import time
 from pathlib import Path
+from typing import Any
 
 from dex_agents import AgentSessionFlow
+from dex_agents.adapters.local.probes import POLL_SECONDS, write_atomically
 from dex_agents.builtin_loop import (
     AgentDefinition,
     LocalDirectoryMediaStore,
@@ -42,6 +47,8 @@ from tests.adapters.mcp.session_support import calls_then_answer
 from tests.adapters.mcp.task_worker import REPORT_NAME, URL_ENV
 
 STATE_DIR_ENV = "MCP_GATED_STATE_DIR"
+_TEMPORARY = re.compile(r"\.[0-9a-f]{64}\.[0-9a-f]{16}\.tmp")
+"""The name of an image's temporary file in ``LocalDirectoryMediaStore``."""
 
 
 def invocation_log(state_dir: Path) -> InvocationLog:
@@ -50,7 +57,8 @@ def invocation_log(state_dir: Path) -> InvocationLog:
 
 
 def gate(state_dir: Path, name: str) -> FileGate:
-    """The gate ``put-stored``, ``poll-completed``, ``cancel-sent`` or ``answer-sent``."""
+    """The gate ``put-renaming``, ``put-stored``, ``poll-completed``, ``cancel-sent`` or
+    ``answer-sent``."""
     return FileGate(state_dir, name)
 
 
@@ -72,6 +80,27 @@ class GatedMediaStore(LocalDirectoryMediaStore):
         invocation_log(_state_dir()).record(f"put {reference.sha256}")
         await gate(_state_dir(), "put-stored").wait_for_release()
         return reference
+
+
+def stop_before_renaming_images() -> None:
+    """Make every rename of an image's temporary file in this process stop at gate
+    ``put-renaming`` first (the Worker child only).
+
+    The store's put writes the temporary file and renames it inside one thread call,
+    so ``os.rename``, which it calls with the file's bare name, is the one place
+    between the two. The thread blocks; the test kills the process there.
+    """
+    rename = os.rename
+
+    def gated(src: Any, dst: Any, *, src_dir_fd: Any = None, dst_dir_fd: Any = None) -> None:
+        if isinstance(src, str) and _TEMPORARY.fullmatch(src):
+            renaming = gate(_state_dir(), "put-renaming")
+            write_atomically(renaming.reached_path, str(os.getpid()))
+            while not renaming.released_path.exists():
+                time.sleep(POLL_SECONDS)
+        rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+    os.rename = gated
 
 
 class GatedTaskSource(McpToolSource):
@@ -148,4 +177,7 @@ def build_gated_flows(url: str, state_dir: Path) -> list[AgentSessionFlow]:
 
 
 if __name__ == "__main__":
-    run_agent_worker(build_gated_flows(os.environ[URL_ENV], _state_dir()))
+    flows = build_gated_flows(os.environ[URL_ENV], _state_dir())
+    # After the stores are built: they check that os.rename takes directory descriptors.
+    stop_before_renaming_images()
+    run_agent_worker(flows)

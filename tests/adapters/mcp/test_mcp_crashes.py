@@ -12,11 +12,15 @@ same task, and recorded once. A task's question answered while no Worker runs
 is delivered once by the next one. A poll killed once it sent an answer
 (``tasks/update``) is retried as attempt 2, which never sends it: a task that took
 the answer ends the call with it, one that still lists the request gets the
-question asked again (the spec's "the user may answer twice").
+question asked again (the spec's "the user may answer twice"). A put killed
+between its temporary file and the rename leaves no image under its name, and
+the next store's first put sweeps that file once it is old.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from dex_agents import AgentSessionClient
+from dex_agents.adapters.media.local_temporaries import STALE_TEMPORARY_AGE
 from dex_agents.domain.events import ToolCallFinishedPayload
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.requests import AgentSnapshot
@@ -32,6 +37,7 @@ from dex_agents.domain.tool_calls import ToolCallStatus
 from dex_agents.testing import (
     RETRY_INTERVAL_SCALE_ENV,
     AgentTestStack,
+    Invocation,
     wait_for_agent_snapshot,
     wait_until,
 )
@@ -107,6 +113,7 @@ async def finished(sessions: AgentSessionClient) -> list[ToolCallStatus]:
 async def test_an_image_stored_before_a_kill_is_stored_once_more_as_one_object(
     gated: Gated, call_log: CallLog
 ) -> None:
+    gate(gated.state_dir, "put-renaming").release()  # this test kills no Worker there
     first = await gated.stack.start_worker()
     await gated.pictures.start_session(SESSION, "show me")
     stored = gate(gated.state_dir, "put-stored")
@@ -123,6 +130,38 @@ async def test_an_image_stored_before_a_kill_is_stored_once_more_as_one_object(
     # A read runs again after a kill: two calls, one object, no file left half-written.
     assert len(call_log.calls("picture")) == 2
     objects = media_root(gated.state_dir) / "sha256"
+    assert sorted(p.name for p in objects.iterdir()) == [sha256]
+    assert await finished(gated.pictures) == [ToolCallStatus.SUCCEEDED]
+    (result,) = [m for m in snapshot.messages if m.role is MessageRole.TOOL]
+    assert [image.sha256 for image in result.images] == [sha256]
+
+
+async def test_a_put_killed_before_its_rename_shows_no_image_and_its_temporary_is_swept(
+    gated: Gated, call_log: CallLog
+) -> None:
+    gate(gated.state_dir, "put-stored").release()  # only the stop before the rename
+    first = await gated.stack.start_worker()
+    await gated.pictures.start_session(SESSION, "show me")
+    renaming = gate(gated.state_dir, "put-renaming")
+    assert await renaming.wait_until_reached() == first.pid
+    first.kill()
+
+    objects = media_root(gated.state_dir) / "sha256"
+    # Written and synced, not renamed: no file under the image's name, half or whole.
+    (temporary,) = objects.iterdir()
+    _, sha256, _, _ = temporary.name.split(".")
+    assert temporary.name == f".{sha256}.{temporary.name.split('.')[2]}.tmp"
+    # A sweep takes a killed put's file once it is STALE_TEMPORARY_AGE old: age it so.
+    stale = time.time() - STALE_TEMPORARY_AGE.total_seconds() - 60
+    os.utime(temporary, (stale, stale))
+    renaming.release()
+    second = await gated.stack.start_worker()
+    snapshot = await answered(gated, gated.pictures)
+
+    # The killed put never returned; the read ran again and stored the image once.
+    assert invocation_log(gated.state_dir).entries() == [Invocation(second.pid, f"put {sha256}")]
+    assert len(call_log.calls("picture")) == 2
+    # The new store's first put swept the file the killed one left (its lock died with it).
     assert sorted(p.name for p in objects.iterdir()) == [sha256]
     assert await finished(gated.pictures) == [ToolCallStatus.SUCCEEDED]
     (result,) = [m for m in snapshot.messages if m.role is MessageRole.TOOL]
