@@ -9,8 +9,10 @@ Worker, and recording in its ``invocations.log``:
   ``put-renaming`` once an image's temporary file is written and synced, before
   its rename, then records ``put <sha256>`` and stops at gate ``put-stored`` once
   the image is stored, before the tool's result commits;
-- ``GatedTaskAgent`` calls ``build_report`` once and polls its task; each poll
-  records ``poll attempt=<n>``, and a poll that read the task completed stops at
+- ``GatedTaskAgent`` calls ``build_report`` once, which records ``call
+  attempt=<n>`` and stops at gate ``task-started`` once the server returned its
+  task (its ID saved as the heartbeat checkpoint), before the call's Step
+  commits, and polls its task; each poll records ``poll attempt=<n>``, and a poll that read the task completed stops at
   gate ``poll-completed`` before its result commits. Cancelling its task
   records ``cancel attempt=<n>`` and stops at gate ``cancel-sent`` once
   ``tasks/cancel`` is sent;
@@ -24,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +39,14 @@ from dex_agents.builtin_loop import (
 )
 from dex_agents.domain.images import AgentImageReference
 from dex_agents.domain.runner_outcomes import (
+    DeferredToolOutcome,
     ToolExecutionResult,
     ToolTaskPending,
     ToolTaskPollOutcome,
+    ToolTaskStarted,
 )
 from dex_agents.mcp import McpStreamableHttpServerConfig, McpToolSource
-from dex_agents.ports.runner import ToolTaskCancellation, ToolTaskPoll
+from dex_agents.ports.runner import DeferredToolExecution, ToolTaskCancellation, ToolTaskPoll
 from dex_agents.testing import FileGate, InvocationLog, run_agent_worker
 from tests.adapters.mcp.session_support import calls_then_answer
 from tests.adapters.mcp.task_worker import REPORT_NAME, URL_ENV
@@ -57,8 +62,8 @@ def invocation_log(state_dir: Path) -> InvocationLog:
 
 
 def gate(state_dir: Path, name: str) -> FileGate:
-    """The gate ``put-renaming``, ``put-stored``, ``poll-completed``, ``cancel-sent`` or
-    ``answer-sent``."""
+    """The gate ``put-renaming``, ``put-stored``, ``task-started``, ``poll-completed``,
+    ``cancel-sent`` or ``answer-sent``."""
     return FileGate(state_dir, name)
 
 
@@ -104,8 +109,17 @@ def stop_before_renaming_images() -> None:
 
 
 class GatedTaskSource(McpToolSource):
-    """An MCP tool source whose poll stops once it read the task completed, and whose
-    cancellation stops once it is sent."""
+    """An MCP tool source whose call stops once the server returned its task, whose poll
+    stops once it read the task completed, and whose cancellation stops once it is sent."""
+
+    async def execute_deferred_tool_call(
+        self, call: DeferredToolExecution, *, request_meta: Mapping[str, Any] | None = None
+    ) -> DeferredToolOutcome:
+        invocation_log(_state_dir()).record(f"call attempt={call.attempt}")
+        outcome = await super().execute_deferred_tool_call(call, request_meta=request_meta)
+        if isinstance(outcome, ToolTaskStarted):
+            await gate(_state_dir(), "task-started").wait_for_release()
+        return outcome
 
     async def poll_tool_task(self, poll: ToolTaskPoll) -> ToolTaskPollOutcome:
         invocation_log(_state_dir()).record(f"poll attempt={poll.attempt}")

@@ -12,7 +12,9 @@ same task, and recorded once. A task's question answered while no Worker runs
 is delivered once by the next one. A poll killed once it sent an answer
 (``tasks/update``) is retried as attempt 2, which never sends it: a task that took
 the answer ends the call with it, one that still lists the request gets the
-question asked again (the spec's "the user may answer twice"). A put killed
+question asked again (the spec's "the user may answer twice"). A call killed
+once the server returned its task resumes that task from its checkpoint and never
+sends ``tools/call`` again. A put killed
 between its temporary file and the rename leaves no image under its name, and
 the next store's first put sweeps that file once it is old.
 """
@@ -172,9 +174,14 @@ async def test_a_poll_killed_after_it_read_its_task_completed_polls_again_and_ne
     gated: Gated, call_log: CallLog
 ) -> None:
     log = invocation_log(gated.state_dir)
+    gate(gated.state_dir, "task-started").release()  # this test kills no Worker there
     first = await gated.stack.start_worker()
     await gated.tasks.start_session(SESSION, "go")
-    await wait_until("a first poll", lambda: log.entries() or None)
+
+    def polls() -> list[Invocation]:
+        return [e for e in log.entries() if e.name.startswith("poll")]
+
+    await wait_until("a first poll", lambda: polls() or None)
     release_file(call_log.path, REPORT_NAME).touch()  # the next poll reads it completed
     completed = gate(gated.state_dir, "poll-completed")
     assert await completed.wait_until_reached() == first.pid
@@ -183,10 +190,10 @@ async def test_a_poll_killed_after_it_read_its_task_completed_polls_again_and_ne
     second = await gated.stack.start_worker()
     snapshot = await answered(gated, gated.tasks)
 
-    polls = log.entries()
-    assert {p.pid for p in polls[:-1]} == {first.pid}
+    *before, retried = polls()
+    assert {p.pid for p in before} == {first.pid}
     # The killed poll runs again on the new Worker (as the same attempt: it sent no heartbeat).
-    assert polls[-1].pid == second.pid
+    assert retried.pid == second.pid
     events = await session_events(gated.tasks.flow_client, gated.tasks.flow, SESSION)
     # What the killed poll read never committed: one status change, one result.
     statuses = [e.payload for e in events if e.type == "mcp.task_status"]
@@ -196,10 +203,38 @@ async def test_a_poll_killed_after_it_read_its_task_completed_polls_again_and_ne
     assert snapshot.messages[-1].text == f"report {REPORT_NAME} ready"
 
 
+async def test_a_call_killed_once_its_task_started_resumes_the_task_and_never_calls_again(
+    gated: Gated, call_log: CallLog
+) -> None:
+    gate(gated.state_dir, "poll-completed").release()  # only the stop once the task started
+    first = await gated.stack.start_worker()
+    await gated.tasks.start_session(SESSION, "go")
+    started = gate(gated.state_dir, "task-started")
+    assert await started.wait_until_reached() == first.pid
+    first.kill()
+    started.release()
+    release_file(call_log.path, REPORT_NAME).touch()  # the task completes meanwhile
+    second = await gated.stack.start_worker()
+    snapshot = await answered(gated, gated.tasks)
+
+    calls = [e for e in invocation_log(gated.state_dir).entries() if e.name.startswith("call")]
+    # The retry reads the task's ID from the checkpoint the killed attempt saved.
+    assert calls == [
+        Invocation(first.pid, "call attempt=1"),
+        Invocation(second.pid, "call attempt=2"),
+    ]
+    assert len(call_log.calls("build_report")) == 1  # tools/call sent once
+    events = await session_events(gated.tasks.flow_client, gated.tasks.flow, SESSION)
+    assert [e.type for e in events].count("tool_task_started") == 1
+    assert await finished(gated.tasks) == [ToolCallStatus.SUCCEEDED]
+    assert snapshot.messages[-1].text == f"report {REPORT_NAME} ready"
+
+
 async def test_a_task_cancellation_killed_once_sent_is_sent_again_and_recorded_once(
     gated: Gated, call_log: CallLog
 ) -> None:
     log = invocation_log(gated.state_dir)
+    gate(gated.state_dir, "task-started").release()  # this test kills no Worker there
     first = await gated.stack.start_worker()
     await gated.tasks.start_session(SESSION, "go")
     call = await waiting_for_task(gated.tasks)
