@@ -16,8 +16,8 @@ It offers the built-in ``ask_user``, ``durable_wait`` and ``write_todos`` too, a
 plan mode.
 
 A turn whose settings hold ``"gates": [...]`` stops its model calls
-(``"model"``) and summary calls (``"summary"``) at gate ``<what>-<turn>``, so a
-test SIGKILLs the Worker there.
+(``"model"``), only its resuming ones (``"resume"``), and its summary calls
+(``"summary"``) at gate ``<what>-<turn>``, so a test SIGKILLs the Worker there.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def invocation_log(state_dir: Path) -> InvocationLog:
 
 
 def gate(state_dir: Path, what: str, turn_or_call: str) -> FileGate:
-    """The gate ``<what>-<turn or tool call ID>`` (``model``, ``summary`` or ``pay``)."""
+    """The gate ``<what>-<turn or tool call ID>`` (``model``, ``resume``, ``summary`` or ``pay``)."""
     return FileGate(state_dir, f"{what}-{turn_or_call}")
 
 
@@ -87,6 +87,8 @@ class PhaseCrashRunner(CompactingRunner):
         invocation_log(_state_dir()).record(f"model {turn.turn_id} {phase} settings={settings}")
         if _gated(dict(turn.session_settings), "model"):
             await gate(_state_dir(), "model", turn.turn_id).wait_for_release()
+        if turn.is_resuming and _gated(dict(turn.session_settings), "resume"):
+            await gate(_state_dir(), "resume", turn.turn_id).wait_for_release()
         return await super().run_model_step(turn)
 
     async def summarize_context(self, request: ContextSummaryRequest) -> ContextSummaryResult:

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents.domain.events import ToolCallFinishedPayload
+from dex_agents.domain.events import InterruptResolvedPayload, ToolCallFinishedPayload
+from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.tool_calls import AgentToolCall, ToolCallStatus
 from dex_agents.testing import Invocation, wait_for_agent_snapshot
 from tests.app.crash_stack import Crash
+from tests.app.phase_crash_agent import gate
 from tests.app.phase_crashes import phase_crash
 
 
@@ -62,6 +64,44 @@ async def test_a_question_asked_before_a_kill_is_answered_on_the_next_worker_onc
     assert await finished(crash) == [ToolCallStatus.SUCCEEDED]
     assert "blue" in (snapshot.messages[-1].text or "")
     assert snapshot.usage.model_calls == 2
+
+
+async def test_an_answer_committed_before_a_kill_in_the_resuming_call_is_applied_once(
+    crash: Crash,
+) -> None:
+    gated = {"gates": ["resume"]}
+    first = await crash.stack.start_worker()
+    await crash.sessions.start_session(
+        "s1", 'call ask_user {"question": "Which colour?"}', session_settings=gated
+    )
+    record = await waiting(crash, ToolCallStatus.AWAITING_ANSWER)
+    assert record.interrupt_id is not None
+    assert await crash.sessions.answer_question("s1", record.interrupt_id, "blue")
+    # AwaitQuestionAnswer committed the answer and ended the call; the resuming
+    # model call it woke stops at its gate.
+    resume = gate(crash.state_dir, "resume", record.turn_id)
+    assert await crash.diagnosed(resume.wait_until_reached()) == first.pid
+    first.kill()
+    resume.release()
+    second = await crash.stack.start_worker()
+    snapshot = await crash.idle()
+
+    settings = 'settings={"gates": ["resume"]}'
+    assert crash.log.entries() == [
+        Invocation(first.pid, f"model turn-1 first {settings}"),
+        Invocation(first.pid, f"model turn-1 resume {settings}"),
+        Invocation(second.pid, f"model turn-1 resume {settings}"),
+    ]
+    events = await crash.events()
+    resolved = [e.payload for e in events if isinstance(e.payload, InterruptResolvedPayload)]
+    assert [(r.interrupt_id, r.answered) for r in resolved] == [(record.interrupt_id, True)]
+    assert await finished(crash) == [ToolCallStatus.SUCCEEDED]
+    # The resuming call saw the one answer, once.
+    assert [m.text for m in snapshot.messages if m.role is MessageRole.ASSISTANT] == [
+        'ask_user={"status":"answered","answer":"blue"}'
+    ]
+    assert not snapshot.pending_interrupts
+    assert snapshot.usage.model_calls == 2  # the killed call counts nothing
 
 
 async def test_a_durable_wait_s_timer_fires_on_the_next_worker_and_the_call_ends_once(
