@@ -20,7 +20,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route as AppRoute
 
+from dex_agents.ui_stream import AGENT_EVENT_STREAM_HEADERS
 from tests.console.support import serve_console
 
 if TYPE_CHECKING:
@@ -49,6 +53,21 @@ browser_tests = [
     pytest.mark.usefixtures("chromium"),
 ]
 """Mark a module of browser tests (``pytestmark = browser_tests``): they share one Chromium."""
+
+
+COUNT_SNAPSHOTS_READ = """
+window.snapshotsRead = 0;
+const json = Response.prototype.json;
+Response.prototype.json = function () {
+  const read = json.call(this);
+  // A task after the body's promise runs after every reaction to it: the page's render too.
+  if (this.url.endsWith("/snapshot")) {
+    read.finally(() => setTimeout(() => { window.snapshotsRead += 1; }, 0));
+  }
+  return read;
+};
+"""
+"""Counts in ``window.snapshotsRead`` the snapshots the page has read and acted on."""
 
 VIEWPORT: ViewportSize = {"width": 1200, "height": 760}
 
@@ -138,3 +157,16 @@ async def message_texts(page: Page) -> list[str]:
         "messages => messages.map((m) => Array.from(m.childNodes, (n) => n.textContent).join('\\n'))"
     )
     return [str(text) for text in texts]
+
+
+def stream_from(app: Starlette, frames: asyncio.Queue[str]) -> None:
+    """Serve every session's event stream from ``frames``, held open between them."""
+
+    async def events(request: Request) -> Response:
+        async def follow() -> AsyncIterator[str]:
+            while True:
+                yield await frames.get()
+
+        return StreamingResponse(follow(), headers=dict(AGENT_EVENT_STREAM_HEADERS))
+
+    app.router.routes.insert(0, AppRoute("/api/sessions/{session_id}/events", events))

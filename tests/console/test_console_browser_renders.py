@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
+from typing import Any
 
 import httpx
-from playwright.async_api import expect
+from playwright.async_api import Page, expect
+from starlette.applications import Starlette
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
-from tests.console.browser import WAIT_MS, browser_tests, serve_console_and_page
-from tests.console.support import CONTROL_HEADERS
+from tests.console.browser import (
+    COUNT_SNAPSHOTS_READ,
+    WAIT_MS,
+    browser_page,
+    browser_tests,
+    serve_console_and_page,
+    stream_from,
+)
+from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot, texts
 
 pytestmark = browser_tests
 
@@ -51,3 +62,64 @@ async def test_a_turn_leaves_the_messages_shown_and_the_selection_in_them_in_pla
         await expect(page.locator("#messages .msg.tool")).to_have_count(4)
         assert await output.evaluate("(node) => node.keptByTest === true")
         assert await page.evaluate("getSelection().toString()") == selected
+
+
+def _frame(number: int, event_type: str, payload: dict[str, Any]) -> str:
+    """An SSE frame of one event of a model call Step's first attempt."""
+    event = {
+        "type": event_type,
+        "turn_id": "turn-9",
+        "step_execution_id": "model-call-9",
+        "attempt": 1,
+        "payload": json.dumps(payload),
+    }
+    return f"id: test-{number}\ndata: {json.dumps(event)}\n\n"
+
+
+async def _idle_session_page(
+    app: Starlette, url: str, page: Page, frames: asyncio.Queue[str]
+) -> None:
+    """Session ``s`` after its first turn, open in ``page`` with its stream fed from ``frames``."""
+    async with httpx.AsyncClient(base_url=url) as client:
+        start = {"session_id": "s", "message": "where is order 7"}
+        await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+        await eventually(
+            lambda: snapshot(client, "s"),
+            lambda body: (
+                body["snapshot"]["state"]["active_turn_id"] is None and "Done." in texts(body)
+            ),
+        )
+    stream_from(app, frames)
+    await page.add_init_script(COUNT_SNAPSHOTS_READ)
+    await page.goto(f"{url}/sessions/s")
+    await expect(page.locator("#messages")).to_contain_text("Done.", timeout=WAIT_MS)
+
+
+async def test_live_text_that_grows_keeps_the_selection_in_it(tmp_path: Path) -> None:
+    # Each text_delta drew the live text anew: a person selecting the model's words to copy
+    # them while it still wrote lost the selection at its next word.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    frames: asyncio.Queue[str] = asyncio.Queue()
+    async with serve_console(app) as url, browser_page() as page:
+        await _idle_session_page(app, url, page, frames)
+        live = page.locator("#live")
+        await frames.put(_frame(1, "text_delta", {"text": "Order 7 shipped"}))
+        await expect(live).to_contain_text("Order 7 shipped", timeout=WAIT_MS)
+        await live.evaluate(
+            """(holder) => {
+              const text = [...holder.querySelector(".msg.live").childNodes].at(-1);
+              getSelection().setBaseAndExtent(text, 0, text, 7);
+            }"""
+        )
+        assert await page.evaluate("getSelection().toString()") == "Order 7"
+        await frames.put(_frame(2, "text_delta", {"text": " on Monday"}))
+        await expect(live).to_contain_text("Order 7 shipped on Monday", timeout=WAIT_MS)
+        assert await page.evaluate("getSelection().toString()") == "Order 7"
+        # A call that starts makes the page read the snapshot and draw the page again.
+        await frames.put(
+            _frame(3, "tool_call_started", {"tool_call_id": "c9", "tool_name": "lookup_order"})
+        )
+        await frames.put(_frame(4, "text_delta", {"text": "."}))
+        await expect(live).to_contain_text("on Monday.", timeout=WAIT_MS)
+        await eventually(lambda: page.evaluate("window.snapshotsRead"), lambda read: read >= 2)
+        assert await page.evaluate("getSelection().toString()") == "Order 7"

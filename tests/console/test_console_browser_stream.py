@@ -11,40 +11,27 @@ other request changing it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 from playwright.async_api import Page, Route, expect
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route as AppRoute
 
 from dex_agents.console import create_console_app
-from dex_agents.ui_stream import AGENT_EVENT_STREAM_HEADERS
 from tests.console.agents import ACCOUNT_QUESTION, account_flow
-from tests.console.browser import WAIT_MS, browser_page, browser_tests
+from tests.console.browser import (
+    COUNT_SNAPSHOTS_READ,
+    WAIT_MS,
+    browser_page,
+    browser_tests,
+    stream_from,
+)
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 from tests.ui_stream.sse import Frame, FrameReader, is_type
 
 pytestmark = browser_tests
 
 LOST_STREAM = "Lost the session's live stream"
-COUNT_SNAPSHOTS_READ = """
-window.snapshotsRead = 0;
-const json = Response.prototype.json;
-Response.prototype.json = function () {
-  const read = json.call(this);
-  // A task after the body's promise runs after every reaction to it: the page's render too.
-  if (this.url.endsWith("/snapshot")) {
-    read.finally(() => setTimeout(() => { window.snapshotsRead += 1; }, 0));
-  }
-  return read;
-};
-"""
-"""Counts in ``window.snapshotsRead`` the snapshots the page has read and acted on."""
 
 
 async def _frames_until(
@@ -171,19 +158,6 @@ async def test_a_snapshot_answered_after_a_newer_one_is_not_shown(tmp_path: Path
             await expect(page.locator(".card.attention")).to_have_count(0)
 
 
-def _stream_from(app: Starlette, frames: asyncio.Queue[str]) -> None:
-    """Serve every session's event stream from ``frames``, held open between them."""
-
-    async def events(request: Request) -> Response:
-        async def follow() -> AsyncIterator[str]:
-            while True:
-                yield await frames.get()
-
-        return StreamingResponse(follow(), headers=dict(AGENT_EVENT_STREAM_HEADERS))
-
-    app.router.routes.insert(0, AppRoute("/api/sessions/{session_id}/events", events))
-
-
 async def test_a_snapshot_that_failed_is_asked_for_again_while_the_stream_is_open(
     tmp_path: Path,
 ) -> None:
@@ -194,7 +168,7 @@ async def test_a_snapshot_that_failed_is_asked_for_again_while_the_stream_is_ope
         asking = await _ask_then_answer(client, "charge-3")
         raised = (await _frames_until(client, "charge-3", "interrupt_raised", asking))[-1]
         frames: asyncio.Queue[str] = asyncio.Queue()
-        _stream_from(app, frames)
+        stream_from(app, frames)
         answers = ["asking"]  # what the page's next snapshot gets; the rest are the server's
 
         async def snapshot_route(route: Route) -> None:

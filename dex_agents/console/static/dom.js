@@ -39,7 +39,10 @@ function sameAttributes(a, b) {
 function merged(old, fresh) {
   if (old.nodeType !== fresh.nodeType) return fresh;
   if (fresh.nodeType === Node.TEXT_NODE) {
-    if (old.data !== fresh.data) old.data = fresh.data;
+    // Text that grew (the model's live text) is appended: setting all of it moved a selection
+    // in it to its start, so a person selecting the model's words lost them at its next word.
+    if (fresh.data.startsWith(old.data)) { if (fresh.data !== old.data) old.appendData(fresh.data.slice(old.data.length)); }
+    else old.data = fresh.data;
     return old;
   }
   if (fresh.nodeType !== Node.ELEMENT_NODE) return fresh;

@@ -20,7 +20,7 @@ export function renderSession(view) {
     el("h2", {}, "Conversation"),
     renderOlder(view, transcript),
     el("div", { id: "messages" }, transcript.messages.map((m) => renderMessage(m, transcript.approvals))),
-    el("div", { id: "live" }),
+    el("div", { id: "live" }, renderLive(view)),
     writable ? renderComposer(view, state, info.plan_mode) : el("p", { class: "muted", id: "read-only" }, `Read-only: ${info.read_only}.`));
   const right = el("section", {},
     renderInterrupts(view, snapshot, writable),
@@ -76,8 +76,10 @@ function renderWorker(worker) {
       el("li", { "data-tool-server": server.name }, `MCP ${server.name} (${server.url || "stdio"}): ${tools(server)}`))) : null)];
 }
 
-// The model's text and reasoning that the stream carried and no stored message holds yet.
-export function renderLive(view, parts) {
+// The model's text and reasoning that the stream carried and no stored message holds yet. The
+// page's render draws it too: drawn empty there and again after, it lost a selection in it.
+export function renderLive(view) {
+  const parts = [...view.live.values()].filter((p) => !p.stored && (p.text || p.reasoning));
   // A session that no longer runs replays its last turn's unstored text too: no model writes it now.
   const ended = view.data && view.data.console.running === false;
   const role = ended ? "assistant (unfinished when the session ended)" : "assistant (streaming)";

@@ -290,8 +290,7 @@ export class SessionView {
   renderLive() {
     const holder = document.getElementById("live");
     if (!holder) return;
-    const parts = [...this.live.values()].filter((p) => !p.stored && (p.text || p.reasoning));
-    holder.replaceChildren(...renderLive(this, parts));
+    patch(holder, renderLive(this));
     // The stream's status of a call, else its snapshot's: one the stream dropped shows the snapshot's again.
     for (const call of this.data ? this.data.snapshot.tool_calls : []) {
       const cell = document.querySelector(`[data-tool-status="${CSS.escape(call.tool_call_id)}"]`);
