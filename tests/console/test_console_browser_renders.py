@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.async_api import Page, expect
+from playwright.async_api import Page, Route, expect
 from starlette.applications import Starlette
 
 from dex_agents.cli.database import demo_flow
@@ -123,3 +123,35 @@ async def test_live_text_that_grows_keeps_the_selection_in_it(tmp_path: Path) ->
         await expect(live).to_contain_text("on Monday.", timeout=WAIT_MS)
         await eventually(lambda: page.evaluate("window.snapshotsRead"), lambda read: read >= 2)
         assert await page.evaluate("getSelection().toString()") == "Order 7"
+
+
+async def test_a_send_pressed_across_a_render_that_changes_the_composer_is_sent(
+    tmp_path: Path,
+) -> None:
+    # A turn that starts enables Steer and Cancel turn: the render drew the composer anew, so
+    # Send pressed before it and released after it was released on another button, and the
+    # click (the message) was lost.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    frames: asyncio.Queue[str] = asyncio.Queue()
+    async with serve_console(app) as url, browser_page() as page:
+        await _idle_session_page(app, url, page, frames)
+        async with httpx.AsyncClient(base_url=url) as client:
+            idle = await snapshot(client, "s")
+        running = json.loads(json.dumps(idle))
+        running["snapshot"]["state"]["active_turn_id"] = "turn-9"
+        running["snapshot"]["state"]["accepts_turn_control"] = True
+
+        async def answer_running(route: Route) -> None:
+            await route.fulfill(json=running)
+
+        await page.locator("#message").fill("where is order 8")
+        await expect(page.locator("#steer")).to_be_disabled()
+        send = await page.locator("#send").bounding_box()
+        assert send is not None
+        await page.mouse.move(send["x"] + send["width"] / 2, send["y"] + send["height"] / 2)
+        await page.mouse.down()
+        await page.route(f"{url}/api/sessions/s/snapshot", answer_running)
+        await frames.put(_frame(1, "turn_started", {"sequence": 3}))
+        await expect(page.locator("#steer")).to_be_enabled(timeout=WAIT_MS)
+        await page.mouse.up()
+        await expect(page.locator("#notice")).to_have_text("message queued", timeout=WAIT_MS)

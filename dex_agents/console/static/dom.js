@@ -6,11 +6,32 @@
 // the function uses must be in its attributes (data-turn, data-message, ...) or its text.
 const handled = new WeakSet();
 
+// Listeners made once and reading all they use when called (steady()), and the elements given
+// them: patch() keeps such an element as it keeps one with no listener, where its new one has
+// the same listeners, and brings its attributes up to date.
+const steadyFunctions = new WeakSet();
+const steadyListeners = new WeakMap(); // element -> [name, function, name, function, ...]
+
+// `fn`, marked as a listener that closes over no render: made once (per view) and reading
+// what it needs from the page or its event when called.
+export function steady(fn) {
+  steadyFunctions.add(fn);
+  return fn;
+}
+
+// Attributes that say what an element is: one whose own differ is replaced, never updated.
+// A field's listener keeps its draft under data-draft, as a value or a checkbox by its type.
+const IDENTITY = ["id", "type", "data-draft", "data-sequence"];
+
 export function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === undefined || value === null || value === false) continue;
-    if (key.startsWith("on")) { node.addEventListener(key.slice(2), value); handled.add(node); }
+    if (key.startsWith("on")) {
+      node.addEventListener(key.slice(2), value);
+      if (!steadyFunctions.has(value)) handled.add(node);
+      else steadyListeners.set(node, [...(steadyListeners.get(node) || []), key, value]);
+    }
     else if (key === "class") node.className = value;
     else node.setAttribute(key, value === true ? "" : String(value));
   }
@@ -28,14 +49,24 @@ function keyOf(node) {
   return node.id ? `id ${node.id}` : null;
 }
 
-function sameAttributes(a, b) {
-  if (a.attributes.length !== b.attributes.length) return false;
-  for (const { name, value } of a.attributes) if (b.getAttribute(name) !== value) return false;
-  return true;
+function sameListeners(a, b) {
+  const [mine, theirs] = [steadyListeners.get(a) || [], steadyListeners.get(b) || []];
+  return mine.length === theirs.length && mine.every((item, index) => item === theirs[index]);
+}
+
+function sameIdentity(a, b) {
+  return IDENTITY.every((name) => a.getAttribute(name) === b.getAttribute(name));
+}
+
+// `old`'s attributes made `fresh`'s (a button enabled, a turn's id), keeping the node.
+function takeAttributes(old, fresh) {
+  for (const name of old.getAttributeNames()) if (!fresh.hasAttribute(name)) old.removeAttribute(name);
+  for (const { name, value } of fresh.attributes) if (old.getAttribute(name) !== value) old.setAttribute(name, value);
 }
 
 // The node to show for `fresh` where `old` is: `old` when it is equal, or `old` with its
-// children patched when only they differ and it has no listener; else `fresh`.
+// attributes and children brought up to date when it has no listener that closes over a
+// render and is the same element (IDENTITY); else `fresh`.
 function merged(old, fresh) {
   if (old.nodeType !== fresh.nodeType) return fresh;
   if (fresh.nodeType === Node.TEXT_NODE) {
@@ -46,8 +77,10 @@ function merged(old, fresh) {
     return old;
   }
   if (fresh.nodeType !== Node.ELEMENT_NODE) return fresh;
+  if (old.tagName !== fresh.tagName || !sameListeners(old, fresh)) return fresh;
   if (old.isEqualNode(fresh)) return old;
-  if (old.tagName !== fresh.tagName || handled.has(old) || handled.has(fresh) || !sameAttributes(old, fresh)) return fresh;
+  if (handled.has(old) || handled.has(fresh) || !sameIdentity(old, fresh)) return fresh;
+  takeAttributes(old, fresh);
   patch(old, [...fresh.childNodes]);
   return old;
 }

@@ -2,7 +2,7 @@
 // what needs the person (approvals, questions), the turn's tool calls, the plan and the queue.
 // Each function takes the SessionView, for its data, its drafts and its controls.
 
-import { el, notice, when } from "./dom.js";
+import { el, notice, steady, when } from "./dom.js";
 
 // last_turn_failed of dex_agents.domain.attention: a later steered or cancelled turn
 // keeps last_turn_error, but only the turn in failed_turn_id failed.
@@ -148,23 +148,41 @@ function byteSize(bytes) {
 // Plan mode is offered only where the Flow has it: any other refuses a message sent in it.
 function renderComposer(view, state, planMode) {
   const text = view.field("textarea", "message", { id: "message", class: "grow", rows: 2, placeholder: "Message the agent" });
-  const plan = planMode ? view.field("input", "plan-mode", { type: "checkbox", id: "plan-mode" }) : { checked: false };
+  const plan = planMode ? view.field("input", "plan-mode", { type: "checkbox", id: "plan-mode" }) : null;
   const active = state.active_turn_id;
+  const controls = composerControls(view);
+  return el("form", { id: "composer", onsubmit: controls.send }, text,
+    planMode ? el("label", {}, plan, " plan mode") : null,
+    el("button", { class: "primary", type: "submit", id: "send" }, "Send"),
+    el("button", { type: "button", id: "steer", onclick: controls.steer, disabled: !active }, "Steer"),
+    el("button", { type: "button", id: "cancel-turn", class: "danger", disabled: !active || !state.accepts_turn_control, "data-turn": active,
+      onclick: controls.cancel }, "Cancel turn"));
+}
+
+// The composer's listeners, made once per page and reading the fields and the turn when called,
+// so a render keeps the composer's nodes (dom.steady): a turn that started drew it anew, and
+// Send pressed before that render and released after it sent nothing.
+const composers = new WeakMap();
+
+function composerControls(view) {
+  if (composers.has(view)) return composers.get(view);
+  const field = (id) => view.main.querySelector(`#${id}`);
   // A blank message is refused by every session: said here, where the refusal that came back
   // could not tell it from plan mode being off.
   const sendAs = async (name, done) => {
-    if (!text.value.trim()) { notice("Type a message first.", "bad"); return; }
-    const answer = await view.control(name, { text: text.value, plan_mode: plan.checked }, done);
+    const text = field("message").value;
+    if (!text.trim()) { notice("Type a message first.", "bad"); return; }
+    const plan = field("plan-mode");
+    const answer = await view.control(name, { text, plan_mode: plan ? plan.checked : false }, done);
     if (answer.ok) view.clearDraft("message");
   };
-  const send = (event) => { event.preventDefault(); return sendAs("send_user_message", "message queued"); };
-  const steer = () => sendAs("steer_user_message", "turn steered");
-  return el("form", { id: "composer", onsubmit: send }, text,
-    planMode ? el("label", {}, plan, " plan mode") : null,
-    el("button", { class: "primary", type: "submit", id: "send" }, "Send"),
-    el("button", { type: "button", id: "steer", onclick: steer, disabled: !active }, "Steer"),
-    el("button", { type: "button", id: "cancel-turn", class: "danger", disabled: !active || !state.accepts_turn_control, "data-turn": active,
-      onclick: () => view.control("cancel_turn", { turn_id: active }, "cancel requested") }, "Cancel turn"));
+  const controls = {
+    send: steady((event) => { event.preventDefault(); return sendAs("send_user_message", "message queued"); }),
+    steer: steady(() => sendAs("steer_user_message", "turn steered")),
+    cancel: steady((event) => view.control("cancel_turn", { turn_id: event.currentTarget.dataset.turn }, "cancel requested")),
+  };
+  composers.set(view, controls);
+  return controls;
 }
 
 function renderInterrupts(view, snapshot, writable) {
