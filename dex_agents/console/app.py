@@ -12,9 +12,8 @@ under the application's ``authorize`` hook):
 - ``GET /api/sessions/{id}/snapshot``: ``read_agent_event_stream_snapshot`` JSON
   plus ``console`` (Flow type, whether it is writable, status, whether it takes plan mode,
   and ``plan_approvals``: which user messages are a plan's approval, ``transcript``).
-- ``GET /api/sessions/{id}/events``: the session's ``AgentEvents`` as SSE, until
-  ``close_event_streams(app)`` (503 after it), or until the session no longer runs
-  (a last ``session_ended`` event; ``streams.until_session_ends``).
+- ``GET /api/sessions/{id}/events`` and ``GET /api/events``: event streams, one
+  session's or several on one connection (``event_routes``).
 - ``GET /api/sessions/{id}/worker``: ``{"worker": ...}``, what this process's worker runs
   the session's turns with (``worker_setup.WorkerSetup``), or ``null`` when it does not
   run them (a session that ended, a Flow type it does not serve, ``workers=0``) or was not told;
@@ -28,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -38,7 +37,6 @@ from starlette.responses import (
     PlainTextResponse,
     RedirectResponse,
     Response,
-    StreamingResponse,
 )
 from starlette.routing import Route
 
@@ -46,13 +44,15 @@ from dex_agents.adapters.local.engine import DEFAULT_LEASE_DURATION
 from dex_agents.composition.session_flow import AgentSessionFlow
 from dex_agents.console.actions import CONTROLS, ControlInputError, run_control
 from dex_agents.console.catalog import ConsoleFlow, SessionCatalog, open_catalog
+from dex_agents.console.event_routes import Authorize as EventRoutesAuthorize
+from dex_agents.console.event_routes import EventRoutes
 from dex_agents.console.messages import messages_page
 from dex_agents.console.page_files import StaticFiles, page_response
 from dex_agents.console.read_only import ended, read_only_reason
 from dex_agents.console.request_checks import json_body, refusal
 from dex_agents.console.responses import JSONResponse
 from dex_agents.console.security import TOKEN_COOKIE, check_console_token, token_matches
-from dex_agents.console.streams import REMOVED, StreamGate, until_session_ends
+from dex_agents.console.streams import StreamGate
 from dex_agents.console.transcript import plan_approvals
 from dex_agents.console.worker_setup import (
     GuardedWorkerSetup,
@@ -62,23 +62,16 @@ from dex_agents.console.worker_setup import (
 from dex_agents.domain.errors import DexAgentsError
 from dex_agents.ports.errors import FlowAlreadyStartedError, FlowNotFoundError
 from dex_agents.ui_stream import (
-    AGENT_EVENT_STREAM_HEADERS,
     DEFAULT_AGENT_EVENT_POLL_TIMEOUT,
-    InvalidAgentEventResumeTokenError,
     read_agent_event_stream_snapshot,
-    stream_agent_event_frames,
 )
 
-Authorize = Callable[[Request, str], Awaitable[bool]]
+Authorize = EventRoutesAuthorize
 """``authorize(request, session_id)``: whether the caller may see and steer the session.
 
 The console calls it for every session it lists, shows, streams, starts or
 controls, after its own token or loopback check.
 """
-
-# The read after a stream's session ended waits no longer than this for an event that is
-# not there: every event the session wrote is stored by then.
-_LAST_READ_POLL = timedelta(milliseconds=1)
 
 
 async def allow_all(request: Request, session_id: str) -> bool:
@@ -185,8 +178,10 @@ def create_console_app(
             }
         )
 
-    async def session_flow(request: Request) -> ConsoleFlow | Response:
-        session_id = request.path_params["session_id"]
+    async def session_flow(
+        request: Request, session_id: str | None = None
+    ) -> ConsoleFlow | Response:
+        session_id = session_id or request.path_params["session_id"]
         catalog = catalog_of(request)
         try:
             info = await catalog.describe(session_id)
@@ -270,56 +265,7 @@ def create_console_app(
         session_id = request.path_params["session_id"]
         return await messages_page(entry.sessions, session_id, request.query_params)
 
-    async def events(request: Request) -> Response:
-        if gate.closed:
-            return PlainTextResponse("the console is stopping", status_code=503)
-        entry = await session_flow(request)
-        if isinstance(entry, Response):
-            return entry
-        resume_token = request.headers.get("last-event-id") or request.query_params.get(
-            "resume_token", ""
-        )
-        try:
-            frames = await stream_agent_event_frames(
-                entry.runtime.flow_client,
-                entry.flow,
-                request.path_params["session_id"],
-                resume_token=resume_token,
-                poll_timeout=poll_timeout,
-            )
-        except InvalidAgentEventResumeTokenError:
-            return Response(status_code=400)
-        except DexAgentsError as error:
-            # As the snapshot route answers for the same session (an ID the engine took that
-            # the session rules refuse, say).
-            return JSONResponse({"ok": False, "reason": str(error)}, status_code=409)
-        if request.method == "HEAD":
-            # The stream never ends by itself: answering HEAD with it held the connection, and
-            # the client's next request on it, until the server stopped.
-            await frames.aclose()
-            return Response(headers=dict(AGENT_EVENT_STREAM_HEADERS))
-        session_id = request.path_params["session_id"]
-        catalog = catalog_of(request)
-
-        async def status() -> str:
-            try:
-                return (await catalog.describe(session_id)).status
-            except FlowNotFoundError:
-                return REMOVED
-
-        async def frames_after(token: str) -> AsyncGenerator[str, None]:
-            return await stream_agent_event_frames(
-                entry.runtime.flow_client,
-                entry.flow,
-                session_id,
-                resume_token=token,
-                poll_timeout=_LAST_READ_POLL,
-            )
-
-        return StreamingResponse(
-            gate.passing(until_session_ends(frames, status, frames_after, resume_token)),
-            headers=dict(AGENT_EVENT_STREAM_HEADERS),
-        )
+    streams = EventRoutes(gate, authorize, poll_timeout, session_flow)
 
     async def control(request: Request) -> Response:
         name = request.path_params["name"]
@@ -396,7 +342,8 @@ def create_console_app(
         Route("/api/sessions", guarded(start_session), methods=["POST"]),
         Route("/api/sessions/{session_id}/snapshot", guarded(snapshot), methods=["GET"]),
         Route("/api/sessions/{session_id}/messages", guarded(messages), methods=["GET"]),
-        Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
+        Route("/api/sessions/{session_id}/events", guarded(streams.events), methods=["GET"]),
+        Route("/api/events", guarded(streams.shared_events), methods=["GET"]),
         Route("/api/sessions/{session_id}/worker", guarded(worker), methods=["GET"]),
         Route("/api/sessions/{session_id}/controls/{name}", guarded(control), methods=["POST"]),
         Route("/static/{name}", static_file, methods=["GET"]),

@@ -69,6 +69,11 @@ Response.prototype.json = function () {
 """
 """Counts in ``window.snapshotsRead`` the snapshots the page has read and acted on."""
 
+OWN_STREAMS = "delete window.SharedWorker;"
+"""An init script that takes ``SharedWorker`` from the page, so it opens an event stream of its
+own, as in a browser without one: a test can route or count it, where the worker's are not the
+page's requests."""
+
 VIEWPORT: ViewportSize = {"width": 1200, "height": 760}
 
 

@@ -18,7 +18,13 @@ from playwright.async_api import Page, Request, expect
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from dex_agents.local import LocalRuntime
-from tests.console.browser import WAIT_MS, browser_page, browser_tests
+from tests.console.browser import (
+    OWN_STREAMS,
+    WAIT_MS,
+    browser_context,
+    browser_page,
+    browser_tests,
+)
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 
 pytestmark = browser_tests
@@ -93,6 +99,7 @@ async def test_a_session_stopped_while_its_page_is_open_is_shown_stopped(tmp_pat
             streams = _event_streams(page)
             asked, answered = _snapshots(page)
             await page.add_init_script(RECORD_LAST_EVENT)
+            await page.add_init_script(OWN_STREAMS)
             await page.goto(f"{url}/sessions/stop-me")
             await expect(page.locator("[data-approve]")).to_be_visible(timeout=WAIT_MS)
             # The stream has replayed the turn, the page's timers stop, and every snapshot it
@@ -141,9 +148,34 @@ async def test_a_stopped_sessions_page_ends_its_stream_and_opens_no_other(tmp_pa
 
             page.on("requestfinished", ends)
             page.on("requestfailed", ends)
+            await page.add_init_script(OWN_STREAMS)
             await page.goto(f"{url}/sessions/stopped")
             await expect(page.locator("#main")).to_contain_text(STOPPED)
             await asyncio.wait_for(over, WAIT_MS / 1000)
             await _a_minute_later(page)
             assert len(streams) == 1
             await expect(page.locator("#notice")).to_have_text("")
+
+
+async def test_a_session_stopped_while_its_page_shares_the_browsers_stream_is_shown_stopped(
+    tmp_path: Path,
+) -> None:
+    # The stream the browser's pages share (a SharedWorker's) tells the page its session
+    # ended as its own stream did; another page on the same connection streams on.
+    db = tmp_path / "s.sqlite3"
+    app = create_console_app(db, [demo_flow()], poll_timeout=POLL)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        await _asking_for_approval(client, "stop-me")
+        await _asking_for_approval(client, "go-on")
+        async with browser_context() as context:
+            stopping, going = await context.new_page(), await context.new_page()
+            await stopping.goto(f"{url}/sessions/stop-me")
+            await going.goto(f"{url}/sessions/go-on")
+            for page in (stopping, going):
+                await expect(page.locator("[data-approve]")).to_be_visible(timeout=WAIT_MS)
+            await _stop(db, "stop-me")
+            await expect(stopping.locator("#main")).to_contain_text(STOPPED, timeout=WAIT_MS)
+            await expect(stopping.locator("#notice")).to_have_text("")
+            await going.click("[data-approve]")
+            await expect(going.locator("#messages")).to_contain_text("Done.", timeout=WAIT_MS)
+            await expect(going.locator("#notice")).not_to_contain_text("Lost")

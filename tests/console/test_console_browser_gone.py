@@ -16,7 +16,7 @@ from starlette.requests import Request as StarletteRequest
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
-from tests.console.browser import WAIT_MS, browser_page, browser_tests
+from tests.console.browser import OWN_STREAMS, WAIT_MS, browser_page, browser_tests
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 
 pytestmark = browser_tests
@@ -84,6 +84,7 @@ async def test_a_session_removed_while_its_page_is_open_stops_the_page(tmp_path:
             await page.route(f"{url}/api/sessions/idle/snapshot", snapshot_route)
             await page.route(f"{url}/api/sessions/idle/events?*", events_route)
             sent = _api_requests(page)
+            await page.add_init_script(OWN_STREAMS)
             await page.goto(f"{url}/sessions/idle")
             await expect(page.locator("#status")).to_have_text("waiting for a message")
             removed = True

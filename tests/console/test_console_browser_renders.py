@@ -15,6 +15,7 @@ from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from tests.console.browser import (
     COUNT_SNAPSHOTS_READ,
+    OWN_STREAMS,
     WAIT_MS,
     browser_page,
     browser_tests,
@@ -91,6 +92,7 @@ async def _idle_session_page(
         )
     stream_from(app, frames)
     await page.add_init_script(COUNT_SNAPSHOTS_READ)
+    await page.add_init_script(OWN_STREAMS)
     await page.goto(f"{url}/sessions/s")
     await expect(page.locator("#messages")).to_contain_text("Done.", timeout=WAIT_MS)
 

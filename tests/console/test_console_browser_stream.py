@@ -21,6 +21,7 @@ from dex_agents.console import create_console_app
 from tests.console.agents import ACCOUNT_QUESTION, account_flow
 from tests.console.browser import (
     COUNT_SNAPSHOTS_READ,
+    OWN_STREAMS,
     WAIT_MS,
     browser_page,
     browser_tests,
@@ -66,6 +67,7 @@ async def _open_with_frames(page: Page, url: str, session_id: str, frames: str) 
     base = f"{url}/api/sessions/{session_id}"
     await page.route(f"{base}/snapshot", snapshot_route)
     await page.route(f"{base}/events?*", events_route)
+    await page.add_init_script(OWN_STREAMS)
     await page.goto(f"{url}/sessions/{session_id}")
     # EventSource reports the stream's end after it dispatched every event in it.
     await expect(page.locator("#notice")).to_contain_text(LOST_STREAM, timeout=WAIT_MS)
@@ -146,6 +148,7 @@ async def test_a_snapshot_answered_after_a_newer_one_is_not_shown(tmp_path: Path
             await page.add_init_script(COUNT_SNAPSHOTS_READ)
             await page.route(f"{url}/api/sessions/charge-2/snapshot", snapshot_route)
             await page.route(f"{url}/api/sessions/charge-2/events?*", events_route)
+            await page.add_init_script(OWN_STREAMS)
             await page.goto(f"{url}/sessions/charge-2")
             messages = page.locator("#messages")
             await expect(messages).to_contain_text("done: charged savings", timeout=WAIT_MS)
@@ -182,6 +185,7 @@ async def test_a_snapshot_that_failed_is_asked_for_again_while_the_stream_is_ope
 
         async with browser_page() as page:
             await page.route(f"{url}/api/sessions/charge-3/snapshot", snapshot_route)
+            await page.add_init_script(OWN_STREAMS)
             await page.goto(f"{url}/sessions/charge-3")
             card = page.locator(".card.attention")
             await expect(card).to_contain_text(ACCOUNT_QUESTION, timeout=WAIT_MS)

@@ -19,6 +19,7 @@ from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from dex_agents.ui_stream import AGENT_EVENT_STREAM_HEADERS
 from tests.console.browser import (
+    OWN_STREAMS,
     WAIT_MS,
     browser_context,
     browser_tests,
@@ -129,6 +130,7 @@ async def test_a_tab_shown_again_resumes_its_stream_after_the_last_event_it_drew
         )
         async with browser_context() as context:
             page = await context.new_page()
+            await page.add_init_script(OWN_STREAMS)
             await page.goto(f"{url}/sessions/s")
             live = page.locator("#live .msg")
             await expect(live).to_contain_text("streamed while shown, ", timeout=WAIT_MS)
@@ -187,3 +189,37 @@ async def test_a_hidden_tab_reads_its_session_now_and_then_so_its_title_says_it_
             )
         await page.clock.run_for(15_000)
         await expect(page).to_have_title("needs you: q - dex-agents console", timeout=WAIT_MS)
+
+
+async def test_eight_session_pages_shown_at_once_all_stream_and_the_eighth_acts(
+    tmp_path: Path,
+) -> None:
+    # Pages shown side by side (windows, not tabs) each held a stream of their own, and the
+    # browser's six connections to the console: the seventh page never loaded.
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, browser_context() as context:
+        async with httpx.AsyncClient(base_url=url) as client:
+            for number in range(TABS):
+                start = {"session_id": f"s{number}", "message": f"hello {number}"}
+                answer = await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+                assert answer.json()["ok"] is True
+        pages = []
+        for number in range(TABS):
+            page = await context.new_page()
+            await page.goto(f"{url}/sessions/s{number}", timeout=WAIT_MS)
+            await _reply_shown(page, f"hello {number}")
+            pages.append(page)
+        last = pages[-1]
+        await last.fill("#message", "and now")
+        await last.click("#send")
+        await _reply_shown(last, "and now")
+        # Every page still follows its session: a message sent elsewhere shows in the first.
+        async with httpx.AsyncClient(base_url=url) as client:
+            message = {"text": "from elsewhere"}
+            sent = await client.post(
+                "/api/sessions/s0/controls/send_user_message", json=message, headers=CONTROL_HEADERS
+            )
+            assert sent.json()["ok"] is True
+        await _reply_shown(pages[0], "from elsewhere")
+        texts = await message_texts(pages[0])
+        assert len(texts) == len(set(texts)), texts

@@ -17,6 +17,7 @@ from tests.console.support import serve_console
 
 _SCRIPT = re.compile(r'<script type="module" src="/static/([\w.]+)">')
 _IMPORT = re.compile(r'^import .* from "\./([\w.]+)";$', re.MULTILINE)
+_WORKER = re.compile(r'new SharedWorker\("/static/([\w.]+)"')
 
 
 async def test_every_module_the_page_imports_is_served_as_javascript(tmp_path: Path) -> None:
@@ -38,7 +39,8 @@ async def test_every_module_the_page_imports_is_served_as_javascript(tmp_path: P
             assert response.headers["x-content-type-options"] == "nosniff"
             served.add(name)
             to_read.extend(_IMPORT.findall(response.text))
-        # Each module in the package is one the page uses.
+            to_read.extend(_WORKER.findall(response.text))
+        # Each module in the package is one the page uses (or its streams' shared worker runs).
         assert served == {path.name for path in STATIC_DIR.glob("*.js")}
         css = await client.get("/static/console.css")
         assert css.headers["content-type"] == "text/css; charset=utf-8"

@@ -5,6 +5,7 @@
 import { getJson, post } from "./api.js";
 import { el, notice, patch } from "./dom.js";
 import { EarlierMessages } from "./earlier.js";
+import { openEventStream } from "./event_streams.js";
 import { pageTitle, renderLive, renderSession, renderWorkerSetup } from "./session_render.js";
 
 const RETRY_MS = 1000; // after a lost stream or a failed snapshot: a local server restarts in seconds
@@ -73,9 +74,10 @@ export class SessionView {
       if (now - this.lastTick > GAP_MS && !this.gone && !this.ended && !hidden()) this.hardReload();
       this.lastTick = now;
     }, 1000);
-    // A browser opens at most six connections to one host, and each page's event stream holds
-    // one for as long as it is open: with six session tabs open a seventh never loaded, and
-    // every snapshot read and control of theirs waited. A hidden tab closes its stream and opens
+    // A browser opens at most six connections to one host, and where its pages cannot share
+    // one stream (event_streams.js) each page's own holds one for as long as it is open: with six
+    // session tabs open a seventh never loaded, and every snapshot read and control of theirs
+    // waited. A hidden tab closes its stream (its part of a shared one too) and opens
     // it again from the last event it drew when shown, so the stream sends what it missed,
     // each event once, after the live text it kept.
     document.addEventListener("visibilitychange", () => {
@@ -193,8 +195,7 @@ export class SessionView {
     if (this.events) { this.events.close(); this.events = null; }
     this.resumeToken = token || "";
     if (hidden()) return; // opened from resumeToken when the tab is shown
-    const url = `${this.base}/events?resume_token=${encodeURIComponent(this.resumeToken)}`;
-    const source = new EventSource(url);
+    const source = openEventStream(this.base, this.sessionId, this.resumeToken);
     this.events = source;
     source.onmessage = (message) => {
       // Before apply: a turn's end reloads, and opens the stream from the new snapshot's token.

@@ -1,0 +1,89 @@
+"""``GET /api/events``: several sessions' event streams on one connection, as a browser's
+session pages share it (``dex_agents.console.shared_streams``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+
+from dex_agents.cli.database import demo_flow
+from dex_agents.console import create_console_app
+from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
+from tests.ui_stream.sse import Frame, FrameReader
+
+
+def _shared(frame: Frame) -> dict[str, Any]:
+    assert frame.data is not None
+    body: dict[str, Any] = json.loads(frame.data)
+    return body
+
+
+def _event_type(frame: Frame, key: str) -> str | None:
+    if frame.data is None or _shared(frame)["stream"] != key:
+        return None
+    body = _shared(frame)
+    return str(json.loads(body["data"])["type"]) if body["kind"] == "event" else body["kind"]
+
+
+async def _finished_session(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
+    start = {"session_id": session_id, "message": f"hello {session_id}"}
+    await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+    return await eventually(
+        lambda: snapshot(client, session_id),
+        lambda body: (
+            body["snapshot"]["state"]["active_turn_id"] is None
+            and body["snapshot"]["state"]["turn_count"] == 1
+        ),
+    )
+
+
+async def test_each_stream_of_the_connection_sends_its_session_and_a_refused_one_says_why(
+    tmp_path: Path,
+) -> None:
+    async def authorize(request: Request, session_id: str) -> bool:
+        return session_id != "secret"
+
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], authorize=authorize)
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        await _finished_session(client, "a")
+        streams = {
+            "page-a": {"session_id": "a", "resume_token": ""},
+            "page-nobody": {"session_id": "nobody", "resume_token": ""},
+            "page-bad-token": {"session_id": "a", "resume_token": "not a token"},
+            "page-secret": {"session_id": "secret", "resume_token": ""},
+        }
+        params = {"streams": json.dumps(streams)}
+        async with client.stream("GET", "/api/events", params=params) as response:
+            assert response.status_code == 200
+            reader = FrameReader(response)
+            read = await reader.until(lambda f: _event_type(f, "page-a") == "turn_completed")
+        refused = {
+            _shared(f)["stream"]: _shared(f)["status"]
+            for f in read
+            if f.data is not None and _shared(f)["kind"] == "error"
+        }
+        assert refused == {"page-nobody": 404, "page-bad-token": 400, "page-secret": 403}
+        events = [_shared(f) for f in read if _event_type(f, "page-a") is not None]
+        assert json.loads(events[0]["data"])["type"] == "turn_started"
+        # Each event carries its token: the worker resumes its page's stream from it.
+        resumed = {"page-a": {"session_id": "a", "resume_token": events[0]["id"]}}
+        params = {"streams": json.dumps(resumed)}
+        async with client.stream("GET", "/api/events", params=params) as response:
+            reader = FrameReader(response)
+            again = await reader.until(lambda f: _event_type(f, "page-a") == "turn_completed")
+        assert [_shared(f)["id"] for f in again if f.data is not None] == [
+            e["id"] for e in events[1:]
+        ]
+
+
+async def test_streams_that_are_not_json_naming_sessions_are_refused(tmp_path: Path) -> None:
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
+        for streams in ["", "[]", "{}", '{"k": {"resume_token": ""}}', '{"k": {"session_id": 1}}']:
+            answer = await client.get("/api/events", params={"streams": streams})
+            assert answer.status_code == 400, streams
+            assert "streams must be JSON" in answer.json()["reason"]
