@@ -65,13 +65,13 @@ async def test_a_turn_leaves_the_messages_shown_and_the_selection_in_them_in_pla
         assert await page.evaluate("getSelection().toString()") == selected
 
 
-def _frame(number: int, event_type: str, payload: dict[str, Any]) -> str:
-    """An SSE frame of one event of a model call Step's first attempt."""
+def _frame(number: int, event_type: str, payload: dict[str, Any], attempt: int = 1) -> str:
+    """An SSE frame of one event of a model call Step's ``attempt``."""
     event = {
         "type": event_type,
         "turn_id": "turn-9",
         "step_execution_id": "model-call-9",
-        "attempt": 1,
+        "attempt": attempt,
         "payload": json.dumps(payload),
     }
     return f"id: test-{number}\ndata: {json.dumps(event)}\n\n"
@@ -157,3 +157,24 @@ async def test_a_send_pressed_across_a_render_that_changes_the_composer_is_sent(
         await expect(page.locator("#steer")).to_be_enabled(timeout=WAIT_MS)
         await page.mouse.up()
         await expect(page.locator("#notice")).to_have_text("message queued", timeout=WAIT_MS)
+
+
+async def test_a_retried_model_calls_text_replaces_the_dead_attempts_text(tmp_path: Path) -> None:
+    # The live text is appended to as it grows: a retry's text, which does not continue the
+    # dead attempt's, must replace it, as the design's grouping by attempt says. (No event of
+    # the design tells the page of the retry sooner than the new attempt's first one.)
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
+    frames: asyncio.Queue[str] = asyncio.Queue()
+    async with serve_console(app) as url, browser_page() as page:
+        await _idle_session_page(app, url, page, frames)
+        live = page.locator("#live .msg.live")
+        await frames.put(_frame(1, "text_delta", {"text": "Order 7 shi"}))
+        await expect(live).to_contain_text("Order 7 shi", timeout=WAIT_MS)
+        await frames.put(_frame(2, "text_delta", {"text": "Order 7"}, attempt=2))
+        await frames.put(_frame(3, "text_delta", {"text": " left on Monday"}, attempt=2))
+        await expect(live).to_have_text(
+            "assistant (streaming)Order 7 left on Monday", timeout=WAIT_MS
+        )
+        await frames.put(_frame(4, "text_delta", {"text": "late words"}, attempt=1))
+        await frames.put(_frame(5, "text_delta", {"text": "."}, attempt=2))
+        await expect(live).to_have_text("assistant (streaming)Order 7 left on Monday.")
