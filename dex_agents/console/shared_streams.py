@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -29,6 +30,8 @@ import attrs
 
 from dex_agents.console.streams import SESSION_ENDED_EVENT
 from dex_agents.ui_stream import KEEP_ALIVE_FRAME
+
+_log = logging.getLogger(__name__)
 
 MAX_SHARED_STREAMS = 100
 """The most streams one connection carries; a browser has that many session pages seldom."""
@@ -91,7 +94,9 @@ async def shared_frames(
             async for frame in frames:
                 await queue.put((key, frame))
         except Exception:  # one session's read that failed must not end the others'
-            pass
+            # Its page is told (an error frame), and the cause logged, as its own route's
+            # failure is by the server.
+            _log.warning("the event stream of %s failed", key, exc_info=True)
         finally:
             await frames.aclose()
             await queue.put((key, _END))

@@ -4,14 +4,18 @@ session pages share it (``dex_agents.console.shared_streams``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from starlette.requests import Request
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
+from dex_agents.console.shared_streams import shared_frames
+from dex_agents.ui_stream import KEEP_ALIVE_FRAME
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 from tests.ui_stream.sse import Frame, FrameReader
 
@@ -87,3 +91,27 @@ async def test_streams_that_are_not_json_naming_sessions_are_refused(tmp_path: P
             answer = await client.get("/api/events", params={"streams": streams})
             assert answer.status_code == 400, streams
             assert "streams must be JSON" in answer.json()["reason"]
+
+
+async def test_a_stream_whose_read_fails_is_logged_and_its_page_told_while_others_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def failing() -> AsyncGenerator[str, None]:
+        yield KEEP_ALIVE_FRAME
+        raise OSError("disk gone")
+
+    async def working() -> AsyncGenerator[str, None]:
+        yield 'id: t1\ndata: {"type": "text_delta"}\n\n'
+        yield 'event: session_ended\ndata: {"status": "stopped"}\n\n'
+
+    frames = [frame async for frame in shared_frames({"a": failing(), "b": working(), "c": 404})]
+    bodies = [
+        json.loads(frame.removeprefix("data: ")) for frame in frames if frame.startswith("data: ")
+    ]
+    assert {"stream": "c", "kind": "error", "status": 404} in bodies
+    assert {"stream": "a", "kind": "error", "status": 503} in bodies
+    assert {"stream": "b", "kind": "event", "id": "t1", "data": '{"type": "text_delta"}'} in bodies
+    assert {"stream": "b", "kind": "session_ended", "data": '{"status": "stopped"}'} in bodies
+    assert len(bodies) == 4
+    assert "the event stream of a failed" in caplog.text
+    assert "disk gone" in caplog.text
