@@ -139,3 +139,46 @@ async def test_an_api_base_without_a_model_is_refused_not_ignored(tmp_path: Path
         "dex-agents: error: --api-base needs --model (or $DEX_AGENTS_MODEL): a model to ask there\n"
     )
     assert not db.exists()
+
+
+# Runs as ``python -m dex_agents.cli`` does, and says last, as the process ends, how many
+# objects the interpreter's final collections would still walk and how many it skips.
+_REPORTS_WHAT_EXIT_COLLECTS = (
+    "import atexit, gc, sys\n"
+    "atexit.register(lambda: print('walked', len(gc.get_objects()), 'frozen',"
+    " gc.get_freeze_count(), file=sys.stderr))\n"
+    "from dex_agents.cli.main import main\n"
+    "raise SystemExit(main(sys.argv[1:]))\n"
+)
+
+
+async def test_leaving_the_chat_leaves_the_models_objects_out_of_the_final_collections(
+    tmp_path: Path,
+) -> None:
+    # Each of the interpreter's final collections walked every object LiteLLM loaded: the
+    # shell's prompt came back 2-6 s after /quit.
+    async with ProviderServer() as server:
+        server.script(responses_reply([message_item("msg_1", ANSWER)]))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _REPORTS_WHAT_EXIT_COLLECTS,
+            "chat",
+            "--db",
+            str(tmp_path / "chat.sqlite3"),
+            "--model",
+            "openai/gpt-5-mini",
+            "--api-base",
+            server.url + "/v1",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=chat_env(OPENAI_API_KEY="local-test-key"),
+        )
+        stdout, stderr = await asyncio.wait_for(
+            process.communicate(b"where is my order?\n/quit\n"), timeout=90
+        )
+    assert process.returncode == 0, stderr.decode()
+    assert ANSWER in stdout.decode()
+    _, walked, _, frozen = stderr.decode().split()
+    assert int(walked) * 10 < int(frozen), stderr.decode()
