@@ -15,7 +15,8 @@ no delta of it can come again: turns run one after another, and each call's
 deltas commit before its stored message, so once a delta of a later turn
 arrives, every call whose stored text was shown (``done``) has had all of its
 deltas. Until 2026-12-07 every call's text was kept for the life of the chat,
-and each stored text and flush walked all of them.
+and each stored text and flush walked all of them. A stored text shown before its
+deltas is forgotten likewise: no delta of its turn comes once a later turn's does.
 """
 
 from __future__ import annotations
@@ -27,11 +28,20 @@ from dex_agents.cli.live_text import LiveKey
 
 
 @dataclass
+class _Early:
+    """A stored text shown before any of its deltas."""
+
+    turn_id: str
+    text: str
+    unclaimed: bool = True  # no call's deltas were taken for a copy of it
+
+
+@dataclass
 class _Call:
     text: str = ""
     printed: int = 0
     done: bool = False
-    held_for: int | None = None  # the index of the stored text it may be a late copy of
+    held_for: _Early | None = None  # the stored text it may be a late copy of
 
 
 class ChatOutput:
@@ -41,13 +51,17 @@ class ChatOutput:
         self._calls: dict[LiveKey, _Call] = {}
         self._turn = ""  # the turn of the latest call whose live text arrived
         self._open: LiveKey | None = None
-        # Stored texts shown before any of their deltas: (turn ID, text, still unclaimed).
-        self._early: list[tuple[str, str, bool]] = []
+        self._early: list[_Early] = []
 
     @property
     def kept_calls(self) -> int:
         """How many model calls' live text is kept now."""
         return len(self._calls)
+
+    @property
+    def kept_early_texts(self) -> int:
+        """How many stored texts shown before their deltas are kept now."""
+        return len(self._early)
 
     def close(self) -> str:
         """End the open live line, if any, so what follows starts on a line of its own."""
@@ -68,6 +82,7 @@ class ChatOutput:
                 self._turn = key[0]
                 # A later turn's first delta: no delta of an earlier turn follows it.
                 self._calls = {k: c for k, c in self._calls.items() if not c.done or k[0] == key[0]}
+                self._early = [early for early in self._early if early.turn_id == key[0]]
             call = self._calls[key] = _Call()
         if not call.done:
             call.text += fragment
@@ -78,8 +93,7 @@ class ChatOutput:
             if key[0] == turn_id and not call.done and call.text and text.startswith(call.text):
                 call.done = True
                 if call.held_for is not None:  # a copy of this text, not of the one it was held for
-                    turn, early, _ = self._early[call.held_for]
-                    self._early[call.held_for] = (turn, early, True)
+                    call.held_for.unclaimed = True
                     call.held_for = None
                 if call.printed == 0:
                     return self.line(terminal.agent_text_line(text))
@@ -88,7 +102,7 @@ class ChatOutput:
                     self._open = None
                     return f"{rest}\n"
                 return self.line(f"agent> {rest}")
-        self._early.append((turn_id, text, True))
+        self._early.append(_Early(turn_id, text))
         return self.line(terminal.agent_text_line(text))
 
     def flush(self) -> str:
@@ -109,20 +123,20 @@ class ChatOutput:
         """Whether ``call`` is still a possible late copy of a stored text shown already."""
         if call.printed:
             return False
-        if call.held_for is not None:
-            turn_id, text, _ = self._early[call.held_for]
-            if text == call.text:
+        early = call.held_for
+        if early is not None:
+            if early.text == call.text:
                 call.done = True
-                self._early[call.held_for] = (turn_id, text, False)
+                early.unclaimed = False
                 return True
-            if text.startswith(call.text):
+            if early.text.startswith(call.text):
                 return True
-            self._early[call.held_for] = (turn_id, text, True)  # not a copy after all
+            early.unclaimed = True  # not a copy after all
             call.held_for = None
             return False
-        for index, (turn_id, text, unclaimed) in enumerate(self._early):
-            if unclaimed and turn_id == key[0] and text.startswith(call.text):
-                self._early[index] = (turn_id, text, False)
-                call.held_for = index
+        for early in self._early:
+            if early.unclaimed and early.turn_id == key[0] and early.text.startswith(call.text):
+                early.unclaimed = False
+                call.held_for = early
                 return self._holds(key, call)
         return False

@@ -341,3 +341,20 @@ def test_live_text_of_another_turn_is_never_taken_for_a_stored_text() -> None:
     assert output.stored("turn-1", "Done.") == "agent> Done.\n"
     output.arrive(("turn-2", "RunModel-3", 1), "Done.")
     assert output.flush() == "agent> Done."
+
+
+def test_a_later_turn_forgets_the_stored_texts_shown_before_their_deltas() -> None:
+    # A chat whose Stream lagged behind its snapshots kept every such text for its life.
+    output = ChatOutput()
+    for turn in range(1, 201):
+        assert output.stored(f"turn-{turn}", "Hello") == "agent> Hello\n"
+        key = (f"turn-{turn}", "RunModel-1", 1)
+        output.arrive(key, "Hel")
+        assert output.flush() == ""  # a late copy of the text shown: held back
+        output.arrive(key, "lo")
+        assert output.flush() == ""
+        assert output.kept_early_texts <= 1
+    # The next turn's delta that starts alike is its own text, shown.
+    output.arrive(("turn-201", "RunModel-1", 1), "Hel")
+    assert output.flush() == "agent> Hel"
+    assert output.kept_early_texts == 0
