@@ -84,6 +84,14 @@ class Follower:
         """How many tool calls' statuses the follower and its Stream reader keep now."""
         return len(self._statuses) + len(self._finished) + len(self._live.finished_ids())
 
+    @property
+    def kept_entries(self) -> int:
+        """How many entries about model calls, interrupts and plan approvals the follower,
+        its output and its Stream reader keep now, tool calls' statuses aside."""
+        live = self._live
+        kept = len(live.resolved_interrupts()) + len(live.plan_execution_turns())
+        return kept + self._output.kept_calls + self._output.kept_early_texts
+
     def mark_seen(self, snapshot: AgentSnapshot) -> None:
         """Treat everything in ``snapshot`` as shown already."""
         self._last_sequence = max((m.sequence for m in snapshot.messages), default=0)
@@ -273,6 +281,8 @@ class Follower:
         live_text = self._take()
         sent_before = self._own.count
         finished_before = self._live.finished_ids()
+        resolved_before = self._live.resolved_interrupts()
+        planned_before = self._live.plan_execution_turns()
         snapshot = await self._client.get_agent_snapshot(self._session)
         if unless_gone is not None and not _pending(snapshot, unless_gone):
             self._held = live_text
@@ -288,6 +298,15 @@ class Follower:
         self._statuses = {key: value for key, value in self._statuses.items() if key in listed}
         self._finished &= listed
         self._live.forget_finished(finished_before - listed)
+        # An approval's event commits with the first message of its turn, so that message,
+        # in this snapshot, was shown now or before: the revision is needed no more.
+        self._live.forget_plan_executions(planned_before)
+        if unless_gone is None:
+            # No prompt of an interrupt is open, and the next one asks an interrupt that a
+            # snapshot read after this one lists as pending: one resolved before this read
+            # is never asked, and the chat asks how an interrupt was resolved only after
+            # its own prompt of it ended (``_Chat._say_gone``).
+            self._live.forget_resolved(resolved_before)
         return snapshot
 
     def _say_how_it_ended(self, snapshot: AgentSnapshot, attention: SessionAttention) -> None:

@@ -140,6 +140,25 @@ class LiveText:
         for tool_call_id in tool_call_ids:
             self._finished.pop(tool_call_id, None)
 
+    def resolved_interrupts(self) -> frozenset[tuple[str, str]]:
+        """The ``(turn ID, interrupt ID)`` of each ``interrupt_resolved`` event kept now."""
+        return frozenset(self._resolved)
+
+    def forget_resolved(self, keys: Collection[tuple[str, str]]) -> None:
+        """Forget how interrupts were resolved, once the chat can no longer ask (``keys``
+        as ``resolved_interrupts`` gives them)."""
+        for key in keys:
+            self._resolved.pop(key, None)
+
+    def plan_execution_turns(self) -> frozenset[str]:
+        """The turns whose ``plan_execution_started`` event is kept now."""
+        return frozenset(self._plan_executions)
+
+    def forget_plan_executions(self, turn_ids: Collection[str]) -> None:
+        """Forget the plan revisions of turns whose first message was shown already."""
+        for turn in turn_ids:
+            self._plan_executions.pop(turn, None)
+
     def plan_execution(self, turn_id: str) -> int | None:
         """The plan revision whose approval started ``turn_id`` (its ``plan_execution_started``
         event), if that event arrived."""

@@ -272,6 +272,44 @@ async def test_a_followed_chat_forgets_the_tool_calls_of_turns_it_has_shown(tmp_
         assert f'"order_id": "{number}"' in line
 
 
+async def test_a_followed_chat_forgets_the_approvals_and_plans_of_turns_it_has_shown(
+    tmp_path: Path,
+) -> None:
+    # A chat that follows a session for days kept every interrupt's resolution and every
+    # plan approval it read from the Stream.
+    flow = demo_flow()
+    async with LocalRuntime(tmp_path / "chat.db", [flow], workers=1) as runtime:
+        client = runtime.sessions(flow)
+        await client.open_session("s1")
+        live = LiveText(runtime.flow_client, flow, "s1")
+        await live.start()
+        shown: list[str] = []
+        follower = Follower(client, "s1", live, write=shown.append)
+        kept: list[int] = []
+        try:
+            for number in range(1, 9):
+                await client.send_user_message("s1", f"refund order {number}")
+                asking = await asyncio.wait_for(follower.until_person(), DEADLINE_SECONDS)
+                (approval,) = asking.pending_interrupts
+                assert await client.resolve_interrupt("s1", approval.interrupt_id, True)
+                await asyncio.wait_for(follower.until_person(), DEADLINE_SECONDS)
+                await client.send_user_message("s1", "make a plan")
+                planned = await asyncio.wait_for(follower.until_person(), DEADLINE_SECONDS)
+                assert planned.plan is not None
+                assert await client.execute_plan("s1", planned.plan.revision)
+                await asyncio.wait_for(follower.until_person(), DEADLINE_SECONDS)
+                kept.append(follower.kept_entries)
+        finally:
+            await live.stop()
+    # What a turn keeps, it keeps until the next one: no more after eight of each.
+    assert max(kept) <= 4, kept
+    lines = "".join(shown).splitlines()
+    # Each plan approval still shows as one, not as the session's words for it.
+    approved = [line for line in lines if line.startswith("plan revision ")]
+    assert len(approved) == 8
+    assert not [line for line in lines if "[Dex]" in line]
+
+
 def test_stored_text_completes_the_open_live_line() -> None:
     output = ChatOutput()
     key = ("turn-1", "RunModel-1", 1)
