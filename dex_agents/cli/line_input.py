@@ -66,6 +66,13 @@ def _columns() -> int:
         return 0
 
 
+def _rewraps() -> bool:
+    """Whether the terminal lays its rows out again at a new width, as most do; xterm (which
+    says so in ``$XTERM_VERSION``) cuts them and keeps the cursor on its row. tmux rewraps,
+    and a tmux started in an xterm passes that variable on to its shells."""
+    return bool(os.environ.get("TMUX")) or not os.environ.get("XTERM_VERSION")
+
+
 class TerminalInput:
     """Lines typed at a terminal, read key by key while a prompt is open."""
 
@@ -165,16 +172,16 @@ class TerminalInput:
                 self._redraw(editor.text)
 
         def resized() -> None:
-            # A terminal that rewraps its rows (most do; xterm cuts them) shows the prompt
-            # at its new width already, and one that cut the rows lost their ends: either
-            # way the prompt is drawn again, erased as the new width lays it out.
-            self._redraw(editor.text)
+            # A terminal that rewraps its rows (most do) shows the prompt at its new width
+            # already, and xterm, which cuts them, lost their ends: either way the prompt is
+            # drawn again, erased as the terminal lays it out, on the rows it takes there.
+            drawn, self._width = self._width, _columns()
+            self._redraw(editor.text, self._width if _rewraps() else drawn)
             # The line left open above takes rows that a terminal that rewraps laid out
             # again and one that cuts kept as they were: where their numbers differ, going
             # back up into it, as what continues it does, erased a row above it or left
             # its start twice. It ends there instead (on a line of its own when no prompt
             # shows below it): what continues it starts a line of its own.
-            drawn, self._width = self._width, _columns()
             if self._above and self._open_line_rows(drawn) != self._open_line_rows():
                 if self._prompt is None:
                     _write_out("\n")
@@ -267,26 +274,28 @@ class TerminalInput:
         if self._above:
             _write_out(f"\x1b[{self._open_line_rows()}A\r\x1b[J{self._above}")
 
-    def _rows_up(self, typed: str) -> int:
+    def _rows_up(self, typed: str, columns: int | None = None) -> int:
         if self._prompt is None:
             return 0
-        return rows_above_cursor(self._prompt + shown(typed), _columns())
+        shows = self._prompt + shown(typed)
+        return rows_above_cursor(shows, _columns() if columns is None else columns)
 
-    def _clear(self, typed: str | None = None) -> None:
+    def _clear(self, typed: str | None = None, columns: int | None = None) -> None:
         """Erase the open prompt and what was typed at it; the cursor ends where it began.
 
         ``typed`` is the text the prompt shows, when the line was edited since: the rows
-        to erase are those of what is shown, not of what the line now holds.
+        to erase are those of what is shown, not of what the line now holds. ``columns``
+        is the width its rows are laid out at, when not the terminal's width now.
         """
         if typed is None:
             typed = self._editor.text if self._editor else ""
-        rows = self._rows_up(typed)
+        rows = self._rows_up(typed, columns)
         _write_out((f"\x1b[{rows}A" if rows else "") + "\r\x1b[J")
 
-    def _redraw(self, shown_before: str) -> None:
+    def _redraw(self, shown_before: str, columns: int | None = None) -> None:
         if self._prompt is None or self._editor is None:
             return
-        self._clear(shown_before)
+        self._clear(shown_before, columns)
         _write_out(self._prompt + shown(self._editor.text))
 
     def write(self, text: str) -> None:

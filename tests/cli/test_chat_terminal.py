@@ -215,6 +215,35 @@ def test_a_resized_terminal_shows_the_wrapped_prompt_drawn_again_at_its_new_widt
 
 
 @pytest.mark.parametrize(
+    ("columns", "words"),
+    # Two rows at 80 columns: three at 50, one at 120.
+    [(50, 20), (120, 14)],
+    ids=["narrower", "wider"],
+)
+def test_xterm_resized_shows_a_prompt_of_another_row_count_drawn_again_whole(
+    tmp_path: Path, columns: int, words: int
+) -> None:
+    # xterm cuts its rows at a new width and keeps the cursor on its row, where a terminal
+    # that rewraps lays the prompt out again. The prompt was erased as the new width lays
+    # it out: narrower, the row above it was erased too; wider, its first row stayed.
+    typed = " ".join(f"word{n}" for n in range(words))
+    prompt = f"you> {typed}"
+    assert len(prompt) // COLUMNS == 1
+    assert len(prompt) // columns != 1
+    with Terminal(tmp_path, env={"XTERM_VERSION": "XTerm(390)"}) as chat:
+        chat.expect("you> ")
+        chat.type(typed)
+        chat.expect(typed[-20:])
+        chat.resize(columns)
+        rows = [prompt[n : n + columns].rstrip() for n in range(0, len(prompt), columns)]
+        shown = chat.expect_last_rows(rows)
+        assert shown[-len(rows) - 1 :] == ["type a message; /help lists the commands", *rows]
+        chat.send("")
+        chat.expect(f"agent> Demo reply: {typed}.")
+        assert chat.quit() == 0
+
+
+@pytest.mark.parametrize(
     ("message", "prompt"),
     [
         (None, "you> "),
