@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-import attrs
-
 from dex_agents.app.chunk_runs import ChunkRuns
 from dex_agents.app.message_lineage import MessageLineage
 from dex_agents.domain.chunking import plan_store_messages
@@ -141,15 +139,18 @@ def store_messages(
     options: MessageStorageOptions,
     now: datetime,
     compaction_enabled: bool,
-) -> tuple[AgentState, tuple[AgentMessage, ...]]:
-    """Number and stage ``messages`` after the newest stored one; return the new state and messages.
+) -> tuple[int, tuple[AgentMessage, ...]]:
+    """Number and stage ``messages`` after the newest stored one; return the session's new
+    ``last_sequence`` and the stored messages.
 
     Moves the window's oldest messages into chunks as the domain plans, and runs
     retention when ``compaction_enabled`` and the session has a summary, all in
-    the caller's commit.
+    the caller's commit. The caller puts the sequence into its ``AgentState`` with
+    its own changes: each Step that stores messages changes the state anyway, and
+    one ``attrs.evolve`` for both costs half of two.
     """
     if not messages:
-        return agent_state, ()
+        return agent_state.last_sequence, ()
     first = agent_state.last_sequence + 1
     new = tuple(
         AgentMessage.from_framework_message(
@@ -186,4 +187,4 @@ def store_messages(
         index = retention.index
         if index is not None:
             state.set(AGENT_MESSAGE_INDEX, index)
-    return attrs.evolve(agent_state, last_sequence=last_sequence), new
+    return last_sequence, new

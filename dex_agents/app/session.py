@@ -158,8 +158,12 @@ def store_turn_messages(
     agent_state: AgentState,
     messages: Sequence[FrameworkMessage],
     turn_id: str,
-) -> tuple[AgentState, tuple[AgentMessage, ...]]:
-    """Stage ``messages`` of ``turn_id`` with the session's storage options, in this Step's commit."""
+) -> tuple[int, tuple[AgentMessage, ...]]:
+    """Stage ``messages`` of ``turn_id`` with the session's storage options, in this Step's commit.
+
+    Returns the new ``last_sequence`` for the caller's ``AgentState`` and the stored
+    messages (``message_store.store_messages``).
+    """
     return store_messages(
         context.state,
         agent_state,
@@ -182,15 +186,14 @@ def start_turn(
     state = context.state
     number = agent_state.turn_count + 1
     turn = make_turn_id(number)
-    agent_state, stored = store_turn_messages(context, runtime, agent_state, messages, turn)
-    state.set(
-        TURN_REPLY_SEQUENCE, TurnReplySequence(turn_id=turn, sequence=agent_state.last_sequence + 1)
-    )
+    last_sequence, stored = store_turn_messages(context, runtime, agent_state, messages, turn)
+    state.set(TURN_REPLY_SEQUENCE, TurnReplySequence(turn_id=turn, sequence=last_sequence + 1))
     state.set(TURN_SESSION_SETTINGS, copy_settings_for_turn(state.get(SESSION_SETTINGS), turn))
     state.delete(FRAMEWORK_RUN_STATE)
     agent_state = attrs.evolve(
         agent_state,
         status=AgentStatus.RUNNING_MODEL,
+        last_sequence=last_sequence,
         interaction_mode=mode,
         active_turn_id=turn,
         turn_count=number,
@@ -231,10 +234,13 @@ def end_turn(
     agent_state: AgentState,
     *,
     error: str | None,
+    last_sequence: int | None = None,
 ) -> AgentState:
     """End the active turn: wait for the next message; stage ``turn_completed`` or ``turn_failed``.
 
-    A completed turn clears ``last_turn_error``; a failed one sets it.
+    A completed turn clears ``last_turn_error``; a failed one sets it. ``last_sequence``
+    is that of messages this Step stored for the turn (``store_turn_messages``), when it
+    stored any.
     """
     state = context.state
     turn = agent_state.active_turn_id
@@ -243,6 +249,7 @@ def end_turn(
         agent_state,
         status=AgentStatus.WAITING_FOR_USER_MESSAGE,
         active_turn_id=None,
+        last_sequence=agent_state.last_sequence if last_sequence is None else last_sequence,
         last_turn_error=error,
         failed_turn_id=None if error is None else turn,
     )

@@ -235,22 +235,32 @@ class RunModel(Step[None]):
         runtime = self.runtime
         state = context.state
         turn = agent_state.active_turn_id or ""
-        agent_state, _ = store_turn_messages(
+        last_sequence, _ = store_turn_messages(
             context, runtime, agent_state, outcome.new_messages, turn
         )
         if isinstance(outcome, TurnCompleted):
-            end_turn(context, runtime, agent_state, error=outcome.turn_error)
+            end_turn(
+                context, runtime, agent_state, error=outcome.turn_error, last_sequence=last_sequence
+            )
             return go_to(start.AwaitUserMessage)
         if isinstance(outcome, TurnContinued):
             state.set(FRAMEWORK_RUN_STATE, outcome.framework_run_state)
-            state.set(AGENT_STATE, agent_state)
+            state.set(AGENT_STATE, attrs.evolve(agent_state, last_sequence=last_sequence))
             return go_to_run_model(state, runtime)
         assert isinstance(outcome, ToolCallsRequested)
         if outcome.new_messages and runtime.capabilities.unfinished_turn_messages is None:
-            end_turn(context, runtime, agent_state, error=NEW_MESSAGES_WITHOUT_BUILDER_ERROR)
+            end_turn(
+                context,
+                runtime,
+                agent_state,
+                error=NEW_MESSAGES_WITHOUT_BUILDER_ERROR,
+                last_sequence=last_sequence,
+            )
             return go_to(start.AwaitUserMessage)
         state.set(FRAMEWORK_RUN_STATE, outcome.framework_run_state)
-        agent_state = attrs.evolve(agent_state, status=AgentStatus.RUNNING_TOOLS)
+        agent_state = attrs.evolve(
+            agent_state, status=AgentStatus.RUNNING_TOOLS, last_sequence=last_sequence
+        )
         state.set(AGENT_STATE, agent_state)
         routed = route_tool_calls(
             context, runtime, agent_state, outcome.tool_calls, recorded, trace_context

@@ -185,12 +185,13 @@ def end_controlled_turn(
     if messages is None:
         note = build_turn_failure_note(records.values())
         messages = [] if note is None else [build_user_message(runtime, note, ())]
-    agent_state, _ = store_turn_messages(context, runtime, agent_state, messages, turn)
+    last_sequence, _ = store_turn_messages(context, runtime, agent_state, messages, turn)
     clear_turn(state, list(records))
     agent_state = attrs.evolve(
         agent_state,
         status=AgentStatus.WAITING_FOR_USER_MESSAGE,
         active_turn_id=None,
+        last_sequence=last_sequence,
         # In the commit of turn_cancelled, so a reader of the state alone knows it too.
         cancelled_turn_id=turn if cancelled else agent_state.cancelled_turn_id,
     )

@@ -252,8 +252,8 @@ class RecordTurnFailure(Step[Any]):
         note = build_turn_failure_note(turn_records(state).values())
         if note is not None:
             messages.append(build_user_message(runtime, note, ()))
-        agent_state, _ = store_turn_messages(
+        last_sequence, _ = store_turn_messages(
             context, runtime, agent_state, messages, agent_state.active_turn_id
         )
-        end_turn(context, runtime, agent_state, error=text)
+        end_turn(context, runtime, agent_state, error=text, last_sequence=last_sequence)
         return go_to(start.AwaitUserMessage)
