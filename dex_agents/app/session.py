@@ -41,7 +41,7 @@ from dex_agents.domain.state import AgentState, AgentStatus, InteractionMode, Tu
 from dex_agents.domain.tool_calls import AgentToolCall
 from dex_agents.domain.turns import turn_id as make_turn_id
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.domain.windowing import message_sequence_key
+from dex_agents.domain.windowing import MessageStorageOptions, message_sequence_key
 from dex_agents.ports.persistence import StateReader, StateTransaction, StreamDef
 from dex_agents.ports.runner import (
     AgentFrameworkRunner,
@@ -72,9 +72,13 @@ class SessionRuntime:
     tracing: TracerSlot = field(default_factory=TracerSlot)
     capabilities: RunnerCapabilities = field(init=False)
     """The optional ports ``runner`` implements, checked once (``RunnerCapabilities``)."""
+    message_storage: MessageStorageOptions = field(init=False)
+    """``options.message_storage()``, built once: a tool turn stores messages three times,
+    and each build checks every field again (about 16 K instructions)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capabilities", RunnerCapabilities.of(self.runner))
+        object.__setattr__(self, "message_storage", self.options.message_storage())
 
 
 class SessionStateError(RuntimeError):
@@ -169,7 +173,7 @@ def store_turn_messages(
         agent_state,
         messages,
         turn_id=turn_id,
-        options=runtime.options.message_storage(),
+        options=runtime.message_storage,
         now=context.now,
         compaction_enabled=runtime.options.compaction is not None,
     )
