@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import importlib
+import importlib.util
 import os
 import re
 import signal
@@ -360,3 +362,26 @@ def test_the_readme_and_docs_link_to_files_that_exist() -> None:
     for page in pages:
         for target in re.findall(r"\]\(([^)#]+\.md)(?:#[^)]*)?\)", page.read_text("utf-8")):
             assert (page.parent / target).is_file(), f"{page.name} links to missing {target}"
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` is a module of the package or a name a module of it defines."""
+    module, _, name = dotted.rpartition(".")
+    with contextlib.suppress(ModuleNotFoundError):  # a module's attribute is no module
+        # Found, not imported: dex_agents.connectors raises ImportError without its SDK.
+        if importlib.util.find_spec(dotted) is not None:
+            return True
+    try:
+        return hasattr(importlib.import_module(module), name)
+    except ModuleNotFoundError:
+        return False
+
+
+def test_every_dotted_name_the_readme_gives_is_where_it_says() -> None:
+    # A newcomer imports a name from where the prose puts it; one named where it is not
+    # (BuiltInTool under dex_agents.builtin_loop, say) fails at their first import.
+    readme = README.read_text(encoding="utf-8")
+    names = set(re.findall(r"`(dex_agents(?:\.\w+)+)`", readme))
+
+    assert "dex_agents.BuiltInTool" in names
+    assert [name for name in sorted(names) if not _resolves(name)] == []
