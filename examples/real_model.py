@@ -5,8 +5,8 @@ LiteLLM model, e.g. ``anthropic/claude-sonnet-4-5`` with ``ANTHROPIC_API_KEY``).
 Without a key, point ``DEX_AGENTS_API_BASE`` at a local OpenAI-compatible server
 (vLLM, llama.cpp, Ollama's ``/v1``) and name its model: ``openai/MODEL`` is asked
 through the Responses API, ``hosted_vllm/MODEL`` through Chat Completions, the one
-API llama.cpp's server speaks. It needs the ``litellm``
-extra: ``uv sync --extra litellm``. Run it with ``uv run python examples/real_model.py``.
+API llama.cpp's server speaks. It needs the ``litellm`` extra:
+``uv sync --inexact --extra litellm``. Run it with ``uv run python examples/real_model.py``.
 """
 
 from __future__ import annotations

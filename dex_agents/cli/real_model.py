@@ -34,8 +34,10 @@ def real_model_client(model: str, api_base: str | None) -> ModelClient:
 
         from dex_agents.litellm import LiteLLMModelClient
     except ImportError as error:
+        # --inexact: a plain `uv sync --extra X` uninstalls every other extra, so this
+        # hint and the other extra's would each undo the other (serve with --model).
         raise CliError(
-            f"--model needs the litellm extra: uv sync --extra litellm ({error})"
+            f"--model needs the litellm extra: uv sync --inexact --extra litellm ({error})"
         ) from error
     litellm.suppress_debug_info = True
     # LiteLLM's own pydantic models warn as it builds a Responses API answer (its usage

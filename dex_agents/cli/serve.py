@@ -67,8 +67,10 @@ async def run_serve(
             load_console_token,
         )
     except ImportError as error:
+        # --inexact: a plain `uv sync --extra X` uninstalls every other extra, so this
+        # hint and the other extra's would each undo the other (serve with --model).
         raise CliError(
-            f"dex-agents serve needs the console extra: uv sync --extra console ({error})"
+            f"dex-agents serve needs the console extra: uv sync --inexact --extra console ({error})"
         ) from error
 
     try:
