@@ -37,6 +37,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.filterwarnings(warning_filter))
 
 
+@pytest.fixture(autouse=True)
+async def litellm_clients_closed() -> AsyncIterator[None]:
+    """Close the HTTP clients LiteLLM cached on this test's event loop as the test ends.
+
+    LiteLLM keeps its clients per event loop, up to 200 for ten minutes, and
+    each test runs its own loop: past 200 tests it dropped clients of loops long
+    closed, unclosed, and each aiohttp session warned (``ResourceWarning``) in
+    whichever later test collected it.
+    """
+    yield
+    import litellm  # here, not above: the environment must be set before its import
+    from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
+
+    await close_litellm_async_clients()  # type: ignore[no-untyped-call]
+    litellm.in_memory_llm_clients_cache.flush_cache()  # type: ignore[no-untyped-call]
+    # The module's own client (Gemini's route takes it) is kept for good: only its
+    # aiohttp session of this loop is closed, which its transport makes anew.
+    await litellm.module_level_aclient.client._transport.aclose()
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[ProviderServer]:
     async with ProviderServer() as running:

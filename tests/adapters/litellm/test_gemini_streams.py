@@ -192,8 +192,12 @@ async def test_an_unwatched_gemini_function_call_without_args_fails_at_once(
 ) -> None:
     # A caller's own client is not watched, so LiteLLM's parser meets the call as sent.
     server.script(sse_reply(gemini_stream([NO_ARGS_CALL])))
-    with pytest.raises(ModelProviderError) as caught:
-        await _client(server, client=AsyncHTTPHandler()).call_model(REQUEST, output)
+    own = AsyncHTTPHandler()
+    try:
+        with pytest.raises(ModelProviderError) as caught:
+            await _client(server, client=own).call_model(REQUEST, output)
+    finally:
+        await own.close()  # type: ignore[no-untyped-call]  # the caller closes its client
     assert type(caught.value) is ModelProviderError
     assert caught.value.retryable is False
     assert str(caught.value) == (
