@@ -25,6 +25,7 @@ caller's own ``client``) is read as before.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +39,12 @@ from dex_agents.adapters.litellm.answered_errors import AnsweredError, answered_
 
 _CLIENT_NAME: Final = "dex_agents_body_watch"
 """The name LiteLLM's client cache keeps the watched client under, with its event loop."""
+
+FAILED_FINISH_REASONS: Final = frozenset({"error", "abort"})
+"""Chat Completions finish reasons that say the answer failed rather than ended."""
+
+_TELLING: Final = re.compile(rb'"error|"refusal"|"finish_reason"\s*:\s*"abort"')
+"""What a line holds that the watch reads: an error, a refusal, a failed finish."""
 
 _BODY_LIMIT: Final = 65536
 """The most of a body that is not a stream the watch keeps: an error body is short."""
@@ -56,18 +63,19 @@ class BodyWatch:
         """The first error the body held: a JSON error body, or an error event of a stream."""
         self.refusal: list[str] = []
         """The pieces of a Chat Completions refusal (``delta.refusal``), which LiteLLM drops."""
-        self.finished_with_error = False
-        """A Chat Completions chunk ended the answer with ``finish_reason: "error"``.
+        self.failed_finish: str | None = None
+        """The finish reason a Chat Completions chunk ended the answer with, when it says it failed.
 
-        OpenRouter's, say; LiteLLM (1.105) reads it as ``stop`` on the routes it
-        reads with its own HTTP handler, so half an answer read as a whole one.
+        ``"error"`` (OpenRouter's) or ``"abort"`` (vLLM's, SGLang's); LiteLLM
+        (1.105) reads either as ``stop`` (``"error"`` only on the routes it reads
+        with its own HTTP handler), so half an answer read as a whole one.
         """
 
     def read_line(self, line: bytes) -> bytes:
         """Read one line of a Server-Sent Events body (without its ``\\n``); the line to pass on."""
         if not line.startswith(b"data:"):
             return line
-        if not self.reads_every_chunk and b'"error' not in line and b'"refusal"' not in line:
+        if not self.reads_every_chunk and _TELLING.search(line) is None:
             return line  # LiteLLM parses each line too: a second parse only where it may tell
         try:
             chunk: Any = json.loads(line[5:])
@@ -83,8 +91,9 @@ class BodyWatch:
             refusal = delta.get("refusal") if isinstance(delta, dict) else None
             if isinstance(refusal, str) and refusal:
                 self.refusal.append(refusal)
-            if answer.get("finish_reason") == "error":
-                self.finished_with_error = True
+            finish = answer.get("finish_reason")
+            if finish in FAILED_FINISH_REASONS:
+                self.failed_finish = finish
         if not self.read_chunk(chunk):
             return line
         ending = b"\r" if line.endswith(b"\r") else b""

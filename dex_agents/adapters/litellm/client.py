@@ -240,10 +240,10 @@ class LiteLLMModelClient:
                     answer = await read_chat_stream(
                         stream, batched, route.provider, taken_ids, watch.refusal
                     )
-                    if watch.finished_with_error:
+                    if watch.failed_finish is not None:
                         raise ModelStreamInterruptedError(
                             f"the {route.provider} stream broke before the answer ended: "
-                            "the provider ended it with finish reason 'error'",
+                            f"the provider ended it with finish reason {watch.failed_finish!r}",
                             provider=route.provider,
                         )
                     if isinstance(watch, GeminiFinishWatch) and watch.cut:

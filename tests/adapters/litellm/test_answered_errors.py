@@ -278,21 +278,30 @@ async def test_a_json_error_answered_with_200_for_claude_on_a_cloud_keeps_its_wo
     server.assert_script_used()
 
 
-@pytest.mark.parametrize("model", ["openrouter/openai/gpt-4.1", "deepseek/deepseek-chat"])
-async def test_an_answer_the_provider_ended_with_finish_reason_error_is_a_broken_stream(
-    server: ProviderServer, output: RecordingOutput, model: str
+@pytest.mark.parametrize("finish", ["error", "abort"])
+@pytest.mark.parametrize(
+    "model", ["openai/gpt-4.1", "openrouter/openai/gpt-4.1", "deepseek/deepseek-chat"]
+)
+async def test_an_answer_the_provider_ended_with_a_failed_finish_is_a_broken_stream(
+    server: ProviderServer, output: RecordingOutput, model: str, finish: str
 ) -> None:
-    # LiteLLM read the finish reason "error" as "stop": half an answer was the answer.
+    # LiteLLM read such a finish reason as "stop": half an answer was the answer.
     events = chat_stream("Half of an answer that")[:3]
     first: dict[str, Any] = events[0][1]
-    ended = {**first, "choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}
+    ended = {**first, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
     server.script(sse_reply([*events, (None, ended), (None, "[DONE]")]))
-    client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
+    base = server.url + ("/v1" if model.startswith("openai/") else "")
+    client = LiteLLMModelClient(
+        model, api="chat_completions", api_base=base, api_key_provider=lambda: KEY
+    )
     with pytest.raises(ModelStreamInterruptedError) as caught:
         await client.call_model(REQUEST, output)
     assert caught.value.retryable is True
-    assert str(caught.value) == (
+    # LiteLLM's own streaming error on the OpenAI SDK's route names "error" its way.
+    assert str(caught.value).startswith(
         f"the {client.provider} stream broke before the answer ended: "
-        "the provider ended it with finish reason 'error'"
+    )
+    assert f"finish_reason: {finish}" in str(caught.value) or str(caught.value).endswith(
+        f"the provider ended it with finish reason {finish!r}"
     )
     server.assert_script_used()
