@@ -42,6 +42,12 @@ RETRYABLE_ERROR_KINDS: Final = frozenset(
         "UNAVAILABLE",
         "INTERNAL",
         "DEADLINE_EXCEEDED",
+        # Bedrock (``x-amzn-ErrorType``, ``__type``)
+        "ThrottlingException",
+        "InternalServerException",
+        "ServiceUnavailableException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
     }
 )
 """Kinds of error a later attempt of the same request may pass: rate limits, overload, server errors."""

@@ -56,6 +56,13 @@ class BodyWatch:
     reads_every_chunk = False
     """Whether ``read_chunk`` reads each chunk; else only a line that may hold an error is parsed."""
 
+    reads_body_as_it_comes = False
+    """Whether ``read_body`` reads a body that is not a stream at each piece, not only at its end.
+
+    For a body LiteLLM fails to read before it ends (Bedrock's JSON read as its
+    binary event stream), which never reaches its end.
+    """
+
     def __init__(self) -> None:
         self.watched = False
         """A response of the provider came through the watch."""
@@ -102,6 +109,10 @@ class BodyWatch:
     def read_chunk(self, chunk: dict[str, Any]) -> bool:
         """Read one JSON chunk of a stream, mending it in place; whether it was mended."""
         return False
+
+    def sees(self, response: httpx.Response) -> bool:
+        """Whether the watch reads the body of ``response``; it may keep what its headers say."""
+        return True
 
     def read_body(self, body: bytes) -> None:
         """Read the whole of a body that is not a stream (JSON, as an error answers)."""
@@ -168,6 +179,8 @@ def watch_response(response: object, watch: BodyWatch) -> bool:
         return False
     body = response.stream
     if not isinstance(body, httpx.AsyncByteStream) or isinstance(body, _WatchedBody):
+        return False
+    if not watch.sees(response):
         return False
     watch.watched = True
     inflater = _Inflater(encodings[0]) if encodings else None
@@ -276,6 +289,8 @@ class _WatchedBody(httpx.AsyncByteStream):
         """Show the watch the complete lines ``piece`` ends; the bytes to pass on."""
         if self._kept is not None and len(self._kept) <= _BODY_LIMIT:
             self._kept += piece
+            if self._watch.reads_body_as_it_comes:
+                self._watch.read_body(bytes(self._kept))
         *lines, self._partial = (self._partial + piece).split(b"\n")
         return b"".join(self._watch.read_line(line) + b"\n" for line in lines)
 

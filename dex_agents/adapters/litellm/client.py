@@ -19,6 +19,7 @@ import litellm
 from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer, reads_as_anthropic
 from dex_agents.adapters.litellm.answered_errors import answered_failure, raised_by_litellm
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
+from dex_agents.adapters.litellm.bedrock_answered import BedrockErrorWatch
 from dex_agents.adapters.litellm.body_watch import (
     BodyWatch,
     watch_response,
@@ -211,9 +212,15 @@ class LiteLLMModelClient:
         # LiteLLM keeps neither whether Gemini finished the answer nor the error a
         # provider answered with HTTP 200: the call reads its body (body_watch).
         chat = route.api != RESPONSES_API
-        watch = GeminiFinishWatch() if chat and route.gemini else BodyWatch()
+        watch: BodyWatch
+        if chat and route.gemini:
+            watch = GeminiFinishWatch()
+        elif chat and route.provider == "bedrock":
+            watch = BedrockErrorWatch()
+        else:
+            watch = BodyWatch()
         hooked = "client" not in arguments and (
-            isinstance(watch, GeminiFinishWatch)
+            isinstance(watch, (GeminiFinishWatch, BedrockErrorWatch))
             or (chat and (route.provider in HOOKED_CHAT_PROVIDERS or reads_as_anthropic(route)))
         )
         if hooked:

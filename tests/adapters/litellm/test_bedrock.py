@@ -144,6 +144,44 @@ async def test_an_http_error_keeps_its_status_and_is_retried_when_a_retry_can_he
     server.assert_script_used()
 
 
+THROTTLED = "Too many tokens, please wait before trying again."
+INVALID_MODEL = "The provided model identifier is invalid."
+
+
+@pytest.mark.parametrize(
+    ("body", "kind_header", "message", "retryable"),
+    [
+        ({"message": THROTTLED}, "ThrottlingException", THROTTLED, True),
+        ({"Message": INVALID_MODEL}, "ValidationException", INVALID_MODEL, False),
+        (
+            {"__type": "com.amazon.coral.validate#ValidationException", "message": INVALID_MODEL},
+            None,
+            INVALID_MODEL,
+            False,
+        ),
+        # An error of no named kind may be retried, as one without an HTTP status is.
+        ({"message": THROTTLED}, None, THROTTLED, True),
+    ],
+)
+async def test_a_json_error_answered_with_200_keeps_bedrocks_words_and_retry_rule(
+    server: ProviderServer,
+    output: RecordingOutput,
+    body: dict[str, str],
+    kind_header: str | None,
+    message: str,
+    retryable: bool,
+) -> None:
+    # LiteLLM read the JSON as Bedrock's binary event stream: a retryable "Checksum mismatch".
+    headers = () if kind_header is None else (("x-amzn-ErrorType", f"{kind_header}:http://x/"),)
+    server.script(json_reply(200, body, headers=headers))
+    with pytest.raises(ModelProviderError) as caught:
+        await LiteLLMModelClient(NOVA, api_base=server.url).call_model(REQUEST, output)
+    assert type(caught.value) is ModelProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (None, retryable)
+    assert str(caught.value) == f"bedrock model call failed: {message}"
+    server.assert_script_used()
+
+
 @pytest.mark.parametrize(
     ("event", "error", "retryable"),
     [
