@@ -13,8 +13,8 @@ response hook passes each body to the watch of the call that sent the request
 OpenAI-compatible providers such as DeepSeek, xAI, Mistral), by wrapping that
 response's body (``watch_response``). The body is read before the HTTP client
 decodes it, so the watched client asks for it uncompressed, so that a watch
-may mend its lines; a body sent gzip- or deflate-compressed anyway (the SDKs
-ask for one) is watched through a decompressed copy, passed on as it came,
+may mend its lines; a body sent gzip-, deflate- or zstd-compressed anyway (the
+SDKs ask for one) is watched through a decompressed copy, passed on as it came,
 unmended, and one of another encoding is not watched. The calls of one event
 loop share the watched client, so their connections are reused as on LiteLLM's
 own shared client; LiteLLM's client cache keeps it, one per event loop, and
@@ -208,14 +208,35 @@ async def _show_to_watch(response: httpx.Response) -> None:
         watch_response(response, watch)
 
 
-_INFLATED_ENCODINGS: Final = frozenset({"gzip", "deflate"})
-"""The content encodings whose body the watch reads through a decompressed copy."""
+try:
+    import zstandard
+except ImportError:  # httpx's optional zstd decoder: without it httpx asks for no zstd body
+    zstandard = None  # type: ignore[assignment]
+
+_INFLATED_ENCODINGS: Final = frozenset(
+    {"gzip", "deflate"} if zstandard is None else {"gzip", "deflate", "zstd"}
+)
+"""The content encodings whose body the watch reads through a decompressed copy.
+
+Those httpx decodes and asks for: zstd where its decoder is installed; never
+``br``, which httpx here neither asks for nor decodes without ``brotli``.
+"""
+
+_UNDECODABLE: Final[tuple[type[Exception], ...]] = (
+    (zlib.error,) if zstandard is None else (zlib.error, zstandard.ZstdError)
+)
+"""What decompressing a body that is not so compressed raises."""
 
 
 class _Inflater:
-    """A body's gzip or deflate compression undone, piece by piece, as httpx undoes it."""
+    """A body's gzip, deflate or zstd compression undone, piece by piece, as httpx undoes it."""
 
     def __init__(self, encoding: str) -> None:
+        self._zstd = (
+            None
+            if encoding != "zstd" or zstandard is None
+            else zstandard.ZstdDecompressor().decompressobj()
+        )
         self._gzip = encoding == "gzip"
         # Deflate is zlib-wrapped by the standard and sent raw by some servers:
         # the first piece tells, as httpx's own decoder reads it.
@@ -225,7 +246,15 @@ class _Inflater:
         )
 
     def inflate(self, piece: bytes) -> bytes:
-        """The plain bytes of ``piece``; raises ``zlib.error`` for a body that is not so compressed."""
+        """The plain bytes of ``piece``; raises one of ``_UNDECODABLE`` for a body not so compressed."""
+        if self._zstd is not None and zstandard is not None:
+            plain = self._zstd.decompress(piece)
+            while self._zstd.eof and self._zstd.unused_data:
+                # A body of several frames, which httpx decodes one after the other.
+                rest = self._zstd.unused_data
+                self._zstd = zstandard.ZstdDecompressor().decompressobj()
+                plain += self._zstd.decompress(rest)
+            return plain
         first, self._first = self._first, False
         try:
             return self._decompressor.decompress(piece)
@@ -237,6 +266,8 @@ class _Inflater:
 
     def flush(self) -> bytes:
         """The plain bytes the decompressor still holds at the body's end."""
+        if self._zstd is not None:
+            return self._zstd.flush()
         return self._decompressor.flush()
 
 
@@ -298,7 +329,7 @@ class _WatchedBody(httpx.AsyncByteStream):
         """Show the watch the decompressed copy of ``piece`` (the rest, for ``None``)."""
         try:
             plain = inflate() if piece is None else inflate(piece)
-        except zlib.error:
+        except _UNDECODABLE:
             # The HTTP client fails on it too: a body the watch could not read says nothing.
             self._inflater = self._kept = None
             self._partial = b""

@@ -225,6 +225,10 @@ async def _send(
 
 
 def _compressed(payload: bytes, compression: str | None) -> bytes:
+    if compression == "zstd":
+        import zstandard  # httpx's optional zstd decoder, installed here
+
+        return zstandard.ZstdCompressor().compress(payload)
     return gzip.compress(payload) if compression == "gzip" else zlib.compress(payload)
 
 

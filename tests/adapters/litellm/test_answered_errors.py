@@ -83,7 +83,7 @@ async def test_a_json_error_answered_with_200_keeps_the_providers_words_and_kind
 
 
 @pytest.mark.parametrize("api", APIS)
-@pytest.mark.parametrize("compression", ["gzip", "deflate"])
+@pytest.mark.parametrize("compression", ["gzip", "deflate", "zstd"])
 async def test_a_compressed_json_error_answered_with_200_keeps_the_providers_words_and_kind(
     server: ProviderServer, output: RecordingOutput, api: str, compression: str
 ) -> None:
