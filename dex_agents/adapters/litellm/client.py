@@ -28,11 +28,9 @@ from dex_agents.adapters.litellm.body_watch import (
 )
 from dex_agents.adapters.litellm.call_ids import conversation_tool_call_ids
 from dex_agents.adapters.litellm.chat_request import chat_arguments
-from dex_agents.adapters.litellm.errors import (
-    ModelStreamInterruptedError,
-    scrub_exception_chain,
-    translate_error,
-)
+from dex_agents.adapters.litellm.error_chains import scrub_exception_chain
+from dex_agents.adapters.litellm.error_translation import translate_error
+from dex_agents.adapters.litellm.errors import ModelStreamInterruptedError
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
 from dex_agents.adapters.litellm.gemini_finish import GeminiFinishWatch
 from dex_agents.adapters.litellm.options import check_options, merged_options

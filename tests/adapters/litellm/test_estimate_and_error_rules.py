@@ -17,12 +17,12 @@ from litellm.exceptions import (
     Timeout,
 )
 
+from dex_agents.adapters.litellm.error_chains import connect_failure
+from dex_agents.adapters.litellm.error_translation import translate_error
 from dex_agents.adapters.litellm.errors import (
     ModelProviderError,
     ModelStreamInterruptedError,
-    connect_failure,
     is_retryable_status,
-    translate_error,
 )
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
 from dex_agents.adapters.litellm.provider_messages import describe_failure, provider_message

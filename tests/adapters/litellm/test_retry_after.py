@@ -15,7 +15,7 @@ import litellm
 import pytest
 from litellm.exceptions import RateLimitError
 
-from dex_agents.adapters.litellm.errors import translate_error
+from dex_agents.adapters.litellm.error_translation import translate_error
 from dex_agents.adapters.litellm.retry_after import parse_retry_after
 from dex_agents.builtin_loop import AgentDefinition, builtin_agent_session_flow
 from dex_agents.domain.model_io import ModelRequest, UserTextItem
