@@ -69,6 +69,12 @@ class WorkerHandOffs:
         # Its own slot, and a few more: Steps that finish together each keep slots for
         # what they start, so one of them taking every free slot would starve the rest.
         limit = self._reserve(1, most=HANDOFF_EXTRA_SLOTS)
+        if limit == 1 and self._round is not None:
+            # A claim round holds the free slots: borrowed as a client's commit borrows them
+            # (``commit_handing_off``). Left with its own slot alone, a commit that found its
+            # one next Step could not tell that it took everything, and its loud commit ran a
+            # round that held the slots from the next Step's commit in turn, a round a Step.
+            limit += self._round.lend(HANDOFF_EXTRA_SLOTS)
         # The attempt's task is not cancelled while it commits (``_cancellable``): the commit
         # lands once queued, and what it leases would wait for its lease with nobody to run
         # it. A task of its own per commit, as a client's gets, cost 3% of a turn's CPU.
