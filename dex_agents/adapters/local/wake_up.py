@@ -28,6 +28,12 @@ class WakeUp:
         self._future: asyncio.Future[bool] | None = None
         self._pending = False
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a waiter is suspended in ``wait`` now and nothing has ended its wait yet."""
+        future = self._future
+        return future is not None and not future.done()
+
     def set(self) -> None:
         """Wake the waiter, or the next one to wait."""
         future = self._future

@@ -346,7 +346,13 @@ class LocalWorker(WorkerHandOffs, WorkerLeases):
             # Only a store fault while stopping gets here: its lease lapses and it is taken over.
             logger.warning("an attempt ended without a result: %s", task.exception())
         self._slot_freed.set()
-        self._wake.set()
+        # A freed slot matters to the claim loop only while runnable work waits for one
+        # (``_starved``). A loop waiting with nothing starved would wake for a pass that
+        # does nothing (a future, a timer and a counter read each Step): it is left asleep.
+        # A loop not waiting is mid-pass, and its round may yet come back starved with this
+        # slot unseen: the wake is kept for its next wait, as before.
+        if self._starved or not self._wake.waiting:
+            self._wake.set()
 
     def _cancel(self, ids: set[int]) -> None:
         for key in ids:
