@@ -31,6 +31,7 @@ from dex_agents.adapters.local.state_sources import (
 from dex_agents.adapters.local.step_context import LocalStepContext
 from dex_agents.domain.events import AgentEvent, TextDeltaPayload, TurnStartedPayload
 from dex_agents.domain.images import AgentImageReference
+from dex_agents.domain.kept_memory import memory_of
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.state import AgentState, AgentStatus, TurnSessionSettings
 from dex_agents.domain.usage import AgentUsage
@@ -106,6 +107,34 @@ def test_every_state_type_that_is_immutable_is_shared() -> None:
     }
     missed = {cls for cls in types_of_schema if deeply_immutable(cls)} - CACHED_TYPES
     assert not missed, f"immutable Attribute types not in CACHED_TYPES: {missed}"
+
+
+def test_values_are_charged_their_memory_and_the_oldest_go_past_the_bound() -> None:
+    # An AgentState takes over twice its text's characters, text and objects together:
+    # a bound of three of them keeps three, not the six that their characters would fit.
+    texts = [
+        to_json(AgentState(status=AgentStatus.WAITING_FOR_USER_MESSAGE, turn_count=n))
+        for n in range(4)
+    ]
+    entry = (texts[0], from_json(texts[0], AgentState))  # as the cache keeps it, in a tuple
+    one = memory_of((entry,))
+    assert one > 2 * len(texts[0])
+    values = DecodedValues(max_bytes=3 * one + one // 3)  # each differs by a few bytes
+    decoded = [values.decode(text, AgentState) for text in texts]
+    assert all(
+        values.decode(text, AgentState) is value
+        for text, value in zip(texts[1:], decoded[1:], strict=True)
+    )
+    assert values.decode(texts[0], AgentState) is not decoded[0]
+
+
+def test_a_value_that_takes_more_than_the_bound_is_not_kept() -> None:
+    # Ten characters of text are within a quarter of the bound, but the text and its
+    # str take over a hundred bytes.
+    values = DecodedValues(max_bytes=40)
+    text = '"abcdefgh"'
+    assert values.decode(text, str) == "abcdefgh"
+    assert values.decode(text, str) is not values.decode(text, str)
 
 
 def test_a_shared_type_decodes_once_and_a_mutable_one_every_time() -> None:

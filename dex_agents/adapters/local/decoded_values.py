@@ -27,6 +27,7 @@ from dex_agents.domain.errors import WireFormatError
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.exact_values import exactly_decodable
 from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.kept_memory import MemoryRate
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.plans import AgentPlan, PlanExecutionRequest
@@ -85,7 +86,13 @@ def _stands_for_its_decode(cls: Any, value: object) -> bool:
 
 
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
-"""How much JSON text the cache holds the decoded values of, at most."""
+"""How much memory the kept texts and their decoded values take, at most.
+
+Each entry is charged its text's characters times the bytes per character that
+sampled entries of its type took, text and decoded objects together
+(``kept_memory.py``): two to three times the text for messages. Counting the
+text alone let the cache keep about twice this bound, 61 MiB at its fill
+(``bench/session_churn.py``)."""
 
 PREFIX_TRIES = 4
 """How many texts shorter a kept sequence ``decode_all`` looks for when the whole is not kept."""
@@ -95,7 +102,9 @@ DEFAULT_SEQUENCES_KEPT = 256
 
 
 class DecodedValues:
-    """A least-recently-used map from (type, JSON text) to the decoded value, bounded in bytes.
+    """A least-recently-used map from (type, JSON text) to the decoded value, bounded in the
+    memory the texts and values take (``DEFAULT_CACHE_BYTES``); a value charged more than
+    the whole bound is not kept.
 
     Thread-safe: Steps read on the event loop, RPCs on it or on the store thread.
     """
@@ -106,6 +115,8 @@ class DecodedValues:
         self._max_bytes = max_bytes
         self._bytes = 0
         self._values: OrderedDict[tuple[Any, str], Any] = OrderedDict()
+        self._charges: dict[tuple[Any, str], int] = {}
+        self._rates: dict[Any, MemoryRate] = {}
         self._max_sequences = max_sequences
         self._sequence_bytes = 0
         self._sequences: OrderedDict[tuple[Any, tuple[str, ...]], tuple[Any, ...]] = OrderedDict()
@@ -151,12 +162,20 @@ class DecodedValues:
 
     def _keep(self, key: tuple[Any, str], value: Any) -> None:
         with self._lock:
-            if key not in self._values:
-                self._values[key] = value
-                self._bytes += len(key[1])
-                while self._bytes > self._max_bytes:
-                    (_, evicted), _ = self._values.popitem(last=False)
-                    self._bytes -= len(evicted)
+            if key in self._values:
+                return
+            rate = self._rates.get(key[0])
+            if rate is None:  # per type: a message takes other bytes a character than a state
+                rate = self._rates[key[0]] = MemoryRate()
+            charge = rate.charge(len(key[1]), (key[1], value))
+            if charge > self._max_bytes:
+                return
+            self._values[key] = value
+            self._charges[key] = charge
+            self._bytes += charge
+            while self._bytes > self._max_bytes:
+                evicted, _ = self._values.popitem(last=False)
+                self._bytes -= self._charges.pop(evicted)
 
     def decode_pairs(
         self, held: Sequence[tuple[str, str]], cls: type[T]
