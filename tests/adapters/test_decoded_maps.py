@@ -14,8 +14,8 @@ from dex_agents.domain.wire import to_json
 TEXTS = {"b": '"two"', "a": '"one"', "c": '"three"'}
 
 
-def _maps(**bounds: int) -> DecodedMaps:
-    return DecodedMaps(DecodedValues(), **bounds)
+def _maps(*, measured: bool = False, **bounds: int) -> DecodedMaps:
+    return DecodedMaps(DecodedValues(), measured=measured, **bounds)
 
 
 def test_a_map_reads_in_key_order_decoded() -> None:
@@ -143,3 +143,21 @@ def test_an_extended_read_weighs_its_whole_text() -> None:
     five = {**four, "e": '"e"'}
     # Past the bound: not kept, so read again it is paired again.
     assert maps.instances("s1", "Notes", five, str) is not maps.instances("s1", "Notes", five, str)
+
+
+def test_a_kept_read_is_charged_the_memory_of_its_texts_and_pairs() -> None:
+    # Three texts of 18 characters in all take hundreds of bytes with their dict and
+    # their pairs: by characters a read fits a bound of 200 twice, by memory not once.
+    chars = sum(map(len, TEXTS.values()))
+    assert 2 * chars < 200
+    by_chars = _maps(most_chars=200)
+    by_chars.instances("s1", "Notes", dict(TEXTS), str)
+    by_chars.instances("s2", "Notes", dict(TEXTS), str)
+    assert len(by_chars) == 2
+    by_memory = _maps(most_chars=200, measured=True)
+    by_memory.instances("s1", "Notes", dict(TEXTS), str)
+    assert len(by_memory) == 0
+    roomy = _maps(most_chars=8 * 1024, measured=True)
+    for session in ("s1", "s2", "s3"):
+        roomy.instances(session, "Notes", dict(TEXTS), str)
+    assert len(roomy) == 3

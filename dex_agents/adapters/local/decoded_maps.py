@@ -21,6 +21,7 @@ from collections import OrderedDict
 from typing import Any, NamedTuple, TypeVar
 
 from dex_agents.adapters.local.decoded_values import CACHED_TYPES, DECODED, DecodedValues
+from dex_agents.domain.kept_memory import MemoryRate
 
 T = TypeVar("T")
 
@@ -28,9 +29,11 @@ DEFAULT_MAPS_KEPT = 1024
 """How many whole-map reads are kept, at most: a few maps of each session a process serves."""
 
 DEFAULT_MAP_CHARS_KEPT = 8 * 1024 * 1024
-"""How much text the kept reads hold together, at most (least recently read dropped first):
-a kept read keeps its texts alive, as ``DecodedValues`` keeps its sequences' (a quarter of
-its bytes)."""
+"""How much memory the kept reads take together, at most, in bytes (least recently read
+dropped first): a kept read keeps its texts and its pairs alive, and is charged its
+texts' characters times the bytes per character that sampled reads took
+(``kept_memory.py``), about two and a half; counting the characters alone let the kept
+reads take 19 MiB (``bench/session_churn.py``)."""
 
 
 class _Read(NamedTuple):
@@ -39,11 +42,16 @@ class _Read(NamedTuple):
     texts: dict[str, str]
     pairs: tuple[tuple[str, Any], ...]
     chars: int
+    charge: int
+    """What the read is charged against ``most_chars``: its memory, estimated."""
 
 
 class DecodedMaps:
     """Per (session, map, value type), the last whole read: its texts by key, the
     ``(key, value)`` pairs in key order it gave, and how many characters it holds.
+
+    A read is charged its characters times the bytes per character that sampled reads
+    took in memory (``measured``), or its characters alone, against ``most_chars``.
 
     Only values of ``CACHED_TYPES`` are kept: they are immutable all the way
     down, so every reader may share them. Thread-safe: Steps read on the event
@@ -56,11 +64,13 @@ class DecodedMaps:
         *,
         entries: int = DEFAULT_MAPS_KEPT,
         most_chars: int = DEFAULT_MAP_CHARS_KEPT,
+        measured: bool = True,
     ) -> None:
         self._decoded = decoded
         self._entries = entries
         self._most_chars = most_chars
         self._chars = 0
+        self._rate = MemoryRate() if measured else None
         self._kept: OrderedDict[tuple[str, str, Any], _Read] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -103,17 +113,18 @@ class DecodedMaps:
         found: tuple[Any, ...],
         chars: int,
     ) -> None:
-        if chars > self._most_chars:
-            return
+        charge = chars if self._rate is None else self._rate.charge(chars, (texts, found))
         with self._lock:
             previous = self._kept.pop(key, None)
             if previous is not None:
-                self._chars -= previous.chars
-            self._kept[key] = _Read(texts, found, chars)
-            self._chars += chars
+                self._chars -= previous.charge
+            if charge > self._most_chars:
+                return
+            self._kept[key] = _Read(texts, found, chars, charge)
+            self._chars += charge
             while len(self._kept) > self._entries or self._chars > self._most_chars:
                 _, dropped = self._kept.popitem(last=False)
-                self._chars -= dropped.chars
+                self._chars -= dropped.charge
 
     def clear(self) -> None:
         """Forget every kept read."""
