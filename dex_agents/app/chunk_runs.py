@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dex_agents.app.sized_lru import SizedLru
+from dex_agents.domain.kept_memory import MemoryRate
 from dex_agents.domain.message_index import AgentMessageChunk, AgentMessageIndex
 from dex_agents.domain.paging import ChunkedMessages, chunked_messages
 
@@ -26,8 +27,9 @@ DEFAULT_CHUNK_RUNS_KEPT = 4096
 model calls a process serves."""
 
 DEFAULT_CHUNK_RUN_WEIGHT = 32 * 1024 * 1024
-"""What all kept runs weigh together, at most: the stored size of their messages
-(``MessageChunkInfo.size_bytes``) and one for each. A kept run keeps its messages
+"""The memory all kept runs take together, at most, in bytes: each is charged the stored
+size of its messages (``MessageChunkInfo.size_bytes``) and one for each, times the bytes
+per unit that sampled runs took (``kept_memory.py``). A kept run keeps its messages
 alive, so this bounds the memory, as ``DEFAULT_PREFIX_CACHE_WEIGHT`` does."""
 
 _Kept = tuple[AgentMessageIndex, tuple[AgentMessageChunk, ...], ChunkedMessages, int]
@@ -40,16 +42,29 @@ def _weight(kept: _Kept) -> int:
 class ChunkRuns:
     """``chunked_messages``, kept per (session, floor) while the index and chunks stay the same.
 
-    Thread-safe: Steps read on the event loop, RPCs on it or on a store thread.
+    A run is charged its weight times the bytes per unit of weight sampled runs took
+    (``measured``), or its weight alone. Thread-safe: Steps read on the event loop,
+    RPCs on it or on a store thread.
     """
 
     def __init__(
-        self, entries: int = DEFAULT_CHUNK_RUNS_KEPT, most_weight: int = DEFAULT_CHUNK_RUN_WEIGHT
+        self,
+        entries: int = DEFAULT_CHUNK_RUNS_KEPT,
+        most_weight: int = DEFAULT_CHUNK_RUN_WEIGHT,
+        *,
+        measured: bool = True,
     ) -> None:
-        self._kept: SizedLru[_Kept] = SizedLru(entries, most_weight, _weight)
+        self._kept: SizedLru[_Kept] = SizedLru(
+            entries, most_weight, _weight, rate=MemoryRate() if measured else None
+        )
 
     def __len__(self) -> int:
         return len(self._kept)
+
+    @property
+    def held(self) -> int:
+        """What the kept runs are charged together."""
+        return self._kept.held
 
     def get(
         self,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from dex_agents.app.sized_lru import SizedLru
+from dex_agents.domain.kept_memory import MemoryRate
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -28,11 +29,13 @@ model calls a process serves. A session's entry costs little when it is short, a
 a worker serving more sessions than this walked each one's messages anew at each call."""
 
 DEFAULT_PREFIX_CACHE_WEIGHT = 32 * 1024 * 1024
-"""What all kept walks weigh together, at most: about the characters of the stored
-text they were walked from, as much text as the embedded engine keeps decoded. A
-count of elements (20,000) bounded the memory only for short messages, and made a
-worker serving 30 sessions of 200 turns walk every message again at each model
-call (``bench/session_working_set.py``)."""
+"""The memory all kept walks take together, at most, in bytes: each is charged its weight
+(about the characters of the stored text it was walked from) times the bytes per unit
+of weight that sampled walks took (``kept_memory.py``), three to five for the built-in
+loop's walks. A count of elements (20,000) bounded the memory only for short messages,
+and made a worker serving 30 sessions of 200 turns walk every message again at each
+model call (``bench/session_working_set.py``); a weight in characters alone let the
+walks take several times the bound."""
 
 
 class PrefixCache(Generic[T, S]):
@@ -40,7 +43,9 @@ class PrefixCache(Generic[T, S]):
 
     Keeps at most ``entries`` keys and ``most_weight`` of weight in all, least
     recently used dropped first; a heavier walk is not kept. A kept walk weighs
-    what ``weigh`` says of its state, plus one for each element it keeps.
+    what ``weigh`` says of its state, plus one for each element it keeps, times
+    the bytes per unit of weight that sampled walks took in memory (with
+    ``measured``; without it, its weight alone).
     With ``walks_per_key`` above one, a key keeps that many walks of different
     sequences, the oldest kept dropped first, and a resume takes the longest
     that the sequence starts with: for a key that sequences of different
@@ -56,13 +61,16 @@ class PrefixCache(Generic[T, S]):
         entries: int = DEFAULT_PREFIX_CACHE_ENTRIES,
         most_weight: int = DEFAULT_PREFIX_CACHE_WEIGHT,
         walks_per_key: int = 1,
+        measured: bool = True,
     ) -> None:
         if walks_per_key < 1:
             raise ValueError(f"walks_per_key must be at least 1, not {walks_per_key}")
         self._weigh = weigh
         self._walks_per_key = walks_per_key
         self._remembered = itertools.count()
-        self._cached: SizedLru[tuple[_Walk[T, S], ...]] = SizedLru(entries, most_weight, _weight)
+        self._cached: SizedLru[tuple[_Walk[T, S], ...]] = SizedLru(
+            entries, most_weight, _weight, rate=MemoryRate() if measured else None
+        )
         self._compared = 0
 
     @property

@@ -100,12 +100,12 @@ def test_runs_are_bounded_by_count_and_by_weight() -> None:
     assert by_count.get("s0", indexes[0], CHUNKS) is not kept[0]  # the oldest was dropped
     assert by_count.get("s2", indexes[2], CHUNKS) is kept[2]
 
-    by_weight = ChunkRuns(most_weight=100)
+    by_weight = ChunkRuns(most_weight=100, measured=False)
     first = by_weight.get("s0", indexes[0], CHUNKS)  # 96 messages in 3 chunks of 1 byte: 99
     by_weight.get("s1", indexes[1], CHUNKS)
     assert len(by_weight) == 1
     assert by_weight.get("s0", indexes[0], CHUNKS) is not first
-    too_long = ChunkRuns(most_weight=50)
+    too_long = ChunkRuns(most_weight=50, measured=False)
     too_long.get("s1", INDEX, CHUNKS)
     assert len(too_long) == 0
     by_count.clear()
@@ -114,7 +114,7 @@ def test_runs_are_bounded_by_count_and_by_weight() -> None:
 
 def test_a_run_weighs_the_stored_size_of_the_chunks_after_its_floor() -> None:
     heavy = message_index((1, 32), (33, 64), (65, 96), size=40)
-    runs = ChunkRuns(most_weight=100)
+    runs = ChunkRuns(most_weight=100, measured=False)
     runs.get("s0", heavy, CHUNKS)  # 96 messages and 120 bytes: not kept
     assert len(runs) == 0
     kept = runs.get("s0", heavy, CHUNKS, after_sequence=64)  # 32 and 40
@@ -149,3 +149,23 @@ def test_all_messages_keeps_a_model_calls_chunks_not_a_snapshots(
     assert [message.sequence for message in messages] == list(range(51, 100))
     assert len(CHUNK_RUNS) == before + kept
     assert all_messages(state) == tuple(stored_message(sequence) for sequence in range(1, 100))
+
+
+def test_a_run_is_charged_the_memory_it_keeps_alive_not_its_weight() -> None:
+    # INDEX's run weighs 99 (96 messages in 3 chunks of 1 byte), yet keeps 96 decoded
+    # messages alive: far more than 99 bytes.
+    weighed = ChunkRuns(most_weight=1000, measured=False)
+    weighed.get("s0", INDEX, CHUNKS)
+    assert len(weighed) == 1
+    measured = ChunkRuns(most_weight=1000)
+    measured.get("s0", INDEX, CHUNKS)
+    assert (len(measured), measured.held) == (0, 0)
+    roomy = ChunkRuns()
+    run = roomy.get("s0", INDEX, CHUNKS)
+    assert roomy.held > 1000
+    assert roomy.get("s0", INDEX, CHUNKS) is run
+    bounded = ChunkRuns(most_weight=roomy.held * 3 // 2)  # room for one run, not two
+    first = bounded.get("s0", INDEX, CHUNKS)
+    bounded.get("s1", message_index((1, 32), (33, 64), (65, 96)), CHUNKS)
+    assert len(bounded) == 1
+    assert bounded.get("s0", INDEX, CHUNKS) is not first

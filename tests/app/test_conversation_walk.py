@@ -284,7 +284,9 @@ def test_a_prefix_cache_resumes_only_an_equal_prefix() -> None:
 
 
 def test_a_prefix_cache_holds_a_bounded_number_of_elements() -> None:
-    cache: PrefixCache[int, str] = PrefixCache(_weightless, entries=10, most_weight=5)
+    cache: PrefixCache[int, str] = PrefixCache(
+        _weightless, entries=10, most_weight=5, measured=False
+    )
     cache.remember("a", (1, 2, 3), "a")
     cache.remember("b", (1, 2), "b")
     assert cache.resume("a", (1, 2, 3)) == (3, "a")
@@ -299,7 +301,7 @@ def test_a_prefix_cache_holds_a_bounded_number_of_elements() -> None:
 
 
 def test_a_kept_walk_weighs_what_weigh_says_of_its_state_and_one_for_each_element() -> None:
-    cache: PrefixCache[int, str] = PrefixCache(len, entries=10, most_weight=12)
+    cache: PrefixCache[int, str] = PrefixCache(len, entries=10, most_weight=12, measured=False)
     cache.remember("a", (1, 2), "12345")  # 7
     cache.remember("b", (1,), "12")  # 3
     assert cache.resume("a", (1, 2)) == (2, "12345")
@@ -385,7 +387,9 @@ def test_a_key_drops_its_oldest_walk_beyond_walks_per_key() -> None:
 def test_a_keys_walks_weigh_together() -> None:
     first = _Item("hi")
     a, b = _session(first, "a", 3), _session(first, "b", 3)
-    cache: PrefixCache[_Item, str] = PrefixCache(len, walks_per_key=2, most_weight=10)
+    cache: PrefixCache[_Item, str] = PrefixCache(
+        len, walks_per_key=2, most_weight=10, measured=False
+    )
     cache.remember("hi", a, "12")  # 5
     cache.remember("hi", b, "123")  # 6: 11 in all, over the bound, not kept
     assert cache.resume("hi", a) is None
@@ -427,3 +431,21 @@ def test_a_walk_over_all_messages_reads_resumes_on_their_lineage() -> None:
     resumed = turn_conversation(_context(second, "t4", flow_id=state.flow_id))
     copy = (*second,)  # not the read all_messages noted: walked afresh, compared
     assert resumed == _fresh(_context(copy, "t4", flow_id=state.flow_id))
+
+
+def test_a_prefix_cache_charges_a_walk_the_memory_it_keeps_not_its_weight() -> None:
+    # A walk of 3 elements and a 100-character state weighs 103, yet takes about 600
+    # bytes (the walk's tuples, the state's header): two such walks pass a bound of
+    # 1,000, and one walk alone passes a bound of 500.
+    state = "s" * 100
+    measured: PrefixCache[str, str] = PrefixCache(len, entries=10, most_weight=1000)
+    plain: PrefixCache[str, str] = PrefixCache(len, entries=10, most_weight=1000, measured=False)
+    for cache in (measured, plain):
+        for key in ("a", "b"):
+            cache.remember(key, ("x", "y", key), state)
+    assert plain.resume("a", ("x", "y", "a")) == (3, state)
+    assert measured.resume("a", ("x", "y", "a")) is None, "two walks passed the bound"
+    assert measured.resume("b", ("x", "y", "b")) == (3, state)
+    alone: PrefixCache[str, str] = PrefixCache(len, entries=10, most_weight=500)
+    alone.remember("a", ("x", "y", "a"), state)
+    assert alone.resume("a", ("x", "y", "a")) is None, "one walk takes more than the bound"

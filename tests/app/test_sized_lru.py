@@ -1,8 +1,10 @@
-"""SizedLru: bounded in entries and in the size of its values, least recently used dropped first."""
+"""SizedLru: bounded in entries and in the size (or memory) of its values, least recently used
+dropped first."""
 
 from __future__ import annotations
 
 from dex_agents.app.sized_lru import SizedLru
+from dex_agents.domain.kept_memory import MemoryRate, memory_of
 
 
 def _lru(entries: int = 3, total: int = 10) -> SizedLru[str]:
@@ -39,3 +41,21 @@ def test_a_value_larger_than_the_total_is_not_kept_and_drops_the_keys_old_one() 
     lru.put("b", "y")
     lru.clear()
     assert (len(lru), lru.get("b")) == (0, None)
+
+
+def test_with_a_rate_values_are_charged_their_memory_not_their_size() -> None:
+    rate = MemoryRate(first=1)
+    lru: SizedLru[str] = SizedLru(10, 3 * (49 + 10), len, rate=rate)
+    lru.put("a", "a" * 10)  # a str of 10 characters takes 59 bytes: 5.9 a character
+    assert lru.held == memory_of(("a" * 10,))
+    lru.put("b", "b" * 10)
+    lru.put("c", "c" * 10)
+    assert len(lru) == 3
+    lru.put("d", "d" * 10)  # four of them pass the bound, though 40 characters would not
+    assert (lru.get("a"), len(lru)) == (None, 3)
+
+
+def test_with_a_rate_a_value_charged_more_than_the_total_is_not_kept() -> None:
+    lru: SizedLru[str] = SizedLru(10, 100, len, rate=MemoryRate(first=1))
+    lru.put("a", "a" * 60)  # 60 characters, 109 bytes
+    assert (lru.get("a"), len(lru), lru.held) == (None, 0, 0)
