@@ -25,8 +25,11 @@ _NOT_WALKED = (
     enum.Enum,  # a value's enum members are the process's, not the entry's
 )
 
-FIRST_SAMPLES = 8
-"""How many of its first entries a ``MemoryRate`` walks."""
+FIRST_SAMPLES = 2
+"""How many of its first entries a ``MemoryRate`` walks. Few: a session's first chunk
+rolls over after about eight turns, and walking its run of messages costs more than
+a turn's other work on the caches; eight samples put walks into turns 30 to 60 of a
+session (``bench/turn_instructions.py``)."""
 
 SAMPLE_EVERY = 1024
 """After the first, one entry in this many is walked: the rate follows what a long-lived
