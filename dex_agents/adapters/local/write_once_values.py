@@ -17,9 +17,11 @@ from dex_agents.adapters.local.decoded_values import DEFAULT_CACHE_BYTES
 DEFAULT_WRITE_ONCE_CACHE_BYTES = DEFAULT_CACHE_BYTES
 """How much value text one store keeps, at most (least recently used dropped first).
 
-As much as ``DecodedValues`` keeps: the texts kept here are the very strings it
+As much as ``DecodedValues`` counts: the texts kept here are the very strings it
 holds as the keys of their decoded values, so keeping them costs little memory
-of its own. A smaller bound made a process serving more long sessions than it
+of its own. (That bound counts the decoded objects beside their text since
+2026-12-07, so it keeps about half as much text as this: the older half here
+is text alone, read again without the file, decoded again.) A smaller bound made a process serving more long sessions than it
 fits read and inflate their chunks again at every model call, only to find them
 decoded already, and the text read again was a second copy of the one kept there.
 """
