@@ -24,12 +24,14 @@ caller's own ``client``) is read as before.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import ModuleType
 from typing import Any, Final
 
 import httpx
@@ -208,10 +210,16 @@ async def _show_to_watch(response: httpx.Response) -> None:
         watch_response(response, watch)
 
 
-try:
-    import zstandard
-except ImportError:  # httpx's optional zstd decoder: without it httpx asks for no zstd body
-    zstandard = None  # type: ignore[assignment]
+def _zstd_decoder() -> ModuleType | None:
+    # httpx's optional zstd decoder (installed beside some LiteLLM installs, not by this
+    # package): without it httpx asks for no zstd body, so there is none to watch.
+    try:
+        return importlib.import_module("zstandard")
+    except ImportError:
+        return None
+
+
+zstandard: Final = _zstd_decoder()
 
 _INFLATED_ENCODINGS: Final = frozenset(
     {"gzip", "deflate"} if zstandard is None else {"gzip", "deflate", "zstd"}
@@ -248,7 +256,7 @@ class _Inflater:
     def inflate(self, piece: bytes) -> bytes:
         """The plain bytes of ``piece``; raises one of ``_UNDECODABLE`` for a body not so compressed."""
         if self._zstd is not None and zstandard is not None:
-            plain = self._zstd.decompress(piece)
+            plain: bytes = self._zstd.decompress(piece)
             while self._zstd.eof and self._zstd.unused_data:
                 # A body of several frames, which httpx decodes one after the other.
                 rest = self._zstd.unused_data
@@ -267,7 +275,8 @@ class _Inflater:
     def flush(self) -> bytes:
         """The plain bytes the decompressor still holds at the body's end."""
         if self._zstd is not None:
-            return self._zstd.flush()
+            rest: bytes = self._zstd.flush()
+            return rest
         return self._decompressor.flush()
 
 
