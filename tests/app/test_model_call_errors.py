@@ -5,7 +5,9 @@ stream); a non-retryable one (a bad request, a refused key) ends the turn with
 the error's text in ``last_turn_error`` after one call, spending no attempts.
 A retryable one whose provider asked for a wait (``retry_after``) is retried
 after that wait instead of the policy's interval, or fails the turn at once
-when the wait would end past the policy's total duration.
+when the wait would end past the policy's total duration. The messages the
+failed turn stored (its tool calls and results, the failure note) are numbered
+before the next turn's.
 """
 
 from __future__ import annotations
@@ -19,10 +21,15 @@ from dex_agents.builtin_loop import (
     ModelOutputWriter,
     ModelRequest,
     ModelResponse,
+    ScriptedModelClient,
+    ScriptedModelReply,
+    ScriptedToolCall,
     builtin_agent_session_flow,
+    function_tool,
 )
 from dex_agents.domain.attention import last_turn_cancelled
 from dex_agents.domain.model_io import ModelOutputItem
+from dex_agents.domain.tool_effects import ToolEffect
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.local import LocalRuntime
 from dex_agents.ports.errors import ModelCallError
@@ -78,6 +85,58 @@ async def test_a_call_no_retry_can_fix_fails_the_turn_after_one_call() -> None:
     model = FailingModel(retryable=False, failures=99)
     assert await run_turn(model) == "provider said: the context is too long"
     assert model.calls == 1
+
+
+@function_tool(effect=ToolEffect.READ)
+async def lookup_order(order_id: str) -> str:
+    """Look up an order by its ID."""
+    return f"order {order_id} delivered"
+
+
+def fail_after_the_lookup(request: ModelRequest) -> ScriptedModelReply:
+    """Turn "first" looks an order up, then fails no retry can fix; other turns answer."""
+    text = ScriptedModelClient.user_texts(request)[-1]
+    if text != "first":
+        return ScriptedModelReply(text=f"answer to {text}")
+    if request.tool_results:
+        error = ModelCallError("provider said: no")
+        error.retryable = False
+        raise error
+    call = ScriptedToolCall("lookup_order", {"order_id": "7"}, call_id="c1")
+    return ScriptedModelReply(tool_calls=[call])
+
+
+async def test_a_failed_turn_s_stored_messages_are_numbered_before_the_next_turn_s() -> None:
+    # RecordTurnFailure stores the turn's unfinished messages and the failure note in
+    # the commit that ends the turn; the next turn's message is numbered after them.
+    model = ScriptedModelClient(fail_after_the_lookup)
+    agent = AgentDefinition(
+        name="errors", instructions="Answer.", model=model, tools=[lookup_order]
+    )
+    flow = builtin_agent_session_flow(agent, flow_type="ModelErrorAgent")
+    async with retrying_runtime(None, [flow]) as runtime:
+        sessions = runtime.sessions(flow)
+        await sessions.open_session("s-1")
+        assert await sessions.send_user_message("s-1", "first")
+        failed = await sessions.wait_for_user("s-1", timeout=TURN)
+        assert failed.state is not None
+        assert failed.state.last_turn_error == "provider said: no"
+        assert await sessions.send_user_message("s-1", "second")
+        done = await sessions.wait_for_user("s-1", timeout=TURN)
+    assert done.state is not None
+    assert done.state.last_turn_error is None
+    assert [(m.sequence, m.role.value) for m in done.messages] == [
+        (1, "user"),
+        (2, "assistant"),
+        (3, "tool"),
+        (4, "user"),  # the failure note
+        (5, "user"),
+        (6, "assistant"),
+    ]
+    assert done.messages[3].text is not None
+    assert done.messages[3].text.startswith("[Dex] The previous turn failed")
+    assert [m.text for m in done.messages[4:]] == ["second", "answer to second"]
+    assert done.state.last_sequence == 6
 
 
 async def test_a_retryable_failure_is_retried_by_run_models_policy() -> None:
