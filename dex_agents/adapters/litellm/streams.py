@@ -156,10 +156,13 @@ async def _read_responses(
             f"the {provider} stream ended before the response completed", provider=provider
         )
     # The done events hold each item as the provider sent it; the final response's
-    # typed copy stands in for an item whose done event did not come.
+    # typed copy stands in for an item whose done event did not come. Some sources
+    # (ChatGPT's Codex endpoint, gateways) end with an empty ``output``: the items
+    # streamed in done events are then the whole answer, not an empty one.
+    final_items = list(final.output or ())
     items = [
-        as_dict(done[index]) if index in done else as_dict(item, exclude_none=True)
-        for index, item in enumerate(final.output or ())
+        as_dict(done[index]) if index in done else as_dict(final_items[index], exclude_none=True)
+        for index in sorted(set(done) | set(range(len(final_items))))
     ]
     usage = final.usage
     incomplete = getattr(final, "incomplete_details", None)
