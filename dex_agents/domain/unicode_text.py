@@ -43,6 +43,19 @@ def require_storable_text(where: str, name: str, text: str) -> str:
     return text
 
 
+def join_surrogate_pairs(text: str) -> str:
+    """``text`` with each high surrogate followed by a low one read as the one character they encode.
+
+    A source that slices text by UTF-16 units (a JavaScript gateway, say) can
+    send the halves of an emoji in two pieces, each decoded from its JSON
+    ``\\uXXXX`` escape on its own: joined, they are still two code points, not
+    the character. A surrogate without its other half stays as it is.
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
 def escape_lone_surrogates(json_text: str) -> str:
     """``json_text`` with every surrogate code point written as its JSON ``\\uXXXX`` escape.
 

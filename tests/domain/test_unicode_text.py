@@ -11,6 +11,7 @@ from dex_agents.domain.canonical_json import dumps
 from dex_agents.domain.unicode_text import (
     escape_lone_surrogates,
     first_lone_surrogate,
+    join_surrogate_pairs,
     require_storable_text,
 )
 
@@ -41,3 +42,17 @@ def test_the_canonical_json_of_a_surrogate_is_utf8_and_decodes_to_the_same_text(
 
 def test_text_without_surrogates_is_unchanged() -> None:
     assert escape_lone_surrogates('{"a":"b ü"}') == '{"a":"b ü"}'
+
+
+@pytest.mark.parametrize(
+    ("text", "joined"),
+    [
+        ("plain", "plain"),
+        ("a\ud83d" + "\ude00b", "a\U0001f600b"),  # the halves of one emoji, sent apart
+        ("\ud83dx\ude00", "\ud83dx\ude00"),  # not adjacent: no pair
+        ("\ude00\ud83d", "\ude00\ud83d"),  # low before high: no pair
+        (FILE_NAME, FILE_NAME),
+    ],
+)
+def test_join_surrogate_pairs(text: str, joined: str) -> None:
+    assert join_surrogate_pairs(text) == joined

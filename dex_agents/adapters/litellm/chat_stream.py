@@ -9,7 +9,8 @@ message replays unchanged to the same provider. A call whose ID the session
 cannot record (none, one with ``/``, or one the conversation already has, as
 providers that number their calls per answer send) gets a new ID. LiteLLM
 streams a thinking block's text in pieces and then the whole block with its
-signature; a ``redacted_thinking`` block arrives whole.
+signature; a ``redacted_thinking`` block arrives whole. Text and arguments
+are read with a surrogate pair split across pieces joined into its character.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dex_agents.domain.model_io import (
     ModelOutputItem,
     ModelToolCall,
 )
+from dex_agents.domain.unicode_text import join_surrogate_pairs
 
 
 @attrs.frozen(kw_only=True)
@@ -51,7 +53,10 @@ class _ToolCall:
             "id": self.id,
             "type": "function",
             # A call without arguments gets an empty object, which every provider reads again.
-            "function": {"name": self.name, "arguments": self.arguments or "{}"},
+            "function": {
+                "name": self.name,
+                "arguments": join_surrogate_pairs(self.arguments) or "{}",
+            },
         }
         if self.provider_specific_fields:
             call["provider_specific_fields"] = self.provider_specific_fields
@@ -115,7 +120,7 @@ class ChatStreamAssembler:
         complete = dict(block)
         if complete.get("type") == "thinking":
             # The signed block repeats the text streamed so far; keep what streamed.
-            streamed = "".join(self._thinking)
+            streamed = join_surrogate_pairs("".join(self._thinking))
             complete["thinking"] = streamed or str(complete.get("thinking") or "")
         self._thinking = []
         self._blocks.append(complete)
@@ -147,19 +152,22 @@ class ChatStreamAssembler:
         """
         blocks = list(self._blocks)
         if self._thinking:
-            blocks.append({"type": "thinking", "thinking": "".join(self._thinking)})
+            thinking = join_surrogate_pairs("".join(self._thinking))
+            blocks.append({"type": "thinking", "thinking": thinking})
         used: set[str] = set()
         for call in self._calls:
             call.id = recordable_call_id(call.id, used, taken_ids)
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content) or None}
+        # Pieces are joined before their surrogate pairs, which a provider may split.
+        content = join_surrogate_pairs("".join(self._content))
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if self._refusal:
-            message["refusal"] = "".join(self._refusal)
+            message["refusal"] = join_surrogate_pairs("".join(self._refusal))
         if self._calls:
             message["tool_calls"] = [call.wire() for call in self._calls]
         if blocks:
             message["thinking_blocks"] = blocks
         if self._reasoning:
-            message["reasoning_content"] = "".join(self._reasoning)
+            message["reasoning_content"] = join_surrogate_pairs("".join(self._reasoning))
         if self._provider_fields:
             message["provider_specific_fields"] = dict(self._provider_fields)
         return message

@@ -2,17 +2,24 @@
 
 A Responses stream whose ``response.completed`` holds an empty ``output`` (as
 ChatGPT's Codex endpoint and some gateways send it) keeps the items its
-``response.output_item.done`` events streamed.
+``response.output_item.done`` events streamed. A surrogate pair a provider
+splits across two pieces (slicing text by UTF-16 units, as JavaScript does) is
+read as the one character it encodes.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import litellm
+import pytest
 
 from dex_agents.domain.model_io import ModelToolCall
 from tests.adapters.litellm.provider_scripts import (
+    Event,
+    anthropic_stream,
+    chat_stream,
     function_call_item,
     message_item,
     reasoning_item,
@@ -43,4 +50,61 @@ async def test_a_completed_response_with_empty_output_keeps_the_streamed_items(
     assert response.output[2].tool_calls == (
         ModelToolCall(tool_call_id="call_1", tool_name="lookup", arguments='{"order": 7}'),
     )
+    server.assert_script_used()
+
+
+HIGH, LOW = "\ud83d", "\ude00"  # the UTF-16 halves of U+1F600, as a JavaScript slice sends them
+
+
+def _chat_events_with_split_pairs() -> list[Event]:
+    events = chat_stream("Done ", [("call_1", "note", "")])
+    first: dict[str, Any] = events[0][1]
+
+    def chunk(delta: dict[str, Any]) -> Event:
+        return (None, {**first, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+    def arguments(part: str) -> Event:
+        return chunk({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
+
+    text = [chunk({"content": HIGH}), chunk({"content": LOW})]
+    split_arguments = [arguments('{"text": "' + HIGH), arguments(LOW + '"}')]
+    # The call's first chunk, then its two halves of (empty) arguments, which the split replace.
+    start = next(i for i, (_, data) in enumerate(events) if "tool_calls" in str(data))
+    return [*events[:start], *text, events[start], *split_arguments, *events[start + 3 :]]
+
+
+def _anthropic_events_with_split_pairs() -> list[Event]:
+    events = anthropic_stream(
+        [
+            {"type": "text", "text": "Done " + HIGH + LOW},
+            {"type": "tool_use", "id": "toolu_1", "name": "note", "input": {}},
+        ]
+    )
+    split: list[Event] = []
+    for name, data in events:
+        delta = data.get("delta", {})
+        if delta.get("text") == HIGH + LOW:
+            split += [(name, {**data, "delta": {**delta, "text": half}}) for half in (HIGH, LOW)]
+        elif delta.get("type") == "input_json_delta":
+            parts = ('{"text": "' + HIGH, LOW + '"}')
+            split += [(name, {**data, "delta": {**delta, "partial_json": p}}) for p in parts]
+        else:
+            split.append((name, data))
+    return split
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic"])
+async def test_a_surrogate_pair_split_across_pieces_is_read_as_its_character(
+    server: ProviderServer, output: RecordingOutput, api: str
+) -> None:
+    # Each piece's JSON escape decodes to a lone surrogate; only joined are they U+1F600.
+    events = (
+        _chat_events_with_split_pairs() if api == "chat" else _anthropic_events_with_split_pairs()
+    )
+    server.script(sse_reply(events))
+    response = await clients(server)[api].call_model(REQUEST, output)
+    assert response.text == "Done \U0001f600"
+    (call,) = response.output[0].tool_calls
+    assert json.loads(call.arguments) == {"text": "\U0001f600"}
+    assert "\U0001f600" in response.output[0].item
     server.assert_script_used()
