@@ -12,6 +12,10 @@ longer events.
 Text and reasoning are kept apart and in their order: a piece of the other kind
 writes what is pending first. ``flush`` writes what is left; the client calls it
 before it returns or raises, because the writer drops writes after the call.
+
+A piece that ends in the first half of a surrogate pair keeps that half until
+the next piece, so the pair is written as the one character it encodes: a
+provider that slices text by UTF-16 units splits an emoji across two pieces.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
+from dex_agents.domain.unicode_text import join_surrogate_pairs
 from dex_agents.ports.model_client import ModelOutputWriter
 
 DeltaKind = Literal["text", "reasoning"]
@@ -47,13 +52,23 @@ class BatchedOutput:
 
     def flush(self) -> None:
         """Write the pending pieces now, as one delta."""
+        self._write(keep_high_surrogate=False)
+
+    def _write(self, *, keep_high_surrogate: bool) -> None:
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
         if not self._pieces:
             return
-        text = "".join(self._pieces)
+        text = join_surrogate_pairs("".join(self._pieces))
         self._pieces.clear()
+        if keep_high_surrogate and text and "\ud800" <= text[-1] <= "\udbff":
+            # Its other half is likely the next piece's start: written apart, each
+            # half is a lone surrogate, which a reader shows as two U+FFFD.
+            self._pieces.append(text[-1])
+            text = text[:-1]
+        if not text:
+            return
         if self._kind == "text":
             self._output.write_text_delta(text)
         else:
@@ -65,4 +80,7 @@ class BatchedOutput:
             self._kind = kind
         self._pieces.append(text)
         if self._flush is None:
-            self._flush = asyncio.get_running_loop().call_soon(self.flush)
+            self._flush = asyncio.get_running_loop().call_soon(self._write_turn)
+
+    def _write_turn(self) -> None:
+        self._write(keep_high_surrogate=True)

@@ -53,6 +53,20 @@ async def test_pieces_of_one_loop_turn_are_one_write_made_on_the_next() -> None:
     assert output.deltas == [("text", "Order 7 shipped."), ("text", " Anything else?")]
 
 
+async def test_the_halves_of_a_surrogate_pair_read_apart_are_written_as_one_character() -> None:
+    # A provider slicing text by UTF-16 units sends an emoji's halves in two pieces.
+    output = RecordingOutput()
+    batched = BatchedOutput(output)
+    batched.write_text_delta("Done \ud83d")
+    await asyncio.sleep(0)
+    assert output.deltas == [("text", "Done ")]  # the first half waits for the second
+    batched.write_text_delta("\ude00 for now")
+    await asyncio.sleep(0)
+    batched.write_text_delta("\ud83d")
+    batched.flush()  # the call's end writes a half whose other never came
+    assert output.deltas == [("text", "Done "), ("text", "\U0001f600 for now"), ("text", "\ud83d")]
+
+
 async def test_a_change_of_kind_writes_what_is_pending_first() -> None:
     output = RecordingOutput()
     batched = BatchedOutput(output)
