@@ -30,7 +30,7 @@ from dex_agents.adapters.litellm.call_ids import conversation_tool_call_ids
 from dex_agents.adapters.litellm.chat_request import chat_arguments
 from dex_agents.adapters.litellm.error_chains import scrub_exception_chain
 from dex_agents.adapters.litellm.error_translation import translate_error
-from dex_agents.adapters.litellm.errors import ModelStreamInterruptedError
+from dex_agents.adapters.litellm.errors import ModelProviderError, ModelStreamInterruptedError
 from dex_agents.adapters.litellm.estimates import estimate_input_tokens
 from dex_agents.adapters.litellm.gemini_finish import GeminiFinishWatch
 from dex_agents.adapters.litellm.options import check_options, merged_options
@@ -255,6 +255,14 @@ class LiteLLMModelClient:
                         raise ModelStreamInterruptedError(
                             f"the {route.provider} stream ended before the answer finished",
                             provider=route.provider,
+                        )
+                    if isinstance(watch, GeminiFinishWatch) and watch.failed_reason:
+                        raise ModelProviderError(
+                            f"{route.provider} model call failed: the model failed to make "
+                            f"its answer (finish reason {watch.failed_reason})",
+                            provider=route.provider,
+                            status_code=None,
+                            retryable=True,
                         )
             except Exception as error:
                 secrets = environment_secrets(os.environ)

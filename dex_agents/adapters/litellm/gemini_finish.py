@@ -14,13 +14,23 @@ The watch also mends what LiteLLM (1.105) cannot read: a ``functionCall``
 without ``args``, which Gemini's API makes optional (a call of a function that
 takes no parameters) and LiteLLM's parser needs, gets ``"args": {}``, what the
 missing field means, before LiteLLM reads the line.
+
+It keeps, too, a finish reason that says the model failed to make its answer
+(``FAILED_GEMINI_FINISH_REASONS``): LiteLLM maps ``MALFORMED_FUNCTION_CALL``
+and ``UNEXPECTED_TOOL_CALL`` to ``"stop"``, and Gemini sends no content with
+them, so the answer read as an empty one that ended the turn.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from dex_agents.adapters.litellm.body_watch import BodyWatch
+
+FAILED_GEMINI_FINISH_REASONS: Final = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
+"""Gemini's finish reasons for a tool call the model failed to make: a call that is
+not valid code, or one of a function the request did not declare. Another sample
+of the same request may succeed."""
 
 
 class GeminiFinishWatch(BodyWatch):
@@ -32,6 +42,9 @@ class GeminiFinishWatch(BodyWatch):
         super().__init__()
         self.finished = False
         """A chunk named a ``finishReason``, or Gemini blocked the prompt (``blockReason``)."""
+        self.failed_reason: str | None = None
+        """The finish reason of ``FAILED_GEMINI_FINISH_REASONS`` a chunk named, with its
+        ``finishMessage`` when Gemini sent one."""
 
     def read_chunk(self, chunk: dict[str, Any]) -> bool:
         """Read one chunk: whether it ends the answer; mend its calls (``mend_function_calls``)."""
@@ -41,6 +54,12 @@ class GeminiFinishWatch(BodyWatch):
         for candidate in chunk.get("candidates") or ():
             if isinstance(candidate, dict) and candidate.get("finishReason"):
                 self.finished = True
+                reason = candidate["finishReason"]
+                if reason in FAILED_GEMINI_FINISH_REASONS:
+                    message = candidate.get("finishMessage")
+                    self.failed_reason = (
+                        f"{reason}: {message}" if isinstance(message, str) and message else reason
+                    )
         return mend_function_calls(chunk)
 
     @property

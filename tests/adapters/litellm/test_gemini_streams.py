@@ -220,3 +220,25 @@ async def test_a_gemini_stream_the_provider_would_compress_is_read_as_sent(
     (item,) = response.output
     assert [call.arguments for call in item.tool_calls] == ["{}"]
     server.assert_script_used()
+
+
+@pytest.mark.parametrize("reason", ["MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"])
+async def test_a_call_the_model_failed_to_make_is_a_retryable_failure_not_an_empty_answer(
+    server: ProviderServer, output: RecordingOutput, reason: str
+) -> None:
+    # Gemini sends no content with these, and LiteLLM maps them to "stop".
+    candidate = {"index": 0, "finishReason": reason, "finishMessage": "Malformed function call"}
+    data = {
+        "candidates": [candidate],
+        "usageMetadata": {"promptTokenCount": 40, "totalTokenCount": 40},
+        "modelVersion": "gemini-2.5-pro",
+    }
+    server.script(sse_reply([(None, data)]))
+    with pytest.raises(ModelProviderError) as caught:
+        await _client(server).call_model(REQUEST, output)
+    assert caught.value.retryable is True
+    assert str(caught.value) == (
+        "gemini model call failed: the model failed to make its answer "
+        f"(finish reason {reason}: Malformed function call)"
+    )
+    server.assert_script_used()
