@@ -14,10 +14,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
+import attrs
 import litellm
 
 from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer, reads_as_anthropic
 from dex_agents.adapters.litellm.answered_errors import answered_failure, raised_by_litellm
+from dex_agents.adapters.litellm.anthropic_stop import AnthropicStopWatch
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
 from dex_agents.adapters.litellm.bedrock_answered import BedrockErrorWatch
 from dex_agents.adapters.litellm.body_watch import (
@@ -215,11 +217,12 @@ class LiteLLMModelClient:
             watch = GeminiFinishWatch()
         elif chat and route.provider == "bedrock":
             watch = BedrockErrorWatch()
+        elif chat and (route.provider in HOOKED_CHAT_PROVIDERS or reads_as_anthropic(route)):
+            watch = AnthropicStopWatch()
         else:
             watch = BodyWatch()
         hooked = "client" not in arguments and (
-            isinstance(watch, (GeminiFinishWatch, BedrockErrorWatch))
-            or (chat and (route.provider in HOOKED_CHAT_PROVIDERS or reads_as_anthropic(route)))
+            isinstance(watch, (GeminiFinishWatch, BedrockErrorWatch, AnthropicStopWatch))
         )
         if hooked:
             arguments["client"] = watched_http_client()
@@ -256,6 +259,8 @@ class LiteLLMModelClient:
                             f"the {route.provider} stream ended before the answer finished",
                             provider=route.provider,
                         )
+                    if isinstance(watch, AnthropicStopWatch) and watch.context_window_exceeded:
+                        answer = attrs.evolve(answer, finish_reasons=("length",))
                     if isinstance(watch, GeminiFinishWatch) and watch.failed_reason:
                         raise ModelProviderError(
                             f"{route.provider} model call failed: the model failed to make "

@@ -1,7 +1,8 @@
 """An answer the output token limit cut before any text or tool call: the turn fails.
 
 Chat Completions ends it with ``length`` (LiteLLM's name for Anthropic's
-``max_tokens`` too), the Responses API with a ``response.incomplete`` whose
+``max_tokens``, and here for Anthropic's ``model_context_window_exceeded``,
+which LiteLLM reads as ``stop``), the Responses API with a ``response.incomplete`` whose
 reason is ``max_output_tokens``, its tokens spent on reasoning. Such an answer
 read as an empty normal one; the turn now ends with ``output_limit_turn_error``,
 keeping the reasoning, and no empty assistant message is stored. An answer
@@ -59,12 +60,31 @@ def _anthropic(text: str | None) -> Reply:
     return sse_reply(anthropic_stream(blocks, stop_reason="max_tokens"))
 
 
-REPLIES = {"responses": _responses, "chat": _chat, "anthropic": _anthropic}
-REASONS = {"responses": "max_output_tokens", "chat": "length", "anthropic": "length"}
+def _anthropic_context(text: str | None) -> Reply:
+    # Claude (Sonnet 4.5 on) stops an answer that filled the context window so;
+    # LiteLLM does not know the reason and read it as "stop".
+    blocks = [] if text is None else [{"type": "text", "text": text}]
+    return sse_reply(anthropic_stream(blocks, stop_reason="model_context_window_exceeded"))
+
+
+REPLIES = {
+    "responses": _responses,
+    "chat": _chat,
+    "anthropic": _anthropic,
+    "anthropic_context": _anthropic_context,
+}
+REASONS = {
+    "responses": "max_output_tokens",
+    "chat": "length",
+    "anthropic": "length",
+    "anthropic_context": "length",
+}
+API = {"anthropic_context": "anthropic"}
+"""The client a reply is for, where its name is not the client's."""
 
 
 def _flow(server: ProviderServer, api: str) -> AgentSessionFlow:
-    model = loopback_client(server, api)
+    model = loopback_client(server, API.get(api, api))
     agent = AgentDefinition(name="support", instructions="Help.", model=model)
     return builtin_agent_session_flow(agent, flow_type="Limited")
 
@@ -111,7 +131,7 @@ async def test_a_summary_cut_empty_at_the_token_limit_fails_naming_it_without_a_
     # summary of line breaks alone is as empty.
     server.script(REPLIES[api](text))
     agent = AgentDefinition(
-        name="support", instructions="Help.", model=loopback_client(server, api)
+        name="support", instructions="Help.", model=loopback_client(server, API.get(api, api))
     )
     message = AgentMessage.from_framework_message(
         user_text_message("Where is order 7?"),
