@@ -3,7 +3,8 @@
 Each item is kept as the provider sent it (its ``response.output_item.done``
 JSON), so a reasoning item's ``encrypted_content`` replays byte for byte. A
 ``message`` item's ``output_text`` and ``refusal`` parts are its ``text``
-(``message_text``), a ``function_call`` item is one tool call, and a
+(``message_text``), a ``function_call`` item is one tool call (with ``{}`` for
+empty arguments), and a
 ``reasoning`` item's summary texts are its ``reasoning``; a call ID the session
 cannot record is replaced, as for Chat Completions. LiteLLM rewrites
 response IDs to carry its routing; the provider's own ID is read back out of them.
@@ -72,7 +73,9 @@ def responses_output_item(data: Mapping[str, Any], provider: str) -> ModelOutput
             ModelToolCall(
                 tool_call_id=str(data["call_id"]),
                 tool_name=str(data["name"]),
-                arguments=str(data.get("arguments") or ""),
+                # A call without arguments reads as the empty object, as on Chat
+                # Completions: "" is not JSON, and the tool would fail on it.
+                arguments=str(data.get("arguments") or "{}"),
             ),
         )
     return ModelOutputItem(

@@ -4,7 +4,8 @@ A Responses stream whose ``response.completed`` holds an empty ``output`` (as
 ChatGPT's Codex endpoint and some gateways send it) keeps the items its
 ``response.output_item.done`` events streamed. A surrogate pair a provider
 splits across two pieces (slicing text by UTF-16 units, as JavaScript does) is
-read as the one character it encodes.
+read as the one character it encodes. A Responses call with empty arguments
+has the empty object, as on Chat Completions.
 """
 
 from __future__ import annotations
@@ -107,4 +108,20 @@ async def test_a_surrogate_pair_split_across_pieces_is_read_as_its_character(
     (call,) = response.output[0].tool_calls
     assert json.loads(call.arguments) == {"text": "\U0001f600"}
     assert "\U0001f600" in response.output[0].item
+    server.assert_script_used()
+
+
+async def test_a_responses_call_with_empty_arguments_has_the_empty_object(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # An OpenAI-compatible server may stream a call of a tool without parameters
+    # with "", which is not JSON: the tool failed with "arguments are not valid JSON".
+    item = function_call_item("fc_1", "call_1", "now", "")
+    server.script(sse_reply(responses_stream([item])))
+    response = await clients(server)["responses"].call_model(REQUEST, output)
+    (answer,) = response.output
+    assert answer.tool_calls == (
+        ModelToolCall(tool_call_id="call_1", tool_name="now", arguments="{}"),
+    )
+    assert json.loads(answer.item) == item  # replayed as the provider sent it
     server.assert_script_used()
