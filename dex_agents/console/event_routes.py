@@ -84,6 +84,12 @@ class EventRoutes:
                 continue
             frames = await self._frames(request, stream.session_id, stream.resume_token)
             opened[key] = frames.status_code if isinstance(frames, Response) else frames
+        if request.method == "HEAD":
+            # As the one session's route: the streams never end by themselves.
+            for each in opened.values():
+                if not isinstance(each, int):
+                    await each.aclose()
+            return Response(headers=dict(AGENT_EVENT_STREAM_HEADERS))
         return StreamingResponse(shared_frames(opened), headers=dict(AGENT_EVENT_STREAM_HEADERS))
 
     async def _frames(

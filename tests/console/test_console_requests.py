@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -81,15 +82,24 @@ def test_a_token_that_cannot_travel_in_a_header_is_refused_at_start(tmp_path: Pa
         create_console_app(tmp_path / "s.sqlite3", [demo_flow()], token="")
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/sessions/s/events",
+        # The streams of the pages of one browser, on one connection.
+        "/api/events?streams=" + quote(json.dumps({"page": {"session_id": "s"}})),
+    ],
+    ids=["session", "shared"],
+)
 async def test_head_on_the_event_stream_answers_without_holding_the_connection(
-    tmp_path: Path,
+    tmp_path: Path, path: str
 ) -> None:
     app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
     # The timeout is a guard: the old code never finished the HEAD response, so the next
     # request on the same keep-alive connection waited until the server stopped.
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
         await client.post("/api/sessions", json={"session_id": "s"}, headers=CONTROL_HEADERS)
-        head = await client.head("/api/sessions/s/events")
+        head = await client.head(path)
         assert head.status_code == 200
         assert head.headers["content-type"].startswith("text/event-stream")
         assert (await client.get("/api/sessions/s/snapshot")).status_code == 200
