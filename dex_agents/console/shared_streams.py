@@ -49,7 +49,7 @@ def requested_streams(raw: str) -> dict[str, StreamRequest] | None:
     """The streams ``raw`` names, or ``None`` when it is not the JSON described above."""
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: no such JSON either
         return None
     if not isinstance(value, dict) or not 0 < len(value) <= MAX_SHARED_STREAMS:
         return None

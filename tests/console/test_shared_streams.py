@@ -87,7 +87,15 @@ async def test_each_stream_of_the_connection_sends_its_session_and_a_refused_one
 async def test_streams_that_are_not_json_naming_sessions_are_refused(tmp_path: Path) -> None:
     app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
-        for streams in ["", "[]", "{}", '{"k": {"resume_token": ""}}', '{"k": {"session_id": 1}}']:
+        nested = "[" * 3000  # deeper than the JSON parser goes: it answered 500
+        for streams in [
+            "",
+            "[]",
+            "{}",
+            '{"k": {"resume_token": ""}}',
+            '{"k": {"session_id": 1}}',
+            nested,
+        ]:
             answer = await client.get("/api/events", params={"streams": streams})
             assert answer.status_code == 400, streams
             assert "streams must be JSON" in answer.json()["reason"]
