@@ -75,7 +75,7 @@ async def json_body(request: Request) -> dict[str, Any] | Response:
     raw = b"".join(chunks)
     try:
         body = json.loads(raw or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return JSONResponse({"ok": False, "reason": "the body is not JSON"}, status_code=400)
     if not isinstance(body, dict):
         return JSONResponse(

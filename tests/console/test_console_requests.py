@@ -39,6 +39,10 @@ async def test_starting_a_session_refuses_wrong_types_and_ids_no_url_can_name(
             assert answer.status_code == 400, body
             assert reason in answer.json()["reason"], body
         assert (await client.get("/api/sessions")).json()["sessions"] == []
+        for raw in (b"{", b"[" * 100_000):  # the second nested past the parser's depth: 500
+            answer = await client.post("/api/sessions", content=raw, headers=CONTROL_HEADERS)
+            assert answer.status_code == 400, raw[:8]
+            assert answer.json()["reason"] == "the body is not JSON"
         blank = await client.post(
             "/api/sessions", json={"session_id": "", "message": None}, headers=CONTROL_HEADERS
         )
