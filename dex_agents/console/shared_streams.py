@@ -81,13 +81,17 @@ def _fields(frame: str) -> dict[str, str]:
 
 _END = None
 
+BUFFERED_FRAMES = 32
+"""The most frames read ahead of the connection: a browser that stops reading stops the reads,
+as it does those of a session's own stream, where every event since was kept in memory."""
+
 
 async def shared_frames(
     opened: Mapping[str, AsyncGenerator[str, None] | int],
 ) -> AsyncGenerator[str, None]:
     """The frames of every stream of ``opened`` (key to its session's frames, or to the status
     its route answered), as described above, until each has ended; each is closed either way."""
-    queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue(BUFFERED_FRAMES)
 
     async def pump(key: str, frames: AsyncGenerator[str, None]) -> None:
         try:
@@ -99,7 +103,8 @@ async def shared_frames(
             _log.warning("the event stream of %s failed", key, exc_info=True)
         finally:
             await frames.aclose()
-            await queue.put((key, _END))
+        # Not when cancelled: the connection is gone, and a full queue would hold this forever.
+        await queue.put((key, _END))
 
     pumps = [
         asyncio.ensure_future(pump(key, frames))

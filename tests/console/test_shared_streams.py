@@ -3,6 +3,7 @@ session pages share it (``dex_agents.console.shared_streams``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -14,7 +15,7 @@ from starlette.requests import Request
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
-from dex_agents.console.shared_streams import shared_frames
+from dex_agents.console.shared_streams import BUFFERED_FRAMES, shared_frames
 from dex_agents.ui_stream import KEEP_ALIVE_FRAME
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 from tests.ui_stream.sse import Frame, FrameReader
@@ -123,3 +124,25 @@ async def test_a_stream_whose_read_fails_is_logged_and_its_page_told_while_other
     assert len(bodies) == 4
     assert "the event stream of a failed" in caplog.text
     assert "disk gone" in caplog.text
+
+
+async def test_a_connection_that_is_not_read_stops_its_streams_reads() -> None:
+    # Each session's frames were read as fast as they came and queued for the connection:
+    # a browser that stopped reading it left the server keeping every event since.
+    read = 0
+
+    async def endless() -> AsyncGenerator[str, None]:
+        nonlocal read
+        while True:
+            read += 1
+            yield f'id: t{read}\ndata: {{"n": {read}}}\n\n'
+            await asyncio.sleep(0)
+
+    frames = shared_frames({"a": endless(), "b": endless()})
+    try:
+        assert '"id": "t1"' in await anext(frames)
+        for _ in range(1000):  # the pumps' turns, while the connection takes no frame
+            await asyncio.sleep(0)
+        assert read <= BUFFERED_FRAMES + 4, read
+    finally:
+        await frames.aclose()
