@@ -93,14 +93,16 @@ class SharedChromium:
 
 
 @contextlib.asynccontextmanager
-async def launched_chromium() -> AsyncIterator[Browser]:
-    """A headless Chromium, closed on the way out."""
+async def launched_chromium(*, back_forward_cache: bool = False) -> AsyncIterator[Browser]:
+    """A headless Chromium, closed on the way out; with ``back_forward_cache``, one that keeps
+    pages left for another in it, as a person's browser does (Playwright turns that off)."""
     # Imported here so that collecting the tests needs no Playwright where they skip.
     from playwright.async_api import async_playwright
 
+    kept = ["--disable-back-forward-cache"] if back_forward_cache else None
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, ignore_default_args=kept
         )
         try:
             yield browser

@@ -6,6 +6,9 @@
 let port = null;
 let shared = typeof SharedWorker === "function";
 const listeners = new Map(); // key -> SharedStream
+// Streams closed as their page went away: a page the back-forward cache restores opens them
+// again, where it stayed stale until reloaded in a browser that told it nothing else.
+const suspended = new Set();
 let made = 0;
 
 function workerPort() {
@@ -19,20 +22,30 @@ function workerPort() {
   port = worker.port;
   port.onmessage = ({ data }) => { const stream = listeners.get(data.key); if (stream) stream.receive(data); };
   port.start();
-  // A page that goes away closes its streams, so the worker stops asking for them.
-  addEventListener("pagehide", () => { for (const stream of [...listeners.values()]) stream.close(); });
+  // A page that goes away closes its streams, so the worker stops asking for them; one that
+  // comes back from the back-forward cache opens them again, each from the last event it gave.
+  addEventListener("pagehide", () => { for (const stream of [...listeners.values()]) stream.suspend(); });
+  addEventListener("pageshow", (event) => { if (event.persisted) for (const stream of [...suspended]) stream.resume(); });
   return port;
 }
 
 class SharedStream {
   constructor(sessionId, resumeToken) {
-    this.key = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}-${++made}`;
+    this.sessionId = sessionId;
+    this.token = resumeToken; // the last event given to the page, else the one opened from
     this.onmessage = null;
     this.onerror = null;
     this.ended = [];
+    this.open();
+  }
+
+  // Under a new key each time: frames the worker sent under an earlier one, which the page
+  // reads only once it is back, are another connection's and were sent again on this one.
+  open() {
     const worker = workerPort();
+    this.key = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}-${++made}`;
     listeners.set(this.key, this);
-    worker.postMessage({ op: "open", key: this.key, session_id: sessionId, resume_token: resumeToken });
+    worker.postMessage({ op: "open", key: this.key, session_id: this.sessionId, resume_token: this.token });
   }
 
   addEventListener(type, listener) {
@@ -41,6 +54,7 @@ class SharedStream {
 
   receive(frame) {
     if (frame.kind === "event") {
+      if (frame.id) this.token = frame.id;
       if (this.onmessage) this.onmessage({ lastEventId: frame.id, data: frame.data });
     } else if (frame.kind === "session_ended") {
       listeners.delete(this.key);
@@ -55,7 +69,21 @@ class SharedStream {
     if (this.onerror) this.onerror(new Event("error"));
   }
 
+  // Closed as its page goes away, to be opened again if the page comes back.
+  suspend() {
+    if (!listeners.delete(this.key)) return;
+    suspended.add(this);
+    port.postMessage({ op: "close", key: this.key });
+  }
+
+  resume() {
+    suspended.delete(this);
+    if (shared) this.open();
+    else if (this.onerror) this.onerror(new Event("error")); // the worker failed meanwhile
+  }
+
   close() {
+    suspended.delete(this);
     if (listeners.delete(this.key) && port) port.postMessage({ op: "close", key: this.key });
   }
 }
