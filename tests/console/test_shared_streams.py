@@ -55,10 +55,13 @@ async def test_each_stream_of_the_connection_sends_its_session_and_a_refused_one
     app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], authorize=authorize)
     async with serve_console(app) as url, httpx.AsyncClient(base_url=url) as client:
         await _finished_session(client, "a")
+        # A token of another session the caller may see reads none of its events here.
+        other = (await _finished_session(client, "b"))["resume_token"]
         streams = {
             "page-a": {"session_id": "a", "resume_token": ""},
             "page-nobody": {"session_id": "nobody", "resume_token": ""},
             "page-bad-token": {"session_id": "a", "resume_token": "not a token"},
+            "page-b-token": {"session_id": "a", "resume_token": other},
             "page-secret": {"session_id": "secret", "resume_token": ""},
         }
         params = {"streams": json.dumps(streams)}
@@ -71,7 +74,12 @@ async def test_each_stream_of_the_connection_sends_its_session_and_a_refused_one
             for f in read
             if f.data is not None and _shared(f)["kind"] == "error"
         }
-        assert refused == {"page-nobody": 404, "page-bad-token": 400, "page-secret": 403}
+        assert refused == {
+            "page-nobody": 404,
+            "page-bad-token": 400,
+            "page-b-token": 400,
+            "page-secret": 403,
+        }
         events = [_shared(f) for f in read if _event_type(f, "page-a") is not None]
         assert json.loads(events[0]["data"])["type"] == "turn_started"
         # Each event carries its token: the worker resumes its page's stream from it.
