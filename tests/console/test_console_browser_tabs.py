@@ -39,6 +39,15 @@ async def _reply_shown(page: Page, text: str) -> None:
     await expect(page.locator("#messages")).to_contain_text(f"Demo reply: {text}.", timeout=WAIT_MS)
 
 
+async def _start_sessions(url: str) -> None:
+    """Start sessions ``s0`` to ``s{TABS - 1}``, each with the message ``hello N``."""
+    async with httpx.AsyncClient(base_url=url) as client:
+        for number in range(TABS):
+            start = {"session_id": f"s{number}", "message": f"hello {number}"}
+            answer = await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
+            assert answer.json()["ok"] is True
+
+
 async def test_with_more_than_six_session_tabs_the_shown_one_loads_and_acts(
     tmp_path: Path,
 ) -> None:
@@ -46,11 +55,7 @@ async def test_with_more_than_six_session_tabs_the_shown_one_loads_and_acts(
     # open: the seventh tab never loaded, and a hidden tab's stream held its connection too.
     app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
     async with serve_console(app) as url, browser_context() as context:
-        async with httpx.AsyncClient(base_url=url) as client:
-            for number in range(TABS):
-                start = {"session_id": f"s{number}", "message": f"hello {number}"}
-                answer = await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
-                assert answer.json()["ok"] is True
+        await _start_sessions(url)
         tabs = []
         for number in range(TABS):
             tab = await context.new_page()
@@ -198,11 +203,7 @@ async def test_eight_session_pages_shown_at_once_all_stream_and_the_eighth_acts(
     # browser's six connections to the console: the seventh page never loaded.
     app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
     async with serve_console(app) as url, browser_context() as context:
-        async with httpx.AsyncClient(base_url=url) as client:
-            for number in range(TABS):
-                start = {"session_id": f"s{number}", "message": f"hello {number}"}
-                answer = await client.post("/api/sessions", json=start, headers=CONTROL_HEADERS)
-                assert answer.json()["ok"] is True
+        await _start_sessions(url)
         pages = []
         for number in range(TABS):
             page = await context.new_page()
