@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -84,3 +84,18 @@ def test_a_batch_of_many_runs_is_one_statement(connection: sqlite3.Connection) -
         dict.fromkeys(with_events, 1),
         1,
     )
+
+
+def test_a_lone_run_s_flags_are_bound_as_exact_ints(connection: sqlite3.Connection) -> None:
+    # Python's sqlite3 binds an exact int as it is, but looks up an adapter for a bool
+    # first: each commit logs one run, so its two flags are bound as ints.
+    bound: list[tuple[object, ...]] = []
+
+    def execute(sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+        bound.append(tuple(params))
+        return connection.execute(sql, params)
+
+    record_changes(execute, {"a"}, {"a"}, set())
+    record_changes(execute, {"a"}, set(), {"a"})
+    assert [[type(value) for value in params[1:]] for params in bound] == [[int, int]] * 2
+    assert changes_since(connection.execute, 0) == LoggedChanges({"a": True}, {"a": 1}, 2)
