@@ -92,11 +92,16 @@ def record_changes(
     flow_ids: Collection[str],
     with_events: Collection[str],
     with_state: Collection[str],
+    newest: int | None = None,
 ) -> int:
     """Log that this transaction changed ``flow_ids`` (not empty), appending Stream events of
     ``with_events`` among them and writing the row or Attribute values of ``with_state``;
-    return the number it used."""
-    number = newest_change(execute) + 1
+    return the number it used.
+
+    ``newest`` is the newest number in the file, when the caller knows it (``KnownRows``);
+    otherwise it is read.
+    """
+    number = (newest_change(execute) if newest is None else newest) + 1
     if len(flow_ids) == 1:
         (flow_id,) = flow_ids
         # Ints, not bools: Python's sqlite3 binds an exact int as it is, but looks up an

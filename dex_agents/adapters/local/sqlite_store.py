@@ -324,6 +324,10 @@ class SqliteFlowStore(SqliteStoreCapabilities):
                 if worked and not read_only:
                     known.forget()
                     self._block_sizes.forget()
+                    if tx is not None and tx.change is not None:
+                        # It logged a number, and may have raised after its COMMIT landed,
+                        # before ``committed``: the next commit reads the newest again.
+                        known.change = None
                 if isinstance(error, sqlite3.Error):
                     raise translate_error(error, self.path, self.busy_timeout) from error
                 if isinstance(error, StoredValueError):

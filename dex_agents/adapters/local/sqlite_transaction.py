@@ -130,8 +130,15 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, SqliteExecutions, Store
         self._write_pending()
         self._stream.save_sizes()
         if self._changed:
+            # The connection's kept newest number is the file's: the write lock is held, and
+            # KnownRows.begin read the log again at this transaction's start if another
+            # connection had committed since (None, unknown: read here).
             self.change = record_changes(
-                self._execute, self._changed, self._with_events, self._with_state
+                self._execute,
+                self._changed,
+                self._with_events,
+                self._with_state,
+                self._known_rows.change,
             )
 
     def _execute(
