@@ -12,6 +12,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dex_agents.adapters.local import sqlite_rows
 from dex_agents.adapters.local.sqlite_rows import (
@@ -105,3 +107,17 @@ def test_a_row_with_both_times_of_a_repeated_hour_reads_back_both(tmp_path: Path
         datetime(2026, 11, 1, 5, 30, tzinfo=UTC),
         datetime(2026, 11, 1, 6, 30, tzinfo=UTC),
     ]
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1, 1, 2),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=-5)), NEW_YORK]),
+    )
+)
+def test_a_time_is_written_as_its_utc_isoformat_to_the_microsecond(value: datetime) -> None:
+    # Formatted by hand for speed: the text must stay isoformat's, or stored times would not
+    # sort or read back alike (years below 1000 and whole seconds included).
+    expected = value.astimezone(UTC).isoformat(timespec="microseconds")
+    assert sqlite_rows.encode_time(value) == expected
