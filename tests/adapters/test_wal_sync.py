@@ -141,3 +141,13 @@ def test_a_failed_sync_refuses_every_later_transaction(
         assert syncs.seen[-1].value_seen == "after"
     finally:
         reopened.close()
+
+
+def test_a_signal_that_cannot_reach_the_wal_file_loses_nothing(tmp_path: Path) -> None:
+    # Best effort: the watchers' polls still see the commit. No -wal file here to open.
+    sync = wal_sync.WalSync(tmp_path / "missing.sqlite3")
+    try:
+        sync.signal()
+        sync.check()
+    finally:
+        sync.close()

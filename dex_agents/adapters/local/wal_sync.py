@@ -30,7 +30,6 @@ file again, which reads back what the disk kept.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -73,8 +72,11 @@ class WalSync:
         """
         if not _TIMES_BY_DESCRIPTOR:
             return
-        with contextlib.suppress(OSError):
+        # try/except, not contextlib.suppress: its object and two calls, once a commit.
+        try:
             os.utime(self._descriptor())
+        except OSError:
+            return  # best effort, as above
 
     def sync(self) -> None:
         """Sync the WAL file to disk, or raise ``StoreNotDurableError`` now and from then on."""
