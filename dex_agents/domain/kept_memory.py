@@ -4,8 +4,9 @@ The caches of decoded values were bounded by the characters of the text they
 came from, yet they keep the decoded objects, which take two to five times
 that (``bench/session_churn.py``). Walking every entry's objects to size it
 costs more than decoding it, so a ``MemoryRate`` walks a few (the first ones,
-then one in ``every``) and charges each entry its cheap measure (its text's
-characters, its elements) times the bytes per unit the walked ones took.
+one that outgrows every walked one, then one in ``every``) and charges each
+entry its cheap measure (its text's characters, its elements) times the bytes
+per unit the walked ones took.
 """
 
 from __future__ import annotations
@@ -30,6 +31,15 @@ FIRST_SAMPLES = 2
 rolls over after about eight turns, and walking its run of messages costs more than
 a turn's other work on the caches; eight samples put walks into turns 30 to 60 of a
 session (``bench/turn_instructions.py``)."""
+
+GROWTH_SAMPLE = 4
+"""An entry of at least this many times the units of the largest walked one is walked too.
+
+A cache's first entries are a session's first turns, small, where the objects'
+fixed overhead takes several bytes a unit: a conversation walk of two "hi" turns
+took 7.4 bytes a unit, one of 200 turns 3.1, and charged at the first rate until
+the 1,025th entry the walks of one long session outgrew the 32 MiB bound at 14 MiB.
+The walks this adds are one per fourfold growth, a few in a process's life."""
 
 SAMPLE_EVERY = 1024
 """After the first, one entry in this many is walked: the rate follows what a long-lived
@@ -62,7 +72,7 @@ class MemoryRate:
     makes the rate learn a little later. The rate is at least one byte a unit.
     """
 
-    __slots__ = ("_bytes", "_charged", "_every", "_first", "_units")
+    __slots__ = ("_bytes", "_charged", "_every", "_first", "_largest", "_units")
 
     def __init__(self, *, first: int = FIRST_SAMPLES, every: int = SAMPLE_EVERY) -> None:
         self._first = first
@@ -70,6 +80,7 @@ class MemoryRate:
         self._charged = 0
         self._units = 0
         self._bytes = 0
+        self._largest = 0  # the units of the largest entry walked
 
     @property
     def rate(self) -> float:
@@ -81,7 +92,11 @@ class MemoryRate:
         the rate, after walking ``kept`` when it is one of the entries sampled."""
         charged = self._charged
         self._charged = charged + 1
-        if units > 0 and (charged < self._first or charged % self._every == 0):
+        largest = self._largest
+        if units > 0 and (
+            charged < self._first or charged % self._every == 0 or units >= GROWTH_SAMPLE * largest
+        ):
+            self._largest = max(largest, units)
             self._units += units
             self._bytes += memory_of((kept,))
         return int(units * self.rate)

@@ -47,3 +47,18 @@ def test_the_rate_is_at_least_a_byte_a_unit() -> None:
     rate = MemoryRate()
     assert rate.rate == 1.0
     assert rate.charge(10**6, "x") == 10**6
+
+
+def test_an_entry_that_outgrows_every_walked_one_is_walked_and_sets_the_rate() -> None:
+    # A cache's first entries are small, and their objects' fixed overhead took several
+    # bytes a unit: charged at their rate until the 1,025th entry, a large entry was
+    # charged many times its memory and the cache kept a fraction of its bound.
+    rate = MemoryRate(first=2, every=1024)
+    for _ in range(2):
+        rate.charge(1, ("s",))
+    large = "x" * 10_000
+    assert rate.charge(10_000, large) <= 1.1 * memory_of((large,))
+    # Not four times the largest walked: charged at the rate, not walked.
+    learned = rate.rate
+    rate.charge(39_999, ("y",))
+    assert rate.rate == learned
