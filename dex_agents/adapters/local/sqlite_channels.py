@@ -32,6 +32,9 @@ from dex_agents.ports.flow_rows import MessageRow
 
 _CONSUME = """UPDATE channel_messages SET consumed = 1 WHERE seq = ? AND consumed = 0
     RETURNING flow_id, channel, key"""
+# Without RETURNING, for a message whose run, Channel and key are known: SQLite gathers a
+# RETURNING statement's rows in an ephemeral B-tree opened per statement.
+_CONSUME_KNOWN = "UPDATE channel_messages SET consumed = 1 WHERE seq = ? AND consumed = 0"
 _RESTORE = """UPDATE channel_messages SET consumed = 0 WHERE seq = ? AND consumed = 1
     RETURNING flow_id, channel, key"""
 _DELETE_PENDING = """DELETE FROM channel_messages
@@ -52,8 +55,10 @@ class SqliteChannels:
         raise NotImplementedError
 
     def _forget_channel_reads(self) -> None:
-        """Forget every lock read (the first call starts with none)."""
+        """Forget every lock read and the last pending read (the first call starts with none)."""
         self._lock_holders: dict[tuple[str, str], int | None] = {}
+        # The rows the last ``pending_messages`` returned: a wait consumes those it just read.
+        self._last_pending: Sequence[MessageRow] = ()
 
     def append_message(
         self,
@@ -91,6 +96,7 @@ class SqliteChannels:
             read = self._execute(sql, (flow_id, channel, key))
             rows = [decode_message(values) for values in read]
             known.keep_pending(channel, key, rows)
+        self._last_pending = rows
         return list(rows)  # the rows are frozen; the list is the caller's
 
     def pending_counts(self, flow_id: str, channels: Sequence[str]) -> dict[str, int]:
@@ -125,6 +131,16 @@ class SqliteChannels:
 
     def consume_messages(self, seqs: Sequence[int]) -> None:
         for seq in seqs:
+            # A message's run, Channel and key never change and its ``seq`` is never
+            # reused (AUTOINCREMENT), so a row read of it names them, whenever it was
+            # read; ``rowcount`` says whether it was still pending.
+            row = next((row for row in self._last_pending if row.seq == seq), None)
+            if row is not None:
+                if self._execute(_CONSUME_KNOWN, (seq,)).rowcount:
+                    known = self._channel_written(row.flow_id)
+                    if known is not None:
+                        known.message_taken(row.channel, row.key, seq)
+                continue
             for flow_id, channel, key in self._execute(_CONSUME, (seq,)).fetchall():
                 known = self._channel_written(flow_id)
                 if known is not None:
