@@ -159,8 +159,8 @@ class WriterTurnstile:
 
         ``connection``'s busy timeout must be zero, as for ``begin``.
         """
-        if self._step_back()():
-            return False
+        if not self.client:
+            return self._try_begin_as_worker(connection)
         try:
             # Once, without a pause: the deadline has passed before the first try.
             self._begin_in_turn(connection, time.monotonic(), _never)
@@ -171,6 +171,22 @@ class WriterTurnstile:
             return False
         self._stop_waiting()
         return True
+
+    def _try_begin_as_worker(self, connection: sqlite3.Connection) -> bool:
+        """``try_begin`` for a worker: ``begin``'s rules, each tried once and without
+        its closures (a worker's commit begins this way every time): it steps back while
+        a client waits, and passes the turnstile before ``BEGIN IMMEDIATE``, letting go
+        of it once that returns."""
+        clients, fd = self._clients_fd, self._fd
+        if clients is not None and _clients_waiting(clients):
+            return False
+        if fd is not None and not _try_flock(fd):
+            return False  # a writer waits for the write lock: it goes first
+        try:
+            return _try_begin(connection)
+        finally:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _announce_waiting(self) -> None:
         clients = self._clients_fd
