@@ -214,6 +214,19 @@ async def test_a_json_error_answered_with_200_by_an_openai_compatible_provider_k
     # LiteLLM reads these providers' streams with its own HTTP handler, whose
     # unread response its stream keeps apart from the OpenAI SDK's: the error
     # was a retryable stream break, retried even for a context that is too long.
+    await _assert_answered_with_200(server, output, model, body, message, retryable=retryable)
+
+
+async def _assert_answered_with_200(
+    server: ProviderServer,
+    output: RecordingOutput,
+    model: str,
+    body: dict[str, Any],
+    message: str,
+    *,
+    retryable: bool,
+) -> None:
+    """A call to ``model`` answered ``body`` with HTTP 200 raises the provider's error."""
     server.script(json_reply(200, body))
     client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
     with pytest.raises(ModelProviderError) as caught:
@@ -228,12 +241,7 @@ async def test_an_error_whose_code_is_a_name_is_the_providers_not_litellms_value
 ) -> None:
     # LiteLLM files such an error chunk with int(code): a bare ValueError
     # ("invalid literal for int()") escaped the call, no ModelProviderError at all.
-    server.script(json_reply(200, OPENAI_CONTEXT))
-    client = LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
-    with pytest.raises(ModelProviderError) as caught:
-        await client.call_model(REQUEST, output)
-    assert_answered(caught.value, client.provider, CONTEXT, retryable=False)
-    server.assert_script_used()
+    await _assert_answered_with_200(server, output, model, OPENAI_CONTEXT, CONTEXT, retryable=False)
 
 
 @pytest.mark.parametrize("model", ["groq/openai/gpt-oss-120b", "openrouter/openai/gpt-4.1"])
