@@ -17,8 +17,10 @@ tables of cases:
 - ``redaction``: credentials scrubbed from texts and URLs;
 - ``errors``: the errors the client raises, and LiteLLM's translated to them;
 - ``answered_errors``: errors a provider answers with HTTP 200, and whether a retry helps.
+- ``aws_event_stream``: the binary AWS event stream encoding Bedrock streams in.
 
-``streams`` reads LiteLLM's streams, ``body_watch`` (and ``gemini_finish``) a call's
-HTTP body as LiteLLM reads it, and ``client`` makes the call; they need LiteLLM.
+``streams`` reads LiteLLM's streams, ``body_watch`` (and ``gemini_finish``,
+``anthropic_stop``, ``bedrock_answered``, ``bedrock_stop``) a call's HTTP body as
+LiteLLM reads it, and ``client`` makes the call; they need LiteLLM.
 Import the client from ``dex_agents.litellm``.
 """

@@ -22,13 +22,12 @@ CONTEXT_WINDOW_STOP: Final = "model_context_window_exceeded"
 class AnthropicStopWatch(BodyWatch):
     """What the body of one Anthropic stream said, and whether the context window stopped it."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.context_window_exceeded = False
-        """A ``message_delta`` event stopped the answer with ``CONTEXT_WINDOW_STOP``."""
-
     def read_line(self, line: bytes) -> bytes:
-        """Read one line as ``BodyWatch`` does, and the stop reason of a ``message_delta``."""
+        """Read one line as ``BodyWatch`` does, and the stop reason of a ``message_delta``.
+
+        A ``message_delta`` that stops the answer with ``CONTEXT_WINDOW_STOP`` sets
+        ``finish_reason`` to ``"length"``.
+        """
         if line.startswith(b"data:") and CONTEXT_WINDOW_STOP.encode() in line:
             try:
                 event: Any = json.loads(line[5:])
@@ -40,5 +39,5 @@ class AnthropicStopWatch(BodyWatch):
                 and isinstance(delta, dict)
                 and delta.get("stop_reason") == CONTEXT_WINDOW_STOP
             ):
-                self.context_window_exceeded = True
+                self.finish_reason = "length"
         return super().read_line(line)

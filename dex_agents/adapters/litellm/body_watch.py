@@ -3,9 +3,10 @@
 LiteLLM (1.105) reads some answers without keeping what the provider said: a
 JSON error body sent with HTTP 200 in place of a stream, the Responses API's
 error event in its documented flat shape (``answered_errors``), Gemini's
-``finishReason`` (``gemini_finish``). A ``BodyWatch`` sees each line of one
+``finishReason`` (``gemini_finish``), Anthropic's and Bedrock's stop reasons
+(``anthropic_stop``, ``bedrock_stop``). A ``BodyWatch`` sees each line of one
 call's response body as it passes to LiteLLM, and may mend a line before
-LiteLLM reads it. It sees the body either through an HTTP client of its own
+LiteLLM reads it; a binary body (Bedrock's event stream) it sees in pieces. It sees the body either through an HTTP client of its own
 that the call hands LiteLLM (``client=``, ``watched_http_client``), whose
 response hook passes each body to the watch of the call that sent the request
 (``watching``), or, for a stream whose HTTP response LiteLLM returns unread
@@ -65,6 +66,10 @@ class BodyWatch:
     binary event stream), which never reaches its end.
     """
 
+    binary = False
+    """Whether the body is read in binary pieces (``read_bytes``, Bedrock's event
+    stream), not as lines; ``sees`` sets it."""
+
     def __init__(self) -> None:
         self.watched = False
         """A response of the provider came through the watch."""
@@ -79,6 +84,12 @@ class BodyWatch:
         (1.105) reads either as ``stop`` (``"error"`` only on the routes it reads
         with its own HTTP handler), so half an answer read as a whole one.
         """
+        self.finish_reason: str | None = None
+        """The finish reason the body names where LiteLLM (1.105) reports ``"stop"``
+        (``"length"`` for an answer the context window stopped)."""
+        self.failed_reason: str | None = None
+        """Why the model failed to make its answer (Gemini's ``MALFORMED_FUNCTION_CALL``),
+        which LiteLLM reads as ``"stop"``; another sample of the request may pass."""
 
     def read_line(self, line: bytes) -> bytes:
         """Read one line of a Server-Sent Events body (without its ``\\n``); the line to pass on."""
@@ -115,6 +126,9 @@ class BodyWatch:
     def sees(self, response: httpx.Response) -> bool:
         """Whether the watch reads the body of ``response``; it may keep what its headers say."""
         return True
+
+    def read_bytes(self, piece: bytes) -> None:
+        """Read one piece of a ``binary`` body as it comes; the piece passes on unchanged."""
 
     def read_body(self, body: bytes) -> None:
         """Read the whole of a body that is not a stream (JSON, as an error answers)."""
@@ -302,7 +316,8 @@ class _WatchedBody(httpx.AsyncByteStream):
         self._watch = watch
         self._compressed = inflater is not None
         self._inflater = inflater
-        self._kept: bytearray | None = None if event_stream else bytearray()
+        self._binary = watch.binary
+        self._kept: bytearray | None = None if event_stream or self._binary else bytearray()
         self._partial = b""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -327,6 +342,9 @@ class _WatchedBody(httpx.AsyncByteStream):
 
     def _read(self, piece: bytes) -> bytes:
         """Show the watch the complete lines ``piece`` ends; the bytes to pass on."""
+        if self._binary:
+            self._watch.read_bytes(piece)
+            return piece
         if self._kept is not None and len(self._kept) <= _BODY_LIMIT:
             self._kept += piece
             if self._watch.reads_body_as_it_comes:

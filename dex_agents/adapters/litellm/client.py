@@ -21,7 +21,7 @@ from dex_agents.adapters.litellm.answer_ids import litellm_names_the_answer, rea
 from dex_agents.adapters.litellm.answered_errors import answered_failure, raised_by_litellm
 from dex_agents.adapters.litellm.anthropic_stop import AnthropicStopWatch
 from dex_agents.adapters.litellm.batched_output import BatchedOutput
-from dex_agents.adapters.litellm.bedrock_answered import BedrockErrorWatch
+from dex_agents.adapters.litellm.bedrock_stop import BedrockStreamWatch
 from dex_agents.adapters.litellm.body_watch import (
     BodyWatch,
     watch_response,
@@ -216,13 +216,13 @@ class LiteLLMModelClient:
         if chat and route.gemini:
             watch = GeminiFinishWatch()
         elif chat and route.provider == "bedrock":
-            watch = BedrockErrorWatch()
+            watch = BedrockStreamWatch()
         elif chat and (route.provider in HOOKED_CHAT_PROVIDERS or reads_as_anthropic(route)):
             watch = AnthropicStopWatch()
         else:
             watch = BodyWatch()
         hooked = "client" not in arguments and (
-            isinstance(watch, (GeminiFinishWatch, BedrockErrorWatch, AnthropicStopWatch))
+            isinstance(watch, (GeminiFinishWatch, BedrockStreamWatch, AnthropicStopWatch))
         )
         if hooked:
             arguments["client"] = watched_http_client()
@@ -259,9 +259,9 @@ class LiteLLMModelClient:
                             f"the {route.provider} stream ended before the answer finished",
                             provider=route.provider,
                         )
-                    if isinstance(watch, AnthropicStopWatch) and watch.context_window_exceeded:
-                        answer = attrs.evolve(answer, finish_reasons=("length",))
-                    if isinstance(watch, GeminiFinishWatch) and watch.failed_reason:
+                    if watch.finish_reason is not None:
+                        answer = attrs.evolve(answer, finish_reasons=(watch.finish_reason,))
+                    if watch.failed_reason:
                         raise ModelProviderError(
                             f"{route.provider} model call failed: the model failed to make "
                             f"its answer (finish reason {watch.failed_reason})",

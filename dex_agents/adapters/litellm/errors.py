@@ -7,6 +7,9 @@
         └── ModelProviderError         a provider refused or failed one model call
             └── ModelStreamInterruptedError  the answer's stream ended before the answer did
 
+    ValueError
+    └── EventStreamFormatError  an AWS event stream message that does not hold (never raised by a call)
+
 ``ModelProviderError.retryable`` says whether the same request may succeed
 later: ``False`` for a 4xx a retry cannot fix (bad request, authentication,
 permission, not found, context too long) and for a call refused before anything
@@ -23,7 +26,9 @@ stream error the provider says a retry can help (Bedrock's
 ``modelStreamErrorException``), a retryable break, unless the model it names
 refused the request itself (``bedrock_stream_errors``). LiteLLM's errors are
 translated to these in ``error_translation``; ``error_chains`` reads and
-scrubs the exceptions an error chains.
+scrubs the exceptions an error chains. ``EventStreamFormatError`` stays inside
+the client: the body watch stops reading a Bedrock stream it cannot decode,
+which LiteLLM then fails on itself (``aws_event_stream``).
 """
 
 from __future__ import annotations
@@ -73,3 +78,7 @@ def is_retryable_status(status_code: int | None) -> bool:
     if status_code is None or status_code >= 500 or status_code < 400:
         return True
     return status_code in RETRYABLE_STATUS_CODES
+
+
+class EventStreamFormatError(ValueError):
+    """An AWS event stream message whose lengths, CRCs or headers do not hold."""

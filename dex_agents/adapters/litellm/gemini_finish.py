@@ -41,10 +41,10 @@ class GeminiFinishWatch(BodyWatch):
     def __init__(self) -> None:
         super().__init__()
         self.finished = False
-        """A chunk named a ``finishReason``, or Gemini blocked the prompt (``blockReason``)."""
-        self.failed_reason: str | None = None
-        """The finish reason of ``FAILED_GEMINI_FINISH_REASONS`` a chunk named, with its
-        ``finishMessage`` when Gemini sent one."""
+        """A chunk named a ``finishReason``, or Gemini blocked the prompt (``blockReason``).
+
+        A finish reason of ``FAILED_GEMINI_FINISH_REASONS`` is kept as ``failed_reason``,
+        with its ``finishMessage`` when Gemini sent one."""
 
     def read_chunk(self, chunk: dict[str, Any]) -> bool:
         """Read one chunk: whether it ends the answer; mend its calls (``mend_function_calls``)."""

@@ -14,6 +14,7 @@ from tests.adapters.litellm.provider_server import ProviderServer
 FAST = timedelta(milliseconds=20)
 WAIT = timedelta(seconds=20)
 KEY = "tenant-key-0123456789abcdef"
+BEDROCK_CLAUDE = "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 
 
 @function_tool(effect=ToolEffect.READ)
@@ -24,7 +25,8 @@ def lookup(order_id: str) -> str:
 
 def loopback_client(server: ProviderServer, api: str) -> LiteLLMModelClient:
     """A client of ``server`` speaking ``api``: ``responses`` (OpenAI's default),
-    ``chat`` (OpenAI Chat Completions), ``anthropic`` or ``gemini``."""
+    ``chat`` (OpenAI Chat Completions), ``anthropic``, ``gemini`` or ``bedrock``
+    (Claude on Bedrock's Converse, with the AWS credentials of ``bedrock_env``)."""
     if api == "responses":
         return LiteLLMModelClient(
             "openai/gpt-5-mini", api_base=server.url + "/v1", api_key_provider=lambda: KEY
@@ -36,6 +38,8 @@ def loopback_client(server: ProviderServer, api: str) -> LiteLLMModelClient:
             api_base=server.url + "/v1",
             api_key_provider=lambda: KEY,
         )
+    if api == "bedrock":
+        return LiteLLMModelClient(BEDROCK_CLAUDE, api_base=server.url)
     model = {"anthropic": "anthropic/claude-sonnet-4-5", "gemini": "gemini/gemini-2.5-pro"}[api]
     return LiteLLMModelClient(model, api_base=server.url, api_key_provider=lambda: KEY)
 

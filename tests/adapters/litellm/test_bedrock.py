@@ -269,3 +269,45 @@ async def test_an_answer_without_usage_is_kept(
     assert response.usage.model_calls == 1
     assert json.loads(response.output[0].item)["content"] == "Hello."
     server.assert_script_used()
+
+
+@pytest.mark.parametrize("reason", ["malformed_model_output", "malformed_tool_use"])
+async def test_an_answer_the_model_failed_to_make_is_a_retryable_failure_naming_the_reason(
+    server: ProviderServer, output: RecordingOutput, reason: str
+) -> None:
+    # LiteLLM reads a stop reason it does not know as "stop": the answer read as
+    # a whole (or empty) one, as Gemini's MALFORMED_FUNCTION_CALL did.
+    server.script(
+        converse_reply(None, [("tooluse_9", "lookup", '{"order_id": ')], stop_reason=reason)
+    )
+    with pytest.raises(ModelProviderError) as caught:
+        await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(_request(USER), output)
+    assert type(caught.value) is ModelProviderError
+    assert (caught.value.status_code, caught.value.retryable) == (None, True)
+    assert str(caught.value) == (
+        f"bedrock model call failed: the model failed to make its answer (finish reason {reason})"
+    )
+    server.assert_script_used()
+
+
+async def test_an_answer_the_context_window_stopped_finishes_for_its_length(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    server.script(converse_reply("Half of", stop_reason="model_context_window_exceeded"))
+    response = await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(REQUEST, output)
+    assert response.text == "Half of"
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.finish_reasons == ("length",)
+    server.assert_script_used()
+
+
+@pytest.mark.parametrize(("reason", "finish"), [("end_turn", "stop"), ("max_tokens", "length")])
+async def test_a_stop_reason_litellm_knows_keeps_its_finish_reason(
+    server: ProviderServer, output: RecordingOutput, reason: str, finish: str
+) -> None:
+    server.script(converse_reply("Hello.", stop_reason=reason))
+    response = await LiteLLMModelClient(NOVA, api_base=server.url).call_model(REQUEST, output)
+    assert response.text == "Hello."
+    assert response.model_call_metadata is not None
+    assert response.model_call_metadata.finish_reasons == (finish,)
+    server.assert_script_used()

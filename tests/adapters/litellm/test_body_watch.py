@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from dex_agents.adapters.litellm.bedrock_stop import BedrockStreamWatch
 from dex_agents.adapters.litellm.body_watch import BodyWatch, watch_response
 from dex_agents.adapters.litellm.gemini_finish import GeminiFinishWatch
+from tests.adapters.litellm.bedrock_scripts import EVENT_STREAM, converse_frames
 from tests.adapters.litellm.provider_scripts import gemini_stream
 
 BODY = "".join(
@@ -136,3 +138,28 @@ async def test_a_body_of_another_encoding_is_not_watched(encoding: str) -> None:
     response = _response(b"\x1f\x8b", 2, "text/event-stream", **{"content-encoding": encoding})
     assert not watch_response(response, watch)
     assert not watch.cut  # read as LiteLLM reads it, not as a stream that said nothing
+
+
+CONVERSE = b"".join(converse_frames("Half of", stop_reason="model_context_window_exceeded"))
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, len(CONVERSE)])
+async def test_an_event_stream_in_any_pieces_passes_on_unchanged_and_is_read_whole(
+    size: int,
+) -> None:
+    watch = BedrockStreamWatch()
+    response = _response(CONVERSE, size, EVENT_STREAM)
+    assert watch_response(response, watch)
+    assert await response.aread() == CONVERSE
+    assert (watch.stop_reason, watch.finish_reason) == ("model_context_window_exceeded", "length")
+    assert watch.error is None
+
+
+async def test_an_event_stream_that_does_not_decode_passes_on_and_is_read_no_further() -> None:
+    # LiteLLM's own decoder fails on it and says so; the watch judges nothing after it.
+    broken = CONVERSE[:20] + b"\x00" + CONVERSE[21:]
+    watch = BedrockStreamWatch()
+    response = _response(broken, 9, EVENT_STREAM)
+    assert watch_response(response, watch)
+    assert await response.aread() == broken
+    assert (watch.stop_reason, watch.finish_reason, watch.failed_reason) == (None, None, None)

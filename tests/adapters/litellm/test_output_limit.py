@@ -1,8 +1,8 @@
 """An answer the output token limit cut before any text or tool call: the turn fails.
 
 Chat Completions ends it with ``length`` (LiteLLM's name for Anthropic's
-``max_tokens``, and here for Anthropic's ``model_context_window_exceeded``,
-which LiteLLM reads as ``stop``), the Responses API with a ``response.incomplete`` whose
+``max_tokens``, and here for Anthropic's and Bedrock's
+``model_context_window_exceeded``, which LiteLLM reads as ``stop``), the Responses API with a ``response.incomplete`` whose
 reason is ``max_output_tokens``, its tokens spent on reasoning. Such an answer
 read as an empty normal one; the turn now ends with ``output_limit_turn_error``,
 keeping the reasoning, and no empty assistant message is stored. An answer
@@ -26,6 +26,7 @@ from dex_agents.domain.context_summary import ContextSummaryRequest
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.model_io import output_limit_turn_error
 from dex_agents.ports.errors import ModelCallError
+from tests.adapters.litellm.bedrock_scripts import bedrock_env, converse_reply
 from tests.adapters.litellm.provider_scripts import (
     anthropic_stream,
     chat_reply_finishing,
@@ -67,20 +68,32 @@ def _anthropic_context(text: str | None) -> Reply:
     return sse_reply(anthropic_stream(blocks, stop_reason="model_context_window_exceeded"))
 
 
+def _bedrock_context(text: str | None) -> Reply:
+    # Bedrock's Converse stream names the same reason in its binary messageStop event.
+    return converse_reply(text, stop_reason="model_context_window_exceeded")
+
+
 REPLIES = {
     "responses": _responses,
     "chat": _chat,
     "anthropic": _anthropic,
     "anthropic_context": _anthropic_context,
+    "bedrock_context": _bedrock_context,
 }
 REASONS = {
     "responses": "max_output_tokens",
     "chat": "length",
     "anthropic": "length",
     "anthropic_context": "length",
+    "bedrock_context": "length",
 }
-API = {"anthropic_context": "anthropic"}
+API = {"anthropic_context": "anthropic", "bedrock_context": "bedrock"}
 """The client a reply is for, where its name is not the client's."""
+
+
+@pytest.fixture(autouse=True)
+def _aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    bedrock_env(monkeypatch)
 
 
 def _flow(server: ProviderServer, api: str) -> AgentSessionFlow:
