@@ -2,7 +2,9 @@
 
 OpenAI ends it with ``content_filter`` (a Chat Completions finish reason, or a
 Responses API ``response.incomplete`` with that reason), Anthropic with the
-stop reason ``refusal`` and Gemini with ``SAFETY``, which LiteLLM reads as
+stop reason ``refusal``, Gemini with ``SAFETY`` and Bedrock with
+``guardrail_intervened``, which LiteLLM reads as ``content_filter``, and Bedrock
+with ``content_filtered``, which LiteLLM reads as ``stop`` and the client as
 ``content_filter``. Such an answer, empty or cut after some text, is no normal
 answer: the turn ends with ``CONTENT_FILTER_TURN_ERROR``, keeping any text that
 came, and no empty assistant message is stored. An answer with tool calls is
@@ -24,6 +26,7 @@ from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.model_io import CONTENT_FILTER_TURN_ERROR
 from dex_agents.litellm import LiteLLMModelClient
+from tests.adapters.litellm.bedrock_scripts import bedrock_env, converse_reply
 from tests.adapters.litellm.provider_scripts import (
     Event,
     anthropic_stream,
@@ -74,8 +77,12 @@ def _gemini(text: str | None) -> Reply:
     return sse_reply([*events, chunk([], "SAFETY")])
 
 
+def _bedrock(reason: str) -> Callable[[str | None], Reply]:
+    return lambda text: converse_reply(text, stop_reason=reason)
+
+
 def _flow(server: ProviderServer, api: str) -> AgentSessionFlow:
-    model = loopback_client(server, api)
+    model = loopback_client(server, API.get(api, api))
     agent = AgentDefinition(name="support", instructions="Help.", model=model)
     return builtin_agent_session_flow(agent, flow_type="Filtered")
 
@@ -85,7 +92,16 @@ REPLIES: dict[str, Callable[[str | None], Reply]] = {
     "chat": _chat,
     "anthropic": _anthropic,
     "gemini": _gemini,
+    "bedrock_guardrail": _bedrock("guardrail_intervened"),
+    "bedrock_filtered": _bedrock("content_filtered"),
 }
+API = {"bedrock_guardrail": "bedrock", "bedrock_filtered": "bedrock"}
+"""The client a reply is for, where its name is not the client's."""
+
+
+@pytest.fixture(autouse=True)
+def _aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    bedrock_env(monkeypatch)
 
 
 @pytest.mark.parametrize("api", list(REPLIES))
