@@ -15,7 +15,11 @@ from typing import Any
 
 import attrs
 
-from dex_agents.adapters.litellm.answered_errors import is_retryable_kind
+from dex_agents.adapters.litellm.answered_errors import (
+    answered_error,
+    answered_failure,
+    is_retryable_kind,
+)
 from dex_agents.adapters.litellm.chat_stream import ChatStreamAssembler, ToolCallDelta
 from dex_agents.adapters.litellm.errors import ModelProviderError, ModelStreamInterruptedError
 from dex_agents.adapters.litellm.responses_output import (
@@ -65,6 +69,33 @@ def _failure(provider: str, error: Any, what: str) -> ModelProviderError:
         status_code=None,
         retryable=is_retryable_kind((code,) if isinstance(code, str) and code else ()),
     )
+
+
+def _event_without_type(provider: str, event: Any) -> ModelProviderError:
+    """The error of a Responses event that names no ``type``: the error it holds, if any.
+
+    LiteLLM (1.105) fails on such an event itself, with a bare
+    ``AttributeError`` while it reads the type, or passes it on when its type
+    is ``null``. No rule says what it means, so the call fails, naming the
+    event's fields but not their values; a gateway's error chunk
+    (``{"error": {...}}``) is that error (``answered_failure``).
+    """
+    data = dict(fields(event))
+    answered = answered_error(data, in_stream=True)
+    if answered is not None:
+        return answered_failure(answered, provider=provider, secrets=())
+    names = ", ".join(sorted(str(name) for name in data)[:_NAMED_FIELDS]) or "none"
+    return ModelProviderError(
+        f"{provider} model call failed: the provider sent a Responses API stream event "
+        f"without a type (its fields: {names})",
+        provider=provider,
+        status_code=None,
+        retryable=False,  # the same provider sends the same shape again
+    )
+
+
+_NAMED_FIELDS = 10
+"""The most field names the error of an event without a type shows."""
 
 
 async def close_stream(stream: object) -> None:
@@ -125,32 +156,48 @@ async def _read_responses(
     done: dict[int, Any] = {}
     final: Any = None
     summary_part: tuple[object, object] | None = None
-    async for event in stream:
-        kind = event.type
-        if kind in ("response.output_text.delta", "response.refusal.delta"):
-            if event.delta:
-                output.write_text_delta(event.delta)
-        elif kind == "response.reasoning_summary_text.delta":
-            if event.delta:
-                part = (getattr(event, "output_index", None), getattr(event, "summary_index", None))
-                if summary_part is not None and part != summary_part:
-                    # Summary parts are paragraphs, stored joined by a blank line:
-                    # streamed without it, one ran into the next ("...order.**Checking**").
-                    output.write_reasoning_delta("\n\n")
-                summary_part = part
-                output.write_reasoning_delta(event.delta)
-        elif kind == "response.output_item.done":
-            done[event.output_index] = event.item
-        elif kind in ("response.completed", "response.incomplete"):
-            final = event.response
-        elif kind == "response.failed":
-            raise _failure(provider, getattr(event.response, "error", None), "the response failed")
-        elif kind == "error":
-            raise _failure(
-                provider,
-                {"code": getattr(event, "code", None), "message": getattr(event, "message", None)},
-                "stream error",
-            )
+    try:
+        async for event in stream:
+            kind = getattr(event, "type", None)
+            if not isinstance(kind, str) or not kind:
+                raise _event_without_type(provider, event)
+            if kind in ("response.output_text.delta", "response.refusal.delta"):
+                if event.delta:
+                    output.write_text_delta(event.delta)
+            elif kind == "response.reasoning_summary_text.delta":
+                if event.delta:
+                    part = (
+                        getattr(event, "output_index", None),
+                        getattr(event, "summary_index", None),
+                    )
+                    if summary_part is not None and part != summary_part:
+                        # Summary parts are paragraphs, stored joined by a blank line:
+                        # streamed without it, one ran into the next ("...order.**Checking**").
+                        output.write_reasoning_delta("\n\n")
+                    summary_part = part
+                    output.write_reasoning_delta(event.delta)
+            elif kind == "response.output_item.done":
+                done[event.output_index] = event.item
+            elif kind in ("response.completed", "response.incomplete"):
+                final = event.response
+            elif kind == "response.failed":
+                raise _failure(
+                    provider, getattr(event.response, "error", None), "the response failed"
+                )
+            elif kind == "error":
+                raise _failure(
+                    provider,
+                    {
+                        "code": getattr(event, "code", None),
+                        "message": getattr(event, "message", None),
+                    },
+                    "stream error",
+                )
+    except AttributeError as error:
+        # LiteLLM (1.105) reads the type of each event itself before it yields it.
+        if error.name != "type" or error.obj is None:
+            raise
+        raise _event_without_type(provider, error.obj) from error
     if final is None:
         raise ModelStreamInterruptedError(
             f"the {provider} stream ended before the response completed", provider=provider

@@ -5,7 +5,9 @@ ChatGPT's Codex endpoint and some gateways send it) keeps the items its
 ``response.output_item.done`` events streamed. A surrogate pair a provider
 splits across two pieces (slicing text by UTF-16 units, as JavaScript does) is
 read as the one character it encodes. A Responses call with empty arguments
-has the empty object, as on Chat Completions.
+has the empty object, as on Chat Completions. A Responses event without a
+``type`` fails the call with a ``ModelProviderError`` that says so, or with the
+error it holds.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import litellm
 import pytest
 
 from dex_agents.domain.model_io import ModelToolCall
+from dex_agents.litellm import ModelProviderError, ModelStreamInterruptedError
 from tests.adapters.litellm.provider_scripts import (
     Event,
     anthropic_stream,
@@ -124,4 +127,61 @@ async def test_a_responses_call_with_empty_arguments_has_the_empty_object(
         ModelToolCall(tool_call_id="call_1", tool_name="now", arguments="{}"),
     )
     assert json.loads(answer.item) == item  # replayed as the provider sent it
+    server.assert_script_used()
+
+
+CONTEXT = "This model's maximum context length is 128000 tokens."
+
+
+@pytest.mark.parametrize(
+    ("event", "error", "message", "retryable"),
+    [
+        (
+            {"sequence_number": 1, "delta": "Hel"},
+            ModelProviderError,
+            "openai model call failed: the provider sent a Responses API stream event "
+            "without a type (its fields: delta, sequence_number)",
+            False,
+        ),
+        (
+            {"type": None, "delta": "Hel"},
+            ModelProviderError,
+            "openai model call failed: the provider sent a Responses API stream event "
+            "without a type (its fields: delta, type)",
+            False,
+        ),
+        # An error a gateway sends as an event without a type is the provider's error.
+        (
+            {"error": {"message": CONTEXT, "code": "context_length_exceeded"}},
+            ModelProviderError,
+            f"openai model call failed: {CONTEXT}",
+            False,
+        ),
+        (
+            {"error": {"message": "Rate limit reached.", "code": "rate_limit_exceeded"}},
+            ModelStreamInterruptedError,
+            "the openai stream broke before the answer ended: Rate limit reached.",
+            True,
+        ),
+    ],
+    ids=["fields", "null-type", "error", "retryable-error"],
+)
+async def test_a_responses_event_without_a_type_fails_the_call_clearly(
+    server: ProviderServer,
+    output: RecordingOutput,
+    event: dict[str, Any],
+    error: type[ModelProviderError],
+    message: str,
+    retryable: bool,
+) -> None:
+    # LiteLLM passes such an event on without a ``type``: reading it raised a bare
+    # AttributeError, which no retry policy or error text of the client covered.
+    events = responses_stream([message_item("msg_1", "Hello there.")])
+    events.insert(2, (None, event))
+    server.script(sse_reply(events))
+    with pytest.raises(ModelProviderError) as caught:
+        await clients(server)["responses"].call_model(REQUEST, output)
+    assert type(caught.value) is error
+    assert (str(caught.value), caught.value.retryable) == (message, retryable)
+    assert caught.value.status_code is None
     server.assert_script_used()
