@@ -88,6 +88,43 @@ def responses_output_item(data: Mapping[str, Any], provider: str) -> ModelOutput
     )
 
 
+def _item_id(item: Mapping[str, Any]) -> str | None:
+    value = item.get("id")
+    return value if isinstance(value, str) and value else None
+
+
+def answer_items(
+    streamed: Mapping[int, Mapping[str, Any]], final: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The answer's items: each item of the completed response, as streamed where it was.
+
+    ``streamed`` holds the items of the ``response.output_item.done`` events by
+    their ``output_index``, as the provider sent them; ``final`` the completed
+    response's ``output``, a typed copy. An item of ``final`` is the streamed
+    item with its ``id``, or, where either has none, the one at its index; each
+    streamed item stands for one item only. Streamed items ``final`` does not
+    list (an empty ``output``, as ChatGPT's Codex endpoint and some gateways
+    send it) follow, in their order. LiteLLM (1.105), answering the Responses
+    API from another provider's Chat Completions, streams the items from index
+    1 and lists them from 0: matched by index alone, a call was there twice.
+    """
+    by_id = {key: index for index, item in streamed.items() if (key := _item_id(item))}
+    used: set[int] = set()
+    items: list[Mapping[str, Any]] = []
+    for index, item in enumerate(final):
+        key = _item_id(item)
+        match = by_id.get(key) if key is not None else None
+        if match is None and index in streamed and (key is None or not _item_id(streamed[index])):
+            match = index
+        if match is None or match in used:
+            items.append(item)
+        else:
+            used.add(match)
+            items.append(streamed[match])
+    items.extend(streamed[index] for index in sorted(streamed) if index not in used)
+    return items
+
+
 def responses_output_items(
     items: Sequence[Mapping[str, Any]], provider: str, taken_ids: Collection[str] = ()
 ) -> tuple[ModelOutputItem, ...]:

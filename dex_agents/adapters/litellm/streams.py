@@ -23,6 +23,7 @@ from dex_agents.adapters.litellm.answered_errors import (
 from dex_agents.adapters.litellm.chat_stream import ChatStreamAssembler, ToolCallDelta
 from dex_agents.adapters.litellm.errors import ModelProviderError, ModelStreamInterruptedError
 from dex_agents.adapters.litellm.responses_output import (
+    answer_items,
     provider_response_id,
     responses_finish_reasons,
     responses_output_items,
@@ -203,14 +204,11 @@ async def _read_responses(
             f"the {provider} stream ended before the response completed", provider=provider
         )
     # The done events hold each item as the provider sent it; the final response's
-    # typed copy stands in for an item whose done event did not come. Some sources
-    # (ChatGPT's Codex endpoint, gateways) end with an empty ``output``: the items
-    # streamed in done events are then the whole answer, not an empty one.
-    final_items = list(final.output or ())
-    items = [
-        as_dict(done[index]) if index in done else as_dict(final_items[index], exclude_none=True)
-        for index in sorted(set(done) | set(range(len(final_items))))
-    ]
+    # typed copy stands in for an item whose done event did not come (answer_items).
+    items = answer_items(
+        {index: as_dict(item) for index, item in done.items()},
+        [as_dict(item, exclude_none=True) for item in final.output or ()],
+    )
     usage = final.usage
     incomplete = getattr(final, "incomplete_details", None)
     return StreamedAnswer(

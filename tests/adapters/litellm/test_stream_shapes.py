@@ -2,7 +2,9 @@
 
 A Responses stream whose ``response.completed`` holds an empty ``output`` (as
 ChatGPT's Codex endpoint and some gateways send it) keeps the items its
-``response.output_item.done`` events streamed. A surrogate pair a provider
+``response.output_item.done`` events streamed, and one whose done events and
+completed output number the items apart (LiteLLM's bridge to another
+provider) holds each item once. A surrogate pair a provider
 splits across two pieces (slicing text by UTF-16 units, as JavaScript does) is
 read as the one character it encodes. A Responses call with empty arguments
 has the empty object, as on Chat Completions. A Responses event without a
@@ -18,20 +20,22 @@ from typing import Any
 import litellm
 import pytest
 
+from dex_agents.adapters.litellm.responses_output import answer_items
 from dex_agents.domain.model_io import ModelToolCall
-from dex_agents.litellm import ModelProviderError, ModelStreamInterruptedError
+from dex_agents.litellm import LiteLLMModelClient, ModelProviderError, ModelStreamInterruptedError
 from tests.adapters.litellm.provider_scripts import (
     Event,
     anthropic_stream,
     chat_stream,
     function_call_item,
+    gemini_reply,
     message_item,
     reasoning_item,
     responses_stream,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
-from tests.adapters.litellm.test_client_errors import REQUEST, clients
+from tests.adapters.litellm.test_client_errors import KEY, REQUEST, clients
 
 litellm.suppress_debug_info = True
 
@@ -185,3 +189,69 @@ async def test_a_responses_event_without_a_type_fails_the_call_clearly(
     assert (str(caught.value), caught.value.retryable) == (message, retryable)
     assert caught.value.status_code is None
     server.assert_script_used()
+
+
+GEMINI_CALLS = [
+    {"functionCall": {"name": "lookup", "args": {"order_id": "7"}}},
+    {"functionCall": {"name": "lookup", "args": {"order_id": "8"}}},
+]
+
+
+@pytest.mark.parametrize("calls", [GEMINI_CALLS[:1], GEMINI_CALLS], ids=["one-call", "two-calls"])
+async def test_a_responses_answer_of_tool_calls_alone_holds_each_call_once(
+    server: ProviderServer, output: RecordingOutput, calls: list[dict[str, Any]]
+) -> None:
+    # LiteLLM's Responses API over another provider's Chat Completions streams the
+    # calls' done events from output index 1 (it keeps 0 for a message that never
+    # came) and lists them from 0 in the completed response: merged by index, the
+    # first call was there twice, under two IDs, and ran twice.
+    server.script(gemini_reply(calls))
+    client = LiteLLMModelClient(
+        "gemini/gemini-2.5-pro", api="responses", api_base=server.url, api_key_provider=lambda: KEY
+    )
+    response = await client.call_model(REQUEST, output)
+    assert [json.loads(call.arguments) for call in response.tool_calls] == [
+        call["functionCall"]["args"] for call in calls
+    ]
+    assert [json.loads(item.item)["type"] for item in response.output] == ["function_call"] * len(
+        calls
+    )
+    server.assert_script_used()
+
+
+def _item(item_id: str | None, name: str) -> dict[str, Any]:
+    return {"type": "function_call", "name": name} | ({} if item_id is None else {"id": item_id})
+
+
+A, B, C = _item("fc_a", "a"), _item("fc_b", "b"), _item("fc_c", "c")
+
+
+@pytest.mark.parametrize(
+    ("streamed", "final", "names"),
+    [
+        ({0: A, 1: B}, [A, B], ["a", "b"]),
+        ({1: A, 2: B}, [A, B], ["a", "b"]),  # LiteLLM's bridge: streamed from index 1
+        ({0: A, 1: B}, [], ["a", "b"]),  # an empty completed output
+        ({}, [A, B], ["a", "b"]),  # no done events
+        ({1: B}, [A, B], ["a", "b"]),  # A's done event never came
+        ({1: A}, [A, B], ["a", "b"]),  # B's never came, and its index is A's
+        ({0: A, 1: C}, [A, B], ["a", "b", "c"]),  # C is not listed: it follows
+        ({0: _item(None, "x"), 1: B}, [_item(None, "y"), B], ["x", "b"]),  # no id: by index
+        ({0: A}, [_item(None, "y")], ["a"]),  # either without an id: by index
+    ],
+    ids=[
+        "aligned",
+        "shifted",
+        "empty-output",
+        "no-done-events",
+        "missing-first",
+        "missing-second",
+        "unlisted",
+        "no-ids",
+        "final-without-id",
+    ],
+)
+def test_the_answers_items_are_the_completed_output_as_streamed(
+    streamed: dict[int, dict[str, Any]], final: list[dict[str, Any]], names: list[str]
+) -> None:
+    assert [item["name"] for item in answer_items(streamed, final)] == names
