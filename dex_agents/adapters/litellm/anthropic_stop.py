@@ -33,10 +33,11 @@ class AnthropicStopWatch(BodyWatch):
                 event: Any = json.loads(line[5:])
             except ValueError:
                 event = None
+            # Only an object is an event: a line of other JSON, or none, passes on unread.
             delta = event.get("delta") if isinstance(event, dict) else None
             if (
-                event.get("type") == "message_delta"
-                and isinstance(delta, dict)
+                isinstance(delta, dict)
+                and event.get("type") == "message_delta"
                 and delta.get("stop_reason") == CONTEXT_WINDOW_STOP
             ):
                 self.finish_reason = "length"

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from dex_agents.adapters.litellm.anthropic_stop import AnthropicStopWatch
 from dex_agents.adapters.litellm.bedrock_stop import BedrockStreamWatch
 from dex_agents.adapters.litellm.body_watch import BodyWatch, watch_response
 from dex_agents.adapters.litellm.gemini_finish import GeminiFinishWatch
@@ -163,3 +164,30 @@ async def test_an_event_stream_that_does_not_decode_passes_on_and_is_read_no_fur
     assert watch_response(response, watch)
     assert await response.aread() == broken
     assert (watch.stop_reason, watch.finish_reason, watch.failed_reason) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'data: ["model_context_window_exceeded"]',
+        b"data: model_context_window_exceeded",
+        b'data: "model_context_window_exceeded"',
+    ],
+    ids=["array", "not-json", "string"],
+)
+def test_an_anthropic_line_that_is_no_event_passes_on_unread(line: bytes) -> None:
+    # The watch raised AttributeError on it inside the body: a retryable stream
+    # break of the watch's own making, met again by every retry.
+    watch = AnthropicStopWatch()
+    assert watch.read_line(line) == line
+    assert watch.finish_reason is None
+
+
+def test_an_anthropic_stop_for_the_context_window_is_read() -> None:
+    watch = AnthropicStopWatch()
+    line = (
+        b'data: {"type": "message_delta", "delta": '
+        b'{"stop_reason": "model_context_window_exceeded"}, "usage": {"output_tokens": 3}}'
+    )
+    assert watch.read_line(line) == line
+    assert watch.finish_reason == "length"
