@@ -19,6 +19,7 @@ import attrs
 import litellm
 import pytest
 
+from dex_agents.adapters.litellm.routing import ModelApi
 from dex_agents.domain.model_io import (
     ModelRequest,
     ModelResponse,
@@ -77,7 +78,7 @@ class Route:
     """The conversation's last messages, for the tool call's ID: the result and its image."""
 
 
-def _openai(api: str | None) -> Callable[[str], LiteLLMModelClient]:
+def _openai(api: ModelApi | None) -> Callable[[str], LiteLLMModelClient]:
     model = "openai/gpt-5-mini" if api is None else "openai/gpt-4.1"
     return lambda url: LiteLLMModelClient(
         model, api=api, api_base=url + "/v1", api_key_provider=lambda: KEY
