@@ -84,6 +84,13 @@ def translate_error(
     if isinstance(error, StreamReadTimeoutError) and not error.answered:
         text = describe_failure(provider, None, "timed out before the provider answered")
         return ModelProviderError(text, provider=provider, status_code=None, retryable=True)
+    if streaming and _undecodable_body(error):
+        # The OpenAI SDK decodes each line of a stream itself, and LiteLLM's
+        # Responses stream passes its error on bare; its Chat Completions stream
+        # files the same as a break, and so does this, on every API.
+        scrub_exception_chain(error, known)
+        text = f"the {provider} stream broke before the answer ended: {error}"
+        return ModelStreamInterruptedError(scrub(text, known), provider=provider)
     if not is_transport_error(error):
         return None
     scrub_exception_chain(error, known)
@@ -234,6 +241,20 @@ def _timed_out(error: BaseException) -> bool:
 def _is_connection_error(error: BaseException) -> bool:
     """No HTTP answer at all: LiteLLM's ``APIConnectionError``, or a transport error without status."""
     return type(error).__name__ == "APIConnectionError" or _status_code(error) is None
+
+
+def _undecodable_body(error: BaseException) -> bool:
+    """A body that is no UTF-8 text, which the SDK or LiteLLM failed to decode as it read it.
+
+    Such as one compressed in an encoding no decoder here reads (``br``).
+    """
+    if not isinstance(error, UnicodeDecodeError):
+        return False
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    module = None if traceback is None else traceback.tb_frame.f_globals.get("__name__")
+    return isinstance(module, str) and module.split(".", 1)[0] in TRANSPORT_ERROR_MODULES
 
 
 def _is_stream_break(error: BaseException) -> bool:

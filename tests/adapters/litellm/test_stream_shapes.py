@@ -33,7 +33,7 @@ from tests.adapters.litellm.provider_scripts import (
     reasoning_item,
     responses_stream,
 )
-from tests.adapters.litellm.provider_server import ProviderServer, sse_reply
+from tests.adapters.litellm.provider_server import ProviderServer, frames_reply, sse_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
 from tests.adapters.litellm.test_client_errors import KEY, REQUEST, clients
 
@@ -255,3 +255,21 @@ def test_the_answers_items_are_the_completed_output_as_streamed(
     streamed: dict[int, dict[str, Any]], final: list[dict[str, Any]], names: list[str]
 ) -> None:
     assert [item["name"] for item in answer_items(streamed, final)] == names
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+async def test_a_body_that_is_no_utf_8_text_is_a_broken_stream(
+    server: ProviderServer, output: RecordingOutput, api: str
+) -> None:
+    # Such as a body compressed in an encoding nothing here decodes (br, which
+    # httpx without brotli neither asks for nor decodes). The OpenAI SDK's event
+    # decoder raised a bare UnicodeDecodeError, which LiteLLM's Responses stream
+    # passed on; its Chat Completions stream called it a break.
+    server.script(frames_reply([b"data: \x80\x81 not text\n\n"], "text/event-stream"))
+    with pytest.raises(ModelStreamInterruptedError) as caught:
+        await clients(server)[api].call_model(REQUEST, output)
+    assert str(caught.value).startswith(
+        "the openai stream broke before the answer ended: 'utf-8' codec can't decode byte 0x80"
+    )
+    assert caught.value.retryable is True
+    server.assert_script_used()
