@@ -19,6 +19,25 @@ CONTEXT_WINDOW_STOP: Final = "model_context_window_exceeded"
 """Anthropic's stop reason for an answer that filled the model's context window."""
 
 
+def stops_for_the_context_window(data: bytes) -> bool:
+    """Whether the JSON event ``data`` is a ``message_delta`` that stops for ``CONTEXT_WINDOW_STOP``.
+
+    Anything that is no such event, JSON or not, is not.
+    """
+    if CONTEXT_WINDOW_STOP.encode() not in data:
+        return False  # LiteLLM parses each event too: a second parse only where it may tell
+    try:
+        event: Any = json.loads(data)
+    except ValueError:
+        return False
+    delta = event.get("delta") if isinstance(event, dict) else None
+    return (
+        isinstance(delta, dict)
+        and event.get("type") == "message_delta"
+        and delta.get("stop_reason") == CONTEXT_WINDOW_STOP
+    )
+
+
 class AnthropicStopWatch(BodyWatch):
     """What the body of one Anthropic stream said, and whether the context window stopped it."""
 
@@ -28,17 +47,6 @@ class AnthropicStopWatch(BodyWatch):
         A ``message_delta`` that stops the answer with ``CONTEXT_WINDOW_STOP`` sets
         ``finish_reason`` to ``"length"``.
         """
-        if line.startswith(b"data:") and CONTEXT_WINDOW_STOP.encode() in line:
-            try:
-                event: Any = json.loads(line[5:])
-            except ValueError:
-                event = None
-            # Only an object is an event: a line of other JSON, or none, passes on unread.
-            delta = event.get("delta") if isinstance(event, dict) else None
-            if (
-                isinstance(delta, dict)
-                and event.get("type") == "message_delta"
-                and delta.get("stop_reason") == CONTEXT_WINDOW_STOP
-            ):
-                self.finish_reason = "length"
+        if line.startswith(b"data:") and stops_for_the_context_window(line[5:]):
+            self.finish_reason = "length"
         return super().read_line(line)

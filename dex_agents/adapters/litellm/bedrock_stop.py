@@ -9,16 +9,23 @@ a whole one, and one the model failed to make (``malformed_model_output``,
 the turn. The stream is binary (``application/vnd.amazon.eventstream``): the
 watch decodes its messages (``aws_event_stream``) as the pieces pass to
 LiteLLM, and reads each ``messageStop`` event. A stream it cannot decode, which
-LiteLLM fails on too, is no longer read.
+LiteLLM fails on too, is no longer read. Claude called through
+``InvokeModelWithResponseStream`` (``bedrock/invoke/``) streams Anthropic's own
+events inside the same encoding, each base64-encoded in a ``chunk`` event; its
+``model_context_window_exceeded`` is read as on Anthropic's API
+(``anthropic_stop``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Any, Final
 
 import httpx
 
+from dex_agents.adapters.litellm.anthropic_stop import stops_for_the_context_window
 from dex_agents.adapters.litellm.aws_event_stream import EventStreamDecoder
 from dex_agents.adapters.litellm.bedrock_answered import BedrockErrorWatch
 from dex_agents.adapters.litellm.errors import EventStreamFormatError
@@ -61,15 +68,20 @@ class BedrockStreamWatch(BedrockErrorWatch):
         for message in messages:
             if message.header(":message-type") != "event":
                 continue
-            if message.header(":event-type") != "messageStop":
-                continue
-            try:
-                event: Any = json.loads(message.payload)
-            except ValueError:
-                continue
-            reason = event.get("stopReason") if isinstance(event, dict) else None
-            if isinstance(reason, str) and reason:
-                self._read_stop(reason)
+            kind = message.header(":event-type")
+            if kind == "messageStop":
+                self._read_converse_stop(message.payload)
+            elif kind == "chunk" and _invoked_model_stops_for_the_context_window(message.payload):
+                self.finish_reason = "length"
+
+    def _read_converse_stop(self, payload: bytes) -> None:
+        try:
+            event: Any = json.loads(payload)
+        except ValueError:
+            return
+        reason = event.get("stopReason") if isinstance(event, dict) else None
+        if isinstance(reason, str) and reason:
+            self._read_stop(reason)
 
     def _read_stop(self, reason: str) -> None:
         self.stop_reason = reason
@@ -77,3 +89,19 @@ class BedrockStreamWatch(BedrockErrorWatch):
             self.finish_reason = "length"
         elif reason in FAILED_BEDROCK_STOP_REASONS:
             self.failed_reason = reason
+
+
+def _invoked_model_stops_for_the_context_window(payload: bytes) -> bool:
+    """Whether an ``InvokeModelWithResponseStream`` chunk is Claude's stop for its context window.
+
+    The chunk holds the model's own event, base64-encoded (``{"bytes": ...}``):
+    for Claude, Anthropic's ``message_delta``, whose ``stop_reason`` LiteLLM
+    reads as Anthropic's API sends it.
+    """
+    try:
+        chunk: Any = json.loads(payload)
+        data = chunk.get("bytes") if isinstance(chunk, dict) else None
+        event = base64.b64decode(data, validate=True) if isinstance(data, str) else b""
+    except (ValueError, binascii.Error):
+        return False
+    return stops_for_the_context_window(event)

@@ -7,11 +7,13 @@ header lengths, with a CRC32), string headers (``:event-type``,
 builds a Converse answer's events: ``messageStart``, each content block's
 deltas (a tool call's input split across two of them, as Bedrock streams it),
 ``messageStop`` and the ``metadata`` event that holds the usage.
-``bedrock_env`` sets the AWS credentials LiteLLM signs the request with.
+``invoke_reply`` answers ``InvokeModelWithResponseStream`` for Claude: Anthropic's
+own events, each base64-encoded in a ``chunk`` event. ``bedrock_env`` sets the AWS credentials LiteLLM signs the request with.
 """
 
 from __future__ import annotations
 
+import base64
 import binascii
 import json
 import struct
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.adapters.litellm.provider_scripts import anthropic_stream
 from tests.adapters.litellm.provider_server import Reply, frames_reply
 
 EVENT_STREAM = "application/vnd.amazon.eventstream"
@@ -105,6 +108,15 @@ def converse_reply(
     text: str | None = "Hello.", tool_calls: Sequence[tuple[str, str, str]] = (), **options: Any
 ) -> Reply:
     return frames_reply(converse_frames(text, tool_calls, **options), EVENT_STREAM)
+
+
+def invoke_reply(blocks: Sequence[Mapping[str, Any]], **options: Any) -> Reply:
+    """Claude's ``anthropic_stream(blocks, **options)`` as Bedrock's invoke stream sends it."""
+    frames = [
+        event("chunk", {"bytes": base64.b64encode(json.dumps(data).encode()).decode()})
+        for _, data in anthropic_stream(blocks, **options)
+    ]
+    return frames_reply(frames, EVENT_STREAM)
 
 
 def bedrock_env(monkeypatch: pytest.MonkeyPatch) -> None:

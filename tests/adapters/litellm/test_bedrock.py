@@ -29,6 +29,7 @@ from tests.adapters.litellm.bedrock_scripts import (
     converse_frames,
     converse_reply,
     exception,
+    invoke_reply,
 )
 from tests.adapters.litellm.provider_server import ProviderServer, frames_reply, json_reply
 from tests.adapters.litellm.recording_output import RecordingOutput
@@ -290,11 +291,19 @@ async def test_an_answer_the_model_failed_to_make_is_a_retryable_failure_naming_
     server.assert_script_used()
 
 
+@pytest.mark.parametrize("api", ["converse", "invoke"])
 async def test_an_answer_the_context_window_stopped_finishes_for_its_length(
-    server: ProviderServer, output: RecordingOutput
+    server: ProviderServer, output: RecordingOutput, api: str
 ) -> None:
-    server.script(converse_reply("Half of", stop_reason="model_context_window_exceeded"))
-    response = await LiteLLMModelClient(CLAUDE, api_base=server.url).call_model(REQUEST, output)
+    stop = "model_context_window_exceeded"
+    if api == "converse":
+        server.script(converse_reply("Half of", stop_reason=stop))
+        model = CLAUDE
+    else:
+        # Claude's own events inside Bedrock's binary stream, read as on Anthropic's API.
+        server.script(invoke_reply([{"type": "text", "text": "Half of"}], stop_reason=stop))
+        model = CLAUDE.replace("bedrock/", "bedrock/invoke/")
+    response = await LiteLLMModelClient(model, api_base=server.url).call_model(REQUEST, output)
     assert response.text == "Half of"
     assert response.model_call_metadata is not None
     assert response.model_call_metadata.finish_reasons == ("length",)
