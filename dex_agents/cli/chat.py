@@ -331,7 +331,7 @@ async def run_chat(
                 chat = _Chat(client, session_id, follower, lines)
                 # A record written to stderr would land in a prompt below a turn.
                 records = records_shown_by(follower.say) if lines.reads_during_turns else None
-                with records or contextlib.nullcontext():
+                with records or contextlib.nullcontext(), lines.keys_held():
                     return await chat.run(resumed=not started)
             finally:
                 await live.stop()

@@ -10,7 +10,8 @@ one of two readers:
   (also when the terminal is resized, at its new width). A line ``write`` left
   open (a model's text as it streams) shows above the prompt, and goes on there
   as more of it is written (until a resize ends it), so a prompt can wait below a
-  running turn (``reads_during_turns``).
+  running turn (``reads_during_turns``). Within ``keys_held`` the terminal reads key
+  by key from one prompt to the next, so what is typed in between is the next one's.
 - ``PipeInput`` otherwise: one thread reads whole lines, and text printed while
   a prompt waits is followed by the prompt again.
 
@@ -30,6 +31,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
 
 from dex_agents.cli import terminal
 from dex_agents.cli.line_editing import (
@@ -43,13 +45,7 @@ from dex_agents.cli.line_editing import (
     shown,
 )
 from dex_agents.cli.pipe_input import PipeInput
-from dex_agents.cli.terminal_modes import (
-    editing_keys,
-    flush_typed,
-    keyed_mode,
-    restore_before_ending,
-    signal_job,
-)
+from dex_agents.cli.terminal_modes import KeyedMode, editing_keys, flush_typed, signal_job
 from dex_agents.cli.typed_lines import LineInput
 
 
@@ -91,6 +87,8 @@ class TerminalInput:
         self._above = ""  # the last line written, as shown, when no line break ended it yet
         self._above_ended = False  # by a prompt's line: ``open_line_ended``
         self._width = _columns()  # as the rows shown were laid out: a resize changes it
+        self._holding = False  # within ``keys_held``
+        self._held: KeyedMode | None = None  # left by the last prompt, for the next one
 
     async def read_line(
         self, prompt: str, *, keep_partial: bool = False, until_typed: bool = False
@@ -98,11 +96,11 @@ class TerminalInput:
         import termios
 
         fd = self._fd
-        try:
-            saved = termios.tcgetattr(fd)
-        except termios.error as error:  # the terminal went away: the chat ends with one line
-            raise OSError(*error.args) from error
-        keyed = keyed_mode(saved)
+        # Kept from the last prompt (``keys_held``), or taken now.
+        fresh = self._held is None
+        mode = self._held or KeyedMode.enter(fd)
+        self._held = None
+        saved, keyed = mode.saved, mode.keyed
         keys = editing_keys(saved)
         editor = LineEditor(keys, self._kept if keep_partial else "")
         if keep_partial:
@@ -189,19 +187,15 @@ class TerminalInput:
 
         self._editor = editor
         self._prompt = None if until_typed and not editor.text else prompt
-        ending_signals = restore_before_ending(fd, saved)
         try:
-            try:
-                termios.tcsetattr(fd, termios.TCSANOW, keyed)
-            except termios.error as error:
-                raise OSError(*error.args) from error
             # Pasted text comes marked, so its line breaks stay in the line (line_editing).
             # Below a line left open, on a row of its own: ``write`` goes on with that line.
+            marks = BRACKETED_PASTE_ON if fresh else ""
             if self._prompt is None:
-                _write_out(BRACKETED_PASTE_ON)
+                _write_out(marks)
             else:
                 above = "\n" if self._above else ""
-                _write_out(BRACKETED_PASTE_ON + above + prompt + shown(editor.text))
+                _write_out(marks + above + prompt + shown(editor.text))
             # A chat started with Ctrl-Z ignored (no job control) is never stopped.
             if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
                 loop.add_signal_handler(signal.SIGTSTP, stop)
@@ -241,19 +235,31 @@ class TerminalInput:
             loop.remove_signal_handler(signal.SIGTSTP)
             loop.remove_signal_handler(signal.SIGCONT)
             loop.remove_signal_handler(signal.SIGWINCH)
-            with contextlib.suppress(termios.error):  # a terminal that went away has no mode
-                termios.tcsetattr(fd, termios.TCSANOW, saved)
-            # Unbuffered: a terminal that went away fails it, and a buffered copy would fail
-            # again as the chat ends, with a traceback.
-            with contextlib.suppress(OSError, ValueError):
-                os.write(sys.stdout.fileno(), BRACKETED_PASTE_OFF.encode())
-            for number in ending_signals:  # the mode is back: they may end the chat as before
-                signal.signal(number, signal.SIG_DFL)
+            if self._holding:  # the next prompt reads what is typed meanwhile
+                self._held = mode
+            else:
+                mode.restore()
             self._prompt, self._editor = None, None
         if shows:
             _write_out("\n")
             self._end_open_line()  # the prompt's line stays below it
         return None if ending is Ending.END_OF_INPUT else editor.text
+
+    @contextlib.contextmanager
+    def keys_held(self) -> Iterator[None]:
+        # A prompt that ends leaves the terminal reading keys, and the next one goes on
+        # with it. Put back in its line mode in between, the terminal echoed what was
+        # typed as one prompt handed over to the next, and edited it itself: a Ctrl-U
+        # there erased nothing, and '/quit' went on the line kept from the prompt below
+        # the turn ('half typed/quit' was sent).
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+            if self._held is not None:
+                self._held.restore()
+                self._held = None
 
     def _end_open_line(self) -> None:
         if self._above:

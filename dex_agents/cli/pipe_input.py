@@ -86,6 +86,9 @@ class PipeInput:
             return None
         return line.rstrip("\r\n")
 
+    def keys_held(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # the terminal, if any, reads whole lines throughout
+
     def write(self, text: str) -> None:
         if self._prompt is None:
             _write_out(text)

@@ -1,9 +1,9 @@
 """The terminal settings the chat's key-by-key prompt relies on and puts back.
 
 ``line_input.TerminalInput`` takes the terminal out of its line mode while a prompt
-waits (``keyed_mode``); these helpers read its editing keys, drop what was typed ahead,
-send the signal of a typed Ctrl-C, Ctrl-\\ or Ctrl-Z, and put its mode back before a
-signal ends the chat.
+waits (``KeyedMode``, ``keyed_mode``); these helpers read its editing keys, drop what
+was typed ahead, send the signal of a typed Ctrl-C, Ctrl-\\ or Ctrl-Z, and put its mode
+back before a signal ends the chat.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import os
 import signal
 import struct
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-from dex_agents.cli.line_editing import EditingKeys, SignalKey
+from dex_agents.cli.line_editing import BRACKETED_PASTE_OFF, EditingKeys, SignalKey
 
 # Signals that end the chat where it is: kill's default, a closed terminal window, Ctrl-\
 # (by name: a platform without terminals lacks some, and this module still imports there).
@@ -119,6 +120,49 @@ def keyed_mode(saved: list[Any]) -> list[Any]:
     keyed[6][termios.VMIN] = 1
     keyed[6][termios.VTIME] = 0
     return keyed
+
+
+@dataclass(frozen=True)
+class KeyedMode:
+    """Terminal ``fd`` read key by key (``keyed``), and what puts it back as it was."""
+
+    fd: int
+    saved: list[Any]
+    """The mode it had (as ``termios.tcgetattr`` gives it)."""
+    keyed: list[Any]
+    ending_signals: list[signal.Signals]
+    """The signals whose handler puts ``saved`` back first (``restore_before_ending``)."""
+
+    @classmethod
+    def enter(cls, fd: int) -> KeyedMode:
+        """Read terminal ``fd`` key by key; ``OSError`` when it went away."""
+        import termios
+
+        try:
+            saved = termios.tcgetattr(fd)
+        except termios.error as error:  # the terminal went away: the chat ends with one line
+            raise OSError(*error.args) from error
+        mode = cls(fd, saved, keyed_mode(saved), restore_before_ending(fd, saved))
+        try:
+            termios.tcsetattr(fd, termios.TCSANOW, mode.keyed)
+        except termios.error as error:
+            mode.restore()
+            raise OSError(*error.args) from error
+        return mode
+
+    def restore(self) -> None:
+        """Put the mode back, with pasted text no longer marked, and the ending signals'
+        handlers: they may end the chat as before."""
+        import termios
+
+        with contextlib.suppress(termios.error):  # a terminal that went away has no mode
+            termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
+        # Unbuffered: a terminal that went away fails it, and a buffered copy would fail
+        # again as the chat ends, with a traceback.
+        with contextlib.suppress(OSError, ValueError):
+            os.write(sys.stdout.fileno(), BRACKETED_PASTE_OFF.encode())
+        for number in self.ending_signals:
+            signal.signal(number, signal.SIG_DFL)
 
 
 _SIGNALS = {

@@ -4,6 +4,7 @@ pipe (``pipe_input.PipeInput``); ``line_input.open_line_input`` picks one."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from dex_agents.cli.line_editing import TypedAhead
@@ -22,6 +23,12 @@ class LineInput(Protocol):
         running turn) the prompt shows once something is typed at it, and Enter on
         nothing shows nothing.
         """
+        ...
+
+    def keys_held(self) -> AbstractContextManager[None]:
+        """While entered, the keys typed as one prompt hands over to the next are the next
+        prompt's to read, not the terminal's to echo and edit: at a terminal it stays out
+        of its line mode from the first prompt until this is left."""
         ...
 
     def write(self, text: str) -> None:

@@ -194,23 +194,6 @@ class Terminal:
             assert remaining > 0, f"no prompt asked for paste marks:\n{self.output}"
             self._read(remaining, "paste marks were asked for")
 
-    def expect_prompt_after(self, text: str) -> None:
-        """Read until a prompt that reads keys opened after ``text`` was last written: the
-        paste marks turned off (the prompt below a turn closed) and on again since.
-
-        Keys typed in between reach the terminal in its line mode, which echoes them
-        and takes Ctrl-U as its own, so a test that edits the next prompt waits for it.
-        """
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        while True:
-            at = self.raw.rfind(text)
-            off = self.raw.find(BRACKETED_PASTE_OFF, at) if at >= 0 else -1
-            if off >= 0 and self.raw.find(BRACKETED_PASTE_ON, off) >= 0:
-                return
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no prompt opened after {text!r}:\n{self.output}"
-            self._read(remaining, f"a prompt after {text!r}")
-
     def send(self, line: str) -> None:
         """Type a line."""
         os.write(self.master, (line + "\n").encode())

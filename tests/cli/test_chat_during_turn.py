@@ -131,7 +131,6 @@ def test_a_model_line_wider_than_the_terminal_goes_on_above_what_is_typed(
             ]
         )
         assert sum(row.count("word0 ") for row in rows) == 1
-        chat.expect_prompt_after("word29.")  # the message prompt, not the one below the turn
         chat.send("\x15/quit")
         assert chat.exit_code() == 0
 
@@ -184,7 +183,6 @@ def test_a_warning_logged_while_something_is_typed_below_the_turn_shows_above_th
         warned = next(n for n, row in enumerate(rows) if row.startswith("dex-agents: warning: "))
         # On a line of its own: the model's text goes on below it.
         assert rows[warned - 1] == PAUSED_AFTER.rstrip()
-        chat.expect_prompt_after("Friday.")  # the message prompt, not the one below the turn
         chat.send("\x15/quit")
         assert chat.exit_code() == 0
     assert user_texts(tmp_path / "db.sqlite3", "pty") == ["where is order 7?"]
@@ -229,6 +227,5 @@ def test_a_terminal_resized_while_the_model_writes_keeps_every_row_above_its_lin
             go_on = "agent> " + answer.partition(paused_after)[2]
             line = drawn + _rows(go_on, columns)
         chat.expect_last_rows(["you> hello", *line, "you> and the invoice"])
-        chat.expect_prompt_after("word29.")  # the message prompt, not the one below the turn
         chat.send("\x15/quit")
         assert chat.exit_code() == 0

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import os
 import pty
+import select
+import termios
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from dex_agents.cli import prompts
+from dex_agents.cli.line_editing import BRACKETED_PASTE_ON
 from dex_agents.cli.line_input import TerminalInput
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from tests.cli.cli_support import DEADLINE_SECONDS
@@ -78,3 +81,28 @@ async def test_a_line_entered_as_the_turn_ends_at_an_approval_is_said_to_come_ba
     await _shown(capsys, "you> and the invoice", seen)
     os.write(master, b"\r")
     assert await after == "and the invoice"
+
+
+async def test_keys_typed_as_one_prompt_hands_over_to_the_next_are_the_next_prompts(
+    terminal: tuple[int, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    master, slave = terminal
+    lines = TerminalInput(slave)
+    seen: list[str] = []
+    with lines.keys_held():
+        below = asyncio.create_task(prompts.ask_message(lines, during_turn=True))
+        await _shown(capsys, BRACKETED_PASTE_ON, seen)  # it reads keys
+        os.write(master, b"half typed")
+        await _shown(capsys, "half typed", seen)
+        below.cancel()  # the turn ended: what was typed comes back at the message prompt
+        await asyncio.gather(below, return_exceptions=True)
+        # Typed before the message prompt opens, as a person who saw the turn end types.
+        os.write(master, b"\x15/quit\r")
+        # Before, the terminal, back in its line mode, echoed the keys and took the Ctrl-U
+        # as its own: 'half typed/quit' was sent.
+        assert await asyncio.wait_for(prompts.ask_message(lines), DEADLINE_SECONDS) is None
+    echoed = os.read(master, 4096) if select.select([master], [], [], 0)[0] else b""
+    assert echoed == b"", "the terminal echoed what was typed"
+    local_modes = termios.tcgetattr(slave)[3]  # put back in its line mode as it ends
+    assert local_modes & termios.ICANON
+    assert local_modes & termios.ECHO
