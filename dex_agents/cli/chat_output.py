@@ -42,6 +42,7 @@ class _Call:
     printed: int = 0
     done: bool = False
     held_for: _Early | None = None  # the stored text it may be a late copy of
+    claimed: str | None = None  # the stored text that completed it
 
 
 class ChatOutput:
@@ -83,15 +84,36 @@ class ChatOutput:
                 # A later turn's first delta: no delta of an earlier turn follows it.
                 self._calls = {k: c for k, c in self._calls.items() if not c.done or k[0] == key[0]}
                 self._early = [early for early in self._early if early.turn_id == key[0]]
+            self._retried(key)
             call = self._calls[key] = _Call()
         if not call.done:
             call.text += fragment
+
+    def _retried(self, key: LiveKey) -> None:
+        """A model call's attempt ``key`` began: its earlier attempts failed, and none of
+        their texts is ever stored (UIs keep the highest attempt). Left claimable, the
+        failed attempt's text, the start of the retry's often, claimed the stored text,
+        which then showed as its rest alone ('agent> lo' below 'agent> Hello'), and a
+        failed attempt that claimed it had the retry's deltas show it again."""
+        for earlier, call in self._calls.items():
+            if earlier[:2] != key[:2] or earlier[2] >= key[2]:
+                continue
+            if not call.done:
+                call.done = True  # forgotten with the calls whose text was shown
+                if call.held_for is not None:  # the retry may be the copy it was held for
+                    call.held_for.unclaimed = True
+                    call.held_for = None
+            elif call.claimed is not None:
+                # The retry's text, stored before its deltas came, was shown as the failed
+                # attempt's: the retry's deltas are a late copy of it, held back.
+                self._early.append(_Early(key[0], call.claimed))
+                call.claimed = None
 
     def stored(self, turn_id: str, text: str) -> str:
         """A model text that was stored: complete its live line, or show it whole."""
         for key, call in self._calls.items():
             if key[0] == turn_id and not call.done and call.text and text.startswith(call.text):
-                call.done = True
+                call.done, call.claimed = True, text
                 if call.held_for is not None:  # a copy of this text, not of the one it was held for
                     call.held_for.unclaimed = True
                     call.held_for = None

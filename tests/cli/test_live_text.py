@@ -24,6 +24,7 @@ from dex_agents.domain.requests import AgentSnapshot
 from dex_agents.domain.runner_outcomes import AgentTurnOutcome, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.local import LocalRuntime
+from dex_agents.ports.errors import ModelCallError
 from dex_agents.ports.flow_rows import FlowStatus
 from dex_agents.ports.flow_store import StoreTransaction
 from dex_agents.ports.runner import AgentTurnContext
@@ -396,3 +397,75 @@ def test_a_later_turn_forgets_the_stored_texts_shown_before_their_deltas() -> No
     output.arrive(("turn-201", "RunModel-1", 1), "Hel")
     assert output.flush() == "agent> Hel"
     assert output.kept_early_texts == 0
+
+
+def test_a_retried_model_calls_stored_text_completes_the_retry_not_the_failed_attempt() -> None:
+    output = ChatOutput()
+    failed, retried = ("turn-1", "RunModel-1", 1), ("turn-1", "RunModel-1", 2)
+    output.arrive(failed, "Hel")
+    assert output.flush() == "agent> Hel"  # shown before the attempt failed
+    output.arrive(retried, "Hel")
+    assert output.flush() == "\nagent> Hel"
+    # Before, the failed attempt's text claimed it: 'agent> lo' showed below the retry's.
+    assert output.stored("turn-1", "Hello") == "lo\n"
+    output.arrive(("turn-2", "RunModel-3", 1), "Next")
+    assert output.kept_calls == 1  # the failed attempt goes with the calls shown
+
+
+def test_a_retry_is_held_back_as_a_copy_of_a_stored_text_shown_before_it() -> None:
+    output = ChatOutput()
+    output.arrive(("turn-1", "RunModel-1", 1), "Hel")  # taken with the snapshot that stored it
+    assert output.stored("turn-1", "Hello") == "agent> Hello\n"  # the failed attempt claimed it
+    output.arrive(("turn-1", "RunModel-1", 2), "Hello")
+    # Before, the failed attempt kept the stored text as the one it copied: the retry's
+    # text showed it again.
+    assert output.flush() == ""
+
+
+class RetriedModel(ScriptedRunner):
+    """Writes "Hel", then fails once ``fail`` is set; its retry answers "Hello"."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = asyncio.Event()
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        if turn.attempt == 1:
+            turn.events.write_text_delta("Hel")
+            await self.fail.wait()
+            error = ModelCallError("the stream dropped")
+            error.retry_after = timedelta(milliseconds=10)
+            raise error
+        turn.events.write_text_delta("Hello")
+        answer = FrameworkMessage(role=MessageRole.ASSISTANT, framework_item="{}", text="Hello")
+        return TurnCompleted(new_messages=[answer], usage=AgentUsage(model_calls=1))
+
+
+async def test_a_retried_model_call_shows_the_retry_once_below_the_failed_ones_text() -> None:
+    runner = RetriedModel()
+    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        client = runtime.sessions(flow)
+        await client.start_session("s1")
+        live = LiveText(runtime.flow_client, flow, "s1")
+        await live.start()
+        shown: list[str] = []
+        follower = Follower(client, "s1", live, write=shown.append)
+        try:
+            follower.sent("hi")
+            await client.send_user_message("s1", "hi")
+            following = asyncio.create_task(follower.until_person())
+            await _written(shown, "agent> Hel")
+            runner.fail.set()
+            await asyncio.wait_for(following, DEADLINE_SECONDS)
+        finally:
+            await live.stop()
+    # Before, the failed attempt's text took the stored one: 'agent> lo' showed too.
+    assert "".join(shown).splitlines() == ["agent> Hel", "agent> Hello"]
+
+
+async def _written(shown: list[str], text: str) -> None:
+    deadline = asyncio.get_running_loop().time() + DEADLINE_SECONDS
+    while text not in "".join(shown):
+        assert asyncio.get_running_loop().time() < deadline, "".join(shown)
+        await asyncio.sleep(0.02)  # ``shown`` cannot be awaited; the deadline bounds the wait
