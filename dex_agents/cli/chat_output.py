@@ -17,6 +17,10 @@ arrives, every call whose stored text was shown (``done``) has had all of its
 deltas. Until 2026-12-07 every call's text was kept for the life of the chat,
 and each stored text and flush walked all of them. A stored text shown before its
 deltas is forgotten likewise: no delta of its turn comes once a later turn's does.
+A call that never got a stored text (a cancelled turn's, a failed turn's last
+attempt) is kept a turn longer: its stored text, if it had one, comes
+with the snapshot read after the later turn's first delta, and every earlier turn's
+with the snapshot read after that turn's own first delta, so then it goes too.
 """
 
 from __future__ import annotations
@@ -80,9 +84,14 @@ class ChatOutput:
         call = self._calls.get(key)
         if call is None:
             if key[0] and key[0] != self._turn:
-                self._turn = key[0]
-                # A later turn's first delta: no delta of an earlier turn follows it.
-                self._calls = {k: c for k, c in self._calls.items() if not c.done or k[0] == key[0]}
+                last, self._turn = self._turn, key[0]
+                # A later turn's first delta: no delta of an earlier turn follows it. Only
+                # the last turn's calls may still get their stored text.
+                self._calls = {
+                    k: c
+                    for k, c in self._calls.items()
+                    if k[0] == key[0] or (k[0] == last and not c.done)
+                }
                 self._early = [early for early in self._early if early.turn_id == key[0]]
             self._retried(key)
             call = self._calls[key] = _Call()

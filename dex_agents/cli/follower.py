@@ -86,10 +86,11 @@ class Follower:
 
     @property
     def kept_entries(self) -> int:
-        """How many entries about model calls, interrupts and plan approvals the follower,
-        its output and its Stream reader keep now, tool calls' statuses aside."""
+        """How many entries about model calls, interrupts, plan approvals and cancelled turns
+        the follower, its output and its Stream reader keep now, tool calls' statuses aside."""
         live = self._live
         kept = len(live.resolved_interrupts()) + len(live.plan_execution_turns())
+        kept += len(self._ends_shown)
         return kept + self._output.kept_calls + self._output.kept_early_texts
 
     def mark_seen(self, snapshot: AgentSnapshot) -> None:
@@ -352,9 +353,14 @@ class Follower:
     def _say_if_cancelled(self, state: AgentState) -> None:
         """Say so, once, when the session's newest turn, which ended while the chat followed
         it, was cancelled (``AgentState.cancelled_turn_id``)."""
-        if state.turn_count <= self._ended_before or not last_turn_cancelled(state):
+        if state.turn_count == 0:  # no turn yet, so none cancelled
             return
         turn = turn_id(state.turn_count)
+        # Only the newest turn's end is said, and the turn count never goes back: the ends
+        # shown of earlier turns matter no more (one was kept per cancelled turn).
+        self._ends_shown &= {turn}
+        if state.turn_count <= self._ended_before or not last_turn_cancelled(state):
+            return
         if turn in self._ends_shown:
             return
         self._ends_shown.add(turn)

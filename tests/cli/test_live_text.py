@@ -469,3 +469,65 @@ async def _written(shown: list[str], text: str) -> None:
     while text not in "".join(shown):
         assert asyncio.get_running_loop().time() < deadline, "".join(shown)
         await asyncio.sleep(0.02)  # ``shown`` cannot be awaited; the deadline bounds the wait
+
+
+def test_a_later_turn_forgets_the_calls_that_never_got_a_stored_text() -> None:
+    # A cancelled turn's model call kept its text for the life of the chat.
+    output = ChatOutput()
+    for turn in range(1, 201):
+        output.arrive((f"turn-{turn}", "RunModel-1", 1), "Hel")
+        assert output.flush().endswith("agent> Hel")
+        if turn % 2:  # stored; the other turns are cancelled before their text is
+            assert output.stored(f"turn-{turn}", "Hello") == "lo\n"
+        assert output.kept_calls <= 2
+    # The last turn's call may still get its stored text, with the next turn's first delta.
+    output.arrive(("turn-201", "RunModel-1", 1), "Next")
+    assert output.stored("turn-200", "Hello") == "lo\n"
+    output.arrive(("turn-202", "RunModel-1", 1), "Next")
+    assert output.kept_calls == 2  # turn-201's, which may still get its text, and this one
+
+
+async def test_a_followed_chat_forgets_the_turns_cancelled_elsewhere(tmp_path: Path) -> None:
+    # A chat that follows a session for days kept the text of each cancelled turn's model
+    # call, and that it said the turn was cancelled.
+    runner = StreamingUntilCancelled()
+    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
+    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
+        client = runtime.sessions(flow)
+        await client.start_session("s1")
+        live = LiveText(runtime.flow_client, flow, "s1")
+        await live.start()
+        shown: list[str] = []
+        follower = Follower(client, "s1", live, write=shown.append)
+        kept: list[int] = []
+        try:
+            # A session with no turn yet is idle, with no turn cancelled.
+            await asyncio.wait_for(follower.until_person(), DEADLINE_SECONDS)
+            for number in range(1, 13):
+                text = f"where is order {number}"
+                follower.sent(text)
+                await client.send_user_message("s1", text)
+                following = asyncio.create_task(follower.until_person())
+                await _written(shown, f"agent> looking for order {number}")
+                snapshot = await client.get_agent_snapshot("s1")
+                assert snapshot.state is not None
+                turn = snapshot.state.active_turn_id
+                assert turn is not None
+                assert await client.cancel_turn("s1", turn)
+                await asyncio.wait_for(following, DEADLINE_SECONDS)
+                kept.append(follower.kept_entries)
+        finally:
+            await live.stop()
+    assert max(kept) <= 3, kept
+    cancelled = [line for line in "".join(shown).splitlines() if line == "turn cancelled elsewhere"]
+    assert len(cancelled) == 12
+
+
+class StreamingUntilCancelled(ScriptedRunner):
+    """Writes a first piece of its answer as live text, then waits until cancelled."""
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        asked = next(m.text or "" for m in reversed(turn.messages) if m.role is MessageRole.USER)
+        turn.events.write_text_delta(f"looking for order {asked.rpartition(' ')[2]}")
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
