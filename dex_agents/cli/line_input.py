@@ -64,9 +64,13 @@ def _columns() -> int:
 
 def _rewraps() -> bool:
     """Whether the terminal lays its rows out again at a new width, as most do; xterm (which
-    says so in ``$XTERM_VERSION``) cuts them and keeps the cursor on its row. tmux rewraps,
-    and a tmux started in an xterm passes that variable on to its shells."""
-    return bool(os.environ.get("TMUX")) or not os.environ.get("XTERM_VERSION")
+    says so in ``$XTERM_VERSION``) cuts them and keeps the cursor on its row. tmux and GNU
+    screen (4.09 was tried: it lays a wrapped line out again, the cursor at its end) rewrap,
+    and one started in an xterm passes that variable on to its shells: screen says it is
+    there in ``$STY``, and either in ``$TERM`` (``screen...``, ``tmux...``) by default."""
+    term = os.environ.get("TERM", "")
+    inner = os.environ.get("TMUX") or os.environ.get("STY") or term.startswith(("screen", "tmux"))
+    return bool(inner) or not os.environ.get("XTERM_VERSION")
 
 
 class TerminalInput:

@@ -33,7 +33,9 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     """The environment of a ``dex-agents`` subprocess: demo tools log to ``tools.log``."""
     # The chat redraws a resized prompt by whether the terminal rewraps rows, which it
     # reads from these; a test names its terminal, not the one the suite was run in.
-    env = {k: v for k, v in os.environ.items() if k not in ("XTERM_VERSION", "TMUX")}
+    env = {k: v for k, v in os.environ.items() if k not in ("XTERM_VERSION", "TMUX", "STY")}
+    if env.get("TERM", "").startswith(("screen", "tmux")):
+        del env["TERM"]
     env[DEMO_TOOL_LOG_ENV] = str(tmp_path / "tools.log")
     return env
 

@@ -70,12 +70,14 @@ class Terminal:
         stderr: Path | None = None,
         shell: str | None = None,
         env: dict[str, str] | None = None,
+        rewraps: bool = False,
     ) -> None:
         """``stderr`` names a file for the program's errors, to read after the terminal
         went away; without it they go to the terminal. With ``shell`` (bash's path) the
         terminal runs that shell, interactive with job control, and the test types
         ``command`` (the chat's command line) at its ``SHELL_PROMPT``. ``env`` adds to the
-        program's environment (``DEX_AGENTS_MODEL``, say)."""
+        program's environment (``DEX_AGENTS_MODEL``, say). With ``rewraps`` a resize lays
+        the rows out again, as GNU screen and tmux do, instead of cutting them (``Screen``)."""
         self.db = tmp_path / "db.sqlite3"
         self.master, slave = pty.openpty()
         self.device = os.ttyname(slave)
@@ -108,6 +110,7 @@ class Terminal:
         self.raw = ""  # everything read, as written: what ``screen`` draws
         # Where in ``raw`` the terminal was resized, and to how many columns.
         self._resizes: list[tuple[int, int]] = []
+        self._rewraps = rewraps
 
     def line_mode(self) -> bool:
         """Whether the terminal is in its usual line mode (canonical, echoing), as a shell
@@ -160,7 +163,7 @@ class Terminal:
         shown, drawn = Screen(), 0
         for at, columns in self._resizes:
             shown.feed(self.raw[drawn:at])
-            shown.resize(columns)
+            shown.resize(columns, rewrap=self._rewraps)
             drawn = at
         shown.feed(self.raw[drawn:])
         return shown.rows()
@@ -294,6 +297,7 @@ class Screen:
     def __init__(self, columns: int = COLUMNS) -> None:
         self.columns = columns
         self._rows: list[list[str]] = [[]]
+        self._continued = [False]  # of each row: it goes on the row above, wrapped there
         self._row = self._column = 0
         self._wrap = False
 
@@ -307,6 +311,7 @@ class Screen:
             elif final == "J":
                 del rows[self._row][self._column :]
                 del rows[self._row + 1 :]
+                del self._continued[self._row + 1 :]
             elif final is not None:
                 continue  # a control the chat does not write
             elif token == "\r":
@@ -319,13 +324,18 @@ class Screen:
                 self._character(token)
             while len(rows) <= self._row:
                 rows.append([])
+                self._continued.append(False)
 
     def _character(self, token: str) -> None:
         wide = 2 if unicodedata.east_asian_width(token) in ("W", "F") else 1
-        if self._wrap or self._column + wide > self.columns:  # never straddles two rows
+        wraps = self._wrap or self._column + wide > self.columns  # never straddles two rows
+        if wraps:
             self._row, self._column, self._wrap = self._row + 1, 0, False
         while len(self._rows) <= self._row:
             self._rows.append([])
+            self._continued.append(False)
+        if wraps:
+            self._continued[self._row] = True
         line = self._rows[self._row]
         line.extend(" " * (self._column + wide - len(line)))
         line[self._column : self._column + wide] = [token, ""][:wide]  # 2nd cell: nothing
@@ -334,13 +344,43 @@ class Screen:
         else:
             self._column += wide
 
-    def resize(self, columns: int) -> None:
+    def resize(self, columns: int, *, rewrap: bool = False) -> None:
         """Make the terminal ``columns`` wide, as xterm does: rows keep their text, cut at
-        the new width, and are not wrapped again; the cursor stays on its row."""
+        the new width, and are not wrapped again; the cursor stays on its row. With
+        ``rewrap``, as GNU screen and tmux do: the rows of each line that wrapped are laid
+        out again at the new width, and the cursor stays at its place in its line."""
+        if rewrap:
+            self._rewrap(columns)
+            return
         self.columns = columns
         for line in self._rows:
             del line[columns:]
         self._column, self._wrap = min(self._column, columns - 1), False
+
+    def _rewrap(self, columns: int) -> None:
+        lines: list[list[str]] = []
+        cursor = (0, 0)  # the cursor's line, and how many cells of it come before it
+        for number, row in enumerate(self._rows):
+            if not (self._continued[number] and lines):
+                lines.append([])
+            if number == self._row:
+                cursor = (len(lines) - 1, len(lines[-1]) + self._column + self._wrap)
+            # A wrapped row is as wide as the terminal was, its end blank where not written.
+            wrapped = number + 1 < len(self._rows) and self._continued[number + 1]
+            lines[-1].extend(row + [" "] * (self.columns - len(row)) if wrapped else row)
+        self.columns, self._rows, self._continued = columns, [], []
+        for number, cells in enumerate(lines):
+            rows = [cells[at : at + columns] for at in range(0, len(cells), columns)] or [[]]
+            if number == cursor[0]:
+                self._row = len(self._rows) + cursor[1] // columns
+                self._column, self._wrap = cursor[1] % columns, False
+                if cursor[1] and cursor[1] == len(cells) and not self._column:
+                    self._row, self._column, self._wrap = self._row - 1, columns - 1, True
+            self._rows.extend(rows)
+            self._continued.extend([False] + [True] * (len(rows) - 1))
+        while len(self._rows) <= self._row:
+            self._rows.append([])
+            self._continued.append(False)
 
     def rows(self) -> list[str]:
         """The rows shown, without trailing spaces."""

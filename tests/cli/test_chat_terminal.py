@@ -235,6 +235,37 @@ def test_xterm_resized_shows_a_prompt_of_another_row_count_drawn_again_whole(
         chat.type(typed)
         chat.expect(typed[-20:])
         chat.resize(columns)
+        chat.expect(typed[-20:])  # drawn again: the terminal laid the rows out already
+        rows = [prompt[n : n + columns].rstrip() for n in range(0, len(prompt), columns)]
+        shown = chat.expect_last_rows(rows)
+        assert shown[-len(rows) - 1 :] == ["type a message; /help lists the commands", *rows]
+        chat.send("")
+        chat.expect(f"agent> Demo reply: {typed}.")
+        assert chat.quit() == 0
+
+
+@pytest.mark.parametrize(
+    ("columns", "words"),
+    # Two rows at 80 columns: three at 50, one at 120.
+    [(50, 20), (120, 14)],
+    ids=["narrower", "wider"],
+)
+def test_gnu_screen_in_xterm_resized_shows_a_prompt_laid_out_again_drawn_again_whole(
+    tmp_path: Path, columns: int, words: int
+) -> None:
+    # GNU screen lays a wrapped line out again at a new width (4.09 was tried), and one
+    # started in xterm passes XTERM_VERSION on to its shells. Taken for xterm, the prompt
+    # was erased as the old width laid it out: narrower, its first row stayed; wider, the
+    # row above it was erased too.
+    typed = " ".join(f"word{n}" for n in range(words))
+    prompt = f"you> {typed}"
+    screen_in_xterm = {"XTERM_VERSION": "XTerm(390)", "STY": "4242.pts-0.host", "TERM": "screen"}
+    with Terminal(tmp_path, env=screen_in_xterm, rewraps=True) as chat:
+        chat.expect("you> ")
+        chat.type(typed)
+        chat.expect(typed[-20:])
+        chat.resize(columns)
+        chat.expect(typed[-20:])  # drawn again: the terminal laid the rows out already
         rows = [prompt[n : n + columns].rstrip() for n in range(0, len(prompt), columns)]
         shown = chat.expect_last_rows(rows)
         assert shown[-len(rows) - 1 :] == ["type a message; /help lists the commands", *rows]
