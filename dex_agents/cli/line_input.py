@@ -37,6 +37,7 @@ from dex_agents.cli import terminal
 from dex_agents.cli.line_editing import (
     BRACKETED_PASTE_OFF,
     BRACKETED_PASTE_ON,
+    EditingKeys,
     Ending,
     LineEditor,
     SignalKey,
@@ -45,7 +46,13 @@ from dex_agents.cli.line_editing import (
     shown,
 )
 from dex_agents.cli.pipe_input import PipeInput
-from dex_agents.cli.terminal_modes import KeyedMode, editing_keys, flush_typed, signal_job
+from dex_agents.cli.terminal_modes import (
+    KeyedMode,
+    editing_keys,
+    flush_typed,
+    read_typed,
+    signal_job,
+)
 from dex_agents.cli.typed_lines import LineInput
 
 
@@ -343,8 +350,25 @@ class TerminalInput:
         if entered:
             typed = typed.removeprefix("\r")
         self._typed, self._kept_entered = "", False
+        if self._held is not None:
+            # Typed as the last prompt ended, the keys wait as keys: a Ctrl-C, Ctrl-\ or
+            # Ctrl-Z among them still signals, as the terminal in its line mode did.
+            typed += self._decoder.decode(read_typed(self._fd))
+            _signal_typed(typed, editing_keys(self._held.saved))
         self._decoder.reset()
         return TypedAhead(dropped=flush_typed(self._fd) or bool(typed), entered_line=entered)
+
+
+def _signal_typed(typed: str, keys: EditingKeys) -> None:
+    """Send the signal of the first key in ``typed`` that signals the chat's job, if any."""
+    editor, rest = LineEditor(keys), typed
+    while rest:
+        ending, rest = editor.feed(rest)
+        if isinstance(ending, SignalKey):
+            signal_job(ending)
+            return
+        if ending is None:
+            return
 
 
 def open_line_input() -> LineInput:

@@ -78,6 +78,19 @@ def flush_typed(fd: int) -> bool:
     return True
 
 
+def read_typed(fd: int) -> bytes:
+    """What waits in terminal ``fd``'s input queue, read without waiting for more (the
+    terminal reads key by key: in its line mode a line not ended yet would wait)."""
+    try:
+        import fcntl  # POSIX only, as a terminal's input queue is
+        import termios
+
+        waiting = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return os.read(fd, waiting) if waiting > 0 else b""
+    except (ImportError, OSError, ValueError):
+        return b""
+
+
 def terminal_key(value: object, default: str) -> str:
     """A ``termios`` control character as text; ``default`` when the terminal has none."""
     if isinstance(value, bytes) and value not in (b"", b"\0"):

@@ -10,6 +10,8 @@ import asyncio
 import os
 import pty
 import select
+import subprocess
+import sys
 import termios
 import time
 from collections.abc import Iterator
@@ -106,3 +108,49 @@ async def test_keys_typed_as_one_prompt_hands_over_to_the_next_are_the_next_prom
     local_modes = termios.tcgetattr(slave)[3]  # put back in its line mode as it ends
     assert local_modes & termios.ICANON
     assert local_modes & termios.ECHO
+
+
+# A child of its own process group: a Ctrl-C the prompts read signals their job only.
+_CTRL_C_AS_AN_APPROVAL_OPENS = """
+import asyncio, os, pty, signal, sys
+from dex_agents.cli import prompts
+from dex_agents.cli.line_input import TerminalInput
+from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
+
+signal.pthread_sigmask(signal.SIG_SETMASK, [])
+signal.signal(signal.SIGINT, signal.default_int_handler)
+APPROVAL = AgentInterrupt(
+    interrupt_id="call-1", tool_call_id="call-1", tool_name="refund_order",
+    kind=InterruptKind.APPROVAL, turn_id="turn-1", arguments="{}",
+)
+
+async def main() -> None:
+    master, slave = pty.openpty()
+    lines = TerminalInput(slave)
+    with lines.keys_held():
+        below = asyncio.create_task(prompts.ask_message(lines, during_turn=True))
+        await asyncio.sleep(0)  # one pass: the prompt below the turn reads keys
+        below.cancel()  # the turn ended at an approval
+        await asyncio.gather(below, return_exceptions=True)
+        os.write(master, b"\\x03")  # Ctrl-C, before the approval's prompt opens
+        asking = asyncio.create_task(prompts.ask_approval(lines, APPROVAL))
+        await asyncio.sleep(0)
+        os.write(master, b"n\\r")
+        print("decided:", await asking, flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_ctrl_c_typed_as_an_approval_opens_leaves_the_chat() -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AS_AN_APPROVAL_OPENS],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
+        start_new_session=True,
+        check=False,
+    )
+    # Before, the approval dropped it with what else was typed ahead, and asked on.
+    assert "decided:" not in child.stdout
+    assert "KeyboardInterrupt" in child.stderr
