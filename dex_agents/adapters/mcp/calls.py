@@ -5,6 +5,7 @@ The request carries the session's idempotency key in ``_meta`` under
 ``notifications/progress`` become ``mcp.tool_progress`` events. The answer is
 mapped by ``classify_mcp_tool_result`` and ``classify_mcp_error_response``; an
 answer that never came after the request was sent is ``McpToolCallInterruptedError``.
+An answer the SDK's models refused to read is read as sent (``refused_answers.py``).
 
 A call may be answered with a task ("Long-running MCP tasks"). With
 ``ReturnTask`` (a Streamable HTTP server, a session that polls tasks) the task ID
@@ -38,6 +39,8 @@ from dex_agents.adapters.mcp.errors import McpConnectionError, McpToolCallInterr
 from dex_agents.adapters.mcp.images import upload_images
 from dex_agents.adapters.mcp.interruptions import is_connection_interruption
 from dex_agents.adapters.mcp.paging import RepeatedCursorError, pages
+from dex_agents.adapters.mcp.refused_answers import refused_answer
+from dex_agents.adapters.mcp.sent_results import keep_sent_results
 from dex_agents.adapters.mcp.tasks import TaskHandle, cancel_task, get_task
 from dex_agents.domain.errors import ToolExecutionError, ToolOutcomeUnknownError
 from dex_agents.domain.mcp_conventions import (
@@ -279,7 +282,9 @@ async def _send(
 ) -> _Answer | TaskHandle:
     state: str | None = None
     skip_output_schema_check(client)
+    sent = keep_sent_results(client)
     for _ in range(STATE_ONLY_ROUNDS):
+        sent.last = {}  # cleared: refused_answer reads only this call's answer
         try:
             answer = await client.session.call_tool(
                 tool,
@@ -294,14 +299,8 @@ async def _send(
         except MCPError as error:
             return _Answer(error_outcome(error))
         except ValidationError as error:
-            requests = _unreadable_input_requests(error)
-            if requests is None:
-                text = f"the MCP tool call was interrupted: {type(error).__name__}: {error}"
-                return _Answer(McpCallOutcome(kind=McpCallOutcomeKind.INTERRUPTED, text=text))
-            # The server answered that it needs input, so the call has not run: recorded
-            # failed like any input request this session cannot answer ("Input requests").
-            text = mcp_unanswerable_input_text(requests)
-            return _Answer(McpCallOutcome(kind=McpCallOutcomeKind.FAILED, text=text))
+            outcome, result = refused_answer(error, sent, uploads_images=uploads_images)
+            return _Answer(outcome, result)
         except Exception as error:
             # The stream broke, the server exited, the request timed out, or an HTTP error status.
             text = f"the MCP tool call was interrupted: {type(error).__name__}: {error}"
@@ -325,17 +324,6 @@ async def _send(
         return _Answer(classify_mcp_tool_result(result, uploads_images=uploads_images), result)
     text = f"the MCP server kept asking to repeat the call {STATE_ONLY_ROUNDS} times"
     return _Answer(McpCallOutcome(kind=McpCallOutcomeKind.INTERRUPTED, text=text))
-
-
-def _unreadable_input_requests(error: ValidationError) -> Mapping[str, Any] | None:
-    """The input requests of an ``input_required`` answer whose requests the SDK refused to
-    read (``{}`` when it names none); ``None`` when the refused answer was another result."""
-    for detail in error.errors():
-        answer = detail.get("input")
-        if isinstance(answer, Mapping) and answer.get("resultType") == "input_required":
-            requests = answer.get("inputRequests")
-            return requests if isinstance(requests, Mapping) else {}
-    return None
 
 
 async def _wait(

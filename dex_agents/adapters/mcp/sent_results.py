@@ -5,7 +5,8 @@ into pydantic models that leave out a field they do not know, such as a server's
 field on a resource. ``keep_sent_results`` makes a connection's session read each
 result as JSON first, keep it as ``SentResults.last``, and then read it with the
 type the SDK asked for, exactly as the session would have: the SDK's checks and its
-handling of the answer (input requests, retries) are unchanged.
+handling of the answer (input requests, retries) are unchanged. ``complete_result``
+gives a result as sent even when the SDK's models then refused it.
 """
 
 from __future__ import annotations
@@ -43,3 +44,16 @@ def keep_sent_results(client: Client) -> SentResults:
     # version before it reads it with the type it is given.
     client.session.send_request = send_request  # type: ignore[method-assign]
     return kept
+
+
+def complete_result(kept: SentResults) -> dict[str, Any] | None:
+    """The result ``kept`` holds, as sent, when it is a complete one.
+
+    ``None`` when it holds none (cleared with ``{}`` before a request: a result the
+    protocol's check let through is never ``{}``), and for an input request or a
+    result of an extension, such as a task.
+    """
+    result = kept.last
+    if not result or result.get("resultType", "complete") != "complete":
+        return None
+    return result
