@@ -2,11 +2,13 @@
 
 Three ``READ`` tools, each taking a configured server's name as ``server``. Outputs
 are the server's items as it sent them, in JSON with sorted keys. A server that
-offers no resources or prompts lists none; an MCP error answer, an unreachable
-server and an unconfigured server raise ``ToolExecutionError``. A request that got
-no answer (the stream closed, the server exited, the request timed out) raises
-``McpToolCallInterruptedError``, a Step failure, as for a ``read`` tool's call: the
-tool is a read, so its Step sends the request again.
+offers no resources or prompts lists none. A read resource or a prompt the SDK's
+models refuse to read is still given as sent (``read_as_sent``). An MCP error
+answer, an unreachable server and an unconfigured server raise
+``ToolExecutionError``. A request that got no answer (the stream closed, the server
+exited, the request timed out) raises ``McpToolCallInterruptedError``, a Step
+failure, as for a ``read`` tool's call: the tool is a read, so its Step sends the
+request again.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dex_agents.adapters.mcp.connection import connected
 from dex_agents.adapters.mcp.errors import McpConnectionError, McpToolCallInterruptedError
 from dex_agents.adapters.mcp.interruptions import is_connection_interruption
 from dex_agents.adapters.mcp.paging import RepeatedCursorError, pages
-from dex_agents.adapters.mcp.sent_results import SentResults, keep_sent_results
+from dex_agents.adapters.mcp.sent_results import SentResults, keep_sent_results, read_as_sent
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.listed_tools import ListedTool
 from dex_agents.domain.mcp_conventions import mcp_error_text
@@ -123,8 +125,8 @@ def _text(arguments: Mapping[str, Any], key: str) -> str:
 
 
 async def _read(client: Client, sent: SentResults, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    await client.read_resource(_text(arguments, "uri"))
-    return {"contents": sent.last["contents"]}
+    answer = await read_as_sent(client.read_resource(_text(arguments, "uri")), sent)
+    return {"contents": answer["contents"]}
 
 
 async def _prompt(
@@ -133,8 +135,8 @@ async def _prompt(
     raw = arguments.get("arguments") or {}
     if not isinstance(raw, Mapping) or not all(isinstance(v, str) for v in raw.values()):
         raise ToolExecutionError("the prompt's arguments must be strings by name")
-    await client.get_prompt(_text(arguments, "name"), dict(raw))
-    return {"description": sent.last.get("description"), "messages": sent.last["messages"]}
+    answer = await read_as_sent(client.get_prompt(_text(arguments, "name"), dict(raw)), sent)
+    return {"description": answer.get("description"), "messages": answer["messages"]}
 
 
 _OPERATIONS = {

@@ -6,15 +6,19 @@ field on a resource. ``keep_sent_results`` makes a connection's session read eac
 result as JSON first, keep it as ``SentResults.last``, and then read it with the
 type the SDK asked for, exactly as the session would have: the SDK's checks and its
 handling of the answer (input requests, retries) are unchanged. ``complete_result``
-gives a result as sent even when the SDK's models then refused it.
+gives a result as sent even when the SDK's models then refused it, and
+``read_as_sent`` returns it so: an item the models cannot hold, such as a resource's
+contents with neither ``text`` nor ``blob``, which MCP 2026-07-28 lets through the
+protocol's own check of a result, is still the server's item.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from mcp import Client
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 _AS_SENT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
@@ -57,3 +61,19 @@ def complete_result(kept: SentResults) -> dict[str, Any] | None:
     if not result or result.get("resultType", "complete") != "complete":
         return None
     return result
+
+
+async def read_as_sent(request: Awaitable[object], kept: SentResults) -> dict[str, Any]:
+    """The result of ``request``, an SDK call on ``kept``'s connection, as the server sent it.
+
+    A complete result the SDK's models refused to read is returned as sent; the
+    SDK's ``ValidationError`` is raised for an answer that failed the protocol's
+    check, and for an input request or a result of an extension.
+    """
+    kept.last = {}  # cleared: complete_result reads only this request's answer
+    try:
+        await request
+    except ValidationError:
+        if complete_result(kept) is None:
+            raise
+    return kept.last
