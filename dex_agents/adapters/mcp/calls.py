@@ -5,7 +5,8 @@ The request carries the session's idempotency key in ``_meta`` under
 ``notifications/progress`` become ``mcp.tool_progress`` events. The answer is
 mapped by ``classify_mcp_tool_result`` and ``classify_mcp_error_response``; an
 answer that never came after the request was sent is ``McpToolCallInterruptedError``.
-An answer the SDK's models refused to read is read as sent (``refused_answers.py``).
+A result is read as the server sent it (``keep_sent_results``), also when the SDK's
+models refused to read it (``refused_answers.py``).
 
 A call may be answered with a task ("Long-running MCP tasks"). With
 ``ReturnTask`` (a Streamable HTTP server, a session that polls tasks) the task ID
@@ -284,7 +285,7 @@ async def _send(
     skip_output_schema_check(client)
     sent = keep_sent_results(client)
     for _ in range(STATE_ONLY_ROUNDS):
-        sent.last = {}  # cleared: refused_answer reads only this call's answer
+        sent.last = {}  # cleared: only this call's answer is read from it
         try:
             answer = await client.session.call_tool(
                 tool,
@@ -320,7 +321,9 @@ async def _send(
         if not isinstance(answer, CallToolResult):
             text = f"the MCP server answered with an unknown result {type(answer).__name__}"
             return _Answer(McpCallOutcome(kind=McpCallOutcomeKind.FAILED, text=text))
-        result = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
+        # As the server sent it, as a task's result is read: the SDK's models leave out a
+        # null and a field of the server's own, and read "isError": "true" as true.
+        result = sent.last
         return _Answer(classify_mcp_tool_result(result, uploads_images=uploads_images), result)
     text = f"the MCP server kept asking to repeat the call {STATE_ONLY_ROUNDS} times"
     return _Answer(McpCallOutcome(kind=McpCallOutcomeKind.INTERRUPTED, text=text))

@@ -46,3 +46,15 @@ async def test_an_is_error_result_with_such_a_block_records_failed(
         await source.call_tool("odd__failed_widget", {})
     await source.aclose()
     assert str(raised.value) == TEXT
+
+
+async def test_other_content_is_shown_as_the_server_sent_it(source: McpToolSource) -> None:
+    # Found by an audit: a result the SDK could read was shown as its models dumped it,
+    # without a null or a field of the server's own, though the same result from a task,
+    # or with a block the models cannot read, was shown as sent.
+    await source.list_tools()
+    result = await source.call_tool("odd__linked_note", {})
+    await source.aclose()
+    assert result.output == (
+        '{"name":"a","title":null,"type":"resource_link","uri":"note://a","x-owner":"ops"}'
+    )

@@ -6,7 +6,7 @@ but the SDK's client then refuses the whole result. The SDK's server builds resu
 from those models too, so ``SendAsServed`` puts ``SERVED_CONTENT`` in place of each
 ``tools/call`` answer's content on the wire. ``read_widget`` is a read,
 ``write_widget`` an unannotated write, ``failed_widget`` a read answered with
-``isError``. Run it under ``http_server.py`` (``HttpTestServer(..., module=__name__)``).
+``isError``, and ``linked_note`` a read answered with ``LINK_CONTENT``. Run it under ``http_server.py`` (``HttpTestServer(..., module=__name__)``).
 """
 
 from __future__ import annotations
@@ -21,11 +21,19 @@ SERVED_CONTENT: list[dict[str, Any]] = [
     {"type": "text", "text": "the widget"},
     {"type": "widget", "size": 3},
 ]
-"""The content of every answer: a text block, then a block of a type no MCP model knows."""
+"""The content of every widget tool's answer: a text block, then a block of a type no MCP
+model knows."""
+
+LINK_CONTENT: list[dict[str, Any]] = [
+    {"type": "resource_link", "uri": "note://a", "name": "a", "title": None, "x-owner": "ops"}
+]
+"""The content of ``linked_note``'s answer: a block the SDK reads, with a ``null`` and a
+field of the server's own, which its models leave out."""
 
 
 class SendAsServed:
-    """Server middleware: a ``tools/call`` answer's content is ``SERVED_CONTENT``."""
+    """Server middleware: a ``tools/call`` answer's content is ``SERVED_CONTENT`` (or
+    ``LINK_CONTENT``)."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
         """The wire form ``call_next`` gives; for ``tools/call``, with the content replaced."""
@@ -33,7 +41,9 @@ class SendAsServed:
         result = await call_next(ctx)
         if ctx.method != "tools/call" or not isinstance(result, dict):
             return result
-        return {**result, "content": SERVED_CONTENT}
+        linked = (ctx.params or {}).get("name") == "linked_note"
+        served = LINK_CONTENT if linked else SERVED_CONTENT
+        return {**result, "content": served}
 
 
 def build_server() -> Server[Any]:
@@ -43,6 +53,7 @@ def build_server() -> Server[Any]:
         types.Tool(name="read_widget", input_schema={"type": "object"}, annotations=read),
         types.Tool(name="write_widget", input_schema={"type": "object"}),
         types.Tool(name="failed_widget", input_schema={"type": "object"}, annotations=read),
+        types.Tool(name="linked_note", input_schema={"type": "object"}, annotations=read),
     ]
 
     async def list_tools(
