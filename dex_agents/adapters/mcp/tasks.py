@@ -34,7 +34,10 @@ class TaskHandle(Result):
     task_id: str
     status: str
     status_message: str | None = None
-    poll_interval_ms: int | None = None
+    # As sent: any JSON number is an interval, and next_mcp_task_poll_interval reads
+    # anything else as none. A whole-number field refused 1500.5, failing the answer
+    # after the task had started.
+    poll_interval_ms: Any = None
 
 
 async def _never_resolved(handle: TaskHandle, context: ClaimContext) -> CallToolResult:

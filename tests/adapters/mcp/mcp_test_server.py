@@ -147,7 +147,8 @@ class _Task:
             "createdAt": self.created_at,
             "lastUpdatedAt": datetime.now(UTC).isoformat(),
             "ttlMs": 3_600_000,
-            "pollIntervalMs": 100,
+            # A call may ask for another interval, such as a fraction of a millisecond.
+            "pollIntervalMs": self.arguments.get("poll_interval_ms", 100),
         }
         if self.cancelled:
             return {**base, "status": "cancelled"}

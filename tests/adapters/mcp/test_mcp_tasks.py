@@ -68,6 +68,22 @@ async def test_a_stdio_task_still_running_after_task_wait_timeout_interrupts_the
     await source.aclose()
 
 
+async def test_a_task_whose_poll_interval_has_a_fraction_is_followed(
+    http_server: McpStreamableHttpServerConfig, call_log: CallLog
+) -> None:
+    # Found by an audit: the handle's pollIntervalMs was read as a whole number, so
+    # 1500.5 failed the answer after the task started: the call was interrupted, a read
+    # started a second task and a write recorded outcome_unknown. Any JSON number is an
+    # interval ("Long-running MCP tasks"), as tasks/get's pollIntervalMs already was.
+    source = McpToolSource([http_server])
+    await source.list_tools()
+    arguments = {"name": "odd", "seconds": 0.1, "poll_interval_ms": 1500.5}
+    result = await source.call_tool(REPORT, arguments, idempotency_key="k")
+    await source.aclose()
+    assert result.output == "report odd ready"
+    assert len(call_log.calls("build_report")) == 1
+
+
 async def test_a_streamable_http_task_is_returned_to_the_session_and_polled_until_done(
     http_server: McpStreamableHttpServerConfig, call_log: CallLog
 ) -> None:
