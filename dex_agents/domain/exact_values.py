@@ -156,3 +156,32 @@ def _bound_at_first_use(namespace: dict[str, Any], name: str, hint: Any) -> Chec
         return check(value)
 
     return first_use
+
+
+@functools.cache
+def immutable_when_exact(cls: Any) -> bool:
+    """Whether every value that ``exactly_decodable`` accepts as ``cls`` is immutable all the
+    way down: each ``attrs`` class it may hold is frozen (the strings, numbers, enums, UTC
+    times and tuples it accepts are immutable already). Such a value can stand for its own
+    decode wherever the decode would be a fresh copy, since nobody can change it."""
+    return _immutable(cls, frozenset())
+
+
+def _immutable(hint: Any, seen: frozenset[Any]) -> bool:
+    if hint in seen:  # a class that names itself: its other fields decide
+        return True
+    if _plain_types(hint) is not None or hint is datetime:
+        return True
+    origin = typing.get_origin(hint)
+    arguments = typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return all(_immutable(argument, seen) for argument in arguments)
+    if origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis:
+        return _immutable(arguments[0], seen)
+    if isinstance(hint, type) and attrs.has(hint):
+        if not attrs.inspect(hint).is_frozen:
+            return False
+        hints = typing.get_type_hints(hint)
+        inner = seen | {hint}
+        return all(_immutable(hints[field.name], inner) for field in attrs.fields(hint))
+    return False  # exactly_decodable accepts no value of it

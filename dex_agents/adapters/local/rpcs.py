@@ -22,6 +22,7 @@ from dex_agents.adapters.local.staged_state import (
 from dex_agents.adapters.local.state_sources import (
     TransactionSource,
 )
+from dex_agents.domain.exact_values import exactly_decodable, immutable_when_exact
 from dex_agents.domain.wire import from_json, to_json
 from dex_agents.ports.engine import Rpc, RpcResult
 from dex_agents.ports.errors import (
@@ -94,7 +95,8 @@ class ReadFirstRpcs:
 class RpcCall:
     """One RPC of one session, ready to run in a store transaction as a read or a write.
 
-    ``input_value`` has been through the wire form; ``now`` is read when it runs.
+    ``input_value`` has been through the wire form (``rpc_call``), and ``input_text``,
+    when given, is its canonical JSON; ``now`` is read when it runs.
     """
 
     flow: RegisteredFlow
@@ -102,6 +104,7 @@ class RpcCall:
     rpc: Rpc[Any, Any]
     input_value: Any
     now: Callable[[], datetime]
+    input_text: str | None = None
 
     def read(self, tx: StoreTransaction) -> Any:
         """Run it in a read; ``RpcNeedsWriteError`` when it would change anything."""
@@ -111,7 +114,15 @@ class RpcCall:
 
     def write(self, tx: StoreTransaction) -> Any:
         """Run it in a write transaction and apply its result."""
-        return run_rpc(tx, self.flow, self.flow_id, self.rpc, self.input_value, self.now())
+        return run_rpc(
+            tx,
+            self.flow,
+            self.flow_id,
+            self.rpc,
+            self.input_value,
+            self.now(),
+            input_text=self.input_text,
+        )
 
 
 def rpc_call(
@@ -120,10 +131,19 @@ def rpc_call(
     """The call of ``flow``'s RPC ``rpc`` on session ``flow_id`` with ``input``.
 
     ``FlowDefinitionError`` for an RPC the Flow does not have. The input goes
-    through its wire form, so the handler sees exactly what Dex would hand it.
+    through its wire form, so the handler sees exactly what Dex would hand it: it
+    is encoded, and its decode is the handler's input. An input that its decode
+    would give back type for type (``exactly_decodable``) and that nobody can
+    change (``immutable_when_exact``) is its own decode: it is handed over as it
+    is, with the text it was encoded as, which a handler's publish of it writes
+    (``StagedState.know_text``) instead of encoding it again.
     """
     definition = flow.rpc(rpc)
-    return RpcCall(flow, flow_id, definition, from_json(to_json(input), definition.input_type), now)
+    input_type = definition.input_type
+    text = to_json(input)
+    if immutable_when_exact(input_type) and exactly_decodable(input, input_type):
+        return RpcCall(flow, flow_id, definition, input, now, text)
+    return RpcCall(flow, flow_id, definition, from_json(text, input_type), now)
 
 
 def _recover_lapsed_holder(
@@ -155,11 +175,13 @@ def run_rpc(
     now: datetime,
     *,
     read_only: bool = False,
+    input_text: str | None = None,
 ) -> Any:
     """Run an RPC handler in this transaction and apply its result; return its output.
 
     With ``read_only`` the transaction is a read: a handler that changes anything
-    raises ``RpcNeedsWriteError`` before anything is written.
+    raises ``RpcNeedsWriteError`` before anything is written. ``input_text`` is
+    ``input_value``'s canonical JSON, when the caller has it (``rpc_call``).
     """
     row = tx.get_flow(flow_id)
     if row is None or row.flow_type != flow.flow_type:
@@ -177,6 +199,8 @@ def run_rpc(
             )
     source = TransactionSource(tx, flow_id, flow.singleton_names, flow.write_once_map_names)
     state = StagedState(flow_id, source, rpc.loads, rpc.channel_loads)
+    if input_text is not None:
+        state.know_text(input_value, input_text)
     result = rpc.handler(LocalRpcContext(flow_id, now, active, state), input_value)
     if not isinstance(result, RpcResult):
         raise TypeError(f"RPC {rpc.name} returned {type(result).__name__}, not RpcResult")

@@ -73,6 +73,8 @@ class StagedState:
         self.publishes: list[Publish] = []
         self.deleted_messages: list[str] = []
         self.events: list[tuple[StreamDef[Any], str]] = []
+        # A value and its canonical JSON, which a publish of that very object writes.
+        self._known_text: tuple[object, str] | None = None
 
     @property
     def flow_id(self) -> str:
@@ -210,14 +212,26 @@ class StagedState:
         self._read_instances.pop(attribute_map.name, None)
         self.writes[(attribute_map.name, key)] = None
 
+    def know_text(self, value: object, text: str) -> None:
+        """``text`` is ``value``'s canonical JSON (``to_json``), and ``value`` is immutable: a
+        publish of that very object writes ``text`` (an RPC's input, which its handler
+        publishes as it came, was encoded on its way in)."""
+        self._known_text = (value, text)
+
+    def _message_text(self, value: object) -> str:
+        known = self._known_text
+        if known is not None and known[0] is value:
+            return known[1]
+        return to_json(value)
+
     def publish(self, channel: ChannelDef[T], value: T) -> None:
         """Stage a message for a Channel."""
-        self.publishes.append(Publish(channel.name, _SINGLETON, to_json(value)))
+        self.publishes.append(Publish(channel.name, _SINGLETON, self._message_text(value)))
 
     def publish_to(self, channel_map: ChannelMapDef[T], key: str, value: T) -> None:
         """Stage a message for one ChannelMap instance."""
         _check_key(channel_map.name, key)
-        self.publishes.append(Publish(channel_map.name, key, to_json(value)))
+        self.publishes.append(Publish(channel_map.name, key, self._message_text(value)))
 
     def delete_message(self, channel: ChannelDef[Any], message_id: str) -> bool:
         """Stage the deletion of a waiting message; ``False`` when it no longer waits."""
