@@ -19,7 +19,8 @@ each from ``send_user_message`` until ``wait_for_user`` returns. It prints per t
 - counts: commits (and durable ones), selector calls and the wake-ups among them
   by cause, work handed to other threads (``run_in_executor``, and
   ``call_soon_threadsafe`` back), Stream and snapshot reads;
-- the client's share: the CPU of ``send_user_message`` and ``wait_for_user``'s own
+- the client's reads (``read_stream``, ``read_view`` and the looks ``wait_for_user``
+  makes) and share: the CPU of ``send_user_message`` and ``wait_for_user``'s own
   steps (each resumption timed apart, so the worker's tasks that run between
   them are not counted), and the commits the client queued.
 
@@ -58,6 +59,7 @@ sys.path.insert(0, str(HERE.parent))
 import workload  # noqa: E402
 
 from dex_agents.adapters.local import group_commit  # noqa: E402
+from dex_agents.adapters.local.client import LocalFlowClient  # noqa: E402
 from dex_agents.app.session_client import PortableSessionClient  # noqa: E402
 from dex_agents.local import LocalRuntime  # noqa: E402
 
@@ -135,7 +137,26 @@ class _ClientSteps:
                 send, error = None, thrown
 
 
+_CLIENT_READS = (
+    "read_view",
+    "read_stream",
+    "stream_tail_marked",
+    "session_change_mark",
+    "session_changed_since",
+    "describe_flow",
+)
+"""The embedded client's reads that ``wait_for_user`` may make, counted per turn."""
+
+
 def _instrument_client() -> None:
+    for name in _CLIENT_READS:
+        read = getattr(LocalFlowClient, name)
+
+        def counted(self: Any, *args: Any, _r: Any = read, _n: str = name, **kw: Any) -> Any:
+            TALLY.add(f"client reads: {_n}")
+            return _r(self, *args, **kw)
+
+        setattr(LocalFlowClient, name, counted)
     for name in ("send_user_message", "wait_for_user"):
         original = getattr(PortableSessionClient, name)
 
