@@ -181,7 +181,10 @@ def _immutable(hint: Any, seen: frozenset[Any]) -> bool:
     if isinstance(hint, type) and attrs.has(hint):
         if not attrs.inspect(hint).is_frozen:
             return False
-        hints = typing.get_type_hints(hint)
+        try:
+            hints = typing.get_type_hints(hint)
+        except (NameError, TypeError):  # a hint that does not resolve: it cannot be checked
+            return False
         inner = seen | {hint}
         return all(_immutable(hints[field.name], inner) for field in attrs.fields(hint))
     return False  # exactly_decodable accepts no value of it

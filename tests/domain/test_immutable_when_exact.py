@@ -68,3 +68,12 @@ def test_frozen_values_all_the_way_down_are_immutable(hint: Any) -> None:
 )
 def test_a_value_that_may_hold_a_changeable_part_is_not(hint: Any) -> None:
     assert not immutable_when_exact(hint)
+
+
+@attrs.frozen
+class _Unresolved:
+    part: _NotDefinedAnywhere  # type: ignore[name-defined]  # noqa: F821
+
+
+def test_a_class_whose_hints_do_not_resolve_is_not_and_raises_nothing() -> None:
+    assert not immutable_when_exact(_Unresolved)
