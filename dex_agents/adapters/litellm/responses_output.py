@@ -88,9 +88,47 @@ def responses_output_item(data: Mapping[str, Any], provider: str) -> ModelOutput
     )
 
 
-def _item_id(item: Mapping[str, Any]) -> str | None:
-    value = item.get("id")
+def _text_field(item: Mapping[str, Any], name: str) -> str | None:
+    value = item.get(name)
     return value if isinstance(value, str) and value else None
+
+
+def _matches(
+    streamed: Mapping[int, Mapping[str, Any]], final: Sequence[Mapping[str, Any]]
+) -> dict[int, int]:
+    """The streamed item each item of ``final`` is, by their positions; each at most once.
+
+    First by ``id``, then by ``call_id`` (a call either lists without its
+    ``id``), each of the same type, in order where several share one; then, for
+    an item still unmatched, the one at its index, of its type, when either has
+    no ``id`` and no other item claimed it.
+    """
+    matches: dict[int, int] = {}
+    used: set[int] = set()
+    for field in ("id", "call_id"):
+        unclaimed: dict[tuple[object, str], list[int]] = {}
+        for index in sorted(streamed):
+            value = _text_field(streamed[index], field)
+            if value is not None and index not in used:
+                unclaimed.setdefault((streamed[index].get("type"), value), []).append(index)
+        for position, item in enumerate(final):
+            value = _text_field(item, field)
+            candidates = None if value is None else unclaimed.get((item.get("type"), value))
+            if position not in matches and candidates:
+                matches[position] = candidates.pop(0)
+                used.add(matches[position])
+    for position, item in enumerate(final):
+        other = streamed.get(position)
+        if (
+            position not in matches
+            and other is not None
+            and position not in used
+            and other.get("type") == item.get("type")
+            and (_text_field(item, "id") is None or _text_field(other, "id") is None)
+        ):
+            matches[position] = position
+            used.add(position)
+    return matches
 
 
 def answer_items(
@@ -101,27 +139,27 @@ def answer_items(
     ``streamed`` holds the items of the ``response.output_item.done`` events by
     their ``output_index``, as the provider sent them; ``final`` the completed
     response's ``output``, a typed copy. An item of ``final`` is the streamed
-    item with its ``id``, or, where either has none, the one at its index; each
-    streamed item stands for one item only. Streamed items ``final`` does not
-    list (an empty ``output``, as ChatGPT's Codex endpoint and some gateways
-    send it) follow, in their order. LiteLLM (1.105), answering the Responses
-    API from another provider's Chat Completions, streams the items from index
-    1 and lists them from 0: matched by index alone, a call was there twice.
+    item it matches (``_matches``), else itself. A streamed item ``final`` does
+    not list (all of them, for an empty ``output``, as ChatGPT's Codex endpoint
+    and some gateways send it) keeps its place among the streamed ones: before
+    the first matched item streamed after it, else at the end. LiteLLM (1.105),
+    answering the Responses API from another provider's Chat Completions,
+    streams the items from index 1 and lists them from 0: matched by index
+    alone, a call was there twice.
     """
-    by_id = {key: index for index, item in streamed.items() if (key := _item_id(item))}
-    used: set[int] = set()
+    matches = _matches(streamed, final)
+    matched = set(matches.values())
+    unlisted = [index for index in sorted(streamed) if index not in matched]
     items: list[Mapping[str, Any]] = []
-    for index, item in enumerate(final):
-        key = _item_id(item)
-        match = by_id.get(key) if key is not None else None
-        if match is None and index in streamed and (key is None or not _item_id(streamed[index])):
-            match = index
-        if match is None or match in used:
+    for position, item in enumerate(final):
+        match = matches.get(position)
+        if match is None:
             items.append(item)
-        else:
-            used.add(match)
-            items.append(streamed[match])
-    items.extend(streamed[index] for index in sorted(streamed) if index not in used)
+            continue
+        while unlisted and unlisted[0] < match:
+            items.append(streamed[unlisted.pop(0)])
+        items.append(streamed[match])
+    items.extend(streamed[index] for index in unlisted)
     return items
 
 

@@ -61,6 +61,24 @@ async def test_a_completed_response_with_empty_output_keeps_the_streamed_items(
     server.assert_script_used()
 
 
+async def test_a_streamed_item_the_completed_output_leaves_out_keeps_its_place(
+    server: ProviderServer, output: RecordingOutput
+) -> None:
+    # A source whose completed output lists the call but not the reasoning before
+    # it: the reasoning was appended after the call, replayed out of the model's order.
+    items = [
+        reasoning_item("rs_1", "Look it up.", "enc-1"),
+        function_call_item("fc_1", "call_1", "lookup", '{"order": 7}'),
+    ]
+    events = responses_stream(items)
+    _, completed = events[-1]
+    completed["response"]["output"] = items[1:]
+    server.script(sse_reply(events))
+    response = await clients(server)["responses"].call_model(REQUEST, output)
+    assert [json.loads(item.item) for item in response.output] == items
+    server.assert_script_used()
+
+
 HIGH, LOW = "\ud83d", "\ude00"  # the UTF-16 halves of U+1F600, as a JavaScript slice sends them
 
 
@@ -219,8 +237,14 @@ async def test_a_responses_answer_of_tool_calls_alone_holds_each_call_once(
     server.assert_script_used()
 
 
-def _item(item_id: str | None, name: str) -> dict[str, Any]:
-    return {"type": "function_call", "name": name} | ({} if item_id is None else {"id": item_id})
+def _item(
+    item_id: str | None, name: str, kind: str = "function_call", call_id: str | None = None
+) -> dict[str, Any]:
+    return (
+        {"type": kind, "name": name}
+        | ({} if item_id is None else {"id": item_id})
+        | ({} if call_id is None else {"call_id": call_id})
+    )
 
 
 A, B, C = _item("fc_a", "a"), _item("fc_b", "b"), _item("fc_c", "c")
@@ -238,6 +262,17 @@ A, B, C = _item("fc_a", "a"), _item("fc_b", "b"), _item("fc_c", "c")
         ({0: A, 1: C}, [A, B], ["a", "b", "c"]),  # C is not listed: it follows
         ({0: _item(None, "x"), 1: B}, [_item(None, "y"), B], ["x", "b"]),  # no id: by index
         ({0: A}, [_item(None, "y")], ["a"]),  # either without an id: by index
+        # Two items under one ID: each streamed one stands for one listed one, in order.
+        ({0: _item("fc_a", "a1"), 1: _item("fc_a", "a2")}, [A, A], ["a1", "a2"]),
+        # An item without an ID is not matched by index to one another item's ID claims.
+        ({0: B, 1: A}, [_item(None, "y"), B, A], ["y", "b", "a"]),
+        # A call whose ID only its done event holds is matched by its call ID.
+        ({1: _item("fc_a", "a", call_id="call_a")}, [_item(None, "y", call_id="call_a")], ["a"]),
+        # Not by index to an item of another kind.
+        ({0: _item(None, "r", "reasoning")}, [_item(None, "m", "message")], ["m", "r"]),
+        # A streamed item the completed output leaves out keeps its place.
+        ({0: _item("rs_1", "r", "reasoning"), 1: A}, [A], ["r", "a"]),
+        ({0: A, 1: _item("rs_1", "r", "reasoning"), 2: B}, [A, B], ["a", "r", "b"]),
     ],
     ids=[
         "aligned",
@@ -249,6 +284,12 @@ A, B, C = _item("fc_a", "a"), _item("fc_b", "b"), _item("fc_c", "c")
         "unlisted",
         "no-ids",
         "final-without-id",
+        "repeated-id",
+        "crossed",
+        "call-id",
+        "other-kind",
+        "unlisted-first",
+        "unlisted-between",
     ],
 )
 def test_the_answers_items_are_the_completed_output_as_streamed(
