@@ -14,7 +14,8 @@ Bedrock streams a Converse answer as binary messages, each:
 split across them included, and returns each message once it is whole. A
 message whose lengths or CRCs do not hold raises ``EventStreamFormatError``:
 the stream is no longer readable from there, for LiteLLM (botocore's decoder)
-either. The limits are botocore's, so a message either reads both or neither.
+either. The rules and limits are botocore's (a header named twice refuses a
+message, a time of any size reads), so a message either reads both or neither.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ MAX_PAYLOAD_LENGTH: Final = 24 * 1024 * 1024
 """The most payload bytes a message may have (botocore's limit)."""
 
 HeaderValue: TypeAlias = bool | int | bytes | str | datetime | uuid.UUID
-"""A header's value: by its type byte, a boolean, an integer, bytes, text, a time or a UUID."""
+"""A header's value: by its type byte, a boolean, an integer, bytes, text, a time or a UUID.
+
+A time a ``datetime`` cannot hold is its milliseconds since the epoch."""
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -63,7 +66,13 @@ def _signed(raw: bytes) -> HeaderValue:
 
 
 def _time(raw: bytes) -> HeaderValue:
-    return _EPOCH + timedelta(milliseconds=int.from_bytes(raw, "big", signed=True))
+    milliseconds = int.from_bytes(raw, "big", signed=True)
+    try:
+        return _EPOCH + timedelta(milliseconds=milliseconds)
+    except OverflowError:
+        # Past what a datetime holds (the year 9999): botocore reads every
+        # time as its milliseconds, so the message still reads, as those.
+        return milliseconds
 
 
 _VALUE_TYPES: Final[Mapping[int, tuple[int | None, Callable[[bytes], HeaderValue]]]] = {
@@ -108,11 +117,13 @@ def decode_headers(raw: bytes) -> dict[str, HeaderValue]:
         value = _take(raw, at, size)
         at += size
         try:
-            headers[raw_name.decode("utf-8")] = read(value)
+            name = raw_name.decode("utf-8")
+            read_value = read(value)
         except UnicodeDecodeError as error:
             raise EventStreamFormatError(f"a header is not UTF-8 text: {error}") from error
-        except OverflowError as error:  # a time past the year 9999
-            raise EventStreamFormatError(f"a header's time cannot be read: {error}") from error
+        if name in headers:  # botocore refuses it too
+            raise EventStreamFormatError(f"a message names header {name} twice")
+        headers[name] = read_value
     return headers
 
 

@@ -98,9 +98,22 @@ ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
         (6, struct.pack("!H", 3) + b"\x00\x01\x02", b"\x00\x01\x02"),
         (7, struct.pack("!H", 7) + "stop é".encode(), "stop é"),
         (8, struct.pack("!q", int(NOW.timestamp() * 1000)), NOW),
+        (8, struct.pack("!q", 2**62), 2**62),  # past the year 9999: its milliseconds
         (9, ID.bytes, ID),
     ],
-    ids=["true", "false", "byte", "short", "integer", "long", "bytes", "string", "time", "uuid"],
+    ids=[
+        "true",
+        "false",
+        "byte",
+        "short",
+        "integer",
+        "long",
+        "bytes",
+        "string",
+        "time",
+        "time-too-late",
+        "uuid",
+    ],
 )
 def test_each_header_value_type_reads(kind: int, raw: bytes, value: HeaderValue) -> None:
     assert decode_headers(_header("x", kind, raw)) == {"x": value}
@@ -122,7 +135,7 @@ def _with_byte_changed(message: bytes, at: int) -> bytes:
         (_message(_header("x", 7, struct.pack("!H", 9) + b"short"), b"{}"), "runs past"),
         (_message(b"\x05ab", b"{}"), "runs past"),  # a name longer than the headers
         (_message(_header("x", 7, struct.pack("!H", 2) + b"\xff\xfe"), b""), "not UTF-8 text"),
-        (_message(_header("x", 8, struct.pack("!q", 2**62)), b""), "time cannot be read"),
+        (_message(_header("x", 0, b"") + _header("x", 1, b""), b""), "header x twice"),
         (_message(b"", b"", total=15), "cannot hold"),  # shorter than a prelude and a CRC
         (_message(b"\x00" * (MAX_HEADERS_LENGTH + 1), b""), "past the limits"),
     ],
@@ -136,7 +149,7 @@ def _with_byte_changed(message: bytes, at: int) -> bytes:
         "value-length",
         "name-length",
         "not-utf-8",
-        "time-too-late",
+        "repeated-name",
         "too-short",
         "headers-too-long",
     ],
@@ -168,3 +181,24 @@ def test_the_test_frames_are_what_botocore_reads() -> None:
     read = [(message.headers, message.payload) for message in buffer]
     ours = EventStreamDecoder().feed(DELTA + frame({":message-type": "event"}, {"a": 1}))
     assert read == [(dict(message.headers), message.payload) for message in ours]
+
+
+def test_the_decoder_reads_what_botocore_reads_and_no_other() -> None:
+    # The watch stops at a message LiteLLM's decoder still reads: the stop
+    # reason after it was lost. A time past the year 9999 and a header named
+    # twice are where they parted.
+    botocore = pytest.importorskip("botocore.eventstream")
+    late = _message(_header("x", 8, struct.pack("!q", 2**62)), b"{}")
+    twice = _message(_header("x", 0, b"") + _header("x", 0, b""), b"{}")
+    for body, reads in ((late, True), (twice, False)):
+        buffer = botocore.EventStreamBuffer()
+        buffer.add_data(body)
+        try:
+            botocore_read = len(list(buffer)) == 1
+        except botocore.ParserError:
+            botocore_read = False
+        try:
+            ours = len(EventStreamDecoder().feed(body)) == 1
+        except EventStreamFormatError:
+            ours = False
+        assert (botocore_read, ours) == (reads, reads)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import binascii
 import gzip
 import json
+import struct
 import zlib
 from collections.abc import AsyncIterator
 
@@ -191,3 +193,17 @@ def test_an_anthropic_stop_for_the_context_window_is_read() -> None:
     )
     assert watch.read_line(line) == line
     assert watch.finish_reason == "length"
+
+
+async def test_an_event_stream_message_botocore_reads_does_not_stop_the_watch() -> None:
+    # A header time past the year 9999, which botocore (LiteLLM's decoder) reads
+    # as its milliseconds: the watch read no further, and the stop after it was lost.
+    raw = bytes([1]) + b"x" + bytes([8]) + struct.pack("!q", 2**62)
+    prelude = struct.pack("!II", 12 + len(raw) + 2 + 4, len(raw))
+    message = prelude + struct.pack("!I", binascii.crc32(prelude)) + raw + b"{}"
+    body = message + struct.pack("!I", binascii.crc32(message)) + CONVERSE
+    watch = BedrockStreamWatch()
+    response = _response(body, 5, EVENT_STREAM)
+    assert watch_response(response, watch)
+    assert await response.aread() == body
+    assert (watch.stop_reason, watch.finish_reason) == ("model_context_window_exceeded", "length")
