@@ -22,7 +22,8 @@ from dex_agents.adapters.litellm.answered_errors import AnsweredError, answered_
 from dex_agents.adapters.litellm.body_watch import BodyWatch
 
 EVENT_STREAM: Final = "application/vnd.amazon.eventstream"
-"""The content type of Bedrock's stream, binary frames the watch does not read."""
+"""The content type of Bedrock's stream, binary frames this watch does not read
+(``BedrockStreamWatch``, ``bedrock_stop``, reads their stop reason)."""
 
 _MESSAGE_LIMIT: Final = 2000
 

@@ -6,21 +6,22 @@ error event in its documented flat shape (``answered_errors``), Gemini's
 ``finishReason`` (``gemini_finish``), Anthropic's and Bedrock's stop reasons
 (``anthropic_stop``, ``bedrock_stop``). A ``BodyWatch`` sees each line of one
 call's response body as it passes to LiteLLM, and may mend a line before
-LiteLLM reads it; a binary body (Bedrock's event stream) it sees in pieces. It sees the body either through an HTTP client of its own
-that the call hands LiteLLM (``client=``, ``watched_http_client``), whose
-response hook passes each body to the watch of the call that sent the request
-(``watching``), or, for a stream whose HTTP response LiteLLM returns unread
-(the OpenAI SDK's, the Responses API's, that of LiteLLM's own HTTP handler for
-OpenAI-compatible providers such as DeepSeek, xAI, Mistral), by wrapping that
-response's body (``watch_response``). The body is read before the HTTP client
-decodes it, so the watched client asks for it uncompressed, so that a watch
-may mend its lines; a body sent gzip-, deflate- or zstd-compressed anyway (the
-SDKs ask for one) is watched through a decompressed copy, passed on as it came,
-unmended, and one of another encoding is not watched. The calls of one event
-loop share the watched client, so their connections are reused as on LiteLLM's
-own shared client; LiteLLM's client cache keeps it, one per event loop, and
-closes it as it closes its own. A call whose body was never watched (a
-caller's own ``client``) is read as before.
+LiteLLM reads it; a binary body (Bedrock's event stream) it sees in pieces. It
+sees the body either through an HTTP client of its own that the call hands
+LiteLLM (``client=``, ``watched_http_client``), whose response hook passes each
+body to the watch of the call that sent the request (``watching``), or, for a
+stream whose HTTP response LiteLLM returns unread (the OpenAI SDK's, the
+Responses API's, that of LiteLLM's own HTTP handler for OpenAI-compatible
+providers such as DeepSeek, xAI, Mistral), by wrapping that response's body
+(``watch_response``). The body is read before the HTTP client decodes it, so
+the watched client asks for it uncompressed, so that a watch may mend its
+lines; a body sent gzip-, deflate- or zstd-compressed anyway (the SDKs ask for
+one) is watched through a decompressed copy, passed on as it came, unmended,
+and one of another encoding is not watched. The calls of one event loop share
+the watched client, so their connections are reused as on LiteLLM's own shared
+client; LiteLLM's client cache keeps it, one per event loop, and closes it as
+it closes its own. A call whose body was never watched (a caller's own
+``client``) is read as before.
 """
 
 from __future__ import annotations

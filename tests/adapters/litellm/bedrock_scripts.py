@@ -8,7 +8,8 @@ builds a Converse answer's events: ``messageStart``, each content block's
 deltas (a tool call's input split across two of them, as Bedrock streams it),
 ``messageStop`` and the ``metadata`` event that holds the usage.
 ``invoke_reply`` answers ``InvokeModelWithResponseStream`` for Claude: Anthropic's
-own events, each base64-encoded in a ``chunk`` event. ``bedrock_env`` sets the AWS credentials LiteLLM signs the request with.
+own events, each base64-encoded in a ``chunk`` event. ``bedrock_env`` sets the
+AWS credentials LiteLLM signs the request with.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Chat Completions ends it with ``length`` (LiteLLM's name for Anthropic's
 ``max_tokens``, and here for Anthropic's and Bedrock's
-``model_context_window_exceeded``, which LiteLLM reads as ``stop``), the Responses API with a ``response.incomplete`` whose
-reason is ``max_output_tokens``, its tokens spent on reasoning. Such an answer
+``model_context_window_exceeded``, which LiteLLM reads as ``stop``), the
+Responses API with a ``response.incomplete`` whose reason is ``max_output_tokens``, its tokens spent on reasoning. Such an answer
 read as an empty normal one; the turn now ends with ``output_limit_turn_error``,
 keeping the reasoning, and no empty assistant message is stored. An answer
 cut after some text is the model's answer, as before. A context summary cut so
