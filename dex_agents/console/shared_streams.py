@@ -13,9 +13,10 @@ entry per page (its key is the page's). Each frame of the answer is an SSE
 (``data``: the ``session_ended`` frame's) when its session no longer runs, and
 ``"kind": "error"`` with the ``status`` its own route would have answered (400
 for a refused token, 403, 404, 409, 503) when it could not be opened or it
-ended otherwise. Keep-alives pass as they are. The answer ends when every
-stream in it has. The worker opens it again from each stream's last event
-when a page comes or goes: no event is lost or sent twice.
+ended otherwise. Keep-alives pass as they are; the frames ready at once go in
+one write. The answer ends when every stream in it has. The worker opens it
+again from each stream's last event when a page comes or goes: no event is
+lost or sent twice.
 """
 
 from __future__ import annotations
@@ -79,6 +80,18 @@ def _fields(frame: str) -> dict[str, str]:
     return fields
 
 
+def _stream_frame(key: str, frame: str, ended_well: set[str]) -> list[str]:
+    # The shared frame of one session's frame (none for one that is neither), noting in
+    # ended_well a stream whose session ended.
+    fields = _fields(frame)
+    if fields.get("event") == SESSION_ENDED_EVENT:
+        ended_well.add(key)
+        return [_shared_frame(key, SESSION_ENDED_EVENT, data=fields.get("data", "{}"))]
+    if "data" in fields:
+        return [_shared_frame(key, "event", id=fields.get("id", ""), data=fields["data"])]
+    return []
+
+
 _END = None
 
 BUFFERED_FRAMES = 32
@@ -90,7 +103,8 @@ async def shared_frames(
     opened: Mapping[str, AsyncGenerator[str, None] | int],
 ) -> AsyncGenerator[str, None]:
     """The frames of every stream of ``opened`` (key to its session's frames, or to the status
-    its route answered), as described above, until each has ended; each is closed either way."""
+    its route answered), as described above, until each has ended; each is closed either way.
+    Each chunk holds every frame ready when it is made, one or more."""
     queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue(BUFFERED_FRAMES)
 
     async def pump(key: str, frames: AsyncGenerator[str, None]) -> None:
@@ -112,27 +126,35 @@ async def shared_frames(
         if not isinstance(frames, int)
     ]
     try:
-        for key, status in opened.items():
-            if isinstance(status, int):
-                yield _shared_frame(key, "error", status=status)
+        # Every frame ready is sent in one write: written one by one in one go, the frames of
+        # many streams met a connection the browser had reset with as many failed writes, each
+        # past the fourth logging asyncio's "socket.send() raised exception", before the
+        # server's loop, at the next wait, saw the connection gone.
+        ready = [
+            _shared_frame(key, "error", status=status)
+            for key, status in opened.items()
+            if isinstance(status, int)
+        ]
         ended_well: set[str] = set()
         running = len(pumps)
         while running:
-            key, frame = await queue.get()
-            if frame is _END:
-                running -= 1
-                if key not in ended_well:  # the console stopping, a read that failed
-                    yield _shared_frame(key, "error", status=503)
-                continue
-            if frame == KEEP_ALIVE_FRAME:
-                yield frame
-                continue
-            fields = _fields(frame)
-            if fields.get("event") == SESSION_ENDED_EVENT:
-                ended_well.add(key)
-                yield _shared_frame(key, SESSION_ENDED_EVENT, data=fields.get("data", "{}"))
-            elif "data" in fields:
-                yield _shared_frame(key, "event", id=fields.get("id", ""), data=fields["data"])
+            if ready:
+                yield "".join(ready)
+                ready = []
+            taken = [await queue.get()]
+            while not queue.empty():  # at most the queue's size: the pumps wait for this one
+                taken.append(queue.get_nowait())
+            for key, frame in taken:
+                if frame is _END:
+                    running -= 1
+                    if key not in ended_well:  # the console stopping, a read that failed
+                        ready.append(_shared_frame(key, "error", status=503))
+                elif frame == KEEP_ALIVE_FRAME:
+                    ready.append(frame)
+                else:
+                    ready.extend(_stream_frame(key, frame, ended_well))
+        if ready:
+            yield "".join(ready)
     finally:
         for task in pumps:
             task.cancel()

@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
-from dex_agents.console.shared_streams import BUFFERED_FRAMES, shared_frames
-from dex_agents.ui_stream import KEEP_ALIVE_FRAME
+from dex_agents.console.shared_streams import BUFFERED_FRAMES, MAX_SHARED_STREAMS, shared_frames
+from dex_agents.ui_stream import AGENT_EVENT_STREAM_HEADERS, KEEP_ALIVE_FRAME
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
+from tests.support.uvicorn_servers import serve_with_uvicorn
 from tests.ui_stream.sse import Frame, FrameReader
 
 
@@ -121,7 +127,8 @@ async def test_a_stream_whose_read_fails_is_logged_and_its_page_told_while_other
         yield 'id: t1\ndata: {"type": "text_delta"}\n\n'
         yield 'event: session_ended\ndata: {"status": "stopped"}\n\n'
 
-    frames = [frame async for frame in shared_frames({"a": failing(), "b": working(), "c": 404})]
+    chunks = [chunk async for chunk in shared_frames({"a": failing(), "b": working(), "c": 404})]
+    frames = "".join(chunks).split("\n\n")  # a chunk holds every frame ready when made
     bodies = [
         json.loads(frame.removeprefix("data: ")) for frame in frames if frame.startswith("data: ")
     ]
@@ -154,3 +161,46 @@ async def test_a_connection_that_is_not_read_stops_its_streams_reads() -> None:
         assert read <= BUFFERED_FRAMES + 4, read
     finally:
         await frames.aclose()
+
+
+async def test_a_connection_its_client_reset_is_written_to_once_not_once_a_frame(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The frames of many streams ready at once were written one by one in one go: once the
+    # browser had reset the connection, each write after the first logged asyncio's
+    # "socket.send() raised exception" (about 96 lines for a page of 100 streams).
+    sources: list[asyncio.Queue[str]] = [asyncio.Queue() for _ in range(MAX_SHARED_STREAMS)]
+    closed: list[str] = []
+
+    async def follow(key: str, source: asyncio.Queue[str]) -> AsyncGenerator[str, None]:
+        try:
+            while True:
+                yield await source.get()
+        finally:
+            closed.append(key)
+
+    async def events(request: Request) -> Response:
+        opened = {f"k{n}": follow(f"k{n}", source) for n, source in enumerate(sources)}
+        frames = shared_frames(dict(opened))
+        return StreamingResponse(frames, headers=dict(AGENT_EVENT_STREAM_HEADERS))
+
+    app = Starlette(routes=[Route("/events", events)])
+    loop = asyncio.get_running_loop()
+    async with serve_with_uvicorn(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.socket() as client:
+            client.setblocking(False)
+            await loop.sock_connect(client, (host, int(port)))
+            await loop.sock_sendall(client, b"GET /events HTTP/1.1\r\nHost: console\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += await loop.sock_recv(client, 4096)
+            assert head.startswith(b"HTTP/1.1 200")
+            # Every stream's next frame ready, and the connection reset, in one step of the
+            # loop: the server meets both at its next.
+            for source in sources:
+                source.put_nowait('id: t1\ndata: {"type": "text_delta"}\n\n')
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await eventually(lambda: asyncio.sleep(0, len(closed)), lambda count: count == len(sources))
+    sent = [r for r in caplog.records if "socket.send() raised exception" in r.getMessage()]
+    assert sent == []
