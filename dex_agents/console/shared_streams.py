@@ -35,7 +35,8 @@ from dex_agents.ui_stream import KEEP_ALIVE_FRAME
 _log = logging.getLogger(__name__)
 
 MAX_SHARED_STREAMS = 100
-"""The most streams one connection carries; a browser has that many session pages seldom."""
+"""The most streams one connection carries; the worker puts those past it on another (its
+``MAX_STREAMS``)."""
 
 
 @attrs.frozen

@@ -12,6 +12,7 @@ from playwright.async_api import Route, expect
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from dex_agents.console.page_files import STATIC_DIR
+from dex_agents.console.shared_streams import MAX_SHARED_STREAMS
 from tests.console.browser import WAIT_MS, browser_page, needs_chromium
 from tests.console.support import serve_console
 
@@ -46,6 +47,13 @@ async def test_every_module_the_page_imports_is_served_as_javascript(tmp_path: P
         assert css.headers["content-type"] == "text/css; charset=utf-8"
         for name in ("index.html", "missing.js", "..%2Fapp.py", "../app.py"):
             assert (await client.get(f"/static/{name}")).status_code == 404, name
+
+
+def test_the_shared_worker_puts_on_one_connection_no_more_streams_than_the_console_takes() -> None:
+    # Past the console's limit it refuses the whole connection: each of its streams failed.
+    worker = (STATIC_DIR / "stream_worker.js").read_text(encoding="utf-8")
+    limits = re.findall(r"^const MAX_STREAMS = (\d+);$", worker, re.MULTILINE)
+    assert limits == [str(MAX_SHARED_STREAMS)]
 
 
 async def test_a_name_no_file_can_have_is_not_found(tmp_path: Path) -> None:

@@ -1,52 +1,83 @@
-// The one event stream the session pages of a browser share (a SharedWorker): a browser opens
+// The event streams the session pages of a browser share (a SharedWorker): a browser opens
 // at most six connections to one host, and each shown page's own stream held one, so a seventh
-// shown page never loaded. This holds one connection to /api/events with a stream per page in
-// it, opened again from each stream's last event whenever a page opens or closes its stream,
-// so no event is lost or sent twice.
+// shown page never loaded. This holds one connection to /api/events for up to MAX_STREAMS
+// streams, a stream per page, opened again from each stream's last event whenever a page
+// opens or closes a stream in it, so no event is lost or sent twice.
 
-const streams = new Map(); // key -> {port, session_id, resume_token}
-let source = null;
-let reopening = null;
+// The console's MAX_SHARED_STREAMS: it refuses a connection asking for more, so the streams
+// past it go on a second connection (and so on), where the 101st page's refused them all.
+const MAX_STREAMS = 100;
 
-// One reopen for the opens and closes of one task: pages that load together share it.
-function reopen() {
-  if (reopening === null) reopening = setTimeout(connect, 0);
+const streams = new Map(); // key -> {port, session_id, resume_token, connection}
+const connections = new Set(); // each {keys, source, reopening}
+
+// One reopen of a connection for the opens and closes of one task: pages that load together
+// share it.
+function reopen(connection) {
+  if (connection.reopening === null) connection.reopening = setTimeout(() => connect(connection), 0);
 }
 
-function connect() {
-  reopening = null;
-  if (source) { source.close(); source = null; }
-  if (!streams.size) return;
+function room() {
+  for (const connection of connections) if (connection.keys.size < MAX_STREAMS) return connection;
+  const connection = { keys: new Set(), source: null, reopening: null };
+  connections.add(connection);
+  return connection;
+}
+
+function forget(key) {
+  const stream = streams.get(key);
+  if (!stream) return null;
+  streams.delete(key);
+  stream.connection.keys.delete(key);
+  return stream;
+}
+
+function connect(connection) {
+  connection.reopening = null;
+  if (connection.source) { connection.source.close(); connection.source = null; }
+  if (!connection.keys.size) { connections.delete(connection); return; }
   const wanted = {};
-  for (const [key, stream] of streams) wanted[key] = { session_id: stream.session_id, resume_token: stream.resume_token };
+  for (const key of connection.keys) {
+    const stream = streams.get(key);
+    wanted[key] = { session_id: stream.session_id, resume_token: stream.resume_token };
+  }
   const opened = new EventSource(`/api/events?streams=${encodeURIComponent(JSON.stringify(wanted))}`);
-  source = opened;
+  connection.source = opened;
   opened.onmessage = (message) => {
-    if (source !== opened) return;
+    if (connection.source !== opened) return;
     const frame = JSON.parse(message.data);
     const stream = streams.get(frame.stream);
     if (!stream) return; // closed by its page since this connection opened
     if (frame.kind === "event") stream.resume_token = frame.id;
-    else streams.delete(frame.stream); // ended, or refused: its page opens it anew if it must
+    else forget(frame.stream); // ended, or refused: its page opens it anew if it must
     stream.port.postMessage({ key: frame.stream, kind: frame.kind, id: frame.id, data: frame.data, status: frame.status });
   };
   // The console stopped or the network dropped: every page rebuilds from its snapshot, as a
   // page's own stream does, and opens its stream again.
   opened.onerror = () => {
-    if (source !== opened) return;
+    if (connection.source !== opened) return;
     opened.close();
-    source = null;
-    for (const [key, stream] of streams) stream.port.postMessage({ key, kind: "error", status: 0 });
-    streams.clear();
+    connection.source = null;
+    for (const key of [...connection.keys]) {
+      const stream = forget(key);
+      stream.port.postMessage({ key, kind: "error", status: 0 });
+    }
+    connections.delete(connection);
   };
 }
 
-onconnect = (connection) => {
-  const port = connection.ports[0];
+onconnect = (event) => {
+  const port = event.ports[0];
   port.onmessage = ({ data }) => {
-    if (data.op === "open") streams.set(data.key, { port, session_id: data.session_id, resume_token: data.resume_token });
-    else if (data.op === "close" && !streams.delete(data.key)) return;
-    reopen();
+    if (data.op === "open") {
+      const into = room();
+      into.keys.add(data.key);
+      streams.set(data.key, { port, session_id: data.session_id, resume_token: data.resume_token, connection: into });
+      reopen(into);
+    } else if (data.op === "close") {
+      const stream = forget(data.key);
+      if (stream) reopen(stream.connection);
+    }
   };
   port.start();
 };
