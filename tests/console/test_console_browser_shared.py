@@ -1,16 +1,19 @@
 """The event streams the session pages of one browser share (``static/stream_worker.js``) in a
-real Chromium: more streams than one connection carries."""
+real Chromium: more streams than one connection carries, and a page gone without pagehide."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
+from playwright.async_api import Page, expect
+from starlette.requests import Request
 
 from dex_agents.cli.database import demo_flow
 from dex_agents.console import create_console_app
 from dex_agents.console.shared_streams import MAX_SHARED_STREAMS
-from tests.console.browser import browser_page, browser_tests
+from tests.console.browser import WAIT_MS, browser_context, browser_page, browser_tests
 from tests.console.support import CONTROL_HEADERS, eventually, serve_console, snapshot
 
 pytestmark = browser_tests
@@ -29,6 +32,18 @@ OPEN_STREAMS = """async (count) => {
 }"""
 """Opens ``count`` streams of session ``s`` in the page, as that many session pages would:
 ``window.completed[n]`` once stream ``n`` read the turn's end, ``window.failures`` counts errors."""
+
+TELL_NOTHING_OF_LEAVING = """
+for (const type of ["pagehide", "visibilitychange"]) {
+  addEventListener(type, (event) => event.stopImmediatePropagation(), true);
+}
+"""
+"""Keeps ``pagehide`` and ``visibilitychange`` from the page's own listeners, as a page whose
+renderer crashed or was killed, or a frozen tab discarded, is told nothing as it goes."""
+
+
+async def _reply_shown(page: Page, text: str) -> None:
+    await expect(page.locator("#messages")).to_contain_text(f"Demo reply: {text}.", timeout=WAIT_MS)
 
 
 async def _start(url: str, *session_ids: str) -> None:
@@ -65,3 +80,36 @@ async def test_streams_past_what_one_shared_connection_carries_each_read_their_s
         every = "window.completed.every((done) => done)"
         await eventually(lambda: page.evaluate(every), lambda done: done is True)
         assert await page.evaluate("window.failures") == 0
+
+
+async def test_a_page_gone_without_pagehide_has_its_stream_dropped_from_the_shared_one(
+    tmp_path: Path,
+) -> None:
+    asked: list[list[str]] = []  # the sessions of each /api/events request, as authorized
+
+    async def authorize(request: Request, session_id: str) -> bool:
+        if request.url.path == "/api/events":
+            streams = json.loads(request.query_params["streams"]).values()
+            asked.append(sorted(stream["session_id"] for stream in streams))
+        return True
+
+    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()], authorize=authorize)
+    async with serve_console(app) as url, browser_context() as context:
+        await _start(url, "a", "b")
+        gone = await context.new_page()
+        await gone.add_init_script(TELL_NOTHING_OF_LEAVING)
+        await gone.goto(f"{url}/sessions/a")
+        await _reply_shown(gone, "hello a")
+        kept = await context.new_page()
+        await kept.goto(f"{url}/sessions/b")
+        await _reply_shown(kept, "hello b")
+        await eventually(lambda: _last(asked), lambda sessions: sessions == ["a", "b"])
+        await gone.close()
+        # Before, the worker learned of a page's end only from its pagehide: the stream of
+        # a page gone without one stayed in the shared connection until the worker ended.
+        await eventually(lambda: _last(asked), lambda sessions: sessions == ["b"])
+        await _reply_shown(kept, "hello b")
+
+
+async def _last(asked: list[list[str]]) -> list[str]:
+    return asked[-1] if asked else []

@@ -10,6 +10,8 @@ const listeners = new Map(); // key -> SharedStream
 // again, where it stayed stale until reloaded in a browser that told it nothing else.
 const suspended = new Set();
 let made = 0;
+let lock = null; // the name of the Web Lock this page holds (holdLock)
+let release = null;
 
 function workerPort() {
   if (port) return port;
@@ -22,11 +24,40 @@ function workerPort() {
   port = worker.port;
   port.onmessage = ({ data }) => { const stream = listeners.get(data.key); if (stream) stream.receive(data); };
   port.start();
+  holdLock();
   // A page that goes away closes its streams, so the worker stops asking for them; one that
   // comes back from the back-forward cache opens them again, each from the last event it gave.
-  addEventListener("pagehide", () => { for (const stream of [...listeners.values()]) stream.suspend(); });
-  addEventListener("pageshow", (event) => { if (event.persisted) for (const stream of [...suspended]) stream.resume(); });
+  addEventListener("pagehide", () => {
+    for (const stream of [...listeners.values()]) stream.suspend();
+    releaseLock();
+  });
+  addEventListener("pageshow", (event) => {
+    if (!event.persisted) return;
+    holdLock();
+    for (const stream of [...suspended]) stream.resume();
+  });
   return port;
+}
+
+// The Web Lock this page holds while it lives, named in each stream it opens: the worker waits
+// for it, so a page gone without pagehide (a crashed renderer, a discarded tab) has its streams
+// dropped. Given up at pagehide (its streams are closed then), and taken anew under another
+// name if the page comes back. No lock outside a secure context, where browsers have none.
+function holdLock() {
+  if (!navigator.locks) return;
+  const name = `dex-agents page ${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+  lock = name;
+  navigator.locks.request(name, () => new Promise((done) => {
+    if (lock !== name) { done(); return; } // let go before it was granted
+    release = done;
+    // Only once held: the worker's wait, asked first, would be granted at once.
+    port.postMessage({ op: "page", lock: name });
+  }));
+}
+
+function releaseLock() {
+  lock = null;
+  if (release) { release(); release = null; }
 }
 
 class SharedStream {
@@ -45,7 +76,7 @@ class SharedStream {
     const worker = workerPort();
     this.key = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}-${++made}`;
     listeners.set(this.key, this);
-    worker.postMessage({ op: "open", key: this.key, session_id: this.sessionId, resume_token: this.token });
+    worker.postMessage({ op: "open", key: this.key, lock, session_id: this.sessionId, resume_token: this.token });
   }
 
   addEventListener(type, listener) {

@@ -8,7 +8,7 @@
 // past it go on a second connection (and so on), where the 101st page's refused them all.
 const MAX_STREAMS = 100;
 
-const streams = new Map(); // key -> {port, session_id, resume_token, connection}
+const streams = new Map(); // key -> {port, lock, session_id, resume_token, connection}
 const connections = new Set(); // each {keys, source, reopening}
 
 // One reopen of a connection for the opens and closes of one task: pages that load together
@@ -66,13 +66,25 @@ function connect(connection) {
   };
 }
 
+// A page holds the Web Lock it names while it lives: granted here, the page is gone, and with
+// no pagehide (its renderer crashed or was killed, a frozen tab was discarded) it closed none
+// of its streams, which stayed in the shared connection until this worker ended.
+function watch(lock) {
+  navigator.locks.request(lock, () => {
+    for (const [key, stream] of [...streams]) {
+      if (stream.lock === lock) { forget(key); reopen(stream.connection); }
+    }
+  });
+}
+
 onconnect = (event) => {
   const port = event.ports[0];
   port.onmessage = ({ data }) => {
+    if (data.op === "page") { if (navigator.locks) watch(data.lock); return; }
     if (data.op === "open") {
       const into = room();
       into.keys.add(data.key);
-      streams.set(data.key, { port, session_id: data.session_id, resume_token: data.resume_token, connection: into });
+      streams.set(data.key, { port, lock: data.lock, session_id: data.session_id, resume_token: data.resume_token, connection: into });
       reopen(into);
     } else if (data.op === "close") {
       const stream = forget(data.key);
