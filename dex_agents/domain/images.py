@@ -135,15 +135,21 @@ def validate_image_references(
 ) -> tuple[AgentImageReference, ...]:
     """Check the images of one message or tool result and return them as a tuple.
 
-    Raise ``ImageValidationError`` for more than ``MAX_IMAGES_PER_MESSAGE`` references,
-    or for the first that ``validate_image_reference`` refuses, numbered from 1.
+    Raise ``ImageValidationError`` for a value that is no sequence of references (a
+    ``str``, ``bytes`` or mapping among them), for more than ``MAX_IMAGES_PER_MESSAGE``
+    references, or for the first that ``validate_image_reference`` refuses, numbered from 1.
     """
+    refused = ImageValidationError(
+        f"images must be a sequence of AgentImageReference, not {type(references).__name__}"
+    )
+    # A text, bytes or mapping iterates too, into characters, ints or keys: refused as
+    # image 1 (or as more than 20 images), which named the wrong mistake.
+    if isinstance(references, str | bytes | bytearray | memoryview | Mapping):
+        raise refused
     try:
         images = tuple(references)
     except TypeError:
-        raise ImageValidationError(
-            f"images must be a sequence of AgentImageReference, not {type(references).__name__}"
-        ) from None
+        raise refused from None
     if len(images) > MAX_IMAGES_PER_MESSAGE:
         raise ImageValidationError(
             f"{len(images)} images; one message or tool result carries at most "

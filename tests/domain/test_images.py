@@ -324,6 +324,23 @@ def test_validate_image_references_counts_to_max_images_per_message() -> None:
 
 
 @pytest.mark.parametrize(
+    ("images", "type_name"),
+    [("a" * 21, "str"), ("ab", "str"), (b"\x89PNG", "bytes"), (bytearray(b"ab"), "bytearray"),
+     (memoryview(b"ab"), "memoryview"), ({"uri": "s3://b/sha256/x"}, "dict")],
+    ids=["21 characters", "a str", "bytes", "bytearray", "memoryview", "a mapping"],
+)  # fmt: skip
+def test_validate_image_references_refuses_what_only_iterates(
+    images: object, type_name: str
+) -> None:
+    # A str iterated into characters read as "image 1: ... not str", or as 21 images.
+    with pytest.raises(ImageValidationError) as caught:
+        validate_image_references(images)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        f"images must be a sequence of AgentImageReference, not {type_name}"
+    )
+
+
+@pytest.mark.parametrize(
     ("store_uri", "longest"),
     [("s3://" + "b" * 947, None), ("s3://" + "b" * 947 + "/", None), ("s3://" + "b" * 948, 1025), ("file:///x" + "é" * 472, 1025)],
     ids=["952 bytes", "952 bytes and a slash", "953 bytes", "953 bytes of UTF-8"],
