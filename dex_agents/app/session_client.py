@@ -306,7 +306,12 @@ class PortableSessionClient:
         ``FlowAlreadyStartedError``: the session and its message commit together, where
         a kill between this call and ``send_user_message`` leaves a session with none.
         """
-        _require_session_id("open_session", session_id)
+        where = "open_session"
+        _require_session_id(where, session_id)
+        # Checked here too, so a mistake names the door the caller used, not start_session.
+        if start_environment is not None:
+            require_str_mapping(where, "start_environment", start_environment)
+        require_bool(where, "plan_mode", plan_mode)
         try:
             await self.start_session(
                 session_id,

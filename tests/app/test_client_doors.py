@@ -199,6 +199,28 @@ WRONG_TYPES: list[tuple[str, Call, str]] = [
         lambda s: s.start_session("s2", "hi", start_environment=_wrong({"PORT": 8080})),
         "start_session: start_environment['PORT'] must be a str, not int (8080)",
     ),
+    # open_session starts through start_session, whose name these used to give.
+    (
+        "open plan_mode='yes'",
+        lambda s: s.open_session("s2", plan_mode=_wrong("yes")),
+        "open_session: plan_mode must be a bool, not str ('yes')",
+    ),
+    (
+        "open start_environment PORT=8080",
+        lambda s: s.open_session("s2", start_environment=_wrong({"PORT": 8080})),
+        "open_session: start_environment['PORT'] must be a str, not int (8080)",
+    ),
+    (
+        "open start_environment list",
+        lambda s: s.open_session("s2", start_environment=_wrong([("PORT", "8080")])),
+        "open_session: start_environment must be a mapping of str to str, "
+        "not list ([('PORT', '8080')])",
+    ),
+    (
+        "open session_id=b's2'",
+        lambda s: s.open_session(_wrong(b"s2")),
+        "open_session: session_id must be a str, not bytes (b's2')",
+    ),
 ]
 
 
