@@ -33,6 +33,7 @@ from dex_agents.app.builtin_loop.json_validation import (
     json_type_name,
     validate_json_value,
 )
+from dex_agents.app.builtin_loop.schema_shape import check_schema_shape
 from dex_agents.app.builtin_loop.tool_arguments import (
     ArgumentsNotDecoded,
     decode_tool_arguments,
@@ -312,6 +313,10 @@ def _json_schema_copy(schema: Mapping[str, Any], tool: str) -> dict[str, Any]:
         json.dumps(dict(schema), allow_nan=False)
     except (TypeError, ValueError) as error:
         raise TypeError(f"tool {tool}: parameters_schema is not JSON: {error}") from error
+    try:
+        check_schema_shape(schema)
+    except ValueError as error:
+        raise ValueError(f"tool {tool}: parameters_schema {error}") from None
     return copy.deepcopy(dict(schema))
 
 
@@ -334,7 +339,9 @@ def function_tool(
     not in the schema and receives the call's context. An unsupported type raises
     ``TypeError`` here, naming the parameter and the type, and so do a generator
     function, a ``parameters_schema`` that is not JSON, and a ``description`` that is
-    not a string; with ``parameters_schema`` the hints are not checked.
+    not a string; with ``parameters_schema`` the hints are not checked, and one that
+    breaks the shape the arguments' check reads raises ``ValueError`` naming where
+    (``check_schema_shape``).
     ``prepare_arguments`` is a synchronous, deterministic function of the decoded
     arguments that returns the arguments to check, such as an older argument shape
     converted.
