@@ -159,6 +159,20 @@ def test_a_span_that_no_date_can_end_is_refused_by_name(field: str) -> None:
         ("default_tool_effect", 5, TypeError, "AgentDefinition: default_tool_effect must be a "),
         ("default_tool_effect", "bogus", TypeError, "default_tool_effect must be a ToolEffect"),
         ("model_settings", None, TypeError, "AgentDefinition: model_settings must be a mapping"),
+        # Taken, and LiteLLMModelClient refused it in every RunModel.
+        (
+            "model_settings",
+            {1: "x"},
+            TypeError,
+            "AgentDefinition: model_settings keys must be setting names (str), not int (1)",
+        ),
+        (
+            "model_settings",
+            {b"temperature": 0.2},
+            TypeError,
+            "AgentDefinition: model_settings keys must be setting names (str), "
+            "not bytes (b'temperature')",
+        ),
         (
             "decide_turn_continuation",
             "end",

@@ -213,6 +213,14 @@ class AgentDefinition:
                 f"{where}: model_settings must be a mapping, "
                 f"not {type(self.model_settings).__name__}"
             )
+        for key in self.model_settings:
+            # A model client passes them as named settings: LiteLLM's refused a key of
+            # another type only in RunModel, failing every turn.
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"{where}: model_settings keys must be setting names (str), "
+                    f"not {type(key).__name__} ({key!r:.40})"
+                )
         # Both are called in RunModel: "'str' object is not callable" failed every turn.
         for name in ("decide_turn_continuation", "resolve_model"):
             value = getattr(self, name)
