@@ -46,6 +46,9 @@ LOCK_CONFLICT_RETRY_TIMEOUT = timedelta(seconds=5)
 
 _RETRY_DELAY_SECONDS = 0.05
 
+# What every door calls on its client: an object without them is no FlowClient.
+_FLOW_CLIENT_CALLS = ("start_flow", "invoke_rpc", "describe_flow", "read_stream")
+
 
 def _require_session_id(where: str, session_id: object) -> str:
     """``session_id`` as a checked session ID: a ``TypeError`` naming ``where``, or the ID rule's error."""
@@ -65,6 +68,17 @@ class PortableSessionClient:
     """
 
     def __init__(self, client: FlowClient, flow: PortableSessionFlow) -> None:
+        # Both were kept, and the first call failed with an AttributeError naming neither.
+        if not isinstance(flow, PortableSessionFlow):
+            raise TypeError(
+                "AgentSessionClient: flow must be a session Flow (an AgentSessionFlow), "
+                f"not {type(flow).__name__}"
+            )
+        if not all(callable(getattr(client, name, None)) for name in _FLOW_CLIENT_CALLS):
+            raise TypeError(
+                "AgentSessionClient: client must be a Dex AsyncClient or a FlowClient "
+                f"(such as runtime.flow_client), not {type(client).__name__}"
+            )
         self._client = client
         self._flow = flow
 

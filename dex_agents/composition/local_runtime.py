@@ -48,6 +48,12 @@ class LocalRuntime(EngineRuntime):
 
     def sessions(self, flow: PortableSessionFlow) -> AgentSessionClient:
         """An ``AgentSessionClient`` for the sessions of ``flow``, one of this runtime's Flows."""
+        if not isinstance(flow, PortableSessionFlow):
+            # A type name is the likely mistake; it failed reading .flow_type off a str.
+            raise TypeError(
+                "sessions: flow must be one of the Flows given to LocalRuntime (an "
+                f"AgentSessionFlow), not {type(flow).__name__} ({flow!r:.40})"
+            )
         if not any(flow is served for served in self.flows):
             if any(flow.flow_type == served.flow_type for served in self.flows):
                 # The type is served, so "not one of its Flows" read as a wrong type name.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
 import textwrap
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents import AgentSessionFlow, ToolEffect
+from dex_agents import AgentSessionClient, AgentSessionFlow, ToolEffect
 from dex_agents.adapters.local.sqlite_store import SqliteFlowStore
 from dex_agents.adapters.local.stream_pages import LocalStreamPageReader
 from dex_agents.builtin_loop import (
@@ -158,6 +159,42 @@ async def test_sessions_refuses_a_flow_the_runtime_does_not_serve() -> None:
             r"runtime serves: pass the Flow given to LocalRuntime$",
         ):
             runtime.sessions(make_flow())
+
+
+@pytest.mark.parametrize(
+    ("flow", "shown"),
+    [("RuntimeTestAgent", "str ('RuntimeTestAgent')"), (None, "NoneType (None)")],
+    ids=["its type name", "None"],
+)
+async def test_sessions_refuses_what_is_no_flow_by_name(flow: object, shown: str) -> None:
+    # Both failed with "'str' object has no attribute 'flow_type'".
+    async with LocalRuntime(None, [make_flow()], workers=0) as runtime:
+        with pytest.raises(
+            TypeError,
+            match=r"^sessions: flow must be one of the Flows given to LocalRuntime \(an "
+            rf"AgentSessionFlow\), not {re.escape(shown)}$",
+        ):
+            runtime.sessions(flow)  # type: ignore[arg-type]
+
+
+async def test_an_agent_session_client_refuses_what_is_no_flow_or_no_client() -> None:
+    # Each was kept, and the first call failed with an AttributeError naming neither.
+    flow = make_flow()
+    async with LocalRuntime(None, [flow], workers=0) as runtime:
+        with pytest.raises(
+            TypeError,
+            match=r"^AgentSessionClient: flow must be a session Flow \(an AgentSessionFlow\), "
+            r"not str$",
+        ):
+            AgentSessionClient(runtime.flow_client, "RuntimeTestAgent")  # type: ignore[arg-type]
+        for client in (None, runtime):
+            with pytest.raises(
+                TypeError,
+                match=r"^AgentSessionClient: client must be a Dex AsyncClient or a FlowClient "
+                rf"\(such as runtime.flow_client\), not {type(client).__name__}$",
+            ):
+                AgentSessionClient(client, flow)  # type: ignore[arg-type]
+        assert AgentSessionClient(runtime.flow_client, flow).flow is flow
 
 
 async def test_create_false_never_creates_a_database(tmp_path: Path) -> None:
