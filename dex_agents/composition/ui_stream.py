@@ -26,6 +26,7 @@ from dex_agents.adapters.dex.stream_reads import (
 from dex_agents.adapters.local.client import LocalFlowClient
 from dex_agents.adapters.local.stream_pages import LocalStreamPageReader
 from dex_agents.app.session_client import PortableSessionClient
+from dex_agents.app.session_flow import PortableSessionFlow
 from dex_agents.app.ui_stream.frames import (
     DEFAULT_AGENT_EVENT_POLL_TIMEOUT,
     open_event_frames,
@@ -43,6 +44,15 @@ from dex_agents.ports.stream_pages import StreamPageReader
 
 AsyncStreamClient = dex.AsyncClient | FlowClient | PortableSessionClient
 """What the async browser stream helpers take as ``client``."""
+
+
+def _require_session_flow(where: str, flow: object) -> None:
+    # A type name was read as a Flow and failed with "'str' object has no attribute 'flow_type'".
+    if not isinstance(flow, PortableSessionFlow):
+        raise TypeError(
+            f"{where}: flow must be a session Flow (an AgentSessionFlow), "
+            f"not {type(flow).__name__} ({flow!r:.40})"
+        )
 
 
 def _flow_client(client: AsyncStreamClient, flow: FlowDefinition) -> FlowClient:
@@ -100,6 +110,7 @@ async def read_agent_event_stream_snapshot(
     events of an ``executing`` turn); otherwise it follows the newest event.
     Authorize the caller for ``session_id`` first.
     """
+    _require_session_flow("read_agent_event_stream_snapshot", flow)
     flow_client = _flow_client(client, flow)
     pages = _page_reader(flow_client)
     return await read_event_stream_snapshot(flow_client, pages, flow, session_id)
@@ -123,6 +134,7 @@ async def stream_agent_event_frames(
     answer 400. Pass a reconnecting browser's ``Last-Event-ID`` as
     ``resume_token``. The generator never ends by itself.
     """
+    _require_session_flow("stream_agent_event_frames", flow)
     flow_client = _flow_client(client, flow)
     return await open_event_frames(
         flow_client, flow, session_id, resume_token=resume_token, poll_timeout=poll_timeout
@@ -133,6 +145,7 @@ def read_agent_event_stream_snapshot_sync(
     client: SyncStreamClient, flow: FlowDefinition, session_id: str
 ) -> AgentEventStreamSnapshot:
     """``read_agent_event_stream_snapshot`` with a synchronous client, for WSGI servers."""
+    _require_session_flow("read_agent_event_stream_snapshot_sync", flow)
     return read_event_stream_snapshot_sync(as_sync_flow_client(client), flow, session_id)
 
 
@@ -151,6 +164,7 @@ def stream_agent_event_frames_sync(
     thread finishes its current long poll, up to ``poll_timeout``, before the
     server closes the generator.
     """
+    _require_session_flow("stream_agent_event_frames_sync", flow)
     return open_event_frames_sync(
         as_sync_flow_client(client),
         flow,

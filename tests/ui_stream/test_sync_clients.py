@@ -210,6 +210,20 @@ async def test_arguments_are_checked_before_anything_is_read(engine: Engine) -> 
         engine.runtime.sync_flow_client(wake_interval=0.05)  # type: ignore[arg-type]
 
 
+async def test_a_flow_given_as_its_type_name_is_refused_by_every_helper(engine: Engine) -> None:
+    # Each failed with "'str' object has no attribute 'flow_type'".
+    client, sync, name = engine.runtime.flow_client, engine.sync, engine.flow.flow_type
+    refused = rf"flow must be a session Flow \(an AgentSessionFlow\), not str \('{name}'\)$"
+    with pytest.raises(TypeError, match=rf"^read_agent_event_stream_snapshot: {refused}"):
+        await read_agent_event_stream_snapshot(client, name, "s-1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=rf"^stream_agent_event_frames: {refused}"):
+        await stream_agent_event_frames(client, name, "s-1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=rf"^read_agent_event_stream_snapshot_sync: {refused}"):
+        read_agent_event_stream_snapshot_sync(sync, name, "s-1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=rf"^stream_agent_event_frames_sync: {refused}"):
+        stream_agent_event_frames_sync(sync, name, "s-1")  # type: ignore[arg-type]
+
+
 async def test_a_refused_token_raises_before_the_stream_starts(engine: Engine) -> None:
     await engine.runtime.sessions(engine.flow).start_session("s-1")
     with pytest.raises(InvalidAgentEventResumeTokenError) as caught:
