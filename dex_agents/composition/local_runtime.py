@@ -76,6 +76,16 @@ class LocalRuntime(EngineRuntime):
         return open_sync_flow_client(self, wake_interval=wake_interval)
 
 
+def _require_database_path(where: str, path: object) -> None:
+    # EngineRuntime takes None as a store in memory: here it served, until cancelled,
+    # sessions no other process could reach, and said nothing.
+    if path is None:
+        raise TypeError(
+            f"{where}: path must be the session database's path, not None: workers on a "
+            "store in memory serve no other process; use LocalRuntime(None, flows) for that"
+        )
+
+
 async def serve_workers(
     path: str | os.PathLike[str],
     flows: Sequence[FlowDefinition],
@@ -90,7 +100,8 @@ async def serve_workers(
     """Serve the sessions of ``flows`` in the database at ``path`` until ``stop`` is set.
 
     For extra worker processes beside the one that runs a ``LocalRuntime``: the
-    database must exist already (``DatabaseFileError`` otherwise). Without
+    database must exist already (``DatabaseFileError`` otherwise), and a ``path``
+    of ``None`` (a store in memory, which no other process reaches) raises ``TypeError``. Without
     ``stop`` it serves until the task is cancelled; a worker that stops on an
     error it cannot survive ends it with that error. ``lease_duration`` (10 s
     by default) is how soon another worker takes over an attempt of a worker
@@ -101,6 +112,7 @@ async def serve_workers(
     keeps all): each process prunes by its own, so give every process of one file
     the same. ``workers`` must be at least 1.
     """
+    _require_database_path("serve_workers", path)
     if workers == 0 and not isinstance(workers, bool):
         # EngineRuntime takes 0 (a client), but here it served nothing and returned at once.
         raise ValueError("serve_workers needs at least 1 worker: workers=0 would serve nothing")
@@ -144,6 +156,8 @@ def run_workers(
     synchronous tool still running in a thread; a second SIGTERM or SIGINT ends it
     at once, and its attempts are taken over as after a kill.
     """
+
+    _require_database_path("run_workers", path)
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -29,7 +29,7 @@ from dex_agents.builtin_loop import (
 )
 from dex_agents.domain.attention import SessionAttention, session_attention
 from dex_agents.domain.messages import MessageRole
-from dex_agents.local import DatabaseFileError, LocalRuntime, serve_workers
+from dex_agents.local import DatabaseFileError, LocalRuntime, run_workers, serve_workers
 from dex_agents.ports.errors import (
     FlowAlreadyStartedError,
     FlowNotFoundError,
@@ -195,6 +195,18 @@ async def test_an_agent_session_client_refuses_what_is_no_flow_or_no_client() ->
             ):
                 AgentSessionClient(client, flow)  # type: ignore[arg-type]
         assert AgentSessionClient(runtime.flow_client, flow).flow is flow
+
+
+async def test_serve_and_run_workers_refuse_no_path() -> None:
+    # serve_workers(None, ...) served an empty store in memory until it was cancelled.
+    refused = (
+        r": path must be the session database's path, not None: workers on a store in "
+        r"memory serve no other process; use LocalRuntime\(None, flows\) for that$"
+    )
+    with pytest.raises(TypeError, match=rf"^serve_workers{refused}"):
+        await serve_workers(None, [make_flow()])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=rf"^run_workers{refused}"):
+        run_workers(None, [make_flow()])  # type: ignore[arg-type]
 
 
 async def test_create_false_never_creates_a_database(tmp_path: Path) -> None:
