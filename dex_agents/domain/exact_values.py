@@ -163,19 +163,32 @@ def immutable_when_exact(cls: Any) -> bool:
     """Whether every value that ``exactly_decodable`` accepts as ``cls`` is immutable all the
     way down: each ``attrs`` class it may hold is frozen (the strings, numbers, enums, UTC
     times and tuples it accepts are immutable already). Such a value can stand for its own
-    decode wherever the decode would be a fresh copy, since nobody can change it."""
+    decode wherever the decode would be a fresh copy, since nobody can change it.
+
+    A union says yes only when its decode gives each value back by its own type: a union
+    of JSON's scalars (``str``, ``int``, ``float``, ``bool``, ``None``), or one type or
+    ``None``. Any other may decode a value ``exactly_decodable`` accepts as another arm
+    (an enum member as the plain string or number it travels as, a time as its text) or
+    not at all (two value classes with the same fields, two tuple types).
+    """
     return _immutable(cls, frozenset())
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 def _immutable(hint: Any, seen: frozenset[Any]) -> bool:
     if hint in seen:  # a class that names itself: its other fields decide
         return True
-    if _plain_types(hint) is not None or hint is datetime:
-        return True
     origin = typing.get_origin(hint)
     arguments = typing.get_args(hint)
     if origin is typing.Union or origin is types.UnionType:
+        scalars_only = all(argument in _JSON_SCALARS for argument in arguments)
+        if not scalars_only and len(arguments) - (type(None) in arguments) > 1:
+            return False  # cattrs may read its JSON as another arm, or refuse it
         return all(_immutable(argument, seen) for argument in arguments)
+    if _plain_types(hint) is not None or hint is datetime:
+        return True
     if origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis:
         return _immutable(arguments[0], seen)
     if isinstance(hint, type) and attrs.has(hint):

@@ -9,6 +9,7 @@ over as it is, and a handler that publishes it writes the text it was encoded as
 from __future__ import annotations
 
 from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,19 @@ class Wrapped:
     note: Note
 
 
+class Shade(StrEnum):
+    """A choice that travels as its plain string."""
+
+    DARK = "dark"
+
+
+@attrs.frozen
+class Pick:
+    """A frozen value whose union's decode reads an enum member as the plain string."""
+
+    choice: str | Shade
+
+
 POSTED: ChannelDef[Any] = ChannelDef("Posted", object)
 
 
@@ -80,6 +94,7 @@ class PostingFlow:
                 ("reading", Reading),
                 ("note", Note),
                 ("wrapped", Wrapped),
+                ("pick", Pick),
             )
         }
 
@@ -140,6 +155,8 @@ async def test_an_exact_frozen_input_reaches_the_handler_as_it_is_and_is_publish
         # Values that may change: the handler gets a copy, as Dex would hand it.
         ("note", Note(text="hi"), Note(text="hi")),
         ("wrapped", Wrapped(note=Note(text="hi")), Wrapped(note=Note(text="hi"))),
+        # A union that reads the member's JSON as its str arm: the handler gets the str.
+        ("pick", Pick(choice=Shade.DARK), Pick(choice="dark")),
     ],
 )
 async def test_an_input_whose_decode_may_differ_is_decoded_and_published_anew(
@@ -156,6 +173,7 @@ async def test_an_input_whose_decode_may_differ_is_decoded_and_published_anew(
     assert seen is not value
     assert seen == decoded
     assert type(getattr(seen, "level", 0.0)) is float
+    assert type(getattr(seen, "choice", "")) is str
     assert await _posted(engine) == [to_json(decoded)]
 
 
