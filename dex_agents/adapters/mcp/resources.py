@@ -4,8 +4,8 @@ Three ``READ`` tools, each taking a configured server's name as ``server``. Outp
 are the server's items as it sent them, in JSON with sorted keys. A server that
 offers no resources or prompts lists none. A read resource or a prompt the SDK's
 models refuse to read is still given as sent (``read_as_sent``). An MCP error
-answer, an unreachable server and an unconfigured server raise
-``ToolExecutionError``. A request that got no answer (the stream closed, the server
+answer, an answer without its ``contents`` or ``messages``, an unreachable server
+and an unconfigured server raise ``ToolExecutionError``. A request that got no answer (the stream closed, the server
 exited, the request timed out) raises ``McpToolCallInterruptedError``, a Step
 failure, as for a ``read`` tool's call: the tool is a read, so its Step sends the
 request again.
@@ -124,9 +124,17 @@ def _text(arguments: Mapping[str, Any], key: str) -> str:
     return value
 
 
+def _items(answer: Mapping[str, Any], key: str, method: str) -> Any:
+    # The protocol's check lets a complete result through without its items; the SDK's
+    # models refuse it, and read_as_sent gives it as sent.
+    if key not in answer:
+        raise ToolExecutionError(f"the MCP server's {method} answer has no {key!r}")
+    return answer[key]
+
+
 async def _read(client: Client, sent: SentResults, arguments: Mapping[str, Any]) -> dict[str, Any]:
     answer = await read_as_sent(client.read_resource(_text(arguments, "uri")), sent)
-    return {"contents": answer["contents"]}
+    return {"contents": _items(answer, "contents", "resources/read")}
 
 
 async def _prompt(
@@ -136,7 +144,8 @@ async def _prompt(
     if not isinstance(raw, Mapping) or not all(isinstance(v, str) for v in raw.values()):
         raise ToolExecutionError("the prompt's arguments must be strings by name")
     answer = await read_as_sent(client.get_prompt(_text(arguments, "name"), dict(raw)), sent)
-    return {"description": answer.get("description"), "messages": answer["messages"]}
+    messages = _items(answer, "messages", "prompts/get")
+    return {"description": answer.get("description"), "messages": messages}
 
 
 _OPERATIONS = {

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.mcp import (
     MCP_GET_PROMPT_TOOL_NAME,
     MCP_READ_RESOURCE_TOOL_NAME,
@@ -22,7 +23,7 @@ from dex_agents.mcp import (
     McpToolSource,
 )
 from tests.adapters.mcp.http_server import HttpTestServer
-from tests.adapters.mcp.unread_items_server import ODD_CONTENTS, ODD_MESSAGE
+from tests.adapters.mcp.unread_items_server import ITEMLESS, ODD_CONTENTS, ODD_MESSAGE
 
 
 @pytest.fixture
@@ -49,3 +50,33 @@ async def test_a_prompt_message_the_sdk_cannot_read_is_shown_as_sent(
 ) -> None:
     output = await _output(source, MCP_GET_PROMPT_TOOL_NAME, name="odd")
     assert output == {"description": None, "messages": [ODD_MESSAGE]}
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "error"),
+    [
+        (
+            MCP_READ_RESOURCE_TOOL_NAME,
+            {"uri": "note://none"},
+            "the MCP server's resources/read answer has no 'contents'",
+        ),
+        (
+            MCP_GET_PROMPT_TOOL_NAME,
+            {"name": "none"},
+            "the MCP server's prompts/get answer has no 'messages'",
+        ),
+    ],
+)
+async def test_an_answer_without_its_items_fails_the_call_by_name(
+    tool: str, arguments: dict[str, str], error: str
+) -> None:
+    # Found by an audit: the tool read the items by key and a bare KeyError escaped it.
+    env = {ITEMLESS: "1"}
+    with HttpTestServer(env, module="tests.adapters.mcp.unread_items_server") as server:
+        config = McpStreamableHttpServerConfig(name="odd", url=server.url)
+        source = McpToolSource([config], resource_and_prompt_tools_enabled=True)
+        await source.list_tools()
+        with pytest.raises(ToolExecutionError) as raised:
+            await source.call_tool(tool, {"server": "odd", **arguments})
+        await source.aclose()
+    assert str(raised.value) == error
