@@ -170,6 +170,11 @@ def immutable_when_exact(cls: Any) -> bool:
     ``None``. Any other may decode a value ``exactly_decodable`` accepts as another arm
     (an enum member as the plain string or number it travels as, a time as its text) or
     not at all (two value classes with the same fields, two tuple types).
+
+    The decode builds each class again, so its converters and ``__attrs_post_init__``
+    run on values they already made: they are taken to give those back (the session's
+    converters make enum members and tuples). One that changes them again, as
+    ``lambda text: text + "!"`` would, is not seen here.
     """
     return _immutable(cls, frozenset())
 
