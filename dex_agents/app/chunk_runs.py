@@ -29,7 +29,7 @@ model calls a process serves."""
 DEFAULT_CHUNK_RUN_WEIGHT = 32 * 1024 * 1024
 """The memory all kept runs take together, at most, in bytes: each is charged the stored
 size of its messages (``MessageChunkInfo.size_bytes``) and one for each, times the bytes
-per unit that sampled runs took (``kept_memory.py``). A kept run keeps its messages
+per unit that sampled runs took, and a fixed part (``kept_memory.py``). A kept run keeps its messages
 alive, so this bounds the memory, as ``DEFAULT_PREFIX_CACHE_WEIGHT`` does."""
 
 _Kept = tuple[AgentMessageIndex, tuple[AgentMessageChunk, ...], ChunkedMessages, int]
@@ -42,8 +42,8 @@ def _weight(kept: _Kept) -> int:
 class ChunkRuns:
     """``chunked_messages``, kept per (session, floor) while the index and chunks stay the same.
 
-    A run is charged its weight times the bytes per unit of weight sampled runs took
-    (``measured``), or its weight alone. Thread-safe: Steps read on the event loop,
+    A run is charged its weight times the bytes per unit of weight sampled runs took,
+    and a fixed part (``measured``), or its weight alone. Thread-safe: Steps read on the event loop,
     RPCs on it or on a store thread.
     """
 

@@ -31,8 +31,8 @@ a worker serving more sessions than this walked each one's messages anew at each
 DEFAULT_PREFIX_CACHE_WEIGHT = 32 * 1024 * 1024
 """The memory all kept walks take together, at most, in bytes: each is charged its weight
 (about the characters of the stored text it was walked from) times the bytes per unit
-of weight that sampled walks took (``kept_memory.py``), three to five for the built-in
-loop's walks. A count of elements (20,000) bounded the memory only for short messages,
+of weight that sampled walks took, and a fixed part (``kept_memory.py``), three to five
+bytes a unit for the built-in loop's walks. A count of elements (20,000) bounded the memory only for short messages,
 and made a worker serving 30 sessions of 200 turns walk every message again at each
 model call (``bench/session_working_set.py``); a weight in characters alone let the
 walks take several times the bound."""
@@ -43,9 +43,9 @@ class PrefixCache(Generic[T, S]):
 
     Keeps at most ``entries`` keys and ``most_weight`` of weight in all, least
     recently used dropped first; a heavier walk is not kept. A kept walk weighs
-    what ``weigh`` says of its state, plus one for each element it keeps, times
-    the bytes per unit of weight that sampled walks took in memory (with
-    ``measured``; without it, its weight alone).
+    what ``weigh`` says of its state, plus one for each element it keeps, and is
+    charged that times the bytes per unit of weight that sampled walks took in
+    memory, and a fixed part (with ``measured``; without it, its weight alone).
     With ``walks_per_key`` above one, a key keeps that many walks of different
     sequences, the oldest kept dropped first, and a resume takes the longest
     that the sequence starts with: for a key that sequences of different

@@ -3,8 +3,9 @@
 The process caches of the app layer (``PrefixCache``, ``ChunkRuns``) keep runs of
 decoded messages alive. A value's ``size`` is a cheap measure of it (the characters
 of the text its objects were decoded from, how many elements it holds); with a
-``MemoryRate`` each value is charged that measure times the bytes per unit that
-sampled values took (``kept_memory.py``), so the bound is on memory, not on text.
+``MemoryRate`` each value is charged a fixed part and that measure times the bytes
+per unit that sampled values took (``kept_memory.py``), so the bound is on memory,
+not on text.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ class SizedLru(Generic[V]):
     """At most ``entries`` values and ``total`` of their charges together, least
     recently used dropped first; a value charged more than ``total`` is not kept.
 
-    A value is charged its ``size``, or with a ``rate`` its ``size`` times the
-    bytes per unit of size that the sampled values took.
+    A value is charged its ``size``, or with a ``rate`` what ``MemoryRate.charge``
+    says of its ``size``: about the memory it takes, learned from sampled values.
     """
 
     def __init__(

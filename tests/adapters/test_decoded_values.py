@@ -31,7 +31,7 @@ from dex_agents.adapters.local.state_sources import (
 from dex_agents.adapters.local.step_context import LocalStepContext
 from dex_agents.domain.events import AgentEvent, TextDeltaPayload, TurnStartedPayload
 from dex_agents.domain.images import AgentImageReference
-from dex_agents.domain.kept_memory import memory_of
+from dex_agents.domain.kept_memory import CACHE_ENTRY_BYTES, memory_of
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.state import AgentState, AgentStatus, TurnSessionSettings
 from dex_agents.domain.usage import AgentUsage
@@ -119,6 +119,7 @@ def test_values_are_charged_their_memory_and_the_oldest_go_past_the_bound() -> N
     entry = (texts[0], from_json(texts[0], AgentState))  # as the cache keeps it, in a tuple
     one = memory_of((entry,))
     assert one > 2 * len(texts[0])
+    one += CACHE_ENTRY_BYTES  # what the cache's maps take for it
     values = DecodedValues(max_bytes=3 * one + one // 3)  # each differs by a few bytes
     decoded = [values.decode(text, AgentState) for text in texts]
     assert all(

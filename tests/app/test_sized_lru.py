@@ -4,7 +4,7 @@ dropped first."""
 from __future__ import annotations
 
 from dex_agents.app.sized_lru import SizedLru
-from dex_agents.domain.kept_memory import MemoryRate, memory_of
+from dex_agents.domain.kept_memory import CACHE_ENTRY_BYTES, MemoryRate, memory_of
 
 
 def _lru(entries: int = 3, total: int = 10) -> SizedLru[str]:
@@ -45,9 +45,10 @@ def test_a_value_larger_than_the_total_is_not_kept_and_drops_the_keys_old_one() 
 
 def test_with_a_rate_values_are_charged_their_memory_not_their_size() -> None:
     rate = MemoryRate(first=1)
-    lru: SizedLru[str] = SizedLru(10, 3 * (49 + 10), len, rate=rate)
+    one = memory_of(("a" * 10,)) + CACHE_ENTRY_BYTES  # and what the maps take for it
+    lru: SizedLru[str] = SizedLru(10, 3 * one, len, rate=rate)
     lru.put("a", "a" * 10)  # a str of 10 characters takes 59 bytes: 5.9 a character
-    assert lru.held == memory_of(("a" * 10,))
+    assert lru.held == one
     lru.put("b", "b" * 10)
     lru.put("c", "c" * 10)
     assert len(lru) == 3
@@ -56,6 +57,6 @@ def test_with_a_rate_values_are_charged_their_memory_not_their_size() -> None:
 
 
 def test_with_a_rate_a_value_charged_more_than_the_total_is_not_kept() -> None:
-    lru: SizedLru[str] = SizedLru(10, 100, len, rate=MemoryRate(first=1))
-    lru.put("a", "a" * 60)  # 60 characters, 109 bytes
+    lru: SizedLru[str] = SizedLru(10, 100 + CACHE_ENTRY_BYTES, len, rate=MemoryRate(first=1))
+    lru.put("a", "a" * 60)  # 60 characters, 109 bytes, and what the maps take for it
     assert (lru.get("a"), len(lru), lru.held) == (None, 0, 0)

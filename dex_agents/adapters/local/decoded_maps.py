@@ -31,8 +31,8 @@ DEFAULT_MAPS_KEPT = 1024
 DEFAULT_MAP_CHARS_KEPT = 8 * 1024 * 1024
 """How much memory the kept reads take together, at most, in bytes (least recently read
 dropped first): a kept read keeps its texts and its pairs alive, and is charged its
-texts' characters times the bytes per character that sampled reads took
-(``kept_memory.py``), about two and a half; counting the characters alone let the kept
+texts' characters times the bytes per character that sampled reads took, and a
+fixed part (``kept_memory.py``), about two and a half bytes a character; counting the characters alone let the kept
 reads take 19 MiB (``bench/session_churn.py``)."""
 
 
@@ -51,7 +51,8 @@ class DecodedMaps:
     ``(key, value)`` pairs in key order it gave, and how many characters it holds.
 
     A read is charged its characters times the bytes per character that sampled reads
-    took in memory (``measured``), or its characters alone, against ``most_chars``.
+    took in memory, and a fixed part (``measured``), or its characters alone, against
+    ``most_chars``.
 
     Only values of ``CACHED_TYPES`` are kept: they are immutable all the way
     down, so every reader may share them. Thread-safe: Steps read on the event

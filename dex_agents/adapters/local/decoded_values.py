@@ -89,8 +89,8 @@ DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 """How much memory the kept texts and their decoded values take, at most.
 
 Each entry is charged its text's characters times the bytes per character that
-sampled entries of its type took, text and decoded objects together
-(``kept_memory.py``): two to three times the text for messages. Counting the
+sampled entries of its type took, text and decoded objects together, and a fixed
+part (``kept_memory.py``): two to three times the text for messages. Counting the
 text alone let the cache keep about twice this bound, 61 MiB at its fill
 (``bench/session_churn.py``)."""
 
