@@ -152,3 +152,26 @@ def test_an_entry_far_below_every_walked_one_is_walked_for_the_fixed_part() -> N
     learned = (rate.fixed, rate.rate)
     rate.charge(16, ("z" * 16,))
     assert (rate.fixed, rate.rate) == learned
+
+
+@pytest.mark.parametrize(
+    ("first", "every", "walked"),
+    [
+        (2, 4, [0, 1, 4, 8, 12, 16]),
+        (1, 5, [0, 5, 10, 15]),
+        (0, 8, [0, 8, 16]),
+        (6, 4, [0, 1, 2, 3, 4, 5, 8, 12, 16]),
+        (3, 1, list(range(19))),
+    ],
+)
+def test_the_entries_walked_by_number_are_the_first_then_each_multiple_of_every(
+    first: int, every: int, walked: list[int]
+) -> None:
+    rate = MemoryRate(first=first, every=every)
+    seen = []
+    for number in range(19):
+        before = rate.rate
+        rate.charge(10, "x" * (100 + 50 * number))  # each of ten units: only a walk moves the rate
+        if rate.rate != before:
+            seen.append(number)
+    assert seen == walked
