@@ -23,6 +23,9 @@ are numbered across all sessions, so no two sessions share one; with
 ``--same-start`` every session's first message is the same (the next ones
 differ), as when many people open with "hi": equal stored items decode to one
 object, so the model requests of all sessions start with the same item.
+With ``--counts`` it also counts, per turn of the later rounds, what the process
+inflated and decoded again (``kept_counts.py``): counts, which the machine's
+load does not move, where the times do.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import kept_counts
 import workload
 from count_sweep import print_counts, run_counts
 from engine_overhead import rss_bytes
@@ -46,7 +50,12 @@ from dex_agents.local import LocalRuntime
 
 
 async def measure(
-    path: Path, sessions: int, depth: int, rounds: int, same_start: bool = False
+    path: Path,
+    sessions: int,
+    depth: int,
+    rounds: int,
+    same_start: bool = False,
+    counts: bool = False,
 ) -> dict[str, float]:
     """Median wall and mean CPU seconds of a round-robin turn, and the RSS after them."""
     async with LocalRuntime(path, [workload.flow], workers=1) as runtime:
@@ -78,15 +87,22 @@ async def measure(
         cpu = time.process_time()
         firsts = [await turn(session_id) for session_id in ids]
         first_cpu = time.process_time() - cpu
+        kept_counts.COUNTED.clear()
         cpu = time.process_time()
         walls = [await turn(session_id) for _ in range(rounds - 1) for session_id in ids]
-        return {
+        figures = {
             "first": statistics.median(firsts),
             "first_cpu": first_cpu / len(firsts),
             "wall": statistics.median(walls),
             "cpu": (time.process_time() - cpu) / len(walls),
             "rss": float(rss_bytes()),
         }
+        if counts:
+            figures.update(
+                {name: float(count) / len(walls) for name, count in kept_counts.COUNTED.items()}
+            )
+            figures.update(kept_counts.held())
+        return figures
 
 
 def main(argv: Sequence[str]) -> int:
@@ -99,20 +115,29 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--same-start", action="store_true", help="every session's first message is the same"
     )
+    parser.add_argument(
+        "--counts", action="store_true", help="count what a later turn decodes and inflates again"
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's count
     args = parser.parse_args(argv)
     if args.rounds < 2:
         parser.error("--rounds must be at least 2: the first round is reported apart")
     if args.one is not None:
+        if args.counts:
+            kept_counts.install()
         with tempfile.TemporaryDirectory() as directory:
             path = Path(directory) / "s.sqlite3"
-            figures = asyncio.run(measure(path, args.one, args.depth, args.rounds, args.same_start))
+            figures = asyncio.run(
+                measure(path, args.one, args.depth, args.rounds, args.same_start, args.counts)
+            )
         print(json.dumps(figures))
         return 0
     counts = [int(count) for count in args.sessions.split(",")]
     extra = ["--depth", str(args.depth), "--rounds", str(args.rounds)]
     if args.same_start:
         extra.append("--same-start")
+    if args.counts:
+        extra.append("--counts")
     results = run_counts(__file__, counts, extra)
     same = ", every session's first message the same" if args.same_start else ""
     print(
@@ -135,6 +160,22 @@ def main(argv: Sequence[str]) -> int:
         "(first: each session's first turn after the others' histories were built; later: the"
         " rest; the last three columns over the first row's)"
     )
+    if args.counts:
+        print("\nper turn of the later rounds, and what each cache is charged after them")
+        names = [*kept_counts.COUNTED_NAMES, "decoded held", "runs held", "walks held"]
+        columns = [
+            (
+                name.replace(" held", " MiB"),
+                name,
+                2**-20 if "held" in name else 1,
+                1 if "held" in name else 2,
+            )
+            for name in names
+        ]
+        for row in results.values():
+            for name in names:
+                row.setdefault(name, 0.0)
+        print_counts("sessions", counts, results, columns, [])
     return 0
 
 
