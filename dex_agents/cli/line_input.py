@@ -37,7 +37,6 @@ from dex_agents.cli import terminal
 from dex_agents.cli.line_editing import (
     BRACKETED_PASTE_OFF,
     BRACKETED_PASTE_ON,
-    EditingKeys,
     Ending,
     LineEditor,
     SignalKey,
@@ -52,6 +51,7 @@ from dex_agents.cli.terminal_modes import (
     flush_typed,
     read_typed,
     signal_job,
+    typed_signal_key,
 )
 from dex_agents.cli.typed_lines import LineInput
 
@@ -354,21 +354,17 @@ class TerminalInput:
             # Typed as the last prompt ended, the keys wait as keys: a Ctrl-C, Ctrl-\ or
             # Ctrl-Z among them still signals, as the terminal in its line mode did.
             typed += self._decoder.decode(read_typed(self._fd))
-            _signal_typed(typed, editing_keys(self._held.saved))
+            key = typed_signal_key(typed, editing_keys(self._held.saved))
+            if key is SignalKey.SUSPEND:
+                # The shell gets the terminal in the mode it gave it, as at a prompt
+                # (``stop``), and the next prompt takes it again after fg: held, the chat
+                # stopped with it reading keys, and after fg its prompt read in bash's line mode.
+                self._held.restore()
+                self._held = None
+            if key is not None:
+                signal_job(key)
         self._decoder.reset()
         return TypedAhead(dropped=flush_typed(self._fd) or bool(typed), entered_line=entered)
-
-
-def _signal_typed(typed: str, keys: EditingKeys) -> None:
-    """Send the signal of the first key in ``typed`` that signals the chat's job, if any."""
-    editor, rest = LineEditor(keys), typed
-    while rest:
-        ending, rest = editor.feed(rest)
-        if isinstance(ending, SignalKey):
-            signal_job(ending)
-            return
-        if ending is None:
-            return
 
 
 def open_line_input() -> LineInput:

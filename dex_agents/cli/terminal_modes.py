@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from dex_agents.cli.line_editing import BRACKETED_PASTE_OFF, EditingKeys, SignalKey
+from dex_agents.cli.line_editing import BRACKETED_PASTE_OFF, EditingKeys, LineEditor, SignalKey
 
 # Signals that end the chat where it is: kill's default, a closed terminal window, Ctrl-\
 # (by name: a platform without terminals lacks some, and this module still imports there).
@@ -191,3 +191,16 @@ def signal_job(key: SignalKey) -> None:
     number = getattr(signal, _SIGNALS[key], None)  # by name: a platform may lack it
     if number is not None:
         os.killpg(os.getpgrp(), number)
+
+
+def typed_signal_key(typed: str, keys: EditingKeys) -> SignalKey | None:
+    """The first key in ``typed`` that signals the chat's job (``signal_job``), if any: what
+    the terminal in its line mode signalled as it was typed."""
+    editor, rest = LineEditor(keys), typed
+    while rest:
+        ending, rest = editor.feed(rest)
+        if isinstance(ending, SignalKey):
+            return ending
+        if ending is None:
+            return None
+    return None

@@ -10,9 +10,11 @@ import asyncio
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import termios
+import threading
 import time
 from collections.abc import Iterator
 
@@ -154,3 +156,85 @@ def test_ctrl_c_typed_as_an_approval_opens_leaves_the_chat() -> None:
     # Before, the approval dropped it with what else was typed ahead, and asked on.
     assert "decided:" not in child.stdout
     assert "KeyboardInterrupt" in child.stderr
+
+
+# On the test's terminal, the prompts' job as the shell runs it: a group of its own that
+# a Ctrl-Z stops (the parent, the test, is in another group of the same session).
+_CTRL_Z_AS_AN_APPROVAL_OPENS = """
+import asyncio, select, signal
+from dex_agents.cli import prompts
+from dex_agents.cli.line_input import TerminalInput
+from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
+
+signal.pthread_sigmask(signal.SIG_SETMASK, [])
+APPROVAL = AgentInterrupt(
+    interrupt_id="call-1", tool_call_id="call-1", tool_name="refund_order",
+    kind=InterruptKind.APPROVAL, turn_id="turn-1", arguments="{}",
+)
+
+async def main() -> None:
+    lines = TerminalInput(0)
+    with lines.keys_held():
+        below = asyncio.create_task(prompts.ask_message(lines, during_turn=True))
+        await asyncio.sleep(0)  # one pass: the prompt below the turn reads keys
+        below.cancel()  # the turn ended at an approval
+        await asyncio.gather(below, return_exceptions=True)
+        print("turn ended", flush=True)
+        select.select([0], [], [])  # Ctrl-Z, typed before the approval's prompt opens
+        print("decided:", await prompts.ask_approval(lines, APPROVAL), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def _read_until(master: int, text: bytes, read: bytearray) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while text not in read:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"no {text!r} in {bytes(read)!r}"
+        if select.select([master], [], [], remaining)[0]:
+            read += os.read(master, 4096)
+
+
+def _line_mode(fd: int) -> bool:
+    local_modes = termios.tcgetattr(fd)[3]
+    return bool(local_modes & termios.ICANON) and bool(local_modes & termios.ECHO)
+
+
+def test_ctrl_z_typed_as_an_approval_opens_gives_the_shell_its_mode_and_fg_the_prompt_keys(
+    terminal: tuple[int, int],
+) -> None:
+    master, slave = terminal
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CTRL_Z_AS_AN_APPROVAL_OPENS],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        process_group=0,
+    )
+    try:
+        read = bytearray()
+        _read_until(master, b"turn ended", read)
+        os.write(master, b"\x1a")
+        stopped = threading.Thread(target=os.waitpid, args=(child.pid, os.WUNTRACED), daemon=True)
+        stopped.start()
+        stopped.join(DEADLINE_SECONDS)
+        assert not stopped.is_alive(), "the Ctrl-Z did not stop the prompts' job"
+        # Before, the shell got a terminal that neither echoed nor read lines.
+        assert _line_mode(slave)
+        modes = termios.tcgetattr(slave)  # the shell's own mode, as bash sets it at a stop
+        modes[0] |= termios.ICRNL
+        modes[3] |= termios.ICANON | termios.ECHO | termios.ISIG
+        termios.tcsetattr(slave, termios.TCSANOW, modes)
+        os.killpg(child.pid, signal.SIGCONT)  # fg
+        _read_until(master, b"[y/n] ", read)
+        # Before, the approval read in the mode bash puts back as a job stops: the
+        # terminal echoed what was typed, beside the prompt's own drawing of it.
+        assert not _line_mode(slave)
+        os.write(master, b"n\r")
+        _read_until(master, b"decided: False", read)
+        assert child.wait(timeout=DEADLINE_SECONDS) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=DEADLINE_SECONDS)
