@@ -96,7 +96,8 @@ class _Chat:
         finally:
             for task in (prompt, watch):
                 task.cancel()
-            # Both end here: the prompt puts the terminal back in its line mode first.
+            # Both end here: the next prompt goes on reading keys where this one stopped,
+            # and the chat's end puts the terminal back in its line mode (``keys_held``).
             await asyncio.gather(prompt, watch, return_exceptions=True)
         # What was typed wins a tie: it is sent, and a refusal says why.
         if not prompt.cancelled():

@@ -1,9 +1,10 @@
 """The terminal settings the chat's key-by-key prompt relies on and puts back.
 
 ``line_input.TerminalInput`` takes the terminal out of its line mode while a prompt
-waits (``KeyedMode``, ``keyed_mode``); these helpers read its editing keys, drop what
-was typed ahead, send the signal of a typed Ctrl-C, Ctrl-\\ or Ctrl-Z, and put its mode
-back before a signal ends the chat.
+waits, and within ``keys_held`` from one prompt to the next (``KeyedMode``,
+``keyed_mode``); these helpers read its editing keys, drop what was typed ahead, send
+the signal of a typed Ctrl-C, Ctrl-\\ or Ctrl-Z, and put its mode back before a signal
+ends the chat.
 """
 
 from __future__ import annotations
