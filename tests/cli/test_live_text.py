@@ -14,7 +14,6 @@ import pytest
 from dex_agents import AgentSessionFlow
 from dex_agents.adapters.local.transitions import cancel_steps
 from dex_agents.app.session_client import PortableSessionClient
-from dex_agents.cli.chat_output import ChatOutput
 from dex_agents.cli.database import demo_flow
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follower import Follower
@@ -311,117 +310,6 @@ async def test_a_followed_chat_forgets_the_approvals_and_plans_of_turns_it_has_s
     assert not [line for line in lines if "[Dex]" in line]
 
 
-def test_stored_text_completes_the_open_live_line() -> None:
-    output = ChatOutput()
-    key = ("turn-1", "RunModel-1", 1)
-    output.arrive(key, "Hel")
-    assert output.flush() == "agent> Hel"
-    output.arrive(key, "lo")
-    assert output.stored("turn-1", "Hello there") == "lo there\n"
-    output.arrive(key, " late")  # a delta read after its message: already shown
-    assert output.flush() == ""
-    assert output.line("tool> x -> succeeded") == "tool> x -> succeeded\n"
-
-
-def test_a_line_of_another_kind_ends_the_open_live_line_first() -> None:
-    output = ChatOutput()
-    output.arrive(("turn-1", "RunModel-1", 1), "partial")
-    assert output.flush() == "agent> partial"
-    assert output.line("turn failed: boom") == "\nturn failed: boom\n"
-    assert output.close() == ""
-
-
-def test_deltas_read_after_their_stored_text_are_not_shown_again() -> None:
-    output = ChatOutput()
-    assert output.stored("turn-1", "Hello") == "agent> Hello\n"
-    key = ("turn-1", "RunModel-1", 1)
-    output.arrive(key, "Hel")
-    assert output.flush() == ""
-    output.arrive(key, "lo")
-    assert output.flush() == ""
-    # Another model call of the same turn that starts alike is shown: the text was claimed.
-    output.arrive(("turn-1", "RunModel-2", 1), "Hel")
-    assert output.flush() == "agent> Hel"
-
-
-def test_held_back_deltas_that_say_something_else_are_shown_after_all() -> None:
-    output = ChatOutput()
-    assert output.stored("turn-1", "Hello") == "agent> Hello\n"
-    key = ("turn-1", "RunModel-2", 1)
-    output.arrive(key, "Hel")
-    assert output.flush() == ""
-    output.arrive(key, "p me")
-    assert output.flush() == "agent> Help me"
-    assert output.stored("turn-1", "Help me") == "\n"
-
-
-def test_a_later_turn_forgets_the_calls_whose_text_was_shown() -> None:
-    # A chat that follows a session for days kept every model call's text, and walked
-    # them all at each stored text and flush.
-    output = ChatOutput()
-    for turn in range(1, 201):
-        key = (f"turn-{turn}", "RunModel-1", 1)
-        output.arrive(key, "Hel")
-        # The previous turn's stored text comes with the snapshot read after this delta.
-        if turn > 1:
-            assert output.stored(f"turn-{turn - 1}", "Hello") == "lo\n"
-        assert output.flush() == "agent> Hel"
-        output.arrive(key, "lo")
-        assert output.kept_calls <= 2
-    assert output.stored("turn-200", "Hello") == "lo\n"
-    # Every earlier turn's call has been forgotten: the next turn's delta leaves its own alone.
-    output.arrive(("turn-201", "RunModel-1", 1), "Next")
-    assert output.kept_calls == 1
-    assert output.flush() == "agent> Next"
-
-
-def test_live_text_of_another_turn_is_never_taken_for_a_stored_text() -> None:
-    output = ChatOutput()
-    assert output.stored("turn-1", "Done.") == "agent> Done.\n"
-    output.arrive(("turn-2", "RunModel-3", 1), "Done.")
-    assert output.flush() == "agent> Done."
-
-
-def test_a_later_turn_forgets_the_stored_texts_shown_before_their_deltas() -> None:
-    # A chat whose Stream lagged behind its snapshots kept every such text for its life.
-    output = ChatOutput()
-    for turn in range(1, 201):
-        assert output.stored(f"turn-{turn}", "Hello") == "agent> Hello\n"
-        key = (f"turn-{turn}", "RunModel-1", 1)
-        output.arrive(key, "Hel")
-        assert output.flush() == ""  # a late copy of the text shown: held back
-        output.arrive(key, "lo")
-        assert output.flush() == ""
-        assert output.kept_early_texts <= 1
-    # The next turn's delta that starts alike is its own text, shown.
-    output.arrive(("turn-201", "RunModel-1", 1), "Hel")
-    assert output.flush() == "agent> Hel"
-    assert output.kept_early_texts == 0
-
-
-def test_a_retried_model_calls_stored_text_completes_the_retry_not_the_failed_attempt() -> None:
-    output = ChatOutput()
-    failed, retried = ("turn-1", "RunModel-1", 1), ("turn-1", "RunModel-1", 2)
-    output.arrive(failed, "Hel")
-    assert output.flush() == "agent> Hel"  # shown before the attempt failed
-    output.arrive(retried, "Hel")
-    assert output.flush() == "\nagent> Hel"
-    # Before, the failed attempt's text claimed it: 'agent> lo' showed below the retry's.
-    assert output.stored("turn-1", "Hello") == "lo\n"
-    output.arrive(("turn-2", "RunModel-3", 1), "Next")
-    assert output.kept_calls == 1  # the failed attempt goes with the calls shown
-
-
-def test_a_retry_is_held_back_as_a_copy_of_a_stored_text_shown_before_it() -> None:
-    output = ChatOutput()
-    output.arrive(("turn-1", "RunModel-1", 1), "Hel")  # taken with the snapshot that stored it
-    assert output.stored("turn-1", "Hello") == "agent> Hello\n"  # the failed attempt claimed it
-    output.arrive(("turn-1", "RunModel-1", 2), "Hello")
-    # Before, the failed attempt kept the stored text as the one it copied: the retry's
-    # text showed it again.
-    assert output.flush() == ""
-
-
 class RetriedModel(ScriptedRunner):
     """Writes "Hel", then fails once ``fail`` is set; its retry answers "Hello"."""
 
@@ -441,8 +329,12 @@ class RetriedModel(ScriptedRunner):
         return TurnCompleted(new_messages=[answer], usage=AgentUsage(model_calls=1))
 
 
-async def test_a_retried_model_call_shows_the_retry_once_below_the_failed_ones_text() -> None:
-    runner = RetriedModel()
+@contextlib.asynccontextmanager
+async def _followed(
+    runner: ScriptedRunner,
+) -> AsyncIterator[tuple[PortableSessionClient, Follower, list[str]]]:
+    """Session "s1" of ``runner``, followed by a chat's ``Follower``; the list is what it
+    has written so far."""
     flow = AgentSessionFlow(runner, flow_type="LiveAgent")
     async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
         client = runtime.sessions(flow)
@@ -450,18 +342,10 @@ async def test_a_retried_model_call_shows_the_retry_once_below_the_failed_ones_t
         live = LiveText(runtime.flow_client, flow, "s1")
         await live.start()
         shown: list[str] = []
-        follower = Follower(client, "s1", live, write=shown.append)
         try:
-            follower.sent("hi")
-            await client.send_user_message("s1", "hi")
-            following = asyncio.create_task(follower.until_person())
-            await _written(shown, "agent> Hel")
-            runner.fail.set()
-            await asyncio.wait_for(following, DEADLINE_SECONDS)
+            yield client, Follower(client, "s1", live, write=shown.append), shown
         finally:
             await live.stop()
-    # Before, the failed attempt's text took the stored one: 'agent> lo' showed too.
-    assert "".join(shown).splitlines() == ["agent> Hel", "agent> Hello"]
 
 
 async def _written(shown: list[str], text: str) -> None:
@@ -471,53 +355,39 @@ async def _written(shown: list[str], text: str) -> None:
         await asyncio.sleep(0.02)  # ``shown`` cannot be awaited; the deadline bounds the wait
 
 
-def test_a_later_turn_forgets_the_calls_that_never_got_a_stored_text() -> None:
-    # A cancelled turn's model call kept its text for the life of the chat.
-    output = ChatOutput()
-    for turn in range(1, 201):
-        output.arrive((f"turn-{turn}", "RunModel-1", 1), "Hel")
-        assert output.flush().endswith("agent> Hel")
-        if turn % 2:  # stored; the other turns are cancelled before their text is
-            assert output.stored(f"turn-{turn}", "Hello") == "lo\n"
-        assert output.kept_calls <= 2
-    # The last turn's call may still get its stored text, with the next turn's first delta.
-    output.arrive(("turn-201", "RunModel-1", 1), "Next")
-    assert output.stored("turn-200", "Hello") == "lo\n"
-    output.arrive(("turn-202", "RunModel-1", 1), "Next")
-    assert output.kept_calls == 2  # turn-201's, which may still get its text, and this one
+async def test_a_retried_model_call_shows_the_retry_once_below_the_failed_ones_text() -> None:
+    runner = RetriedModel()
+    async with _followed(runner) as (client, follower, shown):
+        follower.sent("hi")
+        await client.send_user_message("s1", "hi")
+        following = asyncio.create_task(follower.until_person())
+        await _written(shown, "agent> Hel")
+        runner.fail.set()
+        await asyncio.wait_for(following, DEADLINE_SECONDS)
+    # Before, the failed attempt's text took the stored one: 'agent> lo' showed too.
+    assert "".join(shown).splitlines() == ["agent> Hel", "agent> Hello"]
 
 
-async def test_a_followed_chat_forgets_the_turns_cancelled_elsewhere(tmp_path: Path) -> None:
+async def test_a_followed_chat_forgets_the_turns_cancelled_elsewhere() -> None:
     # A chat that follows a session for days kept the text of each cancelled turn's model
     # call, and that it said the turn was cancelled.
-    runner = StreamingUntilCancelled()
-    flow = AgentSessionFlow(runner, flow_type="LiveAgent")
-    async with LocalRuntime(None, [flow], poll_interval=timedelta(milliseconds=20)) as runtime:
-        client = runtime.sessions(flow)
-        await client.start_session("s1")
-        live = LiveText(runtime.flow_client, flow, "s1")
-        await live.start()
-        shown: list[str] = []
-        follower = Follower(client, "s1", live, write=shown.append)
-        kept: list[int] = []
-        try:
-            # A session with no turn yet is idle, with no turn cancelled.
-            await asyncio.wait_for(follower.until_person(), DEADLINE_SECONDS)
-            for number in range(1, 13):
-                text = f"where is order {number}"
-                follower.sent(text)
-                await client.send_user_message("s1", text)
-                following = asyncio.create_task(follower.until_person())
-                await _written(shown, f"agent> looking for order {number}")
-                snapshot = await client.get_agent_snapshot("s1")
-                assert snapshot.state is not None
-                turn = snapshot.state.active_turn_id
-                assert turn is not None
-                assert await client.cancel_turn("s1", turn)
-                await asyncio.wait_for(following, DEADLINE_SECONDS)
-                kept.append(follower.kept_entries)
-        finally:
-            await live.stop()
+    kept: list[int] = []
+    async with _followed(StreamingUntilCancelled()) as (client, follower, shown):
+        # A session with no turn yet is idle, with no turn cancelled.
+        await asyncio.wait_for(follower.until_person(), DEADLINE_SECONDS)
+        for number in range(1, 13):
+            text = f"where is order {number}"
+            follower.sent(text)
+            await client.send_user_message("s1", text)
+            following = asyncio.create_task(follower.until_person())
+            await _written(shown, f"agent> looking for order {number}")
+            snapshot = await client.get_agent_snapshot("s1")
+            assert snapshot.state is not None
+            turn = snapshot.state.active_turn_id
+            assert turn is not None
+            assert await client.cancel_turn("s1", turn)
+            await asyncio.wait_for(following, DEADLINE_SECONDS)
+            kept.append(follower.kept_entries)
     assert max(kept) <= 3, kept
     cancelled = [line for line in "".join(shown).splitlines() if line == "turn cancelled elsewhere"]
     assert len(cancelled) == 12
