@@ -214,53 +214,34 @@ def test_a_resized_terminal_shows_the_wrapped_prompt_drawn_again_at_its_new_widt
         assert chat.exit_code() == 0
 
 
+_XTERM = {"XTERM_VERSION": "XTerm(390)"}
+# GNU screen lays a wrapped line out again at a new width (4.09 was tried), and one
+# started in xterm passes XTERM_VERSION on to its shells.
+_SCREEN_IN_XTERM = {**_XTERM, "STY": "4242.pts-0.host", "TERM": "screen"}
+
+
+@pytest.mark.parametrize(
+    ("env", "rewraps"), [(_XTERM, False), (_SCREEN_IN_XTERM, True)], ids=["xterm", "screen"]
+)
 @pytest.mark.parametrize(
     ("columns", "words"),
     # Two rows at 80 columns: three at 50, one at 120.
     [(50, 20), (120, 14)],
     ids=["narrower", "wider"],
 )
-def test_xterm_resized_shows_a_prompt_of_another_row_count_drawn_again_whole(
-    tmp_path: Path, columns: int, words: int
+def test_a_prompt_resized_to_another_row_count_is_drawn_again_whole(
+    tmp_path: Path, env: dict[str, str], rewraps: bool, columns: int, words: int
 ) -> None:
     # xterm cuts its rows at a new width and keeps the cursor on its row, where a terminal
     # that rewraps lays the prompt out again. The prompt was erased as the new width lays
     # it out: narrower, the row above it was erased too; wider, its first row stayed.
+    # GNU screen in xterm, taken for xterm, had it erased as the old width laid it out:
+    # narrower, its first row stayed; wider, the row above it was erased too.
     typed = " ".join(f"word{n}" for n in range(words))
     prompt = f"you> {typed}"
     assert len(prompt) // COLUMNS == 1
     assert len(prompt) // columns != 1
-    with Terminal(tmp_path, env={"XTERM_VERSION": "XTerm(390)"}) as chat:
-        chat.expect("you> ")
-        chat.type(typed)
-        chat.expect(typed[-20:])
-        chat.resize(columns)
-        chat.expect(typed[-20:])  # drawn again: the terminal laid the rows out already
-        rows = [prompt[n : n + columns].rstrip() for n in range(0, len(prompt), columns)]
-        shown = chat.expect_last_rows(rows)
-        assert shown[-len(rows) - 1 :] == ["type a message; /help lists the commands", *rows]
-        chat.send("")
-        chat.expect(f"agent> Demo reply: {typed}.")
-        assert chat.quit() == 0
-
-
-@pytest.mark.parametrize(
-    ("columns", "words"),
-    # Two rows at 80 columns: three at 50, one at 120.
-    [(50, 20), (120, 14)],
-    ids=["narrower", "wider"],
-)
-def test_gnu_screen_in_xterm_resized_shows_a_prompt_laid_out_again_drawn_again_whole(
-    tmp_path: Path, columns: int, words: int
-) -> None:
-    # GNU screen lays a wrapped line out again at a new width (4.09 was tried), and one
-    # started in xterm passes XTERM_VERSION on to its shells. Taken for xterm, the prompt
-    # was erased as the old width laid it out: narrower, its first row stayed; wider, the
-    # row above it was erased too.
-    typed = " ".join(f"word{n}" for n in range(words))
-    prompt = f"you> {typed}"
-    screen_in_xterm = {"XTERM_VERSION": "XTerm(390)", "STY": "4242.pts-0.host", "TERM": "screen"}
-    with Terminal(tmp_path, env=screen_in_xterm, rewraps=True) as chat:
+    with Terminal(tmp_path, env=env, rewraps=rewraps) as chat:
         chat.expect("you> ")
         chat.type(typed)
         chat.expect(typed[-20:])
