@@ -17,7 +17,8 @@ from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.cli.demo_agent import DEMO_FLOW_TYPE
 from tests.cli.cli_support import DEADLINE_SECONDS, user_texts
 from tests.cli.paused_model import ANSWER, PAUSED_AFTER, chat_mid_turn, paused_model
-from tests.cli.pty_support import COLUMNS, Terminal, screen, up_to_last_written
+from tests.cli.pty_support import Terminal
+from tests.cli.terminal_screen import COLUMNS, screen, up_to_last_written
 from tests.cli.test_chat_elsewhere import elsewhere
 
 

@@ -15,7 +15,8 @@ from typing import TypeVar
 from dex_agents.app.session_client import PortableSessionClient
 from dex_agents.domain.messages import MessageRole
 from tests.cli.cli_support import Chat, demo_sessions, pending_interrupt_ids, tool_log
-from tests.cli.pty_support import COLUMNS, Terminal, screen, up_to_last_written
+from tests.cli.pty_support import Terminal
+from tests.cli.terminal_screen import COLUMNS, screen, up_to_last_written
 
 REFUND = '{"order_id": "7", "amount_cents": 1500}'
 APPROVAL_PROMPT = f"approve refund_order {REFUND}? [y/n] "

@@ -20,7 +20,8 @@ from dex_agents.adapters.local.transitions import stop_flow
 from dex_agents.ports.flow_store import StoreTransaction
 from tests.cli.cli_support import DEADLINE_SECONDS, user_texts
 from tests.cli.paused_model import chat_mid_turn
-from tests.cli.pty_support import Terminal, screen, up_to_last_written
+from tests.cli.pty_support import Terminal
+from tests.cli.terminal_screen import screen, up_to_last_written
 
 
 def test_a_paragraph_pasted_while_the_message_is_being_sent_is_one_message(

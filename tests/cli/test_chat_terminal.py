@@ -13,14 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_support import run_cli, tool_log, user_texts
-from tests.cli.pty_support import (
-    COLUMNS,
-    SHELL_PROMPT,
-    Screen,
-    Terminal,
-    screen,
-    up_to_last_written,
-)
+from tests.cli.pty_support import SHELL_PROMPT, Terminal
+from tests.cli.terminal_screen import COLUMNS, Screen, screen, up_to_last_written
 
 
 @contextlib.contextmanager
