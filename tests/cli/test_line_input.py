@@ -102,6 +102,9 @@ async def test_keys_typed_as_one_prompt_hands_over_to_the_next_are_the_next_prom
         await asyncio.gather(below, return_exceptions=True)
         # Typed before the message prompt opens, as a person who saw the turn end types.
         os.write(master, b"\x15/quit\r")
+        # The terminal takes them in the mode it is in now, not in the next prompt's: it
+        # does so a moment after they are written, which the prompt would otherwise beat.
+        assert select.select([slave], [], [], DEADLINE_SECONDS)[0], "the keys never arrived"
         # Before, the terminal, back in its line mode, echoed the keys and took the Ctrl-U
         # as its own: 'half typed/quit' was sent.
         assert await asyncio.wait_for(prompts.ask_message(lines), DEADLINE_SECONDS) is None
