@@ -186,16 +186,12 @@ class TerminalInput:
             # drawn again, erased as the terminal lays it out, on the rows it takes there.
             drawn, self._width = self._width, _columns()
             self._redraw(editor.text, self._width if _rewraps() else drawn)
-            # The line left open above takes rows that a terminal that rewraps laid out
-            # again and one that cuts kept as they were: where their numbers differ, going
-            # back up into it, as what continues it does, erased a row above it or left
-            # its start twice. It ends there instead (on a line of its own when no prompt
-            # shows below it): what continues it starts a line of its own.
-            if self._above and self._open_line_rows(drawn) != self._open_line_rows():
-                if self._prompt is None:
-                    _write_out("\n")
-                self._end_open_line()
+            self._open_line_resized(drawn)
 
+        # A resize between two prompts had no handler: this one is laid out at the width
+        # now, which the next resize goes from (it erased as the old width laid it out).
+        drawn, self._width = self._width, _columns()
+        self._open_line_resized(drawn)
         self._editor = editor
         self._prompt = None if until_typed and not editor.text else prompt
         try:
@@ -271,6 +267,20 @@ class TerminalInput:
             if self._held is not None:
                 self._held.restore()
                 self._held = None
+
+    def _open_line_resized(self, drawn: int) -> None:
+        """The terminal, ``drawn`` columns wide as the open line was laid out, was resized.
+
+        The line left open above takes rows that a terminal that rewraps laid out again
+        and one that cuts kept as they were: where their numbers differ, going back up
+        into it, as what continues it does, erased a row above it or left its start twice.
+        It ends there instead (on a line of its own when no prompt shows below it): what
+        continues it starts a line of its own.
+        """
+        if self._above and self._open_line_rows(drawn) != self._open_line_rows():
+            if self._prompt is None:
+                _write_out("\n")
+            self._end_open_line()
 
     def _end_open_line(self) -> None:
         if self._above:

@@ -241,3 +241,75 @@ def test_ctrl_z_typed_as_an_approval_opens_gives_the_shell_its_mode_and_fg_the_p
         if child.poll() is None:
             child.kill()
             child.wait(timeout=DEADLINE_SECONDS)
+
+
+# The prompts on a terminal of their own as standard output, as the chat's are, so that
+# they lay out their rows at its width; what they wrote is drawn as xterm shows it.
+_RESIZED_BETWEEN_PROMPTS = """
+import asyncio, fcntl, os, pty, select, signal, struct, sys, termios
+from dex_agents.cli import prompts
+from dex_agents.cli.line_input import TerminalInput
+from tests.cli.terminal_screen import Screen, up_to_last_written
+
+master, slave = pty.openpty()
+report = os.fdopen(os.dup(1), "w")
+os.dup2(slave, 1)
+sys.stdout = open(1, "w", closefd=False)
+written = bytearray()
+resized_at = []
+
+def resize(columns):
+    resized_at.append((len(written), columns))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+
+async def shown(text, times=1):
+    while written.count(text) < times:
+        await asyncio.sleep(0.01)  # the prompt writes as the loop goes round
+        while select.select([master], [], [], 0)[0]:
+            written.extend(os.read(master, 65536))
+
+async def main():
+    resize(80)
+    lines = TerminalInput(slave)
+    with lines.keys_held():
+        first = asyncio.create_task(prompts.ask_message(lines))
+        await shown(b"you> ")
+        os.write(master, b"hello\\r")
+        assert await first == "hello"
+        resize(50)  # between two prompts: neither has its handler
+        typed = " ".join(f"word{n}" for n in range(20))  # 2 rows at 80, 3 at 50, 2 at 120
+        second = asyncio.create_task(prompts.ask_message(lines))
+        os.write(master, typed.encode())
+        await shown(b"word19")
+        resize(120)
+        os.kill(os.getpid(), signal.SIGWINCH)
+        await shown(b"word19", 2)  # drawn again
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+    drawn, at = Screen(), 0
+    for end, columns in resized_at:
+        drawn.feed(written[at:end].decode())
+        drawn.resize(columns)
+        at = end
+    drawn.feed(written[at:].decode())
+    report.write("\\n".join(up_to_last_written(drawn.rows())) + "\\n")
+
+asyncio.run(asyncio.wait_for(main(), 30))
+"""
+
+
+def test_a_prompt_after_a_resize_between_prompts_is_erased_as_that_width_laid_it_out() -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", _RESIZED_BETWEEN_PROMPTS],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS * 2,
+        env={**os.environ, "XTERM_VERSION": "XTerm(390)"},  # cuts its rows at a new width
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    prompt = "you> " + " ".join(f"word{n}" for n in range(20))
+    # Before, the resize between the prompts was lost, and the one after it erased the
+    # prompt as 80 columns laid it out: two rows of the three it took at 50, its first
+    # row left above it.
+    assert child.stdout.splitlines() == ["you> hello", prompt[:120].rstrip(), prompt[120:]]
