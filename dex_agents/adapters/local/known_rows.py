@@ -21,8 +21,9 @@ singleton values (and which are unset), whole AttributeMaps of up to
 ``WriteOnceValues``'), the active Step executions once they were read
 together, the unconsumed messages of Channels that hold at most
 ``MOST_PENDING_KEPT`` of at most ``MOST_PENDING_CHARS`` of text, how many wait
-in each Channel, and the ID of the newest Stream event. Values are stored text; rows
-are the stored column values, decoded into a fresh object for each caller.
+in each Channel, the ID of the newest Stream event, and the Step numbers it
+counted last. Values are stored text; rows are the stored column values,
+decoded into a fresh object for each caller.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class KnownFlow:
         "row_known",
         "single_events",
         "singletons",
+        "step_numbers",
     )
 
     def __init__(self) -> None:
@@ -98,6 +100,8 @@ class KnownFlow:
         self.pending: dict[tuple[str, str], list[MessageRow]] = {}
         self.pending_chars: dict[tuple[str, str], int] = {}
         self.pending_counts: dict[str, int] = {}
+        # Step type -> the count step_counters holds, as this connection last counted it.
+        self.step_numbers: dict[str, int] = {}
 
     def forget_activity(self) -> None:
         """Forget all but the row and the Attribute values: the Step executions, the Channel
@@ -108,6 +112,7 @@ class KnownFlow:
         self.pending = {}
         self.pending_chars = {}
         self.pending_counts = {}
+        self.step_numbers = {}
 
     def flow_row(self) -> FlowRow | None:
         """A fresh ``FlowRow`` of the kept values (the caller may change it)."""
