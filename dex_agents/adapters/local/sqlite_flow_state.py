@@ -66,7 +66,8 @@ class SqliteFlowState:
     """Mixed into ``SqliteTransaction``, which provides ``_execute``, ``_known`` (what the
     connection keeps), ``_write_once`` (the write-once values the store keeps), and the
     sets and list its commit logs and keeps: ``_changed``, ``_with_state``, ``_written``
-    and ``written_once``; ``_damaged_runs`` are the runs whose values are on a damaged
+    and ``written_once``; ``_texts_written``, what it wrote that no savepoint undid;
+    ``_damaged_runs`` are the runs whose values are on a damaged
     page, which no read touches again (``damaged_pages.py``)."""
 
     _known: KnownRows
@@ -75,6 +76,7 @@ class SqliteFlowState:
     _changed: set[str]
     _with_state: set[str]
     _written: set[tuple[str, str, str]]
+    _texts_written: dict[tuple[str, str, str], str | None]
     written_once: list[tuple[str, str, str, str | None]]
 
     def _execute(
@@ -191,6 +193,17 @@ class SqliteFlowState:
         if len(found) == len(keys):
             return found  # every value kept: already in key order
         missing = [key for key in keys if key not in found]
+        if missing and self._texts_written:
+            # A value this transaction wrote is read back as the text it wrote, with no read:
+            # a Step claimed in a commit loads the message the Step before it wrote there.
+            texts = self._texts_written
+            mine = [key for key in missing if (flow_id, name, key) in texts]
+            for key in mine:
+                text = texts[(flow_id, name, key)]
+                if text is not None:
+                    found[key] = text
+            if mine:
+                missing = [key for key in missing if (flow_id, name, key) not in texts]
         for start in range(0, len(missing), _KEYS_PER_READ):
             part = missing[start : start + _KEYS_PER_READ]
             marks = ", ".join("?" for _ in part)
@@ -333,6 +346,7 @@ class SqliteFlowState:
 
     def _wrote(self, flow_id: str, name: str, key: str, value: str | None) -> None:
         self._written.add((flow_id, name, key))
+        self._texts_written[(flow_id, name, key)] = value
         self._changed.add(flow_id)
         self._with_state.add(flow_id)
         if self._write_once.tracks(flow_id, name):

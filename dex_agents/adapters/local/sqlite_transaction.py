@@ -66,6 +66,9 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, SqliteExecutions, Store
         # What this transaction wrote is not committed until it ends, so it is never kept:
         # a rolled-back write kept would be served as if it were stored.
         self._written: set[tuple[str, str, str]] = set()
+        # The text of each value this transaction wrote (None: deleted) and no savepoint
+        # undid: a read of it in the transaction is served from here.
+        self._texts_written: dict[tuple[str, str, str], str | None] = {}
         self.written_once: list[tuple[str, str, str, str | None]] = []
         """Writes to maps the store keeps the values of (``WriteOnceValues``), in order: kept
         once the transaction commits, so the Step that reads a message next reads no row."""
@@ -190,6 +193,7 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, SqliteExecutions, Store
         # when it began (values are replaced, never changed in place, so a copy of each map
         # holds them).
         unwritten, unupdated = dict(self._unwritten), dict(self._unupdated)
+        texts_written = dict(self._texts_written)
         unsaved_sizes = self._stream.unsaved_sizes()
         self._execute(f"SAVEPOINT {name}")
         appended, written_once = len(self.appended), len(self.written_once)
@@ -203,6 +207,7 @@ class SqliteTransaction(SqliteFlowState, SqliteChannels, SqliteExecutions, Store
             self._execute(f"RELEASE {name}")
             # They may hold what was just undone.
             self._unwritten, self._unupdated = unwritten, unupdated
+            self._texts_written = texts_written
             self._executions_seen.clear()
             self._forget_channel_reads()
             self._known.forget()
