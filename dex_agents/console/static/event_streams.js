@@ -50,8 +50,8 @@ function workerPort() {
 // gone (it ran in the renderer of another of the browser's pages, which crashed or was killed),
 // and a port to it is told nothing: each stream fails, so its page reads its snapshot and opens
 // it again, on a new worker, where it waited for events that never came. Looked at now and
-// then, not told by the worker: a message from it that reached a page in the back-forward
-// cache put the page out of that cache (Chromium's reason: sharedworker-message).
+// then, not waited for and not told by the worker: a page waiting for a lock, or sent a message
+// by the worker while in the back-forward cache, is put out of that cache.
 const WORKER_LOCK = "dex-agents event streams ";
 const WORKER_CHECK_MS = 5000;
 
