@@ -1,10 +1,9 @@
 """The event streams the session pages of one browser share (``static/stream_worker.js``) in a
-real Chromium: more streams than one connection carries (by count and by URL), a page gone
-without pagehide, and a worker gone with another page's renderer."""
+real Chromium: more streams than one connection carries (by count and by URL), and a page
+gone without pagehide."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -143,32 +142,3 @@ async def test_a_page_gone_without_pagehide_has_its_stream_dropped_from_the_shar
 
 async def _last(asked: list[list[str]]) -> list[str]:
     return asked[-1] if asked else []
-
-
-async def test_a_page_whose_shared_worker_died_with_another_pages_renderer_follows_again(
-    tmp_path: Path,
-) -> None:
-    app = create_console_app(tmp_path / "s.sqlite3", [demo_flow()])
-    async with serve_console(app) as url, browser_context() as context:
-        await _start(url, "a", "b")
-        crashing = await context.new_page()
-        await crashing.goto(f"{url}/sessions/a")  # the first: the worker runs in its renderer
-        await _reply_shown(crashing, "hello a")
-        kept = await context.new_page()
-        await kept.goto(f"{url}/sessions/b")
-        await _reply_shown(kept, "hello b")
-        crashed = asyncio.Event()
-        crashing.on("crash", lambda page: crashed.set())
-        cdp = await context.new_cdp_session(crashing)
-        crash = asyncio.ensure_future(cdp.send("Page.crash"))  # answered never: it crashed
-        await eventually(lambda: asyncio.sleep(0, crashed.is_set()), lambda done: done)
-        crash.cancel()
-        async with httpx.AsyncClient(base_url=url) as client:
-            message = {"text": "after the crash"}
-            sent = await client.post(
-                "/api/sessions/b/controls/send_user_message", json=message, headers=CONTROL_HEADERS
-            )
-            assert sent.json()["ok"] is True
-        # Before, the worker's end told its other pages nothing: each waited for events on a
-        # port no one read, showing the session as it was until reloaded.
-        await _reply_shown(kept, "after the crash")

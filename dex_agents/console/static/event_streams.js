@@ -10,7 +10,6 @@ const listeners = new Map(); // key -> SharedStream
 // again, where it stayed stale until reloaded in a browser that told it nothing else.
 const suspended = new Set();
 let made = 0;
-let listening = false; // to pagehide and pageshow, from the first worker on
 let lock = null; // the name of the Web Lock this page holds (holdLock)
 let release = null;
 
@@ -22,56 +21,22 @@ function workerPort() {
     shared = false;
     for (const stream of [...listeners.values()]) stream.fail();
   };
-  const opened = worker.port;
-  port = opened;
-  opened.onmessage = ({ data }) => { const stream = listeners.get(data.key); if (stream) stream.receive(data); };
-  opened.start();
-  watchWorker(opened);
-  if (lock === null) holdLock();
-  else if (release) opened.postMessage({ op: "page", lock }); // held for a worker gone since
-  if (!listening) {
-    listening = true;
-    // A page that goes away closes its streams, so the worker stops asking for them; one that
-    // comes back from the back-forward cache opens them again, each from the last event it gave.
-    addEventListener("pagehide", () => {
-      for (const stream of [...listeners.values()]) stream.suspend();
-      releaseLock();
-    });
-    addEventListener("pageshow", (event) => {
-      if (!event.persisted) return;
-      holdLock();
-      for (const stream of [...suspended]) stream.resume();
-    });
-  }
-  return opened;
-}
-
-// The worker holds a Web Lock named WORKER_LOCK and more while it runs. No longer held, it is
-// gone (it ran in the renderer of another of the browser's pages, which crashed or was killed),
-// and a port to it is told nothing: each stream fails, so its page reads its snapshot and opens
-// it again, on a new worker, where it waited for events that never came. Looked at now and
-// then, not waited for and not told by the worker: a page waiting for a lock, or sent a message
-// by the worker while in the back-forward cache, is put out of that cache.
-const WORKER_LOCK = "dex-agents event streams ";
-const WORKER_CHECK_MS = 5000;
-
-function watchWorker(opened) {
-  if (!navigator.locks) return;
-  let name = null; // the lock of this port's worker, once seen
-  let unseen = 0;
-  const check = async () => {
-    if (port !== opened) return;
-    const { held } = await navigator.locks.query();
-    if (port !== opened) return;
-    const workers = held.map((each) => each.name).filter((each) => each.startsWith(WORKER_LOCK));
-    if (name === null && workers.length === 1) name = workers[0];
-    // One never seen is given a second look: it may still be starting.
-    const running = name === null ? ++unseen < 2 : workers.includes(name);
-    if (running) { setTimeout(check, WORKER_CHECK_MS); return; }
-    port = null;
-    for (const stream of [...listeners.values()]) stream.fail();
-  };
-  setTimeout(check, WORKER_CHECK_MS);
+  port = worker.port;
+  port.onmessage = ({ data }) => { const stream = listeners.get(data.key); if (stream) stream.receive(data); };
+  port.start();
+  holdLock();
+  // A page that goes away closes its streams, so the worker stops asking for them; one that
+  // comes back from the back-forward cache opens them again, each from the last event it gave.
+  addEventListener("pagehide", () => {
+    for (const stream of [...listeners.values()]) stream.suspend();
+    releaseLock();
+  });
+  addEventListener("pageshow", (event) => {
+    if (!event.persisted) return;
+    holdLock();
+    for (const stream of [...suspended]) stream.resume();
+  });
+  return port;
 }
 
 // The Web Lock this page holds while it lives, named in each stream it opens: the worker waits
@@ -86,7 +51,7 @@ function holdLock() {
     if (lock !== name) { done(); return; } // let go before it was granted
     release = done;
     // Only once held: the worker's wait, asked first, would be granted at once.
-    if (port) port.postMessage({ op: "page", lock: name });
+    port.postMessage({ op: "page", lock: name });
   }));
 }
 
@@ -139,7 +104,7 @@ class SharedStream {
   suspend() {
     if (!listeners.delete(this.key)) return;
     suspended.add(this);
-    if (port) port.postMessage({ op: "close", key: this.key });
+    port.postMessage({ op: "close", key: this.key });
   }
 
   resume() {

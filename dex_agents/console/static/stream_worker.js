@@ -107,13 +107,6 @@ function watch(lock) {
   });
 }
 
-// The lock this worker holds while it runs, for its pages to look at (event_streams.js): one
-// that ends with the renderer it ran in tells its ports nothing. Named anew for each worker.
-if (navigator.locks) {
-  const name = `dex-agents event streams ${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
-  navigator.locks.request(name, () => new Promise(() => {}));
-}
-
 onconnect = (event) => {
   const port = event.ports[0];
   port.onmessage = ({ data }) => {
