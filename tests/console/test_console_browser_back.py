@@ -17,6 +17,9 @@ from tests.console.support import CONTROL_HEADERS, eventually, serve_console, sn
 
 pytestmark = browser_tests
 
+RESTORE_TRIES = 3
+"""Times the page leaves and comes back until the back-forward cache restores it once."""
+
 COUNT_RESTORES = """
 window.restores = 0;
 addEventListener("pageshow", (event) => { if (event.persisted) window.restores += 1; });
@@ -89,12 +92,17 @@ async def test_a_page_back_from_the_back_forward_cache_follows_its_session_again
                 await page.add_init_script(TELL_NOTHING_OF_VISIBILITY)
             await page.goto(f"{url}/sessions/s")
             await _reply_shown(page, "hello")
-            await page.goto(f"{url}/")
-            await _send(client, "while away")
-            # A page the cache brings back fires no load event: its commit is all there is.
-            await page.go_back(wait_until="commit")
-            await eventually(lambda: page.evaluate("window.restores"), lambda n: n == 1)
-            await _reply_shown(page, "while away")
+            # Chromium may still load a page afresh rather than keep it (a loaded machine's
+            # timing); that page shows its session anyway, so go again until one is restored.
+            for away in range(1, RESTORE_TRIES + 1):
+                await page.goto(f"{url}/")
+                await _send(client, f"while away {away}")
+                # A page the cache brings back fires no load event: its commit is all there is.
+                await page.go_back(wait_until="commit")
+                await _reply_shown(page, f"while away {away}")
+                if await page.evaluate("window.restores") == 1:
+                    break
+            assert await page.evaluate("window.restores") == 1
             await _send(client, "after")
             await _reply_shown(page, "after")
             shown = await message_texts(page)
