@@ -275,6 +275,30 @@ def test_flows_must_be_a_list_of_flows() -> None:
     assert LocalRuntime(None, (flow,)).flows == (flow,)
 
 
+class _BytesPath:
+    """A path-like whose path is bytes."""
+
+    def __fspath__(self) -> bytes:
+        return b"db.sqlite3"
+
+
+@pytest.mark.parametrize("path", [b"db.sqlite3", 5, _BytesPath()])
+def test_path_must_be_a_str_or_path_like_of_str(tmp_path: Path, path: object) -> None:
+    with pytest.raises(
+        TypeError,
+        match=r"^path must be the session database's path as a str or os\.PathLike of str, or "
+        rf"None for a store in memory, not {type(path).__name__}$",
+    ):
+        LocalRuntime(path, [make_flow()])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("create", ["no", 0, None])
+def test_create_must_be_a_bool(tmp_path: Path, create: object) -> None:
+    with pytest.raises(TypeError, match=rf"^create must be True or False, not {create!r}$"):
+        LocalRuntime(tmp_path / "db.sqlite3", [make_flow()], create=create)  # type: ignore[arg-type]
+    assert not (tmp_path / "db.sqlite3").exists()
+
+
 @pytest.mark.parametrize("prefix", ["", 5])
 def test_worker_id_prefix_must_be_a_non_empty_string(tmp_path: Path, prefix: object) -> None:
     with pytest.raises(

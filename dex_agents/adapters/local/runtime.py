@@ -113,8 +113,11 @@ class EngineRuntime:
             )
         check_engine_interval("poll_interval", poll_interval)
         check_engine_interval("lease_duration", lease_duration)
+        if not isinstance(create, bool):
+            # "no" was taken as true and created the file the caller meant to refuse.
+            raise TypeError(f"create must be True or False, not {create!r}")
         # As given: Path() drops what check_database_file refuses (a trailing slash, "").
-        self._given_path = None if path is None else os.fspath(path)
+        self._given_path = None if path is None else _path_text(path)
         self._flows = given
         self._worker_count = workers
         self._max_concurrent_tasks = max_concurrent_tasks
@@ -268,3 +271,15 @@ def _report_worker_end(task: asyncio.Task[None]) -> None:
     error = task.exception()
     if error is not None:
         logger.error("a worker stopped: %s", error, exc_info=error)
+
+
+def _path_text(path: object) -> str:
+    # A bytes path failed as the file opened with "a bytes-like object is required, not
+    # 'str'", and a number with os.fspath's words, neither naming the argument.
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(text, str):
+        raise TypeError(
+            "path must be the session database's path as a str or os.PathLike of str, or "
+            f"None for a store in memory, not {type(path).__name__}"
+        )
+    return text
